@@ -1,0 +1,160 @@
+//! Central's configuration: the commented example file is also the default,
+//! and a value comes from that file < `KITH_*` env < command-line flags.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+/// The commented example configuration; every value in it is the default.
+pub const DEFAULT_CONFIG: &str = include_str!("../default-config.toml");
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// Root of the blob store, the registry and the index.
+    pub data_dir: PathBuf,
+    pub listen: SocketAddr,
+    /// Limit on a decompressed request body; larger bodies get 413.
+    pub max_body_bytes: usize,
+    /// Serve HTTPS when set.
+    pub tls: Option<TlsConfig>,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsConfig {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            data_dir: PathBuf::from("~/.local/share/kith-central"),
+            listen: SocketAddr::from(([127, 0, 0, 1], 7878)),
+            max_body_bytes: 64 * 1024 * 1024,
+            tls: None,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("config file {path}: {source}")]
+    Parse { path: PathBuf, source: toml::de::Error },
+    #[error("environment variable {name}: {reason}")]
+    Env { name: &'static str, reason: String },
+}
+
+/// Values given on the command line; `None` leaves the lower layers' value.
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    pub data_dir: Option<PathBuf>,
+    pub listen: Option<SocketAddr>,
+}
+
+impl Config {
+    /// Builds the configuration: default, then `file` (if any), then the
+    /// `KITH_*` variables from `env`, then `flags`.
+    pub fn load(
+        file: Option<&Path>,
+        env: impl Fn(&str) -> Option<String>,
+        flags: &Overrides,
+    ) -> Result<Self, ConfigError> {
+        let mut config = match file {
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .map_err(|source| ConfigError::Read { path: path.into(), source })?;
+                toml::from_str(&text).map_err(|source| ConfigError::Parse { path: path.into(), source })?
+            }
+            None => Config::default(),
+        };
+        if let Some(v) = env("KITH_DATA_DIR") {
+            config.data_dir = v.into();
+        }
+        if let Some(v) = env("KITH_LISTEN") {
+            config.listen = v.parse().map_err(|e| ConfigError::Env {
+                name: "KITH_LISTEN",
+                reason: format!("{e} (want an address like 127.0.0.1:7878)"),
+            })?;
+        }
+        if let Some(v) = env("KITH_MAX_BODY_BYTES") {
+            config.max_body_bytes = v.parse().map_err(|e| ConfigError::Env {
+                name: "KITH_MAX_BODY_BYTES",
+                reason: format!("{e}"),
+            })?;
+        }
+        match (env("KITH_TLS_CERT"), env("KITH_TLS_KEY")) {
+            (Some(cert), Some(key)) => config.tls = Some(TlsConfig { cert: cert.into(), key: key.into() }),
+            (None, None) => {}
+            _ => {
+                return Err(ConfigError::Env {
+                    name: "KITH_TLS_CERT",
+                    reason: "KITH_TLS_CERT and KITH_TLS_KEY must be set together".into(),
+                })
+            }
+        }
+        if let Some(v) = &flags.data_dir {
+            config.data_dir = v.clone();
+        }
+        if let Some(v) = flags.listen {
+            config.listen = v;
+        }
+        config.data_dir = expand_home(&config.data_dir, &env);
+        Ok(config)
+    }
+}
+
+/// Expands a leading `~/` with `$HOME`, as a shell would.
+fn expand_home(path: &Path, env: &impl Fn(&str) -> Option<String>) -> PathBuf {
+    match (path.strip_prefix("~"), env("HOME")) {
+        (Ok(rest), Some(home)) => Path::new(&home).join(rest),
+        _ => path.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env_of(pairs: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
+        move |k| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())
+    }
+
+    #[test]
+    fn the_example_file_is_the_default() {
+        let parsed: Config = toml::from_str(DEFAULT_CONFIG).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(parsed, Config::default());
+    }
+
+    #[test]
+    fn file_then_env_then_flags() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let file = dir.path().join("c.toml");
+        std::fs::write(&file, "listen = \"127.0.0.1:1\"\ndata_dir = \"/from/file\"\nmax_body_bytes = 5\n")
+            .unwrap_or_else(|e| panic!("{e}"));
+        let env = env_of(&[("KITH_LISTEN", "127.0.0.1:2"), ("HOME", "/home/x")]);
+        let c = Config::load(Some(&file), &env, &Overrides::default()).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(c.listen.port(), 2);
+        assert_eq!(c.data_dir, PathBuf::from("/from/file"));
+        assert_eq!(c.max_body_bytes, 5);
+        let flags = Overrides { data_dir: Some("~/d".into()), listen: Some(SocketAddr::from(([127, 0, 0, 1], 3))) };
+        let c = Config::load(Some(&file), &env, &flags).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(c.listen.port(), 3);
+        assert_eq!(c.data_dir, PathBuf::from("/home/x/d"));
+    }
+
+    #[test]
+    fn bad_values_are_named() {
+        let err = Config::load(None, env_of(&[("KITH_LISTEN", "nowhere")]), &Overrides::default());
+        assert!(err.is_err_and(|e| e.to_string().contains("KITH_LISTEN")));
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let file = dir.path().join("c.toml");
+        std::fs::write(&file, "listne = \"x\"\n").unwrap_or_else(|e| panic!("{e}"));
+        let err = Config::load(Some(&file), env_of(&[]), &Overrides::default());
+        assert!(err.is_err_and(|e| e.to_string().contains("listne")));
+    }
+}

@@ -1,0 +1,56 @@
+//! Service endpoints: liveness, status, Prometheus metrics, the OpenAPI document.
+
+use axum::extract::State;
+use axum::http::header;
+use axum::response::IntoResponse;
+use axum::Json;
+use kith_proto::{Counts, ErrorBody, LaneDepths, StatusResponse};
+
+use crate::auth::Viewer;
+use crate::error::Result;
+use crate::state::AppState;
+
+#[utoipa::path(get, path = "/healthz", responses((status = 200, body = String)))]
+pub async fn healthz() -> &'static str {
+    "ok\n"
+}
+
+#[utoipa::path(get, path = "/api/status",
+    responses((status = 200, body = StatusResponse), (status = 401, body = ErrorBody)))]
+pub async fn status(State(state): State<AppState>, viewer: Viewer) -> Result<Json<StatusResponse>> {
+    let s = state.clone();
+    let (counts, last_indexed_at, n_chunks) = tokio::task::spawn_blocking(move || {
+        Ok::<_, crate::error::Error>((s.registry().counts()?, s.registry().last_indexed_at()?, s.index().n_chunks()?))
+    })
+    .await??;
+    Ok(Json(StatusResponse {
+        version: env!("CARGO_PKG_VERSION").to_owned(),
+        queue: LaneDepths { query: 0, ingest_realtime: counts.realtime_jobs, ingest_bulk: counts.bulk_jobs },
+        counts: Counts {
+            users: counts.users,
+            machines: counts.machines,
+            runs: counts.runs,
+            chunks: n_chunks,
+            pending_index_jobs: counts.pending_jobs,
+        },
+        last_indexed_at,
+        search_backend: state.index().name().to_owned(),
+        embedder: "none".to_owned(),
+        machine: viewer.machine_name,
+        user: viewer.handle,
+    }))
+}
+
+#[utoipa::path(get, path = "/metrics", responses((status = 200, body = String)))]
+pub async fn metrics(State(state): State<AppState>) -> Result<impl IntoResponse> {
+    let s = state.clone();
+    let (counts, n_chunks) =
+        tokio::task::spawn_blocking(move || Ok::<_, crate::error::Error>((s.registry().counts()?, s.index().n_chunks()?)))
+            .await??;
+    Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], state.metrics().render(&counts, n_chunks)))
+}
+
+#[utoipa::path(get, path = "/api/openapi.json", responses((status = 200, body = Object)))]
+pub async fn openapi() -> impl IntoResponse {
+    Json(crate::routes::openapi())
+}

@@ -1,0 +1,59 @@
+//! HTTP handlers, one file per resource, named by verb. Each extracts, makes
+//! one domain call and returns a DTO.
+
+pub mod meta;
+pub mod runs;
+pub mod search;
+
+use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::request::Parts;
+use axum::http::StatusCode;
+use kith_shared::ids::RunId;
+use serde::de::DeserializeOwned;
+
+use crate::error::Error;
+
+/// `axum::Json` whose rejections are kith's error body.
+pub struct ApiJson<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
+    type Rejection = Error;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        match axum::Json::<T>::from_request(req, state).await {
+            Ok(axum::Json(v)) => Ok(Self(v)),
+            Err(rejection) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+                Err(Error::PayloadTooLarge { limit: 0 })
+            }
+            Err(rejection) => Err(Error::bad_request("invalid_json", rejection.body_text())),
+        }
+    }
+}
+
+/// `axum::extract::Query` whose rejections are kith's error body.
+pub struct ApiQuery<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for ApiQuery<T> {
+    type Rejection = Error;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        axum::extract::Query::<T>::from_request_parts(parts, state)
+            .await
+            .map(|q| Self(q.0))
+            .map_err(|r| Error::bad_request("invalid_query", r.body_text()))
+    }
+}
+
+/// A run id from the path, validated (this is the path-traversal check).
+pub struct RunPath(pub RunId);
+
+impl<S: Send + Sync> FromRequestParts<S> for RunPath {
+    type Rejection = Error;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let axum::extract::Path(raw) = axum::extract::Path::<String>::from_request_parts(parts, state)
+            .await
+            .map_err(|r| Error::bad_request("invalid_id", r.body_text()))?;
+        RunId::parse(&raw).map(Self).map_err(|e| Error::bad_request("invalid_id", e.to_string()))
+    }
+}

@@ -1,0 +1,107 @@
+//! `/api/runs`: ingest a delta, read a run's metadata and bytes, its subtree
+//! and the forest.
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use kith_proto::{
+    DescendantsResponse, ErrorBody, ForestQuery, ForestResponse, IngestRequest, IngestResponse, RunMeta,
+};
+use tokio_util::io::ReaderStream;
+
+use super::{ApiJson, ApiQuery, RunPath};
+use crate::auth::Viewer;
+use crate::error::{Error, Result};
+use crate::registry::ForestFilter;
+use crate::state::AppState;
+
+#[utoipa::path(post, path = "/api/runs", request_body = IngestRequest,
+    params(("Idempotency-Key" = Option<String>, Header, description = "makes a replay safe")),
+    responses((status = 202, body = IngestResponse), (status = 400, body = ErrorBody),
+        (status = 401, body = ErrorBody), (status = 409, body = ErrorBody), (status = 413, body = ErrorBody)))]
+pub async fn post(
+    State(state): State<AppState>,
+    viewer: Viewer,
+    headers: HeaderMap,
+    ApiJson(req): ApiJson<IngestRequest>,
+) -> Result<(StatusCode, Json<IngestResponse>)> {
+    let key = match headers.get("idempotency-key") {
+        Some(v) => Some(
+            v.to_str()
+                .map_err(|_| Error::bad_request("invalid_idempotency_key", "Idempotency-Key must be ASCII"))?
+                .to_owned(),
+        ),
+        None => None,
+    };
+    let res = crate::ingest::ingest(&state, &viewer, req, key).await?;
+    Ok((StatusCode::ACCEPTED, Json(res)))
+}
+
+#[utoipa::path(get, path = "/api/runs/{id}", params(("id" = String, Path)),
+    responses((status = 200, body = RunMeta), (status = 404, body = ErrorBody)))]
+pub async fn get(State(state): State<AppState>, viewer: Viewer, RunPath(id): RunPath) -> Result<Json<RunMeta>> {
+    let run = tokio::task::spawn_blocking(move || state.registry().run(&viewer, &id)).await??;
+    run.map(|r| Json(r.meta)).ok_or_else(Error::run_not_found)
+}
+
+#[utoipa::path(get, path = "/api/runs/{id}/jsonl", params(("id" = String, Path)),
+    responses((status = 200, content_type = "application/x-ndjson", body = String), (status = 404, body = ErrorBody)))]
+pub async fn jsonl(State(state): State<AppState>, viewer: Viewer, RunPath(id): RunPath) -> Result<Response> {
+    let s = state.clone();
+    let run = tokio::task::spawn_blocking(move || s.registry().run(&viewer, &id))
+        .await??
+        .ok_or_else(Error::run_not_found)?;
+    let file = tokio::fs::File::open(state.store().absolute(&run.blob_path)).await?;
+    Ok((
+        [
+            (header::CONTENT_TYPE, "application/x-ndjson".to_owned()),
+            (header::CONTENT_LENGTH, run.meta.jsonl_bytes.to_string()),
+        ],
+        Body::from_stream(ReaderStream::new(file)),
+    )
+        .into_response())
+}
+
+#[utoipa::path(get, path = "/api/runs/{id}/descendants", params(("id" = String, Path)),
+    responses((status = 200, body = DescendantsResponse), (status = 404, body = ErrorBody)))]
+pub async fn descendants(
+    State(state): State<AppState>,
+    viewer: Viewer,
+    RunPath(id): RunPath,
+) -> Result<Json<DescendantsResponse>> {
+    let res = tokio::task::spawn_blocking(move || crate::tree::descendants(state.registry(), &viewer, &id)).await??;
+    Ok(Json(res))
+}
+
+#[utoipa::path(get, path = "/api/runs/forest", params(ForestQuery),
+    responses((status = 200, body = ForestResponse), (status = 400, body = ErrorBody)))]
+pub async fn forest(
+    State(state): State<AppState>,
+    viewer: Viewer,
+    ApiQuery(q): ApiQuery<ForestQuery>,
+) -> Result<Json<ForestResponse>> {
+    let since = match &q.since {
+        Some(s) => Some(
+            kith_shared::timestamp::normalize(s)
+                .ok_or_else(|| Error::bad_request("invalid_query", "since must be an RFC 3339 timestamp"))?,
+        ),
+        None => None,
+    };
+    let root = match &q.root {
+        Some(r) => Some(
+            kith_shared::ids::RunId::parse(r).map_err(|e| Error::bad_request("invalid_id", e.to_string()))?,
+        ),
+        None => None,
+    };
+    let filter = ForestFilter {
+        since,
+        runtime: q.runtime,
+        machine: q.machine,
+        root,
+        limit: q.limit.unwrap_or(50).clamp(1, 500),
+    };
+    let res = tokio::task::spawn_blocking(move || crate::tree::forest(state.registry(), &viewer, &filter)).await??;
+    Ok(Json(res))
+}

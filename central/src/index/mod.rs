@@ -1,0 +1,119 @@
+//! The search index: one `SearchIndex` trait that every backend implements.
+//! Central feeds it chunks of runs and asks it for hits; the index is derived
+//! state, rebuilt from the blob store by `reindex`.
+//!
+//! Privacy lives here too: every indexed chunk carries its run's
+//! `readable_by`, and every search takes the `Viewer` and applies it inside
+//! the engine, so no backend can return what the viewer may not read.
+
+pub mod embedded;
+
+use kith_proto::{AgentRuntime, RunMeta};
+use kith_shared::chunk::Chunk;
+
+use crate::auth::Viewer;
+use crate::error::Result;
+
+/// Search filters after validation (timestamps parsed, values checked).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Filters {
+    pub runtime: Option<AgentRuntime>,
+    pub machine: Option<String>,
+    pub conversation_id: Option<String>,
+    pub root_run_id: Option<String>,
+    pub tags: Vec<String>,
+    /// Whole path components: `/home/a` matches `/home/a/x`, not `/home/ab`.
+    pub cwd_prefix: Option<String>,
+    /// Milliseconds since the epoch, inclusive.
+    pub since_ms: Option<i64>,
+    /// Milliseconds since the epoch, exclusive.
+    pub until_ms: Option<i64>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct IndexHit {
+    pub run_id: String,
+    pub chunk_id: String,
+    pub score: f32,
+    pub role: String,
+    pub text: String,
+    /// Text around the matches, matches wrapped in `«` and `»`.
+    pub snippet: String,
+    pub line_start: u64,
+    pub line_end: u64,
+    pub started_at: String,
+    pub intent: Option<String>,
+    pub machine: String,
+    pub agent_runtime: AgentRuntime,
+}
+
+pub trait SearchIndex: Send + Sync {
+    /// Backend name for `/api/status` and search responses.
+    fn name(&self) -> &'static str;
+
+    /// Replaces every chunk of `run` with `chunks` (not visible before `commit`).
+    fn put_run(&self, run: &RunMeta, chunks: &[Chunk]) -> Result<()>;
+
+    /// Makes all puts so far durable and searchable.
+    fn commit(&self) -> Result<()>;
+
+    /// Removes every chunk (before a full rebuild).
+    fn clear(&self) -> Result<()>;
+
+    /// Keyword (BM25) search over the chunks the viewer may read.
+    fn keyword(&self, viewer: &Viewer, query: &str, filters: &Filters, limit: usize) -> Result<Vec<IndexHit>>;
+
+    /// Number of chunks indexed.
+    fn n_chunks(&self) -> Result<u64>;
+
+    /// Number of chunks indexed for one run (for `doctor`).
+    fn n_chunks_of_run(&self, run_id: &str) -> Result<u64>;
+}
+
+/// Chunk id: the run id and the chunk's index in the run.
+pub fn chunk_id(run_id: &str, chunk_idx: u32) -> String {
+    format!("{run_id}-{chunk_idx}")
+}
+
+/// Every ancestor of a path, itself included, without trailing slashes
+/// (`/a/b` -> `/`, `/a`, `/a/b`), so a path-prefix filter is one term lookup.
+pub fn path_prefixes(path: &str) -> Vec<String> {
+    let trimmed = path.trim_end_matches('/');
+    let mut out = Vec::new();
+    if path.starts_with('/') {
+        out.push("/".to_owned());
+    }
+    for (i, c) in trimmed.char_indices() {
+        if c == '/' && i > 0 {
+            out.push(trimmed[..i].to_owned());
+        }
+    }
+    if !trimmed.is_empty() {
+        out.push(trimmed.to_owned());
+    }
+    out
+}
+
+/// The form `path_prefixes` stores a filter value in.
+pub fn normalize_prefix(prefix: &str) -> String {
+    let t = prefix.trim_end_matches('/');
+    if t.is_empty() && prefix.starts_with('/') {
+        "/".to_owned()
+    } else {
+        t.to_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn path_prefixes_are_whole_components() {
+        assert_eq!(path_prefixes("/home/a/proj/"), ["/", "/home", "/home/a", "/home/a/proj"]);
+        assert_eq!(path_prefixes("rel/x"), ["rel", "rel/x"]);
+        assert_eq!(normalize_prefix("/home/a/"), "/home/a");
+        assert_eq!(normalize_prefix("/"), "/");
+        assert!(!path_prefixes("/home/ab").contains(&normalize_prefix("/home/a")));
+    }
+}

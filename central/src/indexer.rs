@@ -1,0 +1,95 @@
+//! The indexing worker: drains the durable `index_jobs` table (realtime lane
+//! first), turning each stored run into chunks in the search index. Jobs are
+//! deleted only after the index commit, so a crash at any point redoes, never
+//! loses, work; on start the worker resumes whatever is pending.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kith_proto::RunMeta;
+use kith_shared::chunk::{chunk_turns, ChunkConfig};
+use kith_shared::ids::RunId;
+use kith_shared::transcript;
+use tokio::sync::Notify;
+
+use crate::error::{Error, Result};
+use crate::ingest::format_of;
+use crate::state::AppState;
+
+/// Runs indexed per index commit: large enough to amortise the commit's
+/// fsync, small enough that a new realtime run waits for little.
+const BATCH: u32 = 32;
+/// Jobs that failed this often stay in the table for `doctor` to report.
+const MAX_ATTEMPTS: i64 = 5;
+
+/// Wakes the worker. Cheap to clone.
+#[derive(Clone, Default)]
+pub struct Indexer {
+    wake: Arc<Notify>,
+}
+
+impl Indexer {
+    pub fn wake(&self) {
+        self.wake.notify_one();
+    }
+
+    /// Runs until the process ends.
+    pub async fn run(self, state: AppState) {
+        loop {
+            let s = state.clone();
+            match tokio::task::spawn_blocking(move || index_batch(&s)).await {
+                Ok(Ok(0)) => {
+                    // Also poll now and then, so a job written by another
+                    // process (the CLI's reindex) is picked up.
+                    let _ = tokio::time::timeout(Duration::from_secs(5), self.wake.notified()).await;
+                }
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => {
+                    tracing::error!(error = %e, "indexing batch failed");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "indexing task panicked");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+            }
+        }
+    }
+}
+
+/// Indexes up to one batch of pending jobs; returns how many were done.
+pub fn index_batch(state: &AppState) -> Result<usize> {
+    let jobs = state.registry().pending_jobs_below(BATCH, MAX_ATTEMPTS)?;
+    if jobs.is_empty() {
+        return Ok(0);
+    }
+    let mut done: Vec<RunId> = Vec::with_capacity(jobs.len());
+    for (run_id, blob_path) in &jobs {
+        match index_one(state, run_id, blob_path) {
+            Ok(()) => done.push(run_id.clone()),
+            Err(e) => {
+                tracing::warn!(run_id = %run_id, error = %e, "indexing a run failed");
+                state.registry().fail_job(run_id, &e.to_string())?;
+            }
+        }
+    }
+    state.index().commit()?;
+    let now = kith_shared::timestamp::now();
+    for run_id in &done {
+        state.registry().finish_job(run_id, &now)?;
+    }
+    tracing::debug!(n_runs = done.len(), "indexed batch");
+    Ok(jobs.len())
+}
+
+fn index_one(state: &AppState, run_id: &RunId, blob_path: &str) -> Result<()> {
+    let meta_path = state.store().absolute(blob_path).with_extension("metadata.json");
+    let meta: RunMeta = serde_json::from_slice(&std::fs::read(&meta_path)?)?;
+    if meta.id != run_id.as_str() {
+        return Err(Error::Internal(format!("metadata of {run_id} names run {}", meta.id)));
+    }
+    let bytes = state.store().read_jsonl(blob_path)?;
+    let parsed = transcript::parse(format_of(meta.agent_runtime), &bytes);
+    let chunks = chunk_turns(&parsed.turns, &ChunkConfig::default());
+    state.index().put_run(&meta, &chunks)
+}

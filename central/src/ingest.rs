@@ -1,0 +1,285 @@
+//! Accepting one delta: validate it, decide (dedupe, conflict, lineage), write
+//! the blob, record the run and its durable indexing job, answer 202.
+//!
+//! The decision rules, in order:
+//! 1. a reused `Idempotency-Key` or `run_id` with the same bytes is
+//!    `already_indexed`; with other bytes it is 409;
+//! 2. a delta of the same source that starts at the same offset and whose
+//!    bytes equal, or are a prefix of, the accepted bytes is `already_indexed`;
+//! 3. any other overlap with an accepted range of the source is 409;
+//! 4. a delta that does not start at 0 must continue an accepted delta that
+//!    ends exactly where it starts, and `prev_sha256` (if sent) must be that
+//!    delta's chain hash; otherwise 409;
+//! 5. the parent is `parent_run_id` (which must be the caller's run) or else
+//!    the previous delta of the source; the root is the parent's root.
+
+use std::collections::BTreeMap;
+
+use kith_proto::{AgentRuntime, IngestRequest, IngestResponse, IngestStatus, RunLinks, RunMeta};
+use kith_shared::hash::{chain_next, sha256_hex};
+use kith_shared::ids::RunId;
+use kith_shared::transcript::{self, Format};
+use kith_shared::{jsonl, timestamp};
+
+use crate::auth::Viewer;
+use crate::error::{Error, Result};
+use crate::registry::{Lane, NewRun, StoredRun};
+use crate::state::AppState;
+use crate::store::BlobStore;
+
+const MAX_SOURCE_IDENTITY: usize = 1024;
+const MAX_TAGS: usize = 64;
+const MAX_TAG_LEN: usize = 100;
+const MAX_FIELD_LEN: usize = 4096;
+
+/// A delta that passed every check that needs no stored state.
+struct Delta {
+    req: IngestRequest,
+    run_id: Option<RunId>,
+    parent_run_id: Option<RunId>,
+    idempotency_key: Option<String>,
+    sha256: String,
+    /// Metadata parsed from the bytes.
+    parsed: transcript::Transcript,
+    started_at: Option<String>,
+}
+
+pub async fn ingest(
+    state: &AppState,
+    viewer: &Viewer,
+    req: IngestRequest,
+    idempotency_key: Option<String>,
+) -> Result<IngestResponse> {
+    let delta = tokio::task::spawn_blocking(move || validate(req, idempotency_key)).await??;
+    let (response, fresh) = {
+        // One decision at a time: two deltas of one source must not both pass
+        // the overlap check before either is recorded.
+        let _gate = state.ingest_gate().lock().await;
+        let state = state.clone();
+        let viewer = viewer.clone();
+        tokio::task::spawn_blocking(move || decide_and_store(&state, &viewer, delta)).await??
+    };
+    if fresh {
+        state.metrics().ingested(response.jsonl_bytes);
+        state.indexer().wake();
+    }
+    Ok(response)
+}
+
+fn validate(req: IngestRequest, idempotency_key: Option<String>) -> Result<Delta> {
+    let bytes = req.jsonl.as_bytes();
+    jsonl::check(bytes).map_err(|e| Error::bad_request("invalid_jsonl", e.to_string()))?;
+    let len = bytes.len() as u64;
+    if req.to_offset.checked_sub(req.from_offset) != Some(len) {
+        return Err(Error::bad_request(
+            "invalid_range",
+            format!(
+                "to_offset - from_offset must equal the jsonl length ({len} bytes); got {}..{}",
+                req.from_offset, req.to_offset
+            ),
+        ));
+    }
+    if req.source_identity.is_empty() || req.source_identity.len() > MAX_SOURCE_IDENTITY {
+        return Err(Error::bad_request(
+            "invalid_source_identity",
+            format!("source_identity must be 1-{MAX_SOURCE_IDENTITY} bytes"),
+        ));
+    }
+    if req.tags.len() > MAX_TAGS || req.tags.iter().any(|t| t.is_empty() || t.len() > MAX_TAG_LEN) {
+        return Err(Error::bad_request(
+            "invalid_tags",
+            format!("at most {MAX_TAGS} tags of 1-{MAX_TAG_LEN} bytes each"),
+        ));
+    }
+    for (name, value) in [
+        ("conversation_id", &req.conversation_id),
+        ("cwd", &req.cwd),
+        ("git_branch", &req.git_branch),
+        ("agent_version", &req.agent_version),
+    ] {
+        if value.as_ref().is_some_and(|v| v.len() > MAX_FIELD_LEN) {
+            return Err(Error::bad_request("field_too_long", format!("{name} is longer than {MAX_FIELD_LEN} bytes")));
+        }
+    }
+    if let Some(key) = &idempotency_key {
+        if key.is_empty() || key.len() > 256 {
+            return Err(Error::bad_request("invalid_idempotency_key", "Idempotency-Key must be 1-256 bytes"));
+        }
+    }
+    let parse_id = |field: &str, v: &Option<String>| {
+        v.as_deref()
+            .map(RunId::parse)
+            .transpose()
+            .map_err(|e| Error::bad_request("invalid_id", format!("{field}: {e}")))
+    };
+    let run_id = parse_id("run_id", &req.run_id)?;
+    let parent_run_id = parse_id("parent_run_id", &req.parent_run_id)?;
+    let started_at = match &req.started_at {
+        Some(s) => Some(timestamp::normalize(s).ok_or_else(|| {
+            Error::bad_request("invalid_timestamp", "started_at must be an RFC 3339 timestamp")
+        })?),
+        None => None,
+    };
+    let sha256 = sha256_hex(bytes);
+    let parsed = transcript::parse(format_of(req.agent_runtime), bytes);
+    Ok(Delta { req, run_id, parent_run_id, idempotency_key, sha256, parsed, started_at })
+}
+
+pub fn format_of(runtime: AgentRuntime) -> Format {
+    match runtime {
+        AgentRuntime::ClaudeCode => Format::ClaudeCode,
+        AgentRuntime::Codex => Format::Codex,
+        AgentRuntime::Pi => Format::Pi,
+        AgentRuntime::Other => Format::Other,
+    }
+}
+
+/// Returns the answer and whether anything new was stored.
+fn decide_and_store(state: &AppState, viewer: &Viewer, d: Delta) -> Result<(IngestResponse, bool)> {
+    let registry = state.registry();
+    let user = &viewer.user_id;
+    let same_bytes = |run: &StoredRun, what: &str| -> Result<(IngestResponse, bool)> {
+        if run.meta.jsonl_sha256 == d.sha256 && run.meta.user_id == user.as_str() {
+            Ok((already(run), false))
+        } else {
+            Err(Error::conflict("run_conflict", format!("{what} was already used for other bytes")))
+        }
+    };
+    if let Some(key) = &d.idempotency_key {
+        if let Some(run) = registry.run_by_idempotency_key(user, key)? {
+            return same_bytes(&run, "this Idempotency-Key");
+        }
+    }
+    if let Some(id) = &d.run_id {
+        if let Some(run) = registry.run_by_id_any_owner(id)? {
+            return same_bytes(&run, "this run_id");
+        }
+    }
+
+    let req = &d.req;
+    let overlapping =
+        registry.source_runs_overlapping(user, &req.source_identity, req.from_offset, req.to_offset)?;
+    if let Some(first) = overlapping.first() {
+        if first.meta.from_offset == req.from_offset
+            && (first.meta.jsonl_sha256 == d.sha256
+                || state.store().read_jsonl(&first.blob_path)?.starts_with(req.jsonl.as_bytes()))
+        {
+            return Ok((already(first), false));
+        }
+        return Err(Error::conflict(
+            "range_overlap",
+            format!(
+                "bytes {}..{} of this source overlap the accepted run {} ({}..{}); resend from offset {}",
+                req.from_offset,
+                req.to_offset,
+                first.meta.id,
+                first.meta.from_offset,
+                first.meta.to_offset,
+                overlapping.last().map_or(req.from_offset, |r| r.meta.to_offset),
+            ),
+        ));
+    }
+
+    let previous = if req.from_offset == 0 {
+        if req.prev_sha256.is_some() {
+            return Err(Error::conflict("chain_mismatch", "a delta starting at offset 0 has no prev_sha256"));
+        }
+        None
+    } else {
+        let prev = registry
+            .source_run_ending_at(user, &req.source_identity, req.from_offset)?
+            .ok_or_else(|| {
+                Error::conflict(
+                    "chain_gap",
+                    format!("no accepted delta of this source ends at offset {}", req.from_offset),
+                )
+            })?;
+        if req.prev_sha256.as_ref().is_some_and(|p| *p != prev.meta.chain_sha256) {
+            return Err(Error::conflict(
+                "chain_mismatch",
+                format!("prev_sha256 does not match the chain hash of run {}", prev.meta.id),
+            ));
+        }
+        Some(prev)
+    };
+
+    let parent = match &d.parent_run_id {
+        Some(id) => Some(
+            registry
+                .run(viewer, id)?
+                .filter(|r| r.meta.user_id == user.as_str())
+                .ok_or_else(|| Error::bad_request("unknown_parent", format!("parent run {id} is not one of yours")))?,
+        ),
+        None => previous.clone(),
+    };
+
+    let run_id = match d.run_id {
+        Some(id) => id,
+        None => state.new_run_id()?,
+    };
+    let started_at = d
+        .started_at
+        .or_else(|| d.parsed.started_at.as_deref().and_then(timestamp::normalize))
+        .unwrap_or_else(timestamp::now);
+    let chain_sha256 = chain_next(previous.as_ref().map(|p| p.meta.chain_sha256.as_str()), &d.sha256);
+    let root_run_id = parent.as_ref().map_or_else(|| run_id.to_string(), |p| p.meta.root_run_id.clone());
+    let parsed = d.parsed;
+    let meta = RunMeta {
+        id: run_id.to_string(),
+        user_id: user.to_string(),
+        machine_id: viewer.machine_id.to_string(),
+        machine: viewer.machine_name.clone(),
+        agent_runtime: req.agent_runtime,
+        agent_version: req.agent_version.clone().or(parsed.agent_version),
+        model: parsed.model,
+        conversation_id: req.conversation_id.clone().or(parsed.session_id),
+        parent_run_id: parent.as_ref().map(|p| p.meta.id.clone()),
+        root_run_id,
+        cwd: req.cwd.clone().or(parsed.cwd),
+        git_branch: req.git_branch.clone().or(parsed.git_branch),
+        intent: parsed.intent,
+        tags: req.tags.clone(),
+        readable_by: vec![user.to_string()],
+        ended_at: parsed.ended_at.as_deref().and_then(timestamp::normalize),
+        started_at,
+        turn_count: parsed.turns.len() as u64,
+        tool_call_count: parsed.tool_call_count,
+        files_touched: parsed.files_touched,
+        tools_used: parsed.tools_used,
+        jsonl_bytes: req.jsonl.len() as u64,
+        jsonl_sha256: d.sha256,
+        chain_sha256,
+        source_identity: req.source_identity.clone(),
+        from_offset: req.from_offset,
+        to_offset: req.to_offset,
+        redactions: req.redactions.clone().into_iter().collect::<BTreeMap<_, _>>(),
+        indexed_at: None,
+        embedded_at: None,
+        _links: RunLinks::for_run(run_id.as_str()),
+    };
+    let blob_path = BlobStore::jsonl_path(user, timestamp::month(&meta.started_at), &run_id);
+    state.store().write_run(&blob_path, req.jsonl.as_bytes(), &serde_json::to_vec_pretty(&meta)?)?;
+    registry.insert_run(&NewRun {
+        meta: &meta,
+        blob_path: &blob_path,
+        idempotency_key: d.idempotency_key.as_deref(),
+        lane: Lane::Realtime,
+    })?;
+    tracing::info!(run_id = %meta.id, user = %meta.user_id, bytes = meta.jsonl_bytes, "run accepted");
+    Ok((response(&meta, IngestStatus::Accepted), true))
+}
+
+fn already(run: &StoredRun) -> IngestResponse {
+    response(&run.meta, IngestStatus::AlreadyIndexed)
+}
+
+fn response(meta: &RunMeta, status: IngestStatus) -> IngestResponse {
+    IngestResponse {
+        run_id: meta.id.clone(),
+        status,
+        jsonl_bytes: meta.jsonl_bytes,
+        jsonl_sha256: meta.jsonl_sha256.clone(),
+        chain_sha256: meta.chain_sha256.clone(),
+        _links: meta._links.clone(),
+    }
+}

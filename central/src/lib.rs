@@ -1,0 +1,23 @@
+//! kith-central: the service that keeps every family member's transcripts as
+//! the authoritative record, indexes them and answers searches, showing each
+//! viewer only what they may read. `main.rs` is a thin wrapper over `cli`.
+
+pub mod auth;
+pub mod cli;
+pub mod config;
+pub mod error;
+pub mod handlers;
+pub mod index;
+pub mod indexer;
+pub mod ingest;
+pub mod maintenance;
+pub mod metrics;
+pub mod registry;
+pub mod routes;
+pub mod search;
+pub mod serve;
+pub mod state;
+pub mod store;
+pub mod tree;
+
+pub use serve::serve;

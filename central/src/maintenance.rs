@@ -1,0 +1,140 @@
+//! Offline maintenance on a data directory: `reindex` rebuilds every derived
+//! thing (run catalog, jobs, search index) from the blob store alone, and
+//! `doctor` reports drift between blobs, registry and index.
+
+use std::collections::{BTreeMap, HashSet};
+
+use indicatif::{ProgressBar, ProgressStyle};
+use kith_proto::RunMeta;
+use kith_shared::chunk::{chunk_turns, ChunkConfig};
+use kith_shared::hash::sha256_hex;
+use kith_shared::transcript;
+
+use crate::error::Result;
+use crate::indexer::index_batch;
+use crate::ingest::format_of;
+use crate::registry::{Lane, NewRun};
+use crate::state::AppState;
+
+#[derive(Debug, Default)]
+pub struct ReindexReport {
+    pub n_runs: u64,
+    pub n_chunks: u64,
+    /// Blobs that could not be used, with why.
+    pub skipped: Vec<String>,
+}
+
+fn progress(len: u64, what: &str) -> ProgressBar {
+    let bar = ProgressBar::new(len);
+    bar.set_style(
+        ProgressStyle::with_template("{msg:>10} [{bar:40}] {pos}/{len} ({eta})")
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+    );
+    bar.set_message(what.to_owned());
+    bar
+}
+
+/// Rebuilds the run catalog and the search index from the blobs.
+pub fn reindex(state: &AppState) -> Result<ReindexReport> {
+    let store = state.store();
+    let files = store.metadata_files()?;
+    let mut report = ReindexReport::default();
+    let mut runs: Vec<(RunMeta, String)> = Vec::new();
+    let bar = progress(files.len() as u64, "reading");
+    for path in &files {
+        bar.inc(1);
+        let Some(rel) = store.jsonl_for_metadata(path) else { continue };
+        let meta = std::fs::read(path).map_err(Into::into).and_then(|b| {
+            serde_json::from_slice::<RunMeta>(&b).map_err(crate::error::Error::from)
+        });
+        let meta = match meta {
+            Ok(m) => m,
+            Err(e) => {
+                report.skipped.push(format!("{}: unreadable metadata: {e}", path.display()));
+                continue;
+            }
+        };
+        match store.read_jsonl(&rel) {
+            Ok(bytes) if sha256_hex(&bytes) == meta.jsonl_sha256 => runs.push((meta, rel)),
+            Ok(_) => report.skipped.push(format!("{rel}: bytes do not match jsonl_sha256")),
+            Err(e) => report.skipped.push(format!("{rel}: {e}")),
+        }
+    }
+    bar.finish_and_clear();
+    state.registry().clear_runs()?;
+    for (meta, rel) in &runs {
+        state.registry().insert_run(&NewRun { meta, blob_path: rel, idempotency_key: None, lane: Lane::Bulk })?;
+    }
+    state.index().clear()?;
+    let bar = progress(runs.len() as u64, "indexing");
+    loop {
+        let n = index_batch(state)?;
+        if n == 0 {
+            break;
+        }
+        bar.inc(n as u64);
+    }
+    bar.finish_and_clear();
+    report.n_runs = runs.len() as u64;
+    report.n_chunks = state.index().n_chunks()?;
+    Ok(report)
+}
+
+/// One kind of drift and the runs (or files) that show it.
+pub type DoctorReport = BTreeMap<&'static str, Vec<String>>;
+
+/// Compares blobs, registry and index; an empty report means no drift.
+pub fn doctor(state: &AppState) -> Result<DoctorReport> {
+    let store = state.store();
+    let mut report = DoctorReport::new();
+    let mut blob_paths = HashSet::new();
+    for path in store.metadata_files()? {
+        if let Some(rel) = store.jsonl_for_metadata(&path) {
+            blob_paths.insert(rel);
+        }
+    }
+    let registered = state.registry().all_blob_paths()?;
+    let registered_paths: HashSet<&str> = registered.iter().map(|(_, p)| p.as_str()).collect();
+    for path in &blob_paths {
+        if !registered_paths.contains(path.as_str()) {
+            report.entry("blob_not_in_registry").or_default().push(path.clone());
+        }
+    }
+    let bar = progress(registered.len() as u64, "checking");
+    for (id, rel) in &registered {
+        bar.inc(1);
+        let bytes = match store.read_jsonl(rel) {
+            Ok(b) => b,
+            Err(_) => {
+                report.entry("registry_run_without_blob").or_default().push(id.clone());
+                continue;
+            }
+        };
+        let meta: Option<RunMeta> = std::fs::read(store.absolute(rel).with_extension("metadata.json"))
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok());
+        let Some(meta) = meta else {
+            report.entry("run_without_metadata").or_default().push(id.clone());
+            continue;
+        };
+        if sha256_hex(&bytes) != meta.jsonl_sha256 {
+            report.entry("blob_sha256_mismatch").or_default().push(id.clone());
+        }
+        let expected = chunk_turns(&transcript::parse(format_of(meta.agent_runtime), &bytes).turns, &ChunkConfig::default())
+            .len() as u64;
+        let actual = state.index().n_chunks_of_run(id)?;
+        if expected != actual {
+            report
+                .entry("index_chunks_differ")
+                .or_default()
+                .push(format!("{id}: {actual} indexed, {expected} expected"));
+        }
+    }
+    bar.finish_and_clear();
+    let counts = state.registry().counts()?;
+    if counts.pending_jobs > 0 {
+        report.entry("pending_index_jobs").or_default().push(format!("{} runs wait for indexing", counts.pending_jobs));
+    }
+    Ok(report)
+}

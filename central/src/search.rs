@@ -1,0 +1,108 @@
+//! `POST /api/search`: validate the request, resolve filters, ask the index
+//! as the viewer, and shape hits. Semantic search needs an embedder; until one
+//! is configured, semantic answers 503 and hybrid falls back to keyword,
+//! saying so in `degraded`.
+
+use std::time::Instant;
+
+use kith_proto::{RunLinks, SearchHit, SearchMode, SearchRequest, SearchResponse, SearchTiming};
+
+use crate::auth::Viewer;
+use crate::error::{Error, Result};
+use crate::index::Filters;
+use crate::state::AppState;
+
+pub const DEFAULT_LIMIT: u32 = 10;
+/// Larger limits are clamped to this, not refused.
+pub const MAX_LIMIT: u32 = 100;
+pub const MAX_OFFSET: u32 = 1000;
+pub const MAX_QUERY_BYTES: usize = 4096;
+
+pub async fn search(state: &AppState, viewer: &Viewer, req: SearchRequest) -> Result<SearchResponse> {
+    let started = Instant::now();
+    let query = req.query.trim().to_owned();
+    if query.is_empty() {
+        return Err(Error::bad_request("empty_query", "query must not be empty"));
+    }
+    if query.len() > MAX_QUERY_BYTES {
+        return Err(Error::bad_request(
+            "query_too_long",
+            format!("query is {} bytes; the limit is {MAX_QUERY_BYTES}", query.len()),
+        ));
+    }
+    if req.offset > MAX_OFFSET {
+        return Err(Error::bad_request("invalid_offset", format!("offset must be at most {MAX_OFFSET}")));
+    }
+    let limit = req.limit.unwrap_or(DEFAULT_LIMIT).clamp(1, MAX_LIMIT);
+    let filters = resolve_filters(&req.filters)?;
+    let degraded = match req.mode {
+        SearchMode::Keyword => None,
+        SearchMode::Hybrid => Some("no embedder is configured: keyword results only".to_owned()),
+        SearchMode::Semantic => {
+            return Err(Error::Unavailable {
+                code: "embedder_unavailable",
+                message: "semantic search needs an embedder and none is configured; keyword search still answers"
+                    .into(),
+            })
+        }
+    };
+    state.metrics().searched();
+    let search_started = Instant::now();
+    let s = state.clone();
+    let v = viewer.clone();
+    let want = (limit + req.offset) as usize;
+    let hits = tokio::task::spawn_blocking(move || s.index().keyword(&v, &query, &filters, want)).await??;
+    let search_ms = ms(search_started);
+    let hits = hits
+        .into_iter()
+        .skip(req.offset as usize)
+        .map(|h| SearchHit {
+            _links: RunLinks::for_run(&h.run_id),
+            run_id: h.run_id,
+            chunk_id: h.chunk_id,
+            score: h.score,
+            role: h.role,
+            text: h.text,
+            snippet: h.snippet,
+            line_start: h.line_start,
+            line_end: h.line_end,
+            started_at: h.started_at,
+            intent: h.intent,
+            machine: h.machine,
+            agent_runtime: h.agent_runtime,
+        })
+        .collect();
+    Ok(SearchResponse {
+        hits,
+        timing: SearchTiming { embed_ms: 0.0, queued_ms: 0.0, search_ms, total_ms: ms(started) },
+        backend: state.index().name().to_owned(),
+        embedder: "none".to_owned(),
+        degraded,
+    })
+}
+
+fn resolve_filters(f: &kith_proto::SearchFilters) -> Result<Filters> {
+    let time = |name: &str, v: &Option<String>| -> Result<Option<i64>> {
+        v.as_deref()
+            .map(|s| {
+                kith_shared::timestamp::parse(s)
+                    .map(|t| (t.unix_timestamp_nanos() / 1_000_000) as i64)
+                    .ok_or_else(|| Error::bad_request("invalid_filter", format!("filters.{name} must be RFC 3339")))
+            })
+            .transpose()
+    };
+    Ok(Filters {
+        runtime: f.runtime,
+        machine: f.machine.clone(),
+        conversation_id: f.conversation_id.clone(),
+        root_run_id: f.root_run_id.clone(),
+        tags: f.tags.clone(),
+        cwd_prefix: f.cwd_prefix.clone(),
+        since_ms: time("since", &f.since)?,
+        until_ms: time("until", &f.until)?,
+    })
+}
+
+fn ms(since: Instant) -> f64 {
+    since.elapsed().as_secs_f64() * 1000.0
+}

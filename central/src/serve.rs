@@ -1,0 +1,110 @@
+//! Running the service: open the data directory, start the indexer and the
+//! `last_seen_at` flusher, and serve HTTP or HTTPS until `shutdown` resolves.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+
+use crate::config::{Config, TlsConfig};
+use crate::error::{Error, Result};
+use crate::state::AppState;
+
+/// What `main` and the tests both call.
+pub async fn serve(
+    config: Config,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<()> {
+    let tls = config.tls.clone();
+    let state = {
+        let config = config.clone();
+        tokio::task::spawn_blocking(move || AppState::open(config)).await??
+    };
+    tokio::spawn(state.indexer().clone().run(state.clone()));
+    tokio::spawn(flush_seen_forever(state.clone()));
+    let app = crate::routes::app(state.clone());
+    let addr = listener.local_addr()?;
+    match tls {
+        None => {
+            tracing::info!(%addr, data_dir = %config.data_dir.display(), "kith-central listening on http://{addr}");
+            axum::serve(listener, app).with_graceful_shutdown(shutdown).await?;
+        }
+        Some(tls) => {
+            let acceptor = tls_acceptor(&tls)?;
+            tracing::info!(%addr, data_dir = %config.data_dir.display(), "kith-central listening on https://{addr}");
+            serve_tls(listener, acceptor, app, shutdown).await;
+        }
+    }
+    state.flush_seen()?;
+    Ok(())
+}
+
+async fn flush_seen_forever(state: AppState) {
+    let mut tick = tokio::time::interval(Duration::from_secs(30));
+    loop {
+        tick.tick().await;
+        let s = state.clone();
+        if let Ok(Err(e)) = tokio::task::spawn_blocking(move || s.flush_seen()).await {
+            tracing::warn!(error = %e, "could not record last_seen_at");
+        }
+    }
+}
+
+fn tls_acceptor(tls: &TlsConfig) -> Result<tokio_rustls::TlsAcceptor> {
+    let read = |path: &std::path::Path| {
+        std::fs::read(path).map_err(|e| Error::Internal(format!("cannot read {}: {e}", path.display())))
+    };
+    let certs = rustls_pemfile::certs(&mut read(&tls.cert)?.as_slice())
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(|e| Error::Internal(format!("bad certificate file {}: {e}", tls.cert.display())))?;
+    let key = rustls_pemfile::private_key(&mut read(&tls.key)?.as_slice())
+        .map_err(|e| Error::Internal(format!("bad key file {}: {e}", tls.key.display())))?
+        .ok_or_else(|| Error::Internal(format!("no private key in {}", tls.key.display())))?;
+    let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .map_err(|e| Error::Internal(format!("tls: {e}")))?
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .map_err(|e| Error::Internal(format!("tls: {e}")))?;
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
+}
+
+async fn serve_tls(
+    listener: TcpListener,
+    acceptor: tokio_rustls::TlsAcceptor,
+    app: axum::Router,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) {
+    use hyper_util::rt::{TokioExecutor, TokioIo};
+    use hyper_util::service::TowerToHyperService;
+
+    tokio::pin!(shutdown);
+    loop {
+        let (tcp, peer) = tokio::select! {
+            () = &mut shutdown => return,
+            accepted = listener.accept() => match accepted {
+                Ok(pair) => pair,
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept failed");
+                    continue;
+                }
+            },
+        };
+        let acceptor = acceptor.clone();
+        let service = TowerToHyperService::new(app.clone());
+        tokio::spawn(async move {
+            let stream = match tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp)).await {
+                Ok(Ok(s)) => s,
+                Ok(Err(e)) => return tracing::debug!(%peer, error = %e, "tls handshake failed"),
+                Err(_) => return tracing::debug!(%peer, "tls handshake timed out"),
+            };
+            let conn = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+            if let Err(e) = conn.serve_connection_with_upgrades(TokioIo::new(stream), service).await {
+                tracing::debug!(%peer, error = %e, "connection ended with an error");
+            }
+        });
+    }
+}

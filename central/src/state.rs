@@ -1,0 +1,110 @@
+//! Central's shared state: a cheap-to-clone handle over `Arc<Shared>`. Each
+//! subsystem (registry, blob store, index, indexer, metrics) owns its own
+//! short, private locks; nothing here is locked as a whole.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use kith_shared::ids::{MachineId, RunId};
+
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::index::embedded::EmbeddedIndex;
+use crate::index::SearchIndex;
+use crate::indexer::Indexer;
+use crate::metrics::Metrics;
+use crate::registry::Registry;
+use crate::store::BlobStore;
+
+#[derive(Clone)]
+pub struct AppState {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    config: Config,
+    registry: Registry,
+    store: BlobStore,
+    index: Box<dyn SearchIndex>,
+    indexer: Indexer,
+    metrics: Metrics,
+    /// Serialises ingest decisions (see `ingest`).
+    ingest_gate: tokio::sync::Mutex<()>,
+    /// Machines seen since the last flush, with when; written to the registry
+    /// in batches so a request never pays for a write.
+    seen: Mutex<HashMap<MachineId, String>>,
+}
+
+impl AppState {
+    /// Opens (creating if needed) the data directory's registry, store and index.
+    pub fn open(config: Config) -> Result<Self> {
+        let data = config.data_dir.clone();
+        std::fs::create_dir_all(&data)?;
+        let registry = open_registry(&data)?;
+        let index = EmbeddedIndex::open(&data.join("index"))?;
+        Ok(Self {
+            shared: Arc::new(Shared {
+                store: BlobStore::new(&data),
+                registry,
+                index: Box::new(index),
+                indexer: Indexer::default(),
+                metrics: Metrics::default(),
+                ingest_gate: tokio::sync::Mutex::new(()),
+                seen: Mutex::new(HashMap::new()),
+                config,
+            }),
+        })
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.shared.config
+    }
+
+    pub fn registry(&self) -> &Registry {
+        &self.shared.registry
+    }
+
+    pub fn store(&self) -> &BlobStore {
+        &self.shared.store
+    }
+
+    pub fn index(&self) -> &dyn SearchIndex {
+        self.shared.index.as_ref()
+    }
+
+    pub fn indexer(&self) -> &Indexer {
+        &self.shared.indexer
+    }
+
+    pub fn metrics(&self) -> &Metrics {
+        &self.shared.metrics
+    }
+
+    pub fn ingest_gate(&self) -> &tokio::sync::Mutex<()> {
+        &self.shared.ingest_gate
+    }
+
+    pub fn new_run_id(&self) -> Result<RunId> {
+        Ok(RunId::from_uuid_bytes(uuid::Uuid::now_v7().into_bytes()))
+    }
+
+    pub fn note_seen(&self, machine: &MachineId) {
+        let mut seen = self.shared.seen.lock().unwrap_or_else(|p| p.into_inner());
+        seen.insert(machine.clone(), kith_shared::timestamp::now());
+    }
+
+    /// Writes the batched `last_seen_at` values.
+    pub fn flush_seen(&self) -> Result<()> {
+        let batch = std::mem::take(&mut *self.shared.seen.lock().unwrap_or_else(|p| p.into_inner()));
+        self.registry().touch_machines(&batch)
+    }
+}
+
+/// The registry file of a data directory.
+pub fn open_registry(data: &Path) -> Result<Registry> {
+    Registry::open(&data.join("registry.sqlite")).map_err(|e| match e {
+        Error::Registry(e) => Error::Internal(format!("cannot open {}/registry.sqlite: {e}", data.display())),
+        other => other,
+    })
+}

@@ -1,0 +1,151 @@
+//! The authoritative blob store: `<data>/runs/<user_id>/<yyyy-mm>/<run_id>.jsonl`
+//! and `<run_id>.metadata.json`. Files are written to a temp file, fsynced and
+//! renamed into place, then the directory is fsynced; nothing is ever
+//! rewritten in place.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+use kith_shared::ids::{RunId, UserId};
+
+use crate::error::{Error, Result};
+
+#[derive(Debug, Clone)]
+pub struct BlobStore {
+    /// The data directory; blob paths in the registry are relative to it.
+    data_dir: PathBuf,
+}
+
+impl BlobStore {
+    pub fn new(data_dir: &Path) -> Self {
+        Self { data_dir: data_dir.to_owned() }
+    }
+
+    /// Relative path of a run's jsonl blob. Ids are validated newtypes, so
+    /// the path cannot leave the store.
+    pub fn jsonl_path(user: &UserId, month: &str, run: &RunId) -> String {
+        format!("runs/{user}/{month}/{run}.jsonl")
+    }
+
+    pub fn absolute(&self, relative: &str) -> PathBuf {
+        self.data_dir.join(relative)
+    }
+
+    /// Writes a run's jsonl and metadata. If the jsonl already exists (a
+    /// retry after a crash between blob and registry), it must hold the same
+    /// bytes; different bytes are a conflict and nothing is overwritten.
+    pub fn write_run(&self, jsonl_rel: &str, jsonl: &[u8], metadata: &[u8]) -> Result<()> {
+        let jsonl_path = self.absolute(jsonl_rel);
+        let meta_path = metadata_path(&jsonl_path);
+        let dir = jsonl_path
+            .parent()
+            .ok_or_else(|| Error::Internal("blob path has no parent".into()))?;
+        fs::create_dir_all(dir)?;
+        match fs::read(&jsonl_path) {
+            Ok(existing) if existing == jsonl => {}
+            Ok(_) => {
+                return Err(Error::conflict(
+                    "run_conflict",
+                    "a run with this id is already stored with other bytes",
+                ))
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => write_atomic(&jsonl_path, jsonl)?,
+            Err(e) => return Err(e.into()),
+        }
+        write_atomic(&meta_path, metadata)?;
+        sync_dir(dir)?;
+        Ok(())
+    }
+
+    pub fn open_jsonl(&self, relative: &str) -> io::Result<File> {
+        File::open(self.absolute(relative))
+    }
+
+    pub fn read_jsonl(&self, relative: &str) -> io::Result<Vec<u8>> {
+        fs::read(self.absolute(relative))
+    }
+
+    /// Every `*.metadata.json` under `runs/`, for `reindex` and `doctor`.
+    pub fn metadata_files(&self) -> io::Result<Vec<PathBuf>> {
+        let mut out = Vec::new();
+        let root = self.data_dir.join("runs");
+        if !root.exists() {
+            return Ok(out);
+        }
+        let mut stack = vec![root];
+        while let Some(dir) = stack.pop() {
+            for entry in fs::read_dir(&dir)? {
+                let path = entry?.path();
+                if path.is_dir() {
+                    stack.push(path);
+                } else if path.to_string_lossy().ends_with(".metadata.json") {
+                    out.push(path);
+                }
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+
+    /// The jsonl path, relative to the data dir, that belongs to a metadata file.
+    pub fn jsonl_for_metadata(&self, metadata: &Path) -> Option<String> {
+        let s = metadata.strip_prefix(&self.data_dir).ok()?.to_str()?;
+        Some(format!("{}.jsonl", s.strip_suffix(".metadata.json")?))
+    }
+}
+
+fn metadata_path(jsonl: &Path) -> PathBuf {
+    jsonl.with_extension("metadata.json")
+}
+
+/// Temp file in the same directory, fsync, rename: readers see the old state
+/// or the whole new file, never a prefix.
+fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut tmp = tempfile_in(dir)?;
+    tmp.1.write_all(bytes)?;
+    tmp.1.sync_all()?;
+    fs::rename(&tmp.0, path).inspect_err(|_| {
+        let _ = fs::remove_file(&tmp.0);
+    })
+}
+
+fn tempfile_in(dir: &Path) -> io::Result<(PathBuf, File)> {
+    let mut rnd = [0u8; 8];
+    getrandom::fill(&mut rnd).map_err(|e| io::Error::other(e.to_string()))?;
+    let path = dir.join(format!(".tmp-{}", hex::encode(rnd)));
+    let file = OpenOptions::new().write(true).create_new(true).open(&path)?;
+    Ok((path, file))
+}
+
+fn sync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn write_is_idempotent_for_same_bytes_and_refuses_other_bytes() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let store = BlobStore::new(dir.path());
+        let user = UserId::parse("u1").unwrap_or_else(|e| panic!("{e}"));
+        let run = RunId::parse("r1").unwrap_or_else(|e| panic!("{e}"));
+        let rel = BlobStore::jsonl_path(&user, "2026-05", &run);
+        assert_eq!(rel, "runs/u1/2026-05/r1.jsonl");
+        store.write_run(&rel, b"{}\n", b"{\"id\":\"r1\"}").unwrap_or_else(|e| panic!("{e}"));
+        store.write_run(&rel, b"{}\n", b"{\"id\":\"r1\"}").unwrap_or_else(|e| panic!("{e}"));
+        let err = store.write_run(&rel, b"[]\n", b"{}");
+        assert!(matches!(err, Err(Error::Conflict { code: "run_conflict", .. })));
+        assert_eq!(store.read_jsonl(&rel).unwrap_or_default(), b"{}\n");
+        let metas = store.metadata_files().unwrap_or_default();
+        assert_eq!(metas.len(), 1);
+        assert_eq!(store.jsonl_for_metadata(&metas[0]).as_deref(), Some(rel.as_str()));
+        let leftovers: Vec<_> = fs::read_dir(dir.path().join("runs/u1/2026-05"))
+            .map(|d| d.filter_map(|e| e.ok()).map(|e| e.file_name()).collect())
+            .unwrap_or_default();
+        assert_eq!(leftovers.len(), 2, "no temp files left: {leftovers:?}");
+    }
+}

@@ -1,0 +1,157 @@
+//! The Run tree: subtrees and the forest of recent trees, built from the runs
+//! of one `root_run_id` that the viewer may read. Pure shaping lives in
+//! `shape_*`; the IO around it takes a `&Viewer`.
+
+use std::collections::HashMap;
+
+use kith_proto::{DescendantsResponse, ForestResponse, RunMeta, Tree, TreeRun};
+use kith_shared::ids::RunId;
+
+use crate::auth::Viewer;
+use crate::error::{Error, Result};
+use crate::registry::{ForestFilter, Registry};
+
+pub fn descendants(registry: &Registry, viewer: &Viewer, id: &RunId) -> Result<DescendantsResponse> {
+    let run = registry.run(viewer, id)?.ok_or_else(Error::run_not_found)?;
+    let runs = registry.tree_runs(viewer, &run.meta.root_run_id)?;
+    Ok(DescendantsResponse { runs: shape_subtree(runs.into_iter().map(|r| r.meta).collect(), id.as_str()) })
+}
+
+pub fn forest(registry: &Registry, viewer: &Viewer, filter: &ForestFilter) -> Result<ForestResponse> {
+    let mut trees = Vec::new();
+    for (root, last_activity_at) in registry.forest_roots(viewer, filter)? {
+        let runs = registry.tree_runs(viewer, &root)?.into_iter().map(|r| r.meta).collect();
+        trees.push(Tree { root_run_id: root, last_activity_at, runs: shape_tree(runs) });
+    }
+    Ok(ForestResponse { trees })
+}
+
+/// `top` and everything below it, ordered by `started_at` (then id), each
+/// with its depth below `top`. `runs` must be sorted by `started_at`, id.
+pub fn shape_subtree(runs: Vec<RunMeta>, top: &str) -> Vec<TreeRun> {
+    let mut depth: HashMap<String, u32> = HashMap::from([(top.to_owned(), 0)]);
+    // A child never starts before its parent is stored, but clocks differ
+    // between machines: iterate until no new run joins the subtree.
+    let mut changed = true;
+    while changed {
+        changed = false;
+        for r in &runs {
+            if depth.contains_key(&r.id) {
+                continue;
+            }
+            if let Some(d) = r.parent_run_id.as_ref().and_then(|p| depth.get(p)).copied() {
+                depth.insert(r.id.clone(), d + 1);
+                changed = true;
+            }
+        }
+    }
+    runs.into_iter()
+        .filter_map(|run| depth.get(&run.id).copied().map(|depth| TreeRun { depth, run }))
+        .collect()
+}
+
+/// A whole tree in depth-first order, children by `started_at`. Runs whose
+/// parent is not among `runs` (not readable by this viewer) start their own
+/// branch at depth 0.
+pub fn shape_tree(runs: Vec<RunMeta>) -> Vec<TreeRun> {
+    let ids: std::collections::HashSet<&str> = runs.iter().map(|r| r.id.as_str()).collect();
+    let mut children: HashMap<Option<String>, Vec<usize>> = HashMap::new();
+    for (i, r) in runs.iter().enumerate() {
+        let parent = r.parent_run_id.clone().filter(|p| ids.contains(p.as_str()) && *p != r.id);
+        children.entry(parent).or_default().push(i);
+    }
+    let mut order = Vec::with_capacity(runs.len());
+    let mut stack: Vec<(usize, u32)> = children.get(&None).into_iter().flatten().rev().map(|&i| (i, 0)).collect();
+    let mut visited = vec![false; runs.len()];
+    while let Some((i, depth)) = stack.pop() {
+        if std::mem::replace(&mut visited[i], true) {
+            continue;
+        }
+        order.push((i, depth));
+        if let Some(kids) = children.get(&Some(runs[i].id.clone())) {
+            stack.extend(kids.iter().rev().map(|&k| (k, depth + 1)));
+        }
+    }
+    let mut slots: Vec<Option<RunMeta>> = runs.into_iter().map(Some).collect();
+    order.into_iter()
+        .filter_map(|(i, depth)| slots[i].take().map(|run| TreeRun { depth, run }))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kith_proto::{AgentRuntime, RunLinks};
+
+    fn run(id: &str, parent: Option<&str>, started: &str) -> RunMeta {
+        RunMeta {
+            id: id.into(),
+            user_id: "u".into(),
+            machine_id: "m".into(),
+            machine: "laptop".into(),
+            agent_runtime: AgentRuntime::ClaudeCode,
+            agent_version: None,
+            model: None,
+            conversation_id: None,
+            parent_run_id: parent.map(Into::into),
+            root_run_id: "a".into(),
+            cwd: None,
+            git_branch: None,
+            intent: None,
+            tags: vec![],
+            readable_by: vec!["u".into()],
+            started_at: started.into(),
+            ended_at: None,
+            turn_count: 0,
+            tool_call_count: 0,
+            files_touched: vec![],
+            tools_used: vec![],
+            jsonl_bytes: 0,
+            jsonl_sha256: String::new(),
+            chain_sha256: String::new(),
+            source_identity: String::new(),
+            from_offset: 0,
+            to_offset: 0,
+            redactions: Default::default(),
+            indexed_at: None,
+            embedded_at: None,
+            _links: RunLinks::for_run(id),
+        }
+    }
+
+    fn shape(tree: &[TreeRun]) -> Vec<(String, u32)> {
+        tree.iter().map(|t| (t.run.id.clone(), t.depth)).collect()
+    }
+
+    /// a -> b -> c -> d (four levels), a -> e (a sibling branch started later
+    /// than c), and x, unrelated to the subtree of b.
+    fn runs() -> Vec<RunMeta> {
+        vec![
+            run("a", None, "1"),
+            run("b", Some("a"), "2"),
+            run("c", Some("b"), "3"),
+            run("e", Some("a"), "4"),
+            run("d", Some("c"), "5"),
+        ]
+    }
+
+    #[test]
+    fn tree_is_depth_first_with_children_by_start() {
+        let want = [("a", 0), ("b", 1), ("c", 2), ("d", 3), ("e", 1)];
+        let want: Vec<_> = want.iter().map(|(i, d)| (i.to_string(), *d)).collect();
+        assert_eq!(shape(&shape_tree(runs())), want);
+    }
+
+    #[test]
+    fn subtree_holds_only_descendants_by_start() {
+        let want: Vec<_> = [("b", 0), ("c", 1), ("d", 2)].iter().map(|(i, d)| (i.to_string(), *d)).collect();
+        assert_eq!(shape(&shape_subtree(runs(), "b")), want);
+        assert_eq!(shape(&shape_subtree(runs(), "d")), vec![("d".to_string(), 0)]);
+    }
+
+    #[test]
+    fn unreadable_parent_makes_a_branch_root() {
+        let partial = vec![run("c", Some("b"), "3"), run("d", Some("c"), "5")];
+        assert_eq!(shape(&shape_tree(partial)), vec![("c".to_string(), 0), ("d".to_string(), 1)]);
+    }
+}

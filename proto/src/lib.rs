@@ -1,0 +1,370 @@
+//! Wire types of kith's HTTP API: every request and response body, the error
+//! body, and the OpenAPI document assembled from them.
+//!
+//! Only this crate derives `Serialize`/`Deserialize` for the wire; the agent and
+//! central convert to and from their domain types at the edge.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+/// `{"error": {"code": "...", "message": "..."}}`, the body of every error.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ErrorBody {
+    pub error: ErrorDetail,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ErrorDetail {
+    /// Stable, machine-readable, snake_case (for example `run_not_found`).
+    pub code: String,
+    /// Human-readable reason; never contains internal error text for 5xx.
+    pub message: String,
+}
+
+/// Which agent wrote a transcript.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum AgentRuntime {
+    ClaudeCode,
+    Codex,
+    Pi,
+    Other,
+}
+
+impl AgentRuntime {
+    pub const ALL: [AgentRuntime; 4] = [Self::ClaudeCode, Self::Codex, Self::Pi, Self::Other];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ClaudeCode => "claude-code",
+            Self::Codex => "codex",
+            Self::Pi => "pi",
+            Self::Other => "other",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|r| r.as_str() == s)
+    }
+}
+
+/// `POST /api/runs`: one delta of one transcript.
+///
+/// Unknown fields are rejected, so a body cannot smuggle in `readable_by`,
+/// `user_id` or any other field central derives itself.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct IngestRequest {
+    /// The delta's exact bytes: complete JSONL lines, each ending in `\n`.
+    pub jsonl: String,
+    pub agent_runtime: AgentRuntime,
+    /// Opaque identity of the source chain on the device (path + file identity + epoch).
+    pub source_identity: String,
+    /// Byte offset of `jsonl` in the source file.
+    pub from_offset: u64,
+    /// `from_offset + jsonl.len()`.
+    pub to_offset: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversation_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_run_id: Option<String>,
+    /// The chain hash central returned for the delta that ended at `from_offset`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prev_sha256: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub git_branch: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_version: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tags: Vec<String>,
+    /// RFC 3339.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<String>,
+    /// Secrets redacted on the device, counted by kind.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub redactions: BTreeMap<String, u64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum IngestStatus {
+    /// Stored now; indexing is queued.
+    Accepted,
+    /// These bytes were stored before; nothing changed.
+    AlreadyIndexed,
+}
+
+/// Links to a run's resources.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct RunLinks {
+    #[serde(rename = "self")]
+    pub self_: String,
+    pub jsonl: String,
+    pub descendants: String,
+}
+
+impl RunLinks {
+    pub fn for_run(run_id: &str) -> Self {
+        Self {
+            self_: format!("/api/runs/{run_id}"),
+            jsonl: format!("/api/runs/{run_id}/jsonl"),
+            descendants: format!("/api/runs/{run_id}/descendants"),
+        }
+    }
+}
+
+/// 202 answer to `POST /api/runs`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct IngestResponse {
+    pub run_id: String,
+    pub status: IngestStatus,
+    pub jsonl_bytes: u64,
+    pub jsonl_sha256: String,
+    /// Hash chain over the source's accepted deltas up to `to_offset`; the next
+    /// delta of the same source sends it as `prev_sha256`.
+    pub chain_sha256: String,
+    pub _links: RunLinks,
+}
+
+/// Run metadata, as `GET /api/runs/{id}` returns it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct RunMeta {
+    pub id: String,
+    pub user_id: String,
+    pub machine_id: String,
+    /// The machine's name, for badges.
+    pub machine: String,
+    pub agent_runtime: AgentRuntime,
+    pub agent_version: Option<String>,
+    pub model: Option<String>,
+    pub conversation_id: Option<String>,
+    pub parent_run_id: Option<String>,
+    pub root_run_id: String,
+    pub cwd: Option<String>,
+    pub git_branch: Option<String>,
+    /// First user message of the run, at most 500 characters.
+    pub intent: Option<String>,
+    pub tags: Vec<String>,
+    pub readable_by: Vec<String>,
+    pub started_at: String,
+    pub ended_at: Option<String>,
+    pub turn_count: u64,
+    pub tool_call_count: u64,
+    pub files_touched: Vec<String>,
+    pub tools_used: Vec<String>,
+    pub jsonl_bytes: u64,
+    pub jsonl_sha256: String,
+    pub chain_sha256: String,
+    pub source_identity: String,
+    pub from_offset: u64,
+    pub to_offset: u64,
+    pub redactions: BTreeMap<String, u64>,
+    pub indexed_at: Option<String>,
+    pub embedded_at: Option<String>,
+    pub _links: RunLinks,
+}
+
+/// One run in a tree, with its depth below the tree's root (root = 0).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct TreeRun {
+    pub depth: u32,
+    pub run: RunMeta,
+}
+
+/// `GET /api/runs/{id}/descendants`: the run and its subtree, ordered by
+/// `started_at` (ties by id).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct DescendantsResponse {
+    pub runs: Vec<TreeRun>,
+}
+
+/// One tree of the forest: its runs in depth-first order, children by `started_at`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Tree {
+    pub root_run_id: String,
+    /// Most recent `started_at` in the tree.
+    pub last_activity_at: String,
+    pub runs: Vec<TreeRun>,
+}
+
+/// `GET /api/runs/forest`: recent trees, most recently active first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct ForestResponse {
+    pub trees: Vec<Tree>,
+}
+
+/// Query string of `GET /api/runs/forest`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct ForestQuery {
+    /// RFC 3339; trees with activity at or after this time.
+    pub since: Option<String>,
+    pub runtime: Option<AgentRuntime>,
+    /// Machine name.
+    pub machine: Option<String>,
+    /// One tree by its root run id.
+    pub root: Option<String>,
+    /// Number of trees, 1..=500, default 50.
+    pub limit: Option<u32>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SearchMode {
+    #[default]
+    Hybrid,
+    Keyword,
+    Semantic,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SearchFilters {
+    pub runtime: Option<AgentRuntime>,
+    /// Machine name.
+    pub machine: Option<String>,
+    pub conversation_id: Option<String>,
+    pub root_run_id: Option<String>,
+    /// Every listed tag must be on the run.
+    #[serde(default)]
+    pub tags: Vec<String>,
+    pub cwd_prefix: Option<String>,
+    /// RFC 3339, inclusive.
+    pub since: Option<String>,
+    /// RFC 3339, exclusive.
+    pub until: Option<String>,
+}
+
+/// `POST /api/search`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SearchRequest {
+    pub query: String,
+    #[serde(default)]
+    pub mode: SearchMode,
+    #[serde(default)]
+    pub filters: SearchFilters,
+    /// 1..=100, default 10; larger values are clamped to 100.
+    pub limit: Option<u32>,
+    #[serde(default)]
+    pub offset: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct SearchHit {
+    pub run_id: String,
+    pub chunk_id: String,
+    pub score: f32,
+    /// `user`, `assistant`, `tool` or `summary`.
+    pub role: String,
+    pub text: String,
+    /// Part of `text` around the matches, with matches wrapped in `«` and `»`.
+    pub snippet: String,
+    /// 1-based, inclusive line range in the run's jsonl.
+    pub line_start: u64,
+    pub line_end: u64,
+    pub started_at: String,
+    pub intent: Option<String>,
+    pub machine: String,
+    pub agent_runtime: AgentRuntime,
+    pub _links: RunLinks,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct SearchTiming {
+    pub embed_ms: f64,
+    pub queued_ms: f64,
+    pub search_ms: f64,
+    pub total_ms: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct SearchResponse {
+    pub hits: Vec<SearchHit>,
+    pub timing: SearchTiming,
+    /// Search backend name, e.g. `embedded`.
+    pub backend: String,
+    /// Embedder name, or `none` when semantic search is unavailable.
+    pub embedder: String,
+    /// Set when the requested mode could not be fully served (for example the
+    /// embedder is down and hybrid fell back to keyword).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub degraded: Option<String>,
+}
+
+/// Depth of each embed-queue lane.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct LaneDepths {
+    pub query: u64,
+    pub ingest_realtime: u64,
+    pub ingest_bulk: u64,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Counts {
+    pub users: u64,
+    pub machines: u64,
+    pub runs: u64,
+    pub chunks: u64,
+    /// Runs stored but not yet indexed.
+    pub pending_index_jobs: u64,
+}
+
+/// `GET /api/status`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct StatusResponse {
+    pub version: String,
+    pub queue: LaneDepths,
+    pub counts: Counts,
+    /// When the most recent run was indexed (RFC 3339).
+    pub last_indexed_at: Option<String>,
+    pub search_backend: String,
+    pub embedder: String,
+    /// The calling machine as central knows it.
+    pub machine: String,
+    pub user: String,
+}
+
+/// The OpenAPI document of the whole API, generated from these types.
+#[derive(utoipa::OpenApi)]
+#[openapi(
+    info(title = "kith-central", description = "kith: a family memory network for AI coding-agent transcripts"),
+    components(schemas(
+        ErrorBody, ErrorDetail, AgentRuntime, IngestRequest, IngestStatus, IngestResponse, RunLinks,
+        RunMeta, TreeRun, DescendantsResponse, Tree, ForestResponse, ForestQuery, SearchMode,
+        SearchFilters, SearchRequest, SearchHit, SearchTiming, SearchResponse, LaneDepths, Counts,
+        StatusResponse
+    ))
+)]
+pub struct ApiDoc;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runtime_names_round_trip() {
+        for r in AgentRuntime::ALL {
+            let json = serde_json::to_string(&r).unwrap_or_default();
+            assert_eq!(json, format!("\"{}\"", r.as_str()));
+            assert_eq!(AgentRuntime::parse(r.as_str()), Some(r));
+        }
+        assert_eq!(AgentRuntime::parse("claude"), None);
+    }
+
+    #[test]
+    fn ingest_request_rejects_fields_central_derives() {
+        let body = r#"{"jsonl":"{}\n","agent_runtime":"pi","source_identity":"s","from_offset":0,"to_offset":3,"readable_by":["u2"]}"#;
+        let err = serde_json::from_str::<IngestRequest>(body).err().map(|e| e.to_string());
+        assert!(err.is_some_and(|e| e.contains("readable_by")));
+        let ok = r#"{"jsonl":"{}\n","agent_runtime":"pi","source_identity":"s","from_offset":0,"to_offset":3}"#;
+        assert!(serde_json::from_str::<IngestRequest>(ok).is_ok_and(|r| r.tags.is_empty()));
+    }
+}

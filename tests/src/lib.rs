@@ -1,0 +1,1 @@
+//! kith end-to-end tests live in tests/.
