@@ -17,6 +17,8 @@ pub struct Viewer {
     pub machine_name: String,
     pub handle: String,
     pub is_admin: bool,
+    /// Live grants this user received, as of this request.
+    pub grants: Vec<crate::registry::Grant>,
 }
 
 /// A bearer token. `Debug` never shows it.

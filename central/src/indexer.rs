@@ -14,6 +14,7 @@ use tokio::sync::Notify;
 
 use crate::error::{Error, Result};
 use crate::ingest::format_of;
+use crate::registry::PendingJob;
 use crate::state::AppState;
 
 /// Runs indexed per index commit: large enough to amortise the commit's
@@ -64,12 +65,12 @@ pub fn index_batch(state: &AppState) -> Result<usize> {
         return Ok(0);
     }
     let mut done: Vec<RunId> = Vec::with_capacity(jobs.len());
-    for (run_id, blob_path) in &jobs {
-        match index_one(state, run_id, blob_path) {
-            Ok(()) => done.push(run_id.clone()),
+    for job in &jobs {
+        match index_one(state, job) {
+            Ok(()) => done.push(job.run_id.clone()),
             Err(e) => {
-                tracing::warn!(run_id = %run_id, error = %e, "indexing a run failed");
-                state.registry().fail_job(run_id, &e.to_string())?;
+                tracing::warn!(run_id = %job.run_id, error = %e, "indexing a run failed");
+                state.registry().fail_job(&job.run_id, &e.to_string())?;
             }
         }
     }
@@ -82,14 +83,14 @@ pub fn index_batch(state: &AppState) -> Result<usize> {
     Ok(jobs.len())
 }
 
-fn index_one(state: &AppState, run_id: &RunId, blob_path: &str) -> Result<()> {
-    let meta_path = state.store().absolute(blob_path).with_extension("metadata.json");
+fn index_one(state: &AppState, job: &PendingJob) -> Result<()> {
+    let meta_path = state.store().absolute(&job.blob_path).with_extension("metadata.json");
     let meta: RunMeta = serde_json::from_slice(&std::fs::read(&meta_path)?)?;
-    if meta.id != run_id.as_str() {
-        return Err(Error::Internal(format!("metadata of {run_id} names run {}", meta.id)));
+    if meta.id != job.run_id.as_str() {
+        return Err(Error::Internal(format!("metadata of {} names run {}", job.run_id, meta.id)));
     }
-    let bytes = state.store().read_jsonl(blob_path)?;
+    let bytes = state.store().read_jsonl(&job.blob_path)?;
     let parsed = transcript::parse(format_of(meta.agent_runtime), &bytes);
     let chunks = chunk_turns(&parsed.turns, &ChunkConfig::default());
-    state.index().put_run(&meta, &chunks)
+    state.index().put_run(&meta, &job.ancestry, &chunks)
 }

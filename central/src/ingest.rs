@@ -23,7 +23,7 @@ use kith_shared::{jsonl, timestamp};
 
 use crate::auth::Viewer;
 use crate::error::{Error, Result};
-use crate::registry::{Lane, NewRun, StoredRun};
+use crate::registry::{ancestry_of, Lane, NewRun, StoredRun};
 use crate::state::AppState;
 use crate::store::BlobStore;
 
@@ -85,10 +85,12 @@ fn validate(req: IngestRequest, idempotency_key: Option<String>) -> Result<Delta
             format!("source_identity must be 1-{MAX_SOURCE_IDENTITY} bytes"),
         ));
     }
-    if req.tags.len() > MAX_TAGS || req.tags.iter().any(|t| t.is_empty() || t.len() > MAX_TAG_LEN) {
+    if req.tags.len() > MAX_TAGS
+        || req.tags.iter().any(|t| t.is_empty() || t.len() > MAX_TAG_LEN || t.contains(['|', ':']))
+    {
         return Err(Error::bad_request(
             "invalid_tags",
-            format!("at most {MAX_TAGS} tags of 1-{MAX_TAG_LEN} bytes each"),
+            format!("at most {MAX_TAGS} tags of 1-{MAX_TAG_LEN} bytes each, without '|' or ':'"),
         ));
     }
     for (name, value) in [
@@ -259,8 +261,10 @@ fn decide_and_store(state: &AppState, viewer: &Viewer, d: Delta) -> Result<(Inge
     };
     let blob_path = BlobStore::jsonl_path(user, timestamp::month(&meta.started_at), &run_id);
     state.store().write_run(&blob_path, req.jsonl.as_bytes(), &serde_json::to_vec_pretty(&meta)?)?;
+    let ancestry = ancestry_of(parent.as_ref().map(|p| p.ancestry.as_str()), run_id.as_str());
     registry.insert_run(&NewRun {
         meta: &meta,
+        ancestry: &ancestry,
         blob_path: &blob_path,
         idempotency_key: d.idempotency_key.as_deref(),
         lane: Lane::Realtime,

@@ -16,6 +16,7 @@ pub mod registry;
 pub mod routes;
 pub mod search;
 pub mod serve;
+pub mod sharing;
 pub mod state;
 pub mod store;
 pub mod tree;

@@ -2,7 +2,7 @@
 //! thing (run catalog, jobs, search index) from the blob store alone, and
 //! `doctor` reports drift between blobs, registry and index.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use indicatif::{ProgressBar, ProgressStyle};
 use kith_proto::RunMeta;
@@ -63,8 +63,17 @@ pub fn reindex(state: &AppState) -> Result<ReindexReport> {
     }
     bar.finish_and_clear();
     state.registry().clear_runs()?;
+    let parents: HashMap<&str, Option<&str>> =
+        runs.iter().map(|(m, _)| (m.id.as_str(), m.parent_run_id.as_deref())).collect();
     for (meta, rel) in &runs {
-        state.registry().insert_run(&NewRun { meta, blob_path: rel, idempotency_key: None, lane: Lane::Bulk })?;
+        let ancestry = ancestry_from(&parents, &meta.id);
+        state.registry().insert_run(&NewRun {
+            meta,
+            ancestry: &ancestry,
+            blob_path: rel,
+            idempotency_key: None,
+            lane: Lane::Bulk,
+        })?;
     }
     state.index().clear()?;
     let bar = progress(runs.len() as u64, "indexing");
@@ -79,6 +88,21 @@ pub fn reindex(state: &AppState) -> Result<ReindexReport> {
     report.n_runs = runs.len() as u64;
     report.n_chunks = state.index().n_chunks()?;
     Ok(report)
+}
+
+/// `|root|...|parent|self|` by walking parent links (cycles cut).
+fn ancestry_from(parents: &HashMap<&str, Option<&str>>, id: &str) -> String {
+    let mut chain = vec![id];
+    let mut at = id;
+    while let Some(Some(parent)) = parents.get(at) {
+        if chain.contains(parent) {
+            break;
+        }
+        chain.push(parent);
+        at = parent;
+    }
+    chain.reverse();
+    format!("|{}|", chain.join("|"))
 }
 
 /// One kind of drift and the runs (or files) that show it.

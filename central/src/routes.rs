@@ -2,12 +2,12 @@
 //! document assembled from the handlers' annotations and kith-proto's types.
 
 use axum::extract::DefaultBodyLimit;
-use axum::routing::{get, post};
+use axum::routing::{delete, get, post};
 use axum::Router;
 use tower_http::decompression::RequestDecompressionLayer;
 use utoipa::OpenApi;
 
-use crate::handlers::{meta, runs, search};
+use crate::handlers::{meta, runs, search, shares};
 use crate::state::AppState;
 
 pub fn app(state: AppState) -> Router {
@@ -23,6 +23,9 @@ pub fn app(state: AppState) -> Router {
         .route("/api/runs/{id}/jsonl", get(runs::jsonl))
         .route("/api/runs/{id}/descendants", get(runs::descendants))
         .route("/api/search", post(search::post))
+        .route("/api/shares", post(shares::post).get(shares::index))
+        .route("/api/shares/{id}", delete(shares::delete))
+        .route("/api/audit", get(shares::audit))
         .fallback(|| async { crate::error::Error::NotFound { what: "route" } })
         // The limit applies to the decompressed body, so a small zstd bomb
         // cannot expand past it.
@@ -43,6 +46,10 @@ pub fn app(state: AppState) -> Router {
     runs::descendants,
     runs::forest,
     search::post,
+    shares::post,
+    shares::index,
+    shares::delete,
+    shares::audit,
 ))]
 struct Paths;
 

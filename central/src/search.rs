@@ -3,13 +3,16 @@
 //! is configured, semantic answers 503 and hybrid falls back to keyword,
 //! saying so in `degraded`.
 
+use std::collections::HashMap;
 use std::time::Instant;
+
+use kith_shared::ids::RunId;
 
 use kith_proto::{RunLinks, SearchHit, SearchMode, SearchRequest, SearchResponse, SearchTiming};
 
 use crate::auth::Viewer;
 use crate::error::{Error, Result};
-use crate::index::Filters;
+use crate::index::{Filters, IndexHit};
 use crate::state::AppState;
 
 pub const DEFAULT_LIMIT: u32 = 10;
@@ -51,7 +54,11 @@ pub async fn search(state: &AppState, viewer: &Viewer, req: SearchRequest) -> Re
     let s = state.clone();
     let v = viewer.clone();
     let want = (limit + req.offset) as usize;
-    let hits = tokio::task::spawn_blocking(move || s.index().keyword(&v, &query, &filters, want)).await??;
+    let hits = tokio::task::spawn_blocking(move || -> Result<Vec<IndexHit>> {
+        let hits = s.index().keyword(&v, &query, &filters, want)?;
+        recheck(&s, &v, hits)
+    })
+    .await??;
     let search_ms = ms(search_started);
     let hits = hits
         .into_iter()
@@ -79,6 +86,30 @@ pub async fn search(state: &AppState, viewer: &Viewer, req: SearchRequest) -> Re
         embedder: "none".to_owned(),
         degraded,
     })
+}
+
+/// Keeps only hits whose run the registry says the viewer may read now
+/// (expiry and quarantine included), and audits reads of others' runs.
+fn recheck(state: &AppState, viewer: &Viewer, hits: Vec<IndexHit>) -> Result<Vec<IndexHit>> {
+    let mut verdicts: HashMap<String, bool> = HashMap::new();
+    let mut out = Vec::with_capacity(hits.len());
+    for hit in hits {
+        let readable = match verdicts.get(&hit.run_id) {
+            Some(&v) => v,
+            None => {
+                let run = RunId::parse(&hit.run_id).ok().map(|id| state.registry().run(viewer, &id)).transpose()?.flatten();
+                if let Some(run) = &run {
+                    state.registry().audit_read(viewer, &run.meta.user_id, &run.meta.id, "search_hit")?;
+                }
+                verdicts.insert(hit.run_id.clone(), run.is_some());
+                run.is_some()
+            }
+        };
+        if readable {
+            out.push(hit);
+        }
+    }
+    Ok(out)
 }
 
 fn resolve_filters(f: &kith_proto::SearchFilters) -> Result<Filters> {

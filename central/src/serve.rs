@@ -11,6 +11,10 @@ use crate::config::{Config, TlsConfig};
 use crate::error::{Error, Result};
 use crate::state::AppState;
 
+/// Failpoint: when set, `serve` does not start the indexer, so accepted runs
+/// stay queued (what a crash right after the 202 looks like).
+pub const FAILPOINT_INDEXER_PAUSED: &str = "KITH_FAILPOINT_INDEXER_PAUSED";
+
 /// What `main` and the tests both call.
 pub async fn serve(
     config: Config,
@@ -22,7 +26,12 @@ pub async fn serve(
         let config = config.clone();
         tokio::task::spawn_blocking(move || AppState::open(config)).await??
     };
-    tokio::spawn(state.indexer().clone().run(state.clone()));
+    if std::env::var_os(FAILPOINT_INDEXER_PAUSED).is_some() {
+        // Crash tests use this to hold work in the durable queue.
+        tracing::warn!("{FAILPOINT_INDEXER_PAUSED} is set: the indexer does not run");
+    } else {
+        tokio::spawn(state.indexer().clone().run(state.clone()));
+    }
     tokio::spawn(flush_seen_forever(state.clone()));
     let app = crate::routes::app(state.clone());
     let addr = listener.local_addr()?;

@@ -13,6 +13,7 @@ use crate::registry::{ForestFilter, Registry};
 
 pub fn descendants(registry: &Registry, viewer: &Viewer, id: &RunId) -> Result<DescendantsResponse> {
     let run = registry.run(viewer, id)?.ok_or_else(Error::run_not_found)?;
+    registry.audit_read(viewer, &run.meta.user_id, &run.meta.id, "descendants")?;
     let runs = registry.tree_runs(viewer, &run.meta.root_run_id)?;
     Ok(DescendantsResponse { runs: shape_subtree(runs.into_iter().map(|r| r.meta).collect(), id.as_str()) })
 }

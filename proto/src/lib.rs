@@ -332,6 +332,57 @@ pub struct StatusResponse {
     pub user: String,
 }
 
+/// `POST /api/shares`: let another family member read a run (and its
+/// descendants) or every run with a tag.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ShareRequest {
+    /// `run:<run id>` or `tag:<tag>`.
+    pub scope: String,
+    /// The grantee's handle.
+    pub with: String,
+    /// RFC 3339; the grant stops matching at this time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Share {
+    pub id: String,
+    /// Handle of the owner who shared.
+    pub grantor: String,
+    /// Handle of the reader.
+    pub grantee: String,
+    pub scope: String,
+    pub created_at: String,
+    pub expires_at: Option<String>,
+    pub revoked_at: Option<String>,
+}
+
+/// `GET /api/shares`: grants I gave and grants I received.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct SharesResponse {
+    pub given: Vec<Share>,
+    pub received: Vec<Share>,
+}
+
+/// One read of my run by someone else.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct AuditEntry {
+    /// Handle of the reader.
+    pub reader: String,
+    pub run_id: String,
+    /// `get`, `jsonl`, `descendants` or `search_hit`.
+    pub what: String,
+    pub at: String,
+}
+
+/// `GET /api/audit`: who read my runs, newest first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct AuditResponse {
+    pub entries: Vec<AuditEntry>,
+}
+
 /// The OpenAPI document of the whole API, generated from these types.
 #[derive(utoipa::OpenApi)]
 #[openapi(
@@ -340,7 +391,7 @@ pub struct StatusResponse {
         ErrorBody, ErrorDetail, AgentRuntime, IngestRequest, IngestStatus, IngestResponse, RunLinks,
         RunMeta, TreeRun, DescendantsResponse, Tree, ForestResponse, ForestQuery, SearchMode,
         SearchFilters, SearchRequest, SearchHit, SearchTiming, SearchResponse, LaneDepths, Counts,
-        StatusResponse
+        StatusResponse, ShareRequest, Share, SharesResponse, AuditEntry, AuditResponse
     ))
 )]
 pub struct ApiDoc;

@@ -1,1 +1,237 @@
-//! kith end-to-end tests live in tests/.
+//! Harness for kith's end-to-end tests: runs the real `kith-central` and
+//! `kith` binaries (built by `cargo build --workspace` before the tests) on
+//! loopback, in temporary directories, and talks to them over real HTTP.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+
+pub mod locomo;
+
+/// Directory holding the workspace's built binaries (next to this test's
+/// executable: `target/<profile>/deps/<test>` -> `target/<profile>/`).
+pub fn bin_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap_or_default();
+    let deps = exe.parent().map(Path::to_path_buf).unwrap_or_default();
+    deps.parent().map(Path::to_path_buf).unwrap_or(deps)
+}
+
+pub fn bin(name: &str) -> PathBuf {
+    bin_dir().join(name)
+}
+
+/// The shared reference folder beside the repository (`../shared`).
+pub fn reference_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared")
+}
+
+pub fn fixture(rel: &str) -> PathBuf {
+    reference_dir().join("fixtures").join(rel)
+}
+
+/// A running `kith-central` on 127.0.0.1 with its own data directory.
+pub struct Central {
+    pub data_dir: PathBuf,
+    pub url: String,
+    child: Child,
+    /// Keeps the temp dir alive (and removes it) with the harness.
+    _tmp: Option<tempfile::TempDir>,
+    /// Lines the server logged, for failure messages.
+    pub log: mpsc::Receiver<String>,
+}
+
+impl Central {
+    /// Starts central on a fresh data directory.
+    pub fn start() -> Result<Self> {
+        let tmp = tempfile::tempdir()?;
+        let data_dir = tmp.path().join("data");
+        let mut c = Self::start_on(&data_dir, &[])?;
+        c._tmp = Some(tmp);
+        Ok(c)
+    }
+
+    /// Starts central on `data_dir` with extra environment variables, and
+    /// waits until it logged its address and `/healthz` answers.
+    pub fn start_on(data_dir: &Path, env: &[(&str, &str)]) -> Result<Self> {
+        let mut cmd = Command::new(bin("kith-central"));
+        cmd.args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(data_dir)
+            .env_remove("KITH_LISTEN")
+            .env_remove("KITH_DATA_DIR")
+            .env("KITH_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().with_context(|| format!("cannot start {}", bin("kith-central").display()))?;
+        let stderr = child.stderr.take().context("no stderr")?;
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(|l| l.ok()) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let url = loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match rx.recv_timeout(left) {
+                Ok(line) => {
+                    if let Some(rest) = line.split("listening on ").nth(1) {
+                        break rest.split_whitespace().next().unwrap_or_default().to_owned();
+                    }
+                }
+                Err(_) => {
+                    let _ = child.kill();
+                    bail!("kith-central did not report its address within 30 s");
+                }
+            }
+        };
+        let central = Self { data_dir: data_dir.to_owned(), url, child, _tmp: None, log: rx };
+        let client = reqwest::blocking::Client::new();
+        let health = client.get(format!("{}/healthz", central.url)).send()?;
+        if !health.status().is_success() {
+            bail!("healthz answered {}", health.status());
+        }
+        Ok(central)
+    }
+
+    /// Registers a machine with a local token; returns the token.
+    pub fn register(&self, user: &str, machine: &str) -> Result<String> {
+        register_local(&self.data_dir, user, machine)
+    }
+
+    /// SIGKILL: no shutdown code runs. The data directory stays.
+    pub fn kill(&mut self) -> Result<()> {
+        self.child.kill()?;
+        self.child.wait()?;
+        Ok(())
+    }
+
+    pub fn client(&self, token: &str) -> Api {
+        Api { base: self.url.clone(), token: token.to_owned(), http: reqwest::blocking::Client::new() }
+    }
+}
+
+impl Drop for Central {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `kith-central machine register --local`, returning the token printed on
+/// the last line of stdout.
+pub fn register_local(data_dir: &Path, user: &str, machine: &str) -> Result<String> {
+    let out = run_central(data_dir, &["machine", "register", "--local", "--user", user, "--name", machine])?;
+    if !out.status.success() {
+        bail!("register failed: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let stdout = String::from_utf8(out.stdout)?;
+    Ok(stdout.lines().last().unwrap_or_default().trim().to_owned())
+}
+
+/// Runs an admin command of `kith-central` on a data directory.
+pub fn run_central(data_dir: &Path, args: &[&str]) -> Result<Output> {
+    Ok(Command::new(bin("kith-central"))
+        .args(args)
+        .arg("--data-dir")
+        .arg(data_dir)
+        .env_remove("KITH_DATA_DIR")
+        .stdin(Stdio::null())
+        .output()?)
+}
+
+/// A caller of central's HTTP API with one machine's token.
+pub struct Api {
+    pub base: String,
+    pub token: String,
+    pub http: reqwest::blocking::Client,
+}
+
+/// Status and parsed JSON body of a response.
+#[derive(Debug)]
+pub struct Reply {
+    pub status: u16,
+    pub body: serde_json::Value,
+}
+
+impl Reply {
+    pub fn code(&self) -> &str {
+        self.body["error"]["code"].as_str().unwrap_or_default()
+    }
+}
+
+impl Api {
+    pub fn post(&self, path: &str, body: &serde_json::Value) -> Result<Reply> {
+        self.send(self.http.post(self.url(path)).json(body))
+    }
+
+    pub fn post_with(&self, path: &str, body: &serde_json::Value, key: &str) -> Result<Reply> {
+        self.send(self.http.post(self.url(path)).header("Idempotency-Key", key).json(body))
+    }
+
+    pub fn get(&self, path: &str) -> Result<Reply> {
+        self.send(self.http.get(self.url(path)))
+    }
+
+    pub fn get_bytes(&self, path: &str) -> Result<(u16, Vec<u8>)> {
+        let res = self.http.get(self.url(path)).bearer_auth(&self.token).send()?;
+        Ok((res.status().as_u16(), res.bytes()?.to_vec()))
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    pub fn send(&self, req: reqwest::blocking::RequestBuilder) -> Result<Reply> {
+        let res = req.bearer_auth(&self.token).send()?;
+        let status = res.status().as_u16();
+        let text = res.text()?;
+        let body = serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text));
+        Ok(Reply { status, body })
+    }
+
+    /// Polls `GET /api/runs/{id}` until the run is indexed.
+    pub fn wait_indexed(&self, run_id: &str, within: Duration) -> Result<serde_json::Value> {
+        let deadline = Instant::now() + within;
+        loop {
+            let r = self.get(&format!("/api/runs/{run_id}"))?;
+            if r.status == 200 && r.body["indexed_at"].is_string() {
+                return Ok(r.body);
+            }
+            if Instant::now() > deadline {
+                bail!("run {run_id} not indexed within {within:?}: {r:?}");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+/// An ingest body for `jsonl` at `from` of `source`.
+pub fn delta(source: &str, from: u64, jsonl: &str) -> serde_json::Value {
+    serde_json::json!({
+        "jsonl": jsonl,
+        "agent_runtime": "claude-code",
+        "source_identity": source,
+        "from_offset": from,
+        "to_offset": from + jsonl.len() as u64,
+    })
+}
+
+/// A Claude Code user line with `text`.
+pub fn claude_user_line(text: &str, ts: &str) -> String {
+    let line = serde_json::json!({
+        "type": "user", "uuid": format!("u-{ts}"), "parentUuid": null, "sessionId": "s1",
+        "timestamp": ts, "cwd": "/home/alice/proj",
+        "message": {"role": "user", "content": text}
+    });
+    format!("{line}\n")
+}

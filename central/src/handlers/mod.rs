@@ -4,6 +4,7 @@
 pub mod meta;
 pub mod runs;
 pub mod search;
+pub mod shares;
 
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;

@@ -9,12 +9,13 @@ use axum::Json;
 use kith_proto::{
     DescendantsResponse, ErrorBody, ForestQuery, ForestResponse, IngestRequest, IngestResponse, RunMeta,
 };
+use kith_shared::ids::RunId;
 use tokio_util::io::ReaderStream;
 
 use super::{ApiJson, ApiQuery, RunPath};
 use crate::auth::Viewer;
 use crate::error::{Error, Result};
-use crate::registry::ForestFilter;
+use crate::registry::{ForestFilter, StoredRun};
 use crate::state::AppState;
 
 #[utoipa::path(post, path = "/api/runs", request_body = IngestRequest,
@@ -42,17 +43,15 @@ pub async fn post(
 #[utoipa::path(get, path = "/api/runs/{id}", params(("id" = String, Path)),
     responses((status = 200, body = RunMeta), (status = 404, body = ErrorBody)))]
 pub async fn get(State(state): State<AppState>, viewer: Viewer, RunPath(id): RunPath) -> Result<Json<RunMeta>> {
-    let run = tokio::task::spawn_blocking(move || state.registry().run(&viewer, &id)).await??;
-    run.map(|r| Json(r.meta)).ok_or_else(Error::run_not_found)
+    let run = tokio::task::spawn_blocking(move || read_run(&state, &viewer, &id, "get")).await??;
+    Ok(Json(run.meta))
 }
 
 #[utoipa::path(get, path = "/api/runs/{id}/jsonl", params(("id" = String, Path)),
     responses((status = 200, content_type = "application/x-ndjson", body = String), (status = 404, body = ErrorBody)))]
 pub async fn jsonl(State(state): State<AppState>, viewer: Viewer, RunPath(id): RunPath) -> Result<Response> {
     let s = state.clone();
-    let run = tokio::task::spawn_blocking(move || s.registry().run(&viewer, &id))
-        .await??
-        .ok_or_else(Error::run_not_found)?;
+    let run = tokio::task::spawn_blocking(move || read_run(&s, &viewer, &id, "jsonl")).await??;
     let file = tokio::fs::File::open(state.store().absolute(&run.blob_path)).await?;
     Ok((
         [
@@ -62,6 +61,14 @@ pub async fn jsonl(State(state): State<AppState>, viewer: Viewer, RunPath(id): R
         Body::from_stream(ReaderStream::new(file)),
     )
         .into_response())
+}
+
+/// A run the viewer may read (404 otherwise, as if missing), audited when
+/// it is someone else's.
+fn read_run(state: &AppState, viewer: &Viewer, id: &RunId, what: &str) -> Result<StoredRun> {
+    let run = state.registry().run(viewer, id)?.ok_or_else(Error::run_not_found)?;
+    state.registry().audit_read(viewer, &run.meta.user_id, &run.meta.id, what)?;
+    Ok(run)
 }
 
 #[utoipa::path(get, path = "/api/runs/{id}/descendants", params(("id" = String, Path)),

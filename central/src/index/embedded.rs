@@ -1,6 +1,7 @@
 //! The embedded backend: a tantivy index under `<data>/index/`, in process, no
-//! server. BM25 over English-stemmed chunk text; filters and `readable_by` as
-//! exact-match terms applied inside the engine.
+//! server. BM25 over English-stemmed chunk text; filters and readability
+//! (owner, or a grant's owner + ancestry/tag) as exact-match terms applied
+//! inside the engine.
 
 use std::ops::Bound;
 use std::path::Path;
@@ -20,6 +21,7 @@ use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Te
 use super::{chunk_id, normalize_prefix, path_prefixes, Filters, IndexHit, SearchIndex};
 use crate::auth::Viewer;
 use crate::error::{Error, Result};
+use crate::registry::GrantScope;
 
 /// Memory budget of the tantivy writer (split across its threads).
 const WRITER_HEAP_BYTES: usize = 64 * 1024 * 1024;
@@ -28,7 +30,8 @@ const SNIPPET_CHARS: usize = 240;
 struct Fields {
     chunk_id: Field,
     run_id: Field,
-    readable_by: Field,
+    owner: Field,
+    ancestry: Field,
     machine: Field,
     runtime: Field,
     conversation_id: Field,
@@ -65,7 +68,8 @@ fn schema() -> (Schema, Fields) {
     let fields = Fields {
         chunk_id: b.add_text_field("chunk_id", STRING | STORED),
         run_id: b.add_text_field("run_id", STRING | STORED),
-        readable_by: b.add_text_field("readable_by", STRING),
+        owner: b.add_text_field("owner", STRING),
+        ancestry: b.add_text_field("ancestry", STRING),
         machine: b.add_text_field("machine", STRING | STORED),
         runtime: b.add_text_field("runtime", STRING | STORED),
         conversation_id: b.add_text_field("conversation_id", STRING),
@@ -130,7 +134,20 @@ impl EmbeddedIndex {
                 Box::new(TermQuery::new(Term::from_field_text(field, value), IndexRecordOption::Basic)),
             )
         };
-        let mut out = vec![term(f.readable_by, viewer.user_id.as_str())];
+        let exact = |field: Field, value: &str| -> Box<dyn Query> {
+            Box::new(TermQuery::new(Term::from_field_text(field, value), IndexRecordOption::Basic))
+        };
+        let mut readable: Vec<(Occur, Box<dyn Query>)> = vec![(Occur::Should, exact(f.owner, viewer.user_id.as_str()))];
+        for grant in &viewer.grants {
+            let scope = match &grant.scope {
+                GrantScope::Run(id) => exact(f.ancestry, id),
+                GrantScope::Tag(tag) => exact(f.tags, tag),
+            };
+            let both: Box<dyn Query> =
+                Box::new(BooleanQuery::new(vec![(Occur::Must, exact(f.owner, &grant.grantor)), (Occur::Must, scope)]));
+            readable.push((Occur::Should, both));
+        }
+        let mut out: Vec<(Occur, Box<dyn Query>)> = vec![(Occur::Must, Box::new(BooleanQuery::new(readable)))];
         if let Some(rt) = filters.runtime {
             out.push(term(f.runtime, rt.as_str()));
         }
@@ -171,7 +188,7 @@ impl SearchIndex for EmbeddedIndex {
         "embedded"
     }
 
-    fn put_run(&self, run: &RunMeta, chunks: &[Chunk]) -> Result<()> {
+    fn put_run(&self, run: &RunMeta, ancestry: &str, chunks: &[Chunk]) -> Result<()> {
         let f = &self.fields;
         let started_ms = kith_shared::timestamp::parse(&run.started_at)
             .map_or(0, |t| (t.unix_timestamp_nanos() / 1_000_000) as i64);
@@ -181,8 +198,9 @@ impl SearchIndex for EmbeddedIndex {
             let mut doc = TantivyDocument::default();
             doc.add_text(f.chunk_id, chunk_id(&run.id, chunk.chunk_idx));
             doc.add_text(f.run_id, &run.id);
-            for reader in &run.readable_by {
-                doc.add_text(f.readable_by, reader);
+            doc.add_text(f.owner, &run.user_id);
+            for id in ancestry.split('|').filter(|s| !s.is_empty()) {
+                doc.add_text(f.ancestry, id);
             }
             doc.add_text(f.machine, &run.machine);
             doc.add_text(f.runtime, run.agent_runtime.as_str());

@@ -2,9 +2,10 @@
 //! Central feeds it chunks of runs and asks it for hits; the index is derived
 //! state, rebuilt from the blob store by `reindex`.
 //!
-//! Privacy lives here too: every indexed chunk carries its run's
-//! `readable_by`, and every search takes the `Viewer` and applies it inside
-//! the engine, so no backend can return what the viewer may not read.
+//! Privacy lives here too: every indexed chunk carries its run's owner, tags
+//! and ancestry, and every search takes the `Viewer` (user and grants) and
+//! applies it inside the engine, so no backend returns what the viewer may
+//! not read.
 
 pub mod embedded;
 
@@ -51,8 +52,10 @@ pub trait SearchIndex: Send + Sync {
     /// Backend name for `/api/status` and search responses.
     fn name(&self) -> &'static str;
 
-    /// Replaces every chunk of `run` with `chunks` (not visible before `commit`).
-    fn put_run(&self, run: &RunMeta, chunks: &[Chunk]) -> Result<()>;
+    /// Replaces every chunk of `run` with `chunks` (not visible before
+    /// `commit`). `ancestry` is `|root|...|self|` (grants on an ancestor
+    /// cover the run).
+    fn put_run(&self, run: &RunMeta, ancestry: &str, chunks: &[Chunk]) -> Result<()>;
 
     /// Makes all puts so far durable and searchable.
     fn commit(&self) -> Result<()>;
@@ -60,7 +63,9 @@ pub trait SearchIndex: Send + Sync {
     /// Removes every chunk (before a full rebuild).
     fn clear(&self) -> Result<()>;
 
-    /// Keyword (BM25) search over the chunks the viewer may read.
+    /// Keyword (BM25) search over the chunks the viewer may read: its own,
+    /// and those its grants cover. (Callers still re-check every hit against
+    /// the registry, which also knows expiry and quarantine.)
     fn keyword(&self, viewer: &Viewer, query: &str, filters: &Filters, limit: usize) -> Result<Vec<IndexHit>>;
 
     /// Number of chunks indexed.

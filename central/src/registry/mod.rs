@@ -16,6 +16,10 @@ use rusqlite::{params, Connection, OptionalExtension};
 use crate::auth::Viewer;
 use crate::error::{Error, Result};
 
+mod shares;
+
+pub use shares::{Grant, GrantScope, ShareRow};
+
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS users (
     id TEXT PRIMARY KEY,
@@ -53,6 +57,12 @@ CREATE TABLE IF NOT EXISTS runs (
     started_at TEXT NOT NULL,
     blob_path TEXT NOT NULL,
     meta_json TEXT NOT NULL,
+    -- `|t1|t2|` and `|root|...|parent|self|`: grant scopes match with instr().
+    tags_key TEXT NOT NULL DEFAULT '|',
+    ancestry TEXT NOT NULL DEFAULT '|',
+    -- Hidden from everyone but the owner (machine revoked with --quarantine-since).
+    quarantined INTEGER NOT NULL DEFAULT 0,
+    captured_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
     indexed_at TEXT,
     embedded_at TEXT
 );
@@ -61,6 +71,26 @@ CREATE INDEX IF NOT EXISTS runs_root ON runs (root_run_id, started_at);
 CREATE INDEX IF NOT EXISTS runs_user_started ON runs (user_id, started_at);
 CREATE UNIQUE INDEX IF NOT EXISTS runs_idempotency ON runs (user_id, idempotency_key)
     WHERE idempotency_key IS NOT NULL;
+CREATE TABLE IF NOT EXISTS shares (
+    id TEXT PRIMARY KEY,
+    grantor TEXT NOT NULL REFERENCES users(id),
+    grantee TEXT NOT NULL REFERENCES users(id),
+    scope_kind TEXT NOT NULL CHECK (scope_kind IN ('run', 'tag')),
+    scope_value TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    expires_at TEXT,
+    revoked_at TEXT
+);
+CREATE INDEX IF NOT EXISTS shares_grantee ON shares (grantee);
+CREATE TABLE IF NOT EXISTS audit (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    owner TEXT NOT NULL,
+    reader TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    what TEXT NOT NULL,
+    at TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS audit_owner ON audit (owner, at);
 CREATE TABLE IF NOT EXISTS index_jobs (
     run_id TEXT PRIMARY KEY,
     lane TEXT NOT NULL,
@@ -73,7 +103,9 @@ CREATE TABLE IF NOT EXISTS index_jobs (
 /// What the registry knows of one stored run beyond its metadata.
 #[derive(Debug, Clone)]
 pub struct StoredRun {
+    /// With `readable_by` as of now: the owner and every live grantee.
     pub meta: RunMeta,
+    pub ancestry: String,
     /// Blob path relative to the data directory.
     pub blob_path: String,
     pub idempotency_key: Option<String>,
@@ -82,9 +114,19 @@ pub struct StoredRun {
 /// A run to insert, with the durable indexing job that goes with it.
 pub struct NewRun<'a> {
     pub meta: &'a RunMeta,
+    /// `|root|...|parent|self|`; see `ancestry_of`.
+    pub ancestry: &'a str,
     pub blob_path: &'a str,
     pub idempotency_key: Option<&'a str>,
     pub lane: Lane,
+}
+
+/// A run waiting to be indexed.
+#[derive(Debug, Clone)]
+pub struct PendingJob {
+    pub run_id: RunId,
+    pub blob_path: String,
+    pub ancestry: String,
 }
 
 /// Indexing lanes of the durable job table.
@@ -256,13 +298,16 @@ impl Registry {
         let Some((machine_id, machine_name, user_id, handle, is_admin)) = row else {
             return Ok(None);
         };
-        Ok(Some(Viewer {
+        let mut viewer = Viewer {
             user_id: parse_id(UserId::parse(&user_id))?,
             machine_id: parse_id(MachineId::parse(&machine_id))?,
             machine_name,
             handle,
             is_admin,
-        }))
+            grants: Vec::new(),
+        };
+        viewer.grants = self.grants_to(&viewer)?;
+        Ok(Some(viewer))
     }
 
     /// Marks a machine revoked; returns false when no live machine matched.
@@ -377,8 +422,8 @@ impl Registry {
         tx.execute(
             "INSERT INTO runs (id, user_id, machine_id, agent_runtime, root_run_id, parent_run_id,
                 conversation_id, source_identity, from_offset, to_offset, jsonl_sha256, chain_sha256,
-                idempotency_key, started_at, blob_path, meta_json)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
+                idempotency_key, started_at, blob_path, meta_json, tags_key, ancestry)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)",
             params![
                 meta.id,
                 meta.user_id,
@@ -396,6 +441,8 @@ impl Registry {
                 meta.started_at,
                 new.blob_path,
                 meta_json,
+                format!("|{}|", meta.tags.join("|")),
+                new.ancestry,
             ],
         )?;
         tx.execute(
@@ -465,7 +512,7 @@ impl Registry {
     fn query_runs(&self, clause: &str, args: impl rusqlite::Params) -> Result<Vec<StoredRun>> {
         let conn = self.conn();
         let mut stmt = conn.prepare(&format!(
-            "SELECT meta_json, indexed_at, embedded_at, blob_path, idempotency_key FROM runs {clause}"
+            "SELECT meta_json, indexed_at, embedded_at, blob_path, idempotency_key, ancestry FROM runs {clause}"
         ))?;
         let rows = stmt
             .query_map(args, |r| {
@@ -475,15 +522,18 @@ impl Registry {
                     r.get::<_, Option<String>>(2)?,
                     r.get::<_, String>(3)?,
                     r.get::<_, Option<String>>(4)?,
+                    r.get::<_, String>(5)?,
                 ))
             })?
             .collect::<rusqlite::Result<Vec<_>>>()?;
+        drop(stmt);
         rows.into_iter()
-            .map(|(meta_json, indexed_at, embedded_at, blob_path, idempotency_key)| {
+            .map(|(meta_json, indexed_at, embedded_at, blob_path, idempotency_key, ancestry)| {
                 let mut meta: RunMeta = serde_json::from_str(&meta_json)?;
                 meta.indexed_at = indexed_at;
                 meta.embedded_at = embedded_at;
-                Ok(StoredRun { meta, blob_path, idempotency_key })
+                meta.readable_by = readers(&conn, &meta.user_id, &ancestry, &meta.tags)?;
+                Ok(StoredRun { meta, blob_path, idempotency_key, ancestry })
             })
             .collect()
     }
@@ -491,18 +541,22 @@ impl Registry {
 
     /// Pending jobs that failed fewer than `max_attempts` times, realtime
     /// lane first, oldest first.
-    pub fn pending_jobs_below(&self, limit: u32, max_attempts: i64) -> Result<Vec<(RunId, String)>> {
+    pub fn pending_jobs_below(&self, limit: u32, max_attempts: i64) -> Result<Vec<PendingJob>> {
         let conn = self.conn();
         let mut stmt = conn.prepare(
-            "SELECT j.run_id, r.blob_path FROM index_jobs j JOIN runs r ON r.id = j.run_id
+            "SELECT j.run_id, r.blob_path, r.ancestry FROM index_jobs j JOIN runs r ON r.id = j.run_id
              WHERE j.attempts < ?2
              ORDER BY CASE j.lane WHEN 'ingest-realtime' THEN 0 ELSE 1 END, j.enqueued_at, j.run_id
              LIMIT ?1",
         )?;
         let rows = stmt
-            .query_map(params![limit, max_attempts], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?
+            .query_map(params![limit, max_attempts], |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?))
+            })?
             .collect::<rusqlite::Result<Vec<_>>>()?;
-        rows.into_iter().map(|(id, path)| Ok((parse_id(RunId::parse(&id))?, path))).collect()
+        rows.into_iter()
+            .map(|(id, blob_path, ancestry)| Ok(PendingJob { run_id: parse_id(RunId::parse(&id))?, blob_path, ancestry }))
+            .collect()
     }
 
     /// The job is done: the run is searchable.
@@ -550,10 +604,44 @@ impl Registry {
     }
 }
 
-/// The SQL predicate "the viewer may read this run", with the viewer's user
-/// id as parameter `?n`. Sharing widens it; nothing else may bypass it.
+/// The SQL predicate "the viewer may read this run", over the `runs` table,
+/// with the viewer's user id as parameter `?n`: the owner always; anyone
+/// else through a live grant of the owner, unless the run is quarantined.
+/// Every run read goes through it; nothing may bypass it.
 fn readable(n: usize) -> String {
-    format!("user_id = ?{n}")
+    format!(
+        "(runs.user_id = ?{n} OR (runs.quarantined = 0 AND EXISTS (
+            SELECT 1 FROM shares s WHERE s.grantee = ?{n} AND s.grantor = runs.user_id
+              AND s.revoked_at IS NULL
+              AND (s.expires_at IS NULL OR s.expires_at > {NOW_SQL})
+              AND ((s.scope_kind = 'run' AND instr(runs.ancestry, '|' || s.scope_value || '|') > 0)
+                OR (s.scope_kind = 'tag' AND instr(runs.tags_key, '|' || s.scope_value || '|') > 0)))))"
+    )
+}
+
+/// Now, in kith's canonical timestamp form, computed by SQLite.
+const NOW_SQL: &str = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')";
+
+/// The owner and the users a live grant lets read a run, by user id.
+fn readers(conn: &Connection, owner: &str, ancestry: &str, tags: &[String]) -> Result<Vec<String>> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT DISTINCT grantee FROM shares WHERE grantor = ?1 AND revoked_at IS NULL
+           AND (expires_at IS NULL OR expires_at > {NOW_SQL})
+           AND ((scope_kind = 'run' AND instr(?2, '|' || scope_value || '|') > 0)
+             OR (scope_kind = 'tag' AND instr(?3, '|' || scope_value || '|') > 0))
+         ORDER BY grantee"
+    ))?;
+    let tags_key = format!("|{}|", tags.join("|"));
+    let mut out = vec![owner.to_owned()];
+    for grantee in stmt.query_map(params![owner, ancestry, tags_key], |r| r.get::<_, String>(0))? {
+        out.push(grantee?);
+    }
+    Ok(out)
+}
+
+/// The ancestry string of a run: its parent's ancestry plus itself.
+pub fn ancestry_of(parent_ancestry: Option<&str>, run_id: &str) -> String {
+    format!("{}{run_id}|", parent_ancestry.unwrap_or("|"))
 }
 
 fn user_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<UserRow> {

@@ -1,0 +1,73 @@
+//! `/api/shares` and `/api/audit`: explicit sharing and the read audit.
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::Json;
+use kith_proto::{AuditEntry, AuditResponse, ErrorBody, Share, ShareRequest, SharesResponse};
+
+use super::ApiJson;
+use crate::auth::Viewer;
+use crate::error::{Error, Result};
+use crate::registry::ShareRow;
+use crate::state::AppState;
+
+#[utoipa::path(post, path = "/api/shares", request_body = ShareRequest,
+    responses((status = 201, body = Share), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
+pub async fn post(
+    State(state): State<AppState>,
+    viewer: Viewer,
+    ApiJson(req): ApiJson<ShareRequest>,
+) -> Result<(StatusCode, Json<Share>)> {
+    let share = tokio::task::spawn_blocking(move || crate::sharing::grant(&state, &viewer, &req)).await??;
+    Ok((StatusCode::CREATED, Json(to_dto(share))))
+}
+
+#[utoipa::path(get, path = "/api/shares", responses((status = 200, body = SharesResponse)))]
+pub async fn index(State(state): State<AppState>, viewer: Viewer) -> Result<Json<SharesResponse>> {
+    let (given, received) = tokio::task::spawn_blocking(move || {
+        Ok::<_, Error>((state.registry().list_shares(&viewer, true)?, state.registry().list_shares(&viewer, false)?))
+    })
+    .await??;
+    Ok(Json(SharesResponse {
+        given: given.into_iter().map(to_dto).collect(),
+        received: received.into_iter().map(to_dto).collect(),
+    }))
+}
+
+#[utoipa::path(delete, path = "/api/shares/{id}", params(("id" = String, Path)),
+    responses((status = 204), (status = 404, body = ErrorBody)))]
+pub async fn delete(
+    State(state): State<AppState>,
+    viewer: Viewer,
+    axum::extract::Path(id): axum::extract::Path<String>,
+) -> Result<StatusCode> {
+    let revoked = tokio::task::spawn_blocking(move || state.registry().revoke_share(&viewer, &id)).await??;
+    if revoked {
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(Error::NotFound { what: "share" })
+    }
+}
+
+#[utoipa::path(get, path = "/api/audit", responses((status = 200, body = AuditResponse)))]
+pub async fn audit(State(state): State<AppState>, viewer: Viewer) -> Result<Json<AuditResponse>> {
+    let rows = tokio::task::spawn_blocking(move || state.registry().audit_of(&viewer, 1000)).await??;
+    Ok(Json(AuditResponse {
+        entries: rows
+            .into_iter()
+            .map(|(reader, run_id, what, at)| AuditEntry { reader, run_id, what, at })
+            .collect(),
+    }))
+}
+
+fn to_dto(s: ShareRow) -> Share {
+    Share {
+        id: s.id,
+        grantor: s.grantor,
+        grantee: s.grantee,
+        scope: s.scope,
+        created_at: s.created_at,
+        expires_at: s.expires_at,
+        revoked_at: s.revoked_at,
+    }
+}

@@ -1,0 +1,188 @@
+//! Share grants, the read audit and quarantine: the registry tables that
+//! widen or narrow who may read a run (the predicate itself is `readable`).
+
+use rusqlite::{params, OptionalExtension};
+
+use super::{Registry, NOW_SQL};
+use crate::auth::Viewer;
+use crate::error::Result;
+use kith_shared::ids::UserId;
+
+/// What a grant covers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GrantScope {
+    /// The run and its descendants.
+    Run(String),
+    /// Every run of the grantor with this tag.
+    Tag(String),
+}
+
+impl GrantScope {
+    /// `run:<id>` or `tag:<tag>`.
+    pub fn parse(s: &str) -> Option<Self> {
+        let (kind, value) = s.split_once(':')?;
+        let ok = !value.is_empty() && value.len() <= 128 && !value.contains('|');
+        match kind {
+            "run" if ok => Some(Self::Run(value.to_owned())),
+            "tag" if ok => Some(Self::Tag(value.to_owned())),
+            _ => None,
+        }
+    }
+
+    fn parts(&self) -> (&'static str, &str) {
+        match self {
+            Self::Run(v) => ("run", v),
+            Self::Tag(v) => ("tag", v),
+        }
+    }
+
+    pub fn render(&self) -> String {
+        let (k, v) = self.parts();
+        format!("{k}:{v}")
+    }
+}
+
+/// A live grant the viewer received (for filtering index hits).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Grant {
+    pub grantor: String,
+    pub scope: GrantScope,
+}
+
+/// A grant as listed, with handles.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShareRow {
+    pub id: String,
+    pub grantor: String,
+    pub grantee: String,
+    pub scope: String,
+    pub created_at: String,
+    pub expires_at: Option<String>,
+    pub revoked_at: Option<String>,
+}
+
+impl Registry {
+    pub fn user_id_by_handle(&self, handle: &str) -> Result<Option<UserId>> {
+        Ok(self.user_by_handle(handle)?.map(|u| u.id))
+    }
+
+    pub fn add_share(
+        &self,
+        id: &str,
+        grantor: &UserId,
+        grantee: &UserId,
+        scope: &GrantScope,
+        expires_at: Option<&str>,
+    ) -> Result<()> {
+        let (kind, value) = scope.parts();
+        self.conn().execute(
+            "INSERT INTO shares (id, grantor, grantee, scope_kind, scope_value, created_at, expires_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            params![id, grantor.as_str(), grantee.as_str(), kind, value, kith_shared::timestamp::now(), expires_at],
+        )?;
+        Ok(())
+    }
+
+    /// Revokes a grant the viewer gave; false when there is no such live grant.
+    pub fn revoke_share(&self, viewer: &Viewer, id: &str) -> Result<bool> {
+        let n = self.conn().execute(
+            "UPDATE shares SET revoked_at = ?3 WHERE id = ?1 AND grantor = ?2 AND revoked_at IS NULL",
+            params![id, viewer.user_id.as_str(), kith_shared::timestamp::now()],
+        )?;
+        Ok(n == 1)
+    }
+
+    /// Grants the viewer gave (`given`) or received, newest first.
+    pub fn list_shares(&self, viewer: &Viewer, given: bool) -> Result<Vec<ShareRow>> {
+        let side = if given { "s.grantor" } else { "s.grantee" };
+        let conn = self.conn();
+        let mut stmt = conn.prepare(&format!(
+            "SELECT s.id, g.handle, r.handle, s.scope_kind || ':' || s.scope_value, s.created_at,
+                    s.expires_at, s.revoked_at
+             FROM shares s JOIN users g ON g.id = s.grantor JOIN users r ON r.id = s.grantee
+             WHERE {side} = ?1 ORDER BY s.created_at DESC, s.id"
+        ))?;
+        let rows = stmt
+            .query_map([viewer.user_id.as_str()], |r| {
+                Ok(ShareRow {
+                    id: r.get(0)?,
+                    grantor: r.get(1)?,
+                    grantee: r.get(2)?,
+                    scope: r.get(3)?,
+                    created_at: r.get(4)?,
+                    expires_at: r.get(5)?,
+                    revoked_at: r.get(6)?,
+                })
+            })?
+            .collect::<rusqlite::Result<_>>()?;
+        Ok(rows)
+    }
+
+    /// Live grants the viewer received.
+    pub fn grants_to(&self, viewer: &Viewer) -> Result<Vec<Grant>> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare(&format!(
+            "SELECT grantor, scope_kind, scope_value FROM shares WHERE grantee = ?1 AND revoked_at IS NULL
+               AND (expires_at IS NULL OR expires_at > {NOW_SQL})"
+        ))?;
+        let rows = stmt
+            .query_map([viewer.user_id.as_str()], |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?))
+            })?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        Ok(rows
+            .into_iter()
+            .map(|(grantor, kind, value)| Grant {
+                grantor,
+                scope: if kind == "run" { GrantScope::Run(value) } else { GrantScope::Tag(value) },
+            })
+            .collect())
+    }
+
+    /// Records that `viewer` read `run_id` of `owner` (no-op for one's own runs).
+    pub fn audit_read(&self, viewer: &Viewer, owner: &str, run_id: &str, what: &str) -> Result<()> {
+        if viewer.user_id.as_str() == owner {
+            return Ok(());
+        }
+        self.conn().execute(
+            "INSERT INTO audit (owner, reader, run_id, what, at) VALUES (?1, ?2, ?3, ?4, ?5)",
+            params![owner, viewer.user_id.as_str(), run_id, what, kith_shared::timestamp::now()],
+        )?;
+        Ok(())
+    }
+
+    /// Reads of the viewer's runs by others, newest first, with reader handles.
+    pub fn audit_of(&self, viewer: &Viewer, limit: u32) -> Result<Vec<(String, String, String, String)>> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare(
+            "SELECT u.handle, a.run_id, a.what, a.at FROM audit a JOIN users u ON u.id = a.reader
+             WHERE a.owner = ?1 ORDER BY a.id DESC LIMIT ?2",
+        )?;
+        let rows = stmt
+            .query_map(params![viewer.user_id.as_str(), limit], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
+            .collect::<rusqlite::Result<_>>()?;
+        Ok(rows)
+    }
+
+    /// Hides (or, with `on = false`, releases) a machine's runs captured at or
+    /// after `since` from everyone but their owner; returns how many changed.
+    pub fn quarantine(&self, machine_id: &str, since: &str, on: bool) -> Result<usize> {
+        Ok(self.conn().execute(
+            "UPDATE runs SET quarantined = ?3 WHERE machine_id = ?1 AND captured_at >= ?2",
+            params![machine_id, since, on],
+        )?)
+    }
+
+    /// The id of a user's machine by name, revoked or not.
+    pub fn machine_id(&self, user: &UserId, name: &str) -> Result<Option<String>> {
+        Ok(self
+            .conn()
+            .query_row(
+                "SELECT id FROM machines WHERE user_id = ?1 AND name = ?2 ORDER BY created_at DESC",
+                params![user.as_str(), name],
+                |r| r.get(0),
+            )
+            .optional()?)
+    }
+}
+

@@ -1,0 +1,156 @@
+//! The LoCoMo dev retrieval evaluation: every session of every conversation
+//! becomes a transcript ingested through the real API; every question (bar
+//! the adversarial category 5) is asked through `POST /api/search`, and the
+//! hits' line ranges are mapped back to evidence turns for Recall@k.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use serde_json::{json, Value};
+
+use crate::Api;
+
+/// One question with its evidence turn ids (`D<session>:<i>`).
+#[derive(Debug, Clone)]
+pub struct Question {
+    pub conversation: String,
+    pub text: String,
+    pub evidence: Vec<String>,
+}
+
+/// A LoCoMo session as kith stores it: the transcript and which dialogue
+/// turn sits on which line.
+#[derive(Debug, Clone)]
+pub struct Session {
+    pub conversation: String,
+    pub jsonl: String,
+    /// 1-based line -> dia_id.
+    pub lines: Vec<String>,
+    pub started_at: String,
+}
+
+/// Parses `conv-N.json` files into sessions and questions.
+pub fn load(dir: &Path) -> Result<(Vec<Session>, Vec<Question>)> {
+    let mut sessions = Vec::new();
+    let mut questions = Vec::new();
+    let mut files: Vec<_> = std::fs::read_dir(dir)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    files.sort();
+    for file in files {
+        let conv = file.file_stem().and_then(|s| s.to_str()).unwrap_or_default().to_owned();
+        let doc: Value = serde_json::from_slice(&std::fs::read(&file)?).with_context(|| file.display().to_string())?;
+        let obj = doc.as_object().context("conversation is not an object")?;
+        let mut keys: Vec<(u32, &str)> = obj
+            .keys()
+            .filter_map(|k| k.strip_prefix("session_").and_then(|n| n.parse().ok()).map(|n| (n, k.as_str())))
+            .collect();
+        keys.sort();
+        for (n, key) in keys {
+            let started_at = "2023-01-01T00:00:00.000Z".to_owned();
+            let mut jsonl = String::new();
+            let mut lines = Vec::new();
+            for (i, turn) in obj[key].as_array().into_iter().flatten().enumerate() {
+                let speaker = turn["speaker"].as_str().unwrap_or_default();
+                let mut text = turn["text"].as_str().unwrap_or_default().to_owned();
+                if let Some(caption) = turn["blip_caption"].as_str() {
+                    text.push_str(&format!(" [shares a photo: {caption}]"));
+                }
+                let line = json!({
+                    "type": "user",
+                    "uuid": format!("{conv}-{n}-{i}"),
+                    "sessionId": conv,
+                    "timestamp": started_at,
+                    "message": {"role": "user", "content": format!("{speaker}: {text}")},
+                });
+                jsonl.push_str(&line.to_string());
+                jsonl.push('\n');
+                lines.push(turn["dia_id"].as_str().unwrap_or_default().to_owned());
+            }
+            if !lines.is_empty() {
+                sessions.push(Session { conversation: conv.clone(), jsonl, lines, started_at });
+            }
+        }
+        for qa in obj.get("qa").and_then(Value::as_array).into_iter().flatten() {
+            if qa["category"].as_u64() == Some(5) {
+                continue;
+            }
+            let evidence: Vec<String> =
+                qa["evidence"].as_array().into_iter().flatten().filter_map(|e| e.as_str().map(str::to_owned)).collect();
+            if evidence.is_empty() {
+                continue;
+            }
+            questions.push(Question {
+                conversation: conv.clone(),
+                text: qa["question"].as_str().unwrap_or_default().to_owned(),
+                evidence,
+            });
+        }
+    }
+    Ok((sessions, questions))
+}
+
+/// Ingests every session; returns run id -> session index.
+pub fn ingest(api: &Api, sessions: &[Session]) -> Result<HashMap<String, usize>> {
+    let mut runs = HashMap::new();
+    for (idx, s) in sessions.iter().enumerate() {
+        let body = json!({
+            "jsonl": s.jsonl,
+            "agent_runtime": "claude-code",
+            "source_identity": format!("locomo/{}/{idx}", s.conversation),
+            "from_offset": 0,
+            "to_offset": s.jsonl.len(),
+            "conversation_id": s.conversation,
+            "started_at": s.started_at,
+        });
+        let r = api.post("/api/runs", &body)?;
+        anyhow::ensure!(r.status == 202, "ingest failed: {r:?}");
+        runs.insert(r.body["run_id"].as_str().unwrap_or_default().to_owned(), idx);
+    }
+    for id in runs.keys() {
+        api.wait_indexed(id, Duration::from_secs(600))?;
+    }
+    Ok(runs)
+}
+
+/// Recall@k per k, averaged over questions.
+pub fn evaluate(
+    api: &Api,
+    sessions: &[Session],
+    runs: &HashMap<String, usize>,
+    questions: &[Question],
+    mode: &str,
+    ks: &[usize],
+) -> Result<BTreeMap<usize, f64>> {
+    let max_k = ks.iter().copied().max().unwrap_or(10);
+    let mut sums: BTreeMap<usize, f64> = ks.iter().map(|&k| (k, 0.0)).collect();
+    for q in questions {
+        let r = api.post(
+            "/api/search",
+            &json!({"query": q.text, "mode": mode, "limit": max_k, "filters": {"conversation_id": q.conversation}}),
+        )?;
+        anyhow::ensure!(r.status == 200, "search failed: {r:?}");
+        let hits = r.body["hits"].as_array().cloned().unwrap_or_default();
+        let want: HashSet<&str> = q.evidence.iter().map(String::as_str).collect();
+        for &k in ks {
+            let mut found: HashSet<&str> = HashSet::new();
+            for hit in hits.iter().take(k) {
+                let Some(&s) = hit["run_id"].as_str().and_then(|id| runs.get(id)) else { continue };
+                let (a, b) = (hit["line_start"].as_u64().unwrap_or(0), hit["line_end"].as_u64().unwrap_or(0));
+                for line in a..=b {
+                    if let Some(dia) = sessions[s].lines.get((line as usize).wrapping_sub(1)) {
+                        if want.contains(dia.as_str()) {
+                            found.insert(dia);
+                        }
+                    }
+                }
+            }
+            *sums.entry(k).or_default() += found.len() as f64 / want.len() as f64;
+        }
+    }
+    let n = questions.len().max(1) as f64;
+    Ok(sums.into_iter().map(|(k, s)| (k, s / n)).collect())
+}
