@@ -25,6 +25,9 @@ pub fn check(bytes: &[u8]) -> Result<u64, JsonlError> {
     for (idx, line) in bytes[..bytes.len() - 1].split(|&b| b == b'\n').enumerate() {
         n_lines += 1;
         let line_no = idx as u64 + 1;
+        if let Err(e) = std::str::from_utf8(line) {
+            return Err(JsonlError::NotJson { line: line_no, reason: format!("invalid UTF-8: {e}") });
+        }
         for value in serde_json::Deserializer::from_slice(line).into_iter::<serde::de::IgnoredAny>() {
             if let Err(e) = value {
                 return Err(JsonlError::NotJson { line: line_no, reason: e.to_string() });

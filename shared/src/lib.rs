@@ -1,7 +1,9 @@
 //! Pure code that both the device agent and central use: ids, hashing, JSONL
 //! line checks, transcript formats -> turns, chunking and redaction. No IO.
 
+pub mod chunk;
 pub mod hash;
 pub mod ids;
 pub mod jsonl;
 pub mod timestamp;
+pub mod transcript;

@@ -103,6 +103,11 @@ impl Central {
         Ok(central)
     }
 
+    /// The server's process id (for RSS readings).
+    pub fn pid(&self) -> Option<u32> {
+        Some(self.child.id())
+    }
+
     /// Registers a machine with a local token; returns the token.
     pub fn register(&self, user: &str, machine: &str) -> Result<String> {
         register_local(&self.data_dir, user, machine)
@@ -191,8 +196,14 @@ impl Api {
         format!("{}{path}", self.base)
     }
 
+    /// Sends with this caller's bearer token.
     pub fn send(&self, req: reqwest::blocking::RequestBuilder) -> Result<Reply> {
-        let res = req.bearer_auth(&self.token).send()?;
+        Self::send_raw(req.bearer_auth(&self.token))
+    }
+
+    /// Sends exactly the request given (no token added).
+    pub fn send_raw(req: reqwest::blocking::RequestBuilder) -> Result<Reply> {
+        let res = req.send()?;
         let status = res.status().as_u16();
         let text = res.text()?;
         let body = serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text));

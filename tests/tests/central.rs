@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use anyhow::Result;
 use kith_shared::hash::{chain_next, sha256_hex};
-use kith_tests::{claude_user_line, delta, run_central, Central};
+use kith_tests::{claude_user_line, delta, run_central, Api, Central};
 use serde_json::json;
 
 const T0: &str = "2026-05-11T08:00:00.000Z";
@@ -172,7 +172,7 @@ fn bad_input_gets_a_clear_error_and_stores_nothing() -> Result<()> {
         ("unknown parent", http.post(&url).bearer_auth(&token).json(&json!({"jsonl":"{}\n","agent_runtime":"pi","source_identity":"s","from_offset":0,"to_offset":3,"parent_run_id":"rnope"})), 400, "unknown_parent"),
     ];
     for (what, req, status, code) in cases {
-        let r = alice.send(req)?;
+        let r = Api::send_raw(req)?;
         assert_eq!((r.status, r.code()), (status, code), "{what}: {r:?}");
         assert!(!r.body["error"]["message"].as_str().unwrap_or_default().is_empty(), "{what}");
     }

@@ -1,0 +1,226 @@
+//! Privacy as a property: random users, run trees, tags, grants (some
+//! expired, some revoked) and quarantines; for every read path, a viewer sees
+//! exactly the runs a simple model says it may read, and nothing else.
+
+use std::collections::{BTreeSet, HashMap};
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use kith_central::config::Config;
+use kith_central::registry::UserRow;
+use kith_central::state::AppState;
+use kith_shared::ids::{MachineId, UserId};
+use serde_json::{json, Value};
+use tower::ServiceExt;
+
+/// xorshift64*: deterministic, seedable, no dependency.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+struct Run {
+    id: String,
+    owner: usize,
+    ancestors: Vec<String>,
+    tags: Vec<String>,
+    quarantined: bool,
+}
+
+struct Grant {
+    grantor: usize,
+    grantee: usize,
+    scope: String,
+    live: bool,
+}
+
+fn model_readable(viewer: usize, run: &Run, grants: &[Grant]) -> bool {
+    if run.owner == viewer {
+        return true;
+    }
+    !run.quarantined
+        && grants.iter().any(|g| {
+            g.live
+                && g.grantee == viewer
+                && g.grantor == run.owner
+                && match g.scope.split_once(':') {
+                    Some(("run", id)) => run.ancestors.iter().any(|a| a == id),
+                    Some(("tag", t)) => run.tags.iter().any(|x| x == t),
+                    _ => false,
+                }
+        })
+}
+
+async fn call(app: &axum::Router, token: &str, method: &str, path: &str, body: Option<Value>) -> (StatusCode, Value) {
+    let mut req = Request::builder().method(method).uri(path).header("authorization", format!("Bearer {token}"));
+    let body = match body {
+        Some(b) => {
+            req = req.header("content-type", "application/json");
+            Body::from(b.to_string())
+        }
+        None => Body::empty(),
+    };
+    let res = app.clone().oneshot(req.body(body).unwrap_or_default()).await.unwrap_or_else(|e| match e {});
+    let status = res.status();
+    let bytes = axum::body::to_bytes(res.into_body(), usize::MAX).await.unwrap_or_default();
+    (status, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+}
+
+async fn one_world(seed: u64) {
+    let mut rng = Rng(seed | 1);
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let config = Config { data_dir: dir.path().to_owned(), ..Config::default() };
+    let state = AppState::open(config).unwrap_or_else(|e| panic!("{e}"));
+    let app = kith_central::routes::app(state.clone());
+
+    let n_users = 3 + rng.below(2);
+    let mut tokens = Vec::new();
+    let mut user_ids = Vec::new();
+    for u in 0..n_users {
+        let id = UserId::parse(&format!("u{u}")).unwrap_or_else(|e| panic!("{e}"));
+        state
+            .registry()
+            .add_user(&UserRow {
+                id: id.clone(),
+                handle: format!("user{u}.test"),
+                did: None,
+                pds_url: None,
+                is_admin: false,
+                created_at: "2026-01-01T00:00:00.000Z".into(),
+            })
+            .unwrap_or_else(|e| panic!("{e}"));
+        let token = format!("kith_token_{seed}_{u}");
+        let sha = kith_shared::hash::sha256_hex(token.as_bytes());
+        let machine = MachineId::parse(&format!("m{u}")).unwrap_or_else(|e| panic!("{e}"));
+        state
+            .registry()
+            .add_machine(&machine, &id, "box", None, &sha, "2026-01-01T00:00:00.000Z")
+            .unwrap_or_else(|e| panic!("{e}"));
+        tokens.push(token);
+        user_ids.push(id);
+    }
+
+    // Runs: each either a new root or a child of one of its owner's runs.
+    let tags = ["work", "home", "secret"];
+    let mut runs: Vec<Run> = Vec::new();
+    for i in 0..(8 + rng.below(8)) {
+        let owner = rng.below(n_users);
+        let parent = runs.iter().filter(|r| r.owner == owner).nth(rng.below(3));
+        let tag = if rng.below(2) == 0 { vec![tags[rng.below(3)].to_owned()] } else { vec![] };
+        let text = format!("{{\"type\":\"user\",\"message\":{{\"role\":\"user\",\"content\":\"needle topic{i}\"}}}}\n");
+        let mut body = json!({
+            "jsonl": text, "agent_runtime": "claude-code", "source_identity": format!("src{i}"),
+            "from_offset": 0, "to_offset": text.len(), "tags": tag,
+            "started_at": format!("2026-05-01T00:{:02}:00Z", i),
+        });
+        let mut ancestors = vec![];
+        if let Some(p) = parent {
+            body["parent_run_id"] = json!(p.id);
+            ancestors = p.ancestors.clone();
+        }
+        let (status, res) = call(&app, &tokens[owner], "POST", "/api/runs", Some(body)).await;
+        assert_eq!(status, StatusCode::ACCEPTED, "{res}");
+        let id = res["run_id"].as_str().unwrap_or_default().to_owned();
+        ancestors.push(id.clone());
+        runs.push(Run { id, owner, ancestors, tags: tag, quarantined: false });
+    }
+    while kith_central::indexer::index_batch(&state).unwrap_or_else(|e| panic!("{e}")) > 0 {}
+
+    // Grants: run and tag scopes, some with a past expiry, some revoked later.
+    let mut grants: Vec<Grant> = Vec::new();
+    for _ in 0..(4 + rng.below(6)) {
+        let grantor = rng.below(n_users);
+        let grantee = (grantor + 1 + rng.below(n_users - 1)) % n_users;
+        let own: Vec<&Run> = runs.iter().filter(|r| r.owner == grantor).collect();
+        let scope = if !own.is_empty() && rng.below(2) == 0 {
+            format!("run:{}", own[rng.below(own.len())].id)
+        } else {
+            format!("tag:{}", tags[rng.below(3)])
+        };
+        let expired = rng.below(4) == 0;
+        let mut body = json!({"scope": scope, "with": format!("user{grantee}.test")});
+        if expired {
+            body["expires_at"] = json!("2020-01-01T00:00:00Z");
+        }
+        let (status, res) = call(&app, &tokens[grantor], "POST", "/api/shares", Some(body)).await;
+        assert_eq!(status, StatusCode::CREATED, "{res}");
+        let revoke = rng.below(4) == 0;
+        if revoke {
+            let (status, _) =
+                call(&app, &tokens[grantor], "DELETE", &format!("/api/shares/{}", res["id"].as_str().unwrap_or_default()), None)
+                    .await;
+            assert_eq!(status, StatusCode::NO_CONTENT);
+        }
+        grants.push(Grant { grantor, grantee, scope, live: !expired && !revoke });
+    }
+    // Quarantine one user's machine: those runs are hidden from others.
+    let q = rng.below(n_users);
+    if rng.below(2) == 0 {
+        state.registry().quarantine(&format!("m{q}"), "2000-01-01T00:00:00.000Z", true).unwrap_or_else(|e| panic!("{e}"));
+        for r in runs.iter_mut().filter(|r| r.owner == q) {
+            r.quarantined = true;
+        }
+    }
+
+    for viewer in 0..n_users {
+        let token = &tokens[viewer];
+        let expected: BTreeSet<&str> =
+            runs.iter().filter(|r| model_readable(viewer, r, &grants)).map(|r| r.id.as_str()).collect();
+        for run in &runs {
+            let want = model_readable(viewer, run, &grants);
+            for suffix in ["", "/jsonl", "/descendants"] {
+                let (status, _) = call(&app, token, "GET", &format!("/api/runs/{}{suffix}", run.id), None).await;
+                let want_status = if want { StatusCode::OK } else { StatusCode::NOT_FOUND };
+                assert_eq!(status, want_status, "seed {seed} viewer {viewer} run {} {suffix}", run.id);
+            }
+        }
+        let (_, res) =
+            call(&app, token, "POST", "/api/search", Some(json!({"query": "needle", "mode": "keyword", "limit": 100}))).await;
+        let found: BTreeSet<String> =
+            res["hits"].as_array().into_iter().flatten().filter_map(|h| h["run_id"].as_str().map(str::to_owned)).collect();
+        let found: BTreeSet<&str> = found.iter().map(String::as_str).collect();
+        assert_eq!(found, expected, "seed {seed} viewer {viewer}: search");
+        let (_, forest) = call(&app, token, "GET", "/api/runs/forest?limit=500", None).await;
+        let in_forest: BTreeSet<String> = forest["trees"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|t| t["runs"].as_array().cloned().unwrap_or_default())
+            .filter_map(|r| r["run"]["id"].as_str().map(str::to_owned))
+            .collect();
+        let in_forest: BTreeSet<&str> = in_forest.iter().map(String::as_str).collect();
+        assert_eq!(in_forest, expected, "seed {seed} viewer {viewer}: forest");
+    }
+
+    // Every read of someone else's run was audited for its owner.
+    let mut audited: HashMap<usize, usize> = HashMap::new();
+    for owner in 0..n_users {
+        let (_, a) = call(&app, &tokens[owner], "GET", "/api/audit", None).await;
+        let entries = a["entries"].as_array().cloned().unwrap_or_default();
+        assert!(entries.iter().all(|e| e["reader"] != format!("user{owner}.test")), "own reads are not audited");
+        audited.insert(owner, entries.len());
+    }
+    for run in &runs {
+        let readers = (0..n_users).filter(|&v| v != run.owner && model_readable(v, run, &grants)).count();
+        if readers > 0 {
+            assert!(audited[&run.owner] > 0, "seed {seed}: reads of {} not audited", run.id);
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nobody_reads_outside_readable_by_on_any_path() {
+    for seed in 1..=12u64 {
+        one_world(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15)).await;
+    }
+}

@@ -1,0 +1,230 @@
+//! `kith-bench`: measures kith on this machine with the real binaries on
+//! loopback, prints a table and writes every figure to a JSON file.
+//!
+//! `kith-bench --quick --out FILE.json` takes a few minutes; `--full` runs the
+//! larger corpora. Build the workspace in release mode first
+//! (`cargo build --release --workspace`), since the harness runs the binaries
+//! next to its own executable.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use kith_tests::{locomo, reference_dir, Api, Central};
+use serde_json::{json, Value};
+
+struct Args {
+    full: bool,
+    out: Option<PathBuf>,
+}
+
+fn parse_args() -> Result<Args> {
+    let mut args = Args { full: false, out: None };
+    let mut it = std::env::args().skip(1);
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--quick" => args.full = false,
+            "--full" => args.full = true,
+            "--out" => args.out = Some(it.next().context("--out needs a file")?.into()),
+            "-h" | "--help" => {
+                println!("usage: kith-bench [--quick|--full] [--out FILE.json]");
+                std::process::exit(0);
+            }
+            other => bail!("unknown argument {other:?} (try --help)"),
+        }
+    }
+    Ok(args)
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let idx = ((sorted.len() - 1) as f64 * p).round() as usize;
+    sorted[idx.min(sorted.len() - 1)]
+}
+
+fn summary(mut samples: Vec<f64>) -> Value {
+    samples.sort_by(|a, b| a.total_cmp(b));
+    json!({
+        "n": samples.len(),
+        "p50_ms": percentile(&samples, 0.50),
+        "p95_ms": percentile(&samples, 0.95),
+        "p99_ms": percentile(&samples, 0.99),
+    })
+}
+
+/// Real transcript lines from the fixtures, reused as the corpus's material.
+fn corpus_lines() -> Result<Vec<String>> {
+    let mut lines = Vec::new();
+    for rel in [
+        "claude-code/marot__spotter__4d5611e5-241a-462a-8d15-5122611a9569.jsonl",
+        "claude-code/codemie-ai__codemie-code__incremental-subagents__turn-2.jsonl",
+        "codex/codemie-ai__codemie-code__rollout-2026-05-11T11-26-55-019e1625-789d-76c0-80ab-3724b5ddb799.jsonl",
+    ] {
+        let text = std::fs::read_to_string(kith_tests::fixture(rel))?;
+        lines.extend(
+            text.lines()
+                .filter(|l| l.contains("\"type\":\"user\"") || l.contains("\"type\":\"assistant\""))
+                .map(str::to_owned),
+        );
+    }
+    if lines.is_empty() {
+        bail!("no corpus lines found in the fixtures");
+    }
+    Ok(lines)
+}
+
+/// Ingests `n_runs` runs of `lines_per_run` fixture lines; returns (seconds, bytes).
+fn ingest_corpus(api: &Api, lines: &[String], n_runs: usize, lines_per_run: usize) -> Result<(f64, u64)> {
+    let started = Instant::now();
+    let mut bytes = 0u64;
+    let mut last = String::new();
+    for r in 0..n_runs {
+        let mut jsonl = String::new();
+        for l in 0..lines_per_run {
+            jsonl.push_str(&lines[(r * lines_per_run + l) % lines.len()]);
+            jsonl.push('\n');
+        }
+        bytes += jsonl.len() as u64;
+        let res = api.post(
+            "/api/runs",
+            &json!({"jsonl": jsonl, "agent_runtime": "claude-code", "source_identity": format!("bench/{r}"),
+                    "from_offset": 0, "to_offset": jsonl.len()}),
+        )?;
+        if res.status != 202 {
+            bail!("ingest failed: {res:?}");
+        }
+        last = res.body["run_id"].as_str().unwrap_or_default().to_owned();
+    }
+    api.wait_indexed(&last, Duration::from_secs(3600))?;
+    Ok((started.elapsed().as_secs_f64(), bytes))
+}
+
+/// Time from the 202 to the first keyword hit, for fresh unique words.
+fn freshness(api: &Api, n: usize) -> Result<Value> {
+    let mut samples = Vec::new();
+    for i in 0..n {
+        let word = format!("freshword{i}x{}", std::process::id());
+        let jsonl = kith_tests::claude_user_line(&format!("please remember {word}"), "2026-05-11T08:00:00Z");
+        let res = api.post(
+            "/api/runs",
+            &json!({"jsonl": jsonl, "agent_runtime": "claude-code", "source_identity": format!("fresh/{i}"),
+                    "from_offset": 0, "to_offset": jsonl.len()}),
+        )?;
+        let t0 = Instant::now();
+        if res.status != 202 {
+            bail!("ingest failed: {res:?}");
+        }
+        loop {
+            let r = api.post("/api/search", &json!({"query": word, "mode": "keyword"}))?;
+            if r.body["hits"].as_array().is_some_and(|h| !h.is_empty()) {
+                break;
+            }
+            if t0.elapsed() > Duration::from_secs(30) {
+                bail!("{word} not searchable after 30 s");
+            }
+        }
+        samples.push(t0.elapsed().as_secs_f64() * 1000.0);
+    }
+    Ok(summary(samples))
+}
+
+fn search_latency(api: &Api, mode: &str, n: usize) -> Result<Value> {
+    let queries = ["failing test", "database migration", "read the config file", "error handling", "git branch"];
+    let mut samples = Vec::new();
+    for i in 0..n {
+        let t0 = Instant::now();
+        let r = api.post("/api/search", &json!({"query": queries[i % queries.len()], "mode": mode, "limit": 10}))?;
+        if r.status != 200 {
+            return Ok(json!({"error": r.body}));
+        }
+        samples.push(t0.elapsed().as_secs_f64() * 1000.0);
+    }
+    Ok(summary(samples))
+}
+
+fn rss_bytes(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    line.split_whitespace().nth(1)?.parse::<u64>().ok().map(|kb| kb * 1024)
+}
+
+fn dir_size(path: &std::path::Path) -> u64 {
+    let mut total = 0;
+    let mut stack = vec![path.to_owned()];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            match e.metadata() {
+                Ok(m) if m.is_dir() => stack.push(e.path()),
+                Ok(m) => total += m.len(),
+                Err(_) => {}
+            }
+        }
+    }
+    total
+}
+
+fn main() -> Result<()> {
+    let args = parse_args()?;
+    let mut results: BTreeMap<&str, Value> = BTreeMap::new();
+    results.insert("mode", json!(if args.full { "full" } else { "quick" }));
+    results.insert("machine", json!({"cores": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0)}));
+
+    let central = Central::start()?;
+    let api = central.client(&central.register("bench.test", "bench")?);
+    let lines = corpus_lines()?;
+
+    let sizes: &[usize] = if args.full { &[1_000, 10_000] } else { &[200] };
+    let mut per_size = Vec::new();
+    let mut ingested_runs = 0;
+    for &n_runs in sizes {
+        let extra = n_runs - ingested_runs;
+        let (secs, bytes) = ingest_corpus(&api, &lines, extra, 10)?;
+        ingested_runs = n_runs;
+        let status = api.get("/api/status")?;
+        let chunks = status.body["counts"]["chunks"].as_u64().unwrap_or(0);
+        let n_q = if args.full { 200 } else { 50 };
+        per_size.push(json!({
+            "runs": n_runs,
+            "chunks": chunks,
+            "ingest": {"seconds": secs, "mb_per_s": bytes as f64 / secs / 1e6, "runs_per_s": extra as f64 / secs},
+            "search_keyword": search_latency(&api, "keyword", n_q)?,
+            "search_hybrid": search_latency(&api, "hybrid", n_q)?,
+            "search_semantic": search_latency(&api, "semantic", n_q)?,
+            "central_rss_bytes": central.pid().and_then(rss_bytes),
+            "data_dir_bytes": dir_size(&central.data_dir),
+        }));
+    }
+    results.insert("corpus", Value::Array(per_size));
+    results.insert("freshness_keyword_ms", freshness(&api, if args.full { 100 } else { 20 })?);
+
+    // Retrieval quality on the LoCoMo dev half, in its own central so the
+    // corpus above does not disturb it.
+    let eval = Central::start()?;
+    let eval_api = eval.client(&eval.register("locomo.test", "eval")?);
+    let (sessions, questions) = locomo::load(&reference_dir().join("data/locomo-dev"))?;
+    let runs = locomo::ingest(&eval_api, &sessions)?;
+    let mut quality = serde_json::Map::new();
+    for mode in ["keyword", "semantic", "hybrid"] {
+        match locomo::evaluate(&eval_api, &sessions, &runs, &questions, mode, &[5, 10, 20]) {
+            Ok(r) => {
+                quality.insert(mode.into(), json!(r.iter().map(|(k, v)| (format!("recall@{k}"), *v)).collect::<BTreeMap<_, _>>()));
+            }
+            Err(e) => {
+                quality.insert(mode.into(), json!({"error": e.to_string()}));
+            }
+        }
+    }
+    quality.insert("questions".into(), json!(questions.len()));
+    results.insert("locomo_dev", Value::Object(quality));
+
+    let doc = serde_json::to_string_pretty(&results)?;
+    println!("{doc}");
+    if let Some(out) = &args.out {
+        std::fs::write(out, &doc).with_context(|| format!("cannot write {}", out.display()))?;
+        eprintln!("wrote {}", out.display());
+    }
+    Ok(())
+}
