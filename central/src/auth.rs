@@ -48,7 +48,10 @@ impl std::fmt::Debug for Token {
 impl FromRequestParts<AppState> for Viewer {
     type Rejection = Error;
 
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
         let token = parts
             .headers
             .get(axum::http::header::AUTHORIZATION)
@@ -57,7 +60,10 @@ impl FromRequestParts<AppState> for Viewer {
             .map(|t| Token::new(t.trim().to_owned()))
             .filter(|t| !t.expose().is_empty())
             .ok_or(Error::Unauthorized)?;
-        let viewer = state.registry().viewer_by_token(&token.sha256())?.ok_or(Error::Unauthorized)?;
+        let viewer = state
+            .registry()
+            .viewer_by_token(&token.sha256())?
+            .ok_or(Error::Unauthorized)?;
         state.note_seen(&viewer.machine_id);
         Ok(viewer)
     }

@@ -17,7 +17,11 @@ use crate::registry::UserRow;
 use crate::state::{open_registry, AppState};
 
 #[derive(Debug, Parser)]
-#[command(name = "kith-central", version, about = "kith central: the family's transcript store and search")]
+#[command(
+    name = "kith-central",
+    version,
+    about = "kith central: the family's transcript store and search"
+)]
 struct Cli {
     /// Configuration file (TOML; see `kith-central default-config`).
     #[arg(long, env = "KITH_CENTRAL_CONFIG", global = true)]
@@ -106,7 +110,10 @@ pub fn run() -> ExitCode {
 fn init_tracing() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("KITH_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
 }
 
 fn dispatch(cli: Cli) -> anyhow::Result<()> {
@@ -114,12 +121,17 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
         Command::Serve { listen } => *listen,
         _ => None,
     };
-    let flags = Overrides { data_dir: cli.data_dir.clone(), listen };
+    let flags = Overrides {
+        data_dir: cli.data_dir.clone(),
+        listen,
+    };
     let config = Config::load(cli.config.as_deref(), |k| std::env::var(k).ok(), &flags)?;
     match cli.command {
         Command::Serve { .. } => {
             init_tracing();
-            let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()?;
             rt.block_on(async move {
                 let listener = tokio::net::TcpListener::bind(config.listen)
                     .await
@@ -140,7 +152,10 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
             for s in &report.skipped {
                 eprintln!("skipped {s}");
             }
-            println!("reindexed {} runs into {} chunks", report.n_runs, report.n_chunks);
+            println!(
+                "reindexed {} runs into {} chunks",
+                report.n_runs, report.n_chunks
+            );
             Ok(())
         }
         Command::Doctor => {
@@ -165,10 +180,11 @@ async fn shutdown_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {
-        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(s) => s,
-            Err(_) => return std::future::pending().await,
-        };
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => return std::future::pending().await,
+            };
         tokio::select! {
             _ = ctrl_c => {},
             _ = term.recv() => {},
@@ -204,7 +220,12 @@ fn user(config: &Config, cmd: UserCommand) -> anyhow::Result<()> {
         UserCommand::List => {
             for u in registry.list_users()? {
                 let admin = if u.is_admin { " admin" } else { "" };
-                println!("{}\t{}\t{}{admin}", u.handle, u.id, u.did.as_deref().unwrap_or("-"));
+                println!(
+                    "{}\t{}\t{}{admin}",
+                    u.handle,
+                    u.id,
+                    u.did.as_deref().unwrap_or("-")
+                );
             }
         }
     }
@@ -244,7 +265,9 @@ fn machine(config: &Config, cmd: MachineCommand) -> anyhow::Result<()> {
             writeln!(out, "{}", token.expose())?;
         }
         MachineCommand::Revoke { user, name } => {
-            let user_row = registry.user_by_handle(&user)?.with_context(|| format!("no user {user}"))?;
+            let user_row = registry
+                .user_by_handle(&user)?
+                .with_context(|| format!("no user {user}"))?;
             if !registry.revoke_machine(&user_row.id, &name, &kith_shared::timestamp::now())? {
                 bail!("{user} has no live machine named {name:?}");
             }

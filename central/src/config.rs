@@ -42,9 +42,15 @@ impl Default for Config {
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("cannot read config file {path}: {source}")]
-    Read { path: PathBuf, source: std::io::Error },
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("config file {path}: {source}")]
-    Parse { path: PathBuf, source: toml::de::Error },
+    Parse {
+        path: PathBuf,
+        source: toml::de::Error,
+    },
     #[error("environment variable {name}: {reason}")]
     Env { name: &'static str, reason: String },
 }
@@ -66,9 +72,14 @@ impl Config {
     ) -> Result<Self, ConfigError> {
         let mut config = match file {
             Some(path) => {
-                let text = std::fs::read_to_string(path)
-                    .map_err(|source| ConfigError::Read { path: path.into(), source })?;
-                toml::from_str(&text).map_err(|source| ConfigError::Parse { path: path.into(), source })?
+                let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+                    path: path.into(),
+                    source,
+                })?;
+                toml::from_str(&text).map_err(|source| ConfigError::Parse {
+                    path: path.into(),
+                    source,
+                })?
             }
             None => Config::default(),
         };
@@ -88,7 +99,12 @@ impl Config {
             })?;
         }
         match (env("KITH_TLS_CERT"), env("KITH_TLS_KEY")) {
-            (Some(cert), Some(key)) => config.tls = Some(TlsConfig { cert: cert.into(), key: key.into() }),
+            (Some(cert), Some(key)) => {
+                config.tls = Some(TlsConfig {
+                    cert: cert.into(),
+                    key: key.into(),
+                })
+            }
             (None, None) => {}
             _ => {
                 return Err(ConfigError::Env {
@@ -121,7 +137,12 @@ mod tests {
     use super::*;
 
     fn env_of(pairs: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
-        move |k| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())
+        move |k| {
+            pairs
+                .iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| v.to_string())
+        }
     }
 
     #[test]
@@ -134,14 +155,21 @@ mod tests {
     fn file_then_env_then_flags() {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         let file = dir.path().join("c.toml");
-        std::fs::write(&file, "listen = \"127.0.0.1:1\"\ndata_dir = \"/from/file\"\nmax_body_bytes = 5\n")
-            .unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(
+            &file,
+            "listen = \"127.0.0.1:1\"\ndata_dir = \"/from/file\"\nmax_body_bytes = 5\n",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
         let env = env_of(&[("KITH_LISTEN", "127.0.0.1:2"), ("HOME", "/home/x")]);
-        let c = Config::load(Some(&file), &env, &Overrides::default()).unwrap_or_else(|e| panic!("{e}"));
+        let c = Config::load(Some(&file), &env, &Overrides::default())
+            .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(c.listen.port(), 2);
         assert_eq!(c.data_dir, PathBuf::from("/from/file"));
         assert_eq!(c.max_body_bytes, 5);
-        let flags = Overrides { data_dir: Some("~/d".into()), listen: Some(SocketAddr::from(([127, 0, 0, 1], 3))) };
+        let flags = Overrides {
+            data_dir: Some("~/d".into()),
+            listen: Some(SocketAddr::from(([127, 0, 0, 1], 3))),
+        };
         let c = Config::load(Some(&file), &env, &flags).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(c.listen.port(), 3);
         assert_eq!(c.data_dir, PathBuf::from("/home/x/d"));
@@ -149,7 +177,11 @@ mod tests {
 
     #[test]
     fn bad_values_are_named() {
-        let err = Config::load(None, env_of(&[("KITH_LISTEN", "nowhere")]), &Overrides::default());
+        let err = Config::load(
+            None,
+            env_of(&[("KITH_LISTEN", "nowhere")]),
+            &Overrides::default(),
+        );
         assert!(err.is_err_and(|e| e.to_string().contains("KITH_LISTEN")));
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         let file = dir.path().join("c.toml");

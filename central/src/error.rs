@@ -39,11 +39,17 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
     pub fn bad_request(code: &'static str, message: impl Into<String>) -> Self {
-        Self::BadRequest { code, message: message.into() }
+        Self::BadRequest {
+            code,
+            message: message.into(),
+        }
     }
 
     pub fn conflict(code: &'static str, message: impl Into<String>) -> Self {
-        Self::Conflict { code, message: message.into() }
+        Self::Conflict {
+            code,
+            message: message.into(),
+        }
     }
 
     pub fn run_not_found() -> Self {
@@ -79,12 +85,18 @@ impl Error {
 
     /// The body sent to the client. Server-side failures say only that they happened.
     pub fn body(&self) -> ErrorBody {
-        let message = if self.status().is_server_error() && !matches!(self, Self::Unavailable { .. }) {
-            "internal error; see the server log".to_owned()
-        } else {
-            self.to_string()
-        };
-        ErrorBody { error: ErrorDetail { code: self.code().to_owned(), message } }
+        let message =
+            if self.status().is_server_error() && !matches!(self, Self::Unavailable { .. }) {
+                "internal error; see the server log".to_owned()
+            } else {
+                self.to_string()
+            };
+        ErrorBody {
+            error: ErrorDetail {
+                code: self.code().to_owned(),
+                message,
+            },
+        }
     }
 }
 

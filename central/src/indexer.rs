@@ -42,7 +42,8 @@ impl Indexer {
                 Ok(Ok(0)) => {
                     // Also poll now and then, so a job written by another
                     // process (the CLI's reindex) is picked up.
-                    let _ = tokio::time::timeout(Duration::from_secs(5), self.wake.notified()).await;
+                    let _ =
+                        tokio::time::timeout(Duration::from_secs(5), self.wake.notified()).await;
                 }
                 Ok(Ok(_)) => {}
                 Ok(Err(e)) => {
@@ -84,10 +85,16 @@ pub fn index_batch(state: &AppState) -> Result<usize> {
 }
 
 fn index_one(state: &AppState, job: &PendingJob) -> Result<()> {
-    let meta_path = state.store().absolute(&job.blob_path).with_extension("metadata.json");
+    let meta_path = state
+        .store()
+        .absolute(&job.blob_path)
+        .with_extension("metadata.json");
     let meta: RunMeta = serde_json::from_slice(&std::fs::read(&meta_path)?)?;
     if meta.id != job.run_id.as_str() {
-        return Err(Error::Internal(format!("metadata of {} names run {}", job.run_id, meta.id)));
+        return Err(Error::Internal(format!(
+            "metadata of {} names run {}",
+            job.run_id, meta.id
+        )));
     }
     let bytes = state.store().read_jsonl(&job.blob_path)?;
     let parsed = transcript::parse(format_of(meta.agent_runtime), &bytes);

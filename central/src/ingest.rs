@@ -86,7 +86,10 @@ fn validate(req: IngestRequest, idempotency_key: Option<String>) -> Result<Delta
         ));
     }
     if req.tags.len() > MAX_TAGS
-        || req.tags.iter().any(|t| t.is_empty() || t.len() > MAX_TAG_LEN || t.contains(['|', ':']))
+        || req
+            .tags
+            .iter()
+            .any(|t| t.is_empty() || t.len() > MAX_TAG_LEN || t.contains(['|', ':']))
     {
         return Err(Error::bad_request(
             "invalid_tags",
@@ -100,12 +103,18 @@ fn validate(req: IngestRequest, idempotency_key: Option<String>) -> Result<Delta
         ("agent_version", &req.agent_version),
     ] {
         if value.as_ref().is_some_and(|v| v.len() > MAX_FIELD_LEN) {
-            return Err(Error::bad_request("field_too_long", format!("{name} is longer than {MAX_FIELD_LEN} bytes")));
+            return Err(Error::bad_request(
+                "field_too_long",
+                format!("{name} is longer than {MAX_FIELD_LEN} bytes"),
+            ));
         }
     }
     if let Some(key) = &idempotency_key {
         if key.is_empty() || key.len() > 256 {
-            return Err(Error::bad_request("invalid_idempotency_key", "Idempotency-Key must be 1-256 bytes"));
+            return Err(Error::bad_request(
+                "invalid_idempotency_key",
+                "Idempotency-Key must be 1-256 bytes",
+            ));
         }
     }
     let parse_id = |field: &str, v: &Option<String>| {
@@ -118,13 +127,24 @@ fn validate(req: IngestRequest, idempotency_key: Option<String>) -> Result<Delta
     let parent_run_id = parse_id("parent_run_id", &req.parent_run_id)?;
     let started_at = match &req.started_at {
         Some(s) => Some(timestamp::normalize(s).ok_or_else(|| {
-            Error::bad_request("invalid_timestamp", "started_at must be an RFC 3339 timestamp")
+            Error::bad_request(
+                "invalid_timestamp",
+                "started_at must be an RFC 3339 timestamp",
+            )
         })?),
         None => None,
     };
     let sha256 = sha256_hex(bytes);
     let parsed = transcript::parse(format_of(req.agent_runtime), bytes);
-    Ok(Delta { req, run_id, parent_run_id, idempotency_key, sha256, parsed, started_at })
+    Ok(Delta {
+        req,
+        run_id,
+        parent_run_id,
+        idempotency_key,
+        sha256,
+        parsed,
+        started_at,
+    })
 }
 
 pub fn format_of(runtime: AgentRuntime) -> Format {
@@ -144,7 +164,10 @@ fn decide_and_store(state: &AppState, viewer: &Viewer, d: Delta) -> Result<(Inge
         if run.meta.jsonl_sha256 == d.sha256 && run.meta.user_id == user.as_str() {
             Ok((already(run), false))
         } else {
-            Err(Error::conflict("run_conflict", format!("{what} was already used for other bytes")))
+            Err(Error::conflict(
+                "run_conflict",
+                format!("{what} was already used for other bytes"),
+            ))
         }
     };
     if let Some(key) = &d.idempotency_key {
@@ -159,12 +182,19 @@ fn decide_and_store(state: &AppState, viewer: &Viewer, d: Delta) -> Result<(Inge
     }
 
     let req = &d.req;
-    let overlapping =
-        registry.source_runs_overlapping(user, &req.source_identity, req.from_offset, req.to_offset)?;
+    let overlapping = registry.source_runs_overlapping(
+        user,
+        &req.source_identity,
+        req.from_offset,
+        req.to_offset,
+    )?;
     if let Some(first) = overlapping.first() {
         if first.meta.from_offset == req.from_offset
             && (first.meta.jsonl_sha256 == d.sha256
-                || state.store().read_jsonl(&first.blob_path)?.starts_with(req.jsonl.as_bytes()))
+                || state
+                    .store()
+                    .read_jsonl(&first.blob_path)?
+                    .starts_with(req.jsonl.as_bytes()))
         {
             return Ok((already(first), false));
         }
@@ -184,7 +214,10 @@ fn decide_and_store(state: &AppState, viewer: &Viewer, d: Delta) -> Result<(Inge
 
     let previous = if req.from_offset == 0 {
         if req.prev_sha256.is_some() {
-            return Err(Error::conflict("chain_mismatch", "a delta starting at offset 0 has no prev_sha256"));
+            return Err(Error::conflict(
+                "chain_mismatch",
+                "a delta starting at offset 0 has no prev_sha256",
+            ));
         }
         None
     } else {
@@ -193,13 +226,23 @@ fn decide_and_store(state: &AppState, viewer: &Viewer, d: Delta) -> Result<(Inge
             .ok_or_else(|| {
                 Error::conflict(
                     "chain_gap",
-                    format!("no accepted delta of this source ends at offset {}", req.from_offset),
+                    format!(
+                        "no accepted delta of this source ends at offset {}",
+                        req.from_offset
+                    ),
                 )
             })?;
-        if req.prev_sha256.as_ref().is_some_and(|p| *p != prev.meta.chain_sha256) {
+        if req
+            .prev_sha256
+            .as_ref()
+            .is_some_and(|p| *p != prev.meta.chain_sha256)
+        {
             return Err(Error::conflict(
                 "chain_mismatch",
-                format!("prev_sha256 does not match the chain hash of run {}", prev.meta.id),
+                format!(
+                    "prev_sha256 does not match the chain hash of run {}",
+                    prev.meta.id
+                ),
             ));
         }
         Some(prev)
@@ -210,7 +253,12 @@ fn decide_and_store(state: &AppState, viewer: &Viewer, d: Delta) -> Result<(Inge
             registry
                 .run(viewer, id)?
                 .filter(|r| r.meta.user_id == user.as_str())
-                .ok_or_else(|| Error::bad_request("unknown_parent", format!("parent run {id} is not one of yours")))?,
+                .ok_or_else(|| {
+                    Error::bad_request(
+                        "unknown_parent",
+                        format!("parent run {id} is not one of yours"),
+                    )
+                })?,
         ),
         None => previous.clone(),
     };
@@ -221,10 +269,20 @@ fn decide_and_store(state: &AppState, viewer: &Viewer, d: Delta) -> Result<(Inge
     };
     let started_at = d
         .started_at
-        .or_else(|| d.parsed.started_at.as_deref().and_then(timestamp::normalize))
+        .or_else(|| {
+            d.parsed
+                .started_at
+                .as_deref()
+                .and_then(timestamp::normalize)
+        })
         .unwrap_or_else(timestamp::now);
-    let chain_sha256 = chain_next(previous.as_ref().map(|p| p.meta.chain_sha256.as_str()), &d.sha256);
-    let root_run_id = parent.as_ref().map_or_else(|| run_id.to_string(), |p| p.meta.root_run_id.clone());
+    let chain_sha256 = chain_next(
+        previous.as_ref().map(|p| p.meta.chain_sha256.as_str()),
+        &d.sha256,
+    );
+    let root_run_id = parent
+        .as_ref()
+        .map_or_else(|| run_id.to_string(), |p| p.meta.root_run_id.clone());
     let parsed = d.parsed;
     let meta = RunMeta {
         id: run_id.to_string(),
@@ -254,14 +312,25 @@ fn decide_and_store(state: &AppState, viewer: &Viewer, d: Delta) -> Result<(Inge
         source_identity: req.source_identity.clone(),
         from_offset: req.from_offset,
         to_offset: req.to_offset,
-        redactions: req.redactions.clone().into_iter().collect::<BTreeMap<_, _>>(),
+        redactions: req
+            .redactions
+            .clone()
+            .into_iter()
+            .collect::<BTreeMap<_, _>>(),
         indexed_at: None,
         embedded_at: None,
         _links: RunLinks::for_run(run_id.as_str()),
     };
     let blob_path = BlobStore::jsonl_path(user, timestamp::month(&meta.started_at), &run_id);
-    state.store().write_run(&blob_path, req.jsonl.as_bytes(), &serde_json::to_vec_pretty(&meta)?)?;
-    let ancestry = ancestry_of(parent.as_ref().map(|p| p.ancestry.as_str()), run_id.as_str());
+    state.store().write_run(
+        &blob_path,
+        req.jsonl.as_bytes(),
+        &serde_json::to_vec_pretty(&meta)?,
+    )?;
+    let ancestry = ancestry_of(
+        parent.as_ref().map(|p| p.ancestry.as_str()),
+        run_id.as_str(),
+    );
     registry.insert_run(&NewRun {
         meta: &meta,
         ancestry: &ancestry,

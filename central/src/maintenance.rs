@@ -44,27 +44,35 @@ pub fn reindex(state: &AppState) -> Result<ReindexReport> {
     let bar = progress(files.len() as u64, "reading");
     for path in &files {
         bar.inc(1);
-        let Some(rel) = store.jsonl_for_metadata(path) else { continue };
-        let meta = std::fs::read(path).map_err(Into::into).and_then(|b| {
-            serde_json::from_slice::<RunMeta>(&b).map_err(crate::error::Error::from)
-        });
+        let Some(rel) = store.jsonl_for_metadata(path) else {
+            continue;
+        };
+        let meta = std::fs::read(path)
+            .map_err(Into::into)
+            .and_then(|b| serde_json::from_slice::<RunMeta>(&b).map_err(crate::error::Error::from));
         let meta = match meta {
             Ok(m) => m,
             Err(e) => {
-                report.skipped.push(format!("{}: unreadable metadata: {e}", path.display()));
+                report
+                    .skipped
+                    .push(format!("{}: unreadable metadata: {e}", path.display()));
                 continue;
             }
         };
         match store.read_jsonl(&rel) {
             Ok(bytes) if sha256_hex(&bytes) == meta.jsonl_sha256 => runs.push((meta, rel)),
-            Ok(_) => report.skipped.push(format!("{rel}: bytes do not match jsonl_sha256")),
+            Ok(_) => report
+                .skipped
+                .push(format!("{rel}: bytes do not match jsonl_sha256")),
             Err(e) => report.skipped.push(format!("{rel}: {e}")),
         }
     }
     bar.finish_and_clear();
     state.registry().clear_runs()?;
-    let parents: HashMap<&str, Option<&str>> =
-        runs.iter().map(|(m, _)| (m.id.as_str(), m.parent_run_id.as_deref())).collect();
+    let parents: HashMap<&str, Option<&str>> = runs
+        .iter()
+        .map(|(m, _)| (m.id.as_str(), m.parent_run_id.as_deref()))
+        .collect();
     for (meta, rel) in &runs {
         let ancestry = ancestry_from(&parents, &meta.id);
         state.registry().insert_run(&NewRun {
@@ -122,7 +130,10 @@ pub fn doctor(state: &AppState) -> Result<DoctorReport> {
     let registered_paths: HashSet<&str> = registered.iter().map(|(_, p)| p.as_str()).collect();
     for path in &blob_paths {
         if !registered_paths.contains(path.as_str()) {
-            report.entry("blob_not_in_registry").or_default().push(path.clone());
+            report
+                .entry("blob_not_in_registry")
+                .or_default()
+                .push(path.clone());
         }
     }
     let bar = progress(registered.len() as u64, "checking");
@@ -131,22 +142,35 @@ pub fn doctor(state: &AppState) -> Result<DoctorReport> {
         let bytes = match store.read_jsonl(rel) {
             Ok(b) => b,
             Err(_) => {
-                report.entry("registry_run_without_blob").or_default().push(id.clone());
+                report
+                    .entry("registry_run_without_blob")
+                    .or_default()
+                    .push(id.clone());
                 continue;
             }
         };
-        let meta: Option<RunMeta> = std::fs::read(store.absolute(rel).with_extension("metadata.json"))
-            .ok()
-            .and_then(|b| serde_json::from_slice(&b).ok());
+        let meta: Option<RunMeta> =
+            std::fs::read(store.absolute(rel).with_extension("metadata.json"))
+                .ok()
+                .and_then(|b| serde_json::from_slice(&b).ok());
         let Some(meta) = meta else {
-            report.entry("run_without_metadata").or_default().push(id.clone());
+            report
+                .entry("run_without_metadata")
+                .or_default()
+                .push(id.clone());
             continue;
         };
         if sha256_hex(&bytes) != meta.jsonl_sha256 {
-            report.entry("blob_sha256_mismatch").or_default().push(id.clone());
+            report
+                .entry("blob_sha256_mismatch")
+                .or_default()
+                .push(id.clone());
         }
-        let expected = chunk_turns(&transcript::parse(format_of(meta.agent_runtime), &bytes).turns, &ChunkConfig::default())
-            .len() as u64;
+        let expected = chunk_turns(
+            &transcript::parse(format_of(meta.agent_runtime), &bytes).turns,
+            &ChunkConfig::default(),
+        )
+        .len() as u64;
         let actual = state.index().n_chunks_of_run(id)?;
         if expected != actual {
             report
@@ -158,7 +182,10 @@ pub fn doctor(state: &AppState) -> Result<DoctorReport> {
     bar.finish_and_clear();
     let counts = state.registry().counts()?;
     if counts.pending_jobs > 0 {
-        report.entry("pending_index_jobs").or_default().push(format!("{} runs wait for indexing", counts.pending_jobs));
+        report
+            .entry("pending_index_jobs")
+            .or_default()
+            .push(format!("{} runs wait for indexing", counts.pending_jobs));
     }
     Ok(report)
 }

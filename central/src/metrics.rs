@@ -31,11 +31,31 @@ impl Metrics {
                 let _ = writeln!(out, "{name}{labels} {v}");
             }
         };
-        put("kith_runs_ingested_total", "counter", "Runs accepted since start.", &[("", self.runs_ingested.load(Ordering::Relaxed))]);
-        put("kith_ingested_bytes_total", "counter", "Transcript bytes accepted since start.", &[("", self.bytes_ingested.load(Ordering::Relaxed))]);
-        put("kith_searches_total", "counter", "Search requests since start.", &[("", self.searches.load(Ordering::Relaxed))]);
+        put(
+            "kith_runs_ingested_total",
+            "counter",
+            "Runs accepted since start.",
+            &[("", self.runs_ingested.load(Ordering::Relaxed))],
+        );
+        put(
+            "kith_ingested_bytes_total",
+            "counter",
+            "Transcript bytes accepted since start.",
+            &[("", self.bytes_ingested.load(Ordering::Relaxed))],
+        );
+        put(
+            "kith_searches_total",
+            "counter",
+            "Search requests since start.",
+            &[("", self.searches.load(Ordering::Relaxed))],
+        );
         put("kith_runs", "gauge", "Runs stored.", &[("", counts.runs)]);
-        put("kith_chunks", "gauge", "Chunks in the search index.", &[("", n_chunks)]);
+        put(
+            "kith_chunks",
+            "gauge",
+            "Chunks in the search index.",
+            &[("", n_chunks)],
+        );
         put(
             "kith_queue_depth",
             "gauge",
@@ -46,8 +66,18 @@ impl Metrics {
                 ("{lane=\"ingest-bulk\"}", counts.bulk_jobs),
             ],
         );
-        put("kith_users", "gauge", "Registered users.", &[("", counts.users)]);
-        put("kith_machines", "gauge", "Machines with a live token.", &[("", counts.machines)]);
+        put(
+            "kith_users",
+            "gauge",
+            "Registered users.",
+            &[("", counts.users)],
+        );
+        put(
+            "kith_machines",
+            "gauge",
+            "Machines with a live token.",
+            &[("", counts.machines)],
+        );
         out
     }
 }

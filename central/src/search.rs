@@ -21,7 +21,11 @@ pub const MAX_LIMIT: u32 = 100;
 pub const MAX_OFFSET: u32 = 1000;
 pub const MAX_QUERY_BYTES: usize = 4096;
 
-pub async fn search(state: &AppState, viewer: &Viewer, req: SearchRequest) -> Result<SearchResponse> {
+pub async fn search(
+    state: &AppState,
+    viewer: &Viewer,
+    req: SearchRequest,
+) -> Result<SearchResponse> {
     let started = Instant::now();
     let query = req.query.trim().to_owned();
     if query.is_empty() {
@@ -30,11 +34,17 @@ pub async fn search(state: &AppState, viewer: &Viewer, req: SearchRequest) -> Re
     if query.len() > MAX_QUERY_BYTES {
         return Err(Error::bad_request(
             "query_too_long",
-            format!("query is {} bytes; the limit is {MAX_QUERY_BYTES}", query.len()),
+            format!(
+                "query is {} bytes; the limit is {MAX_QUERY_BYTES}",
+                query.len()
+            ),
         ));
     }
     if req.offset > MAX_OFFSET {
-        return Err(Error::bad_request("invalid_offset", format!("offset must be at most {MAX_OFFSET}")));
+        return Err(Error::bad_request(
+            "invalid_offset",
+            format!("offset must be at most {MAX_OFFSET}"),
+        ));
     }
     let limit = req.limit.unwrap_or(DEFAULT_LIMIT).clamp(1, MAX_LIMIT);
     let filters = resolve_filters(&req.filters)?;
@@ -81,7 +91,12 @@ pub async fn search(state: &AppState, viewer: &Viewer, req: SearchRequest) -> Re
         .collect();
     Ok(SearchResponse {
         hits,
-        timing: SearchTiming { embed_ms: 0.0, queued_ms: 0.0, search_ms, total_ms: ms(started) },
+        timing: SearchTiming {
+            embed_ms: 0.0,
+            queued_ms: 0.0,
+            search_ms,
+            total_ms: ms(started),
+        },
         backend: state.index().name().to_owned(),
         embedder: "none".to_owned(),
         degraded,
@@ -97,9 +112,18 @@ fn recheck(state: &AppState, viewer: &Viewer, hits: Vec<IndexHit>) -> Result<Vec
         let readable = match verdicts.get(&hit.run_id) {
             Some(&v) => v,
             None => {
-                let run = RunId::parse(&hit.run_id).ok().map(|id| state.registry().run(viewer, &id)).transpose()?.flatten();
+                let run = RunId::parse(&hit.run_id)
+                    .ok()
+                    .map(|id| state.registry().run(viewer, &id))
+                    .transpose()?
+                    .flatten();
                 if let Some(run) = &run {
-                    state.registry().audit_read(viewer, &run.meta.user_id, &run.meta.id, "search_hit")?;
+                    state.registry().audit_read(
+                        viewer,
+                        &run.meta.user_id,
+                        &run.meta.id,
+                        "search_hit",
+                    )?;
                 }
                 verdicts.insert(hit.run_id.clone(), run.is_some());
                 run.is_some()
@@ -118,7 +142,12 @@ fn resolve_filters(f: &kith_proto::SearchFilters) -> Result<Filters> {
             .map(|s| {
                 kith_shared::timestamp::parse(s)
                     .map(|t| (t.unix_timestamp_nanos() / 1_000_000) as i64)
-                    .ok_or_else(|| Error::bad_request("invalid_filter", format!("filters.{name} must be RFC 3339")))
+                    .ok_or_else(|| {
+                        Error::bad_request(
+                            "invalid_filter",
+                            format!("filters.{name} must be RFC 3339"),
+                        )
+                    })
             })
             .transpose()
     };

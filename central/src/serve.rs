@@ -38,7 +38,9 @@ pub async fn serve(
     match tls {
         None => {
             tracing::info!(%addr, data_dir = %config.data_dir.display(), "kith-central listening on http://{addr}");
-            axum::serve(listener, app).with_graceful_shutdown(shutdown).await?;
+            axum::serve(listener, app)
+                .with_graceful_shutdown(shutdown)
+                .await?;
         }
         Some(tls) => {
             let acceptor = tls_acceptor(&tls)?;
@@ -63,20 +65,25 @@ async fn flush_seen_forever(state: AppState) {
 
 fn tls_acceptor(tls: &TlsConfig) -> Result<tokio_rustls::TlsAcceptor> {
     let read = |path: &std::path::Path| {
-        std::fs::read(path).map_err(|e| Error::Internal(format!("cannot read {}: {e}", path.display())))
+        std::fs::read(path)
+            .map_err(|e| Error::Internal(format!("cannot read {}: {e}", path.display())))
     };
     let certs = rustls_pemfile::certs(&mut read(&tls.cert)?.as_slice())
         .collect::<std::result::Result<Vec<_>, _>>()
-        .map_err(|e| Error::Internal(format!("bad certificate file {}: {e}", tls.cert.display())))?;
+        .map_err(|e| {
+            Error::Internal(format!("bad certificate file {}: {e}", tls.cert.display()))
+        })?;
     let key = rustls_pemfile::private_key(&mut read(&tls.key)?.as_slice())
         .map_err(|e| Error::Internal(format!("bad key file {}: {e}", tls.key.display())))?
         .ok_or_else(|| Error::Internal(format!("no private key in {}", tls.key.display())))?;
-    let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-        .with_safe_default_protocol_versions()
-        .map_err(|e| Error::Internal(format!("tls: {e}")))?
-        .with_no_client_auth()
-        .with_single_cert(certs, key)
-        .map_err(|e| Error::Internal(format!("tls: {e}")))?;
+    let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(|e| Error::Internal(format!("tls: {e}")))?
+    .with_no_client_auth()
+    .with_single_cert(certs, key)
+    .map_err(|e| Error::Internal(format!("tls: {e}")))?;
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
 }
@@ -105,13 +112,17 @@ async fn serve_tls(
         let acceptor = acceptor.clone();
         let service = TowerToHyperService::new(app.clone());
         tokio::spawn(async move {
-            let stream = match tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp)).await {
-                Ok(Ok(s)) => s,
-                Ok(Err(e)) => return tracing::debug!(%peer, error = %e, "tls handshake failed"),
-                Err(_) => return tracing::debug!(%peer, "tls handshake timed out"),
-            };
+            let stream =
+                match tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp)).await {
+                    Ok(Ok(s)) => s,
+                    Ok(Err(e)) => return tracing::debug!(%peer, error = %e, "tls handshake failed"),
+                    Err(_) => return tracing::debug!(%peer, "tls handshake timed out"),
+                };
             let conn = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-            if let Err(e) = conn.serve_connection_with_upgrades(TokioIo::new(stream), service).await {
+            if let Err(e) = conn
+                .serve_connection_with_upgrades(TokioIo::new(stream), service)
+                .await
+            {
                 tracing::debug!(%peer, error = %e, "connection ended with an error");
             }
         });

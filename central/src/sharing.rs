@@ -12,8 +12,9 @@ use crate::state::AppState;
 
 pub fn grant(state: &AppState, viewer: &Viewer, req: &ShareRequest) -> Result<ShareRow> {
     let registry = state.registry();
-    let scope = GrantScope::parse(&req.scope)
-        .ok_or_else(|| Error::bad_request("invalid_scope", "scope must be run:<run id> or tag:<tag>"))?;
+    let scope = GrantScope::parse(&req.scope).ok_or_else(|| {
+        Error::bad_request("invalid_scope", "scope must be run:<run id> or tag:<tag>")
+    })?;
     if let GrantScope::Run(id) = &scope {
         let id = RunId::parse(id).map_err(|e| Error::bad_request("invalid_id", e.to_string()))?;
         registry
@@ -25,17 +26,25 @@ pub fn grant(state: &AppState, viewer: &Viewer, req: &ShareRequest) -> Result<Sh
         .user_id_by_handle(&req.with)?
         .ok_or(Error::NotFound { what: "user" })?;
     if grantee == viewer.user_id {
-        return Err(Error::bad_request("invalid_grantee", "you can already read your own runs"));
+        return Err(Error::bad_request(
+            "invalid_grantee",
+            "you can already read your own runs",
+        ));
     }
     let expires_at = match &req.expires_at {
-        Some(t) => Some(
-            kith_shared::timestamp::normalize(t)
-                .ok_or_else(|| Error::bad_request("invalid_timestamp", "expires_at must be RFC 3339"))?,
-        ),
+        Some(t) => Some(kith_shared::timestamp::normalize(t).ok_or_else(|| {
+            Error::bad_request("invalid_timestamp", "expires_at must be RFC 3339")
+        })?),
         None => None,
     };
     let id = format!("s{}", hex::encode(uuid::Uuid::now_v7().into_bytes()));
-    registry.add_share(&id, &viewer.user_id, &grantee, &scope, expires_at.as_deref())?;
+    registry.add_share(
+        &id,
+        &viewer.user_id,
+        &grantee,
+        &scope,
+        expires_at.as_deref(),
+    )?;
     registry
         .list_shares(viewer, true)?
         .into_iter()

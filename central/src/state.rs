@@ -96,7 +96,8 @@ impl AppState {
 
     /// Writes the batched `last_seen_at` values.
     pub fn flush_seen(&self) -> Result<()> {
-        let batch = std::mem::take(&mut *self.shared.seen.lock().unwrap_or_else(|p| p.into_inner()));
+        let batch =
+            std::mem::take(&mut *self.shared.seen.lock().unwrap_or_else(|p| p.into_inner()));
         self.registry().touch_machines(&batch)
     }
 }
@@ -104,7 +105,10 @@ impl AppState {
 /// The registry file of a data directory.
 pub fn open_registry(data: &Path) -> Result<Registry> {
     Registry::open(&data.join("registry.sqlite")).map_err(|e| match e {
-        Error::Registry(e) => Error::Internal(format!("cannot open {}/registry.sqlite: {e}", data.display())),
+        Error::Registry(e) => Error::Internal(format!(
+            "cannot open {}/registry.sqlite: {e}",
+            data.display()
+        )),
         other => other,
     })
 }

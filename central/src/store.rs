@@ -19,7 +19,9 @@ pub struct BlobStore {
 
 impl BlobStore {
     pub fn new(data_dir: &Path) -> Self {
-        Self { data_dir: data_dir.to_owned() }
+        Self {
+            data_dir: data_dir.to_owned(),
+        }
     }
 
     /// Relative path of a run's jsonl blob. Ids are validated newtypes, so
@@ -115,7 +117,10 @@ fn tempfile_in(dir: &Path) -> io::Result<(PathBuf, File)> {
     let mut rnd = [0u8; 8];
     getrandom::fill(&mut rnd).map_err(|e| io::Error::other(e.to_string()))?;
     let path = dir.join(format!(".tmp-{}", hex::encode(rnd)));
-    let file = OpenOptions::new().write(true).create_new(true).open(&path)?;
+    let file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&path)?;
     Ok((path, file))
 }
 
@@ -135,14 +140,27 @@ mod tests {
         let run = RunId::parse("r1").unwrap_or_else(|e| panic!("{e}"));
         let rel = BlobStore::jsonl_path(&user, "2026-05", &run);
         assert_eq!(rel, "runs/u1/2026-05/r1.jsonl");
-        store.write_run(&rel, b"{}\n", b"{\"id\":\"r1\"}").unwrap_or_else(|e| panic!("{e}"));
-        store.write_run(&rel, b"{}\n", b"{\"id\":\"r1\"}").unwrap_or_else(|e| panic!("{e}"));
+        store
+            .write_run(&rel, b"{}\n", b"{\"id\":\"r1\"}")
+            .unwrap_or_else(|e| panic!("{e}"));
+        store
+            .write_run(&rel, b"{}\n", b"{\"id\":\"r1\"}")
+            .unwrap_or_else(|e| panic!("{e}"));
         let err = store.write_run(&rel, b"[]\n", b"{}");
-        assert!(matches!(err, Err(Error::Conflict { code: "run_conflict", .. })));
+        assert!(matches!(
+            err,
+            Err(Error::Conflict {
+                code: "run_conflict",
+                ..
+            })
+        ));
         assert_eq!(store.read_jsonl(&rel).unwrap_or_default(), b"{}\n");
         let metas = store.metadata_files().unwrap_or_default();
         assert_eq!(metas.len(), 1);
-        assert_eq!(store.jsonl_for_metadata(&metas[0]).as_deref(), Some(rel.as_str()));
+        assert_eq!(
+            store.jsonl_for_metadata(&metas[0]).as_deref(),
+            Some(rel.as_str())
+        );
         let leftovers: Vec<_> = fs::read_dir(dir.path().join("runs/u1/2026-05"))
             .map(|d| d.filter_map(|e| e.ok()).map(|e| e.file_name()).collect())
             .unwrap_or_default();

@@ -11,18 +11,36 @@ use crate::auth::Viewer;
 use crate::error::{Error, Result};
 use crate::registry::{ForestFilter, Registry};
 
-pub fn descendants(registry: &Registry, viewer: &Viewer, id: &RunId) -> Result<DescendantsResponse> {
+pub fn descendants(
+    registry: &Registry,
+    viewer: &Viewer,
+    id: &RunId,
+) -> Result<DescendantsResponse> {
     let run = registry.run(viewer, id)?.ok_or_else(Error::run_not_found)?;
     registry.audit_read(viewer, &run.meta.user_id, &run.meta.id, "descendants")?;
     let runs = registry.tree_runs(viewer, &run.meta.root_run_id)?;
-    Ok(DescendantsResponse { runs: shape_subtree(runs.into_iter().map(|r| r.meta).collect(), id.as_str()) })
+    Ok(DescendantsResponse {
+        runs: shape_subtree(runs.into_iter().map(|r| r.meta).collect(), id.as_str()),
+    })
 }
 
-pub fn forest(registry: &Registry, viewer: &Viewer, filter: &ForestFilter) -> Result<ForestResponse> {
+pub fn forest(
+    registry: &Registry,
+    viewer: &Viewer,
+    filter: &ForestFilter,
+) -> Result<ForestResponse> {
     let mut trees = Vec::new();
     for (root, last_activity_at) in registry.forest_roots(viewer, filter)? {
-        let runs = registry.tree_runs(viewer, &root)?.into_iter().map(|r| r.meta).collect();
-        trees.push(Tree { root_run_id: root, last_activity_at, runs: shape_tree(runs) });
+        let runs = registry
+            .tree_runs(viewer, &root)?
+            .into_iter()
+            .map(|r| r.meta)
+            .collect();
+        trees.push(Tree {
+            root_run_id: root,
+            last_activity_at,
+            runs: shape_tree(runs),
+        });
     }
     Ok(ForestResponse { trees })
 }
@@ -47,7 +65,12 @@ pub fn shape_subtree(runs: Vec<RunMeta>, top: &str) -> Vec<TreeRun> {
         }
     }
     runs.into_iter()
-        .filter_map(|run| depth.get(&run.id).copied().map(|depth| TreeRun { depth, run }))
+        .filter_map(|run| {
+            depth
+                .get(&run.id)
+                .copied()
+                .map(|depth| TreeRun { depth, run })
+        })
         .collect()
 }
 
@@ -58,11 +81,20 @@ pub fn shape_tree(runs: Vec<RunMeta>) -> Vec<TreeRun> {
     let ids: std::collections::HashSet<&str> = runs.iter().map(|r| r.id.as_str()).collect();
     let mut children: HashMap<Option<String>, Vec<usize>> = HashMap::new();
     for (i, r) in runs.iter().enumerate() {
-        let parent = r.parent_run_id.clone().filter(|p| ids.contains(p.as_str()) && *p != r.id);
+        let parent = r
+            .parent_run_id
+            .clone()
+            .filter(|p| ids.contains(p.as_str()) && *p != r.id);
         children.entry(parent).or_default().push(i);
     }
     let mut order = Vec::with_capacity(runs.len());
-    let mut stack: Vec<(usize, u32)> = children.get(&None).into_iter().flatten().rev().map(|&i| (i, 0)).collect();
+    let mut stack: Vec<(usize, u32)> = children
+        .get(&None)
+        .into_iter()
+        .flatten()
+        .rev()
+        .map(|&i| (i, 0))
+        .collect();
     let mut visited = vec![false; runs.len()];
     while let Some((i, depth)) = stack.pop() {
         if std::mem::replace(&mut visited[i], true) {
@@ -74,7 +106,8 @@ pub fn shape_tree(runs: Vec<RunMeta>) -> Vec<TreeRun> {
         }
     }
     let mut slots: Vec<Option<RunMeta>> = runs.into_iter().map(Some).collect();
-    order.into_iter()
+    order
+        .into_iter()
         .filter_map(|(i, depth)| slots[i].take().map(|run| TreeRun { depth, run }))
         .collect()
 }
@@ -145,14 +178,23 @@ mod tests {
 
     #[test]
     fn subtree_holds_only_descendants_by_start() {
-        let want: Vec<_> = [("b", 0), ("c", 1), ("d", 2)].iter().map(|(i, d)| (i.to_string(), *d)).collect();
+        let want: Vec<_> = [("b", 0), ("c", 1), ("d", 2)]
+            .iter()
+            .map(|(i, d)| (i.to_string(), *d))
+            .collect();
         assert_eq!(shape(&shape_subtree(runs(), "b")), want);
-        assert_eq!(shape(&shape_subtree(runs(), "d")), vec![("d".to_string(), 0)]);
+        assert_eq!(
+            shape(&shape_subtree(runs(), "d")),
+            vec![("d".to_string(), 0)]
+        );
     }
 
     #[test]
     fn unreadable_parent_makes_a_branch_root() {
         let partial = vec![run("c", Some("b"), "3"), run("d", Some("c"), "5")];
-        assert_eq!(shape(&shape_tree(partial)), vec![("c".to_string(), 0), ("d".to_string(), 1)]);
+        assert_eq!(
+            shape(&shape_tree(partial)),
+            vec![("c".to_string(), 0), ("d".to_string(), 1)]
+        );
     }
 }

@@ -61,8 +61,17 @@ fn model_readable(viewer: usize, run: &Run, grants: &[Grant]) -> bool {
         })
 }
 
-async fn call(app: &axum::Router, token: &str, method: &str, path: &str, body: Option<Value>) -> (StatusCode, Value) {
-    let mut req = Request::builder().method(method).uri(path).header("authorization", format!("Bearer {token}"));
+async fn call(
+    app: &axum::Router,
+    token: &str,
+    method: &str,
+    path: &str,
+    body: Option<Value>,
+) -> (StatusCode, Value) {
+    let mut req = Request::builder()
+        .method(method)
+        .uri(path)
+        .header("authorization", format!("Bearer {token}"));
     let body = match body {
         Some(b) => {
             req = req.header("content-type", "application/json");
@@ -70,16 +79,28 @@ async fn call(app: &axum::Router, token: &str, method: &str, path: &str, body: O
         }
         None => Body::empty(),
     };
-    let res = app.clone().oneshot(req.body(body).unwrap_or_default()).await.unwrap_or_else(|e| match e {});
+    let res = app
+        .clone()
+        .oneshot(req.body(body).unwrap_or_default())
+        .await
+        .unwrap_or_else(|e| match e {});
     let status = res.status();
-    let bytes = axum::body::to_bytes(res.into_body(), usize::MAX).await.unwrap_or_default();
-    (status, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+    let bytes = axum::body::to_bytes(res.into_body(), usize::MAX)
+        .await
+        .unwrap_or_default();
+    (
+        status,
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    )
 }
 
 async fn one_world(seed: u64) {
     let mut rng = Rng(seed | 1);
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let config = Config { data_dir: dir.path().to_owned(), ..Config::default() };
+    let config = Config {
+        data_dir: dir.path().to_owned(),
+        ..Config::default()
+    };
     let state = AppState::open(config).unwrap_or_else(|e| panic!("{e}"));
     let app = kith_central::routes::app(state.clone());
 
@@ -116,7 +137,11 @@ async fn one_world(seed: u64) {
     for i in 0..(8 + rng.below(8)) {
         let owner = rng.below(n_users);
         let parent = runs.iter().filter(|r| r.owner == owner).nth(rng.below(3));
-        let tag = if rng.below(2) == 0 { vec![tags[rng.below(3)].to_owned()] } else { vec![] };
+        let tag = if rng.below(2) == 0 {
+            vec![tags[rng.below(3)].to_owned()]
+        } else {
+            vec![]
+        };
         let text = format!("{{\"type\":\"user\",\"message\":{{\"role\":\"user\",\"content\":\"needle topic{i}\"}}}}\n");
         let mut body = json!({
             "jsonl": text, "agent_runtime": "claude-code", "source_identity": format!("src{i}"),
@@ -132,7 +157,13 @@ async fn one_world(seed: u64) {
         assert_eq!(status, StatusCode::ACCEPTED, "{res}");
         let id = res["run_id"].as_str().unwrap_or_default().to_owned();
         ancestors.push(id.clone());
-        runs.push(Run { id, owner, ancestors, tags: tag, quarantined: false });
+        runs.push(Run {
+            id,
+            owner,
+            ancestors,
+            tags: tag,
+            quarantined: false,
+        });
     }
     while kith_central::indexer::index_batch(&state).unwrap_or_else(|e| panic!("{e}")) > 0 {}
 
@@ -156,38 +187,78 @@ async fn one_world(seed: u64) {
         assert_eq!(status, StatusCode::CREATED, "{res}");
         let revoke = rng.below(4) == 0;
         if revoke {
-            let (status, _) =
-                call(&app, &tokens[grantor], "DELETE", &format!("/api/shares/{}", res["id"].as_str().unwrap_or_default()), None)
-                    .await;
+            let (status, _) = call(
+                &app,
+                &tokens[grantor],
+                "DELETE",
+                &format!("/api/shares/{}", res["id"].as_str().unwrap_or_default()),
+                None,
+            )
+            .await;
             assert_eq!(status, StatusCode::NO_CONTENT);
         }
-        grants.push(Grant { grantor, grantee, scope, live: !expired && !revoke });
+        grants.push(Grant {
+            grantor,
+            grantee,
+            scope,
+            live: !expired && !revoke,
+        });
     }
     // Quarantine one user's machine: those runs are hidden from others.
     let q = rng.below(n_users);
     if rng.below(2) == 0 {
-        state.registry().quarantine(&format!("m{q}"), "2000-01-01T00:00:00.000Z", true).unwrap_or_else(|e| panic!("{e}"));
+        state
+            .registry()
+            .quarantine(&format!("m{q}"), "2000-01-01T00:00:00.000Z", true)
+            .unwrap_or_else(|e| panic!("{e}"));
         for r in runs.iter_mut().filter(|r| r.owner == q) {
             r.quarantined = true;
         }
     }
 
-    for viewer in 0..n_users {
-        let token = &tokens[viewer];
-        let expected: BTreeSet<&str> =
-            runs.iter().filter(|r| model_readable(viewer, r, &grants)).map(|r| r.id.as_str()).collect();
+    for (viewer, token) in tokens.iter().enumerate() {
+        let expected: BTreeSet<&str> = runs
+            .iter()
+            .filter(|r| model_readable(viewer, r, &grants))
+            .map(|r| r.id.as_str())
+            .collect();
         for run in &runs {
             let want = model_readable(viewer, run, &grants);
             for suffix in ["", "/jsonl", "/descendants"] {
-                let (status, _) = call(&app, token, "GET", &format!("/api/runs/{}{suffix}", run.id), None).await;
-                let want_status = if want { StatusCode::OK } else { StatusCode::NOT_FOUND };
-                assert_eq!(status, want_status, "seed {seed} viewer {viewer} run {} {suffix}", run.id);
+                let (status, _) = call(
+                    &app,
+                    token,
+                    "GET",
+                    &format!("/api/runs/{}{suffix}", run.id),
+                    None,
+                )
+                .await;
+                let want_status = if want {
+                    StatusCode::OK
+                } else {
+                    StatusCode::NOT_FOUND
+                };
+                assert_eq!(
+                    status, want_status,
+                    "seed {seed} viewer {viewer} run {} {suffix}",
+                    run.id
+                );
             }
         }
-        let (_, res) =
-            call(&app, token, "POST", "/api/search", Some(json!({"query": "needle", "mode": "keyword", "limit": 100}))).await;
-        let found: BTreeSet<String> =
-            res["hits"].as_array().into_iter().flatten().filter_map(|h| h["run_id"].as_str().map(str::to_owned)).collect();
+        let (_, res) = call(
+            &app,
+            token,
+            "POST",
+            "/api/search",
+            Some(json!({"query": "needle", "mode": "keyword", "limit": 100})),
+        )
+        .await;
+        let found: BTreeSet<String> = res["hits"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|h| h["run_id"].as_str().map(str::to_owned))
+            .collect();
         let found: BTreeSet<&str> = found.iter().map(String::as_str).collect();
         assert_eq!(found, expected, "seed {seed} viewer {viewer}: search");
         let (_, forest) = call(&app, token, "GET", "/api/runs/forest?limit=500", None).await;
@@ -204,16 +275,27 @@ async fn one_world(seed: u64) {
 
     // Every read of someone else's run was audited for its owner.
     let mut audited: HashMap<usize, usize> = HashMap::new();
-    for owner in 0..n_users {
-        let (_, a) = call(&app, &tokens[owner], "GET", "/api/audit", None).await;
+    for (owner, token) in tokens.iter().enumerate() {
+        let (_, a) = call(&app, token, "GET", "/api/audit", None).await;
         let entries = a["entries"].as_array().cloned().unwrap_or_default();
-        assert!(entries.iter().all(|e| e["reader"] != format!("user{owner}.test")), "own reads are not audited");
+        assert!(
+            entries
+                .iter()
+                .all(|e| e["reader"] != format!("user{owner}.test")),
+            "own reads are not audited"
+        );
         audited.insert(owner, entries.len());
     }
     for run in &runs {
-        let readers = (0..n_users).filter(|&v| v != run.owner && model_readable(v, run, &grants)).count();
+        let readers = (0..n_users)
+            .filter(|&v| v != run.owner && model_readable(v, run, &grants))
+            .count();
         if readers > 0 {
-            assert!(audited[&run.owner] > 0, "seed {seed}: reads of {} not audited", run.id);
+            assert!(
+                audited[&run.owner] > 0,
+                "seed {seed}: reads of {} not audited",
+                run.id
+            );
         }
     }
 }

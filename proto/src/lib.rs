@@ -386,12 +386,38 @@ pub struct AuditResponse {
 /// The OpenAPI document of the whole API, generated from these types.
 #[derive(utoipa::OpenApi)]
 #[openapi(
-    info(title = "kith-central", description = "kith: a family memory network for AI coding-agent transcripts"),
+    info(
+        title = "kith-central",
+        description = "kith: a family memory network for AI coding-agent transcripts"
+    ),
     components(schemas(
-        ErrorBody, ErrorDetail, AgentRuntime, IngestRequest, IngestStatus, IngestResponse, RunLinks,
-        RunMeta, TreeRun, DescendantsResponse, Tree, ForestResponse, ForestQuery, SearchMode,
-        SearchFilters, SearchRequest, SearchHit, SearchTiming, SearchResponse, LaneDepths, Counts,
-        StatusResponse, ShareRequest, Share, SharesResponse, AuditEntry, AuditResponse
+        ErrorBody,
+        ErrorDetail,
+        AgentRuntime,
+        IngestRequest,
+        IngestStatus,
+        IngestResponse,
+        RunLinks,
+        RunMeta,
+        TreeRun,
+        DescendantsResponse,
+        Tree,
+        ForestResponse,
+        ForestQuery,
+        SearchMode,
+        SearchFilters,
+        SearchRequest,
+        SearchHit,
+        SearchTiming,
+        SearchResponse,
+        LaneDepths,
+        Counts,
+        StatusResponse,
+        ShareRequest,
+        Share,
+        SharesResponse,
+        AuditEntry,
+        AuditResponse
     ))
 )]
 pub struct ApiDoc;
@@ -413,7 +439,9 @@ mod tests {
     #[test]
     fn ingest_request_rejects_fields_central_derives() {
         let body = r#"{"jsonl":"{}\n","agent_runtime":"pi","source_identity":"s","from_offset":0,"to_offset":3,"readable_by":["u2"]}"#;
-        let err = serde_json::from_str::<IngestRequest>(body).err().map(|e| e.to_string());
+        let err = serde_json::from_str::<IngestRequest>(body)
+            .err()
+            .map(|e| e.to_string());
         assert!(err.is_some_and(|e| e.contains("readable_by")));
         let ok = r#"{"jsonl":"{}\n","agent_runtime":"pi","source_identity":"s","from_offset":0,"to_offset":3}"#;
         assert!(serde_json::from_str::<IngestRequest>(ok).is_ok_and(|r| r.tags.is_empty()));

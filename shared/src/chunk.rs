@@ -11,7 +11,10 @@ pub struct ChunkConfig {
 
 impl Default for ChunkConfig {
     fn default() -> Self {
-        Self { max_chars: 1200, overlap_chars: 200 }
+        Self {
+            max_chars: 1200,
+            overlap_chars: 200,
+        }
     }
 }
 
@@ -51,7 +54,11 @@ pub fn chunk_turns(turns: &[Turn], cfg: &ChunkConfig) -> Vec<Chunk> {
 /// Windows of at most `max` chars starting every `step` chars, each end
 /// moved back to whitespace when there is some in the last fifth.
 fn windows(text: &str, max: usize, step: usize) -> Vec<&str> {
-    let bounds: Vec<usize> = text.char_indices().map(|(i, _)| i).chain([text.len()]).collect();
+    let bounds: Vec<usize> = text
+        .char_indices()
+        .map(|(i, _)| i)
+        .chain([text.len()])
+        .collect();
     let n_chars = bounds.len() - 1;
     if n_chars <= max {
         return vec![text];
@@ -62,7 +69,10 @@ fn windows(text: &str, max: usize, step: usize) -> Vec<&str> {
         let mut end = (start + max).min(n_chars);
         if end < n_chars {
             let floor = end - max / 5;
-            if let Some(ws) = (floor..end).rev().find(|&c| text[bounds[c]..].starts_with(char::is_whitespace)) {
+            if let Some(ws) = (floor..end)
+                .rev()
+                .find(|&c| text[bounds[c]..].starts_with(char::is_whitespace))
+            {
                 if ws > start {
                     end = ws;
                 }

@@ -68,12 +68,17 @@ mod tests {
 
     #[test]
     fn ids_reject_path_tricks_and_accept_plain_ids() {
-        for bad in ["", "..", "../etc", "a/b", "a\\b", "a b", "a.b", "%2e%2e", "\u{e9}"] {
+        for bad in [
+            "", "..", "../etc", "a/b", "a\\b", "a b", "a.b", "%2e%2e", "\u{e9}",
+        ] {
             assert!(RunId::parse(bad).is_err(), "{bad:?} accepted");
         }
         assert!(RunId::parse(&"x".repeat(129)).is_err());
         for good in ["r0192", "abc_DEF-9", &"x".repeat(128)] {
-            assert_eq!(RunId::parse(good).map(|r| r.to_string()), Ok(good.to_string()));
+            assert_eq!(
+                RunId::parse(good).map(|r| r.to_string()),
+                Ok(good.to_string())
+            );
         }
     }
 

@@ -26,11 +26,18 @@ pub fn check(bytes: &[u8]) -> Result<u64, JsonlError> {
         n_lines += 1;
         let line_no = idx as u64 + 1;
         if let Err(e) = std::str::from_utf8(line) {
-            return Err(JsonlError::NotJson { line: line_no, reason: format!("invalid UTF-8: {e}") });
+            return Err(JsonlError::NotJson {
+                line: line_no,
+                reason: format!("invalid UTF-8: {e}"),
+            });
         }
-        for value in serde_json::Deserializer::from_slice(line).into_iter::<serde::de::IgnoredAny>() {
+        for value in serde_json::Deserializer::from_slice(line).into_iter::<serde::de::IgnoredAny>()
+        {
             if let Err(e) = value {
-                return Err(JsonlError::NotJson { line: line_no, reason: e.to_string() });
+                return Err(JsonlError::NotJson {
+                    line: line_no,
+                    reason: e.to_string(),
+                });
             }
         }
     }

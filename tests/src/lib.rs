@@ -69,7 +69,9 @@ impl Central {
         for (k, v) in env {
             cmd.env(k, v);
         }
-        let mut child = cmd.spawn().with_context(|| format!("cannot start {}", bin("kith-central").display()))?;
+        let mut child = cmd
+            .spawn()
+            .with_context(|| format!("cannot start {}", bin("kith-central").display()))?;
         let stderr = child.stderr.take().context("no stderr")?;
         let (tx, rx) = mpsc::channel();
         std::thread::spawn(move || {
@@ -85,7 +87,11 @@ impl Central {
             match rx.recv_timeout(left) {
                 Ok(line) => {
                     if let Some(rest) = line.split("listening on ").nth(1) {
-                        break rest.split_whitespace().next().unwrap_or_default().to_owned();
+                        break rest
+                            .split_whitespace()
+                            .next()
+                            .unwrap_or_default()
+                            .to_owned();
                     }
                 }
                 Err(_) => {
@@ -94,7 +100,13 @@ impl Central {
                 }
             }
         };
-        let central = Self { data_dir: data_dir.to_owned(), url, child, _tmp: None, log: rx };
+        let central = Self {
+            data_dir: data_dir.to_owned(),
+            url,
+            child,
+            _tmp: None,
+            log: rx,
+        };
         let client = reqwest::blocking::Client::new();
         let health = client.get(format!("{}/healthz", central.url)).send()?;
         if !health.status().is_success() {
@@ -121,7 +133,11 @@ impl Central {
     }
 
     pub fn client(&self, token: &str) -> Api {
-        Api { base: self.url.clone(), token: token.to_owned(), http: reqwest::blocking::Client::new() }
+        Api {
+            base: self.url.clone(),
+            token: token.to_owned(),
+            http: reqwest::blocking::Client::new(),
+        }
     }
 }
 
@@ -135,7 +151,12 @@ impl Drop for Central {
 /// `kith-central machine register --local`, returning the token printed on
 /// the last line of stdout.
 pub fn register_local(data_dir: &Path, user: &str, machine: &str) -> Result<String> {
-    let out = run_central(data_dir, &["machine", "register", "--local", "--user", user, "--name", machine])?;
+    let out = run_central(
+        data_dir,
+        &[
+            "machine", "register", "--local", "--user", user, "--name", machine,
+        ],
+    )?;
     if !out.status.success() {
         bail!("register failed: {}", String::from_utf8_lossy(&out.stderr));
     }
@@ -180,7 +201,12 @@ impl Api {
     }
 
     pub fn post_with(&self, path: &str, body: &serde_json::Value, key: &str) -> Result<Reply> {
-        self.send(self.http.post(self.url(path)).header("Idempotency-Key", key).json(body))
+        self.send(
+            self.http
+                .post(self.url(path))
+                .header("Idempotency-Key", key)
+                .json(body),
+        )
     }
 
     pub fn get(&self, path: &str) -> Result<Reply> {
@@ -188,7 +214,11 @@ impl Api {
     }
 
     pub fn get_bytes(&self, path: &str) -> Result<(u16, Vec<u8>)> {
-        let res = self.http.get(self.url(path)).bearer_auth(&self.token).send()?;
+        let res = self
+            .http
+            .get(self.url(path))
+            .bearer_auth(&self.token)
+            .send()?;
         Ok((res.status().as_u16(), res.bytes()?.to_vec()))
     }
 

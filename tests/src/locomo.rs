@@ -41,12 +41,21 @@ pub fn load(dir: &Path) -> Result<(Vec<Session>, Vec<Question>)> {
         .collect();
     files.sort();
     for file in files {
-        let conv = file.file_stem().and_then(|s| s.to_str()).unwrap_or_default().to_owned();
-        let doc: Value = serde_json::from_slice(&std::fs::read(&file)?).with_context(|| file.display().to_string())?;
+        let conv = file
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .unwrap_or_default()
+            .to_owned();
+        let doc: Value = serde_json::from_slice(&std::fs::read(&file)?)
+            .with_context(|| file.display().to_string())?;
         let obj = doc.as_object().context("conversation is not an object")?;
         let mut keys: Vec<(u32, &str)> = obj
             .keys()
-            .filter_map(|k| k.strip_prefix("session_").and_then(|n| n.parse().ok()).map(|n| (n, k.as_str())))
+            .filter_map(|k| {
+                k.strip_prefix("session_")
+                    .and_then(|n| n.parse().ok())
+                    .map(|n| (n, k.as_str()))
+            })
             .collect();
         keys.sort();
         for (n, key) in keys {
@@ -71,15 +80,29 @@ pub fn load(dir: &Path) -> Result<(Vec<Session>, Vec<Question>)> {
                 lines.push(turn["dia_id"].as_str().unwrap_or_default().to_owned());
             }
             if !lines.is_empty() {
-                sessions.push(Session { conversation: conv.clone(), jsonl, lines, started_at });
+                sessions.push(Session {
+                    conversation: conv.clone(),
+                    jsonl,
+                    lines,
+                    started_at,
+                });
             }
         }
-        for qa in obj.get("qa").and_then(Value::as_array).into_iter().flatten() {
+        for qa in obj
+            .get("qa")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
             if qa["category"].as_u64() == Some(5) {
                 continue;
             }
-            let evidence: Vec<String> =
-                qa["evidence"].as_array().into_iter().flatten().filter_map(|e| e.as_str().map(str::to_owned)).collect();
+            let evidence: Vec<String> = qa["evidence"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|e| e.as_str().map(str::to_owned))
+                .collect();
             if evidence.is_empty() {
                 continue;
             }
@@ -108,7 +131,10 @@ pub fn ingest(api: &Api, sessions: &[Session]) -> Result<HashMap<String, usize>>
         });
         let r = api.post("/api/runs", &body)?;
         anyhow::ensure!(r.status == 202, "ingest failed: {r:?}");
-        runs.insert(r.body["run_id"].as_str().unwrap_or_default().to_owned(), idx);
+        runs.insert(
+            r.body["run_id"].as_str().unwrap_or_default().to_owned(),
+            idx,
+        );
     }
     for id in runs.keys() {
         api.wait_indexed(id, Duration::from_secs(600))?;
@@ -138,8 +164,13 @@ pub fn evaluate(
         for &k in ks {
             let mut found: HashSet<&str> = HashSet::new();
             for hit in hits.iter().take(k) {
-                let Some(&s) = hit["run_id"].as_str().and_then(|id| runs.get(id)) else { continue };
-                let (a, b) = (hit["line_start"].as_u64().unwrap_or(0), hit["line_end"].as_u64().unwrap_or(0));
+                let Some(&s) = hit["run_id"].as_str().and_then(|id| runs.get(id)) else {
+                    continue;
+                };
+                let (a, b) = (
+                    hit["line_start"].as_u64().unwrap_or(0),
+                    hit["line_end"].as_u64().unwrap_or(0),
+                );
                 for line in a..=b {
                     if let Some(dia) = sessions[s].lines.get((line as usize).wrapping_sub(1)) {
                         if want.contains(dia.as_str()) {

@@ -51,29 +51,52 @@ fn ingest_then_read_back_search_and_nobody_else_sees_it() -> Result<()> {
     assert_eq!(meta["machine"], "laptop");
     assert_eq!(meta["root_run_id"], id.as_str());
     assert_eq!(meta["readable_by"].as_array().map(Vec::len), Some(1));
-    assert_eq!(meta["intent"], "why did the zeppelin cluster fail last spring");
+    assert_eq!(
+        meta["intent"],
+        "why did the zeppelin cluster fail last spring"
+    );
     assert_eq!(meta["started_at"], T0);
 
     let (status, bytes) = alice.get_bytes(&format!("/api/runs/{id}/jsonl"))?;
     assert_eq!((status, bytes), (200, jsonl.as_bytes().to_vec()));
 
-    let hits = alice.post("/api/search", &json!({"query": "zeppelin", "mode": "keyword"}))?;
+    let hits = alice.post(
+        "/api/search",
+        &json!({"query": "zeppelin", "mode": "keyword"}),
+    )?;
     assert_eq!(hits.status, 200, "{hits:?}");
     assert_eq!(hits.body["hits"][0]["run_id"], id.as_str());
     assert_eq!(hits.body["hits"][0]["line_start"], 1);
-    assert!(hits.body["hits"][0]["snippet"].as_str().unwrap_or_default().contains("«zeppelin»"));
-    let none = alice.post("/api/search", &json!({"query": "submarine", "mode": "keyword"}))?;
+    assert!(hits.body["hits"][0]["snippet"]
+        .as_str()
+        .unwrap_or_default()
+        .contains("«zeppelin»"));
+    let none = alice.post(
+        "/api/search",
+        &json!({"query": "submarine", "mode": "keyword"}),
+    )?;
     assert_eq!(none.body["hits"].as_array().map(Vec::len), Some(0));
 
     // Bob cannot tell the run exists: the same 404 as for a missing run.
     let missing = bob.get("/api/runs/rdoesnotexist")?;
     assert_eq!(missing.status, 404);
-    for path in [format!("/api/runs/{id}"), format!("/api/runs/{id}/jsonl"), format!("/api/runs/{id}/descendants")] {
+    for path in [
+        format!("/api/runs/{id}"),
+        format!("/api/runs/{id}/jsonl"),
+        format!("/api/runs/{id}/descendants"),
+    ] {
         let r = bob.get(&path)?;
         assert_eq!((r.status, &r.body), (404, &missing.body), "{path}");
     }
-    let bob_hits = bob.post("/api/search", &json!({"query": "zeppelin", "mode": "keyword"}))?;
-    assert_eq!(bob_hits.body["hits"].as_array().map(Vec::len), Some(0), "{bob_hits:?}");
+    let bob_hits = bob.post(
+        "/api/search",
+        &json!({"query": "zeppelin", "mode": "keyword"}),
+    )?;
+    assert_eq!(
+        bob_hits.body["hits"].as_array().map(Vec::len),
+        Some(0),
+        "{bob_hits:?}"
+    );
     let forest = bob.get("/api/runs/forest")?;
     assert_eq!(forest.body["trees"].as_array().map(Vec::len), Some(0));
     Ok(())
@@ -90,25 +113,40 @@ fn dedupe_and_conflict_rules() -> Result<()> {
     let first = alice.post("/api/runs", &delta("s", 0, &ab))?;
     assert_eq!(first.status, 202);
     let id = first.body["run_id"].as_str().unwrap_or_default().to_owned();
-    let chain = first.body["chain_sha256"].as_str().unwrap_or_default().to_owned();
+    let chain = first.body["chain_sha256"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
     assert_eq!(chain, chain_next(None, &sha256_hex(ab.as_bytes())));
 
     // Same source and offset, identical bytes: deduped to the same run.
     let again = alice.post("/api/runs", &delta("s", 0, &ab))?;
-    assert_eq!((again.status, again.body["status"].as_str()), (202, Some("already_indexed")));
+    assert_eq!(
+        (again.status, again.body["status"].as_str()),
+        (202, Some("already_indexed"))
+    );
     assert_eq!(again.body["run_id"], id.as_str());
     // A byte prefix of accepted bytes: deduped too.
     let prefix = alice.post("/api/runs", &delta("s", 0, &a))?;
-    assert_eq!((prefix.status, prefix.body["status"].as_str()), (202, Some("already_indexed")));
+    assert_eq!(
+        (prefix.status, prefix.body["status"].as_str()),
+        (202, Some("already_indexed"))
+    );
     // Same offset, other bytes: conflict.
     let other = alice.post("/api/runs", &delta("s", 0, &line("different", 2)))?;
     assert_eq!((other.status, other.code()), (409, "range_overlap"));
     // Overlap from another offset: conflict, with the offset to resend from.
     let overlap = alice.post("/api/runs", &delta("s", a.len() as u64, &b))?;
     assert_eq!((overlap.status, overlap.code()), (409, "range_overlap"));
-    assert!(overlap.body["error"]["message"].as_str().unwrap_or_default().contains(&ab.len().to_string()));
+    assert!(overlap.body["error"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .contains(&ab.len().to_string()));
     // A gap: nothing accepted ends where this starts.
-    let gap = alice.post("/api/runs", &delta("s", ab.len() as u64 + 5, &line("later", 3)))?;
+    let gap = alice.post(
+        "/api/runs",
+        &delta("s", ab.len() as u64 + 5, &line("later", 3)),
+    )?;
     assert_eq!((gap.status, gap.code()), (409, "chain_gap"));
 
     // The next delta continues the chain; a wrong prev_sha256 is refused.
@@ -120,16 +158,29 @@ fn dedupe_and_conflict_rules() -> Result<()> {
     next["prev_sha256"] = json!(chain);
     let ok = alice.post("/api/runs", &next)?;
     assert_eq!(ok.status, 202, "{ok:?}");
-    assert_eq!(ok.body["chain_sha256"], chain_next(Some(&chain), &sha256_hex(c.as_bytes())));
-    let meta = alice.get(&format!("/api/runs/{}", ok.body["run_id"].as_str().unwrap_or_default()))?;
-    assert_eq!(meta.body["parent_run_id"], id.as_str(), "consecutive deltas chain");
+    assert_eq!(
+        ok.body["chain_sha256"],
+        chain_next(Some(&chain), &sha256_hex(c.as_bytes()))
+    );
+    let meta = alice.get(&format!(
+        "/api/runs/{}",
+        ok.body["run_id"].as_str().unwrap_or_default()
+    ))?;
+    assert_eq!(
+        meta.body["parent_run_id"],
+        id.as_str(),
+        "consecutive deltas chain"
+    );
     assert_eq!(meta.body["root_run_id"], id.as_str());
 
     // An explicit run id: same bytes replay fine, other bytes conflict.
     let mut named = delta("t", 0, &a);
     named["run_id"] = json!("rnamed1");
     assert_eq!(alice.post("/api/runs", &named)?.body["status"], "accepted");
-    assert_eq!(alice.post("/api/runs", &named)?.body["status"], "already_indexed");
+    assert_eq!(
+        alice.post("/api/runs", &named)?.body["status"],
+        "already_indexed"
+    );
     let mut clash = delta("u", 0, &b);
     clash["run_id"] = json!("rnamed1");
     let clash = alice.post("/api/runs", &clash)?;
@@ -174,18 +225,35 @@ fn bad_input_gets_a_clear_error_and_stores_nothing() -> Result<()> {
     for (what, req, status, code) in cases {
         let r = Api::send_raw(req)?;
         assert_eq!((r.status, r.code()), (status, code), "{what}: {r:?}");
-        assert!(!r.body["error"]["message"].as_str().unwrap_or_default().is_empty(), "{what}");
+        assert!(
+            !r.body["error"]["message"]
+                .as_str()
+                .unwrap_or_default()
+                .is_empty(),
+            "{what}"
+        );
     }
-    assert_eq!(stored_files(&central), Vec::<String>::new(), "rejected requests stored nothing");
+    assert_eq!(
+        stored_files(&central),
+        Vec::<String>::new(),
+        "rejected requests stored nothing"
+    );
     let status = alice.get("/api/status")?;
     assert_eq!(status.body["counts"]["runs"], 0);
 
     // A zstd bomb: 1 MB of JSONL that compresses to a few hundred bytes.
-    let big = delta("s", 0, &format!("{{\"pad\":\"{}\"}}\n", "x".repeat(1_000_000)));
+    let big = delta(
+        "s",
+        0,
+        &format!("{{\"pad\":\"{}\"}}\n", "x".repeat(1_000_000)),
+    );
     let bomb = zstd::encode_all(serde_json::to_vec(&big)?.as_slice(), 19)?;
     assert!(bomb.len() < 4096);
     let r = alice.send(
-        http.post(&url).header("content-type", "application/json").header("content-encoding", "zstd").body(bomb),
+        http.post(&url)
+            .header("content-type", "application/json")
+            .header("content-encoding", "zstd")
+            .body(bomb),
     )?;
     assert_eq!((r.status, r.code()), (413, "payload_too_large"), "{r:?}");
     assert_eq!(stored_files(&central), Vec::<String>::new());
@@ -203,10 +271,16 @@ fn gzip_and_zstd_bodies_are_accepted() -> Result<()> {
     gz.write_all(&body)?;
     let gz = gz.finish()?;
     let r = alice.send(
-        http.post(alice.url("/api/runs")).header("content-type", "application/json").header("content-encoding", "gzip").body(gz),
+        http.post(alice.url("/api/runs"))
+            .header("content-type", "application/json")
+            .header("content-encoding", "gzip")
+            .body(gz),
     )?;
     assert_eq!(r.status, 202, "{r:?}");
-    let (_, bytes) = alice.get_bytes(&format!("/api/runs/{}/jsonl", r.body["run_id"].as_str().unwrap_or_default()))?;
+    let (_, bytes) = alice.get_bytes(&format!(
+        "/api/runs/{}/jsonl",
+        r.body["run_id"].as_str().unwrap_or_default()
+    ))?;
     assert_eq!(bytes, plain.as_bytes());
 
     let body = serde_json::to_vec(&delta("zs", 0, &plain))?;
@@ -226,7 +300,12 @@ fn tree_descendants_and_forest_four_levels_deep() -> Result<()> {
     let alice = central.client(&central.register("alice.test", "laptop")?);
     let bob = central.client(&central.register("bob.test", "desktop")?);
     // a (session) -> b (next delta) -> c (subagent of b) -> d (its next delta); a -> e (another subagent)
-    let post = |source: &str, from: u64, text: &str, minute: u32, parent: Option<&str>| -> Result<String> {
+    let post = |source: &str,
+                from: u64,
+                text: &str,
+                minute: u32,
+                parent: Option<&str>|
+     -> Result<String> {
         let mut body = delta(source, from, &line(text, minute));
         if let Some(p) = parent {
             body["parent_run_id"] = json!(p);
@@ -244,7 +323,11 @@ fn tree_descendants_and_forest_four_levels_deep() -> Result<()> {
     let other = post("elsewhere", 0, "x", 5, None)?;
 
     let meta_d = alice.get(&format!("/api/runs/{d}"))?;
-    assert_eq!(meta_d.body["root_run_id"], a.as_str(), "root is the true root, three levels up");
+    assert_eq!(
+        meta_d.body["root_run_id"],
+        a.as_str(),
+        "root is the true root, three levels up"
+    );
     assert_eq!(meta_d.body["parent_run_id"], c.as_str());
 
     let sub = alice.get(&format!("/api/runs/{b}/descendants"))?;
@@ -252,21 +335,38 @@ fn tree_descendants_and_forest_four_levels_deep() -> Result<()> {
         .as_array()
         .into_iter()
         .flatten()
-        .map(|t| (t["run"]["id"].as_str().unwrap_or_default().to_owned(), t["depth"].as_u64().unwrap_or(99)))
+        .map(|t| {
+            (
+                t["run"]["id"].as_str().unwrap_or_default().to_owned(),
+                t["depth"].as_u64().unwrap_or(99),
+            )
+        })
         .collect();
     assert_eq!(shape, vec![(b.clone(), 0), (c.clone(), 1), (d.clone(), 2)]);
 
     let forest = alice.get("/api/runs/forest")?;
     let trees = forest.body["trees"].as_array().cloned().unwrap_or_default();
     assert_eq!(trees.len(), 2);
-    assert_eq!(trees[0]["root_run_id"], other.as_str(), "most recently active tree first");
+    assert_eq!(
+        trees[0]["root_run_id"],
+        other.as_str(),
+        "most recently active tree first"
+    );
     let shape: Vec<(String, u64)> = trees[1]["runs"]
         .as_array()
         .into_iter()
         .flatten()
-        .map(|t| (t["run"]["id"].as_str().unwrap_or_default().to_owned(), t["depth"].as_u64().unwrap_or(99)))
+        .map(|t| {
+            (
+                t["run"]["id"].as_str().unwrap_or_default().to_owned(),
+                t["depth"].as_u64().unwrap_or(99),
+            )
+        })
         .collect();
-    assert_eq!(shape, vec![(a.clone(), 0), (b.clone(), 1), (c, 2), (d, 3), (e, 1)]);
+    assert_eq!(
+        shape,
+        vec![(a.clone(), 0), (b.clone(), 1), (c, 2), (d, 3), (e, 1)]
+    );
 
     let only = alice.get(&format!("/api/runs/forest?root={a}&limit=5"))?;
     assert_eq!(only.body["trees"].as_array().map(Vec::len), Some(1));
@@ -288,14 +388,25 @@ fn crash_after_202_loses_nothing_and_indexing_resumes() -> Result<()> {
     let mut paused = Central::start_on(&data, &[("KITH_FAILPOINT_INDEXER_PAUSED", "1")])?;
     let token = paused.register("alice.test", "laptop")?;
     let alice = paused.client(&token);
-    let jsonl = format!("{}{}", line("the kraken deployment rolled back", 0), line("then it worked", 1));
+    let jsonl = format!(
+        "{}{}",
+        line("the kraken deployment rolled back", 0),
+        line("then it worked", 1)
+    );
     let r = alice.post("/api/runs", &delta("s", 0, &jsonl))?;
     assert_eq!(r.status, 202);
     let id = r.body["run_id"].as_str().unwrap_or_default().to_owned();
     let status = alice.get("/api/status")?;
     assert_eq!(status.body["counts"]["pending_index_jobs"], 1, "{status:?}");
-    let search = alice.post("/api/search", &json!({"query": "kraken", "mode": "keyword"}))?;
-    assert_eq!(search.body["hits"].as_array().map(Vec::len), Some(0), "not indexed yet");
+    let search = alice.post(
+        "/api/search",
+        &json!({"query": "kraken", "mode": "keyword"}),
+    )?;
+    assert_eq!(
+        search.body["hits"].as_array().map(Vec::len),
+        Some(0),
+        "not indexed yet"
+    );
     paused.kill()?;
 
     let central = Central::start_on(&data, &[])?;
@@ -304,9 +415,15 @@ fn crash_after_202_loses_nothing_and_indexing_resumes() -> Result<()> {
     assert_eq!(meta["jsonl_sha256"], sha256_hex(jsonl.as_bytes()));
     let (_, bytes) = alice.get_bytes(&format!("/api/runs/{id}/jsonl"))?;
     assert_eq!(bytes, jsonl.as_bytes());
-    let search = alice.post("/api/search", &json!({"query": "kraken", "mode": "keyword"}))?;
+    let search = alice.post(
+        "/api/search",
+        &json!({"query": "kraken", "mode": "keyword"}),
+    )?;
     assert_eq!(search.body["hits"][0]["run_id"], id.as_str(), "{search:?}");
-    assert_eq!(alice.get("/api/status")?.body["counts"]["pending_index_jobs"], 0);
+    assert_eq!(
+        alice.get("/api/status")?.body["counts"]["pending_index_jobs"],
+        0
+    );
     Ok(())
 }
 
@@ -316,14 +433,38 @@ fn revoked_token_is_refused_at_once() -> Result<()> {
     let token = central.register("alice.test", "laptop")?;
     let alice = central.client(&token);
     assert_eq!(alice.get("/api/status")?.status, 200);
-    let out = run_central(&central.data_dir, &["machine", "revoke", "--user", "alice.test", "--name", "laptop"])?;
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = run_central(
+        &central.data_dir,
+        &[
+            "machine",
+            "revoke",
+            "--user",
+            "alice.test",
+            "--name",
+            "laptop",
+        ],
+    )?;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let r = alice.get("/api/status")?;
     assert_eq!((r.status, r.code()), (401, "unauthorized"));
     // A second machine of the same name is refused while the first is live only.
-    let dup = run_central(&central.data_dir, &["machine", "register", "--local", "--user", "bob.test", "--name", "pc"])?;
+    let dup = run_central(
+        &central.data_dir,
+        &[
+            "machine", "register", "--local", "--user", "bob.test", "--name", "pc",
+        ],
+    )?;
     assert!(dup.status.success());
-    let dup = run_central(&central.data_dir, &["machine", "register", "--local", "--user", "bob.test", "--name", "pc"])?;
+    let dup = run_central(
+        &central.data_dir,
+        &[
+            "machine", "register", "--local", "--user", "bob.test", "--name", "pc",
+        ],
+    )?;
     assert_eq!(dup.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&dup.stderr).contains("already has a machine named"));
     Ok(())
@@ -335,17 +476,29 @@ fn service_endpoints_describe_themselves() -> Result<()> {
     let alice = central.client(&central.register("alice.test", "laptop")?);
     let api = alice.get("/api/openapi.json")?;
     assert_eq!(api.status, 200);
-    for path in ["/api/runs", "/api/runs/{id}/jsonl", "/api/runs/forest", "/api/search", "/api/status"] {
+    for path in [
+        "/api/runs",
+        "/api/runs/{id}/jsonl",
+        "/api/runs/forest",
+        "/api/search",
+        "/api/status",
+    ] {
         assert!(api.body["paths"][path].is_object(), "openapi lacks {path}");
     }
     assert!(api.body["components"]["schemas"]["IngestRequest"].is_object());
     let (status, metrics) = alice.get_bytes("/metrics")?;
     let metrics = String::from_utf8(metrics)?;
     assert_eq!(status, 200);
-    assert!(metrics.contains("# TYPE kith_runs gauge\nkith_runs 0\n"), "{metrics}");
+    assert!(
+        metrics.contains("# TYPE kith_runs gauge\nkith_runs 0\n"),
+        "{metrics}"
+    );
     assert!(metrics.contains("kith_queue_depth{lane=\"ingest-bulk\"} 0"));
     let s = alice.get("/api/status")?;
-    assert_eq!((s.body["user"].as_str(), s.body["machine"].as_str()), (Some("alice.test"), Some("laptop")));
+    assert_eq!(
+        (s.body["user"].as_str(), s.body["machine"].as_str()),
+        (Some("alice.test"), Some("laptop"))
+    );
     assert_eq!(s.body["search_backend"], "embedded");
     let nowhere = alice.get("/api/nowhere")?;
     assert_eq!((nowhere.status, nowhere.code()), (404, "not_found"));
@@ -356,27 +509,41 @@ fn service_endpoints_describe_themselves() -> Result<()> {
 fn reindex_rebuilds_from_blobs_and_doctor_sees_drift() -> Result<()> {
     let mut central = Central::start()?;
     let alice = central.client(&central.register("alice.test", "laptop")?);
-    let r = alice.post("/api/runs", &delta("s", 0, &line("the walrus migration plan", 0)))?;
+    let r = alice.post(
+        "/api/runs",
+        &delta("s", 0, &line("the walrus migration plan", 0)),
+    )?;
     let id = r.body["run_id"].as_str().unwrap_or_default().to_owned();
     alice.wait_indexed(&id, Duration::from_secs(10))?;
     central.kill()?;
     let data = central.data_dir.clone();
 
     let clean = run_central(&data, &["doctor"])?;
-    assert!(clean.status.success(), "{}", String::from_utf8_lossy(&clean.stdout));
+    assert!(
+        clean.status.success(),
+        "{}",
+        String::from_utf8_lossy(&clean.stdout)
+    );
     // Lose the whole index: doctor reports it, reindex rebuilds it.
     std::fs::remove_dir_all(data.join("index"))?;
     let drift = run_central(&data, &["doctor"])?;
     assert_eq!(drift.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&drift.stdout).contains("index_chunks_differ"));
     let re = run_central(&data, &["reindex"])?;
-    assert!(re.status.success(), "{}", String::from_utf8_lossy(&re.stderr));
+    assert!(
+        re.status.success(),
+        "{}",
+        String::from_utf8_lossy(&re.stderr)
+    );
     assert!(String::from_utf8_lossy(&re.stdout).contains("reindexed 1 runs"));
     assert!(run_central(&data, &["doctor"])?.status.success());
 
     let restarted = Central::start_on(&data, &[])?;
     let alice = restarted.client(&alice.token);
-    let hits = alice.post("/api/search", &json!({"query": "walrus", "mode": "keyword"}))?;
+    let hits = alice.post(
+        "/api/search",
+        &json!({"query": "walrus", "mode": "keyword"}),
+    )?;
     assert_eq!(hits.body["hits"][0]["run_id"], id.as_str());
     Ok(())
 }

@@ -20,12 +20,20 @@ pub async fn healthz() -> &'static str {
 pub async fn status(State(state): State<AppState>, viewer: Viewer) -> Result<Json<StatusResponse>> {
     let s = state.clone();
     let (counts, last_indexed_at, n_chunks) = tokio::task::spawn_blocking(move || {
-        Ok::<_, crate::error::Error>((s.registry().counts()?, s.registry().last_indexed_at()?, s.index().n_chunks()?))
+        Ok::<_, crate::error::Error>((
+            s.registry().counts()?,
+            s.registry().last_indexed_at()?,
+            s.index().n_chunks()?,
+        ))
     })
     .await??;
     Ok(Json(StatusResponse {
         version: env!("CARGO_PKG_VERSION").to_owned(),
-        queue: LaneDepths { query: 0, ingest_realtime: counts.realtime_jobs, ingest_bulk: counts.bulk_jobs },
+        queue: LaneDepths {
+            query: 0,
+            ingest_realtime: counts.realtime_jobs,
+            ingest_bulk: counts.bulk_jobs,
+        },
         counts: Counts {
             users: counts.users,
             machines: counts.machines,
@@ -44,10 +52,14 @@ pub async fn status(State(state): State<AppState>, viewer: Viewer) -> Result<Jso
 #[utoipa::path(get, path = "/metrics", responses((status = 200, body = String)))]
 pub async fn metrics(State(state): State<AppState>) -> Result<impl IntoResponse> {
     let s = state.clone();
-    let (counts, n_chunks) =
-        tokio::task::spawn_blocking(move || Ok::<_, crate::error::Error>((s.registry().counts()?, s.index().n_chunks()?)))
-            .await??;
-    Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], state.metrics().render(&counts, n_chunks)))
+    let (counts, n_chunks) = tokio::task::spawn_blocking(move || {
+        Ok::<_, crate::error::Error>((s.registry().counts()?, s.index().n_chunks()?))
+    })
+    .await??;
+    Ok((
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        state.metrics().render(&counts, n_chunks),
+    ))
 }
 
 #[utoipa::path(get, path = "/api/openapi.json", responses((status = 200, body = Object)))]

@@ -52,9 +52,12 @@ impl<S: Send + Sync> FromRequestParts<S> for RunPath {
     type Rejection = Error;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        let axum::extract::Path(raw) = axum::extract::Path::<String>::from_request_parts(parts, state)
-            .await
-            .map_err(|r| Error::bad_request("invalid_id", r.body_text()))?;
-        RunId::parse(&raw).map(Self).map_err(|e| Error::bad_request("invalid_id", e.to_string()))
+        let axum::extract::Path(raw) =
+            axum::extract::Path::<String>::from_request_parts(parts, state)
+                .await
+                .map_err(|r| Error::bad_request("invalid_id", r.body_text()))?;
+        RunId::parse(&raw)
+            .map(Self)
+            .map_err(|e| Error::bad_request("invalid_id", e.to_string()))
     }
 }

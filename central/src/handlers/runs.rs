@@ -7,7 +7,8 @@ use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use kith_proto::{
-    DescendantsResponse, ErrorBody, ForestQuery, ForestResponse, IngestRequest, IngestResponse, RunMeta,
+    DescendantsResponse, ErrorBody, ForestQuery, ForestResponse, IngestRequest, IngestResponse,
+    RunMeta,
 };
 use kith_shared::ids::RunId;
 use tokio_util::io::ReaderStream;
@@ -31,7 +32,9 @@ pub async fn post(
     let key = match headers.get("idempotency-key") {
         Some(v) => Some(
             v.to_str()
-                .map_err(|_| Error::bad_request("invalid_idempotency_key", "Idempotency-Key must be ASCII"))?
+                .map_err(|_| {
+                    Error::bad_request("invalid_idempotency_key", "Idempotency-Key must be ASCII")
+                })?
                 .to_owned(),
         ),
         None => None,
@@ -42,14 +45,22 @@ pub async fn post(
 
 #[utoipa::path(get, path = "/api/runs/{id}", params(("id" = String, Path)),
     responses((status = 200, body = RunMeta), (status = 404, body = ErrorBody)))]
-pub async fn get(State(state): State<AppState>, viewer: Viewer, RunPath(id): RunPath) -> Result<Json<RunMeta>> {
+pub async fn get(
+    State(state): State<AppState>,
+    viewer: Viewer,
+    RunPath(id): RunPath,
+) -> Result<Json<RunMeta>> {
     let run = tokio::task::spawn_blocking(move || read_run(&state, &viewer, &id, "get")).await??;
     Ok(Json(run.meta))
 }
 
 #[utoipa::path(get, path = "/api/runs/{id}/jsonl", params(("id" = String, Path)),
     responses((status = 200, content_type = "application/x-ndjson", body = String), (status = 404, body = ErrorBody)))]
-pub async fn jsonl(State(state): State<AppState>, viewer: Viewer, RunPath(id): RunPath) -> Result<Response> {
+pub async fn jsonl(
+    State(state): State<AppState>,
+    viewer: Viewer,
+    RunPath(id): RunPath,
+) -> Result<Response> {
     let s = state.clone();
     let run = tokio::task::spawn_blocking(move || read_run(&s, &viewer, &id, "jsonl")).await??;
     let file = tokio::fs::File::open(state.store().absolute(&run.blob_path)).await?;
@@ -66,8 +77,13 @@ pub async fn jsonl(State(state): State<AppState>, viewer: Viewer, RunPath(id): R
 /// A run the viewer may read (404 otherwise, as if missing), audited when
 /// it is someone else's.
 fn read_run(state: &AppState, viewer: &Viewer, id: &RunId, what: &str) -> Result<StoredRun> {
-    let run = state.registry().run(viewer, id)?.ok_or_else(Error::run_not_found)?;
-    state.registry().audit_read(viewer, &run.meta.user_id, &run.meta.id, what)?;
+    let run = state
+        .registry()
+        .run(viewer, id)?
+        .ok_or_else(Error::run_not_found)?;
+    state
+        .registry()
+        .audit_read(viewer, &run.meta.user_id, &run.meta.id, what)?;
     Ok(run)
 }
 
@@ -78,7 +94,10 @@ pub async fn descendants(
     viewer: Viewer,
     RunPath(id): RunPath,
 ) -> Result<Json<DescendantsResponse>> {
-    let res = tokio::task::spawn_blocking(move || crate::tree::descendants(state.registry(), &viewer, &id)).await??;
+    let res = tokio::task::spawn_blocking(move || {
+        crate::tree::descendants(state.registry(), &viewer, &id)
+    })
+    .await??;
     Ok(Json(res))
 }
 
@@ -90,15 +109,15 @@ pub async fn forest(
     ApiQuery(q): ApiQuery<ForestQuery>,
 ) -> Result<Json<ForestResponse>> {
     let since = match &q.since {
-        Some(s) => Some(
-            kith_shared::timestamp::normalize(s)
-                .ok_or_else(|| Error::bad_request("invalid_query", "since must be an RFC 3339 timestamp"))?,
-        ),
+        Some(s) => Some(kith_shared::timestamp::normalize(s).ok_or_else(|| {
+            Error::bad_request("invalid_query", "since must be an RFC 3339 timestamp")
+        })?),
         None => None,
     };
     let root = match &q.root {
         Some(r) => Some(
-            kith_shared::ids::RunId::parse(r).map_err(|e| Error::bad_request("invalid_id", e.to_string()))?,
+            kith_shared::ids::RunId::parse(r)
+                .map_err(|e| Error::bad_request("invalid_id", e.to_string()))?,
         ),
         None => None,
     };
@@ -109,6 +128,9 @@ pub async fn forest(
         root,
         limit: q.limit.unwrap_or(50).clamp(1, 500),
     };
-    let res = tokio::task::spawn_blocking(move || crate::tree::forest(state.registry(), &viewer, &filter)).await??;
+    let res = tokio::task::spawn_blocking(move || {
+        crate::tree::forest(state.registry(), &viewer, &filter)
+    })
+    .await??;
     Ok(Json(res))
 }

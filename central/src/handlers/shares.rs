@@ -18,14 +18,18 @@ pub async fn post(
     viewer: Viewer,
     ApiJson(req): ApiJson<ShareRequest>,
 ) -> Result<(StatusCode, Json<Share>)> {
-    let share = tokio::task::spawn_blocking(move || crate::sharing::grant(&state, &viewer, &req)).await??;
+    let share =
+        tokio::task::spawn_blocking(move || crate::sharing::grant(&state, &viewer, &req)).await??;
     Ok((StatusCode::CREATED, Json(to_dto(share))))
 }
 
 #[utoipa::path(get, path = "/api/shares", responses((status = 200, body = SharesResponse)))]
 pub async fn index(State(state): State<AppState>, viewer: Viewer) -> Result<Json<SharesResponse>> {
     let (given, received) = tokio::task::spawn_blocking(move || {
-        Ok::<_, Error>((state.registry().list_shares(&viewer, true)?, state.registry().list_shares(&viewer, false)?))
+        Ok::<_, Error>((
+            state.registry().list_shares(&viewer, true)?,
+            state.registry().list_shares(&viewer, false)?,
+        ))
     })
     .await??;
     Ok(Json(SharesResponse {
@@ -41,7 +45,8 @@ pub async fn delete(
     viewer: Viewer,
     axum::extract::Path(id): axum::extract::Path<String>,
 ) -> Result<StatusCode> {
-    let revoked = tokio::task::spawn_blocking(move || state.registry().revoke_share(&viewer, &id)).await??;
+    let revoked =
+        tokio::task::spawn_blocking(move || state.registry().revoke_share(&viewer, &id)).await??;
     if revoked {
         Ok(StatusCode::NO_CONTENT)
     } else {
@@ -51,11 +56,17 @@ pub async fn delete(
 
 #[utoipa::path(get, path = "/api/audit", responses((status = 200, body = AuditResponse)))]
 pub async fn audit(State(state): State<AppState>, viewer: Viewer) -> Result<Json<AuditResponse>> {
-    let rows = tokio::task::spawn_blocking(move || state.registry().audit_of(&viewer, 1000)).await??;
+    let rows =
+        tokio::task::spawn_blocking(move || state.registry().audit_of(&viewer, 1000)).await??;
     Ok(Json(AuditResponse {
         entries: rows
             .into_iter()
-            .map(|(reader, run_id, what, at)| AuditEntry { reader, run_id, what, at })
+            .map(|(reader, run_id, what, at)| AuditEntry {
+                reader,
+                run_id,
+                what,
+                at,
+            })
             .collect(),
     }))
 }

@@ -13,7 +13,8 @@ use tantivy::collector::TopDocs;
 use tantivy::directory::MmapDirectory;
 use tantivy::query::{BooleanQuery, Occur, Query, QueryParser, RangeQuery, TermQuery};
 use tantivy::schema::{
-    Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions, Value, FAST, INDEXED, STORED, STRING,
+    Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions, Value, FAST, INDEXED, STORED,
+    STRING,
 };
 use tantivy::snippet::SnippetGenerator;
 use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Term};
@@ -93,12 +94,14 @@ impl EmbeddedIndex {
     pub fn open(dir: &Path) -> Result<Self> {
         std::fs::create_dir_all(dir)?;
         let (schema, fields) = schema();
-        let corrupt = |e: tantivy::TantivyError| Error::Unavailable {
+        let corrupt = |e: tantivy::TantivyError| {
+            Error::Unavailable {
             code: "index_unavailable",
             message: format!(
                 "the search index in {} cannot be opened ({e}); run `kith-central reindex` to rebuild it",
                 dir.display()
             ),
+        }
         };
         let directory = MmapDirectory::open(dir).map_err(|e| corrupt(e.into()))?;
         let index = Index::open_or_create(directory, schema).map_err(corrupt)?;
@@ -107,12 +110,18 @@ impl EmbeddedIndex {
             .reload_policy(ReloadPolicy::Manual)
             .try_into()
             .map_err(corrupt)?;
-        Ok(Self { index, fields, reader, writer: Mutex::new(None) })
+        Ok(Self {
+            index,
+            fields,
+            reader,
+            writer: Mutex::new(None),
+        })
     }
 
     /// Runs `f` with the index writer, creating it on first use.
     fn with_writer<T>(&self, f: impl FnOnce(&mut IndexWriter) -> Result<T>) -> Result<T> {
-        let mut guard: MutexGuard<'_, Option<IndexWriter>> = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        let mut guard: MutexGuard<'_, Option<IndexWriter>> =
+            self.writer.lock().unwrap_or_else(|p| p.into_inner());
         let writer = match guard.as_mut() {
             Some(w) => w,
             None => guard.insert(self.index.writer_with_num_threads(1, WRITER_HEAP_BYTES).map_err(|e| {
@@ -125,29 +134,38 @@ impl EmbeddedIndex {
         f(writer)
     }
 
-
     fn filter_queries(&self, viewer: &Viewer, filters: &Filters) -> Vec<(Occur, Box<dyn Query>)> {
         let f = &self.fields;
         let term = |field: Field, value: &str| -> (Occur, Box<dyn Query>) {
             (
                 Occur::Must,
-                Box::new(TermQuery::new(Term::from_field_text(field, value), IndexRecordOption::Basic)),
+                Box::new(TermQuery::new(
+                    Term::from_field_text(field, value),
+                    IndexRecordOption::Basic,
+                )),
             )
         };
         let exact = |field: Field, value: &str| -> Box<dyn Query> {
-            Box::new(TermQuery::new(Term::from_field_text(field, value), IndexRecordOption::Basic))
+            Box::new(TermQuery::new(
+                Term::from_field_text(field, value),
+                IndexRecordOption::Basic,
+            ))
         };
-        let mut readable: Vec<(Occur, Box<dyn Query>)> = vec![(Occur::Should, exact(f.owner, viewer.user_id.as_str()))];
+        let mut readable: Vec<(Occur, Box<dyn Query>)> =
+            vec![(Occur::Should, exact(f.owner, viewer.user_id.as_str()))];
         for grant in &viewer.grants {
             let scope = match &grant.scope {
                 GrantScope::Run(id) => exact(f.ancestry, id),
                 GrantScope::Tag(tag) => exact(f.tags, tag),
             };
-            let both: Box<dyn Query> =
-                Box::new(BooleanQuery::new(vec![(Occur::Must, exact(f.owner, &grant.grantor)), (Occur::Must, scope)]));
+            let both: Box<dyn Query> = Box::new(BooleanQuery::new(vec![
+                (Occur::Must, exact(f.owner, &grant.grantor)),
+                (Occur::Must, scope),
+            ]));
             readable.push((Occur::Should, both));
         }
-        let mut out: Vec<(Occur, Box<dyn Query>)> = vec![(Occur::Must, Box::new(BooleanQuery::new(readable)))];
+        let mut out: Vec<(Occur, Box<dyn Query>)> =
+            vec![(Occur::Must, Box::new(BooleanQuery::new(readable)))];
         if let Some(rt) = filters.runtime {
             out.push(term(f.runtime, rt.as_str()));
         }
@@ -167,12 +185,12 @@ impl EmbeddedIndex {
             out.push(term(f.cwd_prefixes, &normalize_prefix(p)));
         }
         if filters.since_ms.is_some() || filters.until_ms.is_some() {
-            let lower = filters
-                .since_ms
-                .map_or(Bound::Unbounded, |v| Bound::Included(Term::from_field_i64(f.started_ms, v)));
-            let upper = filters
-                .until_ms
-                .map_or(Bound::Unbounded, |v| Bound::Excluded(Term::from_field_i64(f.started_ms, v)));
+            let lower = filters.since_ms.map_or(Bound::Unbounded, |v| {
+                Bound::Included(Term::from_field_i64(f.started_ms, v))
+            });
+            let upper = filters.until_ms.map_or(Bound::Unbounded, |v| {
+                Bound::Excluded(Term::from_field_i64(f.started_ms, v))
+            });
             out.push((Occur::Must, Box::new(RangeQuery::new(lower, upper))));
         }
         out
@@ -193,39 +211,39 @@ impl SearchIndex for EmbeddedIndex {
         let started_ms = kith_shared::timestamp::parse(&run.started_at)
             .map_or(0, |t| (t.unix_timestamp_nanos() / 1_000_000) as i64);
         self.with_writer(|writer| {
-        writer.delete_term(Term::from_field_text(f.run_id, &run.id));
-        for chunk in chunks {
-            let mut doc = TantivyDocument::default();
-            doc.add_text(f.chunk_id, chunk_id(&run.id, chunk.chunk_idx));
-            doc.add_text(f.run_id, &run.id);
-            doc.add_text(f.owner, &run.user_id);
-            for id in ancestry.split('|').filter(|s| !s.is_empty()) {
-                doc.add_text(f.ancestry, id);
+            writer.delete_term(Term::from_field_text(f.run_id, &run.id));
+            for chunk in chunks {
+                let mut doc = TantivyDocument::default();
+                doc.add_text(f.chunk_id, chunk_id(&run.id, chunk.chunk_idx));
+                doc.add_text(f.run_id, &run.id);
+                doc.add_text(f.owner, &run.user_id);
+                for id in ancestry.split('|').filter(|s| !s.is_empty()) {
+                    doc.add_text(f.ancestry, id);
+                }
+                doc.add_text(f.machine, &run.machine);
+                doc.add_text(f.runtime, run.agent_runtime.as_str());
+                if let Some(c) = &run.conversation_id {
+                    doc.add_text(f.conversation_id, c);
+                }
+                doc.add_text(f.root_run_id, &run.root_run_id);
+                for t in &run.tags {
+                    doc.add_text(f.tags, t);
+                }
+                for p in run.cwd.as_deref().map(path_prefixes).unwrap_or_default() {
+                    doc.add_text(f.cwd_prefixes, p);
+                }
+                doc.add_i64(f.started_ms, started_ms);
+                doc.add_text(f.started_at, &run.started_at);
+                doc.add_text(f.role, chunk.role.as_str());
+                doc.add_text(f.text, &chunk.text);
+                doc.add_u64(f.line_start, chunk.line_start);
+                doc.add_u64(f.line_end, chunk.line_end);
+                if let Some(i) = &run.intent {
+                    doc.add_text(f.intent, i);
+                }
+                writer.add_document(doc).map_err(index_err)?;
             }
-            doc.add_text(f.machine, &run.machine);
-            doc.add_text(f.runtime, run.agent_runtime.as_str());
-            if let Some(c) = &run.conversation_id {
-                doc.add_text(f.conversation_id, c);
-            }
-            doc.add_text(f.root_run_id, &run.root_run_id);
-            for t in &run.tags {
-                doc.add_text(f.tags, t);
-            }
-            for p in run.cwd.as_deref().map(path_prefixes).unwrap_or_default() {
-                doc.add_text(f.cwd_prefixes, p);
-            }
-            doc.add_i64(f.started_ms, started_ms);
-            doc.add_text(f.started_at, &run.started_at);
-            doc.add_text(f.role, chunk.role.as_str());
-            doc.add_text(f.text, &chunk.text);
-            doc.add_u64(f.line_start, chunk.line_start);
-            doc.add_u64(f.line_end, chunk.line_end);
-            if let Some(i) = &run.intent {
-                doc.add_text(f.intent, i);
-            }
-            writer.add_document(doc).map_err(index_err)?;
-        }
-        Ok(())
+            Ok(())
         })
     }
 
@@ -242,27 +260,45 @@ impl SearchIndex for EmbeddedIndex {
         self.reader.reload().map_err(index_err)
     }
 
-    fn keyword(&self, viewer: &Viewer, query: &str, filters: &Filters, limit: usize) -> Result<Vec<IndexHit>> {
+    fn keyword(
+        &self,
+        viewer: &Viewer,
+        query: &str,
+        filters: &Filters,
+        limit: usize,
+    ) -> Result<Vec<IndexHit>> {
         let f = &self.fields;
         // Lenient: characters of the query syntax in a user's query are
         // searched for or ignored, never an error. Terms are OR-ed; BM25 ranks
         // chunks that match more of them first.
-        let (text_query, _errors) = QueryParser::for_index(&self.index, vec![f.text]).parse_query_lenient(query);
+        let (text_query, _errors) =
+            QueryParser::for_index(&self.index, vec![f.text]).parse_query_lenient(query);
         let searcher = self.reader.searcher();
         let mut clauses = self.filter_queries(viewer, filters);
         clauses.push((Occur::Must, text_query.box_clone()));
         let hits = searcher
-            .search(&BooleanQuery::new(clauses), &TopDocs::with_limit(limit.max(1)).order_by_score())
+            .search(
+                &BooleanQuery::new(clauses),
+                &TopDocs::with_limit(limit.max(1)).order_by_score(),
+            )
             .map_err(index_err)?;
-        let mut snippets = SnippetGenerator::create(&searcher, &*text_query, f.text).map_err(index_err)?;
+        let mut snippets =
+            SnippetGenerator::create(&searcher, &*text_query, f.text).map_err(index_err)?;
         snippets.set_max_num_chars(SNIPPET_CHARS);
         hits.into_iter()
             .map(|(score, addr)| {
                 let doc: TantivyDocument = searcher.doc(addr).map_err(index_err)?;
                 let text_of = |field: Field| {
-                    doc.get_first(field).and_then(|v| v.as_str()).unwrap_or_default().to_owned()
+                    doc.get_first(field)
+                        .and_then(|v| v.as_str())
+                        .unwrap_or_default()
+                        .to_owned()
                 };
-                let u64_of = |field: Field| doc.get_first(field).and_then(|v| v.as_u64()).unwrap_or_default();
+                let u64_of = |field: Field| {
+                    doc.get_first(field)
+                        .and_then(|v| v.as_u64())
+                        .unwrap_or_default()
+                };
                 let snippet = snippets.snippet_from_doc(&doc);
                 Ok(IndexHit {
                     run_id: text_of(f.run_id),
@@ -276,7 +312,8 @@ impl SearchIndex for EmbeddedIndex {
                     started_at: text_of(f.started_at),
                     intent: Some(text_of(f.intent)).filter(|s| !s.is_empty()),
                     machine: text_of(f.machine),
-                    agent_runtime: AgentRuntime::parse(&text_of(f.runtime)).unwrap_or(AgentRuntime::Other),
+                    agent_runtime: AgentRuntime::parse(&text_of(f.runtime))
+                        .unwrap_or(AgentRuntime::Other),
                 })
             })
             .collect()
@@ -311,4 +348,3 @@ fn highlight(snippet: &tantivy::snippet::Snippet, text: &str) -> String {
     out.push_str(&fragment[at..]);
     out
 }
-

@@ -66,7 +66,13 @@ pub trait SearchIndex: Send + Sync {
     /// Keyword (BM25) search over the chunks the viewer may read: its own,
     /// and those its grants cover. (Callers still re-check every hit against
     /// the registry, which also knows expiry and quarantine.)
-    fn keyword(&self, viewer: &Viewer, query: &str, filters: &Filters, limit: usize) -> Result<Vec<IndexHit>>;
+    fn keyword(
+        &self,
+        viewer: &Viewer,
+        query: &str,
+        filters: &Filters,
+        limit: usize,
+    ) -> Result<Vec<IndexHit>>;
 
     /// Number of chunks indexed.
     fn n_chunks(&self) -> Result<u64>;
@@ -115,7 +121,10 @@ mod tests {
 
     #[test]
     fn path_prefixes_are_whole_components() {
-        assert_eq!(path_prefixes("/home/a/proj/"), ["/", "/home", "/home/a", "/home/a/proj"]);
+        assert_eq!(
+            path_prefixes("/home/a/proj/"),
+            ["/", "/home", "/home/a", "/home/a/proj"]
+        );
         assert_eq!(path_prefixes("rel/x"), ["rel", "rel/x"]);
         assert_eq!(normalize_prefix("/home/a/"), "/home/a");
         assert_eq!(normalize_prefix("/"), "/");

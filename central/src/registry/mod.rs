@@ -198,7 +198,9 @@ impl Registry {
         conn.pragma_update(None, "foreign_keys", "ON")?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
         conn.execute_batch(SCHEMA)?;
-        Ok(Self { conn: Mutex::new(conn) })
+        Ok(Self {
+            conn: Mutex::new(conn),
+        })
     }
 
     fn conn(&self) -> MutexGuard<'_, Connection> {
@@ -206,7 +208,6 @@ impl Registry {
         // (statements are atomic), so a poisoned lock is still usable.
         self.conn.lock().unwrap_or_else(|p| p.into_inner())
     }
-
 
     pub fn add_user(&self, user: &UserRow) -> Result<()> {
         let n = self.conn().execute(
@@ -222,7 +223,10 @@ impl Registry {
             ],
         )?;
         if n == 0 {
-            return Err(Error::conflict("user_exists", format!("user {} already exists", user.handle)));
+            return Err(Error::conflict(
+                "user_exists",
+                format!("user {} already exists", user.handle),
+            ));
         }
         Ok(())
     }
@@ -243,7 +247,9 @@ impl Registry {
         let mut stmt = conn.prepare(
             "SELECT id, handle, did, pds_url, is_admin, created_at FROM users ORDER BY handle",
         )?;
-        let rows = stmt.query_map([], user_row)?.collect::<rusqlite::Result<_>>()?;
+        let rows = stmt
+            .query_map([], user_row)?
+            .collect::<rusqlite::Result<_>>()?;
         Ok(rows)
     }
 
@@ -259,7 +265,14 @@ impl Registry {
         let res = self.conn().execute(
             "INSERT INTO machines (id, user_id, name, app_password_name, token_sha256, created_at)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            params![id.as_str(), user_id.as_str(), name, app_password_name, token_sha256, created_at],
+            params![
+                id.as_str(),
+                user_id.as_str(),
+                name,
+                app_password_name,
+                token_sha256,
+                created_at
+            ],
         );
         match res {
             Ok(_) => Ok(()),
@@ -339,29 +352,37 @@ impl Registry {
             })?
             .collect::<rusqlite::Result<Vec<_>>>()?;
         rows.into_iter()
-            .map(|(id, user_id, handle, name, created_at, last_seen_at, revoked_at)| {
-                Ok(MachineRow {
-                    id: parse_id(MachineId::parse(&id))?,
-                    user_id: parse_id(UserId::parse(&user_id))?,
-                    handle,
-                    name,
-                    created_at,
-                    last_seen_at,
-                    revoked_at,
-                })
-            })
+            .map(
+                |(id, user_id, handle, name, created_at, last_seen_at, revoked_at)| {
+                    Ok(MachineRow {
+                        id: parse_id(MachineId::parse(&id))?,
+                        user_id: parse_id(UserId::parse(&user_id))?,
+                        handle,
+                        name,
+                        created_at,
+                        last_seen_at,
+                        revoked_at,
+                    })
+                },
+            )
             .collect()
     }
 
     /// Records when machines were last seen (batched by the caller).
-    pub fn touch_machines(&self, seen: &std::collections::HashMap<MachineId, String>) -> Result<()> {
+    pub fn touch_machines(
+        &self,
+        seen: &std::collections::HashMap<MachineId, String>,
+    ) -> Result<()> {
         if seen.is_empty() {
             return Ok(());
         }
         let mut conn = self.conn();
         let tx = conn.transaction()?;
         for (id, at) in seen {
-            tx.execute("UPDATE machines SET last_seen_at = ?2 WHERE id = ?1", params![id.as_str(), at])?;
+            tx.execute(
+                "UPDATE machines SET last_seen_at = ?2 WHERE id = ?1",
+                params![id.as_str(), at],
+            )?;
         }
         tx.commit()?;
         Ok(())
@@ -371,20 +392,25 @@ impl Registry {
     pub fn machine_name(&self, id: &str) -> Result<String> {
         Ok(self
             .conn()
-            .query_row("SELECT name FROM machines WHERE id = ?1", [id], |r| r.get(0))
+            .query_row("SELECT name FROM machines WHERE id = ?1", [id], |r| {
+                r.get(0)
+            })
             .optional()?
             .unwrap_or_default())
     }
 
-
     /// Any run with this id, whoever owns it (ingest must refuse to reuse it).
     pub fn run_by_id_any_owner(&self, id: &RunId) -> Result<Option<StoredRun>> {
-        self.query_runs("WHERE id = ?1", params![id.as_str()]).map(|v| v.into_iter().next())
+        self.query_runs("WHERE id = ?1", params![id.as_str()])
+            .map(|v| v.into_iter().next())
     }
 
     pub fn run_by_idempotency_key(&self, user: &UserId, key: &str) -> Result<Option<StoredRun>> {
-        self.query_runs("WHERE user_id = ?1 AND idempotency_key = ?2", params![user.as_str(), key])
-            .map(|v| v.into_iter().next())
+        self.query_runs(
+            "WHERE user_id = ?1 AND idempotency_key = ?2",
+            params![user.as_str(), key],
+        )
+        .map(|v| v.into_iter().next())
     }
 
     /// Runs of one source chain whose byte range overlaps `[from, to)`, or
@@ -405,7 +431,12 @@ impl Registry {
     }
 
     /// The run of a source chain that ends exactly at `offset`.
-    pub fn source_run_ending_at(&self, user: &UserId, source: &str, offset: u64) -> Result<Option<StoredRun>> {
+    pub fn source_run_ending_at(
+        &self,
+        user: &UserId,
+        source: &str,
+        offset: u64,
+    ) -> Result<Option<StoredRun>> {
         self.query_runs(
             "WHERE user_id = ?1 AND source_identity = ?2 AND to_offset = ?3",
             params![user.as_str(), source, to_i64(offset)],
@@ -455,10 +486,10 @@ impl Registry {
 
     /// Drops the run catalog and jobs (before `reindex` rebuilds them from blobs).
     pub fn clear_runs(&self) -> Result<()> {
-        self.conn().execute_batch("DELETE FROM index_jobs; DELETE FROM runs;")?;
+        self.conn()
+            .execute_batch("DELETE FROM index_jobs; DELETE FROM runs;")?;
         Ok(())
     }
-
 
     pub fn run(&self, viewer: &Viewer, id: &RunId) -> Result<Option<StoredRun>> {
         self.query_runs(
@@ -471,14 +502,21 @@ impl Registry {
     /// Every run of one tree the viewer may read, by `started_at`.
     pub fn tree_runs(&self, viewer: &Viewer, root: &str) -> Result<Vec<StoredRun>> {
         self.query_runs(
-            &format!("WHERE root_run_id = ?1 AND {} ORDER BY started_at, id", readable(2)),
+            &format!(
+                "WHERE root_run_id = ?1 AND {} ORDER BY started_at, id",
+                readable(2)
+            ),
             params![root, viewer.user_id.as_str()],
         )
     }
 
     /// Roots of the most recently active trees that match `filter`, with
     /// their last activity.
-    pub fn forest_roots(&self, viewer: &Viewer, filter: &ForestFilter) -> Result<Vec<(String, String)>> {
+    pub fn forest_roots(
+        &self,
+        viewer: &Viewer,
+        filter: &ForestFilter,
+    ) -> Result<Vec<(String, String)>> {
         let mut sql = format!(
             "SELECT root_run_id, MAX(started_at) AS last FROM runs WHERE {}",
             readable(1)
@@ -495,16 +533,25 @@ impl Registry {
             push(&mut sql, " AND agent_runtime = ?", rt.as_str().to_owned());
         }
         if let Some(m) = &filter.machine {
-            push(&mut sql, " AND machine_id IN (SELECT id FROM machines WHERE name = ?)", m.clone());
+            push(
+                &mut sql,
+                " AND machine_id IN (SELECT id FROM machines WHERE name = ?)",
+                m.clone(),
+            );
         }
         if let Some(root) = &filter.root {
             push(&mut sql, " AND root_run_id = ?", root.to_string());
         }
-        sql.push_str(&format!(" GROUP BY root_run_id ORDER BY last DESC LIMIT {}", filter.limit));
+        sql.push_str(&format!(
+            " GROUP BY root_run_id ORDER BY last DESC LIMIT {}",
+            filter.limit
+        ));
         let conn = self.conn();
         let mut stmt = conn.prepare(&sql)?;
         let rows = stmt
-            .query_map(rusqlite::params_from_iter(args.iter()), |r| Ok((r.get(0)?, r.get(1)?)))?
+            .query_map(rusqlite::params_from_iter(args.iter()), |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })?
             .collect::<rusqlite::Result<_>>()?;
         Ok(rows)
     }
@@ -528,16 +575,22 @@ impl Registry {
             .collect::<rusqlite::Result<Vec<_>>>()?;
         drop(stmt);
         rows.into_iter()
-            .map(|(meta_json, indexed_at, embedded_at, blob_path, idempotency_key, ancestry)| {
-                let mut meta: RunMeta = serde_json::from_str(&meta_json)?;
-                meta.indexed_at = indexed_at;
-                meta.embedded_at = embedded_at;
-                meta.readable_by = readers(&conn, &meta.user_id, &ancestry, &meta.tags)?;
-                Ok(StoredRun { meta, blob_path, idempotency_key, ancestry })
-            })
+            .map(
+                |(meta_json, indexed_at, embedded_at, blob_path, idempotency_key, ancestry)| {
+                    let mut meta: RunMeta = serde_json::from_str(&meta_json)?;
+                    meta.indexed_at = indexed_at;
+                    meta.embedded_at = embedded_at;
+                    meta.readable_by = readers(&conn, &meta.user_id, &ancestry, &meta.tags)?;
+                    Ok(StoredRun {
+                        meta,
+                        blob_path,
+                        idempotency_key,
+                        ancestry,
+                    })
+                },
+            )
             .collect()
     }
-
 
     /// Pending jobs that failed fewer than `max_attempts` times, realtime
     /// lane first, oldest first.
@@ -551,11 +604,21 @@ impl Registry {
         )?;
         let rows = stmt
             .query_map(params![limit, max_attempts], |r| {
-                Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?))
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, String>(2)?,
+                ))
             })?
             .collect::<rusqlite::Result<Vec<_>>>()?;
         rows.into_iter()
-            .map(|(id, blob_path, ancestry)| Ok(PendingJob { run_id: parse_id(RunId::parse(&id))?, blob_path, ancestry }))
+            .map(|(id, blob_path, ancestry)| {
+                Ok(PendingJob {
+                    run_id: parse_id(RunId::parse(&id))?,
+                    blob_path,
+                    ancestry,
+                })
+            })
             .collect()
     }
 
@@ -563,7 +626,10 @@ impl Registry {
     pub fn finish_job(&self, run: &RunId, indexed_at: &str) -> Result<()> {
         let mut conn = self.conn();
         let tx = conn.transaction()?;
-        tx.execute("UPDATE runs SET indexed_at = ?2 WHERE id = ?1", params![run.as_str(), indexed_at])?;
+        tx.execute(
+            "UPDATE runs SET indexed_at = ?2 WHERE id = ?1",
+            params![run.as_str(), indexed_at],
+        )?;
         tx.execute("DELETE FROM index_jobs WHERE run_id = ?1", [run.as_str()])?;
         tx.commit()?;
         Ok(())
@@ -580,7 +646,10 @@ impl Registry {
 
     pub fn counts(&self) -> Result<RegistryCounts> {
         let conn = self.conn();
-        let one = |sql: &str| conn.query_row(sql, [], |r| r.get::<_, i64>(0)).map(|n| n.max(0) as u64);
+        let one = |sql: &str| {
+            conn.query_row(sql, [], |r| r.get::<_, i64>(0))
+                .map(|n| n.max(0) as u64)
+        };
         Ok(RegistryCounts {
             users: one("SELECT COUNT(*) FROM users")?,
             machines: one("SELECT COUNT(*) FROM machines WHERE revoked_at IS NULL")?,
@@ -592,14 +661,18 @@ impl Registry {
     }
 
     pub fn last_indexed_at(&self) -> Result<Option<String>> {
-        Ok(self.conn().query_row("SELECT MAX(indexed_at) FROM runs", [], |r| r.get(0))?)
+        Ok(self
+            .conn()
+            .query_row("SELECT MAX(indexed_at) FROM runs", [], |r| r.get(0))?)
     }
 
     /// Every run's id and blob path, for `doctor`.
     pub fn all_blob_paths(&self) -> Result<Vec<(String, String)>> {
         let conn = self.conn();
         let mut stmt = conn.prepare("SELECT id, blob_path FROM runs ORDER BY id")?;
-        let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?.collect::<rusqlite::Result<_>>()?;
+        let rows = stmt
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect::<rusqlite::Result<_>>()?;
         Ok(rows)
     }
 }
@@ -633,7 +706,9 @@ fn readers(conn: &Connection, owner: &str, ancestry: &str, tags: &[String]) -> R
     ))?;
     let tags_key = format!("|{}|", tags.join("|"));
     let mut out = vec![owner.to_owned()];
-    for grantee in stmt.query_map(params![owner, ancestry, tags_key], |r| r.get::<_, String>(0))? {
+    for grantee in stmt.query_map(params![owner, ancestry, tags_key], |r| {
+        r.get::<_, String>(0)
+    })? {
         out.push(grantee?);
     }
     Ok(out)

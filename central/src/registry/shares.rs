@@ -127,14 +127,22 @@ impl Registry {
         ))?;
         let rows = stmt
             .query_map([viewer.user_id.as_str()], |r| {
-                Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?))
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, String>(2)?,
+                ))
             })?
             .collect::<rusqlite::Result<Vec<_>>>()?;
         Ok(rows
             .into_iter()
             .map(|(grantor, kind, value)| Grant {
                 grantor,
-                scope: if kind == "run" { GrantScope::Run(value) } else { GrantScope::Tag(value) },
+                scope: if kind == "run" {
+                    GrantScope::Run(value)
+                } else {
+                    GrantScope::Tag(value)
+                },
             })
             .collect())
     }
@@ -146,20 +154,32 @@ impl Registry {
         }
         self.conn().execute(
             "INSERT INTO audit (owner, reader, run_id, what, at) VALUES (?1, ?2, ?3, ?4, ?5)",
-            params![owner, viewer.user_id.as_str(), run_id, what, kith_shared::timestamp::now()],
+            params![
+                owner,
+                viewer.user_id.as_str(),
+                run_id,
+                what,
+                kith_shared::timestamp::now()
+            ],
         )?;
         Ok(())
     }
 
     /// Reads of the viewer's runs by others, newest first, with reader handles.
-    pub fn audit_of(&self, viewer: &Viewer, limit: u32) -> Result<Vec<(String, String, String, String)>> {
+    pub fn audit_of(
+        &self,
+        viewer: &Viewer,
+        limit: u32,
+    ) -> Result<Vec<(String, String, String, String)>> {
         let conn = self.conn();
         let mut stmt = conn.prepare(
             "SELECT u.handle, a.run_id, a.what, a.at FROM audit a JOIN users u ON u.id = a.reader
              WHERE a.owner = ?1 ORDER BY a.id DESC LIMIT ?2",
         )?;
         let rows = stmt
-            .query_map(params![viewer.user_id.as_str(), limit], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
+            .query_map(params![viewer.user_id.as_str(), limit], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+            })?
             .collect::<rusqlite::Result<_>>()?;
         Ok(rows)
     }
@@ -185,4 +205,3 @@ impl Registry {
             .optional()?)
     }
 }
-

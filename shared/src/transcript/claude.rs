@@ -12,16 +12,32 @@ pub(super) fn record(b: &mut Builder, v: &Value, line: u64) -> bool {
     let kind = v.get("type").and_then(Value::as_str).unwrap_or_default();
     match kind {
         "user" | "assistant" => {}
-        "system" | "summary" | "file-history-snapshot" | "progress" | "queue-operation" | "permission-mode"
-        | "ai-title" | "last-prompt" | "attachment" => return true,
+        "system"
+        | "summary"
+        | "file-history-snapshot"
+        | "progress"
+        | "queue-operation"
+        | "permission-mode"
+        | "ai-title"
+        | "last-prompt"
+        | "attachment" => return true,
         _ => return false,
     }
     b.time(ts);
     let m = b.meta();
-    Builder::set(&mut m.session_id, v.get("sessionId").and_then(Value::as_str));
+    Builder::set(
+        &mut m.session_id,
+        v.get("sessionId").and_then(Value::as_str),
+    );
     Builder::set(&mut m.cwd, v.get("cwd").and_then(Value::as_str));
-    Builder::set(&mut m.git_branch, v.get("gitBranch").and_then(Value::as_str));
-    Builder::set(&mut m.agent_version, v.get("version").and_then(Value::as_str));
+    Builder::set(
+        &mut m.git_branch,
+        v.get("gitBranch").and_then(Value::as_str),
+    );
+    Builder::set(
+        &mut m.agent_version,
+        v.get("version").and_then(Value::as_str),
+    );
     let message = v.get("message").unwrap_or(&Value::Null);
     let content = message.get("content").unwrap_or(&Value::Null);
     if kind == "user" {
@@ -38,13 +54,24 @@ fn user(b: &mut Builder, v: &Value, content: &Value, line: u64, ts: Option<&str>
     }
     let results: Vec<&Value> = content
         .as_array()
-        .map(|blocks| blocks.iter().filter(|c| c.get("type").and_then(Value::as_str) == Some("tool_result")).collect())
+        .map(|blocks| {
+            blocks
+                .iter()
+                .filter(|c| c.get("type").and_then(Value::as_str) == Some("tool_result"))
+                .collect()
+        })
         .unwrap_or_default();
     if !results.is_empty() {
-        let text: Vec<String> = results.iter().map(|r| text_of(r.get("content").unwrap_or(&Value::Null))).collect();
+        let text: Vec<String> = results
+            .iter()
+            .map(|r| text_of(r.get("content").unwrap_or(&Value::Null)))
+            .collect();
         if let Some(path) = v
             .get("toolUseResult")
-            .and_then(|r| r.get("filePath").or_else(|| r.get("file").and_then(|f| f.get("filePath"))))
+            .and_then(|r| {
+                r.get("filePath")
+                    .or_else(|| r.get("file").and_then(|f| f.get("filePath")))
+            })
             .and_then(Value::as_str)
         {
             b.file(path);
@@ -74,12 +101,24 @@ fn is_injected(text: &str) -> bool {
 }
 
 fn assistant(b: &mut Builder, message: &Value, content: &Value, line: u64, ts: Option<&str>) {
-    Builder::set(&mut b.meta().model, message.get("model").and_then(Value::as_str).filter(|m| *m != "<synthetic>"));
+    Builder::set(
+        &mut b.meta().model,
+        message
+            .get("model")
+            .and_then(Value::as_str)
+            .filter(|m| *m != "<synthetic>"),
+    );
     let mut texts = Vec::new();
     let mut tools = Vec::new();
     for block in content.as_array().into_iter().flatten() {
         match block.get("type").and_then(Value::as_str) {
-            Some("text") => texts.push(block.get("text").and_then(Value::as_str).unwrap_or_default().to_owned()),
+            Some("text") => texts.push(
+                block
+                    .get("text")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned(),
+            ),
             Some("tool_use") => {
                 let name = block.get("name").and_then(Value::as_str).unwrap_or("tool");
                 let input = block.get("input").unwrap_or(&Value::Null);

@@ -18,8 +18,14 @@ pub(super) fn record(b: &mut Builder, v: &Value, line: u64) -> bool {
             let m = b.meta();
             Builder::set(&mut m.session_id, p.get("id").and_then(Value::as_str));
             Builder::set(&mut m.cwd, p.get("cwd").and_then(Value::as_str));
-            Builder::set(&mut m.agent_version, p.get("cli_version").and_then(Value::as_str));
-            Builder::set(&mut m.git_branch, p.pointer("/git/branch").and_then(Value::as_str));
+            Builder::set(
+                &mut m.agent_version,
+                p.get("cli_version").and_then(Value::as_str),
+            );
+            Builder::set(
+                &mut m.git_branch,
+                p.pointer("/git/branch").and_then(Value::as_str),
+            );
             let parent = p
                 .pointer("/source/subagent/thread_spawn/parent_thread_id")
                 .or_else(|| v.get("parent_thread_id"))
@@ -38,7 +44,12 @@ pub(super) fn record(b: &mut Builder, v: &Value, line: u64) -> bool {
                 }
             }
             Some("patch_apply_end") => {
-                for path in p.get("changes").and_then(Value::as_object).into_iter().flat_map(|c| c.keys()) {
+                for path in p
+                    .get("changes")
+                    .and_then(Value::as_object)
+                    .into_iter()
+                    .flat_map(|c| c.keys())
+                {
                     b.file(path);
                 }
             }
@@ -62,7 +73,11 @@ fn response_item(b: &mut Builder, p: &Value, line: u64, ts: Option<&str>) {
             b.push(Role::Assistant, text, line, ts, vec![]);
         }
         Some("function_call" | "custom_tool_call" | "local_shell_call") => {
-            let name = p.get("name").and_then(Value::as_str).unwrap_or("shell").to_owned();
+            let name = p
+                .get("name")
+                .and_then(Value::as_str)
+                .unwrap_or("shell")
+                .to_owned();
             let input = match p.get("arguments").or_else(|| p.get("input")) {
                 Some(Value::String(s)) => serde_json::from_str::<Value>(s)
                     .map(|v| summarize_input(&v))

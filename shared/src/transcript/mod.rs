@@ -86,8 +86,19 @@ pub(crate) struct Builder {
 }
 
 impl Builder {
-    pub(crate) fn push(&mut self, role: Role, text: String, line: u64, ts: Option<&str>, tools: Vec<String>) {
-        let text = if role == Role::Tool { truncate_chars(&text, MAX_TOOL_TEXT) } else { text };
+    pub(crate) fn push(
+        &mut self,
+        role: Role,
+        text: String,
+        line: u64,
+        ts: Option<&str>,
+        tools: Vec<String>,
+    ) {
+        let text = if role == Role::Tool {
+            truncate_chars(&text, MAX_TOOL_TEXT)
+        } else {
+            text
+        };
         if text.trim().is_empty() {
             return;
         }
@@ -131,7 +142,9 @@ impl Builder {
     }
 
     pub(crate) fn time(&mut self, ts: Option<&str>) {
-        let Some(ts) = ts.and_then(crate::timestamp::normalize) else { return };
+        let Some(ts) = ts.and_then(crate::timestamp::normalize) else {
+            return;
+        };
         if self.t.started_at.as_ref().is_none_or(|s| ts < *s) {
             self.t.started_at = Some(ts.clone());
         }

@@ -15,19 +15,36 @@ pub(super) fn record(b: &mut Builder, v: &Value, line: u64) -> bool {
             Builder::set(&mut m.session_id, v.get("id").and_then(Value::as_str));
             Builder::set(&mut m.cwd, v.get("cwd").and_then(Value::as_str));
             Builder::set(&mut m.model, v.get("modelId").and_then(Value::as_str));
-            Builder::set(&mut m.parent_session_id, v.get("parentSession").and_then(Value::as_str));
+            Builder::set(
+                &mut m.parent_session_id,
+                v.get("parentSession").and_then(Value::as_str),
+            );
         }
         "message" => message(b, v.get("message").unwrap_or(&Value::Null), line, ts),
         "compaction" | "branch_summary" => {
-            let text = v.get("summary").and_then(Value::as_str).unwrap_or_default().to_owned();
+            let text = v
+                .get("summary")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned();
             b.push(Role::Summary, text, line, ts, vec![]);
             for key in ["readFiles", "modifiedFiles"] {
-                for f in v.pointer(&format!("/details/{key}")).and_then(Value::as_array).into_iter().flatten() {
+                for f in v
+                    .pointer(&format!("/details/{key}"))
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                {
                     b.file(f.as_str().unwrap_or_default());
                 }
             }
         }
-        "model_change" | "thinking_level_change" | "custom" | "custom_message" | "label" | "session_info" => {}
+        "model_change"
+        | "thinking_level_change"
+        | "custom"
+        | "custom_message"
+        | "label"
+        | "session_info" => {}
         _ => return false,
     }
     true
@@ -52,13 +69,23 @@ fn message(b: &mut Builder, m: &Value, line: u64, ts: Option<&str>) {
                 if call.get("type").and_then(Value::as_str) != Some("toolCall") {
                     continue;
                 }
-                let name = call.get("name").and_then(Value::as_str).unwrap_or("tool").to_owned();
+                let name = call
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .unwrap_or("tool")
+                    .to_owned();
                 let args = call.get("arguments").unwrap_or(&Value::Null);
                 if let Some(p) = args.get("path").and_then(Value::as_str) {
                     b.file(p);
                 }
                 b.tool(&name);
-                b.push(Role::Tool, format!("{name}: {}", summarize_input(args)), line, ts, vec![name]);
+                b.push(
+                    Role::Tool,
+                    format!("{name}: {}", summarize_input(args)),
+                    line,
+                    ts,
+                    vec![name],
+                );
             }
         }
         Some("toolResult") => {
@@ -70,7 +97,13 @@ fn message(b: &mut Builder, m: &Value, line: u64, ts: Option<&str>) {
         Some("bashExecution") => {
             let cmd = m.get("command").and_then(Value::as_str).unwrap_or_default();
             let out = m.get("output").and_then(Value::as_str).unwrap_or_default();
-            b.push(Role::Tool, format!("bash: {cmd}\n{out}"), line, ts, vec!["bash".into()]);
+            b.push(
+                Role::Tool,
+                format!("bash: {cmd}\n{out}"),
+                line,
+                ts,
+                vec!["bash".into()],
+            );
         }
         _ => {}
     }

@@ -20,7 +20,10 @@ struct Args {
 }
 
 fn parse_args() -> Result<Args> {
-    let mut args = Args { full: false, out: None };
+    let mut args = Args {
+        full: false,
+        out: None,
+    };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -77,7 +80,12 @@ fn corpus_lines() -> Result<Vec<String>> {
 }
 
 /// Ingests `n_runs` runs of `lines_per_run` fixture lines; returns (seconds, bytes).
-fn ingest_corpus(api: &Api, lines: &[String], n_runs: usize, lines_per_run: usize) -> Result<(f64, u64)> {
+fn ingest_corpus(
+    api: &Api,
+    lines: &[String],
+    n_runs: usize,
+    lines_per_run: usize,
+) -> Result<(f64, u64)> {
     let started = Instant::now();
     let mut bytes = 0u64;
     let mut last = String::new();
@@ -107,7 +115,10 @@ fn freshness(api: &Api, n: usize) -> Result<Value> {
     let mut samples = Vec::new();
     for i in 0..n {
         let word = format!("freshword{i}x{}", std::process::id());
-        let jsonl = kith_tests::claude_user_line(&format!("please remember {word}"), "2026-05-11T08:00:00Z");
+        let jsonl = kith_tests::claude_user_line(
+            &format!("please remember {word}"),
+            "2026-05-11T08:00:00Z",
+        );
         let res = api.post(
             "/api/runs",
             &json!({"jsonl": jsonl, "agent_runtime": "claude-code", "source_identity": format!("fresh/{i}"),
@@ -132,11 +143,20 @@ fn freshness(api: &Api, n: usize) -> Result<Value> {
 }
 
 fn search_latency(api: &Api, mode: &str, n: usize) -> Result<Value> {
-    let queries = ["failing test", "database migration", "read the config file", "error handling", "git branch"];
+    let queries = [
+        "failing test",
+        "database migration",
+        "read the config file",
+        "error handling",
+        "git branch",
+    ];
     let mut samples = Vec::new();
     for i in 0..n {
         let t0 = Instant::now();
-        let r = api.post("/api/search", &json!({"query": queries[i % queries.len()], "mode": mode, "limit": 10}))?;
+        let r = api.post(
+            "/api/search",
+            &json!({"query": queries[i % queries.len()], "mode": mode, "limit": 10}),
+        )?;
         if r.status != 200 {
             return Ok(json!({"error": r.body}));
         }
@@ -148,7 +168,11 @@ fn search_latency(api: &Api, mode: &str, n: usize) -> Result<Value> {
 fn rss_bytes(pid: u32) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
-    line.split_whitespace().nth(1)?.parse::<u64>().ok().map(|kb| kb * 1024)
+    line.split_whitespace()
+        .nth(1)?
+        .parse::<u64>()
+        .ok()
+        .map(|kb| kb * 1024)
 }
 
 fn dir_size(path: &std::path::Path) -> u64 {
@@ -170,7 +194,10 @@ fn main() -> Result<()> {
     let args = parse_args()?;
     let mut results: BTreeMap<&str, Value> = BTreeMap::new();
     results.insert("mode", json!(if args.full { "full" } else { "quick" }));
-    results.insert("machine", json!({"cores": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0)}));
+    results.insert(
+        "machine",
+        json!({"cores": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0)}),
+    );
 
     let central = Central::start()?;
     let api = central.client(&central.register("bench.test", "bench")?);
@@ -198,7 +225,10 @@ fn main() -> Result<()> {
         }));
     }
     results.insert("corpus", Value::Array(per_size));
-    results.insert("freshness_keyword_ms", freshness(&api, if args.full { 100 } else { 20 })?);
+    results.insert(
+        "freshness_keyword_ms",
+        freshness(&api, if args.full { 100 } else { 20 })?,
+    );
 
     // Retrieval quality on the LoCoMo dev half, in its own central so the
     // corpus above does not disturb it.
@@ -210,7 +240,13 @@ fn main() -> Result<()> {
     for mode in ["keyword", "semantic", "hybrid"] {
         match locomo::evaluate(&eval_api, &sessions, &runs, &questions, mode, &[5, 10, 20]) {
             Ok(r) => {
-                quality.insert(mode.into(), json!(r.iter().map(|(k, v)| (format!("recall@{k}"), *v)).collect::<BTreeMap<_, _>>()));
+                quality.insert(
+                    mode.into(),
+                    json!(r
+                        .iter()
+                        .map(|(k, v)| (format!("recall@{k}"), *v))
+                        .collect::<BTreeMap<_, _>>()),
+                );
             }
             Err(e) => {
                 quality.insert(mode.into(), json!({"error": e.to_string()}));
