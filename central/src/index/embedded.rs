@@ -3,13 +3,14 @@
 //! (owner, or a grant's owner + ancestry/tag) as exact-match terms applied
 //! inside the engine.
 
+use std::collections::HashSet;
 use std::ops::Bound;
-use std::path::Path;
-use std::sync::{Mutex, MutexGuard};
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard, RwLock};
 
 use kith_proto::{AgentRuntime, RunMeta};
 use kith_shared::chunk::Chunk;
-use tantivy::collector::TopDocs;
+use tantivy::collector::{Collector, SegmentCollector, TopDocs};
 use tantivy::directory::MmapDirectory;
 use tantivy::query::{BooleanQuery, Occur, Query, QueryParser, RangeQuery, TermQuery};
 use tantivy::schema::{
@@ -17,8 +18,12 @@ use tantivy::schema::{
     STRING,
 };
 use tantivy::snippet::SnippetGenerator;
-use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Term};
+use tantivy::{
+    DocId, Index, IndexReader, IndexWriter, ReloadPolicy, Score, SegmentOrdinal, SegmentReader,
+    TantivyDocument, Term,
+};
 
+use super::vectors::{chunk_key, VectorStore};
 use super::{chunk_id, normalize_prefix, path_prefixes, Filters, IndexHit, SearchIndex};
 use crate::auth::Viewer;
 use crate::error::{Error, Result};
@@ -30,6 +35,8 @@ const SNIPPET_CHARS: usize = 240;
 
 struct Fields {
     chunk_id: Field,
+    /// `vectors::chunk_key(chunk_id)`: joins a doc to its vector.
+    chunk_key: Field,
     run_id: Field,
     owner: Field,
     ancestry: Field,
@@ -55,6 +62,9 @@ pub struct EmbeddedIndex {
     /// tantivy allows one writer per index, across processes; it is created
     /// on first write so read-only users (`doctor`) can open a live index.
     writer: Mutex<Option<IndexWriter>>,
+    /// Chunk vectors of the configured embedder, once one is attached.
+    vectors: RwLock<Option<VectorStore>>,
+    dir: PathBuf,
 }
 
 fn schema() -> (Schema, Fields) {
@@ -68,6 +78,7 @@ fn schema() -> (Schema, Fields) {
         .set_stored();
     let fields = Fields {
         chunk_id: b.add_text_field("chunk_id", STRING | STORED),
+        chunk_key: b.add_u64_field("chunk_key", INDEXED | FAST | STORED),
         run_id: b.add_text_field("run_id", STRING | STORED),
         owner: b.add_text_field("owner", STRING),
         ancestry: b.add_text_field("ancestry", STRING),
@@ -115,6 +126,8 @@ impl EmbeddedIndex {
             fields,
             reader,
             writer: Mutex::new(None),
+            vectors: RwLock::new(None),
+            dir: dir.to_owned(),
         })
     }
 
@@ -132,6 +145,41 @@ impl EmbeddedIndex {
             })?),
         };
         f(writer)
+    }
+
+    fn hit_from_doc(
+        &self,
+        doc: &TantivyDocument,
+        score: f32,
+        snippet: Option<&tantivy::snippet::Snippet>,
+    ) -> IndexHit {
+        let f = &self.fields;
+        let text_of = |field: Field| {
+            doc.get_first(field)
+                .and_then(|v| v.as_str())
+                .unwrap_or_default()
+                .to_owned()
+        };
+        let u64_of = |field: Field| {
+            doc.get_first(field)
+                .and_then(|v| v.as_u64())
+                .unwrap_or_default()
+        };
+        let text = text_of(f.text);
+        IndexHit {
+            run_id: text_of(f.run_id),
+            chunk_id: text_of(f.chunk_id),
+            score,
+            role: text_of(f.role),
+            snippet: highlight(snippet, &text),
+            text,
+            line_start: u64_of(f.line_start),
+            line_end: u64_of(f.line_end),
+            started_at: text_of(f.started_at),
+            intent: Some(text_of(f.intent)).filter(|s| !s.is_empty()),
+            machine: text_of(f.machine),
+            agent_runtime: AgentRuntime::parse(&text_of(f.runtime)).unwrap_or(AgentRuntime::Other),
+        }
     }
 
     fn filter_queries(&self, viewer: &Viewer, filters: &Filters) -> Vec<(Occur, Box<dyn Query>)> {
@@ -214,7 +262,9 @@ impl SearchIndex for EmbeddedIndex {
             writer.delete_term(Term::from_field_text(f.run_id, &run.id));
             for chunk in chunks {
                 let mut doc = TantivyDocument::default();
-                doc.add_text(f.chunk_id, chunk_id(&run.id, chunk.chunk_idx));
+                let id = chunk_id(&run.id, chunk.chunk_idx);
+                doc.add_u64(f.chunk_key, chunk_key(&id));
+                doc.add_text(f.chunk_id, id);
                 doc.add_text(f.run_id, &run.id);
                 doc.add_text(f.owner, &run.user_id);
                 for id in ancestry.split('|').filter(|s| !s.is_empty()) {
@@ -253,6 +303,14 @@ impl SearchIndex for EmbeddedIndex {
     }
 
     fn clear(&self) -> Result<()> {
+        if let Some(store) = self
+            .vectors
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_mut()
+        {
+            store.clear().map_err(|e| Error::Internal(e.to_string()))?;
+        }
         self.with_writer(|w| {
             w.delete_all_documents().map_err(index_err)?;
             w.commit().map(drop).map_err(index_err)
@@ -288,35 +346,87 @@ impl SearchIndex for EmbeddedIndex {
         hits.into_iter()
             .map(|(score, addr)| {
                 let doc: TantivyDocument = searcher.doc(addr).map_err(index_err)?;
-                let text_of = |field: Field| {
-                    doc.get_first(field)
-                        .and_then(|v| v.as_str())
-                        .unwrap_or_default()
-                        .to_owned()
-                };
-                let u64_of = |field: Field| {
-                    doc.get_first(field)
-                        .and_then(|v| v.as_u64())
-                        .unwrap_or_default()
-                };
                 let snippet = snippets.snippet_from_doc(&doc);
-                Ok(IndexHit {
-                    run_id: text_of(f.run_id),
-                    chunk_id: text_of(f.chunk_id),
-                    score,
-                    role: text_of(f.role),
-                    text: text_of(f.text),
-                    snippet: highlight(&snippet, &text_of(f.text)),
-                    line_start: u64_of(f.line_start),
-                    line_end: u64_of(f.line_end),
-                    started_at: text_of(f.started_at),
-                    intent: Some(text_of(f.intent)).filter(|s| !s.is_empty()),
-                    machine: text_of(f.machine),
-                    agent_runtime: AgentRuntime::parse(&text_of(f.runtime))
-                        .unwrap_or(AgentRuntime::Other),
-                })
+                Ok(self.hit_from_doc(&doc, score, Some(&snippet)))
             })
             .collect()
+    }
+
+    fn semantic(
+        &self,
+        viewer: &Viewer,
+        vector: &[f32],
+        filters: &Filters,
+        limit: usize,
+    ) -> Result<Vec<IndexHit>> {
+        let searcher = self.reader.searcher();
+        // Filter first: only chunks this viewer may read (and that pass the
+        // filters) are ranked at all.
+        let allowed: HashSet<u64> = searcher
+            .search(
+                &BooleanQuery::new(self.filter_queries(viewer, filters)),
+                &KeyCollector,
+            )
+            .map_err(index_err)?
+            .into_iter()
+            .collect();
+        let guard = self.vectors.read().unwrap_or_else(|p| p.into_inner());
+        let Some(store) = guard.as_ref() else {
+            return Err(Error::Unavailable {
+                code: "embedder_unavailable",
+                message: "no vectors: no embedder is attached".into(),
+            });
+        };
+        let best = store.top_k(vector, limit, |k| allowed.contains(&k));
+        drop(guard);
+        let mut out = Vec::with_capacity(best.len());
+        for (key, score) in best {
+            let q = TermQuery::new(
+                Term::from_field_u64(self.fields.chunk_key, key),
+                IndexRecordOption::Basic,
+            );
+            if let Some((_, addr)) = searcher
+                .search(&q, &TopDocs::with_limit(1).order_by_score())
+                .map_err(index_err)?
+                .first()
+            {
+                let doc: TantivyDocument = searcher.doc(*addr).map_err(index_err)?;
+                out.push(self.hit_from_doc(&doc, score, None));
+            }
+        }
+        Ok(out)
+    }
+
+    fn attach_vectors(&self, model_id: &str, dim: usize) -> Result<()> {
+        let store =
+            VectorStore::open(&self.dir, model_id, dim).map_err(|e| Error::Unavailable {
+                code: "index_unavailable",
+                message: e.to_string(),
+            })?;
+        *self.vectors.write().unwrap_or_else(|p| p.into_inner()) = Some(store);
+        Ok(())
+    }
+
+    fn put_vectors(&self, items: &[(String, Vec<f32>)]) -> Result<()> {
+        let mut guard = self.vectors.write().unwrap_or_else(|p| p.into_inner());
+        let store = guard
+            .as_mut()
+            .ok_or_else(|| Error::Internal("put_vectors before attach_vectors".into()))?;
+        let keyed: Vec<(u64, Vec<f32>)> = items
+            .iter()
+            .map(|(id, v)| (chunk_key(id), v.clone()))
+            .collect();
+        store
+            .put(&keyed)
+            .and_then(|()| store.flush())
+            .map_err(|e| Error::Internal(e.to_string()))
+    }
+
+    fn has_vector(&self, chunk_id: &str) -> bool {
+        let guard = self.vectors.read().unwrap_or_else(|p| p.into_inner());
+        guard
+            .as_ref()
+            .is_some_and(|s| s.contains(chunk_key(chunk_id)))
     }
 
     fn n_chunks(&self) -> Result<u64> {
@@ -331,11 +441,11 @@ impl SearchIndex for EmbeddedIndex {
 
 /// The snippet with matches wrapped in `«` and `»`; the start of the text
 /// when nothing matched (a semantic hit, say).
-fn highlight(snippet: &tantivy::snippet::Snippet, text: &str) -> String {
-    let fragment = snippet.fragment();
-    if fragment.is_empty() {
+fn highlight(snippet: Option<&tantivy::snippet::Snippet>, text: &str) -> String {
+    let fragment = snippet.map_or("", |s| s.fragment());
+    let Some(snippet) = snippet.filter(|_| !fragment.is_empty()) else {
         return text.chars().take(SNIPPET_CHARS).collect();
-    }
+    };
     let mut out = String::with_capacity(fragment.len() + 16);
     let mut at = 0;
     for range in snippet.highlighted() {
@@ -347,4 +457,50 @@ fn highlight(snippet: &tantivy::snippet::Snippet, text: &str) -> String {
     }
     out.push_str(&fragment[at..]);
     out
+}
+
+/// Collects the chunk keys of every matching doc (no scoring).
+struct KeyCollector;
+
+struct KeySegmentCollector {
+    column: tantivy::columnar::Column<u64>,
+    keys: Vec<u64>,
+}
+
+impl Collector for KeyCollector {
+    type Fruit = Vec<u64>;
+    type Child = KeySegmentCollector;
+
+    fn for_segment(
+        &self,
+        _ord: SegmentOrdinal,
+        segment: &SegmentReader,
+    ) -> tantivy::Result<KeySegmentCollector> {
+        Ok(KeySegmentCollector {
+            column: segment.fast_fields().u64("chunk_key")?,
+            keys: Vec::new(),
+        })
+    }
+
+    fn requires_scoring(&self) -> bool {
+        false
+    }
+
+    fn merge_fruits(&self, fruits: Vec<Vec<u64>>) -> tantivy::Result<Vec<u64>> {
+        Ok(fruits.concat())
+    }
+}
+
+impl SegmentCollector for KeySegmentCollector {
+    type Fruit = Vec<u64>;
+
+    fn collect(&mut self, doc: DocId, _score: Score) {
+        if let Some(k) = self.column.first(doc) {
+            self.keys.push(k);
+        }
+    }
+
+    fn harvest(self) -> Vec<u64> {
+        self.keys
+    }
 }

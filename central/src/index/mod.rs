@@ -8,6 +8,7 @@
 //! not read.
 
 pub mod embedded;
+pub mod vectors;
 
 use kith_proto::{AgentRuntime, RunMeta};
 use kith_shared::chunk::Chunk;
@@ -73,6 +74,25 @@ pub trait SearchIndex: Send + Sync {
         filters: &Filters,
         limit: usize,
     ) -> Result<Vec<IndexHit>>;
+
+    /// Vector search over the chunks the viewer may read, filtered before
+    /// ranking. Errors with `embedder_unavailable` before `attach_vectors`.
+    fn semantic(
+        &self,
+        viewer: &Viewer,
+        vector: &[f32],
+        filters: &Filters,
+        limit: usize,
+    ) -> Result<Vec<IndexHit>>;
+
+    /// Opens the vectors of one embedding model (another model's vectors
+    /// are kept apart, so changing models re-embeds instead of mixing).
+    fn attach_vectors(&self, model_id: &str, dim: usize) -> Result<()>;
+
+    /// Adds chunk vectors, by chunk id; durable when it returns.
+    fn put_vectors(&self, items: &[(String, Vec<f32>)]) -> Result<()>;
+
+    fn has_vector(&self, chunk_id: &str) -> bool;
 
     /// Number of chunks indexed.
     fn n_chunks(&self) -> Result<u64>;
