@@ -3,6 +3,8 @@
 //! is configured, semantic answers 503 and hybrid falls back to keyword,
 //! saying so in `degraded`.
 
+pub mod fusion;
+
 use std::collections::HashMap;
 use std::time::Instant;
 
