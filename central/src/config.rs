@@ -19,6 +19,8 @@ pub struct Config {
     pub max_body_bytes: usize,
     /// Serve HTTPS when set.
     pub tls: Option<TlsConfig>,
+    /// Which embedder gives semantic search its vectors.
+    pub embed: crate::embed::EmbedConfig,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -35,6 +37,7 @@ impl Default for Config {
             listen: SocketAddr::from(([127, 0, 0, 1], 7878)),
             max_body_bytes: 64 * 1024 * 1024,
             tls: None,
+            embed: crate::embed::EmbedConfig::default(),
         }
     }
 }
@@ -112,6 +115,18 @@ impl Config {
                     reason: "KITH_TLS_CERT and KITH_TLS_KEY must be set together".into(),
                 })
             }
+        }
+        if let Some(v) = env("KITH_EMBED_PROVIDER") {
+            config.embed.provider =
+                toml::Value::String(v.clone())
+                    .try_into()
+                    .map_err(|_| ConfigError::Env {
+                        name: "KITH_EMBED_PROVIDER",
+                        reason: format!("{v:?}: use embedded, ollama, openai or none"),
+                    })?;
+        }
+        if let Some(v) = env("KITH_EMBED_URL") {
+            config.embed.url = Some(v);
         }
         if let Some(v) = &flags.data_dir {
             config.data_dir = v.clone();

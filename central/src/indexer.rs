@@ -27,11 +27,18 @@ const MAX_ATTEMPTS: i64 = 5;
 #[derive(Clone, Default)]
 pub struct Indexer {
     wake: Arc<Notify>,
+    /// Signalled after a commit: there may be runs to embed.
+    indexed: Arc<Notify>,
 }
 
 impl Indexer {
     pub fn wake(&self) {
         self.wake.notify_one();
+    }
+
+    /// Resolves once more runs were indexed (the vectorizer waits on it).
+    pub async fn newly_indexed(&self) {
+        self.indexed.notified().await;
     }
 
     /// Runs until the process ends.
@@ -45,7 +52,7 @@ impl Indexer {
                     let _ =
                         tokio::time::timeout(Duration::from_secs(5), self.wake.notified()).await;
                 }
-                Ok(Ok(_)) => {}
+                Ok(Ok(_)) => self.indexed.notify_one(),
                 Ok(Err(e)) => {
                     tracing::error!(error = %e, "indexing batch failed");
                     tokio::time::sleep(Duration::from_secs(1)).await;

@@ -5,6 +5,7 @@
 pub mod auth;
 pub mod cli;
 pub mod config;
+pub mod embed;
 pub mod error;
 pub mod handlers;
 pub mod index;
@@ -20,5 +21,6 @@ pub mod sharing;
 pub mod state;
 pub mod store;
 pub mod tree;
+pub mod vectorizer;
 
 pub use serve::serve;

@@ -3,6 +3,8 @@
 use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use kith_proto::LaneDepths;
+
 use crate::registry::RegistryCounts;
 
 #[derive(Default)]
@@ -23,7 +25,7 @@ impl Metrics {
     }
 
     /// The Prometheus text exposition of every counter and gauge.
-    pub fn render(&self, counts: &RegistryCounts, n_chunks: u64) -> String {
+    pub fn render(&self, counts: &RegistryCounts, lanes: &LaneDepths, n_chunks: u64) -> String {
         let mut out = String::new();
         let mut put = |name: &str, kind: &str, help: &str, samples: &[(&str, u64)]| {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
@@ -61,9 +63,9 @@ impl Metrics {
             "gauge",
             "Pending work per lane.",
             &[
-                ("{lane=\"query\"}", 0),
-                ("{lane=\"ingest-realtime\"}", counts.realtime_jobs),
-                ("{lane=\"ingest-bulk\"}", counts.bulk_jobs),
+                ("{lane=\"query\"}", lanes.query),
+                ("{lane=\"ingest-realtime\"}", lanes.ingest_realtime),
+                ("{lane=\"ingest-bulk\"}", lanes.ingest_bulk),
             ],
         );
         put(

@@ -8,6 +8,7 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 
 use crate::config::{Config, TlsConfig};
+use crate::embed::EmbedQueue;
 use crate::error::{Error, Result};
 use crate::state::AppState;
 
@@ -24,8 +25,14 @@ pub async fn serve(
     let tls = config.tls.clone();
     let state = {
         let config = config.clone();
-        tokio::task::spawn_blocking(move || AppState::open(config)).await??
+        tokio::task::spawn_blocking(move || {
+            AppState::open_with(config.clone(), start_embedder(&config))
+        })
+        .await??
     };
+    if let Some(queue) = state.embed() {
+        tokio::spawn(crate::vectorizer::run(state.clone(), queue.clone()));
+    }
     if std::env::var_os(FAILPOINT_INDEXER_PAUSED).is_some() {
         // Crash tests use this to hold work in the durable queue.
         tracing::warn!("{FAILPOINT_INDEXER_PAUSED} is set: the indexer does not run");
@@ -50,6 +57,26 @@ pub async fn serve(
     }
     state.flush_seen()?;
     Ok(())
+}
+
+/// Loads the configured embedder and starts its queue; on failure, why
+/// (central then serves keyword search only).
+fn start_embedder(config: &Config) -> std::result::Result<EmbedQueue, String> {
+    let embedder = match crate::embed::build(&config.embed) {
+        Ok(Some(e)) => e,
+        Ok(None) => return Err("no embedder is configured (provider = none)".into()),
+        Err(e) => {
+            tracing::warn!(error = %e, "no semantic search: the embedder did not load");
+            return Err(e.to_string());
+        }
+    };
+    let queue = EmbedQueue::start(embedder).map_err(|e| e.to_string())?;
+    tracing::info!(
+        model = queue.model_id(),
+        dim = queue.dim(),
+        "embedder ready"
+    );
+    Ok(queue)
 }
 
 async fn flush_seen_forever(state: AppState) {

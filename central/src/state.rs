@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use kith_shared::ids::{MachineId, RunId};
 
 use crate::config::Config;
+use crate::embed::EmbedQueue;
 use crate::error::{Error, Result};
 use crate::index::embedded::EmbeddedIndex;
 use crate::index::SearchIndex;
@@ -29,6 +30,10 @@ struct Shared {
     index: Box<dyn SearchIndex>,
     indexer: Indexer,
     metrics: Metrics,
+    /// The embed queue, when an embedder loaded.
+    embed: Option<EmbedQueue>,
+    /// Why there is no embedder (shown in status and degraded searches).
+    embed_missing: Option<String>,
     /// Serialises ingest decisions (see `ingest`).
     ingest_gate: tokio::sync::Mutex<()>,
     /// Machines seen since the last flush, with when; written to the registry
@@ -37,18 +42,36 @@ struct Shared {
 }
 
 impl AppState {
-    /// Opens (creating if needed) the data directory's registry, store and index.
+    /// Opens (creating if needed) the data directory's registry, store and
+    /// index, without an embedder (admin commands).
     pub fn open(config: Config) -> Result<Self> {
+        Self::open_with(config, Err("no embedder in this command".into()))
+    }
+
+    /// Opens the data directory with the embed queue (or why there is none).
+    pub fn open_with(
+        config: Config,
+        embed: std::result::Result<EmbedQueue, String>,
+    ) -> Result<Self> {
         let data = config.data_dir.clone();
         std::fs::create_dir_all(&data)?;
         let registry = open_registry(&data)?;
         let index = EmbeddedIndex::open(&data.join("index"))?;
+        if let Ok(queue) = &embed {
+            index.attach_vectors(queue.model_id(), queue.dim())?;
+        }
+        let (embed, embed_missing) = match embed {
+            Ok(q) => (Some(q), None),
+            Err(why) => (None, Some(why)),
+        };
         Ok(Self {
             shared: Arc::new(Shared {
                 store: BlobStore::new(&data),
                 registry,
                 index: Box::new(index),
                 indexer: Indexer::default(),
+                embed,
+                embed_missing,
                 metrics: Metrics::default(),
                 ingest_gate: tokio::sync::Mutex::new(()),
                 seen: Mutex::new(HashMap::new()),
@@ -75,6 +98,21 @@ impl AppState {
 
     pub fn indexer(&self) -> &Indexer {
         &self.shared.indexer
+    }
+
+    pub fn embed(&self) -> Option<&EmbedQueue> {
+        self.shared.embed.as_ref()
+    }
+
+    /// Why semantic search is unavailable, if it is.
+    pub fn embed_missing(&self) -> Option<&str> {
+        self.shared.embed_missing.as_deref()
+    }
+
+    /// The embedder's model id, or `none`.
+    pub fn embedder_name(&self) -> String {
+        self.embed()
+            .map_or_else(|| "none".to_owned(), |q| q.model_id().to_owned())
     }
 
     pub fn metrics(&self) -> &Metrics {

@@ -256,6 +256,35 @@ impl Api {
     }
 }
 
+/// `Some(dir)` when the embedded model is installed (tests/run.sh installs
+/// it); semantic tests say they did not run and return when it is not.
+pub fn model_dir() -> Option<String> {
+    let dir = std::env::var("KITH_MODEL_DIR")
+        .ok()
+        .filter(|d| !d.is_empty());
+    if dir.is_none() {
+        eprintln!("KITH_MODEL_DIR is not set: semantic search tests did not run (tests/run.sh installs the model)");
+    }
+    dir
+}
+
+impl Api {
+    /// Polls until the run has vectors.
+    pub fn wait_embedded(&self, run_id: &str, within: Duration) -> Result<serde_json::Value> {
+        let deadline = Instant::now() + within;
+        loop {
+            let r = self.get(&format!("/api/runs/{run_id}"))?;
+            if r.status == 200 && r.body["embedded_at"].is_string() {
+                return Ok(r.body);
+            }
+            if Instant::now() > deadline {
+                bail!("run {run_id} not embedded within {within:?}: {r:?}");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
 /// An ingest body for `jsonl` at `from` of `source`.
 pub fn delta(source: &str, from: u64, jsonl: &str) -> serde_json::Value {
     serde_json::json!({

@@ -29,11 +29,7 @@ pub async fn status(State(state): State<AppState>, viewer: Viewer) -> Result<Jso
     .await??;
     Ok(Json(StatusResponse {
         version: env!("CARGO_PKG_VERSION").to_owned(),
-        queue: LaneDepths {
-            query: 0,
-            ingest_realtime: counts.realtime_jobs,
-            ingest_bulk: counts.bulk_jobs,
-        },
+        queue: lane_depths(&state, &counts),
         counts: Counts {
             users: counts.users,
             machines: counts.machines,
@@ -43,10 +39,21 @@ pub async fn status(State(state): State<AppState>, viewer: Viewer) -> Result<Jso
         },
         last_indexed_at,
         search_backend: state.index().name().to_owned(),
-        embedder: "none".to_owned(),
+        embedder: state.embedder_name(),
         machine: viewer.machine_name,
         user: viewer.handle,
     }))
+}
+
+/// Pending work per lane: embedding jobs waiting in the queue, plus runs
+/// waiting for text indexing on the ingest lanes.
+pub fn lane_depths(state: &AppState, counts: &crate::registry::RegistryCounts) -> LaneDepths {
+    let embed = state.embed().map(|q| q.depths()).unwrap_or_default();
+    LaneDepths {
+        query: embed.query as u64,
+        ingest_realtime: counts.realtime_jobs + embed.ingest_realtime as u64,
+        ingest_bulk: counts.bulk_jobs + embed.ingest_bulk as u64,
+    }
 }
 
 #[utoipa::path(get, path = "/metrics", responses((status = 200, body = String)))]
@@ -56,9 +63,10 @@ pub async fn metrics(State(state): State<AppState>) -> Result<impl IntoResponse>
         Ok::<_, crate::error::Error>((s.registry().counts()?, s.index().n_chunks()?))
     })
     .await??;
+    let lanes = lane_depths(&state, &counts);
     Ok((
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        state.metrics().render(&counts, n_chunks),
+        state.metrics().render(&counts, &lanes, n_chunks),
     ))
 }
 

@@ -64,7 +64,10 @@ CREATE TABLE IF NOT EXISTS runs (
     quarantined INTEGER NOT NULL DEFAULT 0,
     captured_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
     indexed_at TEXT,
-    embedded_at TEXT
+    embedded_at TEXT,
+    -- The embedding model of this run's vectors; differs from the current
+    -- model (or is NULL) while the run waits for (re-)embedding.
+    embedded_model TEXT
 );
 CREATE INDEX IF NOT EXISTS runs_source ON runs (user_id, source_identity, from_offset);
 CREATE INDEX IF NOT EXISTS runs_root ON runs (root_run_id, started_at);
@@ -127,6 +130,14 @@ pub struct PendingJob {
     pub run_id: RunId,
     pub blob_path: String,
     pub ancestry: String,
+}
+
+/// An indexed run waiting for vectors.
+#[derive(Debug, Clone)]
+pub struct ToEmbed {
+    pub run_id: RunId,
+    pub blob_path: String,
+    pub captured_at: String,
 }
 
 /// Indexing lanes of the durable job table.
@@ -633,6 +644,51 @@ impl Registry {
         tx.execute("DELETE FROM index_jobs WHERE run_id = ?1", [run.as_str()])?;
         tx.commit()?;
         Ok(())
+    }
+
+    /// Indexed runs whose vectors are not from `model`, newest first.
+    pub fn runs_to_embed(&self, model: &str, limit: u32) -> Result<Vec<ToEmbed>> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare(
+            "SELECT id, blob_path, captured_at FROM runs
+             WHERE indexed_at IS NOT NULL AND (embedded_model IS NULL OR embedded_model != ?1)
+             ORDER BY captured_at DESC, id LIMIT ?2",
+        )?;
+        let rows = stmt
+            .query_map(params![model, limit], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, String>(2)?,
+                ))
+            })?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        rows.into_iter()
+            .map(|(id, blob_path, captured_at)| {
+                Ok(ToEmbed {
+                    run_id: parse_id(RunId::parse(&id))?,
+                    blob_path,
+                    captured_at,
+                })
+            })
+            .collect()
+    }
+
+    pub fn set_embedded(&self, run: &RunId, model: &str, at: &str) -> Result<()> {
+        self.conn().execute(
+            "UPDATE runs SET embedded_model = ?2, embedded_at = ?3 WHERE id = ?1",
+            params![run.as_str(), model, at],
+        )?;
+        Ok(())
+    }
+
+    /// Runs still waiting for vectors of `model`.
+    pub fn n_runs_to_embed(&self, model: &str) -> Result<u64> {
+        Ok(self.conn().query_row(
+            "SELECT COUNT(*) FROM runs WHERE indexed_at IS NOT NULL AND (embedded_model IS NULL OR embedded_model != ?1)",
+            [model],
+            |r| r.get::<_, i64>(0),
+        )?.max(0) as u64)
     }
 
     pub fn fail_job(&self, run: &RunId, error: &str) -> Result<()> {

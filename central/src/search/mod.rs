@@ -1,6 +1,7 @@
-//! `POST /api/search`: validate the request, resolve filters, ask the index
-//! as the viewer, and shape hits. Semantic search needs an embedder; until one
-//! is configured, semantic answers 503 and hybrid falls back to keyword,
+//! `POST /api/search`: validate the request, resolve filters, embed the query
+//! on the query lane (semantic, hybrid), ask the index as the viewer, fuse,
+//! re-check every hit against the registry, and shape hits. Without a
+//! working embedder, semantic answers 503 and hybrid falls back to keyword,
 //! saying so in `degraded`.
 
 pub mod fusion;
@@ -13,6 +14,7 @@ use kith_shared::ids::RunId;
 use kith_proto::{RunLinks, SearchHit, SearchMode, SearchRequest, SearchResponse, SearchTiming};
 
 use crate::auth::Viewer;
+use crate::embed::Lane;
 use crate::error::{Error, Result};
 use crate::index::{Filters, IndexHit};
 use crate::state::AppState;
@@ -22,6 +24,8 @@ pub const DEFAULT_LIMIT: u32 = 10;
 pub const MAX_LIMIT: u32 = 100;
 pub const MAX_OFFSET: u32 = 1000;
 pub const MAX_QUERY_BYTES: usize = 4096;
+/// Candidates taken from each side before hybrid fusion.
+const FUSION_POOL: usize = 50;
 
 pub async fn search(
     state: &AppState,
@@ -50,24 +54,53 @@ pub async fn search(
     }
     let limit = req.limit.unwrap_or(DEFAULT_LIMIT).clamp(1, MAX_LIMIT);
     let filters = resolve_filters(&req.filters)?;
-    let degraded = match req.mode {
-        SearchMode::Keyword => None,
-        SearchMode::Hybrid => Some("no embedder is configured: keyword results only".to_owned()),
-        SearchMode::Semantic => {
-            return Err(Error::Unavailable {
-                code: "embedder_unavailable",
-                message: "semantic search needs an embedder and none is configured; keyword search still answers"
-                    .into(),
-            })
-        }
-    };
     state.metrics().searched();
+    let want = (limit + req.offset) as usize;
+
+    // The query vector, when the mode needs one and an embedder can give it.
+    let mut timing = SearchTiming::default();
+    let mut degraded = None;
+    let vector = match (req.mode, state.embed()) {
+        (SearchMode::Keyword, _) => None,
+        (mode, None) => {
+            let why = state.embed_missing().unwrap_or("no embedder").to_owned();
+            if mode == SearchMode::Semantic {
+                return Err(unavailable(&why));
+            }
+            degraded = Some(format!("keyword results only: {why}"));
+            None
+        }
+        (mode, Some(queue)) => match queue.embed_timed(Lane::Query, vec![query.clone()]).await {
+            Ok(e) => {
+                timing.queued_ms = e.queued.as_secs_f64() * 1000.0;
+                timing.embed_ms = e.embedding.as_secs_f64() * 1000.0;
+                e.vectors.into_iter().next()
+            }
+            Err(e) if mode == SearchMode::Semantic => return Err(unavailable(&e.to_string())),
+            Err(e) => {
+                degraded = Some(format!("keyword results only: {e}"));
+                None
+            }
+        },
+    };
+
     let search_started = Instant::now();
     let s = state.clone();
     let v = viewer.clone();
-    let want = (limit + req.offset) as usize;
+    let mode = req.mode;
     let hits = tokio::task::spawn_blocking(move || -> Result<Vec<IndexHit>> {
-        let hits = s.index().keyword(&v, &query, &filters, want)?;
+        let index = s.index();
+        let hits = match (mode, vector) {
+            (SearchMode::Semantic, Some(vec)) => index.semantic(&v, &vec, &filters, want)?,
+            (SearchMode::Hybrid, Some(vec)) => {
+                // Rank a deeper pool from each side, then fuse.
+                let pool = want.max(FUSION_POOL);
+                let keyword = index.keyword(&v, &query, &filters, pool)?;
+                let semantic = index.semantic(&v, &vec, &filters, pool)?;
+                fusion::fuse(keyword, semantic, fusion::DENSE_WEIGHT, want)
+            }
+            _ => index.keyword(&v, &query, &filters, want)?,
+        };
         recheck(&s, &v, hits)
     })
     .await??;
@@ -91,16 +124,13 @@ pub async fn search(
             agent_runtime: h.agent_runtime,
         })
         .collect();
+    timing.search_ms = search_ms;
+    timing.total_ms = ms(started);
     Ok(SearchResponse {
         hits,
-        timing: SearchTiming {
-            embed_ms: 0.0,
-            queued_ms: 0.0,
-            search_ms,
-            total_ms: ms(started),
-        },
+        timing,
         backend: state.index().name().to_owned(),
-        embedder: "none".to_owned(),
+        embedder: state.embedder_name(),
         degraded,
     })
 }
@@ -163,6 +193,13 @@ fn resolve_filters(f: &kith_proto::SearchFilters) -> Result<Filters> {
         since_ms: time("since", &f.since)?,
         until_ms: time("until", &f.until)?,
     })
+}
+
+fn unavailable(why: &str) -> Error {
+    Error::Unavailable {
+        code: "embedder_unavailable",
+        message: format!("semantic search is unavailable ({why}); keyword search still answers"),
+    }
 }
 
 fn ms(since: Instant) -> f64 {

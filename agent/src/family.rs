@@ -1,0 +1,402 @@
+//! The family CLI: `kith search`, `kith tree`, `kith show`. Central does the
+//! work; this module asks it and renders the answer for a person (grouped,
+//! relative times, highlighted snippets) or for a script (`--json`).
+
+use std::fmt::Write as _;
+use std::io::{IsTerminal, Write as _};
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use kith_proto::{
+    AgentRuntime, ErrorBody, ForestResponse, RunMeta, SearchFilters, SearchHit, SearchMode, SearchRequest,
+    SearchResponse,
+};
+use time::OffsetDateTime;
+
+/// `kith search | tree | show`.
+#[derive(Debug, clap::Subcommand)]
+pub enum FamilyCommand {
+    /// Search everything you may read, from any machine.
+    Search {
+        /// What you remember, in your own words.
+        query: String,
+        #[arg(long, value_enum, default_value = "hybrid")]
+        mode: ModeArg,
+        /// Only runs since then: 30m, 12h, 7d, 2w or an RFC 3339 time.
+        #[arg(long)]
+        since: Option<String>,
+        /// claude-code, codex, pi or other.
+        #[arg(long)]
+        runtime: Option<String>,
+        /// A machine name.
+        #[arg(long)]
+        machine: Option<String>,
+        #[arg(long, default_value_t = 10)]
+        limit: u32,
+        /// One JSON document ({"hits": [...], "timing": {...}}) for scripts and agents.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Recent runs as trees: sessions, their later deltas and subagents.
+    Tree {
+        #[arg(long)]
+        since: Option<String>,
+        #[arg(long, default_value_t = 20)]
+        limit: u32,
+        #[arg(long)]
+        json: bool,
+    },
+    /// One run: its turns, or with --raw the exact bytes.
+    Show {
+        run: String,
+        /// The exact JSONL bytes as captured.
+        #[arg(long)]
+        raw: bool,
+        /// Only these lines of the run's JSONL, like 12-20.
+        #[arg(long)]
+        lines: Option<String>,
+    },
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum ModeArg {
+    Hybrid,
+    Keyword,
+    Semantic,
+}
+
+/// Central's address and this machine's token.
+pub struct Remote<'a> {
+    pub central_url: &'a str,
+    pub token: &'a str,
+}
+
+impl Remote<'_> {
+    fn client() -> Result<reqwest::blocking::Client> {
+        Ok(reqwest::blocking::Client::builder().timeout(Duration::from_secs(30)).build()?)
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.central_url.trim_end_matches('/'))
+    }
+
+    /// Sends and turns an error answer into its one-line reason.
+    fn send(&self, req: reqwest::blocking::RequestBuilder) -> Result<reqwest::blocking::Response> {
+        let res = req.bearer_auth(self.token).send().with_context(|| format!("cannot reach {}", self.central_url))?;
+        if res.status().is_success() {
+            return Ok(res);
+        }
+        let status = res.status();
+        match res.json::<ErrorBody>() {
+            Ok(body) => bail!("{} ({})", body.error.message, body.error.code),
+            Err(_) => bail!("central answered {status}"),
+        }
+    }
+}
+
+pub fn run(cmd: FamilyCommand, remote: &Remote<'_>) -> Result<()> {
+    let now = OffsetDateTime::now_utc();
+    let http = Remote::client()?;
+    let mut stdout = std::io::stdout().lock();
+    match cmd {
+        FamilyCommand::Search { query, mode, since, runtime, machine, limit, json } => {
+            let since = since
+                .map(|s| parse_since(&s, now).with_context(|| format!("--since {s:?}: use 30m, 12h, 7d, 2w or RFC 3339")))
+                .transpose()?;
+            let runtime = runtime
+                .map(|r| AgentRuntime::parse(&r).with_context(|| format!("--runtime {r:?}: use claude-code, codex, pi or other")))
+                .transpose()?;
+            let req = SearchRequest {
+                query,
+                mode: match mode {
+                    ModeArg::Hybrid => SearchMode::Hybrid,
+                    ModeArg::Keyword => SearchMode::Keyword,
+                    ModeArg::Semantic => SearchMode::Semantic,
+                },
+                filters: SearchFilters { runtime, machine, since, ..SearchFilters::default() },
+                limit: Some(limit),
+                offset: 0,
+            };
+            let res: SearchResponse = remote.send(http.post(remote.url("/api/search")).json(&req))?.json()?;
+            if json {
+                let doc = serde_json::json!({"hits": res.hits, "timing": res.timing, "backend": res.backend,
+                                              "embedder": res.embedder, "degraded": res.degraded});
+                writeln!(stdout, "{doc}")?;
+            } else {
+                write!(stdout, "{}", render_search(&res, Style::detect(), now))?;
+            }
+        }
+        FamilyCommand::Tree { since, limit, json } => {
+            let mut query = vec![("limit", limit.to_string())];
+            if let Some(s) = since {
+                query.push(("since", parse_since(&s, now).with_context(|| format!("--since {s:?}"))?));
+            }
+            let forest: ForestResponse =
+                remote.send(http.get(remote.url("/api/runs/forest")).query(&query))?.json()?;
+            if json {
+                writeln!(stdout, "{}", serde_json::to_string(&forest)?)?;
+            } else {
+                write!(stdout, "{}", render_tree(&forest, Style::detect(), now))?;
+            }
+        }
+        FamilyCommand::Show { run, raw, lines } => {
+            let range = lines.as_deref().map(parse_lines).transpose()?;
+            let mut res = remote.send(http.get(remote.url(&format!("/api/runs/{run}/jsonl"))))?;
+            if raw && range.is_none() {
+                std::io::copy(&mut res, &mut stdout)?;
+                return Ok(());
+            }
+            let bytes = res.bytes()?;
+            let (from, to) = range.unwrap_or((1, u64::MAX));
+            if raw {
+                for (i, line) in bytes.split_inclusive(|&b| b == b'\n').enumerate() {
+                    let n = i as u64 + 1;
+                    if n >= from && n <= to {
+                        stdout.write_all(line)?;
+                    }
+                }
+                return Ok(());
+            }
+            let meta: RunMeta = remote.send(http.get(remote.url(&format!("/api/runs/{run}"))))?.json()?;
+            write!(stdout, "{}", render_run(&meta, &bytes, from, to, Style::detect(), now))?;
+        }
+    }
+    Ok(())
+}
+
+/// `A-B` (1-based, inclusive) or a single line `A`.
+fn parse_lines(s: &str) -> Result<(u64, u64)> {
+    let parse = |v: &str| v.trim().parse::<u64>().ok().filter(|n| *n >= 1);
+    let range = match s.split_once('-') {
+        Some((a, b)) => parse(a).zip(parse(b)).filter(|(a, b)| a <= b),
+        None => parse(s).map(|a| (a, a)),
+    };
+    range.with_context(|| format!("--lines {s:?}: use A-B with 1 <= A <= B"))
+}
+
+/// A run's turns, readable: a header, then each turn with its line range.
+pub fn render_run(meta: &RunMeta, bytes: &[u8], from: u64, to: u64, style: Style, now: OffsetDateTime) -> String {
+    let format = match meta.agent_runtime {
+        AgentRuntime::ClaudeCode => kith_shared::transcript::Format::ClaudeCode,
+        AgentRuntime::Codex => kith_shared::transcript::Format::Codex,
+        AgentRuntime::Pi => kith_shared::transcript::Format::Pi,
+        AgentRuntime::Other => kith_shared::transcript::Format::Other,
+    };
+    let parsed = kith_shared::transcript::parse(format, bytes);
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{} {} {}",
+        style.bold(&format!("[{}]", meta.machine)),
+        meta.agent_runtime.as_str(),
+        style.dim(&format!(
+            "{} · {} · {} turns · {}",
+            meta.model.as_deref().unwrap_or("model?"),
+            age(&meta.started_at, now),
+            meta.turn_count,
+            meta.cwd.as_deref().unwrap_or("")
+        ))
+    );
+    for turn in parsed.turns.iter().filter(|t| t.line_end >= from && t.line_start <= to) {
+        let _ = writeln!(
+            out,
+            "\n{} {}",
+            style.bold(turn.role.as_str()),
+            style.dim(&format!("L{}-{}", turn.line_start, turn.line_end))
+        );
+        let _ = writeln!(out, "{}", turn.text.trim_end());
+    }
+    out
+}
+
+/// How old `ts` is, in the largest whole unit: `5s`, `3m`, `4h`, `2d`, `3w`, `5mo`, `2y`.
+pub fn age(ts: &str, now: OffsetDateTime) -> String {
+    let Some(t) = kith_shared::timestamp::parse(ts) else { return "?".into() };
+    let secs = (now - t).whole_seconds().max(0);
+    let (n, unit) = match secs {
+        s if s < 60 => (s, "s"),
+        s if s < 3600 => (s / 60, "m"),
+        s if s < 86_400 => (s / 3600, "h"),
+        s if s < 14 * 86_400 => (s / 86_400, "d"),
+        s if s < 60 * 86_400 => (s / (7 * 86_400), "w"),
+        s if s < 365 * 86_400 => (s / (30 * 86_400), "mo"),
+        s => (s / (365 * 86_400), "y"),
+    };
+    format!("{n}{unit} ago")
+}
+
+/// `--since` as a person writes it (`30m`, `12h`, `7d`, `2w`, or RFC 3339)
+/// -> canonical RFC 3339.
+pub fn parse_since(s: &str, now: OffsetDateTime) -> Option<String> {
+    if let Some(t) = kith_shared::timestamp::normalize(s) {
+        return Some(t);
+    }
+    let (num, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit())?);
+    let n: i64 = num.parse().ok()?;
+    let secs = match unit {
+        "s" => n,
+        "m" | "min" => n * 60,
+        "h" => n * 3600,
+        "d" => n * 86_400,
+        "w" => n * 7 * 86_400,
+        _ => return None,
+    };
+    Some(kith_shared::timestamp::render(now - time::Duration::seconds(secs)))
+}
+
+/// Terminal styling, off when stdout is not a terminal or NO_COLOR is set.
+#[derive(Debug, Clone, Copy)]
+pub struct Style {
+    pub color: bool,
+}
+
+impl Style {
+    pub fn detect() -> Self {
+        Self { color: std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none() }
+    }
+
+    fn paint(self, code: &str, s: &str) -> String {
+        if self.color {
+            format!("\x1b[{code}m{s}\x1b[0m")
+        } else {
+            s.to_owned()
+        }
+    }
+
+    fn bold(self, s: &str) -> String {
+        self.paint("1", s)
+    }
+
+    fn dim(self, s: &str) -> String {
+        self.paint("2", s)
+    }
+
+    /// Central marks matches with `«` `»`: bold-yellow on a terminal, kept
+    /// as is otherwise (so piped output still shows them).
+    fn highlight(self, snippet: &str) -> String {
+        if !self.color {
+            return snippet.to_owned();
+        }
+        snippet.replace('«', "\x1b[1;33m").replace('»', "\x1b[0m")
+    }
+}
+
+fn one_line(s: &str, max_chars: usize) -> String {
+    let flat: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    if flat.chars().count() > max_chars {
+        let cut: String = flat.chars().take(max_chars.saturating_sub(1)).collect();
+        format!("{cut}…")
+    } else {
+        flat
+    }
+}
+
+/// Search hits grouped by run, in the order of each run's best hit.
+pub fn render_search(res: &SearchResponse, style: Style, now: OffsetDateTime) -> String {
+    let mut out = String::new();
+    if let Some(why) = &res.degraded {
+        let _ = writeln!(out, "{}", style.dim(&format!("note: {why}")));
+    }
+    if res.hits.is_empty() {
+        let _ = writeln!(out, "no matches");
+        return out;
+    }
+    let mut groups: Vec<(&str, Vec<&SearchHit>)> = Vec::new();
+    for hit in &res.hits {
+        match groups.iter_mut().find(|(id, _)| *id == hit.run_id) {
+            Some((_, hits)) => hits.push(hit),
+            None => groups.push((&hit.run_id, vec![hit])),
+        }
+    }
+    for (run_id, hits) in &groups {
+        let first = hits[0];
+        let title = first.intent.as_deref().map(|i| one_line(i, 70)).unwrap_or_else(|| "(no prompt)".into());
+        let _ = writeln!(
+            out,
+            "{} {}  {}",
+            style.bold(&format!("[{}]", first.machine)),
+            style.bold(&title),
+            style.dim(&format!("{} · {} · {run_id}", first.agent_runtime.as_str(), age(&first.started_at, now))),
+        );
+        for hit in hits {
+            let _ = writeln!(
+                out,
+                "  {} {}",
+                style.dim(&format!("L{}-{} {:>9}:", hit.line_start, hit.line_end, hit.role)),
+                style.highlight(&one_line(&hit.snippet, 200)),
+            );
+        }
+        let last = hits[hits.len() - 1];
+        let _ = writeln!(
+            out,
+            "  {}\n",
+            style.dim(&format!("kith show {run_id} --lines {}-{}", hits[0].line_start.min(last.line_start), hits[0].line_end.max(last.line_end)))
+        );
+    }
+    let _ = writeln!(
+        out,
+        "{}",
+        style.dim(&format!("{} hits in {:.0} ms ({})", res.hits.len(), res.timing.total_ms, res.backend))
+    );
+    out
+}
+
+/// The forest as indented trees: machine badge, runtime, turns, age, first prompt.
+pub fn render_tree(forest: &ForestResponse, style: Style, now: OffsetDateTime) -> String {
+    let mut out = String::new();
+    if forest.trees.is_empty() {
+        let _ = writeln!(out, "no runs yet");
+    }
+    for tree in &forest.trees {
+        for t in &tree.runs {
+            let r: &RunMeta = &t.run;
+            let indent = "  ".repeat(t.depth as usize);
+            let branch = if t.depth == 0 { "●" } else { "└" };
+            let title = r.intent.as_deref().map(|i| one_line(i, 60)).unwrap_or_default();
+            let _ = writeln!(
+                out,
+                "{indent}{branch} {} {} {}  {}",
+                style.bold(&format!("[{}]", r.machine)),
+                r.agent_runtime.as_str(),
+                style.dim(&format!("{} turns · {} · {}", r.turn_count, age(&r.started_at, now), r.id)),
+                title
+            );
+        }
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use time::macros::datetime;
+
+    const NOW: OffsetDateTime = datetime!(2026-05-11 12:00:00 UTC);
+
+    #[test]
+    fn ages_use_the_largest_whole_unit() {
+        let cases = [
+            ("2026-05-11T11:59:30Z", "30s ago"),
+            ("2026-05-11T11:00:00Z", "1h ago"),
+            ("2026-05-09T12:00:00Z", "2d ago"),
+            ("2026-04-01T12:00:00Z", "5w ago"),
+            ("2025-05-11T12:00:00Z", "1y ago"),
+            ("2026-05-12T12:00:00Z", "0s ago"),
+            ("garbage", "?"),
+        ];
+        for (ts, want) in cases {
+            assert_eq!(age(ts, NOW), want, "{ts}");
+        }
+    }
+
+    #[test]
+    fn since_accepts_durations_and_timestamps() {
+        assert_eq!(parse_since("7d", NOW).as_deref(), Some("2026-05-04T12:00:00.000Z"));
+        assert_eq!(parse_since("30m", NOW).as_deref(), Some("2026-05-11T11:30:00.000Z"));
+        assert_eq!(parse_since("2026-01-01T00:00:00Z", NOW).as_deref(), Some("2026-01-01T00:00:00.000Z"));
+        for bad in ["", "7", "d", "7y", "soon"] {
+            assert_eq!(parse_since(bad, NOW), None, "{bad}");
+        }
+    }
+}

@@ -1,0 +1,600 @@
+//! The embed queue: three lanes (`query` > `ingest-realtime` > `ingest-bulk`)
+//! feeding one worker thread, the only caller of the model, so a search never
+//! waits behind a backlog of ingest, only behind the one batch in flight.
+//!
+//! Each lane is a bounded channel; the worker picks with a biased `select!`,
+//! so a queued query always goes before queued ingest work. The worker runs
+//! the model on its own thread, outside any async runtime: embedding is CPU
+//! work (and the HTTP embedders use a blocking client). Requests are cut into
+//! batches of at most `MAX_BATCH` texts, which bounds how long the batch in
+//! flight can hold a query up.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::{mpsc, oneshot};
+
+use super::{EmbedError, Embedder};
+
+/// Most texts in one model call. A query waits at most for the one batch in
+/// flight: 8 full 256-token chunks take ~0.4-0.5 s with the embedded model on
+/// two cores (16-22 chunks/s measured), a query alone ~3 ms. Longer requests
+/// are split into batches of this size.
+pub const MAX_BATCH: usize = 8;
+
+/// Jobs a lane holds before callers wait for room.
+const LANE_CAPACITY: usize = 64;
+
+/// Who is waiting for the vectors, in priority order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lane {
+    /// A person's search: served before anything else.
+    Query,
+    /// Ingest of runs captured minutes ago: their vectors should follow soon.
+    IngestRealtime,
+    /// Backfill, reindex and re-embedding: whenever nothing else waits.
+    IngestBulk,
+}
+
+impl Lane {
+    fn idx(self) -> usize {
+        match self {
+            Lane::Query => 0,
+            Lane::IngestRealtime => 1,
+            Lane::IngestBulk => 2,
+        }
+    }
+}
+
+/// Jobs waiting per lane (not counting the one the model is working on).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct LaneDepths {
+    pub query: usize,
+    pub ingest_realtime: usize,
+    pub ingest_bulk: usize,
+}
+
+/// Vectors with where the time went, for search timings.
+#[derive(Debug, Clone)]
+pub struct Embedded {
+    /// One per text, in order.
+    pub vectors: Vec<Vec<f32>>,
+    /// Time spent waiting in the lane (all batches of the request).
+    pub queued: Duration,
+    /// Time spent in the model.
+    pub embedding: Duration,
+}
+
+/// A handle to the queue; clones share it. The worker stops when the last
+/// handle is dropped.
+#[derive(Clone)]
+pub struct EmbedQueue {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    /// One sender per lane, indexed by `Lane::idx`.
+    lanes: [mpsc::Sender<Job>; 3],
+    /// Pending jobs per lane; shared with the worker, which decrements.
+    depths: Arc<[AtomicUsize; 3]>,
+    /// The embedder's id and width, readable without a trip to the worker.
+    model_id: String,
+    dim: usize,
+}
+
+/// One batch for the model.
+struct Job {
+    lane: Lane,
+    texts: Vec<String>,
+    submitted: Instant,
+    reply: oneshot::Sender<Result<Batch, EmbedError>>,
+}
+
+/// The worker's answer to one job.
+struct Batch {
+    vectors: Vec<Vec<f32>>,
+    queued: Duration,
+    embedding: Duration,
+}
+
+/// The receiving ends, owned by the worker.
+struct Lanes {
+    query: mpsc::Receiver<Job>,
+    realtime: mpsc::Receiver<Job>,
+    bulk: mpsc::Receiver<Job>,
+}
+
+impl EmbedQueue {
+    /// Starts the worker thread, which owns `embedder` from now on.
+    pub fn start(embedder: Box<dyn Embedder>) -> Result<Self, EmbedError> {
+        let (query_tx, query) = mpsc::channel(LANE_CAPACITY);
+        let (realtime_tx, realtime) = mpsc::channel(LANE_CAPACITY);
+        let (bulk_tx, bulk) = mpsc::channel(LANE_CAPACITY);
+        let depths: Arc<[AtomicUsize; 3]> = Arc::default();
+        let shared = Shared {
+            lanes: [query_tx, realtime_tx, bulk_tx],
+            depths: depths.clone(),
+            model_id: embedder.model_id().to_owned(),
+            dim: embedder.dim(),
+        };
+        // A runtime only to wait on three channels at once; the model itself
+        // runs outside it.
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .map_err(|e| EmbedError::Config(format!("embed worker runtime: {e}")))?;
+        let lanes = Lanes {
+            query,
+            realtime,
+            bulk,
+        };
+        std::thread::Builder::new()
+            .name("kith-embed".into())
+            .spawn(move || work(embedder, lanes, depths, runtime))
+            .map_err(|e| EmbedError::Config(format!("embed worker thread: {e}")))?;
+        Ok(Self {
+            shared: Arc::new(shared),
+        })
+    }
+
+    /// One vector per text, embedded on `lane`'s priority.
+    pub async fn embed(&self, lane: Lane, texts: Vec<String>) -> Result<Vec<Vec<f32>>, EmbedError> {
+        Ok(self.embed_timed(lane, texts).await?.vectors)
+    }
+
+    /// `embed`, with the time spent queued and in the model.
+    pub async fn embed_timed(
+        &self,
+        lane: Lane,
+        texts: Vec<String>,
+    ) -> Result<Embedded, EmbedError> {
+        let mut out = Embedded {
+            vectors: Vec::with_capacity(texts.len()),
+            queued: Duration::ZERO,
+            embedding: Duration::ZERO,
+        };
+        let mut texts = texts.into_iter().peekable();
+        while texts.peek().is_some() {
+            let batch: Vec<String> = texts.by_ref().take(MAX_BATCH).collect();
+            let done = self.submit(lane, batch).await?;
+            out.vectors.extend(done.vectors);
+            out.queued += done.queued;
+            out.embedding += done.embedding;
+        }
+        Ok(out)
+    }
+
+    async fn submit(&self, lane: Lane, texts: Vec<String>) -> Result<Batch, EmbedError> {
+        let (reply, answer) = oneshot::channel();
+        let job = Job {
+            lane,
+            texts,
+            submitted: Instant::now(),
+            reply,
+        };
+        let pending = Pending::enter(&self.shared.depths[lane.idx()]);
+        self.shared.lanes[lane.idx()]
+            .send(job)
+            .await
+            .map_err(|_| EmbedError::QueueClosed)?;
+        // From here on the worker decrements when it takes the job.
+        pending.handed_over();
+        answer.await.map_err(|_| EmbedError::QueueClosed)?
+    }
+
+    /// Jobs waiting in each lane right now.
+    pub fn depths(&self) -> LaneDepths {
+        let [query, realtime, bulk] = &*self.shared.depths;
+        LaneDepths {
+            query: query.load(Ordering::SeqCst),
+            ingest_realtime: realtime.load(Ordering::SeqCst),
+            ingest_bulk: bulk.load(Ordering::SeqCst),
+        }
+    }
+
+    pub fn model_id(&self) -> &str {
+        &self.shared.model_id
+    }
+
+    pub fn dim(&self) -> usize {
+        self.shared.dim
+    }
+}
+
+/// Counts a job as pending while its caller hands it to the lane, and
+/// uncounts it if the caller gives up (cancelled, queue closed) before the
+/// lane has it.
+struct Pending<'a> {
+    depth: &'a AtomicUsize,
+    handed_over: bool,
+}
+
+impl<'a> Pending<'a> {
+    fn enter(depth: &'a AtomicUsize) -> Self {
+        depth.fetch_add(1, Ordering::SeqCst);
+        Self {
+            depth,
+            handed_over: false,
+        }
+    }
+
+    fn handed_over(mut self) {
+        self.handed_over = true;
+    }
+}
+
+impl Drop for Pending<'_> {
+    fn drop(&mut self) {
+        if !self.handed_over {
+            self.depth.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+}
+
+/// The worker: takes the most urgent job, runs the model, answers; until
+/// every handle is gone.
+fn work(
+    embedder: Box<dyn Embedder>,
+    mut lanes: Lanes,
+    depths: Arc<[AtomicUsize; 3]>,
+    runtime: tokio::runtime::Runtime,
+) {
+    while let Some(job) = runtime.block_on(next_job(&mut lanes)) {
+        depths[job.lane.idx()].fetch_sub(1, Ordering::SeqCst);
+        if job.reply.is_closed() {
+            // The caller stopped waiting (a search timed out): skip the work.
+            continue;
+        }
+        let queued = job.submitted.elapsed();
+        let started = Instant::now();
+        let texts: Vec<&str> = job.texts.iter().map(String::as_str).collect();
+        let result = match catch_unwind(AssertUnwindSafe(|| embedder.embed(&texts))) {
+            Ok(Ok(vectors)) if vectors.len() == texts.len() => Ok(Batch {
+                vectors,
+                queued,
+                embedding: started.elapsed(),
+            }),
+            Ok(Ok(vectors)) => Err(EmbedError::Inference(format!(
+                "{} returned {} vectors for {} texts",
+                embedder.model_id(),
+                vectors.len(),
+                texts.len()
+            ))),
+            Ok(Err(e)) => Err(e),
+            Err(_) => {
+                tracing::error!(
+                    model = embedder.model_id(),
+                    "embedder panicked; the worker carries on"
+                );
+                Err(EmbedError::Inference(format!(
+                    "{} panicked",
+                    embedder.model_id()
+                )))
+            }
+        };
+        if let Err(e) = &result {
+            tracing::warn!(model = embedder.model_id(), lane = ?job.lane, error = %e, "embedding failed");
+        }
+        let _ = job.reply.send(result);
+    }
+    tracing::debug!("embed queue closed; worker stops");
+}
+
+/// The next job, most urgent lane first; `None` once all lanes are closed
+/// and empty.
+async fn next_job(lanes: &mut Lanes) -> Option<Job> {
+    tokio::select! {
+        biased;
+        Some(job) = lanes.query.recv() => Some(job),
+        Some(job) = lanes.realtime.recv() => Some(job),
+        Some(job) = lanes.bulk.recv() => Some(job),
+        else => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+    use std::time::Duration;
+
+    use tokio::sync::mpsc::UnboundedReceiver;
+
+    use super::*;
+
+    /// A stand-in for the model: hashes words into 8 buckets, tells the test
+    /// when each call starts (first text), and, when gated, waits for the
+    /// test's permission before each call. Texts containing "boom" fail,
+    /// "panic" panics.
+    struct TestEmbedder {
+        started: mpsc::UnboundedSender<String>,
+        gate: Option<Mutex<std::sync::mpsc::Receiver<()>>>,
+        batch_sizes: Arc<Mutex<Vec<usize>>>,
+    }
+
+    impl Embedder for TestEmbedder {
+        fn model_id(&self) -> &str {
+            "test-hash"
+        }
+
+        fn dim(&self) -> usize {
+            8
+        }
+
+        fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+            let _ = self
+                .started
+                .send(texts.first().map(|t| t.to_string()).unwrap_or_default());
+            if let Some(gate) = &self.gate {
+                let released = gate.lock().map(|g| g.recv().is_ok()).unwrap_or(false);
+                if !released {
+                    return Err(EmbedError::Inference("test gate closed".into()));
+                }
+            }
+            if let Ok(mut sizes) = self.batch_sizes.lock() {
+                sizes.push(texts.len());
+            }
+            if texts.iter().any(|t| t.contains("panic")) {
+                panic!("test embedder told to panic");
+            }
+            if texts.iter().any(|t| t.contains("boom")) {
+                return Err(EmbedError::Inference("boom".into()));
+            }
+            Ok(texts.iter().map(|t| hash_vector(t)).collect())
+        }
+    }
+
+    fn hash_vector(text: &str) -> Vec<f32> {
+        let mut v = vec![0f32; 8];
+        for word in text.split_whitespace() {
+            let h = word.bytes().fold(17usize, |h, b| {
+                h.wrapping_mul(31).wrapping_add(usize::from(b))
+            });
+            v[h % 8] += 1.0;
+        }
+        crate::embed::l2_normalise(&mut v);
+        v
+    }
+
+    struct Harness {
+        queue: EmbedQueue,
+        started: UnboundedReceiver<String>,
+        /// Present when gated: one `()` lets one model call proceed.
+        release: Option<std::sync::mpsc::Sender<()>>,
+        batch_sizes: Arc<Mutex<Vec<usize>>>,
+    }
+
+    fn harness(gated: bool) -> anyhow::Result<Harness> {
+        let (started_tx, started) = mpsc::unbounded_channel();
+        let (release, gate) = std::sync::mpsc::channel();
+        let batch_sizes = Arc::default();
+        let embedder = TestEmbedder {
+            started: started_tx,
+            gate: gated.then(|| Mutex::new(gate)),
+            batch_sizes: Arc::clone(&batch_sizes),
+        };
+        let queue = EmbedQueue::start(Box::new(embedder))?;
+        Ok(Harness {
+            queue,
+            started,
+            release: gated.then_some(release),
+            batch_sizes,
+        })
+    }
+
+    impl Harness {
+        fn spawn(
+            &self,
+            lane: Lane,
+            text: &str,
+        ) -> tokio::task::JoinHandle<Result<Vec<Vec<f32>>, EmbedError>> {
+            let queue = self.queue.clone();
+            let texts = vec![text.to_owned()];
+            tokio::spawn(async move { queue.embed(lane, texts).await })
+        }
+
+        async fn next_started(&mut self) -> anyhow::Result<String> {
+            let started =
+                tokio::time::timeout(Duration::from_secs(10), self.started.recv()).await?;
+            started.ok_or_else(|| anyhow::anyhow!("the worker is gone"))
+        }
+
+        fn release_one(&self) -> anyhow::Result<()> {
+            match &self.release {
+                Some(release) => Ok(release.send(())?),
+                None => anyhow::bail!("not gated"),
+            }
+        }
+
+        /// Waits (bounded) until the depths reach `want`: readiness, not sleep.
+        async fn depths_become(&self, want: LaneDepths) -> anyhow::Result<()> {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while self.queue.depths() != want {
+                anyhow::ensure!(
+                    Instant::now() < deadline,
+                    "depths {:?}, wanted {want:?}",
+                    self.queue.depths()
+                );
+                tokio::task::yield_now().await;
+            }
+            Ok(())
+        }
+    }
+
+    #[tokio::test]
+    async fn a_later_query_goes_before_queued_ingest() -> anyhow::Result<()> {
+        let mut h = harness(true)?;
+        let first = h.spawn(Lane::IngestBulk, "bulk 0");
+        assert_eq!(
+            h.next_started().await?,
+            "bulk 0",
+            "the model is busy with bulk 0"
+        );
+
+        let mut waiting = Vec::new();
+        for i in 1..=3 {
+            waiting.push(h.spawn(Lane::IngestBulk, &format!("bulk {i}")));
+        }
+        h.depths_become(LaneDepths {
+            query: 0,
+            ingest_realtime: 0,
+            ingest_bulk: 3,
+        })
+        .await?;
+        waiting.push(h.spawn(Lane::IngestRealtime, "realtime 1"));
+        h.depths_become(LaneDepths {
+            query: 0,
+            ingest_realtime: 1,
+            ingest_bulk: 3,
+        })
+        .await?;
+        let query = h.spawn(Lane::Query, "how did we fix the build");
+        h.depths_become(LaneDepths {
+            query: 1,
+            ingest_realtime: 1,
+            ingest_bulk: 3,
+        })
+        .await?;
+
+        let mut order = Vec::new();
+        for _ in 0..5 {
+            h.release_one()?;
+            order.push(h.next_started().await?);
+        }
+        h.release_one()?;
+        assert_eq!(
+            order,
+            [
+                "how did we fix the build",
+                "realtime 1",
+                "bulk 1",
+                "bulk 2",
+                "bulk 3"
+            ]
+        );
+
+        let vectors = query.await??;
+        assert_eq!(vectors, vec![hash_vector("how did we fix the build")]);
+        first.await??;
+        for task in waiting {
+            task.await??;
+        }
+        assert_eq!(h.queue.depths(), LaneDepths::default());
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_failing_embedder_answers_with_errors_and_the_worker_lives_on() -> anyhow::Result<()>
+    {
+        let h = harness(false)?;
+        let err = h.queue.embed(Lane::Query, vec!["boom".into()]).await;
+        assert!(
+            matches!(err, Err(EmbedError::Inference(ref m)) if m == "boom"),
+            "{err:?}"
+        );
+        let err = h
+            .queue
+            .embed(Lane::IngestBulk, vec!["panic now".into()])
+            .await;
+        assert!(
+            matches!(err, Err(EmbedError::Inference(ref m)) if m.contains("panicked")),
+            "{err:?}"
+        );
+        let ok = h
+            .queue
+            .embed(Lane::Query, vec!["still here".into()])
+            .await?;
+        assert_eq!(ok, vec![hash_vector("still here")]);
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn long_requests_are_cut_into_small_batches_in_order() -> anyhow::Result<()> {
+        let h = harness(false)?;
+        let texts: Vec<String> = (0..20).map(|i| format!("chunk {i} of the run")).collect();
+        let timed = h.queue.embed_timed(Lane::IngestBulk, texts.clone()).await?;
+        let want: Vec<Vec<f32>> = texts.iter().map(|t| hash_vector(t)).collect();
+        assert_eq!(timed.vectors, want);
+        assert_eq!(
+            *h.batch_sizes.lock().map_err(|e| anyhow::anyhow!("{e}"))?,
+            [8, 8, 4]
+        );
+        assert!(
+            h.queue.embed(Lane::Query, Vec::new()).await?.is_empty(),
+            "no texts, no model call"
+        );
+        assert_eq!(
+            h.batch_sizes
+                .lock()
+                .map_err(|e| anyhow::anyhow!("{e}"))?
+                .len(),
+            3
+        );
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn an_abandoned_job_is_skipped_and_uncounted() -> anyhow::Result<()> {
+        let mut h = harness(true)?;
+        let busy = h.spawn(Lane::IngestBulk, "bulk 0");
+        assert_eq!(h.next_started().await?, "bulk 0");
+        let gone = h.spawn(Lane::Query, "a search that times out");
+        h.depths_become(LaneDepths {
+            query: 1,
+            ..LaneDepths::default()
+        })
+        .await?;
+        gone.abort();
+        let _ = gone.await;
+        let kept = h.spawn(Lane::IngestBulk, "bulk 1");
+        h.depths_become(LaneDepths {
+            query: 1,
+            ingest_bulk: 1,
+            ..LaneDepths::default()
+        })
+        .await?;
+
+        h.release_one()?;
+        assert_eq!(
+            h.next_started().await?,
+            "bulk 1",
+            "the abandoned query never reached the model"
+        );
+        h.release_one()?;
+        busy.await??;
+        kept.await??;
+        assert_eq!(h.queue.depths(), LaneDepths::default());
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn the_queue_reports_its_model() -> anyhow::Result<()> {
+        let h = harness(false)?;
+        assert_eq!((h.queue.model_id(), h.queue.dim()), ("test-hash", 8));
+        Ok(())
+    }
+
+    /// The real model behind the queue, when installed.
+    #[tokio::test]
+    async fn the_embedded_model_serves_queries_through_the_queue() -> anyhow::Result<()> {
+        let Some(dir) = std::env::var_os("KITH_MODEL_DIR").filter(|d| !d.is_empty()) else {
+            eprintln!("KITH_MODEL_DIR is unset: skipping the queue with the real model");
+            return Ok(());
+        };
+        let dir = std::path::PathBuf::from(dir);
+        let embedder =
+            tokio::task::spawn_blocking(move || super::super::OnnxEmbedder::load(&dir)).await??;
+        let queue = EmbedQueue::start(Box::new(embedder))?;
+        let bulk: Vec<String> = (0..24)
+            .map(|i| format!("chunk {i}: cargo test failed in the indexer"))
+            .collect();
+        let (bulk, query) = tokio::join!(
+            queue.embed(Lane::IngestBulk, bulk),
+            queue.embed(Lane::Query, vec!["why did the tests fail".into()])
+        );
+        assert_eq!(bulk?.len(), 24);
+        let query = query?;
+        assert_eq!((query.len(), query[0].len(), queue.dim()), (1, 384, 384));
+        Ok(())
+    }
+}

@@ -1,0 +1,231 @@
+//! Search end to end: keyword at once, semantic once embedded, hybrid, and
+//! what bad queries and a missing embedder get.
+
+use std::time::Duration;
+
+use anyhow::Result;
+use kith_tests::{claude_user_line, delta, model_dir, run_central, Central};
+use serde_json::json;
+
+fn post_run(api: &kith_tests::Api, source: &str, text: &str) -> Result<String> {
+    let r = api.post(
+        "/api/runs",
+        &delta(source, 0, &claude_user_line(text, "2026-05-11T08:00:00Z")),
+    )?;
+    assert_eq!(r.status, 202, "{r:?}");
+    Ok(r.body["run_id"].as_str().unwrap_or_default().to_owned())
+}
+
+fn run_ids(body: &serde_json::Value) -> Vec<String> {
+    body["hits"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|h| h["run_id"].as_str().map(str::to_owned))
+        .collect()
+}
+
+#[test]
+fn semantic_and_hybrid_find_meaning_not_just_words() -> Result<()> {
+    if model_dir().is_none() {
+        return Ok(());
+    }
+    let central = Central::start()?;
+    let alice = central.client(&central.register("alice.test", "laptop")?);
+    let bob = central.client(&central.register("bob.test", "desktop")?);
+    let ci = post_run(
+        &alice,
+        "a",
+        "The CI pipeline is red again: the build breaks on the linker step",
+    )?;
+    let pasta = post_run(
+        &alice,
+        "b",
+        "My favourite pasta recipe needs fresh basil and garlic",
+    )?;
+    let bobs = post_run(
+        &bob,
+        "c",
+        "The continuous integration build broke, the compiler crashed",
+    )?;
+    for id in [&ci, &pasta] {
+        alice.wait_embedded(id, Duration::from_secs(60))?;
+    }
+    bob.wait_embedded(&bobs, Duration::from_secs(60))?;
+
+    // No word in common with the CI run, but the same meaning.
+    let q = "how do I fix the failing compilation";
+    let sem = alice.post("/api/search", &json!({"query": q, "mode": "semantic"}))?;
+    assert_eq!(sem.status, 200, "{sem:?}");
+    assert_eq!(run_ids(&sem.body).first(), Some(&ci), "{sem:?}");
+    assert!(
+        !run_ids(&sem.body).contains(&bobs),
+        "bob's run never appears for alice"
+    );
+    assert_eq!(sem.body["embedder"], "all-minilm-l6-v2-int8");
+    assert!(sem.body["timing"]["embed_ms"].as_f64().unwrap_or(0.0) > 0.0);
+
+    let hybrid = alice.post(
+        "/api/search",
+        &json!({"query": "pasta basil", "mode": "hybrid"}),
+    )?;
+    assert_eq!(run_ids(&hybrid.body).first(), Some(&pasta), "{hybrid:?}");
+    assert!(hybrid.body["degraded"].is_null());
+    assert!(!run_ids(&hybrid.body).contains(&bobs));
+    Ok(())
+}
+
+#[test]
+fn keyword_is_immediate_and_bad_queries_get_clear_errors() -> Result<()> {
+    let central = Central::start()?;
+    let alice = central.client(&central.register("alice.test", "laptop")?);
+    let id = post_run(
+        &alice,
+        "a",
+        "deploy the frobnicator to staging (with --force)",
+    )?;
+    alice.wait_indexed(&id, Duration::from_secs(10))?;
+    let search = |body: serde_json::Value| alice.post("/api/search", &body);
+
+    let ok = search(json!({"query": "frobnicator", "mode": "keyword"}))?;
+    assert_eq!(run_ids(&ok.body), vec![id.clone()]);
+    for (what, body, status, code) in [
+        ("empty", json!({"query": "   "}), 400, "empty_query"),
+        (
+            "100 KB",
+            json!({"query": "x".repeat(100_000)}),
+            400,
+            "query_too_long",
+        ),
+        (
+            "unknown runtime",
+            json!({"query": "a", "filters": {"runtime": "emacs"}}),
+            400,
+            "invalid_json",
+        ),
+        (
+            "bad since",
+            json!({"query": "a", "filters": {"since": "last week"}}),
+            400,
+            "invalid_filter",
+        ),
+        (
+            "unknown field",
+            json!({"query": "a", "readable_by": ["u1"]}),
+            400,
+            "invalid_json",
+        ),
+    ] {
+        let r = search(body)?;
+        assert_eq!((r.status, r.code()), (status, code), "{what}: {r:?}");
+    }
+    // Query syntax is searched for, not parsed into an error.
+    for q in [
+        "frobnicator AND (",
+        "\"unclosed",
+        "--force",
+        "title:frobnicator",
+        "*",
+    ] {
+        let r = search(json!({"query": q, "mode": "keyword"}))?;
+        assert_eq!(r.status, 200, "{q}: {r:?}");
+    }
+    // Limits are clamped to 1..=100.
+    for i in 0..3 {
+        post_run(&alice, &format!("more{i}"), "frobnicator again")?;
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let mut n = 0;
+    while n < 4 {
+        n = run_ids(
+            &search(json!({"query": "frobnicator", "mode": "keyword", "limit": 100}))?.body,
+        )
+        .len();
+    }
+    let zero = search(json!({"query": "frobnicator", "mode": "keyword", "limit": 0}))?;
+    assert_eq!(run_ids(&zero.body).len(), 1);
+    let huge = search(json!({"query": "frobnicator", "mode": "keyword", "limit": 10000}))?;
+    assert_eq!((huge.status, run_ids(&huge.body).len()), (200, 4));
+    // Filters with values nothing has match nothing.
+    let none =
+        search(json!({"query": "frobnicator", "mode": "keyword", "filters": {"machine": "nope"}}))?;
+    assert_eq!(run_ids(&none.body).len(), 0);
+    let mine = search(
+        json!({"query": "frobnicator", "mode": "keyword", "filters": {"machine": "laptop", "runtime": "claude-code"}}),
+    )?;
+    assert_eq!(run_ids(&mine.body).len(), 4);
+    Ok(())
+}
+
+#[test]
+fn embedder_down_keyword_still_answers_and_semantic_says_why() -> Result<()> {
+    let tmp = tempfile::tempdir()?;
+    let central = Central::start_on(
+        &tmp.path().join("data"),
+        &[
+            ("KITH_EMBED_PROVIDER", "ollama"),
+            ("KITH_EMBED_URL", "http://127.0.0.1:9"),
+        ],
+    )?;
+    let alice = central.client(&central.register("alice.test", "laptop")?);
+    let id = post_run(&alice, "a", "zanzibar release notes")?;
+    alice.wait_indexed(&id, Duration::from_secs(10))?;
+    let kw = alice.post(
+        "/api/search",
+        &json!({"query": "zanzibar", "mode": "keyword"}),
+    )?;
+    assert_eq!(run_ids(&kw.body), vec![id.clone()]);
+    let sem = alice.post(
+        "/api/search",
+        &json!({"query": "zanzibar", "mode": "semantic"}),
+    )?;
+    assert_eq!(
+        (sem.status, sem.code()),
+        (503, "embedder_unavailable"),
+        "{sem:?}"
+    );
+    assert!(sem.body["error"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .contains("127.0.0.1:9"));
+    let hybrid = alice.post(
+        "/api/search",
+        &json!({"query": "zanzibar", "mode": "hybrid"}),
+    )?;
+    assert_eq!(hybrid.status, 200);
+    assert_eq!(run_ids(&hybrid.body), vec![id]);
+    assert!(hybrid.body["degraded"]
+        .as_str()
+        .unwrap_or_default()
+        .contains("keyword results only"));
+    assert_eq!(alice.get("/api/status")?.body["embedder"], "none");
+    Ok(())
+}
+
+#[test]
+fn a_corrupt_index_is_named_and_reindex_fixes_it() -> Result<()> {
+    let mut central = Central::start()?;
+    let alice = central.client(&central.register("alice.test", "laptop")?);
+    let id = post_run(&alice, "a", "quokka onboarding checklist")?;
+    alice.wait_indexed(&id, Duration::from_secs(10))?;
+    central.kill()?;
+    let data = central.data_dir.clone();
+    std::fs::write(data.join("index/meta.json"), b"{ this is not an index")?;
+    let broken = Central::start_on(&data, &[]);
+    let err = broken.err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(!err.is_empty(), "central must not start on a corrupt index");
+    let re = run_central(&data, &["reindex"])?;
+    assert!(
+        re.status.success(),
+        "{}",
+        String::from_utf8_lossy(&re.stderr)
+    );
+    let fixed = Central::start_on(&data, &[])?;
+    let alice = fixed.client(&alice.token);
+    let r = alice.post(
+        "/api/search",
+        &json!({"query": "quokka", "mode": "keyword"}),
+    )?;
+    assert_eq!(run_ids(&r.body), vec![id]);
+    Ok(())
+}
