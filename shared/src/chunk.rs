@@ -7,6 +7,10 @@ use crate::transcript::{Role, Turn};
 pub struct ChunkConfig {
     pub max_chars: usize,
     pub overlap_chars: usize,
+    /// Up to this many characters of the previous turn lead each chunk, so a
+    /// short answer carries the question it answers (and its line range
+    /// covers both turns).
+    pub context_chars: usize,
 }
 
 impl Default for ChunkConfig {
@@ -14,6 +18,7 @@ impl Default for ChunkConfig {
         Self {
             max_chars: 1200,
             overlap_chars: 200,
+            context_chars: 300,
         }
     }
 }
@@ -32,23 +37,48 @@ pub fn chunk_turns(turns: &[Turn], cfg: &ChunkConfig) -> Vec<Chunk> {
     let mut out = Vec::new();
     let max = cfg.max_chars.max(1);
     let step = max.saturating_sub(cfg.overlap_chars).max(1);
+    let mut previous: Option<&Turn> = None;
     for turn in turns {
         let text = turn.text.trim();
         if text.is_empty() {
             continue;
         }
-        for window in windows(text, max, step) {
+        let context = previous
+            .map(|p| tail_chars(p.text.trim(), cfg.context_chars))
+            .filter(|c| !c.is_empty());
+        for (i, window) in windows(text, max, step).into_iter().enumerate() {
+            let (text, line_start) = match (i, context, previous) {
+                (0, Some(c), Some(p)) => {
+                    (format!("{c}\n{window}"), p.line_start.min(turn.line_start))
+                }
+                _ => (window.to_owned(), turn.line_start),
+            };
             out.push(Chunk {
                 chunk_idx: out.len() as u32,
                 role: turn.role,
-                text: window.to_owned(),
-                line_start: turn.line_start,
+                text,
+                line_start,
                 line_end: turn.line_end,
                 timestamp: turn.timestamp.clone(),
             });
         }
+        previous = Some(turn);
     }
     out
+}
+
+/// The last `max` characters of `s`, starting at a word when possible.
+fn tail_chars(s: &str, max: usize) -> &str {
+    let n = s.chars().count();
+    if n <= max {
+        return s;
+    }
+    let start = s.char_indices().nth(n - max).map_or(0, |(i, _)| i);
+    let tail = &s[start..];
+    match tail.find(char::is_whitespace) {
+        Some(ws) if ws < tail.len() / 2 => tail[ws..].trim_start(),
+        _ => tail,
+    }
 }
 
 /// Windows of at most `max` chars starting every `step` chars, each end

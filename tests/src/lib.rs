@@ -12,12 +12,17 @@ use anyhow::{bail, Context, Result};
 
 pub mod locomo;
 
-/// Directory holding the workspace's built binaries (next to this test's
-/// executable: `target/<profile>/deps/<test>` -> `target/<profile>/`).
+/// Directory holding the workspace's built binaries: next to this
+/// executable (`target/<profile>/kith-bench`), or one up from a test's
+/// (`target/<profile>/deps/<test>`).
 pub fn bin_dir() -> PathBuf {
     let exe = std::env::current_exe().unwrap_or_default();
-    let deps = exe.parent().map(Path::to_path_buf).unwrap_or_default();
-    deps.parent().map(Path::to_path_buf).unwrap_or(deps)
+    let dir = exe.parent().map(Path::to_path_buf).unwrap_or_default();
+    if dir.ends_with("deps") {
+        dir.parent().map(Path::to_path_buf).unwrap_or(dir)
+    } else {
+        dir
+    }
 }
 
 pub fn bin(name: &str) -> PathBuf {

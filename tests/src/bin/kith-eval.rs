@@ -1,0 +1,41 @@
+//! `kith-eval`: the LoCoMo dev retrieval evaluation, one command.
+//!
+//! Starts a real kith-central on loopback (with the embedded model when
+//! `KITH_MODEL_DIR` points at it), ingests every LoCoMo dev session through
+//! `POST /api/runs`, asks every question through `POST /api/search` and
+//! prints evidence Recall@5/10/20 per mode, as a table and as JSON.
+
+use std::collections::BTreeMap;
+
+use anyhow::Result;
+use kith_tests::{locomo, reference_dir, Central};
+
+fn main() -> Result<()> {
+    let central = Central::start()?;
+    let api = central.client(&central.register("locomo.test", "eval")?);
+    let (sessions, questions) = locomo::load(&reference_dir().join("data/locomo-dev"))?;
+    eprintln!(
+        "ingesting {} sessions, then asking {} questions per mode",
+        sessions.len(),
+        questions.len()
+    );
+    let runs = locomo::ingest(&api, &sessions)?;
+    for id in runs.keys() {
+        if kith_tests::model_dir().is_some() {
+            api.wait_embedded(id, std::time::Duration::from_secs(1800))?;
+        }
+    }
+    let mut all = BTreeMap::new();
+    println!("{:<10} {:>9} {:>9} {:>9}", "mode", "R@5", "R@10", "R@20");
+    for mode in ["keyword", "semantic", "hybrid"] {
+        match locomo::evaluate(&api, &sessions, &runs, &questions, mode, &[5, 10, 20]) {
+            Ok(r) => {
+                println!("{mode:<10} {:>9.3} {:>9.3} {:>9.3}", r[&5], r[&10], r[&20]);
+                all.insert(mode, r);
+            }
+            Err(e) => println!("{mode:<10} unavailable: {e}"),
+        }
+    }
+    println!("{}", serde_json::to_string(&all)?);
+    Ok(())
+}
