@@ -2,9 +2,9 @@
 //! into a `Config`, then dispatched. Admin commands work on the data
 //! directory directly.
 
-use std::io::Write;
+use std::io::{BufRead, IsTerminal, Write};
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{bail, Context};
@@ -13,7 +13,8 @@ use kith_shared::ids::{MachineId, UserId};
 
 use crate::auth::Token;
 use crate::config::{Config, Overrides, DEFAULT_CONFIG};
-use crate::registry::UserRow;
+use crate::pds::{self, Password};
+use crate::registry::{Registry, UserRow};
 use crate::state::{open_registry, AppState};
 
 #[derive(Debug, Parser)]
@@ -74,6 +75,10 @@ enum UserCommand {
 #[derive(Debug, Subcommand)]
 enum MachineCommand {
     /// Register a machine and print its token once (last line of stdout).
+    ///
+    /// Without --local the token is a new app password on the user's PDS,
+    /// created with the user's main password from KITH_PDS_PASSWORD or a
+    /// prompt (one line of stdin when stdin is not a terminal).
     Register {
         #[arg(long)]
         user: String,
@@ -83,8 +88,19 @@ enum MachineCommand {
         /// creates the user if needed.
         #[arg(long)]
         local: bool,
+        /// Write `{"central_url", "token"}` to this file (mode 0600) instead
+        /// of printing the token; an existing file is kept as PATH.bak.
+        #[arg(long, value_name = "PATH")]
+        auth_json: Option<PathBuf>,
+        /// The central URL to put in --auth-json.
+        #[arg(long, value_name = "URL", requires = "auth_json")]
+        central_url: Option<String>,
     },
     /// Revoke a machine's token; its next request gets 401. Data is kept.
+    ///
+    /// For a PDS machine this also revokes its app password on the PDS
+    /// (main password as for register); kith stops accepting the token
+    /// first, even when the PDS cannot be reached.
     Revoke {
         #[arg(long)]
         user: String,
@@ -225,12 +241,23 @@ fn user(config: &Config, cmd: UserCommand) -> anyhow::Result<()> {
     let registry = open_registry(&config.data_dir)?;
     match cmd {
         UserCommand::Add { handle, pds, admin } => {
-            if pds.is_some() {
-                bail!("resolving handles on a PDS is not built yet; add the user without --pds");
+            if registry.user_by_handle(&handle)?.is_some() {
+                bail!("user {handle} already exists");
             }
-            let row = new_user(&handle, pds, admin);
+            let mut row = new_user(&handle, None, admin);
+            if let Some(pds_url) = pds {
+                let pds_url = pds_url.trim_end_matches('/').to_owned();
+                let did = block_on(pds::resolve_handle(&pds_url, &handle))??;
+                row.did = Some(did);
+                row.pds_url = Some(pds_url);
+            }
             registry.add_user(&row)?;
-            println!("added user {handle} ({})", row.id);
+            match (&row.did, &row.pds_url) {
+                (Some(did), Some(pds_url)) => {
+                    println!("added user {handle} ({}) as {did} on {pds_url}", row.id)
+                }
+                _ => println!("added user {handle} ({})", row.id),
+            }
         }
         UserCommand::List => {
             for u in registry.list_users()? {
@@ -251,12 +278,22 @@ fn machine(config: &Config, cmd: MachineCommand) -> anyhow::Result<()> {
     std::fs::create_dir_all(&config.data_dir)?;
     let registry = open_registry(&config.data_dir)?;
     match cmd {
-        MachineCommand::Register { user, name, local } => {
-            if !local {
-                bail!("registering with an AT Protocol app password is not built yet; use --local");
-            }
+        MachineCommand::Register {
+            user,
+            name,
+            local,
+            auth_json,
+            central_url,
+        } => {
             if name.is_empty() || name.len() > 64 || name.chars().any(char::is_control) {
                 bail!("machine name must be 1-64 printable characters");
+            }
+            let out = match auth_json {
+                Some(path) => TokenOut::File(AuthJson::prepare(path, central_url)?),
+                None => TokenOut::Stdout,
+            };
+            if !local {
+                return register_with_pds(&registry, &user, &name, out);
             }
             let user_row = match registry.user_by_handle(&user)? {
                 Some(u) => u,
@@ -275,18 +312,42 @@ fn machine(config: &Config, cmd: MachineCommand) -> anyhow::Result<()> {
                 &token.sha256(),
                 &kith_shared::timestamp::now(),
             )?;
-            eprintln!("registered machine {name} for {user}; the token below is shown once:");
-            let mut out = std::io::stdout().lock();
-            writeln!(out, "{}", token.expose())?;
+            if let Err(e) = out.hand_over(&token, &name, &user) {
+                registry.revoke_machine(&user_row.id, &name, &kith_shared::timestamp::now())?;
+                return Err(e.context(format!("machine {name} was revoked again")));
+            }
         }
         MachineCommand::Revoke { user, name } => {
             let user_row = registry
                 .user_by_handle(&user)?
                 .with_context(|| format!("no user {user}"))?;
-            if !registry.revoke_machine(&user_row.id, &name, &kith_shared::timestamp::now())? {
-                bail!("{user} has no live machine named {name:?}");
+            let auth = registry.machine_auth(&user_row.id, &name)?;
+            // kith stops accepting the token first: nothing the PDS does (or
+            // fails to do) below can keep it working.
+            let newly = registry.revoke_machine(&user_row.id, &name, &kith_shared::timestamp::now())?;
+            let app_password = auth.and_then(|a| a.app_password_name);
+            match (newly, app_password) {
+                (false, None) => bail!("{user} has no live machine named {name:?}"),
+                (true, None) => println!("revoked {name} of {user}; its token no longer works"),
+                (newly, Some(app_password)) => {
+                    if newly {
+                        println!("revoked {name} of {user}; its token no longer works");
+                    } else {
+                        eprintln!("{name} of {user} was already revoked; revoking its app password on the PDS again");
+                    }
+                    let pds_url = user_row
+                        .pds_url
+                        .as_deref()
+                        .context("the user has no PDS URL; revoke the app password in the PDS account settings")?;
+                    revoke_on_pds(pds_url, &user, &app_password).with_context(|| {
+                        format!(
+                            "kith no longer accepts the token, but revoking app password \
+                             {app_password:?} on the PDS failed (run this command again to retry)"
+                        )
+                    })?;
+                    println!("revoked app password {app_password:?} on {pds_url}");
+                }
             }
-            println!("revoked {name} of {user}; its token no longer works");
         }
         MachineCommand::List => {
             for m in registry.list_machines()? {
@@ -307,4 +368,219 @@ fn new_local_token() -> anyhow::Result<Token> {
     let mut bytes = [0u8; 32];
     getrandom::fill(&mut bytes).map_err(|e| anyhow::anyhow!("no randomness: {e}"))?;
     Ok(Token::new(format!("kith_{}", hex::encode(bytes))))
+}
+
+/// Registers a machine whose token is a new app password on the user's PDS.
+/// Nothing is left half-done: the name is checked before the PDS is asked,
+/// and an app password central could not store (or hand over) is revoked on
+/// the PDS again.
+fn register_with_pds(
+    registry: &Registry,
+    user: &str,
+    name: &str,
+    out: TokenOut,
+) -> anyhow::Result<()> {
+    let user_row = registry.user_by_handle(user)?.with_context(|| {
+        format!("no user {user}; add it with `kith-central user add --handle {user} --pds URL`, or register with --local")
+    })?;
+    let pds_url = user_row.pds_url.clone().with_context(|| {
+        format!("user {user} has no PDS (added without --pds); register with --local")
+    })?;
+    if registry.machine_auth(&user_row.id, name)?.is_some() {
+        bail!("{user} already has a machine named {name:?}; revoke it or pick another name");
+    }
+    let password = main_password(user)?;
+    let app_name = format!("kith-{name}-{}", base36(unix_secs()));
+    let rt = runtime()?;
+    let app = rt.block_on(pds::create_app_password(&pds_url, user, &password, &app_name))?;
+    let undo = |why: anyhow::Error| -> anyhow::Error {
+        match rt.block_on(pds::revoke_app_password(&pds_url, user, &password, &app.name)) {
+            Ok(()) => why.context(format!("nothing was registered (app password {:?} revoked on the PDS again)", app.name)),
+            Err(e) => why.context(format!(
+                "nothing was registered, but app password {:?} is still on the PDS ({e}); revoke it in the account settings",
+                app.name
+            )),
+        }
+    };
+    let did = match rt.block_on(pds::check_app_password(&pds_url, user, &app.secret)) {
+        Ok(did) => did,
+        Err(e) => return Err(undo(anyhow::Error::new(e).context("the new app password does not log in"))),
+    };
+    if let Some(known) = user_row.did.as_deref().filter(|known| *known != did) {
+        return Err(undo(anyhow::anyhow!(
+            "{user} now logs in as {did}, not {known} as when the user was added"
+        )));
+    }
+    let token = Token::new(app.secret.expose().to_owned());
+    let machine_id = MachineId::from_uuid_bytes(uuid::Uuid::now_v7().into_bytes());
+    if let Err(e) = registry.add_machine(
+        &machine_id,
+        &user_row.id,
+        name,
+        Some(&app.name),
+        &token.sha256(),
+        &kith_shared::timestamp::now(),
+    ) {
+        return Err(undo(e.into()));
+    }
+    if let Err(e) = out.hand_over(&token, name, user) {
+        registry.revoke_machine(&user_row.id, name, &kith_shared::timestamp::now())?;
+        return Err(undo(e.context(format!("machine {name} was revoked again"))));
+    }
+    Ok(())
+}
+
+fn revoke_on_pds(pds_url: &str, user: &str, app_password: &str) -> anyhow::Result<()> {
+    let password = main_password(user)?;
+    runtime()?.block_on(pds::revoke_app_password(pds_url, user, &password, app_password))?;
+    Ok(())
+}
+
+/// The user's main PDS password: `KITH_PDS_PASSWORD`, else a prompt on the
+/// terminal, else one line of stdin. Never a command-line argument.
+fn main_password(user: &str) -> anyhow::Result<Password> {
+    if let Some(p) = std::env::var("KITH_PDS_PASSWORD").ok().filter(|p| !p.is_empty()) {
+        return Ok(Password::new(p));
+    }
+    let stdin = std::io::stdin();
+    let p = if stdin.is_terminal() {
+        rpassword::prompt_password(format!("main PDS password of {user}: "))
+            .context("cannot read the password from the terminal")?
+    } else {
+        let mut line = String::new();
+        stdin
+            .lock()
+            .read_line(&mut line)
+            .context("cannot read the password from stdin")?;
+        line.trim_end_matches(['\r', '\n']).to_owned()
+    };
+    if p.is_empty() {
+        bail!("no main PDS password: set KITH_PDS_PASSWORD, or give it at the prompt or on stdin");
+    }
+    Ok(Password::new(p))
+}
+
+/// A small runtime for the admin commands' PDS calls.
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?)
+}
+
+fn block_on<F: std::future::Future>(f: F) -> anyhow::Result<F::Output> {
+    Ok(runtime()?.block_on(f))
+}
+
+fn unix_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or_default()
+}
+
+fn base36(mut n: u64) -> String {
+    const DIGITS: &[u8; 36] = b"0123456789abcdefghijklmnopqrstuvwxyz";
+    let mut out = Vec::new();
+    loop {
+        out.push(DIGITS[(n % 36) as usize]);
+        n /= 36;
+        if n == 0 {
+            break;
+        }
+    }
+    out.reverse();
+    String::from_utf8(out).unwrap_or_default()
+}
+
+/// Where a new machine's token goes: printed once, or into an auth.json.
+enum TokenOut {
+    Stdout,
+    File(AuthJson),
+}
+
+impl TokenOut {
+    fn hand_over(self, token: &Token, name: &str, user: &str) -> anyhow::Result<()> {
+        match self {
+            TokenOut::Stdout => {
+                eprintln!("registered machine {name} for {user}; the token below is shown once:");
+                let mut out = std::io::stdout().lock();
+                writeln!(out, "{}", token.expose())?;
+                out.flush()?;
+            }
+            TokenOut::File(file) => {
+                let path = file.write(token)?;
+                println!(
+                    "registered machine {name} for {user}; its token is in {}",
+                    path.display()
+                );
+            }
+        }
+        Ok(())
+    }
+}
+
+/// An auth.json being written: the temporary file is created (mode 0600)
+/// before anything is registered, so an unwritable path fails first.
+struct AuthJson {
+    path: PathBuf,
+    tmp: PathBuf,
+    file: std::fs::File,
+    central_url: Option<String>,
+}
+
+impl AuthJson {
+    fn prepare(path: PathBuf, central_url: Option<String>) -> anyhow::Result<Self> {
+        let tmp = with_suffix(&path, ".tmp");
+        let mut opts = std::fs::OpenOptions::new();
+        opts.write(true).create(true).truncate(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut opts, 0o600);
+        let file = opts
+            .open(&tmp)
+            .with_context(|| format!("cannot write {}", tmp.display()))?;
+        #[cfg(unix)]
+        file.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
+        Ok(Self {
+            path,
+            tmp,
+            file,
+            central_url,
+        })
+    }
+
+    fn write(mut self, token: &Token) -> anyhow::Result<PathBuf> {
+        let body = serde_json::json!({
+            "central_url": self.central_url,
+            "token": token.expose(),
+        });
+        let written = serde_json::to_writer_pretty(&mut self.file, &body)
+            .map_err(anyhow::Error::from)
+            .and_then(|()| Ok(self.file.write_all(b"\n")?))
+            .and_then(|()| Ok(self.file.sync_all()?));
+        if let Err(e) = written {
+            let _ = std::fs::remove_file(&self.tmp);
+            return Err(e.context(format!("cannot write {}", self.tmp.display())));
+        }
+        if self.path.exists() {
+            let bak = with_suffix(&self.path, ".bak");
+            std::fs::rename(&self.path, &bak)
+                .with_context(|| format!("cannot keep {} as {}", self.path.display(), bak.display()))?;
+        }
+        std::fs::rename(&self.tmp, &self.path)
+            .with_context(|| format!("cannot write {}", self.path.display()))?;
+        Ok(self.path.clone())
+    }
+}
+
+impl Drop for AuthJson {
+    fn drop(&mut self) {
+        // Unused (registration failed) or already renamed: no temp file stays.
+        let _ = std::fs::remove_file(&self.tmp);
+    }
+}
+
+fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
+    let mut s = path.as_os_str().to_owned();
+    s.push(suffix);
+    PathBuf::from(s)
 }

@@ -13,6 +13,7 @@ pub mod indexer;
 pub mod ingest;
 pub mod maintenance;
 pub mod metrics;
+pub mod pds;
 pub mod registry;
 pub mod routes;
 pub mod search;

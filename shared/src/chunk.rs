@@ -1,16 +1,24 @@
-//! Chunking turns for the index: one chunk per turn, long turns split into
-//! overlapping windows that fit the embedding model (about 256 word-pieces).
+//! What gets indexed: one chunk per turn, long turns cut into overlapping
+//! windows that fit the embedding model (about 256 word-pieces).
 
+use crate::transcript::text::truncate_chars;
 use crate::transcript::{Role, Turn};
+
+/// A tool turn is cut to this many characters before chunking. Tool output
+/// (file dumps, build logs, search results) is most of a transcript's bytes
+/// but little of what anyone searches their history for; uncapped, it would
+/// crowd the index and the embedding queue with chunks nobody recalls. The
+/// call line and the head of the output stay searchable.
+pub const MAX_TOOL_CHARS: usize = 8_000;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ChunkConfig {
+    /// Longest chunk, in characters: 1,200 characters of English or code are
+    /// roughly the 256 word-pieces the embedded model reads.
     pub max_chars: usize,
+    /// Characters a window shares with the one before, so that a phrase cut
+    /// by a window boundary is still whole in one of them.
     pub overlap_chars: usize,
-    /// Up to this many characters of the previous turn lead each chunk, so a
-    /// short answer carries the question it answers (and its line range
-    /// covers both turns).
-    pub context_chars: usize,
 }
 
 impl Default for ChunkConfig {
@@ -18,102 +26,279 @@ impl Default for ChunkConfig {
         Self {
             max_chars: 1200,
             overlap_chars: 200,
-            context_chars: 300,
         }
     }
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Chunk {
+    /// Position in the output, from 0, across all turns.
     pub chunk_idx: u32,
     pub role: Role,
     pub text: String,
+    /// The turn's line range: every window of a turn points at the whole turn.
     pub line_start: u64,
     pub line_end: u64,
     pub timestamp: Option<String>,
 }
 
+/// Chunks for the index, in turn order. Empty or whitespace-only turns give
+/// none; a turn longer than `max_chars` gives several windows.
 pub fn chunk_turns(turns: &[Turn], cfg: &ChunkConfig) -> Vec<Chunk> {
     let mut out = Vec::new();
-    let max = cfg.max_chars.max(1);
-    let step = max.saturating_sub(cfg.overlap_chars).max(1);
-    let mut previous: Option<&Turn> = None;
     for turn in turns {
-        let text = turn.text.trim();
-        if text.is_empty() {
-            continue;
-        }
-        let context = previous
-            .map(|p| tail_chars(p.text.trim(), cfg.context_chars))
-            .filter(|c| !c.is_empty());
-        for (i, window) in windows(text, max, step).into_iter().enumerate() {
-            let (text, line_start) = match (i, context, previous) {
-                (0, Some(c), Some(p)) => {
-                    (format!("{c}\n{window}"), p.line_start.min(turn.line_start))
-                }
-                _ => (window.to_owned(), turn.line_start),
-            };
+        let text = match turn.role {
+            Role::Tool => truncate_chars(&turn.text, MAX_TOOL_CHARS),
+            _ => &turn.text,
+        };
+        for window in windows(text.trim(), cfg) {
             out.push(Chunk {
-                chunk_idx: out.len() as u32,
+                chunk_idx: u32::try_from(out.len()).unwrap_or(u32::MAX),
                 role: turn.role,
-                text,
-                line_start,
+                text: window.to_owned(),
+                line_start: turn.line_start,
                 line_end: turn.line_end,
                 timestamp: turn.timestamp.clone(),
             });
         }
-        previous = Some(turn);
     }
     out
 }
 
-/// The last `max` characters of `s`, starting at a word when possible.
-fn tail_chars(s: &str, max: usize) -> &str {
-    let n = s.chars().count();
-    if n <= max {
-        return s;
+/// Windows of at most `max_chars` characters over `text`, each ending before
+/// whitespace when there is some in its second half, and starting
+/// `overlap_chars` before the previous end (moved up to the next word start).
+fn windows<'a>(text: &'a str, cfg: &ChunkConfig) -> Vec<&'a str> {
+    let max = cfg.max_chars.max(1);
+    if text.is_empty() {
+        return Vec::new();
     }
-    let start = s.char_indices().nth(n - max).map_or(0, |(i, _)| i);
-    let tail = &s[start..];
-    match tail.find(char::is_whitespace) {
-        Some(ws) if ws < tail.len() / 2 => tail[ws..].trim_start(),
-        _ => tail,
-    }
-}
-
-/// Windows of at most `max` chars starting every `step` chars, each end
-/// moved back to whitespace when there is some in the last fifth.
-fn windows(text: &str, max: usize, step: usize) -> Vec<&str> {
-    let bounds: Vec<usize> = text
-        .char_indices()
-        .map(|(i, _)| i)
-        .chain([text.len()])
-        .collect();
-    let n_chars = bounds.len() - 1;
-    if n_chars <= max {
+    // A string has no more chars than bytes.
+    if text.len() <= max {
         return vec![text];
     }
+    let chars: Vec<(usize, char)> = text.char_indices().collect();
+    let n = chars.len();
+    if n <= max {
+        return vec![text];
+    }
+    // Capped at half a window so that every window moves on by at least half
+    // its length: the cost stays linear whatever the configuration.
+    let overlap = cfg.overlap_chars.min(max / 2);
+    let byte_at = |i: usize| chars.get(i).map_or(text.len(), |&(b, _)| b);
+    let is_space = |i: usize| chars.get(i).is_some_and(|&(_, c)| c.is_whitespace());
     let mut out = Vec::new();
     let mut start = 0;
     loop {
-        let mut end = (start + max).min(n_chars);
-        if end < n_chars {
-            let floor = end - max / 5;
-            if let Some(ws) = (floor..end)
-                .rev()
-                .find(|&c| text[bounds[c]..].starts_with(char::is_whitespace))
-            {
-                if ws > start {
-                    end = ws;
-                }
-            }
-        }
-        out.push(text[bounds[start]..bounds[end]].trim());
-        if end >= n_chars {
+        if n - start <= max {
+            out.push(text[byte_at(start)..].trim());
             break;
         }
-        start = (start + step).min(end).max(start + 1);
+        let hard_end = start + max;
+        let end = (start + max / 2 + 1..=hard_end)
+            .rev()
+            .find(|&i| is_space(i))
+            .unwrap_or(hard_end);
+        out.push(text[byte_at(start)..byte_at(end)].trim());
+        // `end > start + max / 2 >= start + overlap`, so `next > start`.
+        let mut next = end - overlap;
+        if !is_space(next - 1) {
+            if let Some(space) = (next..end).find(|&i| is_space(i)) {
+                next = space + 1;
+            }
+        }
+        start = next;
     }
     out.retain(|w| !w.is_empty());
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use std::fmt::Write as _;
+
+    use super::*;
+    use crate::transcript::{parse, Format};
+
+    fn turn(role: Role, text: &str, lines: (u64, u64)) -> Turn {
+        Turn {
+            role,
+            text: text.to_owned(),
+            line_start: lines.0,
+            line_end: lines.1,
+            timestamp: Some(format!("t{}", lines.0)),
+            tool_names: Vec::new(),
+        }
+    }
+
+    /// Chunks as `idx role start-end: text` lines.
+    fn render(chunks: &[Chunk]) -> String {
+        let mut out = String::new();
+        for c in chunks {
+            let ts = c.timestamp.as_deref().unwrap_or("-");
+            let _ = writeln!(
+                out,
+                "{} {} {}-{} {ts}: {}",
+                c.chunk_idx,
+                c.role.as_str(),
+                c.line_start,
+                c.line_end,
+                c.text
+            );
+        }
+        out
+    }
+
+    fn check(turns: &[Turn], (max_chars, overlap_chars): (usize, usize), expect: &str) {
+        let cfg = ChunkConfig {
+            max_chars,
+            overlap_chars,
+        };
+        let got = chunk_turns(turns, &cfg);
+        let want: String = expect
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .map(|l| format!("{l}\n"))
+            .collect();
+        assert_eq!(render(&got), want);
+        for c in &got {
+            assert!(c.text.chars().count() <= max_chars.max(1), "{c:?}");
+        }
+    }
+
+    #[test]
+    fn chunking_table() {
+        use Role::*;
+        let cases: Vec<(Vec<Turn>, (usize, usize), &str)> = vec![
+            // A short turn is one chunk, as it is.
+            (
+                vec![turn(User, "fix the parser", (4, 4))],
+                (1200, 200),
+                "0 user 4-4 t4: fix the parser",
+            ),
+            // Empty and blank turns give nothing, and the index does not skip.
+            (
+                vec![
+                    turn(User, "", (1, 1)),
+                    turn(Assistant, " \n\t ", (2, 2)),
+                    turn(Tool, "ls", (3, 5)),
+                ],
+                (1200, 200),
+                "0 tool 3-5 t3: ls",
+            ),
+            // A long turn: windows end before a space, the next one starts a
+            // word or so earlier, and every window keeps the turn's lines.
+            (
+                vec![
+                    turn(Assistant, "aaaa bbbb cccc dddd eeee", (7, 9)),
+                    turn(User, "next", (10, 10)),
+                ],
+                (10, 4),
+                "0 assistant 7-9 t7: aaaa bbbb
+                 1 assistant 7-9 t7: bbbb cccc
+                 2 assistant 7-9 t7: cccc dddd
+                 3 assistant 7-9 t7: dddd eeee
+                 4 user 10-10 t10: next",
+            ),
+            // No whitespace: hard cuts, on char boundaries, with overlap.
+            (
+                vec![turn(User, "ééééééééé", (1, 1))],
+                (4, 1),
+                "0 user 1-1 t1: éééé
+                 1 user 1-1 t1: éééé
+                 2 user 1-1 t1: ééé",
+            ),
+            (
+                vec![turn(User, "日本語のテキストです", (1, 1))],
+                (4, 2),
+                "0 user 1-1 t1: 日本語の
+                 1 user 1-1 t1: 語のテキ
+                 2 user 1-1 t1: テキスト
+                 3 user 1-1 t1: ストです",
+            ),
+            // An overlap as large as the window is capped: still progress.
+            (
+                vec![turn(User, "abcdef", (1, 1))],
+                (2, 9),
+                "0 user 1-1 t1: ab
+                 1 user 1-1 t1: bc
+                 2 user 1-1 t1: cd
+                 3 user 1-1 t1: de
+                 4 user 1-1 t1: ef",
+            ),
+            // A zero-width window is read as one character.
+            (
+                vec![turn(Summary, "abc", (2, 3))],
+                (0, 0),
+                "0 summary 2-3 t2: a
+                 1 summary 2-3 t2: b
+                 2 summary 2-3 t2: c",
+            ),
+        ];
+        for (turns, cfg, expect) in cases {
+            check(&turns, cfg, expect);
+        }
+    }
+
+    #[test]
+    fn default_windows_overlap_and_cover_the_whole_turn() {
+        let words: Vec<String> = (0..700).map(|i| format!("w{i:04}")).collect();
+        let text = words.join(" ");
+        let chunks = chunk_turns(&[turn(Role::User, &text, (1, 1))], &ChunkConfig::default());
+        assert!(chunks.len() >= 3, "{}", chunks.len());
+        for c in &chunks {
+            assert!(c.text.chars().count() <= 1200);
+            // Never a cut word: every window starts and ends on a whole word.
+            assert!(c.text.split(' ').all(|w| w.len() == 5), "{}", c.text);
+        }
+        for pair in chunks.windows(2) {
+            let last_word = pair[0].text.rsplit(' ').next().unwrap_or_default();
+            assert!(pair[1].text.contains(last_word), "no overlap at {last_word}");
+        }
+        let mut seen: Vec<&str> = chunks.iter().flat_map(|c| c.text.split(' ')).collect();
+        seen.dedup();
+        seen.sort_unstable();
+        seen.dedup();
+        assert_eq!(seen.len(), words.len(), "every word is in some chunk");
+    }
+
+    #[test]
+    fn tool_output_is_capped_and_other_turns_are_not() {
+        let big = "x ".repeat(20_000);
+        let turns = [turn(Role::Tool, &big, (1, 2)), turn(Role::User, &big, (3, 3))];
+        let chunks = chunk_turns(&turns, &ChunkConfig::default());
+        let chars = |role: Role| -> usize {
+            let texts: Vec<&Chunk> = chunks.iter().filter(|c| c.role == role).collect();
+            texts.iter().map(|c| c.text.chars().count()).sum()
+        };
+        let tool = chars(Role::Tool);
+        assert!((MAX_TOOL_CHARS..MAX_TOOL_CHARS * 2).contains(&tool), "{tool}");
+        assert!(chars(Role::User) >= 39_000);
+    }
+
+    #[test]
+    fn fixture_chunks_stay_inside_their_turns() {
+        let cases = [
+            (Format::ClaudeCode, "claude-code/marot__spotter__4d5611e5-241a-462a-8d15-5122611a9569.jsonl"),
+            (Format::Codex, "codex/codemie-ai__codemie-code__rollout-2026-05-11T11-26-55-019e1625-789d-76c0-80ab-3724b5ddb799.jsonl"),
+            (Format::Pi, "pi/badlogic__pi-mono__compact.jsonl"),
+        ];
+        for (format, name) in cases {
+            let t = parse(format, &crate::transcript::tests::fixture(name));
+            let chunks = chunk_turns(&t.turns, &ChunkConfig::default());
+            assert!(chunks.len() >= t.turns.len(), "{name}");
+            for (i, c) in chunks.iter().enumerate() {
+                assert_eq!(c.chunk_idx as usize, i, "{name}");
+                assert!(!c.text.trim().is_empty(), "{name}");
+                assert!(c.text.chars().count() <= 1200, "{name}");
+                let from = t.turns.iter().find(|x| {
+                    (x.line_start, x.line_end) == (c.line_start, c.line_end)
+                        && x.role == c.role
+                        && x.text.contains(&c.text)
+                });
+                assert!(from.is_some(), "{name}: chunk {i} is not from a turn");
+            }
+        }
+    }
 }

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 
 pub mod locomo;
+pub mod pds;
 
 /// Directory holding the workspace's built binaries: next to this
 /// executable (`target/<profile>/kith-bench`), or one up from a test's

@@ -177,6 +177,14 @@ pub struct MachineRow {
     pub revoked_at: Option<String>,
 }
 
+/// The identity side of one machine, for `machine register` and `revoke`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MachineAuth {
+    /// The app password's name on the user's PDS; `None` for a local token.
+    pub app_password_name: Option<String>,
+    pub revoked_at: Option<String>,
+}
+
 /// Filters of the forest view.
 #[derive(Debug, Clone, Default)]
 pub struct ForestFilter {
@@ -341,6 +349,24 @@ impl Registry {
             params![user_id.as_str(), name, at],
         )?;
         Ok(n == 1)
+    }
+
+    /// How the machine `name` of a user authenticates, revoked or not (a
+    /// name stays taken after revoke): `None` when there is no such machine.
+    pub fn machine_auth(&self, user_id: &UserId, name: &str) -> Result<Option<MachineAuth>> {
+        Ok(self
+            .conn()
+            .query_row(
+                "SELECT app_password_name, revoked_at FROM machines WHERE user_id = ?1 AND name = ?2",
+                params![user_id.as_str(), name],
+                |r| {
+                    Ok(MachineAuth {
+                        app_password_name: r.get(0)?,
+                        revoked_at: r.get(1)?,
+                    })
+                },
+            )
+            .optional()?)
     }
 
     pub fn list_machines(&self) -> Result<Vec<MachineRow>> {

@@ -2,16 +2,18 @@
 //!
 //! Min-max score fusion: each list's scores are scaled to [0, 1] over that
 //! list, a chunk's fused score is `w * dense + (1 - w) * keyword` (0 for a
-//! list it is missing from). On the LoCoMo dev set this beat reciprocal rank
-//! fusion at k = 60 (0.77 vs 0.68 Recall@10, ../shared/notes/embeddings.md):
-//! RRF throws away how far ahead the best matches are.
+//! list it is missing from). Reciprocal rank fusion throws away how far ahead
+//! the best matches are; on the LoCoMo dev set min-max fusion did better
+//! (notes/embeddings.md, and BENCHMARKS.md for kith's own runs).
 
 use std::collections::HashMap;
 
 use crate::index::IndexHit;
 
-/// Weight of the semantic list; tuned on the LoCoMo dev half only.
-pub const DENSE_WEIGHT: f32 = 0.55;
+/// Weight of the semantic list, tuned on the LoCoMo dev half only
+/// (Recall@10 with kith's chunks: 0.15 -> 0.744, 0.22 -> 0.747,
+/// 0.3 -> 0.750, 0.55 -> 0.735, 0.7 -> 0.670).
+pub const DENSE_WEIGHT: f32 = 0.3;
 
 fn min_max(hits: &[IndexHit]) -> impl Fn(f32) -> f32 {
     let lo = hits.iter().map(|h| h.score).fold(f32::INFINITY, f32::min);

@@ -1,163 +1,392 @@
-//! Claude Code: `~/.claude/projects/<cwd>/<session>.jsonl`. Tool results
-//! arrive as `type:user` lines; one API message is split over several
-//! `assistant` lines sharing `message.id`; meta lines are not text.
+//! Claude Code sessions (`~/.claude/projects/<cwd>/<session>.jsonl`): which
+//! `user` lines are a person's words, which are tool results or injected
+//! text, and how one assistant message written over several lines is joined.
 
 use serde_json::Value;
 
-use super::{text_of, Builder, Role};
+use super::builder::{fill, Builder};
+use super::text::{
+    call_line, content_text, input_summary, said_something, str_at, strip_reminders, tag,
+};
+use super::{Records, Role};
 
-/// Returns false for records of a type this parser does not know.
-pub(super) fn record(b: &mut Builder, v: &Value, line: u64) -> bool {
-    let ts = v.get("timestamp").and_then(Value::as_str);
-    let kind = v.get("type").and_then(Value::as_str).unwrap_or_default();
-    match kind {
-        "user" | "assistant" => {}
-        "system"
-        | "summary"
-        | "file-history-snapshot"
-        | "progress"
-        | "queue-operation"
-        | "permission-mode"
-        | "ai-title"
-        | "last-prompt"
-        | "attachment" => return true,
-        _ => return false,
+pub(super) struct Claude;
+
+impl Records for Claude {
+    fn record(&mut self, b: &mut Builder, v: &Value, line: u64) -> bool {
+        let ts = str_at(v, "timestamp");
+        let kind = str_at(v, "type").unwrap_or_default();
+        match kind {
+            "user" | "assistant" => {}
+            "file-history-snapshot" => {
+                tracked_files(b, v);
+                return true;
+            }
+            // Bookkeeping, never text: session titles that may name other
+            // sessions, hook and tool progress, prompts queued while the agent
+            // was busy (the real user line follows), compaction boundaries.
+            "system" | "summary" | "progress" | "queue-operation" | "permission-mode"
+            | "ai-title" | "last-prompt" | "attachment" => {
+                b.time(ts);
+                return true;
+            }
+            _ => return false,
+        }
+        b.time(ts);
+        let f = &mut b.facts;
+        fill(&mut f.session_id, str_at(v, "sessionId"));
+        fill(&mut f.cwd, str_at(v, "cwd"));
+        fill(&mut f.git_branch, str_at(v, "gitBranch"));
+        fill(&mut f.agent_version, str_at(v, "version"));
+        let message = v.get("message").unwrap_or(&Value::Null);
+        if kind == "user" {
+            user(b, v, message, line, ts);
+        } else {
+            assistant(b, message, line, ts);
+        }
+        true
     }
-    b.time(ts);
-    let m = b.meta();
-    Builder::set(
-        &mut m.session_id,
-        v.get("sessionId").and_then(Value::as_str),
-    );
-    Builder::set(&mut m.cwd, v.get("cwd").and_then(Value::as_str));
-    Builder::set(
-        &mut m.git_branch,
-        v.get("gitBranch").and_then(Value::as_str),
-    );
-    Builder::set(
-        &mut m.agent_version,
-        v.get("version").and_then(Value::as_str),
-    );
-    let message = v.get("message").unwrap_or(&Value::Null);
-    let content = message.get("content").unwrap_or(&Value::Null);
-    if kind == "user" {
-        user(b, v, content, line, ts);
-    } else {
-        assistant(b, message, content, line, ts);
-    }
-    true
 }
 
-fn user(b: &mut Builder, v: &Value, content: &Value, line: u64, ts: Option<&str>) {
+fn user(b: &mut Builder, v: &Value, message: &Value, line: u64, ts: Option<&str>) {
+    // Meta lines are caveats, expanded skill prompts and reminders: written
+    // for the model, not typed by the person.
     if v.get("isMeta").and_then(Value::as_bool) == Some(true) {
         return;
     }
-    let results: Vec<&Value> = content
-        .as_array()
-        .map(|blocks| {
-            blocks
+    let content = message.get("content").unwrap_or(&Value::Null);
+    if let Some(blocks) = content.as_array() {
+        let mut any_result = false;
+        for block in blocks {
+            if str_at(block, "type") != Some("tool_result") {
+                continue;
+            }
+            any_result = true;
+            let output = content_text(block.get("content").unwrap_or(&Value::Null));
+            b.result(str_at(block, "tool_use_id"), None, &strip_reminders(&output), line, ts);
+        }
+        if any_result {
+            result_files(b, v.get("toolUseResult").unwrap_or(&Value::Null));
+            let rest: Vec<Value> = blocks
                 .iter()
-                .filter(|c| c.get("type").and_then(Value::as_str) == Some("tool_result"))
-                .collect()
-        })
-        .unwrap_or_default();
-    if !results.is_empty() {
-        let text: Vec<String> = results
-            .iter()
-            .map(|r| text_of(r.get("content").unwrap_or(&Value::Null)))
-            .collect();
-        if let Some(path) = v
-            .get("toolUseResult")
-            .and_then(|r| {
-                r.get("filePath")
-                    .or_else(|| r.get("file").and_then(|f| f.get("filePath")))
-            })
-            .and_then(Value::as_str)
-        {
-            b.file(path);
+                .filter(|block| str_at(block, "type") != Some("tool_result"))
+                .cloned()
+                .collect();
+            if !rest.is_empty() {
+                said(b, &content_text(&Value::Array(rest)), line, ts);
+            }
+            return;
         }
-        if !b.extend_last(Role::Tool, &text.join("\n"), line) {
-            b.push(Role::Tool, text.join("\n"), line, ts, vec![]);
-        }
+    }
+    let text = content_text(content);
+    if v.get("isCompactSummary").and_then(Value::as_bool) == Some(true) {
+        b.turn(Role::Summary, &text, line, ts);
         return;
     }
-    let text = text_of(content);
-    let is_summary = v.get("isCompactSummary").and_then(Value::as_bool) == Some(true);
-    if is_summary {
-        b.push(Role::Summary, text, line, ts, vec![]);
-    } else if !is_injected(&text) {
-        b.push(Role::User, text, line, ts, vec![]);
+    said(b, &text, line, ts);
+}
+
+/// User text, unless Claude Code wrote it; slash commands read as typed.
+fn said(b: &mut Builder, text: &str, line: u64, ts: Option<&str>) {
+    let text = strip_reminders(text);
+    let trimmed = text.trim_start();
+    // Output of local commands, background-task notices and interruption
+    // markers arrive as user lines but are the agent's own words.
+    const INJECTED: [&str; 8] = [
+        "<local-command-caveat>",
+        "<local-command-stdout>",
+        "<local-command-stderr>",
+        "<bash-stdout>",
+        "<bash-stderr>",
+        "<task-notification>",
+        "[Request interrupted",
+        "Caveat: The messages below were generated",
+    ];
+    if INJECTED.iter().any(|p| trimmed.starts_with(p)) {
+        return;
+    }
+    if let Some(name) = tag(&text, "command-name") {
+        let name = name.trim();
+        let args = tag(&text, "command-args").unwrap_or_default().trim();
+        b.used(name);
+        let typed = if args.is_empty() { name.to_owned() } else { format!("{name} {args}") };
+        b.turn(Role::User, &typed, line, ts);
+        return;
+    }
+    b.turn(Role::User, &text, line, ts);
+}
+
+fn assistant(b: &mut Builder, message: &Value, line: u64, ts: Option<&str>) {
+    let content = message.get("content").unwrap_or(&Value::Null);
+    // `<synthetic>` marks messages Claude Code made up itself (API errors,
+    // "no response requested"): their text is kept, their model is not one.
+    let model = str_at(message, "model").filter(|m| *m != "<synthetic>");
+    fill(&mut b.facts.model, model.filter(|_| said_something(content)));
+    // Claimed before the tool calls so the message's turn comes first, even
+    // when this line holds only a tool call or a thinking block.
+    b.message(str_at(message, "id"), &content_text(content), line, ts);
+    for block in content.as_array().into_iter().flatten() {
+        if str_at(block, "type") != Some("tool_use") {
+            continue;
+        }
+        let name = str_at(block, "name").unwrap_or("tool");
+        let input = block.get("input").unwrap_or(&Value::Null);
+        // Search roots (Glob/Grep `path`) and patterns are not files touched.
+        for key in ["file_path", "notebook_path"] {
+            if let Some(path) = str_at(input, key) {
+                b.file(path);
+            }
+        }
+        if name == "Skill" {
+            if let Some(skill) = str_at(input, "skill") {
+                b.used(skill);
+            }
+        }
+        let text = call_line(name, &input_summary(input));
+        b.call(str_at(block, "id"), name, &text, line, ts);
     }
 }
 
-/// Text Claude Code writes into user lines that the person did not type.
-fn is_injected(text: &str) -> bool {
-    let t = text.trim_start();
-    t.starts_with("<system-reminder>")
-        || t.starts_with("<local-command-")
-        || t.starts_with("<command-message>")
-        || t.starts_with("Caveat: ")
-        || t.starts_with("[Request interrupted")
+/// `toolUseResult` names the file a Read, Write or Edit worked on.
+fn result_files(b: &mut Builder, result: &Value) {
+    let path = str_at(result, "filePath").or_else(|| {
+        result
+            .get("file")
+            .and_then(|file| str_at(file, "filePath"))
+    });
+    if let Some(path) = path {
+        b.file(path);
+    }
 }
 
-fn assistant(b: &mut Builder, message: &Value, content: &Value, line: u64, ts: Option<&str>) {
-    Builder::set(
-        &mut b.meta().model,
-        message
-            .get("model")
-            .and_then(Value::as_str)
-            .filter(|m| *m != "<synthetic>"),
-    );
-    let mut texts = Vec::new();
-    let mut tools = Vec::new();
-    for block in content.as_array().into_iter().flatten() {
-        match block.get("type").and_then(Value::as_str) {
-            Some("text") => texts.push(
-                block
-                    .get("text")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_owned(),
+/// The files Claude Code backed up before editing (paths relative to cwd).
+fn tracked_files(b: &mut Builder, v: &Value) {
+    let backups = v
+        .pointer("/snapshot/trackedFileBackups")
+        .and_then(Value::as_object);
+    for path in backups.into_iter().flat_map(|m| m.keys()) {
+        b.file(path);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::{check, fixture, render};
+    use super::super::{parse, Format, Role, Transcript};
+
+    fn claude(name: &str) -> Transcript {
+        parse(Format::ClaudeCode, &fixture(&format!("claude-code/{name}")))
+    }
+
+    fn line(envelope: &str, body: &str) -> String {
+        format!("{{{envelope}{body}}}\n")
+    }
+
+    #[test]
+    fn user_lines_table() {
+        let u = |content: &str| line("\"type\":\"user\",", &format!("\"message\":{{\"role\":\"user\",\"content\":{content}}}"));
+        let cases: &[(String, &str)] = &[
+            (u("\"plain words\""), "user 1-1: plain words"),
+            (u("[{\"type\":\"text\",\"text\":\"blocks\"},{\"type\":\"image\"}]"), "user 1-1: blocks"),
+            (
+                u("\"before<system-reminder>noise</system-reminder> after\""),
+                "user 1-1: before after",
             ),
-            Some("tool_use") => {
-                let name = block.get("name").and_then(Value::as_str).unwrap_or("tool");
-                let input = block.get("input").unwrap_or(&Value::Null);
-                for key in ["file_path", "notebook_path", "path"] {
-                    if let Some(p) = input.get(key).and_then(Value::as_str) {
-                        b.file(p);
-                    }
-                }
-                b.tool(name);
-                tools.push((name.to_owned(), summarize_input(input)));
-            }
-            _ => {}
+            (u("\"<system-reminder>only noise</system-reminder>\""), ""),
+            (u("\"[Request interrupted by user]\""), ""),
+            (u("\"<local-command-stdout>ok</local-command-stdout>\""), ""),
+            (u("\"<task-notification>done</task-notification>\""), ""),
+            (
+                u("\"<command-message>x</command-message>\\n<command-name>/review</command-name>\\n<command-args>the parser</command-args>\""),
+                "user 1-1: /review the parser",
+            ),
+            (
+                line("\"type\":\"user\",\"isMeta\":true,", "\"message\":{\"content\":\"skill prompt\"}"),
+                "",
+            ),
+            (
+                line("\"type\":\"user\",\"isCompactSummary\":true,", "\"message\":{\"content\":\"the summary\"}"),
+                "summary 1-1: the summary",
+            ),
+            (
+                u("[{\"type\":\"tool_result\",\"tool_use_id\":\"gone\",\"content\":[{\"type\":\"text\",\"text\":\"orphan output\"}]}]"),
+                "tool 1-1: orphan output",
+            ),
+        ];
+        for (input, expect) in cases {
+            let t = check(Format::ClaudeCode, input, expect);
+            assert_eq!(t.n_skipped_lines, 0, "{input}");
         }
     }
-    if let Value::String(s) = content {
-        texts.push(s.clone());
-    }
-    let text = texts.join("\n");
-    if !text.trim().is_empty() && !b.extend_last(Role::Assistant, &text, line) {
-        b.push(Role::Assistant, text, line, ts, vec![]);
-    }
-    for (name, input) in tools {
-        b.push(Role::Tool, format!("{name}: {input}"), line, ts, vec![name]);
-    }
-}
 
-/// A tool input as one readable line: its string values, not its JSON.
-pub(super) fn summarize_input(input: &Value) -> String {
-    match input {
-        Value::Object(map) => map
-            .values()
-            .filter_map(|v| match v {
-                Value::String(s) => Some(s.clone()),
-                Value::Number(n) => Some(n.to_string()),
-                _ => None,
-            })
-            .collect::<Vec<_>>()
-            .join(" "),
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
+    #[test]
+    fn streamed_message_and_tool_results_join() {
+        let a = |id: &str, block: &str| {
+            line("\"type\":\"assistant\",", &format!("\"message\":{{\"id\":\"{id}\",\"model\":\"m\",\"content\":[{block}]}}"))
+        };
+        let r = |id: &str, out: &str| {
+            line("\"type\":\"user\",", &format!("\"message\":{{\"content\":[{{\"type\":\"tool_result\",\"tool_use_id\":\"{id}\",\"content\":\"{out}\"}}]}}"))
+        };
+        let input = [
+            a("m1", "{\"type\":\"thinking\",\"thinking\":\"hidden\"}"),
+            a("m1", "{\"type\":\"text\",\"text\":\"Looking.\"}"),
+            a("m1", "{\"type\":\"tool_use\",\"id\":\"t1\",\"name\":\"Read\",\"input\":{\"file_path\":\"/a.rs\",\"limit\":5}}"),
+            r("t1", "fn main"),
+            a("m1", "{\"type\":\"tool_use\",\"id\":\"t2\",\"name\":\"Bash\",\"input\":{\"command\":\"ls\"}}"),
+            a("m1", "{\"type\":\"text\",\"text\":\"More.\"}"),
+            r("t2", "a.rs"),
+            a("m2", "{\"type\":\"text\",\"text\":\"Next message.\"}"),
+        ]
+        .concat();
+        let t = check(
+            Format::ClaudeCode,
+            &input,
+            "assistant 1-6: Looking.⏎⏎More.
+             tool 3-4 [Read]: Read: /a.rs⏎fn main
+             tool 5-7 [Bash]: Bash: ls⏎a.rs
+             assistant 8-8: Next message.",
+        );
+        assert_eq!(t.tools_used, ["Bash", "Read"]);
+        assert_eq!(t.tool_call_count, 2);
+        assert_eq!(t.files_touched, ["/a.rs"]);
+        assert_eq!(t.model.as_deref(), Some("m"));
+    }
+
+    #[test]
+    fn short_session_reads_like_the_conversation() {
+        let t = claude("marot__spotter__short.jsonl");
+        assert_eq!(
+            render(&t),
+            "user 4-4: mix phx.server doesnt seem to start\n\
+             assistant 5-10: Let me check the project structure and try running the serve\n\
+             tool 8-11 [Bash]: Bash: mix phx.server 2>&1 | head -80⏎The user doesn't want t\n\
+             tool 10-12 [Glob]: Glob: mix.exs /home/marco/projects/spotter⏎The user doesn't \n"
+        );
+        assert_eq!(t.intent.as_deref(), Some("mix phx.server doesnt seem to start"));
+        assert_eq!(t.model.as_deref(), Some("claude-opus-4-6"));
+        assert_eq!(t.session_id.as_deref(), Some("55604662-cf2a-4331-851a-ec234028f8ca"));
+        assert_eq!(t.cwd.as_deref(), Some("/home/marco/projects/spotter"));
+        assert_eq!(t.git_branch.as_deref(), Some("master"));
+        assert_eq!(t.agent_version.as_deref(), Some("2.1.38"));
+        assert_eq!(t.parent_session_id, None);
+        assert_eq!(t.tools_used, ["Bash", "Glob"]);
+        assert_eq!(t.tool_call_count, 2);
+        assert_eq!(t.files_touched, Vec::<String>::new(), "a Glob search root is not a file");
+        assert_eq!((t.n_lines, t.n_skipped_lines), (15, 0));
+        // The thinking block on line 6 is never indexed.
+        assert!(t.turns.iter().all(|x| !x.text.contains("having trouble starting their Phoenix")));
+        // The session-start hooks ran (line 2) before the person typed (line 4).
+        assert_eq!(t.started_at.as_deref(), Some("2026-02-10T21:11:52.438Z"));
+        assert_eq!(t.ended_at.as_deref(), Some("2026-02-10T21:16:12.381Z"));
+    }
+
+    #[test]
+    fn truncated_file_reads_its_complete_lines() {
+        let cut = fixture("derived/marot__spotter__short.TRUNCATED-MIDLINE-DERIVED.jsonl");
+        let t = parse(Format::ClaudeCode, &cut);
+        assert_eq!((t.n_lines, t.n_skipped_lines), (10, 1));
+        let full = fixture("claude-code/marot__spotter__short.jsonl");
+        let nine_lines = full
+            .iter()
+            .enumerate()
+            .filter(|(_, &c)| c == b'\n')
+            .nth(8)
+            .map(|(i, _)| &full[..=i])
+            .unwrap_or_default();
+        let want = parse(Format::ClaudeCode, nine_lines);
+        assert_eq!(t.turns, want.turns);
+        assert_eq!(t.intent.as_deref(), Some("mix phx.server doesnt seem to start"));
+        assert!(render(&t).contains("assistant 5-8: Let me check"));
+    }
+
+    #[test]
+    fn streamed_message_interleaved_with_results_is_one_turn() {
+        // msg_016xcKQRzQXv2gLKoiSyUZxc spans lines 2..=21, with tool results
+        // (and progress lines) between its lines.
+        let t = claude("marot__spotter__4d5611e5-241a-462a-8d15-5122611a9569__subagents__agent-a2898e3.jsonl");
+        let first = t.turns.iter().find(|x| x.role == Role::Assistant);
+        assert_eq!(first.map(|x| (x.line_start, x.line_end)), Some((2, 21)));
+        assert_eq!(t.turns.iter().filter(|x| x.role == Role::Assistant && x.line_start == 2).count(), 1);
+        // A subagent's prompt, written by its parent, is what it was asked to do.
+        assert!(t.intent.as_deref().unwrap_or_default().starts_with("Very thorough exploration."));
+    }
+
+    #[test]
+    fn compaction_summary_is_a_summary_not_user_text() {
+        let t = claude("marot__spotter__4d5611e5-241a-462a-8d15-5122611a9569.jsonl");
+        let summaries: Vec<_> = t.turns.iter().filter(|x| x.role == Role::Summary).collect();
+        assert_eq!(summaries.len(), 1);
+        assert_eq!(summaries[0].line_start, 755);
+        assert!(summaries[0].text.starts_with("This session is being continued"));
+        let users: Vec<_> = t.turns.iter().filter(|x| x.role == Role::User).map(|x| x.line_start).collect();
+        // Line 1502 is a background-task notification, not the person.
+        assert_eq!(users, [7, 280]);
+        assert_eq!(t.intent.as_deref().map(|i| i.starts_with("Work on bead spotter-dov.")), Some(true));
+        assert!(t.files_touched.iter().all(|f| f.starts_with('/')), "{:?}", t.files_touched);
+        assert!(t.files_touched.contains(&"/home/USER/projects/spotter-worktrees/spotter-dov/lib/spotter_web/live/session_live.ex".to_owned()));
+    }
+
+    #[test]
+    fn slash_command_is_user_text_and_its_expansion_is_not() {
+        let t = claude("marot__spotter__subagent.jsonl");
+        let first = &t.turns[0];
+        assert_eq!((first.role, first.line_start), (Role::User, 4));
+        assert!(first.text.starts_with("/handgemacht:create-beads websearch to learn"));
+        assert!(t.tools_used.contains(&"/handgemacht:create-beads".to_owned()));
+        assert!(t.turns.iter().all(|x| !x.text.contains("Follow these phases in strict order")));
+        let users: Vec<_> = t.turns.iter().filter(|x| x.role == Role::User).map(|x| x.line_start).collect();
+        assert_eq!(users, [4, 71]);
+    }
+
+    #[test]
+    fn local_command_noise_is_not_user_text() {
+        let t = claude("marot__spotter__tool_heavy.jsonl");
+        let users: Vec<_> = t.turns.iter().filter(|x| x.role == Role::User).map(|x| (x.line_start, x.text.as_str())).collect();
+        assert_eq!(users[..2], [(4, "start phoenix in background"), (21, "/mcp")]);
+        assert!(users[2].1.starts_with("scrolling back in xterm.js"));
+        assert_eq!(users.len(), 3);
+    }
+
+    #[test]
+    fn compaction_agent_prompt_is_intent_and_reminders_are_dropped() {
+        let t = claude("marot__spotter__4d5611e5-241a-462a-8d15-5122611a9569__subagents__agent-acompact-e1f845.jsonl");
+        assert!(t.intent.as_deref().unwrap_or_default().starts_with("Your task is to create a detailed summary"));
+        assert!(t.turns.iter().all(|x| !x.text.contains("PostToolUse:Edit hook additional context")));
+    }
+
+    #[test]
+    fn files_from_tool_inputs_results_and_snapshots_are_absolute_and_deduplicated() {
+        let t = claude("codemie-ai__codemie-code__4c2ddfdc-b619-4525-8d03-1950fb1b0257.jsonl");
+        assert_eq!(t.files_touched, ["/tmp/private/hello.js", "/tmp/private/hello.md", "/tmp/private/hello.py"]);
+        assert_eq!(t.tools_used, ["Bash", "Edit", "Read", "Write"]);
+        assert_eq!(t.tool_call_count, 6);
+        assert_eq!(t.intent.as_deref(), Some("create hello.py, md and js"));
+        assert_eq!(t.turns.iter().filter(|x| x.role == Role::User).count(), 3);
+    }
+
+    #[test]
+    fn session_titles_are_not_turns() {
+        // 16 `summary` lines, among the first 20, title this and other sessions.
+        let name = "codemie-ai__codemie-code__session-9eda1058.jsonl";
+        let bytes = fixture(&format!("claude-code/{name}"));
+        let title_lines: Vec<u64> = bytes
+            .split(|&c| c == b'\n')
+            .zip(1..)
+            .filter(|(l, _)| l.starts_with(b"{\"type\":\"summary\""))
+            .map(|(_, n)| n)
+            .collect();
+        assert_eq!(title_lines.len(), 16);
+        let t = parse(Format::ClaudeCode, &bytes);
+        assert!(t.turns.iter().all(|x| !title_lines.contains(&x.line_start)));
+        assert!(t.turns.iter().all(|x| !x.text.contains("Cleared conversation history")));
+        assert_eq!(t.n_skipped_lines, 0);
+        assert_eq!(t.intent.as_deref(), Some("show tools and store response in file"));
+    }
+
+    #[test]
+    fn hook_payloads_are_not_a_transcript() {
+        let t = claude("oneryalcin__fasthooks__sample_hook_logs.jsonl");
+        assert!(t.turns.is_empty());
+        assert_eq!((t.n_lines, t.n_skipped_lines), (36, 36));
     }
 }

@@ -1,32 +1,39 @@
 //! Transcript formats -> turns: what Claude Code, Codex and pi wrote, read
 //! line by line into user / assistant / tool / summary turns with their
-//! source line ranges, plus facts about the run (model, ids, files, tools).
-//! Never fails: unknown or malformed lines are counted and skipped.
+//! source line ranges, plus the facts about the run (model, ids, files, tools).
+//!
+//! Invariant: `parse` never fails and never panics. A line that is not JSON,
+//! not UTF-8, or of a type no parser knows is counted in `n_skipped_lines`
+//! and the rest of the input is still read.
 
+mod builder;
 mod claude;
 mod codex;
 mod pi;
-
-use std::collections::BTreeSet;
+pub(crate) mod text;
 
 use serde_json::Value;
 
+use builder::Builder;
+
+/// Which agent wrote the bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
     ClaudeCode,
     Codex,
     Pi,
-    /// Generic JSONL: string fields `text`, `content` or `message`.
+    /// Generic JSONL: the string field `text`, `content` or `message` of each
+    /// record, if it has one; nothing else.
     Other,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Role {
     User,
     Assistant,
-    /// A tool call and/or its result.
+    /// A tool call and its result text, in one turn when both are present.
     Tool,
-    /// A compaction summary: written by the agent, not the user.
+    /// A compaction summary: the agent's condensed history, not user text.
     Summary,
 }
 
@@ -41,207 +48,373 @@ impl Role {
     }
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Turn {
     pub role: Role,
+    /// What was said, trimmed and never empty. A tool turn reads
+    /// `name: input summary` then the result text on the following lines.
     pub text: String,
-    /// 1-based, inclusive lines of the parsed bytes.
+    /// First line of the turn, 1-based within the parsed bytes, so that a
+    /// search hit can point at the authoritative JSONL.
     pub line_start: u64,
+    /// Last line, inclusive: a streamed message or a call joined with its
+    /// result spans several lines.
     pub line_end: u64,
+    /// The timestamp of the turn's first line, as the agent wrote it.
     pub timestamp: Option<String>,
+    /// The tool this turn called (empty for non-tool turns).
     pub tool_names: Vec<String>,
 }
 
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Transcript {
+    /// In order of first line.
     pub turns: Vec<Turn>,
+    /// The first model a message names, else the one the session header names.
     pub model: Option<String>,
+    /// The agent's own session / thread id (Claude `sessionId`, Codex
+    /// `session_meta.payload.id`, pi header `id`): the conversation id.
     pub session_id: Option<String>,
+    /// The session that spawned this one (Codex subagent `parent_thread_id`,
+    /// pi `parentSession`), to hang the run under its parent.
     pub parent_session_id: Option<String>,
     pub cwd: Option<String>,
     pub git_branch: Option<String>,
     pub agent_version: Option<String>,
+    /// Earliest timestamp of any record, in kith's canonical RFC 3339 form.
     pub started_at: Option<String>,
+    /// Latest timestamp of any record, canonical like `started_at`.
     pub ended_at: Option<String>,
-    /// First real user message, at most 500 characters.
+    /// The first user turn's text, at most 500 characters: what the run was for.
     pub intent: Option<String>,
+    /// Files the run read or changed, sorted and deduplicated; relative paths
+    /// are resolved against `cwd` when it is known.
     pub files_touched: Vec<String>,
+    /// Tools called and skills or slash commands invoked, sorted, deduplicated.
     pub tools_used: Vec<String>,
     pub tool_call_count: u64,
+    /// Lines in the parsed bytes, a partial last line included.
     pub n_lines: u64,
+    /// Lines nothing was read from: not JSON, not UTF-8, or an unknown type.
     pub n_skipped_lines: u64,
 }
 
-/// Tool output is capped before indexing: it dominates transcripts by size
-/// and matters far less for recall than what the people and models said.
-pub const MAX_TOOL_TEXT: usize = 8000;
-const MAX_INTENT: usize = 500;
-
-/// Accumulates a transcript while a format walks the records.
-#[derive(Default)]
-pub(crate) struct Builder {
-    t: Transcript,
-    files: BTreeSet<String>,
-    tools: BTreeSet<String>,
-}
-
-impl Builder {
-    pub(crate) fn push(
-        &mut self,
-        role: Role,
-        text: String,
-        line: u64,
-        ts: Option<&str>,
-        tools: Vec<String>,
-    ) {
-        let text = if role == Role::Tool {
-            truncate_chars(&text, MAX_TOOL_TEXT)
-        } else {
-            text
-        };
-        if text.trim().is_empty() {
-            return;
-        }
-        if role == Role::User && self.t.intent.is_none() {
-            self.t.intent = Some(truncate_chars(text.trim(), MAX_INTENT));
-        }
-        self.t.turns.push(Turn {
-            role,
-            text,
-            line_start: line,
-            line_end: line,
-            timestamp: ts.map(str::to_owned),
-            tool_names: tools,
-        });
-    }
-
-    /// Appends to the last turn when it has this role (a message split over lines).
-    pub(crate) fn extend_last(&mut self, role: Role, text: &str, line: u64) -> bool {
-        match self.t.turns.last_mut() {
-            Some(last) if last.role == role => {
-                if !text.trim().is_empty() {
-                    last.text.push('\n');
-                    last.text.push_str(text);
-                }
-                last.line_end = line;
-                true
-            }
-            _ => false,
-        }
-    }
-
-    pub(crate) fn tool(&mut self, name: &str) {
-        self.t.tool_call_count += 1;
-        self.tools.insert(name.to_owned());
-    }
-
-    pub(crate) fn file(&mut self, path: &str) {
-        if !path.is_empty() {
-            self.files.insert(path.to_owned());
-        }
-    }
-
-    pub(crate) fn time(&mut self, ts: Option<&str>) {
-        let Some(ts) = ts.and_then(crate::timestamp::normalize) else {
-            return;
-        };
-        if self.t.started_at.as_ref().is_none_or(|s| ts < *s) {
-            self.t.started_at = Some(ts.clone());
-        }
-        if self.t.ended_at.as_ref().is_none_or(|e| ts > *e) {
-            self.t.ended_at = Some(ts);
-        }
-    }
-
-    pub(crate) fn set(field: &mut Option<String>, v: Option<&str>) {
-        if field.is_none() {
-            if let Some(v) = v.filter(|v| !v.is_empty()) {
-                *field = Some(v.to_owned());
-            }
-        }
-    }
-
-    pub(crate) fn meta(&mut self) -> &mut Transcript {
-        &mut self.t
-    }
-
-    fn finish(mut self) -> Transcript {
-        self.t.files_touched = self.files.into_iter().collect();
-        self.t.tools_used = self.tools.into_iter().collect();
-        self.t
-    }
-}
-
-pub(crate) fn truncate_chars(s: &str, max: usize) -> String {
-    match s.char_indices().nth(max) {
-        Some((i, _)) => s[..i].to_owned(),
-        None => s.to_owned(),
-    }
-}
-
-/// Text of a content value: a string, or an array of `{type:"text", text}` blocks.
-pub(crate) fn text_of(content: &Value) -> String {
-    match content {
-        Value::String(s) => s.clone(),
-        Value::Array(blocks) => blocks
-            .iter()
-            .filter_map(|b| match b {
-                Value::String(s) => Some(s.as_str()),
-                _ => b.get("text").and_then(Value::as_str),
-            })
-            .collect::<Vec<_>>()
-            .join("\n"),
-        _ => String::new(),
-    }
-}
-
+/// Reads a transcript, or any run of complete lines cut from one.
 pub fn parse(format: Format, bytes: &[u8]) -> Transcript {
+    match format {
+        Format::ClaudeCode => read(claude::Claude, bytes),
+        Format::Codex => read(codex::Codex::default(), bytes),
+        Format::Pi => read(pi::Pi, bytes),
+        Format::Other => read(Other, bytes),
+    }
+}
+
+/// One format's reading of decoded records.
+trait Records {
+    /// Feeds one record from `line`; false when the record is of a type this
+    /// format does not know.
+    fn record(&mut self, b: &mut Builder, v: &Value, line: u64) -> bool;
+
+    /// Called once after the last record.
+    fn finish(self, _b: &mut Builder)
+    where
+        Self: Sized,
+    {
+    }
+}
+
+fn read(mut format: impl Records, bytes: &[u8]) -> Transcript {
     let mut b = Builder::default();
+    let mut n_lines = 0;
+    let mut n_skipped = 0;
     // A trailing newline ends the last line; it does not start another.
     let body = bytes.strip_suffix(b"\n").unwrap_or(bytes);
-    if !body.is_empty() {
-        b.t.n_lines = body.split(|&c| c == b'\n').count() as u64;
-    }
-    for (idx, line) in body.split(|&c| c == b'\n').enumerate() {
+    let lines = (!bytes.is_empty()).then(|| body.split(|&c| c == b'\n'));
+    for (idx, line) in lines.into_iter().flatten().enumerate() {
+        n_lines += 1;
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
         let line_no = idx as u64 + 1;
-        let mut any = false;
+        let mut used = false;
+        // Real pi files hold several records on one line (`}{`); each one is
+        // read, and they all get this line's number. A decoding error ends
+        // the line but keeps what came before it.
         for record in serde_json::Deserializer::from_slice(line).into_iter::<Value>() {
             match record {
-                Ok(v) => {
-                    any = true;
-                    let known = match format {
-                        Format::ClaudeCode => claude::record(&mut b, &v, line_no),
-                        Format::Codex => codex::record(&mut b, &v, line_no),
-                        Format::Pi => pi::record(&mut b, &v, line_no),
-                        Format::Other => other(&mut b, &v, line_no),
-                    };
-                    if !known {
-                        b.t.n_skipped_lines += 1;
+                Ok(v) => used |= format.record(&mut b, &v, line_no),
+                Err(_) => break,
+            }
+        }
+        if !used {
+            n_skipped += 1;
+        }
+    }
+    format.finish(&mut b);
+    b.finish(n_lines, n_skipped)
+}
+
+/// Generic JSONL: any JSON line is understood, the text fields are indexed.
+struct Other;
+
+impl Records for Other {
+    fn record(&mut self, b: &mut Builder, v: &Value, line: u64) -> bool {
+        let ts = text::str_at(v, "timestamp");
+        b.time(ts);
+        let role = match text::str_at(v, "role") {
+            Some("assistant") => Role::Assistant,
+            Some("tool") => Role::Tool,
+            _ => Role::User,
+        };
+        if let Some(s) = ["text", "content", "message"]
+            .iter()
+            .find_map(|key| text::str_at(v, key))
+        {
+            b.turn(role, s, line, ts);
+        }
+        true
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use std::fmt::Write as _;
+    use std::path::PathBuf;
+
+    use super::*;
+
+    /// Bytes of a file under `/work/shared/fixtures/` (the reference material
+    /// beside the repository).
+    pub(crate) fn fixture(name: &str) -> Vec<u8> {
+        let path = fixtures_dir().join(name);
+        std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    }
+
+    fn fixtures_dir() -> PathBuf {
+        PathBuf::from(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../shared/fixtures"
+        ))
+    }
+
+    /// Turns as `role start-end [tools]: text` lines, text cut at 60 chars and
+    /// newlines shown as `⏎`, so that expectations read like the transcript.
+    pub(crate) fn render(t: &Transcript) -> String {
+        let mut out = String::new();
+        for turn in &t.turns {
+            let text: String = text::truncate_chars(&turn.text, 60).replace('\n', "⏎");
+            let tools = if turn.tool_names.is_empty() {
+                String::new()
+            } else {
+                format!(" [{}]", turn.tool_names.join(","))
+            };
+            let _ = writeln!(
+                out,
+                "{} {}-{}{tools}: {text}",
+                turn.role.as_str(),
+                turn.line_start,
+                turn.line_end
+            );
+        }
+        out
+    }
+
+    /// Parses `input` and compares its rendered turns with `expect` (leading
+    /// indentation and blank lines of `expect` ignored).
+    pub(crate) fn check(format: Format, input: &str, expect: &str) -> Transcript {
+        let t = parse(format, input.as_bytes());
+        let want: String = expect
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .map(|l| format!("{l}\n"))
+            .collect();
+        assert_eq!(render(&t), want, "input:\n{input}");
+        t
+    }
+
+    fn format_of_dir(dir: &str) -> Format {
+        match dir {
+            "codex" => Format::Codex,
+            "pi" => Format::Pi,
+            _ => Format::ClaudeCode,
+        }
+    }
+
+    #[test]
+    fn every_fixture_parses_into_sane_turns() {
+        let mut n_files = 0;
+        for dir in ["claude-code", "codex", "pi", "derived"] {
+            let mut names: Vec<_> = std::fs::read_dir(fixtures_dir().join(dir))
+                .unwrap_or_else(|e| panic!("{dir}: {e}"))
+                .map(|e| e.map(|e| e.file_name().to_string_lossy().into_owned()))
+                .collect::<Result<_, _>>()
+                .unwrap_or_else(|e| panic!("{dir}: {e}"));
+            names.sort();
+            for name in names.iter().filter(|n| n.ends_with(".jsonl")) {
+                n_files += 1;
+                let bytes = fixture(&format!("{dir}/{name}"));
+                let t = parse(format_of_dir(dir), &bytes);
+                let newlines = bytes.iter().filter(|&&c| c == b'\n').count() as u64;
+                let partial = u64::from(!bytes.ends_with(b"\n"));
+                assert_eq!(t.n_lines, newlines + partial, "{name}");
+                // The hook log is hook payloads, not a transcript: nothing in it is a turn.
+                if name.contains("hook_logs") {
+                    assert!(t.turns.is_empty(), "{name}");
+                    assert_eq!(t.n_skipped_lines, t.n_lines, "{name}");
+                    continue;
+                }
+                assert!(t.turns.iter().any(|x| x.role == Role::User), "{name}: no user turn");
+                assert!(t.turns.iter().any(|x| x.role == Role::Assistant), "{name}: no assistant turn");
+                assert!(t.intent.is_some(), "{name}: no intent");
+                assert!(t.started_at.is_some() && t.started_at <= t.ended_at, "{name}");
+                for turn in &t.turns {
+                    let at = format!("{name} lines {}-{}", turn.line_start, turn.line_end);
+                    assert!(1 <= turn.line_start, "{at}");
+                    assert!(turn.line_start <= turn.line_end, "{at}");
+                    assert!(turn.line_end <= t.n_lines, "{at}");
+                    assert!(!turn.text.trim().is_empty(), "{at}");
+                    assert_eq!(turn.text, turn.text.trim(), "{at}");
+                    // A pi user once pasted raw JSON with tool calls; in Claude
+                    // files the same words would mean a misread tool result.
+                    if turn.role == Role::User && dir != "pi" {
+                        for bad in ["tool_result", "<system-reminder>", "tool_use_id", "<local-command"] {
+                            assert!(!turn.text.contains(bad), "{at}: user text has {bad}");
+                        }
                     }
                 }
-                Err(_) => {
-                    if !any {
-                        b.t.n_skipped_lines += 1;
-                    }
-                    break;
-                }
+                assert!(t.turns.windows(2).all(|w| w[0].line_start <= w[1].line_start), "{name}");
+                let sorted = |v: &[String]| v.windows(2).all(|w| w[0] < w[1]);
+                assert!(sorted(&t.files_touched) && sorted(&t.tools_used), "{name}");
+                // Only the derived file, cut mid-line on purpose, has a line that is not JSON.
+                let want_skipped = u64::from(dir == "derived");
+                assert_eq!(t.n_skipped_lines, want_skipped, "{name}");
+            }
+        }
+        assert_eq!(n_files, 22, "a fixture went missing");
+    }
+
+    #[test]
+    fn garbage_gives_no_turns_and_counts_skipped_lines() {
+        // (input, n_lines, n_skipped_lines), for every format.
+        let cases: &[(&[u8], u64, u64)] = &[
+            (b"", 0, 0),
+            (b"\n", 1, 0),
+            (b"not json\n", 1, 1),
+            (b"not json", 1, 1),
+            (b"\xff\xfe\x00garbage\n\x80\n", 2, 2),
+            (b"{\"type\":\"user\",\"message\":{\"content\":\"\xff\"}}\n", 1, 1),
+            (b"{\"type\":\"message\",\"message\":{\"role\":\"user\",\"content\":\"\xc3\"}}\n", 1, 1),
+            (b"{\"truncated\": \n", 1, 1),
+            (b"]]]\n{{{\n\n", 3, 2),
+        ];
+        for format in [Format::ClaudeCode, Format::Codex, Format::Pi, Format::Other] {
+            for &(input, n_lines, n_skipped) in cases {
+                let t = parse(format, input);
+                let at = format!("{format:?} {:?}", String::from_utf8_lossy(input));
+                assert!(t.turns.is_empty(), "{at}: {:?}", t.turns);
+                assert_eq!((t.n_lines, t.n_skipped_lines), (n_lines, n_skipped), "{at}");
+                assert_eq!(t.intent, None, "{at}");
             }
         }
     }
-    b.finish()
-}
 
-fn other(b: &mut Builder, v: &Value, line: u64) -> bool {
-    let ts = v.get("timestamp").and_then(Value::as_str);
-    b.time(ts);
-    for key in ["text", "content", "message"] {
-        if let Some(s) = v.get(key).and_then(Value::as_str) {
-            b.push(Role::User, s.to_owned(), line, ts, vec![]);
-            return true;
-        }
+    #[test]
+    fn records_of_unknown_type_are_skipped_not_fatal() {
+        let input = concat!(
+            "{\"type\":\"from-the-future\",\"x\":1}\n",
+            "[1,2,3]\n",
+            "{\"type\":\"session\",\"id\":\"s1\",\"timestamp\":\"2025-01-01T00:00:00Z\"}\n",
+            "{\"type\":\"message\",\"message\":{\"role\":\"user\",\"content\":\"still read\"}}\n",
+        );
+        let t = check(Format::Pi, input, "user 4-4: still read");
+        assert_eq!((t.n_lines, t.n_skipped_lines), (4, 2));
+        assert_eq!(t.session_id.as_deref(), Some("s1"));
     }
-    false
+
+    #[test]
+    fn concatenated_records_on_one_line_are_all_read() {
+        let input = concat!(
+            "{\"type\":\"message\",\"message\":{\"role\":\"user\",\"content\":\"first\"}}",
+            "{\"type\":\"message\",\"message\":{\"role\":\"assistant\",\"content\":[{\"type\":\"text\",\"text\":\"second\"}]}}\n",
+            "{\"type\":\"message\",\"message\":{\"role\":\"user\",\"content\":\"good\"}}{\"type\":\"mess\n",
+        );
+        let t = check(
+            Format::Pi,
+            input,
+            "user 1-1: first
+             assistant 1-1: second
+             user 2-2: good",
+        );
+        assert_eq!(t.n_skipped_lines, 0);
+    }
+
+    #[test]
+    fn partial_last_line_is_read_only_when_it_is_json() {
+        let line = "{\"type\":\"message\",\"message\":{\"role\":\"user\",\"content\":\"hi\"}}";
+        let t = check(Format::Pi, line, "user 1-1: hi");
+        assert_eq!((t.n_lines, t.n_skipped_lines), (1, 0));
+        let cut = &line[..line.len() - 3];
+        let t = check(Format::Pi, &format!("{line}\n{cut}"), "user 1-1: hi");
+        assert_eq!((t.n_lines, t.n_skipped_lines), (2, 1));
+    }
+
+    #[test]
+    fn other_format_indexes_text_fields_only() {
+        let input = concat!(
+            "{\"text\":\"from text\",\"timestamp\":\"2025-01-02T00:00:00Z\"}\n",
+            "{\"role\":\"assistant\",\"content\":\"from content\"}\n",
+            "{\"message\":\"from message\",\"timestamp\":\"2025-01-01T00:00:00Z\"}\n",
+            "{\"message\":{\"nested\":\"not a string field\"}}\n",
+            "{\"other\":1}\n",
+        );
+        let t = check(
+            Format::Other,
+            input,
+            "user 1-1: from text
+             assistant 2-2: from content
+             user 3-3: from message",
+        );
+        assert_eq!(t.n_skipped_lines, 0);
+        assert_eq!(t.started_at.as_deref(), Some("2025-01-01T00:00:00.000Z"));
+        assert_eq!(t.ended_at.as_deref(), Some("2025-01-02T00:00:00.000Z"));
+        assert_eq!(t.intent.as_deref(), Some("from text"));
+    }
+
+    #[test]
+    fn intent_is_cut_at_500_chars_on_a_char_boundary() {
+        let long = "é".repeat(600);
+        let line = format!("{{\"text\":\"{long}\"}}\n");
+        let t = parse(Format::Other, line.as_bytes());
+        let intent = t.intent.unwrap_or_default();
+        assert_eq!(intent.chars().count(), 500);
+        assert!(long.starts_with(&intent));
+        assert_eq!(t.turns[0].text, long, "the turn itself is not cut");
+    }
+
+    /// Regression guard for quadratic behaviour: many lines of one streamed
+    /// message and many joined tool calls must stay cheap to merge.
+    #[test]
+    fn large_input_with_many_merges_parses_whole() {
+        let mut input = String::new();
+        let n = 20_000;
+        for i in 0..n {
+            let _ = writeln!(
+                input,
+                "{{\"type\":\"assistant\",\"message\":{{\"id\":\"m1\",\"content\":[{{\"type\":\"text\",\"text\":\"part {i}\"}},{{\"type\":\"tool_use\",\"id\":\"t{i}\",\"name\":\"Bash\",\"input\":{{\"command\":\"echo {i}\"}}}}]}}}}"
+            );
+            let _ = writeln!(
+                input,
+                "{{\"type\":\"user\",\"message\":{{\"content\":[{{\"type\":\"tool_result\",\"tool_use_id\":\"t{i}\",\"content\":\"out {i}\"}}]}}}}"
+            );
+        }
+        let t = parse(Format::ClaudeCode, input.as_bytes());
+        assert_eq!(t.turns.len(), n + 1);
+        assert_eq!(t.turns[0].role, Role::Assistant);
+        assert_eq!((t.turns[0].line_start, t.turns[0].line_end), (1, 2 * n as u64 - 1));
+        assert!(t.turns[0].text.ends_with(&format!("part {}", n - 1)));
+        let last = &t.turns[n];
+        assert_eq!(last.text, format!("Bash: echo {}\nout {}", n - 1, n - 1));
+        assert_eq!(t.tool_call_count, n as u64);
+    }
 }

@@ -1,110 +1,184 @@
-//! pi sessions: a `session` header, then `message` entries (user, assistant,
-//! toolResult) and `compaction` summaries; v2+ entries form a tree by id.
+//! pi sessions (`~/.pi/agent/sessions/--<cwd>--/<ts>_<uuid>.jsonl`): a
+//! `session` header, then `message` entries (user, assistant, toolResult,
+//! bashExecution) and `compaction` summaries; v2+ entries form a tree by id,
+//! which is read here in file order.
 
 use serde_json::Value;
 
-use super::claude::summarize_input;
-use super::{text_of, Builder, Role};
+use super::builder::{fill, Builder};
+use super::text::{call_line, content_text, input_summary, said_something, str_at};
+use super::{Records, Role};
 
-pub(super) fn record(b: &mut Builder, v: &Value, line: u64) -> bool {
-    let ts = v.get("timestamp").and_then(Value::as_str);
-    b.time(ts);
-    match v.get("type").and_then(Value::as_str).unwrap_or_default() {
-        "session" => {
-            let m = b.meta();
-            Builder::set(&mut m.session_id, v.get("id").and_then(Value::as_str));
-            Builder::set(&mut m.cwd, v.get("cwd").and_then(Value::as_str));
-            Builder::set(&mut m.model, v.get("modelId").and_then(Value::as_str));
-            Builder::set(
-                &mut m.parent_session_id,
-                v.get("parentSession").and_then(Value::as_str),
-            );
-        }
-        "message" => message(b, v.get("message").unwrap_or(&Value::Null), line, ts),
-        "compaction" | "branch_summary" => {
-            let text = v
-                .get("summary")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_owned();
-            b.push(Role::Summary, text, line, ts, vec![]);
-            for key in ["readFiles", "modifiedFiles"] {
-                for f in v
-                    .pointer(&format!("/details/{key}"))
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                {
-                    b.file(f.as_str().unwrap_or_default());
+pub(super) struct Pi;
+
+impl Records for Pi {
+    fn record(&mut self, b: &mut Builder, v: &Value, line: u64) -> bool {
+        let ts = str_at(v, "timestamp");
+        match str_at(v, "type").unwrap_or_default() {
+            "session" => {
+                let f = &mut b.facts;
+                fill(&mut f.session_id, str_at(v, "id"));
+                fill(&mut f.cwd, str_at(v, "cwd"));
+                fill(&mut f.parent_session_id, str_at(v, "parentSession"));
+                b.header_model(str_at(v, "modelId"));
+            }
+            "message" => message(b, v.get("message").unwrap_or(&Value::Null), line, ts),
+            "compaction" => {
+                b.turn(Role::Summary, str_at(v, "summary").unwrap_or_default(), line, ts);
+                let details = v.get("details").unwrap_or(&Value::Null);
+                for key in ["readFiles", "modifiedFiles"] {
+                    for path in details.get(key).and_then(Value::as_array).into_iter().flatten() {
+                        b.file(path.as_str().unwrap_or_default());
+                    }
                 }
             }
+            "branch_summary" => {
+                b.turn(Role::Summary, str_at(v, "summary").unwrap_or_default(), line, ts);
+            }
+            "model_change" => b.header_model(str_at(v, "modelId")),
+            // Settings, extension state and labels: nothing was said.
+            "thinking_level_change" | "custom" | "custom_message" | "label" | "session_info" => {}
+            _ => return false,
         }
-        "model_change"
-        | "thinking_level_change"
-        | "custom"
-        | "custom_message"
-        | "label"
-        | "session_info" => {}
-        _ => return false,
+        b.time(ts);
+        true
     }
-    true
 }
 
 fn message(b: &mut Builder, m: &Value, line: u64, ts: Option<&str>) {
     let content = m.get("content").unwrap_or(&Value::Null);
-    match m.get("role").and_then(Value::as_str) {
-        Some("user") => b.push(Role::User, text_of(content), line, ts, vec![]),
+    match str_at(m, "role") {
+        Some("user") => {
+            b.turn(Role::User, &content_text(content), line, ts);
+        }
         Some("assistant") => {
-            Builder::set(&mut b.meta().model, m.get("model").and_then(Value::as_str));
-            let text = content
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter(|c| c.get("type").and_then(Value::as_str) == Some("text"))
-                .filter_map(|c| c.get("text").and_then(Value::as_str))
-                .collect::<Vec<_>>()
-                .join("\n");
-            b.push(Role::Assistant, text, line, ts, vec![]);
-            for call in content.as_array().into_iter().flatten() {
-                if call.get("type").and_then(Value::as_str) != Some("toolCall") {
+            let model = str_at(m, "model").filter(|_| said_something(content));
+            fill(&mut b.facts.model, model);
+            b.turn(Role::Assistant, &content_text(content), line, ts);
+            for block in content.as_array().into_iter().flatten() {
+                if str_at(block, "type") != Some("toolCall") {
                     continue;
                 }
-                let name = call
-                    .get("name")
-                    .and_then(Value::as_str)
-                    .unwrap_or("tool")
-                    .to_owned();
-                let args = call.get("arguments").unwrap_or(&Value::Null);
-                if let Some(p) = args.get("path").and_then(Value::as_str) {
-                    b.file(p);
+                let name = str_at(block, "name").unwrap_or("tool");
+                let args = block.get("arguments").unwrap_or(&Value::Null);
+                for key in ["path", "file_path"] {
+                    if let Some(path) = str_at(args, key) {
+                        b.file(path);
+                    }
                 }
-                b.tool(&name);
-                b.push(
-                    Role::Tool,
-                    format!("{name}: {}", summarize_input(args)),
-                    line,
-                    ts,
-                    vec![name],
-                );
+                let text = call_line(name, &input_summary(args));
+                b.call(str_at(block, "id"), name, &text, line, ts);
             }
         }
         Some("toolResult") => {
-            let text = text_of(content);
-            if !b.extend_last(Role::Tool, &text, line) {
-                b.push(Role::Tool, text, line, ts, vec![]);
-            }
+            let text = content_text(content);
+            b.result(str_at(m, "toolCallId"), str_at(m, "toolName"), &text, line, ts);
         }
+        // A command the person ran with `!`: a tool run, typed by them.
         Some("bashExecution") => {
-            let cmd = m.get("command").and_then(Value::as_str).unwrap_or_default();
-            let out = m.get("output").and_then(Value::as_str).unwrap_or_default();
-            b.push(
-                Role::Tool,
-                format!("bash: {cmd}\n{out}"),
-                line,
-                ts,
-                vec!["bash".into()],
-            );
+            let command = str_at(m, "command").unwrap_or_default();
+            let output = str_at(m, "output").unwrap_or_default();
+            b.call(None, "bash", &format!("bash: {command}\n{output}"), line, ts);
+        }
+        Some("branchSummary" | "compactionSummary") => {
+            b.turn(Role::Summary, str_at(m, "summary").unwrap_or_default(), line, ts);
         }
         _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::{check, fixture};
+    use super::super::{parse, Format, Role, Transcript};
+
+    fn pi(name: &str) -> Transcript {
+        parse(Format::Pi, &fixture(&format!("pi/{name}")))
+    }
+
+    fn entry(body: &str) -> String {
+        format!("{{\"type\":\"message\",\"timestamp\":\"2025-01-01T00:00:00Z\",\"message\":{body}}}\n")
+    }
+
+    #[test]
+    fn entries_table() {
+        let call = entry("{\"role\":\"assistant\",\"model\":\"m\",\"content\":[{\"type\":\"thinking\",\"thinking\":\"hidden\"},{\"type\":\"text\",\"text\":\"Reading.\"},{\"type\":\"toolCall\",\"id\":\"c1\",\"name\":\"read\",\"arguments\":{\"path\":\"src/a.ts\"}}]}");
+        let result = entry("{\"role\":\"toolResult\",\"toolCallId\":\"c1\",\"toolName\":\"read\",\"content\":[{\"type\":\"text\",\"text\":\"export {}\"},{\"type\":\"image\",\"data\":\"iVBOR\"}]}");
+        let cases: &[(String, &str)] = &[
+            (entry("{\"role\":\"user\",\"content\":\"hello\"}"), "user 1-1: hello"),
+            (
+                [call, result.clone()].concat(),
+                "assistant 1-1: Reading.
+                 tool 1-2 [read]: read: src/a.ts⏎export {}",
+            ),
+            (result, "tool 1-1 [read]: export {}"),
+            (
+                entry("{\"role\":\"bashExecution\",\"command\":\"ls\",\"output\":\"README.md\\n\",\"exitCode\":0}"),
+                "tool 1-1 [bash]: bash: ls⏎README.md",
+            ),
+            (
+                "{\"type\":\"compaction\",\"summary\":\"so far\",\"details\":{\"readFiles\":[\"/r\"],\"modifiedFiles\":[\"/m\"]}}\n".to_owned(),
+                "summary 1-1: so far",
+            ),
+            (
+                "{\"type\":\"thinking_level_change\",\"thinkingLevel\":\"high\"}\n".to_owned(),
+                "",
+            ),
+        ];
+        for (input, expect) in cases {
+            let t = check(Format::Pi, input, expect);
+            assert_eq!(t.n_skipped_lines, 0, "{input}");
+        }
+    }
+
+    #[test]
+    fn concatenated_line_keeps_its_second_record() {
+        // Line 1013 is `{…assistant message…}{…compaction…}` with no newline.
+        let t = pi("badlogic__pi-mono__compact.jsonl");
+        let on_1013: Vec<_> = t.turns.iter().filter(|x| x.line_start == 1013).collect();
+        assert_eq!(on_1013.len(), 2);
+        assert_eq!(on_1013[0].role, Role::Assistant);
+        assert!(on_1013[0].text.starts_with("Done. Removed the \"Common patterns\" section"));
+        assert_eq!(on_1013[1].role, Role::Summary);
+        assert!(on_1013[1]
+            .text
+            .starts_with("# Conversation Summary: Agent Compaction & Hooks Documentation Refinement"));
+        assert_eq!(t.turns.iter().filter(|x| x.role == Role::Summary).count(), 2);
+        assert_eq!(t.n_skipped_lines, 0);
+    }
+
+    #[test]
+    fn session_facts_and_joined_tool_turns() {
+        let t = pi("badlogic__pi-mono__compact.jsonl");
+        assert_eq!(t.session_id.as_deref(), Some("2638daee-0588-4baa-bd33-68b4c002818e"));
+        assert_eq!(t.cwd.as_deref(), Some("/Users/badlogic/workspaces/pi-mono"));
+        assert_eq!(t.model.as_deref(), Some("claude-opus-4-5"));
+        assert_eq!(t.intent.as_deref(), Some("https://github.com/badlogic/pi-mono/issues/288"));
+        assert_eq!(t.tools_used, ["bash", "edit", "read", "write"]);
+        // 432 tool calls by the model, 1 command run by the person.
+        assert_eq!(t.tool_call_count, 433);
+        let first_tool = t.turns.iter().find(|x| x.role == Role::Tool);
+        let first_tool = first_tool.map(|x| (x.line_start, x.line_end, x.text.lines().next().unwrap_or_default()));
+        assert_eq!(
+            first_tool,
+            Some((3, 4, "bash: cd /Users/badlogic/workspaces/pi-mono && gh issue view 288 --comments"))
+        );
+        assert!(t.files_touched.contains(&"/Users/badlogic/workspaces/pi-mono/packages/coding-agent/src/core/sdk.ts".to_owned()));
+    }
+
+    #[test]
+    fn entries_older_than_the_header_widen_the_time_span() {
+        let t = pi("badlogic__pi-mono__before-compaction.jsonl");
+        // The header says 2025-12-09T00:53:29.825Z; the entries began earlier.
+        assert_eq!(t.started_at.as_deref(), Some("2025-12-08T22:41:05.306Z"));
+        assert_eq!(t.model.as_deref(), Some("claude-opus-4-5"));
+    }
+
+    #[test]
+    fn header_model_is_the_fallback() {
+        let input = "{\"type\":\"session\",\"id\":\"s\",\"modelId\":\"from-header\"}\n";
+        assert_eq!(parse(Format::Pi, input.as_bytes()).model.as_deref(), Some("from-header"));
+        let t = pi("badlogic__pi-mono__large-session.jsonl");
+        assert_eq!(t.model.as_deref(), Some("claude-sonnet-4-5"));
     }
 }
