@@ -6,7 +6,8 @@ use serde_json::Value;
 
 use super::builder::{fill, Builder};
 use super::text::{
-    call_line, content_text, input_summary, said_something, str_at, strip_reminders, tag,
+    blocks_text, call_line, content_text, input_summary, said_something, str_at, strip_reminders,
+    tag,
 };
 use super::{Records, Role};
 
@@ -63,18 +64,20 @@ fn user(b: &mut Builder, v: &Value, message: &Value, line: u64, ts: Option<&str>
             }
             any_result = true;
             let output = content_text(block.get("content").unwrap_or(&Value::Null));
-            b.result(str_at(block, "tool_use_id"), None, &strip_reminders(&output), line, ts);
+            b.result(
+                str_at(block, "tool_use_id"),
+                None,
+                &strip_reminders(&output),
+                line,
+                ts,
+            );
         }
         if any_result {
             result_files(b, v.get("toolUseResult").unwrap_or(&Value::Null));
-            let rest: Vec<Value> = blocks
+            let rest = blocks
                 .iter()
-                .filter(|block| str_at(block, "type") != Some("tool_result"))
-                .cloned()
-                .collect();
-            if !rest.is_empty() {
-                said(b, &content_text(&Value::Array(rest)), line, ts);
-            }
+                .filter(|block| str_at(block, "type") != Some("tool_result"));
+            user_words(b, &blocks_text(rest), line, ts);
             return;
         }
     }
@@ -83,25 +86,26 @@ fn user(b: &mut Builder, v: &Value, message: &Value, line: u64, ts: Option<&str>
         b.turn(Role::Summary, &text, line, ts);
         return;
     }
-    said(b, &text, line, ts);
+    user_words(b, &text, line, ts);
 }
 
-/// User text, unless Claude Code wrote it; slash commands read as typed.
-fn said(b: &mut Builder, text: &str, line: u64, ts: Option<&str>) {
+/// Text Claude Code writes into user lines itself: local command output,
+/// background-task notices and interruption markers.
+const INJECTED: [&str; 8] = [
+    "<local-command-caveat>",
+    "<local-command-stdout>",
+    "<local-command-stderr>",
+    "<bash-stdout>",
+    "<bash-stderr>",
+    "<task-notification>",
+    "[Request interrupted",
+    "Caveat: The messages below were generated",
+];
+
+/// A person's words, unless Claude Code wrote them; slash commands read as typed.
+fn user_words(b: &mut Builder, text: &str, line: u64, ts: Option<&str>) {
     let text = strip_reminders(text);
     let trimmed = text.trim_start();
-    // Output of local commands, background-task notices and interruption
-    // markers arrive as user lines but are the agent's own words.
-    const INJECTED: [&str; 8] = [
-        "<local-command-caveat>",
-        "<local-command-stdout>",
-        "<local-command-stderr>",
-        "<bash-stdout>",
-        "<bash-stderr>",
-        "<task-notification>",
-        "[Request interrupted",
-        "Caveat: The messages below were generated",
-    ];
     if INJECTED.iter().any(|p| trimmed.starts_with(p)) {
         return;
     }
@@ -109,7 +113,11 @@ fn said(b: &mut Builder, text: &str, line: u64, ts: Option<&str>) {
         let name = name.trim();
         let args = tag(&text, "command-args").unwrap_or_default().trim();
         b.used(name);
-        let typed = if args.is_empty() { name.to_owned() } else { format!("{name} {args}") };
+        let typed = if args.is_empty() {
+            name.to_owned()
+        } else {
+            format!("{name} {args}")
+        };
         b.turn(Role::User, &typed, line, ts);
         return;
     }
@@ -121,7 +129,10 @@ fn assistant(b: &mut Builder, message: &Value, line: u64, ts: Option<&str>) {
     // `<synthetic>` marks messages Claude Code made up itself (API errors,
     // "no response requested"): their text is kept, their model is not one.
     let model = str_at(message, "model").filter(|m| *m != "<synthetic>");
-    fill(&mut b.facts.model, model.filter(|_| said_something(content)));
+    fill(
+        &mut b.facts.model,
+        model.filter(|_| said_something(content)),
+    );
     // Claimed before the tool calls so the message's turn comes first, even
     // when this line holds only a tool call or a thinking block.
     b.message(str_at(message, "id"), &content_text(content), line, ts);
@@ -149,11 +160,8 @@ fn assistant(b: &mut Builder, message: &Value, line: u64, ts: Option<&str>) {
 
 /// `toolUseResult` names the file a Read, Write or Edit worked on.
 fn result_files(b: &mut Builder, result: &Value) {
-    let path = str_at(result, "filePath").or_else(|| {
-        result
-            .get("file")
-            .and_then(|file| str_at(file, "filePath"))
-    });
+    let path = str_at(result, "filePath")
+        .or_else(|| result.get("file").and_then(|file| str_at(file, "filePath")));
     if let Some(path) = path {
         b.file(path);
     }
@@ -184,7 +192,12 @@ mod tests {
 
     #[test]
     fn user_lines_table() {
-        let u = |content: &str| line("\"type\":\"user\",", &format!("\"message\":{{\"role\":\"user\",\"content\":{content}}}"));
+        let u = |content: &str| {
+            line(
+                "\"type\":\"user\",",
+                &format!("\"message\":{{\"role\":\"user\",\"content\":{content}}}"),
+            )
+        };
         let cases: &[(String, &str)] = &[
             (u("\"plain words\""), "user 1-1: plain words"),
             (u("[{\"type\":\"text\",\"text\":\"blocks\"},{\"type\":\"image\"}]"), "user 1-1: blocks"),
@@ -222,7 +235,10 @@ mod tests {
     #[test]
     fn streamed_message_and_tool_results_join() {
         let a = |id: &str, block: &str| {
-            line("\"type\":\"assistant\",", &format!("\"message\":{{\"id\":\"{id}\",\"model\":\"m\",\"content\":[{block}]}}"))
+            line(
+                "\"type\":\"assistant\",",
+                &format!("\"message\":{{\"id\":\"{id}\",\"model\":\"m\",\"content\":[{block}]}}"),
+            )
         };
         let r = |id: &str, out: &str| {
             line("\"type\":\"user\",", &format!("\"message\":{{\"content\":[{{\"type\":\"tool_result\",\"tool_use_id\":\"{id}\",\"content\":\"{out}\"}}]}}"))
@@ -262,19 +278,32 @@ mod tests {
              tool 8-11 [Bash]: Bash: mix phx.server 2>&1 | head -80⏎The user doesn't want t\n\
              tool 10-12 [Glob]: Glob: mix.exs /home/marco/projects/spotter⏎The user doesn't \n"
         );
-        assert_eq!(t.intent.as_deref(), Some("mix phx.server doesnt seem to start"));
+        assert_eq!(
+            t.intent.as_deref(),
+            Some("mix phx.server doesnt seem to start")
+        );
         assert_eq!(t.model.as_deref(), Some("claude-opus-4-6"));
-        assert_eq!(t.session_id.as_deref(), Some("55604662-cf2a-4331-851a-ec234028f8ca"));
+        assert_eq!(
+            t.session_id.as_deref(),
+            Some("55604662-cf2a-4331-851a-ec234028f8ca")
+        );
         assert_eq!(t.cwd.as_deref(), Some("/home/marco/projects/spotter"));
         assert_eq!(t.git_branch.as_deref(), Some("master"));
         assert_eq!(t.agent_version.as_deref(), Some("2.1.38"));
         assert_eq!(t.parent_session_id, None);
         assert_eq!(t.tools_used, ["Bash", "Glob"]);
         assert_eq!(t.tool_call_count, 2);
-        assert_eq!(t.files_touched, Vec::<String>::new(), "a Glob search root is not a file");
+        assert_eq!(
+            t.files_touched,
+            Vec::<String>::new(),
+            "a Glob search root is not a file"
+        );
         assert_eq!((t.n_lines, t.n_skipped_lines), (15, 0));
         // The thinking block on line 6 is never indexed.
-        assert!(t.turns.iter().all(|x| !x.text.contains("having trouble starting their Phoenix")));
+        assert!(t
+            .turns
+            .iter()
+            .all(|x| !x.text.contains("having trouble starting their Phoenix")));
         // The session-start hooks ran (line 2) before the person typed (line 4).
         assert_eq!(t.started_at.as_deref(), Some("2026-02-10T21:11:52.438Z"));
         assert_eq!(t.ended_at.as_deref(), Some("2026-02-10T21:16:12.381Z"));
@@ -295,7 +324,10 @@ mod tests {
             .unwrap_or_default();
         let want = parse(Format::ClaudeCode, nine_lines);
         assert_eq!(t.turns, want.turns);
-        assert_eq!(t.intent.as_deref(), Some("mix phx.server doesnt seem to start"));
+        assert_eq!(
+            t.intent.as_deref(),
+            Some("mix phx.server doesnt seem to start")
+        );
         assert!(render(&t).contains("assistant 5-8: Let me check"));
     }
 
@@ -303,12 +335,24 @@ mod tests {
     fn streamed_message_interleaved_with_results_is_one_turn() {
         // msg_016xcKQRzQXv2gLKoiSyUZxc spans lines 2..=21, with tool results
         // (and progress lines) between its lines.
-        let t = claude("marot__spotter__4d5611e5-241a-462a-8d15-5122611a9569__subagents__agent-a2898e3.jsonl");
+        let t = claude(
+            "marot__spotter__4d5611e5-241a-462a-8d15-5122611a9569__subagents__agent-a2898e3.jsonl",
+        );
         let first = t.turns.iter().find(|x| x.role == Role::Assistant);
         assert_eq!(first.map(|x| (x.line_start, x.line_end)), Some((2, 21)));
-        assert_eq!(t.turns.iter().filter(|x| x.role == Role::Assistant && x.line_start == 2).count(), 1);
+        assert_eq!(
+            t.turns
+                .iter()
+                .filter(|x| x.role == Role::Assistant && x.line_start == 2)
+                .count(),
+            1
+        );
         // A subagent's prompt, written by its parent, is what it was asked to do.
-        assert!(t.intent.as_deref().unwrap_or_default().starts_with("Very thorough exploration."));
+        assert!(t
+            .intent
+            .as_deref()
+            .unwrap_or_default()
+            .starts_with("Very thorough exploration."));
     }
 
     #[test]
@@ -317,12 +361,28 @@ mod tests {
         let summaries: Vec<_> = t.turns.iter().filter(|x| x.role == Role::Summary).collect();
         assert_eq!(summaries.len(), 1);
         assert_eq!(summaries[0].line_start, 755);
-        assert!(summaries[0].text.starts_with("This session is being continued"));
-        let users: Vec<_> = t.turns.iter().filter(|x| x.role == Role::User).map(|x| x.line_start).collect();
+        assert!(summaries[0]
+            .text
+            .starts_with("This session is being continued"));
+        let users: Vec<_> = t
+            .turns
+            .iter()
+            .filter(|x| x.role == Role::User)
+            .map(|x| x.line_start)
+            .collect();
         // Line 1502 is a background-task notification, not the person.
         assert_eq!(users, [7, 280]);
-        assert_eq!(t.intent.as_deref().map(|i| i.starts_with("Work on bead spotter-dov.")), Some(true));
-        assert!(t.files_touched.iter().all(|f| f.starts_with('/')), "{:?}", t.files_touched);
+        assert_eq!(
+            t.intent
+                .as_deref()
+                .map(|i| i.starts_with("Work on bead spotter-dov.")),
+            Some(true)
+        );
+        assert!(
+            t.files_touched.iter().all(|f| f.starts_with('/')),
+            "{:?}",
+            t.files_touched
+        );
         assert!(t.files_touched.contains(&"/home/USER/projects/spotter-worktrees/spotter-dov/lib/spotter_web/live/session_live.ex".to_owned()));
     }
 
@@ -331,18 +391,38 @@ mod tests {
         let t = claude("marot__spotter__subagent.jsonl");
         let first = &t.turns[0];
         assert_eq!((first.role, first.line_start), (Role::User, 4));
-        assert!(first.text.starts_with("/handgemacht:create-beads websearch to learn"));
-        assert!(t.tools_used.contains(&"/handgemacht:create-beads".to_owned()));
-        assert!(t.turns.iter().all(|x| !x.text.contains("Follow these phases in strict order")));
-        let users: Vec<_> = t.turns.iter().filter(|x| x.role == Role::User).map(|x| x.line_start).collect();
+        assert!(first
+            .text
+            .starts_with("/handgemacht:create-beads websearch to learn"));
+        assert!(t
+            .tools_used
+            .contains(&"/handgemacht:create-beads".to_owned()));
+        assert!(t
+            .turns
+            .iter()
+            .all(|x| !x.text.contains("Follow these phases in strict order")));
+        let users: Vec<_> = t
+            .turns
+            .iter()
+            .filter(|x| x.role == Role::User)
+            .map(|x| x.line_start)
+            .collect();
         assert_eq!(users, [4, 71]);
     }
 
     #[test]
     fn local_command_noise_is_not_user_text() {
         let t = claude("marot__spotter__tool_heavy.jsonl");
-        let users: Vec<_> = t.turns.iter().filter(|x| x.role == Role::User).map(|x| (x.line_start, x.text.as_str())).collect();
-        assert_eq!(users[..2], [(4, "start phoenix in background"), (21, "/mcp")]);
+        let users: Vec<_> = t
+            .turns
+            .iter()
+            .filter(|x| x.role == Role::User)
+            .map(|x| (x.line_start, x.text.as_str()))
+            .collect();
+        assert_eq!(
+            users[..2],
+            [(4, "start phoenix in background"), (21, "/mcp")]
+        );
         assert!(users[2].1.starts_with("scrolling back in xterm.js"));
         assert_eq!(users.len(), 3);
     }
@@ -350,14 +430,28 @@ mod tests {
     #[test]
     fn compaction_agent_prompt_is_intent_and_reminders_are_dropped() {
         let t = claude("marot__spotter__4d5611e5-241a-462a-8d15-5122611a9569__subagents__agent-acompact-e1f845.jsonl");
-        assert!(t.intent.as_deref().unwrap_or_default().starts_with("Your task is to create a detailed summary"));
-        assert!(t.turns.iter().all(|x| !x.text.contains("PostToolUse:Edit hook additional context")));
+        assert!(t
+            .intent
+            .as_deref()
+            .unwrap_or_default()
+            .starts_with("Your task is to create a detailed summary"));
+        assert!(t
+            .turns
+            .iter()
+            .all(|x| !x.text.contains("PostToolUse:Edit hook additional context")));
     }
 
     #[test]
     fn files_from_tool_inputs_results_and_snapshots_are_absolute_and_deduplicated() {
         let t = claude("codemie-ai__codemie-code__4c2ddfdc-b619-4525-8d03-1950fb1b0257.jsonl");
-        assert_eq!(t.files_touched, ["/tmp/private/hello.js", "/tmp/private/hello.md", "/tmp/private/hello.py"]);
+        assert_eq!(
+            t.files_touched,
+            [
+                "/tmp/private/hello.js",
+                "/tmp/private/hello.md",
+                "/tmp/private/hello.py"
+            ]
+        );
         assert_eq!(t.tools_used, ["Bash", "Edit", "Read", "Write"]);
         assert_eq!(t.tool_call_count, 6);
         assert_eq!(t.intent.as_deref(), Some("create hello.py, md and js"));
@@ -378,9 +472,15 @@ mod tests {
         assert_eq!(title_lines.len(), 16);
         let t = parse(Format::ClaudeCode, &bytes);
         assert!(t.turns.iter().all(|x| !title_lines.contains(&x.line_start)));
-        assert!(t.turns.iter().all(|x| !x.text.contains("Cleared conversation history")));
+        assert!(t
+            .turns
+            .iter()
+            .all(|x| !x.text.contains("Cleared conversation history")));
         assert_eq!(t.n_skipped_lines, 0);
-        assert_eq!(t.intent.as_deref(), Some("show tools and store response in file"));
+        assert_eq!(
+            t.intent.as_deref(),
+            Some("show tools and store response in file")
+        );
     }
 
     #[test]

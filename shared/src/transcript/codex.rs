@@ -47,7 +47,12 @@ impl Records for Codex {
             "event_msg" => self.event(b, p, line, ts),
             "response_item" => self.response_item(b, p, line, ts),
             "compacted" => {
-                b.turn(Role::Summary, str_at(p, "message").unwrap_or_default(), line, ts);
+                b.turn(
+                    Role::Summary,
+                    str_at(p, "message").unwrap_or_default(),
+                    line,
+                    ts,
+                );
             }
             _ => return false,
         }
@@ -70,7 +75,10 @@ fn session_meta(b: &mut Builder, v: &Value, p: &Value) {
     fill(&mut f.session_id, str_at(p, "id"));
     fill(&mut f.cwd, str_at(p, "cwd"));
     fill(&mut f.agent_version, str_at(p, "cli_version"));
-    fill(&mut f.git_branch, p.pointer("/git/branch").and_then(Value::as_str));
+    fill(
+        &mut f.git_branch,
+        p.pointer("/git/branch").and_then(Value::as_str),
+    );
     let parent = p
         .pointer("/source/subagent/thread_spawn/parent_thread_id")
         .and_then(Value::as_str)
@@ -119,14 +127,15 @@ impl Codex {
             Some("message") => {
                 let text = content_text(p.get("content").unwrap_or(&Value::Null));
                 match str_at(p, "role") {
-                    Some("assistant") => b.turn(Role::Assistant, &text, line, ts),
+                    Some("assistant") => {
+                        b.turn(Role::Assistant, &text, line, ts);
+                    }
                     Some("user") if !injected(&text) => {
                         self.history_users.push((line, ts.map(str::to_owned), text));
-                        return;
                     }
                     // Developer messages are Codex's own instructions.
-                    _ => return,
-                };
+                    _ => {}
+                }
             }
             Some("function_call") => {
                 let name = str_at(p, "name").unwrap_or("function");
@@ -155,11 +164,16 @@ impl Codex {
             }
             Some("web_search_call") => {
                 let action = p.get("action").unwrap_or(&Value::Null);
-                let input = str_at(action, "query").map_or_else(|| input_summary(action), str::to_owned);
+                let input =
+                    str_at(action, "query").map_or_else(|| input_summary(action), str::to_owned);
                 call(b, call_id, "web_search", &input, line, ts);
             }
             Some("tool_search_call") => {
-                let input = input_summary(p.get("arguments").or_else(|| p.get("action")).unwrap_or(&Value::Null));
+                let input = input_summary(
+                    p.get("arguments")
+                        .or_else(|| p.get("action"))
+                        .unwrap_or(&Value::Null),
+                );
                 call(b, call_id, "tool_search", &input, line, ts);
             }
             Some("function_call_output" | "custom_tool_call_output" | "tool_search_output") => {
@@ -292,21 +306,68 @@ mod tests {
     #[test]
     fn rollout_reads_each_text_once_with_its_facts() {
         let t = codex(CODEMIE);
-        let users: Vec<_> = t.turns.iter().filter(|x| x.role == Role::User).map(|x| (x.line_start, x.text.as_str())).collect();
-        assert_eq!(users, [(7, "show tools"), (23, "let's update the defailt context compart to 90 in env var")]);
-        assert_eq!(t.turns.iter().filter(|x| x.text.contains("show tools")).count(), 1);
-        assert!(t.turns.iter().all(|x| !x.text.contains("AGENTS.md instructions")));
-        assert!(t.turns.iter().all(|x| !x.text.contains("<environment_context>")));
-        assert!(t.turns.iter().all(|x| !x.text.contains("Filesystem sandboxing defines")));
-        assert_eq!(t.turns.iter().filter(|x| x.role == Role::Assistant).count(), 13);
+        let users: Vec<_> = t
+            .turns
+            .iter()
+            .filter(|x| x.role == Role::User)
+            .map(|x| (x.line_start, x.text.as_str()))
+            .collect();
+        assert_eq!(
+            users,
+            [
+                (7, "show tools"),
+                (
+                    23,
+                    "let's update the defailt context compart to 90 in env var"
+                )
+            ]
+        );
+        assert_eq!(
+            t.turns
+                .iter()
+                .filter(|x| x.text.contains("show tools"))
+                .count(),
+            1
+        );
+        assert!(t
+            .turns
+            .iter()
+            .all(|x| !x.text.contains("AGENTS.md instructions")));
+        assert!(t
+            .turns
+            .iter()
+            .all(|x| !x.text.contains("<environment_context>")));
+        assert!(t
+            .turns
+            .iter()
+            .all(|x| !x.text.contains("Filesystem sandboxing defines")));
+        assert_eq!(
+            t.turns.iter().filter(|x| x.role == Role::Assistant).count(),
+            13
+        );
         assert_eq!(t.intent.as_deref(), Some("show tools"));
         assert_eq!(t.model.as_deref(), Some("gpt-5.5"));
-        assert_eq!(t.session_id.as_deref(), Some("019e1625-789d-76c0-80ab-3724b5ddb799"));
-        assert_eq!(t.cwd.as_deref(), Some("/Users/Sample_User/repos/codemie-ai/codemie-code"));
+        assert_eq!(
+            t.session_id.as_deref(),
+            Some("019e1625-789d-76c0-80ab-3724b5ddb799")
+        );
+        assert_eq!(
+            t.cwd.as_deref(),
+            Some("/Users/Sample_User/repos/codemie-ai/codemie-code")
+        );
         assert_eq!(t.git_branch.as_deref(), Some("feat/codex-agent-plugin"));
         assert_eq!(t.agent_version.as_deref(), Some("0.125.0"));
         assert_eq!(t.parent_session_id, None);
-        assert_eq!(t.tools_used, ["apply_patch", "exec_command", "update_plan", "web_search", "write_stdin"]);
+        assert_eq!(
+            t.tools_used,
+            [
+                "apply_patch",
+                "exec_command",
+                "update_plan",
+                "web_search",
+                "write_stdin"
+            ]
+        );
         assert_eq!(t.tool_call_count, 99 + 3 + 3);
         assert_eq!(t.started_at.as_deref(), Some("2026-05-11T08:27:17.490Z"));
         // The patch names the file relative to cwd, the patch event absolutely: one entry.
@@ -315,7 +376,9 @@ mod tests {
         // `rg … src` searched a directory; `sed -n … config.ts` read a file.
         let cwd = "/Users/Sample_User/repos/codemie-ai/codemie-code";
         assert!(!t.files_touched.contains(&format!("{cwd}/src")));
-        assert!(t.files_touched.contains(&format!("{cwd}/src/utils/config.ts")));
+        assert!(t
+            .files_touched
+            .contains(&format!("{cwd}/src/utils/config.ts")));
         assert_eq!(t.files_touched.len(), 12, "{:#?}", t.files_touched);
     }
 
@@ -333,7 +396,10 @@ mod tests {
         let t = codex("madshn__localpush__rollout-2026-02-23T12-41-04-019c8a4d-8f45-7010-8b5d-7fad920aa6f9.jsonl");
         assert_eq!(t.model.as_deref(), Some("gpt-5.3-codex"));
         assert_eq!(t.agent_version.as_deref(), Some("0.104.0-alpha.1"));
-        assert_eq!(t.intent.as_deref(), Some("[REDACTED_MESSAGE len=115 sha=a83ebe6f]"));
+        assert_eq!(
+            t.intent.as_deref(),
+            Some("[REDACTED_MESSAGE len=115 sha=a83ebe6f]")
+        );
         assert_eq!(t.turns.iter().filter(|x| x.role == Role::User).count(), 1);
         assert_eq!(t.tool_call_count, 118);
     }

@@ -130,19 +130,18 @@ fn read(mut format: impl Records, bytes: &[u8]) -> Transcript {
     // A trailing newline ends the last line; it does not start another.
     let body = bytes.strip_suffix(b"\n").unwrap_or(bytes);
     let lines = (!bytes.is_empty()).then(|| body.split(|&c| c == b'\n'));
-    for (idx, line) in lines.into_iter().flatten().enumerate() {
+    for line in lines.into_iter().flatten() {
         n_lines += 1;
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        let line_no = idx as u64 + 1;
         let mut used = false;
         // Real pi files hold several records on one line (`}{`); each one is
         // read, and they all get this line's number. A decoding error ends
         // the line but keeps what came before it.
         for record in serde_json::Deserializer::from_slice(line).into_iter::<Value>() {
             match record {
-                Ok(v) => used |= format.record(&mut b, &v, line_no),
+                Ok(v) => used |= format.record(&mut b, &v, n_lines),
                 Err(_) => break,
             }
         }
@@ -264,10 +263,19 @@ pub(crate) mod tests {
                     assert_eq!(t.n_skipped_lines, t.n_lines, "{name}");
                     continue;
                 }
-                assert!(t.turns.iter().any(|x| x.role == Role::User), "{name}: no user turn");
-                assert!(t.turns.iter().any(|x| x.role == Role::Assistant), "{name}: no assistant turn");
+                assert!(
+                    t.turns.iter().any(|x| x.role == Role::User),
+                    "{name}: no user turn"
+                );
+                assert!(
+                    t.turns.iter().any(|x| x.role == Role::Assistant),
+                    "{name}: no assistant turn"
+                );
                 assert!(t.intent.is_some(), "{name}: no intent");
-                assert!(t.started_at.is_some() && t.started_at <= t.ended_at, "{name}");
+                assert!(
+                    t.started_at.is_some() && t.started_at <= t.ended_at,
+                    "{name}"
+                );
                 for turn in &t.turns {
                     let at = format!("{name} lines {}-{}", turn.line_start, turn.line_end);
                     assert!(1 <= turn.line_start, "{at}");
@@ -278,12 +286,22 @@ pub(crate) mod tests {
                     // A pi user once pasted raw JSON with tool calls; in Claude
                     // files the same words would mean a misread tool result.
                     if turn.role == Role::User && dir != "pi" {
-                        for bad in ["tool_result", "<system-reminder>", "tool_use_id", "<local-command"] {
+                        for bad in [
+                            "tool_result",
+                            "<system-reminder>",
+                            "tool_use_id",
+                            "<local-command",
+                        ] {
                             assert!(!turn.text.contains(bad), "{at}: user text has {bad}");
                         }
                     }
                 }
-                assert!(t.turns.windows(2).all(|w| w[0].line_start <= w[1].line_start), "{name}");
+                assert!(
+                    t.turns
+                        .windows(2)
+                        .all(|w| w[0].line_start <= w[1].line_start),
+                    "{name}"
+                );
                 let sorted = |v: &[String]| v.windows(2).all(|w| w[0] < w[1]);
                 assert!(sorted(&t.files_touched) && sorted(&t.tools_used), "{name}");
                 // Only the derived file, cut mid-line on purpose, has a line that is not JSON.
@@ -303,8 +321,16 @@ pub(crate) mod tests {
             (b"not json\n", 1, 1),
             (b"not json", 1, 1),
             (b"\xff\xfe\x00garbage\n\x80\n", 2, 2),
-            (b"{\"type\":\"user\",\"message\":{\"content\":\"\xff\"}}\n", 1, 1),
-            (b"{\"type\":\"message\",\"message\":{\"role\":\"user\",\"content\":\"\xc3\"}}\n", 1, 1),
+            (
+                b"{\"type\":\"user\",\"message\":{\"content\":\"\xff\"}}\n",
+                1,
+                1,
+            ),
+            (
+                b"{\"type\":\"message\",\"message\":{\"role\":\"user\",\"content\":\"\xc3\"}}\n",
+                1,
+                1,
+            ),
             (b"{\"truncated\": \n", 1, 1),
             (b"]]]\n{{{\n\n", 3, 2),
         ];
@@ -411,7 +437,10 @@ pub(crate) mod tests {
         let t = parse(Format::ClaudeCode, input.as_bytes());
         assert_eq!(t.turns.len(), n + 1);
         assert_eq!(t.turns[0].role, Role::Assistant);
-        assert_eq!((t.turns[0].line_start, t.turns[0].line_end), (1, 2 * n as u64 - 1));
+        assert_eq!(
+            (t.turns[0].line_start, t.turns[0].line_end),
+            (1, 2 * n as u64 - 1)
+        );
         assert!(t.turns[0].text.ends_with(&format!("part {}", n - 1)));
         let last = &t.turns[n];
         assert_eq!(last.text, format!("Bash: echo {}\nout {}", n - 1, n - 1));

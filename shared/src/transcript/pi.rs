@@ -24,16 +24,31 @@ impl Records for Pi {
             }
             "message" => message(b, v.get("message").unwrap_or(&Value::Null), line, ts),
             "compaction" => {
-                b.turn(Role::Summary, str_at(v, "summary").unwrap_or_default(), line, ts);
+                b.turn(
+                    Role::Summary,
+                    str_at(v, "summary").unwrap_or_default(),
+                    line,
+                    ts,
+                );
                 let details = v.get("details").unwrap_or(&Value::Null);
                 for key in ["readFiles", "modifiedFiles"] {
-                    for path in details.get(key).and_then(Value::as_array).into_iter().flatten() {
+                    for path in details
+                        .get(key)
+                        .and_then(Value::as_array)
+                        .into_iter()
+                        .flatten()
+                    {
                         b.file(path.as_str().unwrap_or_default());
                     }
                 }
             }
             "branch_summary" => {
-                b.turn(Role::Summary, str_at(v, "summary").unwrap_or_default(), line, ts);
+                b.turn(
+                    Role::Summary,
+                    str_at(v, "summary").unwrap_or_default(),
+                    line,
+                    ts,
+                );
             }
             "model_change" => b.header_model(str_at(v, "modelId")),
             // Settings, extension state and labels: nothing was said.
@@ -72,16 +87,33 @@ fn message(b: &mut Builder, m: &Value, line: u64, ts: Option<&str>) {
         }
         Some("toolResult") => {
             let text = content_text(content);
-            b.result(str_at(m, "toolCallId"), str_at(m, "toolName"), &text, line, ts);
+            b.result(
+                str_at(m, "toolCallId"),
+                str_at(m, "toolName"),
+                &text,
+                line,
+                ts,
+            );
         }
         // A command the person ran with `!`: a tool run, typed by them.
         Some("bashExecution") => {
             let command = str_at(m, "command").unwrap_or_default();
             let output = str_at(m, "output").unwrap_or_default();
-            b.call(None, "bash", &format!("bash: {command}\n{output}"), line, ts);
+            b.call(
+                None,
+                "bash",
+                &format!("bash: {command}\n{output}"),
+                line,
+                ts,
+            );
         }
         Some("branchSummary" | "compactionSummary") => {
-            b.turn(Role::Summary, str_at(m, "summary").unwrap_or_default(), line, ts);
+            b.turn(
+                Role::Summary,
+                str_at(m, "summary").unwrap_or_default(),
+                line,
+                ts,
+            );
         }
         _ => {}
     }
@@ -97,7 +129,9 @@ mod tests {
     }
 
     fn entry(body: &str) -> String {
-        format!("{{\"type\":\"message\",\"timestamp\":\"2025-01-01T00:00:00Z\",\"message\":{body}}}\n")
+        format!(
+            "{{\"type\":\"message\",\"timestamp\":\"2025-01-01T00:00:00Z\",\"message\":{body}}}\n"
+        )
     }
 
     #[test]
@@ -138,32 +172,55 @@ mod tests {
         let on_1013: Vec<_> = t.turns.iter().filter(|x| x.line_start == 1013).collect();
         assert_eq!(on_1013.len(), 2);
         assert_eq!(on_1013[0].role, Role::Assistant);
-        assert!(on_1013[0].text.starts_with("Done. Removed the \"Common patterns\" section"));
-        assert_eq!(on_1013[1].role, Role::Summary);
-        assert!(on_1013[1]
+        assert!(on_1013[0]
             .text
-            .starts_with("# Conversation Summary: Agent Compaction & Hooks Documentation Refinement"));
-        assert_eq!(t.turns.iter().filter(|x| x.role == Role::Summary).count(), 2);
+            .starts_with("Done. Removed the \"Common patterns\" section"));
+        assert_eq!(on_1013[1].role, Role::Summary);
+        assert!(on_1013[1].text.starts_with(
+            "# Conversation Summary: Agent Compaction & Hooks Documentation Refinement"
+        ));
+        assert_eq!(
+            t.turns.iter().filter(|x| x.role == Role::Summary).count(),
+            2
+        );
         assert_eq!(t.n_skipped_lines, 0);
     }
 
     #[test]
     fn session_facts_and_joined_tool_turns() {
         let t = pi("badlogic__pi-mono__compact.jsonl");
-        assert_eq!(t.session_id.as_deref(), Some("2638daee-0588-4baa-bd33-68b4c002818e"));
+        assert_eq!(
+            t.session_id.as_deref(),
+            Some("2638daee-0588-4baa-bd33-68b4c002818e")
+        );
         assert_eq!(t.cwd.as_deref(), Some("/Users/badlogic/workspaces/pi-mono"));
         assert_eq!(t.model.as_deref(), Some("claude-opus-4-5"));
-        assert_eq!(t.intent.as_deref(), Some("https://github.com/badlogic/pi-mono/issues/288"));
+        assert_eq!(
+            t.intent.as_deref(),
+            Some("https://github.com/badlogic/pi-mono/issues/288")
+        );
         assert_eq!(t.tools_used, ["bash", "edit", "read", "write"]);
         // 432 tool calls by the model, 1 command run by the person.
         assert_eq!(t.tool_call_count, 433);
         let first_tool = t.turns.iter().find(|x| x.role == Role::Tool);
-        let first_tool = first_tool.map(|x| (x.line_start, x.line_end, x.text.lines().next().unwrap_or_default()));
+        let first_tool = first_tool.map(|x| {
+            (
+                x.line_start,
+                x.line_end,
+                x.text.lines().next().unwrap_or_default(),
+            )
+        });
         assert_eq!(
             first_tool,
-            Some((3, 4, "bash: cd /Users/badlogic/workspaces/pi-mono && gh issue view 288 --comments"))
+            Some((
+                3,
+                4,
+                "bash: cd /Users/badlogic/workspaces/pi-mono && gh issue view 288 --comments"
+            ))
         );
-        assert!(t.files_touched.contains(&"/Users/badlogic/workspaces/pi-mono/packages/coding-agent/src/core/sdk.ts".to_owned()));
+        assert!(t.files_touched.contains(
+            &"/Users/badlogic/workspaces/pi-mono/packages/coding-agent/src/core/sdk.ts".to_owned()
+        ));
     }
 
     #[test]
@@ -177,7 +234,10 @@ mod tests {
     #[test]
     fn header_model_is_the_fallback() {
         let input = "{\"type\":\"session\",\"id\":\"s\",\"modelId\":\"from-header\"}\n";
-        assert_eq!(parse(Format::Pi, input.as_bytes()).model.as_deref(), Some("from-header"));
+        assert_eq!(
+            parse(Format::Pi, input.as_bytes()).model.as_deref(),
+            Some("from-header")
+        );
         let t = pi("badlogic__pi-mono__large-session.jsonl");
         assert_eq!(t.model.as_deref(), Some("claude-sonnet-4-5"));
     }
