@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use kith_proto::{
-    AgentRuntime, ErrorBody, ForestResponse, RunMeta, SearchFilters, SearchHit, SearchMode, SearchRequest,
-    SearchResponse,
+    AgentRuntime, ErrorBody, ForestResponse, RunMeta, SearchFilters, SearchHit, SearchMode,
+    SearchRequest, SearchResponse,
 };
 use time::OffsetDateTime;
 
@@ -73,7 +73,9 @@ pub struct Remote<'a> {
 
 impl Remote<'_> {
     fn client() -> Result<reqwest::blocking::Client> {
-        Ok(reqwest::blocking::Client::builder().timeout(Duration::from_secs(30)).build()?)
+        Ok(reqwest::blocking::Client::builder()
+            .timeout(Duration::from_secs(30))
+            .build()?)
     }
 
     fn url(&self, path: &str) -> String {
@@ -82,7 +84,10 @@ impl Remote<'_> {
 
     /// Sends and turns an error answer into its one-line reason.
     fn send(&self, req: reqwest::blocking::RequestBuilder) -> Result<reqwest::blocking::Response> {
-        let res = req.bearer_auth(self.token).send().with_context(|| format!("cannot reach {}", self.central_url))?;
+        let res = req
+            .bearer_auth(self.token)
+            .send()
+            .with_context(|| format!("cannot reach {}", self.central_url))?;
         if res.status().is_success() {
             return Ok(res);
         }
@@ -99,12 +104,27 @@ pub fn run(cmd: FamilyCommand, remote: &Remote<'_>) -> Result<()> {
     let http = Remote::client()?;
     let mut stdout = std::io::stdout().lock();
     match cmd {
-        FamilyCommand::Search { query, mode, since, runtime, machine, limit, json } => {
+        FamilyCommand::Search {
+            query,
+            mode,
+            since,
+            runtime,
+            machine,
+            limit,
+            json,
+        } => {
             let since = since
-                .map(|s| parse_since(&s, now).with_context(|| format!("--since {s:?}: use 30m, 12h, 7d, 2w or RFC 3339")))
+                .map(|s| {
+                    parse_since(&s, now)
+                        .with_context(|| format!("--since {s:?}: use 30m, 12h, 7d, 2w or RFC 3339"))
+                })
                 .transpose()?;
             let runtime = runtime
-                .map(|r| AgentRuntime::parse(&r).with_context(|| format!("--runtime {r:?}: use claude-code, codex, pi or other")))
+                .map(|r| {
+                    AgentRuntime::parse(&r).with_context(|| {
+                        format!("--runtime {r:?}: use claude-code, codex, pi or other")
+                    })
+                })
                 .transpose()?;
             let req = SearchRequest {
                 query,
@@ -113,11 +133,18 @@ pub fn run(cmd: FamilyCommand, remote: &Remote<'_>) -> Result<()> {
                     ModeArg::Keyword => SearchMode::Keyword,
                     ModeArg::Semantic => SearchMode::Semantic,
                 },
-                filters: SearchFilters { runtime, machine, since, ..SearchFilters::default() },
+                filters: SearchFilters {
+                    runtime,
+                    machine,
+                    since,
+                    ..SearchFilters::default()
+                },
                 limit: Some(limit),
                 offset: 0,
             };
-            let res: SearchResponse = remote.send(http.post(remote.url("/api/search")).json(&req))?.json()?;
+            let res: SearchResponse = remote
+                .send(http.post(remote.url("/api/search")).json(&req))?
+                .json()?;
             if json {
                 let doc = serde_json::json!({"hits": res.hits, "timing": res.timing, "backend": res.backend,
                                               "embedder": res.embedder, "degraded": res.degraded});
@@ -129,10 +156,14 @@ pub fn run(cmd: FamilyCommand, remote: &Remote<'_>) -> Result<()> {
         FamilyCommand::Tree { since, limit, json } => {
             let mut query = vec![("limit", limit.to_string())];
             if let Some(s) = since {
-                query.push(("since", parse_since(&s, now).with_context(|| format!("--since {s:?}"))?));
+                query.push((
+                    "since",
+                    parse_since(&s, now).with_context(|| format!("--since {s:?}"))?,
+                ));
             }
-            let forest: ForestResponse =
-                remote.send(http.get(remote.url("/api/runs/forest")).query(&query))?.json()?;
+            let forest: ForestResponse = remote
+                .send(http.get(remote.url("/api/runs/forest")).query(&query))?
+                .json()?;
             if json {
                 writeln!(stdout, "{}", serde_json::to_string(&forest)?)?;
             } else {
@@ -157,8 +188,14 @@ pub fn run(cmd: FamilyCommand, remote: &Remote<'_>) -> Result<()> {
                 }
                 return Ok(());
             }
-            let meta: RunMeta = remote.send(http.get(remote.url(&format!("/api/runs/{run}"))))?.json()?;
-            write!(stdout, "{}", render_run(&meta, &bytes, from, to, Style::detect(), now))?;
+            let meta: RunMeta = remote
+                .send(http.get(remote.url(&format!("/api/runs/{run}"))))?
+                .json()?;
+            write!(
+                stdout,
+                "{}",
+                render_run(&meta, &bytes, from, to, Style::detect(), now)
+            )?;
         }
     }
     Ok(())
@@ -175,7 +212,14 @@ fn parse_lines(s: &str) -> Result<(u64, u64)> {
 }
 
 /// A run's turns, readable: a header, then each turn with its line range.
-pub fn render_run(meta: &RunMeta, bytes: &[u8], from: u64, to: u64, style: Style, now: OffsetDateTime) -> String {
+pub fn render_run(
+    meta: &RunMeta,
+    bytes: &[u8],
+    from: u64,
+    to: u64,
+    style: Style,
+    now: OffsetDateTime,
+) -> String {
     let format = match meta.agent_runtime {
         AgentRuntime::ClaudeCode => kith_shared::transcript::Format::ClaudeCode,
         AgentRuntime::Codex => kith_shared::transcript::Format::Codex,
@@ -197,7 +241,11 @@ pub fn render_run(meta: &RunMeta, bytes: &[u8], from: u64, to: u64, style: Style
             meta.cwd.as_deref().unwrap_or("")
         ))
     );
-    for turn in parsed.turns.iter().filter(|t| t.line_end >= from && t.line_start <= to) {
+    for turn in parsed
+        .turns
+        .iter()
+        .filter(|t| t.line_end >= from && t.line_start <= to)
+    {
         let _ = writeln!(
             out,
             "\n{} {}",
@@ -211,7 +259,9 @@ pub fn render_run(meta: &RunMeta, bytes: &[u8], from: u64, to: u64, style: Style
 
 /// How old `ts` is, in the largest whole unit: `5s`, `3m`, `4h`, `2d`, `3w`, `5mo`, `2y`.
 pub fn age(ts: &str, now: OffsetDateTime) -> String {
-    let Some(t) = kith_shared::timestamp::parse(ts) else { return "?".into() };
+    let Some(t) = kith_shared::timestamp::parse(ts) else {
+        return "?".into();
+    };
     let secs = (now - t).whole_seconds().max(0);
     let (n, unit) = match secs {
         s if s < 60 => (s, "s"),
@@ -241,7 +291,9 @@ pub fn parse_since(s: &str, now: OffsetDateTime) -> Option<String> {
         "w" => n * 7 * 86_400,
         _ => return None,
     };
-    Some(kith_shared::timestamp::render(now - time::Duration::seconds(secs)))
+    Some(kith_shared::timestamp::render(
+        now - time::Duration::seconds(secs),
+    ))
 }
 
 /// Terminal styling, off when stdout is not a terminal or NO_COLOR is set.
@@ -252,7 +304,9 @@ pub struct Style {
 
 impl Style {
     pub fn detect() -> Self {
-        Self { color: std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none() }
+        Self {
+            color: std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
+        }
     }
 
     fn paint(self, code: &str, s: &str) -> String {
@@ -310,19 +364,30 @@ pub fn render_search(res: &SearchResponse, style: Style, now: OffsetDateTime) ->
     }
     for (run_id, hits) in &groups {
         let first = hits[0];
-        let title = first.intent.as_deref().map(|i| one_line(i, 70)).unwrap_or_else(|| "(no prompt)".into());
+        let title = first
+            .intent
+            .as_deref()
+            .map(|i| one_line(i, 70))
+            .unwrap_or_else(|| "(no prompt)".into());
         let _ = writeln!(
             out,
             "{} {}  {}",
             style.bold(&format!("[{}]", first.machine)),
             style.bold(&title),
-            style.dim(&format!("{} · {} · {run_id}", first.agent_runtime.as_str(), age(&first.started_at, now))),
+            style.dim(&format!(
+                "{} · {} · {run_id}",
+                first.agent_runtime.as_str(),
+                age(&first.started_at, now)
+            )),
         );
         for hit in hits {
             let _ = writeln!(
                 out,
                 "  {} {}",
-                style.dim(&format!("L{}-{} {:>9}:", hit.line_start, hit.line_end, hit.role)),
+                style.dim(&format!(
+                    "L{}-{} {:>9}:",
+                    hit.line_start, hit.line_end, hit.role
+                )),
                 style.highlight(&one_line(&hit.snippet, 200)),
             );
         }
@@ -330,13 +395,22 @@ pub fn render_search(res: &SearchResponse, style: Style, now: OffsetDateTime) ->
         let _ = writeln!(
             out,
             "  {}\n",
-            style.dim(&format!("kith show {run_id} --lines {}-{}", hits[0].line_start.min(last.line_start), hits[0].line_end.max(last.line_end)))
+            style.dim(&format!(
+                "kith show {run_id} --lines {}-{}",
+                hits[0].line_start.min(last.line_start),
+                hits[0].line_end.max(last.line_end)
+            ))
         );
     }
     let _ = writeln!(
         out,
         "{}",
-        style.dim(&format!("{} hits in {:.0} ms ({})", res.hits.len(), res.timing.total_ms, res.backend))
+        style.dim(&format!(
+            "{} hits in {:.0} ms ({})",
+            res.hits.len(),
+            res.timing.total_ms,
+            res.backend
+        ))
     );
     out
 }
@@ -352,13 +426,22 @@ pub fn render_tree(forest: &ForestResponse, style: Style, now: OffsetDateTime) -
             let r: &RunMeta = &t.run;
             let indent = "  ".repeat(t.depth as usize);
             let branch = if t.depth == 0 { "●" } else { "└" };
-            let title = r.intent.as_deref().map(|i| one_line(i, 60)).unwrap_or_default();
+            let title = r
+                .intent
+                .as_deref()
+                .map(|i| one_line(i, 60))
+                .unwrap_or_default();
             let _ = writeln!(
                 out,
                 "{indent}{branch} {} {} {}  {}",
                 style.bold(&format!("[{}]", r.machine)),
                 r.agent_runtime.as_str(),
-                style.dim(&format!("{} turns · {} · {}", r.turn_count, age(&r.started_at, now), r.id)),
+                style.dim(&format!(
+                    "{} turns · {} · {}",
+                    r.turn_count,
+                    age(&r.started_at, now),
+                    r.id
+                )),
                 title
             );
         }
@@ -392,9 +475,18 @@ mod tests {
 
     #[test]
     fn since_accepts_durations_and_timestamps() {
-        assert_eq!(parse_since("7d", NOW).as_deref(), Some("2026-05-04T12:00:00.000Z"));
-        assert_eq!(parse_since("30m", NOW).as_deref(), Some("2026-05-11T11:30:00.000Z"));
-        assert_eq!(parse_since("2026-01-01T00:00:00Z", NOW).as_deref(), Some("2026-01-01T00:00:00.000Z"));
+        assert_eq!(
+            parse_since("7d", NOW).as_deref(),
+            Some("2026-05-04T12:00:00.000Z")
+        );
+        assert_eq!(
+            parse_since("30m", NOW).as_deref(),
+            Some("2026-05-11T11:30:00.000Z")
+        );
+        assert_eq!(
+            parse_since("2026-01-01T00:00:00Z", NOW).as_deref(),
+            Some("2026-01-01T00:00:00.000Z")
+        );
         for bad in ["", "7", "d", "7y", "soon"] {
             assert_eq!(parse_since(bad, NOW), None, "{bad}");
         }

@@ -1,1 +1,5 @@
-fn main() {}
+//! `kith`: see `kith_agent::cli`.
+
+fn main() -> std::process::ExitCode {
+    kith_agent::cli::run()
+}
