@@ -11,6 +11,7 @@ LISTEN="${KITH_LISTEN:-127.0.0.1:7878}"
 STATE_DIR="${KITH_STATE_DIR:-$HOME/.local/state/kith}"
 CONFIG_DIR="${KITH_CONFIG_DIR:-$HOME/.config/kith}"
 BIN="$PWD/target/release"
+ME="${USER:-$(id -un)}"
 
 echo "== building kith and kith-central (release)"
 cargo build --release --locked --bins
@@ -32,9 +33,9 @@ if ! curl -fsS "http://$LISTEN/healthz" >/dev/null 2>&1; then
 fi
 
 if [ ! -f "$CONFIG_DIR/auth.json" ]; then
-  echo "== registering this machine ($(hostname)) for user $USER.local"
+  echo "== registering this machine ($(hostname)) for user $ME.local"
   TOKEN=$("$BIN/kith-central" machine register --data-dir "$DATA_DIR" --local \
-    --user "${USER:-me}.local" --name "$(hostname)" | tail -n 1)
+    --user "$ME.local" --name "$(hostname)" | tail -n 1)
   KITH_TOKEN="$TOKEN" "$BIN/kith" login --central "http://$LISTEN" </dev/null
   unset TOKEN
 fi

@@ -106,6 +106,17 @@ enum MachineCommand {
         user: String,
         #[arg(long)]
         name: String,
+        /// Also hide this machine's runs captured at or after this RFC 3339
+        /// time from everyone but their owner (a stolen laptop).
+        #[arg(long)]
+        quarantine_since: Option<String>,
+    },
+    /// Release a machine's quarantined runs: others see them again.
+    Release {
+        #[arg(long)]
+        user: String,
+        #[arg(long)]
+        name: String,
     },
     /// List machines.
     List,
@@ -317,7 +328,24 @@ fn machine(config: &Config, cmd: MachineCommand) -> anyhow::Result<()> {
                 return Err(e.context(format!("machine {name} was revoked again")));
             }
         }
-        MachineCommand::Revoke { user, name } => {
+        MachineCommand::Release { user, name } => {
+            let (_, machine_id) = machine_of(&registry, &user, &name)?;
+            let n = registry.quarantine(&machine_id, "0000", false)?;
+            println!("released {n} runs of {name} of {user}");
+        }
+        MachineCommand::Revoke {
+            user,
+            name,
+            quarantine_since,
+        } => {
+            if let Some(since) = &quarantine_since {
+                let since = kith_shared::timestamp::normalize(since).with_context(|| {
+                    format!("--quarantine-since {since:?} is not an RFC 3339 time")
+                })?;
+                let (_, machine_id) = machine_of(&registry, &user, &name)?;
+                let n = registry.quarantine(&machine_id, &since, true)?;
+                println!("quarantined {n} runs of {name} captured since {since}");
+            }
             let user_row = registry
                 .user_by_handle(&user)?
                 .with_context(|| format!("no user {user}"))?;
@@ -361,6 +389,21 @@ fn machine(config: &Config, cmd: MachineCommand) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// A user's machine by name: (user id, machine id).
+fn machine_of(
+    registry: &crate::registry::Registry,
+    user: &str,
+    name: &str,
+) -> anyhow::Result<(UserId, String)> {
+    let user_row = registry
+        .user_by_handle(user)?
+        .with_context(|| format!("no user {user}"))?;
+    let machine = registry
+        .machine_id(&user_row.id, name)?
+        .with_context(|| format!("{user} has no machine named {name:?}"))?;
+    Ok((user_row.id, machine))
 }
 
 /// 256 random bits, hex, with a recognisable prefix (secret scanners and

@@ -547,3 +547,78 @@ fn reindex_rebuilds_from_blobs_and_doctor_sees_drift() -> Result<()> {
     assert_eq!(hits.body["hits"][0]["run_id"], id.as_str());
     Ok(())
 }
+
+#[test]
+fn quarantine_hides_a_revoked_machines_runs_from_others_until_released() -> Result<()> {
+    let central = Central::start()?;
+    let alice = central.client(&central.register("alice.test", "laptop")?);
+    let bob = central.client(&central.register("bob.test", "desktop")?);
+    let mut body = delta("s", 0, &line("the octopus plan", 0));
+    body["tags"] = json!(["family"]);
+    let id = alice.post("/api/runs", &body)?.body["run_id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    alice.wait_indexed(&id, Duration::from_secs(10))?;
+    let share = alice.post(
+        "/api/shares",
+        &json!({"scope": "tag:family", "with": "bob.test"}),
+    )?;
+    assert_eq!(share.status, 201, "{share:?}");
+    assert_eq!(
+        bob.get(&format!("/api/runs/{id}"))?.status,
+        200,
+        "shared by tag"
+    );
+
+    let out = run_central(
+        &central.data_dir,
+        &[
+            "machine",
+            "revoke",
+            "--user",
+            "alice.test",
+            "--name",
+            "laptop",
+            "--quarantine-since",
+            "2000-01-01T00:00:00Z",
+        ],
+    )?;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        bob.get(&format!("/api/runs/{id}"))?.status,
+        404,
+        "quarantined: hidden from bob"
+    );
+    let hits = bob.post(
+        "/api/search",
+        &json!({"query": "octopus", "mode": "keyword"}),
+    )?;
+    assert_eq!(hits.body["hits"].as_array().map(Vec::len), Some(0));
+    // The owner still sees it from another machine.
+    let alice2 = central.client(&central.register("alice.test", "phone")?);
+    assert_eq!(alice2.get(&format!("/api/runs/{id}"))?.status, 200);
+
+    let out = run_central(
+        &central.data_dir,
+        &[
+            "machine",
+            "release",
+            "--user",
+            "alice.test",
+            "--name",
+            "laptop",
+        ],
+    )?;
+    assert!(out.status.success());
+    assert_eq!(bob.get(&format!("/api/runs/{id}"))?.status, 200, "released");
+    let audit = alice2.get("/api/audit")?;
+    assert!(audit.body["entries"]
+        .as_array()
+        .is_some_and(|e| e.iter().any(|x| x["reader"] == "bob.test")));
+    Ok(())
+}
