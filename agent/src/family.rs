@@ -46,6 +46,11 @@ pub enum FamilyCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Share runs with another family member (private by default).
+    #[command(subcommand)]
+    Share(ShareCommand),
+    /// Who read your runs, newest first.
+    Audit,
     /// One run: its turns, or with --raw the exact bytes.
     Show {
         run: String,
@@ -56,6 +61,32 @@ pub enum FamilyCommand {
         #[arg(long)]
         lines: Option<String>,
     },
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum ShareCommand {
+    /// Let another family member read a run and everything under it.
+    Run {
+        run: String,
+        /// Their handle, e.g. bob.example.com.
+        #[arg(long)]
+        with: String,
+        /// 12h, 7d, 2w or an RFC 3339 time.
+        #[arg(long)]
+        expires: Option<String>,
+    },
+    /// Let another family member read every run with this tag.
+    Tag {
+        tag: String,
+        #[arg(long)]
+        with: String,
+        #[arg(long)]
+        expires: Option<String>,
+    },
+    /// Grants you gave and received.
+    List,
+    /// Take a grant back; it stops working at once.
+    Revoke { id: String },
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -170,6 +201,79 @@ pub fn run(cmd: FamilyCommand, remote: &Remote<'_>) -> Result<()> {
                 write!(stdout, "{}", render_tree(&forest, Style::detect(), now))?;
             }
         }
+        FamilyCommand::Share(cmd) => {
+            let grant = |scope: String, with: String, expires: Option<String>| -> Result<()> {
+                let expires_at = expires
+                    .map(|e| {
+                        parse_expires(&e, now).with_context(|| {
+                            format!("--expires {e:?}: use 12h, 7d, 2w or RFC 3339")
+                        })
+                    })
+                    .transpose()?;
+                let req = kith_proto::ShareRequest {
+                    scope,
+                    with,
+                    expires_at,
+                };
+                let share: kith_proto::Share = remote
+                    .send(http.post(remote.url("/api/shares")).json(&req))?
+                    .json()?;
+                println!(
+                    "shared {} with {} (grant {})",
+                    share.scope, share.grantee, share.id
+                );
+                Ok(())
+            };
+            match cmd {
+                ShareCommand::Run { run, with, expires } => {
+                    grant(format!("run:{run}"), with, expires)?
+                }
+                ShareCommand::Tag { tag, with, expires } => {
+                    grant(format!("tag:{tag}"), with, expires)?
+                }
+                ShareCommand::Revoke { id } => {
+                    remote.send(http.delete(remote.url(&format!("/api/shares/{id}"))))?;
+                    writeln!(stdout, "revoked grant {id}")?;
+                }
+                ShareCommand::List => {
+                    let res: kith_proto::SharesResponse =
+                        remote.send(http.get(remote.url("/api/shares")))?.json()?;
+                    for (dir, list) in [("gave", &res.given), ("received", &res.received)] {
+                        for g in list {
+                            let state = match (&g.revoked_at, &g.expires_at) {
+                                (Some(at), _) => format!("revoked {at}"),
+                                (None, Some(at)) => format!("expires {at}"),
+                                (None, None) => "no expiry".to_owned(),
+                            };
+                            let who = if dir == "gave" {
+                                &g.grantee
+                            } else {
+                                &g.grantor
+                            };
+                            writeln!(
+                                stdout,
+                                "{dir:<8} {:<30} {who:<24} {state}  {}",
+                                g.scope, g.id
+                            )?;
+                        }
+                    }
+                }
+            }
+        }
+        FamilyCommand::Audit => {
+            let res: kith_proto::AuditResponse =
+                remote.send(http.get(remote.url("/api/audit")))?.json()?;
+            if res.entries.is_empty() {
+                writeln!(stdout, "nobody else has read your runs")?;
+            }
+            for e in res.entries {
+                writeln!(
+                    stdout,
+                    "{}  {:<24} {:<10} {}",
+                    e.at, e.reader, e.what, e.run_id
+                )?;
+            }
+        }
         FamilyCommand::Show { run, raw, lines } => {
             let range = lines.as_deref().map(parse_lines).transpose()?;
             let mut res = remote.send(http.get(remote.url(&format!("/api/runs/{run}/jsonl"))))?;
@@ -281,6 +385,19 @@ pub fn parse_since(s: &str, now: OffsetDateTime) -> Option<String> {
     if let Some(t) = kith_shared::timestamp::normalize(s) {
         return Some(t);
     }
+    Some(kith_shared::timestamp::render(now - duration(s)?))
+}
+
+/// `--expires` as a person writes it (`12h`, `7d`, or RFC 3339) -> RFC 3339.
+pub fn parse_expires(s: &str, now: OffsetDateTime) -> Option<String> {
+    if let Some(t) = kith_shared::timestamp::normalize(s) {
+        return Some(t);
+    }
+    Some(kith_shared::timestamp::render(now + duration(s)?))
+}
+
+/// `30m`, `12h`, `7d`, `2w`.
+fn duration(s: &str) -> Option<time::Duration> {
     let (num, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit())?);
     let n: i64 = num.parse().ok()?;
     let secs = match unit {
@@ -291,9 +408,7 @@ pub fn parse_since(s: &str, now: OffsetDateTime) -> Option<String> {
         "w" => n * 7 * 86_400,
         _ => return None,
     };
-    Some(kith_shared::timestamp::render(
-        now - time::Duration::seconds(secs),
-    ))
+    Some(time::Duration::seconds(secs))
 }
 
 /// Terminal styling, off when stdout is not a terminal or NO_COLOR is set.

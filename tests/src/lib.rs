@@ -113,10 +113,14 @@ impl Central {
             _tmp: None,
             log: rx,
         };
-        let client = reqwest::blocking::Client::new();
-        let health = client.get(format!("{}/healthz", central.url)).send()?;
-        if !health.status().is_success() {
-            bail!("healthz answered {}", health.status());
+        // An HTTPS central is checked by its test, which knows the certificate.
+        if central.url.starts_with("http://") {
+            let health = reqwest::blocking::Client::new()
+                .get(format!("{}/healthz", central.url))
+                .send()?;
+            if !health.status().is_success() {
+                bail!("healthz answered {}", health.status());
+            }
         }
         Ok(central)
     }

@@ -279,3 +279,69 @@ fn hook_always_exits_zero() -> Result<()> {
     assert_eq!(out.status.code(), Some(0));
     Ok(())
 }
+
+#[test]
+fn family_cli_shares_a_run_and_the_owner_sees_who_read_it() -> Result<()> {
+    let central = Central::start()?;
+    let alice_token = central.register("alice.test", "laptop")?;
+    let bob_token = central.register("bob.test", "desktop")?;
+    let alice = Device::new()?;
+    let bob = Device::new()?;
+    let source = std::fs::read(fixture("claude-code/marot__spotter__short.jsonl"))?;
+    let file = alice.path(".claude/projects/-p/0b0e1d7a-0000-4000-8000-000000000002.jsonl");
+    std::fs::create_dir_all(file.parent().unwrap_or(Path::new("/")))?;
+    std::fs::write(&file, &source)?;
+    let run = |d: &Device, token: &str, args: &[&str]| d.kith(&central.url, token, args, b"");
+    assert!(run(&alice, &alice_token, &["backfill"])?.status.success());
+    let tree: serde_json::Value =
+        serde_json::from_slice(&run(&alice, &alice_token, &["tree", "--json"])?.stdout)?;
+    let id = tree["trees"][0]["root_run_id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+
+    let denied = run(&bob, &bob_token, &["show", &id, "--raw"])?;
+    assert_eq!(denied.status.code(), Some(1), "private by default");
+    assert!(String::from_utf8_lossy(&denied.stderr).contains("run_not_found"));
+
+    let shared = run(
+        &alice,
+        &alice_token,
+        &["share", "run", &id, "--with", "bob.test", "--expires", "7d"],
+    )?;
+    assert!(
+        shared.status.success(),
+        "{}",
+        String::from_utf8_lossy(&shared.stderr)
+    );
+    let raw = run(&bob, &bob_token, &["show", &id, "--raw"])?;
+    assert!(
+        raw.stdout == source,
+        "bob reads the exact bytes once shared"
+    );
+    let found = run(
+        &bob,
+        &bob_token,
+        &["search", "phx.server", "--mode", "keyword", "--json"],
+    )?;
+    let found: serde_json::Value = serde_json::from_slice(&found.stdout)?;
+    assert_eq!(found["hits"][0]["run_id"], id.as_str());
+
+    let audit = String::from_utf8(run(&alice, &alice_token, &["audit"])?.stdout)?;
+    assert!(audit.contains("bob.test") && audit.contains(&id), "{audit}");
+    let list = String::from_utf8(run(&alice, &alice_token, &["share", "list"])?.stdout)?;
+    let grant = list
+        .split_whitespace()
+        .last()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(run(&alice, &alice_token, &["share", "revoke", &grant])?
+        .status
+        .success());
+    assert_eq!(
+        run(&bob, &bob_token, &["show", &id])?.status.code(),
+        Some(1),
+        "revoked: gone at once"
+    );
+    Ok(())
+}

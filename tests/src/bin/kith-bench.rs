@@ -319,6 +319,11 @@ fn main() -> Result<()> {
     let eval_api = eval.client(&eval.register("locomo.test", "eval")?);
     let (sessions, questions) = locomo::load(&reference_dir().join("data/locomo-dev"))?;
     let runs = locomo::ingest(&eval_api, &sessions)?;
+    if kith_tests::model_dir().is_some() {
+        for id in runs.keys() {
+            eval_api.wait_embedded(id, Duration::from_secs(1800))?;
+        }
+    }
     let mut quality = serde_json::Map::new();
     for mode in ["keyword", "semantic", "hybrid"] {
         match locomo::evaluate(&eval_api, &sessions, &runs, &questions, mode, &[5, 10, 20]) {
