@@ -668,12 +668,9 @@ fn serves_https_with_the_configured_certificate() -> Result<()> {
     assert_eq!(status.status().as_u16(), 200);
     // Plain HTTP on the TLS port, and a client that does not trust the certificate, both fail.
     let plain = central.url.replace("https://", "http://");
-    assert!(
-        reqwest::blocking::get(format!("{plain}/healthz"))
-            .map(|r| r.status().is_success())
-            .unwrap_or(false)
-            == false
-    );
+    let plain_ok =
+        reqwest::blocking::get(format!("{plain}/healthz")).is_ok_and(|r| r.status().is_success());
+    assert!(!plain_ok, "plain HTTP is not served on the TLS port");
     assert!(reqwest::blocking::get(format!("{}/healthz", central.url)).is_err());
     Ok(())
 }
