@@ -10,7 +10,7 @@ use kith_proto::RunMeta;
 use kith_shared::chunk::{chunk_turns, ChunkConfig};
 use kith_shared::transcript;
 
-use crate::embed::{EmbedQueue, Lane};
+use crate::embed::{EmbedQueue, Lane, MAX_BATCH};
 use crate::error::{Error, Result};
 use crate::index::chunk_id;
 use crate::ingest::format_of;
@@ -19,9 +19,6 @@ use crate::state::AppState;
 
 /// Runs fetched per registry query.
 const RUNS_PER_ROUND: u32 = 16;
-/// Texts per embed request on the ingest lanes: small, so a query never
-/// waits behind more than one short batch.
-pub const BATCH: usize = 8;
 /// Runs captured this recently ride the realtime lane.
 const REALTIME_WINDOW_MINUTES: i64 = 10;
 
@@ -66,7 +63,7 @@ async fn round(state: &AppState, queue: &EmbedQueue) -> Result<usize> {
         let s = state.clone();
         let r = run.clone();
         let chunks = tokio::task::spawn_blocking(move || pending_chunks(&s, &r)).await??;
-        for batch in chunks.chunks(BATCH) {
+        for batch in chunks.chunks(MAX_BATCH) {
             let texts: Vec<String> = batch.iter().map(|(_, t)| t.clone()).collect();
             let vectors = queue
                 .embed(lane, texts)

@@ -79,16 +79,17 @@ fn corpus_lines() -> Result<Vec<String>> {
     Ok(lines)
 }
 
-/// Ingests `n_runs` runs of `lines_per_run` fixture lines; returns (seconds, bytes).
+/// Ingests `n_runs` runs of `lines_per_run` fixture lines; returns (seconds
+/// until the last is keyword-searchable, bytes, run ids).
 fn ingest_corpus(
     api: &Api,
     lines: &[String],
     n_runs: usize,
     lines_per_run: usize,
-) -> Result<(f64, u64)> {
+) -> Result<(f64, u64, Vec<String>)> {
     let started = Instant::now();
     let mut bytes = 0u64;
-    let mut last = String::new();
+    let mut ids = Vec::new();
     for r in 0..n_runs {
         let mut jsonl = String::new();
         for l in 0..lines_per_run {
@@ -104,10 +105,12 @@ fn ingest_corpus(
         if res.status != 202 {
             bail!("ingest failed: {res:?}");
         }
-        last = res.body["run_id"].as_str().unwrap_or_default().to_owned();
+        ids.push(res.body["run_id"].as_str().unwrap_or_default().to_owned());
     }
-    api.wait_indexed(&last, Duration::from_secs(3600))?;
-    Ok((started.elapsed().as_secs_f64(), bytes))
+    if let Some(last) = ids.last() {
+        api.wait_indexed(last, Duration::from_secs(3600))?;
+    }
+    Ok((started.elapsed().as_secs_f64(), bytes, ids))
 }
 
 /// Time from the 202 to the first keyword hit, for fresh unique words.
@@ -291,15 +294,31 @@ fn main() -> Result<()> {
     let mut ingested_runs = 0;
     for &n_runs in sizes {
         let extra = n_runs - ingested_runs;
-        let (secs, bytes) = ingest_corpus(&api, &lines, extra, 10)?;
+        let (secs, bytes, ids) = ingest_corpus(&api, &lines, extra, 10)?;
         ingested_runs = n_runs;
         let status = api.get("/api/status")?;
         let chunks = status.body["counts"]["chunks"].as_u64().unwrap_or(0);
         let n_q = if args.full { 200 } else { 50 };
+        // While the new runs are embedded on the realtime/bulk lanes...
+        let busy = json!({
+            "search_keyword": search_latency(&api, "keyword", n_q)?,
+            "search_hybrid": search_latency(&api, "hybrid", n_q)?,
+            "search_semantic": search_latency(&api, "semantic", n_q)?,
+        });
+        // ...and once every vector is in (idle).
+        let embed_started = Instant::now();
+        if kith_tests::model_dir().is_some() {
+            for id in &ids {
+                api.wait_embedded(id, Duration::from_secs(7200))?;
+            }
+        }
+        let embed_secs = embed_started.elapsed().as_secs_f64();
         per_size.push(json!({
             "runs": n_runs,
             "chunks": chunks,
             "ingest": {"seconds": secs, "mb_per_s": bytes as f64 / secs / 1e6, "runs_per_s": extra as f64 / secs},
+            "embedding_wait_after_ingest_s": embed_secs,
+            "while_embedding": busy,
             "search_keyword": search_latency(&api, "keyword", n_q)?,
             "search_hybrid": search_latency(&api, "hybrid", n_q)?,
             "search_semantic": search_latency(&api, "semantic", n_q)?,
