@@ -521,3 +521,119 @@ fn the_pds_client_names_each_refusal_and_never_shows_a_password() -> Result<()> 
     assert_eq!(pds.login_status("hank.test", app.secret.expose())?, 401);
     Ok(())
 }
+
+/// The family story end to end: two people on a real PDS, three machines,
+/// capture, one shared run, reads both ways, one machine revoked.
+#[test]
+fn two_members_three_machines_share_one_run_and_revoke_one_machine() -> Result<()> {
+    use serde_json::json;
+    let pds = Pds::shared()?;
+    let central = Central::start()?;
+    let mut log = Transcript::default();
+    let gina = Member::add(
+        pds,
+        &central.data_dir,
+        "gina.test",
+        "gina-main-pw-7",
+        &mut log,
+    )?;
+    let hank = Member::add(
+        pds,
+        &central.data_dir,
+        "hank.test",
+        "hank-main-pw-7",
+        &mut log,
+    )?;
+    let mut token = |m: &Member, name: &str| -> Result<String> {
+        let out = m.register(&central.data_dir, name, m.password)?;
+        log.record(&out);
+        assert!(out.status.success(), "{}", stderr(&out));
+        Ok(token_of(&out))
+    };
+    let gina_laptop = central.client(&token(&gina, "laptop")?);
+    let gina_desktop = central.client(&token(&gina, "desktop")?);
+    let hank_laptop = central.client(&token(&hank, "laptop")?);
+
+    // Each captures a run; Gina shares hers with Hank.
+    let capture = |api: &kith_tests::Api, source: &str, text: &str| -> Result<String> {
+        let line = kith_tests::claude_user_line(text, "2026-05-11T08:00:00Z");
+        let r = api.post("/api/runs", &kith_tests::delta(source, 0, &line))?;
+        assert_eq!(r.status, 202, "{r:?}");
+        let id = r.body["run_id"].as_str().unwrap_or_default().to_owned();
+        api.wait_indexed(&id, std::time::Duration::from_secs(10))?;
+        Ok(id)
+    };
+    let shared = capture(&gina_laptop, "g1", "the greenhouse sensor firmware")?;
+    let private = capture(&gina_desktop, "g2", "the greenhouse budget spreadsheet")?;
+    let hanks = capture(&hank_laptop, "h1", "the greenhouse door hinge")?;
+    let grant = gina_desktop.post(
+        "/api/shares",
+        &json!({"scope": format!("run:{shared}"), "with": "hank.test"}),
+    )?;
+    assert_eq!(grant.status, 201, "{grant:?}");
+
+    let search = |api: &kith_tests::Api| -> Result<Vec<String>> {
+        let r = api.post(
+            "/api/search",
+            &json!({"query": "greenhouse", "mode": "keyword"}),
+        )?;
+        let mut ids: Vec<String> = r.body["hits"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|h| h["run_id"].as_str().map(str::to_owned))
+            .collect();
+        ids.sort();
+        Ok(ids)
+    };
+    let sorted = |mut v: Vec<String>| {
+        v.sort();
+        v
+    };
+    // Gina reads both of hers from either machine, never Hank's.
+    for api in [&gina_laptop, &gina_desktop] {
+        assert_eq!(search(api)?, sorted(vec![shared.clone(), private.clone()]));
+        assert_eq!(api.get(&format!("/api/runs/{hanks}"))?.status, 404);
+    }
+    // Hank reads his own and the shared one, never Gina's private run.
+    assert_eq!(
+        search(&hank_laptop)?,
+        sorted(vec![shared.clone(), hanks.clone()])
+    );
+    assert_eq!(
+        hank_laptop
+            .get_bytes(&format!("/api/runs/{shared}/jsonl"))?
+            .0,
+        200
+    );
+    for path in [
+        format!("/api/runs/{private}"),
+        format!("/api/runs/{private}/jsonl"),
+    ] {
+        assert_eq!(hank_laptop.get(&path)?.status, 404, "{path}");
+    }
+    let audit = gina_laptop.get("/api/audit")?;
+    assert!(audit.body["entries"].as_array().is_some_and(|e| e
+        .iter()
+        .all(|x| x["reader"] == "hank.test" && x["run_id"] == shared.as_str())));
+
+    // Gina's laptop is revoked: it is refused at once, her desktop and Hank
+    // keep working, and her data stays.
+    let out = gina.revoke(&central.data_dir, "laptop")?;
+    log.record(&out);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(gina_laptop.get("/api/status")?.status, 401);
+    assert_eq!(
+        search(&gina_desktop)?,
+        sorted(vec![shared.clone(), private.clone()])
+    );
+    assert_eq!(search(&hank_laptop)?, sorted(vec![shared, hanks]));
+    assert_eq!(
+        gina.app_passwords()?.len(),
+        1,
+        "only the desktop's app password is left"
+    );
+    log.assert_never_shows(gina.password);
+    log.assert_never_shows(hank.password);
+    Ok(())
+}
