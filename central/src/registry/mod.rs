@@ -425,17 +425,6 @@ impl Registry {
         Ok(())
     }
 
-    /// Machine names by id, for badges on runs and hits.
-    pub fn machine_name(&self, id: &str) -> Result<String> {
-        Ok(self
-            .conn()
-            .query_row("SELECT name FROM machines WHERE id = ?1", [id], |r| {
-                r.get(0)
-            })
-            .optional()?
-            .unwrap_or_default())
-    }
-
     /// Any run with this id, whoever owns it (ingest must refuse to reuse it).
     pub fn run_by_id_any_owner(&self, id: &RunId) -> Result<Option<StoredRun>> {
         self.query_runs("WHERE id = ?1", params![id.as_str()])
@@ -706,15 +695,6 @@ impl Registry {
             params![run.as_str(), model, at],
         )?;
         Ok(())
-    }
-
-    /// Runs still waiting for vectors of `model`.
-    pub fn n_runs_to_embed(&self, model: &str) -> Result<u64> {
-        Ok(self.conn().query_row(
-            "SELECT COUNT(*) FROM runs WHERE indexed_at IS NOT NULL AND (embedded_model IS NULL OR embedded_model != ?1)",
-            [model],
-            |r| r.get::<_, i64>(0),
-        )?.max(0) as u64)
     }
 
     pub fn fail_job(&self, run: &RunId, error: &str) -> Result<()> {
