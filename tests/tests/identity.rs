@@ -540,8 +540,8 @@ fn two_members_three_machines_share_one_run_and_revoke_one_machine() -> Result<(
     let hank = Member::add(
         pds,
         &central.data_dir,
-        "hank.test",
-        "hank-main-pw-7",
+        "ivan.test",
+        "ivan-main-pw-7",
         &mut log,
     )?;
     let mut token = |m: &Member, name: &str| -> Result<String> {
@@ -568,7 +568,7 @@ fn two_members_three_machines_share_one_run_and_revoke_one_machine() -> Result<(
     let hanks = capture(&hank_laptop, "h1", "the greenhouse door hinge")?;
     let grant = gina_desktop.post(
         "/api/shares",
-        &json!({"scope": format!("run:{shared}"), "with": "hank.test"}),
+        &json!({"scope": format!("run:{shared}"), "with": "ivan.test"}),
     )?;
     assert_eq!(grant.status, 201, "{grant:?}");
 
@@ -615,7 +615,7 @@ fn two_members_three_machines_share_one_run_and_revoke_one_machine() -> Result<(
     let audit = gina_laptop.get("/api/audit")?;
     assert!(audit.body["entries"].as_array().is_some_and(|e| e
         .iter()
-        .all(|x| x["reader"] == "hank.test" && x["run_id"] == shared.as_str())));
+        .all(|x| x["reader"] == "ivan.test" && x["run_id"] == shared.as_str())));
 
     // Gina's laptop is revoked: it is refused at once, her desktop and Hank
     // keep working, and her data stays.

@@ -3,7 +3,7 @@
 //! (owner, or a grant's owner + ancestry/tag) as exact-match terms applied
 //! inside the engine.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, RwLock};
@@ -19,8 +19,8 @@ use tantivy::schema::{
 };
 use tantivy::snippet::SnippetGenerator;
 use tantivy::{
-    DocId, Index, IndexReader, IndexWriter, ReloadPolicy, Score, SegmentOrdinal, SegmentReader,
-    TantivyDocument, Term,
+    DocAddress, DocId, Index, IndexReader, IndexWriter, ReloadPolicy, Score, SegmentOrdinal,
+    SegmentReader, TantivyDocument, Term,
 };
 
 use super::vectors::{chunk_key, VectorStore};
@@ -362,7 +362,7 @@ impl SearchIndex for EmbeddedIndex {
         let searcher = self.reader.searcher();
         // Filter first: only chunks this viewer may read (and that pass the
         // filters) are ranked at all.
-        let allowed: HashSet<u64> = searcher
+        let allowed: HashMap<u64, DocAddress> = searcher
             .search(
                 &BooleanQuery::new(self.filter_queries(viewer, filters)),
                 &KeyCollector,
@@ -377,19 +377,11 @@ impl SearchIndex for EmbeddedIndex {
                 message: "no vectors: no embedder is attached".into(),
             });
         };
-        let best = store.top_k(vector, limit, |k| allowed.contains(&k));
+        let best = store.top_k(vector, limit, |k| allowed.contains_key(&k));
         drop(guard);
         let mut out = Vec::with_capacity(best.len());
         for (key, score) in best {
-            let q = TermQuery::new(
-                Term::from_field_u64(self.fields.chunk_key, key),
-                IndexRecordOption::Basic,
-            );
-            if let Some((_, addr)) = searcher
-                .search(&q, &TopDocs::with_limit(1).order_by_score())
-                .map_err(index_err)?
-                .first()
-            {
+            if let Some(addr) = allowed.get(&key) {
                 let doc: TantivyDocument = searcher.doc(*addr).map_err(index_err)?;
                 out.push(self.hit_from_doc(&doc, score, None));
             }
@@ -459,24 +451,27 @@ fn highlight(snippet: Option<&tantivy::snippet::Snippet>, text: &str) -> String 
     out
 }
 
-/// Collects the chunk keys of every matching doc (no scoring).
+/// Collects the chunk key and address of every matching doc (no scoring),
+/// so ranked vectors map straight back to their docs.
 struct KeyCollector;
 
 struct KeySegmentCollector {
+    segment_ord: SegmentOrdinal,
     column: tantivy::columnar::Column<u64>,
-    keys: Vec<u64>,
+    keys: Vec<(u64, DocAddress)>,
 }
 
 impl Collector for KeyCollector {
-    type Fruit = Vec<u64>;
+    type Fruit = Vec<(u64, DocAddress)>;
     type Child = KeySegmentCollector;
 
     fn for_segment(
         &self,
-        _ord: SegmentOrdinal,
+        segment_ord: SegmentOrdinal,
         segment: &SegmentReader,
     ) -> tantivy::Result<KeySegmentCollector> {
         Ok(KeySegmentCollector {
+            segment_ord,
             column: segment.fast_fields().u64("chunk_key")?,
             keys: Vec::new(),
         })
@@ -486,21 +481,24 @@ impl Collector for KeyCollector {
         false
     }
 
-    fn merge_fruits(&self, fruits: Vec<Vec<u64>>) -> tantivy::Result<Vec<u64>> {
+    fn merge_fruits(
+        &self,
+        fruits: Vec<Vec<(u64, DocAddress)>>,
+    ) -> tantivy::Result<Vec<(u64, DocAddress)>> {
         Ok(fruits.concat())
     }
 }
 
 impl SegmentCollector for KeySegmentCollector {
-    type Fruit = Vec<u64>;
+    type Fruit = Vec<(u64, DocAddress)>;
 
     fn collect(&mut self, doc: DocId, _score: Score) {
         if let Some(k) = self.column.first(doc) {
-            self.keys.push(k);
+            self.keys.push((k, DocAddress::new(self.segment_ord, doc)));
         }
     }
 
-    fn harvest(self) -> Vec<u64> {
+    fn harvest(self) -> Vec<(u64, DocAddress)> {
         self.keys
     }
 }
