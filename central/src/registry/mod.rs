@@ -628,24 +628,15 @@ impl Registry {
              ORDER BY CASE j.lane WHEN 'ingest-realtime' THEN 0 ELSE 1 END, j.enqueued_at, j.run_id
              LIMIT ?1",
         )?;
-        let rows = stmt
-            .query_map(params![limit, max_attempts], |r| {
-                Ok((
-                    r.get::<_, String>(0)?,
-                    r.get::<_, String>(1)?,
-                    r.get::<_, String>(2)?,
-                ))
-            })?
-            .collect::<rusqlite::Result<Vec<_>>>()?;
-        rows.into_iter()
-            .map(|(id, blob_path, ancestry)| {
-                Ok(PendingJob {
-                    run_id: parse_id(RunId::parse(&id))?,
-                    blob_path,
-                    ancestry,
-                })
+        let rows = id_and_two(&mut stmt, params![limit, max_attempts])?;
+        Ok(rows
+            .into_iter()
+            .map(|(run_id, blob_path, ancestry)| PendingJob {
+                run_id,
+                blob_path,
+                ancestry,
             })
-            .collect()
+            .collect())
     }
 
     /// The job is done: the run is searchable.
@@ -669,24 +660,15 @@ impl Registry {
              WHERE indexed_at IS NOT NULL AND (embedded_model IS NULL OR embedded_model != ?1)
              ORDER BY captured_at DESC, id LIMIT ?2",
         )?;
-        let rows = stmt
-            .query_map(params![model, limit], |r| {
-                Ok((
-                    r.get::<_, String>(0)?,
-                    r.get::<_, String>(1)?,
-                    r.get::<_, String>(2)?,
-                ))
-            })?
-            .collect::<rusqlite::Result<Vec<_>>>()?;
-        rows.into_iter()
-            .map(|(id, blob_path, captured_at)| {
-                Ok(ToEmbed {
-                    run_id: parse_id(RunId::parse(&id))?,
-                    blob_path,
-                    captured_at,
-                })
+        let rows = id_and_two(&mut stmt, params![model, limit])?;
+        Ok(rows
+            .into_iter()
+            .map(|(run_id, blob_path, captured_at)| ToEmbed {
+                run_id,
+                blob_path,
+                captured_at,
             })
-            .collect()
+            .collect())
     }
 
     pub fn set_embedded(&self, run: &RunId, model: &str, at: &str) -> Result<()> {
@@ -791,6 +773,25 @@ fn user_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<UserRow> {
         is_admin: r.get(4)?,
         created_at: r.get(5)?,
     })
+}
+
+/// Rows of (run id, text, text).
+fn id_and_two(
+    stmt: &mut rusqlite::Statement<'_>,
+    args: impl rusqlite::Params,
+) -> Result<Vec<(RunId, String, String)>> {
+    let rows = stmt
+        .query_map(args, |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, String>(2)?,
+            ))
+        })?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    rows.into_iter()
+        .map(|(id, a, b)| Ok((parse_id(RunId::parse(&id))?, a, b)))
+        .collect()
 }
 
 fn parse_id<T>(r: std::result::Result<T, kith_shared::ids::IdError>) -> Result<T> {
