@@ -27,4 +27,11 @@ echo "== build (the end-to-end tests run these binaries)"
 cargo build --workspace --bins --locked
 
 echo "== test"
-cargo test --workspace --locked -- --test-threads 2
+log="$(mktemp)"
+trap 'rm -f "$log"' EXIT
+status=0
+cargo test --workspace --locked -- --test-threads 2 2>&1 | tee "$log" || status=$?
+# One closing line for the whole suite (cargo prints one per test binary,
+# the last of which is an empty doc-test run).
+awk '/^test result:/ { p += $4; f += $6 } END { printf "%d passed, %d failed\n", p, f }' "$log"
+exit "$status"
