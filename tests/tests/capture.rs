@@ -319,6 +319,9 @@ fn family_cli_shares_a_run_and_the_owner_sees_who_read_it() -> Result<()> {
         raw.stdout == source,
         "bob reads the exact bytes once shared"
     );
+    central
+        .client(&alice_token)
+        .wait_indexed(&id, std::time::Duration::from_secs(30))?;
     let found = run(
         &bob,
         &bob_token,
