@@ -1,327 +1,273 @@
-//! Capture: turn the new complete lines of a transcript into a delta, redact
-//! it, spool it to the outbox and advance the cursor; then replay the outbox
-//! to central, oldest first, advancing `accepted_offset` on each receipt.
+//! Capture: from a transcript's cursor and a stat, read only the new bytes
+//! (seek to the offset; cost independent of the file's size), cut them into
+//! deltas of complete lines, redact each, spool it to the outbox and advance
+//! the cursor's spooled offset. Nothing here talks to central.
+//!
+//! Offsets and the rewrite check refer to the ORIGINAL file bytes; `jsonl`
+//! carries the redacted bytes, which have the same length.
 
-use std::fs::{self, File};
+use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
-use anyhow::{bail, Context, Result};
-use kith_proto::{AgentRuntime, ErrorBody, IngestRequest, IngestResponse};
+use kith_proto::{AgentRuntime, IngestRequest};
 use kith_shared::hash::{chain_next, sha256_hex};
 use kith_shared::ids::RunId;
-use serde::{Deserialize, Serialize};
+use kith_shared::redact::redact_jsonl;
 
-use crate::config::{write_private, Auth, Paths};
-use crate::cursor::{plan, Cursor, Observed, Plan, TAIL_WINDOW};
-use crate::redact::redact;
+use crate::config::{Lock, Paths};
+use crate::cursor::{Cursor, Cursors, Mark};
+use crate::discover::{self, Source};
+use crate::error::{Error, IoContext, Result};
+use crate::outbox::{Header, Outbox};
+use crate::plan::{delta_end, plan, Observed, Plan, MAX_DELTA, TAIL_WINDOW};
 
-/// One spooled delta.
-#[derive(Debug, Serialize, Deserialize)]
-pub struct Spooled {
-    pub path: String,
-    pub request: IngestRequest,
+/// How deep a chain of parents (subagent -> session -> ...) is followed.
+const MAX_PARENT_DEPTH: u32 = 4;
+
+/// What one capture spooled.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Captured {
+    pub deltas: u64,
+    pub bytes: u64,
 }
 
+impl std::ops::AddAssign for Captured {
+    fn add_assign(&mut self, other: Self) {
+        self.deltas += other.deltas;
+        self.bytes += other.bytes;
+    }
+}
+
+#[derive(Debug, Clone)]
 pub struct Capture {
-    pub paths: Paths,
+    paths: Paths,
+    cursors: Cursors,
+    outbox: Outbox,
+    /// How long to wait for another kith process holding the state lock.
+    lock_wait: Duration,
 }
 
 impl Capture {
-    fn cursor_path(&self, file: &Path) -> PathBuf {
-        self.paths.state_dir.join("cursors").join(format!(
-            "{}.json",
-            sha256_hex(file.to_string_lossy().as_bytes())
-        ))
+    pub fn new(paths: &Paths, lock_wait: Duration) -> Self {
+        Self {
+            paths: paths.clone(),
+            cursors: Cursors::new(&paths.state_dir),
+            outbox: Outbox::new(&paths.state_dir),
+            lock_wait,
+        }
     }
 
-    fn outbox(&self) -> PathBuf {
-        self.paths.state_dir.join("outbox")
+    /// Spools the new complete lines of one transcript. At a chain start the
+    /// transcript it hangs under is captured first, so the first delta can
+    /// name that transcript's latest run as its parent.
+    pub fn file(&self, source: &Source) -> Result<Captured> {
+        let _lock = Lock::state(&self.paths.state_dir, self.lock_wait)?;
+        self.file_locked(source.runtime, &source.path, 0)
     }
 
-    pub fn load_cursor(&self, file: &Path) -> Option<Cursor> {
-        fs::read(self.cursor_path(file))
-            .ok()
-            .and_then(|b| serde_json::from_slice(&b).ok())
-    }
-
-    fn save_cursor(&self, c: &Cursor) -> Result<()> {
-        write_private(
-            &self.cursor_path(Path::new(&c.path)),
-            &serde_json::to_vec(c)?,
-        )
-    }
-
-    /// Spools the file's new complete lines; returns the bytes spooled.
-    pub fn capture(
-        &self,
-        runtime: AgentRuntime,
-        file: &Path,
-        parent_file: Option<&Path>,
-    ) -> Result<u64> {
-        let mut f = match File::open(file) {
+    fn file_locked(&self, runtime: AgentRuntime, path: &Path, depth: u32) -> Result<Captured> {
+        let mut f = match File::open(path) {
             Ok(f) => f,
-            // Deleted between discovery and read: nothing to capture.
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
-            Err(e) => return Err(e).with_context(|| format!("cannot open {}", file.display())),
+            // Deleted since it was named: nothing to capture.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Captured::default()),
+            Err(e) => return Err(e).at("open", path),
         };
-        let meta = f.metadata()?;
-        let mut cursor = self.load_cursor(file);
-        let tail = match &cursor {
-            Some(c) if meta.len() >= c.spooled_offset => Some(tail_hash(&mut f, c.spooled_offset)?),
-            _ => None,
-        };
+        let meta = f.metadata().at("stat", path)?;
+        if !meta.is_file() {
+            return Ok(Captured::default());
+        }
+        let old = self.cursors.load(path)?;
         let now = Observed {
             dev: meta.dev(),
             ino: meta.ino(),
             size: meta.len(),
-            tail_sha256: tail,
+            tail_sha256: match &old {
+                Some(c)
+                    if c.spooled.offset > 0
+                        && (c.dev, c.ino) == (meta.dev(), meta.ino())
+                        && meta.len() >= c.spooled.offset =>
+                {
+                    Some(tail_hash(&mut f, path, c.spooled.offset)?)
+                }
+                _ => None,
+            },
         };
-        let from = match plan(cursor.as_ref(), &now) {
-            Plan::Nothing => return Ok(0),
-            Plan::Append { from } => from,
-            Plan::Restart => {
-                let epoch = cursor.as_ref().map_or(0, |c| c.epoch + 1);
-                cursor = Some(fresh(file, &now, epoch));
-                0
+        let mut cursor = match (plan(old.as_ref(), &now), old) {
+            (Plan::Nothing, Some(mut c)) => {
+                if c.size != now.size {
+                    c.size = now.size;
+                    self.cursors.save(&c)?;
+                }
+                return Ok(Captured::default());
+            }
+            (Plan::Nothing, None) => return Ok(Captured::default()),
+            (Plan::Append { .. }, Some(c)) => c,
+            (Plan::Append { .. } | Plan::Start { .. }, old) => {
+                let epoch = old.as_ref().map_or(0, |c| c.epoch + 1);
+                let mut c = Cursor::start(path, runtime, (now.dev, now.ino), epoch);
+                let peek = discover::peek(&self.paths, runtime, path);
+                c.conversation_id = peek.conversation_id;
+                c.parent_path = peek.parent.filter(|p| p != path);
+                c.last_error = old.and_then(|o| o.last_error);
+                c
             }
         };
-        let mut c = cursor.unwrap_or_else(|| fresh(file, &now, 0));
-        f.seek(SeekFrom::Start(from))?;
-        let mut bytes = Vec::with_capacity((meta.len() - from) as usize);
-        (&mut f).take(meta.len() - from).read_to_end(&mut bytes)?;
-        // Complete lines only: a partial last line waits for its newline.
-        let Some(end) = bytes.iter().rposition(|&b| b == b'\n') else {
-            return Ok(0);
-        };
-        bytes.truncate(end + 1);
-        let to = from + bytes.len() as u64;
-        let original_tail = {
-            let keep = (bytes.len() as u64).min(TAIL_WINDOW) as usize;
-            if keep as u64 == TAIL_WINDOW || from == 0 {
-                sha256_hex(&bytes[bytes.len() - keep..])
-            } else {
-                tail_hash(&mut f, to)?
+        let parent_run = match (&cursor.spooled.run_id, &cursor.parent_path) {
+            (None, Some(parent)) if depth < MAX_PARENT_DEPTH => {
+                // A parent we cannot capture still leaves the child capturable.
+                let _ =
+                    self.file_locked(discover::runtime_of(&self.paths, parent), parent, depth + 1);
+                self.cursors
+                    .load(parent)
+                    .ok()
+                    .flatten()
+                    .and_then(|p| p.spooled.run_id)
             }
+            _ => None,
         };
-        let mut redactions = redact(&mut bytes);
-        let (jsonl, n_invalid) = to_text(&bytes);
-        if n_invalid > 0 {
-            redactions.insert("invalid_utf8_bytes".into(), n_invalid);
+
+        let mut captured = Captured::default();
+        let mut offset = cursor.spooled.offset;
+        while offset < now.size {
+            let Some(delta) = next_delta(&mut f, path, offset, now.size)? else {
+                break;
+            };
+            let len = delta.len() as u64;
+            self.spool(&mut cursor, &mut f, delta, parent_run.as_deref())?;
+            offset += len;
+            captured += Captured {
+                deltas: 1,
+                bytes: len,
+            };
         }
-        let delta_sha = sha256_hex(jsonl.as_bytes());
-        let chain = chain_next(c.spooled_chain.as_deref(), &delta_sha);
+        cursor.size = now.size;
+        self.cursors.save(&cursor)?;
+        Ok(captured)
+    }
+
+    /// Redacts one delta, spools it and advances the cursor (saved). If the
+    /// outbox cannot take it (a full disk), the cursor stays where it was.
+    fn spool(
+        &self,
+        cursor: &mut Cursor,
+        f: &mut File,
+        original: Vec<u8>,
+        lineage_parent: Option<&str>,
+    ) -> Result<()> {
+        let from = cursor.spooled.offset;
+        let to = from + original.len() as u64;
+        let tail = if original.len() as u64 >= TAIL_WINDOW {
+            sha256_hex(&original[original.len() - TAIL_WINDOW as usize..])
+        } else {
+            tail_hash(f, &cursor.path, to)?
+        };
+        let redacted = redact_jsonl(original);
+        let chain = chain_next(
+            cursor.spooled.chain_sha256.as_deref(),
+            &sha256_hex(redacted.text.as_bytes()),
+        );
         let run_id = RunId::from_uuid_bytes(uuid::Uuid::now_v7().into_bytes()).to_string();
-        let parent = c.last_run_id.clone().or_else(|| {
-            parent_file
-                .and_then(|p| self.load_cursor(p))
-                .and_then(|p| p.last_run_id)
-        });
+        let header = Header {
+            file: cursor.path.clone(),
+            source_identity: cursor.source_identity(),
+            from_offset: from,
+            to_offset: to,
+            run_id: run_id.clone(),
+            chain_sha256: chain.clone(),
+        };
         let request = IngestRequest {
-            jsonl,
-            agent_runtime: runtime,
-            source_identity: c.source_identity(),
+            jsonl: redacted.text,
+            agent_runtime: cursor.runtime,
+            source_identity: header.source_identity.clone(),
             from_offset: from,
             to_offset: to,
             run_id: Some(run_id.clone()),
-            conversation_id: conversation_id(runtime, file),
-            parent_run_id: parent,
-            prev_sha256: c.spooled_chain.clone(),
+            conversation_id: cursor.conversation_id.clone(),
+            parent_run_id: cursor
+                .spooled
+                .run_id
+                .clone()
+                .or_else(|| lineage_parent.map(str::to_owned)),
+            prev_sha256: cursor.spooled.chain_sha256.clone(),
             cwd: None,
             git_branch: None,
             agent_version: None,
-            tags: vec![],
+            tags: Vec::new(),
             started_at: None,
-            redactions,
+            redactions: redacted.counts,
         };
-        let spooled = Spooled {
-            path: file.to_string_lossy().into_owned(),
-            request,
+        self.outbox.push(&header, &request)?;
+        cursor.spooled = Mark {
+            offset: to,
+            chain_sha256: Some(chain),
+            run_id: Some(run_id),
         };
-        let name = format!(
-            "{:020}-{run_id}.json",
-            time::OffsetDateTime::now_utc().unix_timestamp_nanos()
-        );
-        write_private(&self.outbox().join(name), &serde_json::to_vec(&spooled)?)
-            .context("cannot write the outbox (disk full?); the cursor was not advanced")?;
-        c.spooled_offset = to;
-        c.spooled_chain = Some(chain);
-        c.tail_sha256 = original_tail;
-        c.last_run_id = Some(run_id);
-        self.save_cursor(&c)?;
-        Ok(to - from)
+        cursor.tail_sha256 = Some(tail);
+        cursor.restart = None;
+        cursor.parked = None;
+        cursor.size = cursor.size.max(to);
+        self.cursors.save(cursor)
     }
 
-    /// Outbox entries, oldest first.
-    pub fn pending(&self) -> Vec<PathBuf> {
-        let mut files: Vec<PathBuf> = fs::read_dir(self.outbox())
-            .into_iter()
-            .flatten()
-            .flatten()
-            .map(|e| e.path())
-            .filter(|p| p.extension().is_some_and(|e| e == "json"))
-            .collect();
-        files.sort();
-        files
+    pub fn cursors(&self) -> &Cursors {
+        &self.cursors
     }
 
-    /// Replays the outbox to central. Stops at the first delta central cannot
-    /// take now (down, slow, 5xx); returns how many were accepted.
-    pub fn flush(&self, auth: &Auth, timeout: Duration) -> Result<usize> {
-        let http = reqwest::blocking::Client::builder()
-            .timeout(timeout)
-            .connect_timeout(timeout)
-            .build()?;
-        let url = format!("{}/api/runs", auth.central_url.trim_end_matches('/'));
-        let mut n = 0;
-        for entry in self.pending() {
-            let Ok(bytes) = fs::read(&entry) else {
-                continue;
-            };
-            let Ok(spooled) = serde_json::from_slice::<Spooled>(&bytes) else {
-                self.reject(&entry, "unreadable outbox entry")?;
-                continue;
-            };
-            let key = spooled.request.run_id.clone().unwrap_or_default();
-            let body = zstd::encode_all(serde_json::to_vec(&spooled.request)?.as_slice(), 3)?;
-            let res = http
-                .post(&url)
-                .bearer_auth(auth.token.expose())
-                .header("Idempotency-Key", key.as_str())
-                .header("Content-Type", "application/json")
-                .header("Content-Encoding", "zstd")
-                .body(body)
-                .send();
-            let res = match res {
-                Ok(r) => r,
-                Err(e) => {
-                    let why = format!("central unreachable: {}", without_url(&e));
-                    self.note_error(Path::new(&spooled.path), &why);
-                    bail!(why);
-                }
-            };
-            let status = res.status();
-            if status.is_success() {
-                let receipt: IngestResponse = res.json().context("central sent a bad receipt")?;
-                if let Some(mut c) = self.load_cursor(Path::new(&spooled.path)) {
-                    if receipt.run_id == key || spooled.request.to_offset > c.accepted_offset {
-                        c.accepted_offset = c.accepted_offset.max(spooled.request.to_offset);
-                        c.last_error = None;
-                        self.save_cursor(&c)?;
-                    }
-                }
-                fs::remove_file(&entry)?;
-                n += 1;
-                continue;
-            }
-            let reason = res
-                .json::<ErrorBody>()
-                .map(|b| format!("{} ({})", b.error.message, b.error.code))
-                .unwrap_or_else(|_| status.to_string());
-            if status.as_u16() == 401 {
-                bail!("central refused this machine's token: {reason}; run `kith login`");
-            }
-            if status.is_server_error() || status.as_u16() == 429 {
-                self.note_error(Path::new(&spooled.path), &reason);
-                bail!("central answered {status}: {reason}");
-            }
-            // 400/409/413: this delta will never be taken as it is. Keep it
-            // aside and re-capture the file as a new chain.
-            self.reject(&entry, &reason)?;
-            if let Some(mut c) = self.load_cursor(Path::new(&spooled.path)) {
-                c.epoch += 1;
-                c.spooled_offset = 0;
-                c.spooled_chain = None;
-                c.tail_sha256 = String::new();
-                c.accepted_offset = 0;
-                c.last_run_id = None;
-                c.last_error = Some(reason);
-                self.save_cursor(&c)?;
-            }
+    pub fn outbox(&self) -> &Outbox {
+        &self.outbox
+    }
+}
+
+/// The next delta's original bytes from `offset`: complete lines, at most
+/// `MAX_DELTA` unless one line alone is longer. `None` while only a partial
+/// line follows.
+fn next_delta(f: &mut File, path: &Path, offset: u64, size: u64) -> Result<Option<Vec<u8>>> {
+    let chunk = |at: u64| (size - at).min(MAX_DELTA as u64);
+    let mut buf = read_at(f, path, offset, chunk(offset))?;
+    let mut end = delta_end(&buf, MAX_DELTA);
+    // One line longer than MAX_DELTA: read on until it ends.
+    while end.is_none() && offset + (buf.len() as u64) < size {
+        let at = offset + buf.len() as u64;
+        let more = read_at(f, path, at, chunk(at))?;
+        if more.is_empty() {
+            break;
         }
-        Ok(n)
+        let had = buf.len();
+        buf.extend_from_slice(&more);
+        end = buf[had..]
+            .iter()
+            .position(|&b| b == b'\n')
+            .map(|i| had + i + 1);
     }
-
-    fn reject(&self, entry: &Path, reason: &str) -> Result<()> {
-        let dir = self.paths.state_dir.join("rejected");
-        fs::create_dir_all(&dir)?;
-        let name = entry.file_name().context("outbox entry without a name")?;
-        fs::rename(entry, dir.join(name))?;
-        write_private(&dir.join(name).with_extension("reason"), reason.as_bytes())
-    }
-
-    fn note_error(&self, file: &Path, why: &str) {
-        if let Some(mut c) = self.load_cursor(file) {
-            c.last_error = Some(why.to_owned());
-            let _ = self.save_cursor(&c);
-        }
-    }
+    Ok(end.map(|end| {
+        buf.truncate(end);
+        buf
+    }))
 }
 
-/// The bytes as text, each byte that is not UTF-8 replaced by `?` (central
-/// stores text; one byte for one byte keeps every offset right).
-fn to_text(bytes: &[u8]) -> (String, u64) {
-    let mut out = String::with_capacity(bytes.len());
-    let mut n_invalid = 0;
-    for chunk in bytes.utf8_chunks() {
-        out.push_str(chunk.valid());
-        n_invalid += chunk.invalid().len() as u64;
-        out.extend(std::iter::repeat_n('?', chunk.invalid().len()));
-    }
-    (out, n_invalid)
+fn read_at(f: &mut File, path: &Path, offset: u64, len: u64) -> Result<Vec<u8>> {
+    f.seek(SeekFrom::Start(offset)).at("seek in", path)?;
+    let mut buf = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
+    f.take(len).read_to_end(&mut buf).at("read", path)?;
+    Ok(buf)
 }
 
-fn fresh(file: &Path, now: &Observed, epoch: u64) -> Cursor {
-    Cursor {
-        path: file.to_string_lossy().into_owned(),
-        dev: now.dev,
-        ino: now.ino,
-        epoch,
-        spooled_offset: 0,
-        spooled_chain: None,
-        tail_sha256: String::new(),
-        accepted_offset: 0,
-        last_run_id: None,
-        last_error: None,
-    }
-}
-
-/// sha256 of the `TAIL_WINDOW` bytes (or fewer, at the start) before `offset`.
-fn tail_hash(f: &mut File, offset: u64) -> Result<String> {
+/// sha256 of the `TAIL_WINDOW` bytes (fewer near the start) before `offset`.
+fn tail_hash(f: &mut File, path: &Path, offset: u64) -> Result<String> {
     let start = offset.saturating_sub(TAIL_WINDOW);
-    f.seek(SeekFrom::Start(start))?;
-    let mut buf = vec![0; (offset - start) as usize];
-    f.read_exact(&mut buf)?;
+    let buf = read_at(f, path, start, offset - start)?;
+    if (buf.len() as u64) < offset - start {
+        return Err(Error::Invalid {
+            what: "transcript",
+            path: path.to_owned(),
+            reason: "it shrank while being read".into(),
+        });
+    }
     Ok(sha256_hex(&buf))
 }
 
-/// The agent's own session / thread id, from the file name: Claude
-/// `<session>.jsonl` (subagents: `<session>/subagents/agent-*.jsonl`),
-/// Codex `rollout-<time>-<thread uuid>.jsonl`, pi `<time>_<uuid>.jsonl`.
-pub fn conversation_id(runtime: AgentRuntime, file: &Path) -> Option<String> {
-    let stem = file.file_stem()?.to_str()?;
-    match runtime {
-        AgentRuntime::ClaudeCode => {
-            let parent = file.parent()?;
-            if parent.file_name()? == "subagents" {
-                parent.parent()?.file_name()?.to_str().map(str::to_owned)
-            } else {
-                Some(stem.to_owned())
-            }
-        }
-        AgentRuntime::Codex => stem.get(stem.len().checked_sub(36)?..).map(str::to_owned),
-        AgentRuntime::Pi => stem.rsplit_once('_').map(|(_, id)| id.to_owned()),
-        AgentRuntime::Other => Some(stem.to_owned()),
-    }
-}
-
-/// reqwest errors name the URL; keep only the reason.
-fn without_url(e: &reqwest::Error) -> String {
-    let mut s = e.to_string();
-    if let Some(url) = e.url() {
-        s = s.replace(url.as_str(), "central");
-    }
-    s
-}
+#[cfg(test)]
+mod tests;

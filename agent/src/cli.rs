@@ -1,16 +1,21 @@
-//! The `kith` command line: parse, dispatch, exit 0 / 1 (one-line reason on
-//! stderr) / 2 (usage). `kith hook` always exits 0.
+//! The `kith` command line: parse (clap), resolve the folders, dispatch, exit
+//! 0 / 1 (one-line reason on stderr) / 2 (usage). `kith hook` always exits 0,
+//! even when its arguments do not parse. New subcommands go in `Command`.
 
-use std::io::IsTerminal;
+use std::ffi::OsString;
+use std::io::{BufRead, IsTerminal};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 
-use crate::capture::Capture;
-use crate::config::{Auth, Paths, Secret};
+use crate::capture::{Capture, Captured};
+use crate::client::{Budget, Client};
+use crate::config::{Auth, PathOverrides, Paths, Secret};
 use crate::family::{FamilyCommand, Remote};
 use crate::install::Agent;
 
@@ -20,34 +25,52 @@ use crate::install::Agent;
     version,
     about = "kith: your coding agents' memory, across the family's machines"
 )]
-struct Cli {
+pub struct Cli {
+    #[command(flatten)]
+    dirs: DirArgs,
     #[command(subcommand)]
     command: Command,
 }
 
+/// Every folder can be moved; flags win over the `KITH_*` variables.
+#[derive(Debug, Args)]
+struct DirArgs {
+    /// config.toml and auth.json [env: KITH_CONFIG_DIR; default ~/.config/kith]
+    #[arg(long, global = true, value_name = "DIR")]
+    config_dir: Option<PathBuf>,
+    /// Cursors and the outbox [env: KITH_STATE_DIR; default ~/.local/state/kith]
+    #[arg(long, global = true, value_name = "DIR")]
+    state_dir: Option<PathBuf>,
+    /// Claude Code's folder [env: KITH_CLAUDE_DIR; default ~/.claude]
+    #[arg(long, global = true, value_name = "DIR")]
+    claude_dir: Option<PathBuf>,
+    /// Codex's folder [env: KITH_CODEX_DIR, CODEX_HOME; default ~/.codex]
+    #[arg(long, global = true, value_name = "DIR")]
+    codex_dir: Option<PathBuf>,
+    /// pi's agent folder [env: KITH_PI_DIR; default ~/.pi/agent]
+    #[arg(long, global = true, value_name = "DIR")]
+    pi_dir: Option<PathBuf>,
+}
+
 #[derive(Debug, Subcommand)]
-enum Command {
-    /// Store central's URL and this machine's token (from KITH_TOKEN or stdin).
+pub enum Command {
+    /// Store central's URL and this machine's token (from KITH_TOKEN or a prompt).
     Login {
-        #[arg(long)]
+        #[arg(long, value_name = "URL")]
         central: String,
     },
     /// Capture after an agent turn (run by the agents' hooks; always exits 0).
     Hook {
         /// A pi session file to capture.
-        #[arg(long)]
+        #[arg(long, value_name = "FILE")]
         pi: Option<PathBuf>,
         /// Codex `notify` passes its JSON payload as the last argument.
         payload: Option<String>,
     },
-    /// Capture every transcript already on disk (resumable).
+    /// Capture every transcript already on disk and send it (resumable).
     Backfill,
-    /// Keep capturing: poll the transcript folders and replay the outbox.
-    Watch {
-        /// Seconds between scans.
-        #[arg(long, default_value_t = 2)]
-        interval: u64,
-    },
+    /// Keep capturing as the agents write, until interrupted.
+    Watch,
     /// What is captured per source, what is pending, and what is at risk.
     Status,
     /// Add kith's hook to an agent's configuration.
@@ -58,14 +81,30 @@ enum Command {
     Family(FamilyCommand),
 }
 
-pub fn run() -> ExitCode {
-    let cli = Cli::parse();
-    let paths = Paths::from_env();
+pub fn main() -> ExitCode {
+    let args: Vec<OsString> = std::env::args_os().collect();
+    let cli = match Cli::try_parse_from(&args) {
+        Ok(cli) => cli,
+        // Whatever an agent passes, a hook must not exit 2.
+        Err(_) if args.get(1).is_some_and(|a| a == "hook") => {
+            let payload = args.last().and_then(|a| a.to_str()).map(str::to_owned);
+            crate::hook::run(&Paths::from_env(), None, payload);
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => e.exit(),
+    };
+    let paths = Paths::resolve(PathOverrides {
+        config_dir: cli.dirs.config_dir,
+        state_dir: cli.dirs.state_dir,
+        claude_dir: cli.dirs.claude_dir,
+        codex_dir: cli.dirs.codex_dir,
+        pi_dir: cli.dirs.pi_dir,
+    });
     if let Command::Hook { pi, payload } = cli.command {
         crate::hook::run(&paths, pi, payload);
         return ExitCode::SUCCESS;
     }
-    match dispatch(cli.command, &paths) {
+    match run(cli.command, &paths) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("kith: {e:#}");
@@ -74,29 +113,17 @@ pub fn run() -> ExitCode {
     }
 }
 
-fn dispatch(command: Command, paths: &Paths) -> Result<()> {
-    let capture = Capture {
-        paths: paths.clone(),
-    };
+fn run(command: Command, paths: &Paths) -> Result<()> {
     match command {
-        Command::Hook { .. } => Ok(()),
-        Command::Login { central } => login(paths, central),
-        Command::Backfill => backfill(paths, &capture),
-        Command::Watch { interval } => loop {
-            for (runtime, file) in crate::discover::all(paths) {
-                if let Err(e) = capture.capture(runtime, &file, subagent_parent(&file).as_deref()) {
-                    eprintln!("kith: capture {}: {e:#}", file.display());
-                }
-            }
-            if let Ok(auth) = Auth::load(paths) {
-                if let Err(e) = capture.flush(&auth, Duration::from_secs(10)) {
-                    eprintln!("kith: {e:#}");
-                }
-            }
-            std::thread::sleep(Duration::from_secs(interval.max(1)));
-        },
+        Command::Hook { pi, payload } => {
+            crate::hook::run(paths, pi, payload);
+            Ok(())
+        }
+        Command::Login { central } => login(paths, &central),
+        Command::Backfill => backfill(paths),
+        Command::Watch => watch(paths),
         Command::Status => {
-            print!("{}", crate::status::render(paths));
+            print!("{}", crate::status::report(paths));
             Ok(())
         }
         Command::Install { agent } => install(paths, agent, true),
@@ -116,54 +143,42 @@ fn dispatch(command: Command, paths: &Paths) -> Result<()> {
 
 fn install(paths: &Paths, agent: Agent, add: bool) -> Result<()> {
     let kith = std::env::current_exe().context("cannot tell where kith is installed")?;
+    let kith = kith.canonicalize().unwrap_or(kith);
     println!("{}", crate::install::install(paths, agent, &kith, add)?);
     Ok(())
 }
 
-/// For a Claude subagent file, its session's transcript.
-pub fn subagent_parent(file: &std::path::Path) -> Option<PathBuf> {
-    let dir = file.parent()?;
-    if dir.file_name()? != "subagents" {
-        return None;
+/// The token never comes from argv: `KITH_TOKEN`, a hidden prompt on a
+/// terminal, or the first line of stdin.
+fn login(paths: &Paths, central: &str) -> Result<()> {
+    let central = central.trim().trim_end_matches('/');
+    if !(central.starts_with("http://") || central.starts_with("https://")) {
+        bail!("--central must be an http:// or https:// URL, like https://kith.example.com");
     }
-    let session = dir.parent()?;
-    Some(session.with_extension("jsonl"))
-}
-
-fn login(paths: &Paths, central: String) -> Result<()> {
     let token = match std::env::var("KITH_TOKEN").ok().filter(|t| !t.is_empty()) {
         Some(t) => t,
+        None if std::io::stdin().is_terminal() => {
+            rpassword::prompt_password("token for this machine: ")
+                .context("cannot read the token")?
+        }
         None => {
-            if std::io::stdin().is_terminal() {
-                eprint!("token for this machine: ");
-            }
             let mut line = String::new();
-            std::io::stdin().read_line(&mut line)?;
-            line.trim().to_owned()
+            std::io::stdin()
+                .lock()
+                .read_line(&mut line)
+                .context("cannot read the token from stdin")?;
+            line
         }
     };
+    let token = token.trim().to_owned();
     if token.is_empty() {
-        bail!("no token given (set KITH_TOKEN or type it on stdin)");
+        bail!("no token given (set KITH_TOKEN or type it when asked)");
     }
     let auth = Auth {
-        central_url: central.trim_end_matches('/').to_owned(),
+        central_url: central.to_owned(),
         token: Secret::new(token),
     };
-    let res = reqwest::blocking::Client::builder()
-        .timeout(Duration::from_secs(10))
-        .build()?
-        .get(format!("{}/api/status", auth.central_url))
-        .bearer_auth(auth.token.expose())
-        .send()
-        .with_context(|| format!("cannot reach {}", auth.central_url))?;
-    if !res.status().is_success() {
-        bail!(
-            "central at {} refused the token ({})",
-            auth.central_url,
-            res.status()
-        );
-    }
-    let status: kith_proto::StatusResponse = res.json()?;
+    let status = Client::new(&auth)?.status(Duration::from_secs(10))?;
     auth.save(paths)?;
     println!(
         "logged in to {} as {} on machine {}",
@@ -172,44 +187,97 @@ fn login(paths: &Paths, central: String) -> Result<()> {
     Ok(())
 }
 
-fn backfill(paths: &Paths, capture: &Capture) -> Result<()> {
-    let files = crate::discover::all(paths);
-    let bar = if std::io::stderr().is_terminal() {
-        indicatif::ProgressBar::new(files.len() as u64)
-    } else {
-        indicatif::ProgressBar::hidden()
-    };
-    let mut bytes = 0;
-    let mut errors = 0;
-    for (runtime, file) in &files {
-        match capture.capture(*runtime, file, subagent_parent(file).as_deref()) {
-            Ok(n) => bytes += n,
+fn backfill(paths: &Paths) -> Result<()> {
+    let sources = crate::discover::all(paths);
+    let bar = progress(sources.len(), "capturing");
+    let capture = Capture::new(paths, Duration::from_secs(10));
+    let mut total = Captured::default();
+    let mut failed = 0;
+    for source in &sources {
+        match capture.file(source) {
+            Ok(c) => total += c,
             Err(e) => {
-                errors += 1;
-                bar.suspend(|| eprintln!("kith: {}: {e:#}", file.display()));
+                failed += 1;
+                bar.suspend(|| eprintln!("kith: {}: {e}", source.path.display()));
             }
         }
         bar.inc(1);
     }
     bar.finish_and_clear();
-    let auth = Auth::load(paths)?;
-    let sent = capture.flush(&auth, Duration::from_secs(30));
     println!(
         "captured {} new bytes from {} transcripts",
-        bytes,
-        files.len()
+        total.bytes,
+        sources.len()
     );
-    match sent {
-        Ok(n) => println!(
-            "central accepted {n} deltas; {} waiting in the outbox",
-            capture.pending().len()
-        ),
-        Err(e) => {
-            println!("central did not take everything yet ({e:#}); `kith status` shows what waits")
+    let waiting = capture.outbox().len();
+    let auth = match Auth::load(paths) {
+        Ok(auth) => auth,
+        Err(e) => bail!("{e}; {waiting} deltas wait in the outbox"),
+    };
+    let bar = progress(waiting, "sending");
+    let client = Client::new(&auth)?;
+    let budget = Budget::new(Duration::from_secs(24 * 3600), Duration::from_secs(60));
+    let replayed = crate::outbox::replay(&paths.state_dir, Duration::from_secs(10), |h, body| {
+        bar.inc(1);
+        client.deliver(h, body, budget.next())
+    })?;
+    bar.finish_and_clear();
+    if replayed.busy {
+        println!("another kith (kith watch?) is sending the outbox; it delivers these too");
+    }
+    println!(
+        "central accepted {} deltas; {} waiting in the outbox",
+        replayed.accepted,
+        capture.outbox().len()
+    );
+    if replayed.rejected > 0 {
+        println!(
+            "central refused {} deltas; they are kept in {} and those files are captured again as new chains (see `kith status`)",
+            replayed.rejected,
+            paths.state_dir.join("rejected").display()
+        );
+    }
+    if let Some(why) = replayed.stopped {
+        if replayed.token_refused {
+            bail!("{why}");
         }
+        println!("central did not take everything yet ({why}); `kith status` shows what waits");
     }
-    if errors > 0 {
-        bail!("{errors} transcripts could not be captured");
+    if failed > 0 {
+        bail!("{failed} transcripts could not be captured");
     }
+    Ok(())
+}
+
+/// A bar on stderr when it is a terminal, otherwise nothing.
+fn progress(len: usize, what: &'static str) -> indicatif::ProgressBar {
+    if !std::io::stderr().is_terminal() {
+        return indicatif::ProgressBar::hidden();
+    }
+    let bar = indicatif::ProgressBar::new(len as u64);
+    if let Ok(style) = indicatif::ProgressStyle::with_template("{msg:>10} {bar:40} {pos}/{len}") {
+        bar.set_style(style);
+    }
+    bar.set_message(what);
+    bar
+}
+
+fn watch(paths: &Paths) -> Result<()> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let stop = Arc::new(AtomicBool::new(false));
+    for signal in [SIGINT, SIGTERM] {
+        // A second signal while stopping ends the process at once.
+        signal_hook::flag::register_conditional_shutdown(signal, 1, Arc::clone(&stop))?;
+        signal_hook::flag::register(signal, Arc::clone(&stop))?;
+    }
+    eprintln!(
+        "kith: watching {}, {} and {} (Ctrl-C to stop)",
+        paths.claude_dir.join("projects").display(),
+        paths.codex_dir.join("sessions").display(),
+        paths.pi_dir.join("sessions").display()
+    );
+    crate::watch::run(paths, crate::watch::Timing::default(), &stop, |line| {
+        eprintln!("kith: {line}")
+    })?;
     Ok(())
 }

@@ -1,16 +1,19 @@
-//! Where the agent keeps things and how it reaches central: paths from
-//! `KITH_*` variables (or the XDG-style defaults), and the central URL and
-//! token from `KITH_CENTRAL_URL`/`KITH_TOKEN` or `auth.json` (mode 0600).
+//! Where the agent keeps things and how it reaches central: the folders (from
+//! flags, `KITH_*` variables or the XDG-style defaults), the central URL and
+//! token (`KITH_CENTRAL_URL`/`KITH_TOKEN` over `auth.json`, mode 0600), atomic
+//! private file writes, and the locks between kith processes.
 
-use std::fs;
+use std::fs::{self, File, OpenOptions};
 use std::io::Write;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
-/// A token; `Debug` never shows it.
+use crate::error::{Error, IoContext, Result};
+
+/// A token. `Debug` never shows it, and nothing formats it into a message.
 #[derive(Clone, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct Secret(String);
@@ -20,6 +23,7 @@ impl Secret {
         Self(s)
     }
 
+    /// For the `Authorization` header only.
     pub fn expose(&self) -> &str {
         &self.0
     }
@@ -31,13 +35,29 @@ impl std::fmt::Debug for Secret {
     }
 }
 
-#[derive(Debug, Clone)]
+/// Every folder kith reads or writes, resolved once before any work.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Paths {
+    /// `config.toml`, `auth.json`.
     pub config_dir: PathBuf,
+    /// Cursors, outbox, rejected deltas, the hook log, the lock.
     pub state_dir: PathBuf,
+    /// Claude Code's home (`projects/` holds the transcripts).
     pub claude_dir: PathBuf,
+    /// Codex's home (`sessions/YYYY/MM/DD/`).
     pub codex_dir: PathBuf,
+    /// pi's agent folder (`sessions/`, `extensions/`).
     pub pi_dir: PathBuf,
+}
+
+/// Explicit choices (flags); `None` falls back to the environment.
+#[derive(Debug, Clone, Default)]
+pub struct PathOverrides {
+    pub config_dir: Option<PathBuf>,
+    pub state_dir: Option<PathBuf>,
+    pub claude_dir: Option<PathBuf>,
+    pub codex_dir: Option<PathBuf>,
+    pub pi_dir: Option<PathBuf>,
 }
 
 fn env_path(name: &str) -> Option<PathBuf> {
@@ -47,16 +67,36 @@ fn env_path(name: &str) -> Option<PathBuf> {
 }
 
 impl Paths {
-    pub fn from_env() -> Self {
+    /// Flag > `KITH_*` > default (Codex also honours `CODEX_HOME`).
+    pub fn resolve(o: PathOverrides) -> Self {
         let home = env_path("HOME").unwrap_or_else(|| PathBuf::from("."));
+        let pick = |flag: Option<PathBuf>, var: &str| flag.or_else(|| env_path(var));
         Self {
-            config_dir: env_path("KITH_CONFIG_DIR").unwrap_or_else(|| home.join(".config/kith")),
-            state_dir: env_path("KITH_STATE_DIR").unwrap_or_else(|| home.join(".local/state/kith")),
-            claude_dir: env_path("KITH_CLAUDE_DIR").unwrap_or_else(|| home.join(".claude")),
-            codex_dir: env_path("KITH_CODEX_DIR")
+            config_dir: pick(o.config_dir, "KITH_CONFIG_DIR")
+                .unwrap_or_else(|| home.join(".config/kith")),
+            state_dir: pick(o.state_dir, "KITH_STATE_DIR")
+                .unwrap_or_else(|| home.join(".local/state/kith")),
+            claude_dir: pick(o.claude_dir, "KITH_CLAUDE_DIR")
+                .unwrap_or_else(|| home.join(".claude")),
+            codex_dir: pick(o.codex_dir, "KITH_CODEX_DIR")
                 .or_else(|| env_path("CODEX_HOME"))
                 .unwrap_or_else(|| home.join(".codex")),
-            pi_dir: env_path("KITH_PI_DIR").unwrap_or_else(|| home.join(".pi/agent")),
+            pi_dir: pick(o.pi_dir, "KITH_PI_DIR").unwrap_or_else(|| home.join(".pi/agent")),
+        }
+    }
+
+    pub fn from_env() -> Self {
+        Self::resolve(PathOverrides::default())
+    }
+
+    /// Everything under one folder (tests, and a sandboxed device).
+    pub fn under(root: &Path) -> Self {
+        Self {
+            config_dir: root.join("config"),
+            state_dir: root.join("state"),
+            claude_dir: root.join(".claude"),
+            codex_dir: root.join(".codex"),
+            pi_dir: root.join(".pi/agent"),
         }
     }
 
@@ -65,7 +105,7 @@ impl Paths {
     }
 }
 
-/// The contents of `auth.json`.
+/// Central's URL and this machine's token.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Auth {
     pub central_url: String,
@@ -73,58 +113,180 @@ pub struct Auth {
 }
 
 impl Auth {
-    /// Env overrides the file; either may provide both values.
+    /// `KITH_CENTRAL_URL` / `KITH_TOKEN` override `auth.json`, each on its own.
     pub fn load(paths: &Paths) -> Result<Self> {
-        let file: Option<Auth> = match fs::read(paths.auth_file()) {
-            Ok(bytes) => Some(serde_json::from_slice(&bytes).with_context(|| {
-                format!("{} is not valid auth JSON", paths.auth_file().display())
+        let path = paths.auth_file();
+        let file: Option<Auth> = match fs::read(&path) {
+            Ok(bytes) => Some(serde_json::from_slice(&bytes).map_err(|e| Error::Invalid {
+                what: "auth JSON",
+                path: path.clone(),
+                reason: e.to_string(),
             })?),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(e) => return Err(e).context("cannot read auth.json"),
+            Err(e) => return Err(e).at("read", &path),
         };
-        let url = std::env::var("KITH_CENTRAL_URL")
-            .ok()
-            .filter(|v| !v.is_empty());
-        let token = std::env::var("KITH_TOKEN")
-            .ok()
-            .filter(|v| !v.is_empty())
-            .map(Secret::new);
-        match (url.or_else(|| file.as_ref().map(|f| f.central_url.clone())), token.or(file.map(|f| f.token))) {
-            (Some(central_url), Some(token)) => Ok(Self { central_url, token }),
-            _ => bail!("not logged in: run `kith login --central URL` (or set KITH_CENTRAL_URL and KITH_TOKEN)"),
+        let var = |name| std::env::var(name).ok().filter(|v: &String| !v.is_empty());
+        let url = var("KITH_CENTRAL_URL").or_else(|| file.as_ref().map(|f| f.central_url.clone()));
+        let token = var("KITH_TOKEN")
+            .map(Secret::new)
+            .or_else(|| file.map(|f| f.token));
+        match (url, token) {
+            (Some(url), Some(token)) => Ok(Self {
+                central_url: url.trim_end_matches('/').to_owned(),
+                token,
+            }),
+            _ => Err(Error::NotLoggedIn),
         }
     }
 
-    /// Writes `auth.json` with mode 0600, keeping a previous file as `.bak`.
+    /// Writes `auth.json` (0600), keeping the previous one as `auth.json.bak`.
     pub fn save(&self, paths: &Paths) -> Result<()> {
-        fs::create_dir_all(&paths.config_dir)?;
         let path = paths.auth_file();
-        if path.exists() {
-            fs::rename(&path, path.with_extension("json.bak"))?;
+        match fs::read(&path) {
+            Ok(old) => write_private(&path.with_extension("json.bak"), &old)?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e).at("read", &path),
         }
-        write_private(&path, &serde_json::to_vec_pretty(self)?)
+        let json = serde_json::to_vec_pretty(self).map_err(|e| Error::Invalid {
+            what: "auth JSON",
+            path: path.clone(),
+            reason: e.to_string(),
+        })?;
+        write_private(&path, &json)
     }
 }
 
-/// Writes `bytes` to `path` atomically (temp + fsync + rename), mode 0600.
+/// Creates `dir` (and parents) readable by the owner only.
+pub fn private_dir(dir: &Path) -> Result<()> {
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .at("create", dir)
+}
+
+/// Writes `bytes` to `path` atomically with mode 0600 (see `write_file`).
 pub fn write_private(path: &Path, bytes: &[u8]) -> Result<()> {
-    let dir = path.parent().context("path has no parent")?;
-    fs::create_dir_all(dir)?;
+    write_file(path, bytes, 0o600)
+}
+
+/// Writes `bytes` to `path` atomically: a temp file in the same folder, fsync,
+/// rename, fsync of the folder. Readers see the old file or the new one,
+/// never a torn one; a full disk leaves the old file in place.
+pub fn write_file(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    private_dir(dir)?;
     let tmp = dir.join(format!(
         ".tmp-{}-{}",
         std::process::id(),
         uuid::Uuid::now_v7().simple()
     ));
-    let mut f = fs::OpenOptions::new()
+    let written = OpenOptions::new()
         .write(true)
         .create_new(true)
-        .mode(0o600)
-        .open(&tmp)?;
-    let res = f.write_all(bytes).and_then(|()| f.sync_all());
-    if let Err(e) = res {
+        .mode(mode)
+        .open(&tmp)
+        .and_then(|mut f| f.write_all(bytes).and_then(|()| f.sync_all()))
+        .and_then(|()| fs::rename(&tmp, path));
+    if let Err(e) = written {
         let _ = fs::remove_file(&tmp);
-        return Err(e).with_context(|| format!("cannot write {}", path.display()));
+        return Err(e).at("write", path);
     }
-    fs::set_permissions(&tmp, fs::Permissions::from_mode(0o600))?;
-    fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))
+    // The rename is durable once the folder is.
+    File::open(dir).and_then(|d| d.sync_all()).at("sync", dir)
+}
+
+/// Advisory locks between kith processes (hooks run in parallel; `watch`
+/// and `backfill` run beside them). Released on drop, or when the process
+/// dies.
+///
+/// - the state lock: held briefly, for one file's capture or one entry's
+///   bookkeeping (cursor read-modify-write, outbox moves);
+/// - the send lock: held by the one process replaying the outbox, so deltas
+///   of a chain reach central in order. Never taken while holding the state
+///   lock.
+#[derive(Debug)]
+pub struct Lock {
+    _file: File,
+}
+
+impl Lock {
+    pub fn state(state_dir: &Path, wait: Duration) -> Result<Self> {
+        Self::acquire(&state_dir.join("lock"), wait)
+    }
+
+    pub fn sending(state_dir: &Path, wait: Duration) -> Result<Self> {
+        Self::acquire(&state_dir.join("send.lock"), wait)
+    }
+
+    fn acquire(path: &Path, wait: Duration) -> Result<Self> {
+        use fs4::fs_std::FileExt;
+        private_dir(path.parent().unwrap_or(Path::new(".")))?;
+        let file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .mode(0o600)
+            .open(path)
+            .at("open", path)?;
+        let until = Instant::now() + wait;
+        loop {
+            if file.try_lock_exclusive().at("lock", path)? {
+                return Ok(Self { _file: file });
+            }
+            if Instant::now() >= until {
+                return Err(Error::Busy {
+                    path: path.to_owned(),
+                });
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn secrets_never_show_in_debug_output() {
+        let auth = Auth {
+            central_url: "https://c".into(),
+            token: Secret::new("kith_supersecret".into()),
+        };
+        let shown = format!("{auth:?}");
+        assert!(!shown.contains("supersecret"), "{shown}");
+        assert!(shown.contains("Secret(***)"));
+    }
+
+    #[test]
+    fn auth_is_private_and_the_previous_file_is_kept() -> anyhow::Result<()> {
+        let tmp = tempfile::tempdir()?;
+        let paths = Paths::under(tmp.path());
+        for token in ["first", "second"] {
+            Auth {
+                central_url: "http://c/".into(),
+                token: Secret::new(token.into()),
+            }
+            .save(&paths)?;
+        }
+        let mode = fs::metadata(paths.auth_file())?.permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        let bak = fs::read_to_string(paths.auth_file().with_extension("json.bak"))?;
+        assert!(bak.contains("first"));
+        Ok(())
+    }
+
+    #[test]
+    fn a_second_lock_waits_and_then_gives_up() -> anyhow::Result<()> {
+        let tmp = tempfile::tempdir()?;
+        let held = Lock::state(tmp.path(), Duration::ZERO)?;
+        let other = Lock::state(tmp.path(), Duration::from_millis(50));
+        assert!(matches!(other, Err(Error::Busy { .. })));
+        Lock::sending(tmp.path(), Duration::ZERO)?;
+        drop(held);
+        Lock::state(tmp.path(), Duration::ZERO)?;
+        Ok(())
+    }
 }

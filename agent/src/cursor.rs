@@ -1,82 +1,158 @@
-//! Per-file capture cursors and the pure planner that decides, from a cursor
-//! and what the file looks like now, what to send next.
-//!
-//! A cursor remembers how far the file was spooled (and how far central
-//! accepted), the file's identity, and a hash of the bytes just before the
-//! offset. Checking that hash costs one small read whatever the file's size;
-//! hashing the whole prefix would make every hook slower as transcripts grow.
+//! Per-transcript capture cursors: how far a file was spooled and how far
+//! central accepted, the hash chain at both points, the file's identity and a
+//! hash of the bytes just before the spooled offset. One JSON file per
+//! transcript under `<state>/cursors/`, written atomically.
 
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use kith_proto::AgentRuntime;
+use kith_shared::hash::sha256_hex;
 use serde::{Deserialize, Serialize};
 
-/// Bytes before the offset whose hash detects a rewritten file.
-pub const TAIL_WINDOW: u64 = 4096;
+use crate::config::write_private;
+use crate::error::{Error, IoContext, Result};
+
+/// A point in a source's chain.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Mark {
+    /// Byte offset in the source file (original bytes, before redaction).
+    pub offset: u64,
+    /// `kith_shared::hash` chain over the deltas up to `offset`; `None` at 0.
+    pub chain_sha256: Option<String>,
+    /// The run that ends at `offset`: the next delta's parent.
+    pub run_id: Option<String>,
+}
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Cursor {
-    pub path: String,
+    pub path: PathBuf,
+    pub runtime: AgentRuntime,
+    /// File identity when this chain started; another inode is another file.
     pub dev: u64,
     pub ino: u64,
-    /// Chain generation: a rewritten or replaced file starts a new chain.
+    /// Size when last looked at: a smaller file was truncated or rewritten.
+    pub size: u64,
+    /// Chain generation; every new chain of this path bumps it, so each chain
+    /// has its own `source_identity`.
     pub epoch: u64,
     /// End of the bytes written to the outbox.
-    pub spooled_offset: u64,
-    /// Hash chain (kith_shared::hash) at `spooled_offset`.
-    pub spooled_chain: Option<String>,
-    /// sha256 of the file's bytes in the window before `spooled_offset`.
-    pub tail_sha256: String,
-    /// End of the bytes central acknowledged.
-    pub accepted_offset: u64,
-    /// Run id of the last spooled delta (the next delta's parent).
-    pub last_run_id: Option<String>,
+    pub spooled: Mark,
+    /// End of the bytes central acknowledged (202) on this chain.
+    pub accepted: Mark,
+    /// sha256 of the up to `plan::TAIL_WINDOW` bytes before `spooled.offset`:
+    /// one small read detects a rewrite, whatever the file's size.
+    pub tail_sha256: Option<String>,
+    /// The agent's own session / thread id, peeked when the chain started.
+    pub conversation_id: Option<String>,
+    /// The transcript this one hangs under (a subagent's session, a Codex
+    /// child's parent rollout), found when the chain started.
+    pub parent_path: Option<PathBuf>,
+    /// Central refused this chain (409): the next capture starts a new one.
+    pub restart: Option<String>,
+    /// Central can never take this chain's next bytes (400, 413): capture
+    /// waits until the file is replaced or rewritten. Shown by `kith status`.
+    pub parked: Option<String>,
+    /// The last thing that went wrong for this file, for `kith status`.
     pub last_error: Option<String>,
 }
 
 impl Cursor {
-    pub fn source_identity(&self) -> String {
-        format!("{}#{}:{}:{}", self.path, self.dev, self.ino, self.epoch)
-    }
-}
-
-/// The file as it is now.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Observed {
-    pub dev: u64,
-    pub ino: u64,
-    pub size: u64,
-    /// sha256 of the window before the cursor's offset, if the file is that long.
-    pub tail_sha256: Option<String>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Plan {
-    /// Nothing new.
-    Nothing,
-    /// New bytes from this offset (complete lines only are sent).
-    Append { from: u64 },
-    /// The file was replaced, shrank or was rewritten: a new chain from 0.
-    Restart,
-}
-
-pub fn plan(cursor: Option<&Cursor>, now: &Observed) -> Plan {
-    let Some(c) = cursor else {
-        return if now.size > 0 {
-            Plan::Append { from: 0 }
-        } else {
-            Plan::Nothing
-        };
-    };
-    if (c.dev, c.ino) != (now.dev, now.ino) || now.size < c.spooled_offset {
-        return Plan::Restart;
-    }
-    if c.spooled_offset > 0 && now.tail_sha256.as_deref() != Some(c.tail_sha256.as_str()) {
-        return Plan::Restart;
-    }
-    if now.size == c.spooled_offset {
-        Plan::Nothing
-    } else {
-        Plan::Append {
-            from: c.spooled_offset,
+    /// A chain that starts at byte 0 of the file as it is now.
+    pub fn start(path: &Path, runtime: AgentRuntime, (dev, ino): (u64, u64), epoch: u64) -> Self {
+        Self {
+            path: path.to_owned(),
+            runtime,
+            dev,
+            ino,
+            size: 0,
+            epoch,
+            spooled: Mark::default(),
+            accepted: Mark::default(),
+            tail_sha256: None,
+            conversation_id: None,
+            parent_path: None,
+            restart: None,
+            parked: None,
+            last_error: None,
         }
+    }
+
+    /// Path + file identity + epoch: what central chains deltas by.
+    pub fn source_identity(&self) -> String {
+        format!(
+            "{}#{}:{}:{}",
+            self.path.display(),
+            self.dev,
+            self.ino,
+            self.epoch
+        )
+    }
+}
+
+/// The cursors folder.
+#[derive(Debug, Clone)]
+pub struct Cursors {
+    dir: PathBuf,
+}
+
+impl Cursors {
+    pub fn new(state_dir: &Path) -> Self {
+        Self {
+            dir: state_dir.join("cursors"),
+        }
+    }
+
+    fn file_of(&self, transcript: &Path) -> PathBuf {
+        let key = sha256_hex(transcript.as_os_str().as_encoded_bytes());
+        self.dir.join(format!("{}.json", &key[..32]))
+    }
+
+    pub fn load(&self, transcript: &Path) -> Result<Option<Cursor>> {
+        let file = self.file_of(transcript);
+        match fs::read(&file) {
+            Ok(bytes) => serde_json::from_slice(&bytes)
+                .map(Some)
+                .map_err(|e| Error::Invalid {
+                    what: "cursor JSON",
+                    path: file,
+                    reason: e.to_string(),
+                }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e).at("read", &file),
+        }
+    }
+
+    pub fn save(&self, cursor: &Cursor) -> Result<()> {
+        let file = self.file_of(&cursor.path);
+        let json = serde_json::to_vec_pretty(cursor).map_err(|e| Error::Invalid {
+            what: "cursor JSON",
+            path: file.clone(),
+            reason: e.to_string(),
+        })?;
+        write_private(&file, &json)
+    }
+
+    /// Loads, changes and saves one cursor (callers hold the state lock).
+    pub fn update(&self, transcript: &Path, change: impl FnOnce(&mut Cursor)) -> Result<()> {
+        if let Some(mut c) = self.load(transcript)? {
+            change(&mut c);
+            self.save(&c)?;
+        }
+        Ok(())
+    }
+
+    /// Every cursor; unreadable ones are skipped.
+    pub fn all(&self) -> Vec<Cursor> {
+        let Ok(entries) = fs::read_dir(&self.dir) else {
+            return Vec::new();
+        };
+        entries
+            .flatten()
+            .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
+            .filter_map(|e| fs::read(e.path()).ok())
+            .filter_map(|b| serde_json::from_slice(&b).ok())
+            .collect()
     }
 }
 
@@ -84,79 +160,21 @@ pub fn plan(cursor: Option<&Cursor>, now: &Observed) -> Plan {
 mod tests {
     use super::*;
 
-    fn cursor(offset: u64, tail: &str) -> Cursor {
-        Cursor {
-            path: "/t.jsonl".into(),
-            dev: 1,
-            ino: 2,
-            epoch: 0,
-            spooled_offset: offset,
-            spooled_chain: None,
-            tail_sha256: tail.into(),
-            accepted_offset: 0,
-            last_run_id: None,
-            last_error: None,
-        }
-    }
-
-    fn seen(ino: u64, size: u64, tail: Option<&str>) -> Observed {
-        Observed {
-            dev: 1,
-            ino,
-            size,
-            tail_sha256: tail.map(Into::into),
-        }
-    }
-
     #[test]
-    fn table() {
-        let cases: &[(&str, Option<Cursor>, Observed, Plan)] = &[
-            (
-                "new file",
-                None,
-                seen(2, 10, None),
-                Plan::Append { from: 0 },
-            ),
-            ("new empty file", None, seen(2, 0, None), Plan::Nothing),
-            (
-                "appended",
-                Some(cursor(10, "h")),
-                seen(2, 25, Some("h")),
-                Plan::Append { from: 10 },
-            ),
-            (
-                "unchanged",
-                Some(cursor(10, "h")),
-                seen(2, 10, Some("h")),
-                Plan::Nothing,
-            ),
-            (
-                "shrank",
-                Some(cursor(10, "h")),
-                seen(2, 4, None),
-                Plan::Restart,
-            ),
-            (
-                "truncated to zero",
-                Some(cursor(10, "h")),
-                seen(2, 0, None),
-                Plan::Restart,
-            ),
-            (
-                "replaced (new inode)",
-                Some(cursor(10, "h")),
-                seen(3, 30, Some("h")),
-                Plan::Restart,
-            ),
-            (
-                "rewritten in place",
-                Some(cursor(10, "h")),
-                seen(2, 30, Some("other")),
-                Plan::Restart,
-            ),
-        ];
-        for (what, c, now, want) in cases {
-            assert_eq!(plan(c.as_ref(), now), *want, "{what}");
-        }
+    fn a_cursor_survives_a_round_trip_and_each_epoch_is_its_own_source() -> anyhow::Result<()> {
+        let tmp = tempfile::tempdir()?;
+        let cursors = Cursors::new(tmp.path());
+        let path = Path::new("/home/me/.claude/projects/p/s.jsonl");
+        assert_eq!(cursors.load(path)?, None);
+        let mut c = Cursor::start(path, AgentRuntime::ClaudeCode, (1, 2), 0);
+        c.spooled.offset = 10;
+        cursors.save(&c)?;
+        assert_eq!(cursors.load(path)?, Some(c.clone()));
+        let next = Cursor::start(path, AgentRuntime::ClaudeCode, (1, 2), 1);
+        assert_ne!(c.source_identity(), next.source_identity());
+        assert!(c
+            .source_identity()
+            .starts_with("/home/me/.claude/projects/p/s.jsonl#"));
+        Ok(())
     }
 }

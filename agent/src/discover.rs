@@ -1,36 +1,55 @@
-//! Finding transcripts on disk: Claude Code (`projects/**.jsonl`, including
-//! `<session>/subagents/`), Codex (`sessions/YYYY/MM/DD/rollout-*.jsonl`) and
-//! pi (`sessions/**.jsonl`).
+//! Finding transcripts and what they belong to: Claude Code
+//! (`projects/**/*.jsonl`, subagents in `<session>/subagents/` or, in older
+//! builds, `agent-*.jsonl` beside the session), Codex
+//! (`sessions/YYYY/MM/DD/rollout-*.jsonl`) and pi (`sessions/**/*.jsonl`);
+//! and, from a peek at a file's first lines, its conversation id and the
+//! transcript it hangs under. No full parse: only the few keys needed.
 
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 
 use kith_proto::AgentRuntime;
+use serde_json::Value;
 
 use crate::config::Paths;
 
-/// Every transcript under the three roots, parents before subagents.
-pub fn all(paths: &Paths) -> Vec<(AgentRuntime, PathBuf)> {
-    let mut out = Vec::new();
-    for (runtime, root) in [
+/// A transcript on disk.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Source {
+    pub runtime: AgentRuntime,
+    pub path: PathBuf,
+}
+
+/// Where each agent keeps its transcripts.
+pub fn roots(paths: &Paths) -> [(AgentRuntime, PathBuf); 3] {
+    [
         (AgentRuntime::ClaudeCode, paths.claude_dir.join("projects")),
         (AgentRuntime::Codex, paths.codex_dir.join("sessions")),
         (AgentRuntime::Pi, paths.pi_dir.join("sessions")),
-    ] {
+    ]
+}
+
+/// Every transcript under the three roots; within a root, sessions before
+/// their subagents (capture also fetches a missing parent itself).
+pub fn all(paths: &Paths) -> Vec<Source> {
+    let mut out = Vec::new();
+    for (runtime, root) in roots(paths) {
         let mut files = Vec::new();
         walk(&root, &mut files);
-        files.sort_by_key(|p| (p.to_string_lossy().contains("/subagents/"), p.clone()));
-        out.extend(files.into_iter().map(|p| (runtime, p)));
+        files.sort_by_key(|p| (is_claude_subagent(p), p.clone()));
+        out.extend(files.into_iter().map(|path| Source { runtime, path }));
     }
     out
 }
 
-/// Which agent wrote the file at `path`, from where it lives.
+/// Which agent wrote the transcript at `path`, from where it lives.
 pub fn runtime_of(paths: &Paths, path: &Path) -> AgentRuntime {
-    if path.starts_with(&paths.codex_dir)
-        || path
-            .file_name()
-            .is_some_and(|n| n.to_string_lossy().starts_with("rollout-"))
-    {
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or_default();
+    if path.starts_with(&paths.codex_dir) || name.starts_with("rollout-") {
         AgentRuntime::Codex
     } else if path.starts_with(&paths.pi_dir) || path.to_string_lossy().contains("/.pi/") {
         AgentRuntime::Pi
@@ -52,5 +71,189 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
             }
             _ => {}
         }
+    }
+}
+
+fn is_claude_subagent(path: &Path) -> bool {
+    let in_subagents = path
+        .parent()
+        .and_then(Path::file_name)
+        .is_some_and(|n| n == "subagents");
+    let side_by_side = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.starts_with("agent-"));
+    in_subagents || side_by_side
+}
+
+/// Agent ids, session ids and thread ids end up in paths: only plain ones.
+pub fn plain_id(s: &str) -> bool {
+    (1..=128).contains(&s.len())
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+/// The Codex rollout of a thread (`rollout-<time>-<thread id>.jsonl`),
+/// newest day folders first.
+pub fn find_rollout(paths: &Paths, thread_id: &str) -> Option<PathBuf> {
+    if !plain_id(thread_id) {
+        return None;
+    }
+    let suffix = format!("-{thread_id}.jsonl");
+    let mut days = Vec::new();
+    collect_dirs(&paths.codex_dir.join("sessions"), 3, &mut days);
+    days.sort();
+    days.into_iter().rev().find_map(|day| {
+        std::fs::read_dir(day)
+            .ok()?
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| {
+                p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with("rollout-") && n.ends_with(&suffix))
+            })
+    })
+}
+
+fn collect_dirs(dir: &Path, depth: u32, out: &mut Vec<PathBuf>) {
+    if depth == 0 {
+        out.push(dir.to_owned());
+        return;
+    }
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            collect_dirs(&entry.path(), depth - 1, out);
+        }
+    }
+}
+
+/// The Claude Code session file `<session id>.jsonl` in any project folder.
+pub fn find_claude_session(paths: &Paths, session_id: &str) -> Option<PathBuf> {
+    if !plain_id(session_id) {
+        return None;
+    }
+    let name = format!("{session_id}.jsonl");
+    std::fs::read_dir(paths.claude_dir.join("projects"))
+        .ok()?
+        .flatten()
+        .map(|project| project.path().join(&name))
+        .find(|p| p.is_file())
+}
+
+/// What a transcript's first lines say.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Peek {
+    /// Claude `sessionId`, Codex `session_meta.payload.id`, pi header `id`.
+    pub conversation_id: Option<String>,
+    /// The transcript this one hangs under.
+    pub parent: Option<PathBuf>,
+}
+
+/// Lines and bytes a peek reads at most (Codex's first line carries the base
+/// instructions, tens of KiB; Claude may start with many `summary` lines).
+const PEEK_LINES: usize = 64;
+const PEEK_BYTES: u64 = 1 << 20;
+
+/// Reads the first lines of `path` for its conversation id and parent.
+pub fn peek(paths: &Paths, runtime: AgentRuntime, path: &Path) -> Peek {
+    let lines = first_lines(path);
+    let first_str = |key: &str| {
+        lines
+            .iter()
+            .find_map(|v| v.get(key).and_then(Value::as_str).map(str::to_owned))
+    };
+    let fallback = path
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or_default();
+    match runtime {
+        AgentRuntime::ClaudeCode => {
+            let session = first_str("sessionId");
+            let parent = claude_parent(path, session.as_deref());
+            Peek {
+                conversation_id: session
+                    .or_else(|| (!is_claude_subagent(path)).then(|| fallback.to_owned())),
+                parent,
+            }
+        }
+        AgentRuntime::Codex => {
+            let meta = lines
+                .iter()
+                .find(|v| v.get("type").and_then(Value::as_str) == Some("session_meta"))
+                .and_then(|v| v.get("payload"));
+            let id = meta
+                .and_then(|m| m.get("id"))
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+                .or_else(|| {
+                    fallback
+                        .get(fallback.len().checked_sub(36)?..)
+                        .map(str::to_owned)
+                });
+            let parent_thread = meta
+                .and_then(|m| m.pointer("/source/subagent/thread_spawn/parent_thread_id"))
+                .and_then(Value::as_str);
+            Peek {
+                conversation_id: id,
+                parent: parent_thread.and_then(|t| find_rollout(paths, t)),
+            }
+        }
+        AgentRuntime::Pi => Peek {
+            conversation_id: lines
+                .iter()
+                .find(|v| v.get("type").and_then(Value::as_str) == Some("session"))
+                .and_then(|v| v.get("id"))
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+                .or_else(|| fallback.rsplit_once('_').map(|(_, id)| id.to_owned())),
+            parent: None,
+        },
+        AgentRuntime::Other => Peek::default(),
+    }
+}
+
+/// A Claude subagent's session file: `<session>/subagents/agent-*.jsonl`
+/// hangs under `<session>.jsonl`; an older `agent-*.jsonl` beside the
+/// session names it by the `sessionId` on its lines.
+fn claude_parent(path: &Path, session_id: Option<&str>) -> Option<PathBuf> {
+    let dir = path.parent()?;
+    if dir.file_name()? == "subagents" {
+        let session_dir = dir.parent()?;
+        return Some(session_dir.with_extension("jsonl"));
+    }
+    let name = path.file_name()?.to_str()?;
+    if !name.starts_with("agent-") {
+        return None;
+    }
+    let session = session_id.filter(|s| plain_id(s))?;
+    let parent = dir.join(format!("{session}.jsonl"));
+    (parent != path).then_some(parent)
+}
+
+/// Up to `PEEK_LINES` complete first lines that parse as JSON objects.
+fn first_lines(path: &Path) -> Vec<Value> {
+    let Ok(file) = File::open(path) else {
+        return Vec::new();
+    };
+    BufReader::new(file.take(PEEK_BYTES))
+        .split(b'\n')
+        .take(PEEK_LINES)
+        .map_while(|l| l.ok())
+        .filter_map(|l| serde_json::from_slice::<Value>(&l).ok())
+        .filter(Value::is_object)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_that_could_leave_a_folder_are_refused() {
+        for bad in ["", "..", "a/b", "../x", "a b", "a.jsonl"] {
+            assert!(!plain_id(bad), "{bad}");
+        }
+        assert!(plain_id("019e1625-789d-76c0-80ab-3724b5ddb799"));
     }
 }

@@ -1,116 +1,203 @@
 //! `kith hook`: what Claude Code, Codex and pi run when a turn ends. It finds
-//! the transcript(s) named in the payload, captures them, and gives central
-//! a short moment; anything not delivered stays in the outbox. It never
-//! fails the agent: errors go to `<state>/hook.log` and the exit code is 0.
+//! the transcripts the payload names (Claude Code / Codex hook JSON on stdin,
+//! a Codex `notify` JSON as the last argument, or `--pi FILE`), captures them,
+//! and gives central about 1.5 s; whatever is not delivered stays in the
+//! outbox. It never fails the agent: exit 0 whatever happens (2 would block
+//! Claude's Stop), errors go to `<state>/hook.log`.
 
-use std::io::Read;
-use std::path::PathBuf;
+use std::io::{IsTerminal, Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use anyhow::Result;
 use kith_proto::AgentRuntime;
 use serde_json::Value;
 
 use crate::capture::Capture;
+use crate::client::{Budget, Client};
 use crate::config::{Auth, Paths};
-use crate::discover;
+use crate::discover::{self, Source};
+use crate::error::{Error, Result};
 
-/// How long a hook waits for central before leaving deltas in the outbox.
-pub const HOOK_TIMEOUT: Duration = Duration::from_millis(1500);
-/// Larger payloads are not hook payloads.
+/// All the time a hook gives central, over every delivery.
+pub const NETWORK_BUDGET: Duration = Duration::from_millis(1500);
+/// How long a hook waits for another kith holding the state lock.
+const LOCK_WAIT: Duration = Duration::from_millis(1000);
+/// How long a hook waits for its payload on stdin.
+const STDIN_WAIT: Duration = Duration::from_secs(2);
+/// Larger stdin is not a hook payload.
 const MAX_PAYLOAD: u64 = 1 << 20;
+/// `hook.log` is rotated to `hook.log.1` past this size.
+const MAX_LOG: u64 = 1 << 20;
 
-/// What to capture, parent transcripts first.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Targets {
-    pub files: Vec<(AgentRuntime, PathBuf, Option<PathBuf>)>,
+/// Runs the hook. Never panics out and never returns an error.
+pub fn run(paths: &Paths, pi_file: Option<PathBuf>, argument: Option<String>) {
+    let outcome = catch_unwind(AssertUnwindSafe(|| {
+        let stdin = if pi_file.is_none() && argument.is_none() {
+            read_payload()
+        } else {
+            Vec::new()
+        };
+        let targets = targets(paths, pi_file.as_deref(), argument.as_deref(), &stdin);
+        capture_and_send(paths, &targets)
+    }));
+    match outcome {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => log(paths, &e.to_string()),
+        Err(_) => log(
+            paths,
+            "kith hook panicked; the outbox and cursors are intact",
+        ),
+    }
 }
 
-/// Reads the payload: `--pi PATH`, a Codex `notify` JSON as the last
-/// argument, or a Claude Code / Codex hook JSON on stdin.
+/// The payload on stdin: at most `MAX_PAYLOAD` bytes, and no waiting past
+/// `STDIN_WAIT` for a writer that never closes the pipe.
+fn read_payload() -> Vec<u8> {
+    if std::io::stdin().is_terminal() {
+        return Vec::new();
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        let _ = std::io::stdin().take(MAX_PAYLOAD).read_to_end(&mut buf);
+        let _ = tx.send(buf);
+    });
+    rx.recv_timeout(STDIN_WAIT).unwrap_or_default()
+}
+
+/// The transcripts a hook call names, each session before its subagent.
 pub fn targets(
     paths: &Paths,
-    pi_file: Option<PathBuf>,
-    notify_arg: Option<&str>,
+    pi_file: Option<&Path>,
+    argument: Option<&str>,
     stdin: &[u8],
-) -> Targets {
-    let mut files = Vec::new();
-    if let Some(p) = pi_file {
-        files.push((AgentRuntime::Pi, p, None));
+) -> Vec<Source> {
+    let mut out = Vec::new();
+    if let Some(path) = pi_file {
+        out.push(Source {
+            runtime: AgentRuntime::Pi,
+            path: path.to_owned(),
+        });
     }
-    if let Some(arg) = notify_arg.and_then(|a| serde_json::from_str::<Value>(a).ok()) {
-        if let Some(thread) = arg.get("thread-id").and_then(Value::as_str) {
-            if let Some(path) = find_rollout(paths, thread) {
-                files.push((AgentRuntime::Codex, path, None));
-            }
+    // Codex `notify`: {"type":"agent-turn-complete","thread-id":...}.
+    if let Some(v) = argument.and_then(|a| serde_json::from_str::<Value>(a).ok()) {
+        if let Some(path) = str_of(&v, "thread-id").and_then(|t| discover::find_rollout(paths, t)) {
+            out.push(Source {
+                runtime: AgentRuntime::Codex,
+                path,
+            });
         }
     }
     if let Ok(v) = serde_json::from_slice::<Value>(stdin) {
-        let main = v
-            .get("transcript_path")
-            .and_then(Value::as_str)
-            .map(PathBuf::from);
-        if let Some(main) = &main {
-            files.push((discover::runtime_of(paths, main), main.clone(), None));
+        out.extend(from_hook_payload(paths, &v));
+    }
+    out.retain(|s| s.path.extension().is_some_and(|e| e == "jsonl"));
+    out.dedup();
+    out
+}
+
+/// Claude Code hooks (Stop, SubagentStop, PreCompact, SessionEnd) and Codex
+/// hooks share `session_id` / `transcript_path`; Codex's has a `turn_id` and
+/// may have a null `transcript_path`. Older Claude SubagentStop payloads
+/// carry only `session_id` and `agent_id`.
+fn from_hook_payload(paths: &Paths, v: &Value) -> Vec<Source> {
+    let mut out = Vec::new();
+    let session = str_of(v, "session_id");
+    let main = match str_of(v, "transcript_path") {
+        Some(p) => Some(PathBuf::from(p)),
+        None if v.get("turn_id").is_some() => {
+            session.and_then(|s| discover::find_rollout(paths, s))
         }
-        if let Some(sub) = v.get("agent_transcript_path").and_then(Value::as_str) {
-            files.push((AgentRuntime::ClaudeCode, PathBuf::from(sub), main.clone()));
-        }
-    }
-    Targets { files }
-}
-
-fn find_rollout(paths: &Paths, thread: &str) -> Option<PathBuf> {
-    if thread.len() < 8 || !thread.chars().all(|c| c.is_ascii_hexdigit() || c == '-') {
-        return None;
-    }
-    discover::all(paths)
-        .into_iter()
-        .find(|(rt, p)| *rt == AgentRuntime::Codex && p.to_string_lossy().contains(thread))
-        .map(|(_, p)| p)
-}
-
-/// Runs the hook; never returns an error to the caller.
-pub fn run(paths: &Paths, pi_file: Option<PathBuf>, notify_arg: Option<String>) {
-    let mut stdin = Vec::new();
-    if pi_file.is_none() && notify_arg.is_none() {
-        let _ = std::io::stdin().take(MAX_PAYLOAD).read_to_end(&mut stdin);
-    }
-    if let Err(e) = capture_and_send(
-        paths,
-        targets(paths, pi_file, notify_arg.as_deref(), &stdin),
-    ) {
-        log(paths, &format!("{e:#}"));
-    }
-}
-
-fn capture_and_send(paths: &Paths, targets: Targets) -> Result<()> {
-    let capture = Capture {
-        paths: paths.clone(),
+        None => session.and_then(|s| discover::find_claude_session(paths, s)),
     };
-    for (runtime, file, parent) in &targets.files {
-        if let Err(e) = capture.capture(*runtime, file, parent.as_deref()) {
-            log(paths, &format!("capture {}: {e:#}", file.display()));
+    if let Some(path) = &main {
+        out.push(Source {
+            runtime: discover::runtime_of(paths, path),
+            path: path.clone(),
+        });
+    }
+    let subagent = match (
+        str_of(v, "agent_transcript_path"),
+        str_of(v, "agent_id"),
+        &main,
+    ) {
+        (Some(p), _, _) => Some(PathBuf::from(p)),
+        (None, Some(agent), Some(main)) if discover::plain_id(agent) => {
+            let guess = main
+                .with_extension("")
+                .join("subagents")
+                .join(format!("agent-{agent}.jsonl"));
+            guess.is_file().then_some(guess)
         }
+        _ => None,
+    };
+    if let Some(path) = subagent {
+        out.push(Source {
+            runtime: AgentRuntime::ClaudeCode,
+            path,
+        });
+    }
+    out
+}
+
+fn str_of<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
+    v.get(key).and_then(Value::as_str).filter(|s| !s.is_empty())
+}
+
+fn capture_and_send(paths: &Paths, targets: &[Source]) -> Result<()> {
+    let capture = Capture::new(paths, LOCK_WAIT);
+    for source in targets {
+        if let Err(e) = capture.file(source) {
+            log(paths, &format!("capture {}: {e}", source.path.display()));
+        }
+    }
+    if capture.outbox().is_empty() {
+        return Ok(());
     }
     let auth = Auth::load(paths)?;
-    capture.flush(&auth, HOOK_TIMEOUT)?;
-    Ok(())
+    let replayed = Client::new(&auth)?.flush(
+        &paths.state_dir,
+        Budget::new(NETWORK_BUDGET, NETWORK_BUDGET),
+        LOCK_WAIT,
+    )?;
+    if replayed.rejected > 0 {
+        log(
+            paths,
+            &format!(
+                "central refused {} deltas; kept in {}, see `kith status`",
+                replayed.rejected,
+                paths.state_dir.join("rejected").display()
+            ),
+        );
+    }
+    match replayed.stopped {
+        Some(why) => Err(Error::Refused(why)),
+        None => Ok(()),
+    }
+}
+
+/// The hook's log; `kith status` names it.
+pub fn log_path(paths: &Paths) -> PathBuf {
+    paths.state_dir.join("hook.log")
 }
 
 fn log(paths: &Paths, line: &str) {
-    use std::io::Write;
-    let _ = std::fs::create_dir_all(&paths.state_dir);
+    let path = log_path(paths);
+    if std::fs::metadata(&path).is_ok_and(|m| m.len() > MAX_LOG) {
+        let _ = std::fs::rename(&path, path.with_extension("log.1"));
+    }
+    let _ = crate::config::private_dir(&paths.state_dir);
     if let Ok(mut f) = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
-        .open(paths.state_dir.join("hook.log"))
+        .mode(0o600)
+        .open(&path)
     {
         let _ = writeln!(f, "{} {line}", kith_shared::timestamp::now());
     }
 }
 
-/// The hook log, for `kith status`.
-pub fn log_path(paths: &Paths) -> PathBuf {
-    paths.state_dir.join("hook.log")
-}
+#[cfg(test)]
+mod tests;

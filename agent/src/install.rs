@@ -1,16 +1,26 @@
 //! `kith install|uninstall claude-code|codex|pi`: add (or remove) exactly
-//! kith's hook in each agent's own configuration, keeping everything else.
+//! kith's hook in each agent's own configuration, keeping everything else as
+//! the user wrote it. Installing twice changes nothing; uninstalling removes
+//! only what kith added.
+//!
+//! - Claude Code: a command hook on Stop, SubagentStop, PreCompact and
+//!   SessionEnd in `settings.json` (other keys and hooks kept verbatim);
+//! - Codex: `notify = [<kith>, "hook"]` in `config.toml` (formatting kept by
+//!   `toml_edit`); another program already there is never replaced;
+//! - pi: the extension `extensions/kith.ts`, which runs `kith hook --pi FILE`.
 
 use std::fs;
-use std::path::Path;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Context, Result};
+use serde::de::{Deserializer, MapAccess, Visitor};
+use serde::ser::{SerializeMap, Serializer};
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
-use crate::config::Paths;
-
-const CLAUDE_EVENTS: [&str; 4] = ["Stop", "SubagentStop", "PreCompact", "SessionEnd"];
-const PI_EXTENSION: &str = "kith.ts";
+use crate::config::{write_file, Paths};
+use crate::error::{Error, IoContext, Result};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Agent {
@@ -19,223 +29,333 @@ pub enum Agent {
     Pi,
 }
 
-fn our_command(kith: &Path) -> String {
-    format!("{} hook", kith.display())
+/// What an install or uninstall did, for the one line `kith` prints.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    pub file: PathBuf,
+    pub changed: bool,
+    pub add: bool,
 }
 
-fn is_ours(handler: &Value, command: &str) -> bool {
-    handler.get("command").and_then(Value::as_str) == Some(command)
-}
-
-/// Adds kith's command hook to each capture event; idempotent.
-pub fn claude_add(settings: &mut Value, command: &str) -> Result<bool> {
-    let obj = settings
-        .as_object_mut()
-        .context("settings.json is not a JSON object")?;
-    let hooks = obj.entry("hooks").or_insert_with(|| json!({}));
-    let hooks = hooks
-        .as_object_mut()
-        .context("settings.json \"hooks\" is not an object")?;
-    let mut changed = false;
-    for event in CLAUDE_EVENTS {
-        let groups = hooks.entry(event).or_insert_with(|| json!([]));
-        let groups = groups
-            .as_array_mut()
-            .with_context(|| format!("hooks.{event} is not a list"))?;
-        let present = groups.iter().any(|g| {
-            g.get("hooks")
-                .and_then(Value::as_array)
-                .is_some_and(|hs| hs.iter().any(|h| is_ours(h, command)))
-        });
-        if !present {
-            groups.push(json!({"hooks": [{"type": "command", "command": command, "timeout": 10}]}));
-            changed = true;
+impl std::fmt::Display for Outcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let file = self.file.display();
+        match (self.changed, self.add) {
+            (true, true) => write!(f, "installed kith's hook in {file}"),
+            (true, false) => write!(f, "removed kith's hook from {file}"),
+            (false, true) => write!(f, "kith's hook is already in {file}"),
+            (false, false) => write!(f, "kith's hook was not in {file}"),
         }
     }
-    Ok(changed)
 }
 
-/// Removes exactly what `claude_add` added.
-pub fn claude_remove(settings: &mut Value, command: &str) -> bool {
-    let Some(hooks) = settings.get_mut("hooks").and_then(Value::as_object_mut) else {
+/// An agent's config text -> the new text, or `None` when nothing changes.
+type Edit = fn(&str, &Path, bool) -> Result<Option<String>>;
+
+/// Adds (`add`) or removes kith's hook for `agent`; `kith` is the binary the
+/// hook runs.
+pub fn install(paths: &Paths, agent: Agent, kith: &Path, add: bool) -> Result<Outcome> {
+    let (file, edit): (PathBuf, Edit) = match agent {
+        Agent::ClaudeCode => (paths.claude_dir.join("settings.json"), claude_settings),
+        Agent::Codex => (paths.codex_dir.join("config.toml"), codex_config),
+        Agent::Pi => (
+            paths.pi_dir.join("extensions").join("kith.ts"),
+            pi_extension,
+        ),
+    };
+    let (text, mode) = match fs::read_to_string(&file) {
+        Ok(text) => {
+            let mode = fs::metadata(&file).at("stat", &file)?.permissions().mode();
+            (text, mode & 0o777)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => (String::new(), 0o644),
+        Err(e) => return Err(e).at("read", &file),
+    };
+    let new = edit(&text, kith, add).map_err(|e| match e {
+        Error::Refused(why) => Error::Refused(format!("{}: {why}", file.display())),
+        e => e,
+    })?;
+    let changed = new.is_some();
+    match new {
+        Some(new) if new.is_empty() && agent == Agent::Pi => {
+            fs::remove_file(&file).at("remove", &file)?
+        }
+        Some(new) => write_file(&file, new.as_bytes(), mode)?,
+        None => {}
+    }
+    Ok(Outcome { file, changed, add })
+}
+
+const CLAUDE_EVENTS: [&str; 4] = ["Stop", "SubagentStop", "PreCompact", "SessionEnd"];
+
+/// The shell command Claude runs: `<kith> hook`, the path quoted if needed.
+fn claude_command(kith: &Path) -> String {
+    let path = kith.display().to_string();
+    let plain = path
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b"/._-+:,@%=".contains(&b));
+    if plain {
+        format!("{path} hook")
+    } else {
+        format!("'{}' hook", path.replace('\'', r"'\''"))
+    }
+}
+
+/// `<anything>/kith hook`, quoted or not: a hook kith added (perhaps from
+/// another install location).
+fn is_kith_command(command: &str) -> bool {
+    let Some(program) = command.trim().strip_suffix(" hook") else {
         return false;
     };
+    let program = program.trim().trim_matches('\'').trim_matches('"');
+    Path::new(program).file_name().is_some_and(|n| n == "kith")
+}
+
+/// A matcher group that holds kith's handler and nothing else.
+fn is_kith_group(group: &Value) -> bool {
+    match group
+        .get("hooks")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+    {
+        Some([handler]) => handler
+            .get("command")
+            .and_then(Value::as_str)
+            .is_some_and(is_kith_command),
+        _ => false,
+    }
+}
+
+/// Claude's settings with kith's group on each capture event, or without
+/// any; `None` when nothing changes. Values kith does not edit keep their
+/// exact text (and so their order and formatting).
+fn claude_settings(text: &str, kith: &Path, add: bool) -> Result<Option<String>> {
+    let bad = |reason: String| Error::Invalid {
+        what: "Claude Code settings JSON",
+        path: PathBuf::from("settings.json"),
+        reason,
+    };
+    let members = |raw: &str| serde_json::from_str::<Members>(raw).map_err(|e| bad(e.to_string()));
+    let mut top = if text.trim().is_empty() {
+        Members::default()
+    } else {
+        members(text)?
+    };
+    let mut hooks = match top.raw("hooks") {
+        Some(raw) => members(raw.get())?,
+        None => Members::default(),
+    };
+    let ours =
+        json!({"hooks": [{"type": "command", "command": claude_command(kith), "timeout": 10}]});
     let mut changed = false;
     for event in CLAUDE_EVENTS {
-        let Some(groups) = hooks.get_mut(event).and_then(Value::as_array_mut) else {
-            continue;
+        let groups: Vec<Box<RawValue>> = match hooks.raw(event) {
+            Some(raw) => {
+                serde_json::from_str(raw.get()).map_err(|e| bad(format!("hooks.{event}: {e}")))?
+            }
+            None => Vec::new(),
         };
-        let before = groups.len();
-        groups.retain(|g| {
-            !g.get("hooks")
-                .and_then(Value::as_array)
-                .is_some_and(|hs| hs.len() == 1 && is_ours(&hs[0], command))
-        });
-        changed |= groups.len() != before;
-        if groups.is_empty() {
+        let parsed: Vec<Value> = groups
+            .iter()
+            .map(|g| serde_json::from_str(g.get()).unwrap_or(Value::Null))
+            .collect();
+        let kith_groups: Vec<&Value> = parsed.iter().filter(|g| is_kith_group(g)).collect();
+        let already = if add {
+            kith_groups.len() == 1 && *kith_groups[0] == ours
+        } else {
+            kith_groups.is_empty()
+        };
+        if already {
+            continue;
+        }
+        changed = true;
+        let mut kept: Vec<Member> = groups
+            .into_iter()
+            .zip(&parsed)
+            .filter(|(_, g)| !is_kith_group(g))
+            .map(|(raw, _)| Member::Raw(raw))
+            .collect();
+        if add {
+            kept.push(Member::Value(ours.clone()));
+        }
+        if kept.is_empty() {
             hooks.remove(event);
+        } else {
+            hooks.set(event, Member::List(kept));
         }
     }
-    if hooks.is_empty() {
-        if let Some(o) = settings.as_object_mut() {
-            o.remove("hooks");
-        }
-    }
-    changed
-}
-
-/// `notify = [kith, "hook"]` as the first line of Codex's config.toml (a
-/// top-level key must precede every table); refuses to replace another notify.
-pub fn codex_add(config: &str, kith: &Path) -> Result<Option<String>> {
-    let line = codex_line(kith);
-    if config.lines().any(|l| l.trim() == line) {
+    if !changed {
         return Ok(None);
     }
-    if config.lines().any(|l| l.trim_start().starts_with("notify")) {
-        bail!("Codex already has a `notify` program in config.toml; add `{line}` by hand or remove the other one");
+    if hooks.0.is_empty() {
+        top.remove("hooks");
+    } else {
+        top.set("hooks", Member::Object(hooks));
     }
-    Ok(Some(format!("{line}\n{config}")))
+    let mut out = serde_json::to_string_pretty(&top).map_err(|e| bad(e.to_string()))?;
+    out.push('\n');
+    Ok(Some(out))
 }
 
-pub fn codex_remove(config: &str, kith: &Path) -> Option<String> {
-    let line = codex_line(kith);
-    let kept: Vec<&str> = config.lines().filter(|l| l.trim() != line).collect();
-    (kept.len() != config.lines().count()).then(|| {
-        let mut s = kept.join("\n");
-        if config.ends_with('\n') && !s.is_empty() {
-            s.push('\n');
+/// A JSON object whose members keep their order; members kith did not edit
+/// keep their exact text.
+#[derive(Debug, Default)]
+struct Members(Vec<(String, Member)>);
+
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+enum Member {
+    /// As the user wrote it.
+    Raw(Box<RawValue>),
+    Object(Members),
+    List(Vec<Member>),
+    Value(Value),
+}
+
+impl Members {
+    fn raw(&self, key: &str) -> Option<&RawValue> {
+        self.0.iter().find_map(|(k, v)| match v {
+            Member::Raw(raw) if k == key => Some(&**raw),
+            _ => None,
+        })
+    }
+
+    fn set(&mut self, key: &str, value: Member) {
+        match self.0.iter_mut().find(|(k, _)| k == key) {
+            Some((_, v)) => *v = value,
+            None => self.0.push((key.to_owned(), value)),
         }
-        s
-    })
+    }
+
+    fn remove(&mut self, key: &str) {
+        self.0.retain(|(k, _)| k != key);
+    }
 }
 
-fn codex_line(kith: &Path) -> String {
-    format!(
-        "notify = [{}, \"hook\"]  # kith",
-        json!(kith.display().to_string())
-    )
-}
-
-fn pi_extension(kith: &Path) -> String {
-    format!(
-        r#"// kith: capture this pi session when a turn ends. Added by `kith install pi`.
-export default function (pi: any) {{
-  const capture = async (_event: any, ctx: any) => {{
-    const file = ctx?.sessionManager?.getSessionFile?.();
-    if (file) await pi.exec({kith}, ["hook", "--pi", file]).catch(() => {{}});
-  }};
-  pi.on("turn_end", capture);
-  pi.on("session_shutdown", capture);
-}}
-"#,
-        kith = json!(kith.display().to_string())
-    )
-}
-
-pub fn install(paths: &Paths, agent: Agent, kith: &Path, add: bool) -> Result<String> {
-    match agent {
-        Agent::ClaudeCode => {
-            let file = paths.claude_dir.join("settings.json");
-            let mut settings: Value = match fs::read(&file) {
-                Ok(b) => serde_json::from_slice(&b)
-                    .with_context(|| format!("{} is not valid JSON", file.display()))?,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => json!({}),
-                Err(e) => return Err(e.into()),
-            };
-            let command = our_command(kith);
-            let changed = if add {
-                claude_add(&mut settings, &command)?
-            } else {
-                claude_remove(&mut settings, &command)
-            };
-            if changed {
-                fs::create_dir_all(&paths.claude_dir)?;
-                fs::write(
-                    &file,
-                    format!("{}\n", serde_json::to_string_pretty(&settings)?),
-                )?;
+impl<'de> Deserialize<'de> for Members {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Members;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON object")
             }
-            Ok(report(changed, add, &file))
-        }
-        Agent::Codex => {
-            let file = paths.codex_dir.join("config.toml");
-            let config = fs::read_to_string(&file).unwrap_or_default();
-            let new = if add {
-                codex_add(&config, kith)?
-            } else {
-                codex_remove(&config, kith)
-            };
-            if let Some(new) = &new {
-                fs::create_dir_all(&paths.codex_dir)?;
-                fs::write(&file, new)?;
-            }
-            Ok(report(new.is_some(), add, &file))
-        }
-        Agent::Pi => {
-            let file = paths.pi_dir.join("extensions").join(PI_EXTENSION);
-            let want = pi_extension(kith);
-            let changed = if add {
-                let same = fs::read_to_string(&file).is_ok_and(|s| s == want);
-                if !same {
-                    fs::create_dir_all(file.parent().context("no parent")?)?;
-                    fs::write(&file, want)?;
+            fn visit_map<A: MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> std::result::Result<Members, A::Error> {
+                let mut out = Vec::new();
+                while let Some((k, v)) = map.next_entry::<String, Box<RawValue>>()? {
+                    out.push((k, Member::Raw(v)));
                 }
-                !same
-            } else {
-                fs::remove_file(&file).is_ok()
-            };
-            Ok(report(changed, add, &file))
+                Ok(Members(out))
+            }
         }
+        d.deserialize_map(V)
     }
 }
 
-fn report(changed: bool, add: bool, file: &Path) -> String {
-    match (changed, add) {
-        (true, true) => format!("installed kith's hook in {}", file.display()),
-        (true, false) => format!("removed kith's hook from {}", file.display()),
-        (false, true) => format!("kith's hook is already in {}", file.display()),
-        (false, false) => format!("kith's hook was not in {}", file.display()),
+impl Serialize for Members {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(Some(self.0.len()))?;
+        for (k, v) in &self.0 {
+            map.serialize_entry(k, v)?;
+        }
+        map.end()
     }
+}
+
+/// Codex's config with (or without) `notify = [<kith>, "hook"]`; `None` when
+/// nothing changes. Refuses to replace another program's `notify`.
+fn codex_config(text: &str, kith: &Path, add: bool) -> Result<Option<String>> {
+    let mut doc: toml_edit::DocumentMut =
+        text.parse()
+            .map_err(|e: toml_edit::TomlError| Error::Invalid {
+                what: "Codex config TOML",
+                path: PathBuf::from("config.toml"),
+                reason: e.to_string(),
+            })?;
+    let kith = kith.display().to_string();
+    let current: Option<Vec<String>> = doc.get("notify").map(|item| {
+        item.as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|v| v.as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default()
+    });
+    let is_ours = |argv: &[String]| {
+        argv.len() == 2
+            && argv[1] == "hook"
+            && Path::new(&argv[0]).file_name().is_some_and(|n| n == "kith")
+    };
+    match (current, add) {
+        (None, false) => Ok(None),
+        (None, true) => {
+            let argv: toml_edit::Array = [kith.as_str(), "hook"].into_iter().collect();
+            doc.insert("notify", toml_edit::value(argv));
+            Ok(Some(doc.to_string()))
+        }
+        (Some(argv), true) if is_ours(&argv) && argv[0] == kith => Ok(None),
+        (Some(argv), true) if is_ours(&argv) => {
+            let new: toml_edit::Array = [kith.as_str(), "hook"].into_iter().collect();
+            doc.insert("notify", toml_edit::value(new));
+            Ok(Some(doc.to_string()))
+        }
+        (Some(argv), true) => Err(Error::Refused(format!(
+            "Codex already runs {argv:?} after each turn (`notify`), and Codex takes only one program; \
+             kith will not replace it. Remove it (or have it call `{kith} hook` with the same argument), \
+             then run `kith install codex` again"
+        ))),
+        (Some(argv), false) if is_ours(&argv) => {
+            doc.remove("notify");
+            Ok(Some(doc.to_string()))
+        }
+        (Some(_), false) => Ok(None),
+    }
+}
+
+const PI_MARKER: &str = "// kith: added by `kith install pi`";
+
+/// The pi extension (or `Some("")` to delete it); `None` when nothing
+/// changes. A `kith.ts` kith did not write is never touched.
+fn pi_extension(text: &str, kith: &Path, add: bool) -> Result<Option<String>> {
+    let ours = text.starts_with(PI_MARKER);
+    if !text.is_empty() && !ours {
+        return if add {
+            Err(Error::Refused(
+                "a kith.ts that kith did not write is already there; move it away and run `kith install pi` again".into(),
+            ))
+        } else {
+            Ok(None)
+        };
+    }
+    if !add {
+        return Ok(ours.then(String::new));
+    }
+    let kith = json!(kith.display().to_string());
+    let want = format!(
+        r#"{PI_MARKER}; `kith uninstall pi` removes it.
+// Captures this pi session after every turn and when pi exits.
+export default function (pi: any) {{
+  const capture = (ctx: any) => {{
+    const file = ctx?.sessionManager?.getSessionFile?.();
+    return file
+      ? pi.exec({kith}, ["hook", "--pi", file], {{ timeout: 5000 }}).catch(() => {{}})
+      : Promise.resolve();
+  }};
+  pi.on("turn_end", (_event: any, ctx: any) => {{
+    void capture(ctx);
+  }});
+  pi.on("session_shutdown", async (_event: any, ctx: any) => {{
+    await capture(ctx);
+  }});
+}}
+"#
+    );
+    Ok((text != want).then_some(want))
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn claude_install_is_idempotent_keeps_settings_and_uninstalls_cleanly() -> Result<()> {
-        let original = json!({"model": "opus", "hooks": {"Stop": [{"hooks": [{"type": "command", "command": "notify-send done"}]}]}});
-        let mut s = original.clone();
-        assert!(claude_add(&mut s, "/bin/kith hook")?);
-        assert!(
-            !claude_add(&mut s, "/bin/kith hook")?,
-            "second install changes nothing"
-        );
-        assert_eq!(s["model"], "opus");
-        assert_eq!(
-            s["hooks"]["Stop"].as_array().map(Vec::len),
-            Some(2),
-            "the user's hook stays"
-        );
-        assert_eq!(
-            s["hooks"]["SessionEnd"][0]["hooks"][0]["command"],
-            "/bin/kith hook"
-        );
-        assert!(claude_remove(&mut s, "/bin/kith hook"));
-        assert_eq!(s, original, "uninstall restores the user's settings");
-        Ok(())
-    }
-
-    #[test]
-    fn codex_notify_is_added_once_and_never_replaces_the_users() -> Result<()> {
-        let kith = Path::new("/bin/kith");
-        let config = "model = \"o3\"\n[profiles.fast]\nmodel = \"mini\"\n";
-        let added = codex_add(config, kith)?.unwrap_or_default();
-        assert!(added.starts_with("notify = [\"/bin/kith\", \"hook\"]"));
-        assert!(added.ends_with(config));
-        assert_eq!(codex_add(&added, kith)?, None);
-        assert_eq!(codex_remove(&added, kith).as_deref(), Some(config));
-        assert!(codex_add("notify = [\"other\"]\n", kith).is_err());
-        Ok(())
-    }
-}
+mod tests;

@@ -1,13 +1,23 @@
-//! kith's device side: capture (hook, watch, backfill) with cursors and an
+//! kith's device side: capture (hook, watch, backfill) through cursors and an
 //! outbox, login, install, status, and the family CLI (search, tree, show).
+//!
+//! A delta travels `discover` -> `plan` (pure: what to send) -> `capture`
+//! (read, redact, spool) -> `outbox` -> `client` (central). Only `capture`
+//! and `outbox::replay` move cursors, and only under the state lock.
 
 pub mod capture;
 pub mod cli;
+pub mod client;
 pub mod config;
 pub mod cursor;
 pub mod discover;
+pub mod error;
 pub mod family;
 pub mod hook;
 pub mod install;
-pub mod redact;
+pub mod outbox;
+pub mod plan;
 pub mod status;
+pub mod watch;
+
+pub use error::{Error, Result};

@@ -1,5 +1,5 @@
 //! `kith`: see `kith_agent::cli`.
 
 fn main() -> std::process::ExitCode {
-    kith_agent::cli::run()
+    kith_agent::cli::main()
 }

@@ -5,5 +5,6 @@ pub mod chunk;
 pub mod hash;
 pub mod ids;
 pub mod jsonl;
+pub mod redact;
 pub mod timestamp;
 pub mod transcript;

@@ -1,0 +1,495 @@
+//! Capture on real transcripts laid out as the agents write them, checked
+//! through what lands in the outbox.
+
+use super::*;
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::Write;
+use std::path::PathBuf;
+
+use kith_shared::hash::chain_next;
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures")
+}
+
+/// A device: a home with agent folders and kith's state, all in a tempdir.
+struct Device {
+    _tmp: tempfile::TempDir,
+    paths: Paths,
+    capture: Capture,
+}
+
+impl Device {
+    fn new() -> anyhow::Result<Self> {
+        let tmp = tempfile::tempdir()?;
+        let paths = Paths::under(tmp.path());
+        let capture = Capture::new(&paths, Duration::from_secs(5));
+        Ok(Self {
+            _tmp: tmp,
+            paths,
+            capture,
+        })
+    }
+
+    /// Where the agent would have written the fixture `<dir>/<name>`
+    /// (`<owner>__<repo>__<path parts>`).
+    fn place(&self, dir: &str, name: &str) -> anyhow::Result<Source> {
+        let parts: Vec<&str> = name.split("__").skip(2).collect();
+        let (runtime, path) = match dir {
+            "claude-code" => (
+                AgentRuntime::ClaudeCode,
+                self.paths
+                    .claude_dir
+                    .join("projects/-home-me-proj")
+                    .join(parts.join("/")),
+            ),
+            "codex" => (
+                AgentRuntime::Codex,
+                self.paths
+                    .codex_dir
+                    .join("sessions/2026/05/11")
+                    .join(parts.last().copied().unwrap_or(name)),
+            ),
+            _ => (
+                AgentRuntime::Pi,
+                self.paths
+                    .pi_dir
+                    .join("sessions/--home-me-proj--")
+                    .join(parts.last().copied().unwrap_or(name)),
+            ),
+        };
+        fs::create_dir_all(path.parent().unwrap_or(Path::new("/")))?;
+        fs::copy(fixtures().join(dir).join(name), &path)?;
+        Ok(Source { runtime, path })
+    }
+
+    fn file(&self, path: &Path) -> Source {
+        Source {
+            runtime: discover::runtime_of(&self.paths, path),
+            path: path.to_owned(),
+        }
+    }
+
+    /// Every spooled delta, oldest first.
+    fn spooled(&self) -> anyhow::Result<Vec<(Header, IngestRequest)>> {
+        let outbox = self.capture.outbox();
+        let mut out = Vec::new();
+        for entry in outbox.entries() {
+            let (header, _) = outbox.read(&entry)?;
+            out.push((header, outbox.request(&entry)?));
+        }
+        Ok(out)
+    }
+
+    /// The spooled deltas of each chain, in order.
+    fn chains(&self) -> anyhow::Result<BTreeMap<String, Vec<IngestRequest>>> {
+        let mut chains: BTreeMap<String, Vec<IngestRequest>> = BTreeMap::new();
+        for (_, req) in self.spooled()? {
+            chains
+                .entry(req.source_identity.clone())
+                .or_default()
+                .push(req);
+        }
+        Ok(chains)
+    }
+
+    /// The chains of `path`, each checked the way central checks it, as the
+    /// bytes they carry.
+    fn bytes_of(&self, path: &Path) -> anyhow::Result<Vec<Vec<u8>>> {
+        let prefix = format!("{}#", path.display());
+        let mut out = Vec::new();
+        for (identity, deltas) in self.chains()? {
+            if !identity.starts_with(&prefix) {
+                continue;
+            }
+            out.push(check_chain(&deltas));
+        }
+        Ok(out)
+    }
+}
+
+/// Asserts what central will require of a chain and returns its bytes.
+fn check_chain(deltas: &[IngestRequest]) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    let mut chain: Option<String> = None;
+    let mut previous_run: Option<String> = None;
+    for d in deltas {
+        assert_eq!(d.from_offset, bytes.len() as u64, "contiguous");
+        assert_eq!(d.to_offset - d.from_offset, d.jsonl.len() as u64);
+        assert_eq!(d.prev_sha256, chain, "prev_sha256 is the chain so far");
+        assert!(kith_shared::jsonl::check(d.jsonl.as_bytes()).is_ok());
+        let run = d.run_id.clone().unwrap_or_default();
+        assert!(kith_shared::ids::RunId::parse(&run).is_ok(), "{run}");
+        if previous_run.is_some() {
+            assert_eq!(
+                d.parent_run_id, previous_run,
+                "deltas chain through parents"
+            );
+        }
+        chain = Some(chain_next(
+            chain.as_deref(),
+            &sha256_hex(d.jsonl.as_bytes()),
+        ));
+        previous_run = Some(run);
+        bytes.extend_from_slice(d.jsonl.as_bytes());
+    }
+    bytes
+}
+
+fn complete_lines(bytes: &[u8]) -> &[u8] {
+    &bytes[..bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1)]
+}
+
+#[test]
+fn every_fixture_is_spooled_byte_exact_with_its_lineage() -> anyhow::Result<()> {
+    let device = Device::new()?;
+    let mut placed = Vec::new();
+    for dir in ["claude-code", "codex", "pi"] {
+        for entry in fs::read_dir(fixtures().join(dir))? {
+            let name = entry?.file_name().to_string_lossy().into_owned();
+            placed.push((dir, name.clone(), device.place(dir, &name)?));
+        }
+    }
+    assert!(placed.len() >= 20);
+    let mut total = Captured::default();
+    for source in discover::all(&device.paths) {
+        total += device.capture.file(&source)?;
+    }
+    for (dir, name, source) in &placed {
+        let want = fs::read(fixtures().join(dir).join(name))?;
+        let got = device.bytes_of(&source.path)?;
+        assert_eq!(got.len(), 1, "{name}: one chain");
+        assert!(
+            got[0] == complete_lines(&want),
+            "{name}: the spooled bytes are the file's"
+        );
+    }
+    let on_disk: u64 = placed
+        .iter()
+        .map(|(_, _, s)| fs::metadata(&s.path).map_or(0, |m| m.len()))
+        .sum();
+    assert!(total.bytes <= on_disk && total.bytes > on_disk / 2);
+
+    // Nothing new: nothing spooled.
+    for source in discover::all(&device.paths) {
+        assert_eq!(device.capture.file(&source)?, Captured::default());
+    }
+
+    let first = |path: &Path| -> anyhow::Result<IngestRequest> {
+        let prefix = format!("{}#", path.display());
+        device
+            .spooled()?
+            .into_iter()
+            .map(|(_, r)| r)
+            .find(|r| r.source_identity.starts_with(&prefix) && r.from_offset == 0)
+            .ok_or_else(|| anyhow::anyhow!("no first delta for {}", path.display()))
+    };
+    let latest_run = |path: &Path| -> anyhow::Result<Option<String>> {
+        Ok(device
+            .capture
+            .cursors()
+            .load(path)?
+            .and_then(|c| c.spooled.run_id))
+    };
+    let find = |name: &str| {
+        placed
+            .iter()
+            .find(|(_, n, _)| n == name)
+            .map(|(_, _, s)| s.path.clone())
+            .ok_or_else(|| anyhow::anyhow!("{name} not placed"))
+    };
+    // Subagents hang under their session's latest run, in both layouts.
+    for (session, agent) in [
+        (
+            "marot__spotter__4d5611e5-241a-462a-8d15-5122611a9569.jsonl",
+            "marot__spotter__4d5611e5-241a-462a-8d15-5122611a9569__subagents__agent-a2898e3.jsonl",
+        ),
+        (
+            "codemie-ai__codemie-code__incremental-subagents__turn-2.jsonl",
+            "codemie-ai__codemie-code__incremental-subagents__turn-2__subagents__agent-a485154.jsonl",
+        ),
+        (
+            "codemie-ai__codemie-code__4c2ddfdc-b619-4525-8d03-1950fb1b0257.jsonl",
+            "codemie-ai__codemie-code__agent-36541525.jsonl",
+        ),
+    ] {
+        let (session, agent) = (find(session)?, find(agent)?);
+        let child = first(&agent)?;
+        assert!(child.parent_run_id.is_some(), "{}", agent.display());
+        assert_eq!(child.parent_run_id, latest_run(&session)?, "{}", agent.display());
+        assert_eq!(child.conversation_id, first(&session)?.conversation_id);
+    }
+    // Conversation ids are the agents' own.
+    for (name, id) in [
+        (
+            "marot__spotter__short.jsonl",
+            "55604662-cf2a-4331-851a-ec234028f8ca",
+        ),
+        (
+            "codemie-ai__codemie-code__session-9eda1058.jsonl",
+            "9eda1058-9706-484a-b992-d03f9cfa2546",
+        ),
+        (
+            "madshn__localpush__rollout-2026-02-23T12-41-04-019c8a4d-8f45-7010-8b5d-7fad920aa6f9.jsonl",
+            "019c8a4d-8f45-7010-8b5d-7fad920aa6f9",
+        ),
+        (
+            "badlogic__pi-mono__compact.jsonl",
+            "2638daee-0588-4baa-bd33-68b4c002818e",
+        ),
+    ] {
+        assert_eq!(first(&find(name)?)?.conversation_id.as_deref(), Some(id), "{name}");
+        assert_eq!(first(&find(name)?)?.parent_run_id, None, "{name} is a root");
+    }
+    Ok(())
+}
+
+#[test]
+fn a_codex_subagent_rollout_hangs_under_its_parent_thread() -> anyhow::Result<()> {
+    let device = Device::new()?;
+    let day = device.paths.codex_dir.join("sessions/2026/05/12");
+    fs::create_dir_all(&day)?;
+    let parent_id = "019e0000-0000-7000-8000-000000000001";
+    let child_id = "019e0000-0000-7000-8000-000000000002";
+    let parent = day.join(format!("rollout-2026-05-12T10-00-00-{parent_id}.jsonl"));
+    let child = day.join(format!("rollout-2026-05-12T10-00-05-{child_id}.jsonl"));
+    fs::write(
+        &parent,
+        format!("{{\"timestamp\":\"2026-05-12T08:00:00Z\",\"type\":\"session_meta\",\"payload\":{{\"id\":\"{parent_id}\",\"source\":\"cli\"}}}}\n"),
+    )?;
+    fs::write(
+        &child,
+        format!("{{\"timestamp\":\"2026-05-12T08:00:05Z\",\"type\":\"session_meta\",\"payload\":{{\"id\":\"{child_id}\",\"source\":{{\"subagent\":{{\"thread_spawn\":{{\"parent_thread_id\":\"{parent_id}\",\"depth\":1}}}}}}}}}}\n"),
+    )?;
+    // The child first: its parent is captured on the way.
+    device.capture.file(&device.file(&child))?;
+    let spooled = device.spooled()?;
+    assert_eq!(spooled.len(), 2, "parent then child");
+    assert!(
+        spooled[0].0.file == parent && spooled[1].0.file == child,
+        "oldest first: parent"
+    );
+    assert_eq!(spooled[1].1.parent_run_id, spooled[0].1.run_id);
+    assert_eq!(spooled[1].1.conversation_id.as_deref(), Some(child_id));
+    Ok(())
+}
+
+#[test]
+fn appends_in_steps_send_only_complete_new_lines() -> anyhow::Result<()> {
+    let device = Device::new()?;
+    let source = device.place("claude-code", "marot__spotter__tool_heavy.jsonl")?;
+    let full = fs::read(&source.path)?;
+    let mut f = fs::File::create(&source.path)?;
+    let mut written = 0;
+    let mut ends = std::collections::BTreeSet::new();
+    // Cuts that fall mid-line: the partial line waits for its newline (one
+    // added byte completes nothing, so that step sends nothing).
+    for cut in [
+        full.len() / 7,
+        full.len() / 3,
+        full.len() / 3 + 1,
+        full.len() / 2,
+        full.len(),
+    ] {
+        ends.insert(complete_lines(&full[..cut]).len());
+        f.write_all(&full[written..cut])?;
+        f.flush()?;
+        written = cut;
+        device.capture.file(&source)?;
+        let got = device.bytes_of(&source.path)?;
+        let got = got.first().cloned().unwrap_or_default();
+        assert!(got == complete_lines(&full[..cut]), "after {cut} bytes");
+        let cursor = device.capture.cursors().load(&source.path)?;
+        assert_eq!(cursor.map(|c| c.size), Some(cut as u64));
+    }
+    let deltas = device.chains()?.into_values().next().unwrap_or_default();
+    assert_eq!(
+        deltas.len(),
+        ends.len(),
+        "one delta per step that completed a line"
+    );
+    assert_eq!(deltas.len(), 4);
+    Ok(())
+}
+
+#[test]
+fn a_partial_last_line_waits_for_its_newline() -> anyhow::Result<()> {
+    let device = Device::new()?;
+    let source = device.place("claude-code", "marot__spotter__short.jsonl")?;
+    let truncated =
+        fs::read(fixtures().join("derived/marot__spotter__short.TRUNCATED-MIDLINE-DERIVED.jsonl"))?;
+    fs::write(&source.path, &truncated)?;
+    device.capture.file(&source)?;
+    assert!(device.bytes_of(&source.path)?[0] == complete_lines(&truncated));
+    // The writer finishes the line.
+    let full = fs::read(fixtures().join("claude-code/marot__spotter__short.jsonl"))?;
+    assert!(full.starts_with(&truncated));
+    fs::OpenOptions::new()
+        .append(true)
+        .open(&source.path)?
+        .write_all(&full[truncated.len()..])?;
+    device.capture.file(&source)?;
+    let chains = device.bytes_of(&source.path)?;
+    assert_eq!(chains.len(), 1);
+    assert!(chains[0] == complete_lines(&full));
+    Ok(())
+}
+
+#[test]
+fn truncation_replacement_and_rewrite_each_start_a_new_chain() -> anyhow::Result<()> {
+    let device = Device::new()?;
+    let source = device.place("pi", "badlogic__pi-mono__before-compaction.jsonl")?;
+    let original = fs::read(&source.path)?;
+    device.capture.file(&source)?;
+
+    // Truncated to zero, then regrown with other content.
+    fs::write(&source.path, b"")?;
+    assert_eq!(device.capture.file(&source)?, Captured::default());
+    let regrown = complete_lines(&original[..original.len() / 3]).to_vec();
+    fs::write(&source.path, &regrown)?;
+    device.capture.file(&source)?;
+    assert_eq!(device.bytes_of(&source.path)?.len(), 2, "truncate + regrow");
+
+    // Replaced by another file at the same path (a new inode).
+    let other = fs::read(fixtures().join("pi/badlogic__pi-mono__compact.jsonl"))?;
+    let tmp = source.path.with_extension("tmp");
+    fs::write(&tmp, &other)?;
+    fs::rename(&tmp, &source.path)?;
+    device.capture.file(&source)?;
+
+    // Rewritten in place, longer, same inode (pi's v1 -> v3 migration).
+    // A letter changed near the end (inside the tail window) and a line added.
+    let mut rewritten = other.clone();
+    let at = (rewritten.len() - 2000..rewritten.len())
+        .find(|&i| rewritten[i].is_ascii_lowercase())
+        .unwrap_or(rewritten.len() - 2000);
+    rewritten[at] = if rewritten[at] == b'x' { b'y' } else { b'x' };
+    rewritten.extend_from_slice(b"{\"type\":\"label\"}\n");
+    fs::OpenOptions::new()
+        .write(true)
+        .open(&source.path)?
+        .write_all(&rewritten)?;
+    device.capture.file(&source)?;
+
+    let mut chains = device.bytes_of(&source.path)?;
+    chains.sort();
+    let mut want = vec![
+        complete_lines(&original).to_vec(),
+        regrown,
+        complete_lines(&other).to_vec(),
+        complete_lines(&rewritten).to_vec(),
+    ];
+    want.sort();
+    assert!(
+        chains == want,
+        "four chains, each the whole file of its time"
+    );
+    let epochs: Vec<u64> = device
+        .capture
+        .cursors()
+        .load(&source.path)?
+        .map(|c| vec![c.epoch])
+        .unwrap_or_default();
+    assert_eq!(epochs, vec![3]);
+    Ok(())
+}
+
+#[test]
+fn a_50_mb_line_travels_alone_and_deltas_stay_bounded() -> anyhow::Result<()> {
+    let device = Device::new()?;
+    let path = device.paths.claude_dir.join("projects/-p/big.jsonl");
+    fs::create_dir_all(path.parent().unwrap_or(Path::new("/")))?;
+    let mut f = fs::File::create(&path)?;
+    f.write_all(b"{\"type\":\"user\",\"n\":1}\n")?;
+    let big = "a".repeat(50 << 20);
+    writeln!(f, "{{\"type\":\"user\",\"text\":\"{big}\"}}")?;
+    let small: Vec<u8> = (0..20_000)
+        .flat_map(|i| {
+            format!(
+                "{{\"type\":\"assistant\",\"i\":{i},\"pad\":\"{}\"}}\n",
+                "b".repeat(500)
+            )
+            .into_bytes()
+        })
+        .collect();
+    f.write_all(&small)?;
+    drop(f);
+    let want = fs::read(&path)?;
+    device.capture.file(&device.file(&path))?;
+    let deltas = device.chains()?.into_values().next().unwrap_or_default();
+    let bytes = check_chain(&deltas);
+    assert!(bytes == want);
+    let sizes: Vec<usize> = deltas.iter().map(|d| d.jsonl.len()).collect();
+    assert!(
+        sizes.iter().any(|&s| s > 50 << 20),
+        "the long line alone: {sizes:?}"
+    );
+    assert!(
+        sizes
+            .iter()
+            .filter(|&&s| s < 50 << 20)
+            .all(|&s| s <= MAX_DELTA),
+        "{sizes:?}"
+    );
+    assert!(sizes.len() >= 3, "the 10 MB after it is split: {sizes:?}");
+    Ok(())
+}
+
+#[test]
+fn secrets_are_masked_but_offsets_describe_the_original_file() -> anyhow::Result<()> {
+    let device = Device::new()?;
+    let path = device.paths.claude_dir.join("projects/-p/s.jsonl");
+    fs::create_dir_all(path.parent().unwrap_or(Path::new("/")))?;
+    let line = "{\"type\":\"user\",\"message\":{\"content\":\"my key is AKIAIOSFODNN7EXAMPLE\"}}\n";
+    fs::write(&path, line)?;
+    device.capture.file(&device.file(&path))?;
+    let spooled = device.spooled()?;
+    let req = &spooled[0].1;
+    assert!(!req.jsonl.contains("AKIAIOSFODNN7EXAMPLE"));
+    assert!(req.jsonl.contains("[REDACTED:aws_key]"));
+    assert_eq!((req.from_offset, req.to_offset), (0, line.len() as u64));
+    assert_eq!(req.redactions.get("aws_key"), Some(&1));
+    // The original bytes are what the rewrite check knows: an append continues.
+    fs::OpenOptions::new()
+        .append(true)
+        .open(&path)?
+        .write_all(b"{\"type\":\"user\"}\n")?;
+    device.capture.file(&device.file(&path))?;
+    assert_eq!(device.chains()?.len(), 1, "still one chain");
+    Ok(())
+}
+
+#[test]
+fn a_full_outbox_leaves_the_cursor_where_it_was() -> anyhow::Result<()> {
+    let device = Device::new()?;
+    let source = device.place("claude-code", "marot__spotter__short.jsonl")?;
+    // The outbox cannot be written (as on a full disk).
+    fs::create_dir_all(&device.paths.state_dir)?;
+    fs::write(device.paths.state_dir.join("outbox"), b"not a folder")?;
+    let failed = device.capture.file(&source);
+    assert!(matches!(failed, Err(Error::Io { .. })), "{failed:?}");
+    assert_eq!(device.capture.cursors().load(&source.path)?, None);
+    // Space again: the same bytes are captured, nothing skipped.
+    fs::remove_file(device.paths.state_dir.join("outbox"))?;
+    device.capture.file(&source)?;
+    let full = fs::read(&source.path)?;
+    assert!(device.bytes_of(&source.path)?[0] == complete_lines(&full));
+    Ok(())
+}
+
+#[test]
+fn parallel_hooks_on_one_file_spool_each_byte_once() -> anyhow::Result<()> {
+    let device = Device::new()?;
+    let source = device.place("claude-code", "marot__spotter__subagent.jsonl")?;
+    std::thread::scope(|s| {
+        for _ in 0..4 {
+            s.spawn(|| device.capture.file(&source));
+        }
+    });
+    let full = fs::read(&source.path)?;
+    let chains = device.bytes_of(&source.path)?;
+    assert_eq!(chains.len(), 1);
+    assert!(chains[0] == complete_lines(&full));
+    Ok(())
+}

@@ -1,0 +1,186 @@
+//! HTTP to central: delivering one spooled delta (`POST /api/runs`, zstd
+//! body, run id as `Idempotency-Key`) and checking a token (`GET
+//! /api/status`). Every answer is mapped to what the outbox should do; the
+//! token goes only into the `Authorization` header.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use kith_proto::{ErrorBody, IngestResponse, StatusResponse};
+use reqwest::blocking::Response;
+use reqwest::StatusCode;
+
+use crate::config::Auth;
+use crate::error::{Error, Result};
+use crate::outbox::{self, Delivery, Header, Replayed};
+
+#[derive(Debug, Clone)]
+pub struct Client {
+    http: reqwest::blocking::Client,
+    auth: Auth,
+}
+
+impl Client {
+    pub fn new(auth: &Auth) -> Result<Self> {
+        let http = reqwest::blocking::Client::builder()
+            .user_agent(concat!("kith/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| Error::Central {
+                url: auth.central_url.clone(),
+                reason: without_url(&e),
+            })?;
+        Ok(Self {
+            http,
+            auth: auth.clone(),
+        })
+    }
+
+    pub fn central_url(&self) -> &str {
+        &self.auth.central_url
+    }
+
+    /// One delivery, given at most `timeout` (connect to last byte).
+    pub fn deliver(&self, header: &Header, zstd_body: Vec<u8>, timeout: Duration) -> Delivery {
+        if timeout.is_zero() {
+            return Delivery::NotNow("out of time; the rest waits in the outbox".into());
+        }
+        let sent = self
+            .http
+            .post(format!("{}/api/runs", self.auth.central_url))
+            .bearer_auth(self.auth.token.expose())
+            .header("Idempotency-Key", &header.run_id)
+            .header("Content-Type", "application/json")
+            .header("Content-Encoding", "zstd")
+            .timeout(timeout)
+            .body(zstd_body)
+            .send();
+        let res = match sent {
+            Ok(res) => res,
+            Err(e) => {
+                return Delivery::NotNow(format!(
+                    "central at {}: {}",
+                    self.auth.central_url,
+                    unreachable(&e)
+                ))
+            }
+        };
+        let status = res.status();
+        if status.is_success() {
+            return match res.json::<IngestResponse>() {
+                Ok(receipt) => Delivery::Accepted(receipt),
+                Err(e) => Delivery::NotNow(format!(
+                    "central sent an unreadable receipt: {}",
+                    without_url(&e)
+                )),
+            };
+        }
+        let refusal = matches!(
+            status,
+            StatusCode::BAD_REQUEST | StatusCode::CONFLICT | StatusCode::PAYLOAD_TOO_LARGE
+        );
+        match (status, error_body(res)) {
+            (StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN, _) => {
+                Delivery::Unauthorized(format!(
+                "central refused this machine's token ({status}); run `kith login --central {}`",
+                self.auth.central_url
+            ))
+            }
+            // Only central's own refusals (with its error body) set deltas
+            // aside; anything else (a proxy's 404, a 5xx, 429) is "not now".
+            (_, Some(body)) if refusal => Delivery::Refused {
+                status: status.as_u16(),
+                code: body.error.code,
+                message: body.error.message,
+            },
+            (_, Some(body)) => Delivery::NotNow(format!(
+                "central answered {status} {}: {}",
+                body.error.code, body.error.message
+            )),
+            (_, None) => Delivery::NotNow(format!(
+                "{} answered {status} to POST /api/runs; is that kith-central?",
+                self.auth.central_url
+            )),
+        }
+    }
+
+    /// Replays the outbox to central within `budget`.
+    pub fn flush(&self, state_dir: &Path, budget: Budget, lock_wait: Duration) -> Result<Replayed> {
+        outbox::replay(state_dir, lock_wait, |header, body| {
+            self.deliver(header, body, budget.next())
+        })
+    }
+
+    /// `GET /api/status` with this token: who central thinks we are.
+    pub fn status(&self, timeout: Duration) -> Result<StatusResponse> {
+        let central = |reason: String| Error::Central {
+            url: self.auth.central_url.clone(),
+            reason,
+        };
+        let res = self
+            .http
+            .get(format!("{}/api/status", self.auth.central_url))
+            .bearer_auth(self.auth.token.expose())
+            .timeout(timeout)
+            .send()
+            .map_err(|e| central(unreachable(&e)))?;
+        let status = res.status();
+        if status == StatusCode::UNAUTHORIZED {
+            return Err(central("the token was refused (401)".into()));
+        }
+        if !status.is_success() {
+            return Err(central(match error_body(res) {
+                Some(b) => format!("{status} {}: {}", b.error.code, b.error.message),
+                None => format!("answered {status} to GET /api/status; is that kith-central?"),
+            }));
+        }
+        res.json()
+            .map_err(|e| central(format!("unreadable status: {}", without_url(&e))))
+    }
+}
+
+/// Central's `{"error": {"code", "message"}}`, if that is what came back.
+fn error_body(res: Response) -> Option<ErrorBody> {
+    res.json::<ErrorBody>().ok()
+}
+
+fn unreachable(e: &reqwest::Error) -> String {
+    if e.is_timeout() {
+        "no answer in time".into()
+    } else if e.is_connect() {
+        "unreachable".into()
+    } else {
+        without_url(e)
+    }
+}
+
+/// reqwest's messages repeat the URL; keep the reason.
+fn without_url(e: &reqwest::Error) -> String {
+    let mut s = e.to_string();
+    if let Some(url) = e.url() {
+        s = s.replace(&format!(" for url ({url})"), "");
+    }
+    s
+}
+
+/// A time budget shared by several requests (a hook has ~1.5 s in all).
+#[derive(Debug, Clone, Copy)]
+pub struct Budget {
+    until: Instant,
+    per_request: Duration,
+}
+
+impl Budget {
+    pub fn new(total: Duration, per_request: Duration) -> Self {
+        Self {
+            until: Instant::now() + total,
+            per_request,
+        }
+    }
+
+    /// The timeout for the next request: what is left, at most `per_request`.
+    pub fn next(&self) -> Duration {
+        self.until
+            .saturating_duration_since(Instant::now())
+            .min(self.per_request)
+    }
+}

@@ -1,0 +1,47 @@
+//! The one error type of the capture side: what went wrong, on which file,
+//! worded for the one-line reason `kith` prints. Never carries a token.
+
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("cannot {what} {}: {source}", path.display())]
+    Io {
+        what: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{} is not valid {what}: {reason}", path.display())]
+    Invalid {
+        what: &'static str,
+        path: PathBuf,
+        reason: String,
+    },
+    #[error(
+        "not logged in: run `kith login --central URL` (or set KITH_CENTRAL_URL and KITH_TOKEN)"
+    )]
+    NotLoggedIn,
+    #[error("another kith is working on {} right now; try again in a moment", path.display())]
+    Busy { path: PathBuf },
+    #[error("central at {url}: {reason}")]
+    Central { url: String, reason: String },
+    #[error("{0}")]
+    Refused(String),
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Names the file an IO error happened on.
+pub trait IoContext<T> {
+    fn at(self, what: &'static str, path: &Path) -> Result<T>;
+}
+
+impl<T> IoContext<T> for std::io::Result<T> {
+    fn at(self, what: &'static str, path: &Path) -> Result<T> {
+        self.map_err(|source| Error::Io {
+            what,
+            path: path.to_owned(),
+            source,
+        })
+    }
+}

@@ -1,0 +1,154 @@
+use super::*;
+use std::fs;
+
+const SESSION: &str = "c45af7b1-cb7c-4e51-93db-8cbb250a877a";
+const THREAD: &str = "019e1625-789d-76c0-80ab-3724b5ddb799";
+
+/// A device with one Claude session (and a subagent) and one Codex rollout.
+fn device() -> anyhow::Result<(tempfile::TempDir, Paths, PathBuf, PathBuf, PathBuf)> {
+    let tmp = tempfile::tempdir()?;
+    let paths = Paths::under(tmp.path());
+    let project = paths.claude_dir.join("projects/-workspace");
+    let session = project.join(format!("{SESSION}.jsonl"));
+    let subagent = project.join(SESSION).join("subagents/agent-af1ff21.jsonl");
+    let rollout = paths.codex_dir.join(format!(
+        "sessions/2026/05/11/rollout-2026-05-11T11-26-55-{THREAD}.jsonl"
+    ));
+    for f in [&session, &subagent, &rollout] {
+        fs::create_dir_all(f.parent().unwrap_or(Path::new("/")))?;
+        fs::write(f, "{}\n")?;
+    }
+    Ok((tmp, paths, session, subagent, rollout))
+}
+
+fn claude(path: &Path) -> Source {
+    Source {
+        runtime: AgentRuntime::ClaudeCode,
+        path: path.to_owned(),
+    }
+}
+
+#[test]
+fn payloads_name_the_transcripts_to_capture() -> anyhow::Result<()> {
+    let (_tmp, paths, session, subagent, rollout) = device()?;
+    let codex = Source {
+        runtime: AgentRuntime::Codex,
+        path: rollout.clone(),
+    };
+    let s = session.display();
+    let a = subagent.display();
+    let r = rollout.display();
+    let cases: Vec<(&str, String, Vec<Source>)> = vec![
+        (
+            "Claude Stop",
+            format!(
+                r#"{{"session_id":"{SESSION}","transcript_path":"{s}","cwd":"/workspace","permission_mode":"default","hook_event_name":"Stop","stop_hook_active":false,"last_assistant_message":"done"}}"#
+            ),
+            vec![claude(&session)],
+        ),
+        (
+            "Claude SubagentStop: session first, then the subagent",
+            format!(
+                r#"{{"session_id":"{SESSION}","transcript_path":"{s}","hook_event_name":"SubagentStop","agent_id":"af1ff21","agent_type":"Explore","agent_transcript_path":"{a}"}}"#
+            ),
+            vec![claude(&session), claude(&subagent)],
+        ),
+        (
+            "older SubagentStop with ids only (fasthooks sample)",
+            format!(
+                r#"{{"session_id": "{SESSION}", "hook_event_name": "SubagentStop", "cwd": "/workspace", "permission_mode": "default", "agent_id": "af1ff21", "stop_hook_active": false}}"#
+            ),
+            vec![claude(&session), claude(&subagent)],
+        ),
+        (
+            "Claude PreCompact",
+            format!(
+                r#"{{"session_id":"{SESSION}","transcript_path":"{s}","hook_event_name":"PreCompact","trigger":"manual","custom_instructions":""}}"#
+            ),
+            vec![claude(&session)],
+        ),
+        (
+            "Claude SessionEnd",
+            format!(
+                r#"{{"session_id":"{SESSION}","transcript_path":"{s}","hook_event_name":"SessionEnd","reason":"prompt_input_exit"}}"#
+            ),
+            vec![claude(&session)],
+        ),
+        (
+            "Codex Stop hook with its rollout path",
+            format!(
+                r#"{{"session_id":"{THREAD}","turn_id":"t1","transcript_path":"{r}","cwd":"/w","hook_event_name":"Stop","model":"gpt-5","permission_mode":"default","stop_hook_active":false,"last_assistant_message":null}}"#
+            ),
+            vec![codex.clone()],
+        ),
+        (
+            "Codex Stop hook without a path: found by thread id",
+            format!(
+                r#"{{"session_id":"{THREAD}","turn_id":"t1","transcript_path":null,"hook_event_name":"Stop"}}"#
+            ),
+            vec![codex.clone()],
+        ),
+        ("not JSON", "not json".into(), vec![]),
+        (
+            "a path that is not a string",
+            r#"{"transcript_path": 42}"#.into(),
+            vec![],
+        ),
+        (
+            "a session id that tries to leave the folder",
+            r#"{"session_id": "../../etc/passwd"}"#.into(),
+            vec![],
+        ),
+    ];
+    for (what, stdin, want) in cases {
+        assert_eq!(
+            targets(&paths, None, None, stdin.as_bytes()),
+            want,
+            "{what}"
+        );
+    }
+    Ok(())
+}
+
+#[test]
+fn codex_notify_and_pi_arguments_name_their_files() -> anyhow::Result<()> {
+    let (_tmp, paths, _, _, rollout) = device()?;
+    let notify = format!(
+        r#"{{"type":"agent-turn-complete","thread-id":"{THREAD}","turn-id":"12345","cwd":"/w","input-messages":["fix it"],"last-assistant-message":"done"}}"#
+    );
+    assert_eq!(
+        targets(&paths, None, Some(&notify), b""),
+        vec![Source {
+            runtime: AgentRuntime::Codex,
+            path: rollout
+        }]
+    );
+    let unknown = r#"{"type":"agent-turn-complete","thread-id":"zz"}"#;
+    assert_eq!(targets(&paths, None, Some(unknown), b""), vec![]);
+    let pi = paths
+        .pi_dir
+        .join("sessions/--w--/2026-01-01T00-00-00-000Z_abc.jsonl");
+    assert_eq!(
+        targets(&paths, Some(&pi), None, b""),
+        vec![Source {
+            runtime: AgentRuntime::Pi,
+            path: pi
+        }]
+    );
+    Ok(())
+}
+
+#[test]
+fn the_hook_spools_first_and_never_fails() -> anyhow::Result<()> {
+    let (_tmp, paths, session, _, _) = device()?;
+    let payload = format!(
+        r#"{{"session_id":"{SESSION}","transcript_path":"{}"}}"#,
+        session.display()
+    );
+    // Not logged in here (or central unreachable): the delta waits.
+    let _ = capture_and_send(&paths, &targets(&paths, None, None, payload.as_bytes()));
+    assert_eq!(crate::outbox::Outbox::new(&paths.state_dir).len(), 1);
+    // A file that does not exist is nothing to capture, not a failure.
+    run(&paths, Some(paths.pi_dir.join("missing.jsonl")), None);
+    Ok(())
+}

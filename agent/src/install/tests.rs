@@ -1,0 +1,206 @@
+use super::*;
+
+const KITH: &str = "/usr/local/bin/kith";
+
+/// Settings as Claude Code writes them (2-space JSON), with a user hook.
+const SETTINGS: &str = r#"{
+  "model": "opus",
+  "permissions": {
+    "allow": [
+      "Bash(npm test)"
+    ],
+    "deny": []
+  },
+  "hooks": {
+    "Stop": [
+      {
+        "hooks": [
+          {
+            "type": "command",
+            "command": "notify-send done"
+          }
+        ]
+      }
+    ]
+  },
+  "cleanupPeriodDays": 60
+}
+"#;
+
+fn device() -> anyhow::Result<(tempfile::TempDir, Paths)> {
+    let tmp = tempfile::tempdir()?;
+    let paths = Paths::under(tmp.path());
+    Ok((tmp, paths))
+}
+
+#[test]
+fn claude_install_is_idempotent_keeps_settings_and_uninstall_restores_them() -> anyhow::Result<()> {
+    let (_tmp, paths) = device()?;
+    let file = paths.claude_dir.join("settings.json");
+    fs::create_dir_all(&paths.claude_dir)?;
+    fs::write(&file, SETTINGS)?;
+    let kith = Path::new(KITH);
+
+    assert!(install(&paths, Agent::ClaudeCode, kith, true)?.changed);
+    let once = fs::read_to_string(&file)?;
+    assert!(
+        !install(&paths, Agent::ClaudeCode, kith, true)?.changed,
+        "second install"
+    );
+    assert_eq!(fs::read_to_string(&file)?, once);
+
+    let v: Value = serde_json::from_str(&once)?;
+    assert_eq!(v["model"], "opus");
+    assert_eq!(v["cleanupPeriodDays"], 60);
+    assert_eq!(v["permissions"]["allow"][0], "Bash(npm test)");
+    assert_eq!(
+        v["hooks"]["Stop"][0]["hooks"][0]["command"],
+        "notify-send done"
+    );
+    for event in CLAUDE_EVENTS {
+        let groups = v["hooks"][event].as_array().map(Vec::len);
+        let ours = &v["hooks"][event].as_array().and_then(|g| g.last()).cloned();
+        assert_eq!(
+            ours.as_ref().map(|g| g["hooks"][0]["command"].clone()),
+            Some(json!("/usr/local/bin/kith hook")),
+            "{event}"
+        );
+        assert_eq!(groups, Some(if event == "Stop" { 2 } else { 1 }), "{event}");
+    }
+    // The user's keys keep their order.
+    let order: Vec<usize> = [
+        "\"model\"",
+        "\"permissions\"",
+        "\"hooks\"",
+        "\"cleanupPeriodDays\"",
+    ]
+    .iter()
+    .filter_map(|k| once.find(k))
+    .collect();
+    assert!(order.windows(2).all(|w| w[0] < w[1]), "{once}");
+
+    assert!(install(&paths, Agent::ClaudeCode, kith, false)?.changed);
+    assert_eq!(
+        fs::read_to_string(&file)?,
+        SETTINGS,
+        "uninstall restores the file byte for byte"
+    );
+    assert!(!install(&paths, Agent::ClaudeCode, kith, false)?.changed);
+    Ok(())
+}
+
+#[test]
+fn claude_install_creates_settings_and_moves_an_old_kith_hook() -> anyhow::Result<()> {
+    let (_tmp, paths) = device()?;
+    let file = paths.claude_dir.join("settings.json");
+    assert!(install(&paths, Agent::ClaudeCode, Path::new("/old/kith"), true)?.changed);
+    assert!(
+        install(
+            &paths,
+            Agent::ClaudeCode,
+            Path::new("/new place/kith"),
+            true
+        )?
+        .changed
+    );
+    let v: Value = serde_json::from_str(&fs::read_to_string(&file)?)?;
+    assert_eq!(
+        v["hooks"]["SessionEnd"].as_array().map(Vec::len),
+        Some(1),
+        "replaced, not added"
+    );
+    assert_eq!(
+        v["hooks"]["SessionEnd"][0]["hooks"][0]["command"],
+        "'/new place/kith' hook"
+    );
+    install(
+        &paths,
+        Agent::ClaudeCode,
+        Path::new("/new place/kith"),
+        false,
+    )?;
+    assert_eq!(fs::read_to_string(&file)?, "{}\n");
+    Ok(())
+}
+
+#[test]
+fn claude_settings_that_are_not_json_are_left_alone() -> anyhow::Result<()> {
+    let (_tmp, paths) = device()?;
+    let file = paths.claude_dir.join("settings.json");
+    fs::create_dir_all(&paths.claude_dir)?;
+    fs::write(&file, "{ not json")?;
+    assert!(install(&paths, Agent::ClaudeCode, Path::new(KITH), true).is_err());
+    assert_eq!(fs::read_to_string(&file)?, "{ not json");
+    Ok(())
+}
+
+#[test]
+fn codex_notify_is_added_once_keeps_formatting_and_never_replaces_another() -> anyhow::Result<()> {
+    let (_tmp, paths) = device()?;
+    let file = paths.codex_dir.join("config.toml");
+    fs::create_dir_all(&paths.codex_dir)?;
+    let config =
+        "# my codex\nmodel = \"o3\"   # fast enough\n\n[profiles.fast]\nmodel = \"mini\"\n";
+    fs::write(&file, config)?;
+    let kith = Path::new(KITH);
+
+    assert!(install(&paths, Agent::Codex, kith, true)?.changed);
+    let added = fs::read_to_string(&file)?;
+    let doc: toml_edit::DocumentMut = added.parse()?;
+    let argv: Vec<&str> = doc["notify"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|v| v.as_str()).collect())
+        .unwrap_or_default();
+    assert_eq!(argv, vec![KITH, "hook"]);
+    assert!(added.contains("model = \"o3\"   # fast enough"), "{added}");
+    assert!(
+        added.find("notify") < added.find("[profiles.fast]"),
+        "a top-level key, before the tables: {added}"
+    );
+    assert!(!install(&paths, Agent::Codex, kith, true)?.changed);
+
+    assert!(install(&paths, Agent::Codex, kith, false)?.changed);
+    assert_eq!(
+        fs::read_to_string(&file)?,
+        config,
+        "uninstall restores the file"
+    );
+
+    let theirs = "notify = [\"/usr/bin/notify-me\"]\nmodel = \"o3\"\n";
+    fs::write(&file, theirs)?;
+    let refused = install(&paths, Agent::Codex, kith, true);
+    assert!(
+        matches!(&refused, Err(Error::Refused(why)) if why.contains("notify-me")),
+        "{refused:?}"
+    );
+    assert!(!install(&paths, Agent::Codex, kith, false)?.changed);
+    assert_eq!(
+        fs::read_to_string(&file)?,
+        theirs,
+        "the user's notify is untouched"
+    );
+    Ok(())
+}
+
+#[test]
+fn pi_extension_is_written_once_and_removed_only_if_ours() -> anyhow::Result<()> {
+    let (_tmp, paths) = device()?;
+    let file = paths.pi_dir.join("extensions/kith.ts");
+    let kith = Path::new(KITH);
+    assert!(install(&paths, Agent::Pi, kith, true)?.changed);
+    let text = fs::read_to_string(&file)?;
+    assert!(
+        text.contains(r#"pi.exec("/usr/local/bin/kith", ["hook", "--pi", file]"#),
+        "{text}"
+    );
+    assert!(text.contains(r#"pi.on("turn_end""#) && text.contains(r#"pi.on("session_shutdown""#));
+    assert!(!install(&paths, Agent::Pi, kith, true)?.changed);
+    assert!(install(&paths, Agent::Pi, kith, false)?.changed);
+    assert!(!file.exists());
+
+    fs::write(&file, "// someone else's kith.ts\n")?;
+    assert!(install(&paths, Agent::Pi, kith, true).is_err());
+    assert!(!install(&paths, Agent::Pi, kith, false)?.changed);
+    assert!(file.exists(), "not ours: kept");
+    Ok(())
+}

@@ -1,0 +1,343 @@
+//! The outbox: every delta is spooled here before anything is sent (0600,
+//! temp file then rename, names that sort oldest first), then replayed to
+//! central oldest first with its run id as the `Idempotency-Key`. Only a 202
+//! removes an entry and advances the cursor's accepted offset.
+//!
+//! An entry is one header line of JSON (which file, which chain, which range,
+//! the local chain hash) followed by the zstd-compressed `IngestRequest` body,
+//! sent as it is with `Content-Encoding: zstd`.
+//!
+//! What central answers decides what happens next:
+//! - 202: remove, advance `accepted` (if the receipt's chain hash agrees);
+//! - down, slow, 5xx, 429: stop, keep everything, note the error;
+//! - 401: stop, note that the token was refused;
+//! - 409 (and 400 `unknown_parent`): the chain cannot continue; move the entry
+//!   and the rest of its chain to `rejected/` with the reason and let the next
+//!   capture start a new chain from byte 0, so nothing is silently lost;
+//! - other 4xx (400, 413): these bytes will never be taken; move them aside
+//!   the same way and park the file until it is replaced or rewritten.
+
+use std::fs;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use kith_proto::{IngestRequest, IngestResponse};
+use serde::{Deserialize, Serialize};
+
+use crate::config::{private_dir, write_private, Lock};
+use crate::cursor::{Cursors, Mark};
+use crate::error::{Error, IoContext, Result};
+
+/// What an entry is about, readable without decompressing the body.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Header {
+    /// The transcript (its cursor's key).
+    pub file: PathBuf,
+    pub source_identity: String,
+    pub from_offset: u64,
+    pub to_offset: u64,
+    /// Also the `Idempotency-Key`.
+    pub run_id: String,
+    /// The chain hash after this delta, as the agent computed it; central's
+    /// receipt must say the same.
+    pub chain_sha256: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct Outbox {
+    dir: PathBuf,
+    rejected: PathBuf,
+    last_error: PathBuf,
+}
+
+impl Outbox {
+    pub fn new(state_dir: &Path) -> Self {
+        Self {
+            dir: state_dir.join("outbox"),
+            rejected: state_dir.join("rejected"),
+            last_error: state_dir.join("last_error"),
+        }
+    }
+
+    /// Spools one delta. An error (a full disk) leaves no entry behind.
+    pub fn push(&self, header: &Header, request: &IngestRequest) -> Result<PathBuf> {
+        let path = self
+            .dir
+            .join(format!("{:020}-{}.delta", sortable_now(), header.run_id));
+        let mut bytes = serde_json::to_vec(header).map_err(|e| invalid(&path, &e))?;
+        bytes.push(b'\n');
+        let json = serde_json::to_vec(request).map_err(|e| invalid(&path, &e))?;
+        let mut z = zstd::Encoder::new(bytes, 3).at("compress", &path)?;
+        z.write_all(&json).at("compress", &path)?;
+        let bytes = z.finish().at("compress", &path)?;
+        write_private(&path, &bytes)?;
+        Ok(path)
+    }
+
+    /// Entry files, oldest first.
+    pub fn entries(&self) -> Vec<PathBuf> {
+        let mut files: Vec<PathBuf> = fs::read_dir(&self.dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|e| e == "delta"))
+            .collect();
+        files.sort();
+        files
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The header and the compressed body.
+    pub fn read(&self, entry: &Path) -> Result<(Header, Vec<u8>)> {
+        let bytes = fs::read(entry).at("read", entry)?;
+        let split = bytes
+            .iter()
+            .position(|&b| b == b'\n')
+            .ok_or_else(|| Error::Invalid {
+                what: "outbox entry",
+                path: entry.to_owned(),
+                reason: "no header line".into(),
+            })?;
+        let header = serde_json::from_slice(&bytes[..split]).map_err(|e| invalid(entry, &e))?;
+        Ok((header, bytes[split + 1..].to_vec()))
+    }
+
+    /// The request as it will be sent.
+    pub fn request(&self, entry: &Path) -> Result<IngestRequest> {
+        let (_, body) = self.read(entry)?;
+        let json = zstd::decode_all(body.as_slice()).at("decompress", entry)?;
+        serde_json::from_slice(&json).map_err(|e| invalid(entry, &e))
+    }
+
+    /// Moves an entry to `rejected/`, with `<name>.reason` beside it.
+    pub fn reject(&self, entry: &Path, reason: &str) -> Result<()> {
+        let name = entry.file_name().unwrap_or_default();
+        let dest = self.rejected.join(name);
+        private_dir(&self.rejected)?;
+        fs::rename(entry, &dest).at("move aside", entry)?;
+        write_private(&dest.with_extension("reason"), reason.as_bytes())
+    }
+
+    pub fn rejected(&self) -> usize {
+        fs::read_dir(&self.rejected)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| e.path().extension().is_some_and(|x| x == "delta"))
+            .count()
+    }
+
+    /// Why the last replay stopped, if it did.
+    pub fn last_error(&self) -> Option<String> {
+        fs::read_to_string(&self.last_error).ok()
+    }
+
+    fn note_error(&self, why: &str) {
+        let _ = write_private(&self.last_error, why.as_bytes());
+    }
+
+    fn clear_error(&self) {
+        let _ = fs::remove_file(&self.last_error);
+    }
+}
+
+fn invalid(path: &Path, e: &serde_json::Error) -> Error {
+    Error::Invalid {
+        what: "outbox entry",
+        path: path.to_owned(),
+        reason: e.to_string(),
+    }
+}
+
+/// Nanoseconds since the epoch, strictly increasing within this process, so
+/// a session's delta always sorts before its subagent's.
+fn sortable_now() -> u64 {
+    static LAST: AtomicU64 = AtomicU64::new(0);
+    let now = time::OffsetDateTime::now_utc().unix_timestamp_nanos();
+    let now = u64::try_from(now).unwrap_or(0);
+    let mut last = LAST.load(Ordering::Relaxed);
+    loop {
+        let next = now.max(last + 1);
+        match LAST.compare_exchange(last, next, Ordering::Relaxed, Ordering::Relaxed) {
+            Ok(_) => return next,
+            Err(seen) => last = seen,
+        }
+    }
+}
+
+/// Central's answer to one delivery, as the replay needs it.
+#[derive(Debug, Clone)]
+pub enum Delivery {
+    Accepted(IngestResponse),
+    /// Not reachable, too slow, 5xx or 429: try again later.
+    NotNow(String),
+    /// 401: nothing gets through until `kith login`.
+    Unauthorized(String),
+    /// Central will never take this delta as it is.
+    Refused {
+        status: u16,
+        code: String,
+        message: String,
+    },
+}
+
+/// What one replay did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Replayed {
+    pub accepted: usize,
+    pub rejected: usize,
+    /// Why it stopped before the outbox was empty.
+    pub stopped: Option<String>,
+    /// It stopped because central refused the token (401).
+    pub token_refused: bool,
+    /// Another kith process is replaying; it will deliver these too.
+    pub busy: bool,
+}
+
+/// Replays the outbox oldest first through `deliver` (header, zstd body).
+/// One process replays at a time (the send lock; if another holds it past
+/// `lock_wait`, this returns at once with `busy`, and that process also picks
+/// up what was spooled meanwhile: it lists the outbox again until it is empty
+/// or it stops). The state lock is held only for each entry's bookkeeping,
+/// never across a request.
+pub fn replay(
+    state_dir: &Path,
+    lock_wait: Duration,
+    mut deliver: impl FnMut(&Header, Vec<u8>) -> Delivery,
+) -> Result<Replayed> {
+    let _sending = match Lock::sending(state_dir, lock_wait) {
+        Ok(lock) => lock,
+        Err(Error::Busy { .. }) => {
+            return Ok(Replayed {
+                busy: true,
+                ..Replayed::default()
+            })
+        }
+        Err(e) => return Err(e),
+    };
+    let outbox = Outbox::new(state_dir);
+    let cursors = Cursors::new(state_dir);
+    let mut done = Replayed::default();
+    // Chains whose earlier delta was refused: their later deltas follow it.
+    let mut broken: Vec<String> = Vec::new();
+    loop {
+        let entries = outbox.entries();
+        if entries.is_empty() {
+            break;
+        }
+        for entry in entries {
+            let (header, body) = match outbox.read(&entry) {
+                Ok(read) => read,
+                Err(e) => {
+                    let _lock = Lock::state(state_dir, lock_wait)?;
+                    outbox.reject(&entry, &format!("unreadable: {e}"))?;
+                    done.rejected += 1;
+                    continue;
+                }
+            };
+            if broken.contains(&header.source_identity) {
+                let _lock = Lock::state(state_dir, lock_wait)?;
+                outbox.reject(&entry, "follows a delta central refused")?;
+                done.rejected += 1;
+                continue;
+            }
+            let answer = deliver(&header, body);
+            let _lock = Lock::state(state_dir, lock_wait)?;
+            match answer {
+                Delivery::Accepted(receipt) if receipt.chain_sha256 == header.chain_sha256 => {
+                    fs::remove_file(&entry).at("remove", &entry)?;
+                    cursors.update(&header.file, |c| {
+                        if c.source_identity() == header.source_identity
+                            && header.to_offset > c.accepted.offset
+                        {
+                            c.accepted = Mark {
+                                offset: header.to_offset,
+                                chain_sha256: Some(receipt.chain_sha256.clone()),
+                                run_id: Some(header.run_id.clone()),
+                            };
+                            c.last_error = None;
+                        }
+                    })?;
+                    outbox.clear_error();
+                    done.accepted += 1;
+                }
+                Delivery::Accepted(receipt) => {
+                    let why = format!(
+                        "central holds other bytes for {}..{} (run {}); capturing the file again as a new chain",
+                        header.from_offset, header.to_offset, receipt.run_id
+                    );
+                    refuse(&outbox, &cursors, &entry, &header, &why, Then::Restart)?;
+                    broken.push(header.source_identity);
+                    done.rejected += 1;
+                }
+                Delivery::NotNow(why) => {
+                    outbox.note_error(&why);
+                    done.stopped = Some(why);
+                    return Ok(done);
+                }
+                Delivery::Unauthorized(why) => {
+                    outbox.note_error(&why);
+                    done.stopped = Some(why);
+                    done.token_refused = true;
+                    return Ok(done);
+                }
+                Delivery::Refused {
+                    status,
+                    code,
+                    message,
+                } => {
+                    let why = format!("central refused the delta ({status} {code}): {message}");
+                    let then = if status == 409 || code == "unknown_parent" {
+                        Then::Restart
+                    } else {
+                        Then::Park
+                    };
+                    refuse(&outbox, &cursors, &entry, &header, &why, then)?;
+                    broken.push(header.source_identity);
+                    done.rejected += 1;
+                }
+            }
+        }
+    }
+    Ok(done)
+}
+
+enum Then {
+    /// Capture the file again as a new chain.
+    Restart,
+    /// Stop capturing the file until it changes.
+    Park,
+}
+
+fn refuse(
+    outbox: &Outbox,
+    cursors: &Cursors,
+    entry: &Path,
+    header: &Header,
+    why: &str,
+    then: Then,
+) -> Result<()> {
+    outbox.reject(entry, why)?;
+    cursors.update(&header.file, |c| {
+        if c.source_identity() == header.source_identity {
+            match then {
+                Then::Restart => c.restart = Some(why.to_owned()),
+                Then::Park => c.parked = Some(why.to_owned()),
+            }
+        }
+        c.last_error = Some(why.to_owned());
+    })
+}
+
+#[cfg(test)]
+mod tests;

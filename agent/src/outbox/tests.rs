@@ -1,0 +1,257 @@
+//! The outbox's files, and what a replay does with each kind of answer.
+//! The answers are central's documented ones, fed in directly: these tests
+//! are about the outbox's decisions, not about HTTP (the end-to-end tests in
+//! `tests/` run the real `kith` against the real `kith-central`).
+
+use super::*;
+use std::os::unix::fs::PermissionsExt;
+
+use kith_proto::{AgentRuntime, IngestStatus, RunLinks};
+
+use crate::capture::Capture;
+use crate::config::Paths;
+use crate::discover::Source;
+
+struct Device {
+    _tmp: tempfile::TempDir,
+    paths: Paths,
+    capture: Capture,
+    a: Source,
+    b: Source,
+}
+
+/// Two transcripts: `a` captured in two deltas, `b` in one.
+fn device() -> anyhow::Result<Device> {
+    let tmp = tempfile::tempdir()?;
+    let paths = Paths::under(tmp.path());
+    let capture = Capture::new(&paths, Duration::from_secs(5));
+    let dir = paths.claude_dir.join("projects/-p");
+    fs::create_dir_all(&dir)?;
+    let a = Source {
+        runtime: AgentRuntime::ClaudeCode,
+        path: dir.join("a.jsonl"),
+    };
+    let b = Source {
+        runtime: AgentRuntime::ClaudeCode,
+        path: dir.join("b.jsonl"),
+    };
+    fs::write(&a.path, "{\"n\":1}\n")?;
+    capture.file(&a)?;
+    fs::write(&b.path, "{\"n\":2}\n")?;
+    capture.file(&b)?;
+    fs::write(&a.path, "{\"n\":1}\n{\"n\":3}\n")?;
+    capture.file(&a)?;
+    Ok(Device {
+        _tmp: tmp,
+        paths,
+        capture,
+        a,
+        b,
+    })
+}
+
+fn receipt(header: &Header) -> Delivery {
+    Delivery::Accepted(IngestResponse {
+        run_id: header.run_id.clone(),
+        status: IngestStatus::Accepted,
+        jsonl_bytes: header.to_offset - header.from_offset,
+        jsonl_sha256: String::new(),
+        chain_sha256: header.chain_sha256.clone(),
+        _links: RunLinks::for_run(&header.run_id),
+    })
+}
+
+fn refused(status: u16, code: &str) -> Delivery {
+    Delivery::Refused {
+        status,
+        code: code.into(),
+        message: "no".into(),
+    }
+}
+
+impl Device {
+    fn replay(
+        &self,
+        answer: impl Fn(&Header) -> Delivery,
+    ) -> anyhow::Result<(Replayed, Vec<PathBuf>)> {
+        let mut asked = Vec::new();
+        let done = replay(&self.paths.state_dir, Duration::from_secs(5), |h, body| {
+            asked.push(h.file.clone());
+            assert!(!body.is_empty());
+            answer(h)
+        })?;
+        Ok((done, asked))
+    }
+
+    fn cursor(&self, s: &Source) -> anyhow::Result<crate::cursor::Cursor> {
+        self.capture
+            .cursors()
+            .load(&s.path)?
+            .ok_or_else(|| anyhow::anyhow!("no cursor"))
+    }
+}
+
+#[test]
+fn entries_are_private_sorted_oldest_first_and_survive_a_restart() -> anyhow::Result<()> {
+    let d = device()?;
+    let entries = d.capture.outbox().entries();
+    assert_eq!(entries.len(), 3);
+    for e in &entries {
+        assert_eq!(fs::metadata(e)?.permissions().mode() & 0o777, 0o600);
+    }
+    // A new process sees the same entries in the same order.
+    let again = Outbox::new(&d.paths.state_dir);
+    let files: Vec<PathBuf> = again
+        .entries()
+        .iter()
+        .map(|e| again.read(e).map(|(h, _)| h.file))
+        .collect::<Result<_>>()?;
+    assert_eq!(
+        files,
+        vec![d.a.path.clone(), d.b.path.clone(), d.a.path.clone()]
+    );
+    let first = again.request(&again.entries()[0])?;
+    assert_eq!(first.jsonl, "{\"n\":1}\n");
+    assert_eq!(first.prev_sha256, None);
+    Ok(())
+}
+
+#[test]
+fn accepted_deltas_leave_the_outbox_and_advance_the_cursor() -> anyhow::Result<()> {
+    let d = device()?;
+    let (done, asked) = d.replay(receipt)?;
+    assert_eq!(done.accepted, 3);
+    assert_eq!(
+        asked,
+        vec![d.a.path.clone(), d.b.path.clone(), d.a.path.clone()]
+    );
+    assert!(d.capture.outbox().is_empty());
+    let a = d.cursor(&d.a)?;
+    assert_eq!(a.accepted, a.spooled);
+    assert_eq!(a.accepted.offset, 16);
+    assert_eq!(d.capture.outbox().last_error(), None);
+    Ok(())
+}
+
+#[test]
+fn central_away_stops_the_replay_and_keeps_everything_for_later() -> anyhow::Result<()> {
+    let d = device()?;
+    let (done, asked) = d.replay(|_| Delivery::NotNow("central is unreachable".into()))?;
+    assert_eq!((done.accepted, asked.len()), (0, 1), "stops at the first");
+    assert_eq!(d.capture.outbox().len(), 3);
+    assert_eq!(d.cursor(&d.a)?.accepted.offset, 0);
+    assert_eq!(
+        d.capture.outbox().last_error().as_deref(),
+        Some("central is unreachable")
+    );
+    // Later (another process), central is back: same order, all delivered.
+    let (done, asked) = d.replay(receipt)?;
+    assert_eq!(done.accepted, 3);
+    assert_eq!(asked[0], d.a.path);
+    assert_eq!(d.capture.outbox().last_error(), None);
+    Ok(())
+}
+
+#[test]
+fn a_refused_token_stops_the_replay() -> anyhow::Result<()> {
+    let d = device()?;
+    let (done, _) = d.replay(|_| Delivery::Unauthorized("token refused".into()))?;
+    assert!(done.token_refused);
+    assert_eq!(d.capture.outbox().len(), 3);
+    Ok(())
+}
+
+#[test]
+fn a_conflict_sets_the_chain_aside_and_recaptures_the_file_from_zero() -> anyhow::Result<()> {
+    let d = device()?;
+    let a_path = d.a.path.clone();
+    let (done, asked) = d.replay(|h| {
+        if h.file == a_path {
+            refused(409, "chain_mismatch")
+        } else {
+            receipt(h)
+        }
+    })?;
+    assert_eq!((done.accepted, done.rejected), (1, 2));
+    assert_eq!(
+        asked,
+        vec![d.a.path.clone(), d.b.path.clone()],
+        "a's second delta is not sent"
+    );
+    assert!(d.capture.outbox().is_empty());
+    assert_eq!(d.capture.outbox().rejected(), 2);
+    let reasons: Vec<String> = fs::read_dir(d.paths.state_dir.join("rejected"))?
+        .flatten()
+        .filter(|e| e.path().extension().is_some_and(|x| x == "reason"))
+        .filter_map(|e| fs::read_to_string(e.path()).ok())
+        .collect();
+    assert!(
+        reasons.iter().any(|r| r.contains("chain_mismatch")),
+        "{reasons:?}"
+    );
+    let a = d.cursor(&d.a)?;
+    assert!(a.restart.is_some() && a.last_error.is_some());
+
+    // The next capture starts a new chain with the whole file.
+    d.capture.file(&d.a)?;
+    let a = d.cursor(&d.a)?;
+    assert_eq!(
+        (a.epoch, a.spooled.offset, a.restart.clone()),
+        (1, 16, None)
+    );
+    let entries = d.capture.outbox().entries();
+    let again = d.capture.outbox().request(&entries[0])?;
+    assert_eq!(
+        (again.from_offset, again.jsonl.as_str()),
+        (0, "{\"n\":1}\n{\"n\":3}\n")
+    );
+    assert_eq!(again.source_identity, a.source_identity());
+    Ok(())
+}
+
+#[test]
+fn bytes_central_can_never_take_park_the_file_until_it_changes() -> anyhow::Result<()> {
+    let d = device()?;
+    let b_path = d.b.path.clone();
+    d.replay(|h| {
+        if h.file == b_path {
+            refused(413, "payload_too_large")
+        } else {
+            receipt(h)
+        }
+    })?;
+    assert!(d.cursor(&d.b)?.parked.is_some());
+    fs::write(&d.b.path, "{\"n\":2}\n{\"n\":4}\n")?;
+    assert_eq!(d.capture.file(&d.b)?.deltas, 0, "parked: appends wait");
+    // Replaced by a new file: captured again.
+    let tmp = d.b.path.with_extension("new");
+    fs::write(&tmp, "{\"n\":5}\n")?;
+    fs::rename(&tmp, &d.b.path)?;
+    assert_eq!(d.capture.file(&d.b)?.deltas, 1);
+    Ok(())
+}
+
+#[test]
+fn a_receipt_with_another_chain_restarts_the_source() -> anyhow::Result<()> {
+    let d = device()?;
+    d.replay(|h| {
+        let mut other = h.clone();
+        other.chain_sha256 = "0".repeat(64);
+        receipt(&other)
+    })?;
+    assert!(d.cursor(&d.a)?.restart.is_some());
+    assert_eq!(d.cursor(&d.a)?.accepted.offset, 0);
+    Ok(())
+}
+
+#[test]
+fn one_process_replays_at_a_time() -> anyhow::Result<()> {
+    let d = device()?;
+    let held = crate::config::Lock::sending(&d.paths.state_dir, Duration::ZERO)?;
+    let (done, asked) = d.replay(receipt)?;
+    assert!(done.busy && asked.is_empty());
+    drop(held);
+    let (done, _) = d.replay(receipt)?;
+    assert_eq!((done.busy, done.accepted), (false, 3));
+    Ok(())
+}

@@ -1,0 +1,154 @@
+//! `kith watch`: capture continuously. inotify (via `notify`) on the three
+//! transcript roots; changed files are captured once they have been quiet
+//! for ~300 ms; the outbox is replayed after each capture and periodically
+//! (central may come back); a full rescan now and then catches anything the
+//! watcher missed (queue overflow, a root created later). Stops cleanly when
+//! `stop` is set (SIGINT / SIGTERM).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use notify::{RecursiveMode, Watcher};
+
+use crate::capture::Capture;
+use crate::client::{Budget, Client};
+use crate::config::{Auth, Paths};
+use crate::discover::{self, Source};
+use crate::error::Result;
+
+#[derive(Debug, Clone, Copy)]
+pub struct Timing {
+    /// A file is captured once no event touched it for this long.
+    pub debounce: Duration,
+    /// How often the outbox is retried when nothing changes.
+    pub replay_every: Duration,
+    /// How often every transcript is looked at anyway.
+    pub rescan_every: Duration,
+}
+
+impl Default for Timing {
+    fn default() -> Self {
+        Self {
+            debounce: Duration::from_millis(300),
+            replay_every: Duration::from_secs(30),
+            rescan_every: Duration::from_secs(600),
+        }
+    }
+}
+
+const LOCK_WAIT: Duration = Duration::from_secs(5);
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Runs until `stop` is set. `report` receives one line per notable event
+/// (errors, central's state changing).
+pub fn run(
+    paths: &Paths,
+    timing: Timing,
+    stop: &AtomicBool,
+    mut report: impl FnMut(&str),
+) -> Result<()> {
+    let capture = Capture::new(paths, LOCK_WAIT);
+    let (tx, rx) = mpsc::channel();
+    let mut watcher = notify::recommended_watcher(tx).map_err(|e| {
+        crate::error::Error::Refused(format!("cannot watch the transcript folders: {e}"))
+    })?;
+    let mut watched: Vec<PathBuf> = Vec::new();
+    let mut pending: BTreeMap<PathBuf, Instant> = BTreeMap::new();
+    let mut last_said = String::new();
+    let mut say = |line: String| {
+        if line != last_said {
+            report(&line);
+            last_said = line;
+        }
+    };
+    let mut next_rescan = Instant::now();
+    let mut next_replay = Instant::now();
+    while !stop.load(Ordering::SeqCst) {
+        let now = Instant::now();
+        if now >= next_rescan {
+            for (_, root) in discover::roots(paths) {
+                if !watched.contains(&root)
+                    && watcher.watch(&root, RecursiveMode::Recursive).is_ok()
+                {
+                    watched.push(root);
+                }
+            }
+            for source in discover::all(paths) {
+                pending.entry(source.path).or_insert(now - timing.debounce);
+            }
+            next_rescan = now + timing.rescan_every;
+        }
+        match rx.recv_timeout(Duration::from_millis(100)) {
+            Ok(Ok(event)) => {
+                for path in event.paths {
+                    if path.extension().is_some_and(|e| e == "jsonl") {
+                        pending.insert(path, Instant::now());
+                    } else if path.is_dir() {
+                        // A new folder (a day of Codex sessions, subagents/):
+                        // its files may predate the watch on it.
+                        next_rescan = Instant::now();
+                    }
+                }
+            }
+            Ok(Err(e)) => {
+                say(format!("watch: {e}; rescanning"));
+                next_rescan = Instant::now();
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        }
+        let quiet: Vec<PathBuf> = pending
+            .iter()
+            .filter(|(_, at)| at.elapsed() >= timing.debounce)
+            .map(|(p, _)| p.clone())
+            .collect();
+        let mut captured = false;
+        for path in quiet {
+            pending.remove(&path);
+            if stop.load(Ordering::SeqCst) {
+                break;
+            }
+            let source = Source {
+                runtime: discover::runtime_of(paths, &path),
+                path,
+            };
+            match capture.file(&source) {
+                Ok(c) => captured |= c.deltas > 0,
+                Err(e) => say(format!("capture {}: {e}", source.path.display())),
+            }
+        }
+        if (captured || Instant::now() >= next_replay) && !capture.outbox().is_empty() {
+            if let Some(line) = replay(paths, stop) {
+                say(line);
+            }
+            next_replay = Instant::now() + timing.replay_every;
+        }
+    }
+    Ok(())
+}
+
+/// Replays the outbox; a line when it could not finish.
+fn replay(paths: &Paths, stop: &AtomicBool) -> Option<String> {
+    let auth = match Auth::load(paths) {
+        Ok(auth) => auth,
+        Err(e) => return Some(e.to_string()),
+    };
+    let client = match Client::new(&auth) {
+        Ok(c) => c,
+        Err(e) => return Some(e.to_string()),
+    };
+    let budget = Budget::new(Duration::from_secs(3600), REQUEST_TIMEOUT);
+    let replayed = crate::outbox::replay(&paths.state_dir, LOCK_WAIT, |header, body| {
+        if stop.load(Ordering::SeqCst) {
+            return crate::outbox::Delivery::NotNow("stopping".into());
+        }
+        client.deliver(header, body, budget.next())
+    });
+    match replayed {
+        Ok(r) => r.stopped.filter(|why| why != "stopping"),
+        Err(e) => Some(e.to_string()),
+    }
+}

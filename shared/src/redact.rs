@@ -1,0 +1,767 @@
+//! What must never leave the device, and what central could not store: a
+//! delta's secrets masked in place, and bytes that are not UTF-8 or lines that
+//! are not JSON made storable, all without changing a single length.
+//!
+//! Lengths never change, so byte offsets in the source file still describe the
+//! shipped bytes (central requires `to_offset - from_offset == jsonl.len()`).
+//! A secret becomes `[REDACTED:<kind>]` padded with `*` (only `*` when the
+//! secret is shorter than that label). Secrets are looked for inside JSON
+//! string contents only, and a mask covers whole characters and whole escape
+//! sequences, so a JSON line stays valid JSON.
+//!
+//! A missed secret leaks; a false positive only hides text. Still, ordinary
+//! text (paths, git SHAs, UUIDs, the ids agents write, long identifiers) must
+//! come through intact, so the high-entropy rule is deliberately narrow.
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+use std::sync::OnceLock;
+
+use regex::bytes::{Regex, RegexBuilder, RegexSet, RegexSetBuilder};
+
+/// What was found and changed, by kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Kind {
+    PrivateKey,
+    AwsKey,
+    GithubToken,
+    SlackToken,
+    StripeKey,
+    AnthropicKey,
+    OpenaiKey,
+    Jwt,
+    UrlPassword,
+    EnvSecret,
+    HighEntropy,
+    /// Bytes that were not UTF-8, each replaced by `?`.
+    InvalidUtf8Bytes,
+    /// Lines that were not JSON, shipped as one JSON string of the same length.
+    InvalidJsonLines,
+}
+
+impl Kind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::PrivateKey => "private_key",
+            Self::AwsKey => "aws_key",
+            Self::GithubToken => "github_token",
+            Self::SlackToken => "slack_token",
+            Self::StripeKey => "stripe_key",
+            Self::AnthropicKey => "anthropic_key",
+            Self::OpenaiKey => "openai_key",
+            Self::Jwt => "jwt",
+            Self::UrlPassword => "url_password",
+            Self::EnvSecret => "env_secret",
+            Self::HighEntropy => "high_entropy",
+            Self::InvalidUtf8Bytes => "invalid_utf8_bytes",
+            Self::InvalidJsonLines => "invalid_json_lines",
+        }
+    }
+}
+
+/// A delta ready to ship.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Redacted {
+    /// Same length as the input, valid UTF-8, every line JSON.
+    pub text: String,
+    /// What was changed, by `Kind::as_str` (the run's `redactions`).
+    pub counts: BTreeMap<String, u64>,
+}
+
+/// Redacts a delta of JSONL lines (`bytes` may be any bytes; lines are split
+/// at `\n`).
+pub fn redact_jsonl(mut bytes: Vec<u8>) -> Redacted {
+    let mut counts: BTreeMap<Kind, u64> = BTreeMap::new();
+    for line in bytes.split_mut(|&b| b == b'\n') {
+        redact_line(line, &mut counts);
+    }
+    let text = match String::from_utf8(bytes) {
+        Ok(text) => text,
+        // Unreachable after `redact_line`; stay total anyway.
+        Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
+    };
+    Redacted {
+        text,
+        counts: counts
+            .into_iter()
+            .map(|(k, n)| (k.as_str().to_owned(), n))
+            .collect(),
+    }
+}
+
+fn redact_line(line: &mut [u8], counts: &mut BTreeMap<Kind, u64>) {
+    let n_invalid = replace_invalid_utf8(line);
+    if n_invalid > 0 {
+        *counts.entry(Kind::InvalidUtf8Bytes).or_default() += n_invalid;
+    }
+    if !is_json(line) {
+        as_json_string(line);
+        *counts.entry(Kind::InvalidJsonLines).or_default() += 1;
+    }
+    for range in string_contents(line) {
+        let content = &mut line[range];
+        for (span, kind) in snap(content, secrets(content)) {
+            write_mask(&mut content[span], kind);
+            *counts.entry(kind).or_default() += 1;
+        }
+    }
+}
+
+/// Replaces each byte that is not part of valid UTF-8 with `?`.
+fn replace_invalid_utf8(line: &mut [u8]) -> u64 {
+    if std::str::from_utf8(line).is_ok() {
+        return 0;
+    }
+    let mut invalid = Vec::new();
+    let mut at = 0;
+    for chunk in line.utf8_chunks() {
+        at += chunk.valid().len();
+        invalid.push(at..at + chunk.invalid().len());
+        at += chunk.invalid().len();
+    }
+    let mut n = 0;
+    for r in invalid {
+        n += r.len() as u64;
+        line[r].fill(b'?');
+    }
+    n
+}
+
+/// One or more JSON values (pi concatenates records on a line), or blank.
+fn is_json(line: &[u8]) -> bool {
+    serde_json::Deserializer::from_slice(line)
+        .into_iter::<serde::de::IgnoredAny>()
+        .all(|v| v.is_ok())
+}
+
+/// Turns a line that is not JSON into a JSON string (or `0`) of the same
+/// length, keeping its readable characters.
+fn as_json_string(line: &mut [u8]) {
+    let n = line.len();
+    if n == 1 {
+        line[0] = b'0';
+        return;
+    }
+    for b in line.iter_mut() {
+        if *b < 0x20 || *b == b'"' || *b == b'\\' {
+            *b = b'?';
+        }
+    }
+    line[0] = b'"';
+    line[n - 1] = b'"';
+    // The quotes may have cut a multi-byte character at either end.
+    replace_invalid_utf8(line);
+}
+
+/// The byte ranges of every JSON string's contents (between the quotes).
+fn string_contents(line: &[u8]) -> Vec<Range<usize>> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < line.len() {
+        if line[i] != b'"' {
+            i += 1;
+            continue;
+        }
+        let start = i + 1;
+        i = start;
+        while i < line.len() && line[i] != b'"' {
+            i += if line[i] == b'\\' { 2 } else { 1 };
+        }
+        out.push(start..i.min(line.len()));
+        i += 1;
+    }
+    out
+}
+
+/// A pattern's secret is its `s` group. `{B}` is a token's left boundary:
+/// the start, a non-word byte, or an escape inside a JSON string (`\nAKIA…`,
+/// where `\b` would see the escape's letter).
+const PATTERNS: &[(Kind, &str)] = &[
+    (
+        Kind::AwsKey,
+        r"{B}(?P<s>(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16})\b",
+    ),
+    (
+        Kind::GithubToken,
+        r"{B}(?P<s>(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255}))\b",
+    ),
+    (
+        Kind::SlackToken,
+        r"{B}(?P<s>xox[bpaseor]-[A-Za-z0-9-]{10,})",
+    ),
+    (Kind::StripeKey, r"{B}(?P<s>[sr]k_live_[A-Za-z0-9]{16,})\b"),
+    (
+        Kind::AnthropicKey,
+        r"{B}(?P<s>sk-ant-[a-z]{2,8}[0-9]{2}-[A-Za-z0-9_-]{32,})",
+    ),
+    (
+        Kind::OpenaiKey,
+        r"{B}(?P<s>sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{32,})",
+    ),
+    (
+        Kind::Jwt,
+        r"{B}(?P<s>eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,})",
+    ),
+    (
+        Kind::UrlPassword,
+        r#"{B}[A-Za-z][A-Za-z0-9+.-]*://[^\s:/@"\\]+:(?P<s>[^\s@/"\\]+)@"#,
+    ),
+    // Shell / dotenv assignments to UPPER_CASE secret names (`X=v`, `X="v"`);
+    // code such as `env.API_KEY = 'proxy-handled'` (a property, spaces
+    // around `=`) or `apiKey = options.apiKey` is not matched.
+    (
+        Kind::EnvSecret,
+        r#"(?:^|\\[nrtbf]|[^A-Za-z0-9_.])[A-Z0-9_]*(?:PASSWORD|PASSWD|SECRET|TOKEN|API_KEY|APIKEY|ACCESS_KEY|PRIVATE_KEY|AUTH_KEY|CREDENTIALS?)[A-Z0-9_]*=(?:\\"|')?(?P<s>[^\s'"\\;,&|`()\[\]{}<>]{6,})"#,
+    ),
+];
+
+const PRIVATE_KEY_BEGIN: &str = r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY[A-Z ]*-----";
+const PRIVATE_KEY_END: &str = r"-----END[A-Z0-9 ]*PRIVATE KEY[A-Z ]*-----";
+
+struct Detectors {
+    set: RegexSet,
+    each: Vec<(Kind, Regex)>,
+    key_begin: Regex,
+    key_end: Regex,
+}
+
+/// ASCII-only (`unicode(false)`): linear-time on any bytes, even a 50 MB line.
+fn build(pattern: &str) -> Option<Regex> {
+    RegexBuilder::new(&with_boundary(pattern))
+        .unicode(false)
+        .build()
+        .ok()
+}
+
+fn with_boundary(pattern: &str) -> String {
+    pattern.replace("{B}", r"(?:^|\\[nrtbf]|[^A-Za-z0-9_])")
+}
+
+fn detectors() -> Option<&'static Detectors> {
+    static DETECTORS: OnceLock<Option<Detectors>> = OnceLock::new();
+    DETECTORS
+        .get_or_init(|| {
+            let set = RegexSetBuilder::new(
+                PATTERNS
+                    .iter()
+                    .map(|(_, p)| with_boundary(p))
+                    .chain([PRIVATE_KEY_BEGIN.to_owned()]),
+            )
+            .unicode(false)
+            .build()
+            .ok()?;
+            let each = PATTERNS
+                .iter()
+                .map(|(k, p)| Some((*k, build(p)?)))
+                .collect::<Option<Vec<_>>>()?;
+            Some(Detectors {
+                set,
+                each,
+                key_begin: build(PRIVATE_KEY_BEGIN)?,
+                key_end: build(PRIVATE_KEY_END)?,
+            })
+        })
+        .as_ref()
+}
+
+/// Secret spans in one string's contents, in no particular order.
+fn secrets(content: &[u8]) -> Vec<(Range<usize>, Kind)> {
+    let mut out = Vec::new();
+    let Some(d) = detectors() else {
+        // The patterns are constants and compile; if they ever did not,
+        // masking every long token is the safe failure.
+        high_entropy(content, &mut out);
+        return out;
+    };
+    let hits = d.set.matches(content);
+    for (i, (kind, re)) in d.each.iter().enumerate() {
+        if !hits.matched(i) {
+            continue;
+        }
+        for caps in re.captures_iter(content) {
+            let Some(m) = caps.name("s") else { continue };
+            let checked = matches!(kind, Kind::EnvSecret | Kind::UrlPassword);
+            if checked && !looks_like_a_value(m.as_bytes()) {
+                continue;
+            }
+            out.push((m.range(), *kind));
+        }
+    }
+    if hits.matched(PATTERNS.len()) {
+        let mut from = 0;
+        while let Some(begin) = d.key_begin.find_at(content, from) {
+            // A key cut off before its END line is masked to the string's end.
+            let end = d
+                .key_end
+                .find_at(content, begin.end())
+                .map_or(content.len(), |m| m.end());
+            out.push((begin.start()..end, Kind::PrivateKey));
+            from = end;
+        }
+    }
+    high_entropy(content, &mut out);
+    out
+}
+
+/// Placeholders (`sk-...`, `<token>`, `${X}`, `$X`, `***`) and code
+/// (`os.environ[...]`, `getKey()`) are not secrets.
+fn looks_like_a_value(v: &[u8]) -> bool {
+    let placeholder = v.windows(3).any(|w| w == b"...")
+        || v.first().is_some_and(|b| b"$<{%*".contains(b))
+        || v.iter().all(|b| *b == b'x' || *b == b'X' || *b == b'*');
+    let named = [
+        &b"password"[..],
+        b"passwd",
+        b"changeme",
+        b"secret",
+        b"yourpassword",
+    ]
+    .iter()
+    .any(|w| v.eq_ignore_ascii_case(w));
+    let code = v.starts_with(b"process.")
+        || v.starts_with(b"os.")
+        || v.ends_with(b".env")
+        || v.windows(3).any(|w| w == b"://");
+    !placeholder && !named && !code
+}
+
+/// Characters of a high-entropy token.
+fn is_token_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_' || b == b'-'
+}
+
+/// Tokens of 32-128 characters that look random: upper and lower case and
+/// digits, mixed (many class changes), high Shannon entropy, not hex (git
+/// SHAs, sha256), not part of a path, URL, dotted name or base64 blob.
+fn high_entropy(content: &[u8], out: &mut Vec<(Range<usize>, Kind)>) {
+    let mut i = 0;
+    // The byte before the current token; `None` after an escape sequence.
+    let mut before: Option<u8> = None;
+    while i < content.len() {
+        let b = content[i];
+        if b == b'\\' {
+            i += escape_width(content, i);
+            before = None;
+            continue;
+        }
+        if !is_token_byte(b) {
+            before = Some(b);
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < content.len() && is_token_byte(content[i]) {
+            i += 1;
+        }
+        let token = &content[start..i];
+        let after = content.get(i).copied();
+        let glued = |b: Option<u8>, next: Option<u8>| match b {
+            Some(b'/' | b'+') => true,
+            Some(b'.') => next.is_some_and(is_token_byte),
+            _ => false,
+        };
+        let dotted_before = before == Some(b'.') && start >= 2 && is_token_byte(content[start - 2]);
+        let padded = after == Some(b'=');
+        if (32..=128).contains(&token.len())
+            && !glued(before, None)
+            && !dotted_before
+            && !glued(after, content.get(i + 1).copied())
+            && !padded
+            && looks_random(token)
+        {
+            out.push((start..i, Kind::HighEntropy));
+        }
+        before = None;
+    }
+}
+
+fn looks_random(token: &[u8]) -> bool {
+    // Ids the agents write (`toolu_01…`, `agent_msg_01…`, `call_…`) are a
+    // lower-case word prefix before ~24 random characters; only the random
+    // part counts.
+    let mut token = token;
+    while let Some(sep) = token.iter().position(|b| *b == b'_' || *b == b'-') {
+        if sep == 0 || !token[..sep].iter().all(u8::is_ascii_lowercase) {
+            break;
+        }
+        token = &token[sep + 1..];
+    }
+    if token.len() < 32 {
+        return false;
+    }
+    let count = |f: fn(&u8) -> bool| token.iter().filter(|b| f(b)).count();
+    let (upper, lower, digit) = (
+        count(u8::is_ascii_uppercase),
+        count(u8::is_ascii_lowercase),
+        count(u8::is_ascii_digit),
+    );
+    if upper < 2 || lower < 2 || digit < 2 || token.iter().all(u8::is_ascii_hexdigit) {
+        return false;
+    }
+    let class = |b: &u8| match b {
+        b'A'..=b'Z' => 0,
+        b'a'..=b'z' => 1,
+        b'0'..=b'9' => 2,
+        _ => 3,
+    };
+    let changes = token
+        .windows(2)
+        .filter(|w| class(&w[0]) != class(&w[1]))
+        .count();
+    // Random base62 changes class at ~60% of positions; camelCase words and
+    // snake_case identifiers at far fewer.
+    changes * 100 >= (token.len() - 1) * 40 && shannon_bits(token) >= 4.0
+}
+
+fn shannon_bits(token: &[u8]) -> f64 {
+    let mut freq = [0u32; 256];
+    for b in token {
+        freq[*b as usize] += 1;
+    }
+    let n = token.len() as f64;
+    freq.iter()
+        .filter(|c| **c > 0)
+        .map(|c| {
+            let p = f64::from(*c) / n;
+            -p * p.log2()
+        })
+        .sum()
+}
+
+/// Bytes of the escape sequence at `i` (`\uXXXX` or `\x`).
+fn escape_width(content: &[u8], i: usize) -> usize {
+    let w = if content.get(i + 1) == Some(&b'u') {
+        6
+    } else {
+        2
+    };
+    w.min(content.len() - i)
+}
+
+/// Bytes of the unit (escape sequence or UTF-8 character) starting at `i`.
+fn unit_width(content: &[u8], i: usize) -> usize {
+    let w = match content[i] {
+        b'\\' => return escape_width(content, i),
+        0xF0..=0xFF => 4,
+        0xE0..=0xEF => 3,
+        0xC0..=0xDF => 2,
+        _ => 1,
+    };
+    w.min(content.len() - i)
+}
+
+/// Sorts and merges overlapping spans (the earlier one names the kind) and
+/// widens each to whole units, so a mask never splits an escape sequence or
+/// a character.
+fn snap(content: &[u8], mut spans: Vec<(Range<usize>, Kind)>) -> Vec<(Range<usize>, Kind)> {
+    spans.sort_by_key(|(r, kind)| (r.start, *kind));
+    let mut out: Vec<(Range<usize>, Kind)> = Vec::new();
+    let mut unit = 0;
+    for (r, kind) in spans {
+        if let Some((last, _)) = out.last_mut() {
+            if r.start < last.end {
+                if r.end > last.end {
+                    let mut end = last.end;
+                    while end < r.end.min(content.len()) {
+                        end += unit_width(content, end);
+                    }
+                    last.end = end;
+                    unit = end;
+                }
+                continue;
+            }
+        }
+        while unit < content.len() && unit + unit_width(content, unit) <= r.start {
+            unit += unit_width(content, unit);
+        }
+        let start = unit;
+        let mut end = start;
+        while end < r.end.min(content.len()) {
+            end += unit_width(content, end);
+        }
+        if end > start {
+            out.push((start..end, kind));
+        }
+        unit = end;
+    }
+    out
+}
+
+/// `[REDACTED:kind]***` over the whole span (all printable ASCII, so any
+/// characters and escape sequences it covers become plain string content).
+fn write_mask(span: &mut [u8], kind: Kind) {
+    let label = format!("[REDACTED:{}]", kind.as_str());
+    span.fill(b'*');
+    if span.len() >= label.len() {
+        span[..label.len()].copy_from_slice(label.as_bytes());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Puts `text` in a transcript-like JSON line, redacts it, and checks what
+    /// every redaction must keep: the length, valid UTF-8 and valid JSON.
+    fn redacted(text: &str) -> (String, String, BTreeMap<String, u64>) {
+        let line = serde_json::json!({"type": "user", "message": {"content": text}}).to_string();
+        let out = redact_jsonl(format!("{line}\n").into_bytes());
+        assert_eq!(out.text.len(), line.len() + 1, "length kept: {}", out.text);
+        let value: serde_json::Value = serde_json::from_str(&out.text)
+            .unwrap_or_else(|e| panic!("not JSON after redaction ({e}): {}", out.text));
+        let content = value["message"]["content"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        (line, content, out.counts)
+    }
+
+    #[test]
+    fn secrets_are_masked_by_kind() {
+        let key = "-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA1x2y3z\nQWERTYasdfgh\n-----END RSA PRIVATE KEY-----";
+        let cases: &[(&str, &str, &str)] = &[
+            ("private_key", key, "MIIEpAIBAAKCAQEA1x2y3z"),
+            (
+                "private_key",
+                "cat id_ed25519\n-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA",
+                "b3BlbnNzaC1rZXktdjEAAAAA",
+            ),
+            ("aws_key", "aws AKIAIOSFODNN7EXAMPLE here", "AKIAIOSFODNN7EXAMPLE"),
+            (
+                "aws_key",
+                "[default]\naws_access_key_id=ASIAY34FZKBOKMUTVV7A",
+                "ASIAY34FZKBOKMUTVV7A",
+            ),
+            (
+                "github_token",
+                "token ghp_abcdefghijklmnopqrstuvwxyz0123456789",
+                "ghp_abcdefghij",
+            ),
+            (
+                "github_token",
+                "github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUV",
+                "github_pat_11ABCDEFG",
+            ),
+            ("slack_token", "SLACK xoxb-1234567890-abcdefghij", "xoxb-1234567890"),
+            ("slack_token", "xoxp-2222-3333-abcdef1234", "xoxp-2222"),
+            (
+                "stripe_key",
+                "stripe.api_key = 'sk_live_abcdefghijklmnop1234'",
+                "sk_live_abcdefghijklmnop1234",
+            ),
+            (
+                "anthropic_key",
+                "key: sk-ant-api03-abcdefghijklmnopqrstuvwxyz0123456789ABCD",
+                "abcdefghijklmnopqrstuvwxyz0123456789",
+            ),
+            (
+                "openai_key",
+                "OPENAI: sk-proj-abcdefghijklmnopqrstuvwxyz0123456789",
+                "abcdefghijklmnopqrstuvwxyz0123456789",
+            ),
+            (
+                "jwt",
+                "Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+                "dozjgNryP4J3jVmNHl0w5N",
+            ),
+            (
+                "url_password",
+                "git clone https://bob:hunter2secret@example.com/repo.git",
+                "hunter2secret",
+            ),
+            (
+                "url_password",
+                "DATABASE_URL=postgres://app:S3cr3tPass@db:5432/app",
+                "S3cr3tPass",
+            ),
+            (
+                "env_secret",
+                "export DATABASE_PASSWORD=correct-horse-battery",
+                "correct-horse-battery",
+            ),
+            ("env_secret", "API_KEY=abcd1234efgh", "abcd1234efgh"),
+            ("env_secret", "PASSWORD=\"hunter22\"", "hunter22"),
+            (
+                "env_secret",
+                "AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+                "wJalrXUtnFEMI",
+            ),
+            (
+                "high_entropy",
+                "the key is Xk9pQ2mLz8RvT4wYb7NcJ1sHd6FgUa3E, keep it",
+                "Xk9pQ2mLz8RvT4wYb7NcJ1sHd6FgUa3E",
+            ),
+            (
+                "high_entropy",
+                "curl 'https://api.example.com/v1?key=q7W2e9R4t6Y1u3I8o5P0aSdF2gH7jK4l'",
+                "q7W2e9R4t6Y1u3I8o5P0aSdF2gH7jK4l",
+            ),
+        ];
+        for (kind, text, secret) in cases {
+            let (_, out, counts) = redacted(text);
+            assert!(!out.contains(secret), "{kind}: {secret} survived in {out}");
+            assert_eq!(counts.get(*kind), Some(&1), "{text}: {counts:?}");
+            assert_eq!(counts.len(), 1, "{text}: one finding, {counts:?}");
+        }
+    }
+
+    #[test]
+    fn ordinary_text_is_left_alone() {
+        let cases = [
+            "/home/alice/src/kith/central/src/registry/mod.rs",
+            "/Users/Alice/Projects/App2024/src/Components/UserProfile9Card.tsx",
+            "commit 8cc42b0bd39d04e71e509d7d58e6782ab435329f fixed it",
+            "sha256 e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+            "session 4d5611e5-241a-462a-8d15-5122611a9569",
+            "https://example.com/docs/page?id=42",
+            "PASSWORD_MIN_LENGTH = 8",
+            "fn token_sha256(&self) -> String",
+            "const apiKey = options?.apiKey || getKey()",
+            "export ANTHROPIC_API_KEY=sk-ant-...",
+            "env.CODEMIE_API_KEY = apiKeyValue;",
+            "GITHUB_TOKEN=$GITHUB_TOKEN",
+            "API_KEY=${{ secrets.API_KEY }}",
+            "TOKEN_URL=https://auth.example.com/oauth/token",
+            "postgres://user:password@localhost:5432/db",
+            "toolu_01VFxLsW8qYpJQ6QTdcqXw9c agent_msg_01LkKqpUD829m724o5oSeN7M",
+            "getUserAccountSettingsForTenant2024AndRegion5",
+            "test_parse_claude_code_transcript_with_subagents_v2_fixture",
+            "integrity sha512-Q8mJ3xLp9Rt2Vw5Yz1Bc4Df7Gh0Jk3Lm6Np9Qr2St5Uv8Wx1Yz4Ab7Cd0Ef3Gh6Ij9Kl2Mn5Op8Qr1St4Uv7Wx0==",
+            "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==",
+            "https://docs.google.com/document/d/1aBcD3eFgH5iJkL7mNoP9qRsT1uVwX3yZ5aBcD7eF/edit",
+            "kith_f3a9c2e1d4b5a6978877665544332211aabbccddeeff00112233445566778899",
+            "AbCdEfGhIjKlMnOpQrStUvWxYz0123456789AbCdEfGhIjKlMnOpQrStUvWxYz0123456789AbCdEfGhIjKlMnOpQrStUvWxYz0123456789AbCdEfGhIjKlMnOpQrStUvWxYz",
+        ];
+        for text in cases {
+            let (line, out, counts) = redacted(text);
+            assert!(counts.is_empty(), "false positive on {text}: {counts:?}");
+            assert_eq!(out, text);
+            assert!(line.len() > text.len());
+        }
+    }
+
+    #[test]
+    fn masks_are_labelled_and_keep_the_json_around_them() {
+        let line = b"{\"t\":\"key AKIAIOSFODNN7EXAMPLE ok\",\"n\":1}\n".to_vec();
+        let out = redact_jsonl(line);
+        assert_eq!(
+            out.text,
+            "{\"t\":\"key [REDACTED:aws_key]** ok\",\"n\":1}\n"
+        );
+        // Shorter than its label: only stars.
+        let out = redact_jsonl(b"{\"t\":\"u https://a:pw123456@h\"}\n".to_vec());
+        assert_eq!(out.text, "{\"t\":\"u https://a:********@h\"}\n");
+    }
+
+    #[test]
+    fn secrets_after_escapes_and_inside_nested_json_are_found() {
+        // A .env file read by a tool: one JSON string with `\n` escapes.
+        let (_, out, counts) = redacted(
+            "NODE_ENV=production\nAPI_KEY=abcd1234efgh\nAWS_ACCESS_KEY_ID=AKIAIOSFODNN7EXAMPLE\n",
+        );
+        assert!(!out.contains("abcd1234efgh") && !out.contains("AKIAIOSFODNN7EXAMPLE"));
+        assert!(out.contains("NODE_ENV=production"));
+        assert_eq!(counts.get("env_secret"), Some(&1));
+        assert_eq!(counts.get("aws_key"), Some(&1));
+        // Codex tool arguments: JSON inside a JSON string.
+        let args = serde_json::json!({"cmd": "export GITHUB_TOKEN=ghp_abcdefghijklmnopqrstuvwxyz0123456789"})
+            .to_string();
+        let (_, out, counts) = redacted(&args);
+        assert!(!out.contains("ghp_abcdefghij"), "{out}");
+        assert!(serde_json::from_str::<serde_json::Value>(&out).is_ok());
+        assert_eq!(counts.values().sum::<u64>(), 1, "{counts:?}");
+    }
+
+    #[test]
+    fn counts_every_secret_by_kind() {
+        let (_, _, counts) = redacted(
+            "AKIAIOSFODNN7EXAMPLE and AKIAI44QH8DHBEXAMPLE and xoxb-1234567890-abcdefghij",
+        );
+        assert_eq!(counts.get("aws_key"), Some(&2));
+        assert_eq!(counts.get("slack_token"), Some(&1));
+    }
+
+    #[test]
+    fn masks_cover_whole_escapes_and_characters() {
+        let content = br"ab\u00e9c\nd";
+        // A span starting inside `\u00e9` and ending inside `\n`.
+        let spans = snap(content, vec![(4..10, Kind::HighEntropy)]);
+        assert_eq!(spans, vec![(2..11, Kind::HighEntropy)]);
+        let content = "xé—y".as_bytes();
+        let spans = snap(content, vec![(2..4, Kind::HighEntropy)]);
+        assert_eq!(spans, vec![(1..6, Kind::HighEntropy)]);
+        // Overlapping findings merge; the earlier names the kind.
+        let spans = snap(
+            b"0123456789",
+            vec![(5..9, Kind::HighEntropy), (2..6, Kind::AwsKey)],
+        );
+        assert_eq!(spans, vec![(2..9, Kind::AwsKey)]);
+    }
+
+    #[test]
+    fn bytes_central_could_not_store_are_made_storable() {
+        let cases: &[(&[u8], &str, &str)] = &[
+            (
+                b"{\"a\":\"\xff\xfe\"}\n",
+                "{\"a\":\"??\"}\n",
+                "invalid_utf8_bytes",
+            ),
+            (b"not json\n", "\"ot jso\"\n", "invalid_json_lines"),
+            (b"{\"a\":1}}\n", "\"?a?:1}\"\n", "invalid_json_lines"),
+            (b"x\n", "0\n", "invalid_json_lines"),
+            (b"\"torn \xc3\n", "\"torn \"\n", "invalid_utf8_bytes"),
+        ];
+        for (input, want, kind) in cases {
+            let out = redact_jsonl(input.to_vec());
+            assert_eq!(out.text, *want, "{input:?}");
+            assert!(
+                out.counts.contains_key(*kind),
+                "{input:?}: {:?}",
+                out.counts
+            );
+            assert_eq!(crate::jsonl::check(out.text.as_bytes()).map(|_| ()), Ok(()));
+        }
+        // pi's concatenated records and blank lines are JSON already.
+        for ok in [&b"{\"a\":1}{\"b\":2}\n"[..], b"\n", b"{}\n\n{}\n"] {
+            let out = redact_jsonl(ok.to_vec());
+            assert_eq!(out.text.as_bytes(), ok);
+            assert!(out.counts.is_empty());
+        }
+    }
+
+    #[test]
+    fn a_secret_in_a_line_that_is_not_json_is_still_masked() {
+        let out = redact_jsonl(b"{\"torn\": API_KEY=abcd1234efgh\n".to_vec());
+        assert!(!out.text.contains("abcd1234efgh"), "{}", out.text);
+        assert_eq!(out.counts.get("invalid_json_lines"), Some(&1));
+        assert_eq!(out.counts.get("env_secret"), Some(&1));
+    }
+
+    /// Every real transcript in the fixtures: complete lines come out
+    /// unchanged (no false positive on paths, ids, signatures, base64, code),
+    /// and `jsonl::check` accepts them.
+    #[test]
+    fn real_transcripts_pass_through_unchanged() -> Result<(), String> {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures");
+        let mut n_files = 0;
+        for dir in ["claude-code", "codex", "pi"] {
+            let entries = std::fs::read_dir(root.join(dir)).map_err(|e| format!("{dir}: {e}"))?;
+            for entry in entries.flatten() {
+                let bytes = std::fs::read(entry.path()).map_err(|e| e.to_string())?;
+                let complete =
+                    bytes.len() - bytes.iter().rev().take_while(|&&b| b != b'\n').count();
+                let out = redact_jsonl(bytes[..complete].to_vec());
+                assert!(
+                    out.counts.is_empty(),
+                    "{}: {:?}",
+                    entry.path().display(),
+                    out.counts
+                );
+                assert_eq!(out.text.as_bytes(), &bytes[..complete]);
+                n_files += 1;
+            }
+        }
+        assert!(n_files >= 20, "fixtures found: {n_files}");
+        Ok(())
+    }
+}
