@@ -1,6 +1,6 @@
 //! `kith watch`: capture continuously. inotify (via `notify`) on the three
 //! transcript roots; changed files are captured once they have been quiet
-//! for ~300 ms; the outbox is replayed after each capture and periodically
+//! for ~300 ms, or after 2 s of continuous writing at the latest; the outbox is replayed after each capture and periodically
 //! (central may come back); a full rescan now and then catches anything the
 //! watcher missed (queue overflow, a root created later). Stops cleanly when
 //! `stop` is set (SIGINT / SIGTERM).
@@ -23,6 +23,8 @@ use crate::error::Result;
 pub struct Timing {
     /// A file is captured once no event touched it for this long.
     pub debounce: Duration,
+    /// ... or once it has waited this long, however busy it is.
+    pub max_wait: Duration,
     /// How often the outbox is retried when nothing changes.
     pub replay_every: Duration,
     /// How often every transcript is looked at anyway.
@@ -33,6 +35,7 @@ impl Default for Timing {
     fn default() -> Self {
         Self {
             debounce: Duration::from_millis(300),
+            max_wait: Duration::from_secs(2),
             replay_every: Duration::from_secs(30),
             rescan_every: Duration::from_secs(600),
         }
@@ -56,7 +59,8 @@ pub fn run(
         crate::error::Error::Refused(format!("cannot watch the transcript folders: {e}"))
     })?;
     let mut watched: Vec<PathBuf> = Vec::new();
-    let mut pending: BTreeMap<PathBuf, Instant> = BTreeMap::new();
+    // Path -> (first event not yet captured, latest event).
+    let mut pending: BTreeMap<PathBuf, (Instant, Instant)> = BTreeMap::new();
     let mut last_said = String::new();
     let mut say = |line: String| {
         if line != last_said {
@@ -77,7 +81,8 @@ pub fn run(
                 }
             }
             for source in discover::all(paths) {
-                pending.entry(source.path).or_insert(now - timing.debounce);
+                let due = now - timing.debounce;
+                pending.entry(source.path).or_insert((due, due));
             }
             next_rescan = now + timing.rescan_every;
         }
@@ -85,7 +90,8 @@ pub fn run(
             Ok(Ok(event)) => {
                 for path in event.paths {
                     if path.extension().is_some_and(|e| e == "jsonl") {
-                        pending.insert(path, Instant::now());
+                        let now = Instant::now();
+                        pending.entry(path).or_insert((now, now)).1 = now;
                     } else if path.is_dir() {
                         // A new folder (a day of Codex sessions, subagents/):
                         // its files may predate the watch on it.
@@ -102,7 +108,9 @@ pub fn run(
         }
         let quiet: Vec<PathBuf> = pending
             .iter()
-            .filter(|(_, at)| at.elapsed() >= timing.debounce)
+            .filter(|(_, (first, last))| {
+                last.elapsed() >= timing.debounce || first.elapsed() >= timing.max_wait
+            })
             .map(|(p, _)| p.clone())
             .collect();
         let mut captured = false;

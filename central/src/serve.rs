@@ -45,6 +45,11 @@ pub async fn serve(
     match tls {
         None => {
             tracing::info!(%addr, data_dir = %config.data_dir.display(), "kith-central listening on http://{addr}");
+            // Small responses (a header write then a body write) must not
+            // wait on Nagle + the client's delayed ACK (~40 ms each).
+            let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+                let _ = tcp.set_nodelay(true);
+            });
             axum::serve(listener, app)
                 .with_graceful_shutdown(shutdown)
                 .await?;
@@ -136,6 +141,7 @@ async fn serve_tls(
                 }
             },
         };
+        let _ = tcp.set_nodelay(true);
         let acceptor = acceptor.clone();
         let service = TowerToHyperService::new(app.clone());
         tokio::spawn(async move {

@@ -63,8 +63,32 @@ impl Central {
     /// Starts central on `data_dir` with extra environment variables, and
     /// waits until it logged its address and `/healthz` answers.
     pub fn start_on(data_dir: &Path, env: &[(&str, &str)]) -> Result<Self> {
+        Self::start_at(data_dir, "127.0.0.1:0", env)
+    }
+
+    /// SIGKILLs central and starts it again on the same data directory and
+    /// address, as a crash and a supervisor's restart would.
+    pub fn crash_and_restart(&mut self) -> Result<()> {
+        self.kill()?;
+        self.restart()
+    }
+
+    /// Starts a killed central again on the same data directory and address.
+    pub fn restart(&mut self) -> Result<()> {
+        let addr = self
+            .url
+            .trim_start_matches("http://")
+            .trim_start_matches("https://")
+            .to_owned();
+        let mut next = Self::start_at(&self.data_dir, &addr, &[])?;
+        std::mem::swap(&mut self.child, &mut next.child);
+        std::mem::swap(&mut self.log, &mut next.log);
+        Ok(())
+    }
+
+    fn start_at(data_dir: &Path, listen: &str, env: &[(&str, &str)]) -> Result<Self> {
         let mut cmd = Command::new(bin("kith-central"));
-        cmd.args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        cmd.args(["serve", "--listen", listen, "--data-dir"])
             .arg(data_dir)
             .env_remove("KITH_LISTEN")
             .env_remove("KITH_DATA_DIR")

@@ -24,16 +24,24 @@ impl Device {
         self.home.path().join(rel)
     }
 
-    fn kith(&self, central: &str, token: &str, args: &[&str], stdin: &[u8]) -> Result<Output> {
-        use std::io::Write;
-        let mut child = Command::new(bin("kith"))
-            .args(args)
-            .env("HOME", self.home.path())
+    /// `program` with this device's HOME and central, and nothing inherited
+    /// that would point kith elsewhere.
+    fn command(&self, program: impl AsRef<std::ffi::OsStr>, central: &str, token: &str) -> Command {
+        let mut cmd = Command::new(program);
+        cmd.env("HOME", self.home.path())
             .env("KITH_CENTRAL_URL", central)
             .env("KITH_TOKEN", token)
             .env_remove("KITH_CONFIG_DIR")
             .env_remove("KITH_STATE_DIR")
-            .env_remove("CODEX_HOME")
+            .env_remove("CODEX_HOME");
+        cmd
+    }
+
+    fn kith(&self, central: &str, token: &str, args: &[&str], stdin: &[u8]) -> Result<Output> {
+        use std::io::Write;
+        let mut child = self
+            .command(bin("kith"), central, token)
+            .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -346,5 +354,181 @@ fn family_cli_shares_a_run_and_the_owner_sees_who_read_it() -> Result<()> {
         Some(1),
         "revoked: gone at once"
     );
+    Ok(())
+}
+
+/// 20 transcripts grow at once, lines sometimes written in two halves (an
+/// agent mid-write), while central is SIGKILLed and restarted three times
+/// under a running `kith watch`. Afterwards central holds every byte of every
+/// transcript exactly once: one gapless chain per file, equal to the file.
+#[test]
+fn soak_twenty_growing_transcripts_through_central_crashes_lose_and_duplicate_nothing() -> Result<()>
+{
+    use std::io::Write;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    let tmp = tempfile::tempdir()?;
+    let mut central = Central::start_on(&tmp.path().join("data"), &[])?;
+    let token = central.register("me.test", "laptop")?;
+    let device = Device::new()?;
+    let project = device.path(".claude/projects/-soak");
+    std::fs::create_dir_all(&project)?;
+    let mut watch = device
+        .command(bin("kith"), &central.url, &token)
+        .arg("watch")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()?;
+
+    let sources = [
+        "claude-code/marot__spotter__tool_heavy.jsonl",
+        "claude-code/marot__spotter__subagent.jsonl",
+        "claude-code/codemie-ai__codemie-code__session-9eda1058.jsonl",
+        "claude-code/marot__spotter__short.jsonl",
+    ];
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut writers = Vec::new();
+    for i in 0..20u64 {
+        let lines: Vec<Vec<u8>> = std::fs::read(fixture(sources[i as usize % sources.len()]))?
+            .split_inclusive(|&b| b == b'\n')
+            .map(<[u8]>::to_vec)
+            .collect();
+        let path = project.join(format!("0b0e1d7a-0000-4000-8000-{i:012}.jsonl"));
+        let stop = stop.clone();
+        writers.push(std::thread::spawn(move || -> std::io::Result<PathBuf> {
+            let mut file = std::fs::File::create(&path)?;
+            let mut rng = i
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            for line in lines.iter().cycle() {
+                if stop.load(Ordering::SeqCst) {
+                    break;
+                }
+                rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1);
+                let split = (rng >> 33) as usize % (line.len() + 1);
+                file.write_all(&line[..split])?;
+                std::thread::sleep(Duration::from_millis(5 + (rng >> 60)));
+                file.write_all(&line[split..])?;
+                std::thread::sleep(Duration::from_millis(10 + (rng >> 58) % 40));
+            }
+            Ok(path)
+        }));
+    }
+
+    // Three crashes while the transcripts grow; central is up at the end.
+    let started = Instant::now();
+    for crash_at in [2, 5, 8] {
+        std::thread::sleep(Duration::from_secs(crash_at).saturating_sub(started.elapsed()));
+        central.kill()?;
+        std::thread::sleep(Duration::from_millis(800));
+        central.restart()?;
+    }
+    std::thread::sleep(Duration::from_secs(11).saturating_sub(started.elapsed()));
+    stop.store(true, Ordering::SeqCst);
+    let mut files = Vec::new();
+    for w in writers {
+        files.push(w.join().map_err(|_| anyhow::anyhow!("writer panicked"))??);
+    }
+
+    // Wait for the watcher to deliver the last lines.
+    let api = central.client(&token);
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let mut missing;
+    loop {
+        let chains = fetch_chains(&api)?;
+        missing = Vec::new();
+        for f in &files {
+            let want = std::fs::read(f)?;
+            let got = chain_of(&chains, f);
+            if got.len() != 1 || !same_but_masked(got[0], &want) {
+                missing.push((
+                    f.clone(),
+                    got.iter().map(|g| g.len()).collect::<Vec<_>>(),
+                    want.len(),
+                ));
+            }
+        }
+        if missing.is_empty() || Instant::now() > deadline {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let _ = watch.kill();
+    let _ = watch.wait();
+    eprintln!(
+        "soak: delivered {:.1} s after the writers stopped",
+        (Instant::now() + Duration::from_secs(90) - deadline).as_secs_f64()
+    );
+    assert!(
+        missing.is_empty(),
+        "every transcript once, in one chain: (file, chain lengths, file length) {missing:?}"
+    );
+    let total: u64 = files
+        .iter()
+        .map(|f| std::fs::metadata(f).map_or(0, |m| m.len()))
+        .sum();
+    assert!(total > 20 * 4096, "the writers wrote ({total} bytes)");
+    Ok(())
+}
+
+/// The outbox's disk is full (a real 256 KiB tmpfs in a private mount
+/// namespace): `kith backfill` fails with the system's own words and moves no
+/// cursor; once there is space, every byte arrives exactly once.
+#[test]
+fn a_full_disk_under_the_outbox_is_a_clear_error_and_loses_nothing() -> Result<()> {
+    let namespaces = Command::new("unshare")
+        .args(["-rm", "true"])
+        .stderr(Stdio::null())
+        .status();
+    if !namespaces.is_ok_and(|s| s.success()) {
+        eprintln!("unshare -rm is not available: the full-disk test did not run");
+        return Ok(());
+    }
+    let central = Central::start()?;
+    let token = central.register("me.test", "laptop")?;
+    let device = Device::new()?;
+    let source = std::fs::read(fixture("claude-code/marot__spotter__tool_heavy.jsonl"))?;
+    let file = device.path(".claude/projects/-p/0b0e1d7a-0000-4000-8000-000000000003.jsonl");
+    std::fs::create_dir_all(file.parent().unwrap_or(Path::new("/")))?;
+    std::fs::write(&file, &source)?;
+    let state = device.path("state");
+    std::fs::create_dir_all(&state)?;
+
+    let script = r#"
+        mount -t tmpfs -o size=256k tmpfs "$KITH_STATE_DIR" || exit 90
+        cat /dev/zero > "$KITH_STATE_DIR/filler" 2>/dev/null
+        "$KITH" backfill
+        echo "first=$?"
+        rm "$KITH_STATE_DIR/filler"
+        "$KITH" backfill
+        echo "second=$?"
+    "#;
+    let out = device
+        .command("unshare", &central.url, &token)
+        .args(["-rm", "sh", "-c", script])
+        .env("KITH", bin("kith"))
+        .env("KITH_STATE_DIR", &state)
+        .stdin(Stdio::null())
+        .output()?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(90), "tmpfs mount: {stderr}");
+    assert!(
+        stdout.contains("first=1"),
+        "a full disk fails the backfill: {stdout}"
+    );
+    assert!(
+        stderr.contains("No space left on device"),
+        "the error says why: {stderr}"
+    );
+    assert!(stdout.contains("second=0"), "{stdout}\n{stderr}");
+
+    let chains = fetch_chains(&central.client(&token))?;
+    let got = chain_of(&chains, &file);
+    assert_eq!(got.len(), 1, "one chain: the failed attempt left no trace");
+    assert!(same_but_masked(got[0], &source), "every byte exactly once");
     Ok(())
 }
