@@ -128,6 +128,12 @@ impl Config {
         if let Some(v) = env("KITH_EMBED_URL") {
             config.embed.url = Some(v);
         }
+        if let Some(v) = env("KITH_EMBED_TRUNCATE_DIM") {
+            config.embed.truncate_dim = Some(v.parse().map_err(|e| ConfigError::Env {
+                name: "KITH_EMBED_TRUNCATE_DIM",
+                reason: format!("{v:?}: {e}"),
+            })?);
+        }
         if let Some(v) = &flags.data_dir {
             config.data_dir = v.clone();
         }

@@ -25,7 +25,14 @@ impl Metrics {
     }
 
     /// The Prometheus text exposition of every counter and gauge.
-    pub fn render(&self, counts: &RegistryCounts, lanes: &LaneDepths, n_chunks: u64) -> String {
+    /// `embedded` is texts embedded per lane (query, realtime, bulk).
+    pub fn render(
+        &self,
+        counts: &RegistryCounts,
+        lanes: &LaneDepths,
+        embedded: [u64; 3],
+        n_chunks: u64,
+    ) -> String {
         let mut out = String::new();
         let mut put = |name: &str, kind: &str, help: &str, samples: &[(&str, u64)]| {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
@@ -66,6 +73,16 @@ impl Metrics {
                 ("{lane=\"query\"}", lanes.query),
                 ("{lane=\"ingest-realtime\"}", lanes.ingest_realtime),
                 ("{lane=\"ingest-bulk\"}", lanes.ingest_bulk),
+            ],
+        );
+        put(
+            "kith_embedded_texts_total",
+            "counter",
+            "Texts embedded per lane since start.",
+            &[
+                ("{lane=\"query\"}", embedded[0]),
+                ("{lane=\"ingest-realtime\"}", embedded[1]),
+                ("{lane=\"ingest-bulk\"}", embedded[2]),
             ],
         );
         put(

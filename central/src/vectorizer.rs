@@ -1,6 +1,6 @@
 //! Embedding indexed runs: after a run's text is searchable, its chunks go
-//! through the embed queue (recent runs on the realtime lane, the rest on the
-//! bulk lane) and their vectors into the index. Which runs still need it is
+//! through the embed queue (runs captured in the last minutes on the realtime
+//! lane; older runs and re-embeds after a model change on the bulk lane) and their vectors into the index. Which runs still need it is
 //! durable state in the registry (`embedded_model` differs from the current
 //! model), so a crash or a model change simply means more work here.
 
@@ -55,7 +55,7 @@ async fn round(state: &AppState, queue: &EmbedQueue) -> Result<usize> {
     );
     let n = runs.len();
     for run in runs {
-        let lane = if run.captured_at >= recent {
+        let lane = if run.captured_at >= recent && !run.reembed {
             Lane::IngestRealtime
         } else {
             Lane::IngestBulk

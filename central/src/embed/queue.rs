@@ -10,7 +10,7 @@
 //! flight can hold a query up.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -79,6 +79,8 @@ struct Shared {
     lanes: [mpsc::Sender<Job>; 3],
     /// Pending jobs per lane; shared with the worker, which decrements.
     depths: Arc<[AtomicUsize; 3]>,
+    /// Texts embedded per lane since start; the worker counts them.
+    embedded: Arc<[AtomicU64; 3]>,
     /// The embedder's id and width, readable without a trip to the worker.
     model_id: String,
     dim: usize,
@@ -113,9 +115,11 @@ impl EmbedQueue {
         let (realtime_tx, realtime) = mpsc::channel(LANE_CAPACITY);
         let (bulk_tx, bulk) = mpsc::channel(LANE_CAPACITY);
         let depths: Arc<[AtomicUsize; 3]> = Arc::default();
+        let embedded: Arc<[AtomicU64; 3]> = Arc::default();
         let shared = Shared {
             lanes: [query_tx, realtime_tx, bulk_tx],
             depths: depths.clone(),
+            embedded: embedded.clone(),
             model_id: embedder.model_id().to_owned(),
             dim: embedder.dim(),
         };
@@ -131,7 +135,7 @@ impl EmbedQueue {
         };
         std::thread::Builder::new()
             .name("kith-embed".into())
-            .spawn(move || work(embedder, lanes, depths, runtime))
+            .spawn(move || work(embedder, lanes, depths, embedded, runtime))
             .map_err(|e| EmbedError::Config(format!("embed worker thread: {e}")))?;
         Ok(Self {
             shared: Arc::new(shared),
@@ -193,6 +197,13 @@ impl EmbedQueue {
         }
     }
 
+    /// Texts embedded per lane since start (query, realtime, bulk), for
+    /// throughput per lane.
+    pub fn embedded_texts(&self) -> [u64; 3] {
+        let [q, r, b] = &*self.shared.embedded;
+        [q, r, b].map(|c| c.load(Ordering::Relaxed))
+    }
+
     pub fn model_id(&self) -> &str {
         &self.shared.model_id
     }
@@ -238,6 +249,7 @@ fn work(
     embedder: Box<dyn Embedder>,
     mut lanes: Lanes,
     depths: Arc<[AtomicUsize; 3]>,
+    embedded: Arc<[AtomicU64; 3]>,
     runtime: tokio::runtime::Runtime,
 ) {
     while let Some(job) = runtime.block_on(next_job(&mut lanes)) {
@@ -273,6 +285,9 @@ fn work(
                 )))
             }
         };
+        if result.is_ok() {
+            embedded[job.lane.idx()].fetch_add(texts.len() as u64, Ordering::Relaxed);
+        }
         if let Err(e) = &result {
             tracing::warn!(model = embedder.model_id(), lane = ?job.lane, error = %e, "embedding failed");
         }

@@ -66,7 +66,15 @@ pub async fn metrics(State(state): State<AppState>) -> Result<impl IntoResponse>
     let lanes = lane_depths(&state, &counts);
     Ok((
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        state.metrics().render(&counts, &lanes, n_chunks),
+        state.metrics().render(
+            &counts,
+            &lanes,
+            state
+                .embed()
+                .map(|q| q.embedded_texts())
+                .unwrap_or_default(),
+            n_chunks,
+        ),
     ))
 }
 

@@ -138,6 +138,8 @@ pub struct ToEmbed {
     pub run_id: RunId,
     pub blob_path: String,
     pub captured_at: String,
+    /// It has vectors of another model (a model change): bulk work.
+    pub reembed: bool,
 }
 
 /// Indexing lanes of the durable job table.
@@ -656,19 +658,30 @@ impl Registry {
     pub fn runs_to_embed(&self, model: &str, limit: u32) -> Result<Vec<ToEmbed>> {
         let conn = self.conn();
         let mut stmt = conn.prepare(
-            "SELECT id, blob_path, captured_at FROM runs
+            "SELECT id, blob_path, captured_at, embedded_model IS NOT NULL FROM runs
              WHERE indexed_at IS NOT NULL AND (embedded_model IS NULL OR embedded_model != ?1)
              ORDER BY captured_at DESC, id LIMIT ?2",
         )?;
-        let rows = id_and_two(&mut stmt, params![model, limit])?;
-        Ok(rows
-            .into_iter()
-            .map(|(run_id, blob_path, captured_at)| ToEmbed {
-                run_id,
-                blob_path,
-                captured_at,
+        let rows = stmt
+            .query_map(params![model, limit], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, bool>(3)?,
+                ))
+            })?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        rows.into_iter()
+            .map(|(id, blob_path, captured_at, reembed)| {
+                Ok(ToEmbed {
+                    run_id: parse_id(RunId::parse(&id))?,
+                    blob_path,
+                    captured_at,
+                    reembed,
+                })
             })
-            .collect())
+            .collect()
     }
 
     pub fn set_embedded(&self, run: &RunId, model: &str, at: &str) -> Result<()> {

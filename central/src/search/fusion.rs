@@ -12,7 +12,9 @@ use crate::index::IndexHit;
 
 /// Weight of the semantic list, tuned on the LoCoMo dev half only
 /// (Recall@10 with kith's chunks: 0.15 -> 0.744, 0.22 -> 0.747,
-/// 0.3 -> 0.750, 0.55 -> 0.735, 0.7 -> 0.670).
+/// 0.3 -> 0.750, 0.55 -> 0.735, 0.7 -> 0.670; with question words dropped
+/// from the keyword side: 0.3 -> 0.763, 0.4 -> 0.760). Greedy diversity by
+/// line overlap (MMR-like) lowered it (0.745-0.748) and was left out.
 pub const DENSE_WEIGHT: f32 = 0.3;
 
 fn min_max(hits: &[IndexHit]) -> impl Fn(f32) -> f32 {
@@ -65,9 +67,49 @@ pub fn fuse(
         .collect()
 }
 
+/// Question words and auxiliaries: they say how a question is phrased, not
+/// what it is about, yet BM25 scores them wherever a transcript uses them.
+const QUESTION_WORDS: &[&str] = &[
+    "what", "when", "where", "who", "whom", "which", "why", "how", "did", "does", "do", "is",
+    "are", "was", "were", "has", "have", "had", "would", "could", "should", "can", "will", "might",
+    "likely", "kind", "some", "any", "ever", "been",
+];
+
+/// The keyword side of a hybrid query: the question without its question
+/// words (the whole query when nothing else is left). On the LoCoMo dev half
+/// this lifts hybrid Recall@10 from 0.750 to 0.763.
+pub fn without_question_words(query: &str) -> String {
+    let kept: Vec<&str> = query
+        .split_whitespace()
+        .filter(|w| {
+            let word: String = w
+                .chars()
+                .filter(|c| c.is_alphanumeric())
+                .flat_map(char::to_lowercase)
+                .collect();
+            !QUESTION_WORDS.contains(&word.as_str())
+        })
+        .collect();
+    if kept.is_empty() {
+        query.to_owned()
+    } else {
+        kept.join(" ")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn question_words_leave_the_keyword_side_but_never_empty_it() {
+        assert_eq!(
+            without_question_words("When did Caroline go to the LGBTQ support group?"),
+            "Caroline go to the LGBTQ support group?"
+        );
+        assert_eq!(without_question_words("what is"), "what is");
+        assert_eq!(without_question_words("why did cargo fail"), "cargo fail");
+    }
     use kith_proto::AgentRuntime;
 
     fn hit(id: &str, score: f32, snippet: &str) -> IndexHit {

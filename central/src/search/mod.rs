@@ -95,7 +95,8 @@ pub async fn search(
             (SearchMode::Hybrid, Some(vec)) => {
                 // Rank a deeper pool from each side, then fuse.
                 let pool = want.max(FUSION_POOL);
-                let keyword = index.keyword(&v, &query, &filters, pool)?;
+                let keyword_query = fusion::without_question_words(&query);
+                let keyword = index.keyword(&v, &keyword_query, &filters, pool)?;
                 let semantic = index.semantic(&v, &vec, &filters, pool)?;
                 fusion::fuse(keyword, semantic, fusion::DENSE_WEIGHT, want)
             }

@@ -154,6 +154,7 @@ fn search_latency(api: &Api, mode: &str, n: usize) -> Result<Value> {
         "git branch",
     ];
     let mut samples = Vec::new();
+    let mut embed_ms = Vec::new();
     for i in 0..n {
         let t0 = Instant::now();
         let r = api.post(
@@ -164,8 +165,78 @@ fn search_latency(api: &Api, mode: &str, n: usize) -> Result<Value> {
             return Ok(json!({"error": r.body}));
         }
         samples.push(t0.elapsed().as_secs_f64() * 1000.0);
+        embed_ms.extend(r.body["timing"]["embed_ms"].as_f64().filter(|&ms| ms > 0.0));
     }
-    Ok(summary(samples))
+    let mut out = summary(samples);
+    if !embed_ms.is_empty() {
+        out["query_embed"] = summary(embed_ms);
+    }
+    Ok(out)
+}
+
+/// Texts embedded per lane so far, from `/metrics`.
+fn embedded_per_lane(api: &Api) -> Result<BTreeMap<String, f64>> {
+    let text = api.http.get(api.url("/metrics")).send()?.text()?;
+    Ok(text
+        .lines()
+        .filter_map(|l| l.strip_prefix("kith_embedded_texts_total{lane=\""))
+        .filter_map(|l| l.split_once("\"} "))
+        .filter_map(|(lane, v)| Some((lane.to_owned(), v.trim().parse().ok()?)))
+        .collect())
+}
+
+/// Query latency idle, then while central re-embeds every chunk on the bulk
+/// lane at full speed (restarted with Matryoshka truncation to 256: a model
+/// change), as p99 ratios from the same run; and the bulk lane's chunks/s
+/// meanwhile. Needs the embedded model.
+fn contention(central: &mut Central, token: &str, n: usize) -> Result<Value> {
+    let modes = ["keyword", "semantic", "hybrid"];
+    let api = central.client(token);
+    let mut idle = BTreeMap::new();
+    for mode in modes {
+        idle.insert(mode, search_latency(&api, mode, n)?);
+    }
+    central.kill()?;
+    let busy_central = Central::start_on(&central.data_dir, &[("KITH_EMBED_TRUNCATE_DIM", "256")])?;
+    let api = busy_central.client(token);
+    // Let the re-embed reach full speed.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while embedded_per_lane(&api)?
+        .get("ingest-bulk")
+        .copied()
+        .unwrap_or(0.0)
+        < 8.0
+    {
+        if Instant::now() > deadline {
+            bail!("the bulk re-embed did not start within 60 s");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let before = embedded_per_lane(&api)?;
+    let t0 = Instant::now();
+    let mut busy = BTreeMap::new();
+    for mode in modes {
+        busy.insert(mode, search_latency(&api, mode, n)?);
+    }
+    let secs = t0.elapsed().as_secs_f64();
+    let after = embedded_per_lane(&api)?;
+    let rate =
+        |lane: &str| (after.get(lane).unwrap_or(&0.0) - before.get(lane).unwrap_or(&0.0)) / secs;
+    let still_busy = api.get("/api/status")?.body["queue"]["ingest_bulk"]
+        .as_u64()
+        .unwrap_or(0)
+        > 0;
+    let ratio = |mode: &str| {
+        busy[mode]["p99_ms"].as_f64().unwrap_or(f64::NAN)
+            / idle[mode]["p99_ms"].as_f64().unwrap_or(f64::NAN)
+    };
+    Ok(json!({
+        "idle": idle,
+        "during_bulk_reembed": busy,
+        "p99_ratio": modes.iter().map(|m| (*m, ratio(m))).collect::<BTreeMap<_, _>>(),
+        "bulk_lane_chunks_per_s_while_querying": rate("ingest-bulk"),
+        "bulk_still_running_at_the_end": still_busy,
+    }))
 }
 
 fn rss_bytes(pid: u32) -> Option<u64> {
@@ -307,17 +378,22 @@ fn main() -> Result<()> {
         });
         // ...and once every vector is in (idle).
         let embed_started = Instant::now();
+        let lanes_before = embedded_per_lane(&api)?;
         if kith_tests::model_dir().is_some() {
             for id in &ids {
                 api.wait_embedded(id, Duration::from_secs(7200))?;
             }
         }
         let embed_secs = embed_started.elapsed().as_secs_f64();
+        let lanes_after = embedded_per_lane(&api)?;
+        let realtime_chunks = lanes_after.get("ingest-realtime").unwrap_or(&0.0)
+            - lanes_before.get("ingest-realtime").unwrap_or(&0.0);
         per_size.push(json!({
             "runs": n_runs,
             "chunks": chunks,
             "ingest": {"seconds": secs, "mb_per_s": bytes as f64 / secs / 1e6, "runs_per_s": extra as f64 / secs},
             "embedding_wait_after_ingest_s": embed_secs,
+            "realtime_lane_chunks_per_s": realtime_chunks / embed_secs,
             "while_embedding": busy,
             "search_keyword": search_latency(&api, "keyword", n_q)?,
             "search_hybrid": search_latency(&api, "hybrid", n_q)?,
@@ -331,6 +407,14 @@ fn main() -> Result<()> {
         "freshness_keyword_ms",
         freshness(&api, if args.full { 100 } else { 20 })?,
     );
+
+    if kith_tests::model_dir().is_some() {
+        let mut central = central;
+        results.insert(
+            "contention",
+            contention(&mut central, &token, if args.full { 200 } else { 50 })?,
+        );
+    }
 
     // Retrieval quality on the LoCoMo dev half, in its own central so the
     // corpus above does not disturb it.
