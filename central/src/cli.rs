@@ -13,6 +13,7 @@ use kith_shared::ids::{MachineId, UserId};
 
 use crate::auth::Token;
 use crate::config::{Config, Overrides, DEFAULT_CONFIG};
+use crate::index::SearchBackend;
 use crate::pds::{self, Password};
 use crate::registry::{Registry, UserRow};
 use crate::state::{open_registry, AppState};
@@ -30,6 +31,12 @@ struct Cli {
     /// Data directory (blobs, registry, index). Overrides the config file and KITH_DATA_DIR.
     #[arg(long, global = true)]
     data_dir: Option<PathBuf>,
+    /// Search backend: embedded or meilisearch. Overrides KITH_SEARCH_BACKEND.
+    #[arg(long, global = true, value_parser = crate::config::parse_backend)]
+    search_backend: Option<SearchBackend>,
+    /// Meilisearch URL. Overrides KITH_MEILI_URL.
+    #[arg(long, global = true, value_name = "URL")]
+    meili_url: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -151,6 +158,8 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
     let flags = Overrides {
         data_dir: cli.data_dir.clone(),
         listen,
+        search_backend: cli.search_backend,
+        meili_url: cli.meili_url.clone(),
     };
     let config = Config::load(cli.config.as_deref(), |k| std::env::var(k).ok(), &flags)?;
     match cli.command {

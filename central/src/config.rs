@@ -6,6 +6,9 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+use crate::index::meili::MeiliKey;
+use crate::index::{SearchBackend, SearchConfig};
+
 /// The commented example configuration; every value in it is the default.
 pub const DEFAULT_CONFIG: &str = include_str!("../default-config.toml");
 
@@ -21,6 +24,8 @@ pub struct Config {
     pub tls: Option<TlsConfig>,
     /// Which embedder gives semantic search its vectors.
     pub embed: crate::embed::EmbedConfig,
+    /// Which backend holds the search index.
+    pub search: SearchConfig,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -38,6 +43,7 @@ impl Default for Config {
             max_body_bytes: 64 * 1024 * 1024,
             tls: None,
             embed: crate::embed::EmbedConfig::default(),
+            search: SearchConfig::default(),
         }
     }
 }
@@ -63,6 +69,8 @@ pub enum ConfigError {
 pub struct Overrides {
     pub data_dir: Option<PathBuf>,
     pub listen: Option<SocketAddr>,
+    pub search_backend: Option<SearchBackend>,
+    pub meili_url: Option<String>,
 }
 
 impl Config {
@@ -134,15 +142,57 @@ impl Config {
                 reason: format!("{v:?}: {e}"),
             })?);
         }
+        load_search_env(&mut config.search, &env)?;
         if let Some(v) = &flags.data_dir {
             config.data_dir = v.clone();
         }
         if let Some(v) = flags.listen {
             config.listen = v;
         }
+        if let Some(v) = flags.search_backend {
+            config.search.backend = v;
+        }
+        if let Some(v) = &flags.meili_url {
+            config.search.url = v.clone();
+        }
         config.data_dir = expand_home(&config.data_dir, &env);
         Ok(config)
     }
+}
+
+/// `KITH_SEARCH_BACKEND`, `KITH_MEILI_URL`, `KITH_MEILI_INDEX` and
+/// `KITH_MEILI_KEY` (the key itself, for service managers that inject
+/// secrets as variables; it is never logged).
+fn load_search_env(
+    search: &mut SearchConfig,
+    env: &impl Fn(&str) -> Option<String>,
+) -> Result<(), ConfigError> {
+    if let Some(v) = env("KITH_SEARCH_BACKEND") {
+        search.backend = parse_backend(&v).map_err(|reason| ConfigError::Env {
+            name: "KITH_SEARCH_BACKEND",
+            reason,
+        })?;
+    }
+    if let Some(v) = env("KITH_MEILI_URL") {
+        search.url = v;
+    }
+    if let Some(v) = env("KITH_MEILI_INDEX") {
+        search.index = v;
+    }
+    if let Some(v) = env("KITH_MEILI_KEY").filter(|k| !k.is_empty()) {
+        search.api_key = Some(MeiliKey::new(&v).map_err(|e| ConfigError::Env {
+            name: "KITH_MEILI_KEY",
+            reason: e.to_string(),
+        })?);
+    }
+    Ok(())
+}
+
+/// `embedded` or `meilisearch` (for the env variable and the flag).
+pub fn parse_backend(v: &str) -> Result<SearchBackend, String> {
+    toml::Value::String(v.to_owned())
+        .try_into()
+        .map_err(|_| format!("{v:?}: use embedded or meilisearch"))
 }
 
 /// Expands a leading `~/` with `$HOME`, as a shell would.
@@ -190,10 +240,56 @@ mod tests {
         let flags = Overrides {
             data_dir: Some("~/d".into()),
             listen: Some(SocketAddr::from(([127, 0, 0, 1], 3))),
+            ..Overrides::default()
         };
         let c = Config::load(Some(&file), &env, &flags).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(c.listen.port(), 3);
         assert_eq!(c.data_dir, PathBuf::from("/home/x/d"));
+    }
+
+    #[test]
+    fn search_backend_from_file_env_and_flags_and_the_key_stays_hidden() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let file = dir.path().join("c.toml");
+        std::fs::write(
+            &file,
+            "[search]\nbackend = \"meilisearch\"\nurl = \"http://meili:7700\"\napi_key_file = \"/etc/kith/meili.key\"\n",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let c = Config::load(Some(&file), env_of(&[]), &Overrides::default())
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(c.search.backend, SearchBackend::Meilisearch);
+        assert_eq!(c.search.url, "http://meili:7700");
+        assert_eq!(c.search.index, "kith-chunks");
+        let env = env_of(&[
+            ("KITH_SEARCH_BACKEND", "embedded"),
+            ("KITH_MEILI_URL", "http://env:7700"),
+            ("KITH_MEILI_INDEX", "kith-test-1"),
+            ("KITH_MEILI_KEY", "sekrit-meili-key"),
+        ]);
+        let c = Config::load(Some(&file), &env, &Overrides::default())
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(c.search.backend, SearchBackend::Embedded);
+        assert_eq!(
+            (c.search.url.as_str(), c.search.index.as_str()),
+            ("http://env:7700", "kith-test-1")
+        );
+        assert!(c.search.api_key.is_some());
+        assert!(!format!("{c:?}").contains("sekrit"), "{c:?}");
+        let flags = Overrides {
+            search_backend: Some(SearchBackend::Meilisearch),
+            meili_url: Some("http://flag:7700".into()),
+            ..Overrides::default()
+        };
+        let c = Config::load(Some(&file), &env, &flags).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(c.search.backend, SearchBackend::Meilisearch);
+        assert_eq!(c.search.url, "http://flag:7700");
+        let err = Config::load(
+            None,
+            env_of(&[("KITH_SEARCH_BACKEND", "elastic")]),
+            &Overrides::default(),
+        );
+        assert!(err.is_err_and(|e| e.to_string().contains("KITH_SEARCH_BACKEND")));
     }
 
     #[test]

@@ -22,6 +22,8 @@ use crate::state::AppState;
 const BATCH: u32 = 32;
 /// Jobs that failed this often stay in the table for `doctor` to report.
 const MAX_ATTEMPTS: i64 = 5;
+/// Longest wait between retries of a failing batch (index server down).
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
 
 /// Wakes the worker. Cheap to clone.
 #[derive(Clone, Default)]
@@ -43,19 +45,29 @@ impl Indexer {
 
     /// Runs until the process ends.
     pub async fn run(self, state: AppState) {
+        let mut backoff = Duration::from_secs(1);
         loop {
             let s = state.clone();
             match tokio::task::spawn_blocking(move || index_batch(&s)).await {
                 Ok(Ok(0)) => {
+                    backoff = Duration::from_secs(1);
                     // Also poll now and then, so a job written by another
                     // process (the CLI's reindex) is picked up.
                     let _ =
                         tokio::time::timeout(Duration::from_secs(5), self.wake.notified()).await;
                 }
-                Ok(Ok(_)) => self.indexed.notify_one(),
+                Ok(Ok(_)) => {
+                    backoff = Duration::from_secs(1);
+                    self.indexed.notify_one();
+                }
                 Ok(Err(e)) => {
-                    tracing::error!(error = %e, "indexing batch failed");
-                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    // The batch's jobs stay in the registry (a failed commit
+                    // finishes none of them), so this retries the same work:
+                    // a search server that is down is caught up with once it
+                    // is back.
+                    tracing::error!(error = %e, retry_in_s = backoff.as_secs(), "indexing batch failed");
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(MAX_BACKOFF);
                 }
                 Err(e) => {
                     tracing::error!(error = %e, "indexing task panicked");

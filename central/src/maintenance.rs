@@ -136,6 +136,13 @@ pub fn doctor(state: &AppState) -> Result<DoctorReport> {
                 .push(path.clone());
         }
     }
+    for line in state.index().check_settings()? {
+        report
+            .entry("index_settings_differ")
+            .or_default()
+            .push(line);
+    }
+    let mut n_expected: u64 = 0;
     let bar = progress(registered.len() as u64, "checking");
     for (id, rel) in &registered {
         bar.inc(1);
@@ -171,6 +178,7 @@ pub fn doctor(state: &AppState) -> Result<DoctorReport> {
             &ChunkConfig::default(),
         )
         .len() as u64;
+        n_expected += expected;
         let actual = state.index().n_chunks_of_run(id)?;
         if expected != actual {
             report
@@ -180,6 +188,17 @@ pub fn doctor(state: &AppState) -> Result<DoctorReport> {
         }
     }
     bar.finish_and_clear();
+    // Chunks of runs the registry does not know (a run deleted from the
+    // blobs, or left behind by a failed rebuild).
+    let n_indexed = state.index().n_chunks()?;
+    if n_indexed > n_expected {
+        report
+            .entry("index_chunks_without_run")
+            .or_default()
+            .push(format!(
+                "{n_indexed} chunks indexed, {n_expected} expected from the blobs"
+            ));
+    }
     let counts = state.registry().counts()?;
     if counts.pending_jobs > 0 {
         report

@@ -11,7 +11,6 @@ use kith_shared::ids::{MachineId, RunId};
 use crate::config::Config;
 use crate::embed::EmbedQueue;
 use crate::error::{Error, Result};
-use crate::index::embedded::EmbeddedIndex;
 use crate::index::SearchIndex;
 use crate::indexer::Indexer;
 use crate::metrics::Metrics;
@@ -56,7 +55,7 @@ impl AppState {
         let data = config.data_dir.clone();
         std::fs::create_dir_all(&data)?;
         let registry = open_registry(&data)?;
-        let index = EmbeddedIndex::open(&data.join("index"))?;
+        let index = crate::index::open(&config.search, &data.join("index"))?;
         if let Ok(queue) = &embed {
             index.attach_vectors(queue.model_id(), queue.dim())?;
         }
@@ -68,7 +67,7 @@ impl AppState {
             shared: Arc::new(Shared {
                 store: BlobStore::new(&data),
                 registry,
-                index: Box::new(index),
+                index,
                 indexer: Indexer::default(),
                 embed,
                 embed_missing,

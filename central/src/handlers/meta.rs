@@ -23,7 +23,7 @@ pub async fn status(State(state): State<AppState>, viewer: Viewer) -> Result<Jso
         Ok::<_, crate::error::Error>((
             s.registry().counts()?,
             s.registry().last_indexed_at()?,
-            s.index().n_chunks()?,
+            chunks_or_zero(&s),
         ))
     })
     .await??;
@@ -45,6 +45,16 @@ pub async fn status(State(state): State<AppState>, viewer: Viewer) -> Result<Jso
     }))
 }
 
+/// The index's chunk count; 0 while a search server is unreachable, so
+/// status and metrics keep answering (the reason is logged, and searches
+/// say it in their 503).
+fn chunks_or_zero(state: &AppState) -> u64 {
+    state.index().n_chunks().unwrap_or_else(|e| {
+        tracing::warn!(error = %e, "cannot count indexed chunks");
+        0
+    })
+}
+
 /// Pending work per lane: embedding jobs waiting in the queue, plus runs
 /// waiting for text indexing on the ingest lanes.
 pub fn lane_depths(state: &AppState, counts: &crate::registry::RegistryCounts) -> LaneDepths {
@@ -60,7 +70,7 @@ pub fn lane_depths(state: &AppState, counts: &crate::registry::RegistryCounts) -
 pub async fn metrics(State(state): State<AppState>) -> Result<impl IntoResponse> {
     let s = state.clone();
     let (counts, n_chunks) = tokio::task::spawn_blocking(move || {
-        Ok::<_, crate::error::Error>((s.registry().counts()?, s.index().n_chunks()?))
+        Ok::<_, crate::error::Error>((s.registry().counts()?, chunks_or_zero(&s)))
     })
     .await??;
     let lanes = lane_depths(&state, &counts);

@@ -8,13 +8,65 @@
 //! not read.
 
 pub mod embedded;
+pub mod meili;
 pub mod vectors;
+
+use std::path::{Path, PathBuf};
 
 use kith_proto::{AgentRuntime, RunMeta};
 use kith_shared::chunk::Chunk;
+use serde::Deserialize;
 
 use crate::auth::Viewer;
 use crate::error::Result;
+
+/// Which backend holds the index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum SearchBackend {
+    /// tantivy under `<data>/index/`, in process.
+    #[default]
+    Embedded,
+    /// A Meilisearch server (`url`).
+    Meilisearch,
+}
+
+/// The `[search]` section of central's configuration.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SearchConfig {
+    pub backend: SearchBackend,
+    /// Meilisearch's base URL.
+    pub url: String,
+    /// File holding the Meilisearch API key (a file, so the key stays out
+    /// of the config and the process list).
+    pub api_key_file: Option<PathBuf>,
+    /// Meilisearch index uid; one per kith-central (tests use unique ones).
+    pub index: String,
+    /// The key itself, from `KITH_MEILI_KEY`; never read from the file.
+    #[serde(skip)]
+    pub api_key: Option<meili::MeiliKey>,
+}
+
+impl Default for SearchConfig {
+    fn default() -> Self {
+        Self {
+            backend: SearchBackend::default(),
+            url: "http://127.0.0.1:7700".to_owned(),
+            api_key_file: None,
+            index: "kith-chunks".to_owned(),
+            api_key: None,
+        }
+    }
+}
+
+/// Opens the configured backend; `dir` is where the embedded one lives.
+pub fn open(config: &SearchConfig, dir: &Path) -> Result<Box<dyn SearchIndex>> {
+    Ok(match config.backend {
+        SearchBackend::Embedded => Box::new(embedded::EmbeddedIndex::open(dir)?),
+        SearchBackend::Meilisearch => Box::new(meili::MeiliIndex::open(config)?),
+    })
+}
 
 /// Search filters after validation (timestamps parsed, values checked).
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -99,6 +151,28 @@ pub trait SearchIndex: Send + Sync {
 
     /// Number of chunks indexed for one run (for `doctor`).
     fn n_chunks_of_run(&self, run_id: &str) -> Result<u64>;
+
+    /// Hybrid search done by the engine itself, `semantic_ratio` weighing
+    /// the vector side (0 keyword only, 1 vectors only), filtered like
+    /// `keyword`. `None`: the backend has no engine-side hybrid and the
+    /// caller fuses `keyword` and `semantic` (`search::fusion`).
+    fn hybrid(
+        &self,
+        _viewer: &Viewer,
+        _query: &str,
+        _vector: &[f32],
+        _filters: &Filters,
+        _limit: usize,
+        _semantic_ratio: f32,
+    ) -> Result<Option<Vec<IndexHit>>> {
+        Ok(None)
+    }
+
+    /// Settings that differ from what kith applies, one line each (for
+    /// `doctor`); only a server backend has settings to drift.
+    fn check_settings(&self) -> Result<Vec<String>> {
+        Ok(Vec::new())
+    }
 }
 
 /// Chunk id: the run id and the chunk's index in the run.

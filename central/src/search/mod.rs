@@ -93,12 +93,26 @@ pub async fn search(
         let hits = match (mode, vector) {
             (SearchMode::Semantic, Some(vec)) => index.semantic(&v, &vec, &filters, want)?,
             (SearchMode::Hybrid, Some(vec)) => {
-                // Rank a deeper pool from each side, then fuse.
-                let pool = want.max(FUSION_POOL);
+                // The question words leave the keyword side (see fusion).
                 let keyword_query = fusion::without_question_words(&query);
-                let keyword = index.keyword(&v, &keyword_query, &filters, pool)?;
-                let semantic = index.semantic(&v, &vec, &filters, pool)?;
-                fusion::fuse(keyword, semantic, fusion::DENSE_WEIGHT, want)
+                let engine = index.hybrid(
+                    &v,
+                    &keyword_query,
+                    &vec,
+                    &filters,
+                    want,
+                    fusion::DENSE_WEIGHT,
+                )?;
+                match engine {
+                    Some(hits) => hits,
+                    None => {
+                        // Rank a deeper pool from each side, then fuse.
+                        let pool = want.max(FUSION_POOL);
+                        let keyword = index.keyword(&v, &keyword_query, &filters, pool)?;
+                        let semantic = index.semantic(&v, &vec, &filters, pool)?;
+                        fusion::fuse(keyword, semantic, fusion::DENSE_WEIGHT, want)
+                    }
+                }
             }
             _ => index.keyword(&v, &query, &filters, want)?,
         };

@@ -1,0 +1,767 @@
+//! The Meilisearch backend: every chunk is a document in one Meilisearch
+//! index, written and searched through the official `meilisearch-sdk`.
+//! Text goes in at `commit` (keyword search sees it at once); vectors come
+//! later from kith's own embed queue as partial updates (a `userProvided`
+//! embedder named `default`). Hybrid search is Meilisearch's own, with
+//! `semanticRatio`. Every search carries the viewer's readability clause
+//! (`filter::readable_by`), built here and nowhere else.
+//!
+//! **Sync over async.** `SearchIndex` is synchronous: it is called from
+//! `spawn_blocking` threads and from admin commands that have no runtime.
+//! The SDK is async, so a `MeiliIndex` owns a small tokio runtime (one
+//! worker thread, which also drives reqwest's connection pool) and blocks on
+//! it; calling it from an async task directly would panic, which is why
+//! every caller already goes through `spawn_blocking`. Every call is bounded
+//! by a timeout, so a slow Meilisearch costs a worker thread seconds, never
+//! forever.
+//!
+//! **Availability.** Opening does not touch the network: the index and its
+//! settings are made on first use, so central starts (and ingest keeps
+//! answering 202) while Meilisearch is down. A failed commit leaves the
+//! indexing jobs in the registry, so the work is redone when Meilisearch is
+//! back; searches answer 503 `search_backend_unavailable` meanwhile.
+
+mod filter;
+mod schema;
+
+use std::future::Future;
+use std::sync::{Mutex, RwLock};
+use std::time::Duration;
+
+use kith_proto::{AgentRuntime, RunMeta};
+use kith_shared::chunk::Chunk;
+use meilisearch_sdk::client::Client;
+use meilisearch_sdk::documents::{DocumentDeletionQuery, DocumentQuery, DocumentsQuery};
+use meilisearch_sdk::errors::{Error as SdkError, ErrorCode, ErrorType, MeilisearchError};
+use meilisearch_sdk::indexes::Index;
+use meilisearch_sdk::search::{SearchResults, Selectors};
+use meilisearch_sdk::task_info::TaskInfo;
+use meilisearch_sdk::tasks::Task;
+use serde::Deserialize;
+
+use super::{Filters, IndexHit, SearchConfig, SearchIndex};
+use crate::auth::Viewer;
+use crate::error::{Error, Result};
+use schema::{ChunkDoc, HitDoc, VectorDoc, WithVector, EMBEDDER, NO_VECTOR, PRIMARY_KEY};
+
+/// One HTTP call (search, document fetch, enqueueing a write).
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+/// Waiting for a document write to be processed.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(60);
+/// Waiting for settings, index creation or deletion: a settings change
+/// re-indexes every document.
+const SETTINGS_TIMEOUT: Duration = Duration::from_secs(600);
+/// How often a task's status is polled while waiting for it.
+const POLL_INTERVAL: Duration = Duration::from_millis(25);
+/// Documents per write request.
+const DOCS_PER_REQUEST: usize = 1000;
+/// Words of context in a snippet (about the embedded backend's 240 chars).
+const CROP_WORDS: usize = 40;
+const SNIPPET_CHARS: usize = 240;
+
+/// The Meilisearch API key. `Debug` never shows it and it has no `Display`,
+/// so it cannot reach a log line or an error message.
+#[derive(Clone, PartialEq, Eq)]
+pub struct MeiliKey(String);
+
+impl MeiliKey {
+    /// A key, trimmed; it becomes an HTTP header, so it must be visible ASCII.
+    pub fn new(key: &str) -> Result<Self> {
+        let key = key.trim();
+        if key.is_empty() || !key.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err(Error::Internal(
+                "the Meilisearch API key must be non-empty printable ASCII".into(),
+            ));
+        }
+        Ok(Self(key.to_owned()))
+    }
+
+    /// Reads a key file (a file, so the key stays out of config files and
+    /// the process list).
+    pub fn read(path: &std::path::Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            Error::Internal(format!(
+                "cannot read the Meilisearch key file {}: {e}",
+                path.display()
+            ))
+        })?;
+        Self::new(&text)
+    }
+}
+
+impl std::fmt::Debug for MeiliKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("MeiliKey(***)")
+    }
+}
+
+pub struct MeiliIndex {
+    /// Runs the SDK's futures (see the module doc). `None` only in `drop`.
+    rt: Option<tokio::runtime::Runtime>,
+    client: Client,
+    index: Index,
+    /// The server's URL, for messages (the key is never in it).
+    url: String,
+    /// Chunks put since the last commit, and the runs they replace.
+    pending: Mutex<Pending>,
+    /// Whether the index exists with kith's settings in this process.
+    ready: Mutex<bool>,
+    /// The attached model and its dimension: what `put_vectors` writes and
+    /// what semantic search ranks.
+    model: RwLock<Option<(String, usize)>>,
+    /// The dimension of the index's `default` embedder, once it has one.
+    embedder_dim: RwLock<Option<usize>>,
+}
+
+#[derive(Default)]
+struct Pending {
+    runs: Vec<String>,
+    docs: Vec<ChunkDoc>,
+}
+
+impl MeiliIndex {
+    /// A handle on the configured server and index. No network call: see
+    /// the module doc.
+    pub fn open(config: &SearchConfig) -> Result<Self> {
+        let key = match (&config.api_key, &config.api_key_file) {
+            (Some(key), _) => Some(key.clone()),
+            (None, Some(path)) => Some(MeiliKey::read(path)?),
+            (None, None) => None,
+        };
+        let url = config.url.trim_end_matches('/').to_owned();
+        let client = Client::new(url.clone(), key.map(|k| k.0))
+            .map_err(|e| Error::Internal(format!("Meilisearch client for {url}: {e}")))?;
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("kith-meili")
+            .enable_all()
+            .build()?;
+        Ok(Self {
+            rt: Some(rt),
+            index: client.index(&config.index),
+            client,
+            url,
+            pending: Mutex::new(Pending::default()),
+            ready: Mutex::new(false),
+            model: RwLock::new(None),
+            embedder_dim: RwLock::new(None),
+        })
+    }
+
+    /// Blocks on `fut` for at most `limit`.
+    fn block_on<T>(
+        &self,
+        what: &str,
+        limit: Duration,
+        fut: impl Future<Output = std::result::Result<T, SdkError>>,
+    ) -> Result<T> {
+        let rt = self
+            .rt
+            .as_ref()
+            .ok_or_else(|| Error::Internal("Meilisearch runtime is gone".into()))?;
+        match rt.block_on(async { tokio::time::timeout(limit, fut).await }) {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) => Err(self.sdk_error(what, e)),
+            Err(_) => Err(self.unavailable(format!(
+                "did not finish {what} within {} s",
+                limit.as_secs()
+            ))),
+        }
+    }
+
+    /// Waits until Meilisearch processed `task`; a failed task is an error
+    /// (the HTTP call that enqueued it succeeded either way).
+    fn wait(&self, what: &str, task: TaskInfo, limit: Duration) -> Result<()> {
+        let task = self.block_on(
+            what,
+            limit + REQUEST_TIMEOUT,
+            task.wait_for_completion(&self.client, Some(POLL_INTERVAL), Some(limit)),
+        )?;
+        match task {
+            Task::Failed { content } => Err(Error::Internal(format!(
+                "Meilisearch at {} failed {what}: {}",
+                self.url, content.error
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    /// Enqueues a write and waits for it.
+    fn write(
+        &self,
+        what: &str,
+        limit: Duration,
+        fut: impl Future<Output = std::result::Result<TaskInfo, SdkError>>,
+    ) -> Result<()> {
+        let task = self.block_on(what, REQUEST_TIMEOUT, fut)?;
+        self.wait(what, task, limit)
+    }
+
+    fn unavailable(&self, why: String) -> Error {
+        Error::Unavailable {
+            code: "search_backend_unavailable",
+            message: format!(
+                "search backend unavailable: Meilisearch at {} {why}",
+                self.url
+            ),
+        }
+    }
+
+    /// Down, slow, refusing the key or failing inside: unavailable (503).
+    /// A request Meilisearch calls invalid is a bug in kith: internal.
+    fn sdk_error(&self, what: &str, e: SdkError) -> Error {
+        match &e {
+            SdkError::Meilisearch(MeilisearchError {
+                error_type: ErrorType::InvalidRequest,
+                ..
+            }) => Error::Internal(format!("Meilisearch at {} rejected {what}: {e}", self.url)),
+            _ => self.unavailable(format!("failed {what}: {e}")),
+        }
+    }
+
+    /// Makes sure the index exists with kith's settings and, once a model
+    /// is attached, the embedder; at most once per process unless it fails.
+    fn ensure_ready(&self) -> Result<()> {
+        let mut ready = self.ready.lock().unwrap_or_else(|p| p.into_inner());
+        if !*ready {
+            self.set_up()?;
+            *ready = true;
+        }
+        Ok(())
+    }
+
+    fn set_up(&self) -> Result<()> {
+        if !self.index_exists()? {
+            self.write(
+                "creating the index",
+                SETTINGS_TIMEOUT,
+                self.client.create_index(&self.index.uid, Some(PRIMARY_KEY)),
+            )?;
+        }
+        self.write(
+            "applying settings",
+            SETTINGS_TIMEOUT,
+            self.index.set_settings(&schema::base_settings()),
+        )?;
+        let existing = self
+            .block_on(
+                "reading embedders",
+                REQUEST_TIMEOUT,
+                self.index.get_embedders(),
+            )?
+            .get(EMBEDDER)
+            .and_then(|e| e.dimensions);
+        let attached = self.model.read().unwrap_or_else(|p| p.into_inner()).clone();
+        let dim = match (attached, existing) {
+            (Some((_, want)), Some(have)) if want != have => {
+                // Another model's vectors cannot be ranked against this
+                // model's queries: drop them, then change the dimension.
+                tracing::warn!(
+                    have,
+                    want,
+                    "embedding dimension changed: dropping old vectors"
+                );
+                self.drop_all_vectors()?;
+                self.set_embedder(want)?;
+                Some(want)
+            }
+            (Some((_, want)), None) => {
+                self.set_embedder(want)?;
+                Some(want)
+            }
+            (_, existing) => existing,
+        };
+        *self.embedder_dim.write().unwrap_or_else(|p| p.into_inner()) = dim;
+        Ok(())
+    }
+
+    /// Whether the index exists (a 404 `index_not_found` says it does not).
+    fn index_exists(&self) -> Result<bool> {
+        let rt = self
+            .rt
+            .as_ref()
+            .ok_or_else(|| Error::Internal("Meilisearch runtime is gone".into()))?;
+        let got = rt.block_on(async {
+            tokio::time::timeout(REQUEST_TIMEOUT, self.client.get_raw_index(&self.index.uid)).await
+        });
+        match got {
+            Ok(Ok(_)) => Ok(true),
+            Ok(Err(e)) if is_index_not_found(&e) => Ok(false),
+            Ok(Err(e)) => Err(self.sdk_error("reading the index", e)),
+            Err(_) => Err(self.unavailable("did not answer within 10 s".into())),
+        }
+    }
+
+    fn set_embedder(&self, dim: usize) -> Result<()> {
+        self.write(
+            "configuring the embedder",
+            SETTINGS_TIMEOUT,
+            self.index.set_embedders(&schema::embedders(dim)),
+        )
+    }
+
+    /// Rewrites every document with `{"default": null}` vectors (a model
+    /// with another dimension replaces them all).
+    fn drop_all_vectors(&self) -> Result<()> {
+        let mut offset = 0;
+        loop {
+            let mut query = DocumentsQuery::new(&self.index);
+            query.with_offset(offset).with_limit(DOCS_PER_REQUEST);
+            let page = self.block_on(
+                "reading documents",
+                REQUEST_TIMEOUT,
+                query.execute::<serde_json::Map<String, serde_json::Value>>(),
+            )?;
+            let n = page.results.len();
+            let docs: Vec<_> = page
+                .results
+                .into_iter()
+                .map(|mut doc| {
+                    doc.insert("_vectors".into(), serde_json::json!({ EMBEDDER: null }));
+                    doc.insert("vector_model".into(), serde_json::Value::Null);
+                    doc
+                })
+                .collect();
+            if !docs.is_empty() {
+                self.write(
+                    "dropping vectors",
+                    WRITE_TIMEOUT,
+                    self.index.add_or_replace(&docs, Some(PRIMARY_KEY)),
+                )?;
+            }
+            if n < DOCS_PER_REQUEST {
+                return Ok(());
+            }
+            offset += n;
+        }
+    }
+
+    /// One search, always filtered by what the viewer may read.
+    #[allow(clippy::too_many_arguments)]
+    fn search(
+        &self,
+        viewer: &Viewer,
+        query: Option<&str>,
+        vector: Option<&[f32]>,
+        semantic_ratio: f32,
+        filters: &Filters,
+        extra: &[String],
+        limit: usize,
+    ) -> Result<Vec<IndexHit>> {
+        self.ensure_ready()?;
+        let filter = filter::search_filter(viewer, filters, extra);
+        let crop = [("text", None)];
+        let mut q = self.index.search();
+        q.with_filter(&filter)
+            .with_limit(limit.max(1))
+            .with_show_ranking_score(true)
+            .with_attributes_to_retrieve(Selectors::Some(schema::RETRIEVED))
+            .with_attributes_to_crop(Selectors::Some(&crop))
+            .with_crop_length(CROP_WORDS)
+            .with_attributes_to_highlight(Selectors::Some(&["text"]))
+            .with_highlight_pre_tag("«")
+            .with_highlight_post_tag("»");
+        if let Some(text) = query {
+            q.with_query(text);
+        }
+        if let Some(v) = vector {
+            q.with_vector(v).with_hybrid(EMBEDDER, semantic_ratio);
+        }
+        let results: SearchResults<HitDoc> =
+            self.block_on("searching", REQUEST_TIMEOUT, q.execute())?;
+        Ok(results.hits.into_iter().map(to_hit).collect())
+    }
+
+    /// The attached model, or why semantic search cannot run.
+    fn attached_model(&self) -> Result<String> {
+        self.model
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .map(|(m, _)| m.clone())
+            .ok_or_else(|| Error::Unavailable {
+                code: "embedder_unavailable",
+                message: "no vectors: no embedder is attached".into(),
+            })
+    }
+
+    /// Settings that differ from what kith applies, as readable lines
+    /// (`doctor`). Reads only: running `doctor` never changes the index.
+    fn settings_drift(&self) -> Result<Vec<String>> {
+        if !self.index_exists()? {
+            return Ok(vec![format!(
+                "index {} does not exist on Meilisearch at {} (central creates it on first use)",
+                self.index.uid, self.url
+            )]);
+        }
+        let have = self.block_on(
+            "reading settings",
+            REQUEST_TIMEOUT,
+            self.index.get_settings(),
+        )?;
+        let want = schema::base_settings();
+        let mut drift = Vec::new();
+        let sorted = |v: Option<Vec<String>>| {
+            let mut v = v.unwrap_or_default();
+            v.sort();
+            v
+        };
+        let filterable = |s: &meilisearch_sdk::settings::Settings| {
+            sorted(s.filterable_attributes.as_ref().map(|attrs| {
+                attrs
+                    .iter()
+                    .map(|a| serde_json::to_string(a).unwrap_or_default())
+                    .collect()
+            }))
+        };
+        let checks = [
+            (
+                "searchableAttributes",
+                sorted(have.searchable_attributes.clone()),
+                sorted(want.searchable_attributes.clone()),
+            ),
+            ("filterableAttributes", filterable(&have), filterable(&want)),
+            (
+                "sortableAttributes",
+                sorted(have.sortable_attributes.clone()),
+                sorted(want.sortable_attributes.clone()),
+            ),
+        ];
+        for (name, have, want) in checks {
+            if have != want {
+                drift.push(format!("{name} is {have:?}, kith applies {want:?}"));
+            }
+        }
+        let min_sizes = |s: &meilisearch_sdk::settings::Settings| {
+            s.typo_tolerance
+                .as_ref()
+                .and_then(|t| t.min_word_size_for_typos.clone())
+        };
+        if min_sizes(&have) != min_sizes(&want) {
+            drift.push(format!(
+                "typoTolerance.minWordSizeForTypos is {:?}, kith applies {:?}",
+                min_sizes(&have),
+                min_sizes(&want)
+            ));
+        }
+        if have.pagination != want.pagination {
+            drift.push(format!(
+                "pagination is {:?}, kith applies {:?}",
+                have.pagination, want.pagination
+            ));
+        }
+        Ok(drift)
+    }
+}
+
+impl Drop for MeiliIndex {
+    fn drop(&mut self) {
+        // Dropping a runtime blocks, which panics inside an async context
+        // (the last `AppState` may be dropped there).
+        if let Some(rt) = self.rt.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
+fn is_index_not_found(e: &SdkError) -> bool {
+    matches!(
+        e,
+        SdkError::Meilisearch(MeilisearchError {
+            error_code: ErrorCode::IndexNotFound,
+            ..
+        })
+    )
+}
+
+/// A search result as the trait's hit: the `_formatted` crop when it
+/// highlights something, else the start of the text (a semantic hit).
+fn to_hit(hit: meilisearch_sdk::search::SearchResult<HitDoc>) -> IndexHit {
+    let formatted = hit
+        .formatted_result
+        .as_ref()
+        .and_then(|f| f.get("text"))
+        .and_then(|t| t.as_str())
+        .filter(|t| t.contains('«'))
+        .map(str::to_owned);
+    let doc = hit.result;
+    IndexHit {
+        snippet: formatted.unwrap_or_else(|| doc.text.chars().take(SNIPPET_CHARS).collect()),
+        score: hit.ranking_score.unwrap_or_default() as f32,
+        run_id: doc.run_id,
+        chunk_id: doc.id,
+        role: doc.role,
+        text: doc.text,
+        line_start: doc.line_start,
+        line_end: doc.line_end,
+        started_at: doc.started_at,
+        intent: doc.intent.filter(|s| !s.is_empty()),
+        machine: doc.machine,
+        agent_runtime: AgentRuntime::parse(&doc.runtime).unwrap_or(AgentRuntime::Other),
+    }
+}
+
+/// The one field `has_vector` reads.
+#[derive(Deserialize)]
+struct VectorModelOnly {
+    vector_model: Option<String>,
+}
+
+impl SearchIndex for MeiliIndex {
+    fn name(&self) -> &'static str {
+        "meilisearch"
+    }
+
+    fn put_run(&self, run: &RunMeta, ancestry: &str, chunks: &[Chunk]) -> Result<()> {
+        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        pending.runs.push(run.id.clone());
+        // A run put twice before one commit keeps only its last chunks.
+        pending.docs.retain(|d| d.run_id != run.id);
+        pending
+            .docs
+            .extend(schema::chunk_docs(run, ancestry, chunks));
+        Ok(())
+    }
+
+    fn commit(&self) -> Result<()> {
+        // Taken, not copied: if Meilisearch fails, the indexer redoes the
+        // batch from its durable jobs, which puts these runs again.
+        let Pending { runs, mut docs } =
+            std::mem::take(&mut *self.pending.lock().unwrap_or_else(|p| p.into_inner()));
+        if runs.is_empty() {
+            return Ok(());
+        }
+        self.ensure_ready()?;
+        if self
+            .embedder_dim
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some()
+        {
+            docs.iter_mut().for_each(|d| d.vectors = Some(NO_VECTOR));
+        }
+        // Old chunks of these runs go first (a run indexed again may have
+        // fewer chunks); Meilisearch runs an index's tasks in order.
+        for ids in runs.chunks(DOCS_PER_REQUEST) {
+            let filter = filter::runs_filter(ids);
+            let mut query = DocumentDeletionQuery::new(&self.index);
+            query.with_filter(&filter);
+            let task = self.block_on(
+                "deleting replaced chunks",
+                REQUEST_TIMEOUT,
+                self.index.delete_documents_with(&query),
+            )?;
+            self.wait("deleting replaced chunks", task, WRITE_TIMEOUT)?;
+        }
+        for batch in docs.chunks(DOCS_PER_REQUEST) {
+            self.write(
+                "adding chunks",
+                WRITE_TIMEOUT,
+                self.index.add_or_replace(batch, Some(PRIMARY_KEY)),
+            )?;
+        }
+        Ok(())
+    }
+
+    fn clear(&self) -> Result<()> {
+        // Deleting the index drops documents, vectors and the embedder, so
+        // a rebuild can also change the embedding dimension.
+        std::mem::take(&mut *self.pending.lock().unwrap_or_else(|p| p.into_inner()));
+        if self.index_exists()? {
+            self.write(
+                "deleting the index",
+                SETTINGS_TIMEOUT,
+                self.client.delete_index(&self.index.uid),
+            )?;
+        }
+        *self.ready.lock().unwrap_or_else(|p| p.into_inner()) = false;
+        self.ensure_ready()
+    }
+
+    fn keyword(
+        &self,
+        viewer: &Viewer,
+        query: &str,
+        filters: &Filters,
+        limit: usize,
+    ) -> Result<Vec<IndexHit>> {
+        self.search(viewer, Some(query), None, 0.0, filters, &[], limit)
+    }
+
+    fn semantic(
+        &self,
+        viewer: &Viewer,
+        vector: &[f32],
+        filters: &Filters,
+        limit: usize,
+    ) -> Result<Vec<IndexHit>> {
+        let model = self.attached_model()?;
+        let only_this_model = [filter::vector_model_is(&model)];
+        self.search(
+            viewer,
+            None,
+            Some(vector),
+            1.0,
+            filters,
+            &only_this_model,
+            limit,
+        )
+    }
+
+    fn hybrid(
+        &self,
+        viewer: &Viewer,
+        query: &str,
+        vector: &[f32],
+        filters: &Filters,
+        limit: usize,
+        semantic_ratio: f32,
+    ) -> Result<Option<Vec<IndexHit>>> {
+        self.attached_model()?;
+        self.search(
+            viewer,
+            Some(query),
+            Some(vector),
+            semantic_ratio,
+            filters,
+            &[],
+            limit,
+        )
+        .map(Some)
+    }
+
+    fn attach_vectors(&self, model_id: &str, dim: usize) -> Result<()> {
+        *self.model.write().unwrap_or_else(|p| p.into_inner()) = Some((model_id.to_owned(), dim));
+        *self.ready.lock().unwrap_or_else(|p| p.into_inner()) = false;
+        match self.ensure_ready() {
+            Err(Error::Unavailable { message, .. }) => {
+                // Central still starts; the embedder is set on first use.
+                tracing::warn!(error = %message, "meilisearch is unavailable; indexing waits for it");
+                Ok(())
+            }
+            other => other,
+        }
+    }
+
+    fn put_vectors(&self, items: &[(String, Vec<f32>)]) -> Result<()> {
+        let model = self
+            .attached_model()
+            .map_err(|_| Error::Internal("put_vectors before attach_vectors".into()))?;
+        self.ensure_ready()?;
+        let docs: Vec<VectorDoc<'_>> = items
+            .iter()
+            .map(|(id, v)| VectorDoc {
+                id,
+                vectors: WithVector { default: v },
+                vector_model: &model,
+            })
+            .collect();
+        for batch in docs.chunks(DOCS_PER_REQUEST) {
+            // A partial update: the text fields stay as they are.
+            self.write(
+                "adding vectors",
+                WRITE_TIMEOUT,
+                self.index.add_or_update(batch, Some(PRIMARY_KEY)),
+            )?;
+        }
+        Ok(())
+    }
+
+    fn has_vector(&self, chunk_id: &str) -> bool {
+        let Ok(model) = self.attached_model() else {
+            return false;
+        };
+        let mut query = DocumentQuery::new(&self.index);
+        query.with_fields(["vector_model"]);
+        // Unknown (Meilisearch down) counts as missing: the chunk is
+        // embedded again, which is wasted work, never a wrong answer.
+        self.block_on(
+            "reading a document",
+            REQUEST_TIMEOUT,
+            query.execute::<VectorModelOnly>(chunk_id),
+        )
+        .is_ok_and(|d| d.vector_model.as_deref() == Some(model.as_str()))
+    }
+
+    fn n_chunks(&self) -> Result<u64> {
+        match self.block_on("reading stats", REQUEST_TIMEOUT, self.index.get_stats()) {
+            Ok(stats) => Ok(stats.number_of_documents as u64),
+            Err(_) if !self.index_exists()? => Ok(0),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn n_chunks_of_run(&self, run_id: &str) -> Result<u64> {
+        let filter = format!("run_id = {}", filter::quote(run_id));
+        let mut query = DocumentsQuery::new(&self.index);
+        query.with_filter(&filter).with_fields(["id"]).with_limit(1);
+        match self.block_on(
+            "counting a run's chunks",
+            REQUEST_TIMEOUT,
+            query.execute::<serde::de::IgnoredAny>(),
+        ) {
+            Ok(page) => Ok(u64::from(page.total)),
+            Err(_) if !self.index_exists()? => Ok(0),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn check_settings(&self) -> Result<Vec<String>> {
+        self.settings_drift()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kith_shared::ids::{MachineId, UserId};
+
+    fn viewer() -> Viewer {
+        Viewer {
+            user_id: UserId::parse("ualice").unwrap_or_else(|e| panic!("{e}")),
+            machine_id: MachineId::parse("mlaptop").unwrap_or_else(|e| panic!("{e}")),
+            machine_name: "laptop".into(),
+            handle: "alice.test".into(),
+            is_admin: false,
+            grants: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_key_never_shows_in_debug() {
+        let config = SearchConfig {
+            api_key: Some(MeiliKey::new(" sekrit-key\n").unwrap_or_else(|e| panic!("{e}"))),
+            ..SearchConfig::default()
+        };
+        assert!(!format!("{config:?}").contains("sekrit"));
+        assert!(MeiliKey::new("two words").is_err());
+        assert!(MeiliKey::new("").is_err());
+    }
+
+    /// Nothing listens on port 9: searches answer 503 with the reason, a
+    /// failed commit keeps nothing half-written, and the key stays out of
+    /// every message.
+    #[test]
+    fn an_unreachable_server_is_unavailable_not_a_panic() {
+        let config = SearchConfig {
+            backend: super::super::SearchBackend::Meilisearch,
+            url: "http://127.0.0.1:9/".into(),
+            api_key: Some(MeiliKey::new("sekrit-key").unwrap_or_else(|e| panic!("{e}"))),
+            ..SearchConfig::default()
+        };
+        let index = MeiliIndex::open(&config).unwrap_or_else(|e| panic!("{e}"));
+        let err = index
+            .keyword(&viewer(), "anything", &Filters::default(), 10)
+            .err()
+            .unwrap_or_else(|| panic!("a search without a server succeeded"));
+        assert_eq!(err.code(), "search_backend_unavailable");
+        assert_eq!(err.status(), axum::http::StatusCode::SERVICE_UNAVAILABLE);
+        let message = err.body().error.message;
+        assert!(message.contains("http://127.0.0.1:9"), "{message}");
+        assert!(!message.contains("sekrit"), "{message}");
+        assert!(index.commit().is_ok(), "nothing pending: nothing to send");
+        assert!(!index.has_vector("r1-0"));
+        // attach_vectors lets central start while the server is down.
+        assert!(index.attach_vectors("m", 4).is_ok());
+    }
+}

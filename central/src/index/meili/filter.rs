@@ -1,0 +1,240 @@
+//! Meilisearch filter expressions for a search: the viewer's readability
+//! clause first, always, then the request's filters. Pure string building,
+//! so the escaping that keeps a hostile value from changing the expression
+//! is tested without a server.
+
+use crate::auth::Viewer;
+use crate::index::{normalize_prefix, Filters};
+use crate::registry::GrantScope;
+
+/// A value as a Meilisearch filter string literal: double-quoted, with `\`
+/// and `"` escaped. Meilisearch's parser unescapes `\"` inside the quotes and
+/// then `\\`, so every value, whatever it holds, stays one literal.
+pub fn quote(value: &str) -> String {
+    let mut out = String::with_capacity(value.len() + 2);
+    out.push('"');
+    for c in value.chars() {
+        if c == '"' || c == '\\' {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out.push('"');
+    out
+}
+
+fn eq(attribute: &str, value: &str) -> String {
+    format!("{attribute} = {}", quote(value))
+}
+
+/// What the viewer may read, as the index knows it: its own chunks, and the
+/// chunks of each grantor covered by a grant (a run subtree through
+/// `ancestry`, or a tag). The registry re-checks expiry and quarantine on
+/// every hit afterwards.
+pub fn readable_by(viewer: &Viewer) -> String {
+    let mut any = vec![eq("owner", viewer.user_id.as_str())];
+    for grant in &viewer.grants {
+        let scope = match &grant.scope {
+            GrantScope::Run(id) => eq("ancestry", id),
+            GrantScope::Tag(tag) => eq("tags", tag),
+        };
+        any.push(format!("({} AND {scope})", eq("owner", &grant.grantor)));
+    }
+    format!("({})", any.join(" OR "))
+}
+
+/// The whole filter of a search: readability AND every requested filter
+/// AND `extra` (backend-internal conditions such as the vector model).
+pub fn search_filter(viewer: &Viewer, filters: &Filters, extra: &[String]) -> String {
+    let mut all = vec![readable_by(viewer)];
+    if let Some(rt) = filters.runtime {
+        all.push(eq("runtime", rt.as_str()));
+    }
+    if let Some(m) = &filters.machine {
+        all.push(eq("machine", m));
+    }
+    if let Some(c) = &filters.conversation_id {
+        all.push(eq("conversation_id", c));
+    }
+    if let Some(r) = &filters.root_run_id {
+        all.push(eq("root_run_id", r));
+    }
+    for t in &filters.tags {
+        all.push(eq("tags", t));
+    }
+    if let Some(p) = &filters.cwd_prefix {
+        // `cwd_prefixes` holds every ancestor of the run's cwd, so a prefix
+        // matches whole path components only (`/home/a` not `/home/ab`).
+        all.push(eq("cwd_prefixes", &normalize_prefix(p)));
+    }
+    if let Some(since) = filters.since_ms {
+        all.push(format!("started_ms >= {since}"));
+    }
+    if let Some(until) = filters.until_ms {
+        all.push(format!("started_ms < {until}"));
+    }
+    all.extend(extra.iter().cloned());
+    all.join(" AND ")
+}
+
+/// The chunks of these runs (to delete them before their replacement).
+pub fn runs_filter(run_ids: &[String]) -> String {
+    let quoted: Vec<String> = run_ids.iter().map(|id| quote(id)).collect();
+    format!("run_id IN [{}]", quoted.join(", "))
+}
+
+/// Only chunks whose vector came from `model` (another model's vectors are
+/// never ranked against this model's query vector).
+pub fn vector_model_is(model: &str) -> String {
+    eq("vector_model", model)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::registry::Grant;
+    use kith_proto::AgentRuntime;
+    use kith_shared::ids::{MachineId, UserId};
+
+    fn viewer(grants: Vec<Grant>) -> Viewer {
+        Viewer {
+            user_id: UserId::parse("ualice").unwrap_or_else(|e| panic!("{e}")),
+            machine_id: MachineId::parse("mlaptop").unwrap_or_else(|e| panic!("{e}")),
+            machine_name: "laptop".into(),
+            handle: "alice.test".into(),
+            is_admin: false,
+            grants,
+        }
+    }
+
+    /// The filter with every quoted literal replaced by `?`, honouring
+    /// escapes as Meilisearch's parser does: two filters with the same
+    /// skeleton have the same structure, whatever their values hold.
+    fn skeleton(filter: &str) -> String {
+        let mut out = String::new();
+        let mut chars = filter.chars();
+        while let Some(c) = chars.next() {
+            if c != '"' {
+                out.push(c);
+                continue;
+            }
+            out.push('?');
+            while let Some(c) = chars.next() {
+                match c {
+                    '\\' => {
+                        chars.next();
+                    }
+                    '"' => break,
+                    _ => {}
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn quoting_escapes_quotes_and_backslashes() {
+        for (value, want) in [
+            ("laptop", r#""laptop""#),
+            (r#"a"b"#, r#""a\"b""#),
+            (r"a\b", r#""a\\b""#),
+            (r"ends\", r#""ends\\""#),
+            (r#"\""#, r#""\\\"""#),
+            ("", r#""""#),
+            ("new\nline", "\"new\nline\""),
+        ] {
+            assert_eq!(quote(value), want, "{value:?}");
+        }
+    }
+
+    #[test]
+    fn readability_is_owner_or_a_grant_of_its_grantor() {
+        let grants = vec![
+            Grant {
+                grantor: "ubob".into(),
+                scope: GrantScope::Run("r1".into()),
+            },
+            Grant {
+                grantor: "ucarol".into(),
+                scope: GrantScope::Tag("family".into()),
+            },
+        ];
+        assert_eq!(readable_by(&viewer(vec![])), r#"(owner = "ualice")"#);
+        assert_eq!(
+            readable_by(&viewer(grants)),
+            r#"(owner = "ualice" OR (owner = "ubob" AND ancestry = "r1") OR (owner = "ucarol" AND tags = "family"))"#
+        );
+    }
+
+    #[test]
+    fn every_filter_is_anded_after_readability() {
+        let filters = Filters {
+            runtime: Some(AgentRuntime::Codex),
+            machine: Some("laptop".into()),
+            conversation_id: Some("c1".into()),
+            root_run_id: Some("r0".into()),
+            tags: vec!["a".into(), "b".into()],
+            cwd_prefix: Some("/home/alice/".into()),
+            since_ms: Some(1000),
+            until_ms: Some(2000),
+        };
+        assert_eq!(
+            search_filter(&viewer(vec![]), &filters, &[vector_model_is("m@1")]),
+            concat!(
+                r#"(owner = "ualice") AND runtime = "codex" AND machine = "laptop""#,
+                r#" AND conversation_id = "c1" AND root_run_id = "r0""#,
+                r#" AND tags = "a" AND tags = "b" AND cwd_prefixes = "/home/alice""#,
+                r#" AND started_ms >= 1000 AND started_ms < 2000 AND vector_model = "m@1""#,
+            )
+        );
+        assert_eq!(
+            search_filter(&viewer(vec![]), &Filters::default(), &[]),
+            r#"(owner = "ualice")"#
+        );
+    }
+
+    #[test]
+    fn hostile_values_cannot_change_the_expression() {
+        let hostile = [
+            r#"x" OR owner != "ualice"#,
+            r#"x\" OR owner EXISTS OR tags = \"y"#,
+            r"x\",
+            ") OR (owner EXISTS",
+            "x\" OR \"1\" = \"1",
+        ];
+        for value in hostile {
+            let benign_grant = Grant {
+                grantor: "ubob".into(),
+                scope: GrantScope::Tag("t".into()),
+            };
+            let hostile_grant = Grant {
+                grantor: value.into(),
+                scope: GrantScope::Tag(value.into()),
+            };
+            let benign_filters = Filters {
+                machine: Some("m".into()),
+                tags: vec!["t".into()],
+                cwd_prefix: Some("/p".into()),
+                ..Filters::default()
+            };
+            let hostile_filters = Filters {
+                machine: Some(value.into()),
+                tags: vec![value.into()],
+                cwd_prefix: Some(value.into()),
+                ..Filters::default()
+            };
+            let benign = search_filter(&viewer(vec![benign_grant]), &benign_filters, &[]);
+            let attacked = search_filter(&viewer(vec![hostile_grant]), &hostile_filters, &[]);
+            assert_eq!(
+                skeleton(&attacked),
+                skeleton(&benign),
+                "{value:?}: {attacked}"
+            );
+            assert_eq!(
+                skeleton(&runs_filter(&[value.into()])),
+                "run_id IN [?]",
+                "{value:?}"
+            );
+        }
+    }
+}

@@ -1,0 +1,310 @@
+//! What kith stores in Meilisearch: one document per chunk, the partial
+//! update that later adds its vector, and the index settings. Pure values,
+//! so their JSON is tested without a server.
+
+use std::collections::HashMap;
+
+use kith_proto::RunMeta;
+use kith_shared::chunk::Chunk;
+use meilisearch_sdk::settings::{
+    Embedder, EmbedderSource, MinWordSizeForTypos, PaginationSetting, Settings,
+    TypoToleranceSettings,
+};
+use serde::{Deserialize, Serialize};
+
+use crate::index::{chunk_id, path_prefixes};
+
+/// The one embedder kith configures: vectors come from kith's own embed
+/// queue (`userProvided`), never from Meilisearch.
+pub const EMBEDDER: &str = "default";
+pub const PRIMARY_KEY: &str = "id";
+
+/// Only the chunk text is searched. Ids, paths, machines and tags are
+/// filter-only, so typo tolerance can never fuzz one id into another.
+pub const SEARCHABLE: &[&str] = &["text"];
+pub const FILTERABLE: &[&str] = &[
+    "owner",
+    "ancestry",
+    "tags",
+    "run_id",
+    "machine",
+    "runtime",
+    "conversation_id",
+    "root_run_id",
+    "cwd_prefixes",
+    "started_ms",
+    "vector_model",
+];
+pub const SORTABLE: &[&str] = &["started_ms"];
+/// The fields a hit needs (never `_vectors`: hundreds of floats per hit).
+pub const RETRIEVED: &[&str] = &[
+    "id",
+    "run_id",
+    "role",
+    "text",
+    "line_start",
+    "line_end",
+    "started_at",
+    "intent",
+    "machine",
+    "runtime",
+];
+/// Search asks for at most `offset + limit` = 1,100 hits; Meilisearch's
+/// default cap is 1,000.
+const MAX_TOTAL_HITS: usize = 2000;
+
+/// One chunk as a Meilisearch document. Field names match `FILTERABLE`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ChunkDoc {
+    pub id: String,
+    pub run_id: String,
+    /// The run's owner: readability starts here.
+    pub owner: String,
+    /// Every run from the root down to this one: a grant on any of them
+    /// covers this chunk.
+    pub ancestry: Vec<String>,
+    pub machine: String,
+    pub runtime: String,
+    pub conversation_id: Option<String>,
+    pub root_run_id: String,
+    pub tags: Vec<String>,
+    /// Every ancestor of the run's cwd, so a path-prefix filter is one
+    /// equality on whole components.
+    pub cwd_prefixes: Vec<String>,
+    /// Milliseconds since the epoch, for since/until (a number filters by range).
+    pub started_ms: i64,
+    pub started_at: String,
+    pub role: String,
+    pub text: String,
+    pub line_start: u64,
+    pub line_end: u64,
+    pub intent: Option<String>,
+    /// `{"default": null}` once the index has the embedder: says "no vector
+    /// yet" (a document replaced with text only loses its old vector).
+    /// Absent while the index has no embedder.
+    #[serde(rename = "_vectors", skip_serializing_if = "Option::is_none")]
+    pub vectors: Option<NoVector>,
+    /// Which model's vector the chunk holds; null until `put_vectors`.
+    pub vector_model: Option<String>,
+}
+
+/// `{"default": null}`. (`"_vectors": null` fails a whole batch.)
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NoVector {
+    default: Option<Vec<f32>>,
+}
+
+pub const NO_VECTOR: NoVector = NoVector { default: None };
+
+/// The partial update that gives a chunk its vector.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct VectorDoc<'a> {
+    pub id: &'a str,
+    #[serde(rename = "_vectors")]
+    pub vectors: WithVector<'a>,
+    pub vector_model: &'a str,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct WithVector<'a> {
+    pub default: &'a [f32],
+}
+
+/// What a hit brings back (`RETRIEVED`).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct HitDoc {
+    pub id: String,
+    pub run_id: String,
+    pub role: String,
+    pub text: String,
+    pub line_start: u64,
+    pub line_end: u64,
+    pub started_at: String,
+    pub intent: Option<String>,
+    pub machine: String,
+    pub runtime: String,
+}
+
+/// The documents of one run's chunks.
+pub fn chunk_docs(run: &RunMeta, ancestry: &str, chunks: &[Chunk]) -> Vec<ChunkDoc> {
+    let started_ms = kith_shared::timestamp::parse(&run.started_at)
+        .map_or(0, |t| (t.unix_timestamp_nanos() / 1_000_000) as i64);
+    let ancestry: Vec<String> = ancestry
+        .split('|')
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .collect();
+    let cwd_prefixes = run.cwd.as_deref().map(path_prefixes).unwrap_or_default();
+    chunks
+        .iter()
+        .map(|chunk| ChunkDoc {
+            id: chunk_id(&run.id, chunk.chunk_idx),
+            run_id: run.id.clone(),
+            owner: run.user_id.clone(),
+            ancestry: ancestry.clone(),
+            machine: run.machine.clone(),
+            runtime: run.agent_runtime.as_str().to_owned(),
+            conversation_id: run.conversation_id.clone(),
+            root_run_id: run.root_run_id.clone(),
+            tags: run.tags.clone(),
+            cwd_prefixes: cwd_prefixes.clone(),
+            started_ms,
+            started_at: run.started_at.clone(),
+            role: chunk.role.as_str().to_owned(),
+            text: chunk.text.clone(),
+            line_start: chunk.line_start,
+            line_end: chunk.line_end,
+            intent: run.intent.clone(),
+            vectors: None,
+            vector_model: None,
+        })
+        .collect()
+}
+
+/// The settings kith applies at start (the embedder comes separately, once
+/// the model's dimension is known). Applying them again changes nothing.
+pub fn base_settings() -> Settings {
+    Settings::new()
+        .with_searchable_attributes(SEARCHABLE)
+        .with_filterable_attributes(FILTERABLE)
+        .with_sortable_attributes(SORTABLE)
+        .with_typo_tolerance(typo_tolerance())
+        .with_pagination(PaginationSetting {
+            max_total_hits: MAX_TOTAL_HITS,
+        })
+}
+
+/// Transcripts are full of identifiers, paths and hashes: a typo is only
+/// allowed in longer words (6+ letters for one, 10+ for two, against
+/// Meilisearch's 5 and 9), and never in numbers (line numbers, ports,
+/// hashes), so `parse_args` does not match `parse_arg` and `8080` not `8081`.
+fn typo_tolerance() -> TypoToleranceSettings {
+    TypoToleranceSettings {
+        enabled: Some(true),
+        disable_on_attributes: Some(Vec::new()),
+        disable_on_words: Some(Vec::new()),
+        min_word_size_for_typos: Some(MinWordSizeForTypos {
+            one_typo: Some(6),
+            two_typos: Some(10),
+        }),
+        disable_on_numbers: Some(true),
+    }
+}
+
+/// The `default` embedder with the model's dimension.
+pub fn embedders(dim: usize) -> HashMap<String, Embedder> {
+    HashMap::from([(
+        EMBEDDER.to_owned(),
+        Embedder {
+            source: EmbedderSource::UserProvided,
+            dimensions: Some(dim),
+            ..Embedder::default()
+        },
+    )])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kith_proto::AgentRuntime;
+    use kith_shared::transcript::Role;
+    use serde_json::json;
+
+    fn run() -> RunMeta {
+        let mut run: RunMeta = serde_json::from_value(json!({
+            "id": "r2", "user_id": "ualice", "machine_id": "m1", "machine": "laptop",
+            "agent_runtime": "codex", "agent_version": null, "model": null,
+            "conversation_id": "c1", "parent_run_id": "r1", "root_run_id": "r1",
+            "cwd": "/home/alice/proj", "git_branch": null, "intent": "fix the build",
+            "tags": ["work"], "readable_by": ["ualice"],
+            "started_at": "2026-05-11T08:00:00.000Z", "ended_at": null,
+            "turn_count": 1, "tool_call_count": 0, "files_touched": [], "tools_used": [],
+            "jsonl_bytes": 1, "jsonl_sha256": "x", "chain_sha256": "x",
+            "source_identity": "s", "from_offset": 0, "to_offset": 1, "redactions": {},
+            "indexed_at": null, "embedded_at": null, "_links": {"self": "", "jsonl": "", "descendants": ""}
+        }))
+        .unwrap_or_else(|e| panic!("{e}"));
+        run.agent_runtime = AgentRuntime::Codex;
+        run
+    }
+
+    fn chunk(idx: u32, text: &str) -> Chunk {
+        Chunk {
+            chunk_idx: idx,
+            role: Role::User,
+            text: text.into(),
+            line_start: 3,
+            line_end: 4,
+            timestamp: None,
+        }
+    }
+
+    #[test]
+    fn a_chunk_document_carries_every_filter_field() {
+        let mut docs = chunk_docs(&run(), "|r1|r2|", &[chunk(0, "hello"), chunk(1, "again")]);
+        assert_eq!(docs.len(), 2);
+        docs[0].vectors = Some(NO_VECTOR);
+        let v = serde_json::to_value(&docs[0]).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            v,
+            json!({
+                "id": "r2-0", "run_id": "r2", "owner": "ualice", "ancestry": ["r1", "r2"],
+                "machine": "laptop", "runtime": "codex", "conversation_id": "c1",
+                "root_run_id": "r1", "tags": ["work"],
+                "cwd_prefixes": ["/", "/home", "/home/alice", "/home/alice/proj"],
+                "started_ms": 1_778_486_400_000_i64, "started_at": "2026-05-11T08:00:00.000Z",
+                "role": "user", "text": "hello", "line_start": 3, "line_end": 4,
+                "intent": "fix the build",
+                "_vectors": {"default": null}, "vector_model": null,
+            })
+        );
+        let before_embedder = serde_json::to_value(&docs[1]).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(before_embedder["id"], "r2-1");
+        assert!(before_embedder.get("_vectors").is_none());
+        for field in FILTERABLE {
+            assert!(
+                v.get(*field).is_some(),
+                "{field} is filterable but not stored"
+            );
+        }
+    }
+
+    #[test]
+    fn a_vector_update_names_its_model() {
+        let doc = VectorDoc {
+            id: "r2-0",
+            vectors: WithVector {
+                default: &[0.5, -0.5],
+            },
+            vector_model: "m@2",
+        };
+        assert_eq!(
+            serde_json::to_value(&doc).unwrap_or_else(|e| panic!("{e}")),
+            json!({"id": "r2-0", "_vectors": {"default": [0.5, -0.5]}, "vector_model": "m@2"})
+        );
+    }
+
+    #[test]
+    fn settings_json_is_what_the_readme_documents() {
+        let v = serde_json::to_value(base_settings()).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(v["searchableAttributes"], json!(["text"]));
+        assert_eq!(v["filterableAttributes"], json!(FILTERABLE));
+        assert_eq!(v["sortableAttributes"], json!(["started_ms"]));
+        assert_eq!(
+            v["typoTolerance"],
+            json!({
+                "enabled": true, "disableOnAttributes": [], "disableOnWords": [],
+                "minWordSizeForTypos": {"oneTypo": 6, "twoTypos": 10},
+                "disableOnNumbers": true,
+            })
+        );
+        assert_eq!(v["pagination"], json!({"maxTotalHits": 2000}));
+        assert!(v.get("embedders").is_none() || v["embedders"].is_null());
+        let e = serde_json::to_value(embedders(384)).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            e,
+            json!({"default": {"source": "userProvided", "dimensions": 384}})
+        );
+    }
+}

@@ -1,0 +1,759 @@
+//! One conformance suite for every search backend (SPEC "Search backends"):
+//! the same requests, over real HTTP to a real kith-central, must give the
+//! same outcomes on the embedded index and on Meilisearch.
+//!
+//! Every test runs against the embedded backend. When `KITH_TEST_MEILI_URL`
+//! (and optionally `KITH_TEST_MEILI_KEY`) is set, it also runs against that
+//! Meilisearch server, each run on its own index (deleted afterwards); an
+//! unreachable server is then a failure, not a skip.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Once;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use kith_tests::{bin, claude_user_line, delta, model_dir, Api, Central};
+use serde_json::{json, Value};
+
+const INDEXED_WITHIN: Duration = Duration::from_secs(30);
+const EMBEDDED_WITHIN: Duration = Duration::from_secs(120);
+
+/// One backend the suite runs against: the environment that selects it.
+struct Backend {
+    name: &'static str,
+    env: Vec<(String, String)>,
+    /// Deletes the Meilisearch index of this run when dropped.
+    _cleanup: Option<MeiliIndexGuard>,
+}
+
+/// The backends to run: embedded always, Meilisearch when configured.
+fn backends() -> Result<Vec<Backend>> {
+    let mut out = vec![Backend {
+        name: "embedded",
+        env: Vec::new(),
+        _cleanup: None,
+    }];
+    let Some(url) = std::env::var("KITH_TEST_MEILI_URL")
+        .ok()
+        .filter(|u| !u.is_empty())
+    else {
+        static SAID: Once = Once::new();
+        // Written past the test harness's capture, so it shows in every run.
+        SAID.call_once(|| {
+            let _ = writeln!(
+                std::io::stderr(),
+                "KITH_TEST_MEILI_URL is not set: the Meilisearch conformance run did not run (embedded only)"
+            );
+        });
+        return Ok(out);
+    };
+    let key = std::env::var("KITH_TEST_MEILI_KEY")
+        .ok()
+        .filter(|k| !k.is_empty());
+    let health = reqwest::blocking::Client::new()
+        .get(format!("{}/health", url.trim_end_matches('/')))
+        .timeout(Duration::from_secs(5))
+        .send()
+        .with_context(|| format!("KITH_TEST_MEILI_URL={url} is set but unreachable"))?;
+    if !health.status().is_success() {
+        bail!(
+            "Meilisearch at {url} answered /health with {}",
+            health.status()
+        );
+    }
+    let index = unique_index_name();
+    let mut env = vec![
+        ("KITH_SEARCH_BACKEND".to_owned(), "meilisearch".to_owned()),
+        ("KITH_MEILI_URL".to_owned(), url.clone()),
+        ("KITH_MEILI_INDEX".to_owned(), index.clone()),
+    ];
+    if let Some(k) = &key {
+        env.push(("KITH_MEILI_KEY".to_owned(), k.clone()));
+    }
+    out.push(Backend {
+        name: "meilisearch",
+        env,
+        _cleanup: Some(MeiliIndexGuard { url, key, index }),
+    });
+    Ok(out)
+}
+
+/// `kith-test-<pid>-<time>-<n>`: no two runs (or tests) share an index.
+fn unique_index_name() -> String {
+    static N: AtomicU32 = AtomicU32::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or_default();
+    format!(
+        "kith-test-{}-{nanos}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+struct MeiliIndexGuard {
+    url: String,
+    key: Option<String>,
+    index: String,
+}
+
+impl Drop for MeiliIndexGuard {
+    fn drop(&mut self) {
+        let mut req = reqwest::blocking::Client::new().delete(format!(
+            "{}/indexes/{}",
+            self.url.trim_end_matches('/'),
+            self.index
+        ));
+        if let Some(k) = &self.key {
+            req = req.bearer_auth(k);
+        }
+        let _ = req.send();
+    }
+}
+
+/// A central on a fresh data directory with `backend` (plus `extra` env).
+struct Setup {
+    central: Central,
+    _tmp: tempfile::TempDir,
+}
+
+impl Backend {
+    fn start(&self, extra: &[(&str, &str)]) -> Result<Setup> {
+        let tmp = tempfile::tempdir()?;
+        let central = self.start_on(&tmp.path().join("data"), extra)?;
+        Ok(Setup { central, _tmp: tmp })
+    }
+
+    fn start_on(&self, data: &Path, extra: &[(&str, &str)]) -> Result<Central> {
+        let mut env: Vec<(&str, &str)> = self
+            .env
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        env.extend_from_slice(extra);
+        Central::start_on(data, &env)
+    }
+
+    /// An admin command of `kith-central` on `data`, on this backend.
+    fn admin(&self, data: &Path, args: &[&str]) -> Result<Output> {
+        let mut cmd = Command::new(bin("kith-central"));
+        cmd.args(args)
+            .arg("--data-dir")
+            .arg(data)
+            .env_remove("KITH_DATA_DIR")
+            .env_remove("KITH_SEARCH_BACKEND")
+            .stdin(Stdio::null());
+        for (k, v) in &self.env {
+            cmd.env(k, v);
+        }
+        Ok(cmd.output()?)
+    }
+}
+
+/// Ingests `text` as a Claude Code run with `fields` merged into the body.
+fn ingest(api: &Api, source: &str, text: &str, fields: Value) -> Result<String> {
+    let mut body = delta(source, 0, &claude_user_line(text, "2026-05-11T08:00:00Z"));
+    merge(&mut body, fields);
+    let r = api.post("/api/runs", &body)?;
+    if r.status != 202 {
+        bail!("ingest of {source} answered {r:?}");
+    }
+    let id = r.body["run_id"].as_str().unwrap_or_default().to_owned();
+    api.wait_indexed(&id, INDEXED_WITHIN)?;
+    Ok(id)
+}
+
+/// A Codex run: one user message.
+fn ingest_codex(api: &Api, source: &str, text: &str) -> Result<String> {
+    let line = json!({
+        "timestamp": "2026-05-11T09:00:00Z", "type": "response_item",
+        "payload": {"type": "message", "role": "user",
+                    "content": [{"type": "input_text", "text": text}]}
+    });
+    let mut body = delta(source, 0, &format!("{line}\n"));
+    body["agent_runtime"] = json!("codex");
+    let r = api.post("/api/runs", &body)?;
+    if r.status != 202 {
+        bail!("ingest of {source} answered {r:?}");
+    }
+    let id = r.body["run_id"].as_str().unwrap_or_default().to_owned();
+    api.wait_indexed(&id, INDEXED_WITHIN)?;
+    Ok(id)
+}
+
+fn merge(body: &mut Value, fields: Value) {
+    if let (Some(b), Value::Object(f)) = (body.as_object_mut(), fields) {
+        b.extend(f);
+    }
+}
+
+/// Searches and returns the whole reply body; a non-200 is an error.
+fn search(api: &Api, body: Value) -> Result<Value> {
+    let r = api.post("/api/search", &body)?;
+    if r.status != 200 {
+        bail!("search {body} answered {r:?}");
+    }
+    Ok(r.body)
+}
+
+fn run_ids(body: &Value) -> Vec<String> {
+    body["hits"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|h| h["run_id"].as_str().map(str::to_owned))
+        .collect()
+}
+
+fn chunk_ids(body: &Value) -> Vec<String> {
+    body["hits"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|h| h["chunk_id"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// Run ids of a keyword search for `query` with `filters`.
+fn keyword(api: &Api, query: &str, filters: Value) -> Result<Vec<String>> {
+    let mut ids = run_ids(&search(
+        api,
+        json!({"query": query, "mode": "keyword", "filters": filters, "limit": 100}),
+    )?);
+    ids.sort();
+    Ok(ids)
+}
+
+fn sorted(ids: &[&String]) -> Vec<String> {
+    let mut v: Vec<String> = ids.iter().map(|s| (*s).clone()).collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn conformance_ingest_keyword_and_hit_shape() -> Result<()> {
+    for backend in backends()? {
+        let b = backend.name;
+        let s = backend.start(&[])?;
+        let alice = s
+            .central
+            .client(&s.central.register("alice.test", "laptop")?);
+        let id = ingest(
+            &alice,
+            "a",
+            "deploy the frobnicator to staging before lunch",
+            json!({}),
+        )?;
+        ingest(&alice, "b", "an unrelated note about gardening", json!({}))?;
+
+        let body = search(&alice, json!({"query": "frobnicator", "mode": "keyword"}))?;
+        assert_eq!(run_ids(&body), vec![id.clone()], "{b}: {body}");
+        assert_eq!(body["backend"], b, "{b}");
+        let hit = &body["hits"][0];
+        assert_eq!(hit["chunk_id"], format!("{id}-0"), "{b}: {hit}");
+        assert_eq!(hit["role"], "user", "{b}");
+        assert_eq!(hit["machine"], "laptop", "{b}");
+        assert_eq!(hit["agent_runtime"], "claude-code", "{b}");
+        assert_eq!(
+            (hit["line_start"].as_u64(), hit["line_end"].as_u64()),
+            (Some(1), Some(1)),
+            "{b}"
+        );
+        assert!(
+            hit["started_at"]
+                .as_str()
+                .unwrap_or_default()
+                .starts_with("2026-05-11T08:00:00"),
+            "{b}: {hit}"
+        );
+        assert!(
+            hit["intent"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("frobnicator"),
+            "{b}"
+        );
+        assert!(
+            hit["text"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("deploy the frobnicator"),
+            "{b}"
+        );
+        assert!(
+            hit["snippet"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("«frobnicator»"),
+            "{b}: the match is highlighted: {hit}"
+        );
+        assert!(hit["score"].as_f64().unwrap_or(0.0) > 0.0, "{b}");
+
+        let none = search(&alice, json!({"query": "xylophone", "mode": "keyword"}))?;
+        assert!(
+            run_ids(&none).is_empty(),
+            "{b}: a word nobody wrote finds nothing: {none}"
+        );
+    }
+    Ok(())
+}
+
+#[test]
+fn conformance_every_filter_narrows_both_ways() -> Result<()> {
+    for backend in backends()? {
+        let b = backend.name;
+        let s = backend.start(&[])?;
+        let alice = s
+            .central
+            .client(&s.central.register("alice.test", "laptop")?);
+        let desk = s
+            .central
+            .client(&s.central.register("alice.test", "desktop")?);
+        let w = "quasar";
+        let root = ingest(
+            &alice,
+            "a",
+            &format!("{w} root run"),
+            json!({"tags": ["work", "infra"], "cwd": "/home/alice/proj",
+                   "conversation_id": "conv-1", "started_at": "2026-01-10T00:00:00Z"}),
+        )?;
+        let child = ingest(
+            &alice,
+            "b",
+            &format!("{w} child run"),
+            json!({"parent_run_id": root, "cwd": "/home/alice/proj/sub",
+                   "conversation_id": "conv-1", "started_at": "2026-02-10T00:00:00Z"}),
+        )?;
+        let other = ingest(
+            &desk,
+            "c",
+            &format!("{w} desktop run"),
+            json!({"tags": ["home"], "cwd": "/home/alice/projx",
+                   "conversation_id": "conv-2", "started_at": "2026-03-10T00:00:00Z"}),
+        )?;
+        let codex = ingest_codex(&alice, "d", &format!("{w} codex run"))?;
+
+        let all = sorted(&[&root, &child, &other, &codex]);
+        assert_eq!(keyword(&alice, w, json!({}))?, all, "{b}: no filter");
+        for (filters, want) in [
+            (json!({"machine": "desktop"}), vec![&other]),
+            (json!({"machine": "laptop"}), vec![&root, &child, &codex]),
+            (json!({"runtime": "codex"}), vec![&codex]),
+            (
+                json!({"runtime": "claude-code"}),
+                vec![&root, &child, &other],
+            ),
+            (json!({"conversation_id": "conv-1"}), vec![&root, &child]),
+            (json!({"root_run_id": root}), vec![&root, &child]),
+            (json!({"tags": ["work"]}), vec![&root]),
+            (json!({"tags": ["work", "home"]}), vec![]),
+            (
+                json!({"cwd_prefix": "/home/alice/proj"}),
+                vec![&root, &child],
+            ),
+            (
+                json!({"cwd_prefix": "/home/alice/proj/"}),
+                vec![&root, &child],
+            ),
+            (json!({"cwd_prefix": "/home/alice/pro"}), vec![]),
+            (json!({"cwd_prefix": "/home"}), vec![&root, &child, &other]),
+            (
+                json!({"since": "2026-02-10T00:00:00Z"}),
+                vec![&child, &other, &codex],
+            ),
+            (json!({"until": "2026-02-10T00:00:00Z"}), vec![&root]),
+            (
+                json!({"since": "2026-02-01T00:00:00Z", "until": "2026-03-01T00:00:00Z"}),
+                vec![&child],
+            ),
+            (
+                json!({"machine": "laptop\" OR machine = \"desktop"}),
+                vec![],
+            ),
+            (
+                json!({"tags": ["x\\\" OR owner EXISTS OR tags = \\\"y"]}),
+                vec![],
+            ),
+        ] {
+            assert_eq!(
+                keyword(&alice, w, filters.clone())?,
+                sorted(&want),
+                "{b}: {filters}"
+            );
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn conformance_privacy_grants_and_revokes() -> Result<()> {
+    for backend in backends()? {
+        let b = backend.name;
+        let s = backend.start(&[])?;
+        let alice = s
+            .central
+            .client(&s.central.register("alice.test", "laptop")?);
+        let bob = s
+            .central
+            .client(&s.central.register("bob.test", "desktop")?);
+        let carol = s
+            .central
+            .client(&s.central.register("carol.test", "tablet")?);
+        let w = "marmalade";
+        let mine = ingest(&alice, "a", &format!("{w} alice private"), json!({}))?;
+        let bobs_root = ingest(&bob, "b", &format!("{w} bob root"), json!({}))?;
+        let bobs_child = ingest(
+            &bob,
+            "c",
+            &format!("{w} bob child"),
+            json!({"parent_run_id": bobs_root}),
+        )?;
+        let bobs_tagged = ingest(
+            &bob,
+            "d",
+            &format!("{w} bob tagged"),
+            json!({"tags": ["family"]}),
+        )?;
+
+        assert_eq!(
+            keyword(&alice, w, json!({}))?,
+            vec![mine.clone()],
+            "{b}: only her own"
+        );
+        // A hostile filter value cannot widen what she reads.
+        let hostile = json!({"tags": ["family\") OR (owner EXISTS"]});
+        assert!(keyword(&alice, w, hostile)?.is_empty(), "{b}");
+
+        // A run grant covers the run and its descendants.
+        let share = bob.post(
+            "/api/shares",
+            &json!({"scope": format!("run:{bobs_root}"), "with": "alice.test"}),
+        )?;
+        assert_eq!(share.status, 201, "{b}: {share:?}");
+        let share_id = share.body["id"].as_str().unwrap_or_default().to_owned();
+        assert_eq!(
+            keyword(&alice, w, json!({}))?,
+            sorted(&[&mine, &bobs_root, &bobs_child]),
+            "{b}: run grant"
+        );
+        assert_eq!(
+            keyword(&carol, w, json!({}))?,
+            Vec::<String>::new(),
+            "{b}: carol has no grant"
+        );
+
+        // A tag grant covers the tagged run only.
+        let tag = bob.post(
+            "/api/shares",
+            &json!({"scope": "tag:family", "with": "alice.test"}),
+        )?;
+        assert_eq!(tag.status, 201, "{b}: {tag:?}");
+        assert_eq!(
+            keyword(&alice, w, json!({}))?,
+            sorted(&[&mine, &bobs_root, &bobs_child, &bobs_tagged]),
+            "{b}: run and tag grants"
+        );
+
+        // Revoking hides again, at once.
+        let gone = bob.send(bob.http.delete(bob.url(&format!("/api/shares/{share_id}"))))?;
+        assert!(gone.status < 300, "{b}: {gone:?}");
+        assert_eq!(
+            keyword(&alice, w, json!({}))?,
+            sorted(&[&mine, &bobs_tagged]),
+            "{b}: run grant revoked"
+        );
+        assert_eq!(
+            keyword(&bob, w, json!({}))?.len(),
+            3,
+            "{b}: bob reads his own, never alice's"
+        );
+    }
+    Ok(())
+}
+
+#[test]
+fn conformance_semantic_and_hybrid_modes() -> Result<()> {
+    let Some(models) = model_dir() else {
+        return Ok(());
+    };
+    for backend in backends()? {
+        let b = backend.name;
+        let s = backend.start(&[("KITH_MODEL_DIR", &models)])?;
+        let alice = s
+            .central
+            .client(&s.central.register("alice.test", "laptop")?);
+        let bob = s
+            .central
+            .client(&s.central.register("bob.test", "desktop")?);
+        let ci = ingest(
+            &alice,
+            "a",
+            "The CI pipeline is red again: the build breaks on the linker step",
+            json!({}),
+        )?;
+        let pasta = ingest(
+            &alice,
+            "b",
+            "My favourite pasta recipe needs fresh basil and garlic",
+            json!({}),
+        )?;
+        let bobs = ingest(
+            &bob,
+            "c",
+            "The continuous integration build broke, the compiler crashed",
+            json!({}),
+        )?;
+        for id in [&ci, &pasta] {
+            alice.wait_embedded(id, EMBEDDED_WITHIN)?;
+        }
+        bob.wait_embedded(&bobs, EMBEDDED_WITHIN)?;
+
+        let q = "how do I fix the failing compilation";
+        let sem = search(&alice, json!({"query": q, "mode": "semantic"}))?;
+        assert_eq!(run_ids(&sem).first(), Some(&ci), "{b}: {sem}");
+        assert!(
+            !run_ids(&sem).contains(&bobs),
+            "{b}: bob's run never appears for alice"
+        );
+        let kw = search(&alice, json!({"query": q, "mode": "keyword"}))?;
+        assert!(
+            !run_ids(&kw).contains(&pasta),
+            "{b}: keyword does not find meaning: {kw}"
+        );
+
+        let hybrid = search(&alice, json!({"query": "pasta basil", "mode": "hybrid"}))?;
+        assert_eq!(run_ids(&hybrid).first(), Some(&pasta), "{b}: {hybrid}");
+        assert!(hybrid["degraded"].is_null(), "{b}");
+        assert!(!run_ids(&hybrid).contains(&bobs), "{b}");
+        let filtered = search(
+            &alice,
+            json!({"query": q, "mode": "hybrid", "filters": {"machine": "nowhere"}}),
+        )?;
+        assert!(
+            run_ids(&filtered).is_empty(),
+            "{b}: filters apply to hybrid: {filtered}"
+        );
+    }
+    Ok(())
+}
+
+#[test]
+fn conformance_replay_and_reindex_do_not_duplicate() -> Result<()> {
+    for backend in backends()? {
+        let b = backend.name;
+        let tmp = tempfile::tempdir()?;
+        let data = tmp.path().join("data");
+        let mut central = backend.start_on(&data, &[])?;
+        let token = central.register("alice.test", "laptop")?;
+        let alice = central.client(&token);
+        let body = delta(
+            "a",
+            0,
+            &claude_user_line("the okapi migration plan", "2026-05-11T08:00:00Z"),
+        );
+        let first = alice.post_with("/api/runs", &body, "key-1")?;
+        assert_eq!(first.status, 202, "{b}: {first:?}");
+        let id = first.body["run_id"].as_str().unwrap_or_default().to_owned();
+        alice.wait_indexed(&id, INDEXED_WITHIN)?;
+        let replay = alice.post_with("/api/runs", &body, "key-1")?;
+        assert_eq!(replay.body["run_id"], json!(id), "{b}: {replay:?}");
+        let hits = search(&alice, json!({"query": "okapi", "mode": "keyword"}))?;
+        assert_eq!(
+            chunk_ids(&hits),
+            vec![format!("{id}-0")],
+            "{b}: one hit after a replay"
+        );
+
+        central.kill()?;
+        for _ in 0..2 {
+            let re = backend.admin(&data, &["reindex"])?;
+            assert!(
+                re.status.success(),
+                "{b}: {}",
+                String::from_utf8_lossy(&re.stderr)
+            );
+        }
+        let doctor = backend.admin(&data, &["doctor"])?;
+        assert!(
+            doctor.status.success(),
+            "{b}: doctor after reindex: {}{}",
+            String::from_utf8_lossy(&doctor.stdout),
+            String::from_utf8_lossy(&doctor.stderr)
+        );
+        let central = backend.start_on(&data, &[])?;
+        let alice = central.client(&token);
+        let hits = search(&alice, json!({"query": "okapi", "mode": "keyword"}))?;
+        assert_eq!(
+            chunk_ids(&hits),
+            vec![format!("{id}-0")],
+            "{b}: one hit after two reindexes"
+        );
+        let status = alice.get("/api/status")?;
+        assert_eq!(status.body["counts"]["chunks"], 1, "{b}: {status:?}");
+    }
+    Ok(())
+}
+
+#[test]
+fn conformance_reembed_after_a_model_change() -> Result<()> {
+    let Some(models) = model_dir() else {
+        return Ok(());
+    };
+    for backend in backends()? {
+        let b = backend.name;
+        let tmp = tempfile::tempdir()?;
+        let data = tmp.path().join("data");
+        let mut central = backend.start_on(&data, &[("KITH_MODEL_DIR", &models)])?;
+        let token = central.register("alice.test", "laptop")?;
+        let alice = central.client(&token);
+        let ci = ingest(
+            &alice,
+            "a",
+            "The CI pipeline is red again: the build breaks on the linker step",
+            json!({}),
+        )?;
+        let pasta = ingest(
+            &alice,
+            "b",
+            "My favourite pasta recipe needs fresh basil and garlic",
+            json!({}),
+        )?;
+        let mut before = std::collections::HashMap::new();
+        for id in [&ci, &pasta] {
+            before.insert(
+                id.clone(),
+                alice.wait_embedded(id, EMBEDDED_WITHIN)?["embedded_at"].clone(),
+            );
+        }
+        central.kill()?;
+
+        // Matryoshka truncation changes the model id and the dimension.
+        let config = tmp.path().join("central.toml");
+        std::fs::write(&config, "[embed]\ntruncate_dim = 128\n")?;
+        let config = config.to_string_lossy().into_owned();
+        let central = backend.start_on(
+            &data,
+            &[
+                ("KITH_MODEL_DIR", &models),
+                ("KITH_CENTRAL_CONFIG", &config),
+            ],
+        )?;
+        let alice = central.client(&token);
+        let deadline = std::time::Instant::now() + EMBEDDED_WITHIN;
+        for id in [&ci, &pasta] {
+            loop {
+                let run = alice.get(&format!("/api/runs/{id}"))?;
+                if run.body["embedded_at"].is_string()
+                    && Some(&run.body["embedded_at"]) != before.get(id)
+                {
+                    break;
+                }
+                if std::time::Instant::now() > deadline {
+                    bail!("{b}: {id} was not embedded again: {run:?}");
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+        let sem = search(
+            &alice,
+            json!({"query": "how do I fix the failing compilation", "mode": "semantic"}),
+        )?;
+        assert!(
+            sem["embedder"]
+                .as_str()
+                .unwrap_or_default()
+                .ends_with("@128"),
+            "{b}: {sem}"
+        );
+        assert_eq!(run_ids(&sem).first(), Some(&ci), "{b}: {sem}");
+        let mut ids = chunk_ids(&sem);
+        ids.sort();
+        ids.dedup();
+        assert_eq!(
+            ids.len(),
+            chunk_ids(&sem).len(),
+            "{b}: no chunk twice: {sem}"
+        );
+        assert_eq!(ids.len(), 2, "{b}: both chunks have new vectors: {sem}");
+    }
+    Ok(())
+}
+
+/// A small labelled set: each query has one right answer among runs that
+/// share some of its words.
+#[test]
+fn conformance_ranking_on_a_labelled_set() -> Result<()> {
+    let docs = [
+        ("pg", "the postgres connection pool is exhausted under load; raise max_connections or add pgbouncer"),
+        ("rust", "rust borrow checker error: the lifetime of the reference does not live long enough"),
+        ("docker", "the docker image build fails because the base image layer cache is stale"),
+        ("css", "the flexbox layout breaks on narrow screens; the sidebar overlaps the content"),
+        ("git", "git rebase stopped on a merge conflict in the lockfile; resolve and continue"),
+    ];
+    let queries = [
+        ("postgres connection pool exhausted", "pg"),
+        ("borrow checker lifetime error", "rust"),
+        ("docker image build cache", "docker"),
+        ("flexbox sidebar layout", "css"),
+        ("rebase merge conflict", "git"),
+    ];
+    let paraphrases = [
+        (
+            "database runs out of connections when traffic is high",
+            "pg",
+        ),
+        (
+            "compiler complains a reference does not live long enough",
+            "rust",
+        ),
+        (
+            "rebasing stopped because two branches changed the same file",
+            "git",
+        ),
+    ];
+    let models = model_dir();
+    for backend in backends()? {
+        let b = backend.name;
+        let extra: Vec<(&str, &str)> = models
+            .iter()
+            .map(|m| ("KITH_MODEL_DIR", m.as_str()))
+            .collect();
+        let s = backend.start(&extra)?;
+        let alice = s
+            .central
+            .client(&s.central.register("alice.test", "laptop")?);
+        let mut id_of = std::collections::HashMap::new();
+        for (label, text) in docs {
+            id_of.insert(label, ingest(&alice, label, text, json!({}))?);
+        }
+        for (q, label) in queries {
+            let body = search(&alice, json!({"query": q, "mode": "keyword"}))?;
+            assert_eq!(
+                run_ids(&body).first(),
+                id_of.get(label),
+                "{b}: keyword {q:?}: {body}"
+            );
+        }
+        if models.is_none() {
+            continue;
+        }
+        for id in id_of.values() {
+            alice.wait_embedded(id, EMBEDDED_WITHIN)?;
+        }
+        for (q, label) in paraphrases.iter().chain(queries.iter()) {
+            for mode in ["semantic", "hybrid"] {
+                let body = search(&alice, json!({"query": q, "mode": mode}))?;
+                assert_eq!(
+                    run_ids(&body).first(),
+                    id_of.get(label),
+                    "{b}: {mode} {q:?}: {body}"
+                );
+            }
+        }
+    }
+    Ok(())
+}
