@@ -129,6 +129,8 @@ impl Capture {
             _ => None,
         };
 
+        // Saved with the first spooled delta, or below when none is.
+        cursor.size = now.size;
         let mut captured = Captured::default();
         let mut offset = cursor.spooled.offset;
         while offset < now.size {
@@ -143,8 +145,9 @@ impl Capture {
                 bytes: len,
             };
         }
-        cursor.size = now.size;
-        self.cursors.save(&cursor)?;
+        if captured.deltas == 0 {
+            self.cursors.save(&cursor)?;
+        }
         Ok(captured)
     }
 

@@ -165,15 +165,28 @@ pub fn private_dir(dir: &Path) -> Result<()> {
         .at("create", dir)
 }
 
-/// Writes `bytes` to `path` atomically with mode 0600 (see `write_file`).
-pub fn write_private(path: &Path, bytes: &[u8]) -> Result<()> {
-    write_file(path, bytes, 0o600)
+/// How much of a write must survive a crash. Each fsync costs a hook about
+/// a millisecond here, so each file gets only the guarantee it needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// File and folder synced: after a crash the new file is there.
+    Durable,
+    /// File synced, folder not: after a crash the file is the old one or the
+    /// new one, never torn (for marks that are only informative).
+    NotTorn,
+    /// Nothing synced (advisory text such as the last error).
+    Advisory,
 }
 
-/// Writes `bytes` to `path` atomically: a temp file in the same folder, fsync,
-/// rename, fsync of the folder. Readers see the old file or the new one,
-/// never a torn one; a full disk leaves the old file in place.
-pub fn write_file(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
+/// Writes `bytes` to `path` atomically with mode 0600 and `Durable`.
+pub fn write_private(path: &Path, bytes: &[u8]) -> Result<()> {
+    write_file(path, bytes, 0o600, Durability::Durable)
+}
+
+/// Writes `bytes` to `path` atomically: a temp file in the same folder,
+/// (fsync,) rename, (fsync of the folder). Readers see the old file or the
+/// new one, never a torn one; a full disk leaves the old file in place.
+pub fn write_file(path: &Path, bytes: &[u8], mode: u32, durability: Durability) -> Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     private_dir(dir)?;
     let tmp = dir.join(format!(
@@ -186,11 +199,20 @@ pub fn write_file(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
         .create_new(true)
         .mode(mode)
         .open(&tmp)
-        .and_then(|mut f| f.write_all(bytes).and_then(|()| f.sync_all()))
+        .and_then(|mut f| {
+            f.write_all(bytes)?;
+            if durability != Durability::Advisory {
+                f.sync_all()?;
+            }
+            Ok(())
+        })
         .and_then(|()| fs::rename(&tmp, path));
     if let Err(e) = written {
         let _ = fs::remove_file(&tmp);
         return Err(e).at("write", path);
+    }
+    if durability != Durability::Durable {
+        return Ok(());
     }
     // The rename is durable once the folder is.
     File::open(dir).and_then(|d| d.sync_all()).at("sync", dir)

@@ -10,7 +10,7 @@ use kith_proto::AgentRuntime;
 use kith_shared::hash::sha256_hex;
 use serde::{Deserialize, Serialize};
 
-use crate::config::write_private;
+use crate::config::{write_file, Durability};
 use crate::error::{Error, IoContext, Result};
 
 /// A point in a source's chain.
@@ -123,21 +123,31 @@ impl Cursors {
         }
     }
 
+    /// Saves durably (what was spooled must not be spooled twice).
     pub fn save(&self, cursor: &Cursor) -> Result<()> {
+        self.save_with(cursor, Durability::Durable)
+    }
+
+    fn save_with(&self, cursor: &Cursor, durability: Durability) -> Result<()> {
         let file = self.file_of(&cursor.path);
         let json = serde_json::to_vec_pretty(cursor).map_err(|e| Error::Invalid {
             what: "cursor JSON",
             path: file.clone(),
             reason: e.to_string(),
         })?;
-        write_private(&file, &json)
+        write_file(&file, &json, 0o600, durability)
     }
 
     /// Loads, changes and saves one cursor (callers hold the state lock).
-    pub fn update(&self, transcript: &Path, change: impl FnOnce(&mut Cursor)) -> Result<()> {
+    pub fn update(
+        &self,
+        transcript: &Path,
+        durability: Durability,
+        change: impl FnOnce(&mut Cursor),
+    ) -> Result<()> {
         if let Some(mut c) = self.load(transcript)? {
             change(&mut c);
-            self.save(&c)?;
+            self.save_with(&c, durability)?;
         }
         Ok(())
     }

@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
-use crate::config::{write_file, Paths};
+use crate::config::{write_file, Durability, Paths};
 use crate::error::{Error, IoContext, Result};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -80,7 +80,7 @@ pub fn install(paths: &Paths, agent: Agent, kith: &Path, add: bool) -> Result<Ou
         Some(new) if new.is_empty() && agent == Agent::Pi => {
             fs::remove_file(&file).at("remove", &file)?
         }
-        Some(new) => write_file(&file, new.as_bytes(), mode)?,
+        Some(new) => write_file(&file, new.as_bytes(), mode, Durability::Durable)?,
         None => {}
     }
     Ok(Outcome { file, changed, add })

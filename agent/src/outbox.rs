@@ -26,7 +26,7 @@ use std::time::Duration;
 use kith_proto::{IngestRequest, IngestResponse};
 use serde::{Deserialize, Serialize};
 
-use crate::config::{private_dir, write_private, Lock};
+use crate::config::{private_dir, write_file, write_private, Durability, Lock};
 use crate::cursor::{Cursors, Mark};
 use crate::error::{Error, IoContext, Result};
 
@@ -69,7 +69,7 @@ impl Outbox {
         let mut bytes = serde_json::to_vec(header).map_err(|e| invalid(&path, &e))?;
         bytes.push(b'\n');
         let json = serde_json::to_vec(request).map_err(|e| invalid(&path, &e))?;
-        let mut z = zstd::Encoder::new(bytes, 3).at("compress", &path)?;
+        let mut z = zstd::Encoder::new(bytes, 1).at("compress", &path)?;
         z.write_all(&json).at("compress", &path)?;
         let bytes = z.finish().at("compress", &path)?;
         write_private(&path, &bytes)?;
@@ -143,7 +143,12 @@ impl Outbox {
     }
 
     fn note_error(&self, why: &str) {
-        let _ = write_private(&self.last_error, why.as_bytes());
+        let _ = write_file(
+            &self.last_error,
+            why.as_bytes(),
+            0o600,
+            Durability::Advisory,
+        );
     }
 
     fn clear_error(&self) {
@@ -256,7 +261,9 @@ pub fn replay(
             match answer {
                 Delivery::Accepted(receipt) if receipt.chain_sha256 == header.chain_sha256 => {
                     fs::remove_file(&entry).at("remove", &entry)?;
-                    cursors.update(&header.file, |c| {
+                    // The accepted mark only informs `kith status`: losing
+                    // it in a crash costs nothing, so it is not folder-synced.
+                    cursors.update(&header.file, Durability::NotTorn, |c| {
                         if c.source_identity() == header.source_identity
                             && header.to_offset > c.accepted.offset
                         {
@@ -328,7 +335,7 @@ fn refuse(
     then: Then,
 ) -> Result<()> {
     outbox.reject(entry, why)?;
-    cursors.update(&header.file, |c| {
+    cursors.update(&header.file, Durability::Durable, |c| {
         if c.source_identity() == header.source_identity {
             match then {
                 Then::Restart => c.restart = Some(why.to_owned()),
