@@ -53,9 +53,15 @@ pub struct Central {
 impl Central {
     /// Starts central on a fresh data directory.
     pub fn start() -> Result<Self> {
+        Self::start_with(&[])
+    }
+
+    /// Starts central on a fresh data directory with extra environment
+    /// variables.
+    pub fn start_with(env: &[(&str, &str)]) -> Result<Self> {
         let tmp = tempfile::tempdir()?;
         let data_dir = tmp.path().join("data");
-        let mut c = Self::start_on(&data_dir, &[])?;
+        let mut c = Self::start_on(&data_dir, env)?;
         c._tmp = Some(tmp);
         Ok(c)
     }

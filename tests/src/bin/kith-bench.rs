@@ -1,10 +1,12 @@
 //! `kith-bench`: measures kith on this machine with the real binaries on
 //! loopback, prints a table and writes every figure to a JSON file.
 //!
-//! `kith-bench --quick --out FILE.json` takes a few minutes; `--full` runs the
-//! larger corpora. Build the workspace in release mode first
-//! (`cargo build --release --workspace`), since the harness runs the binaries
-//! next to its own executable.
+//! `--smoke` checks the harness in seconds (the test suite runs it; its
+//! numbers mean nothing), `--quick --out FILE.json` takes a few minutes,
+//! `--full` grows a corpus to 10k, 100k and 1M chunks (document vectors from
+//! a stand-in, queries through the real model) and takes under an hour.
+//! Build the workspace in release mode first (`cargo build --release
+//! --workspace`): the harness runs the binaries next to its own executable.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -12,26 +14,50 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use kith_tests::{locomo, reference_dir, Api, Central};
+
+/// Mirrors `kith_central::vectorizer::BENCH_STANDIN_VECTORS`.
+const BENCH_STANDIN_VECTORS: &str = "KITH_BENCH_STANDIN_VECTORS";
 use serde_json::{json, Value};
 
+/// How big a run is: `--smoke` checks the harness in seconds (the test
+/// suite runs it), `--quick` takes a few minutes, `--full` under an hour.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Size {
+    Smoke,
+    Quick,
+    Full,
+}
+
+impl Size {
+    /// (small, quick, full)
+    fn pick<T>(self, smoke: T, quick: T, full: T) -> T {
+        match self {
+            Size::Smoke => smoke,
+            Size::Quick => quick,
+            Size::Full => full,
+        }
+    }
+}
+
 struct Args {
-    full: bool,
+    size: Size,
     out: Option<PathBuf>,
 }
 
 fn parse_args() -> Result<Args> {
     let mut args = Args {
-        full: false,
+        size: Size::Quick,
         out: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
         match a.as_str() {
-            "--quick" => args.full = false,
-            "--full" => args.full = true,
+            "--smoke" => args.size = Size::Smoke,
+            "--quick" => args.size = Size::Quick,
+            "--full" => args.size = Size::Full,
             "--out" => args.out = Some(it.next().context("--out needs a file")?.into()),
             "-h" | "--help" => {
-                println!("usage: kith-bench [--quick|--full] [--out FILE.json]");
+                println!("usage: kith-bench [--smoke|--quick|--full] [--out FILE.json]");
                 std::process::exit(0);
             }
             other => bail!("unknown argument {other:?} (try --help)"),
@@ -84,13 +110,13 @@ fn corpus_lines() -> Result<Vec<String>> {
 fn ingest_corpus(
     api: &Api,
     lines: &[String],
-    n_runs: usize,
+    runs: std::ops::Range<usize>,
     lines_per_run: usize,
 ) -> Result<(f64, u64, Vec<String>)> {
     let started = Instant::now();
     let mut bytes = 0u64;
     let mut ids = Vec::new();
-    for r in 0..n_runs {
+    for r in runs {
         let mut jsonl = String::new();
         for l in 0..lines_per_run {
             jsonl.push_str(&lines[(r * lines_per_run + l) % lines.len()]);
@@ -340,7 +366,8 @@ fn capture_bench(central: &Central, token: &str, transcript_mb: usize, n: usize)
 fn main() -> Result<()> {
     let args = parse_args()?;
     let mut results: BTreeMap<&str, Value> = BTreeMap::new();
-    results.insert("mode", json!(if args.full { "full" } else { "quick" }));
+    let size = args.size;
+    results.insert("mode", json!(format!("{size:?}").to_lowercase()));
     results.insert(
         "machine",
         json!({"cores": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0)}),
@@ -348,87 +375,132 @@ fn main() -> Result<()> {
 
     let central = Central::start()?;
     let token = central.register("bench.test", "bench")?;
-    let api = central.client(&token);
     let lines = corpus_lines()?;
     results.insert(
         "capture",
         capture_bench(
             &central,
             &token,
-            if args.full { 50 } else { 10 },
-            if args.full { 100 } else { 20 },
+            size.pick(1, 10, 50),
+            size.pick(3, 20, 100),
         )?,
     );
 
-    let sizes: &[usize] = if args.full { &[1_000, 10_000] } else { &[200] };
+    // The corpus: a quick run embeds 200 runs with the real model; a full
+    // run grows to 10k, 100k and 1M chunks with stand-in document vectors
+    // (queries still use the real model), in its own central.
+    let standin = size == Size::Full;
+    let corpus_central = if standin {
+        Central::start_with(&[(BENCH_STANDIN_VECTORS, "1")])?
+    } else {
+        Central::start()?
+    };
+    let corpus_token = corpus_central.register("bench.test", "bench")?;
+    let capi = corpus_central.client(&corpus_token);
+    let targets: &[u64] = size.pick(&[0], &[0], &[10_000, 100_000, 1_000_000]);
+    let lines_per_run = size.pick(10, 10, 50);
+    let n_q = size.pick(5, 50, 200);
     let mut per_size = Vec::new();
-    let mut ingested_runs = 0;
-    for &n_runs in sizes {
-        let extra = n_runs - ingested_runs;
-        let (secs, bytes, ids) = ingest_corpus(&api, &lines, extra, 10)?;
-        ingested_runs = n_runs;
-        let status = api.get("/api/status")?;
-        let chunks = status.body["counts"]["chunks"].as_u64().unwrap_or(0);
-        let n_q = if args.full { 200 } else { 50 };
-        // While the new runs are embedded on the realtime/bulk lanes...
+    let mut next_run = 0;
+    for &target in targets {
+        let (mut secs, mut bytes, mut ids) = (0.0, 0, Vec::new());
+        let first_run = next_run;
+        let mut chunks;
+        // One step of runs for the real-model corpus; steps up to the
+        // target for the stand-in one.
+        loop {
+            let step = size.pick(20, 200, 200);
+            let (s, b, i) = ingest_corpus(&capi, &lines, next_run..next_run + step, lines_per_run)?;
+            next_run += step;
+            secs += s;
+            bytes += b;
+            ids.extend(i);
+            chunks = capi.get("/api/status")?.body["counts"]["chunks"]
+                .as_u64()
+                .unwrap_or(0);
+            if !standin || chunks >= target {
+                break;
+            }
+        }
+        // While the new runs are embedded on the realtime lane...
         let busy = json!({
-            "search_keyword": search_latency(&api, "keyword", n_q)?,
-            "search_hybrid": search_latency(&api, "hybrid", n_q)?,
-            "search_semantic": search_latency(&api, "semantic", n_q)?,
+            "search_keyword": search_latency(&capi, "keyword", n_q)?,
+            "search_hybrid": search_latency(&capi, "hybrid", n_q)?,
+            "search_semantic": search_latency(&capi, "semantic", n_q)?,
         });
         // ...and once every vector is in (idle).
         let embed_started = Instant::now();
-        let lanes_before = embedded_per_lane(&api)?;
+        let lanes_before = embedded_per_lane(&capi)?;
         if kith_tests::model_dir().is_some() {
             for id in &ids {
-                api.wait_embedded(id, Duration::from_secs(7200))?;
+                capi.wait_embedded(id, Duration::from_secs(7200))?;
             }
         }
         let embed_secs = embed_started.elapsed().as_secs_f64();
-        let lanes_after = embedded_per_lane(&api)?;
+        let lanes_after = embedded_per_lane(&capi)?;
         let realtime_chunks = lanes_after.get("ingest-realtime").unwrap_or(&0.0)
             - lanes_before.get("ingest-realtime").unwrap_or(&0.0);
+        let n_runs = next_run - first_run;
         per_size.push(json!({
-            "runs": n_runs,
+            "runs": next_run,
             "chunks": chunks,
-            "ingest": {"seconds": secs, "mb_per_s": bytes as f64 / secs / 1e6, "runs_per_s": extra as f64 / secs},
+            "document_vectors": if standin { "stand-in (hashed words); queries embedded by the real model" } else { "real model" },
+            "ingest": {"seconds": secs, "mb_per_s": bytes as f64 / secs / 1e6, "runs_per_s": n_runs as f64 / secs},
             "embedding_wait_after_ingest_s": embed_secs,
-            "realtime_lane_chunks_per_s": realtime_chunks / embed_secs,
+            "realtime_lane_chunks_per_s": if standin { Value::Null } else { json!(realtime_chunks / embed_secs) },
             "while_embedding": busy,
-            "search_keyword": search_latency(&api, "keyword", n_q)?,
-            "search_hybrid": search_latency(&api, "hybrid", n_q)?,
-            "search_semantic": search_latency(&api, "semantic", n_q)?,
-            "central_rss_bytes": central.pid().and_then(rss_bytes),
-            "data_dir_bytes": dir_size(&central.data_dir),
+            "search_keyword": search_latency(&capi, "keyword", n_q)?,
+            "search_hybrid": search_latency(&capi, "hybrid", n_q)?,
+            "search_semantic": search_latency(&capi, "semantic", n_q)?,
+            "central_rss_bytes": corpus_central.pid().and_then(rss_bytes),
+            "data_dir_bytes": dir_size(&corpus_central.data_dir),
         }));
     }
     results.insert("corpus", Value::Array(per_size));
     results.insert(
         "freshness_keyword_ms",
-        freshness(&api, if args.full { 100 } else { 20 })?,
+        freshness(&capi, size.pick(3, 20, 100))?,
     );
 
-    if kith_tests::model_dir().is_some() {
-        let mut central = central;
-        results.insert(
-            "contention",
-            contention(&mut central, &token, if args.full { 200 } else { 50 })?,
-        );
+    // Contention needs real vectors: the quick corpus has them; a full run
+    // embeds a small corpus of its own first.
+    if kith_tests::model_dir().is_some() && size != Size::Smoke {
+        let (mut c, t) = if standin {
+            let c = Central::start()?;
+            let t = c.register("bench.test", "bench")?;
+            let (_, _, ids) = ingest_corpus(&c.client(&t), &lines, 0..100, 10)?;
+            for id in &ids {
+                c.client(&t).wait_embedded(id, Duration::from_secs(3600))?;
+            }
+            (c, t)
+        } else {
+            (corpus_central, corpus_token)
+        };
+        results.insert("contention", contention(&mut c, &t, n_q)?);
     }
 
     // Retrieval quality on the LoCoMo dev half, in its own central so the
     // corpus above does not disturb it.
     let eval = Central::start()?;
     let eval_api = eval.client(&eval.register("locomo.test", "eval")?);
-    let (sessions, questions) = locomo::load(&reference_dir().join("data/locomo-dev"))?;
+    let (mut sessions, mut questions) = locomo::load(&reference_dir().join("data/locomo-dev"))?;
+    let modes: &[&str] = if size == Size::Smoke {
+        // One conversation, keyword only: the smoke checks the plumbing.
+        let first = sessions.first().map(|s| s.conversation.clone());
+        sessions.retain(|s| Some(&s.conversation) == first.as_ref());
+        questions.retain(|q| Some(&q.conversation) == first.as_ref());
+        &["keyword"]
+    } else {
+        &["keyword", "semantic", "hybrid"]
+    };
     let runs = locomo::ingest(&eval_api, &sessions)?;
-    if kith_tests::model_dir().is_some() {
+    if kith_tests::model_dir().is_some() && size != Size::Smoke {
         for id in runs.keys() {
             eval_api.wait_embedded(id, Duration::from_secs(1800))?;
         }
     }
     let mut quality = serde_json::Map::new();
-    for mode in ["keyword", "semantic", "hybrid"] {
+    for &mode in modes {
         match locomo::evaluate(&eval_api, &sessions, &runs, &questions, mode, &[5, 10, 20]) {
             Ok(r) => {
                 quality.insert(
@@ -448,10 +520,104 @@ fn main() -> Result<()> {
     results.insert("locomo_dev", Value::Object(quality));
 
     let doc = serde_json::to_string_pretty(&results)?;
-    println!("{doc}");
-    if let Some(out) = &args.out {
-        std::fs::write(out, &doc).with_context(|| format!("cannot write {}", out.display()))?;
-        eprintln!("wrote {}", out.display());
+    print_table(&serde_json::to_value(&results)?);
+    match &args.out {
+        Some(out) => {
+            std::fs::write(out, &doc).with_context(|| format!("cannot write {}", out.display()))?;
+            eprintln!("wrote {}", out.display());
+        }
+        None => println!("{doc}"),
     }
     Ok(())
+}
+
+/// The headline figures, one per line; the JSON has everything.
+fn print_table(r: &Value) {
+    let num = |v: &Value| match v.as_f64() {
+        Some(x) if x.abs() >= 100.0 => format!("{x:.0}"),
+        Some(x) => format!("{x:.2}"),
+        None => "-".to_owned(),
+    };
+    let pct = |v: &Value| {
+        format!(
+            "{} / {} / {}",
+            num(&v["p50_ms"]),
+            num(&v["p95_ms"]),
+            num(&v["p99_ms"])
+        )
+    };
+    row("figure", "value");
+    let c = &r["capture"];
+    row(
+        "hook, central up, p50/p95/p99 ms",
+        pct(&c["hook_central_up"]),
+    );
+    row(
+        "hook, central down, p50/p95/p99 ms",
+        pct(&c["hook_central_down"]),
+    );
+    row(
+        "backfill MB/s (central down)",
+        num(&c["backfill_mb_per_s_central_down"]),
+    );
+    for size in r["corpus"].as_array().into_iter().flatten() {
+        let at = format!("{} chunks", size["chunks"]);
+        row(
+            format!("ingest MB/s, runs/s ({at})"),
+            format!(
+                "{}, {}",
+                num(&size["ingest"]["mb_per_s"]),
+                num(&size["ingest"]["runs_per_s"])
+            ),
+        );
+        for mode in ["keyword", "semantic", "hybrid"] {
+            let v = &size[format!("search_{mode}").as_str()];
+            row(format!("{mode} search p50/p95/p99 ms ({at})"), pct(v));
+            if mode == "semantic" {
+                row(
+                    format!("query embedding p50/p95/p99 ms ({at})"),
+                    pct(&v["query_embed"]),
+                );
+            }
+        }
+        row(
+            format!("central RSS MB ({at})"),
+            num(&json!(size["central_rss_bytes"].as_f64().map(|b| b / 1e6))),
+        );
+        row(
+            format!("data dir MB ({at})"),
+            num(&json!(size["data_dir_bytes"].as_f64().map(|b| b / 1e6))),
+        );
+    }
+    row(
+        "freshness 202 -> keyword hit p50/p95/p99 ms",
+        pct(&r["freshness_keyword_ms"]),
+    );
+    let k = &r["contention"];
+    for mode in ["keyword", "semantic", "hybrid"] {
+        row(
+            format!("{mode} p99 during bulk re-embed / idle p99"),
+            num(&k["p99_ratio"][mode]),
+        );
+    }
+    row(
+        "bulk lane chunks/s while querying",
+        num(&k["bulk_lane_chunks_per_s_while_querying"]),
+    );
+    for mode in ["keyword", "semantic", "hybrid"] {
+        let q = &r["locomo_dev"][mode];
+        row(
+            format!("LoCoMo dev {mode} R@5/R@10/R@20"),
+            format!(
+                "{} / {} / {}",
+                num(&q["recall@5"]),
+                num(&q["recall@10"]),
+                num(&q["recall@20"])
+            ),
+        );
+    }
+}
+
+fn row(label: impl AsRef<str>, value: impl AsRef<str>) {
+    println!("{:<58} {}", label.as_ref(), value.as_ref());
 }

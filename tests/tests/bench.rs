@@ -1,0 +1,54 @@
+//! The benchmark harness's smoke run: `kith-bench --smoke` measures every
+//! figure on a tiny corpus, so the harness cannot rot between full runs.
+//! Nothing here asserts a timing; only that each figure was measured.
+
+use std::process::Command;
+
+use anyhow::Result;
+use kith_tests::bin;
+
+#[test]
+fn the_benchmark_smoke_run_measures_every_figure() -> Result<()> {
+    let tmp = tempfile::tempdir()?;
+    let out = tmp.path().join("bench.json");
+    let run = Command::new(bin("kith-bench"))
+        .args(["--smoke", "--out"])
+        .arg(&out)
+        .output()?;
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        run.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert!(stdout.contains("hook, central up"), "a table: {stdout}");
+
+    let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&out)?)?;
+    assert_eq!(r["mode"], "smoke");
+    for hook in ["hook_central_up", "hook_central_down"] {
+        assert_eq!(r["capture"][hook]["n"], 3, "{hook}");
+        assert!(r["capture"][hook]["p99_ms"]
+            .as_f64()
+            .is_some_and(|ms| ms > 0.0));
+    }
+    assert!(r["capture"]["backfill_mb_per_s_central_down"]
+        .as_f64()
+        .is_some_and(|x| x > 0.0));
+    let corpus = &r["corpus"][0];
+    assert!(
+        corpus["chunks"].as_u64().is_some_and(|n| n > 20),
+        "{corpus}"
+    );
+    assert_eq!(corpus["search_keyword"]["n"], 5);
+    assert!(corpus["central_rss_bytes"].as_u64().is_some_and(|b| b > 0));
+    assert_eq!(r["freshness_keyword_ms"]["n"], 3);
+    // Quality is measured, not timed: keyword search finds most evidence.
+    let recall = r["locomo_dev"]["keyword"]["recall@20"]
+        .as_f64()
+        .unwrap_or(0.0);
+    assert!(recall > 0.4, "LoCoMo keyword recall@20 {recall}");
+    assert!(r["locomo_dev"]["questions"]
+        .as_u64()
+        .is_some_and(|n| n > 10));
+    Ok(())
+}
