@@ -87,6 +87,9 @@ pub fn run(
             next_rescan = now + timing.rescan_every;
         }
         match rx.recv_timeout(Duration::from_millis(100)) {
+            // Reads (our own included: capture opens transcripts, a rescan
+            // opens folders) are not changes; reacting to them would loop.
+            Ok(Ok(event)) if event.kind.is_access() => {}
             Ok(Ok(event)) => {
                 for path in event.paths {
                     if path.extension().is_some_and(|e| e == "jsonl") {

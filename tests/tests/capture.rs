@@ -532,3 +532,48 @@ fn a_full_disk_under_the_outbox_is_a_clear_error_and_loses_nothing() -> Result<(
     assert!(same_but_masked(got[0], &source), "every byte exactly once");
     Ok(())
 }
+
+/// CPU seconds a process has used so far (user + system).
+fn cpu_seconds(pid: u32) -> Result<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    // Fields after the command name, which is in parentheses.
+    let rest = stat.rsplit(')').next().unwrap_or_default();
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = fields[11].parse::<f64>()? + fields[12].parse::<f64>()?;
+    Ok(ticks / 100.0)
+}
+
+/// `kith watch` sleeps when nothing changes: its own reads (opening the
+/// transcripts it captures, listing folders) must not wake it again.
+#[test]
+fn watch_is_idle_when_nothing_changes() -> Result<()> {
+    use std::time::{Duration, Instant};
+    let central = Central::start()?;
+    let token = central.register("me.test", "laptop")?;
+    let device = Device::new()?;
+    let file = device.path(".claude/projects/-p/0b0e1d7a-0000-4000-8000-000000000004.jsonl");
+    std::fs::create_dir_all(file.parent().unwrap_or(Path::new("/")))?;
+    std::fs::copy(fixture("claude-code/marot__spotter__short.jsonl"), &file)?;
+    let mut watch = device
+        .command(bin("kith"), &central.url, &token)
+        .arg("watch")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()?;
+    let api = central.client(&token);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while chain_of(&fetch_chains(&api)?, &file).is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let captured = !chain_of(&fetch_chains(&api)?, &file).is_empty();
+    std::thread::sleep(Duration::from_secs(1));
+    let before = cpu_seconds(watch.id())?;
+    std::thread::sleep(Duration::from_secs(3));
+    let used = cpu_seconds(watch.id())? - before;
+    let _ = watch.kill();
+    let _ = watch.wait();
+    assert!(captured, "watch captured the transcript");
+    assert!(used < 1.0, "an idle watch used {used} CPU seconds in 3 s");
+    Ok(())
+}
