@@ -51,6 +51,10 @@ impl Embedder for Matryoshka {
         }
         Ok(vectors)
     }
+
+    fn preempt(&self) {
+        self.inner.preempt();
+    }
 }
 
 #[cfg(test)]

@@ -32,6 +32,11 @@ pub trait Embedder: Send + Sync {
     fn dim(&self) -> usize;
     /// One L2-normalised vector per text, in order.
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError>;
+    /// Asks the `embed` call in progress (on another thread) to give up
+    /// soon with `EmbedError::Preempted`, because a query is waiting. Calls
+    /// that start later are not affected. Embedders that cannot stop early
+    /// ignore it.
+    fn preempt(&self) {}
 }
 
 /// Why embedding did not happen. Messages name servers and files, never
@@ -56,6 +61,9 @@ pub enum EmbedError {
     /// The queue's worker is gone; nothing can be embedded any more.
     #[error("the embed queue has stopped")]
     QueueClosed,
+    /// The call gave way to a query (see `Embedder::preempt`); run it again.
+    #[error("embedding gave way to a query")]
+    Preempted,
 }
 
 /// Which embedder central uses.

@@ -9,11 +9,12 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 use ort::environment::Environment;
 use ort::session::builder::GraphOptimizationLevel;
-use ort::session::Session;
+use ort::session::{RunOptions, Session};
 use ort::value::Tensor;
 use sha2::{Digest, Sha256};
 
@@ -64,6 +65,10 @@ pub struct OnnxEmbedder {
     /// `Session::run` takes `&mut`; the queue has one worker, so the lock is
     /// never contended in service.
     session: Mutex<Session>,
+    /// Shared by every run, so `preempt` can stop the one in progress...
+    run_options: RunOptions,
+    /// ...and the runs of the same `embed` call that have not started.
+    preempted: AtomicBool,
     tokenizer: WordPiece,
     /// Some BERT exports take `token_type_ids`, some do not.
     takes_token_type_ids: bool,
@@ -96,6 +101,8 @@ impl OnnxEmbedder {
             .any(|i| i.name() == "token_type_ids");
         Ok(Self {
             session: Mutex::new(session),
+            run_options: RunOptions::new().map_err(load_error)?,
+            preempted: AtomicBool::new(false),
             tokenizer,
             takes_token_type_ids,
         })
@@ -147,7 +154,15 @@ impl OnnxEmbedder {
             .session
             .lock()
             .map_err(|_| EmbedError::Inference("an earlier embedding panicked".into()))?;
-        let outputs = session.run(inputs).map_err(inference_error)?;
+        let outputs = session
+            .run_with_options(inputs, &self.run_options)
+            .map_err(|e| {
+                if e.to_string().contains("terminate flag") {
+                    EmbedError::Preempted
+                } else {
+                    inference_error(e)
+                }
+            })?;
         let hidden = outputs.get("last_hidden_state").ok_or_else(|| {
             EmbedError::Inference("the model has no last_hidden_state output".into())
         })?;
@@ -174,11 +189,23 @@ impl Embedder for OnnxEmbedder {
     }
 
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        // A preemption meant for an earlier call must not stop this one.
+        self.preempted.store(false, Ordering::SeqCst);
+        self.run_options.unterminate().map_err(inference_error)?;
         let mut vectors = Vec::with_capacity(texts.len());
         for batch in texts.chunks(RUN_BATCH) {
+            if self.preempted.load(Ordering::SeqCst) {
+                return Err(EmbedError::Preempted);
+            }
             vectors.extend(self.run(batch)?);
         }
         Ok(vectors)
+    }
+
+    fn preempt(&self) {
+        self.preempted.store(true, Ordering::SeqCst);
+        // ONNX Runtime checks the flag between nodes and fails the run.
+        let _ = self.run_options.terminate();
     }
 }
 
@@ -286,6 +313,40 @@ pub(crate) mod tests {
             Ok(model) => Some(model),
             Err(e) => panic!("KITH_MODEL_DIR is set but the model does not load: {e}"),
         }
+    }
+
+    #[test]
+    fn preempt_stops_the_run_in_progress_and_not_the_next() -> anyhow::Result<()> {
+        let Some(dir) = std::env::var_os("KITH_MODEL_DIR").filter(|d| !d.is_empty()) else {
+            eprintln!("KITH_MODEL_DIR is unset: skipping the preemption check");
+            return Ok(());
+        };
+        // Its own instance: a preemption must not reach the shared model.
+        let model = std::sync::Arc::new(OnnxEmbedder::load(Path::new(&dir))?);
+        let long = "word ".repeat(300);
+        let texts: Vec<&str> = vec![long.as_str(); 32];
+        let m = model.clone();
+        let stopper = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            m.preempt();
+        });
+        let started = Instant::now();
+        let first = model.embed(&texts);
+        stopper
+            .join()
+            .map_err(|_| anyhow::anyhow!("stopper panicked"))?;
+        assert!(
+            matches!(first, Err(EmbedError::Preempted)),
+            "not preempted: {:?}",
+            first.map(|v| v.len())
+        );
+        eprintln!("preempted after {:?}", started.elapsed());
+        assert_eq!(
+            model.embed(&["after"])?.len(),
+            1,
+            "the next run is not stopped"
+        );
+        Ok(())
     }
 
     fn embed_one(model: &OnnxEmbedder, text: &str) -> anyhow::Result<Vec<f32>> {

@@ -6,11 +6,13 @@
 //! so a queued query always goes before queued ingest work. The worker runs
 //! the model on its own thread, outside any async runtime: embedding is CPU
 //! work (and the HTTP embedders use a blocking client). Requests are cut into
-//! batches of at most `MAX_BATCH` texts, which bounds how long the batch in
-//! flight can hold a query up.
+//! batches of at most `MAX_BATCH` texts. A query that arrives while an
+//! ingest batch is in the model preempts it (`Embedder::preempt`): the batch
+//! gives way and runs again after the query, so with the embedded model a
+//! query waits for almost nothing.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -81,6 +83,10 @@ struct Shared {
     depths: Arc<[AtomicUsize; 3]>,
     /// Texts embedded per lane since start; the worker counts them.
     embedded: Arc<[AtomicU64; 3]>,
+    /// Set while the worker runs ingest work, which a query may preempt.
+    ingest_running: Arc<AtomicBool>,
+    /// The worker's embedder, shared only so a query can `preempt` it.
+    embedder: Arc<dyn Embedder>,
     /// The embedder's id and width, readable without a trip to the worker.
     model_id: String,
     dim: usize,
@@ -111,6 +117,8 @@ struct Lanes {
 impl EmbedQueue {
     /// Starts the worker thread, which owns `embedder` from now on.
     pub fn start(embedder: Box<dyn Embedder>) -> Result<Self, EmbedError> {
+        let embedder: Arc<dyn Embedder> = Arc::from(embedder);
+        let ingest_running = Arc::new(AtomicBool::new(false));
         let (query_tx, query) = mpsc::channel(LANE_CAPACITY);
         let (realtime_tx, realtime) = mpsc::channel(LANE_CAPACITY);
         let (bulk_tx, bulk) = mpsc::channel(LANE_CAPACITY);
@@ -120,6 +128,8 @@ impl EmbedQueue {
             lanes: [query_tx, realtime_tx, bulk_tx],
             depths: depths.clone(),
             embedded: embedded.clone(),
+            ingest_running: ingest_running.clone(),
+            embedder: embedder.clone(),
             model_id: embedder.model_id().to_owned(),
             dim: embedder.dim(),
         };
@@ -128,14 +138,20 @@ impl EmbedQueue {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .build()
             .map_err(|e| EmbedError::Config(format!("embed worker runtime: {e}")))?;
-        let lanes = Lanes {
-            query,
-            realtime,
-            bulk,
+        let worker = Worker {
+            embedder,
+            lanes: Lanes {
+                query,
+                realtime,
+                bulk,
+            },
+            depths,
+            embedded,
+            ingest_running,
         };
         std::thread::Builder::new()
             .name("kith-embed".into())
-            .spawn(move || work(embedder, lanes, depths, embedded, runtime))
+            .spawn(move || worker.run(runtime))
             .map_err(|e| EmbedError::Config(format!("embed worker thread: {e}")))?;
         Ok(Self {
             shared: Arc::new(shared),
@@ -184,6 +200,11 @@ impl EmbedQueue {
             .map_err(|_| EmbedError::QueueClosed)?;
         // From here on the worker decrements when it takes the job.
         pending.handed_over();
+        if lane == Lane::Query && self.shared.ingest_running.load(Ordering::SeqCst) {
+            // Do not wait for the ingest batch in flight: it gives way and
+            // runs again after this query.
+            self.shared.embedder.preempt();
+        }
         answer.await.map_err(|_| EmbedError::QueueClosed)?
     }
 
@@ -243,57 +264,106 @@ impl Drop for Pending<'_> {
     }
 }
 
-/// The worker: takes the most urgent job, runs the model, answers; until
-/// every handle is gone.
-fn work(
-    embedder: Box<dyn Embedder>,
-    mut lanes: Lanes,
+/// The worker's side of the queue.
+struct Worker {
+    embedder: Arc<dyn Embedder>,
+    lanes: Lanes,
     depths: Arc<[AtomicUsize; 3]>,
     embedded: Arc<[AtomicU64; 3]>,
-    runtime: tokio::runtime::Runtime,
-) {
-    while let Some(job) = runtime.block_on(next_job(&mut lanes)) {
-        depths[job.lane.idx()].fetch_sub(1, Ordering::SeqCst);
-        if job.reply.is_closed() {
-            // The caller stopped waiting (a search timed out): skip the work.
-            continue;
-        }
-        let queued = job.submitted.elapsed();
-        let started = Instant::now();
-        let texts: Vec<&str> = job.texts.iter().map(String::as_str).collect();
-        let result = match catch_unwind(AssertUnwindSafe(|| embedder.embed(&texts))) {
-            Ok(Ok(vectors)) if vectors.len() == texts.len() => Ok(Batch {
+    ingest_running: Arc<AtomicBool>,
+}
+
+/// A query preempted by mistake (its preemption raced the ingest batch's
+/// end) is simply run again, this many times at most.
+const QUERY_ATTEMPTS: u32 = 3;
+
+impl Worker {
+    /// Takes the most urgent job, runs the model, answers; until every
+    /// handle is gone. Ingest work a query preempted runs again right after
+    /// the queries waiting, before any other ingest work.
+    fn run(mut self, runtime: tokio::runtime::Runtime) {
+        let mut preempted: Option<Job> = None;
+        loop {
+            let job = match preempted.take() {
+                Some(ingest) => match self.lanes.query.try_recv() {
+                    Ok(query) => {
+                        preempted = Some(ingest);
+                        self.taken(&query);
+                        query
+                    }
+                    Err(_) => ingest,
+                },
+                None => match runtime.block_on(next_job(&mut self.lanes)) {
+                    Some(job) => {
+                        self.taken(&job);
+                        job
+                    }
+                    None => break,
+                },
+            };
+            if job.reply.is_closed() {
+                // The caller stopped waiting (a search timed out): skip the work.
+                continue;
+            }
+            let queued = job.submitted.elapsed();
+            let started = Instant::now();
+            let result = self.embed(&job);
+            if matches!(result, Err(EmbedError::Preempted)) {
+                preempted = Some(job);
+                continue;
+            }
+            if let Err(e) = &result {
+                tracing::warn!(model = self.embedder.model_id(), lane = ?job.lane, error = %e, "embedding failed");
+            } else {
+                self.embedded[job.lane.idx()].fetch_add(job.texts.len() as u64, Ordering::Relaxed);
+            }
+            let _ = job.reply.send(result.map(|vectors| Batch {
                 vectors,
                 queued,
                 embedding: started.elapsed(),
-            }),
+            }));
+        }
+        tracing::debug!("embed queue closed; worker stops");
+    }
+
+    /// A job left its lane.
+    fn taken(&self, job: &Job) {
+        self.depths[job.lane.idx()].fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// Runs the model on one job; ingest jobs may come back `Preempted`.
+    fn embed(&self, job: &Job) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let texts: Vec<&str> = job.texts.iter().map(String::as_str).collect();
+        let query = job.lane == Lane::Query;
+        self.ingest_running.store(!query, Ordering::SeqCst);
+        let mut attempt = 0;
+        let result = loop {
+            attempt += 1;
+            match self.embed_once(&texts) {
+                Err(EmbedError::Preempted) if query && attempt < QUERY_ATTEMPTS => continue,
+                other => break other,
+            }
+        };
+        self.ingest_running.store(false, Ordering::SeqCst);
+        result
+    }
+
+    fn embed_once(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let model = self.embedder.model_id();
+        match catch_unwind(AssertUnwindSafe(|| self.embedder.embed(texts))) {
+            Ok(Ok(vectors)) if vectors.len() == texts.len() => Ok(vectors),
             Ok(Ok(vectors)) => Err(EmbedError::Inference(format!(
-                "{} returned {} vectors for {} texts",
-                embedder.model_id(),
+                "{model} returned {} vectors for {} texts",
                 vectors.len(),
                 texts.len()
             ))),
             Ok(Err(e)) => Err(e),
             Err(_) => {
-                tracing::error!(
-                    model = embedder.model_id(),
-                    "embedder panicked; the worker carries on"
-                );
-                Err(EmbedError::Inference(format!(
-                    "{} panicked",
-                    embedder.model_id()
-                )))
+                tracing::error!(model, "embedder panicked; the worker carries on");
+                Err(EmbedError::Inference(format!("{model} panicked")))
             }
-        };
-        if result.is_ok() {
-            embedded[job.lane.idx()].fetch_add(texts.len() as u64, Ordering::Relaxed);
         }
-        if let Err(e) = &result {
-            tracing::warn!(model = embedder.model_id(), lane = ?job.lane, error = %e, "embedding failed");
-        }
-        let _ = job.reply.send(result);
     }
-    tracing::debug!("embed queue closed; worker stops");
 }
 
 /// The next job, most urgent lane first; `None` once all lanes are closed
@@ -545,6 +615,70 @@ mod tests {
                 .len(),
             3
         );
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_query_preempts_the_ingest_batch_in_the_model() -> anyhow::Result<()> {
+        /// Its first ingest call runs until preempted; everything else is
+        /// instant. Records the order of calls.
+        #[derive(Default)]
+        struct Preemptible {
+            stop: AtomicBool,
+            ingest_calls: AtomicUsize,
+            calls: Mutex<Vec<String>>,
+        }
+        impl Embedder for Arc<Preemptible> {
+            fn model_id(&self) -> &str {
+                "test-preemptible"
+            }
+            fn dim(&self) -> usize {
+                8
+            }
+            fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+                let first = texts.first().copied().unwrap_or_default();
+                let mut outcome = "ok";
+                if first.starts_with("ingest")
+                    && self.ingest_calls.fetch_add(1, Ordering::SeqCst) == 0
+                {
+                    let deadline = Instant::now() + Duration::from_secs(10);
+                    while !self.stop.swap(false, Ordering::SeqCst) && Instant::now() < deadline {
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                    outcome = "preempted";
+                }
+                if let Ok(mut calls) = self.calls.lock() {
+                    calls.push(format!("{first}: {outcome}"));
+                }
+                if outcome == "preempted" {
+                    return Err(EmbedError::Preempted);
+                }
+                Ok(texts.iter().map(|t| hash_vector(t)).collect())
+            }
+            fn preempt(&self) {
+                self.stop.store(true, Ordering::SeqCst);
+            }
+        }
+
+        let model = Arc::new(Preemptible::default());
+        let queue = EmbedQueue::start(Box::new(model.clone()))?;
+        let q = queue.clone();
+        let ingest =
+            tokio::spawn(async move { q.embed(Lane::IngestBulk, vec!["ingest a".into()]).await });
+        while model.ingest_calls.load(Ordering::SeqCst) == 0 {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        let query = queue.embed_timed(Lane::Query, vec!["query".into()]).await?;
+        assert_eq!(query.vectors.len(), 1);
+        assert_eq!(
+            ingest.await??.len(),
+            1,
+            "the preempted batch still gets its vectors"
+        );
+        let calls = model.calls.lock().map(|c| c.clone()).unwrap_or_default();
+        assert_eq!(calls, ["ingest a: preempted", "query: ok", "ingest a: ok"]);
+        assert_eq!(queue.embedded_texts(), [1, 0, 1], "each text counted once");
+        assert_eq!(queue.depths(), LaneDepths::default());
         Ok(())
     }
 
