@@ -106,11 +106,14 @@ pub async fn search(
                 match engine {
                     Some(hits) => hits,
                     None => {
-                        // Rank a deeper pool from each side, then fuse.
+                        // Rank a deeper pool from each side, fuse all of
+                        // it, then let neighbours lift each other.
                         let pool = want.max(FUSION_POOL);
                         let keyword = index.keyword(&v, &keyword_query, &filters, pool)?;
                         let semantic = index.semantic(&v, &vec, &filters, pool)?;
-                        fusion::fuse(keyword, semantic, fusion::DENSE_WEIGHT, want)
+                        let fused =
+                            fusion::fuse(keyword, semantic, fusion::DENSE_WEIGHT, usize::MAX);
+                        fusion::lift_by_neighbours(fused, want)
                     }
                 }
             }
