@@ -41,12 +41,15 @@ impl Size {
 
 struct Args {
     size: Size,
+    /// Only the capture figures (hook and backfill), in seconds.
+    capture_only: bool,
     out: Option<PathBuf>,
 }
 
 fn parse_args() -> Result<Args> {
     let mut args = Args {
         size: Size::Quick,
+        capture_only: false,
         out: None,
     };
     let mut it = std::env::args().skip(1);
@@ -55,9 +58,12 @@ fn parse_args() -> Result<Args> {
             "--smoke" => args.size = Size::Smoke,
             "--quick" => args.size = Size::Quick,
             "--full" => args.size = Size::Full,
+            "--capture-only" => args.capture_only = true,
             "--out" => args.out = Some(it.next().context("--out needs a file")?.into()),
             "-h" | "--help" => {
-                println!("usage: kith-bench [--smoke|--quick|--full] [--out FILE.json]");
+                println!(
+                    "usage: kith-bench [--smoke|--quick|--full] [--capture-only] [--out FILE.json]"
+                );
                 std::process::exit(0);
             }
             other => bail!("unknown argument {other:?} (try --help)"),
@@ -339,7 +345,9 @@ fn capture_bench(central: &Central, token: &str, transcript_mb: usize, n: usize)
     }
     let mut up = Vec::new();
     let mut down = Vec::new();
-    for round in 0..n {
+    // Every timed hook starts with an empty outbox: the one delta it spools
+    // is all it sends (a down hook's delta is drained, untimed, after it).
+    for _ in 0..n {
         for (url, samples) in [
             (central.url.as_str(), &mut up),
             ("http://127.0.0.1:9", &mut down),
@@ -350,9 +358,7 @@ fn capture_bench(central: &Central, token: &str, transcript_mb: usize, n: usize)
                 .write_all(&delta)?;
             samples.push(kith(url, &["hook"])?);
         }
-        if round % 5 == 4 {
-            kith(&central.url, &["backfill"])?;
-        }
+        kith(&central.url, &["backfill"])?;
     }
     Ok(json!({
         "transcript_mb": transcript_mb,
@@ -386,6 +392,10 @@ fn main() -> Result<()> {
         )?,
     );
     save(&results, args.out.as_deref())?;
+    if args.capture_only {
+        print_table(&serde_json::to_value(&results)?);
+        return Ok(());
+    }
 
     // The corpus: a quick run embeds 200 runs with the real model; a full
     // run grows to 10k, 100k and 1M chunks with stand-in document vectors
