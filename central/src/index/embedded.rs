@@ -3,16 +3,18 @@
 //! (owner, or a grant's owner + ancestry/tag) as exact-match terms applied
 //! inside the engine.
 
-use std::collections::HashMap;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard, RwLock};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use kith_proto::{AgentRuntime, RunMeta};
 use kith_shared::chunk::Chunk;
 use tantivy::collector::{Collector, SegmentCollector, TopDocs};
 use tantivy::directory::MmapDirectory;
-use tantivy::query::{BooleanQuery, Occur, Query, QueryParser, RangeQuery, TermQuery};
+use tantivy::query::{
+    BooleanQuery, Occur, Query, QueryParser, RangeQuery, TermQuery, TermSetQuery,
+};
 use tantivy::schema::{
     Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions, Value, FAST, INDEXED, STORED,
     STRING,
@@ -23,7 +25,7 @@ use tantivy::{
     SegmentReader, TantivyDocument, Term,
 };
 
-use super::vectors::{chunk_key, VectorStore};
+use super::vectors::{chunk_key, KeyMap, VectorStore};
 use super::{chunk_id, normalize_prefix, path_prefixes, Filters, IndexHit, SearchIndex};
 use crate::auth::Viewer;
 use crate::error::{Error, Result};
@@ -32,6 +34,9 @@ use crate::registry::GrantScope;
 /// Memory budget of the tantivy writer (split across its threads).
 const WRITER_HEAP_BYTES: usize = 64 * 1024 * 1024;
 const SNIPPET_CHARS: usize = 240;
+/// Vectors the ANN index proposes per semantic query (at least), before
+/// the viewer's readability and filters: a margin for what they remove.
+const ANN_CANDIDATES: usize = 200;
 
 struct Fields {
     chunk_id: Field,
@@ -63,7 +68,9 @@ pub struct EmbeddedIndex {
     /// on first write so read-only users (`doctor`) can open a live index.
     writer: Mutex<Option<IndexWriter>>,
     /// Chunk vectors of the configured embedder, once one is attached.
-    vectors: RwLock<Option<VectorStore>>,
+    vectors: Arc<RwLock<Option<VectorStore>>>,
+    /// Set while a thread trains the vectors' ANN index.
+    ann_training: Arc<AtomicBool>,
     dir: PathBuf,
 }
 
@@ -126,7 +133,8 @@ impl EmbeddedIndex {
             fields,
             reader,
             writer: Mutex::new(None),
-            vectors: RwLock::new(None),
+            vectors: Arc::default(),
+            ann_training: Arc::default(),
             dir: dir.to_owned(),
         })
     }
@@ -180,6 +188,46 @@ impl EmbeddedIndex {
             machine: text_of(f.machine),
             agent_runtime: AgentRuntime::parse(&text_of(f.runtime)).unwrap_or(AgentRuntime::Other),
         }
+    }
+
+    /// Starts training the vectors' ANN index on a thread of its own when
+    /// one is due and none is training.
+    fn train_ann_when_due(&self) {
+        let due = read(&self.vectors)
+            .as_ref()
+            .is_some_and(|s| s.ann_sample_due());
+        if !due || self.ann_training.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let vectors = Arc::clone(&self.vectors);
+        let training = Arc::clone(&self.ann_training);
+        let spawned = std::thread::Builder::new()
+            .name("kith-ann".into())
+            .spawn(move || {
+                train_ann(&vectors);
+                training.store(false, Ordering::Release);
+            });
+        if let Err(e) = spawned {
+            tracing::warn!("cannot start ANN training: {e}");
+            self.ann_training.store(false, Ordering::Release);
+        }
+    }
+
+    /// The hits of ranked chunk keys, in order.
+    fn hits_of(
+        &self,
+        searcher: &tantivy::Searcher,
+        docs: &KeyMap<DocAddress>,
+        ranked: Vec<(u64, f32)>,
+    ) -> Result<Vec<IndexHit>> {
+        let mut out = Vec::with_capacity(ranked.len());
+        for (key, score) in ranked {
+            if let Some(addr) = docs.get(&key) {
+                let doc: TantivyDocument = searcher.doc(*addr).map_err(index_err)?;
+                out.push(self.hit_from_doc(&doc, score, None));
+            }
+        }
+        Ok(out)
     }
 
     fn filter_queries(&self, viewer: &Viewer, filters: &Filters) -> Vec<(Occur, Box<dyn Query>)> {
@@ -245,6 +293,44 @@ impl EmbeddedIndex {
     }
 }
 
+fn read<T>(lock: &RwLock<T>) -> RwLockReadGuard<'_, T> {
+    lock.read().unwrap_or_else(|p| p.into_inner())
+}
+
+fn write<T>(lock: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
+    lock.write().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Trains the ANN index of the vectors if one is due, holding the lock
+/// queries take only to copy codes out and to install the result.
+fn train_ann(vectors: &RwLock<Option<VectorStore>>) {
+    let Some(sample) = read(vectors).as_ref().and_then(VectorStore::ann_sample) else {
+        return;
+    };
+    let started = std::time::Instant::now();
+    let centroids = sample.train();
+    let mut assigned = Vec::new();
+    loop {
+        let codes = read(vectors)
+            .as_ref()
+            .and_then(|s| s.codes_from(sample.generation(), assigned.len()));
+        match codes {
+            None => return, // cleared or replaced meanwhile
+            Some(c) if c.is_empty() => break,
+            Some(c) => assigned.extend(centroids.assign(&c)),
+        }
+    }
+    let n = assigned.len();
+    if let Some(store) = write(vectors).as_mut() {
+        store.install_ann(sample.generation(), centroids, assigned);
+    }
+    tracing::info!(
+        vectors = n,
+        seconds = started.elapsed().as_secs_f64(),
+        "ANN index trained"
+    );
+}
+
 fn index_err(e: tantivy::TantivyError) -> Error {
     Error::Internal(format!("search index: {e}"))
 }
@@ -303,12 +389,7 @@ impl SearchIndex for EmbeddedIndex {
     }
 
     fn clear(&self) -> Result<()> {
-        if let Some(store) = self
-            .vectors
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .as_mut()
-        {
+        if let Some(store) = write(&self.vectors).as_mut() {
             store.clear().map_err(|e| Error::Internal(e.to_string()))?;
         }
         self.with_writer(|w| {
@@ -360,9 +441,42 @@ impl SearchIndex for EmbeddedIndex {
         limit: usize,
     ) -> Result<Vec<IndexHit>> {
         let searcher = self.reader.searcher();
-        // Filter first: only chunks this viewer may read (and that pass the
-        // filters) are ranked at all.
-        let allowed: HashMap<u64, DocAddress> = searcher
+        let no_vectors = || Error::Unavailable {
+            code: "embedder_unavailable",
+            message: "no vectors: no embedder is attached".into(),
+        };
+        let candidates = {
+            let guard = read(&self.vectors);
+            let store = guard.as_ref().ok_or_else(no_vectors)?;
+            store.ann_candidates(vector, (4 * limit).max(ANN_CANDIDATES))
+        };
+        // Large store: the nearest vectors by the ANN index, of which the
+        // viewer keeps those it may read that pass the filters. When too few
+        // are left (a narrow filter, or little of the store readable), the
+        // exact search below ranks just what the viewer may read.
+        if let Some(candidates) = candidates {
+            let mut clauses = self.filter_queries(viewer, filters);
+            let keys = candidates
+                .iter()
+                .map(|(k, _)| Term::from_field_u64(self.fields.chunk_key, *k));
+            clauses.push((Occur::Must, Box::new(TermSetQuery::new(keys))));
+            let readable: KeyMap<DocAddress> = searcher
+                .search(&BooleanQuery::new(clauses), &KeyCollector)
+                .map_err(index_err)?
+                .into_iter()
+                .collect();
+            let best: Vec<(u64, f32)> = candidates
+                .into_iter()
+                .filter(|(k, _)| readable.contains_key(k))
+                .take(limit)
+                .collect();
+            if best.len() == limit {
+                return self.hits_of(&searcher, &readable, best);
+            }
+        }
+        // Exact: filter first, so only chunks this viewer may read (and that
+        // pass the filters) are ranked at all.
+        let readable: KeyMap<DocAddress> = searcher
             .search(
                 &BooleanQuery::new(self.filter_queries(viewer, filters)),
                 &KeyCollector,
@@ -370,23 +484,12 @@ impl SearchIndex for EmbeddedIndex {
             .map_err(index_err)?
             .into_iter()
             .collect();
-        let guard = self.vectors.read().unwrap_or_else(|p| p.into_inner());
-        let Some(store) = guard.as_ref() else {
-            return Err(Error::Unavailable {
-                code: "embedder_unavailable",
-                message: "no vectors: no embedder is attached".into(),
-            });
-        };
-        let best = store.top_k(vector, limit, |k| allowed.contains_key(&k));
-        drop(guard);
-        let mut out = Vec::with_capacity(best.len());
-        for (key, score) in best {
-            if let Some(addr) = allowed.get(&key) {
-                let doc: TantivyDocument = searcher.doc(*addr).map_err(index_err)?;
-                out.push(self.hit_from_doc(&doc, score, None));
-            }
-        }
-        Ok(out)
+        let best = read(&self.vectors).as_ref().ok_or_else(no_vectors)?.top_k(
+            vector,
+            limit,
+            readable.keys().copied(),
+        );
+        self.hits_of(&searcher, &readable, best)
     }
 
     fn attach_vectors(&self, model_id: &str, dim: usize) -> Result<()> {
@@ -395,28 +498,32 @@ impl SearchIndex for EmbeddedIndex {
                 code: "index_unavailable",
                 message: e.to_string(),
             })?;
-        *self.vectors.write().unwrap_or_else(|p| p.into_inner()) = Some(store);
+        *write(&self.vectors) = Some(store);
+        self.train_ann_when_due();
         Ok(())
     }
 
     fn put_vectors(&self, items: &[(String, Vec<f32>)]) -> Result<()> {
-        let mut guard = self.vectors.write().unwrap_or_else(|p| p.into_inner());
-        let store = guard
-            .as_mut()
-            .ok_or_else(|| Error::Internal("put_vectors before attach_vectors".into()))?;
         let keyed: Vec<(u64, Vec<f32>)> = items
             .iter()
             .map(|(id, v)| (chunk_key(id), v.clone()))
             .collect();
-        store
-            .put(&keyed)
-            .and_then(|()| store.flush())
-            .map_err(|e| Error::Internal(e.to_string()))
+        {
+            let mut guard = write(&self.vectors);
+            let store = guard
+                .as_mut()
+                .ok_or_else(|| Error::Internal("put_vectors before attach_vectors".into()))?;
+            store
+                .put(&keyed)
+                .and_then(|()| store.flush())
+                .map_err(|e| Error::Internal(e.to_string()))?;
+        }
+        self.train_ann_when_due();
+        Ok(())
     }
 
     fn has_vector(&self, chunk_id: &str) -> bool {
-        let guard = self.vectors.read().unwrap_or_else(|p| p.into_inner());
-        guard
+        read(&self.vectors)
             .as_ref()
             .is_some_and(|s| s.contains(chunk_key(chunk_id)))
     }
@@ -500,5 +607,147 @@ impl SegmentCollector for KeySegmentCollector {
 
     fn harvest(self) -> Vec<(u64, DocAddress)> {
         self.keys
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+    use kith_shared::ids::{MachineId, UserId};
+    use kith_shared::transcript::Role;
+    use serde_json::json;
+
+    fn run(id: &str, owner: &str) -> RunMeta {
+        serde_json::from_value(json!({
+            "id": id, "user_id": owner, "machine_id": "m1", "machine": "box",
+            "agent_runtime": "claude-code", "agent_version": null, "model": null,
+            "conversation_id": null, "parent_run_id": null, "root_run_id": id,
+            "cwd": null, "git_branch": null, "intent": null,
+            "tags": [], "readable_by": [owner],
+            "started_at": "2026-05-11T08:00:00.000Z", "ended_at": null,
+            "turn_count": 1, "tool_call_count": 0, "files_touched": [], "tools_used": [],
+            "jsonl_bytes": 1, "jsonl_sha256": "x", "chain_sha256": "x",
+            "source_identity": id, "from_offset": 0, "to_offset": 1, "redactions": {},
+            "indexed_at": null, "embedded_at": null,
+            "_links": {"self": "", "jsonl": "", "descendants": ""}
+        }))
+        .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn viewer(user: &str) -> Viewer {
+        Viewer {
+            user_id: UserId::parse(user).unwrap_or_else(|e| panic!("{e}")),
+            machine_id: MachineId::parse("m1").unwrap_or_else(|e| panic!("{e}")),
+            machine_name: "box".into(),
+            handle: format!("{user}.test"),
+            is_admin: false,
+            grants: Vec::new(),
+        }
+    }
+
+    /// Unit vectors around a few topics, from a fixed seed.
+    fn vectors(n: usize, dim: usize, seed: u64) -> Vec<Vec<f32>> {
+        let mut state = seed;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % 2000) as f32 / 1000.0 - 1.0
+        };
+        let topics: Vec<Vec<f32>> = (0..30)
+            .map(|_| (0..dim).map(|_| next()).collect())
+            .collect();
+        (0..n)
+            .map(|i| {
+                let v: Vec<f32> = topics[i % 30].iter().map(|x| x + 0.6 * next()).collect();
+                let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+                v.into_iter().map(|x| x / norm).collect()
+            })
+            .collect()
+    }
+
+    /// Past `ANN_MIN` vectors, semantic search goes through the ANN index:
+    /// a viewer still sees only their own chunks, close to the exact
+    /// answer; a viewer who can read little gets the exact answer.
+    #[test]
+    fn ann_semantic_search_keeps_to_what_the_viewer_may_read() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let index = EmbeddedIndex::open(dir.path()).unwrap_or_else(|e| panic!("{e}"));
+        let (dim, per_run, n_runs) = (16, 1000, super::super::vectors::ANN_MIN / 1000 + 10);
+        let all = vectors(per_run * n_runs, dim, 11);
+        index
+            .attach_vectors("test-model", dim)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let mut keys_of: HashMap<&str, Vec<u64>> = HashMap::new();
+        let mut owner_of: HashMap<String, &str> = HashMap::new();
+        for r in 0..n_runs {
+            // alice owns two runs; bob owns the rest.
+            let owner = if r < 2 { "ualice" } else { "ubob" };
+            let run_id = format!("r{r}");
+            let chunks: Vec<Chunk> = (0..per_run)
+                .map(|i| Chunk {
+                    chunk_idx: i as u32,
+                    role: Role::User,
+                    text: format!("chunk {i}"),
+                    line_start: i as u64,
+                    line_end: i as u64,
+                    timestamp: None,
+                })
+                .collect();
+            index
+                .put_run(&run(&run_id, owner), &format!("|{run_id}|"), &chunks)
+                .unwrap_or_else(|e| panic!("{e}"));
+            let items: Vec<(String, Vec<f32>)> = (0..per_run)
+                .map(|i| {
+                    let id = chunk_id(&run_id, i as u32);
+                    keys_of.entry(owner).or_default().push(chunk_key(&id));
+                    (id, all[r * per_run + i].clone())
+                })
+                .collect();
+            index.put_vectors(&items).unwrap_or_else(|e| panic!("{e}"));
+            owner_of.insert(run_id, owner);
+        }
+        index.commit().unwrap_or_else(|e| panic!("{e}"));
+        while index.ann_training.load(Ordering::Acquire) {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let queries = vectors(20, dim, 5);
+        assert!(
+            read(&index.vectors)
+                .as_ref()
+                .and_then(|s| s.ann_candidates(&queries[0], 1))
+                .is_some(),
+            "the ANN index was trained"
+        );
+
+        let mut found = 0;
+        for q in &queries {
+            for user in ["ualice", "ubob"] {
+                let hits = index
+                    .semantic(&viewer(user), q, &Filters::default(), 10)
+                    .unwrap_or_else(|e| panic!("{e}"));
+                assert_eq!(hits.len(), 10);
+                for h in &hits {
+                    assert_eq!(owner_of[&h.run_id], user, "{user} got {}", h.chunk_id);
+                }
+                let exact: Vec<u64> = read(&index.vectors)
+                    .as_ref()
+                    .map(|s| s.top_k(q, 10, keys_of[user].iter().copied()))
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|(k, _)| k)
+                    .collect();
+                let got: Vec<u64> = hits.iter().map(|h| chunk_key(&h.chunk_id)).collect();
+                if user == "ualice" {
+                    assert_eq!(got, exact, "little readable: the exact answer");
+                } else {
+                    found += got.iter().filter(|k| exact.contains(k)).count();
+                }
+            }
+        }
+        let recall = found as f64 / (10 * queries.len()) as f64;
+        assert!(recall >= 0.8, "ANN recall@10 against exact: {recall}");
     }
 }
