@@ -85,16 +85,27 @@ impl OnnxEmbedder {
         })?;
         let tokenizer = WordPiece::from_tokenizer_json(&tokenizer_json)?;
         let environment = environment(&dir.join("libonnxruntime.so"))?;
-        let session = Session::builder(&environment)
-            .map_err(load_error)?
-            .with_optimization_level(GraphOptimizationLevel::Level3)
-            .map_err(load_error)?
-            .with_intra_threads(INTRA_OP_THREADS)
-            .map_err(load_error)?
-            .with_inter_threads(1)
-            .map_err(load_error)?
-            .commit_from_file(dir.join("model.onnx"))
-            .map_err(load_error)?;
+        // ONNX Runtime starts its worker threads with the session: built on
+        // a thread at background priority, they inherit it.
+        let build = || {
+            super::background_priority();
+            Session::builder(&environment)
+                .map_err(load_error)?
+                .with_optimization_level(GraphOptimizationLevel::Level3)
+                .map_err(load_error)?
+                .with_intra_threads(INTRA_OP_THREADS)
+                .map_err(load_error)?
+                // Idle workers sleep instead of spinning on a core that a
+                // search could use.
+                .with_intra_op_spinning(false)
+                .map_err(load_error)?
+                .with_inter_threads(1)
+                .map_err(load_error)?
+                .commit_from_file(dir.join("model.onnx"))
+                .map_err(load_error)
+        };
+        let session = std::thread::scope(|s| s.spawn(build).join())
+            .map_err(|_| EmbedError::ModelLoad("building the ONNX session panicked".into()))??;
         let takes_token_type_ids = session
             .inputs()
             .iter()

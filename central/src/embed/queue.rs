@@ -151,7 +151,10 @@ impl EmbedQueue {
         };
         std::thread::Builder::new()
             .name("kith-embed".into())
-            .spawn(move || worker.run(runtime))
+            .spawn(move || {
+                super::background_priority();
+                worker.run(runtime)
+            })
             .map_err(|e| EmbedError::Config(format!("embed worker thread: {e}")))?;
         Ok(Self {
             shared: Arc::new(shared),
