@@ -608,6 +608,10 @@ impl SearchIndex for MeiliIndex {
         )
     }
 
+    fn fuses_hybrid(&self) -> bool {
+        true
+    }
+
     fn hybrid(
         &self,
         viewer: &Viewer,

@@ -152,10 +152,17 @@ pub trait SearchIndex: Send + Sync {
     /// Number of chunks indexed for one run (for `doctor`).
     fn n_chunks_of_run(&self, run_id: &str) -> Result<u64>;
 
+    /// Whether `hybrid` fuses in the engine. Otherwise the caller fuses
+    /// `keyword` and `semantic` (`search::fusion`), and runs the keyword
+    /// side while the query is embedded.
+    fn fuses_hybrid(&self) -> bool {
+        false
+    }
+
     /// Hybrid search done by the engine itself, `semantic_ratio` weighing
     /// the vector side (0 keyword only, 1 vectors only), filtered like
-    /// `keyword`. `None`: the backend has no engine-side hybrid and the
-    /// caller fuses `keyword` and `semantic` (`search::fusion`).
+    /// `keyword`. `None`: the backend has no engine-side hybrid (see
+    /// `fuses_hybrid`).
     fn hybrid(
         &self,
         _viewer: &Viewer,

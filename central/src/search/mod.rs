@@ -57,6 +57,17 @@ pub async fn search(
     state.metrics().searched();
     let want = (limit + req.offset) as usize;
 
+    // Hybrid fused here: the keyword side needs no vector, so it runs while
+    // the query is embedded.
+    let pool = want.max(FUSION_POOL);
+    let keyword_side =
+        (req.mode == SearchMode::Hybrid && !state.index().fuses_hybrid()).then(|| {
+            let (s, v, f) = (state.clone(), viewer.clone(), filters.clone());
+            // The question words leave the keyword side (see fusion).
+            let q = fusion::without_question_words(&query);
+            tokio::task::spawn_blocking(move || s.index().keyword(&v, &q, &f, pool))
+        });
+
     // The query vector, when the mode needs one and an embedder can give it.
     let mut timing = SearchTiming::default();
     let mut degraded = None;
@@ -87,41 +98,41 @@ pub async fn search(
     let search_started = Instant::now();
     let s = state.clone();
     let v = viewer.clone();
-    let mode = req.mode;
-    let hits = tokio::task::spawn_blocking(move || -> Result<Vec<IndexHit>> {
-        let index = s.index();
-        let hits = match (mode, vector) {
-            (SearchMode::Semantic, Some(vec)) => index.semantic(&v, &vec, &filters, want)?,
-            (SearchMode::Hybrid, Some(vec)) => {
-                // The question words leave the keyword side (see fusion).
-                let keyword_query = fusion::without_question_words(&query);
-                let engine = index.hybrid(
-                    &v,
-                    &keyword_query,
-                    &vec,
-                    &filters,
-                    want,
-                    fusion::DENSE_WEIGHT,
-                )?;
-                match engine {
-                    Some(hits) => hits,
-                    None => {
-                        // Rank a deeper pool from each side, fuse all of
-                        // it, then let neighbours lift each other.
-                        let pool = want.max(FUSION_POOL);
-                        let keyword = index.keyword(&v, &keyword_query, &filters, pool)?;
-                        let semantic = index.semantic(&v, &vec, &filters, pool)?;
-                        let fused =
-                            fusion::fuse(keyword, semantic, fusion::DENSE_WEIGHT, usize::MAX);
-                        fusion::lift_by_neighbours(fused, want)
-                    }
-                }
+    let hits = match (req.mode, vector) {
+        (SearchMode::Semantic, Some(vec)) => {
+            tokio::task::spawn_blocking(move || s.index().semantic(&v, &vec, &filters, want))
+                .await??
+        }
+        (SearchMode::Hybrid, Some(vec)) => match keyword_side {
+            Some(keyword) => {
+                let semantic = tokio::task::spawn_blocking(move || {
+                    s.index().semantic(&v, &vec, &filters, pool)
+                });
+                let (keyword, semantic) = (keyword.await??, semantic.await??);
+                // Fuse all of both pools, then let neighbours lift each other.
+                let fused = fusion::fuse(keyword, semantic, fusion::DENSE_WEIGHT, usize::MAX);
+                fusion::lift_by_neighbours(fused, want)
             }
-            _ => index.keyword(&v, &query, &filters, want)?,
-        };
-        recheck(&s, &v, hits)
-    })
-    .await??;
+            None => {
+                tokio::task::spawn_blocking(move || {
+                    let q = fusion::without_question_words(&query);
+                    let hits =
+                        s.index()
+                            .hybrid(&v, &q, &vec, &filters, want, fusion::DENSE_WEIGHT)?;
+                    hits.ok_or_else(|| Error::Internal("the index fuses no hybrid".into()))
+                })
+                .await??
+            }
+        },
+        // Keyword, or hybrid without a query vector.
+        _ => {
+            tokio::task::spawn_blocking(move || s.index().keyword(&v, &query, &filters, want))
+                .await??
+        }
+    };
+    let s = state.clone();
+    let v = viewer.clone();
+    let hits = tokio::task::spawn_blocking(move || recheck(&s, &v, hits)).await??;
     let search_ms = ms(search_started);
     let hits = hits
         .into_iter()
