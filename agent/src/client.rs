@@ -2,35 +2,49 @@
 //! body, run id as `Idempotency-Key`) and checking a token (`GET
 //! /api/status`). Every answer is mapped to what the outbox should do; the
 //! token goes only into the `Authorization` header.
+//!
+//! Requests run on the caller's thread, on a current-thread runtime: a hook is
+//! a short process on a busy machine, and `reqwest::blocking` hands every
+//! request to a runtime thread of its own, which then has to wait its turn
+//! for a core (several milliseconds under load, per request).
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use kith_proto::{ErrorBody, IngestResponse, StatusResponse};
-use reqwest::blocking::Response;
-use reqwest::StatusCode;
+use reqwest::{Response, StatusCode};
+use tokio::runtime::Runtime;
 
 use crate::config::Auth;
 use crate::error::{Error, Result};
 use crate::outbox::{self, Delivery, Header, Replayed};
 
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Client {
-    http: reqwest::blocking::Client,
+    http: reqwest::Client,
+    /// Drives `http` inside each call; nothing runs between calls.
+    runtime: Runtime,
     auth: Auth,
 }
 
 impl Client {
     pub fn new(auth: &Auth) -> Result<Self> {
-        let http = reqwest::blocking::Client::builder()
+        let central = |reason: String| Error::Central {
+            url: auth.central_url.clone(),
+            reason,
+        };
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_io()
+            .enable_time()
+            .build()
+            .map_err(|e| central(format!("cannot start the HTTP runtime: {e}")))?;
+        let http = reqwest::Client::builder()
             .user_agent(concat!("kith/", env!("CARGO_PKG_VERSION")))
             .build()
-            .map_err(|e| Error::Central {
-                url: auth.central_url.clone(),
-                reason: without_url(&e),
-            })?;
+            .map_err(|e| central(without_url(&e)))?;
         Ok(Self {
             http,
+            runtime,
             auth: auth.clone(),
         })
     }
@@ -44,6 +58,11 @@ impl Client {
         if timeout.is_zero() {
             return Delivery::NotNow("out of time; the rest waits in the outbox".into());
         }
+        self.runtime
+            .block_on(self.post_run(header, zstd_body, timeout))
+    }
+
+    async fn post_run(&self, header: &Header, zstd_body: Vec<u8>, timeout: Duration) -> Delivery {
         let sent = self
             .http
             .post(format!("{}/api/runs", self.auth.central_url))
@@ -53,7 +72,8 @@ impl Client {
             .header("Content-Encoding", "zstd")
             .timeout(timeout)
             .body(zstd_body)
-            .send();
+            .send()
+            .await;
         let res = match sent {
             Ok(res) => res,
             Err(e) => {
@@ -66,7 +86,7 @@ impl Client {
         };
         let status = res.status();
         if status.is_success() {
-            return match res.json::<IngestResponse>() {
+            return match res.json::<IngestResponse>().await {
                 Ok(receipt) => Delivery::Accepted(receipt),
                 Err(e) => Delivery::NotNow(format!(
                     "central sent an unreadable receipt: {}",
@@ -78,7 +98,7 @@ impl Client {
             status,
             StatusCode::BAD_REQUEST | StatusCode::CONFLICT | StatusCode::PAYLOAD_TOO_LARGE
         );
-        match (status, error_body(res)) {
+        match (status, error_body(res).await) {
             (StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN, _) => {
                 Delivery::Unauthorized(format!(
                 "central refused this machine's token ({status}); run `kith login --central {}`",
@@ -112,6 +132,10 @@ impl Client {
 
     /// `GET /api/status` with this token: who central thinks we are.
     pub fn status(&self, timeout: Duration) -> Result<StatusResponse> {
+        self.runtime.block_on(self.get_status(timeout))
+    }
+
+    async fn get_status(&self, timeout: Duration) -> Result<StatusResponse> {
         let central = |reason: String| Error::Central {
             url: self.auth.central_url.clone(),
             reason,
@@ -122,25 +146,27 @@ impl Client {
             .bearer_auth(self.auth.token.expose())
             .timeout(timeout)
             .send()
+            .await
             .map_err(|e| central(unreachable(&e)))?;
         let status = res.status();
         if status == StatusCode::UNAUTHORIZED {
             return Err(central("the token was refused (401)".into()));
         }
         if !status.is_success() {
-            return Err(central(match error_body(res) {
+            return Err(central(match error_body(res).await {
                 Some(b) => format!("{status} {}: {}", b.error.code, b.error.message),
                 None => format!("answered {status} to GET /api/status; is that kith-central?"),
             }));
         }
         res.json()
+            .await
             .map_err(|e| central(format!("unreadable status: {}", without_url(&e))))
     }
 }
 
 /// Central's `{"error": {"code", "message"}}`, if that is what came back.
-fn error_body(res: Response) -> Option<ErrorBody> {
-    res.json::<ErrorBody>().ok()
+async fn error_body(res: Response) -> Option<ErrorBody> {
+    res.json::<ErrorBody>().await.ok()
 }
 
 fn unreachable(e: &reqwest::Error) -> String {

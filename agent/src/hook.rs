@@ -5,13 +5,16 @@
 //! outbox. It never fails the agent: exit 0 whatever happens (2 would block
 //! Claude's Stop), errors go to `<state>/hook.log`.
 
-use std::io::{IsTerminal, Read, Write};
+use std::io::{IsTerminal, Write};
+use std::os::fd::AsFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use kith_proto::AgentRuntime;
+use rustix::event::{poll, PollFd, PollFlags, Timespec};
+use rustix::io::Errno;
 use serde_json::Value;
 
 use crate::capture::Capture;
@@ -27,7 +30,7 @@ const LOCK_WAIT: Duration = Duration::from_millis(1000);
 /// How long a hook waits for its payload on stdin.
 const STDIN_WAIT: Duration = Duration::from_secs(2);
 /// Larger stdin is not a hook payload.
-const MAX_PAYLOAD: u64 = 1 << 20;
+const MAX_PAYLOAD: usize = 1 << 20;
 /// `hook.log` is rotated to `hook.log.1` past this size.
 const MAX_LOG: u64 = 1 << 20;
 
@@ -52,19 +55,42 @@ pub fn run(paths: &Paths, pi_file: Option<PathBuf>, argument: Option<String>) {
     }
 }
 
-/// The payload on stdin: at most `MAX_PAYLOAD` bytes, and no waiting past
-/// `STDIN_WAIT` for a writer that never closes the pipe.
+/// The payload on stdin (nothing from a terminal).
 fn read_payload() -> Vec<u8> {
-    if std::io::stdin().is_terminal() {
+    let stdin = std::io::stdin();
+    if stdin.is_terminal() {
         return Vec::new();
     }
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let mut buf = Vec::new();
-        let _ = std::io::stdin().take(MAX_PAYLOAD).read_to_end(&mut buf);
-        let _ = tx.send(buf);
-    });
-    rx.recv_timeout(STDIN_WAIT).unwrap_or_default()
+    read_within(&stdin, STDIN_WAIT, MAX_PAYLOAD)
+}
+
+/// At most `max` bytes of `input`, read up to its end; nothing if the end
+/// does not come within `wait` (a writer that never closes the pipe). Read on
+/// this thread, polling before each read: a reader thread would first have to
+/// be scheduled, and on a busy machine the hook waited for that.
+fn read_within(input: impl AsFd, wait: Duration, max: usize) -> Vec<u8> {
+    let until = Instant::now() + wait;
+    let mut buf = Vec::new();
+    while buf.len() < max {
+        let left = until.saturating_duration_since(Instant::now());
+        let Ok(left) = Timespec::try_from(left) else {
+            return Vec::new();
+        };
+        match poll(&mut [PollFd::new(&input, PollFlags::IN)], Some(&left)) {
+            Ok(0) => return Vec::new(),
+            Ok(_) | Err(Errno::INTR) => {}
+            Err(_) => return buf,
+        }
+        let mut chunk = [0; 8192];
+        let want = chunk.len().min(max - buf.len());
+        match rustix::io::read(&input, &mut chunk[..want]) {
+            Ok(0) => break,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(Errno::INTR | Errno::AGAIN) => {}
+            Err(_) => break,
+        }
+    }
+    buf
 }
 
 /// The transcripts a hook call names, each session before its subagent.

@@ -17,7 +17,9 @@ use std::collections::BTreeMap;
 use std::ops::Range;
 use std::sync::OnceLock;
 
-use regex::bytes::{Regex, RegexBuilder, RegexSet, RegexSetBuilder};
+use aho_corasick::{AhoCorasick, MatchKind};
+use memchr::{memchr, memchr2};
+use regex::bytes::{Regex, RegexBuilder};
 
 /// What was found and changed, by kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -71,10 +73,15 @@ pub struct Redacted {
 /// Redacts a delta of JSONL lines (`bytes` may be any bytes; lines are split
 /// at `\n`).
 pub fn redact_jsonl(mut bytes: Vec<u8>) -> Redacted {
-    let mut counts: BTreeMap<Kind, u64> = BTreeMap::new();
-    for line in bytes.split_mut(|&b| b == b'\n') {
-        redact_line(line, &mut counts);
-    }
+    // Lines are independent: a large delta (a backfill's) is redacted on
+    // every core; a hook's delta is far smaller, and threads would only cost
+    // it time.
+    let n_pieces = if bytes.len() < PARALLEL_MIN {
+        1
+    } else {
+        std::thread::available_parallelism().map_or(1, usize::from)
+    };
+    let counts = redact_in_pieces(&mut bytes, n_pieces);
     let text = match String::from_utf8(bytes) {
         Ok(text) => text,
         // Unreachable after `redact_line`; stay total anyway.
@@ -89,6 +96,50 @@ pub fn redact_jsonl(mut bytes: Vec<u8>) -> Redacted {
     }
 }
 
+/// Deltas at least this long are redacted in parallel.
+const PARALLEL_MIN: usize = 1 << 20;
+
+/// Redacts `bytes` in place, cut after a `\n` into up to `n_pieces` pieces
+/// of about the same length, each on its own thread.
+fn redact_in_pieces(bytes: &mut [u8], n_pieces: usize) -> BTreeMap<Kind, u64> {
+    let piece_len = bytes.len() / n_pieces;
+    std::thread::scope(|scope| {
+        let mut rest = bytes;
+        let mut others = Vec::new();
+        while others.len() + 1 < n_pieces {
+            let Some(cut) = rest.get(piece_len..).and_then(|tail| memchr(b'\n', tail)) else {
+                break;
+            };
+            let (piece, tail) = rest.split_at_mut(piece_len + cut + 1);
+            others.push(scope.spawn(move || redact_lines(piece)));
+            rest = tail;
+        }
+        let mut counts = redact_lines(rest);
+        for other in others {
+            let other = other
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            for (kind, n) in other {
+                *counts.entry(kind).or_default() += n;
+            }
+        }
+        counts
+    })
+}
+
+fn redact_lines(bytes: &mut [u8]) -> BTreeMap<Kind, u64> {
+    let mut counts = BTreeMap::new();
+    let mut start = 0;
+    loop {
+        let end = memchr(b'\n', &bytes[start..]).map_or(bytes.len(), |i| start + i);
+        redact_line(&mut bytes[start..end], &mut counts);
+        if end == bytes.len() {
+            return counts;
+        }
+        start = end + 1;
+    }
+}
+
 fn redact_line(line: &mut [u8], counts: &mut BTreeMap<Kind, u64>) {
     let n_invalid = replace_invalid_utf8(line);
     if n_invalid > 0 {
@@ -98,9 +149,13 @@ fn redact_line(line: &mut [u8], counts: &mut BTreeMap<Kind, u64>) {
         as_json_string(line);
         *counts.entry(Kind::InvalidJsonLines).or_default() += 1;
     }
+    // Most lines hold no needle at all: one quick look at the whole line
+    // spares each of its strings the search for every needle.
+    let needles = has_needle(line);
     for range in string_contents(line) {
         let content = &mut line[range];
-        for (span, kind) in snap(content, secrets(content)) {
+        let present = if needles { present(content) } else { 0 };
+        for (span, kind) in snap(content, secrets(content, present)) {
             write_mask(&mut content[span], kind);
             *counts.entry(kind).or_default() += 1;
         }
@@ -153,150 +208,235 @@ fn as_json_string(line: &mut [u8]) {
     replace_invalid_utf8(line);
 }
 
-/// The byte ranges of every JSON string's contents (between the quotes).
+/// The byte ranges of every JSON string's contents (between the quotes; an
+/// unterminated string runs to the end of the line).
 fn string_contents(line: &[u8]) -> Vec<Range<usize>> {
     let mut out = Vec::new();
     let mut i = 0;
-    while i < line.len() {
-        if line[i] != b'"' {
-            i += 1;
-            continue;
-        }
-        let start = i + 1;
+    while let Some(open) = line.get(i..).and_then(|rest| memchr(b'"', rest)) {
+        let start = i + open + 1;
         i = start;
-        while i < line.len() && line[i] != b'"' {
-            i += if line[i] == b'\\' { 2 } else { 1 };
-        }
-        out.push(start..i.min(line.len()));
-        i += 1;
+        let end = loop {
+            match line.get(i..).and_then(|rest| memchr2(b'"', b'\\', rest)) {
+                // An escape: the byte after the backslash is never the end.
+                Some(j) if line[i + j] == b'\\' => i += j + 2,
+                Some(j) => break i + j,
+                None => break line.len(),
+            }
+        };
+        out.push(start..end);
+        i = end + 1;
     }
     out
 }
 
-/// A pattern's secret is its `s` group. `{B}` is a token's left boundary:
-/// the start, a non-word byte, or an escape inside a JSON string (`\nAKIA…`,
-/// where `\b` would see the escape's letter).
-const PATTERNS: &[(Kind, &str)] = &[
-    (
+const N_DETECTORS: usize = 9;
+
+/// One kind of secret: a pattern whose secret is its `s` group, and the
+/// needles every match of it contains. A string meets a pattern only if it
+/// holds one of its needles (most hold none), and a pattern is compiled the
+/// first time that happens: a hook redacts one small delta in a fresh
+/// process, and compiling every pattern up front cost it more (~2.5 ms) than
+/// redacting the delta.
+///
+/// `{B}` is a token's left boundary: the start, a non-word byte, or an escape
+/// inside a JSON string (`\nAKIA…`, where `\b` would see the escape's letter).
+struct Detector {
+    kind: Kind,
+    /// Case-sensitive literals; a match of `pattern` contains at least one.
+    needles: &'static [&'static str],
+    pattern: &'static str,
+    regex: OnceLock<Option<Regex>>,
+}
+
+impl Detector {
+    const fn new(kind: Kind, needles: &'static [&'static str], pattern: &'static str) -> Self {
+        Self {
+            kind,
+            needles,
+            pattern,
+            regex: OnceLock::new(),
+        }
+    }
+
+    fn regex(&self) -> Option<&Regex> {
+        self.regex.get_or_init(|| build(self.pattern)).as_ref()
+    }
+}
+
+static DETECTORS: [Detector; N_DETECTORS] = [
+    Detector::new(
         Kind::AwsKey,
+        &["AKIA", "ASIA", "ABIA", "ACCA"],
         r"{B}(?P<s>(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16})\b",
     ),
-    (
+    Detector::new(
         Kind::GithubToken,
+        &["ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"],
         r"{B}(?P<s>(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255}))\b",
     ),
-    (
+    Detector::new(
         Kind::SlackToken,
+        &["xox"],
         r"{B}(?P<s>xox[bpaseor]-[A-Za-z0-9-]{10,})",
     ),
-    (Kind::StripeKey, r"{B}(?P<s>[sr]k_live_[A-Za-z0-9]{16,})\b"),
-    (
+    Detector::new(
+        Kind::StripeKey,
+        &["k_live_"],
+        r"{B}(?P<s>[sr]k_live_[A-Za-z0-9]{16,})\b",
+    ),
+    Detector::new(
         Kind::AnthropicKey,
+        &["sk-ant-"],
         r"{B}(?P<s>sk-ant-[a-z]{2,8}[0-9]{2}-[A-Za-z0-9_-]{32,})",
     ),
-    (
+    Detector::new(
         Kind::OpenaiKey,
+        &["sk-"],
         r"{B}(?P<s>sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{32,})",
     ),
-    (
+    Detector::new(
         Kind::Jwt,
+        &["eyJ"],
         r"{B}(?P<s>eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,})",
     ),
-    (
+    Detector::new(
         Kind::UrlPassword,
+        &["://"],
         r#"{B}[A-Za-z][A-Za-z0-9+.-]*://[^\s:/@"\\]+:(?P<s>[^\s@/"\\]+)@"#,
     ),
     // Shell / dotenv assignments to UPPER_CASE secret names (`X=v`, `X="v"`);
     // code such as `env.API_KEY = 'proxy-handled'` (a property, spaces
     // around `=`) or `apiKey = options.apiKey` is not matched.
-    (
+    Detector::new(
         Kind::EnvSecret,
+        &[
+            "PASSWORD",
+            "PASSWD",
+            "SECRET",
+            "TOKEN",
+            "API_KEY",
+            "APIKEY",
+            "ACCESS_KEY",
+            "PRIVATE_KEY",
+            "AUTH_KEY",
+            "CREDENTIAL",
+        ],
         r#"(?:^|\\[nrtbf]|[^A-Za-z0-9_.])[A-Z0-9_]*(?:PASSWORD|PASSWD|SECRET|TOKEN|API_KEY|APIKEY|ACCESS_KEY|PRIVATE_KEY|AUTH_KEY|CREDENTIALS?)[A-Z0-9_]*=(?:\\"|')?(?P<s>[^\s'"\\;,&|`()\[\]{}<>]{6,})"#,
     ),
 ];
 
+/// A private key runs from its BEGIN line to its END line, which regexes
+/// find separately; this needle stands for both.
+const PRIVATE_KEY_NEEDLE: &str = "-----BEGIN";
 const PRIVATE_KEY_BEGIN: &str = r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY[A-Z ]*-----";
 const PRIVATE_KEY_END: &str = r"-----END[A-Z0-9 ]*PRIVATE KEY[A-Z ]*-----";
 
-struct Detectors {
-    set: RegexSet,
-    each: Vec<(Kind, Regex)>,
-    key_begin: Regex,
-    key_end: Regex,
+/// Which detectors' needles a string contains: bit `i` for `DETECTORS[i]`,
+/// bit `N_DETECTORS` for a private key.
+type Present = u32;
+
+const PRIVATE_KEY_BIT: Present = 1 << N_DETECTORS;
+
+/// Every detector's needles, in two automata over the same needles.
+struct Needles {
+    /// Leftmost-first: answers "any needle?" with a vectorised scan.
+    any: AhoCorasick,
+    /// Standard semantics, for overlapping search: says which needles.
+    each: AhoCorasick,
+    /// The bit of the detector each needle (by pattern id) belongs to.
+    bit: Vec<Present>,
 }
 
-/// ASCII-only (`unicode(false)`): linear-time on any bytes, even a 50 MB line.
-fn build(pattern: &str) -> Option<Regex> {
-    RegexBuilder::new(&with_boundary(pattern))
-        .unicode(false)
-        .build()
-        .ok()
-}
-
-fn with_boundary(pattern: &str) -> String {
-    pattern.replace("{B}", r"(?:^|\\[nrtbf]|[^A-Za-z0-9_])")
-}
-
-fn detectors() -> Option<&'static Detectors> {
-    static DETECTORS: OnceLock<Option<Detectors>> = OnceLock::new();
-    DETECTORS
+/// `None` only if the constant needles stopped building; then every string
+/// is treated as holding every needle (each regex runs: slow, but safe).
+fn needles() -> Option<&'static Needles> {
+    static NEEDLES: OnceLock<Option<Needles>> = OnceLock::new();
+    NEEDLES
         .get_or_init(|| {
-            let set = RegexSetBuilder::new(
-                PATTERNS
-                    .iter()
-                    .map(|(_, p)| with_boundary(p))
-                    .chain([PRIVATE_KEY_BEGIN.to_owned()]),
-            )
-            .unicode(false)
-            .build()
-            .ok()?;
-            let each = PATTERNS
+            let (literals, bit): (Vec<&str>, Vec<Present>) = DETECTORS
                 .iter()
-                .map(|(k, p)| Some((*k, build(p)?)))
-                .collect::<Option<Vec<_>>>()?;
-            Some(Detectors {
-                set,
-                each,
-                key_begin: build(PRIVATE_KEY_BEGIN)?,
-                key_end: build(PRIVATE_KEY_END)?,
+                .enumerate()
+                .flat_map(|(i, d)| d.needles.iter().map(move |n| (*n, 1 << i)))
+                .chain([(PRIVATE_KEY_NEEDLE, PRIVATE_KEY_BIT)])
+                .unzip();
+            let any = AhoCorasick::builder()
+                .match_kind(MatchKind::LeftmostFirst)
+                .build(&literals)
+                .ok()?;
+            Some(Needles {
+                any,
+                each: AhoCorasick::new(&literals).ok()?,
+                bit,
             })
         })
         .as_ref()
 }
 
-/// Secret spans in one string's contents, in no particular order.
-fn secrets(content: &[u8]) -> Vec<(Range<usize>, Kind)> {
-    let mut out = Vec::new();
-    let Some(d) = detectors() else {
-        // The patterns are constants and compile; if they ever did not,
-        // masking every long token is the safe failure.
-        high_entropy(content, &mut out);
-        return out;
+/// Whether `bytes` contains any needle (the first one found ends the scan).
+fn has_needle(bytes: &[u8]) -> bool {
+    needles().is_none_or(|n| n.any.is_match(bytes))
+}
+
+/// The detectors whose needles `content` contains, in one pass.
+fn present(content: &[u8]) -> Present {
+    let Some(needles) = needles() else {
+        return Present::MAX;
     };
-    let hits = d.set.matches(content);
-    for (i, (kind, re)) in d.each.iter().enumerate() {
-        if !hits.matched(i) {
+    // Overlapping: one needle must not hide another that shares its bytes.
+    needles
+        .each
+        .find_overlapping_iter(content)
+        .fold(0, |present, m| {
+            present | needles.bit[m.pattern().as_usize()]
+        })
+}
+
+/// ASCII-only (`unicode(false)`): linear-time on any bytes, even a 50 MB line.
+fn build(pattern: &str) -> Option<Regex> {
+    RegexBuilder::new(&pattern.replace("{B}", r"(?:^|\\[nrtbf]|[^A-Za-z0-9_])"))
+        .unicode(false)
+        .build()
+        .ok()
+}
+
+fn private_key_bounds() -> Option<&'static (Regex, Regex)> {
+    static BOUNDS: OnceLock<Option<(Regex, Regex)>> = OnceLock::new();
+    BOUNDS
+        .get_or_init(|| Some((build(PRIVATE_KEY_BEGIN)?, build(PRIVATE_KEY_END)?)))
+        .as_ref()
+}
+
+/// Secret spans in one string's contents, in no particular order; only the
+/// detectors in `present` can find any.
+fn secrets(content: &[u8], present: Present) -> Vec<(Range<usize>, Kind)> {
+    let mut out = Vec::new();
+    for (i, d) in DETECTORS.iter().enumerate() {
+        if present & (1 << i) == 0 {
             continue;
         }
+        // The patterns are constants and compile (a test checks each).
+        let Some(re) = d.regex() else { continue };
         for caps in re.captures_iter(content) {
             let Some(m) = caps.name("s") else { continue };
-            let checked = matches!(kind, Kind::EnvSecret | Kind::UrlPassword);
+            let checked = matches!(d.kind, Kind::EnvSecret | Kind::UrlPassword);
             if checked && !looks_like_a_value(m.as_bytes()) {
                 continue;
             }
-            out.push((m.range(), *kind));
+            out.push((m.range(), d.kind));
         }
     }
-    if hits.matched(PATTERNS.len()) {
-        let mut from = 0;
-        while let Some(begin) = d.key_begin.find_at(content, from) {
-            // A key cut off before its END line is masked to the string's end.
-            let end = d
-                .key_end
-                .find_at(content, begin.end())
-                .map_or(content.len(), |m| m.end());
-            out.push((begin.start()..end, Kind::PrivateKey));
-            from = end;
+    if present & PRIVATE_KEY_BIT != 0 {
+        if let Some((key_begin, key_end)) = private_key_bounds() {
+            let mut from = 0;
+            while let Some(begin) = key_begin.find_at(content, from) {
+                // A key cut off before its END line is masked to the string's end.
+                let end = key_end
+                    .find_at(content, begin.end())
+                    .map_or(content.len(), |m| m.end());
+                out.push((begin.start()..end, Kind::PrivateKey));
+                from = end;
+            }
         }
     }
     high_entropy(content, &mut out);
@@ -327,7 +467,18 @@ fn looks_like_a_value(v: &[u8]) -> bool {
 
 /// Characters of a high-entropy token.
 fn is_token_byte(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b == b'_' || b == b'-'
+    // A table: this test runs on every byte of every string.
+    const TOKEN_BYTES: [bool; 256] = {
+        let mut table = [false; 256];
+        let mut b = 0;
+        while b < table.len() {
+            let c = b as u8;
+            table[b] = c.is_ascii_alphanumeric() || c == b'_' || c == b'-';
+            b += 1;
+        }
+        table
+    };
+    TOKEN_BYTES[usize::from(b)]
 }
 
 /// Tokens of 32-128 characters that look random: upper and lower case and
@@ -638,6 +789,39 @@ mod tests {
             assert_eq!(out, text);
             assert!(line.len() > text.len());
         }
+    }
+
+    #[test]
+    fn a_delta_redacted_in_pieces_is_redacted_as_a_whole() {
+        let lines = [
+            r#"{"t":"aws AKIAIOSFODNN7EXAMPLE here"}"#,
+            r#"{"t":"plain text, nothing to hide"}"#,
+            "not json",
+            r#"{"t":"export DATABASE_PASSWORD=correct-horse-battery"}"#,
+        ];
+        let mut delta = Vec::new();
+        for i in 0..1000 {
+            delta.extend_from_slice(lines[i % lines.len()].as_bytes());
+            delta.push(b'\n');
+        }
+        delta.extend_from_slice(b"{\"partial\": \"AKIAIOSFODNN7EXAMPLE");
+        let mut whole = delta.clone();
+        let want = redact_in_pieces(&mut whole, 1);
+        assert_eq!(want.get(&Kind::AwsKey), Some(&250));
+        for n_pieces in [2, 3, 7, 5000] {
+            let mut pieces = delta.clone();
+            assert_eq!(redact_in_pieces(&mut pieces, n_pieces), want, "{n_pieces}");
+            assert_eq!(pieces, whole, "{n_pieces}");
+        }
+    }
+
+    #[test]
+    fn every_pattern_compiles() {
+        for d in &DETECTORS {
+            assert!(d.regex().is_some(), "{:?}", d.kind);
+        }
+        assert!(private_key_bounds().is_some());
+        assert!(needles().is_some());
     }
 
     #[test]

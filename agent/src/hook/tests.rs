@@ -152,3 +152,29 @@ fn the_hook_spools_first_and_never_fails() -> anyhow::Result<()> {
     run(&paths, Some(paths.pi_dir.join("missing.jsonl")), None);
     Ok(())
 }
+
+#[test]
+fn the_payload_is_read_to_its_end_and_a_pipe_left_open_is_not_waited_on() -> anyhow::Result<()> {
+    use std::os::unix::net::UnixStream;
+    let wait = Duration::from_millis(200);
+    // Written and closed: the whole payload.
+    let (mut writer, reader) = UnixStream::pair()?;
+    writer.write_all(b"{\"session_id\":\"s\"}")?;
+    drop(writer);
+    assert_eq!(
+        read_within(&reader, wait, MAX_PAYLOAD),
+        b"{\"session_id\":\"s\"}"
+    );
+    // Longer than the limit: the first `max` bytes, without waiting for the end.
+    let (mut writer, reader) = UnixStream::pair()?;
+    writer.write_all(&[b'x'; 100])?;
+    assert_eq!(read_within(&reader, wait, 10), [b'x'; 10]);
+    // Written but never closed: no payload, once `wait` is over.
+    let (mut writer, reader) = UnixStream::pair()?;
+    writer.write_all(b"{\"session_id\"")?;
+    let started = Instant::now();
+    assert_eq!(read_within(&reader, wait, MAX_PAYLOAD), b"");
+    assert!(started.elapsed() < wait * 5, "{:?}", started.elapsed());
+    drop(writer);
+    Ok(())
+}
