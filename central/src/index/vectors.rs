@@ -30,8 +30,8 @@ const NPROBE: usize = 24;
 const KMEANS_ROUNDS: usize = 8;
 /// Training vectors per centroid.
 const SAMPLE_PER_LIST: usize = 32;
-/// Slots assigned per step while training, each step taking the read lock
-/// only to copy their codes.
+/// Vectors assigned per step while training, each step taking the read
+/// lock only to copy their codes.
 pub const ASSIGN_STEP: usize = 4096;
 
 /// A chunk's key: the first 8 bytes of sha256(chunk_id), little-endian.
@@ -637,6 +637,9 @@ impl VectorStore {
     /// Regroups the vectors into the lists of `centroids`, using the list
     /// `assigned` gives each key (and the nearest centroid for keys it does
     /// not know). Ignored when the store changed generation since the sample.
+    /// A vector replaced after its assignment (the same chunk embedded again,
+    /// which gives the same vector unless the model changed, and a model
+    /// change opens another store) keeps the list of its old value.
     pub fn install_ann(&mut self, generation: u64, centroids: Centroids, assigned: &KeyMap<u32>) {
         if generation != self.generation {
             return;
