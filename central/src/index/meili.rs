@@ -620,7 +620,7 @@ impl SearchIndex for MeiliIndex {
         filters: &Filters,
         limit: usize,
         semantic_ratio: f32,
-    ) -> Result<Option<Vec<IndexHit>>> {
+    ) -> Result<Vec<IndexHit>> {
         self.attached_model()?;
         self.search(
             viewer,
@@ -631,7 +631,6 @@ impl SearchIndex for MeiliIndex {
             &[],
             limit,
         )
-        .map(Some)
     }
 
     fn attach_vectors(&self, model_id: &str, dim: usize) -> Result<()> {

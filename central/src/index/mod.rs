@@ -18,7 +18,7 @@ use kith_shared::chunk::Chunk;
 use serde::Deserialize;
 
 use crate::auth::Viewer;
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 /// Which backend holds the index.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
@@ -152,17 +152,16 @@ pub trait SearchIndex: Send + Sync {
     /// Number of chunks indexed for one run (for `doctor`).
     fn n_chunks_of_run(&self, run_id: &str) -> Result<u64>;
 
-    /// Whether `hybrid` fuses in the engine. Otherwise the caller fuses
-    /// `keyword` and `semantic` (`search::fusion`), and runs the keyword
-    /// side while the query is embedded.
+    /// Whether the engine fuses hybrid search itself (`hybrid`). Otherwise
+    /// the caller fuses `keyword` and `semantic` (`search::fusion`), running
+    /// the keyword side while the query is embedded.
     fn fuses_hybrid(&self) -> bool {
         false
     }
 
-    /// Hybrid search done by the engine itself, `semantic_ratio` weighing
-    /// the vector side (0 keyword only, 1 vectors only), filtered like
-    /// `keyword`. `None`: the backend has no engine-side hybrid (see
-    /// `fuses_hybrid`).
+    /// Hybrid search fused by the engine, `semantic_ratio` weighing the
+    /// vector side (0 keyword only, 1 vectors only), filtered like
+    /// `keyword`. Called only when `fuses_hybrid`.
     fn hybrid(
         &self,
         _viewer: &Viewer,
@@ -171,8 +170,11 @@ pub trait SearchIndex: Send + Sync {
         _filters: &Filters,
         _limit: usize,
         _semantic_ratio: f32,
-    ) -> Result<Option<Vec<IndexHit>>> {
-        Ok(None)
+    ) -> Result<Vec<IndexHit>> {
+        Err(Error::Internal(format!(
+            "the {} index does not fuse hybrid search itself",
+            self.name()
+        )))
     }
 
     /// Settings that differ from what kith applies, one line each (for

@@ -98,33 +98,33 @@ pub async fn search(
     let search_started = Instant::now();
     let s = state.clone();
     let v = viewer.clone();
-    let hits = match (req.mode, vector) {
-        (SearchMode::Semantic, Some(vec)) => {
+    let hits = match (req.mode, vector, keyword_side) {
+        (SearchMode::Semantic, Some(vec), _) => {
             tokio::task::spawn_blocking(move || s.index().semantic(&v, &vec, &filters, want))
                 .await??
         }
-        (SearchMode::Hybrid, Some(vec)) => match keyword_side {
-            Some(keyword) => {
-                let semantic = tokio::task::spawn_blocking(move || {
-                    s.index().semantic(&v, &vec, &filters, pool)
-                });
-                let (keyword, semantic) = (keyword.await??, semantic.await??);
-                // Fuse all of both pools, then let neighbours lift each other.
-                let fused = fusion::fuse(keyword, semantic, fusion::DENSE_WEIGHT, usize::MAX);
-                fusion::lift_by_neighbours(fused, want)
-            }
-            None => {
-                tokio::task::spawn_blocking(move || {
-                    let q = fusion::without_question_words(&query);
-                    let hits =
-                        s.index()
-                            .hybrid(&v, &q, &vec, &filters, want, fusion::DENSE_WEIGHT)?;
-                    hits.ok_or_else(|| Error::Internal("the index fuses no hybrid".into()))
-                })
-                .await??
-            }
-        },
-        // Keyword, or hybrid without a query vector.
+        (SearchMode::Hybrid, Some(vec), Some(keyword)) => {
+            let semantic =
+                tokio::task::spawn_blocking(move || s.index().semantic(&v, &vec, &filters, pool));
+            let (keyword, semantic) = (keyword.await??, semantic.await??);
+            // Fuse all of both pools, then let neighbours lift each other.
+            let fused = fusion::fuse(keyword, semantic, fusion::DENSE_WEIGHT, usize::MAX);
+            fusion::lift_by_neighbours(fused, want)
+        }
+        (SearchMode::Hybrid, Some(vec), None) => {
+            tokio::task::spawn_blocking(move || {
+                let q = fusion::without_question_words(&query);
+                s.index()
+                    .hybrid(&v, &q, &vec, &filters, want, fusion::DENSE_WEIGHT)
+            })
+            .await??
+        }
+        // Hybrid without a query vector: its keyword side alone.
+        (_, None, Some(keyword)) => {
+            let mut hits = keyword.await??;
+            hits.truncate(want);
+            hits
+        }
         _ => {
             tokio::task::spawn_blocking(move || s.index().keyword(&v, &query, &filters, want))
                 .await??
