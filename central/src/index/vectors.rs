@@ -209,8 +209,9 @@ pub struct AnnSample {
     generation: u64,
     dim: usize,
     n_lists: usize,
-    /// Dequantised vectors, `dim` floats each.
-    vectors: Vec<f32>,
+    /// `dim` codes per sampled vector.
+    codes: Vec<i8>,
+    scales: Vec<f32>,
 }
 
 impl AnnSample {
@@ -222,13 +223,14 @@ impl AnnSample {
     /// their members, seeded from evenly spread sample vectors.
     pub fn train(&self) -> Centroids {
         let dim = self.dim;
-        let n = self.vectors.len() / dim;
+        let n = self.scales.len();
         let k = self.n_lists.min(n).max(1);
-        let sample: Vec<&[f32]> = self.vectors.chunks_exact(dim).collect();
-        let mut codes = vec![0i8; n * dim];
-        for (c, v) in codes.chunks_exact_mut(dim).zip(&sample) {
-            quantize(v, c);
-        }
+        let vector = |j: usize| -> Vec<f32> {
+            self.codes[j * dim..(j + 1) * dim]
+                .iter()
+                .map(|&c| f32::from(c) * self.scales[j])
+                .collect()
+        };
         let mut centroids = Centroids {
             dim,
             codes: vec![0; k * dim],
@@ -245,16 +247,17 @@ impl AnnSample {
             centroids.scales[i] = quantize(&unit, &mut centroids.codes[i * dim..(i + 1) * dim]);
         };
         for i in 0..k {
-            set(&mut centroids, i, sample[i * n / k]);
+            set(&mut centroids, i, &vector(i * n / k));
         }
         for round in 0..KMEANS_ROUNDS {
             let mut sums = vec![0f32; k * dim];
             let mut counts = vec![0usize; k];
-            for (j, list) in centroids.assign(&codes).into_iter().enumerate() {
+            for (j, list) in centroids.assign(&self.codes).into_iter().enumerate() {
                 let list = list as usize;
                 counts[list] += 1;
-                for (s, x) in sums[list * dim..(list + 1) * dim].iter_mut().zip(sample[j]) {
-                    *s += x;
+                let code = &self.codes[j * dim..(j + 1) * dim];
+                for (s, &c) in sums[list * dim..(list + 1) * dim].iter_mut().zip(code) {
+                    *s += f32::from(c) * self.scales[j];
                 }
             }
             for i in 0..k {
@@ -262,7 +265,7 @@ impl AnnSample {
                     set(&mut centroids, i, &sums[i * dim..(i + 1) * dim]);
                 } else {
                     // An empty list takes over some sample vector instead.
-                    set(&mut centroids, i, sample[(i * 7919 + round * 104_729) % n]);
+                    set(&mut centroids, i, &vector((i * 7919 + round * 104_729) % n));
                 }
             }
         }
@@ -581,25 +584,27 @@ impl VectorStore {
     pub fn ann_sample(&self) -> Option<AnnSample> {
         self.ann_due().then(|| {
             let n_lists = ((self.len() as f64).sqrt() as usize / 2).clamp(16, 2048);
+            // Positions j * len / n: an even spread that a whole-number
+            // stride would not give (a stride sharing a factor with a
+            // period in the data samples only part of it).
             let n = (n_lists * SAMPLE_PER_LIST).min(self.len());
-            let step = self.len() as f64 / n as f64;
-            let mut vectors = Vec::with_capacity(n * self.dim);
-            let mut next = 0.0;
-            let mut i = 0usize;
-            for l in &self.lists {
-                for (code, scale) in l.codes.chunks_exact(self.dim).zip(&l.scales) {
-                    if i as f64 >= next && vectors.len() < n * self.dim {
-                        vectors.extend(code.iter().map(|&c| f32::from(c) * scale));
-                        next += step;
-                    }
-                    i += 1;
+            let (mut codes, mut scales) = (Vec::new(), Vec::new());
+            let every = self
+                .lists
+                .iter()
+                .flat_map(|l| l.codes.chunks_exact(self.dim).zip(&l.scales));
+            for (i, (code, scale)) in every.enumerate() {
+                if i == scales.len() * self.len() / n {
+                    codes.extend_from_slice(code);
+                    scales.push(*scale);
                 }
             }
             AnnSample {
                 generation: self.generation,
                 dim: self.dim,
                 n_lists,
-                vectors,
+                codes,
+                scales,
             }
         })
     }
@@ -640,9 +645,15 @@ impl VectorStore {
     /// A vector replaced after its assignment (the same chunk embedded again,
     /// which gives the same vector unless the model changed, and a model
     /// change opens another store) keeps the list of its old value.
-    pub fn install_ann(&mut self, generation: u64, centroids: Centroids, assigned: &KeyMap<u32>) {
+    /// Returns whether it installed the index.
+    pub fn install_ann(
+        &mut self,
+        generation: u64,
+        centroids: Centroids,
+        assigned: &KeyMap<u32>,
+    ) -> bool {
         if generation != self.generation {
-            return;
+            return false;
         }
         let mut lists: Vec<List> = (0..centroids.len()).map(|_| List::default()).collect();
         for l in std::mem::take(&mut self.lists) {
@@ -665,12 +676,14 @@ impl VectorStore {
         self.centroids = Some(centroids);
         self.trained_at = self.len();
         self.generation += 1;
+        true
     }
 }
 
 /// Trains an ANN index for the store behind `lock` if one is due, holding
 /// the lock only to copy codes out and, at the end, to regroup the store.
-/// Returns the number of vectors indexed.
+/// Returns the number of vectors indexed, `None` when no index was due or
+/// the store was cleared meanwhile.
 pub fn train_ann(lock: &RwLock<Option<VectorStore>>) -> Option<usize> {
     let read = || lock.read().unwrap_or_else(|p| p.into_inner());
     let sample = read().as_ref()?.ann_sample()?;
@@ -689,8 +702,9 @@ pub fn train_ann(lock: &RwLock<Option<VectorStore>>) -> Option<usize> {
     }
     let mut guard = lock.write().unwrap_or_else(|p| p.into_inner());
     let store = guard.as_mut()?;
-    store.install_ann(generation, centroids, &assigned);
-    Some(store.len())
+    store
+        .install_ann(generation, centroids, &assigned)
+        .then(|| store.len())
 }
 
 enum LoadError {
@@ -705,7 +719,7 @@ impl From<io::Error> for LoadError {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     fn unit(v: &[f32]) -> Vec<f32> {
@@ -768,7 +782,7 @@ mod tests {
 
     /// Deterministic pseudo-random unit vectors around `n_topics` topics,
     /// like chunk embeddings of a corpus about a few things.
-    fn corpus(n: usize, dim: usize, n_topics: usize, seed: u64) -> Vec<Vec<f32>> {
+    pub(crate) fn corpus(n: usize, dim: usize, n_topics: usize, seed: u64) -> Vec<Vec<f32>> {
         let mut state = seed;
         let mut next = move || {
             state ^= state << 13;
@@ -817,7 +831,7 @@ mod tests {
         let late = n as u64 + 1;
         s.put(&[(late, queries[0].clone())])
             .unwrap_or_else(|e| panic!("{e}"));
-        s.install_ann(sample.generation(), centroids, &assigned);
+        assert!(s.install_ann(sample.generation(), centroids, &assigned));
         assert!(s.ann_sample().is_none(), "not due again until 4x");
         assert!(
             s.assign_step(sample.generation(), Cursor::default())
