@@ -676,57 +676,44 @@ mod tests {
         }
     }
 
-    /// Unit vectors around a few topics, from a fixed seed.
-    fn unit_vectors(n: usize, dim: usize, seed: u64) -> Vec<Vec<f32>> {
-        let mut state = seed;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state % 2000) as f32 / 1000.0 - 1.0
-        };
-        let topics: Vec<Vec<f32>> = (0..30)
-            .map(|_| (0..dim).map(|_| next()).collect())
-            .collect();
+    fn chunks(n: usize, suffix: &str) -> Vec<Chunk> {
         (0..n)
-            .map(|i| {
-                let v: Vec<f32> = topics[i % 30].iter().map(|x| x + 0.6 * next()).collect();
-                let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
-                v.into_iter().map(|x| x / norm).collect()
+            .map(|i| Chunk {
+                chunk_idx: i as u32,
+                role: Role::User,
+                text: format!("chunk {i}{suffix}"),
+                line_start: i as u64,
+                line_end: i as u64,
+                timestamp: None,
             })
             .collect()
     }
 
     /// Past `ANN_MIN` vectors, semantic search goes through the ANN index:
-    /// a viewer still sees only their own chunks, close to the exact
-    /// answer; a viewer who can read little gets the exact answer.
+    /// a viewer still sees only their own chunks and those granted to them,
+    /// close to the exact answer; a viewer who can read little gets the
+    /// exact answer.
     #[test]
     fn ann_semantic_search_keeps_to_what_the_viewer_may_read() {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         let index = EmbeddedIndex::open(dir.path()).unwrap_or_else(|e| panic!("{e}"));
         let (dim, per_run, n_runs) = (16, 1000, vectors::ANN_MIN / 1000 + 10);
-        let all = unit_vectors(per_run * n_runs, dim, 11);
+        let all = vectors::tests::corpus(per_run * n_runs, dim, 30, 11);
         index
             .attach_vectors("test-model", dim)
             .unwrap_or_else(|e| panic!("{e}"));
         let mut keys_of: HashMap<&str, Vec<u64>> = HashMap::new();
         let mut owner_of: HashMap<String, &str> = HashMap::new();
         for r in 0..n_runs {
-            // alice owns two runs; bob owns the rest.
-            let owner = if r < 2 { "ualice" } else { "ubob" };
+            // alice owns one run (2% of the chunks); bob owns the rest.
+            let owner = if r == 0 { "ualice" } else { "ubob" };
             let run_id = format!("r{r}");
-            let chunks: Vec<Chunk> = (0..per_run)
-                .map(|i| Chunk {
-                    chunk_idx: i as u32,
-                    role: Role::User,
-                    text: format!("chunk {i}"),
-                    line_start: i as u64,
-                    line_end: i as u64,
-                    timestamp: None,
-                })
-                .collect();
             index
-                .put_run(&run(&run_id, owner), &format!("|{run_id}|"), &chunks)
+                .put_run(
+                    &run(&run_id, owner),
+                    &format!("|{run_id}|"),
+                    &chunks(per_run, ""),
+                )
                 .unwrap_or_else(|e| panic!("{e}"));
             let items: Vec<(String, Vec<f32>)> = (0..per_run)
                 .map(|i| {
@@ -741,16 +728,7 @@ mod tests {
         index.commit().unwrap_or_else(|e| panic!("{e}"));
         // Re-indexing runs, here with half their chunks, leaves deleted
         // copies of their chunks behind, and vectors of chunks now gone.
-        let again: Vec<Chunk> = (0..per_run / 2)
-            .map(|i| Chunk {
-                chunk_idx: i as u32,
-                role: Role::User,
-                text: format!("chunk {i} again"),
-                line_start: i as u64,
-                line_end: i as u64,
-                timestamp: None,
-            })
-            .collect();
+        let again = chunks(per_run / 2, " again");
         for r in 2..12 {
             let run_id = format!("r{r}");
             index
@@ -761,7 +739,7 @@ mod tests {
         while index.ann_training.load(Ordering::Acquire) {
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
-        let queries = unit_vectors(20, dim, 5);
+        let queries = vectors::tests::corpus(20, dim, 30, 5);
         assert!(
             read(&index.vectors)
                 .as_ref()
@@ -770,42 +748,75 @@ mod tests {
             "the ANN index was trained"
         );
 
+        // Chunks cut by the re-indexing are nobody's any more.
+        let cut: Vec<u64> = (2..12)
+            .flat_map(|r| {
+                (per_run / 2..per_run)
+                    .map(move |i| chunk_key(&chunk_id(&format!("r{r}"), i as u32)))
+            })
+            .collect();
+        keys_of
+            .entry("ubob")
+            .or_default()
+            .retain(|k| !cut.contains(k));
+        // carol reads bob's re-indexed runs through grants, nothing else.
+        let shared_with_carol = |run_id: &str| (2..12).any(|r| run_id == format!("r{r}"));
+        let mut carol = viewer("ucarol");
+        carol.grants = (2..12)
+            .map(|r| crate::registry::Grant {
+                grantor: "ubob".into(),
+                scope: GrantScope::Run(format!("r{r}")),
+            })
+            .collect();
+        let carol_keys: Vec<u64> = (2..12)
+            .flat_map(|r| {
+                (0..per_run / 2).map(move |i| chunk_key(&chunk_id(&format!("r{r}"), i as u32)))
+            })
+            .collect();
+
         let (mut found, mut n_reindexed) = (0, 0);
         for q in &queries {
-            for user in ["ualice", "ubob"] {
+            for (who, reader, readable) in [
+                ("ualice", viewer("ualice"), keys_of["ualice"].clone()),
+                ("ubob", viewer("ubob"), keys_of["ubob"].clone()),
+                ("ucarol", carol.clone(), carol_keys.clone()),
+            ] {
                 let hits = index
-                    .semantic(&viewer(user), q, &Filters::default(), 10)
+                    .semantic(&reader, q, &Filters::default(), 10)
                     .unwrap_or_else(|e| panic!("{e}"));
                 assert_eq!(hits.len(), 10);
                 let mut ids: Vec<&str> = hits.iter().map(|h| h.chunk_id.as_str()).collect();
                 ids.sort_unstable();
                 ids.dedup();
                 assert_eq!(ids.len(), 10, "each chunk once, never a deleted copy");
-                let reindexed = |id: &str| (2..12).any(|r| id == format!("r{r}"));
-                for h in hits.iter().filter(|h| reindexed(&h.run_id)) {
+                for h in hits.iter().filter(|h| shared_with_carol(&h.run_id)) {
                     assert!(h.text.ends_with("again"), "a deleted copy: {}", h.text);
                     assert!(h.line_start < per_run as u64 / 2, "a deleted chunk");
                     n_reindexed += 1;
                 }
                 for h in &hits {
-                    assert_eq!(owner_of[&h.run_id], user, "{user} got {}", h.chunk_id);
+                    let may = match who {
+                        "ucarol" => shared_with_carol(&h.run_id),
+                        _ => owner_of[&h.run_id] == who,
+                    };
+                    assert!(may, "{who} got {}", h.chunk_id);
                 }
                 let exact: Vec<u64> = read(&index.vectors)
                     .as_ref()
-                    .map(|s| s.top_k(q, 10, keys_of[user].iter().copied()))
+                    .map(|s| s.top_k(q, 10, readable))
                     .unwrap_or_default()
                     .into_iter()
                     .map(|(k, _)| k)
                     .collect();
                 let got: Vec<u64> = hits.iter().map(|h| chunk_key(&h.chunk_id)).collect();
-                if user == "ualice" {
+                if who == "ualice" {
                     assert_eq!(got, exact, "little readable: the exact answer");
                 } else {
                     found += got.iter().filter(|k| exact.contains(k)).count();
                 }
             }
         }
-        let recall = found as f64 / (10 * queries.len()) as f64;
+        let recall = found as f64 / (2 * 10 * queries.len()) as f64;
         assert!(recall >= 0.8, "ANN recall@10 against exact: {recall}");
         assert!(n_reindexed > 0, "some hits come from re-indexed runs");
     }
