@@ -446,8 +446,6 @@ fn main() -> Result<()> {
                 break;
             }
         }
-        // Exact vector search makes a million-chunk query slow: fewer queries.
-        let n_q = if chunks > 500_000 { n_q / 4 } else { n_q };
         // While the new runs are embedded on the realtime lane (stand-in
         // vectors need no embedding)...
         let busy = if standin {
