@@ -25,7 +25,7 @@ use tantivy::{
     SegmentOrdinal, SegmentReader, TantivyDocument, Term, TERMINATED,
 };
 
-use super::vectors::{self, chunk_key, KeyMap, VectorStore};
+use super::vectors::{self, chunk_key, KeyMap, Unsynced, VectorStore};
 use super::{chunk_id, normalize_prefix, path_prefixes, Filters, IndexHit, SearchIndex};
 use crate::auth::Viewer;
 use crate::error::{Error, Result};
@@ -537,16 +537,17 @@ impl SearchIndex for EmbeddedIndex {
             .iter()
             .map(|(id, v)| (chunk_key(id), v.clone()))
             .collect();
-        {
+        let unsynced = {
             let mut guard = write(&self.vectors);
             let store = guard
                 .as_mut()
                 .ok_or_else(|| Error::Internal("put_vectors before attach_vectors".into()))?;
-            store
-                .put(&keyed)
-                .and_then(|()| store.flush())
-                .map_err(|e| Error::Internal(e.to_string()))?;
-        }
+            store.put(&keyed).and_then(|()| store.write_out())
+        };
+        // The fsync waits for the disk; searches need not wait with it.
+        unsynced
+            .and_then(|u| u.map_or(Ok(()), Unsynced::sync))
+            .map_err(|e| Error::Internal(e.to_string()))?;
         self.train_ann_when_due();
         Ok(())
     }

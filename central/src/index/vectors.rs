@@ -490,19 +490,29 @@ impl VectorStore {
     }
 
     pub fn flush(&mut self) -> Result<(), VectorError> {
-        if let Some(out) = self.out.as_mut() {
-            out.flush().map_err(|source| VectorError::Io {
-                path: self.path.clone(),
-                source,
-            })?;
-            out.get_ref()
-                .sync_data()
-                .map_err(|source| VectorError::Io {
-                    path: self.path.clone(),
-                    source,
-                })?;
+        match self.write_out()? {
+            Some(synced) => synced.sync(),
+            None => Ok(()),
         }
-        Ok(())
+    }
+
+    /// Writes the appended records to the file (not yet synced): `flush`
+    /// in two halves, so a caller can sync after releasing the lock that
+    /// searches wait on.
+    pub fn write_out(&mut self) -> Result<Option<Unsynced>, VectorError> {
+        let Some(out) = self.out.as_mut() else {
+            return Ok(None);
+        };
+        let io_err = |source| VectorError::Io {
+            path: self.path.clone(),
+            source,
+        };
+        out.flush().map_err(io_err)?;
+        let file = out.get_ref().try_clone().map_err(io_err)?;
+        Ok(Some(Unsynced {
+            file,
+            path: self.path.clone(),
+        }))
     }
 
     /// Removes every vector.
@@ -677,6 +687,21 @@ impl VectorStore {
         self.trained_at = self.len();
         self.generation += 1;
         true
+    }
+}
+
+/// Records written to a vector file but not yet on disk.
+pub struct Unsynced {
+    file: File,
+    path: PathBuf,
+}
+
+impl Unsynced {
+    pub fn sync(self) -> Result<(), VectorError> {
+        self.file.sync_data().map_err(|source| VectorError::Io {
+            path: self.path,
+            source,
+        })
     }
 }
 
