@@ -1,7 +1,8 @@
 //! Capture: from a transcript's cursor and a stat, read only the new bytes
 //! (seek to the offset; cost independent of the file's size), cut them into
 //! deltas of complete lines, redact each, spool it to the outbox and advance
-//! the cursor's spooled offset. Nothing here talks to central.
+//! the cursor's spooled offset (kept in the entry until central takes it;
+//! see `outbox`). Nothing here talks to central.
 //!
 //! Offsets and the rewrite check refer to the ORIGINAL file bytes; `jsonl`
 //! carries the redacted bytes, which have the same length.
@@ -17,7 +18,7 @@ use kith_shared::hash::{chain_next, sha256_hex};
 use kith_shared::ids::RunId;
 use kith_shared::redact::redact_jsonl;
 
-use crate::config::{Lock, Paths};
+use crate::config::{Durability, Lock, Paths};
 use crate::cursor::{Cursor, Cursors, Mark};
 use crate::discover::{self, Source};
 use crate::error::{Error, IoContext, Result};
@@ -79,7 +80,7 @@ impl Capture {
         if !meta.is_file() {
             return Ok(Captured::default());
         }
-        let old = self.cursors.load(path)?;
+        let old = self.cursor(path)?;
         let now = Observed {
             dev: meta.dev(),
             ino: meta.ino(),
@@ -96,11 +97,8 @@ impl Capture {
             },
         };
         let mut cursor = match (plan(old.as_ref(), &now), old) {
-            (Plan::Nothing, Some(mut c)) => {
-                if c.size != now.size {
-                    c.size = now.size;
-                    self.cursors.save(&c)?;
-                }
+            (Plan::Nothing, Some(c)) => {
+                self.note_size(path, c.size, now.size)?;
                 return Ok(Captured::default());
             }
             (Plan::Nothing, None) => return Ok(Captured::default()),
@@ -112,6 +110,11 @@ impl Capture {
                 c.conversation_id = peek.conversation_id;
                 c.parent_path = peek.parent.filter(|p| p != path);
                 c.last_error = old.and_then(|o| o.last_error);
+                c.size = now.size;
+                // Durable before any delta of the chain is spooled: the
+                // entries name the chain, and only this file says which
+                // chain is current.
+                self.cursors.save(&c)?;
                 c
             }
         };
@@ -120,8 +123,7 @@ impl Capture {
                 // A parent we cannot capture still leaves the child capturable.
                 let _ =
                     self.file_locked(discover::runtime_of(&self.paths, parent), parent, depth + 1);
-                self.cursors
-                    .load(parent)
+                self.cursor(parent)
                     .ok()
                     .flatten()
                     .and_then(|p| p.spooled.run_id)
@@ -129,8 +131,7 @@ impl Capture {
             _ => None,
         };
 
-        // Saved with the first spooled delta, or below when none is.
-        cursor.size = now.size;
+        let seen_size = std::mem::replace(&mut cursor.size, now.size);
         let mut captured = Captured::default();
         let mut offset = cursor.spooled.offset;
         while offset < now.size {
@@ -146,13 +147,37 @@ impl Capture {
             };
         }
         if captured.deltas == 0 {
-            self.cursors.save(&cursor)?;
+            self.note_size(path, seen_size, now.size)?;
         }
         Ok(captured)
     }
 
-    /// Redacts one delta, spools it and advances the cursor (saved). If the
-    /// outbox cannot take it (a full disk), the cursor stays where it was.
+    /// A transcript's cursor: its file, caught up with the newest delta of
+    /// its chain still waiting in the outbox.
+    pub fn cursor(&self, transcript: &Path) -> Result<Option<Cursor>> {
+        let mut cursor = self.cursors.load(transcript)?;
+        if let Some(c) = &mut cursor {
+            if let Some(newest) = self.outbox.newest_of(c) {
+                newest.advance(c);
+            }
+        }
+        Ok(cursor)
+    }
+
+    /// Records the size the file was seen at when nothing was spooled (a
+    /// partial line came). Only the size changes in the cursor file: its
+    /// spooled mark must not run ahead of the outbox.
+    fn note_size(&self, transcript: &Path, was: u64, now: u64) -> Result<()> {
+        if was == now {
+            return Ok(());
+        }
+        self.cursors
+            .update(transcript, Durability::NotTorn, |c| c.size = now)
+    }
+
+    /// Redacts one delta, spools it and advances the cursor (in memory; the
+    /// entry carries the new mark). If the outbox cannot take it (a full
+    /// disk), the cursor stays where it was.
     fn spool(
         &self,
         cursor: &mut Cursor,
@@ -180,6 +205,8 @@ impl Capture {
             to_offset: to,
             run_id: run_id.clone(),
             chain_sha256: chain.clone(),
+            tail_sha256: Some(tail.clone()),
+            size: cursor.size,
         };
         let request = IngestRequest {
             jsonl: redacted.text,
@@ -209,10 +236,7 @@ impl Capture {
             run_id: Some(run_id),
         };
         cursor.tail_sha256 = Some(tail);
-        cursor.restart = None;
-        cursor.parked = None;
-        cursor.size = cursor.size.max(to);
-        self.cursors.save(cursor)
+        Ok(())
     }
 
     pub fn cursors(&self) -> &Cursors {

@@ -165,8 +165,8 @@ pub fn private_dir(dir: &Path) -> Result<()> {
         .at("create", dir)
 }
 
-/// How much of a write must survive a crash. Each fsync costs a hook about
-/// a millisecond here, so each file gets only the guarantee it needs.
+/// How much of a write must survive a crash. Each fsync costs a hook 0.2 to
+/// 10 ms here, so each file gets only the guarantee it needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Durability {
     /// File and folder synced: after a crash the new file is there.
@@ -174,7 +174,9 @@ pub enum Durability {
     /// File synced, folder not: after a crash the file is the old one or the
     /// new one, never torn (for marks that are only informative).
     NotTorn,
-    /// Nothing synced (advisory text such as the last error).
+    /// Nothing synced: after a crash the file may be missing, old, empty or
+    /// new (advisory text such as the last error; outbox entries, whose loss
+    /// `outbox` recovers from).
     Advisory,
 }
 

@@ -36,7 +36,9 @@ pub struct Cursor {
     /// Chain generation; every new chain of this path bumps it, so each chain
     /// has its own `source_identity`.
     pub epoch: u64,
-    /// End of the bytes written to the outbox.
+    /// End of the bytes written to the outbox. The cursor file is written
+    /// when a chain starts and when central accepts a delta, so its copy can
+    /// lag behind deltas still in the outbox; `Capture::cursor` catches it up.
     pub spooled: Mark,
     /// End of the bytes central acknowledged (202) on this chain.
     pub accepted: Mark,
@@ -90,6 +92,14 @@ impl Cursor {
     }
 }
 
+/// A transcript's short name in kith's state: its cursor file's stem, also
+/// part of its outbox entries' names.
+pub fn key(transcript: &Path) -> String {
+    let mut key = sha256_hex(transcript.as_os_str().as_encoded_bytes());
+    key.truncate(32);
+    key
+}
+
 /// The cursors folder.
 #[derive(Debug, Clone)]
 pub struct Cursors {
@@ -104,8 +114,7 @@ impl Cursors {
     }
 
     fn file_of(&self, transcript: &Path) -> PathBuf {
-        let key = sha256_hex(transcript.as_os_str().as_encoded_bytes());
-        self.dir.join(format!("{}.json", &key[..32]))
+        self.dir.join(format!("{}.json", key(transcript)))
     }
 
     pub fn load(&self, transcript: &Path) -> Result<Option<Cursor>> {
@@ -123,12 +132,12 @@ impl Cursors {
         }
     }
 
-    /// Saves durably (what was spooled must not be spooled twice).
+    /// Saves durably.
     pub fn save(&self, cursor: &Cursor) -> Result<()> {
         self.save_with(cursor, Durability::Durable)
     }
 
-    fn save_with(&self, cursor: &Cursor, durability: Durability) -> Result<()> {
+    pub fn save_with(&self, cursor: &Cursor, durability: Durability) -> Result<()> {
         let file = self.file_of(&cursor.path);
         let json = serde_json::to_vec_pretty(cursor).map_err(|e| Error::Invalid {
             what: "cursor JSON",

@@ -3,6 +3,16 @@
 //! central oldest first with its run id as the `Idempotency-Key`. Only a 202
 //! removes an entry and advances the cursor's accepted offset.
 //!
+//! An entry is also where its chain's spooled mark lives until central takes
+//! it: capture does not rewrite the cursor file for each delta (`Header::
+//! advance`), and the entry is not fsynced. A crash that loses an entry (or
+//! leaves it empty) loses its spooled mark with it, so the cursor falls back
+//! to the delta before and those bytes are captured again from the
+//! transcript, which the agent did not fsync either: a crash can cost kith
+//! nothing the transcript still holds. The cursor file is made durable when
+//! a chain starts and before an accepted entry is removed. A hook spooling a
+//! delta thus waits for no disk flush at all.
+//!
 //! An entry is one header line of JSON (which file, which chain, which range,
 //! the local chain hash) followed by the zstd-compressed `IngestRequest` body,
 //! sent as it is with `Content-Encoding: zstd`.
@@ -27,7 +37,7 @@ use kith_proto::{IngestRequest, IngestResponse};
 use serde::{Deserialize, Serialize};
 
 use crate::config::{private_dir, write_file, write_private, Durability, Lock};
-use crate::cursor::{Cursors, Mark};
+use crate::cursor::{self, Cursor, Cursors, Mark};
 use crate::error::{Error, IoContext, Result};
 
 /// What an entry is about, readable without decompressing the body.
@@ -43,7 +53,40 @@ pub struct Header {
     /// The chain hash after this delta, as the agent computed it; central's
     /// receipt must say the same.
     pub chain_sha256: String,
+    /// The cursor's `tail_sha256` and `size` after this delta (absent from
+    /// entries of kith versions that wrote the cursor for every delta).
+    #[serde(default)]
+    pub tail_sha256: Option<String>,
+    #[serde(default)]
+    pub size: u64,
 }
+
+impl Header {
+    /// The chain's mark after this delta.
+    fn mark(&self) -> Mark {
+        Mark {
+            offset: self.to_offset,
+            chain_sha256: Some(self.chain_sha256.clone()),
+            run_id: Some(self.run_id.clone()),
+        }
+    }
+
+    /// Moves `c`'s spooled mark to the end of this delta, if the delta is on
+    /// c's chain, ahead of the mark, and says what the cursor needs.
+    pub fn advance(&self, c: &mut Cursor) {
+        if self.source_identity == c.source_identity()
+            && self.to_offset > c.spooled.offset
+            && self.tail_sha256.is_some()
+        {
+            c.spooled = self.mark();
+            c.tail_sha256.clone_from(&self.tail_sha256);
+            c.size = c.size.max(self.size);
+        }
+    }
+}
+
+/// A header line is a path, an identity and a few hashes: far less.
+const MAX_HEADER: u64 = 64 * 1024;
 
 #[derive(Debug, Clone)]
 pub struct Outbox {
@@ -61,19 +104,38 @@ impl Outbox {
         }
     }
 
-    /// Spools one delta. An error (a full disk) leaves no entry behind.
+    /// Spools one delta, not fsynced (see the module notes). An error (a
+    /// full disk) leaves no entry behind.
     pub fn push(&self, header: &Header, request: &IngestRequest) -> Result<PathBuf> {
-        let path = self
-            .dir
-            .join(format!("{:020}-{}.delta", sortable_now(), header.run_id));
+        let path = self.dir.join(format!(
+            "{:020}-{}-{}.delta",
+            sortable_now(),
+            cursor::key(&header.file),
+            header.run_id
+        ));
         let mut bytes = serde_json::to_vec(header).map_err(|e| invalid(&path, &e))?;
         bytes.push(b'\n');
         let json = serde_json::to_vec(request).map_err(|e| invalid(&path, &e))?;
         let mut z = zstd::Encoder::new(bytes, 1).at("compress", &path)?;
         z.write_all(&json).at("compress", &path)?;
         let bytes = z.finish().at("compress", &path)?;
-        write_private(&path, &bytes)?;
+        write_file(&path, &bytes, 0o600, Durability::Advisory)?;
         Ok(path)
+    }
+
+    /// The newest entry of `cursor`'s chain, if any is waiting.
+    pub fn newest_of(&self, cursor: &Cursor) -> Option<Header> {
+        let tag = format!("-{}-", cursor::key(&cursor.path));
+        let identity = cursor.source_identity();
+        self.entries()
+            .iter()
+            .rev()
+            .filter(|e| {
+                e.file_name()
+                    .is_some_and(|n| n.to_string_lossy().contains(&tag))
+            })
+            .filter_map(|e| self.header(e).ok())
+            .find(|h| h.source_identity == identity)
     }
 
     /// Entry files, oldest first.
@@ -95,6 +157,17 @@ impl Outbox {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// The header alone (its line is read, not the body).
+    fn header(&self, entry: &Path) -> Result<Header> {
+        use std::io::{BufRead as _, Read as _};
+        let file = fs::File::open(entry).at("read", entry)?;
+        let mut line = Vec::new();
+        std::io::BufReader::new(file.take(MAX_HEADER))
+            .read_until(b'\n', &mut line)
+            .at("read", entry)?;
+        serde_json::from_slice(&line).map_err(|e| invalid(entry, &e))
     }
 
     /// The header and the compressed body.
@@ -260,21 +333,18 @@ pub fn replay(
             let _lock = Lock::state(state_dir, lock_wait)?;
             match answer {
                 Delivery::Accepted(receipt) if receipt.chain_sha256 == header.chain_sha256 => {
-                    fs::remove_file(&entry).at("remove", &entry)?;
-                    // The accepted mark only informs `kith status`: losing
-                    // it in a crash costs nothing, so it is not folder-synced.
-                    cursors.update(&header.file, Durability::NotTorn, |c| {
+                    // The entry may hold the chain's only spooled mark: the
+                    // cursor file takes it, durably, before the entry goes.
+                    cursors.update(&header.file, Durability::Durable, |c| {
+                        header.advance(c);
                         if c.source_identity() == header.source_identity
                             && header.to_offset > c.accepted.offset
                         {
-                            c.accepted = Mark {
-                                offset: header.to_offset,
-                                chain_sha256: Some(receipt.chain_sha256.clone()),
-                                run_id: Some(header.run_id.clone()),
-                            };
+                            c.accepted = header.mark();
                             c.last_error = None;
                         }
                     })?;
+                    fs::remove_file(&entry).at("remove", &entry)?;
                     outbox.clear_error();
                     done.accepted += 1;
                 }

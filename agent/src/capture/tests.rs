@@ -186,11 +186,7 @@ fn every_fixture_is_spooled_byte_exact_with_its_lineage() -> anyhow::Result<()> 
             .ok_or_else(|| anyhow::anyhow!("no first delta for {}", path.display()))
     };
     let latest_run = |path: &Path| -> anyhow::Result<Option<String>> {
-        Ok(device
-            .capture
-            .cursors()
-            .load(path)?
-            .and_then(|c| c.spooled.run_id))
+        Ok(device.capture.cursor(path)?.and_then(|c| c.spooled.run_id))
     };
     let find = |name: &str| {
         placed
@@ -300,7 +296,7 @@ fn appends_in_steps_send_only_complete_new_lines() -> anyhow::Result<()> {
         let got = device.bytes_of(&source.path)?;
         let got = got.first().cloned().unwrap_or_default();
         assert!(got == complete_lines(&full[..cut]), "after {cut} bytes");
-        let cursor = device.capture.cursors().load(&source.path)?;
+        let cursor = device.capture.cursor(&source.path)?;
         assert_eq!(cursor.map(|c| c.size), Some(cut as u64));
     }
     let deltas = device.chains()?.into_values().next().unwrap_or_default();
@@ -469,7 +465,8 @@ fn a_full_outbox_leaves_the_cursor_where_it_was() -> anyhow::Result<()> {
     fs::write(device.paths.state_dir.join("outbox"), b"not a folder")?;
     let failed = device.capture.file(&source);
     assert!(matches!(failed, Err(Error::Io { .. })), "{failed:?}");
-    assert_eq!(device.capture.cursors().load(&source.path)?, None);
+    let cursor = device.capture.cursor(&source.path)?;
+    assert_eq!(cursor.map(|c| c.spooled.offset), Some(0), "not advanced");
     // Space again: the same bytes are captured, nothing skipped.
     fs::remove_file(device.paths.state_dir.join("outbox"))?;
     device.capture.file(&source)?;
@@ -491,5 +488,42 @@ fn parallel_hooks_on_one_file_spool_each_byte_once() -> anyhow::Result<()> {
     let chains = device.bytes_of(&source.path)?;
     assert_eq!(chains.len(), 1);
     assert!(chains[0] == complete_lines(&full));
+    Ok(())
+}
+
+#[test]
+fn the_outbox_carries_the_spooled_mark_and_a_lost_entry_is_captured_again() -> anyhow::Result<()> {
+    let device = Device::new()?;
+    let source = device.place("claude-code", "marot__spotter__short.jsonl")?;
+    let full = fs::read(&source.path)?;
+    let lines: Vec<&[u8]> = full.split_inclusive(|&b| b == b'\n').collect();
+    assert!(lines.len() >= 4, "the fixture has a few lines");
+    let quarter = lines.len() / 4;
+    let upto = |n: usize| lines[..n].concat();
+    fs::write(&source.path, upto(quarter))?;
+    device.capture.file(&source)?;
+    // Appends are spooled without rewriting the cursor file: its mark stays
+    // at the chain's start, and the outbox holds the rest.
+    for n in [2 * quarter, 3 * quarter] {
+        fs::write(&source.path, upto(n))?;
+        device.capture.file(&source)?;
+    }
+    let on_disk = device.capture.cursors().load(&source.path)?;
+    assert_eq!(on_disk.map(|c| c.spooled.offset), Some(0));
+    let caught_up = device.capture.cursor(&source.path)?;
+    assert_eq!(
+        caught_up.map(|c| c.spooled.offset),
+        Some(upto(3 * quarter).len() as u64)
+    );
+    // A crash loses the newest entry's name (it was not folder-synced): the
+    // cursor falls back to the entry before, and the next capture (another
+    // process) sends those bytes again, on the same chain.
+    let entries = device.capture.outbox().entries();
+    assert_eq!(entries.len(), 3);
+    fs::remove_file(&entries[2])?;
+    fs::write(&source.path, &full)?;
+    Capture::new(&device.paths, Duration::from_secs(5)).file(&source)?;
+    let chains = device.bytes_of(&source.path)?;
+    assert!(chains.len() == 1 && chains[0] == full, "every byte, once");
     Ok(())
 }

@@ -85,8 +85,7 @@ impl Device {
 
     fn cursor(&self, s: &Source) -> anyhow::Result<crate::cursor::Cursor> {
         self.capture
-            .cursors()
-            .load(&s.path)?
+            .cursor(&s.path)?
             .ok_or_else(|| anyhow::anyhow!("no cursor"))
     }
 }
