@@ -3,6 +3,7 @@
 //! deleted only after the index commit, so a crash at any point redoes, never
 //! loses, work; on start the worker resumes whatever is pending.
 
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,6 +17,12 @@ use crate::error::{Error, Result};
 use crate::ingest::format_of;
 use crate::registry::PendingJob;
 use crate::state::AppState;
+
+/// Nice value of the indexing thread (and of the index writer's threads it
+/// starts): below request handling, so a hook's ingest or a search is not
+/// kept waiting by a backfill being indexed; above the embedding model's 10,
+/// so text stays searchable first.
+const INDEX_NICE: i32 = 5;
 
 /// Runs indexed per index commit: large enough to amortise the commit's
 /// fsync, small enough that a new realtime run waits for little.
@@ -43,12 +50,26 @@ impl Indexer {
         self.indexed.notified().await;
     }
 
-    /// Runs until the process ends.
-    pub async fn run(self, state: AppState) {
+    /// Starts the worker on a thread of its own, at background priority;
+    /// it runs until the process ends. Call from inside the runtime.
+    pub fn spawn(self, state: AppState) -> std::io::Result<()> {
+        let runtime = tokio::runtime::Handle::current();
+        std::thread::Builder::new()
+            .name("kith-index".into())
+            .spawn(move || {
+                crate::embed::lower_priority(INDEX_NICE);
+                runtime.block_on(self.run(state));
+            })
+            .map(drop)
+    }
+
+    /// Indexes batch after batch on the calling thread (not a runtime
+    /// worker: `index_batch` blocks).
+    async fn run(self, state: AppState) {
         let mut backoff = Duration::from_secs(1);
         loop {
-            let s = state.clone();
-            match tokio::task::spawn_blocking(move || index_batch(&s)).await {
+            let batch = std::panic::catch_unwind(AssertUnwindSafe(|| index_batch(&state)));
+            match batch {
                 Ok(Ok(0)) => {
                     backoff = Duration::from_secs(1);
                     // Also poll now and then, so a job written by another
@@ -69,8 +90,8 @@ impl Indexer {
                     tokio::time::sleep(backoff).await;
                     backoff = (backoff * 2).min(MAX_BACKOFF);
                 }
-                Err(e) => {
-                    tracing::error!(error = %e, "indexing task panicked");
+                Err(_) => {
+                    tracing::error!("indexing a batch panicked");
                     tokio::time::sleep(Duration::from_secs(1)).await;
                 }
             }

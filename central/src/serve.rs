@@ -37,7 +37,7 @@ pub async fn serve(
         // Crash tests use this to hold work in the durable queue.
         tracing::warn!("{FAILPOINT_INDEXER_PAUSED} is set: the indexer does not run");
     } else {
-        tokio::spawn(state.indexer().clone().run(state.clone()));
+        state.indexer().clone().spawn(state.clone())?;
     }
     tokio::spawn(flush_seen_forever(state.clone()));
     let app = crate::routes::app(state.clone());

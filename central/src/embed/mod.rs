@@ -137,8 +137,13 @@ const MODEL_NICE: i32 = 10;
 /// yields the cores to request handling (keyword search, ingest) instead of
 /// sharing them evenly. Queries still preempt it in the queue.
 pub(crate) fn background_priority() {
-    if let Err(e) = rustix::process::setpriority_process(None, MODEL_NICE) {
-        tracing::debug!("cannot lower the embedding model's CPU priority: {e}");
+    lower_priority(MODEL_NICE);
+}
+
+/// Sets the calling thread's nice value (see `background_priority`).
+pub(crate) fn lower_priority(nice: i32) {
+    if let Err(e) = rustix::process::setpriority_process(None, nice) {
+        tracing::debug!("cannot lower a background thread's CPU priority: {e}");
     }
 }
 
