@@ -28,7 +28,6 @@
 //!   the same way and park the file until it is replaced or rewritten.
 
 use std::fs;
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -53,12 +52,15 @@ pub struct Header {
     /// The chain hash after this delta, as the agent computed it; central's
     /// receipt must say the same.
     pub chain_sha256: String,
-    /// The cursor's `tail_sha256` and `size` after this delta (absent from
-    /// entries of kith versions that wrote the cursor for every delta).
+    /// The cursor's `tail_sha256` and `size` after this delta, and the
+    /// length of the body that follows (absent from entries of kith versions
+    /// that wrote the cursor for every delta, and fsynced the entry).
     #[serde(default)]
     pub tail_sha256: Option<String>,
     #[serde(default)]
     pub size: u64,
+    #[serde(default)]
+    pub body_bytes: u64,
 }
 
 impl Header {
@@ -113,12 +115,15 @@ impl Outbox {
             cursor::key(&header.file),
             header.run_id
         ));
-        let mut bytes = serde_json::to_vec(header).map_err(|e| invalid(&path, &e))?;
-        bytes.push(b'\n');
         let json = serde_json::to_vec(request).map_err(|e| invalid(&path, &e))?;
-        let mut z = zstd::Encoder::new(bytes, 1).at("compress", &path)?;
-        z.write_all(&json).at("compress", &path)?;
-        let bytes = z.finish().at("compress", &path)?;
+        let body = zstd::encode_all(json.as_slice(), 1).at("compress", &path)?;
+        let header = Header {
+            body_bytes: body.len() as u64,
+            ..header.clone()
+        };
+        let mut bytes = serde_json::to_vec(&header).map_err(|e| invalid(&path, &e))?;
+        bytes.push(b'\n');
+        bytes.extend_from_slice(&body);
         write_file(&path, &bytes, 0o600, Durability::Advisory)?;
         Ok(path)
     }
@@ -159,30 +164,32 @@ impl Outbox {
         self.len() == 0
     }
 
-    /// The header alone (its line is read, not the body).
+    /// The header alone (its line is read, not the body), if the entry is
+    /// whole.
     fn header(&self, entry: &Path) -> Result<Header> {
         use std::io::{BufRead as _, Read as _};
         let file = fs::File::open(entry).at("read", entry)?;
+        let len = file.metadata().at("stat", entry)?.len();
         let mut line = Vec::new();
         std::io::BufReader::new(file.take(MAX_HEADER))
             .read_until(b'\n', &mut line)
             .at("read", entry)?;
-        serde_json::from_slice(&line).map_err(|e| invalid(entry, &e))
+        let header = parse_header(entry, &line)?;
+        whole(entry, &header, len - line.len() as u64)?;
+        Ok(header)
     }
 
-    /// The header and the compressed body.
+    /// The header and the compressed body, if the entry is whole.
     pub fn read(&self, entry: &Path) -> Result<(Header, Vec<u8>)> {
         let bytes = fs::read(entry).at("read", entry)?;
         let split = bytes
             .iter()
             .position(|&b| b == b'\n')
-            .ok_or_else(|| Error::Invalid {
-                what: "outbox entry",
-                path: entry.to_owned(),
-                reason: "no header line".into(),
-            })?;
-        let header = serde_json::from_slice(&bytes[..split]).map_err(|e| invalid(entry, &e))?;
-        Ok((header, bytes[split + 1..].to_vec()))
+            .ok_or_else(|| torn(entry, "no header line"))?;
+        let header = parse_header(entry, &bytes[..=split])?;
+        let body = bytes[split + 1..].to_vec();
+        whole(entry, &header, body.len() as u64)?;
+        Ok((header, body))
     }
 
     /// The request as it will be sent.
@@ -226,6 +233,35 @@ impl Outbox {
 
     fn clear_error(&self) {
         let _ = fs::remove_file(&self.last_error);
+    }
+}
+
+fn parse_header(entry: &Path, line: &[u8]) -> Result<Header> {
+    if line.last() != Some(&b'\n') {
+        return Err(torn(entry, "no header line"));
+    }
+    serde_json::from_slice(line).map_err(|e| invalid(entry, &e))
+}
+
+/// An entry is written without fsync, so a crash can leave it short.
+fn whole(entry: &Path, header: &Header, body_bytes: u64) -> Result<()> {
+    if header.body_bytes != 0 && header.body_bytes != body_bytes {
+        return Err(torn(
+            entry,
+            &format!(
+                "{body_bytes} body bytes where {} were written",
+                header.body_bytes
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn torn(entry: &Path, reason: &str) -> Error {
+    Error::Invalid {
+        what: "outbox entry",
+        path: entry.to_owned(),
+        reason: reason.to_owned(),
     }
 }
 

@@ -515,11 +515,20 @@ fn the_outbox_carries_the_spooled_mark_and_a_lost_entry_is_captured_again() -> a
         caught_up.map(|c| c.spooled.offset),
         Some(upto(3 * quarter).len() as u64)
     );
-    // A crash loses the newest entry's name (it was not folder-synced): the
-    // cursor falls back to the entry before, and the next capture (another
-    // process) sends those bytes again, on the same chain.
+    // A crash leaves the newest entry short (it was not fsynced): the cursor
+    // falls back to the entry before; a replay sets the torn entry aside, and
+    // the next capture (another process) sends those bytes again, on the
+    // same chain.
     let entries = device.capture.outbox().entries();
     assert_eq!(entries.len(), 3);
+    let torn = fs::read(&entries[2])?;
+    fs::write(&entries[2], &torn[..torn.len() - 1])?;
+    assert!(device.capture.outbox().read(&entries[2]).is_err());
+    let fallen_back = device.capture.cursor(&source.path)?;
+    assert_eq!(
+        fallen_back.map(|c| c.spooled.offset),
+        Some(upto(2 * quarter).len() as u64)
+    );
     fs::remove_file(&entries[2])?;
     fs::write(&source.path, &full)?;
     Capture::new(&device.paths, Duration::from_secs(5)).file(&source)?;

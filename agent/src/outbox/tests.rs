@@ -254,3 +254,31 @@ fn one_process_replays_at_a_time() -> anyhow::Result<()> {
     assert_eq!((done.busy, done.accepted), (false, 3));
     Ok(())
 }
+
+#[test]
+fn a_torn_entry_is_set_aside_and_its_bytes_are_captured_again() -> anyhow::Result<()> {
+    let d = device()?;
+    // A crash left a's second delta short (entries are not fsynced).
+    let entries = d.capture.outbox().entries();
+    let bytes = fs::read(&entries[2])?;
+    fs::write(&entries[2], &bytes[..bytes.len() - 3])?;
+    let (done, asked) = d.replay(receipt)?;
+    assert_eq!((done.accepted, done.rejected), (2, 1));
+    assert_eq!(asked, vec![d.a.path.clone(), d.b.path.clone()]);
+    assert_eq!(d.cursor(&d.a)?.accepted.offset, 8);
+    // The next capture sends those bytes again, on the same chain.
+    d.capture.file(&d.a)?;
+    let again = d
+        .capture
+        .outbox()
+        .request(&d.capture.outbox().entries()[0])?;
+    assert_eq!(
+        (again.from_offset, again.jsonl.as_str()),
+        (8, "{\"n\":3}\n")
+    );
+    let (done, _) = d.replay(receipt)?;
+    assert_eq!(done.accepted, 1);
+    let a = d.cursor(&d.a)?;
+    assert_eq!((a.epoch, a.accepted.offset), (0, 16));
+    Ok(())
+}
