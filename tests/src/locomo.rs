@@ -142,7 +142,14 @@ pub fn ingest(api: &Api, sessions: &[Session]) -> Result<HashMap<String, usize>>
     Ok(runs)
 }
 
-/// Recall@k per k, averaged over questions.
+/// Distinct turns the reference figures' R@10 reads: ten two-turn chunks.
+pub const TURN_BUDGET: usize = 20;
+
+/// Recall averaged over questions, by name: `recall@k` for each k (evidence
+/// turns inside the line ranges of the first k hits), and `recall@20turns`
+/// (evidence among the first `TURN_BUDGET` distinct turns the hits cover, in
+/// hit order: independent of how many turns one hit spans, so comparable
+/// with the reference's two-turn chunks).
 pub fn evaluate(
     api: &Api,
     sessions: &[Session],
@@ -150,9 +157,10 @@ pub fn evaluate(
     questions: &[Question],
     mode: &str,
     ks: &[usize],
-) -> Result<BTreeMap<usize, f64>> {
-    let max_k = ks.iter().copied().max().unwrap_or(10);
-    let mut sums: BTreeMap<usize, f64> = ks.iter().map(|&k| (k, 0.0)).collect();
+) -> Result<BTreeMap<String, f64>> {
+    let max_k = ks.iter().copied().max().unwrap_or(10).max(TURN_BUDGET);
+    let budget_key = format!("recall@{TURN_BUDGET}turns");
+    let mut sums: BTreeMap<String, f64> = BTreeMap::new();
     for q in questions {
         let r = api.post(
             "/api/search",
@@ -161,26 +169,37 @@ pub fn evaluate(
         anyhow::ensure!(r.status == 200, "search failed: {r:?}");
         let hits = r.body["hits"].as_array().cloned().unwrap_or_default();
         let want: HashSet<&str> = q.evidence.iter().map(String::as_str).collect();
-        for &k in ks {
-            let mut found: HashSet<&str> = HashSet::new();
-            for hit in hits.iter().take(k) {
+        // Each hit's turns, as (session, 1-based line).
+        let turns: Vec<Vec<(usize, usize)>> = hits
+            .iter()
+            .map(|hit| {
                 let Some(&s) = hit["run_id"].as_str().and_then(|id| runs.get(id)) else {
-                    continue;
+                    return Vec::new();
                 };
-                let (a, b) = (
-                    hit["line_start"].as_u64().unwrap_or(0),
-                    hit["line_end"].as_u64().unwrap_or(0),
-                );
-                for line in a..=b {
-                    if let Some(dia) = sessions[s].lines.get((line as usize).wrapping_sub(1)) {
-                        if want.contains(dia.as_str()) {
-                            found.insert(dia);
-                        }
-                    }
-                }
-            }
-            *sums.entry(k).or_default() += found.len() as f64 / want.len() as f64;
+                let a = hit["line_start"].as_u64().unwrap_or(0) as usize;
+                let b = hit["line_end"].as_u64().unwrap_or(0) as usize;
+                (a.max(1)..=b).map(|line| (s, line)).collect()
+            })
+            .collect();
+        let is_evidence = |&(s, line): &(usize, usize)| {
+            sessions[s]
+                .lines
+                .get(line - 1)
+                .filter(|dia| want.contains(dia.as_str()))
+        };
+        let recall = |found: HashSet<&String>| found.len() as f64 / want.len() as f64;
+        for &k in ks {
+            let found = turns.iter().take(k).flatten().filter_map(is_evidence);
+            *sums.entry(format!("recall@{k}")).or_default() += recall(found.collect());
         }
+        let mut seen = HashSet::new();
+        let first_turns = turns
+            .iter()
+            .flatten()
+            .filter(|t| seen.insert(**t))
+            .take(TURN_BUDGET);
+        *sums.entry(budget_key.clone()).or_default() +=
+            recall(first_turns.filter_map(is_evidence).collect());
     }
     let n = questions.len().max(1) as f64;
     Ok(sums.into_iter().map(|(k, s)| (k, s / n)).collect())

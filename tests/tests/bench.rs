@@ -47,6 +47,12 @@ fn the_benchmark_smoke_run_measures_every_figure() -> Result<()> {
         .as_f64()
         .unwrap_or(0.0);
     assert!(recall > 0.4, "LoCoMo keyword recall@20 {recall}");
+    // Twenty hits cover at least twenty turns: the turn-budget recall can
+    // only be lower.
+    let within = r["locomo_dev"]["keyword"]["recall@20turns"]
+        .as_f64()
+        .unwrap_or(f64::NAN);
+    assert!(within > 0.2 && within <= recall, "within 20 turns {within}");
     assert!(r["locomo_dev"]["questions"]
         .as_u64()
         .is_some_and(|n| n > 10));

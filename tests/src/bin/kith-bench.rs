@@ -568,13 +568,7 @@ fn main() -> Result<()> {
     for &mode in modes {
         match locomo::evaluate(&eval_api, &sessions, &runs, &questions, mode, &[5, 10, 20]) {
             Ok(r) => {
-                quality.insert(
-                    mode.into(),
-                    json!(r
-                        .iter()
-                        .map(|(k, v)| (format!("recall@{k}"), *v))
-                        .collect::<BTreeMap<_, _>>()),
-                );
+                quality.insert(mode.into(), json!(r));
             }
             Err(e) => {
                 quality.insert(mode.into(), json!({"error": e.to_string()}));
@@ -672,12 +666,13 @@ fn print_table(r: &Value) {
     for mode in ["keyword", "semantic", "hybrid"] {
         let q = &r["locomo_dev"][mode];
         row(
-            format!("LoCoMo dev {mode} R@5/R@10/R@20"),
+            format!("LoCoMo dev {mode} R@5/R@10/R@20 (20 turns)"),
             format!(
-                "{} / {} / {}",
+                "{} / {} / {} ({})",
                 num(&q["recall@5"]),
                 num(&q["recall@10"]),
-                num(&q["recall@20"])
+                num(&q["recall@20"]),
+                num(&q["recall@20turns"])
             ),
         );
     }

@@ -26,11 +26,21 @@ fn main() -> Result<()> {
         }
     }
     let mut all = BTreeMap::new();
-    println!("{:<10} {:>9} {:>9} {:>9}", "mode", "R@5", "R@10", "R@20");
+    println!(
+        "{:<10} {:>9} {:>9} {:>9} {:>9}",
+        "mode", "R@5", "R@10", "R@20", "20 turns"
+    );
     for mode in ["keyword", "semantic", "hybrid"] {
         match locomo::evaluate(&api, &sessions, &runs, &questions, mode, &[5, 10, 20]) {
             Ok(r) => {
-                println!("{mode:<10} {:>9.3} {:>9.3} {:>9.3}", r[&5], r[&10], r[&20]);
+                let at = |key: &str| r.get(key).copied().unwrap_or(f64::NAN);
+                println!(
+                    "{mode:<10} {:>9.3} {:>9.3} {:>9.3} {:>9.3}",
+                    at("recall@5"),
+                    at("recall@10"),
+                    at("recall@20"),
+                    at("recall@20turns")
+                );
                 all.insert(mode, r);
             }
             Err(e) => println!("{mode:<10} unavailable: {e}"),
