@@ -156,21 +156,22 @@ impl Centroids {
     }
 
     /// The list of the vector with these codes: its nearest centroid.
+    /// Each centroid's similarity to `codes`, by centroid.
+    fn similarities<'a>(&'a self, codes: &'a [i8]) -> impl Iterator<Item = (usize, f32)> + 'a {
+        (0..self.len()).map(move |i| (i, dot(codes, self.code(i)) as f32 * self.scales[i]))
+    }
+
     fn nearest(&self, codes: &[i8]) -> u32 {
-        let mut best = (0, f32::MIN);
-        for i in 0..self.len() {
-            let s = dot(codes, self.code(i)) as f32 * self.scales[i];
-            if s > best.1 {
-                best = (i, s);
-            }
-        }
+        let best =
+            self.similarities(codes)
+                .fold((0, f32::MIN), |best, s| if s.1 > best.1 { s } else { best });
         best.0 as u32
     }
 
     fn nearest_lists(&self, probe: &Probe, n: usize) -> Vec<usize> {
         let mut best = Best::new(n);
-        for i in 0..self.len() {
-            best.offer(i, dot(&probe.codes, self.code(i)) as f32 * self.scales[i]);
+        for (i, s) in self.similarities(&probe.codes) {
+            best.offer(i, s);
         }
         best.items.into_iter().map(|(i, _)| i).collect()
     }
