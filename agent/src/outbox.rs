@@ -145,19 +145,26 @@ impl Outbox {
 
     /// Entry files, oldest first.
     pub fn entries(&self) -> Vec<PathBuf> {
-        let mut files: Vec<PathBuf> = fs::read_dir(&self.dir)
+        let mut names = self.names();
+        // By name: the same order as by path, without comparing every
+        // component of two long paths (a deep outbox is sorted per hook).
+        names.sort_unstable();
+        names.into_iter().map(|n| self.dir.join(n)).collect()
+    }
+
+    /// Entry file names, unsorted.
+    fn names(&self) -> Vec<std::ffi::OsString> {
+        fs::read_dir(&self.dir)
             .into_iter()
             .flatten()
             .flatten()
-            .map(|e| e.path())
-            .filter(|p| p.extension().is_some_and(|e| e == "delta"))
-            .collect();
-        files.sort();
-        files
+            .map(|e| e.file_name())
+            .filter(|n| Path::new(n).extension().is_some_and(|e| e == "delta"))
+            .collect()
     }
 
     pub fn len(&self) -> usize {
-        self.entries().len()
+        self.names().len()
     }
 
     pub fn is_empty(&self) -> bool {
