@@ -207,7 +207,6 @@ impl Capture {
             chain_sha256: chain.clone(),
             tail_sha256: Some(tail.clone()),
             size: cursor.size,
-            body_bytes: 0, // `Outbox::push` writes the body's length
         };
         let request = IngestRequest {
             jsonl: redacted.text,

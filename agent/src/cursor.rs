@@ -137,7 +137,7 @@ impl Cursors {
         self.save_with(cursor, Durability::Durable)
     }
 
-    pub fn save_with(&self, cursor: &Cursor, durability: Durability) -> Result<()> {
+    fn save_with(&self, cursor: &Cursor, durability: Durability) -> Result<()> {
         let file = self.file_of(&cursor.path);
         let json = serde_json::to_vec_pretty(cursor).map_err(|e| Error::Invalid {
             what: "cursor JSON",

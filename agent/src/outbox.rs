@@ -52,15 +52,23 @@ pub struct Header {
     /// The chain hash after this delta, as the agent computed it; central's
     /// receipt must say the same.
     pub chain_sha256: String,
-    /// The cursor's `tail_sha256` and `size` after this delta, and the
-    /// length of the body that follows (absent from entries of kith versions
-    /// that wrote the cursor for every delta, and fsynced the entry).
+    /// The cursor's `tail_sha256` and `size` after this delta (absent from
+    /// entries of kith versions that wrote the cursor for every delta).
     #[serde(default)]
     pub tail_sha256: Option<String>,
     #[serde(default)]
     pub size: u64,
+}
+
+/// An entry's first line: its header and the length of the body after it,
+/// so an entry a crash left short is recognised (entries are not fsynced).
+#[derive(Serialize, Deserialize)]
+struct HeaderLine {
+    #[serde(flatten)]
+    header: Header,
+    /// 0 in entries of kith versions that fsynced them.
     #[serde(default)]
-    pub body_bytes: u64,
+    body_bytes: u64,
 }
 
 impl Header {
@@ -117,29 +125,28 @@ impl Outbox {
         ));
         let json = serde_json::to_vec(request).map_err(|e| invalid(&path, &e))?;
         let body = zstd::encode_all(json.as_slice(), 1).at("compress", &path)?;
-        let header = Header {
+        let line = HeaderLine {
+            header: header.clone(),
             body_bytes: body.len() as u64,
-            ..header.clone()
         };
-        let mut bytes = serde_json::to_vec(&header).map_err(|e| invalid(&path, &e))?;
+        let mut bytes = serde_json::to_vec(&line).map_err(|e| invalid(&path, &e))?;
         bytes.push(b'\n');
         bytes.extend_from_slice(&body);
         write_file(&path, &bytes, 0o600, Durability::Advisory)?;
         Ok(path)
     }
 
-    /// The newest entry of `cursor`'s chain, if any is waiting.
+    /// The newest whole entry of `cursor`'s chain, if any is waiting.
     pub fn newest_of(&self, cursor: &Cursor) -> Option<Header> {
         let tag = format!("-{}-", cursor::key(&cursor.path));
         let identity = cursor.source_identity();
-        self.entries()
+        let mut names = self.names();
+        names.retain(|n| n.to_string_lossy().contains(&tag));
+        names.sort_unstable();
+        names
             .iter()
             .rev()
-            .filter(|e| {
-                e.file_name()
-                    .is_some_and(|n| n.to_string_lossy().contains(&tag))
-            })
-            .filter_map(|e| self.header(e).ok())
+            .filter_map(|n| self.header(&self.dir.join(n)).ok())
             .find(|h| h.source_identity == identity)
     }
 
@@ -181,9 +188,7 @@ impl Outbox {
         std::io::BufReader::new(file.take(MAX_HEADER))
             .read_until(b'\n', &mut line)
             .at("read", entry)?;
-        let header = parse_header(entry, &line)?;
-        whole(entry, &header, len - line.len() as u64)?;
-        Ok(header)
+        parse_header(entry, &line, len.saturating_sub(line.len() as u64))
     }
 
     /// The header and the compressed body, if the entry is whole.
@@ -193,9 +198,8 @@ impl Outbox {
             .iter()
             .position(|&b| b == b'\n')
             .ok_or_else(|| torn(entry, "no header line"))?;
-        let header = parse_header(entry, &bytes[..=split])?;
         let body = bytes[split + 1..].to_vec();
-        whole(entry, &header, body.len() as u64)?;
+        let header = parse_header(entry, &bytes[..=split], body.len() as u64)?;
         Ok((header, body))
     }
 
@@ -243,25 +247,23 @@ impl Outbox {
     }
 }
 
-fn parse_header(entry: &Path, line: &[u8]) -> Result<Header> {
+/// The header of an entry whose first line is `line` and whose body is
+/// `body_bytes` long, if the entry is whole.
+fn parse_header(entry: &Path, line: &[u8], body_bytes: u64) -> Result<Header> {
     if line.last() != Some(&b'\n') {
         return Err(torn(entry, "no header line"));
     }
-    serde_json::from_slice(line).map_err(|e| invalid(entry, &e))
-}
-
-/// An entry is written without fsync, so a crash can leave it short.
-fn whole(entry: &Path, header: &Header, body_bytes: u64) -> Result<()> {
-    if header.body_bytes != 0 && header.body_bytes != body_bytes {
+    let parsed: HeaderLine = serde_json::from_slice(line).map_err(|e| invalid(entry, &e))?;
+    if parsed.body_bytes != 0 && parsed.body_bytes != body_bytes {
         return Err(torn(
             entry,
             &format!(
                 "{body_bytes} body bytes where {} were written",
-                header.body_bytes
+                parsed.body_bytes
             ),
         ));
     }
-    Ok(())
+    Ok(parsed.header)
 }
 
 fn torn(entry: &Path, reason: &str) -> Error {

@@ -47,8 +47,8 @@ fn the_benchmark_smoke_run_measures_every_figure() -> Result<()> {
         .as_f64()
         .unwrap_or(0.0);
     assert!(recall > 0.4, "LoCoMo keyword recall@20 {recall}");
-    // Twenty hits cover at least twenty turns: the turn-budget recall can
-    // only be lower.
+    // The first twenty distinct turns all lie within the first twenty hits'
+    // ranges (each hit covers a turn at least): that recall cannot be higher.
     let within = r["locomo_dev"]["keyword"]["recall@20turns"]
         .as_f64()
         .unwrap_or(f64::NAN);

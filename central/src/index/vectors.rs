@@ -155,12 +155,12 @@ impl Centroids {
         &self.codes[i * self.dim..(i + 1) * self.dim]
     }
 
-    /// The list of the vector with these codes: its nearest centroid.
     /// Each centroid's similarity to `codes`, by centroid.
     fn similarities<'a>(&'a self, codes: &'a [i8]) -> impl Iterator<Item = (usize, f32)> + 'a {
         (0..self.len()).map(move |i| (i, dot(codes, self.code(i)) as f32 * self.scales[i]))
     }
 
+    /// The list of the vector with these codes: its nearest centroid.
     fn nearest(&self, codes: &[i8]) -> u32 {
         let best =
             self.similarities(codes)
