@@ -150,6 +150,29 @@ impl Outbox {
             .find(|h| h.source_identity == identity)
     }
 
+    /// The entries spooled after `entry` from the same transcript (its key
+    /// is in their names), oldest first.
+    fn later_of_same_transcript(&self, entry: &Path) -> Vec<PathBuf> {
+        let Some(name) = entry.file_name().map(|n| n.to_string_lossy().into_owned()) else {
+            return Vec::new();
+        };
+        // `<time>-<key>-<run>.delta`; entries of older kith versions have
+        // no key.
+        let Some(key) = name.split('-').nth(1).filter(|k| k.len() == 32) else {
+            return Vec::new();
+        };
+        let tag = format!("-{key}-");
+        self.entries()
+            .into_iter()
+            .filter(|e| {
+                e.file_name().is_some_and(|n| {
+                    let n = n.to_string_lossy();
+                    n.contains(&tag) && *n > *name
+                })
+            })
+            .collect()
+    }
+
     /// Entry files, oldest first.
     pub fn entries(&self) -> Vec<PathBuf> {
         let mut names = self.names();
@@ -359,12 +382,27 @@ pub fn replay(
             break;
         }
         for entry in entries {
+            if !entry.is_file() {
+                // Set aside below, after an unreadable delta before it.
+                continue;
+            }
             let (header, body) = match outbox.read(&entry) {
                 Ok(read) => read,
                 Err(e) => {
+                    // Left short or empty by a crash (entries are not
+                    // fsynced). What was spooled after it from the same
+                    // transcript would not chain on what central holds, so
+                    // it goes aside too, under one lock: the next capture
+                    // sends those bytes again from the cursor file's mark,
+                    // where this delta began (every earlier delta of its
+                    // chain was accepted, and each accept saved the mark).
                     let _lock = Lock::state(state_dir, lock_wait)?;
+                    let later = outbox.later_of_same_transcript(&entry);
                     outbox.reject(&entry, &format!("unreadable: {e}"))?;
-                    done.rejected += 1;
+                    for later in &later {
+                        outbox.reject(later, "follows an unreadable delta")?;
+                    }
+                    done.rejected += 1 + later.len();
                     continue;
                 }
             };

@@ -282,3 +282,41 @@ fn a_torn_entry_is_set_aside_and_its_bytes_are_captured_again() -> anyhow::Resul
     assert_eq!((a.epoch, a.accepted.offset), (0, 16));
     Ok(())
 }
+
+#[test]
+fn an_empty_entry_sets_aside_what_followed_it_and_the_chain_resumes_where_it_began(
+) -> anyhow::Result<()> {
+    let d = device()?;
+    // A crash left a's first delta empty but its second whole (writeback
+    // order is not write order).
+    let entries = d.capture.outbox().entries();
+    fs::write(&entries[0], b"")?;
+    let (done, asked) = d.replay(receipt)?;
+    assert_eq!(
+        asked,
+        vec![d.b.path.clone()],
+        "a's second delta is not sent"
+    );
+    assert_eq!((done.accepted, done.rejected), (1, 2));
+    assert!(d.capture.outbox().is_empty());
+    // The next capture sends all of a again, on the same chain: nothing lost,
+    // nothing twice.
+    d.capture.file(&d.a)?;
+    let again = d
+        .capture
+        .outbox()
+        .request(&d.capture.outbox().entries()[0])?;
+    assert_eq!(
+        (
+            again.from_offset,
+            again.prev_sha256.as_deref(),
+            again.jsonl.as_str()
+        ),
+        (0, None, "{\"n\":1}\n{\"n\":3}\n")
+    );
+    let (done, _) = d.replay(receipt)?;
+    assert_eq!(done.accepted, 1);
+    let a = d.cursor(&d.a)?;
+    assert_eq!((a.epoch, a.accepted.offset), (0, 16));
+    Ok(())
+}
