@@ -1,9 +1,10 @@
 //! Per-transcript capture cursors: how far a file was spooled and how far
 //! central accepted, the hash chain at both points, the file's identity and a
-//! hash of the bytes just before the spooled offset. One JSON file per
-//! transcript under `<state>/cursors/`, written atomically.
+//! hash of the bytes just before the spooled offset. One file per transcript
+//! under `<state>/cursors/`, holding two copies of the cursor (`slots`).
 
-use std::fs;
+use std::fs::{self, OpenOptions};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use kith_proto::AgentRuntime;
@@ -120,12 +121,12 @@ impl Cursors {
     pub fn load(&self, transcript: &Path) -> Result<Option<Cursor>> {
         let file = self.file_of(transcript);
         match fs::read(&file) {
-            Ok(bytes) => serde_json::from_slice(&bytes)
-                .map(Some)
-                .map_err(|e| Error::Invalid {
-                    what: "cursor JSON",
+            Ok(bytes) => slots::newest(&bytes)
+                .map(|(_, cursor)| Some(cursor))
+                .map_err(|reason| Error::Invalid {
+                    what: "cursor file",
                     path: file,
-                    reason: e.to_string(),
+                    reason,
                 }),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(e).at("read", &file),
@@ -137,14 +138,38 @@ impl Cursors {
         self.save_with(cursor, Durability::Durable)
     }
 
+    /// Overwrites the older of the file's two copies in place and syncs its
+    /// data: one flush, where a new file would take two (file and folder)
+    /// and a rename. A save cut short by a crash leaves a copy whose
+    /// checksum fails, and the other copy is the cursor as it was. A new
+    /// file, a cursor grown too big for its slot, or a file of an older
+    /// format is written whole, atomically.
     fn save_with(&self, cursor: &Cursor, durability: Durability) -> Result<()> {
         let file = self.file_of(&cursor.path);
-        let json = serde_json::to_vec_pretty(cursor).map_err(|e| Error::Invalid {
+        let json = serde_json::to_vec(cursor).map_err(|e| Error::Invalid {
             what: "cursor JSON",
             path: file.clone(),
             reason: e.to_string(),
         })?;
-        write_file(&file, &json, 0o600, durability)
+        let existing = match fs::read(&file) {
+            Ok(bytes) => Some(bytes),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(e).at("read", &file),
+        };
+        if let Some(write) = existing.and_then(|bytes| slots::overwrite(&bytes, &json)) {
+            return OpenOptions::new()
+                .write(true)
+                .open(&file)
+                .and_then(|f| {
+                    f.write_all_at(&write.slot, write.offset)?;
+                    if durability != Durability::Advisory {
+                        f.sync_data()?;
+                    }
+                    Ok(())
+                })
+                .at("write", &file);
+        }
+        write_file(&file, &slots::new_file(&json), 0o600, durability)
     }
 
     /// Loads, changes and saves one cursor (callers hold the state lock).
@@ -170,8 +195,102 @@ impl Cursors {
             .flatten()
             .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
             .filter_map(|e| fs::read(e.path()).ok())
-            .filter_map(|b| serde_json::from_slice(&b).ok())
+            .filter_map(|b| slots::newest(&b).ok())
+            .map(|(_, cursor)| cursor)
             .collect()
+    }
+}
+
+/// The cursor file: two slots of equal size, each `sha256 of the rest of
+/// the header and the JSON (64 hex digits) | sequence (u64 LE) | JSON length
+/// (u32 LE) | JSON | zeros`. The valid slot with the higher sequence is the
+/// cursor. A file that starts with `{` is a single JSON cursor (the format
+/// before slots).
+mod slots {
+    use kith_shared::hash::sha256_hex;
+
+    use super::Cursor;
+
+    /// The smallest slot; cursors are ~1 KB, more with long paths or errors.
+    const MIN_SLOT: usize = 4096;
+    const SUM: usize = 64;
+    const HEADER: usize = SUM + 8 + 4;
+
+    pub struct Overwrite {
+        pub offset: u64,
+        pub slot: Vec<u8>,
+    }
+
+    /// The newest valid copy and its sequence number.
+    pub fn newest(file: &[u8]) -> Result<(u64, Cursor), String> {
+        if file.first() == Some(&b'{') {
+            return serde_json::from_slice(file)
+                .map(|c| (0, c))
+                .map_err(|e| e.to_string());
+        }
+        halves(file)
+            .into_iter()
+            .flatten()
+            .filter_map(read_slot)
+            .max_by_key(|(seq, _)| *seq)
+            .ok_or_else(|| format!("no whole copy of the cursor in {} bytes", file.len()))
+    }
+
+    /// Where and what to write to save `json` over the older copy of `file`,
+    /// or `None` when the file must be written whole (older format, no
+    /// whole copy, or too small a slot).
+    pub fn overwrite(file: &[u8], json: &[u8]) -> Option<Overwrite> {
+        let [first, second] = halves(file)?;
+        let seq = |half: &[u8]| checked(half).map(|(seq, _)| seq);
+        let (a, b) = (seq(first), seq(second));
+        let newest = a.max(b)?;
+        let size = first.len();
+        if HEADER + json.len() > size {
+            return None;
+        }
+        // The older copy, or one that does not read.
+        let older = if a < b { 0 } else { 1 };
+        Some(Overwrite {
+            offset: (older * size) as u64,
+            slot: slot(newest + 1, json),
+        })
+    }
+
+    /// A new file holding `json` in its first slot.
+    pub fn new_file(json: &[u8]) -> Vec<u8> {
+        let size = (HEADER + json.len()).next_power_of_two().max(MIN_SLOT);
+        let mut file = slot(1, json);
+        file.resize(2 * size, 0);
+        file
+    }
+
+    fn halves(file: &[u8]) -> Option<[&[u8]; 2]> {
+        let size = file.len() / 2;
+        (size >= HEADER && file.len() % 2 == 0).then(|| [&file[..size], &file[size..]])
+    }
+
+    fn slot(seq: u64, json: &[u8]) -> Vec<u8> {
+        let mut body = Vec::with_capacity(12 + json.len());
+        body.extend_from_slice(&seq.to_le_bytes());
+        body.extend_from_slice(&(json.len() as u32).to_le_bytes());
+        body.extend_from_slice(json);
+        let mut out = sha256_hex(&body).into_bytes();
+        out.extend_from_slice(&body);
+        out
+    }
+
+    /// A slot's sequence and JSON, if its checksum holds.
+    fn checked(half: &[u8]) -> Option<(u64, &[u8])> {
+        let (sum, body) = half.split_at_checked(SUM)?;
+        let seq = u64::from_le_bytes(body.get(..8)?.try_into().ok()?);
+        let len = u32::from_le_bytes(body.get(8..12)?.try_into().ok()?) as usize;
+        let body = body.get(..12usize.checked_add(len)?)?;
+        (seq != 0 && sha256_hex(body).as_bytes() == sum).then(|| (seq, &body[12..]))
+    }
+
+    fn read_slot(half: &[u8]) -> Option<(u64, Cursor)> {
+        let (seq, json) = checked(half)?;
+        serde_json::from_slice(json).ok().map(|c| (seq, c))
     }
 }
 
@@ -194,6 +313,73 @@ mod tests {
         assert!(c
             .source_identity()
             .starts_with("/home/me/.claude/projects/p/s.jsonl#"));
+        Ok(())
+    }
+
+    /// A save overwrites the older copy in place; a copy torn by a crash
+    /// mid-save leaves the cursor as it was before that save, never an
+    /// error and never a mix.
+    #[test]
+    fn a_save_torn_by_a_crash_leaves_the_previous_cursor() -> anyhow::Result<()> {
+        let tmp = tempfile::tempdir()?;
+        let cursors = Cursors::new(tmp.path());
+        let path = Path::new("/home/me/.codex/sessions/r.jsonl");
+        let mut c = Cursor::start(path, AgentRuntime::Codex, (1, 2), 0);
+        let file = cursors.file_of(path);
+        let mut saved = Vec::new();
+        for offset in [10, 20, 30] {
+            c.accepted.offset = offset;
+            cursors.save(&c)?;
+            saved.push(c.clone());
+            assert_eq!(cursors.load(path)?, Some(c.clone()));
+        }
+        let bytes = fs::read(&file)?;
+        assert_eq!(bytes.len(), 8192, "saves after the first write in place");
+        // The newest copy (offset 30) is the first slot again: tear it.
+        for torn_at in [1, 64, 70, 80, 200] {
+            let mut torn = bytes.clone();
+            torn[torn_at] ^= 0xff;
+            fs::write(&file, &torn)?;
+            assert_eq!(cursors.load(path)?, Some(saved[1].clone()), "torn at {torn_at}");
+        }
+        // The next save goes over the torn copy and is the newest.
+        c.accepted.offset = 40;
+        cursors.save(&c)?;
+        assert_eq!(cursors.load(path)?, Some(c.clone()));
+        assert_eq!(cursors.all(), vec![c.clone()]);
+        // Both copies torn: a clear error naming the file.
+        fs::write(&file, vec![7u8; 8192])?;
+        let err = cursors.load(path).expect_err("no whole copy");
+        assert!(err.to_string().contains(&file.display().to_string()), "{err}");
+        Ok(())
+    }
+
+    /// A cursor file of the single-JSON format still loads, and the next
+    /// save rewrites it in slots; a cursor too big for its slot (a long
+    /// error) grows the file instead of failing.
+    #[test]
+    fn older_cursor_files_load_and_big_cursors_grow_the_file() -> anyhow::Result<()> {
+        let tmp = tempfile::tempdir()?;
+        let cursors = Cursors::new(tmp.path());
+        let path = Path::new("/home/me/.pi/agent/sessions/s.jsonl");
+        let mut c = Cursor::start(path, AgentRuntime::Pi, (3, 4), 2);
+        c.spooled.offset = 99;
+        let file = cursors.file_of(path);
+        fs::create_dir_all(file.parent().unwrap_or(tmp.path()))?;
+        fs::write(&file, serde_json::to_vec_pretty(&c)?)?;
+        assert_eq!(cursors.load(path)?, Some(c.clone()));
+        c.spooled.offset = 120;
+        cursors.save(&c)?;
+        assert_ne!(fs::read(&file)?.first(), Some(&b'{'), "rewritten in slots");
+        assert_eq!(cursors.load(path)?, Some(c.clone()));
+
+        c.last_error = Some("x".repeat(10_000));
+        cursors.save(&c)?;
+        assert_eq!(cursors.load(path)?, Some(c.clone()));
+        assert!(fs::read(&file)?.len() >= 2 * 10_000);
+        c.last_error = None;
+        cursors.save(&c)?;
+        assert_eq!(cursors.load(path)?, Some(c));
         Ok(())
     }
 }
