@@ -72,6 +72,17 @@ fn semantic_and_hybrid_find_meaning_not_just_words() -> Result<()> {
     assert_eq!(run_ids(&hybrid.body).first(), Some(&pasta), "{hybrid:?}");
     assert!(hybrid.body["degraded"].is_null());
     assert!(!run_ids(&hybrid.body).contains(&bobs));
+    // The fused hits are highlighted after fusion: the matching words of the
+    // top hit, the start of the text of a hit no word matched.
+    let snippet = |i: usize| hybrid.body["hits"][i]["snippet"].as_str().unwrap_or_default();
+    assert!(
+        snippet(0).contains("«pasta»") && snippet(0).contains("«basil»"),
+        "{hybrid:?}"
+    );
+    if let Some(i) = run_ids(&hybrid.body).iter().position(|r| *r == ci) {
+        assert!(snippet(i).contains("The CI pipeline"), "{hybrid:?}");
+        assert!(!snippet(i).contains('«'), "{hybrid:?}");
+    }
     Ok(())
 }
 
@@ -194,6 +205,10 @@ fn embedder_down_keyword_still_answers_and_semantic_says_why() -> Result<()> {
     )?;
     assert_eq!(hybrid.status, 200);
     assert_eq!(run_ids(&hybrid.body), vec![id]);
+    assert!(hybrid.body["hits"][0]["snippet"]
+        .as_str()
+        .unwrap_or_default()
+        .contains("«zanzibar»"));
     assert!(hybrid.body["degraded"]
         .as_str()
         .unwrap_or_default()

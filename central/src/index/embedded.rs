@@ -269,6 +269,54 @@ impl EmbeddedIndex {
         Ok(out)
     }
 
+    /// The query parsed leniently: characters of the query syntax in a
+    /// user's query are searched for or ignored, never an error. Terms are
+    /// OR-ed; BM25 ranks chunks that match more of them first.
+    fn text_query(&self, query: &str) -> Box<dyn Query> {
+        QueryParser::for_index(&self.index, vec![self.fields.text])
+            .parse_query_lenient(query)
+            .0
+    }
+
+    fn snippet_generator(
+        &self,
+        searcher: &tantivy::Searcher,
+        query: &dyn Query,
+    ) -> Result<SnippetGenerator> {
+        let mut snippets =
+            SnippetGenerator::create(searcher, query, self.fields.text).map_err(index_err)?;
+        snippets.set_max_num_chars(SNIPPET_CHARS);
+        Ok(snippets)
+    }
+
+    /// Keyword hits, with highlighted snippets or (for a caller that keeps
+    /// only some of them) the start of their text.
+    fn keyword_hits(
+        &self,
+        viewer: &Viewer,
+        query: &str,
+        filters: &Filters,
+        limit: usize,
+        with_snippets: bool,
+    ) -> Result<Vec<IndexHit>> {
+        let text_query = self.text_query(query);
+        let searcher = self.reader.searcher();
+        let allowed = self.allowed_docs(&searcher, viewer, filters)?;
+        let hits = searcher
+            .search(&*text_query, &AllowedTopDocs { limit, allowed })
+            .map_err(index_err)?;
+        let snippets = with_snippets
+            .then(|| self.snippet_generator(&searcher, &*text_query))
+            .transpose()?;
+        hits.into_iter()
+            .map(|(score, addr)| {
+                let doc: TantivyDocument = searcher.doc(addr).map_err(index_err)?;
+                let snippet = snippets.as_ref().map(|s| s.snippet_from_doc(&doc));
+                Ok(self.hit_from_doc(&doc, score, snippet.as_ref()))
+            })
+            .collect()
+    }
+
     /// The hits of ranked chunk keys, in order.
     fn hits_of(
         &self,
@@ -450,27 +498,26 @@ impl SearchIndex for EmbeddedIndex {
         filters: &Filters,
         limit: usize,
     ) -> Result<Vec<IndexHit>> {
-        let f = &self.fields;
-        // Lenient: characters of the query syntax in a user's query are
-        // searched for or ignored, never an error. Terms are OR-ed; BM25 ranks
-        // chunks that match more of them first.
-        let (text_query, _errors) =
-            QueryParser::for_index(&self.index, vec![f.text]).parse_query_lenient(query);
+        self.keyword_hits(viewer, query, filters, limit, true)
+    }
+
+    fn keyword_candidates(
+        &self,
+        viewer: &Viewer,
+        query: &str,
+        filters: &Filters,
+        limit: usize,
+    ) -> Result<Vec<IndexHit>> {
+        self.keyword_hits(viewer, query, filters, limit, false)
+    }
+
+    fn highlight(&self, query: &str, hits: &mut [IndexHit]) -> Result<()> {
         let searcher = self.reader.searcher();
-        let allowed = self.allowed_docs(&searcher, viewer, filters)?;
-        let hits = searcher
-            .search(&*text_query, &AllowedTopDocs { limit, allowed })
-            .map_err(index_err)?;
-        let mut snippets =
-            SnippetGenerator::create(&searcher, &*text_query, f.text).map_err(index_err)?;
-        snippets.set_max_num_chars(SNIPPET_CHARS);
-        hits.into_iter()
-            .map(|(score, addr)| {
-                let doc: TantivyDocument = searcher.doc(addr).map_err(index_err)?;
-                let snippet = snippets.snippet_from_doc(&doc);
-                Ok(self.hit_from_doc(&doc, score, Some(&snippet)))
-            })
-            .collect()
+        let snippets = self.snippet_generator(&searcher, &*self.text_query(query))?;
+        for hit in hits {
+            hit.snippet = highlight(Some(&snippets.snippet(&hit.text)), &hit.text);
+        }
+        Ok(())
     }
 
     fn semantic(

@@ -127,6 +127,24 @@ pub trait SearchIndex: Send + Sync {
         limit: usize,
     ) -> Result<Vec<IndexHit>>;
 
+    /// `keyword` for a caller that keeps only some of the hits (hybrid
+    /// fusion): snippets may be left as the start of the text, and the
+    /// caller highlights what it keeps (`highlight`).
+    fn keyword_candidates(
+        &self,
+        viewer: &Viewer,
+        query: &str,
+        filters: &Filters,
+        limit: usize,
+    ) -> Result<Vec<IndexHit>> {
+        self.keyword(viewer, query, filters, limit)
+    }
+
+    /// Sets each hit's snippet to its text around `query`'s matches.
+    fn highlight(&self, _query: &str, _hits: &mut [IndexHit]) -> Result<()> {
+        Ok(())
+    }
+
     /// Vector search over the chunks the viewer may read, filtered before
     /// ranking. Errors with `embedder_unavailable` before `attach_vectors`.
     fn semantic(

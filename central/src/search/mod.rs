@@ -59,13 +59,14 @@ pub async fn search(
 
     // Hybrid fused here: the keyword side needs no vector, so it runs while
     // the query is embedded.
+    // Candidates without snippets: only the fused hits are highlighted.
     let pool = want.max(FUSION_POOL);
+    // The question words leave the keyword side (see fusion).
+    let keyword_query = fusion::without_question_words(&query);
     let keyword_side =
         (req.mode == SearchMode::Hybrid && !state.index().fuses_hybrid()).then(|| {
-            let (s, v, f) = (state.clone(), viewer.clone(), filters.clone());
-            // The question words leave the keyword side (see fusion).
-            let q = fusion::without_question_words(&query);
-            tokio::task::spawn_blocking(move || s.index().keyword(&v, &q, &f, pool))
+            let (s, v, f, q) = (state.clone(), viewer.clone(), filters.clone(), keyword_query.clone());
+            tokio::task::spawn_blocking(move || s.index().keyword_candidates(&v, &q, &f, pool))
         });
 
     // The query vector, when the mode needs one and an embedder can give it.
@@ -98,6 +99,7 @@ pub async fn search(
     let search_started = Instant::now();
     let s = state.clone();
     let v = viewer.clone();
+    let mut highlight_later = false;
     let hits = match (req.mode, vector, keyword_side) {
         (SearchMode::Semantic, Some(vec), _) => {
             tokio::task::spawn_blocking(move || s.index().semantic(&v, &vec, &filters, want))
@@ -108,12 +110,13 @@ pub async fn search(
                 tokio::task::spawn_blocking(move || s.index().semantic(&v, &vec, &filters, pool));
             let (keyword, semantic) = (keyword.await??, semantic.await??);
             // Fuse all of both pools, then let neighbours lift each other.
-            let fused = fusion::fuse(keyword, semantic, fusion::DENSE_WEIGHT, usize::MAX);
-            fusion::lift_by_neighbours(fused, want)
+            highlight_later = true;
+            let all = fusion::fuse(keyword, semantic, fusion::DENSE_WEIGHT, usize::MAX);
+            fusion::lift_by_neighbours(all, want)
         }
         (SearchMode::Hybrid, Some(vec), None) => {
+            let q = keyword_query.clone();
             tokio::task::spawn_blocking(move || {
-                let q = fusion::without_question_words(&query);
                 s.index()
                     .hybrid(&v, &q, &vec, &filters, want, fusion::DENSE_WEIGHT)
             })
@@ -121,6 +124,7 @@ pub async fn search(
         }
         // Hybrid without a query vector: its keyword side alone.
         (_, None, Some(keyword)) => {
+            highlight_later = true;
             let mut hits = keyword.await??;
             hits.truncate(want);
             hits
@@ -132,7 +136,14 @@ pub async fn search(
     };
     let s = state.clone();
     let v = viewer.clone();
-    let hits = tokio::task::spawn_blocking(move || recheck(&s, &v, hits)).await??;
+    let hits = tokio::task::spawn_blocking(move || {
+        let mut hits = recheck(&s, &v, hits)?;
+        if highlight_later {
+            s.index().highlight(&keyword_query, &mut hits)?;
+        }
+        Ok::<_, Error>(hits)
+    })
+    .await??;
     let search_ms = ms(search_started);
     let hits = hits
         .into_iter()
