@@ -266,7 +266,7 @@ mod slots {
 
     fn halves(file: &[u8]) -> Option<[&[u8]; 2]> {
         let size = file.len() / 2;
-        (size >= HEADER && file.len() % 2 == 0).then(|| [&file[..size], &file[size..]])
+        (size >= HEADER && file.len().is_multiple_of(2)).then(|| [&file[..size], &file[size..]])
     }
 
     fn slot(seq: u64, json: &[u8]) -> Vec<u8> {
@@ -340,7 +340,11 @@ mod tests {
             let mut torn = bytes.clone();
             torn[torn_at] ^= 0xff;
             fs::write(&file, &torn)?;
-            assert_eq!(cursors.load(path)?, Some(saved[1].clone()), "torn at {torn_at}");
+            assert_eq!(
+                cursors.load(path)?,
+                Some(saved[1].clone()),
+                "torn at {torn_at}"
+            );
         }
         // The next save goes over the torn copy and is the newest.
         c.accepted.offset = 40;
@@ -350,7 +354,10 @@ mod tests {
         // Both copies torn: a clear error naming the file.
         fs::write(&file, vec![7u8; 8192])?;
         let err = cursors.load(path).expect_err("no whole copy");
-        assert!(err.to_string().contains(&file.display().to_string()), "{err}");
+        assert!(
+            err.to_string().contains(&file.display().to_string()),
+            "{err}"
+        );
         Ok(())
     }
 

@@ -74,7 +74,11 @@ fn semantic_and_hybrid_find_meaning_not_just_words() -> Result<()> {
     assert!(!run_ids(&hybrid.body).contains(&bobs));
     // The fused hits are highlighted after fusion: the matching words of the
     // top hit, the start of the text of a hit no word matched.
-    let snippet = |i: usize| hybrid.body["hits"][i]["snippet"].as_str().unwrap_or_default();
+    let snippet = |i: usize| {
+        hybrid.body["hits"][i]["snippet"]
+            .as_str()
+            .unwrap_or_default()
+    };
     assert!(
         snippet(0).contains("«pasta»") && snippet(0).contains("«basil»"),
         "{hybrid:?}"

@@ -880,12 +880,16 @@ mod tests {
     fn keyword_search_returns_the_best_readable_chunks_and_nothing_else() {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         let index = EmbeddedIndex::open(dir.path()).unwrap_or_else(|e| panic!("{e}"));
-        let words = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta"];
+        let words = [
+            "alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta",
+        ];
         let mut seed = 7u64;
         let mut text = |n_words: usize| {
             (0..n_words)
                 .map(|_| {
-                    seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                    seed = seed
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
                     words[(seed >> 33) as usize % words.len()]
                 })
                 .collect::<Vec<_>>()
@@ -949,7 +953,11 @@ mod tests {
             let doc: TantivyDocument = searcher.doc(addr).unwrap_or_else(|e| panic!("{e}"));
             index.hit_from_doc(&doc, 0.0, None)
         };
-        for (who, reader) in [("ualice", alice.clone()), ("ubob", viewer("ubob")), ("ucarol", carol)] {
+        for (who, reader) in [
+            ("ualice", alice.clone()),
+            ("ubob", viewer("ubob")),
+            ("ucarol", carol),
+        ] {
             for limit in [1, 10, 50] {
                 let hits = index
                     .keyword(&reader, query, &Filters::default(), limit)
@@ -963,15 +971,23 @@ mod tests {
                     .collect();
                 let got: Vec<String> = hits.iter().map(|h| h.chunk_id.clone()).collect();
                 assert_eq!(got, want, "{who}, limit {limit}");
-                assert!(hits.iter().all(|h| may_read(who, &h.run_id)), "{who} read another's chunk");
+                assert!(
+                    hits.iter().all(|h| may_read(who, &h.run_id)),
+                    "{who} read another's chunk"
+                );
             }
         }
         let after = index
             .keyword(&alice, query, &Filters::default(), 300)
             .unwrap_or_else(|e| panic!("{e}"));
-        assert!(after.iter().any(|h| h.run_id == "ra2"), "the new segment is searched");
         assert!(
-            after.iter().all(|h| h.run_id != "ra1" || h.line_start < 200),
+            after.iter().any(|h| h.run_id == "ra2"),
+            "the new segment is searched"
+        );
+        assert!(
+            after
+                .iter()
+                .all(|h| h.run_id != "ra1" || h.line_start < 200),
             "a deleted copy came back"
         );
         assert_eq!(before.len(), 10);

@@ -65,7 +65,12 @@ pub async fn search(
     let keyword_query = fusion::without_question_words(&query);
     let keyword_side =
         (req.mode == SearchMode::Hybrid && !state.index().fuses_hybrid()).then(|| {
-            let (s, v, f, q) = (state.clone(), viewer.clone(), filters.clone(), keyword_query.clone());
+            let (s, v, f, q) = (
+                state.clone(),
+                viewer.clone(),
+                filters.clone(),
+                keyword_query.clone(),
+            );
             tokio::task::spawn_blocking(move || s.index().keyword_candidates(&v, &q, &f, pool))
         });
 

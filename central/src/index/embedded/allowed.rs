@@ -17,9 +17,7 @@ use std::sync::{Arc, Mutex};
 use tantivy::collector::{Collector, SegmentCollector};
 use tantivy::index::SegmentId;
 use tantivy::query::Weight;
-use tantivy::{
-    BitSet, DocAddress, DocId, Score, SegmentOrdinal, SegmentReader, TantivyError,
-};
+use tantivy::{BitSet, DocAddress, DocId, Score, SegmentOrdinal, SegmentReader, TantivyError};
 
 /// Distinct filters kept; past this the cache starts over. Each costs one
 /// bit per chunk (125 KB at a million).
