@@ -37,13 +37,14 @@ impl AllowedCache {
         segments: &[SegmentReader],
         filter: impl Fn() -> tantivy::Result<Box<dyn Weight>>,
     ) -> tantivy::Result<Vec<Arc<BitSet>>> {
-        let mut known = self.lock().remove(&key).unwrap_or_default();
+        // Copied, not taken: concurrent searches of the same viewer all hit.
+        let known = self.lock().get(&key).cloned().unwrap_or_default();
         let mut weight: Option<Box<dyn Weight>> = None;
         let mut out = Vec::with_capacity(segments.len());
         let mut live = HashMap::with_capacity(segments.len());
         for segment in segments {
-            let bits = match known.remove(&segment.segment_id()) {
-                Some(bits) => bits,
+            let bits = match known.get(&segment.segment_id()) {
+                Some(bits) => Arc::clone(bits),
                 None => {
                     let weight = match &mut weight {
                         Some(w) => w,
@@ -55,9 +56,9 @@ impl AllowedCache {
             live.insert(segment.segment_id(), Arc::clone(&bits));
             out.push(bits);
         }
-        // Segments merged away since (left in `known`) are dropped.
+        // Segments merged away since are dropped.
         let mut cache = self.lock();
-        if cache.len() >= MAX_FILTERS {
+        if cache.len() >= MAX_FILTERS && !cache.contains_key(&key) {
             cache.clear();
         }
         cache.insert(key, live);
