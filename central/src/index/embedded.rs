@@ -278,45 +278,6 @@ impl EmbeddedIndex {
             .0
     }
 
-    fn snippet_generator(
-        &self,
-        searcher: &tantivy::Searcher,
-        query: &dyn Query,
-    ) -> Result<SnippetGenerator> {
-        let mut snippets =
-            SnippetGenerator::create(searcher, query, self.fields.text).map_err(index_err)?;
-        snippets.set_max_num_chars(SNIPPET_CHARS);
-        Ok(snippets)
-    }
-
-    /// Keyword hits, with highlighted snippets or (for a caller that keeps
-    /// only some of them) the start of their text.
-    fn keyword_hits(
-        &self,
-        viewer: &Viewer,
-        query: &str,
-        filters: &Filters,
-        limit: usize,
-        with_snippets: bool,
-    ) -> Result<Vec<IndexHit>> {
-        let text_query = self.text_query(query);
-        let searcher = self.reader.searcher();
-        let allowed = self.allowed_docs(&searcher, viewer, filters)?;
-        let hits = searcher
-            .search(&*text_query, &AllowedTopDocs { limit, allowed })
-            .map_err(index_err)?;
-        let snippets = with_snippets
-            .then(|| self.snippet_generator(&searcher, &*text_query))
-            .transpose()?;
-        hits.into_iter()
-            .map(|(score, addr)| {
-                let doc: TantivyDocument = searcher.doc(addr).map_err(index_err)?;
-                let snippet = snippets.as_ref().map(|s| s.snippet_from_doc(&doc));
-                Ok(self.hit_from_doc(&doc, score, snippet.as_ref()))
-            })
-            .collect()
-    }
-
     /// The hits of ranked chunk keys, in order.
     fn hits_of(
         &self,
@@ -491,6 +452,8 @@ impl SearchIndex for EmbeddedIndex {
         self.reader.reload().map_err(index_err)
     }
 
+    /// Hits with the start of their text as snippet: the search highlights
+    /// the ones it returns (`highlight`).
     fn keyword(
         &self,
         viewer: &Viewer,
@@ -498,22 +461,25 @@ impl SearchIndex for EmbeddedIndex {
         filters: &Filters,
         limit: usize,
     ) -> Result<Vec<IndexHit>> {
-        self.keyword_hits(viewer, query, filters, limit, true)
-    }
-
-    fn keyword_candidates(
-        &self,
-        viewer: &Viewer,
-        query: &str,
-        filters: &Filters,
-        limit: usize,
-    ) -> Result<Vec<IndexHit>> {
-        self.keyword_hits(viewer, query, filters, limit, false)
+        let searcher = self.reader.searcher();
+        let allowed = self.allowed_docs(&searcher, viewer, filters)?;
+        let hits = searcher
+            .search(&*self.text_query(query), &AllowedTopDocs { limit, allowed })
+            .map_err(index_err)?;
+        hits.into_iter()
+            .map(|(score, addr)| {
+                let doc: TantivyDocument = searcher.doc(addr).map_err(index_err)?;
+                Ok(self.hit_from_doc(&doc, score, None))
+            })
+            .collect()
     }
 
     fn highlight(&self, query: &str, hits: &mut [IndexHit]) -> Result<()> {
         let searcher = self.reader.searcher();
-        let snippets = self.snippet_generator(&searcher, &*self.text_query(query))?;
+        let mut snippets =
+            SnippetGenerator::create(&searcher, &*self.text_query(query), self.fields.text)
+                .map_err(index_err)?;
+        snippets.set_max_num_chars(SNIPPET_CHARS);
         for hit in hits {
             hit.snippet = highlight(Some(&snippets.snippet(&hit.text)), &hit.text);
         }

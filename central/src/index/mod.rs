@@ -127,20 +127,10 @@ pub trait SearchIndex: Send + Sync {
         limit: usize,
     ) -> Result<Vec<IndexHit>>;
 
-    /// `keyword` for a caller that keeps only some of the hits (hybrid
-    /// fusion): snippets may be left as the start of the text, and the
-    /// caller highlights what it keeps (`highlight`).
-    fn keyword_candidates(
-        &self,
-        viewer: &Viewer,
-        query: &str,
-        filters: &Filters,
-        limit: usize,
-    ) -> Result<Vec<IndexHit>> {
-        self.keyword(viewer, query, filters, limit)
-    }
-
-    /// Sets each hit's snippet to its text around `query`'s matches.
+    /// Sets each hit's snippet to its text around `query`'s matches. The
+    /// search highlights only the hits it returns, after fusion and the
+    /// registry re-check; a backend whose `keyword` hits come highlighted
+    /// (a server) leaves them as they are.
     fn highlight(&self, _query: &str, _hits: &mut [IndexHit]) -> Result<()> {
         Ok(())
     }

@@ -57,21 +57,23 @@ pub async fn search(
     state.metrics().searched();
     let want = (limit + req.offset) as usize;
 
+    // What the keyword side searches for, and what the hits returned are
+    // highlighted with: the question words leave a hybrid query's keyword
+    // side (see fusion); a semantic search has none.
+    let keyword_query = match req.mode {
+        SearchMode::Keyword => Some(query.clone()),
+        SearchMode::Hybrid => Some(fusion::without_question_words(&query)),
+        SearchMode::Semantic => None,
+    };
     // Hybrid fused here: the keyword side needs no vector, so it runs while
     // the query is embedded.
-    // Candidates without snippets: only the fused hits are highlighted.
     let pool = want.max(FUSION_POOL);
-    // The question words leave the keyword side (see fusion).
-    let keyword_query = fusion::without_question_words(&query);
-    let keyword_side =
-        (req.mode == SearchMode::Hybrid && !state.index().fuses_hybrid()).then(|| {
-            let (s, v, f, q) = (
-                state.clone(),
-                viewer.clone(),
-                filters.clone(),
-                keyword_query.clone(),
-            );
-            tokio::task::spawn_blocking(move || s.index().keyword_candidates(&v, &q, &f, pool))
+    let keyword_side = keyword_query
+        .clone()
+        .filter(|_| req.mode == SearchMode::Hybrid && !state.index().fuses_hybrid())
+        .map(|q| {
+            let (s, v, f) = (state.clone(), viewer.clone(), filters.clone());
+            tokio::task::spawn_blocking(move || s.index().keyword(&v, &q, &f, pool))
         });
 
     // The query vector, when the mode needs one and an embedder can give it.
@@ -104,7 +106,6 @@ pub async fn search(
     let search_started = Instant::now();
     let s = state.clone();
     let v = viewer.clone();
-    let mut highlight_later = false;
     let hits = match (req.mode, vector, keyword_side) {
         (SearchMode::Semantic, Some(vec), _) => {
             tokio::task::spawn_blocking(move || s.index().semantic(&v, &vec, &filters, want))
@@ -115,12 +116,11 @@ pub async fn search(
                 tokio::task::spawn_blocking(move || s.index().semantic(&v, &vec, &filters, pool));
             let (keyword, semantic) = (keyword.await??, semantic.await??);
             // Fuse all of both pools, then let neighbours lift each other.
-            highlight_later = true;
             let all = fusion::fuse(keyword, semantic, fusion::DENSE_WEIGHT, usize::MAX);
             fusion::lift_by_neighbours(all, want)
         }
         (SearchMode::Hybrid, Some(vec), None) => {
-            let q = keyword_query.clone();
+            let q = keyword_query.clone().unwrap_or_default();
             tokio::task::spawn_blocking(move || {
                 s.index()
                     .hybrid(&v, &q, &vec, &filters, want, fusion::DENSE_WEIGHT)
@@ -129,7 +129,6 @@ pub async fn search(
         }
         // Hybrid without a query vector: its keyword side alone.
         (_, None, Some(keyword)) => {
-            highlight_later = true;
             let mut hits = keyword.await??;
             hits.truncate(want);
             hits
@@ -143,8 +142,8 @@ pub async fn search(
     let v = viewer.clone();
     let hits = tokio::task::spawn_blocking(move || {
         let mut hits = recheck(&s, &v, hits)?;
-        if highlight_later {
-            s.index().highlight(&keyword_query, &mut hits)?;
+        if let Some(q) = &keyword_query {
+            s.index().highlight(q, &mut hits)?;
         }
         Ok::<_, Error>(hits)
     })
