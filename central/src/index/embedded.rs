@@ -943,6 +943,12 @@ mod tests {
                 );
             }
         }
+        // carol's grant is revoked: what it covered is gone from her next
+        // search, though her earlier searches filled the cache.
+        let revoked = index
+            .keyword(&viewer("ucarol"), query, &Filters::default(), 50)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(revoked.is_empty(), "a revoked grant still reads: {revoked:?}");
         let after = index
             .keyword(&alice, query, &Filters::default(), 300)
             .unwrap_or_else(|e| panic!("{e}"));
