@@ -120,70 +120,42 @@ impl Cursors {
 
     pub fn load(&self, transcript: &Path) -> Result<Option<Cursor>> {
         let file = self.file_of(transcript);
-        match fs::read(&file) {
-            Ok(bytes) => slots::newest(&bytes)
-                .map(|(_, cursor)| Some(cursor))
-                .map_err(|reason| Error::Invalid {
-                    what: "cursor file",
-                    path: file,
-                    reason,
-                }),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(e).at("read", &file),
-        }
+        self.read(&file)?
+            .map(|bytes| newest(&file, &bytes))
+            .transpose()
     }
 
     /// Saves durably.
     pub fn save(&self, cursor: &Cursor) -> Result<()> {
-        self.save_with(cursor, Durability::Durable)
-    }
-
-    /// Overwrites the older of the file's two copies in place and syncs its
-    /// data: one flush, where a new file would take two (file and folder)
-    /// and a rename. A save cut short by a crash leaves a copy whose
-    /// checksum fails, and the other copy is the cursor as it was. A new
-    /// file, a cursor grown too big for its slot, or a file of an older
-    /// format is written whole, atomically.
-    fn save_with(&self, cursor: &Cursor, durability: Durability) -> Result<()> {
         let file = self.file_of(&cursor.path);
-        let json = serde_json::to_vec(cursor).map_err(|e| Error::Invalid {
-            what: "cursor JSON",
-            path: file.clone(),
-            reason: e.to_string(),
-        })?;
-        let existing = match fs::read(&file) {
-            Ok(bytes) => Some(bytes),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(e) => return Err(e).at("read", &file),
-        };
-        if let Some(write) = existing.and_then(|bytes| slots::overwrite(&bytes, &json)) {
-            return OpenOptions::new()
-                .write(true)
-                .open(&file)
-                .and_then(|f| {
-                    f.write_all_at(&write.slot, write.offset)?;
-                    if durability != Durability::Advisory {
-                        f.sync_data()?;
-                    }
-                    Ok(())
-                })
-                .at("write", &file);
-        }
-        write_file(&file, &slots::new_file(&json), 0o600, durability)
+        let existing = self.read(&file)?;
+        write(&file, existing.as_deref(), cursor, Durability::Durable)
     }
 
-    /// Loads, changes and saves one cursor (callers hold the state lock).
+    /// Loads, changes and saves one cursor, reading its file once (callers
+    /// hold the state lock).
     pub fn update(
         &self,
         transcript: &Path,
         durability: Durability,
         change: impl FnOnce(&mut Cursor),
     ) -> Result<()> {
-        if let Some(mut c) = self.load(transcript)? {
-            change(&mut c);
-            self.save_with(&c, durability)?;
+        let file = self.file_of(transcript);
+        let Some(bytes) = self.read(&file)? else {
+            return Ok(());
+        };
+        let mut c = newest(&file, &bytes)?;
+        change(&mut c);
+        write(&file, Some(&bytes), &c, durability)
+    }
+
+    /// The cursor file's bytes; `None` when there is none.
+    fn read(&self, file: &Path) -> Result<Option<Vec<u8>>> {
+        match fs::read(file) {
+            Ok(bytes) => Ok(Some(bytes)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e).at("read", file),
         }
-        Ok(())
     }
 
     /// Every cursor; unreadable ones are skipped.
@@ -199,6 +171,50 @@ impl Cursors {
             .map(|(_, cursor)| cursor)
             .collect()
     }
+}
+
+/// The newest whole copy in a cursor file's bytes.
+fn newest(file: &Path, bytes: &[u8]) -> Result<Cursor> {
+    slots::newest(bytes)
+        .map(|(_, cursor)| cursor)
+        .map_err(|reason| Error::Invalid {
+            what: "cursor file",
+            path: file.to_owned(),
+            reason,
+        })
+}
+
+/// Saves `cursor` to `file`, whose bytes are `existing`: overwrites the
+/// older of the two copies in place and syncs its data (one flush, where a
+/// new file takes two, file and folder, and a rename). A save cut short by
+/// a crash leaves a copy whose checksum fails, and the other copy is the
+/// cursor as it was. A new file, a cursor grown too big for its slot, or a
+/// file of the older format is written whole, atomically.
+fn write(
+    file: &Path,
+    existing: Option<&[u8]>,
+    cursor: &Cursor,
+    durability: Durability,
+) -> Result<()> {
+    let json = serde_json::to_vec(cursor).map_err(|e| Error::Invalid {
+        what: "cursor JSON",
+        path: file.to_owned(),
+        reason: e.to_string(),
+    })?;
+    if let Some(w) = existing.and_then(|bytes| slots::overwrite(bytes, &json)) {
+        return OpenOptions::new()
+            .write(true)
+            .open(file)
+            .and_then(|f| {
+                f.write_all_at(&w.slot, w.offset)?;
+                if durability != Durability::Advisory {
+                    f.sync_data()?;
+                }
+                Ok(())
+            })
+            .at("write", file);
+    }
+    write_file(file, &slots::new_file(&json), 0o600, durability)
 }
 
 /// The cursor file: two slots of equal size, each `sha256 of the rest of

@@ -948,7 +948,10 @@ mod tests {
         let revoked = index
             .keyword(&viewer("ucarol"), query, &Filters::default(), 50)
             .unwrap_or_else(|e| panic!("{e}"));
-        assert!(revoked.is_empty(), "a revoked grant still reads: {revoked:?}");
+        assert!(
+            revoked.is_empty(),
+            "a revoked grant still reads: {revoked:?}"
+        );
         let after = index
             .keyword(&alice, query, &Filters::default(), 300)
             .unwrap_or_else(|e| panic!("{e}"));
