@@ -18,12 +18,6 @@ use crate::ingest::format_of;
 use crate::registry::PendingJob;
 use crate::state::AppState;
 
-/// Nice value of the indexing thread (and of the index writer's threads it
-/// starts): below request handling, so a hook's ingest or a search is not
-/// kept waiting by a backfill being indexed; above the embedding model's 10,
-/// so text stays searchable first.
-const INDEX_NICE: i32 = 5;
-
 /// Runs indexed per index commit: large enough to amortise the commit's
 /// fsync, small enough that a new realtime run waits for little.
 const BATCH: u32 = 32;
@@ -57,7 +51,7 @@ impl Indexer {
         std::thread::Builder::new()
             .name("kith-index".into())
             .spawn(move || {
-                crate::embed::lower_priority(INDEX_NICE);
+                crate::priority::lower(crate::priority::INDEX);
                 runtime.block_on(self.run(state));
             })
             .map(drop)

@@ -14,6 +14,7 @@ pub mod ingest;
 pub mod maintenance;
 pub mod metrics;
 pub mod pds;
+pub mod priority;
 pub mod registry;
 pub mod routes;
 pub mod search;

@@ -128,25 +128,6 @@ pub fn default_model_dir() -> PathBuf {
     home.join(".local/share/kith/models")
 }
 
-/// Nice value of the threads that run the embedding model.
-const MODEL_NICE: i32 = 10;
-
-/// Lowers the calling thread's CPU priority to `MODEL_NICE` (on Linux, nice
-/// is per thread; threads it starts inherit it). The model can keep every
-/// core busy for minutes (a backfill, a re-embed); at background priority it
-/// yields the cores to request handling (keyword search, ingest) instead of
-/// sharing them evenly. Queries still preempt it in the queue.
-pub(crate) fn background_priority() {
-    lower_priority(MODEL_NICE);
-}
-
-/// Sets the calling thread's nice value (see `background_priority`).
-pub(crate) fn lower_priority(nice: i32) {
-    if let Err(e) = rustix::process::setpriority_process(None, nice) {
-        tracing::debug!("cannot lower a background thread's CPU priority: {e}");
-    }
-}
-
 const OLLAMA_URL: &str = "http://127.0.0.1:11434";
 const OLLAMA_MODEL: &str = "nomic-embed-text";
 const OPENAI_URL: &str = "https://api.openai.com";

@@ -88,7 +88,7 @@ impl OnnxEmbedder {
         // ONNX Runtime starts its worker threads with the session: built on
         // a thread at background priority, they inherit it.
         let build = || {
-            super::background_priority();
+            crate::priority::lower(crate::priority::MODEL);
             Session::builder(&environment)
                 .map_err(load_error)?
                 .with_optimization_level(GraphOptimizationLevel::Level3)

@@ -152,7 +152,7 @@ impl EmbedQueue {
         std::thread::Builder::new()
             .name("kith-embed".into())
             .spawn(move || {
-                super::background_priority();
+                crate::priority::lower(crate::priority::MODEL);
                 worker.run(runtime)
             })
             .map_err(|e| EmbedError::Config(format!("embed worker thread: {e}")))?;

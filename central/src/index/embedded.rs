@@ -212,7 +212,7 @@ impl EmbeddedIndex {
             .spawn(move || {
                 // Training takes minutes of CPU at a million vectors:
                 // searches go first.
-                crate::embed::background_priority();
+                crate::priority::lower(crate::priority::MODEL);
                 let started = std::time::Instant::now();
                 if let Some(n) = vectors::train_ann(&vectors) {
                     tracing::info!(
