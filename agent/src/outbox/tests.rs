@@ -83,6 +83,13 @@ impl Device {
         Ok((done, asked))
     }
 
+    /// The request of the oldest entry waiting in the outbox.
+    fn oldest_request(&self) -> anyhow::Result<IngestRequest> {
+        let outbox = self.capture.outbox();
+        let oldest = outbox.entries().into_iter().next();
+        Ok(outbox.request(&oldest.ok_or_else(|| anyhow::anyhow!("empty outbox"))?)?)
+    }
+
     fn cursor(&self, s: &Source) -> anyhow::Result<crate::cursor::Cursor> {
         self.capture
             .cursor(&s.path)?
@@ -268,10 +275,7 @@ fn a_torn_entry_is_set_aside_and_its_bytes_are_captured_again() -> anyhow::Resul
     assert_eq!(d.cursor(&d.a)?.accepted.offset, 8);
     // The next capture sends those bytes again, on the same chain.
     d.capture.file(&d.a)?;
-    let again = d
-        .capture
-        .outbox()
-        .request(&d.capture.outbox().entries()[0])?;
+    let again = d.oldest_request()?;
     assert_eq!(
         (again.from_offset, again.jsonl.as_str()),
         (8, "{\"n\":3}\n")
@@ -302,10 +306,7 @@ fn an_empty_entry_sets_aside_what_followed_it_and_the_chain_resumes_where_it_beg
     // The next capture sends all of a again, on the same chain: nothing lost,
     // nothing twice.
     d.capture.file(&d.a)?;
-    let again = d
-        .capture
-        .outbox()
-        .request(&d.capture.outbox().entries()[0])?;
+    let again = d.oldest_request()?;
     assert_eq!(
         (
             again.from_offset,
