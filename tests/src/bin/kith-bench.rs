@@ -290,10 +290,6 @@ fn status_bytes(pid: u32, field: &str) -> Option<u64> {
         .map(|kb| kb * 1024)
 }
 
-fn rss_bytes(pid: u32) -> Option<u64> {
-    status_bytes(pid, "VmRSS")
-}
-
 fn dir_size(path: &std::path::Path) -> u64 {
     let mut total = 0;
     let mut stack = vec![path.to_owned()];
@@ -489,6 +485,7 @@ fn main() -> Result<()> {
         let realtime_chunks = lanes_after.get("ingest-realtime").unwrap_or(&0.0)
             - lanes_before.get("ingest-realtime").unwrap_or(&0.0);
         let n_runs = next_run - first_run;
+        let memory = |field| corpus_central.pid().and_then(|p| status_bytes(p, field));
         per_size.push(json!({
             "runs": next_run,
             "chunks": chunks,
@@ -501,11 +498,11 @@ fn main() -> Result<()> {
             "search_keyword": search_latency(&capi, "keyword", n_q)?,
             "search_hybrid": search_latency(&capi, "hybrid", n_q)?,
             "search_semantic": search_latency(&capi, "semantic", n_q)?,
-            "central_rss_bytes": corpus_central.pid().and_then(rss_bytes),
             // RSS = anonymous memory + mapped file pages (the index and the
             // vectors are mmapped; those pages are the kernel's to drop).
-            "central_rss_anon_bytes": corpus_central.pid().and_then(|p| status_bytes(p, "RssAnon")),
-            "central_rss_file_bytes": corpus_central.pid().and_then(|p| status_bytes(p, "RssFile")),
+            "central_rss_bytes": memory("VmRSS"),
+            "central_rss_anon_bytes": memory("RssAnon"),
+            "central_rss_file_bytes": memory("RssFile"),
             "data_dir_bytes": dir_size(&corpus_central.data_dir),
         }));
         results.insert("corpus", json!(per_size));
