@@ -229,40 +229,54 @@ impl EmbeddedIndex {
         }
     }
 
-    /// The chunks among `keys` that the viewer may read and that pass the
-    /// filters, with their addresses: each key looked up in each segment's
-    /// term dictionary, then checked against the viewer's bit set. (A
-    /// `TermSetQuery` over the keys walks the whole term dictionary: a
-    /// quarter of a semantic search's time at 1M chunks.)
-    fn readable_among(
+    /// The first `limit` of the ranked chunk keys that the viewer may read
+    /// and that pass the filters, with their addresses. Each key is looked
+    /// up in the segments' term dictionaries, largest segment first, until
+    /// its live copy is found (a re-indexed run leaves deleted copies), then
+    /// checked against the viewer's bit set; keys after the `limit`-th
+    /// readable one are never looked up. (A `TermSetQuery` over the keys
+    /// walks the whole term dictionary: a quarter of a semantic search's
+    /// time at 1M chunks.)
+    fn first_readable(
         &self,
         searcher: &tantivy::Searcher,
         viewer: &Viewer,
         filters: &Filters,
-        keys: &[u64],
-    ) -> Result<KeyMap<DocAddress>> {
+        ranked: &[(u64, f32)],
+        limit: usize,
+    ) -> Result<Vec<(DocAddress, f32)>> {
         let allowed = self.allowed_docs(searcher, viewer, filters)?;
-        let mut out = KeyMap::default();
-        for ((ord, segment), allowed) in searcher.segment_readers().iter().enumerate().zip(allowed)
-        {
+        let mut segments = Vec::new();
+        for (ord, segment) in searcher.segment_readers().iter().enumerate() {
             let inverted = segment
                 .inverted_index(self.fields.chunk_key)
                 .map_err(index_err)?;
-            for &key in keys {
-                let term = Term::from_field_u64(self.fields.chunk_key, key);
+            segments.push((ord as SegmentOrdinal, segment, inverted, &allowed[ord]));
+        }
+        segments.sort_by_key(|(_, segment, ..)| std::cmp::Reverse(segment.num_docs()));
+        let mut out = Vec::with_capacity(limit);
+        'keys: for &(key, score) in ranked {
+            if out.len() == limit {
+                break;
+            }
+            let term = Term::from_field_u64(self.fields.chunk_key, key);
+            for (ord, segment, inverted, allowed) in &segments {
                 let postings = inverted
                     .read_postings(&term, IndexRecordOption::Basic)
                     .map_err(|e| index_err(e.into()))?;
                 let Some(mut postings) = postings else {
                     continue;
                 };
-                // A re-indexed run leaves deleted copies of its chunks.
                 let mut doc = postings.doc();
                 while doc != TERMINATED && segment.is_deleted(doc) {
                     doc = postings.advance();
                 }
-                if doc != TERMINATED && allowed.contains(doc) {
-                    out.insert(key, DocAddress::new(ord as SegmentOrdinal, doc));
+                if doc != TERMINATED {
+                    // The live copy: readable or not, there is no other.
+                    if allowed.contains(doc) {
+                        out.push((DocAddress::new(*ord, doc), score));
+                    }
+                    continue 'keys;
                 }
             }
         }
@@ -278,21 +292,19 @@ impl EmbeddedIndex {
             .0
     }
 
-    /// The hits of ranked chunk keys, in order.
+    /// The hits of ranked documents, in order.
     fn hits_of(
         &self,
         searcher: &tantivy::Searcher,
-        docs: &KeyMap<DocAddress>,
-        ranked: Vec<(u64, f32)>,
+        ranked: Vec<(DocAddress, f32)>,
     ) -> Result<Vec<IndexHit>> {
-        let mut out = Vec::with_capacity(ranked.len());
-        for (key, score) in ranked {
-            if let Some(addr) = docs.get(&key) {
-                let doc: TantivyDocument = searcher.doc(*addr).map_err(index_err)?;
-                out.push(self.hit_from_doc(&doc, score, None));
-            }
-        }
-        Ok(out)
+        ranked
+            .into_iter()
+            .map(|(addr, score)| {
+                let doc: TantivyDocument = searcher.doc(addr).map_err(index_err)?;
+                Ok(self.hit_from_doc(&doc, score, None))
+            })
+            .collect()
     }
 
     /// The documents the viewer may read that pass the filters, one bit set
@@ -508,15 +520,9 @@ impl SearchIndex for EmbeddedIndex {
         // are left (a narrow filter, or little of the store readable), the
         // exact search below ranks just what the viewer may read.
         if let Some(candidates) = candidates {
-            let keys: Vec<u64> = candidates.iter().map(|(k, _)| *k).collect();
-            let readable = self.readable_among(&searcher, viewer, filters, &keys)?;
-            let best: Vec<(u64, f32)> = candidates
-                .into_iter()
-                .filter(|(k, _)| readable.contains_key(k))
-                .take(limit)
-                .collect();
+            let best = self.first_readable(&searcher, viewer, filters, &candidates, limit)?;
             if best.len() == limit {
-                return self.hits_of(&searcher, &readable, best);
+                return self.hits_of(&searcher, best);
             }
         }
         // Exact: filter first, so only chunks this viewer may read (and that
@@ -534,7 +540,11 @@ impl SearchIndex for EmbeddedIndex {
             limit,
             readable.keys().copied(),
         );
-        self.hits_of(&searcher, &readable, best)
+        let best = best
+            .into_iter()
+            .filter_map(|(key, score)| Some((*readable.get(&key)?, score)))
+            .collect();
+        self.hits_of(&searcher, best)
     }
 
     fn attach_vectors(&self, model_id: &str, dim: usize) -> Result<()> {

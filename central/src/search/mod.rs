@@ -65,17 +65,6 @@ pub async fn search(
         SearchMode::Hybrid => Some(fusion::without_question_words(&query)),
         SearchMode::Semantic => None,
     };
-    // Hybrid fused here: the keyword side needs no vector, so it runs while
-    // the query is embedded.
-    let pool = want.max(FUSION_POOL);
-    let keyword_side = keyword_query
-        .clone()
-        .filter(|_| req.mode == SearchMode::Hybrid && !state.index().fuses_hybrid())
-        .map(|q| {
-            let (s, v, f) = (state.clone(), viewer.clone(), filters.clone());
-            tokio::task::spawn_blocking(move || s.index().keyword(&v, &q, &f, pool))
-        });
-
     // The query vector, when the mode needs one and an embedder can give it.
     let mut timing = SearchTiming::default();
     let mut degraded = None;
@@ -103,15 +92,24 @@ pub async fn search(
         },
     };
 
+    // Hybrid is fused here unless the backend fuses it: the keyword side runs
+    // beside the vector side, once the query is embedded (while the model
+    // has both cores, a search beside it slows the embedding more than it
+    // saves).
     let search_started = Instant::now();
-    let s = state.clone();
-    let v = viewer.clone();
-    let hits = match (req.mode, vector, keyword_side) {
-        (SearchMode::Semantic, Some(vec), _) => {
+    let (s, v) = (state.clone(), viewer.clone());
+    let hits = match (req.mode, vector) {
+        (SearchMode::Semantic, Some(vec)) => {
             tokio::task::spawn_blocking(move || s.index().semantic(&v, &vec, &filters, want))
                 .await??
         }
-        (SearchMode::Hybrid, Some(vec), Some(keyword)) => {
+        (SearchMode::Hybrid, Some(vec)) if !state.index().fuses_hybrid() => {
+            let pool = want.max(FUSION_POOL);
+            let keyword = {
+                let (s, v, f) = (state.clone(), viewer.clone(), filters.clone());
+                let q = keyword_query.clone().unwrap_or_default();
+                tokio::task::spawn_blocking(move || s.index().keyword(&v, &q, &f, pool))
+            };
             let semantic =
                 tokio::task::spawn_blocking(move || s.index().semantic(&v, &vec, &filters, pool));
             let (keyword, semantic) = (keyword.await??, semantic.await??);
@@ -119,7 +117,7 @@ pub async fn search(
             let all = fusion::fuse(keyword, semantic, fusion::DENSE_WEIGHT, usize::MAX);
             fusion::lift_by_neighbours(all, want)
         }
-        (SearchMode::Hybrid, Some(vec), None) => {
+        (SearchMode::Hybrid, Some(vec)) => {
             let q = keyword_query.clone().unwrap_or_default();
             tokio::task::spawn_blocking(move || {
                 s.index()
@@ -127,15 +125,10 @@ pub async fn search(
             })
             .await??
         }
-        // Hybrid without a query vector: its keyword side alone.
-        (_, None, Some(keyword)) => {
-            let mut hits = keyword.await??;
-            hits.truncate(want);
-            hits
-        }
+        // Keyword, and hybrid without a query vector (its keyword side).
         _ => {
-            tokio::task::spawn_blocking(move || s.index().keyword(&v, &query, &filters, want))
-                .await??
+            let q = keyword_query.clone().unwrap_or_default();
+            tokio::task::spawn_blocking(move || s.index().keyword(&v, &q, &filters, want)).await??
         }
     };
     let s = state.clone();
