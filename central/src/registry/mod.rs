@@ -584,9 +584,12 @@ impl Registry {
         Ok(rows)
     }
 
+    /// `clause` is one of a few fixed strings (values go in `args`), so
+    /// the prepared statements stay cached: preparing the readability
+    /// clause cost more than running it (a search re-checks every hit's run).
     fn query_runs(&self, clause: &str, args: impl rusqlite::Params) -> Result<Vec<StoredRun>> {
         let conn = self.conn();
-        let mut stmt = conn.prepare(&format!(
+        let mut stmt = conn.prepare_cached(&format!(
             "SELECT meta_json, indexed_at, embedded_at, blob_path, idempotency_key, ancestry FROM runs {clause}"
         ))?;
         let rows = stmt
