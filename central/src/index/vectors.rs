@@ -11,6 +11,13 @@
 //! Training runs off the lock queries take (`ann_sample` -> `train` ->
 //! `assign_step`s -> `install_ann`), so the store keeps answering, exactly,
 //! until the index is ready; only the final regrouping holds the lock.
+//!
+//! A trained index is saved beside the vector file (`vectors-<model>.ivf`:
+//! the centroids and each vector's list, with a checksum) and read back on
+//! open, so a restart does not train again (20 s of both cores at a
+//! million vectors, with every semantic search exact until then). The file
+//! is derived: missing, torn or foreign, it is ignored and the index is
+//! trained again.
 
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
@@ -19,7 +26,10 @@ use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::RwLock;
 
+use sha2::{Digest, Sha256};
+
 const MAGIC: &[u8; 8] = b"KITHVEC1";
+const IVF_MAGIC: &[u8; 8] = b"KITHIVF1";
 
 /// Below this many vectors, search is exact.
 pub const ANN_MIN: usize = 50_000;
@@ -33,6 +43,10 @@ const SAMPLE_PER_LIST: usize = 32;
 /// Vectors assigned per step while training, each step taking the read
 /// lock only to copy their codes.
 pub const ASSIGN_STEP: usize = 4096;
+/// A saved index is used while the vector file holds at most this many
+/// records per 100 it knows: the rest find their list by a scan of every
+/// centroid while the store opens (~2 s for 5% of a million).
+const IVF_STALE_PERCENT: usize = 105;
 
 /// A chunk's key: the first 8 bytes of sha256(chunk_id), little-endian.
 pub fn chunk_key(chunk_id: &str) -> u64 {
@@ -338,14 +352,17 @@ impl VectorStore {
             out: None,
         };
         match File::open(&path) {
-            Ok(f) => store.load(f).map_err(|e| match e {
-                LoadError::Io(e) => io_err(e),
-                LoadError::Foreign => VectorError::Foreign {
-                    path: path.clone(),
-                    model_id: model_id.to_owned(),
-                    dim,
-                },
-            })?,
+            Ok(f) => {
+                let saved = store.read_ivf(&f);
+                store.load(f, saved).map_err(|e| match e {
+                    LoadError::Io(e) => io_err(e),
+                    LoadError::Foreign => VectorError::Foreign {
+                        path: path.clone(),
+                        model_id: model_id.to_owned(),
+                        dim,
+                    },
+                })?
+            }
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 store.write_header().map_err(io_err)?
             }
@@ -368,9 +385,79 @@ impl VectorStore {
         f.sync_all()
     }
 
+    fn ivf_path(&self) -> PathBuf {
+        self.path.with_extension("ivf")
+    }
+
+    /// The saved index: the vector file's header, the centroids, then each
+    /// vector's (key, list), then the sha256 of all that.
+    fn ivf_bytes(&self) -> Option<Vec<u8>> {
+        let centroids = self.centroids.as_ref()?;
+        let mut b = IVF_MAGIC.to_vec();
+        b.extend_from_slice(&self.header());
+        b.extend_from_slice(&(centroids.len() as u32).to_le_bytes());
+        b.extend_from_slice(&(self.trained_at as u64).to_le_bytes());
+        b.extend(centroids.codes.iter().map(|&c| c as u8));
+        for scale in &centroids.scales {
+            b.extend_from_slice(&scale.to_le_bytes());
+        }
+        b.extend_from_slice(&(self.at.len() as u64).to_le_bytes());
+        for (key, (list, _)) in &self.at {
+            b.extend_from_slice(&key.to_le_bytes());
+            b.extend_from_slice(&list.to_le_bytes());
+        }
+        let sum = Sha256::digest(&b);
+        b.extend_from_slice(&sum);
+        Some(b)
+    }
+
+    /// Installs the saved index's centroids, and returns each saved
+    /// vector's list; `None` (index to be trained again) when there is no
+    /// usable file for `vectors`, the open vector file.
+    fn read_ivf(&mut self, vectors: &File) -> Option<KeyMap<u32>> {
+        let path = self.ivf_path();
+        let bytes = match std::fs::read(&path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return None,
+            Err(e) => {
+                tracing::warn!(path = %path.display(), error = %e, "cannot read the saved ANN index; training it again");
+                return None;
+            }
+        };
+        let parsed = parse_ivf(&bytes, &self.header(), self.dim);
+        if parsed.is_none() {
+            tracing::warn!(path = %path.display(), "the saved ANN index is damaged or foreign; training it again");
+        }
+        let (centroids, trained_at, lists) = parsed?;
+        let header = self.header().len() as u64;
+        let records =
+            vectors.metadata().ok()?.len().saturating_sub(header) as usize / (8 + 4 * self.dim);
+        if records * 100 > lists.len() * IVF_STALE_PERCENT {
+            tracing::info!(path = %path.display(), "the saved ANN index is out of date; training it again");
+            return None;
+        }
+        self.lists = (0..centroids.len()).map(|_| List::default()).collect();
+        self.centroids = Some(centroids);
+        self.trained_at = trained_at;
+        Some(lists)
+    }
+
+    /// Saves the trained index (temp file, then rename; not fsynced: a
+    /// lost file only means training again).
+    fn save_ivf(&self) -> io::Result<()> {
+        let Some(bytes) = self.ivf_bytes() else {
+            return Ok(());
+        };
+        let path = self.ivf_path();
+        let tmp = path.with_extension("ivf.tmp");
+        std::fs::write(&tmp, bytes)?;
+        std::fs::rename(&tmp, &path)
+    }
+
     /// Reads the file record by record (a million vectors are 1.5 GB of f32:
-    /// never all in memory at once).
-    fn load(&mut self, f: File) -> Result<(), LoadError> {
+    /// never all in memory at once), each vector into the list `saved`
+    /// names, if any.
+    fn load(&mut self, f: File, saved: Option<KeyMap<u32>>) -> Result<(), LoadError> {
         let len = f.metadata()?.len() as usize;
         let mut r = BufReader::with_capacity(1 << 20, f);
         let header = self.header();
@@ -384,6 +471,7 @@ impl VectorStore {
         }
         let record = 8 + 4 * self.dim;
         let body = len - header.len();
+        let saved = saved.unwrap_or_default();
         let mut rec = vec![0u8; record];
         let mut v = vec![0f32; self.dim];
         for _ in 0..body / record {
@@ -393,7 +481,8 @@ impl VectorStore {
             for (x, b) in v.iter_mut().zip(rec[8..].chunks_exact(4)) {
                 *x = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
             }
-            self.insert(u64::from_le_bytes(k), &v);
+            let key = u64::from_le_bytes(k);
+            self.insert(key, &v, saved.get(&key).copied());
         }
         if !body.is_multiple_of(record) {
             // Drop the torn tail so later appends line up.
@@ -405,10 +494,16 @@ impl VectorStore {
         Ok(())
     }
 
-    fn insert(&mut self, key: u64, v: &[f32]) {
+    /// Adds or replaces a vector, in `list` if given (and valid), else in
+    /// the list of its nearest centroid.
+    fn insert(&mut self, key: u64, v: &[f32], list: Option<u32>) {
         let mut codes = vec![0i8; self.dim];
         let scale = quantize(v, &mut codes);
-        let list = self.centroids.as_ref().map_or(0, |c| c.nearest(&codes));
+        let list = match (&self.centroids, list) {
+            (None, _) => 0,
+            (Some(c), Some(list)) if (list as usize) < c.len() => list,
+            (Some(c), _) => c.nearest(&codes),
+        };
         if let Some(&(old, pos)) = self.at.get(&key) {
             if old == list {
                 let l = &mut self.lists[list as usize];
@@ -485,7 +580,7 @@ impl VectorStore {
                         .map_err(|e| io_err(&self.path, e))?;
                 }
             }
-            self.insert(*key, v);
+            self.insert(*key, v, None);
         }
         Ok(())
     }
@@ -524,6 +619,12 @@ impl VectorStore {
         self.trained_at = 0;
         self.at.clear();
         self.generation += 1;
+        match std::fs::remove_file(self.ivf_path()) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                tracing::warn!(error = %e, "cannot remove the saved ANN index");
+            }
+            _ => {}
+        }
         self.write_header().map_err(|source| VectorError::Io {
             path: self.path.clone(),
             source,
@@ -726,11 +827,59 @@ pub fn train_ann(lock: &RwLock<Option<VectorStore>>) -> Option<usize> {
         assigned.extend(keys.into_iter().zip(centroids.assign(&codes)));
         cursor = next;
     }
-    let mut guard = lock.write().unwrap_or_else(|p| p.into_inner());
-    let store = guard.as_mut()?;
-    store
-        .install_ann(generation, centroids, &assigned)
-        .then(|| store.len())
+    let n = {
+        let mut guard = lock.write().unwrap_or_else(|p| p.into_inner());
+        let store = guard.as_mut()?;
+        store
+            .install_ann(generation, centroids, &assigned)
+            .then(|| store.len())?
+    };
+    if let Some(store) = read().as_ref() {
+        if let Err(e) = store.save_ivf() {
+            tracing::warn!(error = %e, "cannot save the ANN index; a restart will train it again");
+        }
+    }
+    Some(n)
+}
+
+/// A saved index: its centroids, the store size it was trained at, and each
+/// vector's list. `None` unless the checksum holds and it was saved for a
+/// vector file with this `header`.
+fn parse_ivf(bytes: &[u8], header: &[u8], dim: usize) -> Option<(Centroids, usize, KeyMap<u32>)> {
+    let (body, sum) = bytes.split_at_checked(bytes.len().checked_sub(32)?)?;
+    if Sha256::digest(body).as_slice() != sum {
+        return None;
+    }
+    let mut rest = body.strip_prefix(IVF_MAGIC)?.strip_prefix(header)?;
+    let mut take = |n: usize| -> Option<&[u8]> {
+        let (head, tail) = rest.split_at_checked(n)?;
+        rest = tail;
+        Some(head)
+    };
+    let k = u32::from_le_bytes(take(4)?.try_into().ok()?) as usize;
+    let trained_at = u64::from_le_bytes(take(8)?.try_into().ok()?) as usize;
+    let codes = take(k.checked_mul(dim)?)?
+        .iter()
+        .map(|&b| b as i8)
+        .collect();
+    let scales = take(k.checked_mul(4)?)?
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect();
+    let n = u64::from_le_bytes(take(8)?.try_into().ok()?) as usize;
+    let pairs = take(n.checked_mul(12)?)?;
+    if k == 0 || !rest.is_empty() {
+        return None;
+    }
+    let lists = pairs
+        .chunks_exact(12)
+        .map(|p| {
+            let key = u64::from_le_bytes(p[..8].try_into().unwrap_or_default());
+            let list = u32::from_le_bytes(p[8..].try_into().unwrap_or_default());
+            (key, list)
+        })
+        .collect();
+    Some((Centroids { dim, codes, scales }, trained_at, lists))
 }
 
 enum LoadError {
@@ -903,10 +1052,75 @@ pub(crate) mod tests {
             keys(s.ann_candidates(&queries[1], 1).unwrap_or_default()),
             vec![late]
         );
+        let before: Vec<Vec<(u64, f32)>> = queries
+            .iter()
+            .map(|q| s.ann_candidates(q, 10).unwrap_or_default())
+            .collect();
+        drop(guard);
 
-        // Cleared: the index goes.
+        // Reopened after training: the saved index is there at once, the
+        // same lists, and not trained again.
+        let reopen = || VectorStore::open(dir.path(), "m", dim).unwrap_or_else(|e| panic!("{e}"));
+        let lock = RwLock::new(Some(reopen()));
+        {
+            let guard = lock.read().unwrap_or_else(|p| p.into_inner());
+            let s = guard.as_ref().unwrap_or_else(|| panic!("open"));
+            let after: Vec<Vec<(u64, f32)>> = queries
+                .iter()
+                .map(|q| s.ann_candidates(q, 10).unwrap_or_default())
+                .collect();
+            assert_eq!(after, before);
+            assert_eq!(s.len(), n + 1);
+        }
+        assert_eq!(train_ann(&lock), None, "not due: the index was saved");
+        drop(lock);
+
+        // A damaged or empty saved index is ignored: the vectors load, and
+        // the index is trained again.
+        let ivf = dir.path().join("vectors-m.ivf");
+        let mut bytes = std::fs::read(&ivf).unwrap_or_else(|e| panic!("{e}"));
+        let middle = bytes.len() / 2;
+        bytes[middle] ^= 1;
+        std::fs::write(&ivf, &bytes).unwrap_or_else(|e| panic!("{e}"));
+        let s = reopen();
+        assert!(
+            s.ann_candidates(&queries[0], 1).is_none(),
+            "damaged: no index"
+        );
+        assert_eq!(s.len(), n + 1);
+        drop(s);
+        std::fs::write(&ivf, b"").unwrap_or_else(|e| panic!("{e}"));
+        assert!(
+            reopen().ann_candidates(&queries[0], 1).is_none(),
+            "empty: no index"
+        );
+
+        // Grown by more than 5% since it was saved: trained again (finding
+        // the lists of the new vectors would slow the start).
+        let lock = RwLock::new(Some(reopen()));
+        assert_eq!(train_ann(&lock), Some(n + 1));
+        assert!(ivf.exists(), "saved after training");
+        if let Some(s) = lock.write().unwrap_or_else(|p| p.into_inner()).as_mut() {
+            let more: Vec<(u64, Vec<f32>)> = corpus(n / 10, dim, 40, 8)
+                .into_iter()
+                .enumerate()
+                .map(|(i, v)| (late + 1 + i as u64, v))
+                .collect();
+            s.put(&more).unwrap_or_else(|e| panic!("{e}"));
+            s.flush().unwrap_or_else(|e| panic!("{e}"));
+        }
+        drop(lock);
+        let mut s = reopen();
+        assert!(
+            s.ann_candidates(&queries[0], 1).is_none(),
+            "out of date: no index"
+        );
+        assert_eq!(s.len(), n + 1 + n / 10);
+
+        // Cleared: the index goes, saved copy included.
         s.clear().unwrap_or_else(|e| panic!("{e}"));
         assert!(s.ann_candidates(&queries[0], 1).is_none());
         assert!(s.is_empty());
+        assert!(!ivf.exists(), "the saved index goes with the vectors");
     }
 }
