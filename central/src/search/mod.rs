@@ -98,6 +98,7 @@ pub async fn search(
     // saves).
     let search_started = Instant::now();
     let (s, v) = (state.clone(), viewer.clone());
+    let text = keyword_query.clone().unwrap_or_default();
     let hits = match (req.mode, vector) {
         (SearchMode::Semantic, Some(vec)) => {
             tokio::task::spawn_blocking(move || s.index().semantic(&v, &vec, &filters, want))
@@ -107,8 +108,7 @@ pub async fn search(
             let pool = want.max(FUSION_POOL);
             let keyword = {
                 let (s, v, f) = (state.clone(), viewer.clone(), filters.clone());
-                let q = keyword_query.clone().unwrap_or_default();
-                tokio::task::spawn_blocking(move || s.index().keyword(&v, &q, &f, pool))
+                tokio::task::spawn_blocking(move || s.index().keyword(&v, &text, &f, pool))
             };
             let semantic =
                 tokio::task::spawn_blocking(move || s.index().semantic(&v, &vec, &filters, pool));
@@ -118,17 +118,16 @@ pub async fn search(
             fusion::lift_by_neighbours(all, want)
         }
         (SearchMode::Hybrid, Some(vec)) => {
-            let q = keyword_query.clone().unwrap_or_default();
             tokio::task::spawn_blocking(move || {
                 s.index()
-                    .hybrid(&v, &q, &vec, &filters, want, fusion::DENSE_WEIGHT)
+                    .hybrid(&v, &text, &vec, &filters, want, fusion::DENSE_WEIGHT)
             })
             .await??
         }
         // Keyword, and hybrid without a query vector (its keyword side).
         _ => {
-            let q = keyword_query.clone().unwrap_or_default();
-            tokio::task::spawn_blocking(move || s.index().keyword(&v, &q, &filters, want)).await??
+            tokio::task::spawn_blocking(move || s.index().keyword(&v, &text, &filters, want))
+                .await??
         }
     };
     let s = state.clone();
