@@ -28,6 +28,7 @@
 //!   the same way and park the file until it is replaced or rewritten.
 
 use std::fs;
+use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -123,8 +124,15 @@ impl Outbox {
             cursor::key(&header.file),
             header.run_id
         ));
-        let json = serde_json::to_vec(request).map_err(|e| invalid(&path, &e))?;
-        let body = zstd::encode_all(json.as_slice(), 1).at("compress", &path)?;
+        // Serialized straight into the compressor: no copy of the JSON, which
+        // is as big as the delta (up to `MAX_DELTA`), is ever held.
+        let mut encoder = zstd::Encoder::new(Vec::new(), 1).at("compress", &path)?;
+        {
+            let mut json = BufWriter::with_capacity(1 << 16, &mut encoder);
+            serde_json::to_writer(&mut json, request).map_err(|e| invalid(&path, &e))?;
+            json.flush().at("compress", &path)?;
+        }
+        let body = encoder.finish().at("compress", &path)?;
         let line = HeaderLine {
             header: header.clone(),
             body_bytes: body.len() as u64,
