@@ -442,18 +442,6 @@ impl VectorStore {
         Some(lists)
     }
 
-    /// Saves the trained index (temp file, then rename; not fsynced: a
-    /// lost file only means training again).
-    fn save_ivf(&self) -> io::Result<()> {
-        let Some(bytes) = self.ivf_bytes() else {
-            return Ok(());
-        };
-        let path = self.ivf_path();
-        let tmp = path.with_extension("ivf.tmp");
-        std::fs::write(&tmp, bytes)?;
-        std::fs::rename(&tmp, &path)
-    }
-
     /// Reads the file record by record (a million vectors are 1.5 GB of f32:
     /// never all in memory at once), each vector into the list `saved`
     /// names, if any.
@@ -834,8 +822,14 @@ pub fn train_ann(lock: &RwLock<Option<VectorStore>>) -> Option<usize> {
             .install_ann(generation, centroids, &assigned)
             .then(|| store.len())?
     };
-    if let Some(store) = read().as_ref() {
-        if let Err(e) = store.save_ivf() {
+    // Saved outside the lock (temp file, then rename; not fsynced: a lost
+    // file only means training again).
+    let saved = read()
+        .as_ref()
+        .and_then(|s| Some((s.ivf_path(), s.ivf_bytes()?)));
+    if let Some((path, bytes)) = saved {
+        let tmp = path.with_extension("ivf.tmp");
+        if let Err(e) = std::fs::write(&tmp, bytes).and_then(|()| std::fs::rename(&tmp, &path)) {
             tracing::warn!(error = %e, "cannot save the ANN index; a restart will train it again");
         }
     }
