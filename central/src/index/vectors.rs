@@ -44,8 +44,9 @@ const SAMPLE_PER_LIST: usize = 32;
 /// lock only to copy their codes.
 pub const ASSIGN_STEP: usize = 4096;
 /// A saved index is used while the vector file holds at most this many
-/// records per 100 it knows: the rest find their list by a scan of every
-/// centroid while the store opens (~2 s for 5% of a million).
+/// records per 100 vectors it knows, and the other way round: new vectors
+/// find their list by a scan of every centroid while the store opens (~2 s
+/// for 5% of a million).
 const IVF_STALE_PERCENT: usize = 105;
 
 /// A chunk's key: the first 8 bytes of sha256(chunk_id), little-endian.
@@ -432,7 +433,11 @@ impl VectorStore {
         let header = self.header().len() as u64;
         let records =
             vectors.metadata().ok()?.len().saturating_sub(header) as usize / (8 + 4 * self.dim);
-        if records * 100 > lists.len() * IVF_STALE_PERCENT {
+        // Within 5% either way: more records, new vectors without a list;
+        // fewer, a file cleared (reindexed) since.
+        if records * 100 > lists.len() * IVF_STALE_PERCENT
+            || lists.len() * 100 > records * IVF_STALE_PERCENT
+        {
             tracing::info!(path = %path.display(), "the saved ANN index is out of date; training it again");
             return None;
         }
@@ -1112,9 +1117,23 @@ pub(crate) mod tests {
         assert_eq!(s.len(), n + 1 + n / 10);
 
         // Cleared: the index goes, saved copy included.
+        let saved = std::fs::read(&ivf).unwrap_or_else(|e| panic!("{e}"));
         s.clear().unwrap_or_else(|e| panic!("{e}"));
         assert!(s.ann_candidates(&queries[0], 1).is_none());
         assert!(s.is_empty());
         assert!(!ivf.exists(), "the saved index goes with the vectors");
+
+        // A saved index for far more vectors than the file holds (one left
+        // from before a clear) is ignored too.
+        s.put(&items[..10]).unwrap_or_else(|e| panic!("{e}"));
+        s.flush().unwrap_or_else(|e| panic!("{e}"));
+        drop(s);
+        std::fs::write(&ivf, saved).unwrap_or_else(|e| panic!("{e}"));
+        let s = reopen();
+        assert_eq!(s.len(), 10);
+        assert!(
+            s.ann_candidates(&queries[0], 1).is_none(),
+            "cleared since: no index"
+        );
     }
 }
