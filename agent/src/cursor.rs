@@ -168,20 +168,17 @@ impl Cursors {
             .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
             .filter_map(|e| fs::read(e.path()).ok())
             .filter_map(|b| slots::newest(&b).ok())
-            .map(|(_, cursor)| cursor)
             .collect()
     }
 }
 
 /// The newest whole copy in a cursor file's bytes.
 fn newest(file: &Path, bytes: &[u8]) -> Result<Cursor> {
-    slots::newest(bytes)
-        .map(|(_, cursor)| cursor)
-        .map_err(|reason| Error::Invalid {
-            what: "cursor file",
-            path: file.to_owned(),
-            reason,
-        })
+    slots::newest(bytes).map_err(|reason| Error::Invalid {
+        what: "cursor file",
+        path: file.to_owned(),
+        reason,
+    })
 }
 
 /// Saves `cursor` to `file`, whose bytes are `existing`: overwrites the
@@ -237,18 +234,17 @@ mod slots {
         pub slot: Vec<u8>,
     }
 
-    /// The newest valid copy and its sequence number.
-    pub fn newest(file: &[u8]) -> Result<(u64, Cursor), String> {
+    /// The newest valid copy.
+    pub fn newest(file: &[u8]) -> Result<Cursor, String> {
         if file.first() == Some(&b'{') {
-            return serde_json::from_slice(file)
-                .map(|c| (0, c))
-                .map_err(|e| e.to_string());
+            return serde_json::from_slice(file).map_err(|e| e.to_string());
         }
         halves(file)
             .into_iter()
             .flatten()
             .filter_map(read_slot)
             .max_by_key(|(seq, _)| *seq)
+            .map(|(_, cursor)| cursor)
             .ok_or_else(|| format!("no whole copy of the cursor in {} bytes", file.len()))
     }
 
