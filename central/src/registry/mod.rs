@@ -219,6 +219,9 @@ impl Registry {
         conn.pragma_update(None, "foreign_keys", "ON")?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
         conn.execute_batch(SCHEMA)?;
+        // Every request authenticates and most read runs: their statements
+        // stay prepared (parsing the SQL cost more than running it).
+        conn.set_prepared_statement_cache_capacity(64);
         Ok(Self {
             conn: Mutex::new(conn),
         })
@@ -313,21 +316,20 @@ impl Registry {
     pub fn viewer_by_token(&self, token_sha256: &str) -> Result<Option<Viewer>> {
         let row = self
             .conn()
-            .query_row(
+            .prepare_cached(
                 "SELECT m.id, m.name, u.id, u.handle, u.is_admin FROM machines m
                  JOIN users u ON u.id = m.user_id
                  WHERE m.token_sha256 = ?1 AND m.revoked_at IS NULL",
-                [token_sha256],
-                |r| {
-                    Ok((
-                        r.get::<_, String>(0)?,
-                        r.get::<_, String>(1)?,
-                        r.get::<_, String>(2)?,
-                        r.get::<_, String>(3)?,
-                        r.get::<_, bool>(4)?,
-                    ))
-                },
-            )
+            )?
+            .query_row([token_sha256], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, String>(3)?,
+                    r.get::<_, bool>(4)?,
+                ))
+            })
             .optional()?;
         let Some((machine_id, machine_name, user_id, handle, is_admin)) = row else {
             return Ok(None);
@@ -418,10 +420,8 @@ impl Registry {
         let mut conn = self.conn();
         let tx = conn.transaction()?;
         for (id, at) in seen {
-            tx.execute(
-                "UPDATE machines SET last_seen_at = ?2 WHERE id = ?1",
-                params![id.as_str(), at],
-            )?;
+            tx.prepare_cached("UPDATE machines SET last_seen_at = ?2 WHERE id = ?1")?
+                .execute(params![id.as_str(), at])?;
         }
         tx.commit()?;
         Ok(())
@@ -478,12 +478,13 @@ impl Registry {
         let meta_json = serde_json::to_string(meta)?;
         let mut conn = self.conn();
         let tx = conn.transaction()?;
-        tx.execute(
+        tx.prepare_cached(
             "INSERT INTO runs (id, user_id, machine_id, agent_runtime, root_run_id, parent_run_id,
                 conversation_id, source_identity, from_offset, to_offset, jsonl_sha256, chain_sha256,
                 idempotency_key, started_at, blob_path, meta_json, tags_key, ancestry)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)",
-            params![
+        )?
+        .execute(params![
                 meta.id,
                 meta.user_id,
                 meta.machine_id,
@@ -501,13 +502,16 @@ impl Registry {
                 new.blob_path,
                 meta_json,
                 format!("|{}|", meta.tags.join("|")),
-                new.ancestry,
-            ],
-        )?;
-        tx.execute(
+            new.ancestry,
+        ])?;
+        tx.prepare_cached(
             "INSERT OR REPLACE INTO index_jobs (run_id, lane, enqueued_at) VALUES (?1, ?2, ?3)",
-            params![meta.id, new.lane.as_str(), kith_shared::timestamp::now()],
-        )?;
+        )?
+        .execute(params![
+            meta.id,
+            new.lane.as_str(),
+            kith_shared::timestamp::now()
+        ])?;
         tx.commit()?;
         Ok(())
     }
@@ -627,7 +631,7 @@ impl Registry {
     /// lane first, oldest first.
     pub fn pending_jobs_below(&self, limit: u32, max_attempts: i64) -> Result<Vec<PendingJob>> {
         let conn = self.conn();
-        let mut stmt = conn.prepare(
+        let mut stmt = conn.prepare_cached(
             "SELECT j.run_id, r.blob_path, r.ancestry FROM index_jobs j JOIN runs r ON r.id = j.run_id
              WHERE j.attempts < ?2
              ORDER BY CASE j.lane WHEN 'ingest-realtime' THEN 0 ELSE 1 END, j.enqueued_at, j.run_id
@@ -648,11 +652,10 @@ impl Registry {
     pub fn finish_job(&self, run: &RunId, indexed_at: &str) -> Result<()> {
         let mut conn = self.conn();
         let tx = conn.transaction()?;
-        tx.execute(
-            "UPDATE runs SET indexed_at = ?2 WHERE id = ?1",
-            params![run.as_str(), indexed_at],
-        )?;
-        tx.execute("DELETE FROM index_jobs WHERE run_id = ?1", [run.as_str()])?;
+        tx.prepare_cached("UPDATE runs SET indexed_at = ?2 WHERE id = ?1")?
+            .execute(params![run.as_str(), indexed_at])?;
+        tx.prepare_cached("DELETE FROM index_jobs WHERE run_id = ?1")?
+            .execute([run.as_str()])?;
         tx.commit()?;
         Ok(())
     }
@@ -688,10 +691,9 @@ impl Registry {
     }
 
     pub fn set_embedded(&self, run: &RunId, model: &str, at: &str) -> Result<()> {
-        self.conn().execute(
-            "UPDATE runs SET embedded_model = ?2, embedded_at = ?3 WHERE id = ?1",
-            params![run.as_str(), model, at],
-        )?;
+        self.conn()
+            .prepare_cached("UPDATE runs SET embedded_model = ?2, embedded_at = ?3 WHERE id = ?1")?
+            .execute(params![run.as_str(), model, at])?;
         Ok(())
     }
 
@@ -707,7 +709,8 @@ impl Registry {
     pub fn counts(&self) -> Result<RegistryCounts> {
         let conn = self.conn();
         let one = |sql: &str| {
-            conn.query_row(sql, [], |r| r.get::<_, i64>(0))
+            conn.prepare_cached(sql)?
+                .query_row([], |r| r.get::<_, i64>(0))
                 .map(|n| n.max(0) as u64)
         };
         Ok(RegistryCounts {

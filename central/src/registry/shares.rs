@@ -121,7 +121,7 @@ impl Registry {
     /// Live grants the viewer received.
     pub fn grants_to(&self, viewer: &Viewer) -> Result<Vec<Grant>> {
         let conn = self.conn();
-        let mut stmt = conn.prepare(&format!(
+        let mut stmt = conn.prepare_cached(&format!(
             "SELECT grantor, scope_kind, scope_value FROM shares WHERE grantee = ?1 AND revoked_at IS NULL
                AND (expires_at IS NULL OR expires_at > {NOW_SQL})"
         ))?;
