@@ -608,10 +608,6 @@ impl SearchIndex for MeiliIndex {
         )
     }
 
-    fn fuses_hybrid(&self) -> bool {
-        true
-    }
-
     fn hybrid(
         &self,
         viewer: &Viewer,

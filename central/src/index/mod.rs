@@ -18,7 +18,7 @@ use kith_shared::chunk::Chunk;
 use serde::Deserialize;
 
 use crate::auth::Viewer;
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// Which backend holds the index.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
@@ -160,30 +160,19 @@ pub trait SearchIndex: Send + Sync {
     /// Number of chunks indexed for one run (for `doctor`).
     fn n_chunks_of_run(&self, run_id: &str) -> Result<u64>;
 
-    /// Whether the engine fuses hybrid search itself (`hybrid`). Otherwise
-    /// the caller fuses `keyword` and `semantic` (`search::fusion`), running
-    /// the keyword side while the query is embedded.
-    fn fuses_hybrid(&self) -> bool {
-        false
-    }
-
-    /// Hybrid search fused by the engine, `semantic_ratio` weighing the
-    /// vector side (0 keyword only, 1 vectors only), filtered like
-    /// `keyword`. Called only when `fuses_hybrid`.
+    /// Keyword and vector search fused into one ranking, `semantic_ratio`
+    /// weighing the vector side (0 keyword only, 1 vectors only), filtered
+    /// like `keyword`. Each backend fuses in its engine: the embedded one
+    /// with `search::fusion`, reading documents only for what it returns.
     fn hybrid(
         &self,
-        _viewer: &Viewer,
-        _query: &str,
-        _vector: &[f32],
-        _filters: &Filters,
-        _limit: usize,
-        _semantic_ratio: f32,
-    ) -> Result<Vec<IndexHit>> {
-        Err(Error::Internal(format!(
-            "the {} index does not fuse hybrid search itself",
-            self.name()
-        )))
-    }
+        viewer: &Viewer,
+        query: &str,
+        vector: &[f32],
+        filters: &Filters,
+        limit: usize,
+        semantic_ratio: f32,
+    ) -> Result<Vec<IndexHit>>;
 
     /// Settings that differ from what kith applies, one line each (for
     /// `doctor`); only a server backend has settings to drift.

@@ -6,11 +6,11 @@
 //! the best matches are; on the LoCoMo dev set min-max fusion did better
 //! (notes/embeddings.md, and BENCHMARKS.md for kith's own runs). The fused
 //! candidates are then lifted by their neighbours in the transcript
-//! (`lift_by_neighbours`).
+//! (`lift_by_neighbours`). Both work on chunk keys and scores: documents
+//! are read only for the chunks the lift has to place and those returned.
 
 use std::collections::HashMap;
-
-use crate::index::IndexHit;
+use std::hash::Hash;
 
 /// Weight of the semantic list, tuned on the LoCoMo dev half only
 /// (Recall@10 with kith's chunks: 0.15 -> 0.744, 0.22 -> 0.747,
@@ -19,54 +19,34 @@ use crate::index::IndexHit;
 /// line overlap (MMR-like) lowered it (0.745-0.748) and was left out.
 pub const DENSE_WEIGHT: f32 = 0.3;
 
-fn min_max(hits: &[IndexHit]) -> impl Fn(f32) -> f32 {
-    let lo = hits.iter().map(|h| h.score).fold(f32::INFINITY, f32::min);
-    let hi = hits
-        .iter()
-        .map(|h| h.score)
-        .fold(f32::NEG_INFINITY, f32::max);
+fn min_max<K>(ranked: &[(K, f32)]) -> impl Fn(f32) -> f32 {
+    let lo = ranked.iter().map(|r| r.1).fold(f32::INFINITY, f32::min);
+    let hi = ranked.iter().map(|r| r.1).fold(f32::NEG_INFINITY, f32::max);
     move |s| if hi > lo { (s - lo) / (hi - lo) } else { 1.0 }
 }
 
-/// Fuses the two lists into one, best first, at most `limit` long. A hit
-/// keeps the keyword list's snippet (with highlights) when it has one.
-pub fn fuse(
-    keyword: Vec<IndexHit>,
-    semantic: Vec<IndexHit>,
+/// Fuses two ranked lists of chunks (by key) into one, best first (equal
+/// scores by key).
+pub fn fuse<K: Copy + Eq + Hash + Ord>(
+    keyword: &[(K, f32)],
+    semantic: &[(K, f32)],
     dense_weight: f32,
-    limit: usize,
-) -> Vec<IndexHit> {
-    let kw_norm = min_max(&keyword);
-    let sem_norm = min_max(&semantic);
-    let mut fused: HashMap<String, (f32, IndexHit)> = HashMap::new();
-    for hit in semantic {
-        let s = dense_weight * sem_norm(hit.score);
-        fused.insert(hit.chunk_id.clone(), (s, hit));
+) -> Vec<(K, f32)> {
+    let (kw_norm, sem_norm) = (min_max(keyword), min_max(semantic));
+    let mut fused: HashMap<K, f32> = HashMap::new();
+    for &(key, score) in semantic {
+        *fused.entry(key).or_default() += dense_weight * sem_norm(score);
     }
-    for hit in keyword {
-        let s = (1.0 - dense_weight) * kw_norm(hit.score);
-        match fused.get_mut(&hit.chunk_id) {
-            Some((score, existing)) => {
-                *score += s;
-                existing.snippet = hit.snippet;
-            }
-            None => {
-                fused.insert(hit.chunk_id.clone(), (s, hit));
-            }
-        }
+    for &(key, score) in keyword {
+        *fused.entry(key).or_default() += (1.0 - dense_weight) * kw_norm(score);
     }
-    let mut out: Vec<(f32, IndexHit)> = fused.into_values().collect();
-    out.sort_by(|a, b| {
-        b.0.total_cmp(&a.0)
-            .then_with(|| a.1.chunk_id.cmp(&b.1.chunk_id))
-    });
-    out.truncate(limit);
-    out.into_iter()
-        .map(|(score, mut hit)| {
-            hit.score = score;
-            hit
-        })
-        .collect()
+    let mut out: Vec<(K, f32)> = fused.into_iter().collect();
+    out.sort_by(best_first);
+    out
+}
+
+fn best_first<K: Ord>(a: &(K, f32), b: &(K, f32)) -> std::cmp::Ordering {
+    b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0))
 }
 
 /// Weight of the chunk before's fused score in a chunk's score (see
@@ -80,45 +60,47 @@ pub const NEXT_NEIGHBOUR: f32 = 0.5;
 /// `NEXT_NEIGHBOUR` times the one just after (both among the fused
 /// candidates). The turn that answers a matching question, or the tool
 /// output after a matching call, often shares few words with the query;
-/// its neighbour's match lifts it. Hits keep their own text and line range.
-/// Chunk ids are `<run>-<index>` (`index::chunk_id`). Returns the best
-/// `limit`, best first.
+/// its neighbour's match lifts it. Returns the best `limit`, best first.
+///
+/// `neighbours(key)` names the chunks just before and after a candidate
+/// (the caller reads its document to know). It is asked of candidates best
+/// first, and only while one could still lift another into the best
+/// `limit`: once `PREVIOUS_NEIGHBOUR` times a candidate's score is below
+/// the `limit`-th best score so far, no candidate after it can. So only the
+/// documents of the first few candidates are read, and the result is the
+/// same as lifting every candidate.
 ///
 /// On the LoCoMo dev half (hybrid Recall@10, min-max fusion at 0.3):
 /// without 0.763; max(prev 0.6) 0.779; max(prev 0.8, next 0.5) 0.782;
 /// max(prev 0.7, next 0.3) 0.778; additive (+0.5 prev) 0.777, (+0.3 next
 /// alone) 0.761. Single-hop questions gain most (0.866 -> 0.899).
-pub fn lift_by_neighbours(mut hits: Vec<IndexHit>, limit: usize) -> Vec<IndexHit> {
-    fn split(id: &str) -> Option<(&str, u64)> {
-        let (run, idx) = id.rsplit_once('-')?;
-        Some((run, idx.parse().ok()?))
+pub fn lift_by_neighbours<K: Copy + Eq + Hash + Ord, E>(
+    fused: &[(K, f32)],
+    limit: usize,
+    mut neighbours: impl FnMut(K) -> Result<(Option<K>, Option<K>), E>,
+) -> Result<Vec<(K, f32)>, E> {
+    let at: HashMap<K, usize> = fused.iter().enumerate().map(|(i, r)| (r.0, i)).collect();
+    let mut lifted = fused.to_vec();
+    let mut scores = Vec::with_capacity(fused.len());
+    for &(key, score) in fused {
+        if lifted.len() > limit && limit > 0 {
+            scores.clear();
+            scores.extend(lifted.iter().map(|r| r.1));
+            let (_, kth, _) = scores.select_nth_unstable_by(limit - 1, |a, b| b.total_cmp(a));
+            if PREVIOUS_NEIGHBOUR.max(NEXT_NEIGHBOUR) * score < *kth {
+                break;
+            }
+        }
+        let (previous, next) = neighbours(key)?;
+        for (neighbour, weight) in [(next, PREVIOUS_NEIGHBOUR), (previous, NEXT_NEIGHBOUR)] {
+            if let Some(&i) = neighbour.and_then(|k| at.get(&k)) {
+                lifted[i].1 = lifted[i].1.max(weight * score);
+            }
+        }
     }
-    let fused: HashMap<(String, u64), f32> = hits
-        .iter()
-        .filter_map(|h| split(&h.chunk_id).map(|(r, i)| ((r.to_owned(), i), h.score)))
-        .collect();
-    for hit in &mut hits {
-        let Some((run, idx)) = split(&hit.chunk_id) else {
-            continue;
-        };
-        let score_of = |i: Option<u64>| {
-            i.and_then(|i| fused.get(&(run.to_owned(), i)).copied())
-                .unwrap_or(0.0)
-        };
-        let previous = score_of(idx.checked_sub(1));
-        let next = score_of(idx.checked_add(1));
-        hit.score = hit
-            .score
-            .max(PREVIOUS_NEIGHBOUR * previous)
-            .max(NEXT_NEIGHBOUR * next);
-    }
-    hits.sort_by(|a, b| {
-        b.score
-            .total_cmp(&a.score)
-            .then_with(|| a.chunk_id.cmp(&b.chunk_id))
-    });
-    hits.truncate(limit);
-    hits
+    lifted.sort_by(best_first);
+    lifted.truncate(limit);
+    Ok(lifted)
 }
 
 /// Question words and auxiliaries: they say how a question is phrased, not
@@ -164,68 +146,85 @@ mod tests {
         assert_eq!(without_question_words("what is"), "what is");
         assert_eq!(without_question_words("why did cargo fail"), "cargo fail");
     }
-    use kith_proto::AgentRuntime;
 
-    fn hit(id: &str, score: f32, snippet: &str) -> IndexHit {
-        IndexHit {
-            run_id: "r".into(),
-            chunk_id: id.into(),
-            score,
-            role: "user".into(),
-            text: String::new(),
-            snippet: snippet.into(),
-            line_start: 1,
-            line_end: 1,
-            started_at: String::new(),
-            intent: None,
-            machine: String::new(),
-            agent_runtime: AgentRuntime::Other,
-        }
-    }
-
-    fn ids(hits: &[IndexHit]) -> Vec<&str> {
-        hits.iter().map(|h| h.chunk_id.as_str()).collect()
+    fn keys(ranked: &[(&'static str, f32)]) -> Vec<&'static str> {
+        ranked.iter().map(|r| r.0).collect()
     }
 
     #[test]
-    fn agreement_wins_and_keyword_snippets_survive() {
-        let kw = vec![
-            hit("a", 9.0, "«a»"),
-            hit("b", 5.0, "«b»"),
-            hit("c", 1.0, "«c»"),
-        ];
-        let sem = vec![hit("b", 0.9, "b"), hit("d", 0.8, "d"), hit("a", 0.1, "a")];
-        let out = fuse(kw, sem, 0.55, 10);
-        assert_eq!(ids(&out), vec!["b", "d", "a", "c"]);
-        assert_eq!(out[0].snippet, "«b»");
-        assert_eq!(out[1].snippet, "d");
-        assert!(out.windows(2).all(|w| w[0].score >= w[1].score));
+    fn agreement_wins() {
+        let kw = [("a", 9.0), ("b", 5.0), ("c", 1.0)];
+        let sem = [("b", 0.9), ("d", 0.8), ("a", 0.1)];
+        let out = fuse(&kw, &sem, 0.55);
+        assert_eq!(keys(&out), vec!["b", "d", "a", "c"]);
+        assert!(out.windows(2).all(|w| w[0].1 >= w[1].1));
+    }
+
+    /// Chunks named `<run>-<index>`, as `index::chunk_id` names them.
+    fn by_name(key: &'static str) -> Result<(Option<&'static str>, Option<&'static str>), ()> {
+        let name = |run: &str, i: u64| -> &'static str { format!("{run}-{i}").leak() };
+        let (run, i) = key.rsplit_once('-').ok_or(())?;
+        let i: u64 = i.parse().map_err(drop)?;
+        Ok((
+            i.checked_sub(1).map(|p| name(run, p)),
+            Some(name(run, i + 1)),
+        ))
     }
 
     #[test]
     fn a_chunk_is_lifted_by_its_neighbours_in_the_same_run_only() {
-        let mut hits = vec![
-            hit("r-3", 1.0, ""),
-            hit("r-9", 0.5, ""),
-            hit("r-4", 0.1, ""),
-            hit("q-4", 0.2, ""),
-            hit("r-8", 0.3, ""),
+        let fused = [
+            ("r-3", 1.0),
+            ("r-9", 0.5),
+            ("r-8", 0.3),
+            ("q-4", 0.2),
+            ("r-4", 0.1),
         ];
-        hits[3].run_id = "q".into();
-        let out = lift_by_neighbours(hits, 10);
+        let out = lift_by_neighbours(&fused, 10, by_name).unwrap_or_default();
         // r-4 follows r-3 (1.0 * 0.8); r-8 precedes r-9 (0.5 * 0.5 < 0.3
         // stays 0.3); q-4 is in another run.
-        assert_eq!(ids(&out), vec!["r-3", "r-4", "r-9", "r-8", "q-4"]);
-        assert!((out[1].score - PREVIOUS_NEIGHBOUR).abs() < 1e-6);
-        assert!((out[3].score - 0.3).abs() < 1e-6);
-        assert_eq!(ids(&lift_by_neighbours(out, 2)), vec!["r-3", "r-4"]);
+        assert_eq!(keys(&out), vec!["r-3", "r-4", "r-9", "r-8", "q-4"]);
+        assert!((out[1].1 - PREVIOUS_NEIGHBOUR).abs() < 1e-6);
+        assert!((out[3].1 - 0.3).abs() < 1e-6);
+        let top2 = lift_by_neighbours(&fused, 2, by_name).unwrap_or_default();
+        assert_eq!(keys(&top2), vec!["r-3", "r-4"]);
     }
 
     #[test]
-    fn one_empty_list_keeps_the_other_order_and_limit_applies() {
-        let kw = vec![hit("a", 3.0, ""), hit("b", 2.0, ""), hit("c", 1.0, "")];
-        assert_eq!(ids(&fuse(kw.clone(), vec![], 0.55, 2)), vec!["a", "b"]);
-        assert_eq!(ids(&fuse(vec![], kw, 0.55, 10)), vec!["a", "b", "c"]);
-        assert!(fuse(vec![], vec![], 0.55, 10).is_empty());
+    fn only_candidates_that_can_still_lift_one_into_the_limit_are_resolved() {
+        // Once r-3 has lifted r-4 to 0.8, the second best, no later
+        // candidate can reach it (0.8 * 0.5 = 0.4): only r-3 is resolved.
+        let fused = [
+            ("r-3", 1.0),
+            ("s-9", 0.5),
+            ("t-8", 0.3),
+            ("u-4", 0.2),
+            ("r-4", 0.1),
+        ];
+        let mut asked = Vec::new();
+        let out = lift_by_neighbours(&fused, 2, |k| {
+            asked.push(k);
+            by_name(k)
+        })
+        .unwrap_or_default();
+        assert_eq!(keys(&out), vec!["r-3", "r-4"]);
+        assert_eq!(asked, vec!["r-3"]);
+        // Without a limit every candidate is resolved.
+        asked.clear();
+        let all = lift_by_neighbours(&fused, 10, |k| {
+            asked.push(k);
+            by_name(k)
+        })
+        .unwrap_or_default();
+        assert_eq!(all.len(), 5);
+        assert_eq!(asked.len(), 5);
+    }
+
+    #[test]
+    fn one_empty_list_keeps_the_other_order() {
+        let kw = [("a", 3.0), ("b", 2.0), ("c", 1.0)];
+        assert_eq!(keys(&fuse(&kw, &[], 0.55)), vec!["a", "b", "c"]);
+        assert_eq!(keys(&fuse(&[], &kw, 0.55)), vec!["a", "b", "c"]);
+        assert!(fuse::<&str>(&[], &[], 0.55).is_empty());
     }
 }

@@ -1,6 +1,6 @@
 //! `POST /api/search`: validate the request, resolve filters, embed the query
-//! on the query lane (semantic, hybrid), ask the index as the viewer, fuse,
-//! re-check every hit against the registry, and shape hits. Without a
+//! on the query lane (semantic, hybrid), ask the index as the viewer (it
+//! fuses hybrid search, with `fusion` for the embedded backend), re-check every hit against the registry, and shape hits. Without a
 //! working embedder, semantic answers 503 and hybrid falls back to keyword,
 //! saying so in `degraded`.
 
@@ -24,8 +24,6 @@ pub const DEFAULT_LIMIT: u32 = 10;
 pub const MAX_LIMIT: u32 = 100;
 pub const MAX_OFFSET: u32 = 1000;
 pub const MAX_QUERY_BYTES: usize = 4096;
-/// Candidates taken from each side before hybrid fusion.
-const FUSION_POOL: usize = 50;
 
 pub async fn search(
     state: &AppState,
@@ -92,50 +90,25 @@ pub async fn search(
         },
     };
 
-    // Hybrid is fused here unless the backend fuses it: the keyword side runs
-    // beside the vector side, once the query is embedded (while the model
-    // has both cores, a search beside it slows the embedding more than it
-    // saves).
+    // One blocking task searches, re-checks and highlights. The query was
+    // embedded first: while the model has both cores, a search beside it
+    // slows the embedding more than it saves.
     let search_started = Instant::now();
-    let (s, v) = (state.clone(), viewer.clone());
-    let text = keyword_query.clone().unwrap_or_default();
-    let hits = match (req.mode, vector) {
-        (SearchMode::Semantic, Some(vec)) => {
-            tokio::task::spawn_blocking(move || s.index().semantic(&v, &vec, &filters, want))
-                .await??
-        }
-        (SearchMode::Hybrid, Some(vec)) if !state.index().fuses_hybrid() => {
-            let pool = want.max(FUSION_POOL);
-            let keyword = {
-                let (s, v, f) = (state.clone(), viewer.clone(), filters.clone());
-                tokio::task::spawn_blocking(move || s.index().keyword(&v, &text, &f, pool))
-            };
-            let semantic =
-                tokio::task::spawn_blocking(move || s.index().semantic(&v, &vec, &filters, pool));
-            let (keyword, semantic) = (keyword.await??, semantic.await??);
-            // Fuse all of both pools, then let neighbours lift each other.
-            let all = fusion::fuse(keyword, semantic, fusion::DENSE_WEIGHT, usize::MAX);
-            fusion::lift_by_neighbours(all, want)
-        }
-        (SearchMode::Hybrid, Some(vec)) => {
-            tokio::task::spawn_blocking(move || {
-                s.index()
-                    .hybrid(&v, &text, &vec, &filters, want, fusion::DENSE_WEIGHT)
-            })
-            .await??
-        }
-        // Keyword, and hybrid without a query vector (its keyword side).
-        _ => {
-            tokio::task::spawn_blocking(move || s.index().keyword(&v, &text, &filters, want))
-                .await??
-        }
-    };
-    let s = state.clone();
-    let v = viewer.clone();
+    let (s, v, mode) = (state.clone(), viewer.clone(), req.mode);
     let hits = tokio::task::spawn_blocking(move || {
+        let index = s.index();
+        let text = keyword_query.as_deref().unwrap_or_default();
+        let hits = match (mode, vector) {
+            (SearchMode::Semantic, Some(vec)) => index.semantic(&v, &vec, &filters, want)?,
+            (SearchMode::Hybrid, Some(vec)) => {
+                index.hybrid(&v, text, &vec, &filters, want, fusion::DENSE_WEIGHT)?
+            }
+            // Keyword, and hybrid without a query vector (its keyword side).
+            _ => index.keyword(&v, text, &filters, want)?,
+        };
         let mut hits = recheck(&s, &v, hits)?;
         if let Some(q) = &keyword_query {
-            s.index().highlight(q, &mut hits)?;
+            index.highlight(q, &mut hits)?;
         }
         Ok::<_, Error>(hits)
     })
