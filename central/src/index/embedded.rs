@@ -653,6 +653,11 @@ impl SearchIndex for EmbeddedIndex {
             .and_then(|u| u.map_or(Ok(()), Unsynced::sync))
             .map_err(|e| Error::Internal(e.to_string()))?;
         self.train_ann_when_due();
+        // Training saves the index it installs; between trainings it is
+        // saved again as the store grows, so a restart need not train.
+        if !self.ann_training.load(Ordering::Acquire) {
+            vectors::resave_ann(&self.vectors);
+        }
         Ok(())
     }
 

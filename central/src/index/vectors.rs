@@ -13,8 +13,9 @@
 //! until the index is ready; only the final regrouping holds the lock.
 //!
 //! A trained index is saved beside the vector file (`vectors-<model>.ivf`:
-//! the centroids and each vector's list, with a checksum) and read back on
-//! open, so a restart does not train again (20 s of both cores at a
+//! the centroids and each vector's list, with a checksum), again each time
+//! the store grows 4% past it, and read back on open, so a restart does
+//! not train again (20 s of both cores at a
 //! million vectors, with every semantic search exact until then). The file
 //! is derived: missing, torn or foreign, it is ignored and the index is
 //! trained again.
@@ -48,6 +49,9 @@ pub const ASSIGN_STEP: usize = 4096;
 /// find their list by a scan of every centroid while the store opens (~2 s
 /// for 5% of a million).
 const IVF_STALE_PERCENT: usize = 105;
+/// The index is saved again when the store holds this many vectors per 100
+/// the saved file names, so that a restart can still use it.
+const IVF_RESAVE_PERCENT: usize = 104;
 
 /// A chunk's key: the first 8 bytes of sha256(chunk_id), little-endian.
 pub fn chunk_key(chunk_id: &str) -> u64 {
@@ -298,6 +302,8 @@ pub struct VectorStore {
     centroids: Option<Centroids>,
     /// Store size when the index was trained; it is retrained at 4x.
     trained_at: usize,
+    /// Vectors the saved index names (0: none saved).
+    saved_at: usize,
     /// (list, position) of each key's vector.
     at: KeyMap<(u32, u32)>,
     /// Bumped by `clear` and `install_ann`: a sample or assignment taken
@@ -348,6 +354,7 @@ impl VectorStore {
             lists: vec![List::default()],
             centroids: None,
             trained_at: 0,
+            saved_at: 0,
             at: KeyMap::default(),
             generation: 0,
             out: None,
@@ -444,6 +451,7 @@ impl VectorStore {
         self.lists = (0..centroids.len()).map(|_| List::default()).collect();
         self.centroids = Some(centroids);
         self.trained_at = trained_at;
+        self.saved_at = lists.len();
         Some(lists)
     }
 
@@ -610,6 +618,7 @@ impl VectorStore {
         self.lists = vec![List::default()];
         self.centroids = None;
         self.trained_at = 0;
+        self.saved_at = 0;
         self.at.clear();
         self.generation += 1;
         match std::fs::remove_file(self.ivf_path()) {
@@ -825,11 +834,51 @@ pub fn train_ann(lock: &RwLock<Option<VectorStore>>) -> Option<usize> {
         let store = guard.as_mut()?;
         store
             .install_ann(generation, centroids, &assigned)
-            .then(|| store.len())?
+            .then(|| {
+                store.saved_at = store.len();
+                store.len()
+            })?
     };
-    // Saved outside the lock (temp file, then rename; not fsynced: a lost
-    // file only means training again).
-    let saved = read()
+    save_ann(lock);
+    Some(n)
+}
+
+/// Saves the index again once the store has grown `IVF_RESAVE_PERCENT` past
+/// what the saved file names (new vectors join their lists as they come,
+/// but past `IVF_STALE_PERCENT` a restart would ignore the file and train
+/// again). Returns whether it saved.
+pub fn resave_ann(lock: &RwLock<Option<VectorStore>>) -> bool {
+    let due =
+        |s: &VectorStore| s.centroids.is_some() && s.len() * 100 >= s.saved_at * IVF_RESAVE_PERCENT;
+    if !lock
+        .read()
+        .unwrap_or_else(|p| p.into_inner())
+        .as_ref()
+        .is_some_and(due)
+    {
+        return false;
+    }
+    {
+        // Claimed under the write lock: one caller saves.
+        let mut guard = lock.write().unwrap_or_else(|p| p.into_inner());
+        match guard.as_mut() {
+            Some(s) if due(s) => s.saved_at = s.len(),
+            _ => return false,
+        }
+    }
+    save_ann(lock);
+    true
+}
+
+/// Writes the index beside the vector file: serialized under the read lock,
+/// written outside it (temp file, then rename; not fsynced: a lost file
+/// only means training again). One save at a time, so the newest wins.
+fn save_ann(lock: &RwLock<Option<VectorStore>>) {
+    static SAVING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = SAVING.lock().unwrap_or_else(|p| p.into_inner());
+    let saved = lock
+        .read()
+        .unwrap_or_else(|p| p.into_inner())
         .as_ref()
         .and_then(|s| Some((s.ivf_path(), s.ivf_bytes()?)));
     if let Some((path, bytes)) = saved {
@@ -838,7 +887,6 @@ pub fn train_ann(lock: &RwLock<Option<VectorStore>>) -> Option<usize> {
             tracing::warn!(error = %e, "cannot save the ANN index; a restart will train it again");
         }
     }
-    Some(n)
 }
 
 /// A saved index: its centroids, the store size it was trained at, and each
@@ -1109,12 +1157,59 @@ pub(crate) mod tests {
             s.flush().unwrap_or_else(|e| panic!("{e}"));
         }
         drop(lock);
-        let mut s = reopen();
+        let s = reopen();
         assert!(
             s.ann_candidates(&queries[0], 1).is_none(),
             "out of date: no index"
         );
         assert_eq!(s.len(), n + 1 + n / 10);
+
+        // Saved again as the store grows, the index stays usable after a
+        // restart: not after 2% more vectors, after 7%.
+        let lock = RwLock::new(Some(s));
+        let total = n + 1 + n / 10;
+        assert_eq!(train_ann(&lock), Some(total));
+        let grow = |from: usize, m: usize, seed: u64| {
+            let more: Vec<(u64, Vec<f32>)> = corpus(m, dim, 40, seed)
+                .into_iter()
+                .enumerate()
+                .map(|(i, v)| (late + 1 + (from + i) as u64, v))
+                .collect();
+            if let Some(s) = lock.write().unwrap_or_else(|p| p.into_inner()).as_mut() {
+                s.put(&more).unwrap_or_else(|e| panic!("{e}"));
+                s.flush().unwrap_or_else(|e| panic!("{e}"));
+            }
+        };
+        grow(n / 10, total / 50, 9);
+        assert!(!resave_ann(&lock), "2% more: not saved yet");
+        grow(n / 10 + total / 50, total / 20, 10);
+        assert!(resave_ann(&lock), "7% more: saved again");
+        assert!(!resave_ann(&lock), "just saved");
+        let grown = total + total / 50 + total / 20;
+        let candidates = |s: &VectorStore| -> Vec<Vec<(u64, f32)>> {
+            queries
+                .iter()
+                .map(|q| s.ann_candidates(q, 10).unwrap_or_default())
+                .collect()
+        };
+        let before = lock
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .map(candidates);
+        drop(lock);
+        let lock = RwLock::new(Some(reopen()));
+        {
+            let guard = lock.read().unwrap_or_else(|p| p.into_inner());
+            let s = guard.as_ref().unwrap_or_else(|| panic!("open"));
+            assert_eq!(s.len(), grown);
+            assert_eq!(Some(candidates(s)), before);
+        }
+        assert_eq!(train_ann(&lock), None, "not trained again");
+        let mut s = lock
+            .into_inner()
+            .unwrap_or_else(|p| p.into_inner())
+            .unwrap_or_else(|| panic!("open"));
 
         // Cleared: the index goes, saved copy included.
         let saved = std::fs::read(&ivf).unwrap_or_else(|e| panic!("{e}"));
