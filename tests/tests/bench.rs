@@ -25,7 +25,11 @@ fn the_benchmark_smoke_run_measures_every_figure() -> Result<()> {
 
     let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&out)?)?;
     assert_eq!(r["mode"], "smoke");
-    for hook in ["hook_central_up", "hook_central_down"] {
+    for hook in [
+        "hook_central_up",
+        "hook_central_down",
+        "hook_central_up_at_turn_end",
+    ] {
         assert_eq!(r["capture"][hook]["n"], 3, "{hook}");
         assert!(r["capture"][hook]["p99_ms"]
             .as_f64()

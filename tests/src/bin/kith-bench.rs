@@ -306,8 +306,9 @@ fn dir_size(path: &std::path::Path) -> u64 {
 }
 
 /// `kith hook` wall time for a 100 KB delta on a large transcript, with
-/// central up and down; and backfill throughput with central down (read,
-/// hash, redact, spool; network excluded).
+/// central up and down (back to back), and with central up at a turn's end
+/// (central idle); and backfill throughput with central down (read, hash,
+/// redact, spool; network excluded).
 fn capture_bench(central: &Central, token: &str, transcript_mb: usize, n: usize) -> Result<Value> {
     use std::io::Write;
     let home = tempfile::tempdir()?;
@@ -362,28 +363,49 @@ fn capture_bench(central: &Central, token: &str, transcript_mb: usize, n: usize)
         delta.extend_from_slice(lines[delta.len() % lines.len()].as_bytes());
         delta.push(b'\n');
     }
+    let append = || -> Result<()> {
+        Ok(std::fs::OpenOptions::new()
+            .append(true)
+            .open(&file)?
+            .write_all(&delta)?)
+    };
     let mut up = Vec::new();
     let mut down = Vec::new();
-    // Every timed hook starts with an empty outbox: the one delta it spools
-    // is all it sends (a down hook's delta is drained, untimed, after it).
+    // Back to back: every timed hook starts with an empty outbox (the one
+    // delta it spools is all it sends; a down hook's delta is drained,
+    // untimed, after it), while central still indexes the deltas before.
     for _ in 0..n {
         for (url, samples) in [
             (central.url.as_str(), &mut up),
             ("http://127.0.0.1:9", &mut down),
         ] {
-            std::fs::OpenOptions::new()
-                .append(true)
-                .open(&file)?
-                .write_all(&delta)?;
+            append()?;
             samples.push(kith(url, &["hook"])?);
         }
         kith(&central.url, &["backfill"])?;
+    }
+    // At a turn's end: an agent's turns are seconds apart, so central has
+    // indexed the previous delta (and rested 300 ms) before the next hook.
+    let mut at_turn_end = Vec::new();
+    for _ in 0..n {
+        append()?;
+        let until = Instant::now() + Duration::from_secs(60);
+        while api.get("/api/status")?.body["counts"]["pending_index_jobs"] != 0 {
+            anyhow::ensure!(
+                Instant::now() < until,
+                "the deltas were not indexed in time"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        at_turn_end.push(kith(&central.url, &["hook"])?);
     }
     Ok(json!({
         "transcript_mb": transcript_mb,
         "delta_kb": delta.len() / 1024,
         "hook_central_up": summary(up),
         "hook_central_down": summary(down),
+        "hook_central_up_at_turn_end": summary(at_turn_end),
         "backfill_mb_per_s_central_down": backfill_mb_s,
     }))
 }
@@ -623,6 +645,10 @@ fn print_table(r: &Value) {
     row(
         "hook, central down, p50/p95/p99 ms",
         pct(&c["hook_central_down"]),
+    );
+    row(
+        "hook at a turn's end (central idle), p50/p95/p99 ms",
+        pct(&c["hook_central_up_at_turn_end"]),
     );
     row(
         "backfill MB/s (central down)",
