@@ -609,7 +609,9 @@ impl SearchIndex for EmbeddedIndex {
                 .chunk_id
                 .rsplit_once('-')
                 .and_then(|(run, idx)| Some((run, idx.parse::<u32>().ok()?)))
-                .ok_or_else(|| Error::Internal(format!("chunk id {:?}", hit.chunk_id)))?;
+                .ok_or_else(|| {
+                    Error::Internal(format!("chunk id {:?} is not <run>-<index>", hit.chunk_id))
+                })?;
             let key_of = |i: u32| chunk_key(&chunk_id(run, i));
             Ok::<_, Error>((
                 idx.checked_sub(1).map(key_of),

@@ -62,9 +62,9 @@ pub const NEXT_NEIGHBOUR: f32 = 0.5;
 /// output after a matching call, often shares few words with the query;
 /// its neighbour's match lifts it. Returns the best `limit`, best first.
 ///
-/// `neighbours(key)` names the chunks just before and after a candidate
-/// (the caller reads its document to know). It is asked of candidates best
-/// first, and only while one could still lift another into the best
+/// `fused` is best first, as `fuse` returns it. `neighbours(key)` names the
+/// chunks just before and after a candidate (the caller reads its document
+/// to know). It is asked of candidates best first, and only while one could still lift another into the best
 /// `limit`: once `PREVIOUS_NEIGHBOUR` times a candidate's score is below
 /// the `limit`-th best score so far, no candidate after it can. So only the
 /// documents of the first few candidates are read, and the result is the
