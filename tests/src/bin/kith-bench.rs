@@ -350,14 +350,19 @@ fn capture_bench(central: &Central, token: &str, transcript_mb: usize, n: usize)
     // and let central index it before any hook is timed.
     kith(&central.url, &["backfill"])?;
     let api = central.client(token);
-    let until = Instant::now() + Duration::from_secs(600);
-    while api.get("/api/status")?.body["counts"]["pending_index_jobs"] != 0 {
-        anyhow::ensure!(
-            Instant::now() < until,
-            "the backfill was not indexed in time"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    // Until central has indexed every delta it accepted.
+    let indexed = |within: Duration| -> Result<()> {
+        let until = Instant::now() + within;
+        while api.get("/api/status")?.body["counts"]["pending_index_jobs"] != 0 {
+            anyhow::ensure!(
+                Instant::now() < until,
+                "central did not index the deltas within {within:?}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Ok(())
+    };
+    indexed(Duration::from_secs(600))?;
     let mut delta = Vec::new();
     while delta.len() < 100 * 1024 {
         delta.extend_from_slice(lines[delta.len() % lines.len()].as_bytes());
@@ -389,14 +394,7 @@ fn capture_bench(central: &Central, token: &str, transcript_mb: usize, n: usize)
     let mut at_turn_end = Vec::new();
     for _ in 0..n {
         append()?;
-        let until = Instant::now() + Duration::from_secs(60);
-        while api.get("/api/status")?.body["counts"]["pending_index_jobs"] != 0 {
-            anyhow::ensure!(
-                Instant::now() < until,
-                "the deltas were not indexed in time"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        indexed(Duration::from_secs(60))?;
         std::thread::sleep(Duration::from_millis(300));
         at_turn_end.push(kith(&central.url, &["hook"])?);
     }
