@@ -166,12 +166,15 @@ impl EmbeddedIndex {
         f(writer)
     }
 
-    fn hit_from_doc(
+    /// The hit of the document at `addr`, with the start of its text as
+    /// snippet (`highlight` marks the matches of the hits a search returns).
+    fn hit_at(
         &self,
-        doc: &TantivyDocument,
+        searcher: &tantivy::Searcher,
+        addr: DocAddress,
         score: f32,
-        snippet: Option<&tantivy::snippet::Snippet>,
-    ) -> IndexHit {
+    ) -> Result<IndexHit> {
+        let doc: TantivyDocument = searcher.doc(addr).map_err(index_err)?;
         let f = &self.fields;
         let text_of = |field: Field| {
             doc.get_first(field)
@@ -185,12 +188,12 @@ impl EmbeddedIndex {
                 .unwrap_or_default()
         };
         let text = text_of(f.text);
-        IndexHit {
+        Ok(IndexHit {
             run_id: text_of(f.run_id),
             chunk_id: text_of(f.chunk_id),
             score,
             role: text_of(f.role),
-            snippet: highlight(snippet, &text),
+            snippet: highlight(None, &text),
             text,
             line_start: u64_of(f.line_start),
             line_end: u64_of(f.line_end),
@@ -198,7 +201,7 @@ impl EmbeddedIndex {
             intent: Some(text_of(f.intent)).filter(|s| !s.is_empty()),
             machine: text_of(f.machine),
             agent_runtime: AgentRuntime::parse(&text_of(f.runtime)).unwrap_or(AgentRuntime::Other),
-        }
+        })
     }
 
     /// Starts training the vectors' ANN index on a thread of its own when
@@ -305,10 +308,7 @@ impl EmbeddedIndex {
     ) -> Result<Vec<IndexHit>> {
         ranked
             .into_iter()
-            .map(|(addr, score)| {
-                let doc: TantivyDocument = searcher.doc(addr).map_err(index_err)?;
-                Ok(self.hit_from_doc(&doc, score, None))
-            })
+            .map(|(addr, score)| self.hit_at(searcher, addr, score))
             .collect()
     }
 
@@ -655,11 +655,9 @@ impl SearchIndex for EmbeddedIndex {
             .and_then(|u| u.map_or(Ok(()), Unsynced::sync))
             .map_err(|e| Error::Internal(e.to_string()))?;
         self.train_ann_when_due();
-        // Training saves the index it installs; between trainings it is
-        // saved again as the store grows, so a restart need not train.
-        if !self.ann_training.load(Ordering::Acquire) {
-            vectors::resave_ann(&self.vectors);
-        }
+        // Between trainings the index is saved again as the store grows,
+        // so a restart need not train.
+        vectors::resave_ann(&self.vectors);
         Ok(())
     }
 
@@ -727,10 +725,7 @@ impl<'a> Docs<'a> {
             let column = match self.keys.entry(addr.segment_ord) {
                 Entry::Occupied(e) => e.into_mut(),
                 Entry::Vacant(e) => e.insert(
-                    self.searcher
-                        .segment_reader(addr.segment_ord)
-                        .fast_fields()
-                        .u64("chunk_key")
+                    chunk_keys(self.searcher.segment_reader(addr.segment_ord))
                         .map_err(index_err)?,
                 ),
             };
@@ -751,11 +746,15 @@ impl<'a> Docs<'a> {
                     .address
                     .get(&key)
                     .ok_or_else(|| Error::Internal(format!("no document for chunk key {key}")))?;
-                let doc: TantivyDocument = self.searcher.doc(*addr).map_err(index_err)?;
-                Ok(e.insert(index.hit_from_doc(&doc, 0.0, None)))
+                Ok(e.insert(index.hit_at(self.searcher, *addr, 0.0)?))
             }
         }
     }
+}
+
+/// A segment's `chunk_key` column (a fast field: no document is read).
+fn chunk_keys(segment: &SegmentReader) -> tantivy::Result<tantivy::columnar::Column<u64>> {
+    segment.fast_fields().u64("chunk_key")
 }
 
 /// Collects the chunk key and address of every matching doc (no scoring),
@@ -779,7 +778,7 @@ impl Collector for KeyCollector {
     ) -> tantivy::Result<KeySegmentCollector> {
         Ok(KeySegmentCollector {
             segment_ord,
-            column: segment.fast_fields().u64("chunk_key")?,
+            column: chunk_keys(segment)?,
             keys: Vec::new(),
         })
     }
@@ -1070,8 +1069,9 @@ mod tests {
             .unwrap_or_else(|e| panic!("{e}"));
         all.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
         let hit_at = |addr: DocAddress| {
-            let doc: TantivyDocument = searcher.doc(addr).unwrap_or_else(|e| panic!("{e}"));
-            index.hit_from_doc(&doc, 0.0, None)
+            index
+                .hit_at(&searcher, addr, 0.0)
+                .unwrap_or_else(|e| panic!("{e}"))
         };
         for (who, reader) in [
             ("ualice", alice.clone()),
