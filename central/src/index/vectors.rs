@@ -1099,10 +1099,13 @@ pub(crate) mod tests {
             keys(s.ann_candidates(&queries[1], 1).unwrap_or_default()),
             vec![late]
         );
-        let before: Vec<Vec<(u64, f32)>> = queries
-            .iter()
-            .map(|q| s.ann_candidates(q, 10).unwrap_or_default())
-            .collect();
+        let candidates = |s: &VectorStore| -> Vec<Vec<(u64, f32)>> {
+            queries
+                .iter()
+                .map(|q| s.ann_candidates(q, 10).unwrap_or_default())
+                .collect()
+        };
+        let before = candidates(s);
         drop(guard);
 
         // Reopened after training: the saved index is there at once, the
@@ -1112,11 +1115,7 @@ pub(crate) mod tests {
         {
             let guard = lock.read().unwrap_or_else(|p| p.into_inner());
             let s = guard.as_ref().unwrap_or_else(|| panic!("open"));
-            let after: Vec<Vec<(u64, f32)>> = queries
-                .iter()
-                .map(|q| s.ann_candidates(q, 10).unwrap_or_default())
-                .collect();
-            assert_eq!(after, before);
+            assert_eq!(candidates(s), before);
             assert_eq!(s.len(), n + 1);
         }
         assert_eq!(train_ann(&lock), None, "not due: the index was saved");
@@ -1144,18 +1143,22 @@ pub(crate) mod tests {
 
         // Grown by more than 5% since it was saved: trained again (finding
         // the lists of the new vectors would slow the start).
+        // `m` new vectors, keys from `late + 1 + from`.
+        let grow = |lock: &RwLock<Option<VectorStore>>, from: usize, m: usize, seed: u64| {
+            let more: Vec<(u64, Vec<f32>)> = corpus(m, dim, 40, seed)
+                .into_iter()
+                .enumerate()
+                .map(|(i, v)| (late + 1 + (from + i) as u64, v))
+                .collect();
+            if let Some(s) = lock.write().unwrap_or_else(|p| p.into_inner()).as_mut() {
+                s.put(&more).unwrap_or_else(|e| panic!("{e}"));
+                s.flush().unwrap_or_else(|e| panic!("{e}"));
+            }
+        };
         let lock = RwLock::new(Some(reopen()));
         assert_eq!(train_ann(&lock), Some(n + 1));
         assert!(ivf.exists(), "saved after training");
-        if let Some(s) = lock.write().unwrap_or_else(|p| p.into_inner()).as_mut() {
-            let more: Vec<(u64, Vec<f32>)> = corpus(n / 10, dim, 40, 8)
-                .into_iter()
-                .enumerate()
-                .map(|(i, v)| (late + 1 + i as u64, v))
-                .collect();
-            s.put(&more).unwrap_or_else(|e| panic!("{e}"));
-            s.flush().unwrap_or_else(|e| panic!("{e}"));
-        }
+        grow(&lock, 0, n / 10, 8);
         drop(lock);
         let s = reopen();
         assert!(
@@ -1169,29 +1172,12 @@ pub(crate) mod tests {
         let lock = RwLock::new(Some(s));
         let total = n + 1 + n / 10;
         assert_eq!(train_ann(&lock), Some(total));
-        let grow = |from: usize, m: usize, seed: u64| {
-            let more: Vec<(u64, Vec<f32>)> = corpus(m, dim, 40, seed)
-                .into_iter()
-                .enumerate()
-                .map(|(i, v)| (late + 1 + (from + i) as u64, v))
-                .collect();
-            if let Some(s) = lock.write().unwrap_or_else(|p| p.into_inner()).as_mut() {
-                s.put(&more).unwrap_or_else(|e| panic!("{e}"));
-                s.flush().unwrap_or_else(|e| panic!("{e}"));
-            }
-        };
-        grow(n / 10, total / 50, 9);
+        grow(&lock, n / 10, total / 50, 9);
         assert!(!resave_ann(&lock), "2% more: not saved yet");
-        grow(n / 10 + total / 50, total / 20, 10);
+        grow(&lock, n / 10 + total / 50, total / 20, 10);
         assert!(resave_ann(&lock), "7% more: saved again");
         assert!(!resave_ann(&lock), "just saved");
         let grown = total + total / 50 + total / 20;
-        let candidates = |s: &VectorStore| -> Vec<Vec<(u64, f32)>> {
-            queries
-                .iter()
-                .map(|q| s.ann_candidates(q, 10).unwrap_or_default())
-                .collect()
-        };
         let before = lock
             .read()
             .unwrap_or_else(|p| p.into_inner())
