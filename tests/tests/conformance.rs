@@ -529,6 +529,17 @@ fn conformance_semantic_and_hybrid_modes() -> Result<()> {
         assert_eq!(run_ids(&hybrid).first(), Some(&pasta), "{b}: {hybrid}");
         assert!(hybrid["degraded"].is_null(), "{b}");
         assert!(!run_ids(&hybrid).contains(&bobs), "{b}");
+        // And the other way: bob finds his run, and none of alice's.
+        let bobs_hybrid = search(&bob, json!({"query": q, "mode": "hybrid"}))?;
+        assert_eq!(
+            run_ids(&bobs_hybrid).first(),
+            Some(&bobs),
+            "{b}: {bobs_hybrid}"
+        );
+        assert!(
+            !run_ids(&bobs_hybrid).contains(&ci) && !run_ids(&bobs_hybrid).contains(&pasta),
+            "{b}: alice's runs never appear for bob: {bobs_hybrid}"
+        );
         let filtered = search(
             &alice,
             json!({"query": q, "mode": "hybrid", "filters": {"machine": "nowhere"}}),
