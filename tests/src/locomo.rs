@@ -59,7 +59,12 @@ pub fn load(dir: &Path) -> Result<(Vec<Session>, Vec<Question>)> {
             .collect();
         keys.sort();
         for (n, key) in keys {
-            let started_at = "2023-01-01T00:00:00.000Z".to_owned();
+            // "1:56 pm on 8 May, 2023": when the session took place.
+            let started_at = obj
+                .get(&format!("{key}_date_time"))
+                .and_then(Value::as_str)
+                .and_then(rfc3339)
+                .unwrap_or_else(|| "2023-01-01T00:00:00.000Z".to_owned());
             let mut jsonl = String::new();
             let mut lines = Vec::new();
             for (i, turn) in obj[key].as_array().into_iter().flatten().enumerate() {
@@ -115,6 +120,42 @@ pub fn load(dir: &Path) -> Result<(Vec<Session>, Vec<Question>)> {
     }
     Ok((sessions, questions))
 }
+
+/// LoCoMo's session time, "1:56 pm on 8 May, 2023", as RFC 3339 (UTC).
+fn rfc3339(text: &str) -> Option<String> {
+    let (clock, date) = text.split_once(" on ")?;
+    let (hm, half) = clock.trim().split_once(' ')?;
+    let (h, m) = hm.split_once(':')?;
+    let (h, m): (u32, u32) = (h.parse().ok()?, m.parse().ok()?);
+    let h = match half.to_ascii_lowercase().as_str() {
+        "am" => h % 12,
+        "pm" => h % 12 + 12,
+        _ => return None,
+    };
+    let mut parts = date.split([' ', ',']).filter(|p| !p.is_empty());
+    let day: u32 = parts.next()?.parse().ok()?;
+    let month = parts.next()?;
+    let month = MONTHS.iter().position(|&name| name == month)? + 1;
+    let year: u32 = parts.next()?.parse().ok()?;
+    Some(format!(
+        "{year:04}-{month:02}-{day:02}T{h:02}:{m:02}:00.000Z"
+    ))
+}
+
+const MONTHS: [&str; 12] = [
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+];
 
 /// Ingests every session; returns run id -> session index.
 pub fn ingest(api: &Api, sessions: &[Session]) -> Result<HashMap<String, usize>> {
@@ -203,4 +244,20 @@ pub fn evaluate(
     }
     let n = questions.len().max(1) as f64;
     Ok(sums.into_iter().map(|(k, s)| (k, s / n)).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn session_times_read_as_rfc3339() {
+        for (text, want) in [
+            ("1:56 pm on 8 May, 2023", Some("2023-05-08T13:56:00.000Z")),
+            ("12:48 am on 1 February, 2023", Some("2023-02-01T00:48:00.000Z")),
+            ("12:05 pm on 31 December, 2022", Some("2022-12-31T12:05:00.000Z")),
+            ("1:56 pm on 8 Mayo, 2023", None),
+            ("yesterday", None),
+        ] {
+            assert_eq!(super::rfc3339(text).as_deref(), want, "{text}");
+        }
+    }
 }
