@@ -8,10 +8,11 @@ use kith_tests::{claude_user_line, delta, model_dir, run_central, Central};
 use serde_json::json;
 
 fn post_run(api: &kith_tests::Api, source: &str, text: &str) -> Result<String> {
-    let r = api.post(
-        "/api/runs",
-        &delta(source, 0, &claude_user_line(text, "2026-05-11T08:00:00Z")),
-    )?;
+    post_run_at(api, source, text, "2026-05-11T08:00:00Z")
+}
+
+fn post_run_at(api: &kith_tests::Api, source: &str, text: &str, ts: &str) -> Result<String> {
+    let r = api.post("/api/runs", &delta(source, 0, &claude_user_line(text, ts)))?;
     assert_eq!(r.status, 202, "{r:?}");
     Ok(r.body["run_id"].as_str().unwrap_or_default().to_owned())
 }
@@ -172,6 +173,62 @@ fn keyword_is_immediate_and_bad_queries_get_clear_errors() -> Result<()> {
         json!({"query": "frobnicator", "mode": "keyword", "filters": {"machine": "laptop", "runtime": "claude-code"}}),
     )?;
     assert_eq!(run_ids(&mine.body).len(), 4);
+    Ok(())
+}
+
+#[test]
+fn a_date_in_the_query_ranks_that_time_first() -> Result<()> {
+    let central = Central::start()?;
+    let alice = central.client(&central.register("alice.test", "laptop")?);
+    let march = post_run_at(
+        &alice,
+        "march",
+        "rolled back the payments deploy after the cache fell over",
+        "2024-03-07T16:00:00Z",
+    )?;
+    let january = post_run_at(
+        &alice,
+        "january",
+        "payments deploy failed, payments deploy rolled back, payments deploy again",
+        "2025-01-15T09:00:00Z",
+    )?;
+    let lunch = post_run_at(
+        &alice,
+        "lunch",
+        "lunch order for the team",
+        "2024-03-07T12:00:00Z",
+    )?;
+    for id in [&march, &january, &lunch] {
+        alice.wait_indexed(id, Duration::from_secs(10))?;
+    }
+    let ask = |query: &str, filters: serde_json::Value| -> Result<Vec<String>> {
+        let r = alice.post(
+            "/api/search",
+            &json!({"query": query, "mode": "keyword", "filters": filters}),
+        )?;
+        assert_eq!(r.status, 200, "{query}: {r:?}");
+        Ok(run_ids(&r.body))
+    };
+    // Without a date the stronger match leads; with one, that day's run
+    // leads and the rest still follow. What merely happened that day and
+    // does not match stays out.
+    let (m, j) = (march.clone(), january.clone());
+    assert_eq!(ask("payments deploy", json!({}))?, [j.clone(), m.clone()]);
+    for query in [
+        "payments deploy on 7 March, 2024",
+        "payments deploy March 2024",
+        "payments deploy 2024-03-06",
+    ] {
+        assert_eq!(ask(query, json!({}))?, [m.clone(), j.clone()], "{query}");
+    }
+    // A time range the caller chose wins over a date in the words.
+    assert_eq!(
+        ask(
+            "payments deploy on 7 March, 2024",
+            json!({"since": "2025-01-01T00:00:00Z"})
+        )?,
+        [j]
+    );
     Ok(())
 }
 

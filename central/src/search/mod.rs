@@ -6,8 +6,9 @@
 //! so in `degraded`.
 
 pub mod fusion;
+pub mod when;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::time::Instant;
 
 use kith_shared::ids::RunId;
@@ -55,6 +56,11 @@ pub async fn search(
     let filters = resolve_filters(&req.filters)?;
     state.metrics().searched();
     let want = (limit + req.offset) as usize;
+    // A date in the query ranks the runs of that time first (see `when`),
+    // unless the caller chose a time range; the date itself is not searched.
+    let dated =
+        when::find(&query).filter(|_| filters.since_ms.is_none() && filters.until_ms.is_none());
+    let query = dated.as_ref().map_or(query, |d| d.rest.clone());
 
     // What the keyword side searches for, and what the hits returned are
     // highlighted with: the question words leave a hybrid query's keyword
@@ -99,13 +105,32 @@ pub async fn search(
     let hits = tokio::task::spawn_blocking(move || {
         let index = s.index();
         let text = keyword_query.as_deref().unwrap_or_default();
-        let hits = match (mode, vector) {
-            (SearchMode::Semantic, Some(vec)) => index.semantic(&v, &vec, &filters, want)?,
+        let ranked = |filters: &Filters| match (mode, vector.as_deref()) {
+            (SearchMode::Semantic, Some(vec)) => index.semantic(&v, vec, filters, want),
             (SearchMode::Hybrid, Some(vec)) => {
-                index.hybrid(&v, text, &vec, &filters, want, fusion::DENSE_WEIGHT)?
+                index.hybrid(&v, text, vec, filters, want, fusion::DENSE_WEIGHT)
             }
             // Keyword, and hybrid without a query vector (its keyword side).
-            _ => index.keyword(&v, text, &filters, want)?,
+            _ => index.keyword(&v, text, filters, want),
+        };
+        let hits = match dated {
+            None => ranked(&filters)?,
+            Some(d) => {
+                let within = Filters {
+                    since_ms: Some(d.since_ms),
+                    until_ms: Some(d.until_ms),
+                    ..filters.clone()
+                };
+                let mut hits = ranked(&within)?;
+                let seen: HashSet<String> = hits.iter().map(|h| h.chunk_id.clone()).collect();
+                hits.extend(
+                    ranked(&filters)?
+                        .into_iter()
+                        .filter(|h| !seen.contains(&h.chunk_id)),
+                );
+                hits.truncate(want);
+                hits
+            }
         };
         let mut hits = recheck(&s, &v, hits)?;
         if let Some(q) = &keyword_query {
