@@ -106,7 +106,11 @@ pub fn load(dir: &Path) -> Result<(Vec<Session>, Vec<Question>)> {
                 .as_array()
                 .into_iter()
                 .flatten()
-                .filter_map(|e| e.as_str().map(str::to_owned))
+                .filter_map(Value::as_str)
+                // One entry of the data lists two turns: "D8:6; D9:17".
+                .flat_map(|e| e.split(';'))
+                .map(|e| e.trim().to_owned())
+                .filter(|e| !e.is_empty())
                 .collect();
             if evidence.is_empty() {
                 continue;
