@@ -256,8 +256,14 @@ mod tests {
     fn session_times_read_as_rfc3339() {
         for (text, want) in [
             ("1:56 pm on 8 May, 2023", Some("2023-05-08T13:56:00.000Z")),
-            ("12:48 am on 1 February, 2023", Some("2023-02-01T00:48:00.000Z")),
-            ("12:05 pm on 31 December, 2022", Some("2022-12-31T12:05:00.000Z")),
+            (
+                "12:48 am on 1 February, 2023",
+                Some("2023-02-01T00:48:00.000Z"),
+            ),
+            (
+                "12:05 pm on 31 December, 2022",
+                Some("2022-12-31T12:05:00.000Z"),
+            ),
             ("1:56 pm on 8 Mayo, 2023", None),
             ("yesterday", None),
         ] {

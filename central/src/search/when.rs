@@ -116,7 +116,7 @@ mod tests {
     use super::*;
 
     fn day_ms(y: i32, m: Month, d: u8) -> i64 {
-        millis(Date::from_calendar_date(y, m, d).unwrap())
+        millis(Date::from_calendar_date(y, m, d).expect("a real day"))
     }
 
     const SLACK_MS: i64 = SLACK_DAYS * 86_400_000;
@@ -185,7 +185,7 @@ mod tests {
 
     #[test]
     fn a_query_that_is_only_a_date_keeps_its_text() {
-        let found = find("on 7 July, 2023").unwrap();
+        let found = find("on 7 July, 2023").expect("a date");
         assert_eq!(found.rest, "on 7 July, 2023");
         assert_eq!(found.since_ms, day_ms(2023, Month::July, 7) - SLACK_MS);
     }
