@@ -9,14 +9,16 @@
 //! batches of at most `MAX_BATCH` texts. A query that arrives while an
 //! ingest batch is in the model preempts it (`Embedder::preempt`): the batch
 //! gives way and runs again after the query, so with the embedded model a
-//! query waits for almost nothing.
+//! query waits for almost nothing. A search of any mode holds ingest off
+//! for as long as it runs (`EmbedQueue::hold`): the model leaves both cores
+//! and the cache to it.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, Notify};
 
 use super::{EmbedError, Embedder};
 
@@ -85,6 +87,7 @@ struct Shared {
     embedded: Arc<[AtomicU64; 3]>,
     /// Set while the worker runs ingest work, which a query may preempt.
     ingest_running: Arc<AtomicBool>,
+    searches: Arc<Searches>,
     /// The worker's embedder, shared only so a query can `preempt` it.
     embedder: Arc<dyn Embedder>,
     /// The embedder's id and width, readable without a trip to the worker.
@@ -107,6 +110,28 @@ struct Batch {
     embedding: Duration,
 }
 
+/// Searches in progress: while there is one, ingest work waits.
+#[derive(Default)]
+struct Searches {
+    running: AtomicUsize,
+    /// Told when the last search ends.
+    ended: Notify,
+}
+
+/// Held by a search from start to answer (`EmbedQueue::hold`).
+pub struct SearchHold {
+    shared: Arc<Shared>,
+}
+
+impl Drop for SearchHold {
+    fn drop(&mut self) {
+        let searches = &self.shared.searches;
+        if searches.running.fetch_sub(1, Ordering::SeqCst) == 1 {
+            searches.ended.notify_one();
+        }
+    }
+}
+
 /// The receiving ends, owned by the worker.
 struct Lanes {
     query: mpsc::Receiver<Job>,
@@ -124,11 +149,13 @@ impl EmbedQueue {
         let (bulk_tx, bulk) = mpsc::channel(LANE_CAPACITY);
         let depths: Arc<[AtomicUsize; 3]> = Arc::default();
         let embedded: Arc<[AtomicU64; 3]> = Arc::default();
+        let searches: Arc<Searches> = Arc::default();
         let shared = Shared {
             lanes: [query_tx, realtime_tx, bulk_tx],
             depths: depths.clone(),
             embedded: embedded.clone(),
             ingest_running: ingest_running.clone(),
+            searches: searches.clone(),
             embedder: embedder.clone(),
             model_id: embedder.model_id().to_owned(),
             dim: embedder.dim(),
@@ -148,6 +175,7 @@ impl EmbedQueue {
             depths,
             embedded,
             ingest_running,
+            searches,
         };
         std::thread::Builder::new()
             .name("kith-embed".into())
@@ -209,6 +237,22 @@ impl EmbedQueue {
             self.shared.embedder.preempt();
         }
         answer.await.map_err(|_| EmbedError::QueueClosed)?
+    }
+
+    /// Holds ingest work off until the guard is dropped: the batch in the
+    /// model gives way, and no other starts; queries still run. A search
+    /// holds it from start to answer, whatever its mode: a keyword search
+    /// beside a batch on both cores ran at twice its idle p99.
+    pub fn hold(&self) -> SearchHold {
+        self.shared.searches.running.fetch_add(1, Ordering::SeqCst);
+        // Counted before looking: an ingest batch that starts after this
+        // sees the count and gives way itself (`Worker::embed`).
+        if self.shared.ingest_running.load(Ordering::SeqCst) {
+            self.shared.embedder.preempt();
+        }
+        SearchHold {
+            shared: self.shared.clone(),
+        }
     }
 
     /// Jobs waiting in each lane right now.
@@ -274,6 +318,7 @@ struct Worker {
     depths: Arc<[AtomicUsize; 3]>,
     embedded: Arc<[AtomicU64; 3]>,
     ingest_running: Arc<AtomicBool>,
+    searches: Arc<Searches>,
 }
 
 /// A query preempted by mistake (its preemption raced the ingest batch's
@@ -283,12 +328,18 @@ const QUERY_ATTEMPTS: u32 = 3;
 impl Worker {
     /// Takes the most urgent job, runs the model, answers; until every
     /// handle is gone. Ingest work a query preempted runs again right after
-    /// the queries waiting, before any other ingest work.
+    /// the queries waiting, before any other ingest work; while a search
+    /// holds ingest off, only queries run.
     fn run(mut self, runtime: tokio::runtime::Runtime) {
         let mut preempted: Option<Job> = None;
+        let mut held_query: Option<Job> = None;
         loop {
-            let job = match preempted.take() {
-                Some(ingest) => match self.lanes.query.try_recv() {
+            let job = match (held_query.take(), preempted.take()) {
+                (Some(query), ingest) => {
+                    preempted = ingest;
+                    query
+                }
+                (None, Some(ingest)) => match self.lanes.query.try_recv() {
                     Ok(query) => {
                         preempted = Some(ingest);
                         self.taken(&query);
@@ -296,7 +347,7 @@ impl Worker {
                     }
                     Err(_) => ingest,
                 },
-                None => match runtime.block_on(next_job(&mut self.lanes)) {
+                (None, None) => match runtime.block_on(next_job(&mut self.lanes)) {
                     Some(job) => {
                         self.taken(&job);
                         job
@@ -313,6 +364,10 @@ impl Worker {
             let result = self.embed(&job);
             if matches!(result, Err(EmbedError::Preempted)) {
                 preempted = Some(job);
+                held_query = runtime.block_on(self.while_searching());
+                if let Some(query) = &held_query {
+                    self.taken(query);
+                }
                 continue;
             }
             if let Err(e) = &result {
@@ -329,6 +384,19 @@ impl Worker {
         tracing::debug!("embed queue closed; worker stops");
     }
 
+    /// Waits while a search holds ingest off, or until a query comes (which
+    /// it returns).
+    async fn while_searching(&mut self) -> Option<Job> {
+        while self.searches.running.load(Ordering::SeqCst) > 0 {
+            tokio::select! {
+                biased;
+                Some(query) = self.lanes.query.recv() => return Some(query),
+                () = self.searches.ended.notified() => {}
+            }
+        }
+        None
+    }
+
     /// A job left its lane.
     fn taken(&self, job: &Job) {
         self.depths[job.lane.idx()].fetch_sub(1, Ordering::SeqCst);
@@ -339,6 +407,12 @@ impl Worker {
         let texts: Vec<&str> = job.texts.iter().map(String::as_str).collect();
         let query = job.lane == Lane::Query;
         self.ingest_running.store(!query, Ordering::SeqCst);
+        // Marked running before looking: a search that starts after this
+        // sees the mark and preempts (`EmbedQueue::hold`).
+        if !query && self.searches.running.load(Ordering::SeqCst) > 0 {
+            self.ingest_running.store(false, Ordering::SeqCst);
+            return Err(EmbedError::Preempted);
+        }
         let mut attempt = 0;
         let result = loop {
             attempt += 1;
@@ -621,48 +695,47 @@ mod tests {
         Ok(())
     }
 
+    /// Its first ingest call runs until preempted; everything else is
+    /// instant. Records the order of calls.
+    #[derive(Default)]
+    struct Preemptible {
+        stop: AtomicBool,
+        ingest_calls: AtomicUsize,
+        calls: Mutex<Vec<String>>,
+    }
+    impl Embedder for Arc<Preemptible> {
+        fn model_id(&self) -> &str {
+            "test-preemptible"
+        }
+        fn dim(&self) -> usize {
+            8
+        }
+        fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+            let first = texts.first().copied().unwrap_or_default();
+            let mut outcome = "ok";
+            if first.starts_with("ingest") && self.ingest_calls.fetch_add(1, Ordering::SeqCst) == 0
+            {
+                let deadline = Instant::now() + Duration::from_secs(10);
+                while !self.stop.swap(false, Ordering::SeqCst) && Instant::now() < deadline {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                outcome = "preempted";
+            }
+            if let Ok(mut calls) = self.calls.lock() {
+                calls.push(format!("{first}: {outcome}"));
+            }
+            if outcome == "preempted" {
+                return Err(EmbedError::Preempted);
+            }
+            Ok(texts.iter().map(|t| hash_vector(t)).collect())
+        }
+        fn preempt(&self) {
+            self.stop.store(true, Ordering::SeqCst);
+        }
+    }
+
     #[tokio::test]
     async fn a_query_preempts_the_ingest_batch_in_the_model() -> anyhow::Result<()> {
-        /// Its first ingest call runs until preempted; everything else is
-        /// instant. Records the order of calls.
-        #[derive(Default)]
-        struct Preemptible {
-            stop: AtomicBool,
-            ingest_calls: AtomicUsize,
-            calls: Mutex<Vec<String>>,
-        }
-        impl Embedder for Arc<Preemptible> {
-            fn model_id(&self) -> &str {
-                "test-preemptible"
-            }
-            fn dim(&self) -> usize {
-                8
-            }
-            fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
-                let first = texts.first().copied().unwrap_or_default();
-                let mut outcome = "ok";
-                if first.starts_with("ingest")
-                    && self.ingest_calls.fetch_add(1, Ordering::SeqCst) == 0
-                {
-                    let deadline = Instant::now() + Duration::from_secs(10);
-                    while !self.stop.swap(false, Ordering::SeqCst) && Instant::now() < deadline {
-                        std::thread::sleep(Duration::from_millis(1));
-                    }
-                    outcome = "preempted";
-                }
-                if let Ok(mut calls) = self.calls.lock() {
-                    calls.push(format!("{first}: {outcome}"));
-                }
-                if outcome == "preempted" {
-                    return Err(EmbedError::Preempted);
-                }
-                Ok(texts.iter().map(|t| hash_vector(t)).collect())
-            }
-            fn preempt(&self) {
-                self.stop.store(true, Ordering::SeqCst);
-            }
-        }
-
         let model = Arc::new(Preemptible::default());
         let queue = EmbedQueue::start(Box::new(model.clone()))?;
         let q = queue.clone();
@@ -682,6 +755,61 @@ mod tests {
         assert_eq!(calls, ["ingest a: preempted", "query: ok", "ingest a: ok"]);
         assert_eq!(queue.embedded_texts(), [1, 0, 1], "each text counted once");
         assert_eq!(queue.depths(), LaneDepths::default());
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_search_holds_ingest_off_until_it_answers_and_queries_still_run() -> anyhow::Result<()>
+    {
+        let model = Arc::new(Preemptible::default());
+        let queue = EmbedQueue::start(Box::new(model.clone()))?;
+        let calls = || model.calls.lock().map(|c| c.clone()).unwrap_or_default();
+        let q = queue.clone();
+        let first =
+            tokio::spawn(async move { q.embed(Lane::IngestBulk, vec!["ingest a".into()]).await });
+        while model.ingest_calls.load(Ordering::SeqCst) == 0 {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        // A search starts: the batch in the model gives way and stays out,
+        // and ingest submitted meanwhile does not start either.
+        let hold = queue.hold();
+        let q = queue.clone();
+        let second =
+            tokio::spawn(
+                async move { q.embed(Lane::IngestRealtime, vec!["ingest b".into()]).await },
+            );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(calls(), ["ingest a: preempted"]);
+        // The search's own query embedding is not held.
+        assert_eq!(
+            queue.embed(Lane::Query, vec!["query".into()]).await?.len(),
+            1
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(calls(), ["ingest a: preempted", "query: ok"]);
+        drop(hold);
+        assert_eq!(first.await??.len(), 1);
+        assert_eq!(second.await??.len(), 1);
+        assert_eq!(
+            calls(),
+            [
+                "ingest a: preempted",
+                "query: ok",
+                "ingest a: ok",
+                "ingest b: ok"
+            ]
+        );
+        // Held while the model is idle: new ingest waits all the same.
+        let hold = queue.hold();
+        let q = queue.clone();
+        let third =
+            tokio::spawn(async move { q.embed(Lane::IngestBulk, vec!["ingest c".into()]).await });
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(calls().len(), 4, "nothing ran while held");
+        drop(hold);
+        assert_eq!(third.await??.len(), 1);
+        assert_eq!(calls().last().map(String::as_str), Some("ingest c: ok"));
+        assert_eq!(queue.embedded_texts(), [1, 1, 2]);
         Ok(())
     }
 

@@ -56,6 +56,8 @@ pub async fn search(
     let limit = req.limit.unwrap_or(DEFAULT_LIMIT).clamp(1, MAX_LIMIT);
     let filters = resolve_filters(&req.filters)?;
     state.metrics().searched();
+    // Embedding for ingest waits until this search has answered.
+    let _hold = state.embed().map(|queue| queue.hold());
     let want = (limit + req.offset) as usize;
     // A date in the query ranks the runs of that time first (see `when`),
     // unless the caller chose a time range; the date itself is not searched.
