@@ -64,7 +64,7 @@ pub fn load(dir: &Path) -> Result<(Vec<Session>, Vec<Question>)> {
                 .get(&format!("{key}_date_time"))
                 .and_then(Value::as_str)
                 .and_then(rfc3339)
-                .unwrap_or_else(|| "2023-01-01T00:00:00.000Z".to_owned());
+                .with_context(|| format!("{conv} {key}: no readable date"))?;
             let mut jsonl = String::new();
             let mut lines = Vec::new();
             for (i, turn) in obj[key].as_array().into_iter().flatten().enumerate() {
