@@ -1,10 +1,10 @@
-//! `POST /api/search`: validate the request, resolve filters, take a named
-//! date out of the query (`when`), embed the query on the query lane
-//! (semantic, hybrid), ask the index as the viewer (it fuses hybrid search,
-//! with `fusion` for the embedded backend), re-check
-//! every hit against the registry, and shape hits. Without a working
-//! embedder, semantic answers 503 and hybrid falls back to keyword, saying
-//! so in `degraded`.
+//! `POST /api/search`: validate the request, resolve filters, hold ingest
+//! embedding off while it runs (`EmbedQueue::hold`), take a named date out
+//! of the query (`when`), embed the query on the query lane (semantic,
+//! hybrid), ask the index as the viewer (it fuses hybrid search, with
+//! `fusion` for the embedded backend), re-check every hit against the
+//! registry, and shape hits. Without a working embedder, semantic answers
+//! 503 and hybrid falls back to keyword, saying so in `degraded`.
 
 pub mod fusion;
 pub mod when;
