@@ -14,7 +14,7 @@
 //! and the cache to it.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -85,8 +85,9 @@ struct Shared {
     depths: Arc<[AtomicUsize; 3]>,
     /// Texts embedded per lane since start; the worker counts them.
     embedded: Arc<[AtomicU64; 3]>,
-    /// Set while the worker runs ingest work, which a query may preempt.
-    ingest_running: Arc<AtomicBool>,
+    /// What the model is working on (`Model`), so that a query or a search
+    /// knows whether it may preempt it.
+    model: Arc<AtomicU8>,
     searches: Arc<Searches>,
     /// The worker's embedder, shared only so a query can `preempt` it.
     embedder: Arc<dyn Embedder>,
@@ -110,13 +111,46 @@ struct Batch {
     embedding: Duration,
 }
 
+impl Shared {
+    /// Stops the ingest batch in the model, unless it has waited its turn
+    /// too long already (`MAX_INGEST_WAIT`).
+    fn preempt_ingest(&self) {
+        if self.model.load(Ordering::SeqCst) == Model::Ingest as u8 {
+            self.embedder.preempt();
+        }
+    }
+}
+
+/// What the model is working on.
+#[repr(u8)]
+enum Model {
+    /// A query, or nothing.
+    Other,
+    /// Ingest work, which queries and searches preempt.
+    Ingest,
+    /// Ingest work that waited `MAX_INGEST_WAIT`: it runs to its end.
+    IngestToTheEnd,
+}
+
+/// Ingest gives way to searches for at most this long at a time; then one
+/// batch runs to its end whatever comes, so searches every few hundred ms
+/// cannot starve it (a query then waits for at most that one batch).
+const MAX_INGEST_WAIT: Duration = Duration::from_secs(1);
+
 /// Searches in progress: while there is one, ingest work waits.
 #[derive(Default)]
 struct Searches {
     running: AtomicUsize,
+    /// Searches started so far: tells a quiet moment from a busy one.
+    started: AtomicU64,
     /// Told when the last search ends.
     ended: Notify,
 }
+
+/// Ingest resumes only after this long without a search: the next search
+/// of a burst (a person paging, an agent's next question) then finds the
+/// model idle instead of stopping a batch it has just restarted.
+const QUIET_AFTER_SEARCH: Duration = Duration::from_millis(50);
 
 /// Held by a search from start to answer (`EmbedQueue::hold`).
 pub struct SearchHold {
@@ -143,7 +177,7 @@ impl EmbedQueue {
     /// Starts the worker thread, which owns `embedder` from now on.
     pub fn start(embedder: Box<dyn Embedder>) -> Result<Self, EmbedError> {
         let embedder: Arc<dyn Embedder> = Arc::from(embedder);
-        let ingest_running = Arc::new(AtomicBool::new(false));
+        let model = Arc::new(AtomicU8::new(Model::Other as u8));
         let (query_tx, query) = mpsc::channel(LANE_CAPACITY);
         let (realtime_tx, realtime) = mpsc::channel(LANE_CAPACITY);
         let (bulk_tx, bulk) = mpsc::channel(LANE_CAPACITY);
@@ -154,15 +188,16 @@ impl EmbedQueue {
             lanes: [query_tx, realtime_tx, bulk_tx],
             depths: depths.clone(),
             embedded: embedded.clone(),
-            ingest_running: ingest_running.clone(),
+            model: model.clone(),
             searches: searches.clone(),
             embedder: embedder.clone(),
             model_id: embedder.model_id().to_owned(),
             dim: embedder.dim(),
         };
-        // A runtime only to wait on three channels at once; the model itself
+        // A runtime only to wait on the lanes (and a search's end); the model itself
         // runs outside it.
         let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
             .build()
             .map_err(|e| EmbedError::Config(format!("embed worker runtime: {e}")))?;
         let worker = Worker {
@@ -174,7 +209,7 @@ impl EmbedQueue {
             },
             depths,
             embedded,
-            ingest_running,
+            model,
             searches,
         };
         std::thread::Builder::new()
@@ -231,10 +266,10 @@ impl EmbedQueue {
             .map_err(|_| EmbedError::QueueClosed)?;
         // From here on the worker decrements when it takes the job.
         pending.handed_over();
-        if lane == Lane::Query && self.shared.ingest_running.load(Ordering::SeqCst) {
+        if lane == Lane::Query {
             // Do not wait for the ingest batch in flight: it gives way and
             // runs again after this query.
-            self.shared.embedder.preempt();
+            self.shared.preempt_ingest();
         }
         answer.await.map_err(|_| EmbedError::QueueClosed)?
     }
@@ -244,12 +279,11 @@ impl EmbedQueue {
     /// holds it from start to answer, whatever its mode: a keyword search
     /// beside a batch on both cores ran at twice its idle p99.
     pub fn hold(&self) -> SearchHold {
+        self.shared.searches.started.fetch_add(1, Ordering::SeqCst);
         self.shared.searches.running.fetch_add(1, Ordering::SeqCst);
         // Counted before looking: an ingest batch that starts after this
         // sees the count and gives way itself (`Worker::embed`).
-        if self.shared.ingest_running.load(Ordering::SeqCst) {
-            self.shared.embedder.preempt();
-        }
+        self.shared.preempt_ingest();
         SearchHold {
             shared: self.shared.clone(),
         }
@@ -317,22 +351,25 @@ struct Worker {
     lanes: Lanes,
     depths: Arc<[AtomicUsize; 3]>,
     embedded: Arc<[AtomicU64; 3]>,
-    ingest_running: Arc<AtomicBool>,
+    model: Arc<AtomicU8>,
     searches: Arc<Searches>,
 }
 
-/// A query preempted by mistake (its preemption raced the ingest batch's
-/// end) is simply run again, this many times at most.
-const QUERY_ATTEMPTS: u32 = 3;
+/// Work that may not be preempted (a query, an ingest batch running to its
+/// end), preempted by mistake (the preemption raced the batch before's
+/// end), is simply run again, this many times at most.
+const ATTEMPTS: u32 = 3;
 
 impl Worker {
     /// Takes the most urgent job, runs the model, answers; until every
     /// handle is gone. Ingest work a query preempted runs again right after
     /// the queries waiting, before any other ingest work; while a search
-    /// holds ingest off, only queries run.
+    /// holds ingest off, only queries run (for `MAX_INGEST_WAIT` at most).
     fn run(mut self, runtime: tokio::runtime::Runtime) {
         let mut preempted: Option<Job> = None;
         let mut held_query: Option<Job> = None;
+        // Since when ingest work has been giving way, without a batch done.
+        let mut waiting_since: Option<Instant> = None;
         loop {
             let job = match (held_query.take(), preempted.take()) {
                 (Some(query), ingest) => {
@@ -361,14 +398,21 @@ impl Worker {
             }
             let queued = job.submitted.elapsed();
             let started = Instant::now();
-            let result = self.embed(&job);
+            let ingest = job.lane != Lane::Query;
+            let to_the_end =
+                ingest && waiting_since.is_some_and(|t| t.elapsed() >= MAX_INGEST_WAIT);
+            let result = self.embed(&job, to_the_end);
             if matches!(result, Err(EmbedError::Preempted)) {
                 preempted = Some(job);
-                held_query = runtime.block_on(self.while_searching());
+                let since = *waiting_since.get_or_insert_with(Instant::now);
+                held_query = runtime.block_on(self.while_searching(since + MAX_INGEST_WAIT));
                 if let Some(query) = &held_query {
                     self.taken(query);
                 }
                 continue;
+            }
+            if ingest {
+                waiting_since = None;
             }
             if let Err(e) = &result {
                 tracing::warn!(model = self.embedder.model_id(), lane = ?job.lane, error = %e, "embedding failed");
@@ -384,17 +428,31 @@ impl Worker {
         tracing::debug!("embed queue closed; worker stops");
     }
 
-    /// Waits while a search holds ingest off, or until a query comes (which
-    /// it returns).
-    async fn while_searching(&mut self) -> Option<Job> {
-        while self.searches.running.load(Ordering::SeqCst) > 0 {
+    /// Waits while a search holds ingest off and `QUIET_AFTER_SEARCH`
+    /// after the last one, but not past `until`; or until a query comes
+    /// (which it returns).
+    async fn while_searching(&mut self, until: Instant) -> Option<Job> {
+        let searches = &self.searches;
+        loop {
+            let started = searches.started.load(Ordering::SeqCst);
+            let quiet = async {
+                while searches.running.load(Ordering::SeqCst) > 0 {
+                    searches.ended.notified().await;
+                }
+                tokio::time::sleep(QUIET_AFTER_SEARCH).await;
+            };
             tokio::select! {
                 biased;
                 Some(query) = self.lanes.query.recv() => return Some(query),
-                () = self.searches.ended.notified() => {}
+                () = tokio::time::sleep_until(until.into()) => return None,
+                () = quiet => {}
+            }
+            if searches.running.load(Ordering::SeqCst) == 0
+                && searches.started.load(Ordering::SeqCst) == started
+            {
+                return None;
             }
         }
-        None
     }
 
     /// A job left its lane.
@@ -402,26 +460,32 @@ impl Worker {
         self.depths[job.lane.idx()].fetch_sub(1, Ordering::SeqCst);
     }
 
-    /// Runs the model on one job; ingest jobs may come back `Preempted`.
-    fn embed(&self, job: &Job) -> Result<Vec<Vec<f32>>, EmbedError> {
+    /// Runs the model on one job; ingest jobs may come back `Preempted`,
+    /// unless they run `to_the_end`.
+    fn embed(&self, job: &Job, to_the_end: bool) -> Result<Vec<Vec<f32>>, EmbedError> {
         let texts: Vec<&str> = job.texts.iter().map(String::as_str).collect();
-        let query = job.lane == Lane::Query;
-        self.ingest_running.store(!query, Ordering::SeqCst);
-        // Marked running before looking: a search that starts after this
-        // sees the mark and preempts (`EmbedQueue::hold`).
-        if !query && self.searches.running.load(Ordering::SeqCst) > 0 {
-            self.ingest_running.store(false, Ordering::SeqCst);
+        let preemptible = job.lane != Lane::Query && !to_the_end;
+        let model = match (job.lane, to_the_end) {
+            (Lane::Query, _) => Model::Other,
+            (_, false) => Model::Ingest,
+            (_, true) => Model::IngestToTheEnd,
+        };
+        self.model.store(model as u8, Ordering::SeqCst);
+        // Marked before looking: a search that starts after this sees the
+        // mark and preempts (`EmbedQueue::hold`).
+        if preemptible && self.searches.running.load(Ordering::SeqCst) > 0 {
+            self.model.store(Model::Other as u8, Ordering::SeqCst);
             return Err(EmbedError::Preempted);
         }
         let mut attempt = 0;
         let result = loop {
             attempt += 1;
             match self.embed_once(&texts) {
-                Err(EmbedError::Preempted) if query && attempt < QUERY_ATTEMPTS => continue,
+                Err(EmbedError::Preempted) if !preemptible && attempt < ATTEMPTS => continue,
                 other => break other,
             }
         };
-        self.ingest_running.store(false, Ordering::SeqCst);
+        self.model.store(Model::Other as u8, Ordering::SeqCst);
         result
     }
 
@@ -457,6 +521,7 @@ async fn next_job(lanes: &mut Lanes) -> Option<Job> {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::AtomicBool;
     use std::sync::Mutex;
     use std::time::Duration;
 
@@ -810,6 +875,18 @@ mod tests {
         assert_eq!(third.await??.len(), 1);
         assert_eq!(calls().last().map(String::as_str), Some("ingest c: ok"));
         assert_eq!(queue.embedded_texts(), [1, 1, 2]);
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn searches_without_end_hold_ingest_off_for_a_bounded_time() -> anyhow::Result<()> {
+        let h = harness(false)?;
+        let _search = h.queue.hold();
+        let started = Instant::now();
+        let ingest = h.queue.embed(Lane::IngestBulk, vec!["bulk".into()]);
+        let vectors = tokio::time::timeout(Duration::from_secs(30), ingest).await??;
+        assert_eq!(vectors.len(), 1, "done while the search still holds");
+        assert!(started.elapsed() >= MAX_INGEST_WAIT, "it gave way first");
         Ok(())
     }
 
