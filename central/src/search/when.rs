@@ -75,11 +75,10 @@ fn window(c: &Captures) -> Option<(Date, Date)> {
     let num = |i: usize| c.get(i)?.as_str().parse::<i32>().ok();
     let month = |i: usize| month(c.get(i)?.as_str());
     let day = |y: i32, m: Month, d: i32| Date::from_calendar_date(y, m, u8::try_from(d).ok()?).ok();
-    if let (Some(d), Some(m), Some(y)) = (num(1), month(2), num(3)) {
-        let date = day(y, m, d)?;
-        return Some((date, date.next_day()?));
-    }
-    if let (Some(m), Some(d), Some(y)) = (month(4), num(5), num(6)) {
+    // "7 July, 2023" or "July 7, 2023": one of the two matched.
+    if let (Some(d), Some(m), Some(y)) =
+        (num(1).or(num(5)), month(2).or(month(4)), num(3).or(num(6)))
+    {
         let date = day(y, m, d)?;
         return Some((date, date.next_day()?));
     }
