@@ -112,9 +112,16 @@ struct Batch {
 }
 
 impl Shared {
-    /// Stops the ingest batch in the model, unless it has waited its turn
-    /// too long already (`MAX_INGEST_WAIT`).
-    fn preempt_ingest(&self) {
+    /// A query's embedding stops any ingest batch in the model.
+    fn preempt_for_query(&self) {
+        if self.model.load(Ordering::SeqCst) != Model::Other as u8 {
+            self.embedder.preempt();
+        }
+    }
+
+    /// A search stops the ingest batch in the model, unless that batch has
+    /// given way to searches too long already (`MAX_INGEST_WAIT`).
+    fn preempt_for_search(&self) {
         if self.model.load(Ordering::SeqCst) == Model::Ingest as u8 {
             self.embedder.preempt();
         }
@@ -128,13 +135,15 @@ enum Model {
     Other,
     /// Ingest work, which queries and searches preempt.
     Ingest,
-    /// Ingest work that waited `MAX_INGEST_WAIT`: it runs to its end.
+    /// Ingest work that gave way to searches for `MAX_INGEST_WAIT`: only a
+    /// query's embedding preempts it.
     IngestToTheEnd,
 }
 
 /// Ingest gives way to searches for at most this long at a time; then one
-/// batch runs to its end whatever comes, so searches every few hundred ms
-/// cannot starve it (a query then waits for at most that one batch).
+/// batch runs beside them, so that searches every few hundred ms cannot
+/// starve it. A query's embedding still preempts it: queries never wait
+/// behind ingest.
 const MAX_INGEST_WAIT: Duration = Duration::from_secs(1);
 
 /// Searches in progress: while there is one, ingest work waits.
@@ -269,7 +278,7 @@ impl EmbedQueue {
         if lane == Lane::Query {
             // Do not wait for the ingest batch in flight: it gives way and
             // runs again after this query.
-            self.shared.preempt_ingest();
+            self.shared.preempt_for_query();
         }
         answer.await.map_err(|_| EmbedError::QueueClosed)?
     }
@@ -283,7 +292,7 @@ impl EmbedQueue {
         self.shared.searches.running.fetch_add(1, Ordering::SeqCst);
         // Counted before looking: an ingest batch that starts after this
         // sees the count and gives way itself (`Worker::embed`).
-        self.shared.preempt_ingest();
+        self.shared.preempt_for_search();
         SearchHold {
             shared: self.shared.clone(),
         }
@@ -355,10 +364,9 @@ struct Worker {
     searches: Arc<Searches>,
 }
 
-/// Work that may not be preempted (a query, an ingest batch running to its
-/// end), preempted by mistake (the preemption raced the batch before's
-/// end), is simply run again, this many times at most.
-const ATTEMPTS: u32 = 3;
+/// A query preempted by mistake (its preemption raced the ingest batch's
+/// end) is simply run again, this many times at most.
+const QUERY_ATTEMPTS: u32 = 3;
 
 impl Worker {
     /// Takes the most urgent job, runs the model, answers; until every
@@ -460,11 +468,11 @@ impl Worker {
         self.depths[job.lane.idx()].fetch_sub(1, Ordering::SeqCst);
     }
 
-    /// Runs the model on one job; ingest jobs may come back `Preempted`,
-    /// unless they run `to_the_end`.
+    /// Runs the model on one job; ingest jobs may come back `Preempted`
+    /// (`to_the_end`: by queries only, not by searches).
     fn embed(&self, job: &Job, to_the_end: bool) -> Result<Vec<Vec<f32>>, EmbedError> {
         let texts: Vec<&str> = job.texts.iter().map(String::as_str).collect();
-        let preemptible = job.lane != Lane::Query && !to_the_end;
+        let query = job.lane == Lane::Query;
         let model = match (job.lane, to_the_end) {
             (Lane::Query, _) => Model::Other,
             (_, false) => Model::Ingest,
@@ -473,7 +481,7 @@ impl Worker {
         self.model.store(model as u8, Ordering::SeqCst);
         // Marked before looking: a search that starts after this sees the
         // mark and preempts (`EmbedQueue::hold`).
-        if preemptible && self.searches.running.load(Ordering::SeqCst) > 0 {
+        if !query && !to_the_end && self.searches.running.load(Ordering::SeqCst) > 0 {
             self.model.store(Model::Other as u8, Ordering::SeqCst);
             return Err(EmbedError::Preempted);
         }
@@ -481,7 +489,7 @@ impl Worker {
         let result = loop {
             attempt += 1;
             match self.embed_once(&texts) {
-                Err(EmbedError::Preempted) if !preemptible && attempt < ATTEMPTS => continue,
+                Err(EmbedError::Preempted) if query && attempt < QUERY_ATTEMPTS => continue,
                 other => break other,
             }
         };
