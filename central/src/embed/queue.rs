@@ -412,6 +412,11 @@ impl Worker {
             let result = self.embed(&job, to_the_end);
             if matches!(result, Err(EmbedError::Preempted)) {
                 preempted = Some(job);
+                if to_the_end {
+                    // A query stopped it: it waits its time again, rather
+                    // than start beside the rest of that query's search.
+                    waiting_since = None;
+                }
                 let since = *waiting_since.get_or_insert_with(Instant::now);
                 held_query = runtime.block_on(self.while_searching(since + MAX_INGEST_WAIT));
                 if let Some(query) = &held_query {
