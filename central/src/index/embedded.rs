@@ -193,7 +193,7 @@ impl EmbeddedIndex {
             chunk_id: text_of(f.chunk_id),
             score,
             role: text_of(f.role),
-            snippet: highlight(None, &text),
+            snippet: text.chars().take(SNIPPET_CHARS).collect(),
             text,
             line_start: u64_of(f.line_start),
             line_end: u64_of(f.line_end),
@@ -560,7 +560,7 @@ impl SearchIndex for EmbeddedIndex {
                 .map_err(index_err)?;
         snippets.set_max_num_chars(SNIPPET_CHARS);
         for hit in hits {
-            hit.snippet = highlight(Some(&snippets.snippet(&hit.text)), &hit.text);
+            hit.snippet = highlight(&snippets.snippet(&hit.text), &hit.text);
         }
         Ok(())
     }
@@ -679,11 +679,11 @@ impl SearchIndex for EmbeddedIndex {
 
 /// The snippet with matches wrapped in `«` and `»`; the start of the text
 /// when nothing matched (a semantic hit, say).
-fn highlight(snippet: Option<&tantivy::snippet::Snippet>, text: &str) -> String {
-    let fragment = snippet.map_or("", |s| s.fragment());
-    let Some(snippet) = snippet.filter(|_| !fragment.is_empty()) else {
+fn highlight(snippet: &tantivy::snippet::Snippet, text: &str) -> String {
+    let fragment = snippet.fragment();
+    if fragment.is_empty() {
         return text.chars().take(SNIPPET_CHARS).collect();
-    };
+    }
     let mut out = String::with_capacity(fragment.len() + 16);
     let mut at = 0;
     for range in snippet.highlighted() {

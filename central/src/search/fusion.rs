@@ -64,11 +64,12 @@ pub const NEXT_NEIGHBOUR: f32 = 0.5;
 ///
 /// `fused` is best first, as `fuse` returns it. `neighbours(key)` names the
 /// chunks just before and after a candidate (the caller reads its document
-/// to know). It is asked of candidates best first, and only while one could still lift another into the best
-/// `limit`: once `PREVIOUS_NEIGHBOUR` times a candidate's score is below
-/// the `limit`-th best score so far, no candidate after it can. So only the
-/// documents of the first few candidates are read, and the result is the
-/// same as lifting every candidate.
+/// to know). It is asked of candidates best first, and only while one could
+/// still lift another into the best `limit`: once `PREVIOUS_NEIGHBOUR`
+/// times a candidate's score is below the `limit`-th best score so far, no
+/// candidate after it can. So only the documents of the first few
+/// candidates are read, and the result is the same as lifting every
+/// candidate.
 ///
 /// On the LoCoMo dev half (hybrid Recall@10, min-max fusion at 0.3):
 /// without 0.763; max(prev 0.6) 0.779; max(prev 0.8, next 0.5) 0.782;
