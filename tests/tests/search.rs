@@ -198,9 +198,18 @@ fn a_date_in_the_query_ranks_that_time_first() -> Result<()> {
         "lunch order for the team",
         "2024-03-07T12:00:00Z",
     )?;
+    // Bob's run of the same day, private to him.
+    let bob = central.client(&central.register("bob.test", "desk")?);
+    let bobs = post_run_at(
+        &bob,
+        "bob",
+        "payments deploy rolled back",
+        "2024-03-07T10:00:00Z",
+    )?;
     for id in [&march, &january, &lunch] {
         alice.wait_indexed(id, Duration::from_secs(10))?;
     }
+    bob.wait_indexed(&bobs, Duration::from_secs(10))?;
     let ask = |query: &str, filters: serde_json::Value| -> Result<Vec<String>> {
         let r = alice.post(
             "/api/search",
@@ -211,7 +220,7 @@ fn a_date_in_the_query_ranks_that_time_first() -> Result<()> {
     };
     // Without a date the stronger match leads; with one, that day's run
     // leads and the rest still follow. What merely happened that day and
-    // does not match stays out.
+    // does not match stays out, and so does bob's run of that day.
     let (m, j) = (march.clone(), january.clone());
     assert_eq!(ask("payments deploy", json!({}))?, [j.clone(), m.clone()]);
     for query in [
@@ -229,6 +238,12 @@ fn a_date_in_the_query_ranks_that_time_first() -> Result<()> {
         )?,
         [j]
     );
+    // The other way: bob's dated search finds his run and none of alice's.
+    let r = bob.post(
+        "/api/search",
+        &json!({"query": "payments deploy on 7 March, 2024", "mode": "keyword"}),
+    )?;
+    assert_eq!(run_ids(&r.body), [bobs], "{r:?}");
     Ok(())
 }
 
