@@ -55,6 +55,10 @@ impl Embedder for Matryoshka {
     fn preempt(&self) {
         self.inner.preempt();
     }
+
+    fn max_batch(&self) -> usize {
+        self.inner.max_batch()
+    }
 }
 
 #[cfg(test)]

@@ -37,6 +37,13 @@ pub trait Embedder: Send + Sync {
     /// that start later are not affected. Embedders that cannot stop early
     /// ignore it.
     fn preempt(&self) {}
+    /// Most texts the queue puts in one call. A preempted call loses its
+    /// work, and a query waits until the call in flight stops: the fewer
+    /// texts, the less of both. Embedders that gain from batching (a server
+    /// per request) keep `MAX_BATCH`.
+    fn max_batch(&self) -> usize {
+        MAX_BATCH
+    }
 }
 
 /// Why embedding did not happen. Messages name servers and files, never

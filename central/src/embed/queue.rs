@@ -6,10 +6,11 @@
 //! so a queued query always goes before queued ingest work. The worker runs
 //! the model on its own thread, outside any async runtime: embedding is CPU
 //! work (and the HTTP embedders use a blocking client). Requests are cut into
-//! batches of at most `MAX_BATCH` texts. A query that arrives while an
-//! ingest batch is in the model preempts it (`Embedder::preempt`): the batch
-//! gives way and runs again after the query, so with the embedded model a
-//! query waits for almost nothing. A search of any mode holds ingest off
+//! batches of at most the embedder's `max_batch` texts (one for the embedded
+//! model). A query that arrives while an ingest batch is in the model
+//! preempts it (`Embedder::preempt`): the batch gives way and runs again
+//! after the query, so with the embedded model a query waits for almost
+//! nothing; the batches of the same request done before it are kept. A search of any mode holds ingest off
 //! for as long as it runs (`EmbedQueue::hold`): the model leaves both cores
 //! and the cache to it.
 
@@ -22,10 +23,10 @@ use tokio::sync::{mpsc, oneshot, Notify};
 
 use super::{EmbedError, Embedder};
 
-/// Most texts in one model call. A query waits at most for the one batch in
-/// flight: 4 full 256-token chunks take ~0.2 s with the embedded model on two
-/// cores (16-22 chunks/s measured), a query alone ~3 ms. Longer requests are
-/// split into batches of this size.
+/// Most texts in one model call, unless the embedder asks for fewer
+/// (`Embedder::max_batch`): an embedding server gets several texts per
+/// request. A query waits at most for the one batch in flight to stop.
+/// Longer requests are split into batches of this size.
 pub const MAX_BATCH: usize = 4;
 
 /// Jobs a lane holds before callers wait for room.
@@ -91,9 +92,11 @@ struct Shared {
     searches: Arc<Searches>,
     /// The worker's embedder, shared only so a query can `preempt` it.
     embedder: Arc<dyn Embedder>,
-    /// The embedder's id and width, readable without a trip to the worker.
+    /// The embedder's id, width and batch size, readable without a trip to
+    /// the worker.
     model_id: String,
     dim: usize,
+    max_batch: usize,
 }
 
 /// One batch for the model.
@@ -140,11 +143,16 @@ enum Model {
     IngestToTheEnd,
 }
 
-/// Ingest gives way to searches for at most this long at a time; then one
-/// batch runs beside them, so that searches every few hundred ms cannot
-/// starve it. A query's embedding still preempts it: queries never wait
-/// behind ingest.
+/// Ingest gives way to searches for at most this long at a time; then its
+/// batches run beside them for `INGEST_TURN`, so that searches every few
+/// hundred ms cannot starve it. A query's embedding still preempts them:
+/// queries never wait behind ingest.
 const MAX_INGEST_WAIT: Duration = Duration::from_secs(1);
+
+/// How long ingest runs beside searches once it has given way for
+/// `MAX_INGEST_WAIT`: about four texts with the embedded model (one batch of
+/// four, before it embedded one text per call).
+const INGEST_TURN: Duration = Duration::from_millis(400);
 
 /// Searches in progress: while there is one, ingest work waits.
 #[derive(Default)]
@@ -202,6 +210,7 @@ impl EmbedQueue {
             embedder: embedder.clone(),
             model_id: embedder.model_id().to_owned(),
             dim: embedder.dim(),
+            max_batch: embedder.max_batch().max(1),
         };
         // A runtime only to wait on the lanes (and a search's end); the model itself
         // runs outside it.
@@ -251,7 +260,7 @@ impl EmbedQueue {
         };
         let mut texts = texts.into_iter().peekable();
         while texts.peek().is_some() {
-            let batch: Vec<String> = texts.by_ref().take(MAX_BATCH).collect();
+            let batch: Vec<String> = texts.by_ref().take(self.shared.max_batch).collect();
             let done = self.submit(lane, batch).await?;
             out.vectors.extend(done.vectors);
             out.queued += done.queued;
@@ -378,6 +387,8 @@ impl Worker {
         let mut held_query: Option<Job> = None;
         // Since when ingest work has been giving way, without a batch done.
         let mut waiting_since: Option<Instant> = None;
+        // Since when ingest has been running beside searches (its turn).
+        let mut turn_since: Option<Instant> = None;
         loop {
             let job = match (held_query.take(), preempted.take()) {
                 (Some(query), ingest) => {
@@ -409,6 +420,9 @@ impl Worker {
             let ingest = job.lane != Lane::Query;
             let to_the_end =
                 ingest && waiting_since.is_some_and(|t| t.elapsed() >= MAX_INGEST_WAIT);
+            if to_the_end {
+                turn_since.get_or_insert_with(Instant::now);
+            }
             let result = self.embed(&job, to_the_end);
             if matches!(result, Err(EmbedError::Preempted)) {
                 preempted = Some(job);
@@ -416,6 +430,7 @@ impl Worker {
                     // A query stopped it: it waits its time again, rather
                     // than start beside the rest of that query's search.
                     waiting_since = None;
+                    turn_since = None;
                 }
                 let since = *waiting_since.get_or_insert_with(Instant::now);
                 held_query = runtime.block_on(self.while_searching(since + MAX_INGEST_WAIT));
@@ -424,8 +439,10 @@ impl Worker {
                 }
                 continue;
             }
-            if ingest {
+            // Ingest done; a turn beside searches goes on until its time is up.
+            if ingest && !turn_since.is_some_and(|t| t.elapsed() < INGEST_TURN) {
                 waiting_since = None;
+                turn_since = None;
             }
             if let Err(e) = &result {
                 tracing::warn!(model = self.embedder.model_id(), lane = ?job.lane, error = %e, "embedding failed");
@@ -773,13 +790,16 @@ mod tests {
         Ok(())
     }
 
-    /// Its first ingest call runs until preempted; everything else is
-    /// instant. Records the order of calls.
+    /// Its ingest call number `blocking_call` (from 0) runs until
+    /// preempted; everything else is instant. Records the order of calls.
     #[derive(Default)]
     struct Preemptible {
         stop: AtomicBool,
         ingest_calls: AtomicUsize,
         calls: Mutex<Vec<String>>,
+        blocking_call: usize,
+        /// `max_batch`, when not the default.
+        batch: Option<usize>,
     }
     impl Embedder for Arc<Preemptible> {
         fn model_id(&self) -> &str {
@@ -791,7 +811,8 @@ mod tests {
         fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
             let first = texts.first().copied().unwrap_or_default();
             let mut outcome = "ok";
-            if first.starts_with("ingest") && self.ingest_calls.fetch_add(1, Ordering::SeqCst) == 0
+            if first.starts_with("ingest")
+                && self.ingest_calls.fetch_add(1, Ordering::SeqCst) == self.blocking_call
             {
                 let deadline = Instant::now() + Duration::from_secs(10);
                 while !self.stop.swap(false, Ordering::SeqCst) && Instant::now() < deadline {
@@ -809,6 +830,9 @@ mod tests {
         }
         fn preempt(&self) {
             self.stop.store(true, Ordering::SeqCst);
+        }
+        fn max_batch(&self) -> usize {
+            self.batch.unwrap_or(MAX_BATCH)
         }
     }
 
@@ -833,6 +857,44 @@ mod tests {
         assert_eq!(calls, ["ingest a: preempted", "query: ok", "ingest a: ok"]);
         assert_eq!(queue.embedded_texts(), [1, 0, 1], "each text counted once");
         assert_eq!(queue.depths(), LaneDepths::default());
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_preempted_request_keeps_the_batches_done_before() -> anyhow::Result<()> {
+        let model = Arc::new(Preemptible {
+            blocking_call: 1,
+            batch: Some(1),
+            ..Preemptible::default()
+        });
+        let queue = EmbedQueue::start(Box::new(model.clone()))?;
+        let q = queue.clone();
+        let texts: Vec<String> = ["ingest a", "ingest b", "ingest c"].map(String::from).into();
+        let want: Vec<Vec<f32>> = texts.iter().map(|t| hash_vector(t)).collect();
+        let ingest = tokio::spawn(async move { q.embed(Lane::IngestBulk, texts).await });
+        let second_call = async {
+            while model.ingest_calls.load(Ordering::SeqCst) < 2 {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(10), second_call)
+            .await
+            .map_err(|_| anyhow::anyhow!("the request was not cut into calls of one text"))?;
+        queue.embed(Lane::Query, vec!["query".into()]).await?;
+        assert_eq!(ingest.await??, want, "every vector, in order");
+        let calls = model.calls.lock().map(|c| c.clone()).unwrap_or_default();
+        assert_eq!(
+            calls,
+            [
+                "ingest a: ok",
+                "ingest b: preempted",
+                "query: ok",
+                "ingest b: ok",
+                "ingest c: ok"
+            ],
+            "one text per call, and the one done before the query is not redone"
+        );
+        assert_eq!(queue.embedded_texts(), [1, 0, 3]);
         Ok(())
     }
 
@@ -900,6 +962,29 @@ mod tests {
         let vectors = tokio::time::timeout(Duration::from_secs(30), ingest).await??;
         assert_eq!(vectors.len(), 1, "done while the search still holds");
         assert!(started.elapsed() >= MAX_INGEST_WAIT, "it gave way first");
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn ingest_that_has_given_way_runs_a_turn_of_batches_beside_searches(
+    ) -> anyhow::Result<()> {
+        let model = Arc::new(Preemptible {
+            // No call blocks: every batch is instant.
+            blocking_call: usize::MAX,
+            batch: Some(1),
+            ..Preemptible::default()
+        });
+        let queue = EmbedQueue::start(Box::new(model.clone()))?;
+        let _search = queue.hold();
+        let started = Instant::now();
+        let texts: Vec<String> = (0..3).map(|i| format!("ingest {i}")).collect();
+        let ingest = queue.embed(Lane::IngestBulk, texts);
+        let vectors = tokio::time::timeout(Duration::from_secs(30), ingest).await??;
+        assert_eq!(vectors.len(), 3, "done while the search still holds");
+        let took = started.elapsed();
+        assert!(took >= MAX_INGEST_WAIT, "it gave way first ({took:?})");
+        // One wait, then all three in the turn (not a wait before each).
+        assert!(took < 2 * MAX_INGEST_WAIT, "it waited again ({took:?})");
         Ok(())
     }
 

@@ -325,9 +325,9 @@ fn dir_size(path: &std::path::Path) -> u64 {
 }
 
 /// `kith hook` wall time for a 100 KB delta on a large transcript, with
-/// central up and down (back to back), and with central up at a turn's end
-/// (central idle); and backfill throughput with central down (read, hash,
-/// redact, spool; network excluded).
+/// central up and down, back to back and at a turn's end (central idle);
+/// and backfill throughput with central down (read, hash, redact, spool;
+/// network excluded).
 fn capture_bench(central: &Central, token: &str, transcript_mb: usize, n: usize) -> Result<Value> {
     use std::io::Write;
     let home = tempfile::tempdir()?;
@@ -410,12 +410,22 @@ fn capture_bench(central: &Central, token: &str, transcript_mb: usize, n: usize)
     }
     // At a turn's end: an agent's turns are seconds apart, so central has
     // indexed the previous delta (and rested 300 ms) before the next hook.
+    // Down, nothing but the hook runs (a central that is down indexes
+    // nothing); back to back, the central on this machine indexes the
+    // previous delta beside it.
     let mut at_turn_end = Vec::new();
+    let mut down_at_turn_end = Vec::new();
     for _ in 0..n {
-        append()?;
-        indexed(Duration::from_secs(60))?;
-        std::thread::sleep(Duration::from_millis(300));
-        at_turn_end.push(kith(&central.url, &["hook"])?);
+        for (url, samples) in [
+            (central.url.as_str(), &mut at_turn_end),
+            ("http://127.0.0.1:9", &mut down_at_turn_end),
+        ] {
+            append()?;
+            indexed(Duration::from_secs(60))?;
+            std::thread::sleep(Duration::from_millis(300));
+            samples.push(kith(url, &["hook"])?);
+        }
+        kith(&central.url, &["backfill"])?;
     }
     Ok(json!({
         "transcript_mb": transcript_mb,
@@ -423,6 +433,7 @@ fn capture_bench(central: &Central, token: &str, transcript_mb: usize, n: usize)
         "hook_central_up": summary(up),
         "hook_central_down": summary(down),
         "hook_central_up_at_turn_end": summary(at_turn_end),
+        "hook_central_down_at_turn_end": summary(down_at_turn_end),
         "backfill_mb_per_s_central_down": backfill_mb_s,
     }))
 }
@@ -666,6 +677,10 @@ fn print_table(r: &Value) {
     row(
         "hook at a turn's end (central idle), p50/p95/p99 ms",
         pct(&c["hook_central_up_at_turn_end"]),
+    );
+    row(
+        "hook at a turn's end, central down, p50/p95/p99 ms",
+        pct(&c["hook_central_down_at_turn_end"]),
     );
     row(
         "backfill MB/s (central down)",
