@@ -440,7 +440,7 @@ impl Worker {
                 continue;
             }
             // Ingest done; a turn beside searches goes on until its time is up.
-            if ingest && !turn_since.is_some_and(|t| t.elapsed() < INGEST_TURN) {
+            if ingest && turn_since.is_none_or(|t| t.elapsed() >= INGEST_TURN) {
                 waiting_since = None;
                 turn_since = None;
             }
@@ -869,7 +869,9 @@ mod tests {
         });
         let queue = EmbedQueue::start(Box::new(model.clone()))?;
         let q = queue.clone();
-        let texts: Vec<String> = ["ingest a", "ingest b", "ingest c"].map(String::from).into();
+        let texts: Vec<String> = ["ingest a", "ingest b", "ingest c"]
+            .map(String::from)
+            .into();
         let want: Vec<Vec<f32>> = texts.iter().map(|t| hash_vector(t)).collect();
         let ingest = tokio::spawn(async move { q.embed(Lane::IngestBulk, texts).await });
         let second_call = async {
@@ -966,8 +968,8 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn ingest_that_has_given_way_runs_a_turn_of_batches_beside_searches(
-    ) -> anyhow::Result<()> {
+    async fn ingest_that_has_given_way_runs_a_turn_of_batches_beside_searches() -> anyhow::Result<()>
+    {
         let model = Arc::new(Preemptible {
             // No call blocks: every batch is instant.
             blocking_call: usize::MAX,
