@@ -33,6 +33,12 @@ pub enum FamilyCommand {
         machine: Option<String>,
         #[arg(long, default_value_t = 10)]
         limit: u32,
+        /// Favour recent runs: a hit's score halves every DAYS days.
+        #[arg(long, value_name = "DAYS")]
+        half_life: Option<f64>,
+        /// 0 to 1: how much the hits should differ from one another.
+        #[arg(long)]
+        diversity: Option<f32>,
         /// One JSON document ({"hits": [...], "timing": {...}}) for scripts and agents.
         #[arg(long)]
         json: bool,
@@ -142,6 +148,8 @@ pub fn run(cmd: FamilyCommand, remote: &Remote<'_>) -> Result<()> {
             runtime,
             machine,
             limit,
+            half_life,
+            diversity,
             json,
         } => {
             let since = since
@@ -172,6 +180,8 @@ pub fn run(cmd: FamilyCommand, remote: &Remote<'_>) -> Result<()> {
                 },
                 limit: Some(limit),
                 offset: 0,
+                recency_half_life_days: half_life,
+                diversity,
             };
             let res: SearchResponse = remote
                 .send(http.post(remote.url("/api/search")).json(&req))?

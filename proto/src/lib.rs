@@ -255,6 +255,15 @@ pub struct SearchRequest {
     pub limit: Option<u32>,
     #[serde(default)]
     pub offset: u32,
+    /// Recency decay: a hit's score halves for every this many days since
+    /// its run started. None by default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recency_half_life_days: Option<f64>,
+    /// 0 to 1: how much the hits should differ from one another (maximal
+    /// marginal relevance over their words). 0, the default, ranks by
+    /// relevance alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diversity: Option<f32>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]

@@ -337,6 +337,20 @@ fn family_cli_shares_a_run_and_the_owner_sees_who_read_it() -> Result<()> {
     )?;
     let found: serde_json::Value = serde_json::from_slice(&found.stdout)?;
     assert_eq!(found["hits"][0]["run_id"], id.as_str());
+    let search = |extra: &[&str]| {
+        let args = [
+            &["search", "phx.server", "--mode", "keyword", "--json"],
+            extra,
+        ]
+        .concat();
+        run(&bob, &bob_token, &args)
+    };
+    let reranked = search(&["--half-life", "30", "--diversity", "0.5"])?;
+    let reranked: serde_json::Value = serde_json::from_slice(&reranked.stdout)?;
+    assert_eq!(reranked["hits"][0]["run_id"], id.as_str());
+    let refused = search(&["--diversity", "2"])?;
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("invalid_diversity"));
 
     let audit = String::from_utf8(run(&alice, &alice_token, &["audit"])?.stdout)?;
     assert!(audit.contains("bob.test") && audit.contains(&id), "{audit}");

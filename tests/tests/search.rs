@@ -248,6 +248,79 @@ fn a_date_in_the_query_ranks_that_time_first() -> Result<()> {
 }
 
 #[test]
+fn recency_and_diversity_rerank_only_when_asked() -> Result<()> {
+    let central = Central::start()?;
+    let alice = central.client(&central.register("alice.test", "laptop")?);
+    let paste = "the ingress pod is in CrashLoopBackOff after the payments deploy";
+    let old = post_run_at(
+        &alice,
+        "old",
+        &format!("{paste}. {paste}."),
+        "2024-01-10T09:00:00Z",
+    )?;
+    let copy = post_run_at(&alice, "copy", paste, "2024-01-11T09:00:00Z")?;
+    let now = kith_shared::timestamp::now();
+    let other = post_run_at(
+        &alice,
+        "other",
+        "payments deploy done; the node ran out of disk",
+        &now,
+    )?;
+    // Bob's run says it all, today; it is his alone.
+    let bob = central.client(&central.register("bob.test", "desk")?);
+    let bobs = post_run_at(&bob, "bob", &format!("{paste}. {paste}. {paste}."), &now)?;
+    for id in [&old, &copy, &other] {
+        alice.wait_indexed(id, Duration::from_secs(10))?;
+    }
+    bob.wait_indexed(&bobs, Duration::from_secs(10))?;
+    let ask = |extra: serde_json::Value| -> Result<Vec<String>> {
+        let mut body = json!({"query": "payments deploy crashloopbackoff", "mode": "keyword"});
+        for (k, v) in extra.as_object().into_iter().flatten() {
+            body[k] = v.clone();
+        }
+        let r = alice.post("/api/search", &body)?;
+        assert_eq!(r.status, 200, "{body}: {r:?}");
+        Ok(run_ids(&r.body))
+    };
+    let (old, copy, other) = (old.as_str(), copy.as_str(), other.as_str());
+    // By relevance alone, the two old pastes lead.
+    assert_eq!(ask(json!({}))?, [old, copy, other]);
+    // Recent first: the old runs are ~3 years (dozens of half-lives) old.
+    assert_eq!(
+        ask(json!({"recency_half_life_days": 30}))?,
+        [other, old, copy]
+    );
+    // Diverse: the near copy of the first hit goes last, not away...
+    assert_eq!(ask(json!({"diversity": 0.7}))?, [old, other, copy]);
+    // ...and out of a shorter page.
+    assert_eq!(ask(json!({"diversity": 0.7, "limit": 2}))?, [old, other]);
+    for (body, code) in [
+        (json!({"diversity": 2}), "invalid_diversity"),
+        (json!({"recency_half_life_days": 0}), "invalid_recency"),
+        (json!({"recency_half_life_days": -7}), "invalid_recency"),
+    ] {
+        let mut req = json!({"query": "payments deploy", "mode": "keyword"});
+        for (k, v) in body.as_object().into_iter().flatten() {
+            req[k] = v.clone();
+        }
+        let r = alice.post("/api/search", &req)?;
+        assert_eq!(
+            (r.status, r.body["error"]["code"].as_str()),
+            (400, Some(code)),
+            "{r:?}"
+        );
+    }
+    // Bob, re-ranking too, finds his own run and none of alice's.
+    let r = bob.post(
+        "/api/search",
+        &json!({"query": "payments deploy crashloopbackoff", "mode": "keyword",
+                "recency_half_life_days": 30, "diversity": 0.7}),
+    )?;
+    assert_eq!(run_ids(&r.body), [bobs], "{r:?}");
+    Ok(())
+}
+
+#[test]
 fn embedder_down_keyword_still_answers_and_semantic_says_why() -> Result<()> {
     let tmp = tempfile::tempdir()?;
     let central = Central::start_on(

@@ -3,10 +3,12 @@
 //! of the query (`when`), embed the query on the query lane (semantic,
 //! hybrid), ask the index as the viewer (it fuses hybrid search, with
 //! `fusion` for the embedded backend), re-check every hit against the
-//! registry, and shape hits. Without a working embedder, semantic answers
-//! 503 and hybrid falls back to keyword, saying so in `degraded`.
+//! registry, and shape hits; re-rank them first when the request asks for
+//! recency or diversity (`rerank`). Without a working embedder, semantic
+//! answers 503 and hybrid falls back to keyword, saying so in `degraded`.
 
 pub mod fusion;
+pub mod rerank;
 pub mod when;
 
 use std::collections::{HashMap, HashSet};
@@ -55,10 +57,12 @@ pub async fn search(
     }
     let limit = req.limit.unwrap_or(DEFAULT_LIMIT).clamp(1, MAX_LIMIT);
     let filters = resolve_filters(&req.filters)?;
+    let rerank = rerank::Rerank::of(&req)?;
     state.metrics().searched();
     // Embedding for ingest waits until this search has answered.
     let _hold = state.embed().map(|queue| queue.hold());
     let want = (limit + req.offset) as usize;
+    let pool = rerank.map_or(want, |r| r.pool(want));
     // A date in the query ranks the runs of that time first (see `when`),
     // unless the caller chose a time range; the date itself is not searched.
     let dated =
@@ -108,13 +112,20 @@ pub async fn search(
     let hits = tokio::task::spawn_blocking(move || {
         let index = s.index();
         let text = keyword_query.as_deref().unwrap_or_default();
-        let ranked = |filters: &Filters| match (mode, vector.as_deref()) {
-            (SearchMode::Semantic, Some(vec)) => index.semantic(&v, vec, filters, want),
-            (SearchMode::Hybrid, Some(vec)) => {
-                index.hybrid(&v, text, vec, filters, want, fusion::DENSE_WEIGHT)
-            }
-            // Keyword, and hybrid without a query vector (its keyword side).
-            _ => index.keyword(&v, text, filters, want),
+        let now = time::OffsetDateTime::now_utc();
+        let ranked = |filters: &Filters| {
+            let hits = match (mode, vector.as_deref()) {
+                (SearchMode::Semantic, Some(vec)) => index.semantic(&v, vec, filters, pool),
+                (SearchMode::Hybrid, Some(vec)) => {
+                    index.hybrid(&v, text, vec, filters, pool, fusion::DENSE_WEIGHT)
+                }
+                // Keyword, and hybrid without a query vector (its keyword side).
+                _ => index.keyword(&v, text, filters, pool),
+            }?;
+            Ok::<_, Error>(match rerank {
+                Some(r) => r.apply(hits, want, now),
+                None => hits,
+            })
         };
         let hits = match dated {
             None => ranked(&filters)?,
