@@ -10,9 +10,9 @@
 //! model). A query that arrives while an ingest batch is in the model
 //! preempts it (`Embedder::preempt`): the batch gives way and runs again
 //! after the query, so with the embedded model a query waits for almost
-//! nothing; the batches of the same request done before it are kept. A search of any mode holds ingest off
-//! for as long as it runs (`EmbedQueue::hold`): the model leaves both cores
-//! and the cache to it.
+//! nothing; the batches of the same request done before it are kept. A
+//! search of any mode holds ingest off for as long as it runs
+//! (`EmbedQueue::hold`): the model leaves both cores and the cache to it.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
