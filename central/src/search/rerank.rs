@@ -9,7 +9,8 @@
 //! Both work on the hits the index returns, whatever the backend, after it
 //! has applied the viewer's filters: re-ranking never adds a hit.
 
-use std::collections::HashSet;
+use std::cmp::Ordering;
+use std::hash::{DefaultHasher, Hash, Hasher};
 
 use time::OffsetDateTime;
 
@@ -21,6 +22,10 @@ use crate::index::IndexHit;
 /// Candidates asked of the index when re-ranking (at least the hits wanted):
 /// a recent or different hit can only move up from among them.
 const POOL: usize = 50;
+
+/// Places chosen for diversity; deeper pages follow by relevance. Bounds
+/// the work of a request for page 100 to one page's.
+const MAX_DIVERSE: usize = 100;
 
 /// The re-ranking a request asks for.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -85,27 +90,32 @@ impl Rerank {
             hits.truncate(want);
             return hits;
         }
-        let words: Vec<HashSet<String>> = hits.iter().map(|h| words(&h.text)).collect();
+        // Maximal marginal relevance for the first `MAX_DIVERSE` places (the
+        // rest follow by relevance), each candidate's likeness to the hits
+        // chosen kept up to date: one comparison per candidate per place.
+        let words: Vec<Vec<u64>> = hits.iter().map(|h| words(&h.text)).collect();
+        let mut likeness = vec![0.0f32; hits.len()];
         let mut left: Vec<usize> = (0..hits.len()).collect();
-        let mut chosen: Vec<usize> = Vec::with_capacity(want.min(hits.len()));
-        while chosen.len() < want && !left.is_empty() {
-            let value = |i: usize| {
-                let likeness = chosen
-                    .iter()
-                    .map(|&j| jaccard(&words[i], &words[j]))
-                    .fold(0.0f32, f32::max);
-                (1.0 - self.diversity) * hits[i].score - self.diversity * likeness
-            };
+        let mut order: Vec<usize> = Vec::with_capacity(hits.len());
+        while order.len() < want.min(MAX_DIVERSE) && !left.is_empty() {
+            let value =
+                |i: usize| (1.0 - self.diversity) * hits[i].score - self.diversity * likeness[i];
             // The first of equals: `left` keeps the relevance order.
             let (at, _) = left
                 .iter()
                 .enumerate()
                 .map(|(at, &i)| (at, value(i)))
                 .fold((0, f32::NEG_INFINITY), |b, c| if c.1 > b.1 { c } else { b });
-            chosen.push(left.remove(at));
+            let chosen = left.remove(at);
+            for &i in &left {
+                likeness[i] = likeness[i].max(jaccard(&words[i], &words[chosen]));
+            }
+            order.push(chosen);
         }
+        order.extend(left);
+        order.truncate(want);
         let mut slots: Vec<Option<IndexHit>> = hits.into_iter().map(Some).collect();
-        chosen.into_iter().filter_map(|i| slots[i].take()).collect()
+        order.into_iter().filter_map(|i| slots[i].take()).collect()
     }
 
     /// 1 for a run started now, 0.5 one half-life ago; 1 without a half-life,
@@ -122,21 +132,43 @@ impl Rerank {
     }
 }
 
-/// A text's lower-cased words (letters and digits, two or more).
-fn words(text: &str) -> HashSet<String> {
-    text.split(|c: char| !c.is_alphanumeric())
+/// A text's lower-cased words (letters and digits, two or more), hashed,
+/// sorted, each once.
+fn words(text: &str) -> Vec<u64> {
+    let mut out: Vec<u64> = text
+        .split(|c: char| !c.is_alphanumeric())
         .filter(|w| w.chars().nth(1).is_some())
-        .map(str::to_lowercase)
-        .collect()
+        .map(|w| {
+            let mut h = DefaultHasher::new();
+            w.to_lowercase().hash(&mut h);
+            h.finish()
+        })
+        .collect();
+    out.sort_unstable();
+    out.dedup();
+    out
 }
 
-/// Shared words over all words: 1 for the same words, 0 for none shared.
-fn jaccard(a: &HashSet<String>, b: &HashSet<String>) -> f32 {
-    let union = a.union(b).count();
+/// Shared words over all words (both sorted): 1 for the same words, 0 for
+/// none shared.
+fn jaccard(a: &[u64], b: &[u64]) -> f32 {
+    let (mut i, mut j, mut shared) = (0, 0, 0);
+    while i < a.len() && j < b.len() {
+        match a[i].cmp(&b[j]) {
+            Ordering::Less => i += 1,
+            Ordering::Greater => j += 1,
+            Ordering::Equal => {
+                shared += 1;
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    let union = a.len() + b.len() - shared;
     if union == 0 {
         return 0.0;
     }
-    a.intersection(b).count() as f32 / union as f32
+    shared as f32 / union as f32
 }
 
 #[cfg(test)]
@@ -231,6 +263,31 @@ mod tests {
         let out = diverse.apply(hits(), 3, NOW);
         assert_eq!(runs(&out), ["a", "c", "b"], "the copy goes last, not away");
         assert_eq!(runs(&diverse.apply(hits(), 2, NOW)), ["a", "c"]);
+        Ok(())
+    }
+
+    #[test]
+    fn places_past_the_first_hundred_follow_by_relevance() -> Result<()> {
+        // Every text its own words, except the 101st: a copy of the first.
+        let mut hits: Vec<IndexHit> = (0..102)
+            .map(|i| {
+                let text = format!("word{i} other{i}");
+                hit(
+                    &format!("r{i}"),
+                    200.0 - i as f32,
+                    &text,
+                    "2026-11-01T00:00:00Z",
+                )
+            })
+            .collect();
+        hits[100].text = hits[0].text.clone();
+        let diverse =
+            Rerank::of(&request(None, Some(0.5)))?.ok_or(Error::Internal("none".into()))?;
+        let out = diverse.apply(hits, 102, NOW);
+        assert_eq!(out.len(), 102);
+        // Diversity would put the copy last; past the first hundred places
+        // relevance alone decides, so it stays 101st.
+        assert_eq!(runs(&out)[100..], ["r100", "r101"]);
         Ok(())
     }
 
