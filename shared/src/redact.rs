@@ -523,26 +523,31 @@ fn high_entropy(content: &[u8], out: &mut Vec<(Range<usize>, Kind)>) {
         while i < content.len() && is_token_byte(content[i]) {
             i += 1;
         }
-        let token = &content[start..i];
-        let after = content.get(i).copied();
-        let glued = |b: Option<u8>, next: Option<u8>| match b {
-            Some(b'/' | b'+') => true,
-            Some(b'.') => next.is_some_and(is_token_byte),
-            _ => false,
-        };
-        let dotted_before = before == Some(b'.') && start >= 2 && is_token_byte(content[start - 2]);
-        let padded = after == Some(b'=');
-        if (32..=128).contains(&token.len())
-            && !glued(before, None)
-            && !dotted_before
-            && !glued(after, content.get(i + 1).copied())
-            && !padded
-            && looks_random(token)
-        {
+        if reportable(content, start..i, before) {
             out.push((start..i, Kind::HighEntropy));
         }
         before = None;
     }
+}
+
+/// Whether the token at `at` in `content` (after `before`, `None` after an
+/// escape sequence) is one to mask: 32-128 bytes, not glued to a path, URL,
+/// dotted name or base64 padding, and random-looking.
+fn reportable(content: &[u8], at: Range<usize>, before: Option<u8>) -> bool {
+    let (start, end) = (at.start, at.end);
+    let after = content.get(end).copied();
+    let glued = |b: Option<u8>, next: Option<u8>| match b {
+        Some(b'/' | b'+') => true,
+        Some(b'.') => next.is_some_and(is_token_byte),
+        _ => false,
+    };
+    let dotted_before = before == Some(b'.') && start >= 2 && is_token_byte(content[start - 2]);
+    (32..=128).contains(&at.len())
+        && !glued(before, None)
+        && !dotted_before
+        && !glued(after, content.get(end + 1).copied())
+        && after != Some(b'=')
+        && looks_random(&content[start..end])
 }
 
 fn looks_random(token: &[u8]) -> bool {
@@ -940,7 +945,8 @@ mod tests {
         assert_eq!(out.counts.get("env_secret"), Some(&1));
     }
 
-    /// `high_entropy` as it was before it skipped ahead: one byte at a time.
+    /// `high_entropy`'s scan as it was before it skipped ahead: one byte at
+    /// a time.
     fn high_entropy_byte_by_byte(content: &[u8]) -> Vec<(Range<usize>, Kind)> {
         let mut out = Vec::new();
         let mut i = 0;
@@ -961,22 +967,7 @@ mod tests {
             while i < content.len() && is_token_byte(content[i]) {
                 i += 1;
             }
-            let token = &content[start..i];
-            let after = content.get(i).copied();
-            let glued = |b: Option<u8>, next: Option<u8>| match b {
-                Some(b'/' | b'+') => true,
-                Some(b'.') => next.is_some_and(is_token_byte),
-                _ => false,
-            };
-            let dotted_before =
-                before == Some(b'.') && start >= 2 && is_token_byte(content[start - 2]);
-            if (32..=128).contains(&token.len())
-                && !glued(before, None)
-                && !dotted_before
-                && !glued(after, content.get(i + 1).copied())
-                && after != Some(b'=')
-                && looks_random(token)
-            {
+            if reportable(content, start..i, before) {
                 out.push((start..i, Kind::HighEntropy));
             }
             before = None;
