@@ -385,10 +385,9 @@ impl Worker {
     fn run(mut self, runtime: tokio::runtime::Runtime) {
         let mut preempted: Option<Job> = None;
         let mut held_query: Option<Job> = None;
-        // Since when ingest work has been giving way, without a batch done.
+        // Since when ingest work has been giving way, without a batch done;
+        // its turn beside searches follows `MAX_INGEST_WAIT` after.
         let mut waiting_since: Option<Instant> = None;
-        // Since when ingest has been running beside searches (its turn).
-        let mut turn_since: Option<Instant> = None;
         loop {
             let job = match (held_query.take(), preempted.take()) {
                 (Some(query), ingest) => {
@@ -420,9 +419,6 @@ impl Worker {
             let ingest = job.lane != Lane::Query;
             let to_the_end =
                 ingest && waiting_since.is_some_and(|t| t.elapsed() >= MAX_INGEST_WAIT);
-            if to_the_end {
-                turn_since.get_or_insert_with(Instant::now);
-            }
             let result = self.embed(&job, to_the_end);
             if matches!(result, Err(EmbedError::Preempted)) {
                 preempted = Some(job);
@@ -430,7 +426,6 @@ impl Worker {
                     // A query stopped it: it waits its time again, rather
                     // than start beside the rest of that query's search.
                     waiting_since = None;
-                    turn_since = None;
                 }
                 let since = *waiting_since.get_or_insert_with(Instant::now);
                 held_query = runtime.block_on(self.while_searching(since + MAX_INGEST_WAIT));
@@ -439,10 +434,12 @@ impl Worker {
                 }
                 continue;
             }
-            // Ingest done; a turn beside searches goes on until its time is up.
-            if ingest && turn_since.is_none_or(|t| t.elapsed() >= INGEST_TURN) {
+            // Ingest done: it waits no more, unless this was its turn beside
+            // searches and the turn goes on.
+            let turn_goes_on = to_the_end
+                && waiting_since.is_some_and(|t| t.elapsed() < MAX_INGEST_WAIT + INGEST_TURN);
+            if ingest && !turn_goes_on {
                 waiting_since = None;
-                turn_since = None;
             }
             if let Err(e) = &result {
                 tracing::warn!(model = self.embedder.model_id(), lane = ?job.lane, error = %e, "embedding failed");
