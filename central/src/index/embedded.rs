@@ -193,7 +193,7 @@ impl EmbeddedIndex {
             chunk_id: text_of(f.chunk_id),
             score,
             role: text_of(f.role),
-            snippet: text.chars().take(SNIPPET_CHARS).collect(),
+            snippet: text_start(&text),
             text,
             line_start: u64_of(f.line_start),
             line_end: u64_of(f.line_end),
@@ -682,7 +682,7 @@ impl SearchIndex for EmbeddedIndex {
 fn highlight(snippet: &tantivy::snippet::Snippet, text: &str) -> String {
     let fragment = snippet.fragment();
     if fragment.is_empty() {
-        return text.chars().take(SNIPPET_CHARS).collect();
+        return text_start(text);
     }
     let mut out = String::with_capacity(fragment.len() + 16);
     let mut at = 0;
@@ -695,6 +695,11 @@ fn highlight(snippet: &tantivy::snippet::Snippet, text: &str) -> String {
     }
     out.push_str(&fragment[at..]);
     out
+}
+
+/// A hit's snippet before (or without) highlighting.
+fn text_start(text: &str) -> String {
+    text.chars().take(SNIPPET_CHARS).collect()
 }
 
 /// The candidates of one hybrid search by chunk key, and the hits of those
