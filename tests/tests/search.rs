@@ -273,13 +273,17 @@ fn recency_and_diversity_rerank_only_when_asked() -> Result<()> {
         alice.wait_indexed(id, Duration::from_secs(10))?;
     }
     bob.wait_indexed(&bobs, Duration::from_secs(10))?;
-    let ask = |extra: serde_json::Value| -> Result<Vec<String>> {
+    // Alice's keyword search, with `extra` fields in the request.
+    let search = |extra: serde_json::Value| {
         let mut body = json!({"query": "payments deploy crashloopbackoff", "mode": "keyword"});
         for (k, v) in extra.as_object().into_iter().flatten() {
             body[k] = v.clone();
         }
-        let r = alice.post("/api/search", &body)?;
-        assert_eq!(r.status, 200, "{body}: {r:?}");
+        alice.post("/api/search", &body)
+    };
+    let ask = |extra: serde_json::Value| -> Result<Vec<String>> {
+        let r = search(extra)?;
+        assert_eq!(r.status, 200, "{r:?}");
         Ok(run_ids(&r.body))
     };
     let (old, copy, other) = (old.as_str(), copy.as_str(), other.as_str());
@@ -294,16 +298,12 @@ fn recency_and_diversity_rerank_only_when_asked() -> Result<()> {
     assert_eq!(ask(json!({"diversity": 0.7}))?, [old, other, copy]);
     // ...and out of a shorter page.
     assert_eq!(ask(json!({"diversity": 0.7, "limit": 2}))?, [old, other]);
-    for (body, code) in [
+    for (extra, code) in [
         (json!({"diversity": 2}), "invalid_diversity"),
         (json!({"recency_half_life_days": 0}), "invalid_recency"),
         (json!({"recency_half_life_days": -7}), "invalid_recency"),
     ] {
-        let mut req = json!({"query": "payments deploy", "mode": "keyword"});
-        for (k, v) in body.as_object().into_iter().flatten() {
-            req[k] = v.clone();
-        }
-        let r = alice.post("/api/search", &req)?;
+        let r = search(extra)?;
         assert_eq!(
             (r.status, r.body["error"]["code"].as_str()),
             (400, Some(code)),
