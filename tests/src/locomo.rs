@@ -194,7 +194,8 @@ pub const TURN_BUDGET: usize = 20;
 /// turns inside the line ranges of the first k hits), and `recall@20turns`
 /// (evidence among the first `TURN_BUDGET` distinct turns the hits cover, in
 /// hit order: independent of how many turns one hit spans, so comparable
-/// with the reference's two-turn chunks).
+/// with the reference's two-turn chunks), and `turns_per_hit@10` (the turns
+/// a hit among the first ten covers: the reference's chunks cover two).
 pub fn evaluate(
     api: &Api,
     sessions: &[Session],
@@ -245,6 +246,9 @@ pub fn evaluate(
             .take(TURN_BUDGET);
         *sums.entry(budget_key.clone()).or_default() +=
             recall(first_turns.filter_map(is_evidence).collect());
+        let top: Vec<_> = turns.iter().take(10).collect();
+        *sums.entry("turns_per_hit@10".into()).or_default() +=
+            top.iter().map(|t| t.len()).sum::<usize>() as f64 / top.len().max(1) as f64;
     }
     let n = questions.len().max(1) as f64;
     Ok(sums.into_iter().map(|(k, s)| (k, s / n)).collect())

@@ -57,6 +57,12 @@ fn the_benchmark_smoke_run_measures_every_figure() -> Result<()> {
         .as_f64()
         .unwrap_or(f64::NAN);
     assert!(within > 0.2 && within <= recall, "within 20 turns {within}");
+    // A hit covers its turn, and short turns packed together stay near the
+    // reference's two-turn chunks.
+    let per_hit = r["locomo_dev"]["keyword"]["turns_per_hit@10"]
+        .as_f64()
+        .unwrap_or(f64::NAN);
+    assert!((1.0..3.0).contains(&per_hit), "turns per hit {per_hit}");
     assert!(r["locomo_dev"]["questions"]
         .as_u64()
         .is_some_and(|n| n > 10));

@@ -749,13 +749,14 @@ fn print_table(r: &Value) {
     for mode in ["keyword", "semantic", "hybrid"] {
         let q = &r["locomo_dev"][mode];
         row(
-            format!("LoCoMo dev {mode} R@5/R@10/R@20 (20 turns)"),
+            format!("LoCoMo dev {mode} R@5/R@10/R@20 (20 turns; turns per hit)"),
             format!(
-                "{} / {} / {} ({})",
+                "{} / {} / {} ({}; {})",
                 num(&q["recall@5"]),
                 num(&q["recall@10"]),
                 num(&q["recall@20"]),
-                num(&q["recall@20turns"])
+                num(&q["recall@20turns"]),
+                num(&q["turns_per_hit@10"])
             ),
         );
     }

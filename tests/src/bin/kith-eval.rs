@@ -27,19 +27,20 @@ fn main() -> Result<()> {
     }
     let mut all = BTreeMap::new();
     println!(
-        "{:<10} {:>9} {:>9} {:>9} {:>9}",
-        "mode", "R@5", "R@10", "R@20", "20 turns"
+        "{:<10} {:>9} {:>9} {:>9} {:>9} {:>14}",
+        "mode", "R@5", "R@10", "R@20", "20 turns", "turns per hit"
     );
     for mode in ["keyword", "semantic", "hybrid"] {
         match locomo::evaluate(&api, &sessions, &runs, &questions, mode, &[5, 10, 20]) {
             Ok(r) => {
                 let at = |key: &str| r.get(key).copied().unwrap_or(f64::NAN);
                 println!(
-                    "{mode:<10} {:>9.3} {:>9.3} {:>9.3} {:>9.3}",
+                    "{mode:<10} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>14.2}",
                     at("recall@5"),
                     at("recall@10"),
                     at("recall@20"),
-                    at("recall@20turns")
+                    at("recall@20turns"),
+                    at("turns_per_hit@10")
                 );
                 all.insert(mode, r);
             }
