@@ -6,11 +6,11 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use indicatif::{ProgressBar, ProgressStyle};
 use kith_proto::RunMeta;
-use kith_shared::chunk::{chunk_turns, ChunkConfig};
+use kith_shared::chunk::{chunk_turns, ChunkConfig, CHUNKING_VERSION};
 use kith_shared::hash::sha256_hex;
 use kith_shared::transcript;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::indexer::index_batch;
 use crate::ingest::format_of;
 use crate::registry::{Lane, NewRun};
@@ -95,7 +95,43 @@ pub fn reindex(state: &AppState) -> Result<ReindexReport> {
     bar.finish_and_clear();
     report.n_runs = runs.len() as u64;
     report.n_chunks = state.index().n_chunks()?;
+    stamp_chunking(state)?;
     Ok(report)
+}
+
+/// Where the data directory records the `CHUNKING_VERSION` its index was
+/// built with; an index without it was built by version 1.
+fn chunking_path(state: &AppState) -> std::path::PathBuf {
+    state.config().data_dir.join("chunking")
+}
+
+fn stamp_chunking(state: &AppState) -> Result<()> {
+    Ok(std::fs::write(
+        chunking_path(state),
+        format!("{CHUNKING_VERSION}\n"),
+    )?)
+}
+
+/// Refuses an index whose chunks this kith would not make: the vectorizer
+/// chunks blobs again to embed them, and would put other texts' vectors on
+/// its chunk ids. An empty index is stamped with this version.
+pub fn check_chunking(state: &AppState) -> Result<()> {
+    let built = std::fs::read_to_string(chunking_path(state))
+        .ok()
+        .and_then(|s| s.trim().parse::<u32>().ok());
+    if built == Some(CHUNKING_VERSION) {
+        return Ok(());
+    }
+    if state.index().n_chunks()? == 0 {
+        return stamp_chunking(state);
+    }
+    Err(Error::Unavailable {
+        code: "index_unavailable",
+        message: format!(
+            "the search index was chunked by an older kith-central (chunking {}, this one {CHUNKING_VERSION}); run `kith-central reindex` to rebuild it from the blobs",
+            built.unwrap_or(1)
+        ),
+    })
 }
 
 /// `|root|...|parent|self|` by walking parent links (cycles cut).

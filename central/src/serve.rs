@@ -26,7 +26,9 @@ pub async fn serve(
     let state = {
         let config = config.clone();
         tokio::task::spawn_blocking(move || {
-            AppState::open_with(config.clone(), start_embedder(&config))
+            let state = AppState::open_with(config.clone(), start_embedder(&config))?;
+            crate::maintenance::check_chunking(&state)?;
+            Ok::<_, crate::error::Error>(state)
         })
         .await??
     };

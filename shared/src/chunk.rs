@@ -12,6 +12,14 @@ use crate::transcript::{Role, Turn};
 /// call line and the head of the output stay searchable.
 pub const MAX_TOOL_CHARS: usize = 8_000;
 
+/// Which chunks a transcript gives: bump it whenever `chunk_turns` or
+/// `ChunkConfig::default` changes them. Chunk ids are `<run>-<position>`,
+/// and central chunks a run's blob again to embed it, so an index chunked
+/// one way would get vectors of other texts; central does not serve such an
+/// index (`reindex` rebuilds it). 1: each turn led by the previous turn's
+/// tail; 2: short turns packed with the next.
+pub const CHUNKING_VERSION: u32 = 2;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ChunkConfig {
     /// Longest window of a turn, in characters: 1,200 characters of English

@@ -370,6 +370,53 @@ fn embedder_down_keyword_still_answers_and_semantic_says_why() -> Result<()> {
 }
 
 #[test]
+fn an_index_chunked_by_an_older_kith_is_not_served_until_reindexed() -> Result<()> {
+    let mut central = Central::start()?;
+    let alice = central.client(&central.register("alice.test", "laptop")?);
+    let id = post_run(&alice, "a", "quokka onboarding checklist")?;
+    alice.wait_indexed(&id, Duration::from_secs(10))?;
+    central.kill()?;
+    let data = central.data_dir.clone();
+    // What an index built before chunking version 2 looks like.
+    std::fs::remove_file(data.join("chunking"))?;
+    let mut serve = std::process::Command::new(kith_tests::bin("kith-central"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(&data)
+        .env_remove("KITH_DATA_DIR")
+        .stderr(std::process::Stdio::piped())
+        .spawn()?;
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while serve.try_wait()?.is_none() {
+        if std::time::Instant::now() > deadline {
+            serve.kill()?;
+            anyhow::bail!("central served an index of another chunking");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = serve.wait_with_output()?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("chunking 1,") && stderr.contains("kith-central reindex"),
+        "{stderr}"
+    );
+    let re = run_central(&data, &["reindex"])?;
+    assert!(
+        re.status.success(),
+        "{}",
+        String::from_utf8_lossy(&re.stderr)
+    );
+    let fixed = Central::start_on(&data, &[])?;
+    let alice = fixed.client(&alice.token);
+    let r = alice.post(
+        "/api/search",
+        &json!({"query": "quokka", "mode": "keyword"}),
+    )?;
+    assert_eq!(run_ids(&r.body), vec![id]);
+    Ok(())
+}
+
+#[test]
 fn a_corrupt_index_is_named_and_reindex_fixes_it() -> Result<()> {
     let mut central = Central::start()?;
     let alice = central.client(&central.register("alice.test", "laptop")?);
