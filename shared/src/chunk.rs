@@ -33,7 +33,7 @@ pub struct ChunkConfig {
     /// "yes, do it", "Thanks!" or a one-line question then travel with what
     /// they answer or ask, and no two chunks share a turn. On the LoCoMo dev
     /// set (chat turns, 133 characters at the median) 200 packs 1.9 turns
-    /// per chunk and lifted hybrid Recall@10 from 0.800 to 0.827
+    /// per chunk and lifted hybrid Recall@10 from 0.800 to 0.826
     /// (BENCHMARKS.md).
     pub min_chars: usize,
 }
