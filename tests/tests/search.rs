@@ -369,19 +369,43 @@ fn embedder_down_keyword_still_answers_and_semantic_says_why() -> Result<()> {
     Ok(())
 }
 
-#[test]
-fn an_index_chunked_by_an_older_kith_is_not_served_until_reindexed() -> Result<()> {
+/// A killed central whose data directory holds one indexed run of alice's
+/// ("quokka"), with her token and the run id: what the repair tests break.
+fn one_indexed_run() -> Result<(Central, String, String)> {
     let mut central = Central::start()?;
     let alice = central.client(&central.register("alice.test", "laptop")?);
     let id = post_run(&alice, "a", "quokka onboarding checklist")?;
     alice.wait_indexed(&id, Duration::from_secs(10))?;
     central.kill()?;
-    let data = central.data_dir.clone();
+    Ok((central, alice.token, id))
+}
+
+/// `reindex` succeeds, and a central started after it finds the run again.
+fn reindex_finds(data: &std::path::Path, token: &str, id: &str) -> Result<()> {
+    let re = run_central(data, &["reindex"])?;
+    assert!(
+        re.status.success(),
+        "{}",
+        String::from_utf8_lossy(&re.stderr)
+    );
+    let fixed = Central::start_on(data, &[])?;
+    let r = fixed.client(token).post(
+        "/api/search",
+        &json!({"query": "quokka", "mode": "keyword"}),
+    )?;
+    assert_eq!(run_ids(&r.body), vec![id.to_owned()]);
+    Ok(())
+}
+
+#[test]
+fn an_index_chunked_by_an_older_kith_is_not_served_until_reindexed() -> Result<()> {
+    let (central, token, id) = one_indexed_run()?;
+    let data = &central.data_dir;
     // What an index built before chunking version 2 looks like.
     std::fs::remove_file(data.join("chunking"))?;
     let mut serve = std::process::Command::new(kith_tests::bin("kith-central"))
         .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
-        .arg(&data)
+        .arg(data)
         .env_remove("KITH_DATA_DIR")
         .stderr(std::process::Stdio::piped())
         .spawn()?;
@@ -400,46 +424,16 @@ fn an_index_chunked_by_an_older_kith_is_not_served_until_reindexed() -> Result<(
         stderr.contains("chunking 1,") && stderr.contains("kith-central reindex"),
         "{stderr}"
     );
-    let re = run_central(&data, &["reindex"])?;
-    assert!(
-        re.status.success(),
-        "{}",
-        String::from_utf8_lossy(&re.stderr)
-    );
-    let fixed = Central::start_on(&data, &[])?;
-    let alice = fixed.client(&alice.token);
-    let r = alice.post(
-        "/api/search",
-        &json!({"query": "quokka", "mode": "keyword"}),
-    )?;
-    assert_eq!(run_ids(&r.body), vec![id]);
-    Ok(())
+    reindex_finds(data, &token, &id)
 }
 
 #[test]
 fn a_corrupt_index_is_named_and_reindex_fixes_it() -> Result<()> {
-    let mut central = Central::start()?;
-    let alice = central.client(&central.register("alice.test", "laptop")?);
-    let id = post_run(&alice, "a", "quokka onboarding checklist")?;
-    alice.wait_indexed(&id, Duration::from_secs(10))?;
-    central.kill()?;
-    let data = central.data_dir.clone();
+    let (central, token, id) = one_indexed_run()?;
+    let data = &central.data_dir;
     std::fs::write(data.join("index/meta.json"), b"{ this is not an index")?;
-    let broken = Central::start_on(&data, &[]);
+    let broken = Central::start_on(data, &[]);
     let err = broken.err().map(|e| e.to_string()).unwrap_or_default();
     assert!(!err.is_empty(), "central must not start on a corrupt index");
-    let re = run_central(&data, &["reindex"])?;
-    assert!(
-        re.status.success(),
-        "{}",
-        String::from_utf8_lossy(&re.stderr)
-    );
-    let fixed = Central::start_on(&data, &[])?;
-    let alice = fixed.client(&alice.token);
-    let r = alice.post(
-        "/api/search",
-        &json!({"query": "quokka", "mode": "keyword"}),
-    )?;
-    assert_eq!(run_ids(&r.body), vec![id]);
-    Ok(())
+    reindex_finds(data, &token, &id)
 }
