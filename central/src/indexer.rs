@@ -110,10 +110,9 @@ pub fn index_batch(state: &AppState) -> Result<usize> {
         }
     }
     state.index().commit()?;
-    let now = kith_shared::timestamp::now();
-    for run_id in &done {
-        state.registry().finish_job(run_id, &now)?;
-    }
+    state
+        .registry()
+        .finish_jobs(&done, &kith_shared::timestamp::now())?;
     tracing::debug!(n_runs = done.len(), "indexed batch");
     Ok(jobs.len())
 }

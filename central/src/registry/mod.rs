@@ -648,14 +648,17 @@ impl Registry {
             .collect())
     }
 
-    /// The job is done: the run is searchable.
-    pub fn finish_job(&self, run: &RunId, indexed_at: &str) -> Result<()> {
+    /// These jobs are done: their runs are searchable. One transaction (one
+    /// sync of the log) for a whole indexing batch.
+    pub fn finish_jobs(&self, runs: &[RunId], indexed_at: &str) -> Result<()> {
         let mut conn = self.conn();
         let tx = conn.transaction()?;
-        tx.prepare_cached("UPDATE runs SET indexed_at = ?2 WHERE id = ?1")?
-            .execute(params![run.as_str(), indexed_at])?;
-        tx.prepare_cached("DELETE FROM index_jobs WHERE run_id = ?1")?
-            .execute([run.as_str()])?;
+        for run in runs {
+            tx.prepare_cached("UPDATE runs SET indexed_at = ?2 WHERE id = ?1")?
+                .execute(params![run.as_str(), indexed_at])?;
+            tx.prepare_cached("DELETE FROM index_jobs WHERE run_id = ?1")?
+                .execute([run.as_str()])?;
+        }
         tx.commit()?;
         Ok(())
     }
