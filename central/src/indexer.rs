@@ -4,7 +4,7 @@
 //! loses, work; on start the worker resumes whatever is pending.
 
 use std::panic::AssertUnwindSafe;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use kith_proto::RunMeta;
@@ -12,6 +12,7 @@ use kith_shared::chunk::{chunk_turns, ChunkConfig};
 use kith_shared::ids::RunId;
 use kith_shared::transcript;
 use tokio::sync::Notify;
+use tokio::time::Instant;
 
 use crate::error::{Error, Result};
 use crate::ingest::format_of;
@@ -25,18 +26,46 @@ const BATCH: u32 = 32;
 const MAX_ATTEMPTS: i64 = 5;
 /// Longest wait between retries of a failing batch (index server down).
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// A batch starts once no run has been accepted for this long: an index
+/// commit syncs a dozen files, and the syncs of a delta accepted meanwhile
+/// queue behind them (ext4 commits one journal for all), so deltas that
+/// arrive in a burst are indexed after it rather than between them.
+const QUIET: Duration = Duration::from_millis(25);
+/// ... but never waits longer than this for the burst to end (freshness).
+const MAX_QUIET_WAIT: Duration = Duration::from_millis(250);
 
 /// Wakes the worker. Cheap to clone.
 #[derive(Clone, Default)]
 pub struct Indexer {
     wake: Arc<Notify>,
+    /// When a run was last accepted.
+    last_accepted: Arc<Mutex<Option<Instant>>>,
     /// Signalled after a commit: there may be runs to embed.
     indexed: Arc<Notify>,
 }
 
 impl Indexer {
+    /// A run was accepted: index it soon.
     pub fn wake(&self) {
+        *self.last_accepted.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
         self.wake.notify_one();
+    }
+
+    /// Waits until no run has been accepted for `QUIET`, at most
+    /// `MAX_QUIET_WAIT`.
+    async fn quiet(&self) {
+        let deadline = Instant::now() + MAX_QUIET_WAIT;
+        loop {
+            let last = *self.last_accepted.lock().unwrap_or_else(|p| p.into_inner());
+            let Some(until) = last.map(|t| t + QUIET).filter(|&t| t > Instant::now()) else {
+                return;
+            };
+            if until >= deadline {
+                tokio::time::sleep_until(deadline).await;
+                return;
+            }
+            tokio::time::sleep_until(until).await;
+        }
     }
 
     /// Resolves once more runs were indexed (the vectorizer waits on it).
@@ -62,6 +91,7 @@ impl Indexer {
     async fn run(self, state: AppState) {
         let mut backoff = Duration::from_secs(1);
         loop {
+            self.quiet().await;
             let batch = std::panic::catch_unwind(AssertUnwindSafe(|| index_batch(&state)));
             match batch {
                 Ok(Ok(0)) => {
@@ -133,4 +163,37 @@ fn index_one(state: &AppState, job: &PendingJob) -> Result<()> {
     let parsed = transcript::parse(format_of(meta.agent_runtime), &bytes);
     let chunks = chunk_turns(&parsed.turns, &ChunkConfig::default());
     state.index().put_run(&meta, &job.ancestry, &chunks)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_batch_waits_for_a_burst_of_runs_to_end_but_not_for_ever() {
+        let indexer = Indexer::default();
+        let waited = |indexer: Indexer| async move {
+            let started = Instant::now();
+            indexer.quiet().await;
+            started.elapsed()
+        };
+        assert_eq!(
+            waited(indexer.clone()).await,
+            Duration::ZERO,
+            "nothing accepted"
+        );
+        indexer.wake();
+        assert_eq!(waited(indexer.clone()).await, QUIET, "one run accepted");
+        assert_eq!(waited(indexer.clone()).await, Duration::ZERO, "quiet since");
+        // Runs accepted every 10 ms for a second: the batch starts anyway.
+        let burst = indexer.clone();
+        tokio::spawn(async move {
+            for _ in 0..100 {
+                burst.wake();
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        });
+        tokio::task::yield_now().await;
+        assert_eq!(waited(indexer).await, MAX_QUIET_WAIT, "a burst");
+    }
 }
