@@ -90,9 +90,15 @@ impl Indexer {
     /// worker: `index_batch` blocks).
     async fn run(self, state: AppState) {
         let mut backoff = Duration::from_secs(1);
+        // The last batch was full: more are waiting, and their commits
+        // follow one another whatever arrives, so a backlog does not wait.
+        let mut backlog = false;
         loop {
-            self.quiet().await;
+            if !backlog {
+                self.quiet().await;
+            }
             let batch = std::panic::catch_unwind(AssertUnwindSafe(|| index_batch(&state)));
+            backlog = matches!(batch, Ok(Ok(n)) if n >= BATCH as usize);
             match batch {
                 Ok(Ok(0)) => {
                     backoff = Duration::from_secs(1);
