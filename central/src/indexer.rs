@@ -57,14 +57,10 @@ impl Indexer {
         let deadline = Instant::now() + MAX_QUIET_WAIT;
         loop {
             let last = *self.last_accepted.lock().unwrap_or_else(|p| p.into_inner());
-            let Some(until) = last.map(|t| t + QUIET).filter(|&t| t > Instant::now()) else {
-                return;
-            };
-            if until >= deadline {
-                tokio::time::sleep_until(deadline).await;
-                return;
+            match last.map(|t| (t + QUIET).min(deadline)) {
+                Some(until) if until > Instant::now() => tokio::time::sleep_until(until).await,
+                _ => return,
             }
-            tokio::time::sleep_until(until).await;
         }
     }
 
