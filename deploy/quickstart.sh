@@ -31,7 +31,7 @@ if ! curl -fsS "http://$LISTEN/healthz" >/dev/null 2>&1; then
     sleep 0.1
   done
   if ! curl -fsS "http://$LISTEN/healthz" >/dev/null 2>&1; then
-    # Say why (an index of an older kith names `kith-central reindex`).
+    # Say why (a corrupt index names `kith-central reindex`).
     echo "kith-central did not start; the end of $STATE_DIR/central.log:" >&2
     tail -n 5 "$STATE_DIR/central.log" >&2
     exit 1

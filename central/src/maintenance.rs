@@ -10,7 +10,7 @@ use kith_shared::chunk::{chunk_turns, ChunkConfig, CHUNKING_VERSION};
 use kith_shared::hash::sha256_hex;
 use kith_shared::transcript;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::indexer::index_batch;
 use crate::ingest::format_of;
 use crate::registry::{Lane, NewRun};
@@ -99,8 +99,8 @@ pub fn reindex(state: &AppState) -> Result<ReindexReport> {
     Ok(report)
 }
 
-/// Where the data directory records the `CHUNKING_VERSION` its index was
-/// built with; an index without it was built by version 1.
+/// Where the data directory records the `CHUNKING_VERSION` its oldest
+/// chunks were made with; an index without it was built by version 1.
 fn chunking_path(state: &AppState) -> std::path::PathBuf {
     state.config().data_dir.join("chunking")
 }
@@ -112,26 +112,22 @@ fn stamp_chunking(state: &AppState) -> Result<()> {
     )?)
 }
 
-/// Refuses an index whose chunks this kith would not make: the vectorizer
-/// chunks blobs again to embed them, and would put other texts' vectors on
-/// its chunk ids. An empty index is stamped with this version.
-pub fn check_chunking(state: &AppState) -> Result<()> {
+/// The chunking version of an index some of whose runs were chunked by an
+/// older kith-central. They keep those chunks (the vectorizer embeds the
+/// texts the index holds) and are found as before; `reindex` chunks them
+/// again. An empty index is stamped with this version.
+pub fn older_chunking(state: &AppState) -> Result<Option<u32>> {
     let built = std::fs::read_to_string(chunking_path(state))
         .ok()
         .and_then(|s| s.trim().parse::<u32>().ok());
     if built == Some(CHUNKING_VERSION) {
-        return Ok(());
+        return Ok(None);
     }
     if state.index().n_chunks()? == 0 {
-        return stamp_chunking(state);
+        stamp_chunking(state)?;
+        return Ok(None);
     }
-    Err(Error::Unavailable {
-        code: "index_unavailable",
-        message: format!(
-            "the search index was chunked by an older kith-central (chunking {}, this one {CHUNKING_VERSION}); run `kith-central reindex` to rebuild it from the blobs",
-            built.unwrap_or(1)
-        ),
-    })
+    Ok(Some(built.unwrap_or(1)))
 }
 
 /// `|root|...|parent|self|` by walking parent links (cycles cut).
@@ -178,6 +174,14 @@ pub fn doctor(state: &AppState) -> Result<DoctorReport> {
             .or_default()
             .push(line);
     }
+    // Runs chunked by an older kith-central need not have this one's chunk
+    // counts: their drift is the chunking, reported once.
+    let older = older_chunking(state)?;
+    if let Some(v) = older {
+        report.entry("index_chunking_older").or_default().push(format!(
+            "runs chunked by chunking {v}, this kith-central's is {CHUNKING_VERSION}; `kith-central reindex` chunks them again"
+        ));
+    }
     let mut n_expected: u64 = 0;
     let bar = progress(registered.len() as u64, "checking");
     for (id, rel) in &registered {
@@ -209,6 +213,9 @@ pub fn doctor(state: &AppState) -> Result<DoctorReport> {
                 .or_default()
                 .push(id.clone());
         }
+        if older.is_some() {
+            continue;
+        }
         let expected = chunk_turns(
             &transcript::parse(format_of(meta.agent_runtime), &bytes).turns,
             &ChunkConfig::default(),
@@ -227,7 +234,7 @@ pub fn doctor(state: &AppState) -> Result<DoctorReport> {
     // Chunks of runs the registry does not know (a run deleted from the
     // blobs, or left behind by a failed rebuild).
     let n_indexed = state.index().n_chunks()?;
-    if n_indexed > n_expected {
+    if older.is_none() && n_indexed > n_expected {
         report
             .entry("index_chunks_without_run")
             .or_default()

@@ -27,7 +27,12 @@ pub async fn serve(
         let config = config.clone();
         tokio::task::spawn_blocking(move || {
             let state = AppState::open_with(config.clone(), start_embedder(&config))?;
-            crate::maintenance::check_chunking(&state)?;
+            if let Some(older) = crate::maintenance::older_chunking(&state)? {
+                tracing::info!(
+                    "runs indexed by an older kith-central keep their chunks (chunking {older}, this one {}); `kith-central reindex` chunks them again",
+                    kith_shared::chunk::CHUNKING_VERSION
+                );
+            }
             Ok::<_, crate::error::Error>(state)
         })
         .await??

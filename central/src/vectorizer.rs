@@ -1,20 +1,15 @@
-//! Embedding indexed runs: after a run's text is searchable, its chunks go
-//! through the embed queue (runs captured in the last minutes on the realtime
-//! lane; older runs and re-embeds after a model change on the bulk lane) and their vectors into the index. Which runs still need it is
-//! durable state in the registry (`embedded_model` differs from the current
-//! model), so a crash or a model change simply means more work here.
+//! Embedding indexed runs: after a run's text is searchable, its chunks (as
+//! the index holds them) go through the embed queue (runs captured in the
+//! last minutes on the realtime lane; older runs and re-embeds after a model
+//! change on the bulk lane) and their vectors into the index. Which runs
+//! still need it is durable state in the registry (`embedded_model` differs
+//! from the current model), so a crash or a model change simply means more
+//! work here.
 
 use std::time::Duration;
 
-use kith_proto::RunMeta;
-use kith_shared::chunk::{chunk_turns, ChunkConfig};
-use kith_shared::transcript;
-
 use crate::embed::{EmbedQueue, Lane, MAX_BATCH};
 use crate::error::{Error, Result};
-use crate::index::chunk_id;
-use crate::ingest::format_of;
-use crate::registry::ToEmbed;
 use crate::state::AppState;
 
 /// Runs fetched per registry query.
@@ -74,8 +69,9 @@ async fn round(state: &AppState, queue: &EmbedQueue, standin: bool) -> Result<us
             Lane::IngestBulk
         };
         let s = state.clone();
-        let r = run.clone();
-        let chunks = tokio::task::spawn_blocking(move || pending_chunks(&s, &r)).await??;
+        let id = run.run_id.clone();
+        let chunks =
+            tokio::task::spawn_blocking(move || s.index().chunks_to_embed(id.as_str())).await??;
         for batch in chunks.chunks(MAX_BATCH) {
             let texts: Vec<String> = batch.iter().map(|(_, t)| t.clone()).collect();
             let vectors = if standin {
@@ -129,20 +125,4 @@ fn standin_vector(text: &str, dim: usize) -> Vec<f32> {
         v.iter_mut().for_each(|x| *x /= norm);
     }
     v
-}
-
-/// The run's chunks that have no vector yet, as (chunk id, text).
-fn pending_chunks(state: &AppState, run: &ToEmbed) -> Result<Vec<(String, String)>> {
-    let meta_path = state
-        .store()
-        .absolute(&run.blob_path)
-        .with_extension("metadata.json");
-    let meta: RunMeta = serde_json::from_slice(&std::fs::read(meta_path)?)?;
-    let bytes = state.store().read_jsonl(&run.blob_path)?;
-    let parsed = transcript::parse(format_of(meta.agent_runtime), &bytes);
-    Ok(chunk_turns(&parsed.turns, &ChunkConfig::default())
-        .into_iter()
-        .map(|c| (chunk_id(&meta.id, c.chunk_idx), c.text))
-        .filter(|(id, _)| !state.index().has_vector(id))
-        .collect())
 }

@@ -398,33 +398,35 @@ fn reindex_finds(data: &std::path::Path, token: &str, id: &str) -> Result<()> {
 }
 
 #[test]
-fn an_index_chunked_by_an_older_kith_is_not_served_until_reindexed() -> Result<()> {
+fn an_index_chunked_by_an_older_kith_is_served_and_doctor_names_reindex() -> Result<()> {
     let (central, token, id) = one_indexed_run()?;
     let data = &central.data_dir;
-    // What an index built before chunking version 2 looks like.
+    // What an index built before chunking version 2 looks like: its runs
+    // keep their chunks, and central serves them as they are.
     std::fs::remove_file(data.join("chunking"))?;
-    let mut serve = std::process::Command::new(kith_tests::bin("kith-central"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
-        .arg(data)
-        .env_remove("KITH_DATA_DIR")
-        .stderr(std::process::Stdio::piped())
-        .spawn()?;
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while serve.try_wait()?.is_none() {
-        if std::time::Instant::now() > deadline {
-            serve.kill()?;
-            anyhow::bail!("central served an index of another chunking");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let out = serve.wait_with_output()?;
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
+    let older = Central::start_on(data, &[])?;
+    let r = older.client(&token).post(
+        "/api/search",
+        &json!({"query": "quokka", "mode": "keyword"}),
+    )?;
+    assert_eq!(run_ids(&r.body), vec![id.clone()]);
+    drop(older);
+    let doctor = run_central(data, &["doctor"])?;
+    let out = String::from_utf8_lossy(&doctor.stdout);
+    assert_eq!(doctor.status.code(), Some(1), "{out}");
     assert!(
-        stderr.contains("chunking 1,") && stderr.contains("kith-central reindex"),
-        "{stderr}"
+        out.contains("chunking 1,") && out.contains("kith-central reindex"),
+        "{out}"
     );
-    reindex_finds(data, &token, &id)
+    assert!(!out.contains("index_chunks_differ"), "{out}");
+    reindex_finds(data, &token, &id)?;
+    let doctor = run_central(data, &["doctor"])?;
+    assert!(
+        doctor.status.success(),
+        "{}",
+        String::from_utf8_lossy(&doctor.stdout)
+    );
+    Ok(())
 }
 
 #[test]

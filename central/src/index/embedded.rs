@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuar
 
 use kith_proto::{AgentRuntime, RunMeta};
 use kith_shared::chunk::Chunk;
-use tantivy::collector::{Collector, SegmentCollector};
+use tantivy::collector::{Collector, DocSetCollector, SegmentCollector};
 use tantivy::directory::MmapDirectory;
 use tantivy::query::{
     BooleanQuery, EnableScoring, Occur, Query, QueryParser, RangeQuery, TermQuery,
@@ -661,10 +661,35 @@ impl SearchIndex for EmbeddedIndex {
         Ok(())
     }
 
-    fn has_vector(&self, chunk_id: &str) -> bool {
-        read(&self.vectors)
-            .as_ref()
-            .is_some_and(|s| s.contains(chunk_key(chunk_id)))
+    fn chunks_to_embed(&self, run_id: &str) -> Result<Vec<(String, String)>> {
+        let searcher = self.reader.searcher();
+        let run = TermQuery::new(
+            Term::from_field_text(self.fields.run_id, run_id),
+            IndexRecordOption::Basic,
+        );
+        let mut docs: Vec<DocAddress> = searcher
+            .search(&run, &DocSetCollector)
+            .map_err(index_err)?
+            .into_iter()
+            .collect();
+        // In the order they were indexed (the run's chunks are one batch).
+        docs.sort_unstable();
+        let vectors = read(&self.vectors);
+        let mut out = Vec::with_capacity(docs.len());
+        for addr in docs {
+            let doc: TantivyDocument = searcher.doc(addr).map_err(index_err)?;
+            let text_of = |field: Field| {
+                doc.get_first(field)
+                    .and_then(|v| v.as_str())
+                    .unwrap_or_default()
+                    .to_owned()
+            };
+            let id = text_of(self.fields.chunk_id);
+            if !vectors.as_ref().is_some_and(|s| s.contains(chunk_key(&id))) {
+                out.push((id, text_of(self.fields.text)));
+            }
+        }
+        Ok(out)
     }
 
     fn n_chunks(&self) -> Result<u64> {
@@ -862,6 +887,31 @@ mod tests {
                 timestamp: None,
             })
             .collect()
+    }
+
+    /// The vectorizer embeds the texts the index holds: a run's chunks in
+    /// order until each has a vector of the attached model, none of another
+    /// run's.
+    #[test]
+    fn chunks_to_embed_are_the_indexed_texts_without_a_vector() -> Result<()> {
+        let dir = tempfile::tempdir()?;
+        let index = EmbeddedIndex::open(dir.path())?;
+        index.put_run(&run("r1", "u1"), "|r1|", &chunks(3, " of r1"))?;
+        index.put_run(&run("r2", "u1"), "|r2|", &chunks(2, " of r2"))?;
+        index.commit()?;
+        let r1 = |idx: &[u32]| -> Vec<(String, String)> {
+            idx.iter()
+                .map(|&i| (chunk_id("r1", i), format!("chunk {i} of r1")))
+                .collect()
+        };
+        assert_eq!(index.chunks_to_embed("r1")?, r1(&[0, 1, 2]), "no model yet");
+        index.attach_vectors("m", 4)?;
+        index.put_vectors(&[(chunk_id("r1", 1), vec![1.0, 0.0, 0.0, 0.0])])?;
+        assert_eq!(index.chunks_to_embed("r1")?, r1(&[0, 2]));
+        index.attach_vectors("another-model", 4)?;
+        assert_eq!(index.chunks_to_embed("r1")?, r1(&[0, 1, 2]));
+        assert!(index.chunks_to_embed("r3")?.is_empty());
+        Ok(())
     }
 
     /// Past `ANN_MIN` vectors, semantic search goes through the ANN index:

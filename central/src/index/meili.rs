@@ -31,7 +31,7 @@ use std::time::Duration;
 use kith_proto::{AgentRuntime, RunMeta};
 use kith_shared::chunk::Chunk;
 use meilisearch_sdk::client::Client;
-use meilisearch_sdk::documents::{DocumentDeletionQuery, DocumentQuery, DocumentsQuery};
+use meilisearch_sdk::documents::{DocumentDeletionQuery, DocumentsQuery};
 use meilisearch_sdk::errors::{Error as SdkError, ErrorCode, ErrorType, MeilisearchError};
 use meilisearch_sdk::indexes::Index;
 use meilisearch_sdk::search::{SearchResults, Selectors};
@@ -501,9 +501,11 @@ fn to_hit(hit: meilisearch_sdk::search::SearchResult<HitDoc>) -> IndexHit {
     }
 }
 
-/// The one field `has_vector` reads.
+/// What `chunks_to_embed` reads of a chunk.
 #[derive(Deserialize)]
-struct VectorModelOnly {
+struct ToEmbedDoc {
+    id: String,
+    text: String,
     vector_model: Option<String>,
 }
 
@@ -666,20 +668,35 @@ impl SearchIndex for MeiliIndex {
         Ok(())
     }
 
-    fn has_vector(&self, chunk_id: &str) -> bool {
-        let Ok(model) = self.attached_model() else {
-            return false;
-        };
-        let mut query = DocumentQuery::new(&self.index);
-        query.with_fields(["vector_model"]);
-        // Unknown (Meilisearch down) counts as missing: the chunk is
-        // embedded again, which is wasted work, never a wrong answer.
-        self.block_on(
-            "reading a document",
-            REQUEST_TIMEOUT,
-            query.execute::<VectorModelOnly>(chunk_id),
-        )
-        .is_ok_and(|d| d.vector_model.as_deref() == Some(model.as_str()))
+    fn chunks_to_embed(&self, run_id: &str) -> Result<Vec<(String, String)>> {
+        let model = self.attached_model().ok();
+        let filter = format!("run_id = {}", filter::quote(run_id));
+        let mut out = Vec::new();
+        let mut offset = 0;
+        loop {
+            let mut query = DocumentsQuery::new(&self.index);
+            query
+                .with_filter(&filter)
+                .with_fields(["id", "text", "vector_model"])
+                .with_offset(offset)
+                .with_limit(DOCS_PER_REQUEST);
+            let page = self.block_on(
+                "reading a run's chunks",
+                REQUEST_TIMEOUT,
+                query.execute::<ToEmbedDoc>(),
+            )?;
+            let n = page.results.len();
+            out.extend(
+                page.results
+                    .into_iter()
+                    .filter(|d| model.is_none() || d.vector_model != model)
+                    .map(|d| (d.id, d.text)),
+            );
+            if n < DOCS_PER_REQUEST {
+                return Ok(out);
+            }
+            offset += n;
+        }
     }
 
     fn n_chunks(&self) -> Result<u64> {
@@ -759,7 +776,12 @@ mod tests {
         assert!(message.contains("http://127.0.0.1:9"), "{message}");
         assert!(!message.contains("sekrit"), "{message}");
         assert!(index.commit().is_ok(), "nothing pending: nothing to send");
-        assert!(!index.has_vector("r1-0"));
+        // Embedding waits for the server: no chunk is taken for unembedded.
+        let err = index
+            .chunks_to_embed("r1")
+            .err()
+            .unwrap_or_else(|| panic!("read a run's chunks without a server"));
+        assert_eq!(err.code(), "search_backend_unavailable");
         // attach_vectors lets central start while the server is down.
         assert!(index.attach_vectors("m", 4).is_ok());
     }

@@ -152,7 +152,11 @@ pub trait SearchIndex: Send + Sync {
     /// Adds chunk vectors, by chunk id; durable when it returns.
     fn put_vectors(&self, items: &[(String, Vec<f32>)]) -> Result<()>;
 
-    fn has_vector(&self, chunk_id: &str) -> bool;
+    /// The run's chunks with no vector from the attached model, as (chunk
+    /// id, text): what the vectorizer embeds. Read from the index, never
+    /// chunked again, so a vector always belongs to the text it was indexed
+    /// with, whichever kith chunked it.
+    fn chunks_to_embed(&self, run_id: &str) -> Result<Vec<(String, String)>>;
 
     /// Number of chunks indexed.
     fn n_chunks(&self) -> Result<u64>;

@@ -136,7 +136,6 @@ pub struct PendingJob {
 #[derive(Debug, Clone)]
 pub struct ToEmbed {
     pub run_id: RunId,
-    pub blob_path: String,
     pub captured_at: String,
     /// It has vectors of another model (a model change): bulk work.
     pub reembed: bool,
@@ -667,7 +666,7 @@ impl Registry {
     pub fn runs_to_embed(&self, model: &str, limit: u32) -> Result<Vec<ToEmbed>> {
         let conn = self.conn();
         let mut stmt = conn.prepare(
-            "SELECT id, blob_path, captured_at, embedded_model IS NOT NULL FROM runs
+            "SELECT id, captured_at, embedded_model IS NOT NULL FROM runs
              WHERE indexed_at IS NOT NULL AND (embedded_model IS NULL OR embedded_model != ?1)
              ORDER BY captured_at DESC, id LIMIT ?2",
         )?;
@@ -676,16 +675,14 @@ impl Registry {
                 Ok((
                     r.get::<_, String>(0)?,
                     r.get::<_, String>(1)?,
-                    r.get::<_, String>(2)?,
-                    r.get::<_, bool>(3)?,
+                    r.get::<_, bool>(2)?,
                 ))
             })?
             .collect::<rusqlite::Result<Vec<_>>>()?;
         rows.into_iter()
-            .map(|(id, blob_path, captured_at, reembed)| {
+            .map(|(id, captured_at, reembed)| {
                 Ok(ToEmbed {
                     run_id: parse_id(RunId::parse(&id))?,
-                    blob_path,
                     captured_at,
                     reembed,
                 })
