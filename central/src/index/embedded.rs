@@ -81,6 +81,9 @@ pub struct EmbeddedIndex {
     ann_training: Arc<AtomicBool>,
     /// What each recent viewer + filters may see, per segment.
     allowed: AllowedCache,
+    /// Runs a hybrid search's two sides at once. Its threads start with the
+    /// index, at the opening thread's priority, and wait for work.
+    sides: rayon::ThreadPool,
     dir: PathBuf,
 }
 
@@ -138,6 +141,11 @@ impl EmbeddedIndex {
             .reload_policy(ReloadPolicy::Manual)
             .try_into()
             .map_err(corrupt)?;
+        let sides = rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .thread_name(|i| format!("kith-search-{i}"))
+            .build()
+            .map_err(|e| Error::Internal(format!("starting the search threads: {e}")))?;
         Ok(Self {
             index,
             fields,
@@ -146,6 +154,7 @@ impl EmbeddedIndex {
             vectors: Arc::default(),
             ann_training: Arc::default(),
             allowed: AllowedCache::default(),
+            sides,
             dir: dir.to_owned(),
         })
     }
@@ -593,14 +602,15 @@ impl SearchIndex for EmbeddedIndex {
     ) -> Result<Vec<IndexHit>> {
         let searcher = self.reader.searcher();
         let pool = limit.max(FUSION_POOL);
-        let (keyword, semantic) = std::thread::scope(|s| {
-            let keyword = s.spawn(|| self.keyword_ranked(&searcher, viewer, query, filters, pool));
-            let semantic = self.semantic_ranked(&searcher, viewer, vector, filters, pool);
-            (keyword.join(), semantic)
-        });
-        let keyword = keyword.map_err(|_| Error::Internal("keyword search panicked".into()))??;
+        // Both sides at once, on threads that are up already: a thread
+        // spawned per search started 1.5 ms late at the median (BENCHMARKS.md,
+        // "Hybrid's two sides").
+        let (keyword, semantic) = self.sides.join(
+            || self.keyword_ranked(&searcher, viewer, query, filters, pool),
+            || self.semantic_ranked(&searcher, viewer, vector, filters, pool),
+        );
         let mut docs = Docs::new(&searcher);
-        let keyword = docs.keyed(keyword)?;
+        let keyword = docs.keyed(keyword?)?;
         let semantic = docs.keyed(semantic?)?;
         let fused = fusion::fuse(&keyword, &semantic, semantic_ratio);
         let best = fusion::lift_by_neighbours(&fused, limit, |key| {
