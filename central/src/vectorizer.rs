@@ -23,6 +23,14 @@ const REALTIME_WINDOW_MINUTES: i64 = 10;
 /// vector search. Search quality means nothing then; central says so.
 pub const BENCH_STANDIN_VECTORS: &str = "KITH_BENCH_STANDIN_VECTORS";
 
+/// Runs captured at or after this instant and never embedded ride the
+/// realtime lane; the rest (re-embeds, a backlog) the bulk lane.
+pub fn realtime_since() -> String {
+    kith_shared::timestamp::render(
+        time::OffsetDateTime::now_utc() - time::Duration::minutes(REALTIME_WINDOW_MINUTES),
+    )
+}
+
 /// Runs until the process ends.
 pub async fn run(state: AppState, queue: EmbedQueue) {
     let standin = std::env::var_os(BENCH_STANDIN_VECTORS).is_some_and(|v| v == "1");
@@ -58,9 +66,7 @@ async fn round(state: &AppState, queue: &EmbedQueue, standin: bool) -> Result<us
     let m = model.clone();
     let runs = tokio::task::spawn_blocking(move || s.registry().runs_to_embed(&m, RUNS_PER_ROUND))
         .await??;
-    let recent = kith_shared::timestamp::render(
-        time::OffsetDateTime::now_utc() - time::Duration::minutes(REALTIME_WINDOW_MINUTES),
-    );
+    let recent = realtime_since();
     let n = runs.len();
     for run in runs {
         let lane = if run.captured_at >= recent && !run.reembed {

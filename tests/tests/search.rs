@@ -320,6 +320,62 @@ fn recency_and_diversity_rerank_only_when_asked() -> Result<()> {
     Ok(())
 }
 
+/// The lane depths count runs waiting for vectors: none once embedded, and
+/// after a model change every run waits on the bulk lane (not the realtime
+/// one) until it is embedded again.
+#[test]
+fn status_counts_the_runs_waiting_for_vectors() -> Result<()> {
+    if model_dir().is_none() {
+        return Ok(());
+    }
+    let tmp = tempfile::tempdir()?;
+    let data = tmp.path().join("data");
+    let mut central = Central::start_on(&data, &[])?;
+    let token = central.register("alice.test", "laptop")?;
+    let alice = central.client(&token);
+    let words = "the deploy failed because the migration locked the table ".repeat(20);
+    let ids = (0..60)
+        .map(|i| post_run(&alice, &format!("s{i}"), &format!("{words} run {i}")))
+        .collect::<Result<Vec<_>>>()?;
+    for id in &ids {
+        alice.wait_embedded(id, Duration::from_secs(120))?;
+    }
+    let depths = |api: &kith_tests::Api| -> Result<(u64, u64)> {
+        let q = &api.get("/api/status")?.body["queue"];
+        Ok((
+            q["ingest_realtime"].as_u64().unwrap_or(u64::MAX),
+            q["ingest_bulk"].as_u64().unwrap_or(u64::MAX),
+        ))
+    };
+    assert_eq!(depths(&alice)?, (0, 0), "all embedded: nothing waits");
+    central.kill()?;
+
+    // Matryoshka truncation is another model: every run is embedded again.
+    let central = Central::start_on(&data, &[("KITH_EMBED_TRUNCATE_DIM", "256")])?;
+    let alice = central.client(&token);
+    let (realtime, bulk) = depths(&alice)?;
+    assert_eq!(realtime, 0, "re-embedding is bulk work");
+    assert!(
+        (1..=60).contains(&bulk),
+        "the re-embed backlog is on the bulk lane: {bulk}"
+    );
+    let (_, metrics) = alice.get_bytes("/metrics")?;
+    assert!(
+        !String::from_utf8(metrics)?.contains("kith_queue_depth{lane=\"ingest-bulk\"} 0\n"),
+        "metrics show the backlog too"
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    while depths(&alice)? != (0, 0) {
+        anyhow::ensure!(
+            std::time::Instant::now() < deadline,
+            "the re-embed did not finish: {:?}",
+            depths(&alice)?
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Ok(())
+}
+
 #[test]
 fn embedder_down_keyword_still_answers_and_semantic_says_why() -> Result<()> {
     let tmp = tempfile::tempdir()?;

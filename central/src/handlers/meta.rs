@@ -19,9 +19,11 @@ pub async fn healthz() -> &'static str {
     responses((status = 200, body = StatusResponse), (status = 401, body = ErrorBody)))]
 pub async fn status(State(state): State<AppState>, viewer: Viewer) -> Result<Json<StatusResponse>> {
     let s = state.clone();
-    let (counts, last_indexed_at, n_chunks) = tokio::task::spawn_blocking(move || {
+    let (counts, queue, last_indexed_at, n_chunks) = tokio::task::spawn_blocking(move || {
+        let counts = s.registry().counts()?;
         Ok::<_, crate::error::Error>((
-            s.registry().counts()?,
+            counts,
+            lane_depths(&s, &counts)?,
             s.registry().last_indexed_at()?,
             chunks_or_zero(&s),
         ))
@@ -29,7 +31,7 @@ pub async fn status(State(state): State<AppState>, viewer: Viewer) -> Result<Jso
     .await??;
     Ok(Json(StatusResponse {
         version: env!("CARGO_PKG_VERSION").to_owned(),
-        queue: lane_depths(&state, &counts),
+        queue,
         counts: Counts {
             users: counts.users,
             machines: counts.machines,
@@ -55,25 +57,35 @@ fn chunks_or_zero(state: &AppState) -> u64 {
     })
 }
 
-/// Pending work per lane: embedding jobs waiting in the queue, plus runs
-/// waiting for text indexing on the ingest lanes.
-pub fn lane_depths(state: &AppState, counts: &crate::registry::RegistryCounts) -> LaneDepths {
-    let embed = state.embed().map(|q| q.depths()).unwrap_or_default();
-    LaneDepths {
-        query: embed.query as u64,
-        ingest_realtime: counts.realtime_jobs + embed.ingest_realtime as u64,
-        ingest_bulk: counts.bulk_jobs + embed.ingest_bulk as u64,
-    }
+/// Pending work per lane: queries waiting for the model; on the ingest
+/// lanes, runs waiting for text indexing plus runs waiting for the current
+/// model's vectors (a model change puts every run on the bulk lane).
+fn lane_depths(state: &AppState, counts: &crate::registry::RegistryCounts) -> Result<LaneDepths> {
+    let Some(queue) = state.embed() else {
+        return Ok(LaneDepths {
+            query: 0,
+            ingest_realtime: counts.realtime_jobs,
+            ingest_bulk: counts.bulk_jobs,
+        });
+    };
+    let (realtime, bulk) = state
+        .registry()
+        .runs_awaiting_vectors(queue.model_id(), &crate::vectorizer::realtime_since())?;
+    Ok(LaneDepths {
+        query: queue.depths().query as u64,
+        ingest_realtime: counts.realtime_jobs + realtime,
+        ingest_bulk: counts.bulk_jobs + bulk,
+    })
 }
 
 #[utoipa::path(get, path = "/metrics", responses((status = 200, body = String)))]
 pub async fn metrics(State(state): State<AppState>) -> Result<impl IntoResponse> {
     let s = state.clone();
-    let (counts, n_chunks) = tokio::task::spawn_blocking(move || {
-        Ok::<_, crate::error::Error>((s.registry().counts()?, chunks_or_zero(&s)))
+    let (counts, lanes, n_chunks) = tokio::task::spawn_blocking(move || {
+        let counts = s.registry().counts()?;
+        Ok::<_, crate::error::Error>((counts, lane_depths(&s, &counts)?, chunks_or_zero(&s)))
     })
     .await??;
-    let lanes = lane_depths(&state, &counts);
     Ok((
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
         state.metrics().render(

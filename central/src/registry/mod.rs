@@ -690,6 +690,23 @@ impl Registry {
             .collect()
     }
 
+    /// Indexed runs whose vectors are not from `model`, as (realtime, bulk)
+    /// by the vectorizer's rule (`vectorizer::realtime_since`): never
+    /// embedded and captured since `realtime_since`, or the rest.
+    pub fn runs_awaiting_vectors(&self, model: &str, realtime_since: &str) -> Result<(u64, u64)> {
+        let (realtime, all) = self
+            .conn()
+            .prepare_cached(
+                "SELECT COALESCE(SUM(embedded_model IS NULL AND captured_at >= ?2), 0), COUNT(*)
+                 FROM runs
+                 WHERE indexed_at IS NOT NULL AND (embedded_model IS NULL OR embedded_model != ?1)",
+            )?
+            .query_row(params![model, realtime_since], |r| {
+                Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?))
+            })?;
+        Ok((realtime.max(0) as u64, (all - realtime).max(0) as u64))
+    }
+
     pub fn set_embedded(&self, run: &RunId, model: &str, at: &str) -> Result<()> {
         self.conn()
             .prepare_cached("UPDATE runs SET embedded_model = ?2, embedded_at = ?3 WHERE id = ?1")?
