@@ -308,11 +308,14 @@ pub struct SearchResponse {
     pub degraded: Option<String>,
 }
 
-/// Depth of each embed-queue lane.
+/// Work waiting on each lane of the pipeline.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct LaneDepths {
+    /// Queries waiting for the model.
     pub query: u64,
+    /// Runs captured in the last minutes waiting to be indexed or embedded.
     pub ingest_realtime: u64,
+    /// Older runs, re-indexing and re-embedding (a model change) waiting.
     pub ingest_bulk: u64,
 }
 

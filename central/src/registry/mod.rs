@@ -206,8 +206,15 @@ pub struct RegistryCounts {
     pub bulk_jobs: u64,
 }
 
+/// Two connections to one SQLite file in WAL mode: writes go one at a time
+/// through `conn`, each commit synced to disk (`synchronous = FULL`: a 202
+/// is a promise); reads go through `reader`, which sees the last commit and
+/// never waits for a writer's sync (a search re-checks its hits' runs, and
+/// every request authenticates, while ingest, indexing and embedding
+/// commit).
 pub struct Registry {
     conn: Mutex<Connection>,
+    reader: Mutex<Connection>,
 }
 
 impl Registry {
@@ -216,20 +223,30 @@ impl Registry {
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "synchronous", "FULL")?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
-        conn.busy_timeout(std::time::Duration::from_secs(5))?;
         conn.execute_batch(SCHEMA)?;
-        // Every request authenticates and most read runs: their statements
-        // stay prepared (parsing the SQL cost more than running it).
-        conn.set_prepared_statement_cache_capacity(64);
+        let reader = Connection::open(path)?;
+        reader.pragma_update(None, "query_only", "ON")?;
+        for c in [&conn, &reader] {
+            c.busy_timeout(std::time::Duration::from_secs(5))?;
+            // Every request authenticates and most read runs: their
+            // statements stay prepared (parsing cost more than running).
+            c.set_prepared_statement_cache_capacity(64);
+        }
         Ok(Self {
             conn: Mutex::new(conn),
+            reader: Mutex::new(reader),
         })
     }
 
+    /// The connection for writes (and reads that must see a transaction's
+    /// own writes).
     fn conn(&self) -> MutexGuard<'_, Connection> {
-        // A panic while holding the lock cannot leave SQLite half-written
-        // (statements are atomic), so a poisoned lock is still usable.
-        self.conn.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.conn)
+    }
+
+    /// The connection for reads.
+    fn reader(&self) -> MutexGuard<'_, Connection> {
+        lock(&self.reader)
     }
 
     pub fn add_user(&self, user: &UserRow) -> Result<()> {
@@ -256,7 +273,7 @@ impl Registry {
 
     pub fn user_by_handle(&self, handle: &str) -> Result<Option<UserRow>> {
         Ok(self
-            .conn()
+            .reader()
             .query_row(
                 "SELECT id, handle, did, pds_url, is_admin, created_at FROM users WHERE handle = ?1",
                 [handle],
@@ -266,7 +283,7 @@ impl Registry {
     }
 
     pub fn list_users(&self) -> Result<Vec<UserRow>> {
-        let conn = self.conn();
+        let conn = self.reader();
         let mut stmt = conn.prepare(
             "SELECT id, handle, did, pds_url, is_admin, created_at FROM users ORDER BY handle",
         )?;
@@ -314,7 +331,7 @@ impl Registry {
     /// The viewer behind a token hash, unless the machine is unknown or revoked.
     pub fn viewer_by_token(&self, token_sha256: &str) -> Result<Option<Viewer>> {
         let row = self
-            .conn()
+            .reader()
             .prepare_cached(
                 "SELECT m.id, m.name, u.id, u.handle, u.is_admin FROM machines m
                  JOIN users u ON u.id = m.user_id
@@ -358,7 +375,7 @@ impl Registry {
     /// name stays taken after revoke): `None` when there is no such machine.
     pub fn machine_auth(&self, user_id: &UserId, name: &str) -> Result<Option<MachineAuth>> {
         Ok(self
-            .conn()
+            .reader()
             .query_row(
                 "SELECT app_password_name, revoked_at FROM machines WHERE user_id = ?1 AND name = ?2",
                 params![user_id.as_str(), name],
@@ -373,7 +390,7 @@ impl Registry {
     }
 
     pub fn list_machines(&self) -> Result<Vec<MachineRow>> {
-        let conn = self.conn();
+        let conn = self.reader();
         let mut stmt = conn.prepare(
             "SELECT m.id, m.user_id, u.handle, m.name, m.created_at, m.last_seen_at, m.revoked_at
              FROM machines m JOIN users u ON u.id = m.user_id ORDER BY u.handle, m.name",
@@ -577,7 +594,7 @@ impl Registry {
             " GROUP BY root_run_id ORDER BY last DESC LIMIT {}",
             filter.limit
         ));
-        let conn = self.conn();
+        let conn = self.reader();
         let mut stmt = conn.prepare(&sql)?;
         let rows = stmt
             .query_map(rusqlite::params_from_iter(args.iter()), |r| {
@@ -591,7 +608,7 @@ impl Registry {
     /// the prepared statements stay cached: preparing the readability
     /// clause cost more than running it (a search re-checks every hit's run).
     fn query_runs(&self, clause: &str, args: impl rusqlite::Params) -> Result<Vec<StoredRun>> {
-        let conn = self.conn();
+        let conn = self.reader();
         let mut stmt = conn.prepare_cached(&format!(
             "SELECT meta_json, indexed_at, embedded_at, blob_path, idempotency_key, ancestry FROM runs {clause}"
         ))?;
@@ -629,7 +646,7 @@ impl Registry {
     /// Pending jobs that failed fewer than `max_attempts` times, realtime
     /// lane first, oldest first.
     pub fn pending_jobs_below(&self, limit: u32, max_attempts: i64) -> Result<Vec<PendingJob>> {
-        let conn = self.conn();
+        let conn = self.reader();
         let mut stmt = conn.prepare_cached(
             "SELECT j.run_id, r.blob_path, r.ancestry FROM index_jobs j JOIN runs r ON r.id = j.run_id
              WHERE j.attempts < ?2
@@ -664,7 +681,7 @@ impl Registry {
 
     /// Indexed runs whose vectors are not from `model`, newest first.
     pub fn runs_to_embed(&self, model: &str, limit: u32) -> Result<Vec<ToEmbed>> {
-        let conn = self.conn();
+        let conn = self.reader();
         let mut stmt = conn.prepare(
             "SELECT id, captured_at, embedded_model IS NOT NULL FROM runs
              WHERE indexed_at IS NOT NULL AND (embedded_model IS NULL OR embedded_model != ?1)
@@ -695,7 +712,7 @@ impl Registry {
     /// embedded and captured since `realtime_since`, or the rest.
     pub fn runs_awaiting_vectors(&self, model: &str, realtime_since: &str) -> Result<(u64, u64)> {
         let (realtime, all) = self
-            .conn()
+            .reader()
             .prepare_cached(
                 "SELECT COALESCE(SUM(embedded_model IS NULL AND captured_at >= ?2), 0), COUNT(*)
                  FROM runs
@@ -724,7 +741,7 @@ impl Registry {
     }
 
     pub fn counts(&self) -> Result<RegistryCounts> {
-        let conn = self.conn();
+        let conn = self.reader();
         let one = |sql: &str| {
             conn.prepare_cached(sql)?
                 .query_row([], |r| r.get::<_, i64>(0))
@@ -742,19 +759,25 @@ impl Registry {
 
     pub fn last_indexed_at(&self) -> Result<Option<String>> {
         Ok(self
-            .conn()
+            .reader()
             .query_row("SELECT MAX(indexed_at) FROM runs", [], |r| r.get(0))?)
     }
 
     /// Every run's id and blob path, for `doctor`.
     pub fn all_blob_paths(&self) -> Result<Vec<(String, String)>> {
-        let conn = self.conn();
+        let conn = self.reader();
         let mut stmt = conn.prepare("SELECT id, blob_path FROM runs ORDER BY id")?;
         let rows = stmt
             .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
             .collect::<rusqlite::Result<_>>()?;
         Ok(rows)
     }
+}
+
+fn lock(conn: &Mutex<Connection>) -> MutexGuard<'_, Connection> {
+    // A panic while holding the lock cannot leave SQLite half-written
+    // (statements are atomic), so a poisoned lock is still usable.
+    conn.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// The SQL predicate "the viewer may read this run", over the `runs` table,

@@ -95,7 +95,7 @@ impl Registry {
     /// Grants the viewer gave (`given`) or received, newest first.
     pub fn list_shares(&self, viewer: &Viewer, given: bool) -> Result<Vec<ShareRow>> {
         let side = if given { "s.grantor" } else { "s.grantee" };
-        let conn = self.conn();
+        let conn = self.reader();
         let mut stmt = conn.prepare(&format!(
             "SELECT s.id, g.handle, r.handle, s.scope_kind || ':' || s.scope_value, s.created_at,
                     s.expires_at, s.revoked_at
@@ -120,7 +120,7 @@ impl Registry {
 
     /// Live grants the viewer received.
     pub fn grants_to(&self, viewer: &Viewer) -> Result<Vec<Grant>> {
-        let conn = self.conn();
+        let conn = self.reader();
         let mut stmt = conn.prepare_cached(&format!(
             "SELECT grantor, scope_kind, scope_value FROM shares WHERE grantee = ?1 AND revoked_at IS NULL
                AND (expires_at IS NULL OR expires_at > {NOW_SQL})"
@@ -171,7 +171,7 @@ impl Registry {
         viewer: &Viewer,
         limit: u32,
     ) -> Result<Vec<(String, String, String, String)>> {
-        let conn = self.conn();
+        let conn = self.reader();
         let mut stmt = conn.prepare(
             "SELECT u.handle, a.run_id, a.what, a.at FROM audit a JOIN users u ON u.id = a.reader
              WHERE a.owner = ?1 ORDER BY a.id DESC LIMIT ?2",
@@ -196,7 +196,7 @@ impl Registry {
     /// The id of a user's machine by name, revoked or not.
     pub fn machine_id(&self, user: &UserId, name: &str) -> Result<Option<String>> {
         Ok(self
-            .conn()
+            .reader()
             .query_row(
                 "SELECT id FROM machines WHERE user_id = ?1 AND name = ?2 ORDER BY created_at DESC",
                 params![user.as_str(), name],
