@@ -11,7 +11,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use clap::{Args, Parser, Subcommand};
+use clap::error::ErrorKind;
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use crate::capture::{Capture, Captured};
 use crate::client::{Budget, Client};
@@ -33,7 +34,7 @@ pub struct Cli {
 }
 
 /// Every folder can be moved; flags win over the `KITH_*` variables.
-#[derive(Debug, Args)]
+#[derive(Debug, Default, Args)]
 struct DirArgs {
     /// config.toml and auth.json [env: KITH_CONFIG_DIR; default ~/.config/kith]
     #[arg(long, global = true, value_name = "DIR")]
@@ -85,13 +86,15 @@ pub fn main() -> ExitCode {
     let args: Vec<OsString> = std::env::args_os().collect();
     let cli = match Cli::try_parse_from(&args) {
         Ok(cli) => cli,
-        // Whatever an agent passes, a hook must not exit 2.
-        Err(_) if args.get(1).is_some_and(|a| a == "hook") => {
-            let payload = args.last().and_then(|a| a.to_str()).map(str::to_owned);
-            crate::hook::run(&Paths::from_env(), None, payload);
-            return ExitCode::SUCCESS;
-        }
-        Err(e) => e.exit(),
+        Err(e) => match lenient_hook(&args) {
+            // Whatever an agent passes, a hook must not exit 2.
+            Some(cli)
+                if !matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) =>
+            {
+                cli
+            }
+            _ => e.exit(),
+        },
     };
     let paths = Paths::resolve(PathOverrides {
         config_dir: cli.dirs.config_dir,
@@ -100,10 +103,6 @@ pub fn main() -> ExitCode {
         codex_dir: cli.dirs.codex_dir,
         pi_dir: cli.dirs.pi_dir,
     });
-    if let Command::Hook { pi, payload } = cli.command {
-        crate::hook::run(&paths, pi, payload);
-        return ExitCode::SUCCESS;
-    }
     match run(cli.command, &paths) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -113,8 +112,73 @@ pub fn main() -> ExitCode {
     }
 }
 
+/// A `kith hook` call clap refused (a flag this version does not know), as
+/// far as it can be made out: the folders and `--pi` given before the first
+/// argument clap could not take, and the last argument after `hook` as a
+/// Codex `notify` payload. `None` when the subcommand is not `hook`.
+fn lenient_hook(args: &[OsString]) -> Option<Cli> {
+    let at = subcommand_at(args)?;
+    if args[at] != "hook" {
+        return None;
+    }
+    let last = args[at + 1..]
+        .last()
+        .and_then(|a| a.to_str())
+        .filter(|a| !a.starts_with('-'))
+        .map(str::to_owned);
+    let parsed = Cli::command()
+        .ignore_errors(true)
+        .try_get_matches_from(args)
+        .ok()
+        .and_then(|m| Cli::from_arg_matches(&m).ok());
+    Some(match parsed {
+        Some(Cli {
+            dirs,
+            command: Command::Hook { pi, payload },
+        }) => Cli {
+            dirs,
+            command: Command::Hook {
+                pi,
+                payload: payload.or(last),
+            },
+        },
+        _ => Cli {
+            dirs: DirArgs::default(),
+            command: Command::Hook {
+                pi: None,
+                payload: last,
+            },
+        },
+    })
+}
+
+/// Where the subcommand is: the first argument that is neither a flag nor
+/// the value of a flag given before it (`--state-dir DIR`).
+fn subcommand_at(args: &[OsString]) -> Option<usize> {
+    let valued: Vec<String> = Cli::command()
+        .get_arguments()
+        .filter(|a| a.get_action().takes_values())
+        .filter_map(|a| a.get_long())
+        .map(|long| format!("--{long}"))
+        .collect();
+    let mut at = 1;
+    while let Some(arg) = args.get(at) {
+        let arg = arg.to_string_lossy();
+        if !arg.starts_with('-') {
+            return Some(at);
+        }
+        at += if valued.iter().any(|v| *v == arg) {
+            2
+        } else {
+            1
+        };
+    }
+    None
+}
+
 fn run(command: Command, paths: &Paths) -> Result<()> {
     match command {
+        // Never fails: errors go to the hook's log.
         Command::Hook { pi, payload } => {
             crate::hook::run(paths, pi, payload);
             Ok(())
@@ -280,4 +344,60 @@ fn watch(paths: &Paths) -> Result<()> {
         eprintln!("kith: {line}")
     })?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// (state dir, --pi, payload) of the hook run for `args`, or `None` when
+    /// clap's own error (exit 2) stands.
+    type Hook = Option<(
+        Option<&'static str>,
+        Option<&'static str>,
+        Option<&'static str>,
+    )>;
+
+    fn check(args: &str, want: Hook) {
+        let args: Vec<OsString> = args.split(' ').map(OsString::from).collect();
+        let got = lenient_hook(&args).map(|cli| match cli.command {
+            Command::Hook { pi, payload } => (cli.dirs.state_dir, pi, payload),
+            other => panic!("{args:?}: {other:?} is not a hook"),
+        });
+        let want = want.map(|(state, pi, payload)| {
+            (
+                state.map(PathBuf::from),
+                pi.map(PathBuf::from),
+                payload.map(str::to_owned),
+            )
+        });
+        assert_eq!(got, want, "{args:?}");
+    }
+
+    #[test]
+    fn a_hook_with_arguments_clap_refuses_still_runs() {
+        check("kith hook --bogus", Some((None, None, None)));
+        check(
+            "kith --state-dir /s hook --bogus",
+            Some((Some("/s"), None, None)),
+        );
+        check(
+            "kith --state-dir=/s hook --bogus",
+            Some((Some("/s"), None, None)),
+        );
+        check(
+            "kith --state-dir /s hook --pi /p.jsonl --bogus",
+            Some((Some("/s"), Some("/p.jsonl"), None)),
+        );
+        check(
+            "kith --state-dir /s hook --bogus {\"type\":\"x\"}",
+            Some((Some("/s"), None, Some("{\"type\":\"x\"}"))),
+        );
+        check("kith --bogus hook", Some((None, None, None)));
+        // Not the hook: clap's usage error stands.
+        check("kith --state-dir hook status --bogus", None);
+        check("kith search hook --bogus", None);
+        check("kith show hook --bogus", None);
+        check("kith --bogus", None);
+    }
 }

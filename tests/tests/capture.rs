@@ -285,6 +285,44 @@ fn hook_always_exits_zero() -> Result<()> {
         b"",
     )?;
     assert_eq!(out.status.code(), Some(0));
+
+    // Folders given before `hook` and a flag this kith does not know: still
+    // exit 0, and the Stop payload on stdin is captured into that state dir.
+    let file = device.path(".claude/projects/-p/0b0e1d7a-0000-4000-8000-000000000005.jsonl");
+    std::fs::create_dir_all(file.parent().unwrap_or(Path::new("/")))?;
+    std::fs::copy(fixture("claude-code/marot__spotter__short.jsonl"), &file)?;
+    let payload =
+        serde_json::json!({"session_id": "s", "transcript_path": file, "hook_event_name": "Stop"})
+            .to_string();
+    let state = device.path("elsewhere");
+    let state = state.to_str().unwrap_or_default();
+    for args in [
+        &["--state-dir", state, "hook", "--bogus"][..],
+        &[
+            "--state-dir",
+            state,
+            "--config-dir",
+            state,
+            "hook",
+            "--bogus=1",
+            "x",
+        ],
+        &["--bogus", "hook"],
+    ] {
+        let out = device.kith("http://127.0.0.1:9", "kith_bogus", args, payload.as_bytes())?;
+        assert_eq!(out.status.code(), Some(0), "{args:?}");
+    }
+    let status = device.kith(
+        "http://127.0.0.1:9",
+        "kith_bogus",
+        &["--state-dir", state, "status"],
+        b"",
+    )?;
+    let status = String::from_utf8_lossy(&status.stdout);
+    assert!(
+        status.contains("outbox: 1 deltas waiting"),
+        "the hook used --state-dir: {status}"
+    );
     Ok(())
 }
 
