@@ -516,15 +516,13 @@ pub fn render_search(res: &SearchResponse, style: Style, now: OffsetDateTime) ->
                 style.highlight(&one_line(&hit.snippet, 200)),
             );
         }
-        let last = hits[hits.len() - 1];
+        // Hits come in rank order, not line order: the range spans them all.
+        let from = hits.iter().map(|h| h.line_start).min().unwrap_or(1);
+        let to = hits.iter().map(|h| h.line_end).max().unwrap_or(from);
         let _ = writeln!(
             out,
             "  {}\n",
-            style.dim(&format!(
-                "kith show {run_id} --lines {}-{}",
-                hits[0].line_start.min(last.line_start),
-                hits[0].line_end.max(last.line_end)
-            ))
+            style.dim(&format!("kith show {run_id} --lines {from}-{to}"))
         );
     }
     let _ = writeln!(
@@ -554,11 +552,11 @@ pub fn render_tree(forest: &ForestResponse, style: Style, now: OffsetDateTime) -
             let title = r
                 .intent
                 .as_deref()
-                .map(|i| one_line(i, 60))
+                .map(|i| format!("  {}", one_line(i, 60)))
                 .unwrap_or_default();
             let _ = writeln!(
                 out,
-                "{indent}{branch} {} {} {}  {}",
+                "{indent}{branch} {} {} {}{title}",
                 style.bold(&format!("[{}]", r.machine)),
                 r.agent_runtime.as_str(),
                 style.dim(&format!(
@@ -567,7 +565,6 @@ pub fn render_tree(forest: &ForestResponse, style: Style, now: OffsetDateTime) -
                     age(&r.started_at, now),
                     r.id
                 )),
-                title
             );
         }
         out.push('\n');
@@ -578,9 +575,323 @@ pub fn render_tree(forest: &ForestResponse, style: Style, now: OffsetDateTime) -
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kith_proto::{RunLinks, SearchTiming, Tree, TreeRun};
     use time::macros::datetime;
 
     const NOW: OffsetDateTime = datetime!(2026-05-11 12:00:00 UTC);
+    const PLAIN: Style = Style { color: false };
+
+    fn hit(run: &str, lines: (u64, u64), role: &str, snippet: &str) -> SearchHit {
+        let (machine, runtime, started_at, intent) = match run {
+            "run-a" => (
+                "laptop",
+                AgentRuntime::ClaudeCode,
+                "2026-05-11T10:00:00Z",
+                Some("fix the flaky\n  login test"),
+            ),
+            _ => ("desktop", AgentRuntime::Codex, "2026-05-08T12:00:00Z", None),
+        };
+        SearchHit {
+            run_id: run.into(),
+            chunk_id: format!("{run}:{}", lines.0),
+            score: 1.0,
+            role: role.into(),
+            text: snippet.replace(['«', '»'], ""),
+            snippet: snippet.into(),
+            line_start: lines.0,
+            line_end: lines.1,
+            started_at: started_at.into(),
+            intent: intent.map(Into::into),
+            machine: machine.into(),
+            agent_runtime: runtime,
+            _links: RunLinks::for_run(run),
+        }
+    }
+
+    fn response(hits: Vec<SearchHit>) -> SearchResponse {
+        SearchResponse {
+            hits,
+            timing: SearchTiming {
+                total_ms: 12.4,
+                ..SearchTiming::default()
+            },
+            backend: "embedded".into(),
+            embedder: "none".into(),
+            degraded: None,
+        }
+    }
+
+    #[test]
+    fn search_groups_hits_by_run_with_badge_age_snippet_and_a_show_hint() {
+        let res = response(vec![
+            hit("run-a", (10, 12), "user", "why does «login» fail"),
+            hit("run-b", (3, 3), "tool", "cargo test «login»"),
+            hit(
+                "run-a",
+                (40, 45),
+                "assistant",
+                "the «login» mock\n   expires",
+            ),
+        ]);
+        let want = "\
+[laptop] fix the flaky login test  claude-code · 2h ago · run-a
+  L10-12      user: why does «login» fail
+  L40-45 assistant: the «login» mock expires
+  kith show run-a --lines 10-45
+
+[desktop] (no prompt)  codex · 3d ago · run-b
+  L3-3      tool: cargo test «login»
+  kith show run-b --lines 3-3
+
+3 hits in 12 ms (embedded)
+";
+        assert_eq!(render_search(&res, PLAIN, NOW), want);
+    }
+
+    #[test]
+    fn search_on_a_terminal_paints_badges_and_matches() {
+        let res = response(vec![hit("run-b", (3, 3), "tool", "cargo «test»")]);
+        let out = render_search(&res, Style { color: true }, NOW);
+        assert!(out.starts_with("\x1b[1m[desktop]\x1b[0m "), "{out:?}");
+        assert!(
+            out.contains("cargo \x1b[1;33mtest\x1b[0m\n"),
+            "matches bold yellow, markers gone: {out:?}"
+        );
+        assert!(!out.contains('«'), "{out:?}");
+    }
+
+    #[test]
+    fn search_says_when_nothing_matched_or_the_mode_was_degraded() {
+        let mut res = response(vec![]);
+        assert_eq!(render_search(&res, PLAIN, NOW), "no matches\n");
+        res.degraded = Some("embedder down; keyword only".into());
+        assert_eq!(
+            render_search(&res, PLAIN, NOW),
+            "note: embedder down; keyword only\nno matches\n"
+        );
+    }
+
+    /// Regression: the hint took its range from a group's first and last hit
+    /// only, so a hit between them (in rank order) could fall outside it.
+    #[test]
+    fn show_hint_covers_every_hit_of_its_run() {
+        let cases: &[(&[(u64, u64)], &str)] = &[
+            (&[(7, 9)], "7-9"),
+            (&[(10, 12), (40, 45), (20, 22)], "10-45"),
+            (&[(20, 22), (1, 2), (15, 16)], "1-22"),
+            (&[(30, 31), (5, 50), (28, 29)], "5-50"),
+        ];
+        for (ranges, want) in cases {
+            let hits = ranges
+                .iter()
+                .map(|r| hit("run-a", *r, "user", "x"))
+                .collect();
+            let out = render_search(&response(hits), PLAIN, NOW);
+            let hint = format!("kith show run-a --lines {want}\n");
+            assert!(out.contains(&hint), "{ranges:?}: want {hint:?} in\n{out}");
+        }
+    }
+
+    #[test]
+    fn a_long_first_prompt_is_cut_to_one_line() {
+        let mut h = hit("run-a", (1, 1), "user", "x");
+        h.intent = Some(format!("{}\n\n{}", "word ".repeat(10), "y".repeat(100)));
+        let out = render_search(&response(vec![h]), PLAIN, NOW);
+        let title = out.lines().next().unwrap_or_default();
+        let title = &title["[laptop] ".len()..title.find("  claude-code").unwrap_or(0)];
+        assert_eq!(title.chars().count(), 70, "{title}");
+        assert!(
+            title.starts_with("word word") && title.ends_with("yy…"),
+            "{title}"
+        );
+    }
+
+    fn meta(id: &str, machine: &str, runtime: AgentRuntime, started_at: &str) -> RunMeta {
+        RunMeta {
+            id: id.into(),
+            user_id: "alice.test".into(),
+            machine_id: "m".into(),
+            machine: machine.into(),
+            agent_runtime: runtime,
+            agent_version: None,
+            model: None,
+            conversation_id: None,
+            parent_run_id: None,
+            root_run_id: id.into(),
+            cwd: None,
+            git_branch: None,
+            intent: None,
+            tags: vec![],
+            readable_by: vec![],
+            started_at: started_at.into(),
+            ended_at: None,
+            turn_count: 0,
+            tool_call_count: 0,
+            files_touched: vec![],
+            tools_used: vec![],
+            jsonl_bytes: 0,
+            jsonl_sha256: String::new(),
+            chain_sha256: String::new(),
+            source_identity: String::new(),
+            from_offset: 0,
+            to_offset: 0,
+            redactions: Default::default(),
+            indexed_at: None,
+            embedded_at: None,
+            _links: RunLinks::for_run(id),
+        }
+    }
+
+    #[test]
+    fn tree_indents_each_run_under_its_parent() {
+        let run = |depth, id, machine, runtime, turns, intent: Option<&str>| {
+            let mut run = meta(id, machine, runtime, "2026-05-11T11:55:00Z");
+            run.turn_count = turns;
+            run.intent = intent.map(Into::into);
+            TreeRun { depth, run }
+        };
+        let forest = ForestResponse {
+            trees: vec![
+                Tree {
+                    root_run_id: "r1".into(),
+                    last_activity_at: "2026-05-11T11:55:00Z".into(),
+                    runs: vec![
+                        run(
+                            0,
+                            "r1",
+                            "laptop",
+                            AgentRuntime::ClaudeCode,
+                            12,
+                            Some("deploy\nthe cluster"),
+                        ),
+                        run(1, "r2", "laptop", AgentRuntime::ClaudeCode, 3, None),
+                        run(
+                            2,
+                            "r3",
+                            "laptop",
+                            AgentRuntime::ClaudeCode,
+                            1,
+                            Some("check pods"),
+                        ),
+                        run(1, "r4", "laptop", AgentRuntime::ClaudeCode, 2, None),
+                    ],
+                },
+                Tree {
+                    root_run_id: "p1".into(),
+                    last_activity_at: "2026-05-11T11:55:00Z".into(),
+                    runs: vec![run(
+                        0,
+                        "p1",
+                        "desktop",
+                        AgentRuntime::Pi,
+                        5,
+                        Some("tidy notes"),
+                    )],
+                },
+            ],
+        };
+        let want = "\
+● [laptop] claude-code 12 turns · 5m ago · r1  deploy the cluster
+  └ [laptop] claude-code 3 turns · 5m ago · r2
+    └ [laptop] claude-code 1 turns · 5m ago · r3  check pods
+  └ [laptop] claude-code 2 turns · 5m ago · r4
+
+● [desktop] pi 5 turns · 5m ago · p1  tidy notes
+
+";
+        assert_eq!(render_tree(&forest, PLAIN, NOW), want);
+        assert_eq!(
+            render_tree(&ForestResponse { trees: vec![] }, PLAIN, NOW),
+            "no runs yet\n"
+        );
+    }
+
+    /// A Claude Code transcript: a question, a two-line answer, a follow-up.
+    fn claude_lines() -> Vec<u8> {
+        let line = |v: serde_json::Value| format!("{v}\n");
+        [
+            line(
+                serde_json::json!({"type": "user", "timestamp": "2026-05-11T11:00:00Z",
+                "message": {"role": "user", "content": "why is the build red?"}}),
+            ),
+            line(
+                serde_json::json!({"type": "assistant", "timestamp": "2026-05-11T11:00:05Z",
+                "message": {"id": "m1", "role": "assistant", "model": "claude-x",
+                    "content": [{"type": "text", "text": "A test times out."}]}}),
+            ),
+            line(
+                serde_json::json!({"type": "user", "timestamp": "2026-05-11T11:01:00Z",
+                "message": {"role": "user", "content": "fix it  \n"}}),
+            ),
+        ]
+        .concat()
+        .into_bytes()
+    }
+
+    #[test]
+    fn show_renders_the_turns_in_the_asked_lines() {
+        let mut run = meta(
+            "r1",
+            "laptop",
+            AgentRuntime::ClaudeCode,
+            "2026-05-11T11:00:00Z",
+        );
+        run.model = Some("claude-x".into());
+        run.turn_count = 3;
+        run.cwd = Some("/home/alice/proj".into());
+        let bytes = claude_lines();
+        let header = "[laptop] claude-code claude-x · 1h ago · 3 turns · /home/alice/proj\n";
+        let cases: &[((u64, u64), &str)] = &[
+            (
+                (1, u64::MAX),
+                "\nuser L1-1\nwhy is the build red?\n\nassistant L2-2\nA test times out.\n\nuser L3-3\nfix it\n",
+            ),
+            ((2, 2), "\nassistant L2-2\nA test times out.\n"),
+            ((3, 9), "\nuser L3-3\nfix it\n"),
+            ((4, 9), ""),
+        ];
+        for ((from, to), turns) in cases {
+            let out = render_run(&run, &bytes, *from, *to, PLAIN, NOW);
+            assert_eq!(out, format!("{header}{turns}"), "--lines {from}-{to}");
+        }
+        run.model = None;
+        run.cwd = None;
+        let out = render_run(&run, b"", 1, u64::MAX, PLAIN, NOW);
+        assert_eq!(out, "[laptop] claude-code model? · 1h ago · 3 turns · \n");
+    }
+
+    #[test]
+    fn lines_take_a_range_or_one_line_and_refuse_the_rest() {
+        let cases: &[(&str, Option<(u64, u64)>)] = &[
+            ("12-20", Some((12, 20))),
+            ("7", Some((7, 7))),
+            ("3-3", Some((3, 3))),
+            (" 4 - 5 ", Some((4, 5))),
+            ("1-18446744073709551615", Some((1, u64::MAX))),
+            ("0", None),
+            ("0-5", None),
+            ("20-12", None),
+            ("", None),
+            ("-", None),
+            ("-5", None),
+            ("5-", None),
+            ("1-2-3", None),
+            ("a-b", None),
+            ("twelve", None),
+            ("18446744073709551616", None),
+            ("1-99999999999999999999", None),
+        ];
+        for (input, want) in cases {
+            match (parse_lines(input), want) {
+                (Ok(got), Some(want)) => assert_eq!(got, *want, "{input:?}"),
+                (Err(e), None) => assert!(
+                    e.to_string().contains("use A-B with 1 <= A <= B"),
+                    "{input:?}: {e}"
+                ),
+                (got, want) => panic!("{input:?}: got {got:?}, want {want:?}"),
+            }
+        }
+    }
 
     #[test]
     fn ages_use_the_largest_whole_unit() {
