@@ -4,6 +4,9 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use kith_tests::{bin, fixture, Api, Central};
@@ -291,9 +294,7 @@ fn hook_always_exits_zero() -> Result<()> {
     let file = device.path(".claude/projects/-p/0b0e1d7a-0000-4000-8000-000000000005.jsonl");
     std::fs::create_dir_all(file.parent().unwrap_or(Path::new("/")))?;
     std::fs::copy(fixture("claude-code/marot__spotter__short.jsonl"), &file)?;
-    let payload =
-        serde_json::json!({"session_id": "s", "transcript_path": file, "hook_event_name": "Stop"})
-            .to_string();
+    let payload = stop_payload(&file);
     let state = device.path("elsewhere");
     let state = state.to_str().unwrap_or_default();
     for args in [
@@ -323,6 +324,222 @@ fn hook_always_exits_zero() -> Result<()> {
         status.contains("outbox: 1 deltas waiting"),
         "the hook used --state-dir: {status}"
     );
+    Ok(())
+}
+
+/// A Claude Code `Stop` hook payload naming `file`.
+fn stop_payload(file: &Path) -> String {
+    serde_json::json!({"session_id": "s", "transcript_path": file, "hook_event_name": "Stop"})
+        .to_string()
+}
+
+/// The bytes `kith status` counts as accepted by central for `runtime`.
+fn accepted_bytes(status: &str, runtime: &str) -> Option<u64> {
+    let row: Vec<&str> = status
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(runtime))?
+        .split_whitespace()
+        .collect();
+    row.get(3)?.parse().ok()
+}
+
+/// A broken central on 127.0.0.1 for fault injection: it answers every
+/// request with `answer` (a whole HTTP response), or, given `None`, accepts
+/// connections and never answers them.
+struct BrokenCentral {
+    url: String,
+    /// Connections accepted, so a test knows kith did reach it.
+    connections: Arc<AtomicUsize>,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl BrokenCentral {
+    fn start(answer: Option<String>) -> Result<Self> {
+        use std::io::{BufRead, BufReader, Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+        listener.set_nonblocking(true)?;
+        let url = format!("http://{}", listener.local_addr()?);
+        let connections = Arc::<AtomicUsize>::default();
+        let stop = Arc::<AtomicBool>::default();
+        let (seen, stopped) = (connections.clone(), stop.clone());
+        let thread = std::thread::spawn(move || {
+            let mut held = Vec::new();
+            while !stopped.load(Ordering::SeqCst) {
+                let Ok((stream, _)) = listener.accept() else {
+                    std::thread::sleep(Duration::from_millis(10));
+                    continue;
+                };
+                seen.fetch_add(1, Ordering::SeqCst);
+                let Some(answer) = &answer else {
+                    held.push(stream);
+                    continue;
+                };
+                // The whole request first, so kith reads the answer rather
+                // than a reset of a body it was still sending.
+                let _ = stream.set_nonblocking(false);
+                let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+                let mut reader = BufReader::new(&stream);
+                let mut length = 0;
+                let mut line = String::new();
+                while reader.read_line(&mut line).is_ok_and(|n| n > 0) && line != "\r\n" {
+                    if let Some((name, value)) = line.split_once(':') {
+                        if name.eq_ignore_ascii_case("content-length") {
+                            length = value.trim().parse().unwrap_or(0);
+                        }
+                    }
+                    line.clear();
+                }
+                let _ = reader.take(length).read_to_end(&mut Vec::new());
+                let _ = (&stream).write_all(answer.as_bytes());
+            }
+        });
+        Ok(Self {
+            url,
+            connections,
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    /// Answers every request with `status` and central's error body.
+    fn answering(status: &str, code: &str, message: &str) -> Result<Self> {
+        let body = serde_json::json!({"error": {"code": code, "message": message}}).to_string();
+        Self::start(Some(format!(
+            "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        )))
+    }
+
+    fn connections(&self) -> usize {
+        self.connections.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for BrokenCentral {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// A central that takes the connection and never answers: the hook gives up
+/// within its budget, exits 0, and the delta waits in the outbox until a
+/// working central takes it.
+#[test]
+fn a_central_that_never_answers_leaves_the_delta_in_the_outbox() -> Result<()> {
+    let device = Device::new()?;
+    let source = std::fs::read(fixture("claude-code/marot__spotter__short.jsonl"))?;
+    let file = device.path(".claude/projects/-p/0b0e1d7a-0000-4000-8000-000000000006.jsonl");
+    std::fs::create_dir_all(file.parent().unwrap_or(Path::new("/")))?;
+    std::fs::write(&file, &source)?;
+
+    let silent = BrokenCentral::start(None)?;
+    let out = device.kith(
+        &silent.url,
+        "kith_x",
+        &["hook"],
+        stop_payload(&file).as_bytes(),
+    )?;
+    assert_eq!(out.status.code(), Some(0), "hooks never fail the agent");
+    assert!(silent.connections() > 0, "the hook did try central");
+    let status = device.kith(&silent.url, "kith_x", &["status"], b"")?;
+    let status = String::from_utf8_lossy(&status.stdout);
+    assert!(status.contains("outbox: 1 deltas waiting"), "{status}");
+    assert!(status.contains("no answer in time"), "says why: {status}");
+    assert_eq!(accepted_bytes(&status, "claude-code"), Some(0), "{status}");
+    drop(silent);
+
+    let central = Central::start()?;
+    let token = central.register("me.test", "laptop")?;
+    let out = device.kith(&central.url, &token, &["backfill"], b"")?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(
+        stdout.contains("captured 0 new bytes") && stdout.contains("central accepted 1 deltas"),
+        "the spooled delta is what arrives: {stdout}"
+    );
+    let chains = fetch_chains(&central.client(&token))?;
+    let got = chain_of(&chains, &file);
+    assert_eq!(got.len(), 1);
+    assert!(got[0] == &source, "central holds the file's bytes");
+    Ok(())
+}
+
+/// A central that answers 500 to everything: the hook exits 0, the delta
+/// stays in the outbox, the cursor stays where central's last 202 left it,
+/// and once central works again every byte arrives once.
+#[test]
+fn a_central_answering_500_moves_no_cursor_and_loses_nothing() -> Result<()> {
+    let tmp = tempfile::tempdir()?;
+    let data = tmp.path().join("data");
+    let mut central = Central::start_on(&data, &[])?;
+    let token = central.register("me.test", "laptop")?;
+    let device = Device::new()?;
+    let source = std::fs::read(fixture("claude-code/marot__spotter__tool_heavy.jsonl"))?;
+    let file = device.path(".claude/projects/-p/0b0e1d7a-0000-4000-8000-000000000007.jsonl");
+    std::fs::create_dir_all(file.parent().unwrap_or(Path::new("/")))?;
+    let payload = stop_payload(&file);
+
+    // The first part (ending mid-line) reaches central.
+    let cut = source.len() / 3;
+    let first = source[..cut]
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(0, |i| i + 1) as u64;
+    std::fs::write(&file, &source[..cut])?;
+    let out = device.kith(&central.url, &token, &["hook"], payload.as_bytes())?;
+    assert_eq!(out.status.code(), Some(0));
+    let status = device.kith(&central.url, &token, &["status"], b"")?;
+    let status = String::from_utf8_lossy(&status.stdout);
+    assert_eq!(
+        accepted_bytes(&status, "claude-code"),
+        Some(first),
+        "{status}"
+    );
+    central.kill()?;
+
+    // The rest meets a broken central, twice.
+    let failing =
+        BrokenCentral::answering("500 Internal Server Error", "internal", "disk on fire")?;
+    std::fs::write(&file, &source)?;
+    for _ in 0..2 {
+        let out = device.kith(&failing.url, &token, &["hook"], payload.as_bytes())?;
+        assert_eq!(out.status.code(), Some(0), "hooks never fail the agent");
+    }
+    assert!(failing.connections() >= 2, "both hooks tried central");
+    let status = device.kith(&failing.url, &token, &["status"], b"")?;
+    let status = String::from_utf8_lossy(&status.stdout);
+    assert!(status.contains("outbox: 1 deltas waiting"), "{status}");
+    assert!(
+        status.contains("500") && status.contains("disk on fire"),
+        "says what central answered: {status}"
+    );
+    assert_eq!(
+        accepted_bytes(&status, "claude-code"),
+        Some(first),
+        "the cursor stays at central's last 202: {status}"
+    );
+    drop(failing);
+
+    // Central works again: the next hook delivers what waited, once.
+    let central = Central::start_on(&data, &[])?;
+    let out = device.kith(&central.url, &token, &["hook"], payload.as_bytes())?;
+    assert_eq!(out.status.code(), Some(0));
+    let status = device.kith(&central.url, &token, &["status"], b"")?;
+    let status = String::from_utf8_lossy(&status.stdout);
+    assert!(status.contains("outbox: 0 deltas waiting"), "{status}");
+    assert_eq!(
+        accepted_bytes(&status, "claude-code"),
+        Some(source.len() as u64),
+        "{status}"
+    );
+    let chains = fetch_chains(&central.client(&token))?;
+    let got = chain_of(&chains, &file);
+    assert_eq!(got.len(), 1, "one chain: the 500s broke nothing");
+    assert!(got[0] == &source, "every byte exactly once");
     Ok(())
 }
 
@@ -367,7 +584,7 @@ fn family_cli_shares_a_run_and_the_owner_sees_who_read_it() -> Result<()> {
     );
     central
         .client(&alice_token)
-        .wait_indexed(&id, std::time::Duration::from_secs(30))?;
+        .wait_indexed(&id, Duration::from_secs(30))?;
     let found = run(
         &bob,
         &bob_token,
@@ -417,9 +634,6 @@ fn family_cli_shares_a_run_and_the_owner_sees_who_read_it() -> Result<()> {
 fn soak_twenty_growing_transcripts_through_central_crashes_lose_and_duplicate_nothing() -> Result<()>
 {
     use std::io::Write;
-    use std::sync::atomic::{AtomicBool, Ordering};
-    use std::sync::Arc;
-    use std::time::{Duration, Instant};
 
     let tmp = tempfile::tempdir()?;
     let mut central = Central::start_on(&tmp.path().join("data"), &[])?;
@@ -599,7 +813,6 @@ fn cpu_seconds(pid: u32) -> Result<f64> {
 /// transcripts it captures, listing folders) must not wake it again.
 #[test]
 fn watch_is_idle_when_nothing_changes() -> Result<()> {
-    use std::time::{Duration, Instant};
     let central = Central::start()?;
     let token = central.register("me.test", "laptop")?;
     let device = Device::new()?;
