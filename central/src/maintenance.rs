@@ -68,21 +68,26 @@ pub fn reindex(state: &AppState) -> Result<ReindexReport> {
         }
     }
     bar.finish_and_clear();
-    state.registry().clear_runs()?;
     let parents: HashMap<&str, Option<&str>> = runs
         .iter()
         .map(|(m, _)| (m.id.as_str(), m.parent_run_id.as_deref()))
         .collect();
-    for (meta, rel) in &runs {
-        let ancestry = ancestry_from(&parents, &meta.id);
-        state.registry().insert_run(&NewRun {
+    let ancestries: Vec<String> = runs
+        .iter()
+        .map(|(meta, _)| ancestry_from(&parents, &meta.id))
+        .collect();
+    let rows: Vec<NewRun<'_>> = runs
+        .iter()
+        .zip(&ancestries)
+        .map(|((meta, rel), ancestry)| NewRun {
             meta,
-            ancestry: &ancestry,
+            ancestry,
             blob_path: rel,
             idempotency_key: None,
             lane: Lane::Bulk,
-        })?;
-    }
+        })
+        .collect();
+    state.registry().replace_runs(&rows)?;
     state.index().clear()?;
     let bar = progress(runs.len() as u64, "indexing");
     loop {

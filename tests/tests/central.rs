@@ -550,7 +550,7 @@ fn reindex_rebuilds_from_blobs_and_doctor_sees_drift() -> Result<()> {
 
 #[test]
 fn quarantine_hides_a_revoked_machines_runs_from_others_until_released() -> Result<()> {
-    let central = Central::start()?;
+    let mut central = Central::start()?;
     let alice = central.client(&central.register("alice.test", "laptop")?);
     let bob = central.client(&central.register("bob.test", "desktop")?);
     let mut body = delta("s", 0, &line("the octopus plan", 0));
@@ -599,9 +599,39 @@ fn quarantine_hides_a_revoked_machines_runs_from_others_until_released() -> Resu
         &json!({"query": "octopus", "mode": "keyword"}),
     )?;
     assert_eq!(hits.body["hits"].as_array().map(Vec::len), Some(0));
+
+    // Regression: reindex rebuilt the run catalog from the blobs and lost
+    // the quarantine, which only the registry holds.
+    central.kill()?;
+    let re = run_central(&central.data_dir, &["reindex"])?;
+    assert!(
+        re.status.success(),
+        "{}",
+        String::from_utf8_lossy(&re.stderr)
+    );
+    central.restart()?;
+    assert_eq!(
+        bob.get(&format!("/api/runs/{id}"))?.status,
+        404,
+        "still quarantined after reindex"
+    );
+    let hits = bob.post(
+        "/api/search",
+        &json!({"query": "octopus", "mode": "keyword"}),
+    )?;
+    assert_eq!(hits.body["hits"].as_array().map(Vec::len), Some(0));
     // The owner still sees it from another machine.
     let alice2 = central.client(&central.register("alice.test", "phone")?);
     assert_eq!(alice2.get(&format!("/api/runs/{id}"))?.status, 200);
+    let hits = alice2.post(
+        "/api/search",
+        &json!({"query": "octopus", "mode": "keyword"}),
+    )?;
+    assert_eq!(
+        hits.body["hits"][0]["run_id"],
+        id.as_str(),
+        "the owner finds it"
+    );
 
     let out = run_central(
         &central.data_dir,

@@ -490,52 +490,49 @@ impl Registry {
 
     /// Inserts the run and its indexing job in one transaction.
     pub fn insert_run(&self, new: &NewRun<'_>) -> Result<()> {
-        let meta = new.meta;
-        let meta_json = serde_json::to_string(meta)?;
         let mut conn = self.conn();
         let tx = conn.transaction()?;
-        tx.prepare_cached(
-            "INSERT INTO runs (id, user_id, machine_id, agent_runtime, root_run_id, parent_run_id,
-                conversation_id, source_identity, from_offset, to_offset, jsonl_sha256, chain_sha256,
-                idempotency_key, started_at, blob_path, meta_json, tags_key, ancestry)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)",
-        )?
-        .execute(params![
-                meta.id,
-                meta.user_id,
-                meta.machine_id,
-                meta.agent_runtime.as_str(),
-                meta.root_run_id,
-                meta.parent_run_id,
-                meta.conversation_id,
-                meta.source_identity,
-                to_i64(meta.from_offset),
-                to_i64(meta.to_offset),
-                meta.jsonl_sha256,
-                meta.chain_sha256,
-                new.idempotency_key,
-                meta.started_at,
-                new.blob_path,
-                meta_json,
-                format!("|{}|", meta.tags.join("|")),
-            new.ancestry,
-        ])?;
-        tx.prepare_cached(
-            "INSERT OR REPLACE INTO index_jobs (run_id, lane, enqueued_at) VALUES (?1, ?2, ?3)",
-        )?
-        .execute(params![
-            meta.id,
-            new.lane.as_str(),
-            kith_shared::timestamp::now()
-        ])?;
+        write_run(&tx, new, "")?;
         tx.commit()?;
         Ok(())
     }
 
-    /// Drops the run catalog and jobs (before `reindex` rebuilds them from blobs).
-    pub fn clear_runs(&self) -> Result<()> {
-        self.conn()
-            .execute_batch("DELETE FROM index_jobs; DELETE FROM runs;")?;
+    /// Makes the run catalog exactly `runs` (read from the blobs by
+    /// `reindex`), each with an indexing job, in one transaction. A run the
+    /// catalog already holds keeps what its blob does not say: when central
+    /// captured it, its quarantine and its idempotency key (a reindex must
+    /// not show a quarantined run to others again); its index and vector
+    /// state start over.
+    pub fn replace_runs(&self, runs: &[NewRun<'_>]) -> Result<()> {
+        let mut conn = self.conn();
+        let tx = conn.transaction()?;
+        tx.execute("DELETE FROM index_jobs", [])?;
+        let known: Vec<String> = tx
+            .prepare("SELECT id FROM runs")?
+            .query_map([], |r| r.get(0))?
+            .collect::<rusqlite::Result<_>>()?;
+        let kept: std::collections::HashSet<&str> =
+            runs.iter().map(|r| r.meta.id.as_str()).collect();
+        for id in known.iter().filter(|id| !kept.contains(id.as_str())) {
+            tx.execute("DELETE FROM runs WHERE id = ?1", [id])?;
+        }
+        for new in runs {
+            write_run(
+                &tx,
+                new,
+                " ON CONFLICT (id) DO UPDATE SET user_id = excluded.user_id,
+                    machine_id = excluded.machine_id, agent_runtime = excluded.agent_runtime,
+                    root_run_id = excluded.root_run_id, parent_run_id = excluded.parent_run_id,
+                    conversation_id = excluded.conversation_id,
+                    source_identity = excluded.source_identity, from_offset = excluded.from_offset,
+                    to_offset = excluded.to_offset, jsonl_sha256 = excluded.jsonl_sha256,
+                    chain_sha256 = excluded.chain_sha256, started_at = excluded.started_at,
+                    blob_path = excluded.blob_path, meta_json = excluded.meta_json,
+                    tags_key = excluded.tags_key, ancestry = excluded.ancestry,
+                    indexed_at = NULL, embedded_at = NULL, embedded_model = NULL",
+            )?;
+        }
+        tx.commit()?;
         Ok(())
     }
 
@@ -774,11 +771,68 @@ impl Registry {
     }
 }
 
+/// Inserts one run row (then `on_conflict`, for `replace_runs`) and its
+/// indexing job, inside the caller's transaction.
+fn write_run(tx: &rusqlite::Transaction<'_>, new: &NewRun<'_>, on_conflict: &str) -> Result<()> {
+    let meta = new.meta;
+    let meta_json = serde_json::to_string(meta)?;
+    tx.prepare_cached(&format!(
+        "INSERT INTO runs (id, user_id, machine_id, agent_runtime, root_run_id, parent_run_id,
+            conversation_id, source_identity, from_offset, to_offset, jsonl_sha256, chain_sha256,
+            idempotency_key, started_at, blob_path, meta_json, tags_key, ancestry)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)
+         {on_conflict}"
+    ))?
+    .execute(params![
+        meta.id,
+        meta.user_id,
+        meta.machine_id,
+        meta.agent_runtime.as_str(),
+        meta.root_run_id,
+        meta.parent_run_id,
+        meta.conversation_id,
+        meta.source_identity,
+        to_i64(meta.from_offset),
+        to_i64(meta.to_offset),
+        meta.jsonl_sha256,
+        meta.chain_sha256,
+        new.idempotency_key,
+        meta.started_at,
+        new.blob_path,
+        meta_json,
+        format!("|{}|", meta.tags.join("|")),
+        new.ancestry,
+    ])?;
+    tx.prepare_cached(
+        "INSERT OR REPLACE INTO index_jobs (run_id, lane, enqueued_at) VALUES (?1, ?2, ?3)",
+    )?
+    .execute(params![
+        meta.id,
+        new.lane.as_str(),
+        kith_shared::timestamp::now()
+    ])?;
+    Ok(())
+}
+
 fn lock(conn: &Mutex<Connection>) -> MutexGuard<'_, Connection> {
     // A panic while holding the lock cannot leave SQLite half-written
     // (statements are atomic), so a poisoned lock is still usable.
     conn.lock().unwrap_or_else(|p| p.into_inner())
 }
+
+/// Over `runs`, with the model as `?1`: the run is indexed and its vectors
+/// are not of that model (none yet, or of a model central no longer uses).
+const AWAITING_VECTORS: &str =
+    "indexed_at IS NOT NULL AND (embedded_model IS NULL OR embedded_model != ?1)";
+
+/// Over `runs`, with `?2` an instant minutes ago: the run rides the
+/// realtime lane. It was never embedded (a model change's re-embeds are
+/// bulk work), was captured since `?2`, and its transcript was being
+/// written then: its last line at most an hour older than its capture. A
+/// backfill of old sessions is captured now, but it is history: bulk work.
+const REALTIME: &str = "(embedded_model IS NULL AND captured_at >= ?2
+    AND COALESCE(json_extract(meta_json, '$.ended_at'), started_at)
+        >= strftime('%Y-%m-%dT%H:%M:%fZ', captured_at, '-1 hour'))";
 
 /// The SQL predicate "the viewer may read this run", over the `runs` table,
 /// with the viewer's user id as parameter `?n`: the owner always; anyone
