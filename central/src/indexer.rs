@@ -11,7 +11,7 @@ use kith_proto::RunMeta;
 use kith_shared::chunk::{chunk_turns, ChunkConfig};
 use kith_shared::ids::RunId;
 use kith_shared::transcript;
-use tokio::sync::Notify;
+use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
 
 use crate::error::{Error, Result};
@@ -35,13 +35,24 @@ const QUIET: Duration = Duration::from_millis(25);
 const MAX_QUIET_WAIT: Duration = Duration::from_millis(250);
 
 /// Wakes the worker. Cheap to clone.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct Indexer {
     wake: Arc<Notify>,
     /// When a run was last accepted.
     last_accepted: Arc<Mutex<Option<Instant>>>,
-    /// Signalled after a commit: there may be runs to embed.
-    indexed: Arc<Notify>,
+    /// Counts index commits that added runs: there may be runs to embed
+    /// (each of the vectorizer's lanes watches it).
+    indexed: Arc<watch::Sender<u64>>,
+}
+
+impl Default for Indexer {
+    fn default() -> Self {
+        Self {
+            wake: Arc::default(),
+            last_accepted: Arc::default(),
+            indexed: Arc::new(watch::Sender::new(0)),
+        }
+    }
 }
 
 impl Indexer {
@@ -64,9 +75,10 @@ impl Indexer {
         }
     }
 
-    /// Resolves once more runs were indexed (the vectorizer waits on it).
-    pub async fn newly_indexed(&self) {
-        self.indexed.notified().await;
+    /// Index commits that added runs: `changed()` resolves after the next
+    /// (or at once, for one not yet seen).
+    pub fn commits(&self) -> watch::Receiver<u64> {
+        self.indexed.subscribe()
     }
 
     /// Starts the worker on a thread of its own, at background priority;
@@ -105,7 +117,7 @@ impl Indexer {
                 }
                 Ok(Ok(_)) => {
                     backoff = Duration::from_secs(1);
-                    self.indexed.notify_one();
+                    self.indexed.send_modify(|n| *n += 1);
                 }
                 Ok(Err(e)) => {
                     // The batch's jobs stay in the registry (a failed commit

@@ -1,20 +1,27 @@
 //! Embedding indexed runs: after a run's text is searchable, its chunks (as
-//! the index holds them) go through the embed queue (runs captured in the
-//! last minutes on the realtime lane; older runs and re-embeds after a model
-//! change on the bulk lane) and their vectors into the index. Which runs
-//! still need it is durable state in the registry (`embedded_model` differs
-//! from the current model), so a crash or a model change simply means more
-//! work here.
+//! the index holds them) go through the embed queue and their vectors into
+//! the index. Two loops, one per ingest lane, feed the queue at once, so
+//! the queue's priority decides: a turn just captured is embedded before
+//! the bulk work (a backfill's history, re-embeds after a model change)
+//! waiting beside it. Which runs still need it is durable state in the
+//! registry (`embedded_model` differs from the current model), so a crash
+//! or a model change simply means more work here.
 
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+use kith_shared::ids::RunId;
 
 use crate::embed::{EmbedQueue, Lane, MAX_BATCH};
 use crate::error::{Error, Result};
+use crate::registry::Lane as RunLane;
 use crate::state::AppState;
 
 /// Runs fetched per registry query.
 const RUNS_PER_ROUND: u32 = 16;
-/// Runs captured this recently ride the realtime lane.
+/// Runs captured this recently (of a transcript being written) ride the
+/// realtime lane.
 const REALTIME_WINDOW_MINUTES: i64 = 10;
 
 /// Benchmarks only: when set, document chunks get hashed stand-in vectors
@@ -23,12 +30,43 @@ const REALTIME_WINDOW_MINUTES: i64 = 10;
 /// vector search. Search quality means nothing then; central says so.
 pub const BENCH_STANDIN_VECTORS: &str = "KITH_BENCH_STANDIN_VECTORS";
 
-/// Runs captured at or after this instant and never embedded ride the
-/// realtime lane; the rest (re-embeds, a backlog) the bulk lane.
+/// The instant the registry's realtime rule (`registry::REALTIME`) counts
+/// captures from.
 pub fn realtime_since() -> String {
     kith_shared::timestamp::render(
         time::OffsetDateTime::now_utc() - time::Duration::minutes(REALTIME_WINDOW_MINUTES),
     )
+}
+
+/// Runs one lane's loop is embedding: the other skips them (a run waiting
+/// on the realtime lane for ten minutes turns up in the bulk lane's query).
+#[derive(Clone, Default)]
+struct InFlight(Arc<Mutex<HashSet<RunId>>>);
+
+impl InFlight {
+    /// Takes `id` unless the other loop has it; released when dropped.
+    fn claim(&self, id: &RunId) -> Option<Claim> {
+        let fresh = lock(&self.0).insert(id.clone());
+        fresh.then(|| Claim {
+            set: self.clone(),
+            id: id.clone(),
+        })
+    }
+}
+
+struct Claim {
+    set: InFlight,
+    id: RunId,
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        lock(&self.set.0).remove(&self.id);
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Runs until the process ends.
@@ -40,18 +78,33 @@ pub async fn run(state: AppState, queue: EmbedQueue) {
             queue.model_id()
         );
     }
+    let in_flight = InFlight::default();
+    tokio::join!(
+        lane_loop(&state, &queue, RunLane::Realtime, &in_flight, standin),
+        lane_loop(&state, &queue, RunLane::Bulk, &in_flight, standin),
+    );
+}
+
+async fn lane_loop(
+    state: &AppState,
+    queue: &EmbedQueue,
+    lane: RunLane,
+    in_flight: &InFlight,
+    standin: bool,
+) {
+    let mut commits = state.indexer().commits();
     let mut backoff = Duration::from_secs(1);
     loop {
-        match round(&state, &queue, standin).await {
+        match round(state, queue, lane, in_flight, standin).await {
             Ok(0) => {
-                let _ =
-                    tokio::time::timeout(Duration::from_secs(5), state.indexer().newly_indexed())
-                        .await;
+                // Also poll now and then: runs age out of the realtime
+                // lane, and the CLI's reindex writes from another process.
+                let _ = tokio::time::timeout(Duration::from_secs(5), commits.changed()).await;
                 backoff = Duration::from_secs(1);
             }
             Ok(_) => backoff = Duration::from_secs(1),
             Err(e) => {
-                tracing::warn!(error = %e, retry_in_s = backoff.as_secs(), "embedding paused");
+                tracing::warn!(error = %e, ?lane, retry_in_s = backoff.as_secs(), "embedding paused");
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(Duration::from_secs(60));
             }
@@ -59,23 +112,34 @@ pub async fn run(state: AppState, queue: EmbedQueue) {
     }
 }
 
-/// Embeds up to one round of runs; returns how many were finished.
-async fn round(state: &AppState, queue: &EmbedQueue, standin: bool) -> Result<usize> {
+/// Embeds up to one round of the lane's runs; returns how many were
+/// finished.
+async fn round(
+    state: &AppState,
+    queue: &EmbedQueue,
+    lane: RunLane,
+    in_flight: &InFlight,
+    standin: bool,
+) -> Result<usize> {
     let model = queue.model_id().to_owned();
     let s = state.clone();
     let m = model.clone();
-    let runs = tokio::task::spawn_blocking(move || s.registry().runs_to_embed(&m, RUNS_PER_ROUND))
-        .await??;
-    let recent = realtime_since();
-    let n = runs.len();
-    for run in runs {
-        let lane = if run.captured_at >= recent && !run.reembed {
-            Lane::IngestRealtime
-        } else {
-            Lane::IngestBulk
+    let runs = tokio::task::spawn_blocking(move || {
+        s.registry()
+            .runs_to_embed(&m, lane, &realtime_since(), RUNS_PER_ROUND)
+    })
+    .await??;
+    let queue_lane = match lane {
+        RunLane::Realtime => Lane::IngestRealtime,
+        RunLane::Bulk => Lane::IngestBulk,
+    };
+    let mut n = 0;
+    for run_id in runs {
+        let Some(_claim) = in_flight.claim(&run_id) else {
+            continue;
         };
         let s = state.clone();
-        let id = run.run_id.clone();
+        let id = run_id.clone();
         let chunks =
             tokio::task::spawn_blocking(move || s.index().chunks_to_embed(id.as_str())).await??;
         for batch in chunks.chunks(MAX_BATCH) {
@@ -87,7 +151,7 @@ async fn round(state: &AppState, queue: &EmbedQueue, standin: bool) -> Result<us
                     .collect()
             } else {
                 queue
-                    .embed(lane, texts)
+                    .embed(queue_lane, texts)
                     .await
                     .map_err(|e| Error::Unavailable {
                         code: "embedder_unavailable",
@@ -106,9 +170,10 @@ async fn round(state: &AppState, queue: &EmbedQueue, standin: bool) -> Result<us
         let m = model.clone();
         tokio::task::spawn_blocking(move || {
             s.registry()
-                .set_embedded(&run.run_id, &m, &kith_shared::timestamp::now())
+                .set_embedded(&run_id, &m, &kith_shared::timestamp::now())
         })
         .await??;
+        n += 1;
     }
     Ok(n)
 }

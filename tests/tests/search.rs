@@ -323,8 +323,23 @@ fn recency_and_diversity_rerank_only_when_asked() -> Result<()> {
 /// The lane depths count runs waiting for vectors: none once embedded, and
 /// after a model change every run waits on the bulk lane (not the realtime
 /// one) until it is embedded again.
+/// `kith_embedded_texts_total` per lane from `/metrics`: (realtime, bulk).
+fn embedded_per_lane(api: &kith_tests::Api) -> Result<(u64, u64)> {
+    let (_, metrics) = api.get_bytes("/metrics")?;
+    let metrics = String::from_utf8(metrics)?;
+    let count = |lane: &str| -> Result<u64> {
+        let prefix = format!("kith_embedded_texts_total{{lane=\"{lane}\"}} ");
+        let line = metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(&prefix))
+            .ok_or_else(|| anyhow::anyhow!("no {prefix} in /metrics"))?;
+        Ok(line.trim().parse()?)
+    };
+    Ok((count("ingest-realtime")?, count("ingest-bulk")?))
+}
+
 #[test]
-fn status_counts_the_runs_waiting_for_vectors() -> Result<()> {
+fn lanes_embed_live_turns_before_history_and_status_counts_what_waits() -> Result<()> {
     if model_dir().is_none() {
         return Ok(());
     }
@@ -333,13 +348,22 @@ fn status_counts_the_runs_waiting_for_vectors() -> Result<()> {
     let mut central = Central::start_on(&data, &[])?;
     let token = central.register("alice.test", "laptop")?;
     let alice = central.client(&token);
+    // One chunk each: history (a backfill of May's sessions) and a turn
+    // written just now.
     let words = "the deploy failed because the migration locked the table ".repeat(20);
-    let ids = (0..60)
+    let mut ids = (0..60)
         .map(|i| post_run(&alice, &format!("s{i}"), &format!("{words} run {i}")))
         .collect::<Result<Vec<_>>>()?;
+    let now = kith_shared::timestamp::now();
+    ids.push(post_run_at(&alice, "live", &format!("{words} live"), &now)?);
     for id in &ids {
         alice.wait_embedded(id, Duration::from_secs(120))?;
     }
+    assert_eq!(
+        embedded_per_lane(&alice)?,
+        (1, 60),
+        "the live turn on the realtime lane, the history on the bulk lane"
+    );
     let depths = |api: &kith_tests::Api| -> Result<(u64, u64)> {
         let q = &api.get("/api/status")?.body["queue"];
         Ok((
@@ -350,19 +374,25 @@ fn status_counts_the_runs_waiting_for_vectors() -> Result<()> {
     assert_eq!(depths(&alice)?, (0, 0), "all embedded: nothing waits");
     central.kill()?;
 
-    // Matryoshka truncation is another model: every run is embedded again.
+    // Matryoshka truncation is another model: every run is embedded again,
+    // on the bulk lane.
     let central = Central::start_on(&data, &[("KITH_EMBED_TRUNCATE_DIM", "256")])?;
     let alice = central.client(&token);
     let (realtime, bulk) = depths(&alice)?;
     assert_eq!(realtime, 0, "re-embedding is bulk work");
     assert!(
-        (1..=60).contains(&bulk),
+        (1..=61).contains(&bulk),
         "the re-embed backlog is on the bulk lane: {bulk}"
     );
     let (_, metrics) = alice.get_bytes("/metrics")?;
+    let metrics = String::from_utf8(metrics)?;
+    let shown = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("kith_queue_depth{lane=\"ingest-bulk\"} "))
+        .and_then(|v| v.trim().parse::<u64>().ok());
     assert!(
-        !String::from_utf8(metrics)?.contains("kith_queue_depth{lane=\"ingest-bulk\"} 0\n"),
-        "metrics show the backlog too"
+        shown.is_some_and(|n| (1..=bulk).contains(&n)),
+        "metrics show the backlog too: {shown:?}"
     );
     let deadline = std::time::Instant::now() + Duration::from_secs(120);
     while depths(&alice)? != (0, 0) {
@@ -373,17 +403,74 @@ fn status_counts_the_runs_waiting_for_vectors() -> Result<()> {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
+    assert_eq!(
+        embedded_per_lane(&alice)?,
+        (0, 61),
+        "re-embeds are bulk work"
+    );
     Ok(())
 }
 
+/// Ollama cannot run here: a stand-in for its `POST /api/embed` on
+/// `listener`, one fixed vector per input text.
+fn serve_ollama(listener: std::net::TcpListener) {
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            std::thread::spawn(move || answer_embed(stream));
+        }
+    });
+}
+
+/// Answers one connection's requests (reqwest keeps connections alive).
+fn answer_embed(mut stream: std::net::TcpStream) -> Result<()> {
+    use std::io::{BufRead, Read, Write};
+    let mut reader = std::io::BufReader::new(stream.try_clone()?);
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line)? == 0 {
+            return Ok(());
+        }
+        let mut len = 0;
+        loop {
+            line.clear();
+            reader.read_line(&mut line)?;
+            if line.trim().is_empty() {
+                break;
+            }
+            if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                len = v.trim().parse()?;
+            }
+        }
+        let mut body = vec![0; len];
+        reader.read_exact(&mut body)?;
+        let request: serde_json::Value = serde_json::from_slice(&body)?;
+        let n = request["input"].as_array().map_or(0, Vec::len);
+        let out = json!({
+            "model": request["model"],
+            "embeddings": vec![json!([1.0, 0.5, 0.25, 0.125]); n],
+        })
+        .to_string();
+        write!(
+            stream,
+            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{out}",
+            out.len()
+        )?;
+    }
+}
+
 #[test]
-fn embedder_down_keyword_still_answers_and_semantic_says_why() -> Result<()> {
+fn embedder_down_keyword_still_answers_semantic_says_why_and_recovers() -> Result<()> {
+    // A port nothing listens on (yet): the embedding server is down.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    let url = format!("http://127.0.0.1:{port}");
     let tmp = tempfile::tempdir()?;
     let central = Central::start_on(
         &tmp.path().join("data"),
         &[
             ("KITH_EMBED_PROVIDER", "ollama"),
-            ("KITH_EMBED_URL", "http://127.0.0.1:9"),
+            ("KITH_EMBED_URL", url.as_str()),
         ],
     )?;
     let alice = central.client(&central.register("alice.test", "laptop")?);

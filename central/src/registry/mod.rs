@@ -132,16 +132,7 @@ pub struct PendingJob {
     pub ancestry: String,
 }
 
-/// An indexed run waiting for vectors.
-#[derive(Debug, Clone)]
-pub struct ToEmbed {
-    pub run_id: RunId,
-    pub captured_at: String,
-    /// It has vectors of another model (a model change): bulk work.
-    pub reembed: bool,
-}
-
-/// Indexing lanes of the durable job table.
+/// Lanes of the durable indexing jobs and of the runs waiting for vectors.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Lane {
     Realtime,
@@ -676,45 +667,36 @@ impl Registry {
         Ok(())
     }
 
-    /// Indexed runs whose vectors are not from `model`, newest first.
-    pub fn runs_to_embed(&self, model: &str, limit: u32) -> Result<Vec<ToEmbed>> {
+    /// Indexed runs of `lane` whose vectors are not from `model`, newest
+    /// first; `realtime_since` as in `REALTIME`.
+    pub fn runs_to_embed(
+        &self,
+        model: &str,
+        lane: Lane,
+        realtime_since: &str,
+        limit: u32,
+    ) -> Result<Vec<RunId>> {
         let conn = self.reader();
-        let mut stmt = conn.prepare(
-            "SELECT id, captured_at, embedded_model IS NOT NULL FROM runs
-             WHERE indexed_at IS NOT NULL AND (embedded_model IS NULL OR embedded_model != ?1)
-             ORDER BY captured_at DESC, id LIMIT ?2",
-        )?;
-        let rows = stmt
-            .query_map(params![model, limit], |r| {
-                Ok((
-                    r.get::<_, String>(0)?,
-                    r.get::<_, String>(1)?,
-                    r.get::<_, bool>(2)?,
-                ))
+        let negate = if lane == Lane::Bulk { "NOT" } else { "" };
+        let mut stmt = conn.prepare_cached(&format!(
+            "SELECT id FROM runs WHERE {AWAITING_VECTORS} AND {negate} {REALTIME}
+             ORDER BY captured_at DESC, id LIMIT ?3"
+        ))?;
+        let ids = stmt
+            .query_map(params![model, realtime_since, limit], |r| {
+                r.get::<_, String>(0)
             })?
             .collect::<rusqlite::Result<Vec<_>>>()?;
-        rows.into_iter()
-            .map(|(id, captured_at, reembed)| {
-                Ok(ToEmbed {
-                    run_id: parse_id(RunId::parse(&id))?,
-                    captured_at,
-                    reembed,
-                })
-            })
-            .collect()
+        ids.iter().map(|id| parse_id(RunId::parse(id))).collect()
     }
 
-    /// Indexed runs whose vectors are not from `model`, as (realtime, bulk)
-    /// by the vectorizer's rule (`vectorizer::realtime_since`): never
-    /// embedded and captured since `realtime_since`, or the rest.
+    /// How many runs wait for vectors of `model`, as (realtime, bulk).
     pub fn runs_awaiting_vectors(&self, model: &str, realtime_since: &str) -> Result<(u64, u64)> {
         let (realtime, all) = self
             .reader()
-            .prepare_cached(
-                "SELECT COALESCE(SUM(embedded_model IS NULL AND captured_at >= ?2), 0), COUNT(*)
-                 FROM runs
-                 WHERE indexed_at IS NOT NULL AND (embedded_model IS NULL OR embedded_model != ?1)",
-            )?
+            .prepare_cached(&format!(
+                "SELECT COALESCE(SUM({REALTIME}), 0), COUNT(*) FROM runs WHERE {AWAITING_VECTORS}"
+            ))?
             .query_row(params![model, realtime_since], |r| {
                 Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?))
             })?;
