@@ -138,41 +138,57 @@ fn keyword_is_immediate_and_bad_queries_get_clear_errors() -> Result<()> {
         let r = search(body)?;
         assert_eq!((r.status, r.code()), (status, code), "{what}: {r:?}");
     }
-    // Query syntax is searched for, not parsed into an error.
+    // Query syntax is words, never an error, and never takes a word away
+    // (tantivy's own syntax read `-frobnicator` as "without frobnicator").
     for q in [
         "frobnicator AND (",
-        "\"unclosed",
-        "--force",
+        "\"unclosed frobnicator",
+        "--frobnicator",
+        "-frobnicator",
         "title:frobnicator",
-        "*",
+        "frobnicator* NOT",
     ] {
         let r = search(json!({"query": q, "mode": "keyword"}))?;
         assert_eq!(r.status, 200, "{q}: {r:?}");
+        assert_eq!(run_ids(&r.body), vec![id.clone()], "{q}");
     }
-    // Limits are clamped to 1..=100.
-    for i in 0..3 {
-        post_run(&alice, &format!("more{i}"), "frobnicator again")?;
+    let r = search(json!({"query": "* ( :", "mode": "keyword"}))?;
+    assert_eq!((r.status, run_ids(&r.body).len()), (200, 0), "{r:?}");
+    // Limits are clamped to 1..=100: one run of 120 long turns holds 120
+    // chunks that match.
+    let turns: String = (0..120)
+        .map(|i| {
+            let text = format!("frobnicator step {i}: {}", "more words here ".repeat(15));
+            claude_user_line(
+                &text,
+                &format!("2026-05-11T09:{:02}:{:02}Z", i / 60, i % 60),
+            )
+        })
+        .collect();
+    let many = alice.post("/api/runs", &delta("many", 0, &turns))?;
+    assert_eq!(many.status, 202, "{many:?}");
+    let many = many.body["run_id"].as_str().unwrap_or_default().to_owned();
+    alice.wait_indexed(&many, Duration::from_secs(30))?;
+    for (limit, n) in [(0, 1), (7, 7), (100, 100), (10_000, 100)] {
+        let r = search(json!({"query": "frobnicator", "mode": "keyword", "limit": limit}))?;
+        assert_eq!(
+            (r.status, run_ids(&r.body).len()),
+            (200, n),
+            "limit {limit}"
+        );
     }
-    std::thread::sleep(Duration::from_millis(200));
-    let mut n = 0;
-    while n < 4 {
-        n = run_ids(
-            &search(json!({"query": "frobnicator", "mode": "keyword", "limit": 100}))?.body,
-        )
-        .len();
-    }
-    let zero = search(json!({"query": "frobnicator", "mode": "keyword", "limit": 0}))?;
-    assert_eq!(run_ids(&zero.body).len(), 1);
-    let huge = search(json!({"query": "frobnicator", "mode": "keyword", "limit": 10000}))?;
-    assert_eq!((huge.status, run_ids(&huge.body).len()), (200, 4));
     // Filters with values nothing has match nothing.
     let none =
         search(json!({"query": "frobnicator", "mode": "keyword", "filters": {"machine": "nope"}}))?;
     assert_eq!(run_ids(&none.body).len(), 0);
     let mine = search(
-        json!({"query": "frobnicator", "mode": "keyword", "filters": {"machine": "laptop", "runtime": "claude-code"}}),
+        json!({"query": "frobnicator", "mode": "keyword", "limit": 100, "filters": {"machine": "laptop", "runtime": "claude-code"}}),
     )?;
-    assert_eq!(run_ids(&mine.body).len(), 4);
+    assert_eq!(run_ids(&mine.body).len(), 100);
+    let codex = search(
+        json!({"query": "frobnicator", "mode": "keyword", "filters": {"runtime": "codex"}}),
+    )?;
+    assert_eq!(run_ids(&codex.body).len(), 0);
     Ok(())
 }
 

@@ -15,7 +15,7 @@ use kith_shared::chunk::Chunk;
 use tantivy::collector::{Collector, DocSetCollector, SegmentCollector};
 use tantivy::directory::MmapDirectory;
 use tantivy::query::{
-    BooleanQuery, EnableScoring, Occur, Query, QueryParser, RangeQuery, TermQuery,
+    BooleanQuery, EmptyQuery, EnableScoring, Occur, PhraseQuery, Query, RangeQuery, TermQuery,
 };
 use tantivy::schema::{
     Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions, Value, FAST, INDEXED, STORED,
@@ -300,13 +300,47 @@ impl EmbeddedIndex {
         Ok(out)
     }
 
-    /// The query parsed leniently: characters of the query syntax in a
-    /// user's query are searched for or ignored, never an error. Terms are
-    /// OR-ed; BM25 ranks chunks that match more of them first.
+    /// What a person typed, as a text query: every word is searched for,
+    /// OR-ed (BM25 ranks chunks that match more of them first), and a
+    /// "quoted phrase" as a phrase. Nothing else is syntax: `-rf`,
+    /// `--force`, `a:b`, `AND`, `(` and `*` are words or nothing, as in a
+    /// shell's history search (tantivy's own query language read `-force`
+    /// as "without force", and a lone `'` as the start of a phrase).
     fn text_query(&self, query: &str) -> Box<dyn Query> {
-        QueryParser::for_index(&self.index, vec![self.fields.text])
-            .parse_query_lenient(query)
-            .0
+        let Ok(mut analyzer) = self.index.tokenizer_for_field(self.fields.text) else {
+            return Box::new(EmptyQuery);
+        };
+        let mut terms_of = |text: &str| {
+            let mut stream = analyzer.token_stream(text);
+            let mut terms = Vec::new();
+            while stream.advance() {
+                terms.push(Term::from_field_text(
+                    self.fields.text,
+                    &stream.token().text,
+                ));
+            }
+            terms
+        };
+        let parts: Vec<&str> = query.split('"').collect();
+        let mut words = Vec::new();
+        let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::new();
+        for (i, part) in parts.iter().enumerate() {
+            let terms = terms_of(part);
+            // Between two quotes; an unclosed quote quotes nothing.
+            let quoted = i % 2 == 1 && i + 1 < parts.len();
+            if quoted && terms.len() > 1 {
+                clauses.push((Occur::Should, Box::new(PhraseQuery::new(terms))));
+            } else {
+                words.extend(terms);
+            }
+        }
+        let mut seen = std::collections::HashSet::new();
+        words.retain(|t| seen.insert(t.clone()));
+        clauses.extend(words.into_iter().map(|t| {
+            let q: Box<dyn Query> = Box::new(TermQuery::new(t, IndexRecordOption::WithFreqs));
+            (Occur::Should, q)
+        }));
+        Box::new(BooleanQuery::new(clauses))
     }
 
     /// The hits of ranked documents, in order.
@@ -899,6 +933,53 @@ mod tests {
             .collect()
     }
 
+    /// What a person types is words and "phrases", never query syntax.
+    #[test]
+    fn typed_queries_are_words_and_phrases_not_syntax() -> Result<()> {
+        let dir = tempfile::tempdir()?;
+        let index = EmbeddedIndex::open(dir.path())?;
+        let texts = [
+            ("force", "git push --force to the release branch"),
+            ("modules", "rm -rf node_modules then reinstall"),
+            ("release", "the branch release was pushed by force"),
+        ];
+        for (id, text) in texts {
+            let chunk = Chunk {
+                chunk_idx: 0,
+                role: Role::User,
+                text: text.to_owned(),
+                line_start: 0,
+                line_end: 0,
+                timestamp: None,
+            };
+            index.put_run(&run(id, "u1"), &format!("|{id}|"), &[chunk])?;
+        }
+        index.commit()?;
+        let check = |query: &str, want: &[&str]| -> Result<()> {
+            let mut got: Vec<String> = index
+                .keyword(&viewer("u1"), query, &Filters::default(), 10)?
+                .into_iter()
+                .map(|h| h.run_id)
+                .collect();
+            got.sort();
+            assert_eq!(got, want, "{query:?}");
+            Ok(())
+        };
+        check("--force", &["force", "release"])?;
+        check("-rf", &["modules"])?;
+        check("node_modules AND (", &["modules"])?;
+        check("+release^2 -nothing*", &["force", "release"])?;
+        check("title:reinstall", &["modules"])?;
+        check("NOT reinstall", &["modules"])?;
+        check("Caroline's reinstall?", &["modules"])?;
+        check("\"push --force\"", &["force"])?;
+        check("\"pushed by\" reinstall", &["modules", "release"])?;
+        check("\"unclosed reinstall", &["modules"])?;
+        check("-- ( ) * :", &[])?;
+        check("", &[])?;
+        Ok(())
+    }
+
     /// The vectorizer embeds the texts the index holds: a run's chunks in
     /// order until each has a vector of the attached model, none of another
     /// run's.
@@ -1124,8 +1205,7 @@ mod tests {
         // The reference: every chunk the text query matches, scored alone,
         // then filtered and ordered by score (ties: earlier document first).
         let searcher = index.reader.searcher();
-        let (text_query, _) = QueryParser::for_index(&index.index, vec![index.fields.text])
-            .parse_query_lenient(query);
+        let text_query = index.text_query(query);
         let mut all = searcher
             .search(
                 &*text_query,
