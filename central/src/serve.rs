@@ -26,6 +26,7 @@ pub async fn serve(
     let state = {
         let config = config.clone();
         tokio::task::spawn_blocking(move || {
+            refuse_a_lost_index(&config)?;
             let state = AppState::open_with(config.clone(), start_embedder(&config))?;
             if let Some(older) = crate::maintenance::older_chunking(&state)? {
                 tracing::info!(
@@ -69,6 +70,32 @@ pub async fn serve(
     }
     state.flush_seen()?;
     Ok(())
+}
+
+/// An embedded index that is gone while the registry records indexed runs
+/// would be created again empty, and every search would answer nothing
+/// without saying why: refuse to start and name the repair instead.
+fn refuse_a_lost_index(config: &Config) -> Result<()> {
+    let dir = config.data_dir.join("index");
+    if config.search.backend != SearchBackend::Embedded
+        || dir.join("meta.json").exists()
+        || !config.data_dir.join("registry.sqlite").exists()
+    {
+        return Ok(());
+    }
+    if crate::state::open_registry(&config.data_dir)?
+        .last_indexed_at()?
+        .is_none()
+    {
+        return Ok(());
+    }
+    Err(Error::Unavailable {
+        code: "index_unavailable",
+        message: format!(
+            "the search index in {} is missing, though runs were indexed; run `kith-central reindex` to rebuild it",
+            dir.display()
+        ),
+    })
 }
 
 /// Loads the configured embedder and starts its queue; on failure, why

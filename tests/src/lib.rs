@@ -118,6 +118,7 @@ impl Central {
             }
         });
         let deadline = Instant::now() + Duration::from_secs(30);
+        let mut said = Vec::new();
         let url = loop {
             let left = deadline.saturating_duration_since(Instant::now());
             match rx.recv_timeout(left) {
@@ -129,10 +130,15 @@ impl Central {
                             .unwrap_or_default()
                             .to_owned();
                     }
+                    said.push(line);
                 }
-                Err(_) => {
+                Err(e) => {
                     let _ = child.kill();
-                    bail!("kith-central did not report its address within 30 s");
+                    let why = match e {
+                        mpsc::RecvTimeoutError::Timeout => "did not report its address within 30 s",
+                        mpsc::RecvTimeoutError::Disconnected => "exited before it was ready",
+                    };
+                    bail!("kith-central {why}; it said:\n{}", said.join("\n"));
                 }
             }
         };

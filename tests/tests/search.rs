@@ -589,12 +589,32 @@ fn an_index_chunked_by_an_older_kith_is_served_and_doctor_names_reindex() -> Res
 }
 
 #[test]
-fn a_corrupt_index_is_named_and_reindex_fixes_it() -> Result<()> {
-    let (central, token, id) = one_indexed_run()?;
-    let data = &central.data_dir;
-    std::fs::write(data.join("index/meta.json"), b"{ this is not an index")?;
-    let broken = Central::start_on(data, &[]);
-    let err = broken.err().map(|e| e.to_string()).unwrap_or_default();
-    assert!(!err.is_empty(), "central must not start on a corrupt index");
-    reindex_finds(data, &token, &id)
+fn a_corrupt_or_missing_index_is_named_and_reindex_fixes_it() -> Result<()> {
+    let corrupt = |data: &std::path::Path| {
+        std::fs::write(data.join("index/meta.json"), b"{ this is not an index")
+    };
+    // Regression: a lost index was created again empty, and every search
+    // answered nothing without saying why.
+    let missing = |data: &std::path::Path| std::fs::remove_dir_all(data.join("index"));
+    for (case, break_it) in [
+        (
+            "corrupt",
+            &corrupt as &dyn Fn(&std::path::Path) -> std::io::Result<()>,
+        ),
+        ("missing", &missing),
+    ] {
+        let (central, token, id) = one_indexed_run()?;
+        let data = &central.data_dir;
+        break_it(data)?;
+        let err = Central::start_on(data, &[])
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            err.contains("exited before it was ready") && err.contains("kith-central reindex"),
+            "{case} index: central must refuse to start and name the repair: {err}"
+        );
+        reindex_finds(data, &token, &id)?;
+    }
+    Ok(())
 }
