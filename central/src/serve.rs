@@ -8,8 +8,9 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 
 use crate::config::{Config, TlsConfig};
-use crate::embed::EmbedQueue;
+use crate::embed::{EmbedQueue, Provider};
 use crate::error::{Error, Result};
+use crate::index::SearchBackend;
 use crate::state::AppState;
 
 /// Failpoint: when set, `serve` does not start the indexer, so accepted runs
@@ -40,6 +41,8 @@ pub async fn serve(
     };
     if let Some(queue) = state.embed() {
         tokio::spawn(crate::vectorizer::run(state.clone(), queue.clone()));
+    } else if matches!(config.embed.provider, Provider::Ollama | Provider::Openai) {
+        tokio::spawn(connect_embedder_later(state.clone()));
     }
     if std::env::var_os(FAILPOINT_INDEXER_PAUSED).is_some() {
         // Crash tests use this to hold work in the durable queue.
@@ -116,6 +119,43 @@ fn start_embedder(config: &Config) -> std::result::Result<EmbedQueue, String> {
         "embedder ready"
     );
     Ok(queue)
+}
+
+/// An embedding server that was down at start is asked again, every 2 s
+/// doubling to every minute, until it answers; searches are keyword-only
+/// (and say why) until then, and the runs indexed meanwhile are embedded
+/// after.
+async fn connect_embedder_later(state: AppState) {
+    let mut wait = Duration::from_secs(2);
+    loop {
+        tokio::time::sleep(wait).await;
+        wait = (wait * 2).min(Duration::from_secs(60));
+        let config = state.config().clone();
+        let started = tokio::task::spawn_blocking(move || start_embedder(&config)).await;
+        let queue = match started {
+            Ok(Ok(queue)) => queue,
+            Ok(Err(why)) => {
+                state.set_embed_missing(why);
+                continue;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "connecting the embedder panicked");
+                continue;
+            }
+        };
+        let s = state.clone();
+        let q = queue.clone();
+        match tokio::task::spawn_blocking(move || s.set_embedder(q)).await {
+            Ok(Ok(())) => {
+                tokio::spawn(crate::vectorizer::run(state, queue));
+                return;
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "the embedder answered but its vectors cannot be kept")
+            }
+            Err(e) => tracing::warn!(error = %e, "attaching the embedder panicked"),
+        }
+    }
 }
 
 async fn flush_seen_forever(state: AppState) {

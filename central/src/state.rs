@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use kith_shared::ids::{MachineId, RunId};
 
@@ -29,10 +29,11 @@ struct Shared {
     index: Box<dyn SearchIndex>,
     indexer: Indexer,
     metrics: Metrics,
-    /// The embed queue, when an embedder loaded.
-    embed: Option<EmbedQueue>,
-    /// Why there is no embedder (shown in status and degraded searches).
-    embed_missing: Option<String>,
+    /// The embed queue, once an embedder loaded (an embedding server that
+    /// was down at start is connected later: `serve`).
+    embed: OnceLock<EmbedQueue>,
+    /// Why there is no embedder yet (shown in degraded searches).
+    embed_missing: Mutex<Option<String>>,
     /// Serialises ingest decisions (see `ingest`).
     ingest_gate: tokio::sync::Mutex<()>,
     /// Machines seen since the last flush, with when; written to the registry
@@ -56,27 +57,37 @@ impl AppState {
         std::fs::create_dir_all(&data)?;
         let registry = open_registry(&data)?;
         let index = crate::index::open(&config.search, &data.join("index"))?;
-        if let Ok(queue) = &embed {
-            index.attach_vectors(queue.model_id(), queue.dim())?;
-        }
-        let (embed, embed_missing) = match embed {
-            Ok(q) => (Some(q), None),
-            Err(why) => (None, Some(why)),
-        };
-        Ok(Self {
+        let state = Self {
             shared: Arc::new(Shared {
                 store: BlobStore::new(&data),
                 registry,
                 index,
                 indexer: Indexer::default(),
-                embed,
-                embed_missing,
+                embed: OnceLock::new(),
+                embed_missing: Mutex::new(None),
                 metrics: Metrics::default(),
                 ingest_gate: tokio::sync::Mutex::new(()),
                 seen: Mutex::new(HashMap::new()),
                 config,
             }),
-        })
+        };
+        match embed {
+            Ok(queue) => state.set_embedder(queue)?,
+            Err(why) => state.set_embed_missing(why),
+        }
+        Ok(state)
+    }
+
+    /// Takes the embedder (once): the index keeps vectors of its model.
+    pub fn set_embedder(&self, queue: EmbedQueue) -> Result<()> {
+        self.index().attach_vectors(queue.model_id(), queue.dim())?;
+        let _ = self.shared.embed.set(queue);
+        *lock(&self.shared.embed_missing) = None;
+        Ok(())
+    }
+
+    pub fn set_embed_missing(&self, why: String) {
+        *lock(&self.shared.embed_missing) = Some(why);
     }
 
     pub fn config(&self) -> &Config {
@@ -100,12 +111,12 @@ impl AppState {
     }
 
     pub fn embed(&self) -> Option<&EmbedQueue> {
-        self.shared.embed.as_ref()
+        self.shared.embed.get()
     }
 
     /// Why semantic search is unavailable, if it is.
-    pub fn embed_missing(&self) -> Option<&str> {
-        self.shared.embed_missing.as_deref()
+    pub fn embed_missing(&self) -> Option<String> {
+        lock(&self.shared.embed_missing).clone()
     }
 
     /// The embedder's model id, or `none`.
@@ -127,19 +138,23 @@ impl AppState {
     }
 
     pub fn note_seen(&self, machine: &MachineId) {
-        let mut seen = self.shared.seen.lock().unwrap_or_else(|p| p.into_inner());
+        let mut seen = lock(&self.shared.seen);
         seen.insert(machine.clone(), kith_shared::timestamp::now());
     }
 
     /// Writes the batched `last_seen_at` values.
     pub fn flush_seen(&self) -> Result<()> {
-        let batch =
-            std::mem::take(&mut *self.shared.seen.lock().unwrap_or_else(|p| p.into_inner()));
+        let batch = std::mem::take(&mut *lock(&self.shared.seen));
         self.registry().touch_machines(&batch)
     }
 }
 
 /// The registry file of a data directory.
+/// A poisoned lock still holds a whole value (each is replaced whole).
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 pub fn open_registry(data: &Path) -> Result<Registry> {
     Registry::open(&data.join("registry.sqlite")).map_err(|e| match e {
         Error::Registry(e) => Error::Internal(format!(

@@ -497,10 +497,8 @@ fn embedder_down_keyword_still_answers_semantic_says_why_and_recovers() -> Resul
         &json!({"query": "zanzibar", "mode": "keyword"}),
     )?;
     assert_eq!(run_ids(&kw.body), vec![id.clone()]);
-    let sem = alice.post(
-        "/api/search",
-        &json!({"query": "zanzibar", "mode": "semantic"}),
-    )?;
+    let semantic = json!({"query": "zanzibar", "mode": "semantic"});
+    let sem = alice.post("/api/search", &semantic)?;
     assert_eq!(
         (sem.status, sem.code()),
         (503, "embedder_unavailable"),
@@ -509,13 +507,13 @@ fn embedder_down_keyword_still_answers_semantic_says_why_and_recovers() -> Resul
     assert!(sem.body["error"]["message"]
         .as_str()
         .unwrap_or_default()
-        .contains("127.0.0.1:9"));
+        .contains(&format!("127.0.0.1:{port}")));
     let hybrid = alice.post(
         "/api/search",
         &json!({"query": "zanzibar", "mode": "hybrid"}),
     )?;
     assert_eq!(hybrid.status, 200);
-    assert_eq!(run_ids(&hybrid.body), vec![id]);
+    assert_eq!(run_ids(&hybrid.body), vec![id.clone()]);
     assert!(hybrid.body["hits"][0]["snippet"]
         .as_str()
         .unwrap_or_default()
@@ -525,6 +523,31 @@ fn embedder_down_keyword_still_answers_semantic_says_why_and_recovers() -> Resul
         .unwrap_or_default()
         .contains("keyword results only"));
     assert_eq!(alice.get("/api/status")?.body["embedder"], "none");
+
+    // Regression: a server down at start was never asked again. Once it
+    // answers, central connects and embeds what was indexed meanwhile.
+    serve_ollama(std::net::TcpListener::bind(("127.0.0.1", port))?);
+    let deadline = std::time::Instant::now() + Duration::from_secs(90);
+    let found = loop {
+        let sem = alice.post("/api/search", &semantic)?;
+        if sem.status == 200 && !run_ids(&sem.body).is_empty() {
+            break sem;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "semantic search never recovered: {sem:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!(run_ids(&found.body), vec![id]);
+    assert!(found.body["degraded"].is_null(), "{found:?}");
+    let status = alice.get("/api/status")?;
+    assert!(
+        status.body["embedder"]
+            .as_str()
+            .is_some_and(|e| e.starts_with("ollama:")),
+        "{status:?}"
+    );
     Ok(())
 }
 

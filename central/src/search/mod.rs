@@ -83,7 +83,9 @@ pub async fn search(
     let vector = match (req.mode, state.embed()) {
         (SearchMode::Keyword, _) => None,
         (mode, None) => {
-            let why = state.embed_missing().unwrap_or("no embedder").to_owned();
+            let why = state
+                .embed_missing()
+                .unwrap_or_else(|| "no embedder".to_owned());
             if mode == SearchMode::Semantic {
                 return Err(unavailable(&why));
             }
