@@ -58,40 +58,72 @@ impl Device {
     /// Lays out every fixture as the agents would have written it.
     fn with_all_fixtures(&self) -> Result<Vec<(PathBuf, PathBuf)>> {
         let mut placed = Vec::new();
-        for (dir, runtime) in [("claude-code", "claude"), ("codex", "codex"), ("pi", "pi")] {
+        for dir in ["claude-code", "codex", "pi"] {
             for entry in std::fs::read_dir(kith_tests::reference_dir().join("fixtures").join(dir))?
             {
                 let src = entry?.path();
-                let name = src
-                    .file_name()
-                    .and_then(|n| n.to_str())
-                    .unwrap_or_default()
-                    .to_owned();
-                let dest = match runtime {
-                    "claude" => {
-                        let rel = name.replace("__subagents__", "/subagents/");
-                        let rel = rel
-                            .split_once("__")
-                            .map_or(rel.clone(), |(_, r)| r.to_owned());
-                        self.path(".claude/projects/-home-me-proj")
-                            .join(rel.replace("__", "-"))
-                    }
-                    "codex" => {
-                        let file = name.rsplit("__").next().unwrap_or_default();
-                        self.path(".codex/sessions/2026/05/11").join(file)
-                    }
-                    _ => self
-                        .path(".pi/agent/sessions/--home-me-proj--")
-                        .join(name.replace("__", "_")),
-                };
-                if let Some(parent) = dest.parent() {
-                    std::fs::create_dir_all(parent)?;
-                }
+                let name = src.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+                let dest = self.place(&format!("{dir}/{name}"))?;
                 std::fs::copy(&src, &dest)?;
                 placed.push((src, dest));
             }
         }
         Ok(placed)
+    }
+
+    /// Where the agent would have written the fixture `rel`
+    /// (`claude-code/...`, `codex/...`, `pi/...`); its folder is created.
+    fn place(&self, rel: &str) -> Result<PathBuf> {
+        let (runtime, name) = rel.split_once('/').unwrap_or_default();
+        let dest = match runtime {
+            "claude-code" => {
+                let rel = name.replace("__subagents__", "/subagents/");
+                let rel = rel
+                    .split_once("__")
+                    .map_or(rel.clone(), |(_, r)| r.to_owned());
+                self.path(".claude/projects/-home-me-proj")
+                    .join(rel.replace("__", "-"))
+            }
+            "codex" => {
+                let file = name.rsplit("__").next().unwrap_or_default();
+                self.path(".codex/sessions/2026/05/11").join(file)
+            }
+            _ => self
+                .path(".pi/agent/sessions/--home-me-proj--")
+                .join(name.replace("__", "_")),
+        };
+        if let Some(parent) = dest.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        Ok(dest)
+    }
+
+    /// `kith watch` for this device, killed when dropped.
+    fn watch(&self, central: &str, token: &str) -> Result<Watch> {
+        let child = self
+            .command(bin("kith"), central, token)
+            .arg("watch")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()?;
+        Ok(Watch(child))
+    }
+}
+
+/// A running `kith watch`; SIGKILLed (a crash) when dropped.
+struct Watch(std::process::Child);
+
+impl Watch {
+    fn pid(&self) -> u32 {
+        self.0.id()
+    }
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
     }
 }
 
@@ -144,6 +176,31 @@ fn chain_of<'a>(chains: &'a BTreeMap<String, Vec<u8>>, path: &Path) -> Vec<&'a V
 /// Equal except where redaction masked a secret with `*`.
 fn same_but_masked(got: &[u8], want: &[u8]) -> bool {
     got.len() == want.len() && got.iter().zip(want).all(|(g, w)| g == w || *g == b'*')
+}
+
+/// What central does not hold yet: (file, its chains' lengths, the length
+/// wanted) for each file whose bytes are not one chain equal to `want`.
+type Missing = Vec<(PathBuf, Vec<usize>, usize)>;
+
+/// Polls central until it holds each file's `want` as one gapless chain
+/// (redaction masks aside) or `within` has passed; what is still missing.
+fn wait_for_chains(api: &Api, want: &[(&Path, &[u8])], within: Duration) -> Result<Missing> {
+    let deadline = Instant::now() + within;
+    loop {
+        let chains = fetch_chains(api)?;
+        let mut missing = Vec::new();
+        for (file, want) in want {
+            let got = chain_of(&chains, file);
+            if got.len() != 1 || !same_but_masked(got[0], want) {
+                let lens = got.iter().map(|g| g.len()).collect();
+                missing.push((file.to_path_buf(), lens, want.len()));
+            }
+        }
+        if missing.is_empty() || Instant::now() > deadline {
+            return Ok(missing);
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
 }
 
 #[test]
@@ -626,6 +683,121 @@ fn family_cli_shares_a_run_and_the_owner_sees_who_read_it() -> Result<()> {
     Ok(())
 }
 
+/// The capture issue's "done when": a transcript of each agent is written
+/// in pieces that end mid-line, while central is SIGKILLed and started again
+/// on its data, and `kith watch` is SIGKILLed and started again, in turn.
+/// Central ends up with every byte of each exactly once, in one chain.
+#[test]
+fn appends_through_central_and_watch_restarts_lose_and_duplicate_nothing() -> Result<()> {
+    use std::io::Write;
+    const PIECES: usize = 7;
+
+    let tmp = tempfile::tempdir()?;
+    let mut central = Central::start_on(&tmp.path().join("data"), &[])?;
+    let token = central.register("me.test", "laptop")?;
+    let api = central.client(&token);
+    // A restarted central listens on the same address.
+    let url = central.url.clone();
+    let device = Device::new()?;
+    let mut files = Vec::new();
+    for rel in [
+        "claude-code/marot__spotter__tool_heavy.jsonl",
+        "codex/madshn__localpush__rollout-2026-02-23T20-34-25-019c8bfe-ec25-79e0-97d7-bda6a9c575ff.jsonl",
+        "pi/badlogic__pi-mono__large-session.jsonl",
+    ] {
+        files.push((std::fs::read(fixture(rel))?, device.place(rel)?));
+    }
+    // Piece k ends at `end(src, k)`, mid-line except for the last.
+    let end = |src: &[u8], k: usize| {
+        let at = src.len() * k / PIECES;
+        if k < PIECES && src[at - 1] == b'\n' {
+            at + 1
+        } else {
+            at
+        }
+    };
+    let append = |k: usize| -> Result<()> {
+        for (src, dest) in &files {
+            let from = if k == 1 { 0 } else { end(src, k - 1) };
+            let mut file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(dest)?;
+            file.write_all(&src[from..end(src, k)])?;
+        }
+        Ok(())
+    };
+    // Central holds every complete line of the first k pieces.
+    let delivered = |k: usize| -> Result<()> {
+        let want: Vec<(&Path, &[u8])> = files
+            .iter()
+            .map(|(src, dest)| {
+                let upto = &src[..end(src, k)];
+                let lines = upto.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+                (dest.as_path(), &upto[..lines])
+            })
+            .collect();
+        let missing = wait_for_chains(&api, &want, Duration::from_secs(30))?;
+        assert!(
+            missing.is_empty(),
+            "after piece {k}: (file, chain lengths, length wanted) {missing:?}"
+        );
+        Ok(())
+    };
+    // `kith watch` spooled a delta that central could not take.
+    let spooled = || -> Result<()> {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let status = device.kith(&url, &token, &["status"], b"")?;
+            let status = String::from_utf8_lossy(&status.stdout).into_owned();
+            let waiting = status
+                .split("outbox: ")
+                .nth(1)
+                .and_then(|rest| rest.split_whitespace().next()?.parse::<usize>().ok());
+            if waiting.is_some_and(|n| n > 0) {
+                return Ok(());
+            }
+            assert!(Instant::now() < deadline, "nothing spooled: {status}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+
+    let watch = device.watch(&url, &token)?;
+    append(1)?;
+    delivered(1)?;
+    // Central dies; watch spools what follows; then watch dies too.
+    central.kill()?;
+    append(2)?;
+    spooled()?;
+    drop(watch);
+    append(3)?;
+    // Central comes back while watch is still down; more is written.
+    central.restart()?;
+    append(4)?;
+    let watch = device.watch(&url, &token)?;
+    delivered(4)?;
+    // Watch dies, then central; watch comes back to a central still down.
+    append(5)?;
+    drop(watch);
+    central.kill()?;
+    append(6)?;
+    let _watch = device.watch(&url, &token)?;
+    spooled()?;
+    central.restart()?;
+    append(7)?;
+    delivered(PIECES)?;
+
+    let chains = fetch_chains(&api)?;
+    for (src, dest) in &files {
+        assert!(
+            chain_of(&chains, dest) == [src],
+            "{}: one chain, byte-identical",
+            dest.display()
+        );
+    }
+    Ok(())
+}
+
 /// 20 transcripts grow at once, lines sometimes written in two halves (an
 /// agent mid-write), while central is SIGKILLed and restarted three times
 /// under a running `kith watch`. Afterwards central holds every byte of every
@@ -641,13 +813,7 @@ fn soak_twenty_growing_transcripts_through_central_crashes_lose_and_duplicate_no
     let device = Device::new()?;
     let project = device.path(".claude/projects/-soak");
     std::fs::create_dir_all(&project)?;
-    let mut watch = device
-        .command(bin("kith"), &central.url, &token)
-        .arg("watch")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()?;
+    let watch = device.watch(&central.url, &token)?;
 
     let sources = [
         "claude-code/marot__spotter__tool_heavy.jsonl",
@@ -701,32 +867,17 @@ fn soak_twenty_growing_transcripts_through_central_crashes_lose_and_duplicate_no
 
     // Wait for the watcher to deliver the last lines.
     let api = central.client(&token);
-    let deadline = Instant::now() + Duration::from_secs(90);
-    let mut missing;
-    loop {
-        let chains = fetch_chains(&api)?;
-        missing = Vec::new();
-        for f in &files {
-            let want = std::fs::read(f)?;
-            let got = chain_of(&chains, f);
-            if got.len() != 1 || !same_but_masked(got[0], &want) {
-                missing.push((
-                    f.clone(),
-                    got.iter().map(|g| g.len()).collect::<Vec<_>>(),
-                    want.len(),
-                ));
-            }
-        }
-        if missing.is_empty() || Instant::now() > deadline {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(500));
+    let mut want = Vec::new();
+    for f in &files {
+        want.push((f.as_path(), std::fs::read(f)?));
     }
-    let _ = watch.kill();
-    let _ = watch.wait();
+    let want: Vec<(&Path, &[u8])> = want.iter().map(|(f, b)| (*f, b.as_slice())).collect();
+    let waited = Instant::now();
+    let missing = wait_for_chains(&api, &want, Duration::from_secs(90))?;
+    drop(watch);
     eprintln!(
         "soak: delivered {:.1} s after the writers stopped",
-        (Instant::now() + Duration::from_secs(90) - deadline).as_secs_f64()
+        waited.elapsed().as_secs_f64()
     );
     assert!(
         missing.is_empty(),
@@ -819,13 +970,7 @@ fn watch_is_idle_when_nothing_changes() -> Result<()> {
     let file = device.path(".claude/projects/-p/0b0e1d7a-0000-4000-8000-000000000004.jsonl");
     std::fs::create_dir_all(file.parent().unwrap_or(Path::new("/")))?;
     std::fs::copy(fixture("claude-code/marot__spotter__short.jsonl"), &file)?;
-    let mut watch = device
-        .command(bin("kith"), &central.url, &token)
-        .arg("watch")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()?;
+    let watch = device.watch(&central.url, &token)?;
     let api = central.client(&token);
     let deadline = Instant::now() + Duration::from_secs(30);
     while chain_of(&fetch_chains(&api)?, &file).is_empty() && Instant::now() < deadline {
@@ -833,11 +978,10 @@ fn watch_is_idle_when_nothing_changes() -> Result<()> {
     }
     let captured = !chain_of(&fetch_chains(&api)?, &file).is_empty();
     std::thread::sleep(Duration::from_secs(1));
-    let before = cpu_seconds(watch.id())?;
+    let before = cpu_seconds(watch.pid())?;
     std::thread::sleep(Duration::from_secs(3));
-    let used = cpu_seconds(watch.id())? - before;
-    let _ = watch.kill();
-    let _ = watch.wait();
+    let used = cpu_seconds(watch.pid())? - before;
+    drop(watch);
     assert!(captured, "watch captured the transcript");
     assert!(used < 1.0, "an idle watch used {used} CPU seconds in 3 s");
     Ok(())
