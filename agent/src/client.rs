@@ -106,12 +106,17 @@ impl Client {
             ))
             }
             // Only central's own refusals (with its error body) set deltas
-            // aside; anything else (a proxy's 404, a 5xx, 429) is "not now".
+            // aside; its own 5xx holds back one transcript; anything else (a
+            // proxy's 404 or 502, 429) is "not now".
             (_, Some(body)) if refusal => Delivery::Refused {
                 status: status.as_u16(),
                 code: body.error.code,
                 message: body.error.message,
             },
+            (_, Some(body)) if status.is_server_error() => Delivery::Failed(format!(
+                "central answered {status} {}: {}",
+                body.error.code, body.error.message
+            )),
             (_, Some(body)) => Delivery::NotNow(format!(
                 "central answered {status} {}: {}",
                 body.error.code, body.error.message

@@ -333,8 +333,12 @@ fn sortable_now() -> u64 {
 #[derive(Debug, Clone)]
 pub enum Delivery {
     Accepted(IngestResponse),
-    /// Not reachable, too slow, 5xx or 429: try again later.
+    /// Not reachable, too slow, 429, or not kith-central answering: try
+    /// again later.
     NotNow(String),
+    /// Central failed on this delta (a 5xx with its error body): try it
+    /// again later, and meanwhile deliver other transcripts' deltas.
+    Failed(String),
     /// 401: nothing gets through until `kith login`.
     Unauthorized(String),
     /// Central will never take this delta as it is.
@@ -358,11 +362,16 @@ pub struct Replayed {
     pub busy: bool,
 }
 
+/// Transcripts whose delta central failed on, one after another, before a
+/// replay stops: central is failing on everything, not on one delta.
+const MAX_FAILED_IN_A_ROW: usize = 3;
+
 /// Replays the outbox oldest first through `deliver` (header, zstd body).
 /// One process replays at a time (the send lock; if another holds it past
 /// `lock_wait`, this returns at once with `busy`, and that process also picks
 /// up what was spooled meanwhile: it lists the outbox again until it is empty
-/// or it stops). The state lock is held only for each entry's bookkeeping,
+/// or it stops). A delta central fails on (a 5xx) holds back only its own
+/// transcript's later deltas. The state lock is held only for each entry's bookkeeping,
 /// never across a request.
 pub fn replay(
     state_dir: &Path,
@@ -384,6 +393,9 @@ pub fn replay(
     let mut done = Replayed::default();
     // Chains whose earlier delta was refused: their later deltas follow it.
     let mut broken: Vec<String> = Vec::new();
+    // Chains whose delta central failed on: their later deltas wait too.
+    let mut held: Vec<String> = Vec::new();
+    let mut failed_in_a_row = 0;
     loop {
         let entries = outbox.entries();
         if entries.is_empty() {
@@ -414,6 +426,9 @@ pub fn replay(
                     continue;
                 }
             };
+            if held.contains(&header.source_identity) {
+                continue;
+            }
             if broken.contains(&header.source_identity) {
                 let _lock = Lock::state(state_dir, lock_wait)?;
                 outbox.reject(&entry, "follows a delta central refused")?;
@@ -436,8 +451,11 @@ pub fn replay(
                         }
                     })?;
                     fs::remove_file(&entry).at("remove", &entry)?;
-                    outbox.clear_error();
+                    if held.is_empty() {
+                        outbox.clear_error();
+                    }
                     done.accepted += 1;
+                    failed_in_a_row = 0;
                 }
                 Delivery::Accepted(receipt) => {
                     let why = format!(
@@ -452,6 +470,16 @@ pub fn replay(
                     outbox.note_error(&why);
                     done.stopped = Some(why);
                     return Ok(done);
+                }
+                Delivery::Failed(why) => {
+                    outbox.note_error(&why);
+                    held.push(header.source_identity);
+                    failed_in_a_row += 1;
+                    done.stopped = Some(why);
+                    if failed_in_a_row >= MAX_FAILED_IN_A_ROW {
+                        // Central fails on everything, not on one delta.
+                        return Ok(done);
+                    }
                 }
                 Delivery::Unauthorized(why) => {
                     outbox.note_error(&why);
@@ -475,6 +503,10 @@ pub fn replay(
                     done.rejected += 1;
                 }
             }
+        }
+        if !held.is_empty() {
+            // What is left waits for the next replay.
+            return Ok(done);
         }
     }
     Ok(done)

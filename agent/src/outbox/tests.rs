@@ -159,6 +159,61 @@ fn central_away_stops_the_replay_and_keeps_everything_for_later() -> anyhow::Res
 }
 
 #[test]
+fn a_delta_central_fails_on_holds_back_only_its_own_transcript() -> anyhow::Result<()> {
+    let d = device()?;
+    let a_path = d.a.path.clone();
+    let failing = |h: &Header| {
+        if h.file == a_path {
+            Delivery::Failed("central answered 500 internal: disk".into())
+        } else {
+            receipt(h)
+        }
+    };
+    let (done, asked) = d.replay(failing)?;
+    assert_eq!(
+        asked,
+        vec![d.a.path.clone(), d.b.path.clone()],
+        "b is delivered; a's second delta is not sent after its first failed"
+    );
+    assert_eq!((done.accepted, done.rejected), (1, 0));
+    assert!(done.stopped.is_some_and(|why| why.contains("500")));
+    assert_eq!(d.capture.outbox().len(), 2, "a's two deltas wait, in order");
+    assert_eq!(d.cursor(&d.a)?.accepted.offset, 0);
+    assert_eq!(d.cursor(&d.b)?.accepted.offset, 8);
+    assert!(
+        d.capture.outbox().last_error().is_some(),
+        "a's failure shows"
+    );
+    // Central recovers: a's deltas follow, oldest first.
+    let (done, asked) = d.replay(receipt)?;
+    assert_eq!((done.accepted, asked), (2, vec![d.a.path.clone(); 2]));
+    assert_eq!(d.cursor(&d.a)?.accepted.offset, 16);
+    Ok(())
+}
+
+#[test]
+fn a_central_that_fails_on_every_transcript_stops_the_replay() -> anyhow::Result<()> {
+    let d = device()?;
+    let dir = d.paths.claude_dir.join("projects/-p");
+    for name in ["c", "e", "f"] {
+        let source = Source {
+            runtime: AgentRuntime::ClaudeCode,
+            path: dir.join(format!("{name}.jsonl")),
+        };
+        fs::write(&source.path, "{\"n\":9}\n")?;
+        d.capture.file(&source)?;
+    }
+    let (done, asked) = d.replay(|_| Delivery::Failed("central answered 500".into()))?;
+    assert_eq!(
+        asked.len(),
+        MAX_FAILED_IN_A_ROW,
+        "three transcripts failed one after another: the rest is not asked"
+    );
+    assert_eq!((done.accepted, d.capture.outbox().len()), (0, 6));
+    Ok(())
+}
+
+#[test]
 fn a_refused_token_stops_the_replay() -> anyhow::Result<()> {
     let d = device()?;
     let (done, _) = d.replay(|_| Delivery::Unauthorized("token refused".into()))?;
