@@ -19,7 +19,11 @@
 //!
 //! What central answers decides what happens next:
 //! - 202: remove, advance `accepted` (if the receipt's chain hash agrees);
-//! - down, slow, 5xx, 429: stop, keep everything, note the error;
+//! - down, slow, 429, a proxy's answer: stop, keep everything, note the
+//!   error;
+//! - central's own 5xx: keep the entry and hold back the rest of its
+//!   transcript (and subagents refused for want of its run), deliver the
+//!   others; three such failures in a row stop the replay;
 //! - 401: stop, note that the token was refused;
 //! - 409 (and 400 `unknown_parent`): the chain cannot continue; move the entry
 //!   and the rest of its chain to `rejected/` with the reason and let the next
@@ -486,6 +490,10 @@ pub fn replay(
                     done.stopped = Some(why);
                     done.token_refused = true;
                     return Ok(done);
+                }
+                // A subagent whose parent's run is held back: it waits too.
+                Delivery::Refused { code, .. } if code == "unknown_parent" && !held.is_empty() => {
+                    held.push(header.source_identity);
                 }
                 Delivery::Refused {
                     status,

@@ -191,6 +191,30 @@ fn a_delta_central_fails_on_holds_back_only_its_own_transcript() -> anyhow::Resu
     Ok(())
 }
 
+/// Regression: a subagent whose parent's delta was held back was refused
+/// (`unknown_parent`), set aside and captured again from byte 0 at every
+/// replay while the parent kept failing.
+#[test]
+fn a_subagent_of_a_held_transcript_waits_with_it() -> anyhow::Result<()> {
+    let d = device()?;
+    let a_path = d.a.path.clone();
+    let (done, asked) = d.replay(|h| {
+        if h.file == a_path {
+            Delivery::Failed("central answered 500 internal: disk".into())
+        } else {
+            refused(400, "unknown_parent")
+        }
+    })?;
+    assert_eq!(asked, vec![d.a.path.clone(), d.b.path.clone()]);
+    assert_eq!((done.accepted, done.rejected), (0, 0));
+    assert_eq!(d.capture.outbox().len(), 3, "nothing set aside");
+    assert_eq!(d.capture.outbox().rejected(), 0);
+    assert!(d.cursor(&d.b)?.restart.is_none(), "b is not captured again");
+    let (done, _) = d.replay(receipt)?;
+    assert_eq!(done.accepted, 3);
+    Ok(())
+}
+
 #[test]
 fn a_central_that_fails_on_every_transcript_stops_the_replay() -> anyhow::Result<()> {
     let d = device()?;
