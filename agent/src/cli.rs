@@ -124,7 +124,9 @@ fn lenient_hook(args: &[OsString]) -> Option<Cli> {
     let last = args[at + 1..]
         .last()
         .and_then(|a| a.to_str())
-        .filter(|a| !a.starts_with('-'))
+        // Codex's notify payload is a JSON object; anything else (the value
+        // of a flag this version does not know) leaves stdin to be read.
+        .filter(|a| a.trim_start().starts_with('{'))
         .map(str::to_owned);
     let parsed = Cli::command()
         .ignore_errors(true)
@@ -394,6 +396,9 @@ mod tests {
             Some((Some("/s"), None, Some("{\"type\":\"x\"}"))),
         );
         check("kith --bogus hook", Some((None, None, None)));
+        // Regression: the value of an unknown flag was taken for Codex's
+        // payload, and the Stop payload on stdin went unread.
+        check("kith hook --future x", Some((None, None, None)));
         // Not the hook: clap's usage error stands.
         check("kith --state-dir hook status --bogus", None);
         check("kith search hook --bogus", None);

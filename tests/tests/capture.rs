@@ -347,7 +347,8 @@ fn hook_always_exits_zero() -> Result<()> {
     assert_eq!(out.status.code(), Some(0));
 
     // Folders given before `hook` and a flag this kith does not know: still
-    // exit 0, and the Stop payload on stdin is captured into that state dir.
+    // exit 0, and the Stop payload on stdin is captured into that state dir
+    // (by the first; the others find nothing new).
     let file = device.path(".claude/projects/-p/0b0e1d7a-0000-4000-8000-000000000005.jsonl");
     std::fs::create_dir_all(file.parent().unwrap_or(Path::new("/")))?;
     std::fs::copy(fixture("claude-code/marot__spotter__short.jsonl"), &file)?;
