@@ -8,7 +8,7 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 
 use crate::config::{Config, TlsConfig};
-use crate::embed::{EmbedQueue, Provider};
+use crate::embed::{EmbedError, EmbedQueue};
 use crate::error::{Error, Result};
 use crate::index::SearchBackend;
 use crate::state::AppState;
@@ -24,24 +24,26 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
     let tls = config.tls.clone();
-    let state = {
+    let (state, ask_again) = {
         let config = config.clone();
         tokio::task::spawn_blocking(move || {
             refuse_a_lost_index(&config)?;
-            let state = AppState::open_with(config.clone(), start_embedder(&config))?;
+            let embedder = start_embedder(&config);
+            let ask_again = matches!(&embedder, Err(e) if e.ask_again);
+            let state = AppState::open_with(config.clone(), embedder.map_err(|e| e.why))?;
             if let Some(older) = crate::maintenance::older_chunking(&state)? {
                 tracing::info!(
                     "runs indexed by an older kith-central keep their chunks (chunking {older}, this one {}); `kith-central reindex` chunks them again",
                     kith_shared::chunk::CHUNKING_VERSION
                 );
             }
-            Ok::<_, crate::error::Error>(state)
+            Ok::<_, crate::error::Error>((state, ask_again))
         })
         .await??
     };
     if let Some(queue) = state.embed() {
         tokio::spawn(crate::vectorizer::run(state.clone(), queue.clone()));
-    } else if matches!(config.embed.provider, Provider::Ollama | Provider::Openai) {
+    } else if ask_again {
         tokio::spawn(connect_embedder_later(state.clone()));
     }
     if std::env::var_os(FAILPOINT_INDEXER_PAUSED).is_some() {
@@ -101,18 +103,38 @@ fn refuse_a_lost_index(config: &Config) -> Result<()> {
     })
 }
 
-/// Loads the configured embedder and starts its queue; on failure, why
-/// (central then serves keyword search only).
-fn start_embedder(config: &Config) -> std::result::Result<EmbedQueue, String> {
+/// Why central has no embedder (it then serves keyword search only).
+struct NoEmbedder {
+    why: String,
+    /// An embedding server that did not answer, or not yet usefully (still
+    /// loading its model), may later; a configuration that cannot work
+    /// (no embedder, a missing key file or model) will not.
+    ask_again: bool,
+}
+
+/// Loads the configured embedder and starts its queue.
+fn start_embedder(config: &Config) -> std::result::Result<EmbedQueue, NoEmbedder> {
+    let no = |e: EmbedError| NoEmbedder {
+        ask_again: matches!(
+            e,
+            EmbedError::Unavailable { .. } | EmbedError::BadResponse { .. }
+        ),
+        why: e.to_string(),
+    };
     let embedder = match crate::embed::build(&config.embed) {
         Ok(Some(e)) => e,
-        Ok(None) => return Err("no embedder is configured (provider = none)".into()),
+        Ok(None) => {
+            return Err(NoEmbedder {
+                why: "no embedder is configured (provider = none)".into(),
+                ask_again: false,
+            })
+        }
         Err(e) => {
             tracing::warn!(error = %e, "no semantic search: the embedder did not load");
-            return Err(e.to_string());
+            return Err(no(e));
         }
     };
-    let queue = EmbedQueue::start(embedder).map_err(|e| e.to_string())?;
+    let queue = EmbedQueue::start(embedder).map_err(no)?;
     tracing::info!(
         model = queue.model_id(),
         dim = queue.dim(),
@@ -122,7 +144,8 @@ fn start_embedder(config: &Config) -> std::result::Result<EmbedQueue, String> {
 }
 
 /// An embedding server that was down at start is asked again, every 2 s
-/// doubling to every minute, until it answers; searches are keyword-only
+/// doubling to every minute, until it answers (or says what will never
+/// work); searches are keyword-only
 /// (and say why) until then, and the runs indexed meanwhile are embedded
 /// after.
 async fn connect_embedder_later(state: AppState) {
@@ -134,9 +157,12 @@ async fn connect_embedder_later(state: AppState) {
         let started = tokio::task::spawn_blocking(move || start_embedder(&config)).await;
         let queue = match started {
             Ok(Ok(queue)) => queue,
-            Ok(Err(why)) => {
-                state.set_embed_missing(why);
-                continue;
+            Ok(Err(no)) => {
+                state.set_embed_missing(no.why);
+                if no.ask_again {
+                    continue;
+                }
+                return;
             }
             Err(e) => {
                 tracing::warn!(error = %e, "connecting the embedder panicked");
