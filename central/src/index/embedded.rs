@@ -325,14 +325,22 @@ impl EmbeddedIndex {
         let mut words = Vec::new();
         let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::new();
         for (i, part) in parts.iter().enumerate() {
-            let terms = terms_of(part);
             // Between two quotes; an unclosed quote quotes nothing.
             let quoted = i % 2 == 1 && i + 1 < parts.len();
+            let terms = terms_of(part);
             if quoted && terms.len() > 1 {
                 clauses.push((Occur::Should, Box::new(PhraseQuery::new(terms))));
-            } else {
-                words.extend(terms);
+                continue;
             }
+            // A word the tokenizer splits (`src/main.rs`, `node_modules`,
+            // `git-lfs`) also ranks its pieces side by side first.
+            for word in part.split_whitespace() {
+                let pieces = terms_of(word);
+                if pieces.len() > 1 {
+                    clauses.push((Occur::Should, Box::new(PhraseQuery::new(pieces))));
+                }
+            }
+            words.extend(terms);
         }
         let mut seen = std::collections::HashSet::new();
         words.retain(|t| seen.insert(t.clone()));
@@ -975,6 +983,17 @@ mod tests {
         check("\"push --force\"", &["force"])?;
         check("\"pushed by\" reinstall", &["modules", "release"])?;
         check("\"unclosed reinstall", &["modules"])?;
+        // A split word matches its pieces anywhere, side by side first.
+        let ranked: Vec<String> = index
+            .keyword(&viewer("u1"), "branch-release", &Filters::default(), 10)?
+            .into_iter()
+            .map(|h| h.run_id)
+            .collect();
+        assert_eq!(
+            ranked,
+            ["release", "force"],
+            "\"branch release\" side by side first"
+        );
         check("-- ( ) * :", &[])?;
         check("", &[])?;
         Ok(())
