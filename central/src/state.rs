@@ -149,12 +149,12 @@ impl AppState {
     }
 }
 
-/// The registry file of a data directory.
 /// A poisoned lock still holds a whole value (each is replaced whole).
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// The registry file of a data directory.
 pub fn open_registry(data: &Path) -> Result<Registry> {
     Registry::open(&data.join("registry.sqlite")).map_err(|e| match e {
         Error::Registry(e) => Error::Internal(format!(

@@ -16,7 +16,7 @@ use kith_shared::ids::RunId;
 use crate::embed::{EmbedQueue, Lane, MAX_BATCH};
 use crate::error::{Error, Result};
 use crate::registry::Lane as RunLane;
-use crate::state::AppState;
+use crate::state::{lock, AppState};
 
 /// Runs fetched per registry query.
 const RUNS_PER_ROUND: u32 = 16;
@@ -63,10 +63,6 @@ impl Drop for Claim {
     fn drop(&mut self) {
         lock(&self.set.0).remove(&self.id);
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Runs until the process ends.

@@ -313,9 +313,11 @@ pub struct SearchResponse {
 pub struct LaneDepths {
     /// Queries waiting for the model.
     pub query: u64,
-    /// Runs captured in the last minutes waiting to be indexed or embedded.
+    /// Runs waiting to be indexed (every accepted delta), and turns written
+    /// in the last minutes waiting for vectors.
     pub ingest_realtime: u64,
-    /// Older runs, re-indexing and re-embedding (a model change) waiting.
+    /// Runs a reindex queued, and history (a backfill's old sessions) and
+    /// re-embeds after a model change waiting for vectors.
     pub ingest_bulk: u64,
 }
 

@@ -336,9 +336,6 @@ fn recency_and_diversity_rerank_only_when_asked() -> Result<()> {
     Ok(())
 }
 
-/// The lane depths count runs waiting for vectors: none once embedded, and
-/// after a model change every run waits on the bulk lane (not the realtime
-/// one) until it is embedded again.
 /// `kith_embedded_texts_total` per lane from `/metrics`: (realtime, bulk).
 fn embedded_per_lane(api: &kith_tests::Api) -> Result<(u64, u64)> {
     let (_, metrics) = api.get_bytes("/metrics")?;
@@ -354,8 +351,13 @@ fn embedded_per_lane(api: &kith_tests::Api) -> Result<(u64, u64)> {
     Ok((count("ingest-realtime")?, count("ingest-bulk")?))
 }
 
+/// A turn written just now is embedded on the realtime lane and history on
+/// the bulk lane; the lane depths count runs waiting for vectors: none once
+/// embedded, and after a model change every run waits on the bulk lane (not
+/// the realtime one) until it is embedded again.
 #[test]
-fn lanes_embed_live_turns_before_history_and_status_counts_what_waits() -> Result<()> {
+fn live_turns_ride_the_realtime_lane_history_the_bulk_lane_and_status_counts_what_waits(
+) -> Result<()> {
     if model_dir().is_none() {
         return Ok(());
     }
