@@ -240,7 +240,7 @@ fn every_fixture_is_captured_byte_identical() -> Result<()> {
     // A second backfill sends nothing new.
     let again = device.kith(&central.url, &token, &["backfill"], b"")?;
     assert!(String::from_utf8_lossy(&again.stdout).contains("captured 0 new bytes"));
-    // Subagents hang under their session.
+    // Nothing is left waiting.
     let status = device.kith(&central.url, &token, &["status"], b"")?;
     let status = String::from_utf8_lossy(&status.stdout).into_owned();
     assert!(status.contains("outbox: 0 deltas waiting"), "{status}");
@@ -249,14 +249,15 @@ fn every_fixture_is_captured_byte_identical() -> Result<()> {
 
 #[test]
 fn appends_through_outages_and_rewrites_lose_nothing_and_store_nothing_twice() -> Result<()> {
-    let tmp = tempfile::tempdir()?;
-    let data = tmp.path().join("data");
-    let mut central = Central::start_on(&data, &[])?;
-    let token = central.register("me.test", "laptop")?;
-    let device = Device::new()?;
-    let source = std::fs::read(fixture("claude-code/marot__spotter__tool_heavy.jsonl"))?;
-    let file = device.path(".claude/projects/-p/0b0e1d7a-0000-4000-8000-000000000001.jsonl");
-    std::fs::create_dir_all(file.parent().unwrap_or(Path::new("/")))?;
+    let Outage {
+        _tmp,
+        data,
+        mut central,
+        token,
+        device,
+        source,
+        file,
+    } = outage(1)?;
     let cut = |frac: usize| source[..source.len() * frac / 10].to_vec();
     let payload =
         serde_json::json!({"session_id": "s", "transcript_path": file, "hook_event_name": "Stop"})
@@ -386,6 +387,41 @@ fn hook_always_exits_zero() -> Result<()> {
 }
 
 /// A Claude Code `Stop` hook payload naming `file`.
+/// Where the outage tests start: central on a data directory of its own,
+/// me.test's token on a device, and the path of a Claude Code transcript
+/// (`session` names it) to be written from the tool-heavy fixture's bytes.
+struct Outage {
+    _tmp: tempfile::TempDir,
+    data: PathBuf,
+    central: Central,
+    token: String,
+    device: Device,
+    source: Vec<u8>,
+    file: PathBuf,
+}
+
+fn outage(session: u32) -> Result<Outage> {
+    let tmp = tempfile::tempdir()?;
+    let data = tmp.path().join("data");
+    let central = Central::start_on(&data, &[])?;
+    let token = central.register("me.test", "laptop")?;
+    let device = Device::new()?;
+    let source = std::fs::read(fixture("claude-code/marot__spotter__tool_heavy.jsonl"))?;
+    let file = device.path(&format!(
+        ".claude/projects/-p/0b0e1d7a-0000-4000-8000-{session:012}.jsonl"
+    ));
+    std::fs::create_dir_all(file.parent().unwrap_or(Path::new("/")))?;
+    Ok(Outage {
+        _tmp: tmp,
+        data,
+        central,
+        token,
+        device,
+        source,
+        file,
+    })
+}
+
 fn stop_payload(file: &Path) -> String {
     serde_json::json!({"session_id": "s", "transcript_path": file, "hook_event_name": "Stop"})
         .to_string()
@@ -531,14 +567,15 @@ fn a_central_that_never_answers_leaves_the_delta_in_the_outbox() -> Result<()> {
 /// and once central works again every byte arrives once.
 #[test]
 fn a_central_answering_500_moves_no_cursor_and_loses_nothing() -> Result<()> {
-    let tmp = tempfile::tempdir()?;
-    let data = tmp.path().join("data");
-    let mut central = Central::start_on(&data, &[])?;
-    let token = central.register("me.test", "laptop")?;
-    let device = Device::new()?;
-    let source = std::fs::read(fixture("claude-code/marot__spotter__tool_heavy.jsonl"))?;
-    let file = device.path(".claude/projects/-p/0b0e1d7a-0000-4000-8000-000000000007.jsonl");
-    std::fs::create_dir_all(file.parent().unwrap_or(Path::new("/")))?;
+    let Outage {
+        _tmp,
+        data,
+        mut central,
+        token,
+        device,
+        source,
+        file,
+    } = outage(7)?;
     let payload = stop_payload(&file);
 
     // The first part (ending mid-line) reaches central.
