@@ -7,7 +7,7 @@
 //! a `&Viewer` and filter in SQL: there is no unfiltered run read here.
 
 use std::path::Path;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{LazyLock, Mutex, MutexGuard};
 
 use kith_proto::{AgentRuntime, RunMeta};
 use kith_shared::ids::{MachineId, RunId, UserId};
@@ -483,7 +483,7 @@ impl Registry {
     pub fn insert_run(&self, new: &NewRun<'_>) -> Result<()> {
         let mut conn = self.conn();
         let tx = conn.transaction()?;
-        write_run(&tx, new, "")?;
+        write_run(&tx, new, &INSERT_RUN)?;
         tx.commit()?;
         Ok(())
     }
@@ -508,20 +508,7 @@ impl Registry {
             tx.execute("DELETE FROM runs WHERE id = ?1", [id])?;
         }
         for new in runs {
-            write_run(
-                &tx,
-                new,
-                " ON CONFLICT (id) DO UPDATE SET user_id = excluded.user_id,
-                    machine_id = excluded.machine_id, agent_runtime = excluded.agent_runtime,
-                    root_run_id = excluded.root_run_id, parent_run_id = excluded.parent_run_id,
-                    conversation_id = excluded.conversation_id,
-                    source_identity = excluded.source_identity, from_offset = excluded.from_offset,
-                    to_offset = excluded.to_offset, jsonl_sha256 = excluded.jsonl_sha256,
-                    chain_sha256 = excluded.chain_sha256, started_at = excluded.started_at,
-                    blob_path = excluded.blob_path, meta_json = excluded.meta_json,
-                    tags_key = excluded.tags_key, ancestry = excluded.ancestry,
-                    indexed_at = NULL, embedded_at = NULL, embedded_model = NULL",
-            )?;
+            write_run(&tx, new, &REPLACE_RUN)?;
         }
         tx.commit()?;
         Ok(())
@@ -753,19 +740,61 @@ impl Registry {
     }
 }
 
-/// Inserts one run row (then `on_conflict`, for `replace_runs`) and its
+/// The columns `write_run` fills, in the order of its parameters.
+const RUN_COLUMNS: [&str; 18] = [
+    "id",
+    "user_id",
+    "machine_id",
+    "agent_runtime",
+    "root_run_id",
+    "parent_run_id",
+    "conversation_id",
+    "source_identity",
+    "from_offset",
+    "to_offset",
+    "jsonl_sha256",
+    "chain_sha256",
+    "idempotency_key",
+    "started_at",
+    "blob_path",
+    "meta_json",
+    "tags_key",
+    "ancestry",
+];
+
+/// `INSERT INTO runs` of `RUN_COLUMNS`.
+static INSERT_RUN: LazyLock<String> = LazyLock::new(|| {
+    let placeholders: Vec<String> = (1..=RUN_COLUMNS.len()).map(|i| format!("?{i}")).collect();
+    format!(
+        "INSERT INTO runs ({}) VALUES ({})",
+        RUN_COLUMNS.join(", "),
+        placeholders.join(", ")
+    )
+});
+
+/// `INSERT_RUN` for `replace_runs`: a run already known takes its blob's
+/// columns again and keeps the rest (capture time, quarantine, idempotency
+/// key); its index and vector state start over.
+static REPLACE_RUN: LazyLock<String> = LazyLock::new(|| {
+    let from_blob: Vec<String> = RUN_COLUMNS
+        .iter()
+        .filter(|c| !matches!(**c, "id" | "idempotency_key"))
+        .map(|c| format!("{c} = excluded.{c}"))
+        .collect();
+    format!(
+        "{} ON CONFLICT (id) DO UPDATE SET {},
+            indexed_at = NULL, embedded_at = NULL, embedded_model = NULL",
+        *INSERT_RUN,
+        from_blob.join(", ")
+    )
+});
+
+/// Runs `sql` (`INSERT_RUN` or `REPLACE_RUN`) for one run, and writes its
 /// indexing job, inside the caller's transaction.
-fn write_run(tx: &rusqlite::Transaction<'_>, new: &NewRun<'_>, on_conflict: &str) -> Result<()> {
+fn write_run(tx: &rusqlite::Transaction<'_>, new: &NewRun<'_>, sql: &str) -> Result<()> {
     let meta = new.meta;
     let meta_json = serde_json::to_string(meta)?;
-    tx.prepare_cached(&format!(
-        "INSERT INTO runs (id, user_id, machine_id, agent_runtime, root_run_id, parent_run_id,
-            conversation_id, source_identity, from_offset, to_offset, jsonl_sha256, chain_sha256,
-            idempotency_key, started_at, blob_path, meta_json, tags_key, ancestry)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)
-         {on_conflict}"
-    ))?
-    .execute(params![
+    tx.prepare_cached(sql)?.execute(params![
         meta.id,
         meta.user_id,
         meta.machine_id,
