@@ -375,8 +375,8 @@ const MAX_FAILED_IN_A_ROW: usize = 3;
 /// `lock_wait`, this returns at once with `busy`, and that process also picks
 /// up what was spooled meanwhile: it lists the outbox again until it is empty
 /// or it stops). A delta central fails on (a 5xx) holds back only its own
-/// transcript's later deltas. The state lock is held only for each entry's bookkeeping,
-/// never across a request.
+/// transcript's later deltas. The state lock is held only for each entry's
+/// bookkeeping, never across a request.
 pub fn replay(
     state_dir: &Path,
     lock_wait: Duration,
@@ -410,6 +410,15 @@ pub fn replay(
                 // Set aside below, after an unreadable delta before it.
                 continue;
             }
+            // A held transcript's later deltas are skipped on their header
+            // line alone, not read whole (a backlog may hold thousands).
+            if !held.is_empty()
+                && outbox
+                    .header(&entry)
+                    .is_ok_and(|h| held.contains(&h.source_identity))
+            {
+                continue;
+            }
             let (header, body) = match outbox.read(&entry) {
                 Ok(read) => read,
                 Err(e) => {
@@ -430,9 +439,6 @@ pub fn replay(
                     continue;
                 }
             };
-            if held.contains(&header.source_identity) {
-                continue;
-            }
             if broken.contains(&header.source_identity) {
                 let _lock = Lock::state(state_dir, lock_wait)?;
                 outbox.reject(&entry, "follows a delta central refused")?;
