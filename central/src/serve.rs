@@ -145,41 +145,36 @@ fn start_embedder(config: &Config) -> std::result::Result<EmbedQueue, NoEmbedder
 
 /// An embedding server that was down at start is asked again, every 2 s
 /// doubling to every minute, until it answers (or says what will never
-/// work); searches are keyword-only
-/// (and say why) until then, and the runs indexed meanwhile are embedded
-/// after.
+/// work); searches are keyword-only (and say why) until then, and the runs
+/// indexed meanwhile are embedded after.
 async fn connect_embedder_later(state: AppState) {
     let mut wait = Duration::from_secs(2);
     loop {
         tokio::time::sleep(wait).await;
         wait = (wait * 2).min(Duration::from_secs(60));
-        let config = state.config().clone();
-        let started = tokio::task::spawn_blocking(move || start_embedder(&config)).await;
-        let queue = match started {
-            Ok(Ok(queue)) => queue,
-            Ok(Err(no)) => {
-                state.set_embed_missing(no.why);
-                if no.ask_again {
-                    continue;
-                }
-                return;
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "connecting the embedder panicked");
-                continue;
-            }
-        };
         let s = state.clone();
-        let q = queue.clone();
-        match tokio::task::spawn_blocking(move || s.set_embedder(q)).await {
-            Ok(Ok(())) => {
+        let connected = tokio::task::spawn_blocking(move || {
+            let queue = start_embedder(s.config())?;
+            // Vectors the index cannot keep (a disk error): try again later.
+            s.set_embedder(queue.clone()).map_err(|e| NoEmbedder {
+                why: e.to_string(),
+                ask_again: true,
+            })?;
+            Ok::<_, NoEmbedder>(queue)
+        })
+        .await;
+        match connected {
+            Ok(Ok(queue)) => {
                 tokio::spawn(crate::vectorizer::run(state, queue));
                 return;
             }
-            Ok(Err(e)) => {
-                tracing::warn!(error = %e, "the embedder answered but its vectors cannot be kept")
+            Ok(Err(no)) => {
+                state.set_embed_missing(no.why);
+                if !no.ask_again {
+                    return;
+                }
             }
-            Err(e) => tracing::warn!(error = %e, "attaching the embedder panicked"),
+            Err(e) => tracing::warn!(error = %e, "connecting the embedder panicked"),
         }
     }
 }
