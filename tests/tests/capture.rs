@@ -4,12 +4,12 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
-use kith_tests::{bin, fixture, Api, Central};
+use kith_tests::{bin, fixture, json_response, Api, Central, StandIn};
 
 /// A family machine: a HOME with agent folders, and kith's own dirs.
 struct Device {
@@ -437,86 +437,15 @@ fn accepted_bytes(status: &str, runtime: &str) -> Option<u64> {
     row.get(3)?.parse().ok()
 }
 
-/// A broken central on 127.0.0.1 for fault injection: it answers every
-/// request with `answer` (a whole HTTP response), or, given `None`, accepts
-/// connections and never answers them.
-struct BrokenCentral {
-    url: String,
-    /// Connections accepted, so a test knows kith did reach it.
-    connections: Arc<AtomicUsize>,
-    stop: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl BrokenCentral {
-    fn start(answer: Option<String>) -> Result<Self> {
-        use std::io::{BufRead, BufReader, Read, Write};
-        let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
-        listener.set_nonblocking(true)?;
-        let url = format!("http://{}", listener.local_addr()?);
-        let connections = Arc::<AtomicUsize>::default();
-        let stop = Arc::<AtomicBool>::default();
-        let (seen, stopped) = (connections.clone(), stop.clone());
-        let thread = std::thread::spawn(move || {
-            let mut held = Vec::new();
-            while !stopped.load(Ordering::SeqCst) {
-                let Ok((stream, _)) = listener.accept() else {
-                    std::thread::sleep(Duration::from_millis(10));
-                    continue;
-                };
-                seen.fetch_add(1, Ordering::SeqCst);
-                let Some(answer) = &answer else {
-                    held.push(stream);
-                    continue;
-                };
-                // The whole request first, so kith reads the answer rather
-                // than a reset of a body it was still sending.
-                let _ = stream.set_nonblocking(false);
-                let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
-                let mut reader = BufReader::new(&stream);
-                let mut length = 0;
-                let mut line = String::new();
-                while reader.read_line(&mut line).is_ok_and(|n| n > 0) && line != "\r\n" {
-                    if let Some((name, value)) = line.split_once(':') {
-                        if name.eq_ignore_ascii_case("content-length") {
-                            length = value.trim().parse().unwrap_or(0);
-                        }
-                    }
-                    line.clear();
-                }
-                let _ = reader.take(length).read_to_end(&mut Vec::new());
-                let _ = (&stream).write_all(answer.as_bytes());
-            }
-        });
-        Ok(Self {
-            url,
-            connections,
-            stop,
-            thread: Some(thread),
-        })
-    }
-
-    /// Answers every request with `status` and central's error body.
-    fn answering(status: &str, code: &str, message: &str) -> Result<Self> {
-        let body = serde_json::json!({"error": {"code": code, "message": message}}).to_string();
-        Self::start(Some(format!(
-            "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-            body.len()
-        )))
-    }
-
-    fn connections(&self) -> usize {
-        self.connections.load(Ordering::SeqCst)
-    }
-}
-
-impl Drop for BrokenCentral {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
+/// A central that answers every request with `status` and its error body.
+fn central_answering(status: &str, code: &str, message: &str) -> Result<StandIn> {
+    let response = json_response(
+        status,
+        &serde_json::json!({"error": {"code": code, "message": message}}),
+    );
+    StandIn::start(std::net::TcpListener::bind("127.0.0.1:0")?, move |_| {
+        Some(response.clone())
+    })
 }
 
 /// A central that takes the connection and never answers: the hook gives up
@@ -530,7 +459,7 @@ fn a_central_that_never_answers_leaves_the_delta_in_the_outbox() -> Result<()> {
     std::fs::create_dir_all(file.parent().unwrap_or(Path::new("/")))?;
     std::fs::write(&file, &source)?;
 
-    let silent = BrokenCentral::start(None)?;
+    let silent = StandIn::start(std::net::TcpListener::bind("127.0.0.1:0")?, |_| None)?;
     let out = device.kith(
         &silent.url,
         "kith_x",
@@ -597,8 +526,7 @@ fn a_central_answering_500_moves_no_cursor_and_loses_nothing() -> Result<()> {
     central.kill()?;
 
     // The rest meets a broken central, twice.
-    let failing =
-        BrokenCentral::answering("500 Internal Server Error", "internal", "disk on fire")?;
+    let failing = central_answering("500 Internal Server Error", "internal", "disk on fire")?;
     std::fs::write(&file, &source)?;
     for _ in 0..2 {
         let out = device.kith(&failing.url, &token, &["hook"], payload.as_bytes())?;

@@ -4,7 +4,9 @@
 use std::time::Duration;
 
 use anyhow::Result;
-use kith_tests::{claude_user_line, delta, model_dir, run_central, Central};
+use kith_tests::{
+    claude_user_line, delta, json_response, model_dir, run_central, Central, StandIn,
+};
 use serde_json::json;
 
 fn post_run(api: &kith_tests::Api, source: &str, text: &str) -> Result<String> {
@@ -431,49 +433,16 @@ fn live_turns_ride_the_realtime_lane_history_the_bulk_lane_and_status_counts_wha
 
 /// Ollama cannot run here: a stand-in for its `POST /api/embed` on
 /// `listener`, one fixed vector per input text.
-fn serve_ollama(listener: std::net::TcpListener) {
-    std::thread::spawn(move || {
-        for stream in listener.incoming().flatten() {
-            std::thread::spawn(move || answer_embed(stream));
-        }
-    });
-}
-
-/// Answers one connection's requests (reqwest keeps connections alive).
-fn answer_embed(mut stream: std::net::TcpStream) -> Result<()> {
-    use std::io::{BufRead, Read, Write};
-    let mut reader = std::io::BufReader::new(stream.try_clone()?);
-    loop {
-        let mut line = String::new();
-        if reader.read_line(&mut line)? == 0 {
-            return Ok(());
-        }
-        let mut len = 0;
-        loop {
-            line.clear();
-            reader.read_line(&mut line)?;
-            if line.trim().is_empty() {
-                break;
-            }
-            if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                len = v.trim().parse()?;
-            }
-        }
-        let mut body = vec![0; len];
-        reader.read_exact(&mut body)?;
-        let request: serde_json::Value = serde_json::from_slice(&body)?;
+fn ollama_stand_in(listener: std::net::TcpListener) -> Result<StandIn> {
+    StandIn::start(listener, |body| {
+        let request: serde_json::Value = serde_json::from_slice(body).ok()?;
         let n = request["input"].as_array().map_or(0, Vec::len);
-        let out = json!({
-            "model": request["model"],
-            "embeddings": vec![json!([1.0, 0.5, 0.25, 0.125]); n],
-        })
-        .to_string();
-        write!(
-            stream,
-            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{out}",
-            out.len()
-        )?;
-    }
+        let vectors = vec![json!([1.0, 0.5, 0.25, 0.125]); n];
+        Some(json_response(
+            "200 OK",
+            &json!({"model": request["model"], "embeddings": vectors}),
+        ))
+    })
 }
 
 #[test]
@@ -528,7 +497,7 @@ fn embedder_down_keyword_still_answers_semantic_says_why_and_recovers() -> Resul
 
     // Regression: a server down at start was never asked again. Once it
     // answers, central connects and embeds what was indexed meanwhile.
-    serve_ollama(std::net::TcpListener::bind(("127.0.0.1", port))?);
+    let _ollama = ollama_stand_in(std::net::TcpListener::bind(("127.0.0.1", port))?)?;
     let deadline = std::time::Instant::now() + Duration::from_secs(90);
     let found = loop {
         let sem = alice.post("/api/search", &semantic)?;
