@@ -327,9 +327,13 @@ impl EmbeddedIndex {
         for (i, part) in parts.iter().enumerate() {
             // Between two quotes; an unclosed quote quotes nothing.
             let quoted = i % 2 == 1 && i + 1 < parts.len();
-            let terms = terms_of(part);
-            if quoted && terms.len() > 1 {
-                clauses.push((Occur::Should, Box::new(PhraseQuery::new(terms))));
+            if quoted {
+                let terms = terms_of(part);
+                if terms.len() > 1 {
+                    clauses.push((Occur::Should, Box::new(PhraseQuery::new(terms))));
+                } else {
+                    words.extend(terms);
+                }
                 continue;
             }
             // A word the tokenizer splits (`src/main.rs`, `node_modules`,
@@ -337,10 +341,10 @@ impl EmbeddedIndex {
             for word in part.split_whitespace() {
                 let pieces = terms_of(word);
                 if pieces.len() > 1 {
-                    clauses.push((Occur::Should, Box::new(PhraseQuery::new(pieces))));
+                    clauses.push((Occur::Should, Box::new(PhraseQuery::new(pieces.clone()))));
                 }
+                words.extend(pieces);
             }
-            words.extend(terms);
         }
         let mut seen = std::collections::HashSet::new();
         words.retain(|t| seen.insert(t.clone()));
