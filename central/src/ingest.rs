@@ -22,6 +22,7 @@ use kith_shared::transcript::{self, Format};
 use kith_shared::{jsonl, timestamp};
 
 use crate::auth::Viewer;
+use crate::conversation::conversation_of;
 use crate::error::{Error, Result};
 use crate::registry::{ancestry_of, Lane, NewRun, StoredRun};
 use crate::state::AppState;
@@ -284,19 +285,30 @@ fn decide_and_store(state: &AppState, viewer: &Viewer, d: Delta) -> Result<(Inge
         .as_ref()
         .map_or_else(|| run_id.to_string(), |p| p.meta.root_run_id.clone());
     let parsed = d.parsed;
-    let meta = RunMeta {
+    // What a session says once (its id, place, branch, model) is said in
+    // its first delta: later deltas of the same transcript inherit it.
+    let inherited = |own: Option<String>, of: fn(&RunMeta) -> &Option<String>| {
+        own.or_else(|| previous.as_ref().and_then(|p| of(&p.meta).clone()))
+    };
+    let mut meta = RunMeta {
         id: run_id.to_string(),
         user_id: user.to_string(),
         machine_id: viewer.machine_id.to_string(),
         machine: viewer.machine_name.clone(),
         agent_runtime: req.agent_runtime,
-        agent_version: req.agent_version.clone().or(parsed.agent_version),
-        model: parsed.model,
-        conversation_id: req.conversation_id.clone().or(parsed.session_id),
+        agent_version: inherited(req.agent_version.clone().or(parsed.agent_version), |m| {
+            &m.agent_version
+        }),
+        model: inherited(parsed.model, |m| &m.model),
+        conversation_id: inherited(req.conversation_id.clone().or(parsed.session_id), |m| {
+            &m.conversation_id
+        }),
         parent_run_id: parent.as_ref().map(|p| p.meta.id.clone()),
         root_run_id,
-        cwd: req.cwd.clone().or(parsed.cwd),
-        git_branch: req.git_branch.clone().or(parsed.git_branch),
+        cwd: inherited(req.cwd.clone().or(parsed.cwd), |m| &m.cwd),
+        git_branch: inherited(req.git_branch.clone().or(parsed.git_branch), |m| {
+            &m.git_branch
+        }),
         intent: parsed.intent,
         tags: req.tags.clone(),
         readable_by: vec![user.to_string()],
@@ -306,6 +318,9 @@ fn decide_and_store(state: &AppState, viewer: &Viewer, d: Delta) -> Result<(Inge
         tool_call_count: parsed.tool_call_count,
         files_touched: parsed.files_touched,
         tools_used: parsed.tools_used,
+        commands: parsed.commands,
+        title: parsed.title,
+        conversation: None,
         jsonl_bytes: req.jsonl.len() as u64,
         jsonl_sha256: d.sha256,
         chain_sha256,
@@ -321,6 +336,8 @@ fn decide_and_store(state: &AppState, viewer: &Viewer, d: Delta) -> Result<(Inge
         embedded_at: None,
         _links: RunLinks::for_run(run_id.as_str()),
     };
+    meta.conversation =
+        Some(conversation_of(&meta, previous.as_ref().map(|p| &p.meta)).to_string());
     let blob_path = BlobStore::jsonl_path(user, timestamp::month(&meta.started_at), &run_id);
     state.store().write_run(
         &blob_path,

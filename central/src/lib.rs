@@ -5,6 +5,7 @@
 pub mod auth;
 pub mod cli;
 pub mod config;
+pub mod conversation;
 pub mod embed;
 pub mod error;
 pub mod handlers;

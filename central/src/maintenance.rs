@@ -68,6 +68,15 @@ pub fn reindex(state: &AppState) -> Result<ReindexReport> {
         }
     }
     bar.finish_and_clear();
+    // Blobs stored before central recorded a run's conversation say it
+    // through their chain of deltas.
+    let conversations = {
+        let metas: Vec<&RunMeta> = runs.iter().map(|(m, _)| m).collect();
+        crate::conversation::conversations_of(&metas)
+    };
+    for (meta, _) in &mut runs {
+        meta.conversation = Some(conversations[&meta.id].to_string());
+    }
     let parents: HashMap<&str, Option<&str>> = runs
         .iter()
         .map(|(m, _)| (m.id.as_str(), m.parent_run_id.as_deref()))

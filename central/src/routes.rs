@@ -7,7 +7,7 @@ use axum::Router;
 use tower_http::decompression::RequestDecompressionLayer;
 use utoipa::OpenApi;
 
-use crate::handlers::{meta, runs, search, shares};
+use crate::handlers::{conversations, meta, runs, search, shares};
 use crate::state::AppState;
 
 pub fn app(state: AppState) -> Router {
@@ -22,6 +22,10 @@ pub fn app(state: AppState) -> Router {
         .route("/api/runs/{id}", get(runs::get))
         .route("/api/runs/{id}/jsonl", get(runs::jsonl))
         .route("/api/runs/{id}/descendants", get(runs::descendants))
+        .route("/api/conversations", get(conversations::index))
+        .route("/api/conversations/{id}", get(conversations::get))
+        .route("/api/conversations/{id}/turns", get(conversations::turns))
+        .route("/api/conversations/{id}/jsonl", get(conversations::jsonl))
         .route("/api/search", post(search::post))
         .route("/api/shares", post(shares::post).get(shares::index))
         .route("/api/shares/{id}", delete(shares::delete))
@@ -45,6 +49,10 @@ pub fn app(state: AppState) -> Router {
     runs::jsonl,
     runs::descendants,
     runs::forest,
+    conversations::index,
+    conversations::get,
+    conversations::turns,
+    conversations::jsonl,
     search::post,
     shares::post,
     shares::index,

@@ -1,15 +1,176 @@
-//! The Run tree: subtrees and the forest of recent trees, built from the runs
-//! of one `root_run_id` that the viewer may read. Pure shaping lives in
-//! `shape_*`; the IO around it takes a `&Viewer`.
+//! Trees as a viewer reads them: the Run tree (subtrees and the forest of
+//! recent trees, built from the runs of one `root_run_id` that the viewer
+//! may read) and the conversations those runs make (`conversation`). Pure
+//! shaping lives in `shape_*` and `conversation`; the IO around it takes a
+//! `&Viewer`, and every run it reads came through the registry's readable
+//! predicate.
 
 use std::collections::HashMap;
 
-use kith_proto::{DescendantsResponse, ForestResponse, RunMeta, Tree, TreeRun};
+use kith_proto::{
+    Conversation, ConversationResponse, ConversationTurn, ConversationsResponse,
+    DescendantsResponse, ForestResponse, RunMeta, Tree, TreeRun, TurnsResponse,
+};
 use kith_shared::ids::RunId;
 
 use crate::auth::Viewer;
+use crate::conversation::{self, ConversationId, ConversationRuns};
 use crate::error::{Error, Result};
-use crate::registry::{ForestFilter, Registry};
+use crate::registry::{ConversationFilter, ForestFilter, Registry, StoredRun};
+use crate::store::BlobStore;
+
+/// Recent conversations matching `filter`, each tree's conversations
+/// depth-first (subagents after their parent, `depth` > 0).
+pub fn conversations(
+    registry: &Registry,
+    viewer: &Viewer,
+    filter: &ConversationFilter,
+) -> Result<ConversationsResponse> {
+    let roots = registry.conversation_roots(viewer, filter)?;
+    let handles = registry.handles()?;
+    let mut out = Vec::new();
+    for (root, _) in &roots {
+        let runs = registry.tree_runs(viewer, root)?;
+        out.extend(tree_conversations(&runs, &handles));
+    }
+    let next_cursor = (roots.len() == filter.limit as usize)
+        .then(|| roots.last().map(|(last, root)| format!("{last}~{root}")))
+        .flatten();
+    Ok(ConversationsResponse {
+        conversations: out,
+        next_cursor,
+    })
+}
+
+/// Reads a cursor `conversations` gave.
+pub fn parse_cursor(cursor: &str) -> Result<(String, String)> {
+    cursor
+        .split_once('~')
+        .filter(|(last, root)| {
+            kith_shared::timestamp::normalize(last).as_deref() == Some(*last)
+                && RunId::parse(root).is_ok()
+        })
+        .map(|(last, root)| (last.to_owned(), root.to_owned()))
+        .ok_or_else(|| Error::bad_request("invalid_cursor", "cursor is not one this API gave"))
+}
+
+/// One conversation, by any name `resolve_conversation` takes, with its
+/// subagent conversations.
+pub fn conversation(
+    registry: &Registry,
+    viewer: &Viewer,
+    name: &str,
+) -> Result<ConversationResponse> {
+    let (id, runs) = readable_conversation(registry, viewer, name, "conversation")?;
+    let root = &runs[0].meta.root_run_id;
+    let tree = registry.tree_runs(viewer, root)?;
+    let mut all = tree_conversations(&tree, &registry.handles()?);
+    let at = all
+        .iter()
+        .position(|c| c.id == id.as_str())
+        .ok_or_else(|| Error::Internal(format!("conversation {id} is not in its tree")))?;
+    let depth = all[at].depth;
+    let below = all[at + 1..].iter().take_while(|c| c.depth > depth).count();
+    let mut subagents: Vec<Conversation> = all.drain(at + 1..at + 1 + below).collect();
+    for s in &mut subagents {
+        s.depth -= depth;
+    }
+    let mut conversation = all.swap_remove(at);
+    conversation.depth = 0;
+    Ok(ConversationResponse {
+        conversation,
+        subagents,
+    })
+}
+
+/// The turns of one conversation in byte order across its deltas, from
+/// `offset`, at most `limit`; a gap where bytes are missing or unreadable.
+pub fn turns(
+    registry: &Registry,
+    store: &BlobStore,
+    viewer: &Viewer,
+    name: &str,
+    offset: u64,
+    limit: usize,
+) -> Result<TurnsResponse> {
+    let (id, runs) = readable_conversation(registry, viewer, name, "turns")?;
+    let mut turns: Vec<ConversationTurn> = Vec::new();
+    let mut end = 0;
+    for run in &runs {
+        let meta = &run.meta;
+        if meta.from_offset != end {
+            turns.push(conversation::gap(&meta.id, end, meta.from_offset));
+        }
+        end = meta.to_offset;
+        let bytes = store.read_jsonl(&run.blob_path)?;
+        let parsed =
+            kith_shared::transcript::parse(crate::ingest::format_of(meta.agent_runtime), &bytes);
+        turns.extend(conversation::turns_of(&meta.id, parsed.turns));
+    }
+    let total = turns.len() as u64;
+    let page: Vec<ConversationTurn> = turns
+        .into_iter()
+        .skip(offset as usize)
+        .take(limit)
+        .collect();
+    let next = offset + page.len() as u64;
+    Ok(TurnsResponse {
+        conversation_id: id.to_string(),
+        turns: page,
+        total,
+        next_offset: (next < total).then_some(next),
+    })
+}
+
+/// The runs of one conversation in byte order, for its exact bytes.
+pub fn conversation_blobs(
+    registry: &Registry,
+    viewer: &Viewer,
+    name: &str,
+) -> Result<Vec<StoredRun>> {
+    readable_conversation(registry, viewer, name, "jsonl").map(|(_, runs)| runs)
+}
+
+/// The conversation `name` names and its runs the viewer may read, in byte
+/// order (404 when none is readable), its read audited for the owner.
+fn readable_conversation(
+    registry: &Registry,
+    viewer: &Viewer,
+    name: &str,
+    what: &str,
+) -> Result<(ConversationId, Vec<StoredRun>)> {
+    let id = registry.resolve_conversation(viewer, name)?;
+    let mut runs = registry.conversation_runs(viewer, &id)?;
+    runs.sort_by_key(|r| r.meta.from_offset);
+    let first = runs.first().ok_or(Error::NotFound {
+        what: "conversation",
+    })?;
+    registry.audit_read(viewer, &first.meta.user_id, &first.meta.id, what)?;
+    Ok((id, runs))
+}
+
+/// The conversations of one tree's readable runs, depth-first, folded.
+fn tree_conversations(runs: &[StoredRun], handles: &HashMap<String, String>) -> Vec<Conversation> {
+    let metas: Vec<&RunMeta> = runs.iter().map(|r| &r.meta).collect();
+    let shaped = conversation::shape(&metas);
+    let parents = conversation::parents(&shaped);
+    shaped
+        .iter()
+        .filter_map(|(id, depth, runs)| {
+            let owner = runs
+                .first()
+                .and_then(|r| handles.get(&r.user_id))
+                .map_or("", String::as_str);
+            conversation::fold(&ConversationRuns {
+                id,
+                owner,
+                runs,
+                parent_id: parents.get(id).cloned(),
+                depth: *depth,
+            })
+        })
+        .collect()
+}
 
 pub fn descendants(
     registry: &Registry,
@@ -140,6 +301,9 @@ mod tests {
             tool_call_count: 0,
             files_touched: vec![],
             tools_used: vec![],
+            commands: vec![],
+            title: None,
+            conversation: None,
             jsonl_bytes: 0,
             jsonl_sha256: String::new(),
             chain_sha256: String::new(),

@@ -158,6 +158,16 @@ pub struct RunMeta {
     pub tool_call_count: u64,
     pub files_touched: Vec<String>,
     pub tools_used: Vec<String>,
+    /// Shell commands the run's tool calls ran.
+    #[serde(default)]
+    pub commands: Vec<String>,
+    /// The run's first real user prompt, cut at a word boundary: what a
+    /// person would call it.
+    #[serde(default)]
+    pub title: Option<String>,
+    /// The conversation this delta belongs to (`GET /api/conversations/{id}`).
+    #[serde(default)]
+    pub conversation: Option<String>,
     pub jsonl_bytes: u64,
     pub jsonl_sha256: String,
     pub chain_sha256: String,
@@ -215,6 +225,138 @@ pub struct ForestQuery {
     pub limit: Option<u32>,
 }
 
+/// One conversation: an agent session as people read it, made of the deltas
+/// kith captured from its transcript (`delta_count`), with the subagent
+/// conversations it spawned as children.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Conversation {
+    /// 32 hex digits; any unique prefix (or any of its run ids) names it.
+    pub id: String,
+    /// The first real user prompt, cut at a word boundary.
+    pub title: Option<String>,
+    /// Handle of the person whose agent wrote it.
+    pub owner: String,
+    /// Machine name.
+    pub machine: String,
+    pub agent_runtime: AgentRuntime,
+    /// The agent's own session id: what `claude --resume`, `codex resume` or
+    /// pi take to continue it.
+    pub session_id: Option<String>,
+    /// The project: the session's working directory.
+    pub cwd: Option<String>,
+    pub git_branch: Option<String>,
+    pub model: Option<String>,
+    pub started_at: String,
+    pub last_activity_at: String,
+    pub turn_count: u64,
+    pub delta_count: u64,
+    /// The conversation that spawned this one (a subagent's parent).
+    pub parent_id: Option<String>,
+    /// 0 for a conversation of its own, 1 for its subagents, and so on.
+    pub depth: u32,
+    pub files_touched: Vec<String>,
+    pub tools_used: Vec<String>,
+    pub commands: Vec<String>,
+    pub tags: Vec<String>,
+    /// The deltas the viewer may read, in byte order.
+    pub run_ids: Vec<String>,
+}
+
+/// `GET /api/conversations`: recent conversations, each followed by its
+/// subagent conversations (depth-first, `depth` > 0).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct ConversationsResponse {
+    pub conversations: Vec<Conversation>,
+    /// Pass as `cursor` for the next page; absent on the last page.
+    pub next_cursor: Option<String>,
+}
+
+/// `GET /api/conversations/{id}`: the conversation and its subagent
+/// conversations (depth-first, depth relative to it).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct ConversationResponse {
+    pub conversation: Conversation,
+    pub subagents: Vec<Conversation>,
+}
+
+/// Query string of `GET /api/conversations`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct ConversationsQuery {
+    /// A file the conversation's tools touched: a whole path, or a suffix
+    /// of whole components (`src/main.rs`).
+    pub file: Option<String>,
+    /// A tool or skill it used (exact name).
+    pub tool: Option<String>,
+    /// Part of a shell command it ran.
+    pub command: Option<String>,
+    /// Its working directory or a folder above it.
+    pub project: Option<String>,
+    pub branch: Option<String>,
+    /// The owner's handle.
+    pub owner: Option<String>,
+    pub runtime: Option<AgentRuntime>,
+    /// Machine name.
+    pub machine: Option<String>,
+    /// RFC 3339: activity at or after.
+    pub since: Option<String>,
+    /// RFC 3339: activity before.
+    pub until: Option<String>,
+    /// 1..=200, default 50.
+    pub limit: Option<u32>,
+    /// `next_cursor` of the previous page.
+    pub cursor: Option<String>,
+}
+
+/// A tool call inside a turn.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct ToolCall {
+    pub name: String,
+    /// The call's input, summarised on one line.
+    pub input: String,
+    /// What the tool answered (empty when the result was not captured).
+    pub output: String,
+}
+
+/// One turn of a conversation, located in the delta it came from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct ConversationTurn {
+    pub run_id: String,
+    /// 1-based, inclusive lines of the run's jsonl.
+    pub line_start: u64,
+    pub line_end: u64,
+    /// `user`, `assistant`, `tool`, `summary`, or `gap`: bytes of the
+    /// transcript missing here (not captured, or not readable by you).
+    pub role: String,
+    pub text: String,
+    pub timestamp: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<ToolCall>,
+}
+
+/// `GET /api/conversations/{id}/turns`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct TurnsResponse {
+    pub conversation_id: String,
+    /// Turns in byte order across every delta, from `offset`.
+    pub turns: Vec<ConversationTurn>,
+    /// Turns in the whole conversation.
+    pub total: u64,
+    /// Pass as `offset` for the next page; absent on the last page.
+    pub next_offset: Option<u64>,
+}
+
+/// Query string of `GET /api/conversations/{id}/turns`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct TurnsQuery {
+    pub offset: Option<u64>,
+    /// 1..=1000, default 200.
+    pub limit: Option<u32>,
+}
+
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum SearchMode {
@@ -240,6 +382,32 @@ pub struct SearchFilters {
     pub since: Option<String>,
     /// RFC 3339, exclusive.
     pub until: Option<String>,
+    /// Conversations whose tools touched this file (a whole path, or a
+    /// suffix of whole components).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    /// Conversations that used this tool or skill.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+    /// Conversations that ran a shell command containing this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub branch: Option<String>,
+    /// The owner's handle.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+}
+
+/// How search hits are returned.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum GroupBy {
+    /// `limit` conversations, each with its best hits.
+    #[default]
+    Conversation,
+    /// `limit` chunks, as ranked.
+    None,
 }
 
 /// `POST /api/search`.
@@ -264,6 +432,9 @@ pub struct SearchRequest {
     /// relevance alone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub diversity: Option<f32>,
+    /// Hits grouped by conversation (the default) or not.
+    #[serde(default)]
+    pub group: GroupBy,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
@@ -283,7 +454,32 @@ pub struct SearchHit {
     pub intent: Option<String>,
     pub machine: String,
     pub agent_runtime: AgentRuntime,
+    /// The conversation of the hit's run.
+    #[serde(default)]
+    pub conversation_id: Option<String>,
+    /// Handle of the run's owner.
+    #[serde(default)]
+    pub owner: String,
     pub _links: RunLinks,
+}
+
+/// The hits of one conversation (with its subagents), best first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct SearchGroup {
+    pub conversation_id: String,
+    pub title: Option<String>,
+    pub owner: String,
+    pub machine: String,
+    pub agent_runtime: AgentRuntime,
+    pub cwd: Option<String>,
+    pub git_branch: Option<String>,
+    /// The agent's session id, to resume it.
+    pub session_id: Option<String>,
+    pub started_at: String,
+    pub last_activity_at: String,
+    /// The best score of its hits.
+    pub score: f32,
+    pub hits: Vec<SearchHit>,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, ToSchema)]
@@ -296,7 +492,11 @@ pub struct SearchTiming {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct SearchResponse {
+    /// Every hit returned, in rank order (grouped: the groups' hits).
     pub hits: Vec<SearchHit>,
+    /// With `group: conversation`, the hits by conversation, best first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<SearchGroup>,
     pub timing: SearchTiming,
     /// Search backend name, e.g. `embedded`.
     pub backend: String,
@@ -418,6 +618,16 @@ pub struct AuditResponse {
         Tree,
         ForestResponse,
         ForestQuery,
+        Conversation,
+        ConversationsResponse,
+        ConversationResponse,
+        ConversationsQuery,
+        ToolCall,
+        ConversationTurn,
+        TurnsResponse,
+        TurnsQuery,
+        GroupBy,
+        SearchGroup,
         SearchMode,
         SearchFilters,
         SearchRequest,

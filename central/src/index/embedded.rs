@@ -499,6 +499,13 @@ impl EmbeddedIndex {
         if let Some(r) = &filters.root_run_id {
             out.push(term(f.root_run_id, r));
         }
+        if let Some(roots) = &filters.roots {
+            let any: Vec<(Occur, Box<dyn Query>)> = roots
+                .iter()
+                .map(|r| (Occur::Should, term(f.root_run_id, r).1))
+                .collect();
+            out.push((Occur::Must, Box::new(BooleanQuery::new(any))));
+        }
         for t in &filters.tags {
             out.push(term(f.tags, t));
         }

@@ -82,6 +82,9 @@ pub struct Filters {
     pub since_ms: Option<i64>,
     /// Milliseconds since the epoch, exclusive.
     pub until_ms: Option<i64>,
+    /// Only these trees (root run ids): the conversations a facet filter
+    /// matched. `None` is every tree.
+    pub roots: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -16,8 +16,10 @@ use rusqlite::{params, Connection, OptionalExtension};
 use crate::auth::Viewer;
 use crate::error::{Error, Result};
 
+mod conversations;
 mod shares;
 
+pub use conversations::{ConversationFilter, Facets};
 pub use shares::{Grant, GrantScope, ShareRow};
 
 const SCHEMA: &str = "
@@ -47,6 +49,7 @@ CREATE TABLE IF NOT EXISTS runs (
     agent_runtime TEXT NOT NULL,
     root_run_id TEXT NOT NULL,
     parent_run_id TEXT,
+    -- The agent's session id (`RunMeta::conversation_id`).
     conversation_id TEXT,
     source_identity TEXT NOT NULL,
     from_offset INTEGER NOT NULL,
@@ -67,7 +70,9 @@ CREATE TABLE IF NOT EXISTS runs (
     embedded_at TEXT,
     -- The embedding model of this run's vectors; differs from the current
     -- model (or is NULL) while the run waits for (re-)embedding.
-    embedded_model TEXT
+    embedded_model TEXT,
+    -- The conversation (`conversation::ConversationId`) the run belongs to.
+    conversation TEXT
 );
 CREATE INDEX IF NOT EXISTS runs_source ON runs (user_id, source_identity, from_offset);
 CREATE INDEX IF NOT EXISTS runs_root ON runs (root_run_id, started_at);
@@ -215,6 +220,7 @@ impl Registry {
         conn.pragma_update(None, "synchronous", "FULL")?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
         conn.execute_batch(SCHEMA)?;
+        migrate(&conn)?;
         let reader = Connection::open(path)?;
         reader.pragma_update(None, "query_only", "ON")?;
         for c in [&conn, &reader] {
@@ -223,10 +229,12 @@ impl Registry {
             // statements stay prepared (parsing cost more than running).
             c.set_prepared_statement_cache_capacity(64);
         }
-        Ok(Self {
+        let registry = Self {
             conn: Mutex::new(conn),
             reader: Mutex::new(reader),
-        })
+        };
+        registry.backfill_conversations()?;
+        Ok(registry)
     }
 
     /// The connection for writes (and reads that must see a transaction's
@@ -741,7 +749,7 @@ impl Registry {
 }
 
 /// The columns `write_run` fills, in the order of its parameters.
-const RUN_COLUMNS: [&str; 18] = [
+const RUN_COLUMNS: [&str; 19] = [
     "id",
     "user_id",
     "machine_id",
@@ -760,6 +768,7 @@ const RUN_COLUMNS: [&str; 18] = [
     "meta_json",
     "tags_key",
     "ancestry",
+    "conversation",
 ];
 
 /// `INSERT INTO runs` of `RUN_COLUMNS`.
@@ -813,6 +822,7 @@ fn write_run(tx: &rusqlite::Transaction<'_>, new: &NewRun<'_>, sql: &str) -> Res
         meta_json,
         format!("|{}|", meta.tags.join("|")),
         new.ancestry,
+        meta.conversation,
     ])?;
     tx.prepare_cached(
         "INSERT OR REPLACE INTO index_jobs (run_id, lane, enqueued_at) VALUES (?1, ?2, ?3)",
@@ -822,6 +832,24 @@ fn write_run(tx: &rusqlite::Transaction<'_>, new: &NewRun<'_>, sql: &str) -> Res
         new.lane.as_str(),
         kith_shared::timestamp::now()
     ])?;
+    Ok(())
+}
+
+/// Brings a registry made by an older kith to this schema: columns added
+/// since, and their indexes (created here, after the columns exist).
+fn migrate(conn: &Connection) -> Result<()> {
+    let has_conversation: bool = conn.query_row(
+        "SELECT COUNT(*) FROM pragma_table_info('runs') WHERE name = 'conversation'",
+        [],
+        |r| r.get::<_, i64>(0).map(|n| n > 0),
+    )?;
+    if !has_conversation {
+        conn.execute("ALTER TABLE runs ADD COLUMN conversation TEXT", [])?;
+    }
+    conn.execute(
+        "CREATE INDEX IF NOT EXISTS runs_conversation ON runs (conversation, started_at)",
+        [],
+    )?;
     Ok(())
 }
 

@@ -16,7 +16,10 @@ use std::time::Instant;
 
 use kith_shared::ids::RunId;
 
-use kith_proto::{RunLinks, SearchHit, SearchMode, SearchRequest, SearchResponse, SearchTiming};
+use kith_proto::{
+    GroupBy, RunLinks, RunMeta, SearchGroup, SearchHit, SearchMode, SearchRequest, SearchResponse,
+    SearchTiming,
+};
 
 use crate::auth::Viewer;
 use crate::embed::Lane;
@@ -29,6 +32,14 @@ pub const DEFAULT_LIMIT: u32 = 10;
 pub const MAX_LIMIT: u32 = 100;
 pub const MAX_OFFSET: u32 = 1000;
 pub const MAX_QUERY_BYTES: usize = 4096;
+/// Most tags a search may require (as many as a run may carry).
+pub const MAX_TAGS: usize = 64;
+/// Hits shown per conversation when hits are grouped.
+pub const HITS_PER_GROUP: usize = 3;
+/// Hits fetched per conversation asked for, to fill groups.
+const GROUP_POOL_FACTOR: usize = 5;
+/// Most hits a grouped search ranks.
+const MAX_GROUP_POOL: usize = 500;
 
 pub async fn search(
     state: &AppState,
@@ -57,11 +68,28 @@ pub async fn search(
     }
     let limit = req.limit.unwrap_or(DEFAULT_LIMIT).clamp(1, MAX_LIMIT);
     let filters = resolve_filters(&req.filters)?;
+    let facets = crate::handlers::conversations::facets(
+        [
+            &req.filters.file,
+            &req.filters.tool,
+            &req.filters.command,
+            &None,
+            &req.filters.branch,
+            &req.filters.owner,
+        ],
+        &req.filters.machine,
+    )?;
+    let group = req.group;
     let rerank = rerank::Rerank::of(&req)?;
     state.metrics().searched();
     // Embedding for ingest waits until this search has answered.
     let _hold = state.embed().map(|queue| queue.hold());
-    let want = (limit + req.offset) as usize;
+    let want = match group {
+        GroupBy::None => (limit + req.offset) as usize,
+        GroupBy::Conversation => {
+            ((limit + req.offset) as usize * GROUP_POOL_FACTOR).min(MAX_GROUP_POOL)
+        }
+    };
     let pool = rerank.map_or(want, |r| r.pool(want));
     // A date in the query ranks the runs of that time first (see `when`),
     // unless the caller chose a time range; the date itself is not searched.
@@ -111,8 +139,17 @@ pub async fn search(
     // slows the embedding more than it saves.
     let search_started = Instant::now();
     let (s, v, mode) = (state.clone(), viewer.clone(), req.mode);
-    let hits = tokio::task::spawn_blocking(move || {
+    let found = tokio::task::spawn_blocking(move || {
         let index = s.index();
+        // Facets name conversations: the trees with a readable run that
+        // matches them bound the search.
+        let mut filters = filters;
+        if let Some(roots) = s.registry().facet_roots(&v, &facets)? {
+            if roots.is_empty() {
+                return Ok((Vec::new(), HashMap::new()));
+            }
+            filters.roots = Some(roots);
+        }
         let text = keyword_query.as_deref().unwrap_or_default();
         let now = time::OffsetDateTime::now_utc();
         let ranked = |filters: &Filters| {
@@ -148,37 +185,38 @@ pub async fn search(
                 hits
             }
         };
-        let mut hits = recheck(&s, &v, hits)?;
+        let (mut hits, runs) = recheck(&s, &v, hits)?;
         if let Some(q) = &keyword_query {
             index.highlight(q, &mut hits)?;
         }
-        Ok::<_, Error>(hits)
+        Ok::<_, Error>((hits, runs))
     })
     .await??;
+    let (hits, runs) = found;
     let search_ms = ms(search_started);
-    let hits = hits
-        .into_iter()
-        .skip(req.offset as usize)
-        .map(|h| SearchHit {
-            _links: RunLinks::for_run(&h.run_id),
-            run_id: h.run_id,
-            chunk_id: h.chunk_id,
-            score: h.score,
-            role: h.role,
-            text: h.text,
-            snippet: h.snippet,
-            line_start: h.line_start,
-            line_end: h.line_end,
-            started_at: h.started_at,
-            intent: h.intent,
-            machine: h.machine,
-            agent_runtime: h.agent_runtime,
+    let (s, v) = (state.clone(), viewer.clone());
+    let (offset, limit) = (req.offset as usize, limit as usize);
+    let (hits, groups) = tokio::task::spawn_blocking(move || {
+        let handles = s.registry().handles()?;
+        let hits: Vec<SearchHit> = hits
+            .into_iter()
+            .map(|h| wire_hit(h, &runs, &handles))
+            .collect();
+        Ok::<_, Error>(match group {
+            GroupBy::None => (hits.into_iter().skip(offset).collect(), Vec::new()),
+            GroupBy::Conversation => {
+                let groups = group_hits(&s, &v, hits, &runs, &handles, offset, limit)?;
+                let hits = groups.iter().flat_map(|g| g.hits.clone()).collect();
+                (hits, groups)
+            }
         })
-        .collect();
+    })
+    .await??;
     timing.search_ms = search_ms;
     timing.total_ms = ms(started);
     Ok(SearchResponse {
         hits,
+        groups,
         timing,
         backend: state.index().name().to_owned(),
         embedder: state.embedder_name(),
@@ -186,10 +224,19 @@ pub async fn search(
     })
 }
 
+/// The runs of the hits, by id.
+type HitRuns = HashMap<String, RunMeta>;
+
 /// Keeps only hits whose run the registry says the viewer may read now
-/// (expiry and quarantine included), and audits reads of others' runs.
-fn recheck(state: &AppState, viewer: &Viewer, hits: Vec<IndexHit>) -> Result<Vec<IndexHit>> {
+/// (expiry and quarantine included), and audits reads of others' runs;
+/// returns the kept hits and their runs.
+fn recheck(
+    state: &AppState,
+    viewer: &Viewer,
+    hits: Vec<IndexHit>,
+) -> Result<(Vec<IndexHit>, HitRuns)> {
     let mut verdicts: HashMap<String, bool> = HashMap::new();
+    let mut runs = HitRuns::new();
     let mut out = Vec::with_capacity(hits.len());
     for hit in hits {
         let readable = match verdicts.get(&hit.run_id) {
@@ -209,17 +256,168 @@ fn recheck(state: &AppState, viewer: &Viewer, hits: Vec<IndexHit>) -> Result<Vec
                     )?;
                 }
                 verdicts.insert(hit.run_id.clone(), run.is_some());
-                run.is_some()
+                match run {
+                    Some(run) => {
+                        runs.insert(hit.run_id.clone(), run.meta);
+                        true
+                    }
+                    None => false,
+                }
             }
         };
         if readable {
             out.push(hit);
         }
     }
-    Ok(out)
+    Ok((out, runs))
+}
+
+fn wire_hit(h: IndexHit, runs: &HitRuns, handles: &HashMap<String, String>) -> SearchHit {
+    let run = runs.get(&h.run_id);
+    SearchHit {
+        _links: RunLinks::for_run(&h.run_id),
+        conversation_id: run.and_then(|r| r.conversation.clone()),
+        owner: run
+            .and_then(|r| handles.get(&r.user_id))
+            .cloned()
+            .unwrap_or_default(),
+        run_id: h.run_id,
+        chunk_id: h.chunk_id,
+        score: h.score,
+        role: h.role,
+        text: h.text,
+        snippet: h.snippet,
+        line_start: h.line_start,
+        line_end: h.line_end,
+        started_at: h.started_at,
+        intent: h.intent,
+        machine: h.machine,
+        agent_runtime: h.agent_runtime,
+    }
+}
+
+/// Ranked hits as conversations, best first: a subagent's hits count for
+/// the conversation that spawned it when the viewer may read that one.
+/// Groups `offset..offset + limit`, each with its best `HITS_PER_GROUP`.
+fn group_hits(
+    state: &AppState,
+    viewer: &Viewer,
+    hits: Vec<SearchHit>,
+    runs: &HitRuns,
+    handles: &HashMap<String, String>,
+    offset: usize,
+    limit: usize,
+) -> Result<Vec<SearchGroup>> {
+    let registry = state.registry();
+    let mut order: Vec<String> = Vec::new();
+    let mut members: HashMap<String, Vec<SearchHit>> = HashMap::new();
+    let mut top_of: HashMap<String, String> = HashMap::new();
+    for hit in hits {
+        let Some(run) = runs.get(&hit.run_id) else {
+            continue;
+        };
+        let key = match top_of.get(&run.root_run_id) {
+            Some(top) => top.clone(),
+            None => {
+                let root = RunId::parse(&run.root_run_id)
+                    .ok()
+                    .map(|id| registry.run(viewer, &id))
+                    .transpose()?
+                    .flatten();
+                let top = root
+                    .and_then(|r| r.meta.conversation)
+                    .or_else(|| run.conversation.clone())
+                    .unwrap_or_else(|| run.id.clone());
+                top_of.insert(run.root_run_id.clone(), top.clone());
+                top
+            }
+        };
+        let list = members.entry(key.clone()).or_default();
+        if list.is_empty() {
+            order.push(key);
+        }
+        if list.len() < HITS_PER_GROUP {
+            list.push(hit);
+        }
+    }
+    let mut groups = Vec::new();
+    for key in order.into_iter().skip(offset).take(limit) {
+        let hits = members.remove(&key).unwrap_or_default();
+        let facts = crate::conversation::ConversationId::parse(&key)
+            .ok()
+            .map(|id| registry.conversation_runs(viewer, &id))
+            .transpose()?
+            .unwrap_or_default();
+        let metas: Vec<&RunMeta> = facts.iter().map(|r| &r.meta).collect();
+        let Some(first) = hits.first() else { continue };
+        let folded = crate::conversation::ConversationId::parse(&key)
+            .ok()
+            .and_then(|id| {
+                crate::conversation::fold(&crate::conversation::ConversationRuns {
+                    id: &id,
+                    owner: metas
+                        .first()
+                        .and_then(|r| handles.get(&r.user_id))
+                        .map_or("", String::as_str),
+                    runs: &metas,
+                    parent_id: None,
+                    depth: 0,
+                })
+            });
+        groups.push(match folded {
+            Some(c) => SearchGroup {
+                conversation_id: c.id,
+                title: c.title,
+                owner: c.owner,
+                machine: c.machine,
+                agent_runtime: c.agent_runtime,
+                cwd: c.cwd,
+                git_branch: c.git_branch,
+                session_id: c.session_id,
+                started_at: c.started_at,
+                last_activity_at: c.last_activity_at,
+                score: first.score,
+                hits,
+            },
+            None => SearchGroup {
+                conversation_id: key,
+                title: first.intent.clone(),
+                owner: first.owner.clone(),
+                machine: first.machine.clone(),
+                agent_runtime: first.agent_runtime,
+                cwd: None,
+                git_branch: None,
+                session_id: None,
+                started_at: first.started_at.clone(),
+                last_activity_at: first.started_at.clone(),
+                score: first.score,
+                hits,
+            },
+        });
+    }
+    Ok(groups)
 }
 
 fn resolve_filters(f: &kith_proto::SearchFilters) -> Result<Filters> {
+    if f.tags.len() > MAX_TAGS {
+        return Err(Error::bad_request(
+            "invalid_filter",
+            format!("filters.tags holds at most {MAX_TAGS} tags"),
+        ));
+    }
+    let max = crate::handlers::conversations::MAX_FILTER_BYTES;
+    for v in [&f.conversation_id, &f.root_run_id, &f.cwd_prefix]
+        .into_iter()
+        .flatten()
+        .chain(&f.tags)
+    {
+        if v.len() > max {
+            return Err(Error::bad_request(
+                "filter_too_long",
+                format!("a filter value is at most {max} bytes"),
+            ));
+        }
+    }
     let time = |name: &str, v: &Option<String>| -> Result<Option<i64>> {
         v.as_deref()
             .map(|s| {
@@ -243,6 +441,7 @@ fn resolve_filters(f: &kith_proto::SearchFilters) -> Result<Filters> {
         cwd_prefix: f.cwd_prefix.clone(),
         since_ms: time("since", &f.since)?,
         until_ms: time("until", &f.until)?,
+        roots: None,
     })
 }
 

@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use super::text::{push_paragraph, truncate_chars};
+use super::text::{push_paragraph, title_of, truncate_chars};
 use super::{Role, Transcript, Turn};
 
 const MAX_INTENT_CHARS: usize = 500;
@@ -20,6 +20,7 @@ pub(super) struct Builder {
     calls: HashMap<String, usize>,
     files: BTreeSet<String>,
     tools: BTreeSet<String>,
+    commands: Vec<String>,
     /// The model a session header announced; a model named by a message wins.
     header_model: Option<String>,
     /// Run facts; `turns`, `files_touched`, `tools_used` and the counts of
@@ -121,6 +122,19 @@ impl Builder {
         }
     }
 
+    /// A shell command run through a tool call.
+    pub(super) fn command(&mut self, command: &str) {
+        const MAX_COMMAND_CHARS: usize = 1000;
+        const MAX_COMMANDS: usize = 1000;
+        let command = truncate_chars(command.trim(), MAX_COMMAND_CHARS);
+        if !command.is_empty()
+            && self.commands.len() < MAX_COMMANDS
+            && !self.commands.iter().any(|c| c == command)
+        {
+            self.commands.push(command.to_owned());
+        }
+    }
+
     pub(super) fn file(&mut self, path: &str) {
         let path = path.trim();
         if !path.is_empty() && !self.files.contains(path) {
@@ -170,6 +184,10 @@ impl Builder {
             .iter()
             .find(|turn| turn.role == Role::User)
             .map(|turn| truncate_chars(&turn.text, MAX_INTENT_CHARS).to_owned());
+        t.title = turns
+            .iter()
+            .filter(|turn| turn.role == Role::User)
+            .find_map(|turn| title_of(&turn.text));
         t.turns = turns;
         if t.model.is_none() {
             t.model = self.header_model;
@@ -190,6 +208,7 @@ impl Builder {
             .collect();
         t.files_touched = files.into_iter().collect();
         t.tools_used = self.tools.into_iter().collect();
+        t.commands = self.commands;
         t.n_lines = n_lines;
         t.n_skipped_lines = n_skipped_lines;
         t

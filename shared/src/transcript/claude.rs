@@ -6,8 +6,8 @@ use serde_json::Value;
 
 use super::builder::{fill, Builder};
 use super::text::{
-    blocks_text, call_line, content_text, input_summary, said_something, str_at, strip_reminders,
-    tag,
+    blocks_text, call_line, content_text, input_summary, said_something, shell_command, str_at,
+    strip_reminders, tag,
 };
 use super::{Records, Role};
 
@@ -148,6 +148,11 @@ fn assistant(b: &mut Builder, message: &Value, line: u64, ts: Option<&str>) {
                 b.file(path);
             }
         }
+        if name == "Bash" {
+            if let Some(command) = shell_command(input) {
+                b.command(&command);
+            }
+        }
         if name == "Skill" {
             if let Some(skill) = str_at(input, "skill") {
                 b.used(skill);
@@ -263,6 +268,7 @@ mod tests {
              assistant 8-8: Next message.",
         );
         assert_eq!(t.tools_used, ["Bash", "Read"]);
+        assert_eq!(t.commands, ["ls"]);
         assert_eq!(t.tool_call_count, 2);
         assert_eq!(t.files_touched, ["/a.rs"]);
         assert_eq!(t.model.as_deref(), Some("m"));

@@ -5,7 +5,7 @@
 use serde_json::Value;
 
 use super::builder::{fill, Builder};
-use super::text::{call_line, content_text, input_summary, str_at};
+use super::text::{call_line, content_text, input_summary, shell_command, str_at};
 use super::{Records, Role};
 
 #[derive(Default)]
@@ -139,12 +139,21 @@ impl Codex {
             }
             Some("function_call") => {
                 let name = str_at(p, "name").unwrap_or("function");
-                let input = match p.get("arguments") {
-                    Some(Value::String(s)) => serde_json::from_str::<Value>(s)
-                        .map(|args| input_summary(&args))
-                        .unwrap_or_else(|_| s.clone()),
-                    Some(args) => input_summary(args),
-                    None => String::new(),
+                let args = match p.get("arguments") {
+                    Some(Value::String(s)) => serde_json::from_str::<Value>(s).ok(),
+                    args => args.cloned(),
+                };
+                if let Some(command) = args
+                    .as_ref()
+                    .filter(|_| SHELL_TOOLS.contains(&name))
+                    .and_then(shell_command)
+                {
+                    b.command(&command);
+                }
+                let input = match (args, p.get("arguments")) {
+                    (Some(args), _) => input_summary(&args),
+                    (None, Some(Value::String(s))) => s.clone(),
+                    (None, _) => String::new(),
                 };
                 call(b, call_id, name, &input, line, ts);
             }
@@ -159,6 +168,9 @@ impl Codex {
             }
             Some("local_shell_call") => {
                 let action = p.get("action").unwrap_or(&Value::Null);
+                if let Some(command) = shell_command(action) {
+                    b.command(&command);
+                }
                 let input = input_summary(action.get("command").unwrap_or(action));
                 call(b, call_id, "local_shell", &input, line, ts);
             }
@@ -185,6 +197,9 @@ impl Codex {
         }
     }
 }
+
+/// Codex's tools that run a shell command.
+const SHELL_TOOLS: [&str; 3] = ["shell", "exec_command", "container.exec"];
 
 fn call(b: &mut Builder, id: Option<&str>, name: &str, input: &str, line: u64, ts: Option<&str>) {
     if input.contains("*** Begin Patch") {
@@ -402,5 +417,21 @@ mod tests {
         );
         assert_eq!(t.turns.iter().filter(|x| x.role == Role::User).count(), 1);
         assert_eq!(t.tool_call_count, 118);
+    }
+
+    #[test]
+    fn shell_commands_are_facets() {
+        let t = crate::transcript::parse(
+            crate::transcript::Format::Codex,
+            [
+                item("{\"type\":\"function_call\",\"name\":\"exec_command\",\"arguments\":\"{\\\"cmd\\\":\\\"cargo test\\\"}\",\"call_id\":\"c1\"}"),
+                item("{\"type\":\"function_call\",\"name\":\"shell\",\"arguments\":\"{\\\"command\\\":[\\\"bash\\\",\\\"-lc\\\",\\\"git status\\\"]}\",\"call_id\":\"c2\"}"),
+                item("{\"type\":\"function_call\",\"name\":\"shell\",\"arguments\":\"{\\\"command\\\":[\\\"ls\\\",\\\"-la\\\"]}\",\"call_id\":\"c3\"}"),
+                item("{\"type\":\"function_call\",\"name\":\"view_image\",\"arguments\":\"{\\\"cmd\\\":\\\"not a shell\\\"}\",\"call_id\":\"c4\"}"),
+            ]
+            .concat()
+            .as_bytes(),
+        );
+        assert_eq!(t.commands, ["cargo test", "git status", "ls -la"]);
     }
 }

@@ -87,11 +87,17 @@ pub struct Transcript {
     pub ended_at: Option<String>,
     /// The first user turn's text, at most 500 characters: what the run was for.
     pub intent: Option<String>,
+    /// The first real user prompt (no slash command, no redaction marker, no
+    /// text the agent injected), its first line cut at a word boundary.
+    pub title: Option<String>,
     /// Files the run read or changed, sorted and deduplicated; relative paths
     /// are resolved against `cwd` when it is known.
     pub files_touched: Vec<String>,
     /// Tools called and skills or slash commands invoked, sorted, deduplicated.
     pub tools_used: Vec<String>,
+    /// Shell commands the agent (or the person, through the agent) ran, in
+    /// order of first appearance, deduplicated, each at most 1,000 characters.
+    pub commands: Vec<String>,
     pub tool_call_count: u64,
     /// Lines in the parsed bytes, a partial last line included.
     pub n_lines: u64,

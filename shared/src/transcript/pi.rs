@@ -6,7 +6,7 @@
 use serde_json::Value;
 
 use super::builder::{fill, Builder};
-use super::text::{call_line, content_text, input_summary, said_something, str_at};
+use super::text::{call_line, content_text, input_summary, said_something, shell_command, str_at};
 use super::{Records, Role};
 
 pub(super) struct Pi;
@@ -81,6 +81,11 @@ fn message(b: &mut Builder, m: &Value, line: u64, ts: Option<&str>) {
                         b.file(path);
                     }
                 }
+                if name == "bash" {
+                    if let Some(command) = shell_command(args) {
+                        b.command(&command);
+                    }
+                }
                 let text = call_line(name, &input_summary(args));
                 b.call(str_at(block, "id"), name, &text, line, ts);
             }
@@ -98,6 +103,7 @@ fn message(b: &mut Builder, m: &Value, line: u64, ts: Option<&str>) {
         // A command the person ran with `!`: a tool run, typed by them.
         Some("bashExecution") => {
             let command = str_at(m, "command").unwrap_or_default();
+            b.command(command);
             let output = str_at(m, "output").unwrap_or_default();
             b.call(
                 None,

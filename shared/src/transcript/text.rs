@@ -139,6 +139,26 @@ fn strings<'a>(v: &'a Value, out: &mut Vec<&'a str>) {
 }
 
 /// A tool call as the first line of its turn: `name: input`.
+/// The shell command a tool call's input runs: `command` or `cmd`, as a
+/// string or an argv (`["bash", "-lc", "ls"]` is `ls`).
+pub(super) fn shell_command(input: &Value) -> Option<String> {
+    let value = input.get("command").or_else(|| input.get("cmd"))?;
+    match value {
+        Value::String(s) => Some(s.clone()),
+        Value::Array(argv) => {
+            let argv: Vec<&str> = argv.iter().filter_map(Value::as_str).collect();
+            match argv.as_slice() {
+                [shell, flag, script] if shell.ends_with("sh") && flag.starts_with('-') => {
+                    Some((*script).to_owned())
+                }
+                [] => None,
+                words => Some(words.join(" ")),
+            }
+        }
+        _ => None,
+    }
+}
+
 pub(super) fn call_line(name: &str, input: &str) -> String {
     if input.trim().is_empty() {
         name.to_owned()
@@ -148,6 +168,40 @@ pub(super) fn call_line(name: &str, input: &str) -> String {
 }
 
 /// The first `max` characters of `s`, cut on a char boundary.
+/// Longest title, in characters, before the cut.
+const MAX_TITLE_CHARS: usize = 80;
+
+/// A person's prompt as a title: its first line that says something, cut
+/// at a word boundary; `None` for a slash or shell command, injected markup
+/// or a prompt that is only a redaction.
+pub(super) fn title_of(prompt: &str) -> Option<String> {
+    let prompt = prompt.trim();
+    if prompt.starts_with(['/', '!', '<']) {
+        return None;
+    }
+    let line = prompt.lines().map(str::trim).find(|line| {
+        let without_marks = line
+            .split("[REDACTED:")
+            .map(|part| part.split_once(']').map_or(part, |(_, rest)| rest))
+            .collect::<String>();
+        without_marks
+            .chars()
+            .any(|c| c.is_alphanumeric() && c != '*')
+    })?;
+    if line.chars().count() <= MAX_TITLE_CHARS {
+        return Some(line.to_owned());
+    }
+    let cut = truncate_chars(line, MAX_TITLE_CHARS);
+    let cut = match cut.rfind(char::is_whitespace) {
+        Some(i) if i > MAX_TITLE_CHARS / 2 => &cut[..i],
+        _ => cut,
+    };
+    Some(format!(
+        "{}…",
+        cut.trim_end_matches(|c: char| !c.is_alphanumeric())
+    ))
+}
+
 pub(crate) fn truncate_chars(s: &str, max: usize) -> &str {
     match s.char_indices().nth(max) {
         Some((i, _)) => &s[..i],
@@ -222,5 +276,25 @@ mod tests {
         assert_eq!(truncate_chars("héllo", 2), "hé");
         assert_eq!(truncate_chars("日本語", 5), "日本語");
         assert_eq!(truncate_chars("", 3), "");
+    }
+
+    #[test]
+    fn titles_are_what_a_person_asked() {
+        let long = "Please look at the failing integration test in the capture module and tell me why it hangs";
+        let cases: &[(&str, Option<&str>)] = &[
+            ("fix the login bug", Some("fix the login bug")),
+            ("  \n\nwhy is CI red?\nmore detail", Some("why is CI red?")),
+            ("/review the parser", None),
+            ("!ls -la", None),
+            ("<command-name>/clear</command-name>", None),
+            ("[REDACTED:aws_key]***", None),
+            ("[REDACTED:token]\nnow deploy it", Some("now deploy it")),
+            ("", None),
+            (long, Some("Please look at the failing integration test in the capture module and tell me…")),
+        ];
+        for (prompt, want) in cases {
+            assert_eq!(title_of(prompt).as_deref(), *want, "{prompt:?}");
+        }
+        assert!(title_of(long).is_some_and(|t| t.chars().count() <= MAX_TITLE_CHARS + 1));
     }
 }

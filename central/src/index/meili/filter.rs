@@ -59,6 +59,10 @@ pub fn search_filter(viewer: &Viewer, filters: &Filters, extra: &[String]) -> St
     if let Some(r) = &filters.root_run_id {
         all.push(eq("root_run_id", r));
     }
+    if let Some(roots) = &filters.roots {
+        let list: Vec<String> = roots.iter().map(|r| quote(r)).collect();
+        all.push(format!("root_run_id IN [{}]", list.join(", ")));
+    }
     for t in &filters.tags {
         all.push(eq("tags", t));
     }
@@ -176,6 +180,7 @@ mod tests {
             tags: vec!["a".into(), "b".into()],
             cwd_prefix: Some("/home/alice/".into()),
             since_ms: Some(1000),
+            roots: None,
             until_ms: Some(2000),
         };
         assert_eq!(

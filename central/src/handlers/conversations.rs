@@ -1,0 +1,161 @@
+//! `/api/conversations`: recent conversations, one conversation's facts,
+//! its turns, and its exact bytes. `{id}` is any run id of it, its
+//! conversation id, or a unique prefix of either.
+
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use futures_util::StreamExt;
+use kith_proto::{
+    ConversationResponse, ConversationsQuery, ConversationsResponse, ErrorBody, TurnsQuery,
+    TurnsResponse,
+};
+use tokio_util::io::ReaderStream;
+
+use super::ApiQuery;
+use crate::auth::Viewer;
+use crate::error::{Error, Result};
+use crate::registry::{ConversationFilter, Facets};
+use crate::state::AppState;
+
+/// Longest path, command or other filter value.
+pub const MAX_FILTER_BYTES: usize = 4096;
+
+#[utoipa::path(get, path = "/api/conversations", params(ConversationsQuery),
+    responses((status = 200, body = ConversationsResponse), (status = 400, body = ErrorBody),
+        (status = 401, body = ErrorBody)))]
+pub async fn index(
+    State(state): State<AppState>,
+    viewer: Viewer,
+    ApiQuery(q): ApiQuery<ConversationsQuery>,
+) -> Result<Json<ConversationsResponse>> {
+    let time = |name: &str, v: &Option<String>| {
+        v.as_deref()
+            .map(|s| {
+                kith_shared::timestamp::normalize(s).ok_or_else(|| {
+                    Error::bad_request("invalid_query", format!("{name} must be RFC 3339"))
+                })
+            })
+            .transpose()
+    };
+    let filter = ConversationFilter {
+        facets: facets(
+            [
+                &q.file, &q.tool, &q.command, &q.project, &q.branch, &q.owner,
+            ],
+            &q.machine,
+        )?,
+        runtime: q.runtime,
+        machine: q.machine.clone(),
+        since: time("since", &q.since)?,
+        until: time("until", &q.until)?,
+        after: q
+            .cursor
+            .as_deref()
+            .map(crate::tree::parse_cursor)
+            .transpose()?,
+        limit: q.limit.unwrap_or(50).clamp(1, 200),
+    };
+    let res = tokio::task::spawn_blocking(move || {
+        crate::tree::conversations(state.registry(), &viewer, &filter)
+    })
+    .await??;
+    Ok(Json(res))
+}
+
+/// The facet filters of a request, each bounded: `[file, tool, command,
+/// project, branch, owner]`, and `machine` (checked here, matched elsewhere).
+pub fn facets(values: [&Option<String>; 6], machine: &Option<String>) -> Result<Facets> {
+    for v in values.iter().copied().chain([machine]).flatten() {
+        if v.len() > MAX_FILTER_BYTES {
+            return Err(Error::bad_request(
+                "filter_too_long",
+                format!("a filter value is at most {MAX_FILTER_BYTES} bytes"),
+            ));
+        }
+    }
+    let [file, tool, command, project, branch, owner] = values.map(|v| {
+        v.as_deref()
+            .map(str::trim)
+            .filter(|v| !v.is_empty())
+            .map(str::to_owned)
+    });
+    Ok(Facets {
+        file,
+        tool,
+        command,
+        project,
+        branch,
+        owner,
+    })
+}
+
+#[utoipa::path(get, path = "/api/conversations/{id}", params(("id" = String, Path)),
+    responses((status = 200, body = ConversationResponse), (status = 400, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
+pub async fn get(
+    State(state): State<AppState>,
+    viewer: Viewer,
+    Path(id): Path<String>,
+) -> Result<Json<ConversationResponse>> {
+    let res = tokio::task::spawn_blocking(move || {
+        crate::tree::conversation(state.registry(), &viewer, &id)
+    })
+    .await??;
+    Ok(Json(res))
+}
+
+#[utoipa::path(get, path = "/api/conversations/{id}/turns", params(("id" = String, Path), TurnsQuery),
+    responses((status = 200, body = TurnsResponse), (status = 400, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
+pub async fn turns(
+    State(state): State<AppState>,
+    viewer: Viewer,
+    Path(id): Path<String>,
+    ApiQuery(q): ApiQuery<TurnsQuery>,
+) -> Result<Json<TurnsResponse>> {
+    let offset = q.offset.unwrap_or(0);
+    let limit = q.limit.unwrap_or(200).clamp(1, 1000) as usize;
+    let res = tokio::task::spawn_blocking(move || {
+        crate::tree::turns(state.registry(), state.store(), &viewer, &id, offset, limit)
+    })
+    .await??;
+    Ok(Json(res))
+}
+
+#[utoipa::path(get, path = "/api/conversations/{id}/jsonl", params(("id" = String, Path)),
+    responses((status = 200, content_type = "application/x-ndjson", body = String),
+        (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
+pub async fn jsonl(
+    State(state): State<AppState>,
+    viewer: Viewer,
+    Path(id): Path<String>,
+) -> Result<Response> {
+    let s = state.clone();
+    let runs = tokio::task::spawn_blocking(move || {
+        crate::tree::conversation_blobs(s.registry(), &viewer, &id)
+    })
+    .await??;
+    let length: u64 = runs.iter().map(|r| r.meta.jsonl_bytes).sum();
+    let paths: Vec<std::path::PathBuf> = runs
+        .iter()
+        .map(|r| state.store().absolute(&r.blob_path))
+        .collect();
+    // Each delta's file is opened when the stream reaches it.
+    let body = futures_util::stream::iter(paths)
+        .then(|path| async move { tokio::fs::File::open(path).await.map(ReaderStream::new) })
+        .flat_map(|opened| match opened {
+            Ok(stream) => stream.left_stream(),
+            Err(e) => futures_util::stream::once(async move { Err(e) }).right_stream(),
+        });
+    Ok((
+        [
+            (header::CONTENT_TYPE, "application/x-ndjson".to_owned()),
+            (header::CONTENT_LENGTH, length.to_string()),
+        ],
+        Body::from_stream(body),
+    )
+        .into_response())
+}

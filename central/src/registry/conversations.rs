@@ -1,0 +1,340 @@
+//! Conversations in the run catalog: each run row names its conversation
+//! (`runs.conversation`), so a conversation is a query over runs through the
+//! same readable predicate as every other run read. Facet filters (files,
+//! tools, commands, project, branch, owner) match the facts each run's
+//! metadata keeps, read from the runs the viewer may read only.
+
+use std::collections::{BTreeSet, HashMap};
+
+use kith_proto::{AgentRuntime, RunMeta};
+use kith_shared::ids::RunId;
+use rusqlite::params_from_iter;
+
+use super::{readable, Registry, StoredRun};
+use crate::auth::Viewer;
+use crate::conversation::{self, ConversationId, MIN_PREFIX};
+use crate::error::{Error, Result};
+
+/// Filters on what a conversation's runs did, each matched by at least one
+/// run the viewer may read.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Facets {
+    /// A whole path, or a suffix of whole path components.
+    pub file: Option<String>,
+    /// A tool or skill name.
+    pub tool: Option<String>,
+    /// Part of a shell command.
+    pub command: Option<String>,
+    /// The working directory or a folder above it (whole components).
+    pub project: Option<String>,
+    pub branch: Option<String>,
+    /// The owner's handle.
+    pub owner: Option<String>,
+}
+
+impl Facets {
+    pub fn is_empty(&self) -> bool {
+        *self == Self::default()
+    }
+
+    /// SQL conditions over `runs`, one per facet, with their values; the
+    /// `?` in each is numbered by the caller.
+    fn clauses(&self) -> Vec<(&'static str, String)> {
+        let mut out = Vec::new();
+        if let Some(file) = &self.file {
+            out.push((
+                "EXISTS (SELECT 1 FROM json_each(runs.meta_json, '$.files_touched') j
+                   WHERE j.value = ?1 OR substr(j.value, -length(?1) - 1) = '/' || ?1)",
+                file.trim_end_matches('/').to_owned(),
+            ));
+        }
+        if let Some(tool) = &self.tool {
+            out.push((
+                "EXISTS (SELECT 1 FROM json_each(runs.meta_json, '$.tools_used') j WHERE j.value = ?1)",
+                tool.clone(),
+            ));
+        }
+        if let Some(command) = &self.command {
+            out.push((
+                "EXISTS (SELECT 1 FROM json_each(runs.meta_json, '$.commands') j
+                   WHERE instr(j.value, ?1) > 0)",
+                command.clone(),
+            ));
+        }
+        if let Some(project) = &self.project {
+            out.push((
+                "(rtrim(json_extract(runs.meta_json, '$.cwd'), '/') = ?1
+                  OR substr(json_extract(runs.meta_json, '$.cwd'), 1, length(?1) + 1) = ?1 || '/'
+                  OR ?1 = '')",
+                crate::index::normalize_prefix(project)
+                    .trim_end_matches('/')
+                    .to_owned(),
+            ));
+        }
+        if let Some(branch) = &self.branch {
+            out.push((
+                "json_extract(runs.meta_json, '$.git_branch') = ?1",
+                branch.clone(),
+            ));
+        }
+        if let Some(owner) = &self.owner {
+            out.push((
+                "runs.user_id = (SELECT id FROM users WHERE handle = ?1)",
+                owner.clone(),
+            ));
+        }
+        out
+    }
+}
+
+/// Filters of the conversation listing.
+#[derive(Debug, Clone, Default)]
+pub struct ConversationFilter {
+    pub facets: Facets,
+    pub runtime: Option<AgentRuntime>,
+    pub machine: Option<String>,
+    pub since: Option<String>,
+    pub until: Option<String>,
+    /// (last activity, root) of the last tree of the previous page.
+    pub after: Option<(String, String)>,
+    pub limit: u32,
+}
+
+/// Where `conversation_roots` puts each value, numbering the `?n` of
+/// clauses written with `?1`.
+struct Sql {
+    text: String,
+    args: Vec<String>,
+}
+
+impl Sql {
+    fn new(viewer: &Viewer, select: &str) -> Self {
+        Self {
+            text: format!("{select} WHERE {}", readable(1)),
+            args: vec![viewer.user_id.to_string()],
+        }
+    }
+
+    fn and(&mut self, clause: &str, value: String) {
+        self.args.push(value);
+        let n = self.args.len();
+        self.text.push_str(" AND ");
+        self.text.push_str(&clause.replace("?1", &format!("?{n}")));
+    }
+}
+
+impl Registry {
+    /// The conversation `name` names for the viewer: a whole run id (its
+    /// conversation), a conversation id, or a unique prefix of either (git
+    /// style, at least `MIN_PREFIX` characters). Unreadable runs are not
+    /// there: an unknown name and another's private one answer alike.
+    pub fn resolve_conversation(&self, viewer: &Viewer, name: &str) -> Result<ConversationId> {
+        let name = name.trim();
+        if let Ok(id) = RunId::parse(name) {
+            if let Some(run) = self.run(viewer, &id)? {
+                return conversation_column(&run);
+            }
+        }
+        let valid = name.len() >= MIN_PREFIX
+            && name.len() <= 128
+            && name.bytes().all(|b| {
+                b.is_ascii_digit() || (b'a'..=b'f').contains(&b) || b == b'c' || b == b'r'
+            });
+        if !valid {
+            return Err(Error::bad_request(
+                "invalid_id",
+                format!(
+                    "name a conversation by a run id, a conversation id, or at least {MIN_PREFIX} of their first characters"
+                ),
+            ));
+        }
+        let column = if conversation::is_prefix(name) {
+            "conversation"
+        } else {
+            "id"
+        };
+        let conn = self.reader();
+        let mut stmt = conn.prepare_cached(&format!(
+            "SELECT DISTINCT conversation FROM runs
+             WHERE substr({column}, 1, length(?2)) = ?2 AND {} LIMIT 11",
+            readable(1)
+        ))?;
+        let found: Vec<String> = stmt
+            .query_map(rusqlite::params![viewer.user_id.as_str(), name], |r| {
+                r.get(0)
+            })?
+            .collect::<rusqlite::Result<_>>()?;
+        match found.as_slice() {
+            [] => Err(Error::NotFound {
+                what: "conversation",
+            }),
+            [one] => ConversationId::parse(one),
+            many => Err(Error::conflict(
+                "ambiguous_id",
+                format!(
+                    "{name} names {} conversations: {}; give more characters",
+                    if many.len() > 10 {
+                        "more than 10".to_owned()
+                    } else {
+                        many.len().to_string()
+                    },
+                    many.iter().take(10).cloned().collect::<Vec<_>>().join(", ")
+                ),
+            )),
+        }
+    }
+
+    /// The runs of one conversation the viewer may read, in start order.
+    pub fn conversation_runs(
+        &self,
+        viewer: &Viewer,
+        id: &ConversationId,
+    ) -> Result<Vec<StoredRun>> {
+        self.query_runs(
+            &format!(
+                "WHERE conversation = ?1 AND {} ORDER BY started_at, id",
+                readable(2)
+            ),
+            rusqlite::params![id.as_str(), viewer.user_id.as_str()],
+        )
+    }
+
+    /// Trees (by root run) with a readable run matching `filter`, most
+    /// recently active first, with their last activity.
+    pub fn conversation_roots(
+        &self,
+        viewer: &Viewer,
+        filter: &ConversationFilter,
+    ) -> Result<Vec<(String, String)>> {
+        let mut sql = Sql::new(
+            viewer,
+            "SELECT root_run_id, MAX(COALESCE(json_extract(meta_json, '$.ended_at'), started_at)) AS last FROM runs",
+        );
+        if let Some(rt) = filter.runtime {
+            sql.and("agent_runtime = ?1", rt.as_str().to_owned());
+        }
+        if let Some(m) = &filter.machine {
+            sql.and(
+                "machine_id IN (SELECT id FROM machines WHERE name = ?1)",
+                m.clone(),
+            );
+        }
+        if let Some(roots) = self.facet_roots(viewer, &filter.facets)? {
+            if roots.is_empty() {
+                return Ok(Vec::new());
+            }
+            let list = serde_json::to_string(&roots)?;
+            sql.and("root_run_id IN (SELECT value FROM json_each(?1))", list);
+        }
+        sql.text.push_str(" GROUP BY root_run_id HAVING 1");
+        if let Some(since) = &filter.since {
+            sql.and("last >= ?1", since.clone());
+        }
+        if let Some(until) = &filter.until {
+            sql.and("last < ?1", until.clone());
+        }
+        if let Some((last, root)) = &filter.after {
+            sql.args.push(last.clone());
+            sql.args.push(root.clone());
+            let (a, b) = (sql.args.len() - 1, sql.args.len());
+            sql.text.push_str(&format!(
+                " AND (last < ?{a} OR (last = ?{a} AND root_run_id < ?{b}))"
+            ));
+        }
+        sql.text.push_str(&format!(
+            " ORDER BY last DESC, root_run_id DESC LIMIT {}",
+            filter.limit
+        ));
+        let conn = self.reader();
+        let mut stmt = conn.prepare(&sql.text)?;
+        let rows = stmt
+            .query_map(params_from_iter(sql.args.iter()), |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })?
+            .collect::<rusqlite::Result<_>>()?;
+        Ok(rows)
+    }
+
+    /// The trees (by root run) in which a run the viewer may read matches
+    /// every facet (each facet by some run), or `None` without facets.
+    pub fn facet_roots(&self, viewer: &Viewer, facets: &Facets) -> Result<Option<Vec<String>>> {
+        let mut result: Option<BTreeSet<String>> = None;
+        for (clause, value) in facets.clauses() {
+            let mut sql = Sql::new(viewer, "SELECT DISTINCT root_run_id FROM runs");
+            sql.and(clause, value);
+            let conn = self.reader();
+            let mut stmt = conn.prepare_cached(&sql.text)?;
+            let roots: BTreeSet<String> = stmt
+                .query_map(params_from_iter(sql.args.iter()), |r| r.get(0))?
+                .collect::<rusqlite::Result<_>>()?;
+            result = Some(match result {
+                None => roots,
+                Some(before) => before.intersection(&roots).cloned().collect(),
+            });
+        }
+        Ok(result.map(|set| set.into_iter().collect()))
+    }
+
+    /// Every user's handle by id (few rows: a family).
+    pub fn handles(&self) -> Result<HashMap<String, String>> {
+        let conn = self.reader();
+        let mut stmt = conn.prepare_cached("SELECT id, handle FROM users")?;
+        let rows = stmt
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect::<rusqlite::Result<_>>()?;
+        Ok(rows)
+    }
+
+    /// Records the conversation of every run stored before central kept it
+    /// (in its column and its metadata), from the chains of deltas.
+    pub(super) fn backfill_conversations(&self) -> Result<()> {
+        let pending: i64 = self.conn().query_row(
+            "SELECT COUNT(*) FROM runs WHERE conversation IS NULL",
+            [],
+            |r| r.get(0),
+        )?;
+        if pending == 0 {
+            return Ok(());
+        }
+        let metas: Vec<RunMeta> = {
+            let conn = self.conn();
+            let mut stmt = conn.prepare("SELECT meta_json FROM runs")?;
+            let rows = stmt
+                .query_map([], |r| r.get::<_, String>(0))?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            rows.iter()
+                .map(|json| serde_json::from_str(json))
+                .collect::<std::result::Result<_, _>>()?
+        };
+        let refs: Vec<&RunMeta> = metas.iter().collect();
+        let found = conversation::conversations_of(&refs);
+        let mut conn = self.conn();
+        let tx = conn.transaction()?;
+        for meta in &metas {
+            let id = &found[&meta.id];
+            let mut meta = meta.clone();
+            meta.conversation = Some(id.to_string());
+            tx.prepare_cached("UPDATE runs SET conversation = ?2, meta_json = ?3 WHERE id = ?1")?
+                .execute(rusqlite::params![
+                    meta.id,
+                    id.as_str(),
+                    serde_json::to_string(&meta)?
+                ])?;
+        }
+        tx.commit()?;
+        Ok(())
+    }
+}
+
+fn conversation_column(run: &StoredRun) -> Result<ConversationId> {
+    run.meta
+        .conversation
+        .as_deref()
+        .map(ConversationId::parse)
+        .unwrap_or_else(|| {
+            Err(Error::Internal(format!(
+                "run {} has no conversation",
+                run.meta.id
+            )))
+        })
+}
