@@ -105,11 +105,21 @@ pub fn main() -> ExitCode {
     });
     match run(cli.command, &paths) {
         Ok(()) => ExitCode::SUCCESS,
+        // A reader that stopped early (`kith show ID | head`): nothing failed.
+        Err(e) if closed_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("kith: {e:#}");
             ExitCode::FAILURE
         }
     }
+}
+
+fn closed_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
 }
 
 /// A `kith hook` call clap refused (a flag this version does not know), as

@@ -4,14 +4,18 @@
 
 use std::fmt::Write as _;
 use std::io::{IsTerminal, Write as _};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use kith_proto::{
-    AgentRuntime, ErrorBody, ForestResponse, RunMeta, SearchFilters, SearchHit, SearchMode,
-    SearchRequest, SearchResponse,
+    AgentRuntime, ConversationResponse, ConversationTurn, ConversationsResponse, ErrorBody,
+    ForestResponse, GroupBy, RunMeta, SearchFilters, SearchHit, SearchMode, SearchRequest,
+    SearchResponse, TurnsResponse,
 };
 use time::OffsetDateTime;
+
+use crate::conversation;
 
 /// `kith search | tree | show`.
 #[derive(Debug, clap::Subcommand)]
@@ -22,33 +26,68 @@ pub enum FamilyCommand {
         query: String,
         #[arg(long, value_enum, default_value = "hybrid")]
         mode: ModeArg,
-        /// Only runs since then: 30m, 12h, 7d, 2w or an RFC 3339 time.
+        /// Only conversations active since then: 30m, 12h, 7d, 2w or an RFC 3339 time.
         #[arg(long)]
         since: Option<String>,
+        /// Only before then: 30m, 12h, 7d, 2w (ago) or an RFC 3339 time.
+        #[arg(long)]
+        until: Option<String>,
         /// claude-code, codex, pi or other.
         #[arg(long)]
         runtime: Option<String>,
         /// A machine name.
         #[arg(long)]
         machine: Option<String>,
+        /// Conversations whose tools touched this file (a path, or its last components).
+        #[arg(long)]
+        file: Option<String>,
+        /// Conversations that used this tool or skill (Bash, Edit, exec_command, ...).
+        #[arg(long)]
+        tool: Option<String>,
+        /// Conversations that ran a shell command containing this.
+        #[arg(long)]
+        command: Option<String>,
+        /// Conversations in this folder or below it.
+        #[arg(long)]
+        project: Option<PathBuf>,
+        /// Conversations on this git branch.
+        #[arg(long)]
+        branch: Option<String>,
+        /// Conversations of this family member (a handle).
+        #[arg(long)]
+        owner: Option<String>,
+        /// How many conversations (or hits with --group none).
         #[arg(long, default_value_t = 10)]
         limit: u32,
+        /// Skip this many first conversations (or hits), to page.
+        #[arg(long, default_value_t = 0)]
+        offset: u32,
+        /// conversation: the best hits of each conversation; none: every hit as ranked.
+        #[arg(long, value_enum, default_value = "conversation")]
+        group: GroupArg,
         /// Favour recent runs: a hit's score halves every DAYS days.
         #[arg(long, value_name = "DAYS")]
         half_life: Option<f64>,
         /// 0 to 1: how much the hits should differ from one another.
         #[arg(long)]
         diversity: Option<f32>,
-        /// One JSON document ({"hits": [...], "timing": {...}}) for scripts and agents.
+        /// Central's whole answer as one JSON document, for scripts and agents.
         #[arg(long)]
         json: bool,
     },
-    /// Recent runs as trees: sessions, their later deltas and subagents.
+    /// Recent conversations, their subagents under them.
     Tree {
+        /// Only conversations active since then: 30m, 12h, 7d, 2w or RFC 3339.
         #[arg(long)]
         since: Option<String>,
         #[arg(long, default_value_t = 20)]
         limit: u32,
+        /// The next page: what the previous page printed after "more:".
+        #[arg(long)]
+        cursor: Option<String>,
+        /// Every captured delta as its own node (the storage view).
+        #[arg(long)]
+        deltas: bool,
         #[arg(long)]
         json: bool,
     },
@@ -57,15 +96,22 @@ pub enum FamilyCommand {
     Share(ShareCommand),
     /// Who read your runs, newest first.
     Audit,
-    /// One run: its turns, or with --raw the exact bytes.
+    /// A whole conversation, named by any of its run ids, its id, or a
+    /// unique prefix of either.
     Show {
-        run: String,
-        /// The exact JSONL bytes as captured.
+        id: String,
+        /// The exact bytes of the conversation's transcript, as captured.
         #[arg(long)]
         raw: bool,
-        /// Only these lines of the run's JSONL, like 12-20.
+        /// Tool calls with their output, not one line each.
+        #[arg(long)]
+        tools: bool,
+        /// Only these lines of one run's JSONL, like 12-20 (ID is a run id).
         #[arg(long)]
         lines: Option<String>,
+        /// The conversation, its subagents and its turns as one JSON document.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -93,6 +139,12 @@ pub enum ShareCommand {
     List,
     /// Take a grant back; it stops working at once.
     Revoke { id: String },
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum GroupArg {
+    Conversation,
+    None,
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -145,19 +197,29 @@ pub fn run(cmd: FamilyCommand, remote: &Remote<'_>) -> Result<()> {
             query,
             mode,
             since,
+            until,
             runtime,
             machine,
+            file,
+            tool,
+            command,
+            project,
+            branch,
+            owner,
             limit,
+            offset,
+            group,
             half_life,
             diversity,
             json,
         } => {
-            let since = since
-                .map(|s| {
+            let when = |flag: &str, v: Option<String>| {
+                v.map(|s| {
                     parse_since(&s, now)
-                        .with_context(|| format!("--since {s:?}: use 30m, 12h, 7d, 2w or RFC 3339"))
+                        .with_context(|| format!("{flag} {s:?}: use 30m, 12h, 7d, 2w or RFC 3339"))
                 })
-                .transpose()?;
+                .transpose()
+            };
             let runtime = runtime
                 .map(|r| {
                     AgentRuntime::parse(&r).with_context(|| {
@@ -175,26 +237,49 @@ pub fn run(cmd: FamilyCommand, remote: &Remote<'_>) -> Result<()> {
                 filters: SearchFilters {
                     runtime,
                     machine,
-                    since,
+                    since: when("--since", since)?,
+                    until: when("--until", until)?,
+                    cwd_prefix: project.map(|p| absolute(&p)).transpose()?,
+                    file,
+                    tool,
+                    command,
+                    branch,
+                    owner,
                     ..SearchFilters::default()
                 },
                 limit: Some(limit),
-                offset: 0,
+                offset,
                 recency_half_life_days: half_life,
                 diversity,
+                group: match group {
+                    GroupArg::Conversation => GroupBy::Conversation,
+                    GroupArg::None => GroupBy::None,
+                },
             };
             let res: SearchResponse = remote
                 .send(http.post(remote.url("/api/search")).json(&req))?
                 .json()?;
             if json {
-                let doc = serde_json::json!({"hits": res.hits, "timing": res.timing, "backend": res.backend,
-                                              "embedder": res.embedder, "degraded": res.degraded});
-                writeln!(stdout, "{doc}")?;
+                writeln!(stdout, "{}", serde_json::to_string(&res)?)?;
+            } else if req.group == GroupBy::Conversation {
+                let me: Option<kith_proto::StatusResponse> = remote
+                    .send(http.get(remote.url("/api/status")))
+                    .ok()
+                    .and_then(|r| r.json().ok());
+                let me = me.map(|s| s.user);
+                let text = conversation::render_groups(&res, me.as_deref(), Style::detect(), now);
+                write!(stdout, "{text}")?;
             } else {
                 write!(stdout, "{}", render_search(&res, Style::detect(), now))?;
             }
         }
-        FamilyCommand::Tree { since, limit, json } => {
+        FamilyCommand::Tree {
+            since,
+            limit,
+            cursor,
+            deltas,
+            json,
+        } => {
             let mut query = vec![("limit", limit.to_string())];
             if let Some(s) = since {
                 query.push((
@@ -202,13 +287,31 @@ pub fn run(cmd: FamilyCommand, remote: &Remote<'_>) -> Result<()> {
                     parse_since(&s, now).with_context(|| format!("--since {s:?}"))?,
                 ));
             }
-            let forest: ForestResponse = remote
-                .send(http.get(remote.url("/api/runs/forest")).query(&query))?
+            if deltas {
+                let forest: ForestResponse = remote
+                    .send(http.get(remote.url("/api/runs/forest")).query(&query))?
+                    .json()?;
+                if json {
+                    writeln!(stdout, "{}", serde_json::to_string(&forest)?)?;
+                } else {
+                    write!(stdout, "{}", render_tree(&forest, Style::detect(), now))?;
+                }
+                return Ok(());
+            }
+            if let Some(c) = cursor {
+                query.push(("cursor", c));
+            }
+            let res: ConversationsResponse = remote
+                .send(http.get(remote.url("/api/conversations")).query(&query))?
                 .json()?;
             if json {
-                writeln!(stdout, "{}", serde_json::to_string(&forest)?)?;
+                writeln!(stdout, "{}", serde_json::to_string(&res)?)?;
             } else {
-                write!(stdout, "{}", render_tree(&forest, Style::detect(), now))?;
+                write!(
+                    stdout,
+                    "{}",
+                    conversation::render_tree(&res, Style::detect(), now)
+                )?;
             }
         }
         FamilyCommand::Share(cmd) => {
@@ -284,15 +387,16 @@ pub fn run(cmd: FamilyCommand, remote: &Remote<'_>) -> Result<()> {
                 )?;
             }
         }
-        FamilyCommand::Show { run, raw, lines } => {
-            let range = lines.as_deref().map(parse_lines).transpose()?;
-            let mut res = remote.send(http.get(remote.url(&format!("/api/runs/{run}/jsonl"))))?;
-            if raw && range.is_none() {
-                std::io::copy(&mut res, &mut stdout)?;
-                return Ok(());
-            }
-            let bytes = res.bytes()?;
-            let (from, to) = range.unwrap_or((1, u64::MAX));
+        FamilyCommand::Show {
+            id,
+            raw,
+            lines: Some(lines),
+            ..
+        } => {
+            let (from, to) = parse_lines(&lines)?;
+            let bytes = remote
+                .send(http.get(remote.url(&format!("/api/runs/{}/jsonl", path_part(&id)))))?
+                .bytes()?;
             if raw {
                 for (i, line) in bytes.split_inclusive(|&b| b == b'\n').enumerate() {
                     let n = i as u64 + 1;
@@ -303,7 +407,7 @@ pub fn run(cmd: FamilyCommand, remote: &Remote<'_>) -> Result<()> {
                 return Ok(());
             }
             let meta: RunMeta = remote
-                .send(http.get(remote.url(&format!("/api/runs/{run}"))))?
+                .send(http.get(remote.url(&format!("/api/runs/{}", path_part(&id)))))?
                 .json()?;
             write!(
                 stdout,
@@ -311,6 +415,141 @@ pub fn run(cmd: FamilyCommand, remote: &Remote<'_>) -> Result<()> {
                 render_run(&meta, &bytes, from, to, Style::detect(), now)
             )?;
         }
+        FamilyCommand::Show { id, raw: true, .. } => {
+            let mut res = remote.send(
+                http.get(remote.url(&format!("/api/conversations/{}/jsonl", path_part(&id)))),
+            )?;
+            std::io::copy(&mut res, &mut stdout)?;
+        }
+        FamilyCommand::Show {
+            id, tools, json, ..
+        } => {
+            let found: ConversationResponse = remote
+                .send(http.get(remote.url(&format!("/api/conversations/{}", path_part(&id)))))?
+                .json()?;
+            let main_id = found.conversation.id.clone();
+            let turns = all_turns(remote, &http, &main_id)?;
+            if json {
+                let doc = serde_json::json!({
+                    "conversation": found.conversation,
+                    "subagents": found.subagents,
+                    "turns": turns,
+                });
+                writeln!(stdout, "{doc}")?;
+                return Ok(());
+            }
+            let mut subs = Vec::new();
+            for sub in &found.subagents {
+                let parent_run = match sub.run_ids.first() {
+                    Some(run) => {
+                        remote
+                            .send(http.get(remote.url(&format!("/api/runs/{run}"))))?
+                            .json::<RunMeta>()?
+                            .parent_run_id
+                    }
+                    None => None,
+                };
+                subs.push((sub, all_turns(remote, &http, &sub.id)?, parent_run));
+            }
+            let reads: Vec<conversation::Read<'_>> = subs
+                .iter()
+                .map(|(c, turns, parent)| conversation::Read {
+                    conversation: c,
+                    turns,
+                    parent_run: parent.as_deref(),
+                })
+                .collect();
+            let text = conversation::render_show(
+                &conversation::Read {
+                    conversation: &found.conversation,
+                    turns: &turns,
+                    parent_run: None,
+                },
+                &reads,
+                conversation::ShowOptions { tools },
+                Style::detect(),
+                now,
+            );
+            drop(stdout);
+            page(&text)?;
+            return Ok(());
+        }
+    }
+    Ok(())
+}
+
+/// Every turn of one conversation, page by page.
+fn all_turns(
+    remote: &Remote<'_>,
+    http: &reqwest::blocking::Client,
+    id: &str,
+) -> Result<Vec<ConversationTurn>> {
+    let mut turns = Vec::new();
+    let mut offset = 0;
+    loop {
+        let page: TurnsResponse = remote
+            .send(
+                http.get(remote.url(&format!("/api/conversations/{}/turns", path_part(id))))
+                    .query(&[("offset", offset.to_string()), ("limit", "1000".to_owned())]),
+            )?
+            .json()?;
+        turns.extend(page.turns);
+        match page.next_offset {
+            Some(next) if next > offset => offset = next,
+            _ => return Ok(turns),
+        }
+    }
+}
+
+/// A name as one URL path segment: a person may type anything.
+fn path_part(name: &str) -> String {
+    name.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' => (b as char).to_string(),
+            other => format!("%{other:02X}"),
+        })
+        .collect()
+}
+
+/// `--project` as central compares it: an absolute path.
+fn absolute(path: &std::path::Path) -> Result<String> {
+    let path =
+        std::path::absolute(path).with_context(|| format!("--project {}", path.display()))?;
+    Ok(path.to_string_lossy().into_owned())
+}
+
+/// Long text through the pager when stdout is a terminal (`$PAGER`, else
+/// `less -R`, as git does); straight to stdout otherwise.
+fn page(text: &str) -> Result<()> {
+    let mut stdout = std::io::stdout().lock();
+    if !stdout.is_terminal() {
+        stdout.write_all(text.as_bytes())?;
+        return Ok(());
+    }
+    let pager = std::env::var("PAGER")
+        .ok()
+        .filter(|p| !p.trim().is_empty())
+        .unwrap_or_else(|| "less -R".to_owned());
+    let mut words = pager.split_whitespace();
+    let child = words.next().map(|program| {
+        std::process::Command::new(program)
+            .args(words)
+            .env(
+                "LESS",
+                std::env::var("LESS").unwrap_or_else(|_| "FRX".to_owned()),
+            )
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+    });
+    match child {
+        Some(Ok(mut child)) => {
+            if let Some(mut input) = child.stdin.take() {
+                // The person may quit the pager before the end: not an error.
+                let _ = input.write_all(text.as_bytes());
+            }
+            child.wait()?;
+        }
+        _ => stdout.write_all(text.as_bytes())?,
     }
     Ok(())
 }
@@ -442,17 +681,17 @@ impl Style {
         }
     }
 
-    fn bold(self, s: &str) -> String {
+    pub(crate) fn bold(self, s: &str) -> String {
         self.paint("1", s)
     }
 
-    fn dim(self, s: &str) -> String {
+    pub(crate) fn dim(self, s: &str) -> String {
         self.paint("2", s)
     }
 
     /// Central marks matches with `«` `»`: bold-yellow on a terminal, kept
     /// as is otherwise (so piped output still shows them).
-    fn highlight(self, snippet: &str) -> String {
+    pub(crate) fn highlight(self, snippet: &str) -> String {
         if !self.color {
             return snippet.to_owned();
         }
@@ -460,7 +699,7 @@ impl Style {
     }
 }
 
-fn one_line(s: &str, max_chars: usize) -> String {
+pub(crate) fn one_line(s: &str, max_chars: usize) -> String {
     let flat: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
     if flat.chars().count() > max_chars {
         let cut: String = flat.chars().take(max_chars.saturating_sub(1)).collect();
@@ -604,6 +843,8 @@ mod tests {
             intent: intent.map(Into::into),
             machine: machine.into(),
             agent_runtime: runtime,
+            conversation_id: Some(format!("c{run}")),
+            owner: "alice.test".into(),
             _links: RunLinks::for_run(run),
         }
     }
@@ -611,6 +852,7 @@ mod tests {
     fn response(hits: Vec<SearchHit>) -> SearchResponse {
         SearchResponse {
             hits,
+            groups: Vec::new(),
             timing: SearchTiming {
                 total_ms: 12.4,
                 ..SearchTiming::default()

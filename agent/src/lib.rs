@@ -9,6 +9,7 @@ pub mod capture;
 pub mod cli;
 pub mod client;
 pub mod config;
+pub mod conversation;
 pub mod cursor;
 pub mod discover;
 pub mod error;

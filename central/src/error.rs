@@ -77,6 +77,9 @@ impl Error {
             | Self::Unavailable { code, .. } => code,
             Self::Unauthorized => "unauthorized",
             Self::NotFound { what: "run" } => "run_not_found",
+            Self::NotFound {
+                what: "conversation",
+            } => "conversation_not_found",
             Self::NotFound { .. } => "not_found",
             Self::PayloadTooLarge { .. } => "payload_too_large",
             Self::Registry(_) | Self::Io(_) | Self::Json(_) | Self::Internal(_) => "internal",

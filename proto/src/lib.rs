@@ -403,10 +403,12 @@ pub struct SearchFilters {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum GroupBy {
-    /// `limit` conversations, each with its best hits.
-    #[default]
+    /// `limit` conversations, each with its best hits (what kith's own
+    /// clients ask for).
     Conversation,
-    /// `limit` chunks, as ranked.
+    /// `limit` chunks, as ranked (the default, as scripts written against
+    /// the chunk list expect).
+    #[default]
     None,
 }
 
@@ -432,7 +434,7 @@ pub struct SearchRequest {
     /// relevance alone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub diversity: Option<f32>,
-    /// Hits grouped by conversation (the default) or not.
+    /// Hits as ranked chunks (the default) or grouped by conversation.
     #[serde(default)]
     pub group: GroupBy,
 }

@@ -581,14 +581,14 @@ fn family_cli_shares_a_run_and_the_owner_sees_who_read_it() -> Result<()> {
     assert!(run(&alice, &alice_token, &["backfill"])?.status.success());
     let tree: serde_json::Value =
         serde_json::from_slice(&run(&alice, &alice_token, &["tree", "--json"])?.stdout)?;
-    let id = tree["trees"][0]["root_run_id"]
+    let id = tree["conversations"][0]["run_ids"][0]
         .as_str()
         .unwrap_or_default()
         .to_owned();
 
     let denied = run(&bob, &bob_token, &["show", &id, "--raw"])?;
     assert_eq!(denied.status.code(), Some(1), "private by default");
-    assert!(String::from_utf8_lossy(&denied.stderr).contains("run_not_found"));
+    assert!(String::from_utf8_lossy(&denied.stderr).contains("conversation_not_found"));
 
     let shared = run(
         &alice,

@@ -1,0 +1,505 @@
+//! Conversations in a terminal: `kith show` (one conversation, its turns in
+//! order across every delta, subagents inline and indented), `kith tree`
+//! (one line per conversation, subagents under it) and `kith search`'s
+//! hits by conversation. Pure renderers over central's answers.
+
+use std::fmt::Write as _;
+
+use kith_proto::{Conversation, ConversationTurn, ConversationsResponse, SearchResponse};
+use time::OffsetDateTime;
+
+use crate::family::{age, one_line, Style};
+
+/// Characters of an id shown where a person can copy it (git's short ids).
+pub const SHORT_ID: usize = 12;
+
+pub fn short(id: &str) -> &str {
+    id.get(..SHORT_ID).unwrap_or(id)
+}
+
+/// One conversation of a `kith show`, with the turns central gave for it.
+pub struct Read<'a> {
+    pub conversation: &'a Conversation,
+    pub turns: &'a [ConversationTurn],
+    /// The run its first delta hangs under (a subagent's place in its parent).
+    pub parent_run: Option<&'a str>,
+}
+
+/// How much of each turn `kith show` prints.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ShowOptions {
+    /// Tool calls with their output, not one line each.
+    pub tools: bool,
+}
+
+/// A whole conversation: a header, then its turns in order; each subagent
+/// conversation indented right after the turns of the delta that spawned it.
+pub fn render_show(
+    main: &Read<'_>,
+    subagents: &[Read<'_>],
+    options: ShowOptions,
+    style: Style,
+    now: OffsetDateTime,
+) -> String {
+    let mut out = String::new();
+    header(&mut out, main.conversation, style, now);
+    let mut placed = vec![false; subagents.len()];
+    let mut turns = main.turns.iter().peekable();
+    while let Some(turn) = turns.next() {
+        render_turn(&mut out, turn, options, style, 0);
+        let last_of_run = turns.peek().is_none_or(|next| next.run_id != turn.run_id);
+        if !last_of_run {
+            continue;
+        }
+        for (i, sub) in subagents.iter().enumerate() {
+            if !placed[i] && sub.parent_run == Some(turn.run_id.as_str()) {
+                placed[i] = true;
+                render_subagent(&mut out, sub, options, style, now);
+            }
+        }
+    }
+    // Subagents whose parent delta is not among the turns shown.
+    for (i, sub) in subagents.iter().enumerate() {
+        if !placed[i] {
+            render_subagent(&mut out, sub, options, style, now);
+        }
+    }
+    out
+}
+
+fn render_subagent(
+    out: &mut String,
+    sub: &Read<'_>,
+    options: ShowOptions,
+    style: Style,
+    now: OffsetDateTime,
+) {
+    let depth = sub.conversation.depth.max(1) as usize;
+    let pad = "  ".repeat(depth);
+    let _ = writeln!(
+        out,
+        "\n{pad}{} {}  {}",
+        style.bold("▸ subagent"),
+        style.bold(&title_of(sub.conversation)),
+        style.dim(&format!(
+            "{} · {} turns · {}",
+            age(&sub.conversation.started_at, now),
+            sub.conversation.turn_count,
+            short(&sub.conversation.id)
+        ))
+    );
+    for turn in sub.turns {
+        render_turn(out, turn, options, style, depth);
+    }
+}
+
+fn header(out: &mut String, c: &Conversation, style: Style, now: OffsetDateTime) {
+    let _ = writeln!(out, "{}", style.bold(&title_of(c)));
+    let mut facts = vec![
+        format!("[{}] {}", c.machine, c.agent_runtime.as_str()),
+        c.owner.clone(),
+        format!(
+            "{} turns in {} deltas · started {} · last {}",
+            c.turn_count,
+            c.delta_count,
+            age(&c.started_at, now),
+            age(&c.last_activity_at, now)
+        ),
+    ];
+    if let Some(cwd) = &c.cwd {
+        facts.push(match &c.git_branch {
+            Some(b) => format!("{cwd} ({b})"),
+            None => cwd.clone(),
+        });
+    }
+    let _ = writeln!(out, "{}", style.dim(&facts.join(" · ")));
+    let _ = writeln!(
+        out,
+        "{}",
+        style.dim(&format!(
+            "conversation {}{}",
+            c.id,
+            c.session_id
+                .as_deref()
+                .map(|s| format!(" · resume: {}", resume_hint(c, s)))
+                .unwrap_or_default()
+        ))
+    );
+}
+
+/// What continues this session in its own agent.
+pub fn resume_hint(c: &Conversation, session: &str) -> String {
+    match c.agent_runtime {
+        kith_proto::AgentRuntime::ClaudeCode => format!("claude --resume {session}"),
+        kith_proto::AgentRuntime::Codex => format!("codex resume {session}"),
+        kith_proto::AgentRuntime::Pi => format!("pi --session {session}"),
+        kith_proto::AgentRuntime::Other => session.to_owned(),
+    }
+}
+
+fn render_turn(
+    out: &mut String,
+    turn: &ConversationTurn,
+    options: ShowOptions,
+    style: Style,
+    depth: usize,
+) {
+    let pad = "  ".repeat(depth);
+    match (&turn.tool, turn.role.as_str()) {
+        (_, "gap") => {
+            let _ = writeln!(out, "\n{pad}{}", style.dim(&format!("… {} …", turn.text)));
+        }
+        (Some(tool), _) if !options.tools => {
+            let _ = writeln!(
+                out,
+                "{pad}{}",
+                style.dim(&format!(
+                    "  ⚙ {}: {}",
+                    tool.name,
+                    one_line(&tool.input, 100)
+                ))
+            );
+        }
+        _ => {
+            let _ = writeln!(
+                out,
+                "\n{pad}{} {}",
+                style.bold(&turn.role),
+                style.dim(&format!(
+                    "{} L{}-{}",
+                    short_run(&turn.run_id),
+                    turn.line_start,
+                    turn.line_end
+                ))
+            );
+            for line in turn.text.trim_end().lines() {
+                let _ = writeln!(out, "{pad}{line}");
+            }
+        }
+    }
+}
+
+fn short_run(run_id: &str) -> String {
+    // Run ids begin with their time: the end tells them apart.
+    let tail = run_id
+        .get(run_id.len().saturating_sub(8)..)
+        .unwrap_or(run_id);
+    format!("…{tail}")
+}
+
+fn title_of(c: &Conversation) -> String {
+    c.title
+        .as_deref()
+        .map(|t| one_line(t, 80))
+        .unwrap_or_else(|| "(no prompt)".to_owned())
+}
+
+/// `kith tree`: one line per conversation, its subagents indented under it.
+pub fn render_tree(res: &ConversationsResponse, style: Style, now: OffsetDateTime) -> String {
+    let mut out = String::new();
+    if res.conversations.is_empty() {
+        let _ = writeln!(out, "no conversations yet");
+    }
+    for (i, c) in res.conversations.iter().enumerate() {
+        if c.depth == 0 && i > 0 {
+            out.push('\n');
+        }
+        let indent = "  ".repeat(c.depth as usize);
+        let mark = if c.depth == 0 { "●" } else { "└" };
+        let _ = writeln!(
+            out,
+            "{indent}{mark} {} {}  {}",
+            style.bold(&format!("[{}]", c.machine)),
+            style.bold(&title_of(c)),
+            style.dim(&format!(
+                "{} · {} turns · {} · {}",
+                c.agent_runtime.as_str(),
+                c.turn_count,
+                span(&c.started_at, &c.last_activity_at, now),
+                short(&c.id)
+            ))
+        );
+    }
+    if let Some(cursor) = &res.next_cursor {
+        let _ = writeln!(out, "\n{}", style.dim(&format!("more: --cursor {cursor}")));
+    }
+    out
+}
+
+fn span(start: &str, end: &str, now: OffsetDateTime) -> String {
+    let (a, b) = (age(start, now), age(end, now));
+    if a == b {
+        a
+    } else {
+        format!("{} → {b}", a.trim_end_matches(" ago"))
+    }
+}
+
+/// `kith search` by conversation: title, owner when not you, where and when,
+/// the best hits with their lines, and the command that reads it.
+pub fn render_groups(
+    res: &SearchResponse,
+    me: Option<&str>,
+    style: Style,
+    now: OffsetDateTime,
+) -> String {
+    let mut out = String::new();
+    if let Some(why) = &res.degraded {
+        let _ = writeln!(out, "{}", style.dim(&format!("note: {why}")));
+    }
+    if res.groups.is_empty() {
+        let _ = writeln!(out, "no matches");
+        return out;
+    }
+    for g in &res.groups {
+        let title = g
+            .title
+            .as_deref()
+            .map(|t| one_line(t, 70))
+            .unwrap_or_else(|| "(no prompt)".into());
+        let owner = if me == Some(g.owner.as_str()) {
+            String::new()
+        } else {
+            format!("{} · ", g.owner)
+        };
+        let place = g
+            .cwd
+            .as_deref()
+            .map(|cwd| format!(" · {cwd}"))
+            .unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "{} {}  {}",
+            style.bold(&format!("[{}]", g.machine)),
+            style.bold(&title),
+            style.dim(&format!(
+                "{owner}{} · {}{place}",
+                g.agent_runtime.as_str(),
+                age(&g.last_activity_at, now)
+            )),
+        );
+        for hit in &g.hits {
+            let _ = writeln!(
+                out,
+                "  {} {}",
+                style.dim(&format!("{:>9}:", hit.role)),
+                style.highlight(&one_line(&hit.snippet, 200)),
+            );
+        }
+        let resume = g
+            .session_id
+            .as_deref()
+            .map(|s| format!("  ({s})"))
+            .unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "  {}\n",
+            style.dim(&format!("kith show {}{resume}", short(&g.conversation_id)))
+        );
+    }
+    let _ = writeln!(
+        out,
+        "{}",
+        style.dim(&format!(
+            "{} conversation{} in {:.0} ms ({})",
+            res.groups.len(),
+            if res.groups.len() == 1 { "" } else { "s" },
+            res.timing.total_ms,
+            res.backend
+        ))
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kith_proto::{AgentRuntime, ToolCall};
+    use time::macros::datetime;
+
+    const NOW: OffsetDateTime = datetime!(2026-03-01 12:00 UTC);
+
+    fn conversation(id: &str, title: &str, depth: u32) -> Conversation {
+        Conversation {
+            id: id.into(),
+            title: Some(title.into()),
+            owner: "alice.test".into(),
+            machine: "laptop".into(),
+            agent_runtime: AgentRuntime::ClaudeCode,
+            session_id: Some("s-1".into()),
+            cwd: Some("/home/alice/proj".into()),
+            git_branch: Some("main".into()),
+            model: None,
+            started_at: "2026-03-01T10:00:00.000Z".into(),
+            last_activity_at: "2026-03-01T11:00:00.000Z".into(),
+            turn_count: 3,
+            delta_count: 2,
+            parent_id: None,
+            depth,
+            files_touched: vec![],
+            tools_used: vec![],
+            commands: vec![],
+            tags: vec![],
+            run_ids: vec![],
+        }
+    }
+
+    fn turn(run: &str, role: &str, text: &str) -> ConversationTurn {
+        ConversationTurn {
+            run_id: run.into(),
+            line_start: 1,
+            line_end: 1,
+            role: role.into(),
+            text: text.into(),
+            timestamp: None,
+            tool: (role == "tool").then(|| ToolCall {
+                name: "Bash".into(),
+                input: "cargo test".into(),
+                output: "test result: ok".into(),
+            }),
+        }
+    }
+
+    #[test]
+    fn show_reads_every_turn_with_tools_on_one_line_and_subagents_in_place() {
+        let main = conversation("c0123456789abcdef", "fix the parser", 0);
+        let sub = conversation("c9999", "look for callers", 1);
+        let main_turns = [
+            turn("r1", "user", "fix the parser"),
+            turn("r1", "tool", "Bash: cargo test\ntest result: ok"),
+            turn("r2", "assistant", "the last turn: done"),
+        ];
+        let sub_turns = [turn("s1", "assistant", "three callers found")];
+        let text = render_show(
+            &Read {
+                conversation: &main,
+                turns: &main_turns,
+                parent_run: None,
+            },
+            &[Read {
+                conversation: &sub,
+                turns: &sub_turns,
+                parent_run: Some("r1"),
+            }],
+            ShowOptions::default(),
+            Style { color: false },
+            NOW,
+        );
+        assert!(text.starts_with("fix the parser\n"), "{text}");
+        assert!(text.contains("claude --resume s-1"), "{text}");
+        assert!(text.contains("⚙ Bash: cargo test"), "{text}");
+        assert!(
+            !text.contains("test result: ok"),
+            "tool output collapsed: {text}"
+        );
+        // The subagent sits after r1's turns, before r2's, indented.
+        let sub_at = text.find("  ▸ subagent look for callers");
+        let last_at = text.find("the last turn: done");
+        assert!(sub_at.is_some() && sub_at < last_at, "{text}");
+        assert!(text.contains("  three callers found"), "{text}");
+
+        let expanded = render_show(
+            &Read {
+                conversation: &main,
+                turns: &main_turns,
+                parent_run: None,
+            },
+            &[],
+            ShowOptions { tools: true },
+            Style { color: false },
+            NOW,
+        );
+        assert!(expanded.contains("test result: ok"), "{expanded}");
+    }
+
+    #[test]
+    fn tree_is_one_line_per_conversation_with_subagents_under_it() {
+        let res = ConversationsResponse {
+            conversations: vec![
+                conversation("c0123456789abcdef", "fix the parser", 0),
+                conversation("c1111111111111111", "look for callers", 1),
+                conversation("c2222222222222222", "write docs", 0),
+            ],
+            next_cursor: None,
+        };
+        let text = render_tree(&res, Style { color: false }, NOW);
+        let lines: Vec<&str> = text.lines().filter(|l| !l.is_empty()).collect();
+        assert_eq!(lines.len(), 3, "{text}");
+        assert!(lines[0].starts_with("● [laptop] fix the parser"), "{text}");
+        assert!(
+            lines[1].starts_with("  └ [laptop] look for callers"),
+            "{text}"
+        );
+        assert!(lines[0].contains("c0123456789a") && !lines[0].contains("c0123456789ab"));
+        assert!(lines[0].contains("2h → 1h ago"), "{text}");
+    }
+
+    #[test]
+    fn search_groups_name_the_owner_only_when_it_is_someone_else() {
+        let hit = |run: &str, owner: &str| kith_proto::SearchHit {
+            run_id: run.into(),
+            chunk_id: format!("{run}-0"),
+            score: 1.0,
+            role: "user".into(),
+            text: "the printer".into(),
+            snippet: "set up «printer»".into(),
+            line_start: 1,
+            line_end: 2,
+            started_at: "2026-03-01T10:00:00.000Z".into(),
+            intent: None,
+            machine: "laptop".into(),
+            agent_runtime: AgentRuntime::ClaudeCode,
+            conversation_id: None,
+            owner: owner.into(),
+            _links: kith_proto::RunLinks::for_run(run),
+        };
+        let group = |id: &str, owner: &str| kith_proto::SearchGroup {
+            conversation_id: id.into(),
+            title: Some(format!("{owner}'s session")),
+            owner: owner.into(),
+            machine: "laptop".into(),
+            agent_runtime: AgentRuntime::ClaudeCode,
+            cwd: Some("/home/x".into()),
+            git_branch: None,
+            session_id: Some("sess-9".into()),
+            started_at: "2026-03-01T10:00:00.000Z".into(),
+            last_activity_at: "2026-03-01T11:00:00.000Z".into(),
+            score: 1.0,
+            hits: vec![hit("r1", owner)],
+        };
+        let res = SearchResponse {
+            hits: vec![],
+            groups: vec![
+                group("c0123456789abcdef", "alice.test"),
+                group("c9876543210fedcba", "bob.test"),
+            ],
+            timing: Default::default(),
+            backend: "embedded".into(),
+            embedder: "none".into(),
+            degraded: None,
+        };
+        let text = render_groups(&res, Some("alice.test"), Style { color: false }, NOW);
+        let alice = text
+            .lines()
+            .find(|l| l.contains("alice.test's session"))
+            .unwrap_or_default();
+        let bob = text
+            .lines()
+            .find(|l| l.contains("bob.test's session"))
+            .unwrap_or_default();
+        assert!(
+            !alice.contains("· alice.test ·") && !alice.starts_with("alice.test"),
+            "{text}"
+        );
+        assert!(bob.contains("bob.test · claude-code"), "{text}");
+        assert!(text.contains("kith show c0123456789a  (sess-9)"), "{text}");
+        assert!(text.contains("set up «printer»"), "{text}");
+        assert!(text.contains("2 conversations"), "{text}");
+
+        let none = SearchResponse {
+            groups: vec![],
+            ..res
+        };
+        assert!(render_groups(&none, None, Style { color: false }, NOW).contains("no matches"));
+    }
+}
