@@ -21,60 +21,7 @@ use crate::conversation;
 #[derive(Debug, clap::Subcommand)]
 pub enum FamilyCommand {
     /// Search everything you may read, from any machine.
-    Search {
-        /// What you remember, in your own words.
-        query: String,
-        #[arg(long, value_enum, default_value = "hybrid")]
-        mode: ModeArg,
-        /// Only conversations active since then: 30m, 12h, 7d, 2w or an RFC 3339 time.
-        #[arg(long)]
-        since: Option<String>,
-        /// Only before then: 30m, 12h, 7d, 2w (ago) or an RFC 3339 time.
-        #[arg(long)]
-        until: Option<String>,
-        /// claude-code, codex, pi or other.
-        #[arg(long)]
-        runtime: Option<String>,
-        /// A machine name.
-        #[arg(long)]
-        machine: Option<String>,
-        /// Conversations whose tools touched this file (a path, or its last components).
-        #[arg(long)]
-        file: Option<String>,
-        /// Conversations that used this tool or skill (Bash, Edit, exec_command, ...).
-        #[arg(long)]
-        tool: Option<String>,
-        /// Conversations that ran a shell command containing this.
-        #[arg(long)]
-        command: Option<String>,
-        /// Conversations in this folder or below it.
-        #[arg(long)]
-        project: Option<PathBuf>,
-        /// Conversations on this git branch.
-        #[arg(long)]
-        branch: Option<String>,
-        /// Conversations of this family member (a handle).
-        #[arg(long)]
-        owner: Option<String>,
-        /// How many conversations (or hits with --group none).
-        #[arg(long, default_value_t = 10)]
-        limit: u32,
-        /// Skip this many first conversations (or hits), to page.
-        #[arg(long, default_value_t = 0)]
-        offset: u32,
-        /// conversation: the best hits of each conversation; none: every hit as ranked.
-        #[arg(long, value_enum, default_value = "conversation")]
-        group: GroupArg,
-        /// Favour recent runs: a hit's score halves every DAYS days.
-        #[arg(long, value_name = "DAYS")]
-        half_life: Option<f64>,
-        /// 0 to 1: how much the hits should differ from one another.
-        #[arg(long)]
-        diversity: Option<f32>,
-        /// Central's whole answer as one JSON document, for scripts and agents.
-        #[arg(long)]
-        json: bool,
-    },
+    Search(Box<SearchArgs>),
     /// Recent conversations, their subagents under them.
     Tree {
         /// Only conversations active since then: 30m, 12h, 7d, 2w or RFC 3339.
@@ -113,6 +60,63 @@ pub enum FamilyCommand {
         #[arg(long)]
         json: bool,
     },
+}
+
+/// `kith search`'s question, filters and output.
+#[derive(Debug, clap::Args)]
+pub struct SearchArgs {
+    /// What you remember, in your own words.
+    query: String,
+    #[arg(long, value_enum, default_value = "hybrid")]
+    mode: ModeArg,
+    /// Only conversations active since then: 30m, 12h, 7d, 2w or an RFC 3339 time.
+    #[arg(long)]
+    since: Option<String>,
+    /// Only before then: 30m, 12h, 7d, 2w (ago) or an RFC 3339 time.
+    #[arg(long)]
+    until: Option<String>,
+    /// claude-code, codex, pi or other.
+    #[arg(long)]
+    runtime: Option<String>,
+    /// A machine name.
+    #[arg(long)]
+    machine: Option<String>,
+    /// Conversations whose tools touched this file (a path, or its last components).
+    #[arg(long)]
+    file: Option<String>,
+    /// Conversations that used this tool or skill (Bash, Edit, exec_command, ...).
+    #[arg(long)]
+    tool: Option<String>,
+    /// Conversations that ran a shell command containing this.
+    #[arg(long)]
+    command: Option<String>,
+    /// Conversations in this folder or below it.
+    #[arg(long)]
+    project: Option<PathBuf>,
+    /// Conversations on this git branch.
+    #[arg(long)]
+    branch: Option<String>,
+    /// Conversations of this family member (a handle).
+    #[arg(long)]
+    owner: Option<String>,
+    /// How many conversations (or hits with --group none).
+    #[arg(long, default_value_t = 10)]
+    limit: u32,
+    /// Skip this many first conversations (or hits), to page.
+    #[arg(long, default_value_t = 0)]
+    offset: u32,
+    /// conversation: the best hits of each conversation; none: every hit as ranked.
+    #[arg(long, value_enum, default_value = "conversation")]
+    group: GroupArg,
+    /// Favour recent runs: a hit's score halves every DAYS days.
+    #[arg(long, value_name = "DAYS")]
+    half_life: Option<f64>,
+    /// 0 to 1: how much the hits should differ from one another.
+    #[arg(long)]
+    diversity: Option<f32>,
+    /// Central's whole answer as one JSON document, for scripts and agents.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -193,26 +197,27 @@ pub fn run(cmd: FamilyCommand, remote: &Remote<'_>) -> Result<()> {
     let http = Remote::client()?;
     let mut stdout = std::io::stdout().lock();
     match cmd {
-        FamilyCommand::Search {
-            query,
-            mode,
-            since,
-            until,
-            runtime,
-            machine,
-            file,
-            tool,
-            command,
-            project,
-            branch,
-            owner,
-            limit,
-            offset,
-            group,
-            half_life,
-            diversity,
-            json,
-        } => {
+        FamilyCommand::Search(args) => {
+            let SearchArgs {
+                query,
+                mode,
+                since,
+                until,
+                runtime,
+                machine,
+                file,
+                tool,
+                command,
+                project,
+                branch,
+                owner,
+                limit,
+                offset,
+                group,
+                half_life,
+                diversity,
+                json,
+            } = *args;
             let when = |flag: &str, v: Option<String>| {
                 v.map(|s| {
                     parse_since(&s, now)

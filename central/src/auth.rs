@@ -1,25 +1,12 @@
-//! Who is asking: the `Viewer` that the bearer token resolves to. It is built
-//! from the `Authorization` header alone (sha256 of the token -> machine row,
-//! no PDS call) and every read of runs takes it.
-
-use axum::extract::FromRequestParts;
-use axum::http::request::Parts;
-use kith_shared::ids::{MachineId, UserId};
+//! Who is asking, from the `Authorization` header alone: the bearer token's
+//! sha256 names a machine row, which the registry turns into the request's
+//! `Viewer` (no PDS call). Every read of runs takes that `Viewer`.
 
 use crate::error::Error;
+use crate::registry::Viewer;
 use crate::state::AppState;
-
-/// The authenticated (user, machine) behind a request.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Viewer {
-    pub user_id: UserId,
-    pub machine_id: MachineId,
-    pub machine_name: String,
-    pub handle: String,
-    pub is_admin: bool,
-    /// Live grants this user received, as of this request.
-    pub grants: Vec<crate::registry::Grant>,
-}
+use axum::extract::FromRequestParts;
+use axum::http::request::Parts;
 
 /// A bearer token. `Debug` never shows it.
 pub struct Token(String);
@@ -64,7 +51,7 @@ impl FromRequestParts<AppState> for Viewer {
             .registry()
             .viewer_by_token(&token.sha256())?
             .ok_or(Error::Unauthorized)?;
-        state.note_seen(&viewer.machine_id);
+        state.note_seen(viewer.machine_id());
         Ok(viewer)
     }
 }

@@ -21,9 +21,9 @@ use kith_shared::ids::RunId;
 use kith_shared::transcript::{self, Format};
 use kith_shared::{jsonl, timestamp};
 
-use crate::auth::Viewer;
 use crate::conversation::conversation_of;
 use crate::error::{Error, Result};
+use crate::registry::Viewer;
 use crate::registry::{ancestry_of, Lane, NewRun, StoredRun};
 use crate::state::AppState;
 use crate::store::BlobStore;
@@ -160,7 +160,7 @@ pub fn format_of(runtime: AgentRuntime) -> Format {
 /// Returns the answer and whether anything new was stored.
 fn decide_and_store(state: &AppState, viewer: &Viewer, d: Delta) -> Result<(IngestResponse, bool)> {
     let registry = state.registry();
-    let user = &viewer.user_id;
+    let user = &viewer.user_id();
     let same_bytes = |run: &StoredRun, what: &str| -> Result<(IngestResponse, bool)> {
         if run.meta.jsonl_sha256 == d.sha256 && run.meta.user_id == user.as_str() {
             Ok((already(run), false))
@@ -293,8 +293,8 @@ fn decide_and_store(state: &AppState, viewer: &Viewer, d: Delta) -> Result<(Inge
     let mut meta = RunMeta {
         id: run_id.to_string(),
         user_id: user.to_string(),
-        machine_id: viewer.machine_id.to_string(),
-        machine: viewer.machine_name.clone(),
+        machine_id: viewer.machine_id().to_string(),
+        machine: viewer.machine_name().to_owned(),
         agent_runtime: req.agent_runtime,
         agent_version: inherited(req.agent_version.clone().or(parsed.agent_version), |m| {
             &m.agent_version

@@ -5,8 +5,8 @@
 use kith_proto::ShareRequest;
 use kith_shared::ids::RunId;
 
-use crate::auth::Viewer;
 use crate::error::{Error, Result};
+use crate::registry::Viewer;
 use crate::registry::{GrantScope, ShareRow};
 use crate::state::AppState;
 
@@ -19,13 +19,13 @@ pub fn grant(state: &AppState, viewer: &Viewer, req: &ShareRequest) -> Result<Sh
         let id = RunId::parse(id).map_err(|e| Error::bad_request("invalid_id", e.to_string()))?;
         registry
             .run(viewer, &id)?
-            .filter(|r| r.meta.user_id == viewer.user_id.as_str())
+            .filter(|r| r.meta.user_id == viewer.user_id().as_str())
             .ok_or_else(Error::run_not_found)?;
     }
     let grantee = registry
         .user_id_by_handle(&req.with)?
         .ok_or(Error::NotFound { what: "user" })?;
-    if grantee == viewer.user_id {
+    if &grantee == viewer.user_id() {
         return Err(Error::bad_request(
             "invalid_grantee",
             "you can already read your own runs",
@@ -40,7 +40,7 @@ pub fn grant(state: &AppState, viewer: &Viewer, req: &ShareRequest) -> Result<Sh
     let id = format!("s{}", hex::encode(uuid::Uuid::now_v7().into_bytes()));
     registry.add_share(
         &id,
-        &viewer.user_id,
+        viewer.user_id(),
         &grantee,
         &scope,
         expires_at.as_deref(),

@@ -13,9 +13,9 @@ use kith_proto::{
 };
 use kith_shared::ids::RunId;
 
-use crate::auth::Viewer;
 use crate::conversation::{self, ConversationId, ConversationRuns};
 use crate::error::{Error, Result};
+use crate::registry::Viewer;
 use crate::registry::{ConversationFilter, ForestFilter, Registry, StoredRun};
 use crate::store::BlobStore;
 

@@ -15,8 +15,8 @@ use kith_proto::{
 use tokio_util::io::ReaderStream;
 
 use super::ApiQuery;
-use crate::auth::Viewer;
 use crate::error::{Error, Result};
+use crate::registry::Viewer;
 use crate::registry::{ConversationFilter, Facets};
 use crate::state::AppState;
 

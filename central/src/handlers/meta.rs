@@ -6,8 +6,8 @@ use axum::response::IntoResponse;
 use axum::Json;
 use kith_proto::{Counts, ErrorBody, LaneDepths, StatusResponse};
 
-use crate::auth::Viewer;
 use crate::error::Result;
+use crate::registry::Viewer;
 use crate::state::AppState;
 
 #[utoipa::path(get, path = "/healthz", responses((status = 200, body = String)))]
@@ -42,8 +42,8 @@ pub async fn status(State(state): State<AppState>, viewer: Viewer) -> Result<Jso
         last_indexed_at,
         search_backend: state.index().name().to_owned(),
         embedder: state.embedder_name(),
-        machine: viewer.machine_name,
-        user: viewer.handle,
+        machine: viewer.machine_name().to_owned(),
+        user: viewer.handle().to_owned(),
     }))
 }
 

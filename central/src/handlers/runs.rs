@@ -14,8 +14,8 @@ use kith_shared::ids::RunId;
 use tokio_util::io::ReaderStream;
 
 use super::{ApiJson, ApiQuery, RunPath};
-use crate::auth::Viewer;
 use crate::error::{Error, Result};
+use crate::registry::Viewer;
 use crate::registry::{ForestFilter, StoredRun};
 use crate::state::AppState;
 

@@ -5,8 +5,8 @@ use axum::Json;
 use kith_proto::{ErrorBody, SearchRequest, SearchResponse};
 
 use super::ApiJson;
-use crate::auth::Viewer;
 use crate::error::Result;
+use crate::registry::Viewer;
 use crate::state::AppState;
 
 #[utoipa::path(post, path = "/api/search", request_body = SearchRequest,

@@ -6,9 +6,9 @@ use axum::Json;
 use kith_proto::{AuditEntry, AuditResponse, ErrorBody, Share, ShareRequest, SharesResponse};
 
 use super::ApiJson;
-use crate::auth::Viewer;
 use crate::error::{Error, Result};
 use crate::registry::ShareRow;
+use crate::registry::Viewer;
 use crate::state::AppState;
 
 #[utoipa::path(post, path = "/api/shares", request_body = ShareRequest,

@@ -32,9 +32,9 @@ mod allowed;
 use self::allowed::{AllowedCache, AllowedTopDocs};
 use super::vectors::{self, chunk_key, KeyMap, Unsynced, VectorStore};
 use super::{chunk_id, normalize_prefix, path_prefixes, Filters, IndexHit, SearchIndex};
-use crate::auth::Viewer;
 use crate::error::{Error, Result};
 use crate::registry::GrantScope;
+use crate::registry::Viewer;
 use crate::search::fusion;
 
 /// Memory budget of the tantivy writer (split across its threads).
@@ -446,7 +446,7 @@ impl EmbeddedIndex {
         filters: &Filters,
     ) -> Result<Vec<Arc<tantivy::BitSet>>> {
         // Everything `filter_queries` reads.
-        let key = format!("{:?} {:?} {filters:?}", viewer.user_id, viewer.grants);
+        let key = format!("{:?} {:?} {filters:?}", viewer.user_id(), viewer.grants());
         self.allowed
             .get(key, searcher.segment_readers(), || {
                 BooleanQuery::new(self.filter_queries(viewer, filters))
@@ -473,8 +473,8 @@ impl EmbeddedIndex {
             ))
         };
         let mut readable: Vec<(Occur, Box<dyn Query>)> =
-            vec![(Occur::Should, exact(f.owner, viewer.user_id.as_str()))];
-        for grant in &viewer.grants {
+            vec![(Occur::Should, exact(f.owner, viewer.user_id().as_str()))];
+        for grant in viewer.grants() {
             let scope = match &grant.scope {
                 GrantScope::Run(id) => exact(f.ancestry, id),
                 GrantScope::Tag(tag) => exact(f.tags, tag),
@@ -907,7 +907,7 @@ mod tests {
     use std::collections::HashMap;
 
     use super::*;
-    use kith_shared::ids::{MachineId, UserId};
+
     use kith_shared::transcript::Role;
     use serde_json::json;
 
@@ -929,14 +929,7 @@ mod tests {
     }
 
     fn viewer(user: &str) -> Viewer {
-        Viewer {
-            user_id: UserId::parse(user).unwrap_or_else(|e| panic!("{e}")),
-            machine_id: MachineId::parse("m1").unwrap_or_else(|e| panic!("{e}")),
-            machine_name: "box".into(),
-            handle: format!("{user}.test"),
-            is_admin: false,
-            grants: Vec::new(),
-        }
+        Viewer::for_tests(user, Vec::new())
     }
 
     fn chunks(n: usize, suffix: &str) -> Vec<Chunk> {
@@ -1107,13 +1100,15 @@ mod tests {
             .retain(|k| !cut.contains(k));
         // carol reads bob's re-indexed runs through grants, nothing else.
         let shared_with_carol = |run_id: &str| (2..12).any(|r| run_id == format!("r{r}"));
-        let mut carol = viewer("ucarol");
-        carol.grants = (2..12)
-            .map(|r| crate::registry::Grant {
-                grantor: "ubob".into(),
-                scope: GrantScope::Run(format!("r{r}")),
-            })
-            .collect();
+        let carol = Viewer::for_tests(
+            "ucarol",
+            (2..12)
+                .map(|r| crate::registry::Grant {
+                    grantor: "ubob".into(),
+                    scope: GrantScope::Run(format!("r{r}")),
+                })
+                .collect(),
+        );
         let carol_keys: Vec<u64> = (2..12)
             .flat_map(|r| {
                 (0..per_run / 2).map(move |i| chunk_key(&chunk_id(&format!("r{r}"), i as u32)))
@@ -1223,11 +1218,13 @@ mod tests {
         put("ra1", "ualice", 200);
         index.commit().unwrap_or_else(|e| panic!("{e}"));
 
-        let mut carol = viewer("ucarol");
-        carol.grants = vec![crate::registry::Grant {
-            grantor: "ubob".into(),
-            scope: GrantScope::Run("rb2".into()),
-        }];
+        let carol = Viewer::for_tests(
+            "ucarol",
+            vec![crate::registry::Grant {
+                grantor: "ubob".into(),
+                scope: GrantScope::Run("rb2".into()),
+            }],
+        );
         let may_read = |who: &str, run_id: &str| match who {
             "ucarol" => run_id == "rb2",
             _ => owner_of[run_id] == who,

@@ -40,8 +40,8 @@ use meilisearch_sdk::tasks::Task;
 use serde::Deserialize;
 
 use super::{Filters, IndexHit, SearchConfig, SearchIndex};
-use crate::auth::Viewer;
 use crate::error::{Error, Result};
+use crate::registry::Viewer;
 use schema::{ChunkDoc, HitDoc, VectorDoc, WithVector, EMBEDDER, NO_VECTOR, PRIMARY_KEY};
 
 /// One HTTP call (search, document fetch, enqueueing a write).
@@ -730,17 +730,9 @@ impl SearchIndex for MeiliIndex {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kith_shared::ids::{MachineId, UserId};
 
     fn viewer() -> Viewer {
-        Viewer {
-            user_id: UserId::parse("ualice").unwrap_or_else(|e| panic!("{e}")),
-            machine_id: MachineId::parse("mlaptop").unwrap_or_else(|e| panic!("{e}")),
-            machine_name: "laptop".into(),
-            handle: "alice.test".into(),
-            is_admin: false,
-            grants: Vec::new(),
-        }
+        Viewer::for_tests("ualice", Vec::new())
     }
 
     #[test]

@@ -17,8 +17,8 @@ use kith_proto::{AgentRuntime, RunMeta};
 use kith_shared::chunk::Chunk;
 use serde::Deserialize;
 
-use crate::auth::Viewer;
 use crate::error::Result;
+use crate::registry::Viewer;
 
 /// Which backend holds the index.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]

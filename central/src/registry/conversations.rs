@@ -11,9 +11,9 @@ use kith_shared::ids::RunId;
 use rusqlite::params_from_iter;
 
 use super::{readable, Registry, StoredRun};
-use crate::auth::Viewer;
 use crate::conversation::{self, ConversationId, MIN_PREFIX};
 use crate::error::{Error, Result};
+use crate::registry::Viewer;
 
 /// Filters on what a conversation's runs did, each matched by at least one
 /// run the viewer may read.
@@ -111,7 +111,7 @@ impl Sql {
     fn new(viewer: &Viewer, select: &str) -> Self {
         Self {
             text: format!("{select} WHERE {}", readable(1)),
-            args: vec![viewer.user_id.to_string()],
+            args: vec![viewer.user_id().to_string()],
         }
     }
 
@@ -160,7 +160,7 @@ impl Registry {
             readable(1)
         ))?;
         let found: Vec<String> = stmt
-            .query_map(rusqlite::params![viewer.user_id.as_str(), name], |r| {
+            .query_map(rusqlite::params![viewer.user_id().as_str(), name], |r| {
                 r.get(0)
             })?
             .collect::<rusqlite::Result<_>>()?;
@@ -195,7 +195,7 @@ impl Registry {
                 "WHERE conversation = ?1 AND {} ORDER BY started_at, id",
                 readable(2)
             ),
-            rusqlite::params![id.as_str(), viewer.user_id.as_str()],
+            rusqlite::params![id.as_str(), viewer.user_id().as_str()],
         )
     }
 

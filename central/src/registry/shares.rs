@@ -4,8 +4,8 @@
 use rusqlite::{params, OptionalExtension};
 
 use super::{Registry, NOW_SQL};
-use crate::auth::Viewer;
 use crate::error::Result;
+use crate::registry::Viewer;
 use kith_shared::ids::UserId;
 
 /// What a grant covers.
@@ -87,7 +87,7 @@ impl Registry {
     pub fn revoke_share(&self, viewer: &Viewer, id: &str) -> Result<bool> {
         let n = self.conn().execute(
             "UPDATE shares SET revoked_at = ?3 WHERE id = ?1 AND grantor = ?2 AND revoked_at IS NULL",
-            params![id, viewer.user_id.as_str(), kith_shared::timestamp::now()],
+            params![id, viewer.user_id().as_str(), kith_shared::timestamp::now()],
         )?;
         Ok(n == 1)
     }
@@ -103,7 +103,7 @@ impl Registry {
              WHERE {side} = ?1 ORDER BY s.created_at DESC, s.id"
         ))?;
         let rows = stmt
-            .query_map([viewer.user_id.as_str()], |r| {
+            .query_map([viewer.user_id().as_str()], |r| {
                 Ok(ShareRow {
                     id: r.get(0)?,
                     grantor: r.get(1)?,
@@ -126,7 +126,7 @@ impl Registry {
                AND (expires_at IS NULL OR expires_at > {NOW_SQL})"
         ))?;
         let rows = stmt
-            .query_map([viewer.user_id.as_str()], |r| {
+            .query_map([viewer.user_id().as_str()], |r| {
                 Ok((
                     r.get::<_, String>(0)?,
                     r.get::<_, String>(1)?,
@@ -149,14 +149,14 @@ impl Registry {
 
     /// Records that `viewer` read `run_id` of `owner` (no-op for one's own runs).
     pub fn audit_read(&self, viewer: &Viewer, owner: &str, run_id: &str, what: &str) -> Result<()> {
-        if viewer.user_id.as_str() == owner {
+        if viewer.user_id().as_str() == owner {
             return Ok(());
         }
         self.conn().execute(
             "INSERT INTO audit (owner, reader, run_id, what, at) VALUES (?1, ?2, ?3, ?4, ?5)",
             params![
                 owner,
-                viewer.user_id.as_str(),
+                viewer.user_id().as_str(),
                 run_id,
                 what,
                 kith_shared::timestamp::now()
@@ -177,7 +177,7 @@ impl Registry {
              WHERE a.owner = ?1 ORDER BY a.id DESC LIMIT ?2",
         )?;
         let rows = stmt
-            .query_map(params![viewer.user_id.as_str(), limit], |r| {
+            .query_map(params![viewer.user_id().as_str(), limit], |r| {
                 Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
             })?
             .collect::<rusqlite::Result<_>>()?;

@@ -21,10 +21,10 @@ use kith_proto::{
     SearchTiming,
 };
 
-use crate::auth::Viewer;
 use crate::embed::Lane;
 use crate::error::{Error, Result};
 use crate::index::{Filters, IndexHit};
+use crate::registry::Viewer;
 use crate::state::AppState;
 
 pub const DEFAULT_LIMIT: u32 = 10;

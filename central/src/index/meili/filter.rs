@@ -3,9 +3,9 @@
 //! so the escaping that keeps a hostile value from changing the expression
 //! is tested without a server.
 
-use crate::auth::Viewer;
 use crate::index::{normalize_prefix, Filters};
 use crate::registry::GrantScope;
+use crate::registry::Viewer;
 
 /// A value as a Meilisearch filter string literal: double-quoted, with `\`
 /// and `"` escaped. Meilisearch's parser unescapes `\"` inside the quotes and
@@ -32,8 +32,8 @@ fn eq(attribute: &str, value: &str) -> String {
 /// `ancestry`, or a tag). The registry re-checks expiry and quarantine on
 /// every hit afterwards.
 pub fn readable_by(viewer: &Viewer) -> String {
-    let mut any = vec![eq("owner", viewer.user_id.as_str())];
-    for grant in &viewer.grants {
+    let mut any = vec![eq("owner", viewer.user_id().as_str())];
+    for grant in viewer.grants() {
         let scope = match &grant.scope {
             GrantScope::Run(id) => eq("ancestry", id),
             GrantScope::Tag(tag) => eq("tags", tag),
@@ -98,17 +98,9 @@ mod tests {
     use super::*;
     use crate::registry::Grant;
     use kith_proto::AgentRuntime;
-    use kith_shared::ids::{MachineId, UserId};
 
     fn viewer(grants: Vec<Grant>) -> Viewer {
-        Viewer {
-            user_id: UserId::parse("ualice").unwrap_or_else(|e| panic!("{e}")),
-            machine_id: MachineId::parse("mlaptop").unwrap_or_else(|e| panic!("{e}")),
-            machine_name: "laptop".into(),
-            handle: "alice.test".into(),
-            is_admin: false,
-            grants,
-        }
+        Viewer::for_tests("ualice", grants)
     }
 
     /// The filter with every quoted literal replaced by `?`, honouring

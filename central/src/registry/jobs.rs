@@ -1,0 +1,155 @@
+//! The `index_jobs` table and the vector state of runs: what still needs
+//! indexing, and which runs wait for vectors on which lane.
+
+use rusqlite::params;
+
+use super::{parse_id, Registry};
+use crate::error::Result;
+use kith_shared::ids::RunId;
+
+/// A run waiting to be indexed.
+#[derive(Debug, Clone)]
+pub struct PendingJob {
+    pub run_id: RunId,
+    pub blob_path: String,
+    pub ancestry: String,
+}
+
+/// Lanes of the durable indexing jobs and of the runs waiting for vectors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lane {
+    Realtime,
+    Bulk,
+}
+
+impl Lane {
+    pub(super) fn as_str(self) -> &'static str {
+        match self {
+            Lane::Realtime => "ingest-realtime",
+            Lane::Bulk => "ingest-bulk",
+        }
+    }
+}
+
+/// Over `runs`, with the model as `?1`: the run is indexed and its vectors
+/// are not of that model (none yet, or of a model central no longer uses).
+const AWAITING_VECTORS: &str =
+    "indexed_at IS NOT NULL AND (embedded_model IS NULL OR embedded_model != ?1)";
+
+/// Over `runs`, with `?2` an instant minutes ago: the run rides the
+/// realtime lane. It was never embedded (a model change's re-embeds are
+/// bulk work), was captured since `?2`, and its transcript was being
+/// written then: its last line at most an hour older than its capture. A
+/// backfill of old sessions is captured now, but it is history: bulk work.
+const REALTIME: &str = "(embedded_model IS NULL AND captured_at >= ?2
+    AND COALESCE(json_extract(meta_json, '$.ended_at'), started_at)
+        >= strftime('%Y-%m-%dT%H:%M:%fZ', captured_at, '-1 hour'))";
+
+/// Rows of (run id, text, text).
+fn id_and_two(
+    stmt: &mut rusqlite::Statement<'_>,
+    args: impl rusqlite::Params,
+) -> Result<Vec<(RunId, String, String)>> {
+    let rows = stmt
+        .query_map(args, |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, String>(2)?,
+            ))
+        })?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    rows.into_iter()
+        .map(|(id, a, b)| Ok((parse_id(RunId::parse(&id))?, a, b)))
+        .collect()
+}
+
+impl Registry {
+    /// Pending jobs that failed fewer than `max_attempts` times, realtime
+    /// lane first, oldest first.
+    pub fn pending_jobs_below(&self, limit: u32, max_attempts: i64) -> Result<Vec<PendingJob>> {
+        let conn = self.reader();
+        let mut stmt = conn.prepare_cached(
+            "SELECT j.run_id, r.blob_path, r.ancestry FROM index_jobs j JOIN runs r ON r.id = j.run_id
+             WHERE j.attempts < ?2
+             ORDER BY CASE j.lane WHEN 'ingest-realtime' THEN 0 ELSE 1 END, j.enqueued_at, j.run_id
+             LIMIT ?1",
+        )?;
+        let rows = id_and_two(&mut stmt, params![limit, max_attempts])?;
+        Ok(rows
+            .into_iter()
+            .map(|(run_id, blob_path, ancestry)| PendingJob {
+                run_id,
+                blob_path,
+                ancestry,
+            })
+            .collect())
+    }
+
+    /// These jobs are done: their runs are searchable. One transaction (one
+    /// sync of the log) for a whole indexing batch.
+    pub fn finish_jobs(&self, runs: &[RunId], indexed_at: &str) -> Result<()> {
+        let mut conn = self.conn();
+        let tx = conn.transaction()?;
+        for run in runs {
+            tx.prepare_cached("UPDATE runs SET indexed_at = ?2 WHERE id = ?1")?
+                .execute(params![run.as_str(), indexed_at])?;
+            tx.prepare_cached("DELETE FROM index_jobs WHERE run_id = ?1")?
+                .execute([run.as_str()])?;
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Indexed runs of `lane` whose vectors are not from `model`, newest
+    /// first; `realtime_since` as in `REALTIME`.
+    pub fn runs_to_embed(
+        &self,
+        model: &str,
+        lane: Lane,
+        realtime_since: &str,
+        limit: u32,
+    ) -> Result<Vec<RunId>> {
+        let conn = self.reader();
+        let negate = if lane == Lane::Bulk { "NOT" } else { "" };
+        let mut stmt = conn.prepare_cached(&format!(
+            "SELECT id FROM runs WHERE {AWAITING_VECTORS} AND {negate} {REALTIME}
+             ORDER BY captured_at DESC, id LIMIT ?3"
+        ))?;
+        let ids = stmt
+            .query_map(params![model, realtime_since, limit], |r| {
+                r.get::<_, String>(0)
+            })?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        ids.iter().map(|id| parse_id(RunId::parse(id))).collect()
+    }
+
+    /// How many runs wait for vectors of `model`, as (realtime, bulk).
+    pub fn runs_awaiting_vectors(&self, model: &str, realtime_since: &str) -> Result<(u64, u64)> {
+        let (realtime, all) = self
+            .reader()
+            .prepare_cached(&format!(
+                "SELECT COALESCE(SUM({REALTIME}), 0), COUNT(*) FROM runs WHERE {AWAITING_VECTORS}"
+            ))?
+            .query_row(params![model, realtime_since], |r| {
+                Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?))
+            })?;
+        Ok((realtime.max(0) as u64, (all - realtime).max(0) as u64))
+    }
+
+    pub fn set_embedded(&self, run: &RunId, model: &str, at: &str) -> Result<()> {
+        self.conn()
+            .prepare_cached("UPDATE runs SET embedded_model = ?2, embedded_at = ?3 WHERE id = ?1")?
+            .execute(params![run.as_str(), model, at])?;
+        Ok(())
+    }
+
+    pub fn fail_job(&self, run: &RunId, error: &str) -> Result<()> {
+        self.conn().execute(
+            "UPDATE index_jobs SET attempts = attempts + 1, last_error = ?2, lane = 'ingest-bulk',
+                 enqueued_at = ?3 WHERE run_id = ?1",
+            params![run.as_str(), error, kith_shared::timestamp::now()],
+        )?;
+        Ok(())
+    }
+}
