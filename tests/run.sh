@@ -30,7 +30,8 @@ stop_meili() {
   fi
   if [ -n "$meili_dir" ]; then rm -rf "$meili_dir"; fi
 }
-# Sets meili_bin, or meili_why when there is none.
+# Sets meili_bin, or meili_why when there is none (a KITH_MEILI_BIN that is
+# not a program is a mistake to fix, not a reason to skip).
 find_meili() {
   meili_bin=""
   meili_why=""
@@ -39,7 +40,8 @@ find_meili() {
       # Absolute: the tests run in another directory.
       meili_bin="$(cd "$(dirname "$KITH_MEILI_BIN")" && pwd)/$(basename "$KITH_MEILI_BIN")"
     else
-      meili_why="KITH_MEILI_BIN=$KITH_MEILI_BIN is not an executable file"
+      echo "KITH_MEILI_BIN=$KITH_MEILI_BIN is not an executable file" >&2
+      exit 1
     fi
   elif command -v meilisearch >/dev/null 2>&1; then
     meili_bin="$(command -v meilisearch)"
