@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use kith_tests::meili::{find_bin, Meili};
-use kith_tests::{bin, claude_user_line, delta, model_dir, Api, Central};
+use kith_tests::{bin, claude_user_line, delta, json_response, model_dir, Api, Central, StandIn};
 use serde_json::{json, Value};
 
 const INDEXED_WITHIN: Duration = Duration::from_secs(30);
@@ -1096,6 +1096,100 @@ fn conformance_search_server_restarted_mid_ingest() -> Result<()> {
         let mut got = run_ids(&sem);
         got.sort();
         assert_eq!(got, want, "every run has its vector, once: {sem}");
+    }
+    Ok(())
+}
+
+/// Words no vector may ever be made for: the embedding stand-in fails every
+/// request that holds them.
+const NEVER_EMBEDDED: &str = "never gets its vector";
+
+/// An embedding server (Ollama's `POST /api/embed`) on `listener`: one
+/// fixed 4-dimensional vector per text, and a 500 for any request with a
+/// text holding `NEVER_EMBEDDED`.
+fn embedder_stand_in(listener: std::net::TcpListener) -> Result<StandIn> {
+    StandIn::start(listener, |body| {
+        if String::from_utf8_lossy(body).contains(NEVER_EMBEDDED) {
+            return Some(json_response(
+                "500 Internal Server Error",
+                &json!({"error": "not this text"}),
+            ));
+        }
+        let request: Value = serde_json::from_slice(body).ok()?;
+        let n = request["input"].as_array().map_or(0, Vec::len);
+        Some(json_response(
+            "200 OK",
+            &json!({"model": request["model"], "embeddings": vec![json!([1.0, 0.5, 0.25, 0.125]); n]}),
+        ))
+    })
+}
+
+/// Text is searchable as soon as it is indexed, before (here: without) its
+/// vector: keyword and hybrid find it, semantic does not, and it stays
+/// private. On Meilisearch the index has the embedder and the chunk opts
+/// out of it until its vector comes.
+#[test]
+fn conformance_text_is_found_before_its_vector_exists() -> Result<()> {
+    for backend in backends()? {
+        let b = backend.name;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+        let url = format!("http://{}", listener.local_addr()?);
+        let embedder = embedder_stand_in(listener)?;
+        let s = backend.start(&[
+            ("KITH_EMBED_PROVIDER", "ollama"),
+            ("KITH_EMBED_URL", url.as_str()),
+        ])?;
+        let alice = s
+            .central
+            .client(&s.central.register("alice.test", "laptop")?);
+        let bob = s
+            .central
+            .client(&s.central.register("bob.test", "desktop")?);
+        let with_vector = ingest(&alice, "a", "the wallaby roster for the zoo", json!({}))?;
+        alice.wait_embedded(&with_vector, EMBEDDED_WITHIN)?;
+        let without = ingest(
+            &alice,
+            "b",
+            &format!("the quokka roster {NEVER_EMBEDDED}"),
+            json!({}),
+        )?;
+        let bobs = ingest(
+            &bob,
+            "c",
+            &format!("bob's quokka roster {NEVER_EMBEDDED}"),
+            json!({}),
+        )?;
+        assert!(embedder.connections() > 0, "{b}: central used the stand-in");
+
+        assert_eq!(
+            keyword(&alice, "quokka", json!({}))?,
+            vec![without.clone()],
+            "{b}: keyword finds the text without a vector, never bob's"
+        );
+        let hybrid = search(&alice, json!({"query": "quokka roster", "mode": "hybrid"}))?;
+        assert!(
+            hybrid["degraded"].is_null(),
+            "{b}: the query has its vector: {hybrid}"
+        );
+        assert!(
+            run_ids(&hybrid).contains(&without),
+            "{b}: hybrid finds the text without a vector: {hybrid}"
+        );
+        assert!(!run_ids(&hybrid).contains(&bobs), "{b}: {hybrid}");
+        let sem = search(
+            &alice,
+            json!({"query": "quokka roster", "mode": "semantic"}),
+        )?;
+        assert_eq!(
+            run_ids(&sem),
+            vec![with_vector.clone()],
+            "{b}: semantic ranks only chunks with a vector: {sem}"
+        );
+        let run = alice.get(&format!("/api/runs/{without}"))?;
+        assert!(
+            run.body["embedded_at"].is_null(),
+            "{b}: it really has no vector: {run:?}"
+        );
     }
     Ok(())
 }
