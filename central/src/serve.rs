@@ -31,11 +31,20 @@ pub async fn serve(
             let embedder = start_embedder(&config);
             let ask_again = matches!(&embedder, Err(e) if e.ask_again);
             let state = AppState::open_with(config.clone(), embedder.map_err(|e| e.why))?;
-            if let Some(older) = crate::maintenance::older_chunking(&state)? {
-                tracing::info!(
+            match crate::maintenance::older_chunking(&state) {
+                Ok(Some(older)) => tracing::info!(
                     "runs indexed by an older kith-central keep their chunks (chunking {older}, this one {}); `kith-central reindex` chunks them again",
                     kith_shared::chunk::CHUNKING_VERSION
-                );
+                ),
+                Ok(None) => {}
+                // A search server that is down is not a reason to stop
+                // taking runs: they wait in the durable jobs, and the
+                // indexer catches up once the server answers.
+                Err(e @ Error::Unavailable { .. }) => tracing::warn!(
+                    error = %e,
+                    "search backend unavailable at start; runs are accepted and indexed once it answers"
+                ),
+                Err(e) => return Err(e),
             }
             Ok::<_, crate::error::Error>((state, ask_again))
         })

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 
 pub mod locomo;
+pub mod meili;
 pub mod pds;
 
 /// Directory holding the workspace's built binaries: next to this

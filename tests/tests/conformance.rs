@@ -5,7 +5,10 @@
 //! Every test runs against the embedded backend. When `KITH_TEST_MEILI_URL`
 //! (and optionally `KITH_TEST_MEILI_KEY`) is set, it also runs against that
 //! Meilisearch server, each run on its own index (deleted afterwards); an
-//! unreachable server is then a failure, not a skip.
+//! unreachable server is then a failure, not a skip. (`tests/run.sh` starts
+//! one and sets both.) The tests that stop and start the search server
+//! under central start Meilisearch processes of their own
+//! (`kith_tests::meili`); they say why when they cannot.
 
 use std::io::Write;
 use std::path::Path;
@@ -15,7 +18,8 @@ use std::sync::Once;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use kith_tests::{bin, claude_user_line, delta, model_dir, Api, Central};
+use kith_tests::meili::{find_bin, Meili};
+use kith_tests::{bin, claude_user_line, delta, json_response, model_dir, Api, Central, StandIn};
 use serde_json::{json, Value};
 
 const INDEXED_WITHIN: Duration = Duration::from_secs(30);
@@ -27,6 +31,11 @@ struct Backend {
     env: Vec<(String, String)>,
     /// Deletes the Meilisearch index of this run when dropped.
     _cleanup: Option<MeiliIndexGuard>,
+}
+
+/// Says, past the test harness's capture, that part of a test did not run.
+fn skipped(test: &str, backend: &str, why: &str) {
+    let _ = writeln!(std::io::stderr(), "{test}: skipped on {backend}: {why}");
 }
 
 /// The backends to run: embedded always, Meilisearch when configured.
@@ -101,17 +110,40 @@ struct MeiliIndexGuard {
     index: String,
 }
 
+impl MeiliIndexGuard {
+    /// Deletes the index and waits until Meilisearch has.
+    fn delete(&self) -> Result<()> {
+        let base = self.url.trim_end_matches('/');
+        let http = reqwest::blocking::Client::new();
+        let auth = |req: reqwest::blocking::RequestBuilder| match &self.key {
+            Some(k) => req.bearer_auth(k),
+            None => req,
+        };
+        let task: Value = auth(http.delete(format!("{base}/indexes/{}", self.index)))
+            .send()?
+            .error_for_status()?
+            .json()?;
+        let uid = task["taskUid"].as_u64().context("no taskUid")?;
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let task: Value = auth(http.get(format!("{base}/tasks/{uid}")))
+                .send()?
+                .json()?;
+            match task["status"].as_str() {
+                Some("succeeded") => return Ok(()),
+                Some("failed" | "canceled") => bail!("deleting the index: {task}"),
+                _ if std::time::Instant::now() > deadline => {
+                    bail!("deleting the index did not finish: {task}")
+                }
+                _ => std::thread::sleep(Duration::from_millis(50)),
+            }
+        }
+    }
+}
+
 impl Drop for MeiliIndexGuard {
     fn drop(&mut self) {
-        let mut req = reqwest::blocking::Client::new().delete(format!(
-            "{}/indexes/{}",
-            self.url.trim_end_matches('/'),
-            self.index
-        ));
-        if let Some(k) = &self.key {
-            req = req.bearer_auth(k);
-        }
-        let _ = req.send();
+        let _ = self.delete();
     }
 }
 
@@ -136,6 +168,16 @@ impl Backend {
             .collect();
         env.extend_from_slice(extra);
         Central::start_on(data, &env)
+    }
+
+    /// Deletes every chunk of this backend's index behind central's back
+    /// (central must be stopped): the embedded index's folder, or the
+    /// Meilisearch index.
+    fn lose_index(&self, data: &Path) -> Result<()> {
+        match &self._cleanup {
+            None => Ok(std::fs::remove_dir_all(data.join("index"))?),
+            Some(guard) => guard.delete(),
+        }
     }
 
     /// An admin command of `kith-central` on `data`, on this backend.
@@ -765,6 +807,389 @@ fn conformance_ranking_on_a_labelled_set() -> Result<()> {
                 );
             }
         }
+    }
+    Ok(())
+}
+
+/// The index is derived: emptied behind central's back, `doctor` names the
+/// loss, `reindex` (which loads no model) fills it again from the blobs
+/// alone, every run is found once, by its owner only, and a central with a
+/// model then gives the rebuilt chunks their vectors.
+#[test]
+fn conformance_reindex_fills_an_empty_index() -> Result<()> {
+    let models = model_dir();
+    for backend in backends()? {
+        let b = backend.name;
+        let tmp = tempfile::tempdir()?;
+        let data = tmp.path().join("data");
+        let mut central = backend.start_on(&data, &[])?;
+        let alice_token = central.register("alice.test", "laptop")?;
+        let bob_token = central.register("bob.test", "desktop")?;
+        let alice = central.client(&alice_token);
+        let bob = central.client(&bob_token);
+        let w = "wombat";
+        let root = ingest(
+            &alice,
+            "a",
+            &format!("{w} ledger reconciliation"),
+            json!({}),
+        )?;
+        let child = ingest(
+            &alice,
+            "b",
+            &format!("{w} ledger follow-up"),
+            json!({"parent_run_id": root, "tags": ["books"]}),
+        )?;
+        let bobs = ingest(&bob, "c", &format!("{w} bob's own notes"), json!({}))?;
+        central.kill()?;
+
+        backend.lose_index(&data)?;
+        let doctor = backend.admin(&data, &["doctor"])?;
+        assert!(
+            !doctor.status.success(),
+            "{b}: doctor must name an emptied index: {}",
+            String::from_utf8_lossy(&doctor.stdout)
+        );
+        let re = backend.admin(&data, &["reindex"])?;
+        assert!(
+            re.status.success(),
+            "{b}: reindex: {}",
+            String::from_utf8_lossy(&re.stderr)
+        );
+        let doctor = backend.admin(&data, &["doctor"])?;
+        assert!(
+            doctor.status.success(),
+            "{b}: doctor after reindex: {}{}",
+            String::from_utf8_lossy(&doctor.stdout),
+            String::from_utf8_lossy(&doctor.stderr)
+        );
+
+        let with_model: Vec<(&str, &str)> = models
+            .iter()
+            .map(|m| ("KITH_MODEL_DIR", m.as_str()))
+            .collect();
+        let central = backend.start_on(&data, &with_model)?;
+        let alice = central.client(&alice_token);
+        let bob = central.client(&bob_token);
+        assert_eq!(
+            keyword(&alice, w, json!({}))?,
+            sorted(&[&root, &child]),
+            "{b}: alice finds her runs again, not bob's"
+        );
+        assert_eq!(keyword(&bob, w, json!({}))?, vec![bobs.clone()], "{b}");
+        assert_eq!(
+            keyword(&alice, w, json!({"tags": ["books"]}))?,
+            vec![child.clone()],
+            "{b}: filters work on the rebuilt index"
+        );
+        let hits = search(
+            &alice,
+            json!({"query": "reconciliation", "mode": "keyword"}),
+        )?;
+        assert_eq!(chunk_ids(&hits), vec![format!("{root}-0")], "{b}: {hits}");
+        let status = alice.get("/api/status")?;
+        assert_eq!(status.body["counts"]["chunks"], 3, "{b}: {status:?}");
+        assert_eq!(
+            status.body["counts"]["pending_index_jobs"], 0,
+            "{b}: {status:?}"
+        );
+        if models.is_none() {
+            continue;
+        }
+        for id in [&root, &child] {
+            alice.wait_embedded(id, EMBEDDED_WITHIN)?;
+        }
+        bob.wait_embedded(&bobs, EMBEDDED_WITHIN)?;
+        let sem = search(
+            &alice,
+            json!({"query": "balancing the accounts", "mode": "semantic"}),
+        )?;
+        assert_eq!(
+            sorted(&run_ids(&sem).iter().collect::<Vec<_>>()),
+            sorted(&[&root, &child]),
+            "{b}: vectors for the rebuilt chunks, never bob's: {sem}"
+        );
+    }
+    Ok(())
+}
+
+/// A Meilisearch server of this test's own, or why there is none (said).
+fn own_meili(test: &str) -> Result<Option<Meili>> {
+    match find_bin() {
+        Ok(_) => Ok(Some(Meili::stopped()?)),
+        Err(why) => {
+            skipped(test, "meilisearch", &why);
+            Ok(None)
+        }
+    }
+}
+
+/// Waits until central's search answers 200 for `body` (the search server
+/// is back), returning that body.
+fn search_when_back(api: &Api, body: Value, within: Duration) -> Result<Value> {
+    let deadline = std::time::Instant::now() + within;
+    loop {
+        let r = api.post("/api/search", &body)?;
+        if r.status == 200 {
+            return Ok(r.body);
+        }
+        if std::time::Instant::now() > deadline {
+            bail!("search {body} still answers {r:?}");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Meilisearch down when central starts: central starts anyway, takes
+/// runs (202, durable), answers searches with 503 saying why, and indexes
+/// everything it took once Meilisearch is up.
+#[test]
+fn conformance_search_server_down_at_start() -> Result<()> {
+    let test = "conformance_search_server_down_at_start";
+    skipped(
+        test,
+        "embedded",
+        "the embedded index lives in central's own process; it cannot be down while central runs",
+    );
+    let Some(mut meili) = own_meili(test)? else {
+        return Ok(());
+    };
+    let env = meili.central_env(&unique_index_name());
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let central = Central::start_with(&env)?;
+    let alice = central.client(&central.register("alice.test", "laptop")?);
+    let bob = central.client(&central.register("bob.test", "desktop")?);
+
+    let mut posted = Vec::new();
+    for (api, source, text) in [
+        (&alice, "a", "the narwhal inventory for the aquarium"),
+        (&alice, "b", "narwhal feeding schedule"),
+        (&bob, "c", "narwhal notes bob keeps to himself"),
+    ] {
+        let body = delta(source, 0, &claude_user_line(text, "2026-05-11T08:00:00Z"));
+        let r = api.post("/api/runs", &body)?;
+        assert_eq!(r.status, 202, "ingest while Meilisearch is down: {r:?}");
+        posted.push(r.body["run_id"].as_str().unwrap_or_default().to_owned());
+    }
+    let down = alice.post(
+        "/api/search",
+        &json!({"query": "narwhal", "mode": "keyword"}),
+    )?;
+    assert_eq!(down.status, 503, "{down:?}");
+    assert_eq!(down.code(), "search_backend_unavailable", "{down:?}");
+    let message = down.body["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains(&meili.url), "{message}");
+    assert!(!message.contains(meili.key()), "the key never shows");
+    let status = alice.get("/api/status")?;
+    assert_eq!(status.status, 200, "{status:?}");
+    assert_eq!(status.body["counts"]["pending_index_jobs"], 3, "{status:?}");
+    let run = alice.get(&format!("/api/runs/{}", posted[0]))?;
+    assert!(run.body["indexed_at"].is_null(), "not indexed yet: {run:?}");
+
+    meili.run()?;
+    for (api, id) in [
+        (&alice, &posted[0]),
+        (&alice, &posted[1]),
+        (&bob, &posted[2]),
+    ] {
+        api.wait_indexed(id, Duration::from_secs(90))?;
+    }
+    search_when_back(
+        &alice,
+        json!({"query": "narwhal", "mode": "keyword"}),
+        INDEXED_WITHIN,
+    )?;
+    assert_eq!(
+        keyword(&alice, "narwhal", json!({}))?,
+        sorted(&[&posted[0], &posted[1]]),
+        "alice finds what central took while Meilisearch was down, not bob's"
+    );
+    assert_eq!(
+        keyword(&bob, "narwhal", json!({}))?,
+        vec![posted[2].clone()]
+    );
+    let status = alice.get("/api/status")?;
+    assert_eq!(status.body["counts"]["chunks"], 3, "{status:?}");
+    assert_eq!(status.body["counts"]["pending_index_jobs"], 0, "{status:?}");
+    Ok(())
+}
+
+/// Meilisearch killed and started again while runs arrive: every run is
+/// indexed once (none lost, none twice), and with a model every run gets
+/// its vectors.
+#[test]
+fn conformance_search_server_restarted_mid_ingest() -> Result<()> {
+    let test = "conformance_search_server_restarted_mid_ingest";
+    skipped(
+        test,
+        "embedded",
+        "the embedded index lives in central's own process; a crash of central mid-ingest is tests/tests/central.rs's",
+    );
+    let Some(mut meili) = own_meili(test)? else {
+        return Ok(());
+    };
+    meili.run()?;
+    let models = model_dir();
+    let mut env = meili.central_env(&unique_index_name());
+    if let Some(m) = &models {
+        env.push(("KITH_MODEL_DIR".to_owned(), m.clone()));
+    }
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let central = Central::start_with(&env)?;
+    let alice = central.client(&central.register("alice.test", "laptop")?);
+    let bob = central.client(&central.register("bob.test", "desktop")?);
+    let bobs = ingest(&bob, "bob", "pelican bob's private run", json!({}))?;
+
+    let words = [
+        "alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india",
+        "juliet", "kilo", "lima",
+    ];
+    let mut ids = Vec::new();
+    for (n, word) in words.iter().enumerate() {
+        if n == 4 {
+            meili.kill()?;
+        }
+        if n == 8 {
+            meili.run()?;
+        }
+        let text = format!("pelican migration log {word}{word}");
+        let body = delta(word, 0, &claude_user_line(&text, "2026-05-11T08:00:00Z"));
+        let r = alice.post("/api/runs", &body)?;
+        assert_eq!(r.status, 202, "{word}: {r:?}");
+        ids.push(r.body["run_id"].as_str().unwrap_or_default().to_owned());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    for id in &ids {
+        alice.wait_indexed(id, Duration::from_secs(90))?;
+    }
+    let mut want: Vec<String> = ids.clone();
+    want.sort();
+    assert_eq!(
+        keyword(&alice, "pelican", json!({}))?,
+        want,
+        "every run, once; never bob's"
+    );
+    for (word, id) in words.iter().zip(&ids) {
+        let hits = search(
+            &alice,
+            json!({"query": format!("{word}{word}"), "mode": "keyword"}),
+        )?;
+        assert_eq!(chunk_ids(&hits), vec![format!("{id}-0")], "{word}: {hits}");
+    }
+    assert_eq!(keyword(&bob, "pelican", json!({}))?, vec![bobs.clone()]);
+    let status = alice.get("/api/status")?;
+    assert_eq!(
+        status.body["counts"]["chunks"],
+        words.len() + 1,
+        "{status:?}"
+    );
+    assert_eq!(status.body["counts"]["pending_index_jobs"], 0, "{status:?}");
+
+    if models.is_some() {
+        for id in &ids {
+            alice.wait_embedded(id, EMBEDDED_WITHIN)?;
+        }
+        let sem = search(
+            &alice,
+            json!({"query": "pelican migration log", "mode": "semantic", "limit": 50}),
+        )?;
+        let mut got = run_ids(&sem);
+        got.sort();
+        assert_eq!(got, want, "every run has its vector, once: {sem}");
+    }
+    Ok(())
+}
+
+/// Words no vector may ever be made for: the embedding stand-in fails every
+/// request that holds them.
+const NEVER_EMBEDDED: &str = "never gets its vector";
+
+/// An embedding server (Ollama's `POST /api/embed`) on `listener`: one
+/// fixed 4-dimensional vector per text, and a 500 for any request with a
+/// text holding `NEVER_EMBEDDED`.
+fn embedder_stand_in(listener: std::net::TcpListener) -> Result<StandIn> {
+    StandIn::start(listener, |body| {
+        if String::from_utf8_lossy(body).contains(NEVER_EMBEDDED) {
+            return Some(json_response(
+                "500 Internal Server Error",
+                &json!({"error": "not this text"}),
+            ));
+        }
+        let request: Value = serde_json::from_slice(body).ok()?;
+        let n = request["input"].as_array().map_or(0, Vec::len);
+        Some(json_response(
+            "200 OK",
+            &json!({"model": request["model"], "embeddings": vec![json!([1.0, 0.5, 0.25, 0.125]); n]}),
+        ))
+    })
+}
+
+/// Text is searchable as soon as it is indexed, before (here: without) its
+/// vector: keyword and hybrid find it, semantic does not, and it stays
+/// private. On Meilisearch the index has the embedder and the chunk opts
+/// out of it until its vector comes.
+#[test]
+fn conformance_text_is_found_before_its_vector_exists() -> Result<()> {
+    for backend in backends()? {
+        let b = backend.name;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+        let url = format!("http://{}", listener.local_addr()?);
+        let embedder = embedder_stand_in(listener)?;
+        let s = backend.start(&[
+            ("KITH_EMBED_PROVIDER", "ollama"),
+            ("KITH_EMBED_URL", url.as_str()),
+        ])?;
+        let alice = s
+            .central
+            .client(&s.central.register("alice.test", "laptop")?);
+        let bob = s
+            .central
+            .client(&s.central.register("bob.test", "desktop")?);
+        let with_vector = ingest(&alice, "a", "the wallaby roster for the zoo", json!({}))?;
+        alice.wait_embedded(&with_vector, EMBEDDED_WITHIN)?;
+        let without = ingest(
+            &alice,
+            "b",
+            &format!("the quokka roster {NEVER_EMBEDDED}"),
+            json!({}),
+        )?;
+        let bobs = ingest(
+            &bob,
+            "c",
+            &format!("bob's quokka roster {NEVER_EMBEDDED}"),
+            json!({}),
+        )?;
+        assert!(embedder.connections() > 0, "{b}: central used the stand-in");
+
+        assert_eq!(
+            keyword(&alice, "quokka", json!({}))?,
+            vec![without.clone()],
+            "{b}: keyword finds the text without a vector, never bob's"
+        );
+        let hybrid = search(&alice, json!({"query": "quokka roster", "mode": "hybrid"}))?;
+        assert!(
+            hybrid["degraded"].is_null(),
+            "{b}: the query has its vector: {hybrid}"
+        );
+        assert!(
+            run_ids(&hybrid).contains(&without),
+            "{b}: hybrid finds the text without a vector: {hybrid}"
+        );
+        assert!(!run_ids(&hybrid).contains(&bobs), "{b}: {hybrid}");
+        let sem = search(
+            &alice,
+            json!({"query": "quokka roster", "mode": "semantic"}),
+        )?;
+        assert_eq!(
+            run_ids(&sem),
+            vec![with_vector.clone()],
+            "{b}: semantic ranks only chunks with a vector: {sem}"
+        );
+        let run = alice.get(&format!("/api/runs/{without}"))?;
+        assert!(
+            run.body["embedded_at"].is_null(),
+            "{b}: it really has no vector: {run:?}"
+        );
     }
     Ok(())
 }

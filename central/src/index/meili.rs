@@ -7,13 +7,14 @@
 //! (`filter::readable_by`), built here and nowhere else.
 //!
 //! **Sync over async.** `SearchIndex` is synchronous: it is called from
-//! `spawn_blocking` threads and from admin commands that have no runtime.
-//! The SDK is async, so a `MeiliIndex` owns a small tokio runtime (one
-//! worker thread, which also drives reqwest's connection pool) and blocks on
-//! it; calling it from an async task directly would panic, which is why
-//! every caller already goes through `spawn_blocking`. Every call is bounded
-//! by a timeout, so a slow Meilisearch costs a worker thread seconds, never
-//! forever.
+//! `spawn_blocking` threads, from the indexer's thread (which is inside
+//! central's runtime: it runs `Handle::block_on`) and from admin commands
+//! that have no runtime. The SDK is async, so a `MeiliIndex` owns a small
+//! tokio runtime (one worker thread, which also drives reqwest's connection
+//! pool); every call spawns its future there and waits on a channel for the
+//! result (`MeiliIndex::call`), never blocking on a runtime itself, so it
+//! works from any thread. Every call is bounded by a timeout, so a slow
+//! Meilisearch costs the calling thread seconds, never forever.
 //!
 //! **Availability.** Opening does not touch the network: the index and its
 //! settings are made on first use, so central starts (and ingest keeps
@@ -42,7 +43,7 @@ use serde::Deserialize;
 use super::{Filters, IndexHit, SearchConfig, SearchIndex};
 use crate::error::{Error, Result};
 use crate::registry::Viewer;
-use schema::{ChunkDoc, HitDoc, VectorDoc, WithVector, EMBEDDER, NO_VECTOR, PRIMARY_KEY};
+use schema::{ChunkDoc, HitDoc, VectorDoc, WithVector, EMBEDDER, PRIMARY_KEY};
 
 /// One HTTP call (search, document fetch, enqueueing a write).
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
@@ -98,7 +99,7 @@ impl std::fmt::Debug for MeiliKey {
 pub struct MeiliIndex {
     /// Runs the SDK's futures (see the module doc). `None` only in `drop`.
     rt: Option<tokio::runtime::Runtime>,
-    client: Client,
+    /// The index, and through its `client` the server.
     index: Index,
     /// The server's URL, for messages (the key is never in it).
     url: String,
@@ -109,8 +110,6 @@ pub struct MeiliIndex {
     /// The attached model and its dimension: what `put_vectors` writes and
     /// what semantic search ranks.
     model: RwLock<Option<(String, usize)>>,
-    /// The dimension of the index's `default` embedder, once it has one.
-    embedder_dim: RwLock<Option<usize>>,
 }
 
 #[derive(Default)]
@@ -139,32 +138,46 @@ impl MeiliIndex {
         Ok(Self {
             rt: Some(rt),
             index: client.index(&config.index),
-            client,
             url,
             pending: Mutex::new(Pending::default()),
             ready: Mutex::new(false),
             model: RwLock::new(None),
-            embedder_dim: RwLock::new(None),
         })
     }
 
-    /// Blocks on `fut` for at most `limit`.
-    fn block_on<T>(
+    /// Runs one SDK call on the index's own runtime and waits at most
+    /// `limit` for its result. `call` gets a handle on the index (its
+    /// `client` reaches the server) and returns the future to run. The
+    /// future is spawned, and this thread waits on a channel, so no runtime
+    /// is ever blocked on from inside another (see the module doc).
+    fn call<T, Fut>(
         &self,
         what: &str,
         limit: Duration,
-        fut: impl Future<Output = std::result::Result<T, SdkError>>,
-    ) -> Result<T> {
+        call: impl FnOnce(Index) -> Fut,
+    ) -> Result<T>
+    where
+        T: Send + 'static,
+        Fut: Future<Output = std::result::Result<T, SdkError>> + Send + 'static,
+    {
         let rt = self
             .rt
             .as_ref()
             .ok_or_else(|| Error::Internal("Meilisearch runtime is gone".into()))?;
-        match rt.block_on(async { tokio::time::timeout(limit, fut).await }) {
-            Ok(Ok(v)) => Ok(v),
-            Ok(Err(e)) => Err(self.sdk_error(what, e)),
-            Err(_) => Err(self.unavailable(format!(
+        let fut = call(self.index.clone());
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        rt.spawn(async move {
+            let _ = tx.send(tokio::time::timeout(limit, fut).await);
+        });
+        match rx.recv() {
+            Ok(Ok(Ok(v))) => Ok(v),
+            Ok(Ok(Err(e))) => Err(self.sdk_error(what, e)),
+            Ok(Err(_)) => Err(self.unavailable(format!(
                 "did not finish {what} within {} s",
                 limit.as_secs()
+            ))),
+            Err(_) => Err(Error::Internal(format!(
+                "Meilisearch runtime stopped during {what}"
             ))),
         }
     }
@@ -172,11 +185,10 @@ impl MeiliIndex {
     /// Waits until Meilisearch processed `task`; a failed task is an error
     /// (the HTTP call that enqueued it succeeded either way).
     fn wait(&self, what: &str, task: TaskInfo, limit: Duration) -> Result<()> {
-        let task = self.block_on(
-            what,
-            limit + REQUEST_TIMEOUT,
-            task.wait_for_completion(&self.client, Some(POLL_INTERVAL), Some(limit)),
-        )?;
+        let task = self.call(what, limit + REQUEST_TIMEOUT, move |index| async move {
+            task.wait_for_completion(&index.client, Some(POLL_INTERVAL), Some(limit))
+                .await
+        })?;
         match task {
             Task::Failed { content } => Err(Error::Internal(format!(
                 "Meilisearch at {} failed {what}: {}",
@@ -186,14 +198,13 @@ impl MeiliIndex {
         }
     }
 
-    /// Enqueues a write and waits for it.
-    fn write(
-        &self,
-        what: &str,
-        limit: Duration,
-        fut: impl Future<Output = std::result::Result<TaskInfo, SdkError>>,
-    ) -> Result<()> {
-        let task = self.block_on(what, REQUEST_TIMEOUT, fut)?;
+    /// Enqueues a write (`call` as in `MeiliIndex::call`) and waits until
+    /// Meilisearch processed it, at most `limit`.
+    fn write<Fut>(&self, what: &str, limit: Duration, call: impl FnOnce(Index) -> Fut) -> Result<()>
+    where
+        Fut: Future<Output = std::result::Result<TaskInfo, SdkError>> + Send + 'static,
+    {
+        let task = self.call(what, REQUEST_TIMEOUT, call)?;
         self.wait(what, task, limit)
     }
 
@@ -235,68 +246,70 @@ impl MeiliIndex {
             self.write(
                 "creating the index",
                 SETTINGS_TIMEOUT,
-                self.client.create_index(&self.index.uid, Some(PRIMARY_KEY)),
+                move |index| async move {
+                    index
+                        .client
+                        .create_index(&index.uid, Some(PRIMARY_KEY))
+                        .await
+                },
             )?;
         }
         self.write(
             "applying settings",
             SETTINGS_TIMEOUT,
-            self.index.set_settings(&schema::base_settings()),
+            move |index| async move { index.set_settings(&schema::base_settings()).await },
         )?;
         let existing = self
-            .block_on(
+            .call(
                 "reading embedders",
                 REQUEST_TIMEOUT,
-                self.index.get_embedders(),
+                move |index| async move { index.get_embedders().await },
             )?
             .get(EMBEDDER)
             .and_then(|e| e.dimensions);
         let attached = self.model.read().unwrap_or_else(|p| p.into_inner()).clone();
-        let dim = match (attached, existing) {
+        match (attached, existing) {
             (Some((_, want)), Some(have)) if want != have => {
                 // Another model's vectors cannot be ranked against this
-                // model's queries: drop them, then change the dimension.
+                // model's queries, and Meilisearch refuses a dimension that
+                // a stored vector does not have: drop them, then change it.
                 tracing::warn!(
                     have,
                     want,
                     "embedding dimension changed: dropping old vectors"
                 );
                 self.drop_all_vectors()?;
-                self.set_embedder(want)?;
-                Some(want)
+                self.set_embedder(want)
             }
-            (Some((_, want)), None) => {
-                self.set_embedder(want)?;
-                Some(want)
-            }
-            (_, existing) => existing,
-        };
-        *self.embedder_dim.write().unwrap_or_else(|p| p.into_inner()) = dim;
-        Ok(())
+            // Every document opts out with `{"default": null}` until its
+            // vector comes, so the embedder can be added at any time.
+            (Some((_, want)), None) => self.set_embedder(want),
+            _ => Ok(()),
+        }
     }
 
     /// Whether the index exists (a 404 `index_not_found` says it does not).
     fn index_exists(&self) -> Result<bool> {
-        let rt = self
-            .rt
-            .as_ref()
-            .ok_or_else(|| Error::Internal("Meilisearch runtime is gone".into()))?;
-        let got = rt.block_on(async {
-            tokio::time::timeout(REQUEST_TIMEOUT, self.client.get_raw_index(&self.index.uid)).await
-        });
-        match got {
-            Ok(Ok(_)) => Ok(true),
-            Ok(Err(e)) if is_index_not_found(&e) => Ok(false),
-            Ok(Err(e)) => Err(self.sdk_error("reading the index", e)),
-            Err(_) => Err(self.unavailable("did not answer within 10 s".into())),
-        }
+        // `index_not_found` is an answer, not a failure: it comes back as
+        // `Ok(false)` from inside the call.
+        self.call(
+            "reading the index",
+            REQUEST_TIMEOUT,
+            move |index| async move {
+                match index.client.get_raw_index(&index.uid).await {
+                    Ok(_) => Ok(true),
+                    Err(e) if is_index_not_found(&e) => Ok(false),
+                    Err(e) => Err(e),
+                }
+            },
+        )
     }
 
     fn set_embedder(&self, dim: usize) -> Result<()> {
         self.write(
             "configuring the embedder",
             SETTINGS_TIMEOUT,
-            self.index.set_embedders(&schema::embedders(dim)),
+            move |index| async move { index.set_embedders(&schema::embedders(dim)).await },
         )
     }
 
@@ -305,12 +318,16 @@ impl MeiliIndex {
     fn drop_all_vectors(&self) -> Result<()> {
         let mut offset = 0;
         loop {
-            let mut query = DocumentsQuery::new(&self.index);
-            query.with_offset(offset).with_limit(DOCS_PER_REQUEST);
-            let page = self.block_on(
+            let page = self.call(
                 "reading documents",
                 REQUEST_TIMEOUT,
-                query.execute::<serde_json::Map<String, serde_json::Value>>(),
+                move |index| async move {
+                    let mut query = DocumentsQuery::new(&index);
+                    query.with_offset(offset).with_limit(DOCS_PER_REQUEST);
+                    query
+                        .execute::<serde_json::Map<String, serde_json::Value>>()
+                        .await
+                },
             )?;
             let n = page.results.len();
             let docs: Vec<_> = page
@@ -323,11 +340,9 @@ impl MeiliIndex {
                 })
                 .collect();
             if !docs.is_empty() {
-                self.write(
-                    "dropping vectors",
-                    WRITE_TIMEOUT,
-                    self.index.add_or_replace(&docs, Some(PRIMARY_KEY)),
-                )?;
+                self.write("dropping vectors", WRITE_TIMEOUT, move |index| async move {
+                    index.add_or_replace(&docs, Some(PRIMARY_KEY)).await
+                })?;
             }
             if n < DOCS_PER_REQUEST {
                 return Ok(());
@@ -350,25 +365,29 @@ impl MeiliIndex {
     ) -> Result<Vec<IndexHit>> {
         self.ensure_ready()?;
         let filter = filter::search_filter(viewer, filters, extra);
-        let crop = [("text", None)];
-        let mut q = self.index.search();
-        q.with_filter(&filter)
-            .with_limit(limit.max(1))
-            .with_show_ranking_score(true)
-            .with_attributes_to_retrieve(Selectors::Some(schema::RETRIEVED))
-            .with_attributes_to_crop(Selectors::Some(&crop))
-            .with_crop_length(CROP_WORDS)
-            .with_attributes_to_highlight(Selectors::Some(&["text"]))
-            .with_highlight_pre_tag("«")
-            .with_highlight_post_tag("»");
-        if let Some(text) = query {
-            q.with_query(text);
-        }
-        if let Some(v) = vector {
-            q.with_vector(v).with_hybrid(EMBEDDER, semantic_ratio);
-        }
+        let query = query.map(str::to_owned);
+        let vector = vector.map(<[f32]>::to_vec);
         let results: SearchResults<HitDoc> =
-            self.block_on("searching", REQUEST_TIMEOUT, q.execute())?;
+            self.call("searching", REQUEST_TIMEOUT, move |index| async move {
+                let crop = [("text", None)];
+                let mut q = index.search();
+                q.with_filter(&filter)
+                    .with_limit(limit.max(1))
+                    .with_show_ranking_score(true)
+                    .with_attributes_to_retrieve(Selectors::Some(schema::RETRIEVED))
+                    .with_attributes_to_crop(Selectors::Some(&crop))
+                    .with_crop_length(CROP_WORDS)
+                    .with_attributes_to_highlight(Selectors::Some(&["text"]))
+                    .with_highlight_pre_tag("«")
+                    .with_highlight_post_tag("»");
+                if let Some(text) = &query {
+                    q.with_query(text);
+                }
+                if let Some(v) = &vector {
+                    q.with_vector(v).with_hybrid(EMBEDDER, semantic_ratio);
+                }
+                q.execute().await
+            })?;
         Ok(results.hits.into_iter().map(to_hit).collect())
     }
 
@@ -394,10 +413,10 @@ impl MeiliIndex {
                 self.index.uid, self.url
             )]);
         }
-        let have = self.block_on(
+        let have = self.call(
             "reading settings",
             REQUEST_TIMEOUT,
-            self.index.get_settings(),
+            move |index| async move { index.get_settings().await },
         )?;
         let want = schema::base_settings();
         let mut drift = Vec::new();
@@ -528,39 +547,31 @@ impl SearchIndex for MeiliIndex {
     fn commit(&self) -> Result<()> {
         // Taken, not copied: if Meilisearch fails, the indexer redoes the
         // batch from its durable jobs, which puts these runs again.
-        let Pending { runs, mut docs } =
+        let Pending { runs, docs } =
             std::mem::take(&mut *self.pending.lock().unwrap_or_else(|p| p.into_inner()));
         if runs.is_empty() {
             return Ok(());
         }
         self.ensure_ready()?;
-        if self
-            .embedder_dim
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .is_some()
-        {
-            docs.iter_mut().for_each(|d| d.vectors = Some(NO_VECTOR));
-        }
         // Old chunks of these runs go first (a run indexed again may have
         // fewer chunks); Meilisearch runs an index's tasks in order.
         for ids in runs.chunks(DOCS_PER_REQUEST) {
             let filter = filter::runs_filter(ids);
-            let mut query = DocumentDeletionQuery::new(&self.index);
-            query.with_filter(&filter);
-            let task = self.block_on(
+            self.write(
                 "deleting replaced chunks",
-                REQUEST_TIMEOUT,
-                self.index.delete_documents_with(&query),
+                WRITE_TIMEOUT,
+                move |index| async move {
+                    let mut query = DocumentDeletionQuery::new(&index);
+                    query.with_filter(&filter);
+                    index.delete_documents_with(&query).await
+                },
             )?;
-            self.wait("deleting replaced chunks", task, WRITE_TIMEOUT)?;
         }
         for batch in docs.chunks(DOCS_PER_REQUEST) {
-            self.write(
-                "adding chunks",
-                WRITE_TIMEOUT,
-                self.index.add_or_replace(batch, Some(PRIMARY_KEY)),
-            )?;
+            let batch = batch.to_vec();
+            self.write("adding chunks", WRITE_TIMEOUT, move |index| async move {
+                index.add_or_replace(&batch, Some(PRIMARY_KEY)).await
+            })?;
         }
         Ok(())
     }
@@ -573,7 +584,7 @@ impl SearchIndex for MeiliIndex {
             self.write(
                 "deleting the index",
                 SETTINGS_TIMEOUT,
-                self.client.delete_index(&self.index.uid),
+                move |index| async move { index.client.delete_index(&index.uid).await },
             )?;
         }
         *self.ready.lock().unwrap_or_else(|p| p.into_inner()) = false;
@@ -649,21 +660,19 @@ impl SearchIndex for MeiliIndex {
             .attached_model()
             .map_err(|_| Error::Internal("put_vectors before attach_vectors".into()))?;
         self.ensure_ready()?;
-        let docs: Vec<VectorDoc<'_>> = items
-            .iter()
-            .map(|(id, v)| VectorDoc {
-                id,
-                vectors: WithVector { default: v },
-                vector_model: &model,
-            })
-            .collect();
-        for batch in docs.chunks(DOCS_PER_REQUEST) {
+        for batch in items.chunks(DOCS_PER_REQUEST) {
+            let docs: Vec<VectorDoc> = batch
+                .iter()
+                .map(|(id, v)| VectorDoc {
+                    id: id.clone(),
+                    vectors: WithVector { default: v.clone() },
+                    vector_model: model.clone(),
+                })
+                .collect();
             // A partial update: the text fields stay as they are.
-            self.write(
-                "adding vectors",
-                WRITE_TIMEOUT,
-                self.index.add_or_update(batch, Some(PRIMARY_KEY)),
-            )?;
+            self.write("adding vectors", WRITE_TIMEOUT, move |index| async move {
+                index.add_or_update(&docs, Some(PRIMARY_KEY)).await
+            })?;
         }
         Ok(())
     }
@@ -674,16 +683,19 @@ impl SearchIndex for MeiliIndex {
         let mut out = Vec::new();
         let mut offset = 0;
         loop {
-            let mut query = DocumentsQuery::new(&self.index);
-            query
-                .with_filter(&filter)
-                .with_fields(["id", "text", "vector_model"])
-                .with_offset(offset)
-                .with_limit(DOCS_PER_REQUEST);
-            let page = self.block_on(
+            let filter = filter.clone();
+            let page = self.call(
                 "reading a run's chunks",
                 REQUEST_TIMEOUT,
-                query.execute::<ToEmbedDoc>(),
+                move |index| async move {
+                    let mut query = DocumentsQuery::new(&index);
+                    query
+                        .with_filter(&filter)
+                        .with_fields(["id", "text", "vector_model"])
+                        .with_offset(offset)
+                        .with_limit(DOCS_PER_REQUEST);
+                    query.execute::<ToEmbedDoc>().await
+                },
             )?;
             let n = page.results.len();
             out.extend(
@@ -700,7 +712,9 @@ impl SearchIndex for MeiliIndex {
     }
 
     fn n_chunks(&self) -> Result<u64> {
-        match self.block_on("reading stats", REQUEST_TIMEOUT, self.index.get_stats()) {
+        match self.call("reading stats", REQUEST_TIMEOUT, move |index| async move {
+            index.get_stats().await
+        }) {
             Ok(stats) => Ok(stats.number_of_documents as u64),
             Err(_) if !self.index_exists()? => Ok(0),
             Err(e) => Err(e),
@@ -709,12 +723,14 @@ impl SearchIndex for MeiliIndex {
 
     fn n_chunks_of_run(&self, run_id: &str) -> Result<u64> {
         let filter = format!("run_id = {}", filter::quote(run_id));
-        let mut query = DocumentsQuery::new(&self.index);
-        query.with_filter(&filter).with_fields(["id"]).with_limit(1);
-        match self.block_on(
+        match self.call(
             "counting a run's chunks",
             REQUEST_TIMEOUT,
-            query.execute::<serde::de::IgnoredAny>(),
+            move |index| async move {
+                let mut query = DocumentsQuery::new(&index);
+                query.with_filter(&filter).with_fields(["id"]).with_limit(1);
+                query.execute::<serde::de::IgnoredAny>().await
+            },
         ) {
             Ok(page) => Ok(u64::from(page.total)),
             Err(_) if !self.index_exists()? => Ok(0),
@@ -776,5 +792,33 @@ mod tests {
         assert_eq!(err.code(), "search_backend_unavailable");
         // attach_vectors lets central start while the server is down.
         assert!(index.attach_vectors("m", 4).is_ok());
+    }
+
+    /// Regression: the indexer calls the index from inside central's
+    /// runtime (`Handle::block_on` on its own thread), and every call
+    /// panicked with "Cannot start a runtime from within a runtime", so
+    /// nothing was ever indexed. Calls from async code answer like any other.
+    #[test]
+    fn calls_from_inside_a_runtime_do_not_start_a_runtime() {
+        let config = SearchConfig {
+            backend: super::super::SearchBackend::Meilisearch,
+            url: "http://127.0.0.1:9/".into(),
+            ..SearchConfig::default()
+        };
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap_or_else(|e| panic!("{e}"));
+        let err = rt.block_on(async {
+            let index = MeiliIndex::open(&config).unwrap_or_else(|e| panic!("{e}"));
+            let err = index
+                .keyword(&viewer(), "anything", &Filters::default(), 10)
+                .err();
+            // Dropped inside the runtime too (the last `AppState` may be).
+            drop(index);
+            err
+        });
+        let err = err.unwrap_or_else(|| panic!("a search without a server succeeded"));
+        assert_eq!(err.code(), "search_backend_unavailable");
     }
 }

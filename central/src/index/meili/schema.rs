@@ -79,11 +79,13 @@ pub struct ChunkDoc {
     pub line_start: u64,
     pub line_end: u64,
     pub intent: Option<String>,
-    /// `{"default": null}` once the index has the embedder: says "no vector
-    /// yet" (a document replaced with text only loses its old vector).
-    /// Absent while the index has no embedder.
-    #[serde(rename = "_vectors", skip_serializing_if = "Option::is_none")]
-    pub vectors: Option<NoVector>,
+    /// Always `{"default": null}`: "no vector yet" (a document replaced
+    /// with text only loses its old vector). Sent whether or not the index
+    /// has the embedder yet: Meilisearch refuses to add a `userProvided`
+    /// embedder while a document lacks this opt-out, and a `reindex` without
+    /// a model writes documents before central adds the embedder.
+    #[serde(rename = "_vectors")]
+    pub vectors: NoVector,
     /// Which model's vector the chunk holds; null until `put_vectors`.
     pub vector_model: Option<String>,
 }
@@ -96,18 +98,19 @@ pub struct NoVector {
 
 pub const NO_VECTOR: NoVector = NoVector { default: None };
 
-/// The partial update that gives a chunk its vector.
+/// The partial update that gives a chunk its vector. Owned: it is sent
+/// from the index's own runtime (`MeiliIndex::call`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct VectorDoc<'a> {
-    pub id: &'a str,
+pub struct VectorDoc {
+    pub id: String,
     #[serde(rename = "_vectors")]
-    pub vectors: WithVector<'a>,
-    pub vector_model: &'a str,
+    pub vectors: WithVector,
+    pub vector_model: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct WithVector<'a> {
-    pub default: &'a [f32],
+pub struct WithVector {
+    pub default: Vec<f32>,
 }
 
 /// What a hit brings back (`RETRIEVED`).
@@ -156,7 +159,7 @@ pub fn chunk_docs(run: &RunMeta, ancestry: &str, chunks: &[Chunk]) -> Vec<ChunkD
             line_start: chunk.line_start,
             line_end: chunk.line_end,
             intent: run.intent.clone(),
-            vectors: None,
+            vectors: NO_VECTOR,
             vector_model: None,
         })
         .collect()
@@ -242,9 +245,8 @@ mod tests {
 
     #[test]
     fn a_chunk_document_carries_every_filter_field() {
-        let mut docs = chunk_docs(&run(), "|r1|r2|", &[chunk(0, "hello"), chunk(1, "again")]);
+        let docs = chunk_docs(&run(), "|r1|r2|", &[chunk(0, "hello"), chunk(1, "again")]);
         assert_eq!(docs.len(), 2);
-        docs[0].vectors = Some(NO_VECTOR);
         let v = serde_json::to_value(&docs[0]).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(
             v,
@@ -259,9 +261,9 @@ mod tests {
                 "_vectors": {"default": null}, "vector_model": null,
             })
         );
-        let before_embedder = serde_json::to_value(&docs[1]).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(before_embedder["id"], "r2-1");
-        assert!(before_embedder.get("_vectors").is_none());
+        let second = serde_json::to_value(&docs[1]).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(second["id"], "r2-1");
+        assert_eq!(second["_vectors"], json!({"default": null}));
         for field in FILTERABLE {
             assert!(
                 v.get(*field).is_some(),
@@ -273,11 +275,11 @@ mod tests {
     #[test]
     fn a_vector_update_names_its_model() {
         let doc = VectorDoc {
-            id: "r2-0",
+            id: "r2-0".into(),
             vectors: WithVector {
-                default: &[0.5, -0.5],
+                default: vec![0.5, -0.5],
             },
-            vector_model: "m@2",
+            vector_model: "m@2".into(),
         };
         assert_eq!(
             serde_json::to_value(&doc).unwrap_or_else(|e| panic!("{e}")),
