@@ -4,11 +4,12 @@
 //! loses, work; on start the worker resumes whatever is pending.
 
 use std::panic::AssertUnwindSafe;
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use kith_proto::RunMeta;
-use kith_shared::chunk::{chunk_turns, ChunkConfig};
+use kith_shared::chunk::{chunk_turns, Chunk, ChunkConfig};
 use kith_shared::ids::RunId;
 use kith_shared::transcript;
 use tokio::sync::{watch, Notify};
@@ -17,7 +18,7 @@ use tokio::time::Instant;
 use crate::error::{Error, Result};
 use crate::ingest::format_of;
 use crate::registry::PendingJob;
-use crate::state::AppState;
+use crate::state::{lock, AppState};
 
 /// Runs indexed per index commit: large enough to amortise the commit's
 /// fsync, small enough that a new realtime run waits for little.
@@ -43,7 +44,14 @@ pub struct Indexer {
     /// Counts index commits that added runs: there may be runs to embed
     /// (each of the vectorizer's lanes watches it).
     indexed: Arc<watch::Sender<u64>>,
+    /// Chunks ingest made from the transcript it parsed, by run id, so a
+    /// delta is parsed once; a run not here (central restarted, reindex)
+    /// is read from its blob and parsed again.
+    chunked: Arc<Mutex<HashMap<String, Vec<Chunk>>>>,
 }
+
+/// Most runs whose chunks wait in memory for the indexer.
+const MAX_HANDED_OVER: usize = 1024;
 
 impl Default for Indexer {
     fn default() -> Self {
@@ -51,11 +59,25 @@ impl Default for Indexer {
             wake: Arc::default(),
             last_accepted: Arc::default(),
             indexed: Arc::new(watch::Sender::new(0)),
+            chunked: Arc::default(),
         }
     }
 }
 
 impl Indexer {
+    /// Keeps the chunks ingest made of a run for its indexing (unless many
+    /// wait already: the indexer then parses the blob).
+    pub fn hand_over(&self, run_id: &str, chunks: Vec<Chunk>) {
+        let mut chunked = lock(&self.chunked);
+        if chunked.len() < MAX_HANDED_OVER {
+            chunked.insert(run_id.to_owned(), chunks);
+        }
+    }
+
+    fn take_chunks(&self, run_id: &str) -> Option<Vec<Chunk>> {
+        lock(&self.chunked).remove(run_id)
+    }
+
     /// A run was accepted: index it soon.
     pub fn wake(&self) {
         *self.last_accepted.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
@@ -173,9 +195,14 @@ fn index_one(state: &AppState, job: &PendingJob) -> Result<()> {
             job.run_id, meta.id
         )));
     }
-    let bytes = state.store().read_jsonl(&job.blob_path)?;
-    let parsed = transcript::parse(format_of(meta.agent_runtime), &bytes);
-    let chunks = chunk_turns(&parsed.turns, &ChunkConfig::default());
+    let chunks = match state.indexer().take_chunks(&meta.id) {
+        Some(chunks) => chunks,
+        None => {
+            let bytes = state.store().read_jsonl(&job.blob_path)?;
+            let parsed = transcript::parse(format_of(meta.agent_runtime), &bytes);
+            chunk_turns(&parsed.turns, &ChunkConfig::default())
+        }
+    };
     state.index().put_run(&meta, &job.ancestry, &chunks)
 }
 

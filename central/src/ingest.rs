@@ -16,6 +16,7 @@
 use std::collections::BTreeMap;
 
 use kith_proto::{AgentRuntime, IngestRequest, IngestResponse, IngestStatus, RunLinks, RunMeta};
+use kith_shared::chunk::{chunk_turns, Chunk, ChunkConfig};
 use kith_shared::hash::{chain_next, sha256_hex};
 use kith_shared::ids::RunId;
 use kith_shared::transcript::{self, Format};
@@ -42,6 +43,9 @@ struct Delta {
     sha256: String,
     /// Metadata parsed from the bytes.
     parsed: transcript::Transcript,
+    /// What the index will hold of the bytes (handed to the indexer, so
+    /// the delta is parsed once).
+    chunks: Vec<Chunk>,
     started_at: Option<String>,
 }
 
@@ -137,6 +141,7 @@ fn validate(req: IngestRequest, idempotency_key: Option<String>) -> Result<Delta
     };
     let sha256 = sha256_hex(bytes);
     let parsed = transcript::parse(format_of(req.agent_runtime), bytes);
+    let chunks = chunk_turns(&parsed.turns, &ChunkConfig::default());
     Ok(Delta {
         req,
         run_id,
@@ -144,6 +149,7 @@ fn validate(req: IngestRequest, idempotency_key: Option<String>) -> Result<Delta
         idempotency_key,
         sha256,
         parsed,
+        chunks,
         started_at,
     })
 }
@@ -348,6 +354,8 @@ fn decide_and_store(state: &AppState, viewer: &Viewer, d: Delta) -> Result<(Inge
         parent.as_ref().map(|p| p.ancestry.as_str()),
         run_id.as_str(),
     );
+    // Before the job exists, so the indexer never parses what ingest did.
+    state.indexer().hand_over(&meta.id, d.chunks);
     registry.insert_run(&NewRun {
         meta: &meta,
         ancestry: &ancestry,
