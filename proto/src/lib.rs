@@ -456,7 +456,9 @@ pub struct SearchHit {
     pub intent: Option<String>,
     pub machine: String,
     pub agent_runtime: AgentRuntime,
-    /// The conversation of the hit's run.
+    /// The conversation of the hit's run. In a group, a subagent's hit keeps
+    /// its own conversation while it counts for the group of the
+    /// conversation that spawned it.
     #[serde(default)]
     pub conversation_id: Option<String>,
     /// Handle of the run's owner.
@@ -465,7 +467,7 @@ pub struct SearchHit {
     pub _links: RunLinks,
 }
 
-/// The hits of one conversation (with its subagents), best first.
+/// The hits of one conversation and its subagent conversations, best first.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct SearchGroup {
     pub conversation_id: String,
