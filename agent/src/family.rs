@@ -121,26 +121,51 @@ pub struct SearchArgs {
 
 #[derive(Debug, clap::Subcommand)]
 pub enum ShareCommand {
-    /// Let another family member read a run and everything under it.
+    /// Let another family member read a conversation and its subagents, as
+    /// it is now (later turns too with --follow).
+    Conversation {
+        /// A conversation id, one of its run ids, or a unique prefix.
+        id: String,
+        /// Their handle, e.g. bob.example.com.
+        #[arg(long)]
+        with: String,
+        /// When the grant ends: 12h, 7d, 2w or an RFC 3339 time.
+        #[arg(long)]
+        expires: Option<String>,
+        /// Also the turns captured after this grant.
+        #[arg(long)]
+        follow: bool,
+    },
+    /// Let another family member read a run and everything under it, as it
+    /// is now (later deltas too with --follow).
     Run {
         run: String,
         /// Their handle, e.g. bob.example.com.
         #[arg(long)]
         with: String,
-        /// 12h, 7d, 2w or an RFC 3339 time.
+        /// When the grant ends: 12h, 7d, 2w or an RFC 3339 time.
         #[arg(long)]
         expires: Option<String>,
+        /// Also the deltas captured after this grant.
+        #[arg(long)]
+        follow: bool,
     },
     /// Let another family member read every run with this tag.
     Tag {
         tag: String,
+        /// Their handle.
         #[arg(long)]
         with: String,
+        /// When the grant ends: 12h, 7d, 2w or an RFC 3339 time.
         #[arg(long)]
         expires: Option<String>,
     },
-    /// Grants you gave and received.
-    List,
+    /// Grants you gave and received, with their state.
+    List {
+        /// One JSON document ({"given": [...], "received": [...]}).
+        #[arg(long)]
+        json: bool,
+    },
     /// Take a grant back; it stops working at once.
     Revoke { id: String },
 }
@@ -320,7 +345,11 @@ pub fn run(cmd: FamilyCommand, remote: &Remote<'_>) -> Result<()> {
             }
         }
         FamilyCommand::Share(cmd) => {
-            let grant = |scope: String, with: String, expires: Option<String>| -> Result<()> {
+            let grant = |scope: String,
+                         with: String,
+                         expires: Option<String>,
+                         follow: bool|
+             -> Result<()> {
                 let expires_at = expires
                     .map(|e| {
                         parse_expires(&e, now).with_context(|| {
@@ -332,48 +361,51 @@ pub fn run(cmd: FamilyCommand, remote: &Remote<'_>) -> Result<()> {
                     scope,
                     with,
                     expires_at,
+                    follow,
                 };
                 let share: kith_proto::Share = remote
                     .send(http.post(remote.url("/api/shares")).json(&req))?
                     .json()?;
+                let reach = if share.follow {
+                    "and what comes after"
+                } else {
+                    "as it is now"
+                };
                 println!(
-                    "shared {} with {} (grant {})",
+                    "shared {} with {} {reach} (grant {})",
                     share.scope, share.grantee, share.id
                 );
                 Ok(())
             };
             match cmd {
-                ShareCommand::Run { run, with, expires } => {
-                    grant(format!("run:{run}"), with, expires)?
-                }
+                ShareCommand::Conversation {
+                    id,
+                    with,
+                    expires,
+                    follow,
+                } => grant(format!("conversation:{id}"), with, expires, follow)?,
+                ShareCommand::Run {
+                    run,
+                    with,
+                    expires,
+                    follow,
+                } => grant(format!("run:{run}"), with, expires, follow)?,
                 ShareCommand::Tag { tag, with, expires } => {
-                    grant(format!("tag:{tag}"), with, expires)?
+                    grant(format!("tag:{tag}"), with, expires, true)?
                 }
                 ShareCommand::Revoke { id } => {
-                    remote.send(http.delete(remote.url(&format!("/api/shares/{id}"))))?;
+                    remote.send(
+                        http.delete(remote.url(&format!("/api/shares/{}", path_part(&id)))),
+                    )?;
                     writeln!(stdout, "revoked grant {id}")?;
                 }
-                ShareCommand::List => {
+                ShareCommand::List { json } => {
                     let res: kith_proto::SharesResponse =
                         remote.send(http.get(remote.url("/api/shares")))?.json()?;
-                    for (dir, list) in [("gave", &res.given), ("received", &res.received)] {
-                        for g in list {
-                            let state = match (&g.revoked_at, &g.expires_at) {
-                                (Some(at), _) => format!("revoked {at}"),
-                                (None, Some(at)) => format!("expires {at}"),
-                                (None, None) => "no expiry".to_owned(),
-                            };
-                            let who = if dir == "gave" {
-                                &g.grantee
-                            } else {
-                                &g.grantor
-                            };
-                            writeln!(
-                                stdout,
-                                "{dir:<8} {:<30} {who:<24} {state}  {}",
-                                g.scope, g.id
-                            )?;
-                        }
+                    if json {
+                        writeln!(stdout, "{}", serde_json::to_string(&res)?)?;
+                    } else {
+                        write!(stdout, "{}", render_shares(&res))?;
                     }
                 }
             }
@@ -557,6 +589,56 @@ fn page(text: &str) -> Result<()> {
         _ => stdout.write_all(text.as_bytes())?,
     }
     Ok(())
+}
+
+/// Grants in aligned columns: direction, scope, who, state, until, id.
+pub fn render_shares(res: &kith_proto::SharesResponse) -> String {
+    let mut rows = vec![[
+        "".to_owned(),
+        "SCOPE".to_owned(),
+        "WHO".to_owned(),
+        "STATE".to_owned(),
+        "UNTIL".to_owned(),
+        "GRANT".to_owned(),
+    ]];
+    for (dir, list) in [("gave", &res.given), ("received", &res.received)] {
+        for g in list {
+            let who = if dir == "gave" {
+                &g.grantee
+            } else {
+                &g.grantor
+            };
+            let state = if g.follow && g.state == "active" {
+                "active, follows".to_owned()
+            } else {
+                g.state.clone()
+            };
+            rows.push([
+                dir.to_owned(),
+                g.scope.clone(),
+                who.clone(),
+                state,
+                g.expires_at.clone().unwrap_or_else(|| "-".to_owned()),
+                g.id.clone(),
+            ]);
+        }
+    }
+    if rows.len() == 1 {
+        return "no grants given or received\n".to_owned();
+    }
+    let widths: Vec<usize> = (0..6)
+        .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
+        .collect();
+    let mut out = String::new();
+    for row in &rows {
+        let cells: Vec<String> = row
+            .iter()
+            .zip(&widths)
+            .map(|(cell, w)| format!("{cell:<w$}"))
+            .collect();
+        let _ = writeln!(out, "{}", cells.join("  ").trim_end());
+    }
+    out
 }
 
 /// `A-B` (1-based, inclusive) or a single line `A`.

@@ -3,8 +3,8 @@
 //! deleted only after the index commit, so a crash at any point redoes, never
 //! loses, work; on start the worker resumes whatever is pending.
 
-use std::panic::AssertUnwindSafe;
 use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 

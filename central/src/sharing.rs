@@ -1,26 +1,44 @@
-//! Granting another family member read access: validate the scope (a run
-//! must be the grantor's own; a tag may be anything), resolve the grantee,
-//! record the grant. Reads pick it up at once through `readable`.
+//! Granting another family member read access: validate the scope (a
+//! conversation or run must be the grantor's own; a tag must be on one of
+//! their runs), resolve the grantee, record the grant with its cut-off (a
+//! snapshot unless it follows). Reads pick it up at once through `readable`.
 
 use kith_proto::ShareRequest;
 use kith_shared::ids::RunId;
 
 use crate::error::{Error, Result};
 use crate::registry::Viewer;
-use crate::registry::{GrantScope, ShareRow};
+use crate::registry::{GrantScope, Registry, ShareRow};
 use crate::state::AppState;
 
 pub fn grant(state: &AppState, viewer: &Viewer, req: &ShareRequest) -> Result<ShareRow> {
     let registry = state.registry();
-    let scope = GrantScope::parse(&req.scope).ok_or_else(|| {
-        Error::bad_request("invalid_scope", "scope must be run:<run id> or tag:<tag>")
-    })?;
-    if let GrantScope::Run(id) = &scope {
-        let id = RunId::parse(id).map_err(|e| Error::bad_request("invalid_id", e.to_string()))?;
-        registry
-            .run(viewer, &id)?
-            .filter(|r| r.meta.user_id == viewer.user_id().as_str())
-            .ok_or_else(Error::run_not_found)?;
+    let scope = match req.scope.split_once(':') {
+        Some(("conversation", name)) => GrantScope::Run(conversation_head(registry, viewer, name)?),
+        _ => GrantScope::parse(&req.scope).ok_or_else(|| {
+            Error::bad_request(
+                "invalid_scope",
+                "scope must be conversation:<id>, run:<run id> or tag:<tag>",
+            )
+        })?,
+    };
+    match &scope {
+        GrantScope::Run(id) => {
+            let id =
+                RunId::parse(id).map_err(|e| Error::bad_request("invalid_id", e.to_string()))?;
+            registry
+                .run(viewer, &id)?
+                .filter(|r| r.meta.user_id == viewer.user_id().as_str())
+                .ok_or_else(Error::run_not_found)?;
+        }
+        GrantScope::Tag(tag) => {
+            if !registry.has_tag(viewer, tag)? {
+                return Err(Error::bad_request(
+                    "unknown_tag",
+                    format!("none of your runs has the tag {tag:?}: nothing would be shared"),
+                ));
+            }
+        }
     }
     let grantee = registry
         .user_id_by_handle(&req.with)?
@@ -32,9 +50,18 @@ pub fn grant(state: &AppState, viewer: &Viewer, req: &ShareRequest) -> Result<Sh
         ));
     }
     let expires_at = match &req.expires_at {
-        Some(t) => Some(kith_shared::timestamp::normalize(t).ok_or_else(|| {
-            Error::bad_request("invalid_timestamp", "expires_at must be RFC 3339")
-        })?),
+        Some(t) => {
+            let at = kith_shared::timestamp::normalize(t).ok_or_else(|| {
+                Error::bad_request("invalid_timestamp", "expires_at must be RFC 3339")
+            })?;
+            if at <= kith_shared::timestamp::now() {
+                return Err(Error::bad_request(
+                    "invalid_expiry",
+                    format!("expires_at {at} is not in the future"),
+                ));
+            }
+            Some(at)
+        }
         None => None,
     };
     let id = format!("s{}", hex::encode(uuid::Uuid::now_v7().into_bytes()));
@@ -44,10 +71,27 @@ pub fn grant(state: &AppState, viewer: &Viewer, req: &ShareRequest) -> Result<Sh
         &grantee,
         &scope,
         expires_at.as_deref(),
+        req.follow,
     )?;
     registry
         .list_shares(viewer, true)?
         .into_iter()
         .find(|s| s.id == id)
         .ok_or_else(|| Error::Internal("a share vanished after insert".into()))
+}
+
+/// The first run of one of the viewer's own conversations: a grant on it
+/// covers the conversation's later deltas and its subagents (they descend
+/// from it).
+fn conversation_head(registry: &Registry, viewer: &Viewer, name: &str) -> Result<String> {
+    let id = registry.resolve_conversation(viewer, name)?;
+    registry
+        .conversation_runs(viewer, &id)?
+        .into_iter()
+        .filter(|r| r.meta.user_id == viewer.user_id().as_str())
+        .min_by_key(|r| r.meta.from_offset)
+        .map(|r| r.meta.id)
+        .ok_or(Error::NotFound {
+            what: "conversation",
+        })
 }

@@ -181,8 +181,48 @@ pub fn descendants(
     registry.audit_read(viewer, &run.meta.user_id, &run.meta.id, "descendants")?;
     let runs = registry.tree_runs(viewer, &run.meta.root_run_id)?;
     Ok(DescendantsResponse {
-        runs: shape_subtree(runs.into_iter().map(|r| r.meta).collect(), id.as_str()),
+        runs: shape_subtree(as_seen_by(viewer, runs), id.as_str()),
     })
+}
+
+/// One run's metadata as the viewer may see it (`as_seen_by`).
+pub fn run_meta(registry: &Registry, viewer: &Viewer, run: StoredRun) -> Result<RunMeta> {
+    if run.meta.user_id == viewer.user_id().as_str() {
+        return Ok(run.meta);
+    }
+    let id = run.meta.id.clone();
+    let tree = registry.tree_runs(viewer, &run.meta.root_run_id)?;
+    as_seen_by(viewer, tree)
+        .into_iter()
+        .find(|m| m.id == id)
+        .ok_or_else(Error::run_not_found)
+}
+
+/// Runs of one tree, all readable by the viewer, as it may see them: of
+/// another's run, only the owner and itself as readers (never the other
+/// grantees), and no parent or root it may not read (the nearest readable
+/// ancestor stands as root).
+pub fn as_seen_by(viewer: &Viewer, runs: Vec<StoredRun>) -> Vec<RunMeta> {
+    let shown: std::collections::HashSet<String> = runs.iter().map(|r| r.meta.id.clone()).collect();
+    runs.into_iter()
+        .map(|run| {
+            let mut meta = run.meta;
+            if meta.user_id == viewer.user_id().as_str() {
+                return meta;
+            }
+            meta.readable_by = vec![meta.user_id.clone(), viewer.user_id().to_string()];
+            meta.parent_run_id = meta.parent_run_id.filter(|p| shown.contains(p));
+            if !shown.contains(&meta.root_run_id) {
+                meta.root_run_id = run
+                    .ancestry
+                    .split('|')
+                    .find(|id| shown.contains(*id))
+                    .unwrap_or(&meta.id)
+                    .to_owned();
+            }
+            meta
+        })
+        .collect()
 }
 
 pub fn forest(
@@ -192,15 +232,16 @@ pub fn forest(
 ) -> Result<ForestResponse> {
     let mut trees = Vec::new();
     for (root, last_activity_at) in registry.forest_roots(viewer, filter)? {
-        let runs = registry
-            .tree_runs(viewer, &root)?
-            .into_iter()
-            .map(|r| r.meta)
-            .collect();
+        let runs = shape_tree(as_seen_by(viewer, registry.tree_runs(viewer, &root)?));
+        // The root the viewer may not read is not named.
+        let root_run_id = match runs.first() {
+            Some(top) if top.run.id != root => top.run.root_run_id.clone(),
+            _ => root,
+        };
         trees.push(Tree {
-            root_run_id: root,
+            root_run_id,
             last_activity_at,
-            runs: shape_tree(runs),
+            runs,
         });
     }
     Ok(ForestResponse { trees })

@@ -1,6 +1,7 @@
-//! Privacy as a property: random users, run trees, tags, grants (some
-//! expired, some revoked) and quarantines; for every read path, a viewer sees
-//! exactly the runs a simple model says it may read, and nothing else.
+//! Privacy as a property: random users, run trees, tags, grants (snapshots
+//! and following ones, some expired, some revoked) given between runs, and
+//! quarantines; for every read path, a viewer sees exactly the runs a
+//! simple model says it may read, and nothing else.
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -31,6 +32,8 @@ impl Rng {
 
 struct Run {
     id: String,
+    /// When it was captured, in grants given before it (see `Grant::at`).
+    seq: usize,
     owner: usize,
     ancestors: Vec<String>,
     tags: Vec<String>,
@@ -42,6 +45,9 @@ struct Grant {
     grantee: usize,
     scope: String,
     live: bool,
+    /// Runs with a smaller `seq` were captured before the grant was given.
+    at: usize,
+    follow: bool,
 }
 
 fn model_readable(viewer: usize, run: &Run, grants: &[Grant]) -> bool {
@@ -54,7 +60,9 @@ fn model_readable(viewer: usize, run: &Run, grants: &[Grant]) -> bool {
                 && g.grantee == viewer
                 && g.grantor == run.owner
                 && match g.scope.split_once(':') {
-                    Some(("run", id)) => run.ancestors.iter().any(|a| a == id),
+                    Some(("run", id)) => {
+                        run.ancestors.iter().any(|a| a == id) && (g.follow || run.seq < g.at)
+                    }
                     Some(("tag", t)) => run.tags.iter().any(|x| x == t),
                     _ => false,
                 }
@@ -131,79 +139,112 @@ async fn one_world(seed: u64) {
         user_ids.push(id);
     }
 
-    // Runs: each either a new root or a child of one of its owner's runs.
+    // Runs, then grants, then more runs: each run either a new root or a
+    // child of one of its owner's runs; each grant a snapshot of what was
+    // captured by then, or one that follows later runs.
     let tags = ["work", "home", "secret"];
     let mut runs: Vec<Run> = Vec::new();
-    for i in 0..(8 + rng.below(8)) {
-        let owner = rng.below(n_users);
-        let parent = runs.iter().filter(|r| r.owner == owner).nth(rng.below(3));
-        let tag = if rng.below(2) == 0 {
-            vec![tags[rng.below(3)].to_owned()]
-        } else {
-            vec![]
-        };
-        let text = format!("{{\"type\":\"user\",\"message\":{{\"role\":\"user\",\"content\":\"needle topic{i}\"}}}}\n");
-        let mut body = json!({
-            "jsonl": text, "agent_runtime": "claude-code", "source_identity": format!("src{i}"),
-            "from_offset": 0, "to_offset": text.len(), "tags": tag,
-            "started_at": format!("2026-05-01T00:{:02}:00Z", i),
-        });
-        let mut ancestors = vec![];
-        if let Some(p) = parent {
-            body["parent_run_id"] = json!(p.id);
-            ancestors = p.ancestors.clone();
+    let mut grants: Vec<Grant> = Vec::new();
+    for phase in 0..2 {
+        for _ in 0..(4 + rng.below(6)) {
+            let i = runs.len();
+            let owner = rng.below(n_users);
+            let parent = runs.iter().filter(|r| r.owner == owner).nth(rng.below(3));
+            let tag = if rng.below(2) == 0 {
+                vec![tags[rng.below(3)].to_owned()]
+            } else {
+                vec![]
+            };
+            let text = format!("{{\"type\":\"user\",\"message\":{{\"role\":\"user\",\"content\":\"needle topic{i}\"}}}}\n");
+            let mut body = json!({
+                "jsonl": text, "agent_runtime": "claude-code", "source_identity": format!("src{i}"),
+                "from_offset": 0, "to_offset": text.len(), "tags": tag,
+                "started_at": format!("2026-05-01T00:{:02}:00Z", i),
+            });
+            let mut ancestors = vec![];
+            if let Some(p) = parent {
+                body["parent_run_id"] = json!(p.id);
+                ancestors = p.ancestors.clone();
+            }
+            let (status, res) = call(&app, &tokens[owner], "POST", "/api/runs", Some(body)).await;
+            assert_eq!(status, StatusCode::ACCEPTED, "{res}");
+            let id = res["run_id"].as_str().unwrap_or_default().to_owned();
+            ancestors.push(id.clone());
+            runs.push(Run {
+                id,
+                seq: i,
+                owner,
+                ancestors,
+                tags: tag,
+                quarantined: false,
+            });
         }
-        let (status, res) = call(&app, &tokens[owner], "POST", "/api/runs", Some(body)).await;
-        assert_eq!(status, StatusCode::ACCEPTED, "{res}");
-        let id = res["run_id"].as_str().unwrap_or_default().to_owned();
-        ancestors.push(id.clone());
-        runs.push(Run {
-            id,
-            owner,
-            ancestors,
-            tags: tag,
-            quarantined: false,
-        });
+        if phase == 1 {
+            break;
+        }
+        // Capture and grant times are kept to the millisecond: the grants
+        // fall strictly between the two phases' runs.
+        std::thread::sleep(std::time::Duration::from_millis(3));
+        for _ in 0..(4 + rng.below(6)) {
+            let grantor = rng.below(n_users);
+            let grantee = (grantor + 1 + rng.below(n_users - 1)) % n_users;
+            let own: Vec<&Run> = runs.iter().filter(|r| r.owner == grantor).collect();
+            let scope = if !own.is_empty() && rng.below(2) == 0 {
+                format!("run:{}", own[rng.below(own.len())].id)
+            } else {
+                format!("tag:{}", tags[rng.below(3)])
+            };
+            let follow = rng.below(2) == 0;
+            let body =
+                json!({"scope": scope, "with": format!("user{grantee}.test"), "follow": follow});
+            let tag_unused = scope
+                .strip_prefix("tag:")
+                .is_some_and(|t| !own.iter().any(|r| r.tags.iter().any(|x| x == t)));
+            let (status, res) =
+                call(&app, &tokens[grantor], "POST", "/api/shares", Some(body)).await;
+            if tag_unused {
+                // Sharing a tag none of one's runs has would share nothing.
+                assert_eq!(status, StatusCode::BAD_REQUEST, "{res}");
+                assert_eq!(res["error"]["code"], "unknown_tag");
+                continue;
+            }
+            assert_eq!(status, StatusCode::CREATED, "{res}");
+            let revoke = rng.below(4) == 0;
+            if revoke {
+                let path = format!("/api/shares/{}", res["id"].as_str().unwrap_or_default());
+                let (status, _) = call(&app, &tokens[grantor], "DELETE", &path, None).await;
+                assert_eq!(status, StatusCode::NO_CONTENT);
+                let (again, res) = call(&app, &tokens[grantor], "DELETE", &path, None).await;
+                assert_eq!(again, StatusCode::CONFLICT, "{res}");
+            }
+            grants.push(Grant {
+                grantor,
+                grantee,
+                scope,
+                live: !revoke,
+                at: runs.len(),
+                follow,
+            });
+        }
+        // A grant given with an expiry that has passed (the API refuses
+        // one in the past, so it is written as time would leave it).
+        let grantor = rng.below(n_users);
+        let grantee = (grantor + 1) % n_users;
+        state
+            .registry()
+            .add_share(
+                &format!("sexpired{seed}"),
+                &user_ids[grantor],
+                &user_ids[grantee],
+                &kith_central::registry::GrantScope::Tag(tags[rng.below(3)].to_owned()),
+                Some("2020-01-01T00:00:00.000Z"),
+                true,
+            )
+            .unwrap_or_else(|e| panic!("{e}"));
+        std::thread::sleep(std::time::Duration::from_millis(3));
     }
     while kith_central::indexer::index_batch(&state).unwrap_or_else(|e| panic!("{e}")) > 0 {}
 
-    // Grants: run and tag scopes, some with a past expiry, some revoked later.
-    let mut grants: Vec<Grant> = Vec::new();
-    for _ in 0..(4 + rng.below(6)) {
-        let grantor = rng.below(n_users);
-        let grantee = (grantor + 1 + rng.below(n_users - 1)) % n_users;
-        let own: Vec<&Run> = runs.iter().filter(|r| r.owner == grantor).collect();
-        let scope = if !own.is_empty() && rng.below(2) == 0 {
-            format!("run:{}", own[rng.below(own.len())].id)
-        } else {
-            format!("tag:{}", tags[rng.below(3)])
-        };
-        let expired = rng.below(4) == 0;
-        let mut body = json!({"scope": scope, "with": format!("user{grantee}.test")});
-        if expired {
-            body["expires_at"] = json!("2020-01-01T00:00:00Z");
-        }
-        let (status, res) = call(&app, &tokens[grantor], "POST", "/api/shares", Some(body)).await;
-        assert_eq!(status, StatusCode::CREATED, "{res}");
-        let revoke = rng.below(4) == 0;
-        if revoke {
-            let (status, _) = call(
-                &app,
-                &tokens[grantor],
-                "DELETE",
-                &format!("/api/shares/{}", res["id"].as_str().unwrap_or_default()),
-                None,
-            )
-            .await;
-            assert_eq!(status, StatusCode::NO_CONTENT);
-        }
-        grants.push(Grant {
-            grantor,
-            grantee,
-            scope,
-            live: !expired && !revoke,
-        });
-    }
     // Quarantine one user's machine: those runs are hidden from others.
     let q = rng.below(n_users);
     if rng.below(2) == 0 {
@@ -224,25 +265,23 @@ async fn one_world(seed: u64) {
             .collect();
         for run in &runs {
             let want = model_readable(viewer, run, &grants);
-            for suffix in ["", "/jsonl", "/descendants"] {
-                let (status, _) = call(
-                    &app,
-                    token,
-                    "GET",
-                    &format!("/api/runs/{}{suffix}", run.id),
-                    None,
-                )
-                .await;
+            let paths = [
+                "/api/runs/{}",
+                "/api/runs/{}/jsonl",
+                "/api/runs/{}/descendants",
+                "/api/conversations/{}",
+                "/api/conversations/{}/turns",
+                "/api/conversations/{}/jsonl",
+            ];
+            for path in paths {
+                let path = path.replace("{}", &run.id);
+                let (status, _) = call(&app, token, "GET", &path, None).await;
                 let want_status = if want {
                     StatusCode::OK
                 } else {
                     StatusCode::NOT_FOUND
                 };
-                assert_eq!(
-                    status, want_status,
-                    "seed {seed} viewer {viewer} run {} {suffix}",
-                    run.id
-                );
+                assert_eq!(status, want_status, "seed {seed} viewer {viewer}: {path}");
             }
         }
         let (_, res) = call(
@@ -271,6 +310,19 @@ async fn one_world(seed: u64) {
             .collect();
         let in_forest: BTreeSet<&str> = in_forest.iter().map(String::as_str).collect();
         assert_eq!(in_forest, expected, "seed {seed} viewer {viewer}: forest");
+        let (_, listed) = call(&app, token, "GET", "/api/conversations?limit=200", None).await;
+        let listed: BTreeSet<String> = listed["conversations"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|c| c["run_ids"].as_array().cloned().unwrap_or_default())
+            .filter_map(|id| id.as_str().map(str::to_owned))
+            .collect();
+        let listed: BTreeSet<&str> = listed.iter().map(String::as_str).collect();
+        assert_eq!(
+            listed, expected,
+            "seed {seed} viewer {viewer}: conversations"
+        );
     }
 
     // Every read of someone else's run was audited for its owner.

@@ -555,13 +555,19 @@ pub struct StatusResponse {
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ShareRequest {
-    /// `run:<run id>` or `tag:<tag>`.
+    /// `conversation:<id, run id or prefix>` (the conversation and its
+    /// subagents), `run:<run id>` (the run and everything under it) or
+    /// `tag:<tag>`.
     pub scope: String,
     /// The grantee's handle.
     pub with: String,
-    /// RFC 3339; the grant stops matching at this time.
+    /// RFC 3339, in the future; the grant stops matching at this time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_at: Option<String>,
+    /// A conversation or run grant covers what was captured by the time it
+    /// is given; with `follow`, later turns too.
+    #[serde(default)]
+    pub follow: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
@@ -575,6 +581,12 @@ pub struct Share {
     pub created_at: String,
     pub expires_at: Option<String>,
     pub revoked_at: Option<String>,
+    /// Covers turns captured after the grant (else: up to `created_at`).
+    #[serde(default)]
+    pub follow: bool,
+    /// `active`, `expired` or `revoked`.
+    #[serde(default)]
+    pub state: String,
 }
 
 /// `GET /api/shares`: grants I gave and grants I received.

@@ -50,8 +50,12 @@ pub async fn get(
     viewer: Viewer,
     RunPath(id): RunPath,
 ) -> Result<Json<RunMeta>> {
-    let run = tokio::task::spawn_blocking(move || read_run(&state, &viewer, &id, "get")).await??;
-    Ok(Json(run.meta))
+    let meta = tokio::task::spawn_blocking(move || {
+        let run = read_run(&state, &viewer, &id, "get")?;
+        crate::tree::run_meta(state.registry(), &viewer, run)
+    })
+    .await??;
+    Ok(Json(meta))
 }
 
 #[utoipa::path(get, path = "/api/runs/{id}/jsonl", params(("id" = String, Path)),

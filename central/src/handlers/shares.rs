@@ -7,8 +7,8 @@ use kith_proto::{AuditEntry, AuditResponse, ErrorBody, Share, ShareRequest, Shar
 
 use super::ApiJson;
 use crate::error::{Error, Result};
-use crate::registry::ShareRow;
 use crate::registry::Viewer;
+use crate::registry::{Revoked, ShareRow};
 use crate::state::AppState;
 
 #[utoipa::path(post, path = "/api/shares", request_body = ShareRequest,
@@ -39,7 +39,7 @@ pub async fn index(State(state): State<AppState>, viewer: Viewer) -> Result<Json
 }
 
 #[utoipa::path(delete, path = "/api/shares/{id}", params(("id" = String, Path)),
-    responses((status = 204), (status = 404, body = ErrorBody)))]
+    responses((status = 204), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
 pub async fn delete(
     State(state): State<AppState>,
     viewer: Viewer,
@@ -47,10 +47,13 @@ pub async fn delete(
 ) -> Result<StatusCode> {
     let revoked =
         tokio::task::spawn_blocking(move || state.registry().revoke_share(&viewer, &id)).await??;
-    if revoked {
-        Ok(StatusCode::NO_CONTENT)
-    } else {
-        Err(Error::NotFound { what: "share" })
+    match revoked {
+        Revoked::Now => Ok(StatusCode::NO_CONTENT),
+        Revoked::Already => Err(Error::conflict(
+            "already_revoked",
+            "this grant was already revoked",
+        )),
+        Revoked::NoSuchGrant => Err(Error::NotFound { what: "share" }),
     }
 }
 
@@ -77,8 +80,15 @@ fn to_dto(s: ShareRow) -> Share {
         grantor: s.grantor,
         grantee: s.grantee,
         scope: s.scope,
+        state: match (&s.revoked_at, &s.expires_at) {
+            (Some(_), _) => "revoked",
+            (None, Some(at)) if *at <= kith_shared::timestamp::now() => "expired",
+            _ => "active",
+        }
+        .to_owned(),
         created_at: s.created_at,
         expires_at: s.expires_at,
         revoked_at: s.revoked_at,
+        follow: s.follow,
     }
 }

@@ -25,7 +25,7 @@ pub use conversations::{ConversationFilter, Facets};
 pub use jobs::{Lane, PendingJob};
 pub use machines::{MachineAuth, MachineRow};
 pub use runs::{ancestry_of, ForestFilter, NewRun, StoredRun};
-pub use shares::{Grant, GrantScope, ShareRow};
+pub use shares::{Grant, GrantScope, Revoked, ShareRow};
 pub use users::UserRow;
 pub use viewer::Viewer;
 
@@ -94,7 +94,9 @@ CREATE TABLE IF NOT EXISTS shares (
     scope_value TEXT NOT NULL,
     created_at TEXT NOT NULL,
     expires_at TEXT,
-    revoked_at TEXT
+    revoked_at TEXT,
+    -- A run grant covers later deltas too (else: those captured by created_at).
+    follow INTEGER NOT NULL DEFAULT 1
 );
 CREATE INDEX IF NOT EXISTS shares_grantee ON shares (grantee);
 CREATE TABLE IF NOT EXISTS audit (
@@ -216,6 +218,18 @@ fn migrate(conn: &Connection) -> Result<()> {
     if !has_conversation {
         conn.execute("ALTER TABLE runs ADD COLUMN conversation TEXT", [])?;
     }
+    let has_follow: bool = conn.query_row(
+        "SELECT COUNT(*) FROM pragma_table_info('shares') WHERE name = 'follow'",
+        [],
+        |r| r.get::<_, i64>(0).map(|n| n > 0),
+    )?;
+    if !has_follow {
+        // Grants given before snapshots existed kept following their runs.
+        conn.execute(
+            "ALTER TABLE shares ADD COLUMN follow INTEGER NOT NULL DEFAULT 1",
+            [],
+        )?;
+    }
     conn.execute(
         "CREATE INDEX IF NOT EXISTS runs_conversation ON runs (conversation, started_at)",
         [],
@@ -231,18 +245,25 @@ fn lock(conn: &Mutex<Connection>) -> MutexGuard<'_, Connection> {
 
 /// The SQL predicate "the viewer may read this run", over the `runs` table,
 /// with the viewer's user id as parameter `?n`: the owner always; anyone
-/// else through a live grant of the owner, unless the run is quarantined.
-/// Every run read goes through it; nothing may bypass it.
+/// else through a live grant of the owner (`GRANT_COVERS_RUN`), unless the
+/// run is quarantined. Every run read goes through it; nothing may bypass it.
 fn readable(n: usize) -> String {
     format!(
         "(runs.user_id = ?{n} OR (runs.quarantined = 0 AND EXISTS (
             SELECT 1 FROM shares s WHERE s.grantee = ?{n} AND s.grantor = runs.user_id
-              AND s.revoked_at IS NULL
-              AND (s.expires_at IS NULL OR s.expires_at > {NOW_SQL})
-              AND ((s.scope_kind = 'run' AND instr(runs.ancestry, '|' || s.scope_value || '|') > 0)
-                OR (s.scope_kind = 'tag' AND instr(runs.tags_key, '|' || s.scope_value || '|') > 0)))))"
+              AND {GRANT_COVERS_RUN})))"
     )
 }
+
+/// Over a grant `s` of the run's owner and the `runs` row: the grant is live
+/// and covers the run. A run grant covers the run and its descendants as
+/// they were when it was given (deltas captured by then), or also those
+/// captured later when it follows; a tag grant covers every run with the tag.
+const GRANT_COVERS_RUN: &str = "s.revoked_at IS NULL
+    AND (s.expires_at IS NULL OR s.expires_at > strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+    AND ((s.scope_kind = 'run' AND instr(runs.ancestry, '|' || s.scope_value || '|') > 0
+          AND (s.follow = 1 OR runs.captured_at <= s.created_at))
+      OR (s.scope_kind = 'tag' AND instr(runs.tags_key, '|' || s.scope_value || '|') > 0))";
 
 /// Now, in kith's canonical timestamp form, computed by SQLite.
 const NOW_SQL: &str = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')";

@@ -7,7 +7,7 @@ use kith_proto::{AgentRuntime, RunMeta};
 use kith_shared::ids::{RunId, UserId};
 use rusqlite::{params, Connection};
 
-use super::{readable, to_i64, Lane, Registry, Viewer, NOW_SQL};
+use super::{readable, to_i64, Lane, Registry, Viewer, GRANT_COVERS_RUN};
 use crate::error::Result;
 
 /// What the registry knows of one stored run beyond its metadata.
@@ -129,19 +129,14 @@ fn write_run(tx: &rusqlite::Transaction<'_>, new: &NewRun<'_>, sql: &str) -> Res
 }
 
 /// The owner and the users a live grant lets read a run, by user id.
-fn readers(conn: &Connection, owner: &str, ancestry: &str, tags: &[String]) -> Result<Vec<String>> {
+fn readers(conn: &Connection, run_id: &str, owner: &str) -> Result<Vec<String>> {
     let mut stmt = conn.prepare_cached(&format!(
-        "SELECT DISTINCT grantee FROM shares WHERE grantor = ?1 AND revoked_at IS NULL
-           AND (expires_at IS NULL OR expires_at > {NOW_SQL})
-           AND ((scope_kind = 'run' AND instr(?2, '|' || scope_value || '|') > 0)
-             OR (scope_kind = 'tag' AND instr(?3, '|' || scope_value || '|') > 0))
-         ORDER BY grantee"
+        "SELECT DISTINCT s.grantee FROM runs JOIN shares s ON s.grantor = runs.user_id
+         WHERE runs.id = ?1 AND runs.quarantined = 0 AND {GRANT_COVERS_RUN}
+         ORDER BY s.grantee"
     ))?;
-    let tags_key = format!("|{}|", tags.join("|"));
     let mut out = vec![owner.to_owned()];
-    for grantee in stmt.query_map(params![owner, ancestry, tags_key], |r| {
-        r.get::<_, String>(0)
-    })? {
+    for grantee in stmt.query_map(params![run_id], |r| r.get::<_, String>(0))? {
         out.push(grantee?);
     }
     Ok(out)
@@ -329,7 +324,7 @@ impl Registry {
                     let mut meta: RunMeta = serde_json::from_str(&meta_json)?;
                     meta.indexed_at = indexed_at;
                     meta.embedded_at = embedded_at;
-                    meta.readable_by = readers(&conn, &meta.user_id, &ancestry, &meta.tags)?;
+                    meta.readable_by = readers(&conn, &meta.id, &meta.user_id)?;
                     Ok(StoredRun {
                         meta,
                         blob_path,

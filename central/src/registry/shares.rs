@@ -59,6 +59,16 @@ pub struct ShareRow {
     pub created_at: String,
     pub expires_at: Option<String>,
     pub revoked_at: Option<String>,
+    /// A run grant that covers deltas captured after it was given.
+    pub follow: bool,
+}
+
+/// What revoking a grant found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Revoked {
+    Now,
+    Already,
+    NoSuchGrant,
 }
 
 impl Registry {
@@ -73,23 +83,47 @@ impl Registry {
         grantee: &UserId,
         scope: &GrantScope,
         expires_at: Option<&str>,
+        follow: bool,
     ) -> Result<()> {
         let (kind, value) = scope.parts();
         self.conn().execute(
-            "INSERT INTO shares (id, grantor, grantee, scope_kind, scope_value, created_at, expires_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-            params![id, grantor.as_str(), grantee.as_str(), kind, value, kith_shared::timestamp::now(), expires_at],
+            "INSERT INTO shares (id, grantor, grantee, scope_kind, scope_value, created_at, expires_at, follow)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            params![id, grantor.as_str(), grantee.as_str(), kind, value, kith_shared::timestamp::now(), expires_at, follow],
         )?;
         Ok(())
     }
 
-    /// Revokes a grant the viewer gave; false when there is no such live grant.
-    pub fn revoke_share(&self, viewer: &Viewer, id: &str) -> Result<bool> {
-        let n = self.conn().execute(
+    /// Whether one of the viewer's own runs carries `tag`.
+    pub fn has_tag(&self, viewer: &Viewer, tag: &str) -> Result<bool> {
+        Ok(self.reader().query_row(
+            "SELECT EXISTS (SELECT 1 FROM runs WHERE user_id = ?1
+               AND instr(tags_key, '|' || ?2 || '|') > 0)",
+            params![viewer.user_id().as_str(), tag],
+            |r| r.get(0),
+        )?)
+    }
+
+    /// Revokes a grant the viewer gave.
+    pub fn revoke_share(&self, viewer: &Viewer, id: &str) -> Result<Revoked> {
+        let conn = self.conn();
+        let n = conn.execute(
             "UPDATE shares SET revoked_at = ?3 WHERE id = ?1 AND grantor = ?2 AND revoked_at IS NULL",
             params![id, viewer.user_id().as_str(), kith_shared::timestamp::now()],
         )?;
-        Ok(n == 1)
+        if n == 1 {
+            return Ok(Revoked::Now);
+        }
+        let known: bool = conn.query_row(
+            "SELECT COUNT(*) FROM shares WHERE id = ?1 AND grantor = ?2",
+            params![id, viewer.user_id().as_str()],
+            |r| r.get::<_, i64>(0).map(|n| n > 0),
+        )?;
+        Ok(if known {
+            Revoked::Already
+        } else {
+            Revoked::NoSuchGrant
+        })
     }
 
     /// Grants the viewer gave (`given`) or received, newest first.
@@ -98,7 +132,7 @@ impl Registry {
         let conn = self.reader();
         let mut stmt = conn.prepare(&format!(
             "SELECT s.id, g.handle, r.handle, s.scope_kind || ':' || s.scope_value, s.created_at,
-                    s.expires_at, s.revoked_at
+                    s.expires_at, s.revoked_at, s.follow
              FROM shares s JOIN users g ON g.id = s.grantor JOIN users r ON r.id = s.grantee
              WHERE {side} = ?1 ORDER BY s.created_at DESC, s.id"
         ))?;
@@ -112,6 +146,7 @@ impl Registry {
                     created_at: r.get(4)?,
                     expires_at: r.get(5)?,
                     revoked_at: r.get(6)?,
+                    follow: r.get(7)?,
                 })
             })?
             .collect::<rusqlite::Result<_>>()?;
