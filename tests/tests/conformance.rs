@@ -200,31 +200,105 @@ impl Backend {
 fn ingest(api: &Api, source: &str, text: &str, fields: Value) -> Result<String> {
     let mut body = delta(source, 0, &claude_user_line(text, "2026-05-11T08:00:00Z"));
     merge(&mut body, fields);
-    let r = api.post("/api/runs", &body)?;
+    post_delta(api, &body)
+}
+
+/// A Codex run: one user message, then an `exec_command` call for each of
+/// `commands`.
+fn ingest_codex(api: &Api, source: &str, text: &str, commands: &[&str]) -> Result<String> {
+    let mut lines = vec![json!({
+        "timestamp": "2026-05-11T09:00:00Z", "type": "response_item",
+        "payload": {"type": "message", "role": "user",
+                    "content": [{"type": "input_text", "text": text}]}
+    })];
+    for (n, cmd) in commands.iter().enumerate() {
+        lines.push(json!({
+            "timestamp": "2026-05-11T09:00:01Z", "type": "response_item",
+            "payload": {"type": "function_call", "name": "exec_command",
+                        "arguments": json!({"cmd": cmd}).to_string(), "call_id": format!("c{n}")}
+        }));
+    }
+    let jsonl: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    let mut body = delta(source, 0, &jsonl);
+    body["agent_runtime"] = json!("codex");
+    post_delta(api, &body)
+}
+
+/// Posts one delta and waits until central indexed it; returns its run id.
+fn post_delta(api: &Api, body: &Value) -> Result<String> {
+    let r = api.post("/api/runs", body)?;
     if r.status != 202 {
-        bail!("ingest of {source} answered {r:?}");
+        bail!("ingest of {} answered {r:?}", body["source_identity"]);
     }
     let id = r.body["run_id"].as_str().unwrap_or_default().to_owned();
     api.wait_indexed(&id, INDEXED_WITHIN)?;
     Ok(id)
 }
 
-/// A Codex run: one user message.
-fn ingest_codex(api: &Api, source: &str, text: &str) -> Result<String> {
-    let line = json!({
-        "timestamp": "2026-05-11T09:00:00Z", "type": "response_item",
-        "payload": {"type": "message", "role": "user",
-                    "content": [{"type": "input_text", "text": text}]}
-    });
-    let mut body = delta(source, 0, &format!("{line}\n"));
-    body["agent_runtime"] = json!("codex");
-    let r = api.post("/api/runs", &body)?;
-    if r.status != 202 {
-        bail!("ingest of {source} answered {r:?}");
+/// A Claude Code transcript as Claude Code writes it (a person's words,
+/// the assistant's tool calls, each line with the session's place and
+/// branch), sent in deltas as the agent sends a growing file.
+struct Session {
+    source: String,
+    cwd: String,
+    branch: String,
+    /// Lines written, for uuids and times.
+    n: u32,
+    /// Bytes sent: where the next delta starts.
+    sent: u64,
+    /// Lines written since the last delta.
+    pending: String,
+}
+
+impl Session {
+    fn new(source: &str, cwd: &str, branch: &str) -> Self {
+        Self {
+            source: source.to_owned(),
+            cwd: cwd.to_owned(),
+            branch: branch.to_owned(),
+            n: 0,
+            sent: 0,
+            pending: String::new(),
+        }
     }
-    let id = r.body["run_id"].as_str().unwrap_or_default().to_owned();
-    api.wait_indexed(&id, INDEXED_WITHIN)?;
-    Ok(id)
+
+    fn line(&mut self, kind: &str, message: Value) -> &mut Self {
+        self.n += 1;
+        let line = json!({
+            "type": kind, "uuid": format!("{}-{:04}", self.source, self.n), "parentUuid": null,
+            "sessionId": format!("session-{}", self.source), "version": "2.1.14",
+            "timestamp": format!("2026-05-11T08:{:02}:{:02}Z", self.n / 60 % 60, self.n % 60),
+            "cwd": self.cwd, "gitBranch": self.branch, "message": message,
+        });
+        self.pending.push_str(&format!("{line}\n"));
+        self
+    }
+
+    fn user(&mut self, text: &str) -> &mut Self {
+        self.line("user", json!({"role": "user", "content": text}))
+    }
+
+    /// An assistant message that calls `tool` with `input`.
+    fn tool(&mut self, tool: &str, input: Value) -> &mut Self {
+        let id = format!("{}-{}", self.source, self.n + 1);
+        let call =
+            json!({"type": "tool_use", "id": format!("toolu-{id}"), "name": tool, "input": input});
+        self.line(
+            "assistant",
+            json!({"role": "assistant", "id": format!("msg-{id}"),
+                   "model": "claude-sonnet-4-5", "content": [call]}),
+        )
+    }
+
+    /// Sends the lines written since the last delta as one delta, with
+    /// `fields` merged into the body, and waits until it is indexed.
+    fn send(&mut self, api: &Api, fields: Value) -> Result<String> {
+        let jsonl = std::mem::take(&mut self.pending);
+        let mut body = delta(&self.source, self.sent, &jsonl);
+        merge(&mut body, fields);
+        self.sent += jsonl.len() as u64;
+        post_delta(api, &body)
+    }
 }
 
 fn merge(body: &mut Value, fields: Value) {
@@ -274,6 +348,39 @@ fn sorted(ids: &[&String]) -> Vec<String> {
     let mut v: Vec<String> = ids.iter().map(|s| (*s).clone()).collect();
     v.sort();
     v
+}
+
+/// The distinct runs, sorted, of the hits (up to 100) of a `mode` search
+/// for `query` with `filters`.
+fn found(api: &Api, mode: &str, query: &str, filters: &Value) -> Result<Vec<String>> {
+    let body = search(
+        api,
+        json!({"query": query, "mode": mode, "filters": filters, "limit": 100}),
+    )?;
+    if !body["degraded"].is_null() {
+        bail!("{mode} search {query:?} fell back: {body}");
+    }
+    let mut ids = run_ids(&body);
+    ids.sort();
+    ids.dedup();
+    Ok(ids)
+}
+
+/// The search modes a test can run: hybrid only with a model.
+fn modes(models: &Option<String>) -> Vec<&'static str> {
+    match models {
+        Some(_) => vec!["keyword", "hybrid"],
+        None => vec!["keyword"],
+    }
+}
+
+/// `owner` shares `scope` (`run:<id>` or `tag:<tag>`) with `with`.
+fn share(owner: &Api, scope: &str, with: &str) -> Result<()> {
+    let r = owner.post("/api/shares", &json!({"scope": scope, "with": with}))?;
+    if r.status != 201 {
+        bail!("sharing {scope} with {with} answered {r:?}");
+    }
+    Ok(())
 }
 
 #[test]
@@ -377,7 +484,7 @@ fn conformance_every_filter_narrows_both_ways() -> Result<()> {
             json!({"tags": ["home"], "cwd": "/home/alice/projx",
                    "conversation_id": "conv-2", "started_at": "2026-03-10T00:00:00Z"}),
         )?;
-        let codex = ingest_codex(&alice, "d", &format!("{w} codex run"))?;
+        let codex = ingest_codex(&alice, "d", &format!("{w} codex run"), &[])?;
 
         let all = sorted(&[&root, &child, &other, &codex]);
         assert_eq!(keyword(&alice, w, json!({}))?, all, "{b}: no filter");
@@ -1189,6 +1296,566 @@ fn conformance_text_is_found_before_its_vector_exists() -> Result<()> {
         assert!(
             run.body["embedded_at"].is_null(),
             "{b}: it really has no vector: {run:?}"
+        );
+    }
+    Ok(())
+}
+
+/// Facet filters keep exactly the conversations in which a run the viewer
+/// may read did the thing (every run of such a conversation, none of any
+/// other), in keyword and hybrid mode: a file by its whole path or a suffix
+/// of whole components, never part of a name; a tool or skill by its whole
+/// name; a command by any part of it; a branch by its whole name; an owner
+/// by handle. Bob's private run does all of it and is never found.
+#[test]
+fn conformance_facet_filters_keep_exactly_the_matching_conversations() -> Result<()> {
+    let models = model_dir();
+    for backend in backends()? {
+        let b = backend.name;
+        let extra: Vec<(&str, &str)> = models
+            .iter()
+            .map(|m| ("KITH_MODEL_DIR", m.as_str()))
+            .collect();
+        let s = backend.start(&extra)?;
+        let alice = s
+            .central
+            .client(&s.central.register("alice.test", "laptop")?);
+        let bob = s
+            .central
+            .client(&s.central.register("bob.test", "desktop")?);
+        s.central.register("carol.test", "tablet")?;
+        let w = "zeppelin";
+        // One session in two deltas: only the second edits the parser.
+        let mut a = Session::new("a", "/w", "feature/parse");
+        let a1 = a
+            .user(&format!("{w}: make the parser accept trailing commas"))
+            .send(&alice, json!({}))?;
+        let a2 = a
+            .tool(
+                "Edit",
+                json!({"file_path": "/w/src/parser.rs", "old_string": "x", "new_string": "y"}),
+            )
+            .tool("Bash", json!({"command": "cargo test --workspace"}))
+            .user(&format!("{w}: the parser takes them now"))
+            .send(&alice, json!({}))?;
+        let lexer = Session::new("b", "/w", "main")
+            .user(&format!("{w}: review the lexer"))
+            .tool("Read", json!({"file_path": "/w/src/lexer.rs"}))
+            .tool("Bash", json!({"command": "git status"}))
+            .send(&alice, json!({}))?;
+        let notes = Session::new("c", "/w", "release")
+            .user(&format!("{w}: write my parser notes"))
+            .tool(
+                "Write",
+                json!({"file_path": "/w/lib/myparser.rs", "content": "fn main() {}"}),
+            )
+            .tool("Skill", json!({"skill": "pdf"}))
+            .send(&alice, json!({}))?;
+        let codex = ingest_codex(
+            &alice,
+            "d",
+            &format!("{w}: build the release"),
+            &["cargo build --release"],
+        )?;
+        let bobs_shared = Session::new("e", "/home/bob", "feature/parse")
+            .user(&format!("{w}: bob's parser"))
+            .tool(
+                "Edit",
+                json!({"file_path": "/home/bob/src/parser.rs", "old_string": "x", "new_string": "y"}),
+            )
+            .tool("Bash", json!({"command": "cargo test -p kith"}))
+            .send(&bob, json!({}))?;
+        share(&bob, &format!("run:{bobs_shared}"), "alice.test")?;
+        // Matches every facet below; alice may never read it.
+        let bobs_private = Session::new("f", "/w", "main")
+            .user(&format!("{w}: bob's private parser"))
+            .tool(
+                "Edit",
+                json!({"file_path": "/w/src/parser.rs", "old_string": "x", "new_string": "y"}),
+            )
+            .tool(
+                "Write",
+                json!({"file_path": "/w/lib/myparser.rs", "content": ""}),
+            )
+            .tool("Read", json!({"file_path": "/w/src/lexer.rs"}))
+            .tool("Skill", json!({"skill": "pdf"}))
+            .tool(
+                "Bash",
+                json!({"command": "cargo test --workspace && git status && cargo build --release"}),
+            )
+            .tool("exec_command", json!({}))
+            .send(&bob, json!({}))?;
+        if models.is_some() {
+            for id in [&a1, &a2, &lexer, &notes, &codex] {
+                alice.wait_embedded(id, EMBEDDED_WITHIN)?;
+            }
+            for id in [&bobs_shared, &bobs_private] {
+                bob.wait_embedded(id, EMBEDDED_WITHIN)?;
+            }
+        }
+
+        let parser = vec![&a1, &a2, &bobs_shared];
+        let alices = vec![&a1, &a2, &lexer, &notes, &codex];
+        let cases = [
+            (json!({}), [alices.clone(), vec![&bobs_shared]].concat()),
+            (json!({"file": "/w/src/parser.rs"}), vec![&a1, &a2]),
+            (json!({"file": "src/parser.rs"}), parser.clone()),
+            (json!({"file": "parser.rs"}), parser.clone()),
+            (json!({"file": "rser.rs"}), vec![]),
+            (json!({"file": "/src/parser.rs"}), vec![]),
+            (json!({"file": "w/src"}), vec![]),
+            (json!({"file": "/w/lib/myparser.rs"}), vec![&notes]),
+            (json!({"file": "lib/myparser.rs"}), vec![&notes]),
+            (json!({"tool": "Edit"}), parser.clone()),
+            (json!({"tool": "Read"}), vec![&lexer]),
+            (
+                json!({"tool": "Bash"}),
+                vec![&a1, &a2, &lexer, &bobs_shared],
+            ),
+            (json!({"tool": "pdf"}), vec![&notes]),
+            (json!({"tool": "exec_command"}), vec![&codex]),
+            (json!({"tool": "Edi"}), vec![]),
+            (json!({"command": "cargo test"}), parser.clone()),
+            (json!({"command": "cargo test --workspace"}), vec![&a1, &a2]),
+            (json!({"command": "git status"}), vec![&lexer]),
+            (json!({"command": "build --rel"}), vec![&codex]),
+            (
+                json!({"command": "cargo"}),
+                vec![&a1, &a2, &codex, &bobs_shared],
+            ),
+            (json!({"command": "cargo testing"}), vec![]),
+            (json!({"branch": "feature/parse"}), parser.clone()),
+            (json!({"branch": "main"}), vec![&lexer]),
+            (json!({"branch": "feature"}), vec![]),
+            (json!({"owner": "alice.test"}), alices.clone()),
+            (json!({"owner": "bob.test"}), vec![&bobs_shared]),
+            (json!({"owner": "carol.test"}), vec![]),
+            (json!({"owner": "nobody.test"}), vec![]),
+            // Facets together, and with the other filters.
+            (
+                json!({"file": "parser.rs", "owner": "bob.test"}),
+                vec![&bobs_shared],
+            ),
+            (json!({"tool": "Edit", "branch": "main"}), vec![]),
+            (
+                json!({"command": "cargo test", "branch": "feature/parse", "owner": "alice.test"}),
+                vec![&a1, &a2],
+            ),
+            (
+                json!({"file": "src/parser.rs", "machine": "laptop"}),
+                vec![&a1, &a2],
+            ),
+            (json!({"tool": "Bash", "runtime": "codex"}), vec![]),
+        ];
+        for mode in modes(&models) {
+            for (filters, want) in &cases {
+                let got = found(&alice, mode, w, filters)?;
+                assert_eq!(got, sorted(want), "{b}: {mode} {filters}");
+                assert!(!got.contains(&bobs_private), "{b}: {mode} {filters}");
+            }
+        }
+        // Bob's own view: his private run matches, alice's runs never do.
+        for mode in modes(&models) {
+            assert_eq!(
+                found(&bob, mode, w, &json!({"file": "/w/src/parser.rs"}))?,
+                vec![bobs_private.clone()],
+                "{b}: {mode}"
+            );
+            assert_eq!(
+                found(&bob, mode, w, &json!({"owner": "alice.test"}))?,
+                Vec::<String>::new(),
+                "{b}: {mode}"
+            );
+        }
+
+        // Hits name their conversation and their owner's handle.
+        let body = search(
+            &alice,
+            json!({"query": w, "mode": "keyword", "filters": {"file": "parser.rs"}}),
+        )?;
+        let hits = body["hits"].as_array().context("hits")?;
+        let of = |id: &String| hits.iter().find(|h| h["run_id"] == json!(id));
+        let (h1, h2, he) = (
+            of(&a1).context("a1")?,
+            of(&a2).context("a2")?,
+            of(&bobs_shared).context("bob's")?,
+        );
+        assert!(
+            h1["conversation_id"]
+                .as_str()
+                .is_some_and(|c| c.starts_with('c')),
+            "{b}: {h1}"
+        );
+        assert_eq!(
+            h1["conversation_id"], h2["conversation_id"],
+            "{b}: two deltas, one conversation"
+        );
+        assert_ne!(h1["conversation_id"], he["conversation_id"], "{b}");
+        assert_eq!(
+            (&h1["owner"], &h2["owner"], &he["owner"]),
+            (
+                &json!("alice.test"),
+                &json!("alice.test"),
+                &json!("bob.test")
+            ),
+            "{b}: {body}"
+        );
+    }
+    Ok(())
+}
+
+/// A facet never tells anyone what another person's private run did: for
+/// bob, `file=plan.rs` finds his own run, not alice's private run that
+/// edited `secret/plan.rs`, nor a run of hers he may read whose
+/// conversation has a private run that edited it. Once she shares the run
+/// that edited it, that run (and only it, not its private parent) is found.
+#[test]
+fn conformance_a_facet_never_reveals_a_private_run() -> Result<()> {
+    let models = model_dir();
+    for backend in backends()? {
+        let b = backend.name;
+        let extra: Vec<(&str, &str)> = models
+            .iter()
+            .map(|m| ("KITH_MODEL_DIR", m.as_str()))
+            .collect();
+        let s = backend.start(&extra)?;
+        let alice = s
+            .central
+            .client(&s.central.register("alice.test", "laptop")?);
+        let bob = s
+            .central
+            .client(&s.central.register("bob.test", "desktop")?);
+        let w = "blueprint";
+        let edit = |path: &str| json!({"file_path": path, "old_string": "a", "new_string": "b"});
+        let secret = "/home/alice/secret/plan.rs";
+        let private = Session::new("p", "/home/alice", "main")
+            .user(&format!("{w} for the launch"))
+            .tool("Edit", edit(secret))
+            .send(&alice, json!({}))?;
+        // A conversation whose subagent alone edited the file.
+        let parent = Session::new("q", "/home/alice", "main")
+            .user(&format!("{w} overview"))
+            .send(&alice, json!({}))?;
+        let subagent = Session::new("q-agent", "/home/alice", "main")
+            .user(&format!("{w} details"))
+            .tool("Edit", edit(secret))
+            .send(&alice, json!({"parent_run_id": parent}))?;
+        // A tagged run bob will read, whose private subagent edited the file.
+        let tagged = Session::new("t", "/home/alice", "main")
+            .user(&format!("{w} for the family"))
+            .send(&alice, json!({"tags": ["family"]}))?;
+        let tagged_child = Session::new("t-agent", "/home/alice", "main")
+            .user(&format!("{w} family details"))
+            .tool("Edit", edit(secret))
+            .send(&alice, json!({"parent_run_id": tagged}))?;
+        let bobs = Session::new("m", "/home/bob", "main")
+            .user(&format!("{w} of bob's own"))
+            .tool("Edit", edit("/home/bob/work/plan.rs"))
+            .send(&bob, json!({}))?;
+        if models.is_some() {
+            for id in [&private, &parent, &subagent, &tagged, &tagged_child] {
+                alice.wait_embedded(id, EMBEDDED_WITHIN)?;
+            }
+            bob.wait_embedded(&bobs, EMBEDDED_WITHIN)?;
+        }
+        let plan = json!({"file": "plan.rs"});
+        let secret_plan = json!({"file": "secret/plan.rs"});
+        let grouped = |api: &Api, mode: &str, filters: &Value| -> Result<Vec<String>> {
+            let body = search(
+                api,
+                json!({"query": w, "mode": mode, "filters": filters,
+                       "group": "conversation", "limit": 100}),
+            )?;
+            let mut ids = run_ids(&body);
+            ids.sort();
+            ids.dedup();
+            Ok(ids)
+        };
+        let check = |stage: &str, filters: &Value, want: Vec<&String>| -> Result<()> {
+            for mode in modes(&models) {
+                let want = sorted(&want);
+                assert_eq!(
+                    found(&bob, mode, w, filters)?,
+                    want,
+                    "{b}: {stage}: {mode} {filters}"
+                );
+                assert_eq!(
+                    grouped(&bob, mode, filters)?,
+                    want,
+                    "{b}: {stage}: {mode} grouped {filters}"
+                );
+            }
+            Ok(())
+        };
+
+        check("nothing shared", &json!({}), vec![&bobs])?;
+        check("nothing shared", &plan, vec![&bobs])?;
+        check("nothing shared", &secret_plan, vec![])?;
+
+        share(&alice, "tag:family", "bob.test")?;
+        check("tag shared", &json!({}), vec![&bobs, &tagged])?;
+        check("tag shared", &plan, vec![&bobs])?;
+        check("tag shared", &secret_plan, vec![])?;
+
+        share(&alice, &format!("run:{subagent}"), "bob.test")?;
+        check("subagent shared", &plan, vec![&bobs, &subagent])?;
+        check("subagent shared", &secret_plan, vec![&subagent])?;
+
+        share(&alice, &format!("run:{private}"), "bob.test")?;
+        check("run shared", &plan, vec![&bobs, &private, &subagent])?;
+        check("run shared", &secret_plan, vec![&private, &subagent])?;
+        check(
+            "run shared",
+            &json!({"file": "plan.rs", "owner": "bob.test"}),
+            vec![&bobs],
+        )?;
+
+        // And the other way: alice finds all of hers, never bob's.
+        for mode in modes(&models) {
+            assert_eq!(
+                found(&alice, mode, w, &plan)?,
+                sorted(&[&private, &parent, &subagent, &tagged, &tagged_child]),
+                "{b}: {mode}"
+            );
+        }
+    }
+    Ok(())
+}
+
+/// `group: conversation` ranks conversations: `limit` of them, best first
+/// (in the order their best hits rank), each with at most three of its
+/// hits, all of its own, and no conversation or hit twice; a conversation
+/// whose several deltas hold many matching chunks is still one group. The
+/// default, `group: none`, returns ranked chunks up to `limit`.
+#[test]
+fn conformance_grouped_search_ranks_conversations() -> Result<()> {
+    for backend in backends()? {
+        let b = backend.name;
+        let s = backend.start(&[])?;
+        let alice = s
+            .central
+            .client(&s.central.register("alice.test", "laptop")?);
+        let w = "heliotrope";
+        // Long enough that every turn is a chunk of its own.
+        let filler = "the gardener waters the beds along the south wall every morning, \
+                      then sweeps the gravel paths and writes down which plants need \
+                      pruning before the frost arrives, which seeds to order for spring, \
+                      and when the compost heap behind the shed should be turned over again";
+        assert!(filler.len() > 200);
+        // Three deltas of one session, three matching turns each: the word
+        // early and often, so its chunks rank first on every backend.
+        let mut many = Session::new("x", "/w", "main");
+        let mut deltas = Vec::new();
+        for d in 0..3 {
+            for t in 0..3 {
+                many.user(&format!("{w} {w} {w} note {d}.{t}: {filler}"));
+            }
+            deltas.push(many.send(&alice, json!({}))?);
+        }
+        let second = Session::new("y", "/w", "main")
+            .user(&format!("{filler}, and one {w}"))
+            .send(&alice, json!({}))?;
+        let third = Session::new("z", "/w", "main")
+            .user(&format!("{filler}; {filler}; {filler}, and one {w}"))
+            .send(&alice, json!({}))?;
+        Session::new("n", "/w", "main")
+            .user(filler)
+            .send(&alice, json!({}))?;
+        let conversation = |run: &String| -> Result<String> {
+            let r = alice.get(&format!("/api/runs/{run}"))?;
+            r.body["conversation"]
+                .as_str()
+                .map(str::to_owned)
+                .with_context(|| format!("no conversation: {r:?}"))
+        };
+        let many_id = conversation(&deltas[0])?;
+        for d in &deltas {
+            assert_eq!(
+                conversation(d)?,
+                many_id,
+                "{b}: one session, one conversation"
+            );
+        }
+        let (second_id, third_id) = (conversation(&second)?, conversation(&third)?);
+
+        // The ranked chunks: every matching one, nine of them in one conversation.
+        let chunks = search(&alice, json!({"query": w, "mode": "keyword", "limit": 100}))?;
+        let chunk_hits = chunks["hits"].as_array().context("hits")?;
+        let convs: Vec<&str> = chunk_hits
+            .iter()
+            .map(|h| h["conversation_id"].as_str().unwrap_or_default())
+            .collect();
+        assert_eq!(convs.len(), 11, "{b}: {chunks}");
+        assert_eq!(
+            convs.iter().filter(|c| **c == many_id).count(),
+            9,
+            "{b}: {chunks}"
+        );
+        let mut best_first: Vec<&str> = Vec::new();
+        for c in &convs {
+            if !best_first.contains(c) {
+                best_first.push(c);
+            }
+        }
+        assert_eq!(
+            best_first,
+            [&many_id, &second_id, &third_id],
+            "{b}: the word early and often ranks first: {chunks}"
+        );
+        assert!(
+            chunks.get("groups").is_none_or(|g| g == &json!([])),
+            "{b}: no groups unless asked: {chunks}"
+        );
+        for limit in [1, 4, 10] {
+            let body = search(
+                &alice,
+                json!({"query": w, "mode": "keyword", "group": "none", "limit": limit}),
+            )?;
+            let ids = chunk_ids(&body);
+            let mut distinct = ids.clone();
+            distinct.sort();
+            distinct.dedup();
+            assert_eq!(
+                (ids.len(), distinct.len()),
+                (limit, limit),
+                "{b}: limit counts chunks: {body}"
+            );
+        }
+
+        let grouped = |limit: u32, offset: u32| -> Result<Value> {
+            search(
+                &alice,
+                json!({"query": w, "mode": "keyword", "group": "conversation",
+                       "limit": limit, "offset": offset}),
+            )
+        };
+        let body = grouped(2, 0)?;
+        let groups = body["groups"].as_array().context("groups")?;
+        let ids: Vec<&str> = groups
+            .iter()
+            .map(|g| g["conversation_id"].as_str().unwrap_or_default())
+            .collect();
+        assert_eq!(
+            ids,
+            [&many_id, &second_id],
+            "{b}: limit counts conversations, best first: {body}"
+        );
+        let mut seen_chunks = Vec::new();
+        let mut last_score = f64::INFINITY;
+        for g in groups {
+            let hits = g["hits"].as_array().context("group hits")?;
+            assert!(
+                !hits.is_empty() && hits.len() <= 3,
+                "{b}: 1 to 3 hits a group: {g}"
+            );
+            let score = g["score"].as_f64().unwrap_or_default();
+            assert!(score <= last_score, "{b}: best group first: {body}");
+            assert_eq!(g["score"], hits[0]["score"], "{b}: {g}");
+            last_score = score;
+            for h in hits {
+                assert_eq!(
+                    h["conversation_id"], g["conversation_id"],
+                    "{b}: a group holds its own hits: {g}"
+                );
+                seen_chunks.push(h["chunk_id"].as_str().unwrap_or_default().to_owned());
+            }
+            assert_eq!(g["owner"], "alice.test", "{b}: {g}");
+        }
+        assert_eq!(
+            groups[0]["hits"].as_array().map(Vec::len),
+            Some(3),
+            "{b}: nine matching chunks show as three: {body}"
+        );
+        let mut distinct = seen_chunks.clone();
+        distinct.sort();
+        distinct.dedup();
+        assert_eq!(
+            distinct.len(),
+            seen_chunks.len(),
+            "{b}: no hit twice: {body}"
+        );
+        assert_eq!(
+            chunk_ids(&body),
+            seen_chunks,
+            "{b}: `hits` is the groups' hits in order: {body}"
+        );
+
+        let next = grouped(2, 1)?;
+        let ids: Vec<&str> = next["groups"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|g| g["conversation_id"].as_str().unwrap_or_default())
+            .collect();
+        assert_eq!(
+            ids,
+            [&second_id, &third_id],
+            "{b}: offset counts conversations: {next}"
+        );
+        let all = grouped(100, 0)?;
+        assert_eq!(
+            all["groups"].as_array().map(Vec::len),
+            Some(3),
+            "{b}: the conversation without the word is not a group: {all}"
+        );
+    }
+    Ok(())
+}
+
+/// Filter values are bounded: one over 4096 bytes, or more than 64 tags,
+/// is a 400 with the JSON error body; at the bounds the search answers.
+#[test]
+fn conformance_search_rejects_oversized_filters() -> Result<()> {
+    for backend in backends()? {
+        let b = backend.name;
+        let s = backend.start(&[])?;
+        let alice = s
+            .central
+            .client(&s.central.register("alice.test", "laptop")?);
+        ingest(&alice, "a", "the kestrel survey", json!({}))?;
+        let keys = [
+            "file",
+            "tool",
+            "command",
+            "branch",
+            "owner",
+            "machine",
+            "cwd_prefix",
+            "conversation_id",
+            "root_run_id",
+        ];
+        let with =
+            |filters: Value| json!({"query": "kestrel", "mode": "keyword", "filters": filters});
+        let rejected = |filters: Value, code: &str| -> Result<()> {
+            let r = alice.post("/api/search", &with(filters.clone()))?;
+            assert_eq!((r.status, r.code()), (400, code), "{b}: {r:?}");
+            assert!(
+                r.body["error"]["message"]
+                    .as_str()
+                    .is_some_and(|m| !m.is_empty()),
+                "{b}: {r:?}"
+            );
+            Ok(())
+        };
+        for key in keys {
+            let mut over = serde_json::Map::new();
+            over.insert(key.to_owned(), json!("x".repeat(4097)));
+            rejected(Value::Object(over), "filter_too_long")?;
+            let mut at = serde_json::Map::new();
+            at.insert(key.to_owned(), json!("x".repeat(4096)));
+            let r = alice.post("/api/search", &with(Value::Object(at)))?;
+            assert_eq!(r.status, 200, "{b}: {key} of 4096 bytes: {r:?}");
+            assert_eq!(r.body["hits"], json!([]), "{b}: {key}");
+        }
+        rejected(json!({"tags": ["x".repeat(4097)]}), "filter_too_long")?;
+        let tags = |n: usize| -> Vec<String> { (0..n).map(|i| format!("t{i}")).collect() };
+        rejected(json!({"tags": tags(65)}), "invalid_filter")?;
+        let r = alice.post("/api/search", &with(json!({"tags": tags(64)})))?;
+        assert_eq!(r.status, 200, "{b}: 64 tags: {r:?}");
+        assert_eq!(
+            keyword(&alice, "kestrel", json!({}))?.len(),
+            1,
+            "{b}: the search still answers"
         );
     }
     Ok(())
