@@ -372,6 +372,7 @@ pub struct SearchFilters {
     pub runtime: Option<AgentRuntime>,
     /// Machine name.
     pub machine: Option<String>,
+    /// A conversation id (`c…`, as hits carry it) or the agent's session id.
     pub conversation_id: Option<String>,
     pub root_run_id: Option<String>,
     /// Every listed tag must be on the run.

@@ -116,6 +116,25 @@ fn a_conversation_is_shared_as_it_is_now_unless_the_grant_follows() -> Result<()
         "{texts:?}"
     );
     assert_eq!(bob.get(&format!("/api/runs/{later}"))?.status, 404);
+    // A search narrowed to the conversation, by the id hits carry.
+    let within = |api: &Api, id: &str| -> Result<Vec<String>> {
+        let res = api.post(
+            "/api/search",
+            &json!({"query": "walrus", "mode": "keyword", "filters": {"conversation_id": id}}),
+        )?;
+        Ok(res.body["hits"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|h| h["run_id"].as_str().map(str::to_owned))
+            .collect())
+    };
+    let mut narrowed = within(&bob, &conversation)?;
+    narrowed.sort();
+    let mut want = vec![s.first.clone(), s.second.clone()];
+    want.sort();
+    assert_eq!(narrowed, want);
+    assert!(within(&bob, &format!("c{}", "0".repeat(32)))?.is_empty());
     let (status, bytes) = bob.get_bytes(&format!("/api/conversations/{conversation}/jsonl"))?;
     assert_eq!(status, 200);
     assert!(!String::from_utf8_lossy(&bytes).contains("private walrus note"));

@@ -144,6 +144,17 @@ pub async fn search(
         // Facets name conversations: the trees with a readable run that
         // matches them bound the search.
         let mut filters = filters;
+        // A conversation as hits name it: its tree, and its session as the
+        // index knows it.
+        let named = filters.conversation_id.as_deref();
+        if let Some(id) = named.and_then(|c| crate::conversation::ConversationId::parse(c).ok()) {
+            let runs = s.registry().conversation_runs(&v, &id)?;
+            let Some(first) = runs.first() else {
+                return Ok((Vec::new(), HashMap::new()));
+            };
+            filters.root_run_id = Some(first.meta.root_run_id.clone());
+            filters.conversation_id = first.meta.conversation_id.clone();
+        }
         if let Some(roots) = s.registry().facet_roots(&v, &facets)? {
             if roots.is_empty() {
                 return Ok((Vec::new(), HashMap::new()));
