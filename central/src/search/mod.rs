@@ -198,7 +198,7 @@ pub async fn search(
         };
         let (mut hits, runs) = recheck(&s, &v, hits)?;
         if let Some(q) = &keyword_query {
-            index.highlight(q, &mut hits)?;
+            index.highlight(&fusion::highlight_terms(q), &mut hits)?;
         }
         Ok::<_, Error>((hits, runs))
     })
