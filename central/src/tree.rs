@@ -30,7 +30,7 @@ pub fn conversations(
     let handles = registry.handles()?;
     let mut out = Vec::new();
     for (root, _) in &roots {
-        let runs = registry.tree_runs(viewer, root)?;
+        let runs = registry.tree_runs_lean(viewer, root)?;
         out.extend(tree_conversations(&runs, &handles));
     }
     let next_cursor = (roots.len() == filter.limit as usize)
@@ -63,7 +63,7 @@ pub fn conversation(
 ) -> Result<ConversationResponse> {
     let (id, runs) = readable_conversation(registry, viewer, name, "conversation")?;
     let root = &runs[0].meta.root_run_id;
-    let tree = registry.tree_runs(viewer, root)?;
+    let tree = registry.tree_runs_lean(viewer, root)?;
     let mut all = tree_conversations(&tree, &registry.handles()?);
     let at = all
         .iter()

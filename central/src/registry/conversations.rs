@@ -190,7 +190,7 @@ impl Registry {
         viewer: &Viewer,
         id: &ConversationId,
     ) -> Result<Vec<StoredRun>> {
-        self.query_runs(
+        self.query_runs_lean(
             &format!(
                 "WHERE conversation = ?1 AND {} ORDER BY started_at, id",
                 readable(2)

@@ -236,6 +236,17 @@ impl Registry {
         .map(|v| v.into_iter().next())
     }
 
+    /// `tree_runs` without `readable_by` (see `query_runs_lean`).
+    pub fn tree_runs_lean(&self, viewer: &Viewer, root: &str) -> Result<Vec<StoredRun>> {
+        self.query_runs_lean(
+            &format!(
+                "WHERE root_run_id = ?1 AND {} ORDER BY started_at, id",
+                readable(2)
+            ),
+            params![root, viewer.user_id().as_str()],
+        )
+    }
+
     /// Every run of one tree the viewer may read, by `started_at`.
     pub fn tree_runs(&self, viewer: &Viewer, root: &str) -> Result<Vec<StoredRun>> {
         self.query_runs(
@@ -301,6 +312,26 @@ impl Registry {
         clause: &str,
         args: impl rusqlite::Params,
     ) -> Result<Vec<StoredRun>> {
+        self.query(clause, args, true)
+    }
+
+    /// `query_runs` without each run's `readable_by` (left as stored: the
+    /// owner), for reads that fold facts or read bytes: it costs a query a
+    /// run, and a long conversation has hundreds.
+    pub(super) fn query_runs_lean(
+        &self,
+        clause: &str,
+        args: impl rusqlite::Params,
+    ) -> Result<Vec<StoredRun>> {
+        self.query(clause, args, false)
+    }
+
+    fn query(
+        &self,
+        clause: &str,
+        args: impl rusqlite::Params,
+        with_readers: bool,
+    ) -> Result<Vec<StoredRun>> {
         let conn = self.reader();
         let mut stmt = conn.prepare_cached(&format!(
             "SELECT meta_json, indexed_at, embedded_at, blob_path, idempotency_key, ancestry FROM runs {clause}"
@@ -324,7 +355,9 @@ impl Registry {
                     let mut meta: RunMeta = serde_json::from_str(&meta_json)?;
                     meta.indexed_at = indexed_at;
                     meta.embedded_at = embedded_at;
-                    meta.readable_by = readers(&conn, &meta.id, &meta.user_id)?;
+                    if with_readers {
+                        meta.readable_by = readers(&conn, &meta.id, &meta.user_id)?;
+                    }
                     Ok(StoredRun {
                         meta,
                         blob_path,
