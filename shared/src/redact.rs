@@ -27,13 +27,25 @@ pub enum Kind {
     PrivateKey,
     AwsKey,
     GithubToken,
+    GitlabToken,
     SlackToken,
     StripeKey,
     AnthropicKey,
     OpenaiKey,
+    GoogleApiKey,
+    NpmToken,
+    SendgridKey,
+    TwilioKey,
+    HerokuKey,
+    HuggingfaceToken,
     Jwt,
     UrlPassword,
+    /// `NAME=value`, `--name value`: an assignment to a secret's name.
     EnvSecret,
+    /// `name: value`: a secret's name as a key (YAML, JSON, a header).
+    SecretField,
+    /// The credentials of an `Authorization` header.
+    AuthHeader,
     HighEntropy,
     /// Bytes that were not UTF-8, each replaced by `?`.
     InvalidUtf8Bytes,
@@ -47,13 +59,22 @@ impl Kind {
             Self::PrivateKey => "private_key",
             Self::AwsKey => "aws_key",
             Self::GithubToken => "github_token",
+            Self::GitlabToken => "gitlab_token",
             Self::SlackToken => "slack_token",
             Self::StripeKey => "stripe_key",
             Self::AnthropicKey => "anthropic_key",
             Self::OpenaiKey => "openai_key",
+            Self::GoogleApiKey => "google_api_key",
+            Self::NpmToken => "npm_token",
+            Self::SendgridKey => "sendgrid_key",
+            Self::TwilioKey => "twilio_key",
+            Self::HerokuKey => "heroku_key",
+            Self::HuggingfaceToken => "huggingface_token",
             Self::Jwt => "jwt",
             Self::UrlPassword => "url_password",
             Self::EnvSecret => "env_secret",
+            Self::SecretField => "secret_field",
+            Self::AuthHeader => "auth_header",
             Self::HighEntropy => "high_entropy",
             Self::InvalidUtf8Bytes => "invalid_utf8_bytes",
             Self::InvalidJsonLines => "invalid_json_lines",
@@ -152,7 +173,16 @@ fn redact_line(line: &mut [u8], counts: &mut BTreeMap<Kind, u64>) {
     // Most lines hold no needle at all: one quick look at the whole line
     // spares each of its strings the search for every needle.
     let needles = has_needle(line);
-    for range in string_contents(line) {
+    let strings = string_contents(line);
+    let fields = if needles {
+        secret_fields(line, &strings, counts)
+    } else {
+        Vec::new()
+    };
+    for (i, range) in strings.into_iter().enumerate() {
+        if fields.contains(&i) {
+            continue;
+        }
         let content = &mut line[range];
         let present = if needles { present(content) } else { 0 };
         for (span, kind) in snap(content, secrets(content, present)) {
@@ -230,10 +260,10 @@ fn string_contents(line: &[u8]) -> Vec<Range<usize>> {
     out
 }
 
-const N_DETECTORS: usize = 9;
+const N_DETECTORS: usize = 21;
 
-/// One kind of secret: a pattern whose secret is its `s` group, and the
-/// needles every match of it contains. A string meets a pattern only if it
+/// One kind of secret: a pattern whose secret is its `s` (or `s2`) group,
+/// and the needles every match of it contains. A string meets a pattern only if it
 /// holds one of its needles (most hold none), and a pattern is compiled the
 /// first time that happens: a hook redacts one small delta in a fresh
 /// process, and compiling every pattern up front cost it more (~2.5 ms) than
@@ -243,17 +273,25 @@ const N_DETECTORS: usize = 9;
 /// inside a JSON string (`\nAKIA…`, where `\b` would see the escape's letter).
 struct Detector {
     kind: Kind,
-    /// Case-sensitive literals; a match of `pattern` contains at least one.
+    /// Literals, matched ignoring ASCII case; a match of `pattern` contains
+    /// at least one.
     needles: &'static [&'static str],
+    check: Check,
     pattern: &'static str,
     regex: OnceLock<Option<Regex>>,
 }
 
 impl Detector {
-    const fn new(kind: Kind, needles: &'static [&'static str], pattern: &'static str) -> Self {
+    const fn new(
+        kind: Kind,
+        needles: &'static [&'static str],
+        check: Check,
+        pattern: &'static str,
+    ) -> Self {
         Self {
             kind,
             needles,
+            check,
             pattern,
             regex: OnceLock::new(),
         }
@@ -264,71 +302,306 @@ impl Detector {
     }
 }
 
+/// The last part of a name whose value is a secret, in any case
+/// (`password`, `DB_PASSWORD`, `spring.datasource.password`,
+/// `aws_secret_access_key`, `X-Api-Key`) or camelCase (`dbPassword`,
+/// `SecretAccessKey`, `SessionToken`, `AccountKey`). The keyword ends the
+/// name: `max_tokens`, `token_count`, `password_file` are other things.
+/// Leading `_` for npm's `_authToken`.
+macro_rules! secret_name {
+    ($lower:literal, $camel:literal) => {
+        concat!(
+            r"_*(?:[A-Za-z0-9]+[_.-])*(?:(?i:password|passwd|secret|token|api[_-]?key|access[_-]?key|secret[_-]?key|private[_-]?key|auth[_-]?key|account[_-]?key|credentials?",
+            $lower,
+            r")|[A-Za-z0-9]*[a-z0-9](?:Password|Passwd|Secret|Token|ApiKey|AccessKey|SecretKey|PrivateKey|AuthKey|AccountKey|Credentials?",
+            $camel,
+            r"))"
+        )
+    };
+}
+
+/// A value after `=` or `:`: quoted (`"v"`, `'v'`, and `\"v\"` at any
+/// depth of JSON inside JSON strings; it runs to the closing quote and may
+/// hold spaces and escapes) in `s`, or bare in `s2`, which must end where a
+/// value ends (`token = getToken()` is code, not a value).
+macro_rules! secret_value {
+    () => {
+        r#"(?:\\*["'](?P<s>(?:[^"'\\]|\\+[^"'\\])+)|(?P<s2>[^\s'"\\;,&|`()\[\]{}<>=][^\s'"\\;,&|`()\[\]{}<>]{5,})(?:$|[\s"'\\;,&|)\]}]))"#
+    };
+}
+
+/// The names of secrets, as needles (the needle automaton ignores ASCII
+/// case).
+const SECRET_NAME_NEEDLES: &[&str] = &[
+    "pass",
+    "secret",
+    "token",
+    "apikey",
+    "api_key",
+    "api-key",
+    "accesskey",
+    "access_key",
+    "access-key",
+    "secretkey",
+    "secret_key",
+    "privatekey",
+    "private_key",
+    "private-key",
+    "authkey",
+    "auth_key",
+    "auth-key",
+    "accountkey",
+    "account_key",
+    "credential",
+];
+
+/// What a detector's finding must pass besides its pattern.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Check {
+    /// The pattern is the whole test (a token's own shape).
+    Shape,
+    /// Not a placeholder, a word or code (`looks_like_a_value`).
+    Value,
+    /// As `Value`, and a bare name after spaces (`password = new_password`)
+    /// is code too.
+    Code,
+}
+
 static DETECTORS: [Detector; N_DETECTORS] = [
     Detector::new(
         Kind::AwsKey,
         &["AKIA", "ASIA", "ABIA", "ACCA"],
+        Check::Shape,
         r"{B}(?P<s>(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16})\b",
     ),
     Detector::new(
         Kind::GithubToken,
         &["ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"],
+        Check::Shape,
         r"{B}(?P<s>(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255}))\b",
     ),
     Detector::new(
+        Kind::GitlabToken,
+        &[
+            "glpat-", "gldt-", "glrt-", "glptt-", "glft-", "glsoat-", "glcbt-",
+        ],
+        Check::Shape,
+        r"{B}(?P<s>gl(?:pat|dt|rt|ptt|ft|soat|cbt)-[A-Za-z0-9_-]{20,})",
+    ),
+    Detector::new(
         Kind::SlackToken,
-        &["xox"],
-        r"{B}(?P<s>xox[bpaseor]-[A-Za-z0-9-]{10,})",
+        &["xox", "xapp-"],
+        Check::Shape,
+        r"{B}(?P<s>(?:xox[bpaseor]|xapp)-[A-Za-z0-9-]{10,})",
     ),
     Detector::new(
         Kind::StripeKey,
-        &["k_live_"],
-        r"{B}(?P<s>[sr]k_live_[A-Za-z0-9]{16,})\b",
+        &["k_live_", "k_test_"],
+        Check::Shape,
+        r"{B}(?P<s>[sr]k_(?:live|test)_[A-Za-z0-9]{16,})\b",
     ),
     Detector::new(
         Kind::AnthropicKey,
         &["sk-ant-"],
+        Check::Shape,
         r"{B}(?P<s>sk-ant-[a-z]{2,8}[0-9]{2}-[A-Za-z0-9_-]{32,})",
     ),
     Detector::new(
         Kind::OpenaiKey,
         &["sk-"],
+        Check::Shape,
         r"{B}(?P<s>sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{32,})",
+    ),
+    Detector::new(
+        Kind::GoogleApiKey,
+        &["AIza"],
+        Check::Shape,
+        r"{B}(?P<s>AIza[0-9A-Za-z_-]{35})",
+    ),
+    Detector::new(
+        Kind::NpmToken,
+        &["npm_"],
+        Check::Shape,
+        r"{B}(?P<s>npm_[A-Za-z0-9]{36})\b",
+    ),
+    Detector::new(
+        Kind::SendgridKey,
+        &["SG."],
+        Check::Shape,
+        r"{B}(?P<s>SG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43})",
+    ),
+    // An API key's SID; its secret half is found by name (`TWILIO_API_SECRET`).
+    Detector::new(
+        Kind::TwilioKey,
+        &["SK"],
+        Check::Shape,
+        r"{B}(?P<s>SK[0-9a-f]{32})\b",
+    ),
+    Detector::new(
+        Kind::HerokuKey,
+        &["HRKU-"],
+        Check::Shape,
+        r"{B}(?P<s>HRKU-[A-Za-z0-9_-]{60})",
+    ),
+    Detector::new(
+        Kind::HuggingfaceToken,
+        &["hf_"],
+        Check::Shape,
+        r"{B}(?P<s>hf_[A-Za-z]{34})\b",
     ),
     Detector::new(
         Kind::Jwt,
         &["eyJ"],
+        Check::Shape,
         r"{B}(?P<s>eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,})",
     ),
+    // The user may be empty (`redis://:pw@host`).
     Detector::new(
         Kind::UrlPassword,
         &["://"],
-        r#"{B}[A-Za-z][A-Za-z0-9+.-]*://[^\s:/@"\\]+:(?P<s>[^\s@/"\\]+)@"#,
+        Check::Value,
+        r#"{B}[A-Za-z][A-Za-z0-9+.-]*://[^\s:/@"\\]*:(?P<s>[^\s@/"\\]+)@"#,
     ),
-    // Shell / dotenv assignments to UPPER_CASE secret names (`X=v`, `X="v"`);
-    // code such as `env.API_KEY = 'proxy-handled'` (a property, spaces
-    // around `=`) or `apiKey = options.apiKey` is not matched.
+    // Shell / dotenv assignments to UPPER_CASE names that hold a secret
+    // anywhere in them (`SECRET_KEY_BASE=v`, `DB_PASS="v"`); code such as
+    // `env.API_KEY = 'proxy-handled'` (a property) is not matched.
     Detector::new(
         Kind::EnvSecret,
+        SECRET_NAME_NEEDLES,
+        Check::Value,
+        r#"(?:^|\\[nrtbf]|[^A-Za-z0-9_.])[A-Z0-9_]*(?:PASSWORD|PASSWD|_PASS|PGPASS|SECRET|TOKEN|API_KEY|APIKEY|ACCESS_KEY|PRIVATE_KEY|AUTH_KEY|ACCOUNT_KEY|CREDENTIALS?)[A-Z0-9_]*=(?:\\*"|')?(?P<s>[^\s'"\\;,&|`()\[\]{}<>]{6,})"#,
+    ),
+    // Assignments to names of any case: dotenv, `~/.aws/credentials`
+    // (`aws_secret_access_key = v`), CLI flags (`--password=v`), query
+    // strings (`?token=v&`), Azure connection strings (`AccountKey=v;`),
+    // code with a literal (`password = "v"`).
+    Detector::new(
+        Kind::EnvSecret,
+        SECRET_NAME_NEEDLES,
+        Check::Code,
+        concat!(
+            "{B}",
+            secret_name!("|pass", "|Pass"),
+            r"\s*=\s*",
+            secret_value!()
+        ),
+    ),
+    // A flag and its value as two arguments (`--password hunter2`).
+    Detector::new(
+        Kind::EnvSecret,
+        SECRET_NAME_NEEDLES,
+        Check::Value,
+        concat!(
+            r"(?:^|\\[nrtbf]|\s)--?",
+            secret_name!("|pass", ""),
+            r"\s+",
+            secret_value!()
+        ),
+    ),
+    // `name: value`: YAML, HTTP headers (`X-Api-Key: v`), and JSON or
+    // Python dicts inside a string (`\"password\": \"v\"`, at any depth).
+    Detector::new(
+        Kind::SecretField,
+        SECRET_NAME_NEEDLES,
+        Check::Value,
+        concat!(
+            r#"{B}(?:\\*["'])?"#,
+            secret_name!("", ""),
+            r#"(?:\\*["'])?\s*:\s*"#,
+            secret_value!()
+        ),
+    ),
+    // `Authorization: Basic|Bearer|token v`, as a header line, a curl flag
+    // or a JSON field in a string; and a bare `Bearer <long token>`.
+    Detector::new(
+        Kind::AuthHeader,
+        &["authorization", "bearer"],
+        Check::Value,
+        r#"(?:(?i:authorization)(?:\\*["'])?\s*[:=]\s*(?:\\*["'])?(?i:basic|bearer|token|digest)\s+(?P<s>[A-Za-z0-9+/=._~-]{6,})|(?:^|[^A-Za-z0-9_])Bearer\s+(?P<s2>[A-Za-z0-9+/=._~-]{16,}))"#,
+    ),
+    // A private key's body without its BEGIN line, known by how its DER
+    // starts (PKCS#1 and PKCS#8 RSA, SEC1 and PKCS#8 EC, Ed25519,
+    // OpenSSH), with its following lines (`\n`-separated at any depth).
+    // Certificates (`MIID…CCA`) and other base64 do not start this way.
+    Detector::new(
+        Kind::PrivateKey,
         &[
-            "PASSWORD",
-            "PASSWD",
-            "SECRET",
-            "TOKEN",
-            "API_KEY",
-            "APIKEY",
-            "ACCESS_KEY",
-            "PRIVATE_KEY",
-            "AUTH_KEY",
-            "CREDENTIAL",
+            "MII",
+            "MHcCAQEE",
+            "MIGkAgEBBD",
+            "MC4CAQAwBQYDK2Vw",
+            "b3BlbnNzaC1rZXktdjE",
         ],
-        r#"(?:^|\\[nrtbf]|[^A-Za-z0-9_.])[A-Z0-9_]*(?:PASSWORD|PASSWD|SECRET|TOKEN|API_KEY|APIKEY|ACCESS_KEY|PRIVATE_KEY|AUTH_KEY|CREDENTIALS?)[A-Z0-9_]*=(?:\\"|')?(?P<s>[^\s'"\\;,&|`()\[\]{}<>]{6,})"#,
+        Check::Shape,
+        r"{B}(?P<s>(?:MII[A-Za-z0-9+/]{3}IBA(?:AK|DAN)|MHcCAQEE|MIGkAgEBBD|MIGHAgEAMBMG|MC4CAQAwBQYDK2Vw|b3BlbnNzaC1rZXktdjE)[A-Za-z0-9+/=]*(?:\\+[rn][A-Za-z0-9+/=]+)*)",
     ),
 ];
 
+/// Masks the values of the line's own `"name": "value"` pairs whose name
+/// is a secret's (`"password"`, `"SecretAccessKey"`, `"Authorization"`),
+/// where key and value are two strings of the line; returns the index in
+/// `strings` of each value masked.
+fn secret_fields(
+    line: &mut [u8],
+    strings: &[Range<usize>],
+    counts: &mut BTreeMap<Kind, u64>,
+) -> Vec<usize> {
+    let mut masked = Vec::new();
+    for (i, pair) in strings.windows(2).enumerate() {
+        let (key, value) = (pair[0].clone(), pair[1].clone());
+        let between = &line[key.end..value.start];
+        let is_pair = between.len() >= 3
+            && between[0] == b'"'
+            && between[between.len() - 1] == b'"'
+            && between[1..between.len() - 1].trim_ascii() == b":";
+        if !is_pair || value.is_empty() {
+            continue;
+        }
+        let name = &line[key];
+        let auth = name.eq_ignore_ascii_case(b"authorization")
+            || name.eq_ignore_ascii_case(b"proxy-authorization");
+        let secret =
+            auth || (present(name) != 0 && field_name().is_some_and(|re| re.is_match(name)));
+        if !secret {
+            continue;
+        }
+        let content = &line[value.clone()];
+        // `Bearer <token>`: the scheme stays readable.
+        let from = match content.iter().position(|&b| b == b' ') {
+            Some(space) if auth => space + 1,
+            _ => 0,
+        };
+        let secret = &content[from..];
+        let chosen = !auth && names_a_password(name);
+        if secret.is_empty()
+            || !looks_like_a_value(secret, false)
+            || !(chosen || machine_made(secret, false))
+        {
+            continue;
+        }
+        let kind = if auth {
+            Kind::AuthHeader
+        } else {
+            Kind::SecretField
+        };
+        write_mask(&mut line[value.start + from..value.end], kind);
+        *counts.entry(kind).or_default() += 1;
+        masked.push(i + 1);
+    }
+    masked
+}
+
+/// A whole key that names a secret.
+fn field_name() -> Option<&'static Regex> {
+    static NAME: OnceLock<Option<Regex>> = OnceLock::new();
+    NAME.get_or_init(|| build(concat!("^(?:", secret_name!("", ""), ")$")))
+        .as_ref()
+}
+
 /// A private key runs from its BEGIN line to its END line, which regexes
-/// find separately; this needle stands for both.
-const PRIVATE_KEY_NEEDLE: &str = "-----BEGIN";
+/// find separately; these needles stand for both (a key pasted without its
+/// BEGIN line still has its END line).
+const PRIVATE_KEY_NEEDLES: [&str; 2] = ["-----BEGIN", "-----END"];
 const PRIVATE_KEY_BEGIN: &str = r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY[A-Z ]*-----";
 const PRIVATE_KEY_END: &str = r"-----END[A-Z0-9 ]*PRIVATE KEY[A-Z ]*-----";
 
@@ -358,17 +631,21 @@ fn needles() -> Option<&'static Needles> {
                 .iter()
                 .enumerate()
                 .flat_map(|(i, d)| d.needles.iter().map(move |n| (*n, 1 << i)))
-                .chain([(PRIVATE_KEY_NEEDLE, PRIVATE_KEY_BIT)])
+                .chain(PRIVATE_KEY_NEEDLES.map(|n| (n, PRIVATE_KEY_BIT)))
                 .unzip();
+            // Names are written in every case (`Password`, `DB_PASS`,
+            // `apiKey`); a needle found in the wrong case only costs a
+            // regex run.
             let any = AhoCorasick::builder()
                 .match_kind(MatchKind::LeftmostFirst)
+                .ascii_case_insensitive(true)
                 .build(&literals)
                 .ok()?;
-            Some(Needles {
-                any,
-                each: AhoCorasick::new(&literals).ok()?,
-                bit,
-            })
+            let each = AhoCorasick::builder()
+                .ascii_case_insensitive(true)
+                .build(&literals)
+                .ok()?;
+            Some(Needles { any, each, bit })
         })
         .as_ref()
 }
@@ -418,35 +695,75 @@ fn secrets(content: &[u8], present: Present) -> Vec<(Range<usize>, Kind)> {
         // The patterns are constants and compile (a test checks each).
         let Some(re) = d.regex() else { continue };
         for caps in re.captures_iter(content) {
-            let Some(m) = caps.name("s") else { continue };
-            let checked = matches!(d.kind, Kind::EnvSecret | Kind::UrlPassword);
-            if checked && !looks_like_a_value(m.as_bytes()) {
-                continue;
+            let (m, bare) = match (caps.name("s"), caps.name("s2")) {
+                (Some(m), _) => (m, false),
+                (None, Some(m)) => (m, true),
+                (None, None) => continue,
+            };
+            let value = m.as_bytes();
+            let rejected = match d.check {
+                Check::Shape => false,
+                Check::Value | Check::Code => {
+                    let name = &content[caps.get(0).map_or(0, |all| all.start())..m.start()];
+                    let chosen = d.kind == Kind::UrlPassword || names_a_password(name);
+                    let spaced = content[..m.start()]
+                        .last()
+                        .is_some_and(u8::is_ascii_whitespace);
+                    !looks_like_a_value(value, bare)
+                        || !(chosen || machine_made(value, bare))
+                        || (d.check == Check::Code && bare && spaced && is_identifier(value))
+                }
+            };
+            if !rejected {
+                out.push((m.range(), d.kind));
             }
-            out.push((m.range(), d.kind));
         }
     }
     if present & PRIVATE_KEY_BIT != 0 {
-        if let Some((key_begin, key_end)) = private_key_bounds() {
-            let mut from = 0;
-            while let Some(begin) = key_begin.find_at(content, from) {
-                // A key cut off before its END line is masked to the string's end.
-                let end = key_end
-                    .find_at(content, begin.end())
-                    .map_or(content.len(), |m| m.end());
-                out.push((begin.start()..end, Kind::PrivateKey));
-                from = end;
-            }
-        }
+        private_keys(content, &mut out);
     }
     high_entropy(content, &mut out);
     out
 }
 
-/// Placeholders (`sk-...`, `<token>`, `${X}`, `$X`, `***`) and code
-/// (`os.environ[...]`, `getKey()`) are not secrets.
-fn looks_like_a_value(v: &[u8]) -> bool {
+/// A private key from its BEGIN line to its END line; from the start of
+/// its body when only the END line is there (the BEGIN line was not
+/// copied, or came in an earlier string).
+fn private_keys(content: &[u8], out: &mut Vec<(Range<usize>, Kind)>) {
+    let Some((key_begin, key_end)) = private_key_bounds() else {
+        return;
+    };
+    let mut keys = Vec::new();
+    let mut from = 0;
+    while let Some(begin) = key_begin.find_at(content, from) {
+        // A key cut off before its END line is masked to the string's end.
+        let end = key_end
+            .find_at(content, begin.end())
+            .map_or(content.len(), |m| m.end());
+        keys.push(begin.start()..end);
+        from = end;
+    }
+    for end in key_end.find_iter(content) {
+        if keys.iter().any(|k| k.contains(&end.start())) {
+            continue;
+        }
+        // Back over the body: base64 and the escapes (`\n`) between lines.
+        let body = content[..end.start()]
+            .iter()
+            .rposition(|&b| !(b.is_ascii_alphanumeric() || b"+/=\\".contains(&b)))
+            .map_or(0, |i| i + 1);
+        keys.push(body..end.end());
+    }
+    out.extend(keys.into_iter().map(|k| (k, Kind::PrivateKey)));
+}
+
+/// Placeholders (`sk-...`, `<token>`, `${X}`, `$X`, `***`), words that
+/// stand for a value (`password`, `string`, `null`) and code
+/// (`os.environ[...]`, `getKey()`; when `bare`, not quoted: `options.apiKey`)
+/// are not secrets.
+fn looks_like_a_value(v: &[u8], bare: bool) -> bool {
     let placeholder = v.windows(3).any(|w| w == b"...")
+        || v.windows(8).any(|w| w.eq_ignore_ascii_case(b"redacted"))
         || v.first().is_some_and(|b| b"$<{%*".contains(b))
         || v.iter().all(|b| *b == b'x' || *b == b'X' || *b == b'*');
     let named = [
@@ -454,15 +771,72 @@ fn looks_like_a_value(v: &[u8]) -> bool {
         b"passwd",
         b"changeme",
         b"secret",
+        b"token",
         b"yourpassword",
+        b"string",
+        b"str",
+        b"number",
+        b"boolean",
+        b"bool",
+        b"object",
+        b"unknown",
+        b"bytes",
+        b"none",
+        b"null",
+        b"nil",
+        b"true",
+        b"false",
+        b"undefined",
+        b"optional",
+        b"required",
+        b"redacted",
+        b"hidden",
+        b"option",
+        b"value",
     ]
     .iter()
     .any(|w| v.eq_ignore_ascii_case(w));
     let code = v.starts_with(b"process.")
         || v.starts_with(b"os.")
         || v.ends_with(b".env")
-        || v.windows(3).any(|w| w == b"://");
+        || v.windows(3).any(|w| w == b"://")
+        || (bare && is_member_path(v));
     !placeholder && !named && !code
+}
+
+/// A password is chosen by a person (`correct horse battery staple`); the
+/// value of any other secret's name (a key, a token) is made by a machine.
+fn names_a_password(name: &[u8]) -> bool {
+    name.windows(4).any(|w| w.eq_ignore_ascii_case(b"pass"))
+}
+
+/// Random enough to be a key or a token: digits, or both cases in a long
+/// value that is not a name in code (`credentials: OAuthCredentials`, when
+/// `bare`: not quoted). Words (`proxy-handled`, `csrfToken`) and
+/// placeholders (`REDACTED_API_KEY`) are not.
+fn machine_made(v: &[u8], bare: bool) -> bool {
+    v.iter().any(u8::is_ascii_digit)
+        || (v.len() >= 16
+            && v.iter().any(u8::is_ascii_uppercase)
+            && v.iter().any(u8::is_ascii_lowercase)
+            && !(bare && is_identifier(v)))
+}
+
+/// `options?.apiKey`, `self.password`, `config.auth.token!`: names in code.
+fn is_member_path(v: &[u8]) -> bool {
+    v.contains(&b'.')
+        && v.split(|&b| b == b'.').all(|part| {
+            let part = part.strip_suffix(b"?").unwrap_or(part);
+            is_identifier(part.strip_suffix(b"!").unwrap_or(part))
+        })
+}
+
+/// `[A-Za-z_$][A-Za-z0-9_$]*`: a name in code.
+fn is_identifier(v: &[u8]) -> bool {
+    v.first()
+        .is_some_and(|b| b.is_ascii_alphabetic() || b"_$".contains(b))
+        && v.iter()
+            .all(|b| b.is_ascii_alphanumeric() || b"_$".contains(b))
 }
 
 /// Characters of a high-entropy token.
@@ -542,12 +916,35 @@ fn reportable(content: &[u8], at: Range<usize>, before: Option<u8>) -> bool {
         _ => false,
     };
     let dotted_before = before == Some(b'.') && start >= 2 && is_token_byte(content[start - 2]);
+    let token = &content[start..end];
     (32..=128).contains(&at.len())
         && !glued(before, None)
         && !dotted_before
         && !glued(after, content.get(end + 1).copied())
         && after != Some(b'=')
-        && looks_random(&content[start..end])
+        && looks_random(token)
+        && !is_ipfs_cid(token)
+        // An SSH public key (`ssh-ed25519 AAAAC3Nza…`): its wire format
+        // starts with a length, and public.
+        && !token.starts_with(b"AAAA")
+}
+
+/// An IPFS content id: public addresses of public data, random-looking by
+/// construction. CIDv0 (`Qm` and 44 base58 characters), CIDv1 in base58btc
+/// (`zdj7…`, `zb2r…`) and in base32 (`bafy…`, `bafk…`; lower case, so not
+/// random-looking anyway).
+fn is_ipfs_cid(token: &[u8]) -> bool {
+    let base58 = |t: &[u8]| {
+        t.iter()
+            .all(|b| b.is_ascii_alphanumeric() && !b"0OIl".contains(b))
+    };
+    let base32 = |t: &[u8]| {
+        t.iter()
+            .all(|b| b.is_ascii_lowercase() || (b'2'..=b'7').contains(b))
+    };
+    (token.len() == 46 && token.starts_with(b"Qm") && base58(token))
+        || ((token.starts_with(b"zdj7") || token.starts_with(b"zb2r")) && base58(token))
+        || (token.starts_with(b"baf") && base32(token))
 }
 
 fn looks_random(token: &[u8]) -> bool {
@@ -603,12 +1000,16 @@ fn shannon_bits(token: &[u8]) -> f64 {
         .sum()
 }
 
-/// Bytes of the escape sequence at `i` (`\uXXXX` or `\x`).
+/// Bytes of the escape sequence at `i` (`\uXXXX` or `\x`). An escaped
+/// backslash before an escape's letter (`\\n`) is an escape of JSON inside
+/// this string (a Codex `arguments` string): one unit, so a mask never
+/// leaves the inner JSON a lone backslash.
 fn escape_width(content: &[u8], i: usize) -> usize {
-    let w = if content.get(i + 1) == Some(&b'u') {
-        6
-    } else {
-        2
+    let w = match (content.get(i + 1), content.get(i + 2)) {
+        (Some(b'u'), _) => 6,
+        (Some(b'\\'), Some(b'n' | b'r' | b't' | b'b' | b'f')) => 3,
+        (Some(b'\\'), Some(b'u')) => 7,
+        _ => 2,
     };
     w.min(content.len() - i)
 }
@@ -671,6 +1072,9 @@ fn write_mask(span: &mut [u8], kind: Kind) {
         span[..label.len()].copy_from_slice(label.as_bytes());
     }
 }
+
+#[cfg(test)]
+mod shapes;
 
 #[cfg(test)]
 mod tests {
