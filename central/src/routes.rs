@@ -1,14 +1,30 @@
 //! The one list of routes, the middleware around them, and the OpenAPI
 //! document assembled from the handlers' annotations and kith-proto's types.
+//!
+//! Every refusal carries kith's error body, also those made below the
+//! handlers (the method router's 405, the decompression layer's 415) and
+//! the limits checked on a request's head before anything reads its body.
+//! Hyper's own refusals (a request it cannot parse, a head over ~400 KB)
+//! happen before any of this and stay bodiless.
 
-use axum::extract::DefaultBodyLimit;
+use axum::body::HttpBody;
+use axum::extract::{DefaultBodyLimit, Request};
+use axum::http::{header, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
 use axum::Router;
 use tower_http::decompression::RequestDecompressionLayer;
 use utoipa::OpenApi;
 
+use crate::error::Error;
 use crate::handlers::{meta, runs, search, shares};
 use crate::state::AppState;
+
+/// The longest request target (path and query) served.
+pub const MAX_URI_BYTES: usize = 8 * 1024;
+/// The most bytes of header names and values served.
+pub const MAX_HEADER_BYTES: usize = 32 * 1024;
 
 pub fn app(state: AppState) -> Router {
     let limit = state.config().max_body_bytes;
@@ -26,12 +42,92 @@ pub fn app(state: AppState) -> Router {
         .route("/api/shares", post(shares::post).get(shares::index))
         .route("/api/shares/{id}", delete(shares::delete))
         .route("/api/audit", get(shares::audit))
-        .fallback(|| async { crate::error::Error::NotFound { what: "route" } })
+        .fallback(|| async { Error::NotFound { what: "route" } })
+        .method_not_allowed_fallback(|| async { Error::MethodNotAllowed })
         // The limit applies to the decompressed body, so a small zstd bomb
         // cannot expand past it.
         .layer(DefaultBodyLimit::max(limit))
         .layer(RequestDecompressionLayer::new().gzip(true).zstd(true))
+        .layer(middleware::from_fn(
+            move |req: Request, next: Next| async move {
+                match check_head(&req, limit) {
+                    Ok(()) => next.run(req).await,
+                    Err(e) => e.into_response(),
+                }
+            },
+        ))
+        .layer(middleware::map_response(move |res: Response| async move {
+            with_error_body(res, limit)
+        }))
         .with_state(state)
+}
+
+/// Refuses a request by its head alone, before its body is read or its
+/// bearer looked up: a target or headers over their limits, or a declared
+/// `Content-Length` over the body limit (a compressed body that long
+/// decompresses longer still, but for a few bytes of framing).
+fn check_head(req: &Request, body_limit: usize) -> Result<(), Error> {
+    let target = req.uri().path_and_query().map_or(0, |pq| pq.as_str().len());
+    if target > MAX_URI_BYTES {
+        return Err(Error::UriTooLong {
+            limit: MAX_URI_BYTES,
+        });
+    }
+    let head: usize = req
+        .headers()
+        .iter()
+        .map(|(name, value)| name.as_str().len() + value.len())
+        .sum();
+    if head > MAX_HEADER_BYTES {
+        return Err(Error::HeadersTooLarge {
+            limit: MAX_HEADER_BYTES,
+        });
+    }
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > body_limit as u64) {
+        return Err(Error::PayloadTooLarge { limit: body_limit });
+    }
+    Ok(())
+}
+
+/// A refusal made below the handlers comes without a body: it gets kith's,
+/// keeping its headers (`Allow`, `Accept-Encoding`).
+fn with_error_body(res: Response, body_limit: usize) -> Response {
+    let status = res.status();
+    if !status.is_client_error()
+        || res.headers().contains_key(header::CONTENT_TYPE)
+        || res.body().size_hint().exact() != Some(0)
+    {
+        return res;
+    }
+    let error = match status {
+        StatusCode::BAD_REQUEST => Error::bad_request("bad_request", "the request is malformed"),
+        StatusCode::METHOD_NOT_ALLOWED => Error::MethodNotAllowed,
+        StatusCode::PAYLOAD_TOO_LARGE => Error::PayloadTooLarge { limit: body_limit },
+        StatusCode::URI_TOO_LONG => Error::UriTooLong {
+            limit: MAX_URI_BYTES,
+        },
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => Error::UnsupportedMediaType {
+            message: "the body must be JSON, sent as is or with Content-Encoding gzip or zstd"
+                .into(),
+        },
+        StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE => Error::HeadersTooLarge {
+            limit: MAX_HEADER_BYTES,
+        },
+        _ => return res,
+    };
+    let (parts, _) = res.into_parts();
+    let mut out = error.into_response();
+    for (name, value) in &parts.headers {
+        if name != header::CONTENT_LENGTH {
+            out.headers_mut().append(name, value.clone());
+        }
+    }
+    out
 }
 
 #[derive(OpenApi)]

@@ -220,6 +220,12 @@ fn recheck(state: &AppState, viewer: &Viewer, hits: Vec<IndexHit>) -> Result<Vec
 }
 
 fn resolve_filters(f: &kith_proto::SearchFilters) -> Result<Filters> {
+    if !crate::ingest::tags_are_valid(&f.tags) {
+        return Err(Error::bad_request(
+            "invalid_filter",
+            format!("filters.tags: {}", crate::ingest::tags_rule()),
+        ));
+    }
     let time = |name: &str, v: &Option<String>| -> Result<Option<i64>> {
         v.as_deref()
             .map(|s| {
