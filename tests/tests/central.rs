@@ -867,3 +867,30 @@ fn every_refusal_has_the_error_body() -> Result<()> {
     assert!(stored_files(&central).is_empty());
     Ok(())
 }
+
+/// The bearer scheme is case-insensitive (RFC 9110): `bearer` and `BEARER`
+/// are accepted, other schemes are not.
+#[test]
+fn the_bearer_scheme_is_case_insensitive() -> Result<()> {
+    let central = Central::start()?;
+    let token = central.register("alice.test", "laptop")?;
+    let http = reqwest::blocking::Client::new();
+    let status = format!("{}/api/status", central.url);
+    for (header, want) in [
+        (format!("Bearer {token}"), 200),
+        (format!("bearer {token}"), 200),
+        (format!("BEARER {token}"), 200),
+        (format!("Basic {token}"), 401),
+        (format!("Bearer{token}"), 401),
+        ("bearer ".to_owned(), 401),
+    ] {
+        let r = Api::send_raw(http.get(&status).header("authorization", &header))?;
+        assert_eq!(
+            r.status,
+            want,
+            "{}: {r:?}",
+            header.split(' ').next().unwrap_or("")
+        );
+    }
+    Ok(())
+}
