@@ -894,3 +894,44 @@ fn the_bearer_scheme_is_case_insensitive() -> Result<()> {
     }
     Ok(())
 }
+
+/// Sockets opened and never written (a slowloris client) neither starve
+/// other clients nor stay open: `/healthz` answers at once beside 300 of
+/// them, and each is closed when the header deadline passes.
+#[test]
+fn idle_connections_neither_starve_healthz_nor_stay_open() -> Result<()> {
+    use std::io::Read;
+    let central = Central::start()?;
+    let addr = central.url.trim_start_matches("http://").to_owned();
+    let idle = (0..300)
+        .map(|_| std::net::TcpStream::connect(&addr))
+        .collect::<std::io::Result<Vec<_>>>()?;
+    let http = reqwest::blocking::Client::builder()
+        .timeout(Duration::from_secs(5))
+        .build()?;
+    let started = std::time::Instant::now();
+    let health = http.get(format!("{}/healthz", central.url)).send()?;
+    assert!(health.status().is_success(), "{health:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+
+    // The header deadline is 10 s: by 20 s every one is closed (a read sees
+    // the end, not the read timeout).
+    let closed = |mut tcp: &std::net::TcpStream, within: u64| -> Result<bool> {
+        tcp.set_read_timeout(Some(Duration::from_secs(within)))?;
+        Ok(match tcp.read(&mut [0u8; 1]) {
+            Ok(n) => n == 0,
+            Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
+        })
+    };
+    assert!(closed(&idle[0], 20)?, "an idle connection was not closed");
+    for (i, tcp) in idle.iter().enumerate() {
+        assert!(closed(tcp, 5)?, "idle connection {i} was not closed");
+    }
+    let health = http.get(format!("{}/healthz", central.url)).send()?;
+    assert!(health.status().is_success());
+    Ok(())
+}
