@@ -170,12 +170,10 @@ fn redact_line(line: &mut [u8], counts: &mut BTreeMap<Kind, u64>) {
         as_json_string(line);
         *counts.entry(Kind::InvalidJsonLines).or_default() += 1;
     }
-    // Most lines hold no needle at all: one quick look at the whole line
-    // spares each of its strings the search for every needle.
-    let needles = has_needle(line);
     let strings = string_contents(line);
-    let fields = if needles {
-        secret_fields(line, &strings, counts)
+    let present = present(line, &strings);
+    let fields = if present.iter().any(|hits| !hits.is_empty()) {
+        secret_fields(line, &strings, &present, counts)
     } else {
         Vec::new()
     };
@@ -184,8 +182,7 @@ fn redact_line(line: &mut [u8], counts: &mut BTreeMap<Kind, u64>) {
             continue;
         }
         let content = &mut line[range];
-        let present = if needles { present(content) } else { 0 };
-        for (span, kind) in snap(content, secrets(content, present)) {
+        for (span, kind) in snap(content, secrets(content, &present[i])) {
             write_mask(&mut content[span], kind);
             *counts.entry(kind).or_default() += 1;
         }
@@ -260,11 +257,13 @@ fn string_contents(line: &[u8]) -> Vec<Range<usize>> {
     out
 }
 
-const N_DETECTORS: usize = 21;
+const N_DETECTORS: usize = 19;
 
 /// One kind of secret: a pattern whose secret is its `s` (or `s2`) group,
 /// and the needles every match of it contains. A string meets a pattern only if it
-/// holds one of its needles (most hold none), and a pattern is compiled the
+/// holds one of its needles (most hold none), and only around them (see
+/// `windows`; a name's needle only where it names something, see
+/// `names_something`), and a pattern is compiled the
 /// first time that happens: a hook redacts one small delta in a fresh
 /// process, and compiling every pattern up front cost it more (~2.5 ms) than
 /// redacting the delta.
@@ -273,8 +272,8 @@ const N_DETECTORS: usize = 21;
 /// inside a JSON string (`\nAKIA…`, where `\b` would see the escape's letter).
 struct Detector {
     kind: Kind,
-    /// Literals, matched ignoring ASCII case; a match of `pattern` contains
-    /// at least one.
+    /// Case-sensitive literals; a match of `pattern` contains at least one
+    /// (a name's, in one of the cases names are written in).
     needles: &'static [&'static str],
     check: Check,
     pattern: &'static str,
@@ -330,29 +329,26 @@ macro_rules! secret_value {
     };
 }
 
-/// The names of secrets, as needles (the needle automaton ignores ASCII
-/// case).
+/// The names of secrets, as needles: their words in the three cases names
+/// are written in (`password`, `dbPassword`, `DB_PASSWORD`); `key` stands
+/// for `api_key`, `AccessKey`, `PRIVATE_KEY`... A needle found in a word
+/// that is no secret's name costs one regex run around it.
 const SECRET_NAME_NEEDLES: &[&str] = &[
     "pass",
+    "Pass",
+    "PASS",
     "secret",
+    "Secret",
+    "SECRET",
     "token",
-    "apikey",
-    "api_key",
-    "api-key",
-    "accesskey",
-    "access_key",
-    "access-key",
-    "secretkey",
-    "secret_key",
-    "privatekey",
-    "private_key",
-    "private-key",
-    "authkey",
-    "auth_key",
-    "auth-key",
-    "accountkey",
-    "account_key",
+    "Token",
+    "TOKEN",
+    "key",
+    "Key",
+    "KEY",
     "credential",
+    "Credential",
+    "CREDENTIAL",
 ];
 
 /// What a detector's finding must pass besides its pattern.
@@ -362,9 +358,11 @@ enum Check {
     Shape,
     /// Not a placeholder, a word or code (`looks_like_a_value`).
     Value,
-    /// As `Value`, and a bare name after spaces (`password = new_password`)
-    /// is code too.
-    Code,
+    /// As `Value` for a name and its value (`n`, `s`/`s2`): after `=` a
+    /// bare name after spaces (`password = new_password`) is code; after
+    /// `:` (a `SecretField`) the name is not a bare `pass` (`PASS: test.ts`
+    /// is a test runner's); after spaces only a flag (`--name`) counts.
+    Named,
 }
 
 static DETECTORS: [Detector; N_DETECTORS] = [
@@ -471,43 +469,24 @@ static DETECTORS: [Detector; N_DETECTORS] = [
         Check::Value,
         r#"(?:^|\\[nrtbf]|[^A-Za-z0-9_.])[A-Z0-9_]*(?:PASSWORD|PASSWD|_PASS|PGPASS|SECRET|TOKEN|API_KEY|APIKEY|ACCESS_KEY|PRIVATE_KEY|AUTH_KEY|ACCOUNT_KEY|CREDENTIALS?)[A-Z0-9_]*=(?:\\*"|')?(?P<s>[^\s'"\\;,&|`()\[\]{}<>]{6,})"#,
     ),
-    // Assignments to names of any case: dotenv, `~/.aws/credentials`
-    // (`aws_secret_access_key = v`), CLI flags (`--password=v`), query
-    // strings (`?token=v&`), Azure connection strings (`AccountKey=v;`),
-    // code with a literal (`password = "v"`).
+    // A secret's name (`n`) and its value, in one pattern for three forms
+    // (one compile, one scan), told apart by what is between them (see
+    // `Check::Named`):
+    // - `=`: dotenv, `~/.aws/credentials` (`aws_secret_access_key = v`),
+    //   CLI flags (`--password=v`), query strings (`?token=v&`), Azure
+    //   connection strings (`AccountKey=v;`), code with a literal
+    //   (`password = "v"`);
+    // - `:`: YAML, HTTP headers (`X-Api-Key: v`), JSON or Python dicts
+    //   inside a string (`\"password\": \"v\"`, at any depth);
+    // - spaces, after a flag only: `--password hunter2`.
     Detector::new(
         Kind::EnvSecret,
         SECRET_NAME_NEEDLES,
-        Check::Code,
+        Check::Named,
         concat!(
-            "{B}",
+            r#"{B}(?:\\*["'])?(?P<n>"#,
             secret_name!("|pass", "|Pass"),
-            r"\s*=\s*",
-            secret_value!()
-        ),
-    ),
-    // A flag and its value as two arguments (`--password hunter2`).
-    Detector::new(
-        Kind::EnvSecret,
-        SECRET_NAME_NEEDLES,
-        Check::Value,
-        concat!(
-            r"(?:^|\\[nrtbf]|\s)--?",
-            secret_name!("|pass", ""),
-            r"\s+",
-            secret_value!()
-        ),
-    ),
-    // `name: value`: YAML, HTTP headers (`X-Api-Key: v`), and JSON or
-    // Python dicts inside a string (`\"password\": \"v\"`, at any depth).
-    Detector::new(
-        Kind::SecretField,
-        SECRET_NAME_NEEDLES,
-        Check::Value,
-        concat!(
-            r#"{B}(?:\\*["'])?"#,
-            secret_name!("", ""),
-            r#"(?:\\*["'])?\s*:\s*"#,
+            r#")(?:\\*["'])?(?:\s*[=:]\s*|\s+)"#,
             secret_value!()
         ),
     ),
@@ -515,7 +494,7 @@ static DETECTORS: [Detector; N_DETECTORS] = [
     // or a JSON field in a string; and a bare `Bearer <long token>`.
     Detector::new(
         Kind::AuthHeader,
-        &["authorization", "bearer"],
+        &["uthorization", "UTHORIZATION", "earer", "EARER"],
         Check::Value,
         r#"(?:(?i:authorization)(?:\\*["'])?\s*[:=]\s*(?:\\*["'])?(?i:basic|bearer|token|digest)\s+(?P<s>[A-Za-z0-9+/=._~-]{6,})|(?:^|[^A-Za-z0-9_])Bearer\s+(?P<s2>[A-Za-z0-9+/=._~-]{16,}))"#,
     ),
@@ -544,6 +523,7 @@ static DETECTORS: [Detector; N_DETECTORS] = [
 fn secret_fields(
     line: &mut [u8],
     strings: &[Range<usize>],
+    present: &[Vec<Hit>],
     counts: &mut BTreeMap<Kind, u64>,
 ) -> Vec<usize> {
     let mut masked = Vec::new();
@@ -560,8 +540,7 @@ fn secret_fields(
         let name = &line[key];
         let auth = name.eq_ignore_ascii_case(b"authorization")
             || name.eq_ignore_ascii_case(b"proxy-authorization");
-        let secret =
-            auth || (present(name) != 0 && field_name().is_some_and(|re| re.is_match(name)));
+        let secret = auth || (!present[i].is_empty() && is_secret_name(name));
         if !secret {
             continue;
         }
@@ -591,11 +570,51 @@ fn secret_fields(
     masked
 }
 
-/// A whole key that names a secret.
-fn field_name() -> Option<&'static Regex> {
-    static NAME: OnceLock<Option<Regex>> = OnceLock::new();
-    NAME.get_or_init(|| build(concat!("^(?:", secret_name!("", ""), ")$")))
-        .as_ref()
+/// Whether a whole key names a secret, as `secret_name!` says (without a
+/// regex: a key with a needle is common, `input_tokens`, and compiling one
+/// costs a hook more than its delta).
+fn is_secret_name(name: &[u8]) -> bool {
+    const KEYWORDS: [&[u8]; 12] = [
+        b"password",
+        b"passwd",
+        b"secret",
+        b"token",
+        b"apikey",
+        b"accesskey",
+        b"secretkey",
+        b"privatekey",
+        b"authkey",
+        b"accountkey",
+        b"credential",
+        b"credentials",
+    ];
+    let separator = |b: u8| matches!(b, b'_' | b'.' | b'-');
+    if name.is_empty()
+        || !name
+            .iter()
+            .all(|&b| b.is_ascii_alphanumeric() || separator(b))
+    {
+        return false;
+    }
+    KEYWORDS.iter().any(|keyword| {
+        // Match the keyword from the end, separators inside it allowed
+        // only between its words (`api_key`, `Api-Key`).
+        let mut at = name.len();
+        for &k in keyword.iter().rev() {
+            while at > 0 && separator(name[at - 1]) && at < name.len() {
+                at -= 1;
+            }
+            if at == 0 || !name[at - 1].eq_ignore_ascii_case(&k) {
+                return false;
+            }
+            at -= 1;
+        }
+        // It starts the name, follows a separator, or starts a camelCase word.
+        at == 0
+            || separator(name[at - 1])
+            || (name[at].is_ascii_uppercase()
+                && (name[at - 1].is_ascii_lowercase() || name[at - 1].is_ascii_digit()))
+    })
 }
 
 /// A private key runs from its BEGIN line to its END line, which regexes
@@ -619,6 +638,8 @@ struct Needles {
     each: AhoCorasick,
     /// The bit of the detector each needle (by pattern id) belongs to.
     bit: Vec<Present>,
+    /// The longest needle's length.
+    longest: usize,
 }
 
 /// `None` only if the constant needles stopped building; then every string
@@ -627,46 +648,90 @@ fn needles() -> Option<&'static Needles> {
     static NEEDLES: OnceLock<Option<Needles>> = OnceLock::new();
     NEEDLES
         .get_or_init(|| {
-            let (literals, bit): (Vec<&str>, Vec<Present>) = DETECTORS
+            // One pattern per literal, with the bits of every detector
+            // that has it.
+            let mut by_literal: BTreeMap<&str, Present> = BTreeMap::new();
+            let all = DETECTORS
                 .iter()
                 .enumerate()
                 .flat_map(|(i, d)| d.needles.iter().map(move |n| (*n, 1 << i)))
-                .chain(PRIVATE_KEY_NEEDLES.map(|n| (n, PRIVATE_KEY_BIT)))
-                .unzip();
-            // Names are written in every case (`Password`, `DB_PASS`,
-            // `apiKey`); a needle found in the wrong case only costs a
-            // regex run.
+                .chain(PRIVATE_KEY_NEEDLES.map(|n| (n, PRIVATE_KEY_BIT)));
+            for (literal, bit) in all {
+                *by_literal.entry(literal).or_default() |= bit;
+            }
+            let literals: Vec<&str> = by_literal.keys().copied().collect();
+            let bit = by_literal.values().copied().collect();
             let any = AhoCorasick::builder()
                 .match_kind(MatchKind::LeftmostFirst)
-                .ascii_case_insensitive(true)
                 .build(&literals)
                 .ok()?;
-            let each = AhoCorasick::builder()
-                .ascii_case_insensitive(true)
-                .build(&literals)
-                .ok()?;
-            Some(Needles { any, each, bit })
+            let each = AhoCorasick::new(&literals).ok()?;
+            Some(Needles {
+                longest: literals.iter().map(|l| l.len()).max().unwrap_or(0),
+                any,
+                each,
+                bit,
+            })
         })
         .as_ref()
 }
 
-/// Whether `bytes` contains any needle (the first one found ends the scan).
-fn has_needle(bytes: &[u8]) -> bool {
-    needles().is_none_or(|n| n.any.is_match(bytes))
-}
-
-/// The detectors whose needles `content` contains, in one pass.
-fn present(content: &[u8]) -> Present {
+/// The detectors whose needles each of the line's `strings` contains.
+///
+/// Most lines hold no needle, and most strings of those that do hold none:
+/// one vectorised scan of the whole line finds where needles start, and
+/// only the bytes just after each such start are searched for every
+/// needle there (overlapping: one needle must not hide another that shares
+/// its bytes, as `sk-` does `sk-ant-`).
+fn present(line: &[u8], strings: &[Range<usize>]) -> Vec<Vec<Hit>> {
     let Some(needles) = needles() else {
-        return Present::MAX;
+        // Every string holds every needle everywhere.
+        return strings
+            .iter()
+            .map(|s| {
+                vec![Hit {
+                    at: 0..s.len(),
+                    bits: Present::MAX,
+                }]
+            })
+            .collect();
     };
-    // Overlapping: one needle must not hide another that shares its bytes.
-    needles
-        .each
-        .find_overlapping_iter(content)
-        .fold(0, |present, m| {
-            present | needles.bit[m.pattern().as_usize()]
+    let mut hits: Vec<(Range<usize>, Present)> = Vec::new();
+    for m in needles.any.find_iter(line) {
+        // Needles that start inside `m` end within the longest needle's
+        // length after it; those that start later are later matches'.
+        let window = m.start()..(m.end() + needles.longest).min(line.len());
+        for o in needles.each.find_overlapping_iter(&line[window.clone()]) {
+            let at = window.start + o.start()..window.start + o.end();
+            hits.push((at, needles.bit[o.pattern().as_usize()]));
+        }
+    }
+    if hits.is_empty() {
+        return vec![Vec::new(); strings.len()];
+    }
+    // Strings are in order and apart; so are the hits, once sorted.
+    hits.sort_unstable_by_key(|(at, _)| at.start);
+    let mut next = 0;
+    strings
+        .iter()
+        .map(|s| {
+            while next < hits.len() && hits[next].0.start < s.start {
+                next += 1;
+            }
+            let mut inside = Vec::new();
+            while next < hits.len() && hits[next].0.start < s.end {
+                let (at, bits) = &hits[next];
+                if at.end <= s.end {
+                    inside.push(Hit {
+                        at: at.start - s.start..at.end - s.start,
+                        bits: *bits,
+                    });
+                }
+                next += 1;
+            }
+            inside
         })
+        .collect()
 }
 
 /// ASCII-only (`unicode(false)`): linear-time on any bytes, even a 50 MB line.
@@ -686,36 +751,66 @@ fn private_key_bounds() -> Option<&'static (Regex, Regex)> {
 
 /// Secret spans in one string's contents, in no particular order; only the
 /// detectors in `present` can find any.
-fn secrets(content: &[u8], present: Present) -> Vec<(Range<usize>, Kind)> {
+fn secrets(content: &[u8], hits: &[Hit]) -> Vec<(Range<usize>, Kind)> {
     let mut out = Vec::new();
+    let present = hits.iter().fold(0, |present, hit| present | hit.bits);
     for (i, d) in DETECTORS.iter().enumerate() {
         if present & (1 << i) == 0 {
             continue;
         }
+        let named = matches!(d.check, Check::Named) || d.kind == Kind::EnvSecret;
+        let hits = hits
+            .iter()
+            .filter(|hit| hit.bits & (1 << i) != 0)
+            .filter(|hit| !named || names_something(content, &hit.at));
+        let windows = windows(content, hits);
+        if windows.is_empty() {
+            continue;
+        }
         // The patterns are constants and compile (a test checks each).
         let Some(re) = d.regex() else { continue };
-        for caps in re.captures_iter(content) {
+        for caps in windows
+            .into_iter()
+            .flat_map(|w| captures_in(re, content, w))
+        {
             let (m, bare) = match (caps.name("s"), caps.name("s2")) {
                 (Some(m), _) => (m, false),
                 (None, Some(m)) => (m, true),
                 (None, None) => continue,
             };
             let value = m.as_bytes();
-            let rejected = match d.check {
-                Check::Shape => false,
-                Check::Value | Check::Code => {
-                    let name = &content[caps.get(0).map_or(0, |all| all.start())..m.start()];
-                    let chosen = d.kind == Kind::UrlPassword || names_a_password(name);
+            let before = &content[caps.get(0).map_or(0, |all| all.start())..m.start()];
+            let mut kind = d.kind;
+            let accepted = match d.check {
+                Check::Shape => true,
+                Check::Value => {
+                    let chosen = d.kind == Kind::UrlPassword || names_a_password(before);
+                    looks_like_a_value(value, bare) && (chosen || machine_made(value, bare))
+                }
+                Check::Named => {
+                    let Some(name) = caps.name("n") else { continue };
+                    let op = &content[name.end()..m.start()];
                     let spaced = content[..m.start()]
                         .last()
                         .is_some_and(u8::is_ascii_whitespace);
-                    !looks_like_a_value(value, bare)
-                        || !(chosen || machine_made(value, bare))
-                        || (d.check == Check::Code && bare && spaced && is_identifier(value))
+                    let form_ok = if op.contains(&b'=') {
+                        !(bare && spaced && is_identifier(value))
+                    } else if op.contains(&b':') {
+                        kind = Kind::SecretField;
+                        !name.as_bytes().eq_ignore_ascii_case(b"pass")
+                            && !name.as_bytes().ends_with(b"Pass")
+                            && !name.as_bytes().to_ascii_lowercase().ends_with(b"_pass")
+                    } else {
+                        content[..name.start()].ends_with(b"-")
+                    };
+                    let chosen = names_a_password(name.as_bytes());
+                    form_ok
+                        && looks_like_a_value(value, bare)
+                        && (chosen || machine_made(value, bare))
                 }
             };
-            if !rejected {
-                out.push((m.range(), d.kind));
+            if accepted {
+                out.push((m.range(), kind));
             }
         }
     }
@@ -724,6 +819,96 @@ fn secrets(content: &[u8], present: Present) -> Vec<(Range<usize>, Kind)> {
     }
     high_entropy(content, &mut out);
     out
+}
+
+/// A needle found in a string: where, and the bits of its detectors.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Hit {
+    at: Range<usize>,
+    bits: Present,
+}
+
+/// How far before its needle a match may start (a long name before
+/// `password`: `spring.datasource.password`) and after it end; a match
+/// that reaches the window's end is taken again from the whole string (a
+/// JWT, a private key's body can be kilobytes).
+const BEFORE_NEEDLE: usize = 256;
+const AFTER_NEEDLE: usize = 512;
+
+/// Whether the word around a secret's name needle at `at` is a name given
+/// a value: followed (after the rest of the name, a closing quote, spaces)
+/// by `=` or `:`, or a flag (`--name value`). Most needles of names are
+/// words (`input_tokens` as a key, "the token limit"), and this spares
+/// them the regex, and its compiling.
+fn names_something(content: &[u8], at: &Range<usize>) -> bool {
+    let name_byte = |b: &u8| b.is_ascii_alphanumeric() || b"_.-".contains(b);
+    let start = at.start
+        - content[..at.start]
+            .iter()
+            .rev()
+            .take_while(|b| name_byte(b))
+            .count();
+    let mut i = at.end
+        + content[at.end..]
+            .iter()
+            .take_while(|b| name_byte(b))
+            .count();
+    while i < content.len() && b"\\\"'".contains(&content[i]) {
+        i += 1;
+    }
+    let spaces = content[i..]
+        .iter()
+        .take_while(|b| b.is_ascii_whitespace())
+        .count();
+    match content.get(i + spaces) {
+        Some(b'=' | b':') => true,
+        _ => spaces > 0 && content[start..].starts_with(b"-"),
+    }
+}
+
+/// The parts of `content` around `hits`, merged where they overlap: a
+/// regex searches only there, not the whole string (a tool's output can be
+/// megabytes, and `token` is a common word).
+fn windows<'h>(content: &[u8], hits: impl Iterator<Item = &'h Hit>) -> Vec<Range<usize>> {
+    let mut merged: Vec<Range<usize>> = Vec::new();
+    for hit in hits {
+        let w = hit.at.start.saturating_sub(BEFORE_NEEDLE)
+            ..(hit.at.end.saturating_add(AFTER_NEEDLE)).min(content.len());
+        match merged.last_mut() {
+            Some(last) if w.start <= last.end => last.end = last.end.max(w.end),
+            _ => merged.push(w),
+        }
+    }
+    merged
+}
+
+/// Every match of `re` that starts in `window`, seen in its context (the
+/// byte before the window decides a boundary).
+fn captures_in<'c>(
+    re: &'c Regex,
+    content: &'c [u8],
+    window: Range<usize>,
+) -> impl Iterator<Item = regex::bytes::Captures<'c>> + 'c {
+    let haystack = &content[..window.end];
+    let mut at = window.start;
+    std::iter::from_fn(move || {
+        if at > haystack.len() {
+            return None;
+        }
+        let mut caps = re.captures_at(haystack, at)?;
+        let mut whole = caps.get(0)?;
+        if whole.end() == haystack.len() && haystack.len() < content.len() {
+            // Cut by the window: the match as the whole string has it.
+            caps = re.captures_at(content, whole.start())?;
+            whole = caps.get(0)?;
+        }
+        at = if whole.end() > at {
+            whole.end()
+        } else {
+            at + 1
+        };
+        Some(caps)
+    })
 }
 
 /// A private key from its BEGIN line to its END line; from the start of

@@ -615,3 +615,40 @@ fn a_lines_own_secret_fields_are_masked() {
         assert!(out.counts.is_empty(), "{line}: {:?}", out.counts);
     }
 }
+
+/// Which whole keys name a secret: the keyword ends the key, after a
+/// separator, at its start or as a camelCase word.
+#[test]
+fn secret_names_are_told_from_other_names() {
+    for name in [
+        "password",
+        "DB_PASSWORD",
+        "spring.datasource.password",
+        "aws_secret_access_key",
+        "SecretAccessKey",
+        "SessionToken",
+        "X-Api-Key",
+        "apiKey",
+        "client_secret",
+        "_authToken",
+        "AccountKey",
+        "credentials",
+    ] {
+        assert!(super::is_secret_name(name.as_bytes()), "{name}");
+    }
+    for name in [
+        "input_tokens",
+        "token_type",
+        "tokenizer",
+        "bypass",
+        "password_file",
+        "secretName",
+        "accessKeyId",
+        "mytoken",
+        "password_",
+        "pass word",
+        "",
+    ] {
+        assert!(!super::is_secret_name(name.as_bytes()), "{name}");
+    }
+}
