@@ -155,3 +155,59 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
     doc.merge(Paths::openapi());
     doc
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::body::{to_bytes, Body};
+
+    async fn body_of(res: Response) -> serde_json::Value {
+        let bytes = to_bytes(res.into_body(), 1 << 16).await.unwrap_or_default();
+        serde_json::from_slice(&bytes).unwrap_or_default()
+    }
+
+    /// A bodiless refusal gets kith's body and keeps its headers; answers
+    /// that have a body, and successes, pass as they are.
+    #[tokio::test]
+    async fn bodiless_refusals_get_the_error_body() {
+        let cases = [
+            (StatusCode::BAD_REQUEST, "bad_request"),
+            (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
+            (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
+            (StatusCode::URI_TOO_LONG, "uri_too_long"),
+            (StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type"),
+            (
+                StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+                "headers_too_large",
+            ),
+        ];
+        for (status, code) in cases {
+            let res = Response::builder()
+                .status(status)
+                .header(header::ALLOW, "GET,HEAD")
+                .body(Body::empty())
+                .unwrap_or_default();
+            let out = with_error_body(res, 4096);
+            assert_eq!(out.status(), status);
+            assert_eq!(out.headers()[header::ALLOW], "GET,HEAD");
+            assert_eq!(out.headers()[header::CONTENT_TYPE], "application/json");
+            let body = body_of(out).await;
+            assert_eq!(body["error"]["code"], code, "{status}");
+            if status == StatusCode::PAYLOAD_TOO_LARGE {
+                assert!(body["error"]["message"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .contains("4096 bytes"));
+            }
+        }
+        let has_body = Error::run_not_found().into_response();
+        let out = with_error_body(has_body, 4096);
+        assert_eq!(body_of(out).await["error"]["code"], "run_not_found");
+        let ok = with_error_body(StatusCode::NO_CONTENT.into_response(), 4096);
+        assert_eq!(ok.status(), StatusCode::NO_CONTENT);
+        assert!(!ok.headers().contains_key(header::CONTENT_TYPE));
+        // A status kith has no code for passes as it is.
+        let teapot = with_error_body(StatusCode::IM_A_TEAPOT.into_response(), 4096);
+        assert!(!teapot.headers().contains_key(header::CONTENT_TYPE));
+    }
+}
