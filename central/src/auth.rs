@@ -43,8 +43,10 @@ impl FromRequestParts<AppState> for Viewer {
             .headers
             .get(axum::http::header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .map(|t| Token::new(t.trim().to_owned()))
+            // The scheme is case-insensitive (RFC 9110 11.1): `bearer` too.
+            .and_then(|v| v.split_once(' '))
+            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+            .map(|(_, t)| Token::new(t.trim().to_owned()))
             .filter(|t| !t.expose().is_empty())
             .ok_or(Error::Unauthorized)?;
         let viewer = state

@@ -22,6 +22,15 @@ pub enum Error {
     Conflict { code: &'static str, message: String },
     #[error("request body is larger than the limit of {limit} bytes")]
     PayloadTooLarge { limit: usize },
+    #[error("this method is not allowed on this path")]
+    MethodNotAllowed,
+    /// A body central cannot read: not JSON, or an encoding other than gzip or zstd.
+    #[error("{message}")]
+    UnsupportedMediaType { message: String },
+    #[error("the request URI is longer than the limit of {limit} bytes")]
+    UriTooLong { limit: usize },
+    #[error("the request headers are larger than the limit of {limit} bytes")]
+    HeadersTooLarge { limit: usize },
     /// A dependency (index, embedder) cannot serve this right now.
     #[error("{message}")]
     Unavailable { code: &'static str, message: String },
@@ -63,6 +72,10 @@ impl Error {
             Self::NotFound { .. } => StatusCode::NOT_FOUND,
             Self::Conflict { .. } => StatusCode::CONFLICT,
             Self::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            Self::UnsupportedMediaType { .. } => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            Self::UriTooLong { .. } => StatusCode::URI_TOO_LONG,
+            Self::HeadersTooLarge { .. } => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             Self::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
             Self::Registry(_) | Self::Io(_) | Self::Json(_) | Self::Internal(_) => {
                 StatusCode::INTERNAL_SERVER_ERROR
@@ -82,6 +95,10 @@ impl Error {
             } => "conversation_not_found",
             Self::NotFound { .. } => "not_found",
             Self::PayloadTooLarge { .. } => "payload_too_large",
+            Self::MethodNotAllowed => "method_not_allowed",
+            Self::UnsupportedMediaType { .. } => "unsupported_media_type",
+            Self::UriTooLong { .. } => "uri_too_long",
+            Self::HeadersTooLarge { .. } => "headers_too_large",
             Self::Registry(_) | Self::Io(_) | Self::Json(_) | Self::Internal(_) => "internal",
         }
     }

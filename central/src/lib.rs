@@ -2,6 +2,7 @@
 //! the authoritative record, indexes them and answers searches, showing each
 //! viewer only what they may read. `main.rs` is a thin wrapper over `cli`.
 
+pub mod accept;
 pub mod auth;
 pub mod cli;
 pub mod config;

@@ -64,24 +64,12 @@ pub async fn serve(
     tokio::spawn(flush_seen_forever(state.clone()));
     let app = crate::routes::app(state.clone());
     let addr = listener.local_addr()?;
-    match tls {
-        None => {
-            tracing::info!(%addr, data_dir = %config.data_dir.display(), "kith-central listening on http://{addr}");
-            // Small responses (a header write then a body write) must not
-            // wait on Nagle + the client's delayed ACK (~40 ms each).
-            let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
-                let _ = tcp.set_nodelay(true);
-            });
-            axum::serve(listener, app)
-                .with_graceful_shutdown(shutdown)
-                .await?;
-        }
-        Some(tls) => {
-            let acceptor = tls_acceptor(&tls)?;
-            tracing::info!(%addr, data_dir = %config.data_dir.display(), "kith-central listening on https://{addr}");
-            serve_tls(listener, acceptor, app, shutdown).await;
-        }
-    }
+    let (scheme, tls) = match tls {
+        None => ("http", None),
+        Some(tls) => ("https", Some(tls_acceptor(&tls)?)),
+    };
+    tracing::info!(%addr, data_dir = %config.data_dir.display(), "kith-central listening on {scheme}://{addr}");
+    crate::accept::serve(listener, tls, app, shutdown).await;
     state.flush_seen()?;
     Ok(())
 }
@@ -222,46 +210,4 @@ fn tls_acceptor(tls: &TlsConfig) -> Result<tokio_rustls::TlsAcceptor> {
     .map_err(|e| Error::Internal(format!("tls: {e}")))?;
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
-}
-
-async fn serve_tls(
-    listener: TcpListener,
-    acceptor: tokio_rustls::TlsAcceptor,
-    app: axum::Router,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) {
-    use hyper_util::rt::{TokioExecutor, TokioIo};
-    use hyper_util::service::TowerToHyperService;
-
-    tokio::pin!(shutdown);
-    loop {
-        let (tcp, peer) = tokio::select! {
-            () = &mut shutdown => return,
-            accepted = listener.accept() => match accepted {
-                Ok(pair) => pair,
-                Err(e) => {
-                    tracing::warn!(error = %e, "accept failed");
-                    continue;
-                }
-            },
-        };
-        let _ = tcp.set_nodelay(true);
-        let acceptor = acceptor.clone();
-        let service = TowerToHyperService::new(app.clone());
-        tokio::spawn(async move {
-            let stream =
-                match tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp)).await {
-                    Ok(Ok(s)) => s,
-                    Ok(Err(e)) => return tracing::debug!(%peer, error = %e, "tls handshake failed"),
-                    Err(_) => return tracing::debug!(%peer, "tls handshake timed out"),
-                };
-            let conn = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-            if let Err(e) = conn
-                .serve_connection_with_upgrades(TokioIo::new(stream), service)
-                .await
-            {
-                tracing::debug!(%peer, error = %e, "connection ended with an error");
-            }
-        });
-    }
 }

@@ -27,13 +27,25 @@ pub enum Kind {
     PrivateKey,
     AwsKey,
     GithubToken,
+    GitlabToken,
     SlackToken,
     StripeKey,
     AnthropicKey,
     OpenaiKey,
+    GoogleApiKey,
+    NpmToken,
+    SendgridKey,
+    TwilioKey,
+    HerokuKey,
+    HuggingfaceToken,
     Jwt,
     UrlPassword,
+    /// `NAME=value`, `--name value`: an assignment to a secret's name.
     EnvSecret,
+    /// `name: value`: a secret's name as a key (YAML, JSON, a header).
+    SecretField,
+    /// The credentials of an `Authorization` header.
+    AuthHeader,
     HighEntropy,
     /// Bytes that were not UTF-8, each replaced by `?`.
     InvalidUtf8Bytes,
@@ -47,13 +59,22 @@ impl Kind {
             Self::PrivateKey => "private_key",
             Self::AwsKey => "aws_key",
             Self::GithubToken => "github_token",
+            Self::GitlabToken => "gitlab_token",
             Self::SlackToken => "slack_token",
             Self::StripeKey => "stripe_key",
             Self::AnthropicKey => "anthropic_key",
             Self::OpenaiKey => "openai_key",
+            Self::GoogleApiKey => "google_api_key",
+            Self::NpmToken => "npm_token",
+            Self::SendgridKey => "sendgrid_key",
+            Self::TwilioKey => "twilio_key",
+            Self::HerokuKey => "heroku_key",
+            Self::HuggingfaceToken => "huggingface_token",
             Self::Jwt => "jwt",
             Self::UrlPassword => "url_password",
             Self::EnvSecret => "env_secret",
+            Self::SecretField => "secret_field",
+            Self::AuthHeader => "auth_header",
             Self::HighEntropy => "high_entropy",
             Self::InvalidUtf8Bytes => "invalid_utf8_bytes",
             Self::InvalidJsonLines => "invalid_json_lines",
@@ -149,13 +170,19 @@ fn redact_line(line: &mut [u8], counts: &mut BTreeMap<Kind, u64>) {
         as_json_string(line);
         *counts.entry(Kind::InvalidJsonLines).or_default() += 1;
     }
-    // Most lines hold no needle at all: one quick look at the whole line
-    // spares each of its strings the search for every needle.
-    let needles = has_needle(line);
-    for range in string_contents(line) {
+    let strings = string_contents(line);
+    let present = present(line, &strings);
+    let fields = if present.iter().any(|hits| !hits.is_empty()) {
+        secret_fields(line, &strings, &present, counts)
+    } else {
+        Vec::new()
+    };
+    for (i, range) in strings.into_iter().enumerate() {
+        if fields.contains(&i) {
+            continue;
+        }
         let content = &mut line[range];
-        let present = if needles { present(content) } else { 0 };
-        for (span, kind) in snap(content, secrets(content, present)) {
+        for (span, kind) in snap(content, secrets(content, &present[i])) {
             write_mask(&mut content[span], kind);
             *counts.entry(kind).or_default() += 1;
         }
@@ -230,11 +257,13 @@ fn string_contents(line: &[u8]) -> Vec<Range<usize>> {
     out
 }
 
-const N_DETECTORS: usize = 9;
+const N_DETECTORS: usize = 19;
 
-/// One kind of secret: a pattern whose secret is its `s` group, and the
-/// needles every match of it contains. A string meets a pattern only if it
-/// holds one of its needles (most hold none), and a pattern is compiled the
+/// One kind of secret: a pattern whose secret is its `s` (or `s2`) group,
+/// and the needles every match of it contains. A string meets a pattern only if it
+/// holds one of its needles (most hold none), and only around them (see
+/// `windows`; a name's needle only where it names something, see
+/// `names_something`), and a pattern is compiled the
 /// first time that happens: a hook redacts one small delta in a fresh
 /// process, and compiling every pattern up front cost it more (~2.5 ms) than
 /// redacting the delta.
@@ -243,17 +272,25 @@ const N_DETECTORS: usize = 9;
 /// inside a JSON string (`\nAKIA…`, where `\b` would see the escape's letter).
 struct Detector {
     kind: Kind,
-    /// Case-sensitive literals; a match of `pattern` contains at least one.
+    /// Case-sensitive literals; a match of `pattern` contains at least one
+    /// (a name's, in one of the cases names are written in).
     needles: &'static [&'static str],
+    check: Check,
     pattern: &'static str,
     regex: OnceLock<Option<Regex>>,
 }
 
 impl Detector {
-    const fn new(kind: Kind, needles: &'static [&'static str], pattern: &'static str) -> Self {
+    const fn new(
+        kind: Kind,
+        needles: &'static [&'static str],
+        check: Check,
+        pattern: &'static str,
+    ) -> Self {
         Self {
             kind,
             needles,
+            check,
             pattern,
             regex: OnceLock::new(),
         }
@@ -264,71 +301,326 @@ impl Detector {
     }
 }
 
+/// The last part of a name whose value is a secret, in any case
+/// (`password`, `DB_PASSWORD`, `spring.datasource.password`,
+/// `aws_secret_access_key`, `X-Api-Key`) or camelCase (`dbPassword`,
+/// `SecretAccessKey`, `SessionToken`, `AccountKey`). The keyword ends the
+/// name: `max_tokens`, `token_count`, `password_file` are other things.
+/// Leading `_` for npm's `_authToken`.
+macro_rules! secret_name {
+    ($lower:literal, $camel:literal) => {
+        concat!(
+            r"_*(?:[A-Za-z0-9]+[_.-])*(?:(?i:password|passwd|secret|token|api[_-]?key|access[_-]?key|secret[_-]?key|private[_-]?key|auth[_-]?key|account[_-]?key|credentials?",
+            $lower,
+            r")|[A-Za-z0-9]*[a-z0-9](?:Password|Passwd|Secret|Token|ApiKey|AccessKey|SecretKey|PrivateKey|AuthKey|AccountKey|Credentials?",
+            $camel,
+            r"))"
+        )
+    };
+}
+
+/// A value after `=` or `:`: quoted (`"v"`, `'v'`, and `\"v\"` at any
+/// depth of JSON inside JSON strings; it runs to the closing quote and may
+/// hold spaces and escapes) in `s`, or bare in `s2`, which must end where a
+/// value ends (`token = getToken()` is code, not a value).
+macro_rules! secret_value {
+    () => {
+        r#"(?:\\*["'](?P<s>(?:[^"'\\]|\\+[^"'\\])+)|(?P<s2>[^\s'"\\;,&|`()\[\]{}<>=][^\s'"\\;,&|`()\[\]{}<>]{5,})(?:$|[\s"'\\;,&|)\]}]))"#
+    };
+}
+
+/// The names of secrets, as needles: their words in the three cases names
+/// are written in (`password`, `dbPassword`, `DB_PASSWORD`); `key` stands
+/// for `api_key`, `AccessKey`, `PRIVATE_KEY`... A needle found in a word
+/// that is no secret's name costs one regex run around it.
+const SECRET_NAME_NEEDLES: &[&str] = &[
+    "pass",
+    "Pass",
+    "PASS",
+    "secret",
+    "Secret",
+    "SECRET",
+    "token",
+    "Token",
+    "TOKEN",
+    "key",
+    "Key",
+    "KEY",
+    "credential",
+    "Credential",
+    "CREDENTIAL",
+];
+
+/// What a detector's finding must pass besides its pattern.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Check {
+    /// The pattern is the whole test (a token's own shape).
+    Shape,
+    /// Not a placeholder, a word or code (`looks_like_a_value`).
+    Value,
+    /// As `Value` for a name and its value (`n`, `s`/`s2`): after `=` a
+    /// bare name after spaces (`password = new_password`) is code; after
+    /// `:` (a `SecretField`) the name is not a bare `pass` (`PASS: test.ts`
+    /// is a test runner's); after spaces only a flag (`--name`) counts.
+    Named,
+}
+
 static DETECTORS: [Detector; N_DETECTORS] = [
     Detector::new(
         Kind::AwsKey,
         &["AKIA", "ASIA", "ABIA", "ACCA"],
+        Check::Shape,
         r"{B}(?P<s>(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16})\b",
     ),
     Detector::new(
         Kind::GithubToken,
         &["ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"],
+        Check::Shape,
         r"{B}(?P<s>(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255}))\b",
     ),
     Detector::new(
+        Kind::GitlabToken,
+        &[
+            "glpat-", "gldt-", "glrt-", "glptt-", "glft-", "glsoat-", "glcbt-",
+        ],
+        Check::Shape,
+        r"{B}(?P<s>gl(?:pat|dt|rt|ptt|ft|soat|cbt)-[A-Za-z0-9_-]{20,})",
+    ),
+    Detector::new(
         Kind::SlackToken,
-        &["xox"],
-        r"{B}(?P<s>xox[bpaseor]-[A-Za-z0-9-]{10,})",
+        &["xox", "xapp-"],
+        Check::Shape,
+        r"{B}(?P<s>(?:xox[bpaseor]|xapp)-[A-Za-z0-9-]{10,})",
     ),
     Detector::new(
         Kind::StripeKey,
-        &["k_live_"],
-        r"{B}(?P<s>[sr]k_live_[A-Za-z0-9]{16,})\b",
+        &["k_live_", "k_test_"],
+        Check::Shape,
+        r"{B}(?P<s>[sr]k_(?:live|test)_[A-Za-z0-9]{16,})\b",
     ),
     Detector::new(
         Kind::AnthropicKey,
         &["sk-ant-"],
+        Check::Shape,
         r"{B}(?P<s>sk-ant-[a-z]{2,8}[0-9]{2}-[A-Za-z0-9_-]{32,})",
     ),
     Detector::new(
         Kind::OpenaiKey,
         &["sk-"],
+        Check::Shape,
         r"{B}(?P<s>sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{32,})",
+    ),
+    Detector::new(
+        Kind::GoogleApiKey,
+        &["AIza"],
+        Check::Shape,
+        r"{B}(?P<s>AIza[0-9A-Za-z_-]{35})",
+    ),
+    Detector::new(
+        Kind::NpmToken,
+        &["npm_"],
+        Check::Shape,
+        r"{B}(?P<s>npm_[A-Za-z0-9]{36})\b",
+    ),
+    Detector::new(
+        Kind::SendgridKey,
+        &["SG."],
+        Check::Shape,
+        r"{B}(?P<s>SG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43})",
+    ),
+    // An API key's SID; its secret half is found by name (`TWILIO_API_SECRET`).
+    Detector::new(
+        Kind::TwilioKey,
+        &["SK"],
+        Check::Shape,
+        r"{B}(?P<s>SK[0-9a-f]{32})\b",
+    ),
+    Detector::new(
+        Kind::HerokuKey,
+        &["HRKU-"],
+        Check::Shape,
+        r"{B}(?P<s>HRKU-[A-Za-z0-9_-]{60})",
+    ),
+    Detector::new(
+        Kind::HuggingfaceToken,
+        &["hf_"],
+        Check::Shape,
+        r"{B}(?P<s>hf_[A-Za-z]{34})\b",
     ),
     Detector::new(
         Kind::Jwt,
         &["eyJ"],
+        Check::Shape,
         r"{B}(?P<s>eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,})",
     ),
+    // The user may be empty (`redis://:pw@host`).
     Detector::new(
         Kind::UrlPassword,
         &["://"],
-        r#"{B}[A-Za-z][A-Za-z0-9+.-]*://[^\s:/@"\\]+:(?P<s>[^\s@/"\\]+)@"#,
+        Check::Value,
+        r#"{B}[A-Za-z][A-Za-z0-9+.-]*://[^\s:/@"\\]*:(?P<s>[^\s@/"\\]+)@"#,
     ),
-    // Shell / dotenv assignments to UPPER_CASE secret names (`X=v`, `X="v"`);
-    // code such as `env.API_KEY = 'proxy-handled'` (a property, spaces
-    // around `=`) or `apiKey = options.apiKey` is not matched.
+    // Shell / dotenv assignments to UPPER_CASE names that hold a secret
+    // anywhere in them (`SECRET_KEY_BASE=v`, `DB_PASS="v"`); code such as
+    // `env.API_KEY = 'proxy-handled'` (a property) is not matched.
     Detector::new(
         Kind::EnvSecret,
+        SECRET_NAME_NEEDLES,
+        Check::Value,
+        r#"(?:^|\\[nrtbf]|[^A-Za-z0-9_.])[A-Z0-9_]*(?:PASSWORD|PASSWD|_PASS|PGPASS|SECRET|TOKEN|API_KEY|APIKEY|ACCESS_KEY|PRIVATE_KEY|AUTH_KEY|ACCOUNT_KEY|CREDENTIALS?)[A-Z0-9_]*=(?:\\*"|')?(?P<s>[^\s'"\\;,&|`()\[\]{}<>]{6,})"#,
+    ),
+    // A secret's name (`n`) and its value, in one pattern for three forms
+    // (one compile, one scan), told apart by what is between them (see
+    // `Check::Named`):
+    // - `=`: dotenv, `~/.aws/credentials` (`aws_secret_access_key = v`),
+    //   CLI flags (`--password=v`), query strings (`?token=v&`), Azure
+    //   connection strings (`AccountKey=v;`), code with a literal
+    //   (`password = "v"`);
+    // - `:`: YAML, HTTP headers (`X-Api-Key: v`), JSON or Python dicts
+    //   inside a string (`\"password\": \"v\"`, at any depth);
+    // - spaces, after a flag only: `--password hunter2`.
+    Detector::new(
+        Kind::EnvSecret,
+        SECRET_NAME_NEEDLES,
+        Check::Named,
+        concat!(
+            r#"{B}(?:\\*["'])?(?P<n>"#,
+            secret_name!("|pass", "|Pass"),
+            r#")(?:\\*["'])?(?:\s*[=:]\s*|\s+)"#,
+            secret_value!()
+        ),
+    ),
+    // `Authorization: Basic|Bearer|token v`, as a header line, a curl flag
+    // or a JSON field in a string; and a bare `Bearer <long token>`.
+    Detector::new(
+        Kind::AuthHeader,
+        &["uthorization", "UTHORIZATION", "earer", "EARER"],
+        Check::Value,
+        r#"(?:(?i:authorization)(?:\\*["'])?\s*[:=]\s*(?:\\*["'])?(?i:basic|bearer|token|digest)\s+(?P<s>[A-Za-z0-9+/=._~-]{6,})|(?:^|[^A-Za-z0-9_])Bearer\s+(?P<s2>[A-Za-z0-9+/=._~-]{16,}))"#,
+    ),
+    // A private key's body without its BEGIN line, known by how its DER
+    // starts (PKCS#1 and PKCS#8 RSA, SEC1 and PKCS#8 EC, Ed25519,
+    // OpenSSH), with its following lines (`\n`-separated at any depth).
+    // Certificates (`MIID…CCA`) and other base64 do not start this way.
+    Detector::new(
+        Kind::PrivateKey,
         &[
-            "PASSWORD",
-            "PASSWD",
-            "SECRET",
-            "TOKEN",
-            "API_KEY",
-            "APIKEY",
-            "ACCESS_KEY",
-            "PRIVATE_KEY",
-            "AUTH_KEY",
-            "CREDENTIAL",
+            "MII",
+            "MHcCAQEE",
+            "MIGkAgEBBD",
+            "MC4CAQAwBQYDK2Vw",
+            "b3BlbnNzaC1rZXktdjE",
         ],
-        r#"(?:^|\\[nrtbf]|[^A-Za-z0-9_.])[A-Z0-9_]*(?:PASSWORD|PASSWD|SECRET|TOKEN|API_KEY|APIKEY|ACCESS_KEY|PRIVATE_KEY|AUTH_KEY|CREDENTIALS?)[A-Z0-9_]*=(?:\\"|')?(?P<s>[^\s'"\\;,&|`()\[\]{}<>]{6,})"#,
+        Check::Shape,
+        r"{B}(?P<s>(?:MII[A-Za-z0-9+/]{3}IBA(?:AK|DAN)|MHcCAQEE|MIGkAgEBBD|MIGHAgEAMBMG|MC4CAQAwBQYDK2Vw|b3BlbnNzaC1rZXktdjE)[A-Za-z0-9+/=]*(?:\\+[rn][A-Za-z0-9+/=]+)*)",
     ),
 ];
 
+/// Masks the values of the line's own `"name": "value"` pairs whose name
+/// is a secret's (`"password"`, `"SecretAccessKey"`, `"Authorization"`),
+/// where key and value are two strings of the line; returns the index in
+/// `strings` of each value masked.
+fn secret_fields(
+    line: &mut [u8],
+    strings: &[Range<usize>],
+    present: &[Vec<Hit>],
+    counts: &mut BTreeMap<Kind, u64>,
+) -> Vec<usize> {
+    let mut masked = Vec::new();
+    for (i, pair) in strings.windows(2).enumerate() {
+        let (key, value) = (pair[0].clone(), pair[1].clone());
+        let between = &line[key.end..value.start];
+        let is_pair = between.len() >= 3
+            && between[0] == b'"'
+            && between[between.len() - 1] == b'"'
+            && between[1..between.len() - 1].trim_ascii() == b":";
+        if !is_pair || value.is_empty() {
+            continue;
+        }
+        let name = &line[key];
+        let auth = name.eq_ignore_ascii_case(b"authorization")
+            || name.eq_ignore_ascii_case(b"proxy-authorization");
+        let secret = auth || (!present[i].is_empty() && is_secret_name(name));
+        if !secret {
+            continue;
+        }
+        let content = &line[value.clone()];
+        // `Bearer <token>`: the scheme stays readable.
+        let from = match content.iter().position(|&b| b == b' ') {
+            Some(space) if auth => space + 1,
+            _ => 0,
+        };
+        let secret = &content[from..];
+        let chosen = !auth && names_a_password(name);
+        if secret.is_empty()
+            || !looks_like_a_value(secret, false)
+            || !(chosen || machine_made(secret, false))
+        {
+            continue;
+        }
+        let kind = if auth {
+            Kind::AuthHeader
+        } else {
+            Kind::SecretField
+        };
+        write_mask(&mut line[value.start + from..value.end], kind);
+        *counts.entry(kind).or_default() += 1;
+        masked.push(i + 1);
+    }
+    masked
+}
+
+/// Whether a whole key names a secret, as `secret_name!` says (without a
+/// regex: a key with a needle is common, `input_tokens`, and compiling one
+/// costs a hook more than its delta).
+fn is_secret_name(name: &[u8]) -> bool {
+    const KEYWORDS: [&[u8]; 12] = [
+        b"password",
+        b"passwd",
+        b"secret",
+        b"token",
+        b"apikey",
+        b"accesskey",
+        b"secretkey",
+        b"privatekey",
+        b"authkey",
+        b"accountkey",
+        b"credential",
+        b"credentials",
+    ];
+    let separator = |b: u8| matches!(b, b'_' | b'.' | b'-');
+    if name.is_empty()
+        || !name
+            .iter()
+            .all(|&b| b.is_ascii_alphanumeric() || separator(b))
+    {
+        return false;
+    }
+    KEYWORDS.iter().any(|keyword| {
+        // Match the keyword from the end, separators inside it allowed
+        // only between its words (`api_key`, `Api-Key`).
+        let mut at = name.len();
+        for &k in keyword.iter().rev() {
+            while at > 0 && separator(name[at - 1]) && at < name.len() {
+                at -= 1;
+            }
+            if at == 0 || !name[at - 1].eq_ignore_ascii_case(&k) {
+                return false;
+            }
+            at -= 1;
+        }
+        // It starts the name, follows a separator, or starts a camelCase word.
+        at == 0
+            || separator(name[at - 1])
+            || (name[at].is_ascii_uppercase()
+                && (name[at - 1].is_ascii_lowercase() || name[at - 1].is_ascii_digit()))
+    })
+}
+
 /// A private key runs from its BEGIN line to its END line, which regexes
-/// find separately; this needle stands for both.
-const PRIVATE_KEY_NEEDLE: &str = "-----BEGIN";
+/// find separately; these needles stand for both (a key pasted without its
+/// BEGIN line still has its END line).
+const PRIVATE_KEY_NEEDLES: [&str; 2] = ["-----BEGIN", "-----END"];
 const PRIVATE_KEY_BEGIN: &str = r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY[A-Z ]*-----";
 const PRIVATE_KEY_END: &str = r"-----END[A-Z0-9 ]*PRIVATE KEY[A-Z ]*-----";
 
@@ -346,6 +638,8 @@ struct Needles {
     each: AhoCorasick,
     /// The bit of the detector each needle (by pattern id) belongs to.
     bit: Vec<Present>,
+    /// The longest needle's length.
+    longest: usize,
 }
 
 /// `None` only if the constant needles stopped building; then every string
@@ -354,42 +648,90 @@ fn needles() -> Option<&'static Needles> {
     static NEEDLES: OnceLock<Option<Needles>> = OnceLock::new();
     NEEDLES
         .get_or_init(|| {
-            let (literals, bit): (Vec<&str>, Vec<Present>) = DETECTORS
+            // One pattern per literal, with the bits of every detector
+            // that has it.
+            let mut by_literal: BTreeMap<&str, Present> = BTreeMap::new();
+            let all = DETECTORS
                 .iter()
                 .enumerate()
                 .flat_map(|(i, d)| d.needles.iter().map(move |n| (*n, 1 << i)))
-                .chain([(PRIVATE_KEY_NEEDLE, PRIVATE_KEY_BIT)])
-                .unzip();
+                .chain(PRIVATE_KEY_NEEDLES.map(|n| (n, PRIVATE_KEY_BIT)));
+            for (literal, bit) in all {
+                *by_literal.entry(literal).or_default() |= bit;
+            }
+            let literals: Vec<&str> = by_literal.keys().copied().collect();
+            let bit = by_literal.values().copied().collect();
             let any = AhoCorasick::builder()
                 .match_kind(MatchKind::LeftmostFirst)
                 .build(&literals)
                 .ok()?;
+            let each = AhoCorasick::new(&literals).ok()?;
             Some(Needles {
+                longest: literals.iter().map(|l| l.len()).max().unwrap_or(0),
                 any,
-                each: AhoCorasick::new(&literals).ok()?,
+                each,
                 bit,
             })
         })
         .as_ref()
 }
 
-/// Whether `bytes` contains any needle (the first one found ends the scan).
-fn has_needle(bytes: &[u8]) -> bool {
-    needles().is_none_or(|n| n.any.is_match(bytes))
-}
-
-/// The detectors whose needles `content` contains, in one pass.
-fn present(content: &[u8]) -> Present {
+/// The detectors whose needles each of the line's `strings` contains.
+///
+/// Most lines hold no needle, and most strings of those that do hold none:
+/// one vectorised scan of the whole line finds where needles start, and
+/// only the bytes just after each such start are searched for every
+/// needle there (overlapping: one needle must not hide another that shares
+/// its bytes, as `sk-` does `sk-ant-`).
+fn present(line: &[u8], strings: &[Range<usize>]) -> Vec<Vec<Hit>> {
     let Some(needles) = needles() else {
-        return Present::MAX;
+        // Every string holds every needle everywhere.
+        return strings
+            .iter()
+            .map(|s| {
+                vec![Hit {
+                    at: 0..s.len(),
+                    bits: Present::MAX,
+                }]
+            })
+            .collect();
     };
-    // Overlapping: one needle must not hide another that shares its bytes.
-    needles
-        .each
-        .find_overlapping_iter(content)
-        .fold(0, |present, m| {
-            present | needles.bit[m.pattern().as_usize()]
+    let mut hits: Vec<(Range<usize>, Present)> = Vec::new();
+    for m in needles.any.find_iter(line) {
+        // Needles that start inside `m` end within the longest needle's
+        // length after it; those that start later are later matches'.
+        let window = m.start()..(m.end() + needles.longest).min(line.len());
+        for o in needles.each.find_overlapping_iter(&line[window.clone()]) {
+            let at = window.start + o.start()..window.start + o.end();
+            hits.push((at, needles.bit[o.pattern().as_usize()]));
+        }
+    }
+    if hits.is_empty() {
+        return vec![Vec::new(); strings.len()];
+    }
+    // Strings are in order and apart; so are the hits, once sorted.
+    hits.sort_unstable_by_key(|(at, _)| at.start);
+    let mut next = 0;
+    strings
+        .iter()
+        .map(|s| {
+            while next < hits.len() && hits[next].0.start < s.start {
+                next += 1;
+            }
+            let mut inside = Vec::new();
+            while next < hits.len() && hits[next].0.start < s.end {
+                let (at, bits) = &hits[next];
+                if at.end <= s.end {
+                    inside.push(Hit {
+                        at: at.start - s.start..at.end - s.start,
+                        bits: *bits,
+                    });
+                }
+                next += 1;
+            }
+            inside
         })
+        .collect()
 }
 
 /// ASCII-only (`unicode(false)`): linear-time on any bytes, even a 50 MB line.
@@ -409,44 +751,204 @@ fn private_key_bounds() -> Option<&'static (Regex, Regex)> {
 
 /// Secret spans in one string's contents, in no particular order; only the
 /// detectors in `present` can find any.
-fn secrets(content: &[u8], present: Present) -> Vec<(Range<usize>, Kind)> {
+fn secrets(content: &[u8], hits: &[Hit]) -> Vec<(Range<usize>, Kind)> {
     let mut out = Vec::new();
+    let present = hits.iter().fold(0, |present, hit| present | hit.bits);
     for (i, d) in DETECTORS.iter().enumerate() {
         if present & (1 << i) == 0 {
             continue;
         }
+        let named = matches!(d.check, Check::Named) || d.kind == Kind::EnvSecret;
+        let hits = hits
+            .iter()
+            .filter(|hit| hit.bits & (1 << i) != 0)
+            .filter(|hit| !named || names_something(content, &hit.at));
+        let windows = windows(content, hits);
+        if windows.is_empty() {
+            continue;
+        }
         // The patterns are constants and compile (a test checks each).
         let Some(re) = d.regex() else { continue };
-        for caps in re.captures_iter(content) {
-            let Some(m) = caps.name("s") else { continue };
-            let checked = matches!(d.kind, Kind::EnvSecret | Kind::UrlPassword);
-            if checked && !looks_like_a_value(m.as_bytes()) {
-                continue;
+        for caps in windows
+            .into_iter()
+            .flat_map(|w| captures_in(re, content, w))
+        {
+            let (m, bare) = match (caps.name("s"), caps.name("s2")) {
+                (Some(m), _) => (m, false),
+                (None, Some(m)) => (m, true),
+                (None, None) => continue,
+            };
+            let value = m.as_bytes();
+            let before = &content[caps.get(0).map_or(0, |all| all.start())..m.start()];
+            let mut kind = d.kind;
+            let accepted = match d.check {
+                Check::Shape => true,
+                Check::Value => {
+                    let chosen = d.kind == Kind::UrlPassword || names_a_password(before);
+                    looks_like_a_value(value, bare) && (chosen || machine_made(value, bare))
+                }
+                Check::Named => {
+                    let Some(name) = caps.name("n") else { continue };
+                    let op = &content[name.end()..m.start()];
+                    let spaced = content[..m.start()]
+                        .last()
+                        .is_some_and(u8::is_ascii_whitespace);
+                    let form_ok = if op.contains(&b'=') {
+                        !(bare && spaced && is_identifier(value))
+                    } else if op.contains(&b':') {
+                        kind = Kind::SecretField;
+                        !name.as_bytes().eq_ignore_ascii_case(b"pass")
+                            && !name.as_bytes().ends_with(b"Pass")
+                            && !name.as_bytes().to_ascii_lowercase().ends_with(b"_pass")
+                    } else {
+                        content[..name.start()].ends_with(b"-")
+                    };
+                    let chosen = names_a_password(name.as_bytes());
+                    form_ok
+                        && looks_like_a_value(value, bare)
+                        && (chosen || machine_made(value, bare))
+                }
+            };
+            if accepted {
+                out.push((m.range(), kind));
             }
-            out.push((m.range(), d.kind));
         }
     }
     if present & PRIVATE_KEY_BIT != 0 {
-        if let Some((key_begin, key_end)) = private_key_bounds() {
-            let mut from = 0;
-            while let Some(begin) = key_begin.find_at(content, from) {
-                // A key cut off before its END line is masked to the string's end.
-                let end = key_end
-                    .find_at(content, begin.end())
-                    .map_or(content.len(), |m| m.end());
-                out.push((begin.start()..end, Kind::PrivateKey));
-                from = end;
-            }
-        }
+        private_keys(content, &mut out);
     }
     high_entropy(content, &mut out);
     out
 }
 
-/// Placeholders (`sk-...`, `<token>`, `${X}`, `$X`, `***`) and code
-/// (`os.environ[...]`, `getKey()`) are not secrets.
-fn looks_like_a_value(v: &[u8]) -> bool {
+/// A needle found in a string: where, and the bits of its detectors.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Hit {
+    at: Range<usize>,
+    bits: Present,
+}
+
+/// How far before its needle a match may start (a long name before
+/// `password`: `spring.datasource.password`) and after it end; a match
+/// that reaches the window's end is taken again from the whole string (a
+/// JWT, a private key's body can be kilobytes).
+const BEFORE_NEEDLE: usize = 256;
+const AFTER_NEEDLE: usize = 512;
+
+/// Whether the word around a secret's name needle at `at` is a name given
+/// a value: followed (after the rest of the name, a closing quote, spaces)
+/// by `=` or `:`, or a flag (`--name value`). Most needles of names are
+/// words (`input_tokens` as a key, "the token limit"), and this spares
+/// them the regex, and its compiling.
+fn names_something(content: &[u8], at: &Range<usize>) -> bool {
+    let name_byte = |b: &u8| b.is_ascii_alphanumeric() || b"_.-".contains(b);
+    let start = at.start
+        - content[..at.start]
+            .iter()
+            .rev()
+            .take_while(|b| name_byte(b))
+            .count();
+    let mut i = at.end
+        + content[at.end..]
+            .iter()
+            .take_while(|b| name_byte(b))
+            .count();
+    while i < content.len() && b"\\\"'".contains(&content[i]) {
+        i += 1;
+    }
+    let spaces = content[i..]
+        .iter()
+        .take_while(|b| b.is_ascii_whitespace())
+        .count();
+    match content.get(i + spaces) {
+        Some(b'=' | b':') => true,
+        _ => spaces > 0 && content[start..].starts_with(b"-"),
+    }
+}
+
+/// The parts of `content` around `hits`, merged where they overlap: a
+/// regex searches only there, not the whole string (a tool's output can be
+/// megabytes, and `token` is a common word).
+fn windows<'h>(content: &[u8], hits: impl Iterator<Item = &'h Hit>) -> Vec<Range<usize>> {
+    let mut merged: Vec<Range<usize>> = Vec::new();
+    for hit in hits {
+        let w = hit.at.start.saturating_sub(BEFORE_NEEDLE)
+            ..(hit.at.end.saturating_add(AFTER_NEEDLE)).min(content.len());
+        match merged.last_mut() {
+            Some(last) if w.start <= last.end => last.end = last.end.max(w.end),
+            _ => merged.push(w),
+        }
+    }
+    merged
+}
+
+/// Every match of `re` that starts in `window`, seen in its context (the
+/// byte before the window decides a boundary).
+fn captures_in<'c>(
+    re: &'c Regex,
+    content: &'c [u8],
+    window: Range<usize>,
+) -> impl Iterator<Item = regex::bytes::Captures<'c>> + 'c {
+    let haystack = &content[..window.end];
+    let mut at = window.start;
+    std::iter::from_fn(move || {
+        if at > haystack.len() {
+            return None;
+        }
+        let mut caps = re.captures_at(haystack, at)?;
+        let mut whole = caps.get(0)?;
+        if whole.end() == haystack.len() && haystack.len() < content.len() {
+            // Cut by the window: the match as the whole string has it.
+            caps = re.captures_at(content, whole.start())?;
+            whole = caps.get(0)?;
+        }
+        at = if whole.end() > at {
+            whole.end()
+        } else {
+            at + 1
+        };
+        Some(caps)
+    })
+}
+
+/// A private key from its BEGIN line to its END line; from the start of
+/// its body when only the END line is there (the BEGIN line was not
+/// copied, or came in an earlier string).
+fn private_keys(content: &[u8], out: &mut Vec<(Range<usize>, Kind)>) {
+    let Some((key_begin, key_end)) = private_key_bounds() else {
+        return;
+    };
+    let mut keys = Vec::new();
+    let mut from = 0;
+    while let Some(begin) = key_begin.find_at(content, from) {
+        // A key cut off before its END line is masked to the string's end.
+        let end = key_end
+            .find_at(content, begin.end())
+            .map_or(content.len(), |m| m.end());
+        keys.push(begin.start()..end);
+        from = end;
+    }
+    for end in key_end.find_iter(content) {
+        if keys.iter().any(|k| k.contains(&end.start())) {
+            continue;
+        }
+        // Back over the body: base64 and the escapes (`\n`) between lines.
+        let body = content[..end.start()]
+            .iter()
+            .rposition(|&b| !(b.is_ascii_alphanumeric() || b"+/=\\".contains(&b)))
+            .map_or(0, |i| i + 1);
+        keys.push(body..end.end());
+    }
+    out.extend(keys.into_iter().map(|k| (k, Kind::PrivateKey)));
+}
+
+/// Placeholders (`sk-...`, `<token>`, `${X}`, `$X`, `***`), words that
+/// stand for a value (`password`, `string`, `null`) and code
+/// (`os.environ[...]`, `getKey()`; when `bare`, not quoted: `options.apiKey`)
+/// are not secrets.
+fn looks_like_a_value(v: &[u8], bare: bool) -> bool {
     let placeholder = v.windows(3).any(|w| w == b"...")
+        || v.windows(8).any(|w| w.eq_ignore_ascii_case(b"redacted"))
         || v.first().is_some_and(|b| b"$<{%*".contains(b))
         || v.iter().all(|b| *b == b'x' || *b == b'X' || *b == b'*');
     let named = [
@@ -454,15 +956,72 @@ fn looks_like_a_value(v: &[u8]) -> bool {
         b"passwd",
         b"changeme",
         b"secret",
+        b"token",
         b"yourpassword",
+        b"string",
+        b"str",
+        b"number",
+        b"boolean",
+        b"bool",
+        b"object",
+        b"unknown",
+        b"bytes",
+        b"none",
+        b"null",
+        b"nil",
+        b"true",
+        b"false",
+        b"undefined",
+        b"optional",
+        b"required",
+        b"redacted",
+        b"hidden",
+        b"option",
+        b"value",
     ]
     .iter()
     .any(|w| v.eq_ignore_ascii_case(w));
     let code = v.starts_with(b"process.")
         || v.starts_with(b"os.")
         || v.ends_with(b".env")
-        || v.windows(3).any(|w| w == b"://");
+        || v.windows(3).any(|w| w == b"://")
+        || (bare && is_member_path(v));
     !placeholder && !named && !code
+}
+
+/// A password is chosen by a person (`correct horse battery staple`); the
+/// value of any other secret's name (a key, a token) is made by a machine.
+fn names_a_password(name: &[u8]) -> bool {
+    name.windows(4).any(|w| w.eq_ignore_ascii_case(b"pass"))
+}
+
+/// Random enough to be a key or a token: digits, or both cases in a long
+/// value that is not a name in code (`credentials: OAuthCredentials`, when
+/// `bare`: not quoted). Words (`proxy-handled`, `csrfToken`) and
+/// placeholders (`REDACTED_API_KEY`) are not.
+fn machine_made(v: &[u8], bare: bool) -> bool {
+    v.iter().any(u8::is_ascii_digit)
+        || (v.len() >= 16
+            && v.iter().any(u8::is_ascii_uppercase)
+            && v.iter().any(u8::is_ascii_lowercase)
+            && !(bare && is_identifier(v)))
+}
+
+/// `options?.apiKey`, `self.password`, `config.auth.token!`: names in code.
+fn is_member_path(v: &[u8]) -> bool {
+    v.contains(&b'.')
+        && v.split(|&b| b == b'.').all(|part| {
+            let part = part.strip_suffix(b"?").unwrap_or(part);
+            is_identifier(part.strip_suffix(b"!").unwrap_or(part))
+        })
+}
+
+/// `[A-Za-z_$][A-Za-z0-9_$]*`: a name in code.
+fn is_identifier(v: &[u8]) -> bool {
+    v.first()
+        .is_some_and(|b| b.is_ascii_alphabetic() || b"_$".contains(b))
+        && v.iter()
+            .all(|b| b.is_ascii_alphanumeric() || b"_$".contains(b))
 }
 
 /// Characters of a high-entropy token.
@@ -542,12 +1101,35 @@ fn reportable(content: &[u8], at: Range<usize>, before: Option<u8>) -> bool {
         _ => false,
     };
     let dotted_before = before == Some(b'.') && start >= 2 && is_token_byte(content[start - 2]);
+    let token = &content[start..end];
     (32..=128).contains(&at.len())
         && !glued(before, None)
         && !dotted_before
         && !glued(after, content.get(end + 1).copied())
         && after != Some(b'=')
-        && looks_random(&content[start..end])
+        && looks_random(token)
+        && !is_ipfs_cid(token)
+        // An SSH public key (`ssh-ed25519 AAAAC3Nza…`): its wire format
+        // starts with a length, and public.
+        && !token.starts_with(b"AAAA")
+}
+
+/// An IPFS content id: public addresses of public data, random-looking by
+/// construction. CIDv0 (`Qm` and 44 base58 characters), CIDv1 in base58btc
+/// (`zdj7…`, `zb2r…`) and in base32 (`bafy…`, `bafk…`; lower case, so not
+/// random-looking anyway).
+fn is_ipfs_cid(token: &[u8]) -> bool {
+    let base58 = |t: &[u8]| {
+        t.iter()
+            .all(|b| b.is_ascii_alphanumeric() && !b"0OIl".contains(b))
+    };
+    let base32 = |t: &[u8]| {
+        t.iter()
+            .all(|b| b.is_ascii_lowercase() || (b'2'..=b'7').contains(b))
+    };
+    (token.len() == 46 && token.starts_with(b"Qm") && base58(token))
+        || ((token.starts_with(b"zdj7") || token.starts_with(b"zb2r")) && base58(token))
+        || (token.starts_with(b"baf") && base32(token))
 }
 
 fn looks_random(token: &[u8]) -> bool {
@@ -603,12 +1185,16 @@ fn shannon_bits(token: &[u8]) -> f64 {
         .sum()
 }
 
-/// Bytes of the escape sequence at `i` (`\uXXXX` or `\x`).
+/// Bytes of the escape sequence at `i` (`\uXXXX` or `\x`). An escaped
+/// backslash before an escape's letter (`\\n`) is an escape of JSON inside
+/// this string (a Codex `arguments` string): one unit, so a mask never
+/// leaves the inner JSON a lone backslash.
 fn escape_width(content: &[u8], i: usize) -> usize {
-    let w = if content.get(i + 1) == Some(&b'u') {
-        6
-    } else {
-        2
+    let w = match (content.get(i + 1), content.get(i + 2)) {
+        (Some(b'u'), _) => 6,
+        (Some(b'\\'), Some(b'n' | b'r' | b't' | b'b' | b'f')) => 3,
+        (Some(b'\\'), Some(b'u')) => 7,
+        _ => 2,
     };
     w.min(content.len() - i)
 }
@@ -671,6 +1257,9 @@ fn write_mask(span: &mut [u8], kind: Kind) {
         span[..label.len()].copy_from_slice(label.as_bytes());
     }
 }
+
+#[cfg(test)]
+mod shapes;
 
 #[cfg(test)]
 mod tests {

@@ -704,3 +704,234 @@ fn serves_https_with_the_configured_certificate() -> Result<()> {
     assert!(reqwest::blocking::get(format!("{}/healthz", central.url)).is_err());
     Ok(())
 }
+
+/// One raw HTTP/1.1 exchange (`Connection: close`): the status and the
+/// body, parsed as JSON. Fails if no answer comes within `within`.
+fn raw_exchange(addr: &str, head: &str, within: Duration) -> Result<(u16, serde_json::Value)> {
+    use std::io::Read;
+    let mut tcp = std::net::TcpStream::connect(addr)?;
+    tcp.set_read_timeout(Some(within))?;
+    tcp.write_all(head.as_bytes())?;
+    let mut answer = Vec::new();
+    tcp.read_to_end(&mut answer)?;
+    let answer = String::from_utf8_lossy(&answer);
+    let status = answer
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_default();
+    let body = answer.split("\r\n\r\n").nth(1).unwrap_or_default();
+    Ok((status, serde_json::from_str(body).unwrap_or_default()))
+}
+
+/// Issue #22: refusals made below the handlers (the method router, the
+/// decompression layer, the limits on a request's head) came back with an
+/// empty body, and 413 said "limit of 0 bytes".
+#[test]
+fn every_refusal_has_the_error_body() -> Result<()> {
+    let central = Central::start_with(&[("KITH_MAX_BODY_BYTES", "4096")])?;
+    let token = central.register("alice.test", "laptop")?;
+    let alice = central.client(&token);
+    let http = reqwest::blocking::Client::new();
+    let runs = alice.url("/api/runs");
+    let small = serde_json::to_vec(&delta("s", 0, "{}\n"))?;
+    let too_many_tags: Vec<String> = (0..65).map(|i| format!("t{i}")).collect();
+
+    let cases: Vec<(&str, reqwest::blocking::RequestBuilder, u16, &str)> = vec![
+        (
+            "method on a public path",
+            http.delete(alice.url("/healthz")),
+            405,
+            "method_not_allowed",
+        ),
+        (
+            "method on an api path",
+            http.put(&runs).bearer_auth(&token),
+            405,
+            "method_not_allowed",
+        ),
+        (
+            "unknown encoding",
+            http.post(&runs)
+                .bearer_auth(&token)
+                .header("content-type", "application/json")
+                .header("content-encoding", "br")
+                .body(small.clone()),
+            415,
+            "unsupported_media_type",
+        ),
+        (
+            "no content type",
+            http.post(&runs).bearer_auth(&token).body(small.clone()),
+            415,
+            "unsupported_media_type",
+        ),
+        (
+            "long target",
+            http.get(alice.url(&format!("/api/runs/forest?since={}", "9".repeat(10_000))))
+                .bearer_auth(&token),
+            414,
+            "uri_too_long",
+        ),
+        (
+            "large headers",
+            http.get(alice.url("/api/status"))
+                .bearer_auth(&token)
+                .header("x-pad", "a".repeat(40_000)),
+            431,
+            "headers_too_large",
+        ),
+        (
+            "body over the limit",
+            http.post(&runs).bearer_auth(&token).json(&delta(
+                "s",
+                0,
+                &format!("{{\"pad\":\"{}\"}}\n", "x".repeat(5000)),
+            )),
+            413,
+            "payload_too_large",
+        ),
+        (
+            "bad query",
+            http.get(alice.url("/api/runs/forest?since=yesterday-ish"))
+                .bearer_auth(&token),
+            400,
+            "invalid_query",
+        ),
+        (
+            "too many tags in a search filter",
+            http.post(alice.url("/api/search"))
+                .bearer_auth(&token)
+                .json(
+                    &json!({"query": "x", "mode": "keyword", "filters": {"tags": too_many_tags}}),
+                ),
+            400,
+            "invalid_filter",
+        ),
+        (
+            "an empty tag in a search filter",
+            http.post(alice.url("/api/search"))
+                .bearer_auth(&token)
+                .json(&json!({"query": "x", "mode": "keyword", "filters": {"tags": [""]}})),
+            400,
+            "invalid_filter",
+        ),
+    ];
+    for (what, req, status, code) in cases {
+        let res = req.send()?;
+        let content_type = res
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        let allow = res.headers().get("allow").is_some();
+        let got = res.status().as_u16();
+        let body: serde_json::Value = serde_json::from_str(&res.text()?).unwrap_or_default();
+        let message = body["error"]["message"].as_str().unwrap_or_default();
+        assert_eq!(
+            (got, body["error"]["code"].as_str()),
+            (status, Some(code)),
+            "{what}: {body}"
+        );
+        assert_eq!(content_type, "application/json", "{what}");
+        assert!(!message.is_empty(), "{what}");
+        if status == 405 {
+            assert!(allow, "{what}: the 405 still says what is allowed");
+        }
+        if status == 413 {
+            assert!(message.contains("4096 bytes"), "{what}: {message}");
+        }
+    }
+    // A search with tags inside the bound is answered.
+    let ok = alice.post(
+        "/api/search",
+        &json!({"query": "x", "mode": "keyword", "filters": {"tags": ["a", "b"]}}),
+    )?;
+    assert_eq!(ok.status, 200, "{ok:?}");
+
+    // A declared length over the limit is refused at once, before any body
+    // is sent and before the bearer is looked up.
+    let addr = central.url.trim_start_matches("http://");
+    let (status, body) = raw_exchange(
+        addr,
+        "POST /api/runs HTTP/1.1\r\nHost: kith\r\nContent-Type: application/json\r\n\
+         Content-Length: 1000000000\r\nConnection: close\r\n\r\n",
+        Duration::from_secs(5),
+    )?;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (413, Some("payload_too_large")),
+        "{body}"
+    );
+    assert!(stored_files(&central).is_empty());
+    Ok(())
+}
+
+/// The bearer scheme is case-insensitive (RFC 9110): `bearer` and `BEARER`
+/// are accepted, other schemes are not.
+#[test]
+fn the_bearer_scheme_is_case_insensitive() -> Result<()> {
+    let central = Central::start()?;
+    let token = central.register("alice.test", "laptop")?;
+    let http = reqwest::blocking::Client::new();
+    let status = format!("{}/api/status", central.url);
+    for (header, want) in [
+        (format!("Bearer {token}"), 200),
+        (format!("bearer {token}"), 200),
+        (format!("BEARER {token}"), 200),
+        (format!("Basic {token}"), 401),
+        (format!("Bearer{token}"), 401),
+        ("bearer ".to_owned(), 401),
+    ] {
+        let r = Api::send_raw(http.get(&status).header("authorization", &header))?;
+        assert_eq!(
+            r.status,
+            want,
+            "{}: {r:?}",
+            header.split(' ').next().unwrap_or("")
+        );
+    }
+    Ok(())
+}
+
+/// Sockets opened and never written (a slowloris client) neither starve
+/// other clients nor stay open: `/healthz` answers at once beside 300 of
+/// them, and each is closed when the header deadline passes.
+#[test]
+fn idle_connections_neither_starve_healthz_nor_stay_open() -> Result<()> {
+    use std::io::Read;
+    let central = Central::start()?;
+    let addr = central.url.trim_start_matches("http://").to_owned();
+    let idle = (0..300)
+        .map(|_| std::net::TcpStream::connect(&addr))
+        .collect::<std::io::Result<Vec<_>>>()?;
+    let http = reqwest::blocking::Client::builder()
+        .timeout(Duration::from_secs(5))
+        .build()?;
+    let started = std::time::Instant::now();
+    let health = http.get(format!("{}/healthz", central.url)).send()?;
+    assert!(health.status().is_success(), "{health:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+
+    // The header deadline is 10 s: by 20 s every one is closed (a read sees
+    // the end, not the read timeout).
+    let closed = |mut tcp: &std::net::TcpStream, within: u64| -> Result<bool> {
+        tcp.set_read_timeout(Some(Duration::from_secs(within)))?;
+        Ok(match tcp.read(&mut [0u8; 1]) {
+            Ok(n) => n == 0,
+            Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
+        })
+    };
+    assert!(closed(&idle[0], 20)?, "an idle connection was not closed");
+    for (i, tcp) in idle.iter().enumerate() {
+        assert!(closed(tcp, 5)?, "idle connection {i} was not closed");
+    }
+    let health = http.get(format!("{}/healthz", central.url)).send()?;
+    assert!(health.status().is_success());
+    Ok(())
+}

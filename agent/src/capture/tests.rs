@@ -456,6 +456,90 @@ fn secrets_are_masked_but_offsets_describe_the_original_file() -> anyhow::Result
     Ok(())
 }
 
+/// What capture spools is what leaves the device: planted in each agent's
+/// transcript (a Codex command's JSON-encoded arguments, its output, a
+/// Claude Code tool result, a pi tool result), no secret reaches the outbox,
+/// and the redacted lines keep the original's lengths.
+#[test]
+fn no_planted_secret_reaches_the_outbox() -> anyhow::Result<()> {
+    let secrets = [
+        "AKIAIOSFODNN7EXAMPLE",
+        "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+        "ghp_abcdefghijklmnopqrstuvwxyz0123456789",
+        "p4ssw0rdRedis",
+        "hunter2yaml",
+        "dXNlcjpodW50ZXIy",
+        "tok-9a8b7c6d5e",
+        "k3Lm9Qr2St5Uv8Wx1Yz4Ab7Cd0Ef3Gh6Ij9Kl2Mn5Op8Qr1St4Uv7Wx0Yz3Ab6Cd",
+    ];
+    let text = format!(
+        "export AWS_ACCESS_KEY_ID={} API_TOKEN=\"{}\"\naws_secret_access_key = {}\n\
+         git push https://{}@github.com/o/r\nREDIS_URL=redis://:{}@cache:6379\n\
+         db:\n  password: {}\ncurl -H 'Authorization: Basic {}'\n{}\n-----END PRIVATE KEY-----",
+        secrets[0],
+        secrets[6],
+        secrets[1],
+        secrets[2],
+        secrets[3],
+        secrets[4],
+        secrets[5],
+        secrets[7],
+    );
+    let claude = serde_json::json!({"type": "user", "message": {"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "toolu_01", "content": text}]}});
+    let codex = [
+        serde_json::json!({"type": "response_item", "payload": {"type": "function_call",
+            "name": "exec_command", "call_id": "call_1",
+            "arguments": serde_json::json!({"cmd": text, "workdir": "/home/me"}).to_string()}}),
+        serde_json::json!({"type": "response_item", "payload": {"type": "function_call_output",
+            "call_id": "call_1", "output": text}}),
+    ];
+    let pi = serde_json::json!({"type": "message", "message": {"role": "toolResult",
+        "toolName": "bash", "content": [{"type": "text", "text": text}]}});
+
+    let device = Device::new()?;
+    let files = [
+        (
+            device.paths.claude_dir.join("projects/-p/s.jsonl"),
+            vec![claude],
+        ),
+        (
+            device
+                .paths
+                .codex_dir
+                .join("sessions/2026/05/12/rollout-2026-05-12T10-00-00-s.jsonl"),
+            codex.to_vec(),
+        ),
+        (device.paths.pi_dir.join("sessions/--p--/s.jsonl"), vec![pi]),
+    ];
+    for (path, lines) in &files {
+        fs::create_dir_all(path.parent().unwrap_or(Path::new("/")))?;
+        let body: String = lines.iter().map(|l| format!("{l}\n")).collect();
+        assert!(secrets.iter().all(|s| body.contains(s)), "planted as is");
+        fs::write(path, &body)?;
+        device.capture.file(&device.file(path))?;
+    }
+    let spooled = device.spooled()?;
+    assert_eq!(spooled.len(), files.len(), "one delta per transcript");
+    for (_, req) in spooled {
+        let sent = serde_json::to_string(&req)?;
+        for secret in secrets {
+            assert!(
+                !sent.contains(secret),
+                "{secret} would be sent: {}",
+                req.jsonl
+            );
+        }
+        assert_eq!(req.jsonl.len() as u64, req.to_offset - req.from_offset);
+        for line in req.jsonl.lines() {
+            serde_json::from_str::<serde_json::Value>(line)?;
+        }
+        let found: u64 = req.redactions.values().sum();
+        assert!(found >= 8, "{:?}", req.redactions);
+    }
+    Ok(())
+}
+
 #[test]
 fn a_full_outbox_leaves_the_cursor_where_it_was() -> anyhow::Result<()> {
     let device = Device::new()?;

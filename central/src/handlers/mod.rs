@@ -7,27 +7,38 @@ pub mod runs;
 pub mod search;
 pub mod shares;
 
-use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::extract::{FromRef, FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
 use axum::http::StatusCode;
 use kith_shared::ids::RunId;
 use serde::de::DeserializeOwned;
 
 use crate::error::Error;
+use crate::state::AppState;
 
 /// `axum::Json` whose rejections are kith's error body.
 pub struct ApiJson<T>(pub T);
 
-impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
+impl<T, S> FromRequest<S> for ApiJson<T>
+where
+    T: DeserializeOwned,
+    S: Send + Sync,
+    AppState: FromRef<S>,
+{
     type Rejection = Error;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
         match axum::Json::<T>::from_request(req, state).await {
             Ok(axum::Json(v)) => Ok(Self(v)),
-            Err(rejection) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => {
-                Err(Error::PayloadTooLarge { limit: 0 })
-            }
-            Err(rejection) => Err(Error::bad_request("invalid_json", rejection.body_text())),
+            Err(rejection) => Err(match rejection.status() {
+                StatusCode::PAYLOAD_TOO_LARGE => Error::PayloadTooLarge {
+                    limit: AppState::from_ref(state).config().max_body_bytes,
+                },
+                StatusCode::UNSUPPORTED_MEDIA_TYPE => Error::UnsupportedMediaType {
+                    message: rejection.body_text(),
+                },
+                _ => Error::bad_request("invalid_json", rejection.body_text()),
+            }),
         }
     }
 }

@@ -32,8 +32,6 @@ pub const DEFAULT_LIMIT: u32 = 10;
 pub const MAX_LIMIT: u32 = 100;
 pub const MAX_OFFSET: u32 = 1000;
 pub const MAX_QUERY_BYTES: usize = 4096;
-/// Most tags a search may require (as many as a run may carry).
-pub const MAX_TAGS: usize = 64;
 /// Hits shown per conversation when hits are grouped.
 pub const HITS_PER_GROUP: usize = 3;
 /// Hits fetched per conversation asked for, to fill groups.
@@ -410,12 +408,6 @@ fn group_hits(
 }
 
 fn resolve_filters(f: &kith_proto::SearchFilters) -> Result<Filters> {
-    if f.tags.len() > MAX_TAGS {
-        return Err(Error::bad_request(
-            "invalid_filter",
-            format!("filters.tags holds at most {MAX_TAGS} tags"),
-        ));
-    }
     let max = crate::handlers::conversations::MAX_FILTER_BYTES;
     for v in [&f.conversation_id, &f.root_run_id, &f.cwd_prefix]
         .into_iter()
@@ -428,6 +420,12 @@ fn resolve_filters(f: &kith_proto::SearchFilters) -> Result<Filters> {
                 format!("a filter value is at most {max} bytes"),
             ));
         }
+    }
+    if !crate::ingest::tags_are_valid(&f.tags) {
+        return Err(Error::bad_request(
+            "invalid_filter",
+            format!("filters.tags: {}", crate::ingest::tags_rule()),
+        ));
     }
     let time = |name: &str, v: &Option<String>| -> Result<Option<i64>> {
         v.as_deref()
