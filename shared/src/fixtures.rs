@@ -59,6 +59,14 @@ pub fn path(rel: &str) -> PathBuf {
     repo_dir().join(rel)
 }
 
+/// The repository fixture `rel`; panics naming it when there is none.
+pub fn get(rel: &str) -> Fixture {
+    own()
+        .into_iter()
+        .find(|f| f.path == path(rel))
+        .unwrap_or_else(|| panic!("no fixture {}", path(rel).display()))
+}
+
 /// The bytes of the repository fixture `rel`; panics naming the file when it
 /// cannot be read (it is part of the repository).
 pub fn read(rel: &str) -> Vec<u8> {

@@ -52,11 +52,7 @@ impl Device {
 
     /// Places the repository fixture `rel` (`claude-code/...`).
     fn place_own(&self, rel: &str) -> anyhow::Result<Source> {
-        let fixture = fixtures::own()
-            .into_iter()
-            .find(|f| f.path == fixtures::path(rel))
-            .ok_or_else(|| anyhow::anyhow!("no fixture {rel}"))?;
-        self.place(&fixture)
+        self.place(&fixtures::get(rel))
     }
 
     fn file(&self, path: &Path) -> Source {
