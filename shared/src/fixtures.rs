@@ -14,10 +14,6 @@ use std::sync::OnceLock;
 /// sets, which is also the format.
 pub const RUNTIMES: [&str; 3] = ["claude-code", "codex", "pi"];
 
-/// Set this (to anything) to make an absent third-party set fail the tests
-/// that read it, as CI does where it must be present.
-pub const REQUIRE_THIRD_PARTY: &str = "KITH_REQUIRE_THIRD_PARTY_FIXTURES";
-
 /// One transcript file of either set.
 #[derive(Debug, Clone)]
 pub struct Fixture {
