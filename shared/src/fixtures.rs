@@ -93,7 +93,8 @@ pub fn third_party_dir() -> Option<PathBuf> {
                 dir.display()
             )
         };
-        let _ = writeln!(std::io::stderr(), "{said}");
+        // On its own line: test output around it may be mid-line.
+        let _ = writeln!(std::io::stderr(), "\n{said}");
         present.then_some(dir)
     })
     .clone()
