@@ -142,10 +142,23 @@ pub fn run() -> ExitCode {
 }
 
 fn init_tracing() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("KITH_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let wanted = std::env::var("KITH_LOG").unwrap_or_default();
+    let mut filter = tracing_subscriber::EnvFilter::try_new(&wanted)
+        .ok()
+        .filter(|_| !wanted.is_empty())
+        .unwrap_or_else(|| tracing_subscriber::EnvFilter::new("info"));
+    // ONNX Runtime and its loader narrate every session they set up at info;
+    // only their warnings belong in kith's log, unless KITH_LOG asks for them.
+    if !wanted.split(',').any(|d| d.trim().starts_with("ort")) {
+        if let Ok(ort) = "ort=warn".parse() {
+            filter = filter.add_directive(ort);
+        }
+    }
+    // Colour codes only for a person at a terminal, not in a supervisor's
+    // or a test's captured log.
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr)
         .try_init();
 }

@@ -161,7 +161,7 @@ mod tests {
     use std::fmt::Write as _;
 
     use super::*;
-    use crate::transcript::{parse, Format};
+    use crate::transcript::parse;
 
     fn turn(role: Role, text: &str, lines: (u64, u64)) -> Turn {
         Turn {
@@ -396,13 +396,23 @@ mod tests {
 
     #[test]
     fn fixture_chunks_stay_inside_their_turns() {
-        let cases = [
-            (Format::ClaudeCode, "claude-code/marot__spotter__4d5611e5-241a-462a-8d15-5122611a9569.jsonl"),
-            (Format::Codex, "codex/codemie-ai__codemie-code__rollout-2026-05-11T11-26-55-019e1625-789d-76c0-80ab-3724b5ddb799.jsonl"),
-            (Format::Pi, "pi/badlogic__pi-mono__compact.jsonl"),
+        use crate::fixtures;
+        let mut cases = vec![
+            ("claude-code/-home-sam-src-tally/9d0e4b7a-5c2f-4f18-a3e6-1b8c7d2f4a55.jsonl", fixtures::read("claude-code/-home-sam-src-tally/9d0e4b7a-5c2f-4f18-a3e6-1b8c7d2f4a55.jsonl")),
+            ("codex/2026/05/11/rollout-2026-05-11T14-02-09-019e17a2-4c3b-7d10-9a6e-52f0c8b1d3e4.jsonl", fixtures::read("codex/2026/05/11/rollout-2026-05-11T14-02-09-019e17a2-4c3b-7d10-9a6e-52f0c8b1d3e4.jsonl")),
+            ("pi/--home-sam-src-notes-site--/2026-05-07T19-20-07-530Z_e5b2c8d1-7a44-4f0e-b96a-3d1f28c07a9e.jsonl", fixtures::read("pi/--home-sam-src-notes-site--/2026-05-07T19-20-07-530Z_e5b2c8d1-7a44-4f0e-b96a-3d1f28c07a9e.jsonl")),
         ];
-        for (format, name) in cases {
-            let t = parse(format, &crate::transcript::tests::fixture(name));
+        for name in [
+            "claude-code/marot__spotter__4d5611e5-241a-462a-8d15-5122611a9569.jsonl",
+            "codex/codemie-ai__codemie-code__rollout-2026-05-11T11-26-55-019e1625-789d-76c0-80ab-3724b5ddb799.jsonl",
+            "pi/badlogic__pi-mono__compact.jsonl",
+        ] {
+            cases.extend(fixtures::third_party(name).map(|bytes| (name, bytes)));
+        }
+        for (name, bytes) in cases {
+            let format =
+                crate::transcript::tests::format_of(name.split('/').next().unwrap_or_default());
+            let t = parse(format, &bytes);
             let windows_only = ChunkConfig {
                 min_chars: 0,
                 ..ChunkConfig::default()

@@ -1,7 +1,10 @@
 //! Pure code that both the device agent and central use: ids, hashing, JSONL
-//! line checks, transcript formats -> turns, chunking and redaction. No IO.
+//! line checks, transcript formats -> turns, chunking and redaction. No IO
+//! (but for `fixtures`, the tests' transcripts, built only for tests).
 
 pub mod chunk;
+#[cfg(any(test, feature = "fixtures"))]
+pub mod fixtures;
 pub mod hash;
 pub mod ids;
 pub mod jsonl;

@@ -1616,31 +1616,30 @@ mod tests {
         assert!(found > 1000, "the generator makes secrets too: {found}");
     }
 
-    /// Every real transcript in the fixtures: complete lines come out
-    /// unchanged (no false positive on paths, ids, signatures, base64, code),
-    /// and `jsonl::check` accepts them.
+    /// Every transcript in the fixtures: complete lines come out unchanged
+    /// (no false positive on paths, ids, signatures, base64, code), and
+    /// `jsonl::check` accepts them.
     #[test]
-    fn real_transcripts_pass_through_unchanged() -> Result<(), String> {
-        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures");
-        let mut n_files = 0;
-        for dir in ["claude-code", "codex", "pi"] {
-            let entries = std::fs::read_dir(root.join(dir)).map_err(|e| format!("{dir}: {e}"))?;
-            for entry in entries.flatten() {
-                let bytes = std::fs::read(entry.path()).map_err(|e| e.to_string())?;
-                let complete =
-                    bytes.len() - bytes.iter().rev().take_while(|&&b| b != b'\n').count();
-                let out = redact_jsonl(bytes[..complete].to_vec());
-                assert!(
-                    out.counts.is_empty(),
-                    "{}: {:?}",
-                    entry.path().display(),
-                    out.counts
-                );
-                assert_eq!(out.text.as_bytes(), &bytes[..complete]);
-                n_files += 1;
-            }
+    fn real_transcripts_pass_through_unchanged() {
+        let all = crate::fixtures::all();
+        for f in &all {
+            let bytes = std::fs::read(&f.path).unwrap_or_else(|e| panic!("{}: {e}", f.name));
+            let complete = bytes.len() - bytes.iter().rev().take_while(|&&b| b != b'\n').count();
+            let out = redact_jsonl(bytes[..complete].to_vec());
+            assert!(out.counts.is_empty(), "{}: {:?}", f.name, out.counts);
+            assert_eq!(out.text.as_bytes(), &bytes[..complete], "{}", f.name);
+            let checked = crate::jsonl::check(&bytes[..complete]).map(|_| ());
+            assert_eq!(checked, Ok(()), "{}", f.name);
         }
-        assert!(n_files >= 20, "fixtures found: {n_files}");
-        Ok(())
+        let third_party = all.iter().filter(|f| !f.own).count();
+        assert!(
+            all.len() - third_party >= 9,
+            "repository fixtures: {}",
+            all.len()
+        );
+        assert!(
+            crate::fixtures::third_party_dir().is_none() || third_party >= 20,
+            "third-party fixtures found: {third_party}"
+        );
     }
 }

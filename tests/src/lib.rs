@@ -33,13 +33,10 @@ pub fn bin(name: &str) -> PathBuf {
     bin_dir().join(name)
 }
 
-/// The shared reference folder beside the repository (`../shared`).
+/// The shared reference folder beside a development checkout (`../shared`),
+/// with the LoCoMo evaluation data; a user's clone does not have it.
 pub fn reference_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared")
-}
-
-pub fn fixture(rel: &str) -> PathBuf {
-    reference_dir().join("fixtures").join(rel)
 }
 
 /// A running `kith-central` on 127.0.0.1 with its own data directory.

@@ -9,7 +9,17 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
-use kith_tests::{bin, fixture, json_response, Api, Central, StandIn};
+use kith_shared::fixtures::{self, Fixture};
+use kith_tests::{bin, json_response, Api, Central, StandIn};
+
+/// The repository's transcripts these tests write (`kith_shared::fixtures`).
+const SHORT: &str = "claude-code/-home-sam-src-tally/3f1c2a4e-8b7d-4e21-9c55-0a6b1d2e7f90.jsonl";
+const WORK: &str = "claude-code/-home-sam-src-tally/9d0e4b7a-5c2f-4f18-a3e6-1b8c7d2f4a55.jsonl";
+const AGENT: &str = "claude-code/-home-sam-src-tally/9d0e4b7a-5c2f-4f18-a3e6-1b8c7d2f4a55/subagents/agent-a6c41f0.jsonl";
+const COMPACT_AGENT: &str = "claude-code/-home-sam-src-tally/9d0e4b7a-5c2f-4f18-a3e6-1b8c7d2f4a55/subagents/agent-acompact-7d20b9.jsonl";
+const CODEX: &str =
+    "codex/2026/05/11/rollout-2026-05-11T14-02-09-019e17a2-4c3b-7d10-9a6e-52f0c8b1d3e4.jsonl";
+const PI: &str = "pi/--home-sam-src-notes-site--/2026-05-07T19-20-07-530Z_e5b2c8d1-7a44-4f0e-b96a-3d1f28c07a9e.jsonl";
 
 /// A family machine: a HOME with agent folders, and kith's own dirs.
 struct Device {
@@ -55,43 +65,26 @@ impl Device {
         Ok(child.wait_with_output()?)
     }
 
-    /// Lays out every fixture as the agents would have written it.
+    /// Lays out every fixture of both sets as the agents would have written
+    /// them: (fixture, where it went).
     fn with_all_fixtures(&self) -> Result<Vec<(PathBuf, PathBuf)>> {
         let mut placed = Vec::new();
-        for dir in ["claude-code", "codex", "pi"] {
-            for entry in std::fs::read_dir(kith_tests::reference_dir().join("fixtures").join(dir))?
-            {
-                let src = entry?.path();
-                let name = src.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-                let dest = self.place(&format!("{dir}/{name}"))?;
-                std::fs::copy(&src, &dest)?;
-                placed.push((src, dest));
-            }
+        for fixture in fixtures::all() {
+            let dest = self.place(&fixture)?;
+            std::fs::copy(&fixture.path, &dest)?;
+            placed.push((fixture.path, dest));
         }
         Ok(placed)
     }
 
-    /// Where the agent would have written the fixture `rel`
-    /// (`claude-code/...`, `codex/...`, `pi/...`); its folder is created.
-    fn place(&self, rel: &str) -> Result<PathBuf> {
-        let (runtime, name) = rel.split_once('/').unwrap_or_default();
-        let dest = match runtime {
-            "claude-code" => {
-                let rel = name.replace("__subagents__", "/subagents/");
-                let rel = rel
-                    .split_once("__")
-                    .map_or(rel.clone(), |(_, r)| r.to_owned());
-                self.path(".claude/projects/-home-me-proj")
-                    .join(rel.replace("__", "-"))
-            }
-            "codex" => {
-                let file = name.rsplit("__").next().unwrap_or_default();
-                self.path(".codex/sessions/2026/05/11").join(file)
-            }
-            _ => self
-                .path(".pi/agent/sessions/--home-me-proj--")
-                .join(name.replace("__", "_")),
+    /// Where the agent would have written `fixture`; its folder is created.
+    fn place(&self, fixture: &Fixture) -> Result<PathBuf> {
+        let folder = match fixture.runtime {
+            "claude-code" => ".claude/projects",
+            "codex" => ".codex/sessions",
+            _ => ".pi/agent/sessions",
         };
+        let dest = self.path(folder).join(&fixture.layout);
         if let Some(parent) = dest.parent() {
             std::fs::create_dir_all(parent)?;
         }
@@ -294,7 +287,7 @@ fn appends_through_outages_and_rewrites_lose_nothing_and_store_nothing_twice() -
 
     // The file is replaced by another transcript at the same path: a new
     // chain from byte 0, the old one kept.
-    let other = std::fs::read(fixture("claude-code/marot__spotter__short.jsonl"))?;
+    let other = fixtures::read(SHORT);
     std::fs::remove_file(&file)?;
     std::fs::write(&file, &other)?;
     let out = device.kith(&central.url, &token, &["hook"], payload.as_bytes())?;
@@ -352,7 +345,7 @@ fn hook_always_exits_zero() -> Result<()> {
     // (by the first; the others find nothing new).
     let file = device.path(".claude/projects/-p/0b0e1d7a-0000-4000-8000-000000000005.jsonl");
     std::fs::create_dir_all(file.parent().unwrap_or(Path::new("/")))?;
-    std::fs::copy(fixture("claude-code/marot__spotter__short.jsonl"), &file)?;
+    std::fs::copy(fixtures::path(SHORT), &file)?;
     let payload = stop_payload(&file);
     let state = device.path("elsewhere");
     let state = state.to_str().unwrap_or_default();
@@ -389,7 +382,7 @@ fn hook_always_exits_zero() -> Result<()> {
 /// A Claude Code `Stop` hook payload naming `file`.
 /// Where the outage tests start: central on a data directory of its own,
 /// me.test's token on a device, and the path of a Claude Code transcript
-/// (`session` names it) to be written from the tool-heavy fixture's bytes.
+/// (`session` names it) to be written from the working session's bytes.
 struct Outage {
     _tmp: tempfile::TempDir,
     data: PathBuf,
@@ -406,7 +399,7 @@ fn outage(session: u32) -> Result<Outage> {
     let central = Central::start_on(&data, &[])?;
     let token = central.register("me.test", "laptop")?;
     let device = Device::new()?;
-    let source = std::fs::read(fixture("claude-code/marot__spotter__tool_heavy.jsonl"))?;
+    let source = fixtures::read(WORK);
     let file = device.path(&format!(
         ".claude/projects/-p/0b0e1d7a-0000-4000-8000-{session:012}.jsonl"
     ));
@@ -454,7 +447,7 @@ fn central_answering(status: &str, code: &str, message: &str) -> Result<StandIn>
 #[test]
 fn a_central_that_never_answers_leaves_the_delta_in_the_outbox() -> Result<()> {
     let device = Device::new()?;
-    let source = std::fs::read(fixture("claude-code/marot__spotter__short.jsonl"))?;
+    let source = fixtures::read(SHORT);
     let file = device.path(".claude/projects/-p/0b0e1d7a-0000-4000-8000-000000000006.jsonl");
     std::fs::create_dir_all(file.parent().unwrap_or(Path::new("/")))?;
     std::fs::write(&file, &source)?;
@@ -573,7 +566,7 @@ fn family_cli_shares_a_run_and_the_owner_sees_who_read_it() -> Result<()> {
     let bob_token = central.register("bob.test", "desktop")?;
     let alice = Device::new()?;
     let bob = Device::new()?;
-    let source = std::fs::read(fixture("claude-code/marot__spotter__short.jsonl"))?;
+    let source = fixtures::read(SHORT);
     let file = alice.path(".claude/projects/-p/0b0e1d7a-0000-4000-8000-000000000002.jsonl");
     std::fs::create_dir_all(file.parent().unwrap_or(Path::new("/")))?;
     std::fs::write(&file, &source)?;
@@ -611,13 +604,13 @@ fn family_cli_shares_a_run_and_the_owner_sees_who_read_it() -> Result<()> {
     let found = run(
         &bob,
         &bob_token,
-        &["search", "phx.server", "--mode", "keyword", "--json"],
+        &["search", "importer", "--mode", "keyword", "--json"],
     )?;
     let found: serde_json::Value = serde_json::from_slice(&found.stdout)?;
     assert_eq!(found["hits"][0]["run_id"], id.as_str());
     let search = |extra: &[&str]| {
         let args = [
-            &["search", "phx.server", "--mode", "keyword", "--json"],
+            &["search", "importer", "--mode", "keyword", "--json"],
             extra,
         ]
         .concat();
@@ -666,12 +659,8 @@ fn appends_through_central_and_watch_restarts_lose_and_duplicate_nothing() -> Re
     let url = central.url.clone();
     let device = Device::new()?;
     let mut files = Vec::new();
-    for rel in [
-        "claude-code/marot__spotter__tool_heavy.jsonl",
-        "codex/madshn__localpush__rollout-2026-02-23T20-34-25-019c8bfe-ec25-79e0-97d7-bda6a9c575ff.jsonl",
-        "pi/badlogic__pi-mono__large-session.jsonl",
-    ] {
-        files.push((std::fs::read(fixture(rel))?, device.place(rel)?));
+    for rel in [WORK, CODEX, PI] {
+        files.push((fixtures::read(rel), device.place(&fixtures::get(rel))?));
     }
     // Piece k ends at `end(src, k)`, mid-line except for the last.
     let end = |src: &[u8], k: usize| {
@@ -781,16 +770,11 @@ fn soak_twenty_growing_transcripts_through_central_crashes_lose_and_duplicate_no
     std::fs::create_dir_all(&project)?;
     let watch = device.watch(&central.url, &token)?;
 
-    let sources = [
-        "claude-code/marot__spotter__tool_heavy.jsonl",
-        "claude-code/marot__spotter__subagent.jsonl",
-        "claude-code/codemie-ai__codemie-code__session-9eda1058.jsonl",
-        "claude-code/marot__spotter__short.jsonl",
-    ];
+    let sources = [WORK, AGENT, COMPACT_AGENT, SHORT];
     let stop = Arc::new(AtomicBool::new(false));
     let mut writers = Vec::new();
     for i in 0..20u64 {
-        let lines: Vec<Vec<u8>> = std::fs::read(fixture(sources[i as usize % sources.len()]))?
+        let lines: Vec<Vec<u8>> = fixtures::read(sources[i as usize % sources.len()])
             .split_inclusive(|&b| b == b'\n')
             .map(<[u8]>::to_vec)
             .collect();
@@ -873,7 +857,7 @@ fn a_full_disk_under_the_outbox_is_a_clear_error_and_loses_nothing() -> Result<(
     let central = Central::start()?;
     let token = central.register("me.test", "laptop")?;
     let device = Device::new()?;
-    let source = std::fs::read(fixture("claude-code/marot__spotter__tool_heavy.jsonl"))?;
+    let source = fixtures::read(WORK);
     let file = device.path(".claude/projects/-p/0b0e1d7a-0000-4000-8000-000000000003.jsonl");
     std::fs::create_dir_all(file.parent().unwrap_or(Path::new("/")))?;
     std::fs::write(&file, &source)?;
@@ -935,7 +919,7 @@ fn watch_is_idle_when_nothing_changes() -> Result<()> {
     let device = Device::new()?;
     let file = device.path(".claude/projects/-p/0b0e1d7a-0000-4000-8000-000000000004.jsonl");
     std::fs::create_dir_all(file.parent().unwrap_or(Path::new("/")))?;
-    std::fs::copy(fixture("claude-code/marot__spotter__short.jsonl"), &file)?;
+    std::fs::copy(fixtures::path(SHORT), &file)?;
     let watch = device.watch(&central.url, &token)?;
     let api = central.client(&token);
     let deadline = Instant::now() + Duration::from_secs(30);

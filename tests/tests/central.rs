@@ -935,3 +935,53 @@ fn idle_connections_neither_starve_healthz_nor_stay_open() -> Result<()> {
     assert!(health.status().is_success());
     Ok(())
 }
+
+/// Central's log as a supervisor reads it, from a pipe: no terminal colour
+/// codes, and ONNX Runtime (when the embedder runs) says nothing below a
+/// warning, so that the log is kith's own.
+#[test]
+fn the_log_read_from_a_pipe_has_no_colour_codes_and_no_onnx_info() -> Result<()> {
+    let model = kith_tests::model_dir();
+    let mut central = Central::start()?;
+    let alice = central.client(&central.register("alice.test", "laptop")?);
+    let r = alice.post(
+        "/api/runs",
+        &delta("src-log", 0, &line("the nightly backup job stopped", 0)),
+    )?;
+    assert_eq!(r.status, 202, "{r:?}");
+    let id = r.body["run_id"].as_str().unwrap_or_default().to_owned();
+    if model.is_some() {
+        // The model has loaded and embedded: ONNX Runtime had its say.
+        alice.wait_embedded(&id, Duration::from_secs(60))?;
+        let sem = alice.post(
+            "/api/search",
+            &json!({"query": "backup stopped", "mode": "semantic"}),
+        )?;
+        assert_eq!(sem.status, 200, "{sem:?}");
+    } else {
+        alice.wait_indexed(&id, Duration::from_secs(10))?;
+    }
+    // Killed, central's stderr closes: the log is every line it wrote.
+    central.kill()?;
+    let log: Vec<String> = central.log.iter().collect();
+    let text = log.join("\n");
+    assert!(
+        log.iter().any(|l| l.contains(" INFO ")),
+        "central logged at info: {text}"
+    );
+    assert!(
+        !text.contains("\x1b["),
+        "colour codes in a piped log: {text}"
+    );
+    // ONNX Runtime's messages are events in the `ort` span (target
+    // `ort::logging`); the ort crate's own are under `ort`.
+    let onnx_info: Vec<&String> = log
+        .iter()
+        .filter(|l| {
+            (l.contains(" INFO ") || l.contains(" DEBUG ") || l.contains(" TRACE "))
+                && (l.contains("ort{") || l.contains(" ort:") || l.contains(" ort::"))
+        })
+        .collect();
+    assert!(onnx_info.is_empty(), "ONNX info lines: {onnx_info:#?}");
+    Ok(())
+}

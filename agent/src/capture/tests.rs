@@ -5,13 +5,15 @@ use super::*;
 use std::collections::BTreeMap;
 use std::fs;
 use std::io::Write;
-use std::path::PathBuf;
 
+use kith_shared::fixtures::{self, Fixture};
 use kith_shared::hash::chain_next;
 
-fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures")
-}
+/// The repository's Claude Code sessions, in their project folder.
+const SHORT: &str = "claude-code/-home-sam-src-tally/3f1c2a4e-8b7d-4e21-9c55-0a6b1d2e7f90.jsonl";
+const WORK: &str = "claude-code/-home-sam-src-tally/9d0e4b7a-5c2f-4f18-a3e6-1b8c7d2f4a55.jsonl";
+const PI_V1: &str = "pi/--home-sam-src-notes-site--/2026-05-07T19-20-07-530Z_e5b2c8d1-7a44-4f0e-b96a-3d1f28c07a9e.jsonl";
+const PI_V3: &str = "pi/--home-sam-src-notes-site--/2026-05-12T07-45-31-902Z_0c7d1e9a-36f2-4b58-a1c4-9e2b5f7d8a63.jsonl";
 
 /// A device: a home with agent folders and kith's state, all in a tempdir.
 struct Device {
@@ -32,36 +34,25 @@ impl Device {
         })
     }
 
-    /// Where the agent would have written the fixture `<dir>/<name>`
-    /// (`<owner>__<repo>__<path parts>`).
-    fn place(&self, dir: &str, name: &str) -> anyhow::Result<Source> {
-        let parts: Vec<&str> = name.split("__").skip(2).collect();
-        let (runtime, path) = match dir {
+    /// Copies `fixture` to where its agent would have written it.
+    fn place(&self, fixture: &Fixture) -> anyhow::Result<Source> {
+        let (runtime, folder) = match fixture.runtime {
             "claude-code" => (
                 AgentRuntime::ClaudeCode,
-                self.paths
-                    .claude_dir
-                    .join("projects/-home-me-proj")
-                    .join(parts.join("/")),
+                self.paths.claude_dir.join("projects"),
             ),
-            "codex" => (
-                AgentRuntime::Codex,
-                self.paths
-                    .codex_dir
-                    .join("sessions/2026/05/11")
-                    .join(parts.last().copied().unwrap_or(name)),
-            ),
-            _ => (
-                AgentRuntime::Pi,
-                self.paths
-                    .pi_dir
-                    .join("sessions/--home-me-proj--")
-                    .join(parts.last().copied().unwrap_or(name)),
-            ),
+            "codex" => (AgentRuntime::Codex, self.paths.codex_dir.join("sessions")),
+            _ => (AgentRuntime::Pi, self.paths.pi_dir.join("sessions")),
         };
+        let path = folder.join(&fixture.layout);
         fs::create_dir_all(path.parent().unwrap_or(Path::new("/")))?;
-        fs::copy(fixtures().join(dir).join(name), &path)?;
+        fs::copy(&fixture.path, &path)?;
         Ok(Source { runtime, path })
+    }
+
+    /// Places the repository fixture `rel` (`claude-code/...`).
+    fn place_own(&self, rel: &str) -> anyhow::Result<Source> {
+        self.place(&fixtures::get(rel))
     }
 
     fn file(&self, path: &Path) -> Source {
@@ -145,29 +136,28 @@ fn complete_lines(bytes: &[u8]) -> &[u8] {
 fn every_fixture_is_spooled_byte_exact_with_its_lineage() -> anyhow::Result<()> {
     let device = Device::new()?;
     let mut placed = Vec::new();
-    for dir in ["claude-code", "codex", "pi"] {
-        for entry in fs::read_dir(fixtures().join(dir))? {
-            let name = entry?.file_name().to_string_lossy().into_owned();
-            placed.push((dir, name.clone(), device.place(dir, &name)?));
-        }
+    for fixture in fixtures::all() {
+        let source = device.place(&fixture)?;
+        placed.push((fixture, source));
     }
-    assert!(placed.len() >= 20);
+    assert!(placed.len() >= 9);
     let mut total = Captured::default();
     for source in discover::all(&device.paths) {
         total += device.capture.file(&source)?;
     }
-    for (dir, name, source) in &placed {
-        let want = fs::read(fixtures().join(dir).join(name))?;
+    for (fixture, source) in &placed {
+        let want = fs::read(&fixture.path)?;
         let got = device.bytes_of(&source.path)?;
-        assert_eq!(got.len(), 1, "{name}: one chain");
+        assert_eq!(got.len(), 1, "{}: one chain", fixture.name);
         assert!(
             got[0] == complete_lines(&want),
-            "{name}: the spooled bytes are the file's"
+            "{}: the spooled bytes are the file's",
+            fixture.name
         );
     }
     let on_disk: u64 = placed
         .iter()
-        .map(|(_, _, s)| fs::metadata(&s.path).map_or(0, |m| m.len()))
+        .map(|(_, s)| fs::metadata(&s.path).map_or(0, |m| m.len()))
         .sum();
     assert!(total.bytes <= on_disk && total.bytes > on_disk / 2);
 
@@ -188,54 +178,114 @@ fn every_fixture_is_spooled_byte_exact_with_its_lineage() -> anyhow::Result<()> 
     let latest_run = |path: &Path| -> anyhow::Result<Option<String>> {
         Ok(device.capture.cursor(path)?.and_then(|c| c.spooled.run_id))
     };
-    let find = |name: &str| {
+    // The placed file whose fixture path ends with `tail`.
+    let find = |tail: &str| {
         placed
             .iter()
-            .find(|(_, n, _)| n == name)
-            .map(|(_, _, s)| s.path.clone())
-            .ok_or_else(|| anyhow::anyhow!("{name} not placed"))
+            .find(|(f, _)| f.path.ends_with(tail))
+            .map(|(_, s)| s.path.clone())
+            .ok_or_else(|| anyhow::anyhow!("{tail} not placed"))
     };
-    // Subagents hang under their session's latest run, in both layouts.
-    for (session, agent) in [
+    let third_party = fixtures::third_party_dir().is_some();
+    // Subagents hang under their session's latest run: Claude Code's in the
+    // session's folder (and, in older builds, beside it), Codex's by the
+    // parent thread its rollout names.
+    let mut children = vec![
         (
-            "marot__spotter__4d5611e5-241a-462a-8d15-5122611a9569.jsonl",
-            "marot__spotter__4d5611e5-241a-462a-8d15-5122611a9569__subagents__agent-a2898e3.jsonl",
+            "9d0e4b7a-5c2f-4f18-a3e6-1b8c7d2f4a55.jsonl",
+            "9d0e4b7a-5c2f-4f18-a3e6-1b8c7d2f4a55/subagents/agent-a6c41f0.jsonl",
+            true,
         ),
         (
-            "codemie-ai__codemie-code__incremental-subagents__turn-2.jsonl",
-            "codemie-ai__codemie-code__incremental-subagents__turn-2__subagents__agent-a485154.jsonl",
+            "9d0e4b7a-5c2f-4f18-a3e6-1b8c7d2f4a55.jsonl",
+            "9d0e4b7a-5c2f-4f18-a3e6-1b8c7d2f4a55/subagents/agent-acompact-7d20b9.jsonl",
+            true,
         ),
         (
-            "codemie-ai__codemie-code__4c2ddfdc-b619-4525-8d03-1950fb1b0257.jsonl",
-            "codemie-ai__codemie-code__agent-36541525.jsonl",
+            "rollout-2026-05-11T14-02-09-019e17a2-4c3b-7d10-9a6e-52f0c8b1d3e4.jsonl",
+            "rollout-2026-05-11T14-04-51-019e17a5-0f61-7b2a-8c44-e91d06a7b2f5.jsonl",
+            false,
         ),
-    ] {
+    ];
+    if third_party {
+        children.extend([
+            (
+                "marot__spotter__4d5611e5-241a-462a-8d15-5122611a9569.jsonl",
+                "marot__spotter__4d5611e5-241a-462a-8d15-5122611a9569__subagents__agent-a2898e3.jsonl",
+                true,
+            ),
+            (
+                "codemie-ai__codemie-code__incremental-subagents__turn-2.jsonl",
+                "codemie-ai__codemie-code__incremental-subagents__turn-2__subagents__agent-a485154.jsonl",
+                true,
+            ),
+            (
+                "codemie-ai__codemie-code__4c2ddfdc-b619-4525-8d03-1950fb1b0257.jsonl",
+                "codemie-ai__codemie-code__agent-36541525.jsonl",
+                true,
+            ),
+        ]);
+    }
+    for (session, agent, same_conversation) in children {
         let (session, agent) = (find(session)?, find(agent)?);
         let child = first(&agent)?;
         assert!(child.parent_run_id.is_some(), "{}", agent.display());
-        assert_eq!(child.parent_run_id, latest_run(&session)?, "{}", agent.display());
-        assert_eq!(child.conversation_id, first(&session)?.conversation_id);
+        assert_eq!(
+            child.parent_run_id,
+            latest_run(&session)?,
+            "{}",
+            agent.display()
+        );
+        // A Claude Code subagent is part of its session's conversation; a
+        // Codex subagent is a thread of its own.
+        assert_eq!(
+            child.conversation_id == first(&session)?.conversation_id,
+            same_conversation,
+            "{}",
+            agent.display()
+        );
     }
     // Conversation ids are the agents' own.
-    for (name, id) in [
+    let mut roots = vec![
         (
-            "marot__spotter__short.jsonl",
-            "55604662-cf2a-4331-851a-ec234028f8ca",
+            "3f1c2a4e-8b7d-4e21-9c55-0a6b1d2e7f90.jsonl",
+            "3f1c2a4e-8b7d-4e21-9c55-0a6b1d2e7f90",
         ),
         (
-            "codemie-ai__codemie-code__session-9eda1058.jsonl",
-            "9eda1058-9706-484a-b992-d03f9cfa2546",
+            "rollout-2026-05-11T14-02-09-019e17a2-4c3b-7d10-9a6e-52f0c8b1d3e4.jsonl",
+            "019e17a2-4c3b-7d10-9a6e-52f0c8b1d3e4",
         ),
         (
-            "madshn__localpush__rollout-2026-02-23T12-41-04-019c8a4d-8f45-7010-8b5d-7fad920aa6f9.jsonl",
-            "019c8a4d-8f45-7010-8b5d-7fad920aa6f9",
+            "2026-05-07T19-20-07-530Z_e5b2c8d1-7a44-4f0e-b96a-3d1f28c07a9e.jsonl",
+            "e5b2c8d1-7a44-4f0e-b96a-3d1f28c07a9e",
         ),
-        (
-            "badlogic__pi-mono__compact.jsonl",
-            "2638daee-0588-4baa-bd33-68b4c002818e",
-        ),
-    ] {
-        assert_eq!(first(&find(name)?)?.conversation_id.as_deref(), Some(id), "{name}");
+    ];
+    if third_party {
+        roots.extend([
+            (
+                "marot__spotter__short.jsonl",
+                "55604662-cf2a-4331-851a-ec234028f8ca",
+            ),
+            (
+                "codemie-ai__codemie-code__session-9eda1058.jsonl",
+                "9eda1058-9706-484a-b992-d03f9cfa2546",
+            ),
+            (
+                "madshn__localpush__rollout-2026-02-23T12-41-04-019c8a4d-8f45-7010-8b5d-7fad920aa6f9.jsonl",
+                "019c8a4d-8f45-7010-8b5d-7fad920aa6f9",
+            ),
+            (
+                "badlogic__pi-mono__compact.jsonl",
+                "2638daee-0588-4baa-bd33-68b4c002818e",
+            ),
+        ]);
+    }
+    for (name, id) in roots {
+        assert_eq!(
+            first(&find(name)?)?.conversation_id.as_deref(),
+            Some(id),
+            "{name}"
+        );
         assert_eq!(first(&find(name)?)?.parent_run_id, None, "{name} is a root");
     }
     Ok(())
@@ -274,7 +324,7 @@ fn a_codex_subagent_rollout_hangs_under_its_parent_thread() -> anyhow::Result<()
 #[test]
 fn appends_in_steps_send_only_complete_new_lines() -> anyhow::Result<()> {
     let device = Device::new()?;
-    let source = device.place("claude-code", "marot__spotter__tool_heavy.jsonl")?;
+    let source = device.place_own(WORK)?;
     let full = fs::read(&source.path)?;
     let mut f = fs::File::create(&source.path)?;
     let mut written = 0;
@@ -311,31 +361,42 @@ fn appends_in_steps_send_only_complete_new_lines() -> anyhow::Result<()> {
 
 #[test]
 fn a_partial_last_line_waits_for_its_newline() -> anyhow::Result<()> {
-    let device = Device::new()?;
-    let source = device.place("claude-code", "marot__spotter__short.jsonl")?;
-    let truncated =
-        fs::read(fixtures().join("derived/marot__spotter__short.TRUNCATED-MIDLINE-DERIVED.jsonl"))?;
-    fs::write(&source.path, &truncated)?;
-    device.capture.file(&source)?;
-    assert!(device.bytes_of(&source.path)?[0] == complete_lines(&truncated));
-    // The writer finishes the line.
-    let full = fs::read(fixtures().join("claude-code/marot__spotter__short.jsonl"))?;
-    assert!(full.starts_with(&truncated));
-    fs::OpenOptions::new()
-        .append(true)
-        .open(&source.path)?
-        .write_all(&full[truncated.len()..])?;
-    device.capture.file(&source)?;
-    let chains = device.bytes_of(&source.path)?;
-    assert_eq!(chains.len(), 1);
-    assert!(chains[0] == complete_lines(&full));
+    // (the whole file, the bytes written when the hook runs): the repository's
+    // short session cut inside its answer, and the third-party one cut by
+    // its publisher.
+    let full = fixtures::read(SHORT);
+    let at = full.windows(8).position(|w| w == b"Found it");
+    let mut cases = vec![(full.clone(), full[..at.unwrap_or_default()].to_vec())];
+    if let (Some(full), Some(cut)) = (
+        fixtures::third_party("claude-code/marot__spotter__short.jsonl"),
+        fixtures::third_party("derived/marot__spotter__short.TRUNCATED-MIDLINE-DERIVED.jsonl"),
+    ) {
+        cases.push((full, cut));
+    }
+    for (full, truncated) in cases {
+        let device = Device::new()?;
+        let source = device.place_own(SHORT)?;
+        assert!(full.starts_with(&truncated) && !truncated.ends_with(b"\n"));
+        fs::write(&source.path, &truncated)?;
+        device.capture.file(&source)?;
+        assert!(device.bytes_of(&source.path)?[0] == complete_lines(&truncated));
+        // The writer finishes the line.
+        fs::OpenOptions::new()
+            .append(true)
+            .open(&source.path)?
+            .write_all(&full[truncated.len()..])?;
+        device.capture.file(&source)?;
+        let chains = device.bytes_of(&source.path)?;
+        assert_eq!(chains.len(), 1);
+        assert!(chains[0] == complete_lines(&full));
+    }
     Ok(())
 }
 
 #[test]
 fn truncation_replacement_and_rewrite_each_start_a_new_chain() -> anyhow::Result<()> {
     let device = Device::new()?;
-    let source = device.place("pi", "badlogic__pi-mono__before-compaction.jsonl")?;
+    let source = device.place_own(PI_V1)?;
     let original = fs::read(&source.path)?;
     device.capture.file(&source)?;
 
@@ -348,7 +409,7 @@ fn truncation_replacement_and_rewrite_each_start_a_new_chain() -> anyhow::Result
     assert_eq!(device.bytes_of(&source.path)?.len(), 2, "truncate + regrow");
 
     // Replaced by another file at the same path (a new inode).
-    let other = fs::read(fixtures().join("pi/badlogic__pi-mono__compact.jsonl"))?;
+    let other = fixtures::read(PI_V3);
     let tmp = source.path.with_extension("tmp");
     fs::write(&tmp, &other)?;
     fs::rename(&tmp, &source.path)?;
@@ -543,7 +604,7 @@ fn no_planted_secret_reaches_the_outbox() -> anyhow::Result<()> {
 #[test]
 fn a_full_outbox_leaves_the_cursor_where_it_was() -> anyhow::Result<()> {
     let device = Device::new()?;
-    let source = device.place("claude-code", "marot__spotter__short.jsonl")?;
+    let source = device.place_own(SHORT)?;
     // The outbox cannot be written (as on a full disk).
     fs::create_dir_all(&device.paths.state_dir)?;
     fs::write(device.paths.state_dir.join("outbox"), b"not a folder")?;
@@ -562,7 +623,7 @@ fn a_full_outbox_leaves_the_cursor_where_it_was() -> anyhow::Result<()> {
 #[test]
 fn parallel_hooks_on_one_file_spool_each_byte_once() -> anyhow::Result<()> {
     let device = Device::new()?;
-    let source = device.place("claude-code", "marot__spotter__subagent.jsonl")?;
+    let source = device.place_own(WORK)?;
     std::thread::scope(|s| {
         for _ in 0..4 {
             s.spawn(|| device.capture.file(&source));
@@ -578,7 +639,7 @@ fn parallel_hooks_on_one_file_spool_each_byte_once() -> anyhow::Result<()> {
 #[test]
 fn the_outbox_carries_the_spooled_mark_and_a_lost_entry_is_captured_again() -> anyhow::Result<()> {
     let device = Device::new()?;
-    let source = device.place("claude-code", "marot__spotter__short.jsonl")?;
+    let source = device.place_own(SHORT)?;
     let full = fs::read(&source.path)?;
     let lines: Vec<&[u8]> = full.split_inclusive(|&b| b == b'\n').collect();
     assert!(lines.len() >= 4, "the fixture has a few lines");

@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 use ort::environment::Environment;
+use ort::logging::LogLevel;
 use ort::session::builder::GraphOptimizationLevel;
 use ort::session::{RunOptions, Session};
 use ort::value::Tensor;
@@ -300,6 +301,9 @@ fn environment(library: &Path) -> Result<Environment, EmbedError> {
         .with_telemetry(false)
         .build()
         .map_err(load_error)?;
+    // The runtime logs at verbose into `tracing` (ort's `tracing` feature);
+    // below a warning it is set-up narration, dropped at the source.
+    environment.set_log_level(LogLevel::Warning);
     *slot = Some((environment.clone(), library.to_owned()));
     Ok(environment)
 }

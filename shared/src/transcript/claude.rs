@@ -184,12 +184,21 @@ fn tracked_files(b: &mut Builder, v: &Value) {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::{check, fixture, render};
+    use super::super::tests::{check, own, render, third_party};
     use super::super::{parse, Format, Role, Transcript};
+    use crate::fixtures;
 
+    /// The repository's Claude Code session `name` (in its project folder).
     fn claude(name: &str) -> Transcript {
-        parse(Format::ClaudeCode, &fixture(&format!("claude-code/{name}")))
+        own(&format!("claude-code/-home-sam-src-tally/{name}"))
     }
+
+    const SHORT: &str = "3f1c2a4e-8b7d-4e21-9c55-0a6b1d2e7f90.jsonl";
+    const WORK: &str = "9d0e4b7a-5c2f-4f18-a3e6-1b8c7d2f4a55.jsonl";
+    const LIVE: &str = "c71e93d0-2a4b-4d6e-8f15-6b0a9e3c2d17.jsonl";
+    const AGENT: &str = "9d0e4b7a-5c2f-4f18-a3e6-1b8c7d2f4a55/subagents/agent-a6c41f0.jsonl";
+    const COMPACT_AGENT: &str =
+        "9d0e4b7a-5c2f-4f18-a3e6-1b8c7d2f4a55/subagents/agent-acompact-7d20b9.jsonl";
 
     fn line(envelope: &str, body: &str) -> String {
         format!("{{{envelope}{body}}}\n")
@@ -276,7 +285,49 @@ mod tests {
 
     #[test]
     fn short_session_reads_like_the_conversation() {
-        let t = claude("marot__spotter__short.jsonl");
+        let t = claude(SHORT);
+        assert_eq!(
+            render(&t),
+            "user 4-4: `tally import` stops at the first row with a comma inside qu\n\
+             assistant 5-10: Let me look at how the importer splits rows.\n\
+             tool 7-9 [Grep]: Grep: split\\(','\\) /home/sam/src/tally/src content⏎src/impor\n\
+             tool 10-11 [Read]: Read: /home/sam/src/tally/src/import.rs⏎    20→/// Reads a b\n\
+             assistant 12-12: Found it: `rows()` splits each line on every comma, so a quo\n"
+        );
+        assert_eq!(
+            t.intent.as_deref(),
+            Some("`tally import` stops at the first row with a comma inside quotes, the rest of bank.csv is dropped")
+        );
+        assert_eq!(t.model.as_deref(), Some("claude-opus-4-6"));
+        assert_eq!(
+            t.session_id.as_deref(),
+            Some("3f1c2a4e-8b7d-4e21-9c55-0a6b1d2e7f90")
+        );
+        assert_eq!(t.cwd.as_deref(), Some("/home/sam/src/tally"));
+        assert_eq!(t.git_branch.as_deref(), Some("main"));
+        assert_eq!(t.agent_version.as_deref(), Some("2.1.42"));
+        assert_eq!(t.parent_session_id, None);
+        assert_eq!(t.tools_used, ["Grep", "Read"]);
+        assert_eq!(t.tool_call_count, 2);
+        assert_eq!(
+            t.files_touched,
+            ["/home/sam/src/tally/src/import.rs"],
+            "a Grep search root is not a file"
+        );
+        assert_eq!((t.n_lines, t.n_skipped_lines), (15, 0));
+        // The thinking block on line 5 is never indexed.
+        assert!(t
+            .turns
+            .iter()
+            .all(|x| !x.text.contains("Quoted commas in CSV")));
+        // The session-start hook ran (line 3) before the person typed (line 4);
+        // the `/cost` output (lines 14-15) is the last thing written.
+        assert_eq!(t.started_at.as_deref(), Some("2026-05-09T18:02:11.304Z"));
+        assert_eq!(t.ended_at.as_deref(), Some("2026-05-09T18:02:25.934Z"));
+
+        let Some(t) = third_party("claude-code/marot__spotter__short.jsonl") else {
+            return;
+        };
         assert_eq!(
             render(&t),
             "user 4-4: mix phx.server doesnt seem to start\n\
@@ -284,52 +335,54 @@ mod tests {
              tool 8-11 [Bash]: Bash: mix phx.server 2>&1 | head -80⏎The user doesn't want t\n\
              tool 10-12 [Glob]: Glob: mix.exs /home/marco/projects/spotter⏎The user doesn't \n"
         );
-        assert_eq!(
-            t.intent.as_deref(),
-            Some("mix phx.server doesnt seem to start")
-        );
         assert_eq!(t.model.as_deref(), Some("claude-opus-4-6"));
-        assert_eq!(
-            t.session_id.as_deref(),
-            Some("55604662-cf2a-4331-851a-ec234028f8ca")
-        );
-        assert_eq!(t.cwd.as_deref(), Some("/home/marco/projects/spotter"));
-        assert_eq!(t.git_branch.as_deref(), Some("master"));
         assert_eq!(t.agent_version.as_deref(), Some("2.1.38"));
-        assert_eq!(t.parent_session_id, None);
         assert_eq!(t.tools_used, ["Bash", "Glob"]);
-        assert_eq!(t.tool_call_count, 2);
-        assert_eq!(
-            t.files_touched,
-            Vec::<String>::new(),
-            "a Glob search root is not a file"
-        );
-        assert_eq!((t.n_lines, t.n_skipped_lines), (15, 0));
-        // The thinking block on line 6 is never indexed.
+        assert_eq!(t.files_touched, Vec::<String>::new());
         assert!(t
             .turns
             .iter()
             .all(|x| !x.text.contains("having trouble starting their Phoenix")));
-        // The session-start hooks ran (line 2) before the person typed (line 4).
         assert_eq!(t.started_at.as_deref(), Some("2026-02-10T21:11:52.438Z"));
         assert_eq!(t.ended_at.as_deref(), Some("2026-02-10T21:16:12.381Z"));
     }
 
+    /// A file the agent is still writing ends mid-line: its complete lines
+    /// read as they will once the line is finished, the cut one is skipped.
+    fn check_cut(cut: &[u8], full: &[u8]) -> Transcript {
+        let t = parse(Format::ClaudeCode, cut);
+        let complete = cut.iter().rposition(|&c| c == b'\n').map_or(0, |i| i + 1);
+        assert!(complete < cut.len(), "the file ends mid-line");
+        assert!(full.starts_with(&cut[..complete]));
+        let n_complete = cut[..complete].iter().filter(|&&c| c == b'\n').count() as u64;
+        assert_eq!((t.n_lines, t.n_skipped_lines), (n_complete + 1, 1));
+        assert_eq!(t.turns, parse(Format::ClaudeCode, &cut[..complete]).turns);
+        t
+    }
+
     #[test]
     fn truncated_file_reads_its_complete_lines() {
-        let cut = fixture("derived/marot__spotter__short.TRUNCATED-MIDLINE-DERIVED.jsonl");
-        let t = parse(Format::ClaudeCode, &cut);
+        // The repository's session that Claude Code was writing when copied.
+        let live = fixtures::read(&format!("claude-code/-home-sam-src-tally/{LIVE}"));
+        let t = check_cut(&live, &live);
+        assert_eq!(t.n_lines, 7);
+        assert!(render(&t).ends_with(
+            "assistant 6-6: `Export` takes only the output path. I will add `since: Opti\n"
+        ));
+        assert_eq!(t.tool_call_count, 1, "the Edit on the cut line is not read");
+        // A finished session cut inside its last assistant line.
+        let full = fixtures::read(&format!("claude-code/-home-sam-src-tally/{SHORT}"));
+        let at = full.windows(8).position(|w| w == b"Found it");
+        let t = check_cut(&full[..at.unwrap_or_default()], &full);
+        assert_eq!(t.intent, claude(SHORT).intent);
+        assert!(render(&t).contains("assistant 5-10: Let me look at how"));
+        assert!(!render(&t).contains("Found it"), "line 12 is cut");
+
+        let Some(t) = third_party("derived/marot__spotter__short.TRUNCATED-MIDLINE-DERIVED.jsonl")
+        else {
+            return;
+        };
         assert_eq!((t.n_lines, t.n_skipped_lines), (10, 1));
-        let full = fixture("claude-code/marot__spotter__short.jsonl");
-        let nine_lines = full
-            .iter()
-            .enumerate()
-            .filter(|(_, &c)| c == b'\n')
-            .nth(8)
-            .map(|(i, _)| &full[..=i])
-            .unwrap_or_default();
-        let want = parse(Format::ClaudeCode, nine_lines);
-        assert_eq!(t.turns, want.turns);
         assert_eq!(
             t.intent.as_deref(),
             Some("mix phx.server doesnt seem to start")
@@ -339,13 +392,11 @@ mod tests {
 
     #[test]
     fn streamed_message_interleaved_with_results_is_one_turn() {
-        // msg_016xcKQRzQXv2gLKoiSyUZxc spans lines 2..=21, with tool results
-        // (and progress lines) between its lines.
-        let t = claude(
-            "marot__spotter__4d5611e5-241a-462a-8d15-5122611a9569__subagents__agent-a2898e3.jsonl",
-        );
+        // The subagent's first message is written over lines 2..=5, with its
+        // tool results between them.
+        let t = claude(AGENT);
         let first = t.turns.iter().find(|x| x.role == Role::Assistant);
-        assert_eq!(first.map(|x| (x.line_start, x.line_end)), Some((2, 21)));
+        assert_eq!(first.map(|x| (x.line_start, x.line_end)), Some((2, 5)));
         assert_eq!(
             t.turns
                 .iter()
@@ -358,18 +409,58 @@ mod tests {
             .intent
             .as_deref()
             .unwrap_or_default()
+            .starts_with("Search /home/sam/src/tally for every place that subtracts"));
+        // It carries its parent's session id, and no parent session of its own.
+        assert_eq!(
+            t.session_id.as_deref(),
+            Some("9d0e4b7a-5c2f-4f18-a3e6-1b8c7d2f4a55")
+        );
+        assert_eq!(t.model.as_deref(), Some("claude-haiku-4-5"));
+
+        let Some(t) = third_party(
+            "claude-code/marot__spotter__4d5611e5-241a-462a-8d15-5122611a9569__subagents__agent-a2898e3.jsonl",
+        ) else {
+            return;
+        };
+        let first = t.turns.iter().find(|x| x.role == Role::Assistant);
+        assert_eq!(first.map(|x| (x.line_start, x.line_end)), Some((2, 21)));
+        assert!(t
+            .intent
+            .as_deref()
+            .unwrap_or_default()
             .starts_with("Very thorough exploration."));
     }
 
     #[test]
     fn compaction_summary_is_a_summary_not_user_text() {
-        let t = claude("marot__spotter__4d5611e5-241a-462a-8d15-5122611a9569.jsonl");
+        let t = claude(WORK);
         let summaries: Vec<_> = t.turns.iter().filter(|x| x.role == Role::Summary).collect();
         assert_eq!(summaries.len(), 1);
-        assert_eq!(summaries[0].line_start, 755);
+        assert_eq!(summaries[0].line_start, 39);
         assert!(summaries[0]
             .text
             .starts_with("This session is being continued"));
+        let users: Vec<_> = t
+            .turns
+            .iter()
+            .filter(|x| x.role == Role::User)
+            .map(|x| x.line_start)
+            .collect();
+        // Line 40 is the `/compact` command's output, not the person.
+        assert_eq!(users, [3, 33, 41]);
+        assert!(t
+            .intent
+            .as_deref()
+            .is_some_and(|i| i.starts_with("The weekly report shows negative durations")));
+
+        let Some(t) =
+            third_party("claude-code/marot__spotter__4d5611e5-241a-462a-8d15-5122611a9569.jsonl")
+        else {
+            return;
+        };
+        let summaries: Vec<_> = t.turns.iter().filter(|x| x.role == Role::Summary).collect();
+        assert_eq!(summaries.len(), 1);
+        assert_eq!(summaries[0].line_start, 755);
         let users: Vec<_> = t
             .turns
             .iter()
@@ -394,7 +485,21 @@ mod tests {
 
     #[test]
     fn slash_command_is_user_text_and_its_expansion_is_not() {
-        let t = claude("marot__spotter__subagent.jsonl");
+        let t = claude(WORK);
+        let review = t.turns.iter().find(|x| x.line_start == 33);
+        assert_eq!(
+            review.map(|x| (x.role, x.text.as_str())),
+            Some((Role::User, "/review src/report.rs"))
+        );
+        assert!(t.tools_used.contains(&"/review".to_owned()));
+        assert!(t
+            .turns
+            .iter()
+            .all(|x| !x.text.contains("List findings by severity")));
+
+        let Some(t) = third_party("claude-code/marot__spotter__subagent.jsonl") else {
+            return;
+        };
         let first = &t.turns[0];
         assert_eq!((first.role, first.line_start), (Role::User, 4));
         assert!(first
@@ -418,7 +523,14 @@ mod tests {
 
     #[test]
     fn local_command_noise_is_not_user_text() {
-        let t = claude("marot__spotter__tool_heavy.jsonl");
+        // `/cost` and its output are system lines in the short session.
+        let t = claude(SHORT);
+        assert!(t.turns.iter().all(|x| !x.text.contains("Total cost")));
+        assert_eq!(t.turns.iter().filter(|x| x.role == Role::User).count(), 1);
+
+        let Some(t) = third_party("claude-code/marot__spotter__tool_heavy.jsonl") else {
+            return;
+        };
         let users: Vec<_> = t
             .turns
             .iter()
@@ -435,7 +547,25 @@ mod tests {
 
     #[test]
     fn compaction_agent_prompt_is_intent_and_reminders_are_dropped() {
-        let t = claude("marot__spotter__4d5611e5-241a-462a-8d15-5122611a9569__subagents__agent-acompact-e1f845.jsonl");
+        let t = claude(COMPACT_AGENT);
+        assert!(t
+            .intent
+            .as_deref()
+            .unwrap_or_default()
+            .starts_with("Your task is to write a summary of the conversation"));
+        assert!(t
+            .turns
+            .iter()
+            .all(|x| !x.text.contains("PostToolUse:Edit hook additional context")));
+        assert_eq!(
+            t.turns.iter().map(|x| x.line_start).collect::<Vec<_>>(),
+            [2, 3]
+        );
+
+        let Some(t) = third_party("claude-code/marot__spotter__4d5611e5-241a-462a-8d15-5122611a9569__subagents__agent-acompact-e1f845.jsonl")
+        else {
+            return;
+        };
         assert!(t
             .intent
             .as_deref()
@@ -449,7 +579,26 @@ mod tests {
 
     #[test]
     fn files_from_tool_inputs_results_and_snapshots_are_absolute_and_deduplicated() {
-        let t = claude("codemie-ai__codemie-code__4c2ddfdc-b619-4525-8d03-1950fb1b0257.jsonl");
+        let t = claude(WORK);
+        assert_eq!(
+            t.files_touched,
+            [
+                "/home/sam/src/tally/src/entry.rs",
+                "/home/sam/src/tally/src/report.rs",
+                "/home/sam/src/tally/tests/midnight.rs"
+            ]
+        );
+        assert_eq!(
+            t.tools_used,
+            ["/review", "Bash", "Edit", "Grep", "Read", "Task", "Write"]
+        );
+        assert_eq!(t.tool_call_count, 10);
+
+        let Some(t) = third_party(
+            "claude-code/codemie-ai__codemie-code__4c2ddfdc-b619-4525-8d03-1950fb1b0257.jsonl",
+        ) else {
+            return;
+        };
         assert_eq!(
             t.files_touched,
             [
@@ -464,25 +613,36 @@ mod tests {
         assert_eq!(t.turns.iter().filter(|x| x.role == Role::User).count(), 3);
     }
 
-    #[test]
-    fn session_titles_are_not_turns() {
-        // 16 `summary` lines, among the first 20, title this and other sessions.
-        let name = "codemie-ai__codemie-code__session-9eda1058.jsonl";
-        let bytes = fixture(&format!("claude-code/{name}"));
+    /// `summary` lines among the first of a file title this and other sessions.
+    fn check_titles(name: &str, bytes: &[u8], n_titles: usize) -> Transcript {
         let title_lines: Vec<u64> = bytes
             .split(|&c| c == b'\n')
             .zip(1..)
             .filter(|(l, _)| l.starts_with(b"{\"type\":\"summary\""))
             .map(|(_, n)| n)
             .collect();
-        assert_eq!(title_lines.len(), 16);
-        let t = parse(Format::ClaudeCode, &bytes);
+        assert_eq!(title_lines.len(), n_titles, "{name}");
+        let t = parse(Format::ClaudeCode, bytes);
         assert!(t.turns.iter().all(|x| !title_lines.contains(&x.line_start)));
+        assert_eq!(t.n_skipped_lines, 0);
+        t
+    }
+
+    #[test]
+    fn session_titles_are_not_turns() {
+        let short = fixtures::read(&format!("claude-code/-home-sam-src-tally/{SHORT}"));
+        let t = check_titles(SHORT, &short, 1);
+        assert!(t.turns.iter().all(|x| !x.text.contains("Fix tally import")));
+
+        let name = "claude-code/codemie-ai__codemie-code__session-9eda1058.jsonl";
+        let Some(bytes) = fixtures::third_party(name) else {
+            return;
+        };
+        let t = check_titles(name, &bytes, 16);
         assert!(t
             .turns
             .iter()
             .all(|x| !x.text.contains("Cleared conversation history")));
-        assert_eq!(t.n_skipped_lines, 0);
         assert_eq!(
             t.intent.as_deref(),
             Some("show tools and store response in file")
@@ -491,7 +651,17 @@ mod tests {
 
     #[test]
     fn hook_payloads_are_not_a_transcript() {
-        let t = claude("oneryalcin__fasthooks__sample_hook_logs.jsonl");
+        // What a Stop hook gets on stdin, logged one per line.
+        let payloads = "{\"session_id\":\"s\",\"transcript_path\":\"/p.jsonl\",\"cwd\":\"/r\",\"hook_event_name\":\"Stop\",\"stop_hook_active\":false,\"last_assistant_message\":\"done\"}\n\
+                        {\"session_id\":\"s\",\"transcript_path\":\"/p.jsonl\",\"cwd\":\"/r\",\"hook_event_name\":\"SessionEnd\",\"reason\":\"other\"}\n";
+        let t = parse(Format::ClaudeCode, payloads.as_bytes());
+        assert!(t.turns.is_empty());
+        assert_eq!((t.n_lines, t.n_skipped_lines), (2, 2));
+
+        let Some(t) = third_party("claude-code/oneryalcin__fasthooks__sample_hook_logs.jsonl")
+        else {
+            return;
+        };
         assert!(t.turns.is_empty());
         assert_eq!((t.n_lines, t.n_skipped_lines), (36, 36));
     }

@@ -249,12 +249,16 @@ fn output_text(output: &Value) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::{check, fixture, render};
+    use super::super::tests::{check, own, render, third_party};
     use super::super::{parse, Format, Role, Transcript};
 
+    /// The repository's rollout `name` (in its day folder).
     fn codex(name: &str) -> Transcript {
-        parse(Format::Codex, &fixture(&format!("codex/{name}")))
+        own(&format!("codex/2026/05/11/{name}"))
     }
+
+    const PARENT: &str = "rollout-2026-05-11T14-02-09-019e17a2-4c3b-7d10-9a6e-52f0c8b1d3e4.jsonl";
+    const CHILD: &str = "rollout-2026-05-11T14-04-51-019e17a5-0f61-7b2a-8c44-e91d06a7b2f5.jsonl";
 
     const CODEMIE: &str = "codemie-ai__codemie-code__rollout-2026-05-11T11-26-55-019e1625-789d-76c0-80ab-3724b5ddb799.jsonl";
 
@@ -316,11 +320,113 @@ mod tests {
         let t = parse(Format::Codex, input.as_bytes());
         assert_eq!(t.session_id.as_deref(), Some("child"));
         assert_eq!(t.parent_session_id.as_deref(), Some("parent"));
+
+        let t = codex(CHILD);
+        assert_eq!(
+            t.session_id.as_deref(),
+            Some("019e17a5-0f61-7b2a-8c44-e91d06a7b2f5")
+        );
+        assert_eq!(
+            t.parent_session_id.as_deref(),
+            Some("019e17a2-4c3b-7d10-9a6e-52f0c8b1d3e4")
+        );
+        assert_eq!(t.model.as_deref(), Some("gpt-5.5-mini"));
+        // The task the parent gave it is what it was asked to do.
+        assert!(t
+            .intent
+            .as_deref()
+            .is_some_and(|i| i.starts_with("Write an integration test in tests/report_json.rs")));
+        assert_eq!(
+            t.files_touched,
+            ["/home/sam/src/tally/tests/report_json.rs"]
+        );
     }
 
     #[test]
     fn rollout_reads_each_text_once_with_its_facts() {
-        let t = codex(CODEMIE);
+        let t = codex(PARENT);
+        let users: Vec<_> = t
+            .turns
+            .iter()
+            .filter(|x| x.role == Role::User)
+            .map(|x| (x.line_start, x.text.as_str()))
+            .collect();
+        assert_eq!(
+            users,
+            [
+                (
+                    8,
+                    "add a --json flag to `tally report` that prints the weekly totals as JSON"
+                ),
+                (49, "make the minutes a float with one decimal place")
+            ]
+        );
+        // Each assistant message is written twice (event and history): read once.
+        assert_eq!(
+            t.turns
+                .iter()
+                .filter(|x| x.text.contains("I'll find where `report` is defined"))
+                .count(),
+            1
+        );
+        for injected in [
+            "AGENTS.md instructions",
+            "<environment_context>",
+            "<permissions instructions>",
+            "Locating the report command",
+        ] {
+            assert!(
+                t.turns.iter().all(|x| !x.text.contains(injected)),
+                "{injected}"
+            );
+        }
+        assert_eq!(
+            t.turns.iter().filter(|x| x.role == Role::Assistant).count(),
+            4
+        );
+        // The compaction's message is the summary of what came before.
+        let summary = t.turns.iter().find(|x| x.role == Role::Summary);
+        assert_eq!(summary.map(|x| x.line_start), Some(45));
+        assert_eq!(
+            t.intent.as_deref(),
+            Some("add a --json flag to `tally report` that prints the weekly totals as JSON")
+        );
+        assert_eq!(t.model.as_deref(), Some("gpt-5.5"));
+        assert_eq!(
+            t.session_id.as_deref(),
+            Some("019e17a2-4c3b-7d10-9a6e-52f0c8b1d3e4")
+        );
+        assert_eq!(t.cwd.as_deref(), Some("/home/sam/src/tally"));
+        assert_eq!(t.git_branch.as_deref(), Some("report-json"));
+        assert_eq!(t.agent_version.as_deref(), Some("0.128.0"));
+        assert_eq!(t.parent_session_id, None);
+        assert_eq!(
+            t.tools_used,
+            [
+                "apply_patch",
+                "exec_command",
+                "spawn_agent",
+                "update_plan",
+                "wait_agent"
+            ]
+        );
+        assert_eq!(t.tool_call_count, 9);
+        assert_eq!(t.started_at.as_deref(), Some("2026-05-11T12:02:09.800Z"));
+        // Patches name files relative to cwd, their events absolutely: one
+        // entry each. `rg … src` searched a folder, `sed -n … report.rs` read
+        // a file.
+        assert_eq!(
+            t.files_touched,
+            [
+                "/home/sam/src/tally/src/cli.rs",
+                "/home/sam/src/tally/src/main.rs",
+                "/home/sam/src/tally/src/report.rs"
+            ]
+        );
+
+        let Some(t) = third_party(&format!("codex/{CODEMIE}")) else {
+            return;
+        };
         let users: Vec<_> = t
             .turns
             .iter()
@@ -347,32 +453,14 @@ mod tests {
         assert!(t
             .turns
             .iter()
-            .all(|x| !x.text.contains("AGENTS.md instructions")));
-        assert!(t
-            .turns
-            .iter()
-            .all(|x| !x.text.contains("<environment_context>")));
-        assert!(t
-            .turns
-            .iter()
             .all(|x| !x.text.contains("Filesystem sandboxing defines")));
         assert_eq!(
             t.turns.iter().filter(|x| x.role == Role::Assistant).count(),
             13
         );
-        assert_eq!(t.intent.as_deref(), Some("show tools"));
         assert_eq!(t.model.as_deref(), Some("gpt-5.5"));
-        assert_eq!(
-            t.session_id.as_deref(),
-            Some("019e1625-789d-76c0-80ab-3724b5ddb799")
-        );
-        assert_eq!(
-            t.cwd.as_deref(),
-            Some("/Users/Sample_User/repos/codemie-ai/codemie-code")
-        );
         assert_eq!(t.git_branch.as_deref(), Some("feat/codex-agent-plugin"));
         assert_eq!(t.agent_version.as_deref(), Some("0.125.0"));
-        assert_eq!(t.parent_session_id, None);
         assert_eq!(
             t.tools_used,
             [
@@ -385,10 +473,8 @@ mod tests {
         );
         assert_eq!(t.tool_call_count, 99 + 3 + 3);
         assert_eq!(t.started_at.as_deref(), Some("2026-05-11T08:27:17.490Z"));
-        // The patch names the file relative to cwd, the patch event absolutely: one entry.
         let patched = "/Users/Sample_User/repos/codemie-ai/codemie-code/src/agents/plugins/__tests__/codemie-code-reasoning.test.ts";
         assert_eq!(t.files_touched.iter().filter(|f| *f == patched).count(), 1);
-        // `rg … src` searched a directory; `sed -n … config.ts` read a file.
         let cwd = "/Users/Sample_User/repos/codemie-ai/codemie-code";
         assert!(!t.files_touched.contains(&format!("{cwd}/src")));
         assert!(t
@@ -399,7 +485,22 @@ mod tests {
 
     #[test]
     fn call_and_output_join_across_other_lines() {
-        let t = codex(CODEMIE);
+        // The call (14), a token count (15), the command's end event (16)
+        // and the output (17).
+        let t = codex(PARENT);
+        let first_call = t.turns.iter().find(|x| x.role == Role::Tool);
+        let first_call = first_call.map(|x| (x.line_start, x.line_end, x.tool_names.clone()));
+        assert_eq!(first_call, Some((14, 17, vec!["exec_command".to_owned()])));
+        assert!(
+            render(&t).contains("tool 14-17 [exec_command]: exec_command: rg -n \"Report\" src")
+        );
+        assert!(render(&t).contains(
+            "tool 26-28 [apply_patch]: apply_patch: *** Begin Patch⏎*** Update File: src/cli.rs"
+        ));
+
+        let Some(t) = third_party(&format!("codex/{CODEMIE}")) else {
+            return;
+        };
         let first_call = t.turns.iter().find(|x| x.role == Role::Tool);
         let first_call = first_call.map(|x| (x.line_start, x.line_end, x.tool_names.clone()));
         assert_eq!(first_call, Some((9, 11, vec!["exec_command".to_owned()])));
@@ -408,7 +509,27 @@ mod tests {
 
     #[test]
     fn sanitised_rollouts_keep_their_facts() {
-        let t = codex("madshn__localpush__rollout-2026-02-23T12-41-04-019c8a4d-8f45-7010-8b5d-7fad920aa6f9.jsonl");
+        // Some published rollouts replace every text with a placeholder:
+        // the facts and the shape still read.
+        let input = [
+            "{\"timestamp\":\"2026-01-01T00:00:00Z\",\"type\":\"turn_context\",\"payload\":{\"model\":\"gpt-x\"}}\n".to_owned(),
+            event("{\"type\":\"user_message\",\"message\":\"[REDACTED_MESSAGE len=9 sha=00]\"}"),
+            item("{\"type\":\"function_call\",\"name\":\"exec_command\",\"arguments\":\"[REDACTED_ARGUMENTS len=3 sha=01]\",\"call_id\":\"c\"}"),
+        ]
+        .concat();
+        let t = check(
+            Format::Codex,
+            &input,
+            "user 2-2: [REDACTED_MESSAGE len=9 sha=00]
+             tool 3-3 [exec_command]: exec_command: [REDACTED_ARGUMENTS len=3 sha=01]",
+        );
+        assert_eq!(t.model.as_deref(), Some("gpt-x"));
+        assert_eq!(t.intent.as_deref(), Some("[REDACTED_MESSAGE len=9 sha=00]"));
+        let Some(t) = third_party(
+            "codex/madshn__localpush__rollout-2026-02-23T12-41-04-019c8a4d-8f45-7010-8b5d-7fad920aa6f9.jsonl",
+        ) else {
+            return;
+        };
         assert_eq!(t.model.as_deref(), Some("gpt-5.3-codex"));
         assert_eq!(t.agent_version.as_deref(), Some("0.104.0-alpha.1"));
         assert_eq!(

@@ -184,23 +184,9 @@ impl Records for Other {
 #[cfg(test)]
 pub(crate) mod tests {
     use std::fmt::Write as _;
-    use std::path::PathBuf;
 
     use super::*;
-
-    /// Bytes of a file under `/work/shared/fixtures/` (the reference material
-    /// beside the repository).
-    pub(crate) fn fixture(name: &str) -> Vec<u8> {
-        let path = fixtures_dir().join(name);
-        std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-    }
-
-    fn fixtures_dir() -> PathBuf {
-        PathBuf::from(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../shared/fixtures"
-        ))
-    }
+    use crate::fixtures;
 
     /// Turns as `role start-end [tools]: text` lines, text cut at 60 chars and
     /// newlines shown as `⏎`, so that expectations read like the transcript.
@@ -238,84 +224,109 @@ pub(crate) mod tests {
         t
     }
 
-    fn format_of_dir(dir: &str) -> Format {
-        match dir {
+    pub(crate) fn format_of(runtime: &str) -> Format {
+        match runtime {
             "codex" => Format::Codex,
             "pi" => Format::Pi,
             _ => Format::ClaudeCode,
         }
     }
 
-    #[test]
-    fn every_fixture_parses_into_sane_turns() {
-        let mut n_files = 0;
-        for dir in ["claude-code", "codex", "pi", "derived"] {
-            let mut names: Vec<_> = std::fs::read_dir(fixtures_dir().join(dir))
-                .unwrap_or_else(|e| panic!("{dir}: {e}"))
-                .map(|e| e.map(|e| e.file_name().to_string_lossy().into_owned()))
-                .collect::<Result<_, _>>()
-                .unwrap_or_else(|e| panic!("{dir}: {e}"));
-            names.sort();
-            for name in names.iter().filter(|n| n.ends_with(".jsonl")) {
-                n_files += 1;
-                let bytes = fixture(&format!("{dir}/{name}"));
-                let t = parse(format_of_dir(dir), &bytes);
-                let newlines = bytes.iter().filter(|&&c| c == b'\n').count() as u64;
-                let partial = u64::from(!bytes.ends_with(b"\n"));
-                assert_eq!(t.n_lines, newlines + partial, "{name}");
-                // The hook log is hook payloads, not a transcript: nothing in it is a turn.
-                if name.contains("hook_logs") {
-                    assert!(t.turns.is_empty(), "{name}");
-                    assert_eq!(t.n_skipped_lines, t.n_lines, "{name}");
-                    continue;
+    /// The repository fixture `rel`, parsed in its folder's format.
+    pub(crate) fn own(rel: &str) -> Transcript {
+        let runtime = rel.split('/').next().unwrap_or_default();
+        parse(format_of(runtime), &fixtures::read(rel))
+    }
+
+    /// The third-party fixture `rel`, parsed, if that set is present.
+    pub(crate) fn third_party(rel: &str) -> Option<Transcript> {
+        let runtime = rel.split('/').next().unwrap_or_default();
+        let format = if runtime == "derived" {
+            Format::ClaudeCode
+        } else {
+            format_of(runtime)
+        };
+        Some(parse(format, &fixtures::third_party(rel)?))
+    }
+
+    /// What every transcript must read as: turns inside the file, in order,
+    /// with text; user turns that are the person's words; sorted facts.
+    fn check_sane(name: &str, bytes: &[u8], format: Format, runtime: &str) {
+        let t = parse(format, bytes);
+        let newlines = bytes.iter().filter(|&&c| c == b'\n').count() as u64;
+        let partial = u64::from(!bytes.is_empty() && !bytes.ends_with(b"\n"));
+        assert_eq!(t.n_lines, newlines + partial, "{name}");
+        // The hook log is hook payloads, not a transcript: nothing in it is a turn.
+        if name.contains("hook_logs") {
+            assert!(t.turns.is_empty(), "{name}");
+            assert_eq!(t.n_skipped_lines, t.n_lines, "{name}");
+            return;
+        }
+        assert!(
+            t.turns.iter().any(|x| x.role == Role::User),
+            "{name}: no user turn"
+        );
+        assert!(
+            t.turns.iter().any(|x| x.role == Role::Assistant),
+            "{name}: no assistant turn"
+        );
+        assert!(t.intent.is_some(), "{name}: no intent");
+        assert!(
+            t.started_at.is_some() && t.started_at <= t.ended_at,
+            "{name}"
+        );
+        for turn in &t.turns {
+            let at = format!("{name} lines {}-{}", turn.line_start, turn.line_end);
+            assert!(1 <= turn.line_start, "{at}");
+            assert!(turn.line_start <= turn.line_end, "{at}");
+            assert!(turn.line_end <= t.n_lines, "{at}");
+            assert!(!turn.text.trim().is_empty(), "{at}");
+            assert_eq!(turn.text, turn.text.trim(), "{at}");
+            // A pi user once pasted raw JSON with tool calls; in Claude
+            // files the same words would mean a misread tool result.
+            if turn.role == Role::User && runtime != "pi" {
+                for bad in [
+                    "tool_result",
+                    "<system-reminder>",
+                    "tool_use_id",
+                    "<local-command",
+                ] {
+                    assert!(!turn.text.contains(bad), "{at}: user text has {bad}");
                 }
-                assert!(
-                    t.turns.iter().any(|x| x.role == Role::User),
-                    "{name}: no user turn"
-                );
-                assert!(
-                    t.turns.iter().any(|x| x.role == Role::Assistant),
-                    "{name}: no assistant turn"
-                );
-                assert!(t.intent.is_some(), "{name}: no intent");
-                assert!(
-                    t.started_at.is_some() && t.started_at <= t.ended_at,
-                    "{name}"
-                );
-                for turn in &t.turns {
-                    let at = format!("{name} lines {}-{}", turn.line_start, turn.line_end);
-                    assert!(1 <= turn.line_start, "{at}");
-                    assert!(turn.line_start <= turn.line_end, "{at}");
-                    assert!(turn.line_end <= t.n_lines, "{at}");
-                    assert!(!turn.text.trim().is_empty(), "{at}");
-                    assert_eq!(turn.text, turn.text.trim(), "{at}");
-                    // A pi user once pasted raw JSON with tool calls; in Claude
-                    // files the same words would mean a misread tool result.
-                    if turn.role == Role::User && dir != "pi" {
-                        for bad in [
-                            "tool_result",
-                            "<system-reminder>",
-                            "tool_use_id",
-                            "<local-command",
-                        ] {
-                            assert!(!turn.text.contains(bad), "{at}: user text has {bad}");
-                        }
-                    }
-                }
-                assert!(
-                    t.turns
-                        .windows(2)
-                        .all(|w| w[0].line_start <= w[1].line_start),
-                    "{name}"
-                );
-                let sorted = |v: &[String]| v.windows(2).all(|w| w[0] < w[1]);
-                assert!(sorted(&t.files_touched) && sorted(&t.tools_used), "{name}");
-                // Only the derived file, cut mid-line on purpose, has a line that is not JSON.
-                let want_skipped = u64::from(dir == "derived");
-                assert_eq!(t.n_skipped_lines, want_skipped, "{name}");
             }
         }
-        assert_eq!(n_files, 22, "a fixture went missing");
+        assert!(
+            t.turns
+                .windows(2)
+                .all(|w| w[0].line_start <= w[1].line_start),
+            "{name}"
+        );
+        let sorted = |v: &[String]| v.windows(2).all(|w| w[0] < w[1]);
+        assert!(sorted(&t.files_touched) && sorted(&t.tools_used), "{name}");
+        // Only a file cut mid-line (an agent still writing it) has a line
+        // that is not JSON: its last.
+        assert_eq!(t.n_skipped_lines, partial, "{name}");
+    }
+
+    #[test]
+    fn every_fixture_parses_into_sane_turns() {
+        let all = fixtures::all();
+        for f in &all {
+            let bytes = std::fs::read(&f.path).unwrap_or_else(|e| panic!("{}: {e}", f.name));
+            check_sane(&f.name, &bytes, format_of(f.runtime), f.runtime);
+        }
+        let own = all.iter().filter(|f| f.own).count();
+        assert_eq!(own, 9, "a repository fixture went missing");
+        let partial = all
+            .iter()
+            .filter(|f| f.own && std::fs::read(&f.path).is_ok_and(|b| !b.ends_with(b"\n")));
+        assert_eq!(partial.count(), 1, "the repository has a file cut mid-line");
+        if let Some(dir) = fixtures::third_party_dir() {
+            assert_eq!(all.len() - own, 21, "a third-party fixture went missing");
+            let name = "derived/marot__spotter__short.TRUNCATED-MIDLINE-DERIVED.jsonl";
+            let bytes = std::fs::read(dir.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+            check_sane(name, &bytes, Format::ClaudeCode, "claude-code");
+        }
     }
 
     #[test]

@@ -127,12 +127,16 @@ fn message(b: &mut Builder, m: &Value, line: u64, ts: Option<&str>) {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::{check, fixture};
+    use super::super::tests::{check, own, third_party};
     use super::super::{parse, Format, Role, Transcript};
 
+    /// The repository's pi session `name` (in its project folder).
     fn pi(name: &str) -> Transcript {
-        parse(Format::Pi, &fixture(&format!("pi/{name}")))
+        own(&format!("pi/--home-sam-src-notes-site--/{name}"))
     }
+
+    const V1: &str = "2026-05-07T19-20-07-530Z_e5b2c8d1-7a44-4f0e-b96a-3d1f28c07a9e.jsonl";
+    const V3: &str = "2026-05-12T07-45-31-902Z_0c7d1e9a-36f2-4b58-a1c4-9e2b5f7d8a63.jsonl";
 
     fn entry(body: &str) -> String {
         format!(
@@ -173,8 +177,25 @@ mod tests {
 
     #[test]
     fn concatenated_line_keeps_its_second_record() {
-        // Line 1013 is `{…assistant message…}{…compaction…}` with no newline.
-        let t = pi("badlogic__pi-mono__compact.jsonl");
+        // Line 21 is `{…assistant message…}{…compaction…}` with no newline.
+        let t = pi(V1);
+        let on_21: Vec<_> = t.turns.iter().filter(|x| x.line_start == 21).collect();
+        assert_eq!(on_21.len(), 2);
+        assert_eq!(on_21[0].role, Role::Assistant);
+        assert!(on_21[0]
+            .text
+            .starts_with("Done: posts.ts reads each front-matter day"));
+        assert_eq!(on_21[1].role, Role::Summary);
+        assert!(on_21[1].text.starts_with("## Goal\nFix RSS pubDate values"));
+        assert_eq!(
+            t.turns.iter().filter(|x| x.role == Role::Summary).count(),
+            1
+        );
+        assert_eq!(t.n_skipped_lines, 0);
+
+        let Some(t) = third_party("pi/badlogic__pi-mono__compact.jsonl") else {
+            return;
+        };
         let on_1013: Vec<_> = t.turns.iter().filter(|x| x.line_start == 1013).collect();
         assert_eq!(on_1013.len(), 2);
         assert_eq!(on_1013[0].role, Role::Assistant);
@@ -192,9 +213,60 @@ mod tests {
         assert_eq!(t.n_skipped_lines, 0);
     }
 
+    /// (line_start, line_end, first line of text) of the first tool turn.
+    fn first_tool(t: &Transcript) -> Option<(u64, u64, &str)> {
+        let first = t.turns.iter().find(|x| x.role == Role::Tool)?;
+        Some((
+            first.line_start,
+            first.line_end,
+            first.text.lines().next().unwrap_or_default(),
+        ))
+    }
+
     #[test]
     fn session_facts_and_joined_tool_turns() {
-        let t = pi("badlogic__pi-mono__compact.jsonl");
+        let t = pi(V1);
+        assert_eq!(
+            t.session_id.as_deref(),
+            Some("e5b2c8d1-7a44-4f0e-b96a-3d1f28c07a9e")
+        );
+        assert_eq!(t.cwd.as_deref(), Some("/home/sam/src/notes-site"));
+        // The first model that said something; a later model_change does not
+        // rename the session.
+        assert_eq!(t.model.as_deref(), Some("claude-sonnet-4-6"));
+        assert!(t
+            .intent
+            .as_deref()
+            .is_some_and(|i| i.starts_with("the RSS feed puts every post at midnight UTC")));
+        assert_eq!(t.tools_used, ["bash", "edit", "read", "write"]);
+        // 7 tool calls by the model, 1 command run by the person.
+        assert_eq!(t.tool_call_count, 8);
+        assert_eq!(
+            first_tool(&t),
+            Some((
+                3,
+                4,
+                "bash: cd /home/sam/src/notes-site && grep -rn \"pubDate\" build/"
+            ))
+        );
+        // The person's `!npm run build` is a tool run of its own line.
+        assert!(t.turns.iter().any(|x| x.role == Role::Tool
+            && (x.line_start, x.line_end) == (14, 14)
+            && x.text.starts_with("bash: npm run build")));
+        // Files from tool arguments and from the compaction's details.
+        assert_eq!(
+            t.files_touched,
+            [
+                "/home/sam/src/notes-site/README.md",
+                "/home/sam/src/notes-site/build/date.ts",
+                "/home/sam/src/notes-site/build/feed.ts",
+                "/home/sam/src/notes-site/build/posts.ts"
+            ]
+        );
+
+        let Some(t) = third_party("pi/badlogic__pi-mono__compact.jsonl") else {
+            return;
+        };
         assert_eq!(
             t.session_id.as_deref(),
             Some("2638daee-0588-4baa-bd33-68b4c002818e")
@@ -208,16 +280,8 @@ mod tests {
         assert_eq!(t.tools_used, ["bash", "edit", "read", "write"]);
         // 432 tool calls by the model, 1 command run by the person.
         assert_eq!(t.tool_call_count, 433);
-        let first_tool = t.turns.iter().find(|x| x.role == Role::Tool);
-        let first_tool = first_tool.map(|x| {
-            (
-                x.line_start,
-                x.line_end,
-                x.text.lines().next().unwrap_or_default(),
-            )
-        });
         assert_eq!(
-            first_tool,
+            first_tool(&t),
             Some((
                 3,
                 4,
@@ -231,7 +295,13 @@ mod tests {
 
     #[test]
     fn entries_older_than_the_header_widen_the_time_span() {
-        let t = pi("badlogic__pi-mono__before-compaction.jsonl");
+        // The header says 19:20:07.530; the first entries were written before.
+        let t = pi(V1);
+        assert_eq!(t.started_at.as_deref(), Some("2026-05-07T19:20:05.118Z"));
+
+        let Some(t) = third_party("pi/badlogic__pi-mono__before-compaction.jsonl") else {
+            return;
+        };
         // The header says 2025-12-09T00:53:29.825Z; the entries began earlier.
         assert_eq!(t.started_at.as_deref(), Some("2025-12-08T22:41:05.306Z"));
         assert_eq!(t.model.as_deref(), Some("claude-opus-4-5"));
@@ -244,7 +314,39 @@ mod tests {
             parse(Format::Pi, input.as_bytes()).model.as_deref(),
             Some("from-header")
         );
-        let t = pi("badlogic__pi-mono__large-session.jsonl");
+        let Some(t) = third_party("pi/badlogic__pi-mono__large-session.jsonl") else {
+            return;
+        };
         assert_eq!(t.model.as_deref(), Some("claude-sonnet-4-5"));
+    }
+
+    #[test]
+    fn a_v3_tree_reads_in_file_order_with_its_branch_summary() {
+        // Entries have ids and parent ids; the person went back to line 4
+        // and asked again, which pi records as a branch summary (line 8).
+        let t = pi(V3);
+        let turns: Vec<_> = t
+            .turns
+            .iter()
+            .map(|x| (x.role, x.line_start, x.line_end))
+            .collect();
+        assert_eq!(
+            turns,
+            [
+                (Role::User, 4, 4),
+                (Role::Tool, 5, 6),
+                (Role::Assistant, 7, 7),
+                (Role::Summary, 8, 8),
+                (Role::Assistant, 9, 9),
+                (Role::Tool, 9, 10),
+                (Role::Assistant, 11, 11),
+            ]
+        );
+        assert_eq!(
+            t.session_id.as_deref(),
+            Some("0c7d1e9a-36f2-4b58-a1c4-9e2b5f7d8a63")
+        );
+        assert_eq!(t.model.as_deref(), Some("claude-sonnet-4-6"));
+        assert_eq!(t.n_skipped_lines, 0, "session_info and settings are known");
     }
 }
