@@ -1,7 +1,15 @@
 //! The LoCoMo dev retrieval evaluation: every session of every conversation
 //! becomes a transcript ingested through the real API; every question (bar
 //! the adversarial category 5) is asked through `POST /api/search`, and the
-//! hits' line ranges are mapped back to evidence turns for Recall@k.
+//! hits' line ranges are mapped back to evidence turns for Recall@k, and
+//! their runs back to sessions for session-level hit@k and Recall@k, from
+//! the ranked chunks and from a search grouped by conversation (one LoCoMo
+//! session is one transcript, so one kith conversation).
+//!
+//! Held-out split: of the conversations in id order, the first
+//! `TUNE_CONVERSATIONS` are for tuning and the rest are reported on
+//! (`Split`). Every conversation is ingested whichever split is asked, so a
+//! question is ranked against the same corpus in every split.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
@@ -16,8 +24,67 @@ use crate::Api;
 #[derive(Debug, Clone)]
 pub struct Question {
     pub conversation: String,
+    /// LoCoMo's category: 1 multi-hop, 2 temporal, 3 open-domain, 4
+    /// single-hop (5, adversarial, is left out).
+    pub category: u64,
     pub text: String,
     pub evidence: Vec<String>,
+}
+
+/// A category's name, as the LoCoMo paper's tables have them.
+pub fn category_name(category: u64) -> &'static str {
+    match category {
+        1 => "multi-hop",
+        2 => "temporal",
+        3 => "open-domain",
+        4 => "single-hop",
+        _ => "other",
+    }
+}
+
+/// Conversations (in id order) the tuning split takes; the rest are held
+/// out and reported on.
+pub const TUNE_CONVERSATIONS: usize = 3;
+
+/// Which questions are asked: the tuning conversations, the held-out ones,
+/// or all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Split {
+    Tune,
+    Report,
+    All,
+}
+
+impl Split {
+    pub fn parse(s: &str) -> Result<Self> {
+        match s {
+            "tune" => Ok(Split::Tune),
+            "report" => Ok(Split::Report),
+            "all" => Ok(Split::All),
+            other => anyhow::bail!("unknown split {other:?}: tune, report or all"),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Split::Tune => "tune",
+            Split::Report => "report",
+            Split::All => "all",
+        }
+    }
+
+    /// The split's conversations out of every one the sessions hold: the
+    /// first `TUNE_CONVERSATIONS` ids in order are `Tune`, the rest `Report`.
+    pub fn conversations(self, sessions: &[Session]) -> Vec<String> {
+        let ids: std::collections::BTreeSet<&str> =
+            sessions.iter().map(|s| s.conversation.as_str()).collect();
+        let ids = ids.into_iter().map(str::to_owned);
+        match self {
+            Split::Tune => ids.take(TUNE_CONVERSATIONS).collect(),
+            Split::Report => ids.skip(TUNE_CONVERSATIONS).collect(),
+            Split::All => ids.collect(),
+        }
+    }
 }
 
 /// A LoCoMo session as kith stores it: the transcript and which dialogue
@@ -25,6 +92,8 @@ pub struct Question {
 #[derive(Debug, Clone)]
 pub struct Session {
     pub conversation: String,
+    /// LoCoMo's session number: turn `D<number>:<i>` is in this session.
+    pub number: u32,
     pub jsonl: String,
     /// 1-based line -> dia_id.
     pub lines: Vec<String>,
@@ -87,6 +156,7 @@ pub fn load(dir: &Path) -> Result<(Vec<Session>, Vec<Question>)> {
             if !lines.is_empty() {
                 sessions.push(Session {
                     conversation: conv.clone(),
+                    number: n,
                     jsonl,
                     lines,
                     started_at,
@@ -117,6 +187,7 @@ pub fn load(dir: &Path) -> Result<(Vec<Session>, Vec<Question>)> {
             }
             questions.push(Question {
                 conversation: conv.clone(),
+                category: qa["category"].as_u64().unwrap_or(0),
                 text: qa["question"].as_str().unwrap_or_default().to_owned(),
                 evidence,
             });
@@ -190,12 +261,18 @@ pub fn ingest(api: &Api, sessions: &[Session]) -> Result<HashMap<String, usize>>
 /// Distinct turns the reference figures' R@10 reads: ten two-turn chunks.
 pub const TURN_BUDGET: usize = 20;
 
-/// Recall averaged over questions, by name: `recall@k` for each k (evidence
-/// turns inside the line ranges of the first k hits), and `recall@20turns`
-/// (evidence among the first `TURN_BUDGET` distinct turns the hits cover, in
-/// hit order: independent of how many turns one hit spans, so comparable
-/// with the reference's two-turn chunks), and `turns_per_hit@10` (the turns
-/// a hit among the first ten covers: the reference's chunks cover two).
+/// Session-level cut-offs: the first k distinct sessions (or groups).
+pub const SESSION_KS: [usize; 3] = [1, 5, 10];
+
+/// Hits an ungrouped search is asked for when its first sessions are
+/// counted: as many as central ranks for a grouped search of ten
+/// conversations (five hits per conversation asked for).
+pub const SESSION_POOL: usize = 50;
+
+/// One question's figures, by name (see `score`).
+pub type Scores = BTreeMap<String, f64>;
+
+/// Every question's figures, in question order (see `score`).
 pub fn evaluate(
     api: &Api,
     sessions: &[Session],
@@ -203,55 +280,175 @@ pub fn evaluate(
     questions: &[Question],
     mode: &str,
     ks: &[usize],
-) -> Result<BTreeMap<String, f64>> {
+) -> Result<Vec<Scores>> {
+    questions
+        .iter()
+        .map(|q| score(api, sessions, runs, q, mode, ks))
+        .collect()
+}
+
+/// The figures averaged over the questions given.
+pub fn mean<'a>(scores: impl IntoIterator<Item = &'a Scores>) -> Scores {
+    let mut sums = Scores::new();
+    let mut n = 0usize;
+    for s in scores {
+        n += 1;
+        for (k, v) in s {
+            *sums.entry(k.clone()).or_default() += v;
+        }
+    }
+    sums.into_iter()
+        .map(|(k, s)| (k, s / n.max(1) as f64))
+        .collect()
+}
+
+/// One question's figures, by name, from three searches in `mode` within
+/// its conversation:
+///
+/// - chunks (`limit` the largest k, at least `TURN_BUDGET`): `recall@k` for
+///   each k (evidence turns inside the line ranges of the first k hits),
+///   `recall@20turns` (evidence among the first `TURN_BUDGET` distinct
+///   turns the hits cover, in hit order: independent of how many turns one
+///   hit spans, so comparable with the reference's two-turn chunks), and
+///   `turns_per_hit@10` (the turns a hit among the first ten covers: the
+///   reference's chunks cover two);
+/// - sessions from the same hits: their runs in rank order, each the
+///   LoCoMo session it was written from, the first k distinct ones kept:
+///   `session_hit@k` (1 when an evidence session is among them) and
+///   `session_recall@k` (the share of the question's evidence sessions
+///   among them), for k in `SESSION_KS`; `sessions_in_hits` counts the
+///   distinct sessions the hits hold;
+/// - the same from a search grouped by conversation (`limit` the largest
+///   k in `SESSION_KS`): the groups in order are the sessions in order,
+///   `grouped_session_hit@k` and `grouped_session_recall@k`;
+/// - the same from `SESSION_POOL` ranked chunks, as many as the grouped
+///   search ranks: `pool_session_hit@k`, `pool_session_recall@k`.
+pub fn score(
+    api: &Api,
+    sessions: &[Session],
+    runs: &HashMap<String, usize>,
+    q: &Question,
+    mode: &str,
+    ks: &[usize],
+) -> Result<Scores> {
     let max_k = ks.iter().copied().max().unwrap_or(10).max(TURN_BUDGET);
-    let budget_key = format!("recall@{TURN_BUDGET}turns");
-    let mut sums: BTreeMap<String, f64> = BTreeMap::new();
-    for q in questions {
+    let search = |limit: usize, group: &str| {
         let r = api.post(
             "/api/search",
-            &json!({"query": q.text, "mode": mode, "limit": max_k, "filters": {"conversation_id": q.conversation}}),
+            &json!({
+                "query": q.text,
+                "mode": mode,
+                "limit": limit,
+                "group": group,
+                "filters": {"conversation_id": q.conversation},
+            }),
         )?;
         anyhow::ensure!(r.status == 200, "search failed: {r:?}");
-        let hits = r.body["hits"].as_array().cloned().unwrap_or_default();
-        let want: HashSet<&str> = q.evidence.iter().map(String::as_str).collect();
-        // Each hit's turns, as (session, 1-based line).
-        let turns: Vec<Vec<(usize, usize)>> = hits
-            .iter()
-            .map(|hit| {
-                let Some(&s) = hit["run_id"].as_str().and_then(|id| runs.get(id)) else {
-                    return Vec::new();
-                };
-                let a = hit["line_start"].as_u64().unwrap_or(0) as usize;
-                let b = hit["line_end"].as_u64().unwrap_or(0) as usize;
-                (a.max(1)..=b).map(|line| (s, line)).collect()
-            })
-            .collect();
-        let is_evidence = |&(s, line): &(usize, usize)| {
-            sessions[s]
-                .lines
-                .get(line - 1)
-                .filter(|dia| want.contains(dia.as_str()))
-        };
-        let recall = |found: HashSet<&String>| found.len() as f64 / want.len() as f64;
-        for &k in ks {
-            let found = turns.iter().take(k).flatten().filter_map(is_evidence);
-            *sums.entry(format!("recall@{k}")).or_default() += recall(found.collect());
-        }
-        let mut seen = HashSet::new();
-        let first_turns = turns
-            .iter()
-            .flatten()
-            .filter(|t| seen.insert(**t))
-            .take(TURN_BUDGET);
-        *sums.entry(budget_key.clone()).or_default() +=
-            recall(first_turns.filter_map(is_evidence).collect());
-        let top: Vec<_> = turns.iter().take(10).collect();
-        *sums.entry("turns_per_hit@10".into()).or_default() +=
-            top.iter().map(|t| t.len()).sum::<usize>() as f64 / top.len().max(1) as f64;
+        Ok(r.body)
+    };
+    let session_of = |hit: &Value| hit["run_id"].as_str().and_then(|id| runs.get(id)).copied();
+    let mut out = Scores::new();
+
+    let hits = search(max_k, "none")?["hits"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let want: HashSet<&str> = q.evidence.iter().map(String::as_str).collect();
+    // Each hit's turns, as (session, 1-based line).
+    let turns: Vec<Vec<(usize, usize)>> = hits
+        .iter()
+        .map(|hit| {
+            let Some(s) = session_of(hit) else {
+                return Vec::new();
+            };
+            let a = hit["line_start"].as_u64().unwrap_or(0) as usize;
+            let b = hit["line_end"].as_u64().unwrap_or(0) as usize;
+            (a.max(1)..=b).map(|line| (s, line)).collect()
+        })
+        .collect();
+    let is_evidence = |&(s, line): &(usize, usize)| {
+        sessions[s]
+            .lines
+            .get(line - 1)
+            .filter(|dia| want.contains(dia.as_str()))
+    };
+    let recall = |found: HashSet<&String>| found.len() as f64 / want.len() as f64;
+    for &k in ks {
+        let found = turns.iter().take(k).flatten().filter_map(is_evidence);
+        out.insert(format!("recall@{k}"), recall(found.collect()));
     }
-    let n = questions.len().max(1) as f64;
-    Ok(sums.into_iter().map(|(k, s)| (k, s / n)).collect())
+    let mut seen = HashSet::new();
+    let first_turns = turns
+        .iter()
+        .flatten()
+        .filter(|t| seen.insert(**t))
+        .take(TURN_BUDGET);
+    out.insert(
+        format!("recall@{TURN_BUDGET}turns"),
+        recall(first_turns.filter_map(is_evidence).collect()),
+    );
+    let top: Vec<_> = turns.iter().take(10).collect();
+    out.insert(
+        "turns_per_hit@10".into(),
+        top.iter().map(|t| t.len()).sum::<usize>() as f64 / top.len().max(1) as f64,
+    );
+
+    // Sessions: "D8" for turn "D8:6" (a malformed id names no session).
+    let want_sessions: HashSet<String> = q
+        .evidence
+        .iter()
+        .map(|e| e.split(':').next().unwrap_or_default().to_owned())
+        .collect();
+    let key = |s: usize| format!("D{}", sessions[s].number);
+    let max_s = SESSION_KS.iter().copied().max().unwrap_or(10);
+    let session_figures = |out: &mut Scores, prefix: &str, ranked: Vec<usize>| {
+        for k in SESSION_KS {
+            let found = ranked
+                .iter()
+                .take(k)
+                .filter(|&&s| sessions[s].conversation == q.conversation)
+                .map(|&s| key(s))
+                .filter(|s| want_sessions.contains(s))
+                .count();
+            out.insert(
+                format!("{prefix}session_hit@{k}"),
+                if found > 0 { 1.0 } else { 0.0 },
+            );
+            out.insert(
+                format!("{prefix}session_recall@{k}"),
+                found as f64 / want_sessions.len() as f64,
+            );
+        }
+    };
+    let first_sessions = |hits: &[Value]| {
+        let mut seen = HashSet::new();
+        let ranked: Vec<usize> = hits
+            .iter()
+            .filter_map(session_of)
+            .filter(|&s| seen.insert(s))
+            .collect();
+        ranked
+    };
+    let ranked = first_sessions(&hits);
+    out.insert("sessions_in_hits".into(), ranked.len() as f64);
+    session_figures(&mut out, "", ranked);
+    let pool = search(SESSION_POOL, "none")?["hits"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    session_figures(&mut out, "pool_", first_sessions(&pool));
+    let groups = search(max_s, "conversation")?["groups"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let mut seen = HashSet::new();
+    let ranked: Vec<usize> = groups
+        .iter()
+        .filter_map(|g| g["hits"].as_array()?.iter().find_map(session_of))
+        .filter(|&s| seen.insert(s))
+        .collect();
+    session_figures(&mut out, "grouped_", ranked);
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -273,5 +470,31 @@ mod tests {
         ] {
             assert_eq!(super::rfc3339(text).as_deref(), want, "{text}");
         }
+    }
+
+    #[test]
+    fn the_first_three_conversations_in_id_order_tune_the_rest_report() {
+        use super::{Session, Split};
+        let sessions: Vec<Session> = ["conv-43", "conv-26", "conv-42", "conv-30", "conv-41"]
+            .into_iter()
+            .flat_map(|c| [c, c])
+            .map(|c| Session {
+                conversation: c.to_owned(),
+                number: 1,
+                jsonl: String::new(),
+                lines: Vec::new(),
+                started_at: String::new(),
+            })
+            .collect();
+        assert_eq!(
+            Split::Tune.conversations(&sessions),
+            ["conv-26", "conv-30", "conv-41"]
+        );
+        assert_eq!(
+            Split::Report.conversations(&sessions),
+            ["conv-42", "conv-43"]
+        );
+        assert_eq!(Split::All.conversations(&sessions).len(), 5);
+        assert!(Split::parse("held-out").is_err());
     }
 }

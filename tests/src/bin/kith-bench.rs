@@ -682,7 +682,7 @@ fn locomo_quality(dir: &std::path::Path, size: Size) -> Result<Value> {
     for &mode in modes {
         match locomo::evaluate(&eval_api, &sessions, &runs, &questions, mode, &[5, 10, 20]) {
             Ok(r) => {
-                quality.insert(mode.into(), json!(r));
+                quality.insert(mode.into(), json!(locomo::mean(&r)));
             }
             Err(e) => {
                 quality.insert(mode.into(), json!({"error": e.to_string()}));
@@ -806,6 +806,24 @@ fn print_table(r: &Value) {
                 num(&q["recall@20turns"]),
                 num(&q["turns_per_hit@10"])
             ),
+        );
+        let sessions = |prefix: &str| {
+            let of = |kind: &str| {
+                locomo::SESSION_KS
+                    .iter()
+                    .map(|k| num(&q[format!("{prefix}session_{kind}@{k}").as_str()]))
+                    .collect::<Vec<_>>()
+                    .join(" / ")
+            };
+            format!("{}, {}", of("hit"), of("recall"))
+        };
+        row(
+            format!("LoCoMo dev {mode} sessions hit@1/5/10, R@1/5/10"),
+            sessions(""),
+        );
+        row(
+            format!("LoCoMo dev {mode} grouped by conversation, same"),
+            sessions("grouped_"),
         );
     }
 }
