@@ -9,10 +9,8 @@ use kith_shared::ids::RunId;
 use crate::error::{Error, Result};
 use crate::registry::Viewer;
 use crate::registry::{GrantScope, Registry, ShareRow};
-use crate::state::AppState;
 
-pub fn grant(state: &AppState, viewer: &Viewer, req: &ShareRequest) -> Result<ShareRow> {
-    let registry = state.registry();
+pub fn grant(registry: &Registry, viewer: &Viewer, req: &ShareRequest) -> Result<ShareRow> {
     let scope = match req.scope.split_once(':') {
         Some(("conversation", name)) => GrantScope::Run(conversation_head(registry, viewer, name)?),
         _ => GrantScope::parse(&req.scope).ok_or_else(|| {

@@ -19,7 +19,8 @@ pub async fn post(
     ApiJson(req): ApiJson<ShareRequest>,
 ) -> Result<(StatusCode, Json<Share>)> {
     let share =
-        tokio::task::spawn_blocking(move || crate::sharing::grant(&state, &viewer, &req)).await??;
+        tokio::task::spawn_blocking(move || crate::sharing::grant(state.registry(), &viewer, &req))
+            .await??;
     Ok((StatusCode::CREATED, Json(to_dto(share))))
 }
 
