@@ -5,6 +5,9 @@
 //! numbers mean nothing), `--quick --out FILE.json` takes a few minutes,
 //! `--full` grows a corpus to 10k, 100k and 1M chunks (document vectors from
 //! a stand-in, queries through the real model) and takes under an hour.
+//! `--backends [--chunks 10000,100000]` builds the same stand-in corpus in
+//! two centrals, one on the embedded backend and one on a Meilisearch the
+//! bench starts on loopback, and measures both at each size, interleaved.
 //! Build the workspace in release mode first (`cargo build --release
 //! --workspace`): the harness runs the binaries next to its own executable.
 
@@ -48,6 +51,12 @@ struct Args {
     /// profiler) until a line arrives on stdin.
     hold: bool,
     out: Option<PathBuf>,
+    /// `--backends`: the embedded backend and Meilisearch side by side.
+    backends: bool,
+    /// `--chunks`: the corpus sizes `--backends` grows to.
+    chunks: Vec<u64>,
+    /// `--budget-min`: `--backends` stops growing after this long.
+    budget_min: f64,
 }
 
 fn parse_args() -> Result<Args> {
@@ -56,6 +65,9 @@ fn parse_args() -> Result<Args> {
         capture_only: false,
         hold: false,
         out: None,
+        backends: false,
+        chunks: vec![10_000, 100_000],
+        budget_min: 60.0,
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -66,9 +78,25 @@ fn parse_args() -> Result<Args> {
             "--capture-only" => args.capture_only = true,
             "--hold" => args.hold = true,
             "--out" => args.out = Some(it.next().context("--out needs a file")?.into()),
+            "--backends" => args.backends = true,
+            "--chunks" => {
+                args.chunks = it
+                    .next()
+                    .context("--chunks needs sizes, like 10000,100000")?
+                    .split(',')
+                    .map(|n| n.trim().parse().with_context(|| format!("bad size {n:?}")))
+                    .collect::<Result<_>>()?;
+            }
+            "--budget-min" => {
+                args.budget_min = it
+                    .next()
+                    .context("--budget-min needs minutes")?
+                    .parse()
+                    .context("bad --budget-min")?;
+            }
             "-h" | "--help" => {
                 println!(
-                    "usage: kith-bench [--smoke|--quick|--full] [--capture-only] [--hold] [--out FILE.json]"
+                    "usage: kith-bench [--smoke|--quick|--full] [--capture-only] [--hold] [--out FILE.json]\n       kith-bench --backends [--chunks 10000,100000] [--budget-min 60] [--out FILE.json]"
                 );
                 std::process::exit(0);
             }
@@ -162,8 +190,14 @@ fn ingest_corpus(
 
 /// Time from the 202 to the first keyword hit, for fresh unique words.
 fn freshness(api: &Api, n: usize) -> Result<Value> {
+    Ok(summary(freshness_samples(api, 0..n)?))
+}
+
+/// `freshness`' samples (ms) for the words numbered `words` (a central
+/// must not see one twice).
+fn freshness_samples(api: &Api, words: std::ops::Range<usize>) -> Result<Vec<f64>> {
     let mut samples = Vec::new();
-    for i in 0..n {
+    for i in words {
         let word = format!("freshword{i}x{}", std::process::id());
         let jsonl = kith_tests::claude_user_line(
             &format!("please remember {word}"),
@@ -189,7 +223,7 @@ fn freshness(api: &Api, n: usize) -> Result<Value> {
         }
         samples.push(t0.elapsed().as_secs_f64() * 1000.0);
     }
-    Ok(summary(samples))
+    Ok(samples)
 }
 
 fn search_latency(api: &Api, mode: &str, n: usize) -> Result<Value> {
@@ -198,6 +232,41 @@ fn search_latency(api: &Api, mode: &str, n: usize) -> Result<Value> {
 
 /// `search_latency` with `gap` of idleness before each search.
 fn search_latency_every(api: &Api, mode: &str, n: usize, gap: Duration) -> Result<Value> {
+    Ok(search_samples(api, mode, n, gap)?.summary())
+}
+
+/// Search round trips (ms), the query embedding central reported (ms), and
+/// the body of the first search that failed (the series stops there).
+#[derive(Default)]
+struct Searches {
+    ms: Vec<f64>,
+    embed_ms: Vec<f64>,
+    error: Option<Value>,
+}
+
+impl Searches {
+    /// Adds a later series of the same kind.
+    fn extend(&mut self, more: Searches) {
+        self.ms.extend(more.ms);
+        self.embed_ms.extend(more.embed_ms);
+        if self.error.is_none() {
+            self.error = more.error;
+        }
+    }
+
+    fn summary(self) -> Value {
+        if let Some(body) = self.error {
+            return json!({"error": body});
+        }
+        let mut out = summary(self.ms);
+        if !self.embed_ms.is_empty() {
+            out["query_embed"] = summary(self.embed_ms);
+        }
+        out
+    }
+}
+
+fn search_samples(api: &Api, mode: &str, n: usize, gap: Duration) -> Result<Searches> {
     let queries = [
         "failing test",
         "database migration",
@@ -205,8 +274,7 @@ fn search_latency_every(api: &Api, mode: &str, n: usize, gap: Duration) -> Resul
         "error handling",
         "git branch",
     ];
-    let mut samples = Vec::new();
-    let mut embed_ms = Vec::new();
+    let mut out = Searches::default();
     for i in 0..n {
         std::thread::sleep(gap);
         let t0 = Instant::now();
@@ -215,14 +283,12 @@ fn search_latency_every(api: &Api, mode: &str, n: usize, gap: Duration) -> Resul
             &json!({"query": queries[i % queries.len()], "mode": mode, "limit": 10}),
         )?;
         if r.status != 200 {
-            return Ok(json!({"error": r.body}));
+            out.error = Some(r.body);
+            break;
         }
-        samples.push(t0.elapsed().as_secs_f64() * 1000.0);
-        embed_ms.extend(r.body["timing"]["embed_ms"].as_f64().filter(|&ms| ms > 0.0));
-    }
-    let mut out = summary(samples);
-    if !embed_ms.is_empty() {
-        out["query_embed"] = summary(embed_ms);
+        out.ms.push(t0.elapsed().as_secs_f64() * 1000.0);
+        out.embed_ms
+            .extend(r.body["timing"]["embed_ms"].as_f64().filter(|&ms| ms > 0.0));
     }
     Ok(out)
 }
@@ -458,6 +524,9 @@ fn capture_bench(central: &Central, token: &str, transcript_mb: usize, n: usize)
 
 fn main() -> Result<()> {
     let args = parse_args()?;
+    if args.backends {
+        return backends::run(&args);
+    }
     let mut results: BTreeMap<&str, Value> = BTreeMap::new();
     let size = args.size;
     results.insert("mode", json!(format!("{size:?}").to_lowercase()));
@@ -839,4 +908,333 @@ fn save(results: &BTreeMap<&str, Value>, out: Option<&std::path::Path>) -> Resul
 
 fn row(label: impl AsRef<str>, value: impl AsRef<str>) {
     println!("{:<58} {}", label.as_ref(), value.as_ref());
+}
+
+/// `--backends`: the embedded backend and Meilisearch side by side, in one
+/// run. Each has its own central (stand-in document vectors, queries through
+/// the real model); Meilisearch is a real server this run starts on loopback
+/// with a random key and kills at the end. Both get the same runs, step by
+/// step, and every measurement alternates between them (A, B, A, B) so a
+/// noisy neighbour slows both alike.
+mod backends {
+    use super::*;
+    use kith_tests::meili::{self, Meili};
+
+    /// Runs per growth step (at most), and fixture lines per run, as `--full`.
+    const STEP: usize = 200;
+    const LINES_PER_RUN: usize = 50;
+    /// Each measurement is split into this many turns per backend.
+    const ROUNDS: usize = 4;
+    const SEARCHES: usize = 200;
+    const FRESH: usize = 40;
+    const MODES: [&str; 3] = ["keyword", "semantic", "hybrid"];
+
+    struct Backend {
+        name: &'static str,
+        central: Central,
+        api: Api,
+        /// The Meilisearch process and its database directory.
+        meili: Option<(Option<u32>, PathBuf)>,
+        chunks: u64,
+        ingest_s: f64,
+        vectors_s: f64,
+        /// Runs still without vectors when the budget ran out.
+        runs_without_vectors: usize,
+        bytes: u64,
+    }
+
+    impl Backend {
+        fn start(name: &'static str, env: &[(&str, &str)], index: Option<&Meili>) -> Result<Self> {
+            let central = Central::start_with(env)?;
+            let token = central.register("bench.test", "bench")?;
+            let api = central.client(&token);
+            let meili = index.map(|m| {
+                let db = m.data_dir().join("db");
+                (pid_with_arg(&db), db)
+            });
+            Ok(Self {
+                name,
+                central,
+                api,
+                meili,
+                chunks: 0,
+                ingest_s: 0.0,
+                vectors_s: 0.0,
+                runs_without_vectors: 0,
+                bytes: 0,
+            })
+        }
+
+        /// Ingests `runs`; waits until they are keyword-searchable, then
+        /// until they have (stand-in) vectors or `deadline` passed, timing
+        /// both.
+        fn grow(
+            &mut self,
+            lines: &[String],
+            runs: std::ops::Range<usize>,
+            deadline: Instant,
+        ) -> Result<()> {
+            let (secs, bytes, ids) = ingest_corpus(&self.api, lines, runs, LINES_PER_RUN)?;
+            self.ingest_s += secs;
+            self.bytes += bytes;
+            let t0 = Instant::now();
+            if kith_tests::model_dir().is_some() {
+                for (i, id) in ids.iter().enumerate() {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    if self.api.wait_embedded(id, left).is_err() {
+                        self.runs_without_vectors = ids.len() - i;
+                        break;
+                    }
+                }
+            }
+            self.vectors_s += t0.elapsed().as_secs_f64();
+            self.chunks = self.api.get("/api/status")?.body["counts"]["chunks"]
+                .as_u64()
+                .unwrap_or(0);
+            Ok(())
+        }
+
+        fn readings(&self, runs: usize) -> Value {
+            let central = |field| self.central.pid().and_then(|p| status_bytes(p, field));
+            let meili_rss = self
+                .meili
+                .as_ref()
+                .and_then(|(pid, _)| pid.and_then(|p| status_bytes(p, "VmRSS")));
+            let meili_db = self.meili.as_ref().map(|(_, db)| dir_size(db));
+            let central_dir = dir_size(&self.central.data_dir);
+            json!({
+                "chunks": self.chunks,
+                "runs": runs,
+                "ingest_to_keyword_searchable_s": self.ingest_s,
+                "ingest_mb_per_s": self.bytes as f64 / self.ingest_s / 1e6,
+                "vectors_wait_after_ingest_s": self.vectors_s,
+                "runs_without_vectors_when_measured": self.runs_without_vectors,
+                "central_rss_bytes": central("VmRSS"),
+                "central_rss_anon_bytes": central("RssAnon"),
+                "central_rss_file_bytes": central("RssFile"),
+                "meili_rss_bytes": meili_rss,
+                "rss_total_bytes": central("VmRSS").map(|c| c + meili_rss.unwrap_or(0)),
+                "central_data_dir_bytes": central_dir,
+                "meili_db_bytes": meili_db,
+                "disk_total_bytes": central_dir + meili_db.unwrap_or(0),
+            })
+        }
+    }
+
+    /// The process whose command line has `arg` as one argument.
+    fn pid_with_arg(arg: &std::path::Path) -> Option<u32> {
+        let want = arg.as_os_str().as_encoded_bytes();
+        std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
+            let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+            let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
+            cmdline.split(|&b| b == 0).any(|a| a == want).then_some(pid)
+        })
+    }
+
+    pub(super) fn run(args: &Args) -> Result<()> {
+        let started = Instant::now();
+        let budget = Duration::from_secs_f64(args.budget_min * 60.0);
+        let bin = meili::find_bin().map_err(anyhow::Error::msg)?;
+        let version = std::process::Command::new(&bin)
+            .arg("--version")
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+            .unwrap_or_default();
+        let server = Meili::start()?;
+        let standin = [(BENCH_STANDIN_VECTORS, "1")];
+        let meili_env = server.central_env("kith-bench");
+        let mut env: Vec<(&str, &str)> = meili_env
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        env.extend(standin);
+        let mut pair = [
+            Backend::start("embedded", &standin, None)?,
+            Backend::start("meilisearch", &env, Some(&server))?,
+        ];
+        if pair[1].meili.as_ref().is_some_and(|(pid, _)| pid.is_none()) {
+            eprintln!("Meilisearch's process was not found in /proc: its RSS is not measured");
+        }
+        let lines = corpus_lines()?;
+        let mut results: BTreeMap<&str, Value> = BTreeMap::new();
+        results.insert("mode", json!("backends"));
+        results.insert(
+            "machine",
+            json!({"cores": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0)}),
+        );
+        results.insert("meilisearch_version", json!(version));
+        results.insert(
+            "document_vectors",
+            json!("stand-in (hashed words); queries embedded by the real model"),
+        );
+        results.insert("budget_minutes", json!(args.budget_min));
+        results.insert("targets", json!(args.chunks));
+        let mut sizes = Vec::new();
+        let mut next_run = 0;
+        let mut fresh_next = 0;
+        let mut stopped = None;
+        for &target in &args.chunks {
+            // Grow both by the same runs, a step at a time, A then B.
+            let before = pair[0].chunks;
+            while pair[0].chunks < target {
+                if started.elapsed() > budget {
+                    stopped = Some(target);
+                    break;
+                }
+                let per_run = (pair[0].chunks as f64 / next_run.max(1) as f64).max(1.0);
+                let want = ((target - pair[0].chunks) as f64 / per_run).ceil() as usize;
+                // A first step of 20 runs learns the chunks per run.
+                let step = if next_run == 0 {
+                    20
+                } else {
+                    want.clamp(1, STEP)
+                };
+                for b in pair.iter_mut() {
+                    b.grow(&lines, next_run..next_run + step, started + budget)?;
+                }
+                if pair.iter().any(|b| b.runs_without_vectors > 0) {
+                    stopped = Some(target);
+                }
+                next_run += step;
+                eprintln!(
+                    "{} runs: {} chunks (embedded), {} (Meilisearch); {:.0} s",
+                    next_run,
+                    pair[0].chunks,
+                    pair[1].chunks,
+                    started.elapsed().as_secs_f64()
+                );
+                if stopped.is_some() {
+                    break;
+                }
+            }
+            // Nothing new to measure (the budget ran out before a step).
+            if pair[0].chunks == 0 || (stopped.is_some() && pair[0].chunks == before) {
+                break;
+            }
+            // Measure, alternating backend by backend, round by round.
+            let mut fresh: [Vec<f64>; 2] = Default::default();
+            let mut searches: [BTreeMap<&str, Searches>; 2] = Default::default();
+            for _ in 0..ROUNDS {
+                let words = fresh_next..fresh_next + FRESH / ROUNDS;
+                fresh_next = words.end;
+                for (i, b) in pair.iter().enumerate() {
+                    fresh[i].extend(freshness_samples(&b.api, words.clone())?);
+                }
+                for mode in MODES {
+                    for (i, b) in pair.iter().enumerate() {
+                        let s = search_samples(&b.api, mode, SEARCHES / ROUNDS, Duration::ZERO)?;
+                        searches[i].entry(mode).or_default().extend(s);
+                    }
+                }
+            }
+            let mut at = serde_json::Map::new();
+            at.insert("target_chunks".into(), json!(target));
+            at.insert("target_reached".into(), json!(stopped.is_none()));
+            for (i, b) in pair.iter().enumerate() {
+                let mut r = b.readings(next_run);
+                r["freshness_keyword_ms"] = summary(std::mem::take(&mut fresh[i]));
+                for (mode, s) in std::mem::take(&mut searches[i]) {
+                    r[format!("search_{mode}").as_str()] = s.summary();
+                }
+                at.insert(b.name.into(), r);
+            }
+            sizes.push(Value::Object(at));
+            results.insert("sizes", json!(sizes));
+            results.insert("wall_s", json!(started.elapsed().as_secs_f64()));
+            super::save(&results, args.out.as_deref())?;
+            if stopped.is_some() {
+                break;
+            }
+        }
+        if let Some(target) = stopped {
+            let msg = format!(
+                "the {} min budget ran out growing to {target} chunks: measured at {} chunks and stopped",
+                args.budget_min, pair[0].chunks
+            );
+            eprintln!("{msg}");
+            results.insert("stopped_by_budget", json!(msg));
+        }
+        results.insert("wall_s", json!(started.elapsed().as_secs_f64()));
+        super::save(&results, args.out.as_deref())?;
+        drop(pair);
+        drop(server);
+        print(&serde_json::to_value(&results)?);
+        if let Some(out) = &args.out {
+            eprintln!("wrote {}", out.display());
+        }
+        Ok(())
+    }
+
+    /// One table per size: metric, embedded, Meilisearch, ratio.
+    fn print(r: &Value) {
+        let fmt = |x: Option<f64>| match x {
+            Some(x) if x.abs() >= 100.0 => format!("{x:.0}"),
+            Some(x) => format!("{x:.2}"),
+            None => "-".to_owned(),
+        };
+        for size in r["sizes"].as_array().into_iter().flatten() {
+            let (a, b) = (&size["embedded"], &size["meilisearch"]);
+            println!(
+                "\n{} chunks (target {}{})",
+                a["chunks"],
+                size["target_chunks"],
+                if size["target_reached"] == json!(false) {
+                    ", not reached: budget"
+                } else {
+                    ""
+                }
+            );
+            let missing = |v: &Value| {
+                v["runs_without_vectors_when_measured"]
+                    .as_u64()
+                    .unwrap_or(0)
+            };
+            if missing(a) + missing(b) > 0 {
+                println!(
+                    "(runs still without vectors when measured: embedded {}, Meilisearch {})",
+                    missing(a),
+                    missing(b)
+                );
+            }
+            println!("| metric | embedded | Meilisearch | Meilisearch / embedded |");
+            println!("|---|---:|---:|---:|");
+            let line = |label: &str, get: &dyn Fn(&Value) -> Option<f64>| {
+                let (x, y) = (get(a), get(b));
+                let ratio = x.zip(y).filter(|(x, _)| *x > 0.0).map(|(x, y)| y / x);
+                println!("| {label} | {} | {} | {} |", fmt(x), fmt(y), fmt(ratio));
+            };
+            let mb = |k: &'static str| move |v: &Value| v[k].as_f64().map(|b| b / 1e6);
+            line("ingest to keyword-searchable, s", &|v| {
+                v["ingest_to_keyword_searchable_s"].as_f64()
+            });
+            line("then until every chunk has a vector, s", &|v| {
+                v["vectors_wait_after_ingest_s"].as_f64()
+            });
+            for p in ["p50", "p99"] {
+                let k = format!("{p}_ms");
+                line(
+                    &format!("ingest-to-searchable (202 -> keyword hit) {p}, ms"),
+                    &|v| v["freshness_keyword_ms"][k.as_str()].as_f64(),
+                );
+            }
+            for mode in MODES {
+                for p in ["p50", "p99"] {
+                    let k = format!("{p}_ms");
+                    let s = format!("search_{mode}");
+                    line(&format!("{mode} search {p}, ms"), &|v| {
+                        v[s.as_str()][k.as_str()].as_f64()
+                    });
+                }
+            }
+            line("central RSS, MB", &mb("central_rss_bytes"));
+            line("Meilisearch RSS, MB", &mb("meili_rss_bytes"));
+            line("RSS total, MB", &mb("rss_total_bytes"));
+            line("central data dir, MB", &mb("central_data_dir_bytes"));
+            line("Meilisearch db dir, MB", &mb("meili_db_bytes"));
+            line("disk total, MB", &mb("disk_total_bytes"));
+        }
+        if let Some(msg) = r["stopped_by_budget"].as_str() {
+            println!("\n{msg}");
+        }
+    }
 }
