@@ -656,29 +656,11 @@ fn quarantine_hides_a_revoked_machines_runs_from_others_until_released() -> Resu
 #[test]
 fn serves_https_with_the_configured_certificate() -> Result<()> {
     let tmp = tempfile::tempdir()?;
-    let dir = tmp.path();
-    let (ca, cert, key) = (
-        dir.join("ca.pem"),
-        dir.join("cert.pem"),
-        dir.join("key.pem"),
-    );
-    std::fs::write(
-        dir.join("leaf.ext"),
-        "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n",
-    )?;
-    // A throwaway CA, and a leaf certificate for 127.0.0.1 signed by it.
-    for args in [
-        "req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=kith-test-ca -keyout ca.key -out ca.pem",
-        "req -newkey rsa:2048 -nodes -subj /CN=localhost -keyout key.pem -out leaf.csr",
-        "x509 -req -in leaf.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 1 -extfile leaf.ext -out cert.pem",
-    ] {
-        let made = std::process::Command::new("openssl").args(args.split(' ')).current_dir(dir).output()?;
-        assert!(made.status.success(), "openssl {args}: {}", String::from_utf8_lossy(&made.stderr));
-    }
-    let (c, k) = (cert.display().to_string(), key.display().to_string());
+    let ca = kith_tests::PrivateCa::make(tmp.path())?;
+    let [(cert_var, cert), (key_var, key)] = ca.central_env();
     let central = Central::start_on(
         &tmp.path().join("data"),
-        &[("KITH_TLS_CERT", c.as_str()), ("KITH_TLS_KEY", k.as_str())],
+        &[(cert_var, cert.as_str()), (key_var, key.as_str())],
     )?;
     assert!(
         central.url.starts_with("https://127.0.0.1:"),
@@ -686,7 +668,7 @@ fn serves_https_with_the_configured_certificate() -> Result<()> {
         central.url
     );
     let trusted = reqwest::blocking::Client::builder()
-        .add_root_certificate(reqwest::Certificate::from_pem(&std::fs::read(&ca)?)?)
+        .add_root_certificate(reqwest::Certificate::from_pem(&std::fs::read(&ca.ca)?)?)
         .build()?;
     let health = trusted.get(format!("{}/healthz", central.url)).send()?;
     assert_eq!(health.status().as_u16(), 200);
