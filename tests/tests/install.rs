@@ -1,0 +1,205 @@
+//! Installing kith: central's refusal of plain HTTP off loopback (the flag,
+//! and the shipped systemd unit), and `kith setup` putting the binary, the
+//! agents' hooks and the user service in place and taking them away again.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use kith_tests::bin;
+
+/// How a `kith-central serve` ended up: refused (its exit code and what it
+/// said) or serving (what it said up to "listening on", then killed).
+#[derive(Debug)]
+enum Served {
+    Refused { code: Option<i32>, said: String },
+    Listening { said: String },
+}
+
+/// Runs `kith-central` with `args` and `env` (nothing else of ours from the
+/// environment) until it exits or says it is listening.
+fn serve(args: &[&str], env: &[(&str, &str)]) -> Result<Served> {
+    let mut cmd = Command::new(bin("kith-central"));
+    cmd.args(args)
+        .env("KITH_LOG", "info")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    for (k, _) in std::env::vars() {
+        if k.starts_with("KITH_") {
+            cmd.env_remove(k);
+        }
+    }
+    cmd.envs(env.iter().copied());
+    let mut child = cmd.spawn().context("cannot start kith-central")?;
+    let stderr = child.stderr.take().context("no stderr")?;
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(|l| l.ok()) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut said = Vec::new();
+    loop {
+        match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok(line) => {
+                let listening = line.contains("listening on");
+                said.push(line);
+                if listening {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    return Ok(Served::Listening {
+                        said: said.join("\n"),
+                    });
+                }
+            }
+            // stderr closed: the process is ending.
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                let status = child.wait()?;
+                return Ok(Served::Refused {
+                    code: status.code(),
+                    said: said.join("\n"),
+                });
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                bail!(
+                    "kith-central neither exited nor listened within 30 s:\n{}",
+                    said.join("\n")
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn central_refuses_plain_http_off_loopback_unless_insecure_http() -> Result<()> {
+    let tmp = tempfile::tempdir()?;
+    let data = tmp.path().join("data");
+    let data = data.to_str().context("temp path")?;
+
+    let refused = serve(&["serve", "--listen", "0.0.0.0:0", "--data-dir", data], &[])?;
+    let Served::Refused { code, said } = &refused else {
+        bail!("plain HTTP on 0.0.0.0 was served: {refused:?}");
+    };
+    assert_ne!(*code, Some(0), "{said}");
+    assert!(said.contains("--insecure-http"), "{said}");
+    assert!(said.contains("plain HTTP on 0.0.0.0"), "{said}");
+    assert!(said.contains("TLS"), "{said}");
+
+    // The same address with the flag: served, with a loud warning.
+    let served = serve(
+        &[
+            "serve",
+            "--listen",
+            "0.0.0.0:0",
+            "--insecure-http",
+            "--data-dir",
+            data,
+        ],
+        &[],
+    )?;
+    let Served::Listening { said } = &served else {
+        bail!("--insecure-http did not serve: {served:?}");
+    };
+    assert!(said.contains("INSECURE"), "{said}");
+
+    // Loopback needs neither TLS nor the flag, and warns of nothing.
+    let served = serve(
+        &["serve", "--listen", "127.0.0.1:0", "--data-dir", data],
+        &[],
+    )?;
+    let Served::Listening { said } = &served else {
+        bail!("loopback was refused: {served:?}");
+    };
+    assert!(!said.contains("INSECURE"), "{said}");
+
+    // The configuration file's equivalent of the flag.
+    let config = tmp.path().join("central.toml");
+    std::fs::write(&config, "insecure_http = true\n")?;
+    let served = serve(
+        &[
+            "serve",
+            "--config",
+            config.to_str().context("temp path")?,
+            "--listen",
+            "0.0.0.0:0",
+            "--data-dir",
+            data,
+        ],
+        &[],
+    )?;
+    assert!(
+        matches!(&served, Served::Listening { said } if said.contains("INSECURE")),
+        "{served:?}"
+    );
+    Ok(())
+}
+
+/// `Environment=` pairs and the `ExecStart=` words of a systemd unit.
+fn unit_service(text: &str) -> (Vec<(String, String)>, Vec<String>) {
+    let mut env = Vec::new();
+    let mut exec = Vec::new();
+    for line in text.lines().map(str::trim) {
+        if let Some(pair) = line.strip_prefix("Environment=") {
+            if let Some((k, v)) = pair.split_once('=') {
+                env.push((k.to_owned(), v.to_owned()));
+            }
+        } else if let Some(cmd) = line.strip_prefix("ExecStart=") {
+            exec = cmd.split_whitespace().map(str::to_owned).collect();
+        }
+    }
+    (env, exec)
+}
+
+#[test]
+fn the_shipped_central_unit_listens_on_loopback_and_refuses_plain_http_elsewhere() -> Result<()> {
+    let unit = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/kith-central.service");
+    let text = std::fs::read_to_string(&unit)?;
+    let (env, exec) = unit_service(&text);
+    let get = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+    let listen: std::net::SocketAddr = get("KITH_LISTEN").context("no KITH_LISTEN")?.parse()?;
+    assert!(listen.ip().is_loopback(), "{listen}");
+    // Semantic search: a model directory the service can read under
+    // ProtectHome (not under /home, /root or /run/user).
+    let models = get("KITH_MODEL_DIR").context("no KITH_MODEL_DIR")?;
+    assert!(text.contains("ProtectHome=true"));
+    assert!(
+        !["/home", "/root", "/run/user"]
+            .iter()
+            .any(|p| models.starts_with(p)),
+        "{models}"
+    );
+    assert_eq!(
+        exec.first().map(String::as_str),
+        Some("kith-central"),
+        "{exec:?}"
+    );
+
+    // The unit as shipped, moved to a non-loopback address without TLS.
+    let tmp = tempfile::tempdir()?;
+    let data = tmp.path().join("data");
+    let mut env: Vec<(&str, &str)> = env
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .filter(|(k, _)| !matches!(*k, "KITH_LISTEN" | "KITH_DATA_DIR"))
+        .collect();
+    env.push(("KITH_LISTEN", "0.0.0.0:0"));
+    env.push(("KITH_DATA_DIR", data.to_str().context("temp path")?));
+    let args: Vec<&str> = exec[1..].iter().map(String::as_str).collect();
+    let refused = serve(&args, &env)?;
+    let Served::Refused { code, said } = &refused else {
+        bail!("the shipped unit served plain HTTP on 0.0.0.0: {refused:?}");
+    };
+    assert_ne!(*code, Some(0), "{said}");
+    assert!(said.contains("refusing to serve plain HTTP"), "{said}");
+    assert!(said.contains("--insecure-http"), "{said}");
+    Ok(())
+}
