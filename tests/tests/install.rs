@@ -203,3 +203,126 @@ fn the_shipped_central_unit_listens_on_loopback_and_refuses_plain_http_elsewhere
     assert!(said.contains("--insecure-http"), "{said}");
     Ok(())
 }
+
+/// Every file under `root` with its bytes, for before/after comparisons.
+fn files(root: &Path) -> Result<Vec<(String, Vec<u8>)>> {
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_owned()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir)? {
+            let path = entry?.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                out.push((path.display().to_string(), std::fs::read(&path)?));
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// `kith setup ARGS` for a user whose home is `home` (no KITH_* folders,
+/// bash, a PATH without the bin folder); stdout, or the failure.
+fn setup(home: &Path, args: &[&str]) -> Result<String> {
+    let mut cmd = Command::new(bin("kith"));
+    cmd.arg("setup").args(args);
+    for (k, _) in std::env::vars() {
+        if k.starts_with("KITH_") || k.starts_with("XDG_") || k == "CODEX_HOME" || k == "PREFIX" {
+            cmd.env_remove(k);
+        }
+    }
+    let out = cmd
+        .env("HOME", home)
+        .env("SHELL", "/bin/bash")
+        .env("PATH", "/usr/bin:/bin")
+        .stdin(Stdio::null())
+        .output()?;
+    let stdout = String::from_utf8(out.stdout)?;
+    if !out.status.success() {
+        bail!(
+            "kith setup {args:?} failed:\n{stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(stdout)
+}
+
+#[test]
+fn setup_installs_kith_and_the_present_agents_hooks_is_idempotent_and_uninstall_undoes_it(
+) -> Result<()> {
+    let tmp = tempfile::tempdir()?;
+    let home = tmp.path();
+    // Claude Code (its settings as Claude writes them) and Codex are on
+    // this machine, pi is not.
+
+    std::fs::create_dir_all(home.join(".claude"))?;
+    std::fs::write(
+        home.join(".claude/settings.json"),
+        "{\n  \"theme\": \"dark\"\n}\n",
+    )?;
+    std::fs::create_dir_all(home.join(".codex"))?;
+    std::fs::write(home.join(".profile"), "umask 022\n")?;
+    let before = files(home)?;
+    let kith = home.join(".local/bin/kith");
+    let kith_str = kith.display().to_string();
+
+    let said = setup(home, &["--no-service"])?;
+    assert!(
+        said.contains(&format!("installed kith as {kith_str}")),
+        "{said}"
+    );
+    let version = Command::new(&kith).arg("--version").output()?;
+    assert!(version.status.success());
+    assert!(String::from_utf8(version.stdout)?.starts_with("kith "));
+    let claude = std::fs::read_to_string(home.join(".claude/settings.json"))?;
+    assert!(claude.contains(&format!("{kith_str} hook")), "{claude}");
+    assert!(claude.contains("\"theme\": \"dark\""), "{claude}");
+    let codex = std::fs::read_to_string(home.join(".codex/config.toml"))?;
+    assert!(
+        codex.contains(&format!("notify = [\"{kith_str}\", \"hook\"]")),
+        "{codex}"
+    );
+    assert!(!home.join(".pi").exists(), "setup made a pi folder");
+    assert!(said.contains("pi: "), "{said}");
+    assert!(
+        !home.join(".config/systemd").exists(),
+        "--no-service wrote a service"
+    );
+    // A new login shell finds the bare `kith`.
+    let login = Command::new("env")
+        .args(["-i", &format!("HOME={}", home.display())])
+        .args(["PATH=/usr/bin:/bin", "bash", "-lc", "command -v kith"])
+        .output()?;
+    assert_eq!(String::from_utf8(login.stdout)?.trim(), kith_str);
+
+    // The user service: written with this kith, not enabled here.
+    let said = setup(home, &["--no-enable"])?;
+    let unit = home.join(".config/systemd/user/kith-watch.service");
+    let text = std::fs::read_to_string(&unit)?;
+    assert!(
+        text.lines()
+            .any(|l| l == format!("ExecStart=\"{kith_str}\" watch")),
+        "{text}"
+    );
+    assert!(text.contains("WantedBy=default.target"), "{text}");
+    assert!(said.contains("not enabled"), "{said}");
+
+    // Again: nothing changes, and it says so.
+    let installed = files(home)?;
+    let said = setup(home, &["--no-enable"])?;
+    assert_eq!(
+        files(home)?,
+        installed,
+        "a second run changed files:\n{said}"
+    );
+    assert!(said.contains("already"), "{said}");
+    assert!(!said.contains("installed kith"), "{said}");
+    assert!(!said.contains("wrote "), "{said}");
+
+    let said = setup(home, &["--uninstall"])?;
+    assert_eq!(files(home)?, before, "uninstall left changes:\n{said}");
+    let said = setup(home, &["--uninstall"])?;
+    assert!(said.contains("nothing to undo"), "{said}");
+    Ok(())
+}
