@@ -255,7 +255,6 @@ fn setup_installs_kith_and_the_present_agents_hooks_is_idempotent_and_uninstall_
     let home = tmp.path();
     // Claude Code (its settings as Claude writes them) and Codex are on
     // this machine, pi is not.
-
     std::fs::create_dir_all(home.join(".claude"))?;
     std::fs::write(
         home.join(".claude/settings.json"),
