@@ -179,7 +179,7 @@ impl Manifest {
         paths.state_dir.join("setup.json")
     }
 
-    pub fn load(paths: &Paths) -> Result<Self> {
+    fn load(paths: &Paths) -> Result<Self> {
         let path = Self::file(paths);
         match fs::read(&path) {
             Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| Error::Invalid {
@@ -251,7 +251,7 @@ fn on_path(opts: &Options, manifest: &mut Manifest, say: &mut dyn FnMut(&str)) -
     let dir = &opts.bin_dir;
     let on_path =
         std::env::var_os("PATH").is_some_and(|p| std::env::split_paths(&p).any(|d| d == *dir));
-    let profile = login_profile(&opts.home);
+    let profile = login_profile(&opts.home, &std::env::var("SHELL").unwrap_or_default());
     let text = match fs::read_to_string(&profile) {
         Ok(text) => text,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
@@ -304,8 +304,7 @@ fn on_path(opts: &Options, manifest: &mut Manifest, say: &mut dyn FnMut(&str)) -
 /// The file a login shell reads: `~/.zprofile` for zsh; for bash (and
 /// others) `~/.bash_profile` or `~/.bash_login` when present (bash then
 /// skips `~/.profile`), else `~/.profile`.
-fn login_profile(home: &Path) -> PathBuf {
-    let shell = std::env::var("SHELL").unwrap_or_default();
+fn login_profile(home: &Path, shell: &str) -> PathBuf {
     if shell.ends_with("/zsh") {
         return home.join(".zprofile");
     }
@@ -323,7 +322,7 @@ fn file_mode(path: &Path) -> Result<u32> {
 
 /// The systemd user unit (deploy/kith-watch.service, as the Debian package
 /// ships it) with `kith` at `kith`.
-pub fn systemd_unit(kith: &Path) -> String {
+fn systemd_unit(kith: &Path) -> String {
     const SHIPPED: &str = include_str!("../../deploy/kith-watch.service");
     let exec = format!(
         "ExecStart=\"{}\" watch",
@@ -413,16 +412,16 @@ fn service(
         file: file.clone(),
         enabled: was_enabled,
     };
+    // Enabling is idempotent: an enabled, running service stays as it is,
+    // and one the user stopped runs again.
     let by_hand = format!("{} watch", kith.display());
     if opts.service == Service::WriteOnly {
         say(&format!(
             "the service is written, not enabled (--no-enable); to run it: {}",
             enable_command(&file)
         ));
-    } else if same && was_enabled {
-        say(&format!("{} is enabled already", file.display()));
     } else {
-        match enable(&file) {
+        match enable(&file, !same) {
             Ok(()) => {
                 record.enabled = true;
                 say(&format!(
@@ -452,13 +451,20 @@ fn enable_command(file: &Path) -> String {
     }
 }
 
-fn enable(file: &Path) -> std::result::Result<(), String> {
+/// Enables and starts the service; `changed`: restarts it on its new file.
+fn enable(file: &Path, changed: bool) -> std::result::Result<(), String> {
     if cfg!(target_os = "macos") {
         let plist = file.to_string_lossy();
+        // launchctl refuses to load a loaded agent: unload it first.
+        let _ = run("launchctl", &["unload", &plist]);
         run("launchctl", &["load", "-w", &plist])
     } else {
         systemctl(&["daemon-reload"])?;
-        systemctl(&["enable", "--now", "kith-watch.service"])
+        systemctl(&["enable", "--now", "kith-watch.service"])?;
+        if changed {
+            systemctl(&["restart", "kith-watch.service"])?;
+        }
+        Ok(())
     }
 }
 
@@ -502,5 +508,42 @@ fn remove(path: &Path, say: &mut dyn FnMut(&str)) -> Result<()> {
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(e).at("remove", path),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_unit_runs_the_installed_kith_even_from_a_path_with_spaces() {
+        let unit = systemd_unit(Path::new("/home/a b/.local/bin/kith"));
+        let exec: Vec<&str> = unit
+            .lines()
+            .filter(|l| l.starts_with("ExecStart="))
+            .collect();
+        assert_eq!(exec, ["ExecStart=\"/home/a b/.local/bin/kith\" watch"]);
+        assert!(unit.contains("WantedBy=default.target"), "{unit}");
+        assert!(!unit.contains("/usr/bin/kith"), "{unit}");
+    }
+
+    #[test]
+    fn the_launchd_agent_escapes_its_paths() {
+        let plist = launchd_plist(Path::new("/Users/a&b/kith"), Path::new("/tmp/<log>"));
+        assert!(plist.contains("<string>/Users/a&amp;b/kith</string><string>watch</string>"));
+        assert!(plist.contains("<string>/tmp/&lt;log&gt;</string>"));
+        assert!(plist.contains("<key>RunAtLoad</key><true/>"));
+    }
+
+    #[test]
+    fn the_login_profile_is_the_one_the_shell_reads() {
+        let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let home = home.path();
+        assert_eq!(login_profile(home, "/bin/zsh"), home.join(".zprofile"));
+        assert_eq!(login_profile(home, "/bin/bash"), home.join(".profile"));
+        fs::write(home.join(".bash_profile"), "").unwrap_or_else(|e| panic!("{e}"));
+        // bash skips ~/.profile when ~/.bash_profile exists.
+        assert_eq!(login_profile(home, "/bin/bash"), home.join(".bash_profile"));
+        assert_eq!(login_profile(home, "/bin/zsh"), home.join(".zprofile"));
     }
 }
