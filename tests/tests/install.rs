@@ -227,6 +227,19 @@ fn files(root: &Path) -> Result<Vec<(String, Vec<u8>)>> {
 fn setup(home: &Path, args: &[&str]) -> Result<String> {
     let mut cmd = Command::new(bin("kith"));
     cmd.arg("setup").args(args);
+    as_user(cmd, home)
+}
+
+/// `deploy/install-agent.sh --bin <the built kith> ARGS`, as `setup`.
+fn install_agent(home: &Path, args: &[&str]) -> Result<String> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/install-agent.sh");
+    let mut cmd = Command::new(script);
+    cmd.arg("--bin").arg(bin("kith")).args(args);
+    as_user(cmd, home)
+}
+
+fn as_user(mut cmd: Command, home: &Path) -> Result<String> {
+    let args: Vec<_> = cmd.get_args().map(|a| a.to_owned()).collect();
     for (k, _) in std::env::vars() {
         if k.starts_with("KITH_") || k.starts_with("XDG_") || k == "CODEX_HOME" || k == "PREFIX" {
             cmd.env_remove(k);
@@ -241,7 +254,7 @@ fn setup(home: &Path, args: &[&str]) -> Result<String> {
     let stdout = String::from_utf8(out.stdout)?;
     if !out.status.success() {
         bail!(
-            "kith setup {args:?} failed:\n{stdout}{}",
+            "{args:?} failed:\n{stdout}{}",
             String::from_utf8_lossy(&out.stderr)
         );
     }
@@ -266,7 +279,7 @@ fn setup_installs_kith_and_the_present_agents_hooks_is_idempotent_and_uninstall_
     let kith = home.join(".local/bin/kith");
     let kith_str = kith.display().to_string();
 
-    let said = setup(home, &["--no-service"])?;
+    let said = install_agent(home, &["--no-service"])?;
     assert!(
         said.contains(&format!("installed kith as {kith_str}")),
         "{said}"
@@ -323,5 +336,37 @@ fn setup_installs_kith_and_the_present_agents_hooks_is_idempotent_and_uninstall_
     assert_eq!(files(home)?, before, "uninstall left changes:\n{said}");
     let said = setup(home, &["--uninstall"])?;
     assert!(said.contains("nothing to undo"), "{said}");
+    Ok(())
+}
+
+#[test]
+fn setup_goes_on_past_an_agent_config_it_will_not_edit_and_says_so() -> Result<()> {
+    let tmp = tempfile::tempdir()?;
+    let home = tmp.path();
+    std::fs::create_dir_all(home.join(".pi/agent"))?;
+    std::fs::create_dir_all(home.join(".codex"))?;
+    // Codex runs one notify program, and this one is not kith's.
+    let codex = "notify = [\"/usr/bin/notify-send\", \"done\"]\n";
+    std::fs::write(home.join(".codex/config.toml"), codex)?;
+    let before = files(home)?;
+
+    let err = setup(home, &["--no-service"])
+        .err()
+        .context("setup succeeded")?;
+    let err = format!("{err:#}");
+    assert!(err.contains("Codex already runs"), "{err}");
+    assert_eq!(
+        std::fs::read_to_string(home.join(".codex/config.toml"))?,
+        codex
+    );
+    // pi's hook went in all the same.
+    let pi = std::fs::read_to_string(home.join(".pi/agent/extensions/kith.ts"))?;
+    assert!(
+        pi.contains(&home.join(".local/bin/kith").display().to_string()),
+        "{pi}"
+    );
+
+    setup(home, &["--uninstall"])?;
+    assert_eq!(files(home)?, before);
     Ok(())
 }
