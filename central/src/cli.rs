@@ -595,8 +595,15 @@ impl TokenOut {
     fn hand_over(self, token: &Token, name: &str, user: &str) -> anyhow::Result<()> {
         match self {
             TokenOut::Stdout => {
-                eprintln!("registered machine {name} for {user}; the token below is shown once:");
                 let mut out = std::io::stdout().lock();
+                // Piped (a script keeping it), the token is not "below".
+                if out.is_terminal() {
+                    eprintln!(
+                        "registered machine {name} for {user}; the token below is shown once:"
+                    );
+                } else {
+                    eprintln!("registered machine {name} for {user}; its token went to standard output, shown once");
+                }
                 writeln!(out, "{}", token.expose())?;
                 out.flush()?;
             }
