@@ -87,7 +87,8 @@ pub enum Command {
 
 #[derive(Debug, Args)]
 pub struct SetupArgs {
-    /// Where kith goes [default: $PREFIX/bin when PREFIX is set, else ~/.local/bin]
+    /// Where kith goes [default: $PREFIX/bin when PREFIX is set, else where
+    /// this kith is when that is on PATH, else ~/.local/bin]
     #[arg(long, value_name = "DIR")]
     bin_dir: Option<PathBuf>,
     /// No `kith watch` service.
@@ -256,7 +257,7 @@ fn setup(paths: &Paths, args: SetupArgs) -> Result<()> {
     let bin_dir = args.bin_dir.unwrap_or_else(|| {
         match std::env::var_os("PREFIX").filter(|p| !p.is_empty()) {
             Some(prefix) => PathBuf::from(prefix).join("bin"),
-            None => home.join(".local/bin"),
+            None => crate::setup::default_bin_dir(&home),
         }
     });
     let service = match (args.no_service, args.no_enable) {

@@ -241,16 +241,33 @@ fn copy_binary(
     Ok(target)
 }
 
+fn path_has(dir: &Path) -> bool {
+    std::env::var_os("PATH").is_some_and(|p| std::env::split_paths(&p).any(|d| d == dir))
+}
+
+/// Where `kith` goes when no folder is given: where it runs from when that
+/// is on PATH already (a package's /usr/bin, `cargo install`'s
+/// ~/.cargo/bin), else `~/.local/bin`.
+pub fn default_bin_dir(home: &Path) -> PathBuf {
+    std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.canonicalize().ok())
+        .and_then(|exe| exe.parent().map(Path::to_path_buf))
+        .filter(|dir| path_has(dir))
+        .unwrap_or_else(|| home.join(".local/bin"))
+}
+
 /// Marks the line `kith setup` adds to a profile.
 const PATH_MARK: &str = "# added by `kith setup`";
 
-/// Makes a new login shell find `kith`: when the bin folder is on neither
-/// the current PATH nor in the login profile, a PATH line is added to the
+/// Makes a new login shell find `kith`: when the bin folder is neither on
+/// PATH already nor named in the login profile, a PATH line is added to the
 /// profile the user's login shell reads.
 fn on_path(opts: &Options, manifest: &mut Manifest, say: &mut dyn FnMut(&str)) -> Result<()> {
     let dir = &opts.bin_dir;
-    let on_path =
-        std::env::var_os("PATH").is_some_and(|p| std::env::split_paths(&p).any(|d| d == *dir));
+    if path_has(dir) {
+        return Ok(());
+    }
     let profile = login_profile(&opts.home, &std::env::var("SHELL").unwrap_or_default());
     let text = match fs::read_to_string(&profile) {
         Ok(text) => text,
@@ -258,7 +275,7 @@ fn on_path(opts: &Options, manifest: &mut Manifest, say: &mut dyn FnMut(&str)) -
         Err(e) => return Err(e).at("read", &profile),
     };
     // Written as $HOME/... or as the full path (Debian's default ~/.profile
-    // adds "$HOME/.local/bin" when it exists).
+    // adds "$HOME/.local/bin" when it exists, so a new login shell has it).
     let home_relative = dir
         .strip_prefix(&opts.home)
         .ok()
@@ -266,14 +283,6 @@ fn on_path(opts: &Options, manifest: &mut Manifest, say: &mut dyn FnMut(&str)) -
     let named = text.contains(&*dir.to_string_lossy())
         || home_relative.as_deref().is_some_and(|h| text.contains(h));
     if named {
-        return Ok(());
-    }
-    if on_path {
-        say(&format!(
-            "{} is on PATH here but not in {}; new login shells may not find kith",
-            dir.display(),
-            profile.display()
-        ));
         return Ok(());
     }
     let quoted = dir.display().to_string().replace('\'', r"'\''");

@@ -227,7 +227,7 @@ fn files(root: &Path) -> Result<Vec<(String, Vec<u8>)>> {
 fn setup(home: &Path, args: &[&str]) -> Result<String> {
     let mut cmd = Command::new(bin("kith"));
     cmd.arg("setup").args(args);
-    as_user(cmd, home)
+    as_user(cmd, home, "/usr/bin:/bin")
 }
 
 /// `deploy/install-agent.sh --bin <the built kith> ARGS`, as `setup`.
@@ -235,10 +235,10 @@ fn install_agent(home: &Path, args: &[&str]) -> Result<String> {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/install-agent.sh");
     let mut cmd = Command::new(script);
     cmd.arg("--bin").arg(bin("kith")).args(args);
-    as_user(cmd, home)
+    as_user(cmd, home, "/usr/bin:/bin")
 }
 
-fn as_user(mut cmd: Command, home: &Path) -> Result<String> {
+fn as_user(mut cmd: Command, home: &Path, path: &str) -> Result<String> {
     let args: Vec<_> = cmd.get_args().map(|a| a.to_owned()).collect();
     for (k, _) in std::env::vars() {
         if k.starts_with("KITH_") || k.starts_with("XDG_") || k == "CODEX_HOME" || k == "PREFIX" {
@@ -248,7 +248,7 @@ fn as_user(mut cmd: Command, home: &Path) -> Result<String> {
     let out = cmd
         .env("HOME", home)
         .env("SHELL", "/bin/bash")
-        .env("PATH", "/usr/bin:/bin")
+        .env("PATH", path)
         .stdin(Stdio::null())
         .output()?;
     let stdout = String::from_utf8(out.stdout)?;
@@ -368,5 +368,34 @@ fn setup_goes_on_past_an_agent_config_it_will_not_edit_and_says_so() -> Result<(
 
     setup(home, &["--uninstall"])?;
     assert_eq!(files(home)?, before);
+    Ok(())
+}
+
+#[test]
+fn setup_leaves_a_kith_that_is_on_path_where_it_is() -> Result<()> {
+    // As from a package (/usr/bin) or `cargo install` (~/.cargo/bin).
+    let tmp = tempfile::tempdir()?;
+    let home = tmp.path().join("home");
+    let pkg = tmp.path().join("pkg/bin");
+    std::fs::create_dir_all(home.join(".claude"))?;
+    std::fs::create_dir_all(&pkg)?;
+    std::fs::copy(bin("kith"), pkg.join("kith"))?;
+    let mut cmd = Command::new(pkg.join("kith"));
+    cmd.args(["setup", "--no-service"]);
+    let said = as_user(cmd, &home, &format!("{}:/usr/bin:/bin", pkg.display()))?;
+    assert!(said.contains("kith runs from"), "{said}");
+    assert!(
+        !home.join(".local/bin").exists(),
+        "setup copied kith:\n{said}"
+    );
+    assert!(
+        !home.join(".profile").exists(),
+        "setup edited PATH:\n{said}"
+    );
+    let claude = std::fs::read_to_string(home.join(".claude/settings.json"))?;
+    assert!(
+        claude.contains(&format!("{} hook", pkg.join("kith").display())),
+        "{claude}"
+    );
     Ok(())
 }
