@@ -102,6 +102,12 @@ log="$(mktemp)"
 trap 'rm -f "$log"; stop_meili' EXIT
 status=0
 cargo test --workspace --locked -- --test-threads 2 2>&1 | tee "$log" || status=$?
+
+echo "== Debian packages (cargo-deb, from the binaries built above)"
+if ! tests/deb.sh; then
+  echo "FAILED: the Debian packages (tests/deb.sh)"
+  status=1
+fi
 # One closing line for the whole suite (cargo prints one per test binary,
 # the last of which is an empty doc-test run).
 awk '/^test result:/ { p += $4; f += $6 } END { printf "%d passed, %d failed\n", p, f }' "$log"

@@ -83,8 +83,28 @@ pub enum Command {
     Install { agent: Agent },
     /// Remove kith's hook from an agent's configuration.
     Uninstall { agent: Agent },
+    /// Set this machine up: kith on PATH, every present agent's hook, and a
+    /// user service running `kith watch` (idempotent).
+    Setup(SetupArgs),
     #[command(flatten)]
     Family(FamilyCommand),
+}
+
+#[derive(Debug, Args)]
+pub struct SetupArgs {
+    /// Where kith goes [default: $PREFIX/bin when PREFIX is set, else where
+    /// this kith is when that is on PATH, else ~/.local/bin]
+    #[arg(long, value_name = "DIR")]
+    bin_dir: Option<PathBuf>,
+    /// No `kith watch` service.
+    #[arg(long)]
+    no_service: bool,
+    /// Write the service's file but neither enable nor start it.
+    #[arg(long, conflicts_with = "no_service")]
+    no_enable: bool,
+    /// Undo what `kith setup` did here: its service, hooks, PATH line and binary.
+    #[arg(long, conflicts_with_all = ["bin_dir", "no_service", "no_enable"])]
+    uninstall: bool,
 }
 
 pub fn main() -> ExitCode {
@@ -209,6 +229,7 @@ fn run(command: Command, paths: &Paths) -> Result<()> {
         }
         Command::Install { agent } => install(paths, agent, true),
         Command::Uninstall { agent } => install(paths, agent, false),
+        Command::Setup(args) => setup(paths, args),
         Command::Family(cmd) => {
             let auth = Auth::load(paths)?;
             crate::family::run(
@@ -228,6 +249,34 @@ fn install(paths: &Paths, agent: Agent, add: bool) -> Result<()> {
     let kith = kith.canonicalize().unwrap_or(kith);
     println!("{}", crate::install::install(paths, agent, &kith, add)?);
     Ok(())
+}
+
+fn setup(paths: &Paths, args: SetupArgs) -> Result<()> {
+    let say = &mut |line: &str| println!("{line}");
+    if args.uninstall {
+        return Ok(crate::setup::uninstall(paths, say)?);
+    }
+    let home = std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from)
+        .context("HOME is not set")?;
+    let bin_dir = args.bin_dir.unwrap_or_else(|| {
+        match std::env::var_os("PREFIX").filter(|p| !p.is_empty()) {
+            Some(prefix) => PathBuf::from(prefix).join("bin"),
+            None => crate::setup::default_bin_dir(&home),
+        }
+    });
+    let service = match (args.no_service, args.no_enable) {
+        (true, _) => crate::setup::Service::Skip,
+        (false, true) => crate::setup::Service::WriteOnly,
+        (false, false) => crate::setup::Service::Enable,
+    };
+    let opts = crate::setup::Options {
+        bin_dir: std::path::absolute(&bin_dir).unwrap_or(bin_dir),
+        home,
+        service,
+    };
+    Ok(crate::setup::setup(paths, &opts, say)?)
 }
 
 /// The token never comes from argv: `KITH_TOKEN`, a hidden prompt on a

@@ -55,13 +55,11 @@ type Edit = fn(&str, &Path, bool) -> Result<Option<String>>;
 /// Adds (`add`) or removes kith's hook for `agent`; `kith` is the binary the
 /// hook runs.
 pub fn install(paths: &Paths, agent: Agent, kith: &Path, add: bool) -> Result<Outcome> {
-    let (file, edit): (PathBuf, Edit) = match agent {
-        Agent::ClaudeCode => (paths.claude_dir.join("settings.json"), claude_settings),
-        Agent::Codex => (paths.codex_dir.join("config.toml"), codex_config),
-        Agent::Pi => (
-            paths.pi_dir.join("extensions").join("kith.ts"),
-            pi_extension,
-        ),
+    let file = config_file(paths, agent);
+    let edit: Edit = match agent {
+        Agent::ClaudeCode => claude_settings,
+        Agent::Codex => codex_config,
+        Agent::Pi => pi_extension,
     };
     let (text, mode) = match fs::read_to_string(&file) {
         Ok(text) => {
@@ -84,6 +82,15 @@ pub fn install(paths: &Paths, agent: Agent, kith: &Path, add: bool) -> Result<Ou
         None => {}
     }
     Ok(Outcome { file, changed, add })
+}
+
+/// The file kith's hook for `agent` lives in.
+pub fn config_file(paths: &Paths, agent: Agent) -> PathBuf {
+    match agent {
+        Agent::ClaudeCode => paths.claude_dir.join("settings.json"),
+        Agent::Codex => paths.codex_dir.join("config.toml"),
+        Agent::Pi => paths.pi_dir.join("extensions").join("kith.ts"),
+    }
 }
 
 const CLAUDE_EVENTS: [&str; 4] = ["Stop", "SubagentStop", "PreCompact", "SessionEnd"];

@@ -18,6 +18,7 @@ pub mod hook;
 pub mod install;
 pub mod outbox;
 pub mod plan;
+pub mod setup;
 pub mod status;
 pub mod watch;
 

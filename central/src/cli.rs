@@ -48,6 +48,10 @@ enum Command {
         /// Address to listen on, like 127.0.0.1:7878. Overrides KITH_LISTEN.
         #[arg(long)]
         listen: Option<SocketAddr>,
+        /// Serve plain HTTP on an address other than loopback (refused
+        /// otherwise: tokens would cross the network in the clear).
+        #[arg(long)]
+        insecure_http: bool,
     },
     /// Print the commented example configuration (which is also the default).
     DefaultConfig,
@@ -164,15 +168,19 @@ fn init_tracing() {
 }
 
 fn dispatch(cli: Cli) -> anyhow::Result<()> {
-    let listen = match &cli.command {
-        Command::Serve { listen } => *listen,
-        _ => None,
+    let (listen, insecure_http) = match &cli.command {
+        Command::Serve {
+            listen,
+            insecure_http,
+        } => (*listen, *insecure_http),
+        _ => (None, false),
     };
     let flags = Overrides {
         data_dir: cli.data_dir.clone(),
         listen,
         search_backend: cli.search_backend,
         meili_url: cli.meili_url.clone(),
+        insecure_http,
     };
     let config = Config::load(cli.config.as_deref(), |k| std::env::var(k).ok(), &flags)?;
     match cli.command {
@@ -587,8 +595,15 @@ impl TokenOut {
     fn hand_over(self, token: &Token, name: &str, user: &str) -> anyhow::Result<()> {
         match self {
             TokenOut::Stdout => {
-                eprintln!("registered machine {name} for {user}; the token below is shown once:");
                 let mut out = std::io::stdout().lock();
+                // Piped (a script keeping it), the token is not "below".
+                if out.is_terminal() {
+                    eprintln!(
+                        "registered machine {name} for {user}; the token below is shown once:"
+                    );
+                } else {
+                    eprintln!("registered machine {name} for {user}; its token went to standard output, shown once");
+                }
                 writeln!(out, "{}", token.expose())?;
                 out.flush()?;
             }

@@ -22,6 +22,9 @@ pub struct Config {
     pub max_body_bytes: usize,
     /// Serve HTTPS when set.
     pub tls: Option<TlsConfig>,
+    /// Serve plain HTTP on an address other than loopback (tokens would
+    /// cross the network in the clear); refused unless set.
+    pub insecure_http: bool,
     /// Which embedder gives semantic search its vectors.
     pub embed: crate::embed::EmbedConfig,
     /// Which backend holds the search index.
@@ -42,6 +45,7 @@ impl Default for Config {
             listen: SocketAddr::from(([127, 0, 0, 1], 7878)),
             max_body_bytes: 64 * 1024 * 1024,
             tls: None,
+            insecure_http: false,
             embed: crate::embed::EmbedConfig::default(),
             search: SearchConfig::default(),
         }
@@ -71,6 +75,8 @@ pub struct Overrides {
     pub listen: Option<SocketAddr>,
     pub search_backend: Option<SearchBackend>,
     pub meili_url: Option<String>,
+    /// `--insecure-http`: only ever turns the file's setting on.
+    pub insecure_http: bool,
 }
 
 impl Config {
@@ -155,9 +161,39 @@ impl Config {
         if let Some(v) = &flags.meili_url {
             config.search.url = v.clone();
         }
+        config.insecure_http |= flags.insecure_http;
         config.data_dir = expand_home(&config.data_dir, &env);
         Ok(config)
     }
+}
+
+impl Config {
+    /// Whether central may serve on `addr` as configured: HTTPS anywhere,
+    /// plain HTTP on loopback, or plain HTTP elsewhere only when
+    /// `insecure_http` says so (the caller then warns). `Err` says why not.
+    pub fn check_plain_http(&self, addr: SocketAddr) -> Result<PlainHttp, String> {
+        if self.tls.is_some() || addr.ip().is_loopback() {
+            return Ok(PlainHttp::Safe);
+        }
+        if self.insecure_http {
+            return Ok(PlainHttp::Exposed);
+        }
+        Err(format!(
+            "refusing to serve plain HTTP on {addr}: machine tokens and transcripts would cross the network \
+             unencrypted. Configure TLS ([tls] cert and key, or KITH_TLS_CERT and KITH_TLS_KEY), listen on \
+             127.0.0.1 behind a reverse proxy that terminates TLS, or pass --insecure-http \
+             (insecure_http = true) to serve plain HTTP anyway"
+        ))
+    }
+}
+
+/// What `Config::check_plain_http` allowed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PlainHttp {
+    /// HTTPS, or plain HTTP on loopback only.
+    Safe,
+    /// Plain HTTP reachable from the network, as asked for.
+    Exposed,
 }
 
 /// `KITH_SEARCH_BACKEND`, `KITH_MEILI_URL`, `KITH_MEILI_INDEX` and
@@ -290,6 +326,40 @@ mod tests {
             &Overrides::default(),
         );
         assert!(err.is_err_and(|e| e.to_string().contains("KITH_SEARCH_BACKEND")));
+    }
+
+    #[test]
+    fn plain_http_only_on_loopback_unless_asked_for() {
+        let lan = SocketAddr::from(([0, 0, 0, 0], 7878));
+        let c = Config::default();
+        assert_eq!(
+            c.check_plain_http(SocketAddr::from(([127, 0, 0, 1], 7878))),
+            Ok(PlainHttp::Safe)
+        );
+        assert_eq!(
+            c.check_plain_http("[::1]:7878".parse().unwrap_or(lan)),
+            Ok(PlainHttp::Safe)
+        );
+        let refused = c.check_plain_http(lan);
+        assert!(
+            refused
+                .as_ref()
+                .is_err_and(|why| why.contains("--insecure-http") && why.contains("0.0.0.0:7878")),
+            "{refused:?}"
+        );
+        let insecure = Config {
+            insecure_http: true,
+            ..Config::default()
+        };
+        assert_eq!(insecure.check_plain_http(lan), Ok(PlainHttp::Exposed));
+        let tls = Config {
+            tls: Some(TlsConfig {
+                cert: "/c.pem".into(),
+                key: "/k.pem".into(),
+            }),
+            ..Config::default()
+        };
+        assert_eq!(tls.check_plain_http(lan), Ok(PlainHttp::Safe));
     }
 
     #[test]

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use tokio::net::TcpListener;
 
-use crate::config::{Config, TlsConfig};
+use crate::config::{Config, PlainHttp, TlsConfig};
 use crate::embed::{EmbedError, EmbedQueue};
 use crate::error::{Error, Result};
 use crate::index::SearchBackend;
@@ -23,6 +23,14 @@ pub async fn serve(
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
+    let addr = listener.local_addr()?;
+    match config.check_plain_http(addr) {
+        Ok(PlainHttp::Safe) => {}
+        Ok(PlainHttp::Exposed) => tracing::warn!(
+            "INSECURE: serving plain HTTP on {addr} (--insecure-http): machine tokens and transcripts cross the network unencrypted; configure [tls] or listen on 127.0.0.1 behind a TLS proxy"
+        ),
+        Err(why) => return Err(Error::Internal(why)),
+    }
     let tls = config.tls.clone();
     let (state, ask_again) = {
         let config = config.clone();
@@ -63,7 +71,6 @@ pub async fn serve(
     }
     tokio::spawn(flush_seen_forever(state.clone()));
     let app = crate::routes::app(state.clone());
-    let addr = listener.local_addr()?;
     let (scheme, tls) = match tls {
         None => ("http", None),
         Some(tls) => ("https", Some(tls_acceptor(&tls)?)),
