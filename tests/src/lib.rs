@@ -171,6 +171,20 @@ impl Central {
         register_local(&self.data_dir, user, machine)
     }
 
+    /// Adds `user` as an admin (`user add --admin`) and registers a machine
+    /// of theirs, returning its token: what `/metrics` and the family's
+    /// counts in `/api/status` ask for.
+    pub fn register_admin(&self, user: &str, machine: &str) -> Result<String> {
+        let out = run_central(
+            &self.data_dir,
+            &["user", "add", "--handle", user, "--admin"],
+        )?;
+        if !out.status.success() {
+            bail!("user add failed: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        register_local(&self.data_dir, user, machine)
+    }
+
     /// SIGKILL: no shutdown code runs. The data directory stays.
     pub fn kill(&mut self) -> Result<()> {
         self.child.kill()?;

@@ -6,7 +6,7 @@ use std::time::Duration;
 use anyhow::Result;
 use kith_shared::hash::{chain_next, sha256_hex};
 use kith_tests::{claude_user_line, delta, run_central, Api, Central};
-use serde_json::json;
+use serde_json::{json, Value};
 
 const T0: &str = "2026-05-11T08:00:00.000Z";
 
@@ -486,7 +486,18 @@ fn service_endpoints_describe_themselves() -> Result<()> {
         assert!(api.body["paths"][path].is_object(), "openapi lacks {path}");
     }
     assert!(api.body["components"]["schemas"]["IngestRequest"].is_object());
-    let (status, metrics) = alice.get_bytes("/metrics")?;
+    // /metrics is family-wide: an admin's token reads it, a member's and
+    // none do not.
+    let denied = alice.get("/metrics")?;
+    assert_eq!(
+        (denied.status, denied.code()),
+        (403, "admin_only"),
+        "{denied:?}"
+    );
+    let anonymous = reqwest::blocking::get(format!("{}/metrics", central.url))?;
+    assert_eq!(anonymous.status(), 401);
+    let admin = central.client(&central.register_admin("root.test", "server")?);
+    let (status, metrics) = admin.get_bytes("/metrics")?;
     let metrics = String::from_utf8(metrics)?;
     assert_eq!(status, 200);
     assert!(
@@ -502,6 +513,74 @@ fn service_endpoints_describe_themselves() -> Result<()> {
     assert_eq!(s.body["search_backend"], "embedded");
     let nowhere = alice.get("/api/nowhere")?;
     assert_eq!((nowhere.status, nowhere.code()), (404, "not_found"));
+    Ok(())
+}
+
+/// Issue #22: `/api/status` showed every member the family's counts (how
+/// many runs and chunks the others hold, and when they last captured). A
+/// member sees their own; an admin also sees the family's.
+#[test]
+fn status_counts_are_the_callers_own_and_the_family_is_for_admins() -> Result<()> {
+    let central = Central::start()?;
+    let alice = central.client(&central.register("alice.test", "laptop")?);
+    let bob = central.client(&central.register("bob.test", "desktop")?);
+    let root = central.client(&central.register_admin("root.test", "server")?);
+    let line = |text: &str| claude_user_line(text, "2026-05-11T08:00:00Z");
+    for (i, text) in ["one", "two", "three"].iter().enumerate() {
+        let r = alice.post("/api/runs", &delta(&format!("a{i}"), 0, &line(text)))?;
+        assert_eq!(r.status, 202, "{r:?}");
+        alice.wait_indexed(
+            r.body["run_id"].as_str().unwrap_or_default(),
+            Duration::from_secs(30),
+        )?;
+    }
+    let r = bob.post("/api/runs", &delta("b", 0, &line("bob's only run")))?;
+    assert_eq!(r.status, 202, "{r:?}");
+    bob.wait_indexed(
+        r.body["run_id"].as_str().unwrap_or_default(),
+        Duration::from_secs(30),
+    )?;
+
+    let counts = |api: &Api| -> Result<Value> { Ok(api.get("/api/status")?.body) };
+    let a = counts(&alice)?;
+    assert_eq!(
+        (
+            &a["counts"]["users"],
+            &a["counts"]["machines"],
+            &a["counts"]["runs"],
+            &a["counts"]["chunks"]
+        ),
+        (&json!(1), &json!(1), &json!(3), &json!(3)),
+        "alice's own: {a}"
+    );
+    assert!(
+        a.get("family").is_none(),
+        "a member sees no family counts: {a}"
+    );
+    let b = counts(&bob)?;
+    assert_eq!(
+        (&b["counts"]["runs"], &b["counts"]["chunks"]),
+        (&json!(1), &json!(1)),
+        "{b}"
+    );
+    assert!(b.get("family").is_none(), "{b}");
+    let r = counts(&root)?;
+    assert_eq!(
+        (&r["counts"]["runs"], &r["counts"]["chunks"]),
+        (&json!(0), &json!(0)),
+        "{r}"
+    );
+    assert_eq!(
+        (
+            &r["family"]["users"],
+            &r["family"]["machines"],
+            &r["family"]["runs"],
+            &r["family"]["chunks"]
+        ),
+        (&json!(3), &json!(3), &json!(4), &json!(4)),
+        "the admin sees the family: {r}"
+    );
+    assert_eq!(r["family"]["pending_index_jobs"], 0, "{r}");
     Ok(())
 }
 
