@@ -27,7 +27,7 @@ use crate::error::{Error, Result};
 use crate::registry::Viewer;
 use crate::registry::{ancestry_of, Lane, NewRun, StoredRun};
 use crate::state::AppState;
-use crate::store::BlobStore;
+use crate::store::{BlobMeta, BlobStore};
 
 const MAX_SOURCE_IDENTITY: usize = 1024;
 const MAX_TAGS: usize = 64;
@@ -350,11 +350,19 @@ fn decide_and_store(state: &AppState, viewer: &Viewer, d: Delta) -> Result<(Inge
     meta.conversation =
         Some(conversation_of(&meta, previous.as_ref().map(|p| &p.meta)).to_string());
     let blob_path = BlobStore::jsonl_path(user, timestamp::month(&meta.started_at), &run_id);
+    let blob_meta = BlobMeta {
+        meta,
+        idempotency_key: d.idempotency_key,
+    };
     state.store().write_run(
         &blob_path,
         req.jsonl.as_bytes(),
-        &serde_json::to_vec_pretty(&meta)?,
+        &serde_json::to_vec_pretty(&blob_meta)?,
     )?;
+    let BlobMeta {
+        meta,
+        idempotency_key,
+    } = blob_meta;
     let ancestry = ancestry_of(
         parent.as_ref().map(|p| p.ancestry.as_str()),
         run_id.as_str(),
@@ -365,7 +373,7 @@ fn decide_and_store(state: &AppState, viewer: &Viewer, d: Delta) -> Result<(Inge
         meta: &meta,
         ancestry: &ancestry,
         blob_path: &blob_path,
-        idempotency_key: d.idempotency_key.as_deref(),
+        idempotency_key: idempotency_key.as_deref(),
         lane: Lane::Realtime,
     })?;
     tracing::info!(run_id = %meta.id, user = %meta.user_id, bytes = meta.jsonl_bytes, "run accepted");

@@ -584,6 +584,174 @@ fn status_counts_are_the_callers_own_and_the_family_is_for_admins() -> Result<()
     Ok(())
 }
 
+/// The mode bits of a file or folder.
+fn mode(path: &std::path::Path) -> Result<u32> {
+    use std::os::unix::fs::PermissionsExt;
+    Ok(std::fs::metadata(path)?.permissions().mode() & 0o777)
+}
+
+/// Issue #22: under the usual umask 022, central made its data directory
+/// 0755 and its blobs and registry 0644, readable by every user of the
+/// machine. Central runs under umask 022 here (`central_command`).
+#[test]
+fn the_data_directory_is_private_whatever_the_umask() -> Result<()> {
+    let central = Central::start()?;
+    let alice = central.client(&central.register("alice.test", "laptop")?);
+    let r = alice.post_with(
+        "/api/runs",
+        &delta("s", 0, &line("private words", 0)),
+        "key-1",
+    )?;
+    assert_eq!(r.status, 202, "{r:?}");
+    let id = r.body["run_id"].as_str().unwrap_or_default().to_owned();
+    alice.wait_indexed(&id, Duration::from_secs(10))?;
+    let data = &central.data_dir;
+    assert_eq!(mode(data)?, 0o700, "the data directory");
+    for name in [
+        "registry.sqlite",
+        "registry.sqlite-wal",
+        "registry.sqlite-shm",
+    ] {
+        assert_eq!(mode(&data.join(name))?, 0o600, "{name}");
+    }
+    let mut blobs = 0;
+    let mut stack = vec![data.join("runs")];
+    while let Some(dir) = stack.pop() {
+        assert_eq!(mode(&dir)?, 0o700, "{}", dir.display());
+        for entry in std::fs::read_dir(&dir)? {
+            let path = entry?.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                assert_eq!(mode(&path)?, 0o600, "{}", path.display());
+                blobs += 1;
+            }
+        }
+    }
+    assert_eq!(blobs, 2, "the run's jsonl and metadata");
+    Ok(())
+}
+
+/// Issue #22: a crash between writing a delta's blob and its registry row
+/// left a blob no run pointed at; the client's retry (same Idempotency-Key,
+/// no run id) was stored a second time, and `reindex` then held both. At
+/// start central removes cut-short temp files and adopts the blob with its
+/// key, so the retry is `already_indexed` with that run.
+#[test]
+fn a_blob_without_its_registry_row_is_adopted_by_its_key_never_doubled() -> Result<()> {
+    let mut central = Central::start()?;
+    let alice = central.client(&central.register("alice.test", "laptop")?);
+    let first = alice.post_with(
+        "/api/runs",
+        &delta("s1", 0, &line("the okapi ledger", 0)),
+        "key-1",
+    )?;
+    assert_eq!(first.status, 202, "{first:?}");
+    let first_id = first.body["run_id"].as_str().unwrap_or_default().to_owned();
+    alice.wait_indexed(&first_id, Duration::from_secs(10))?;
+    central.kill()?;
+    let data = central.data_dir.clone();
+
+    // The crash: a second delta's blob written as the store writes one
+    // (with its key), no registry row, and a temp file cut short.
+    let first_meta = std::fs::read_dir(data.join("runs"))?
+        .flatten()
+        .flat_map(|user| {
+            std::fs::read_dir(user.path())
+                .into_iter()
+                .flatten()
+                .flatten()
+        })
+        .flat_map(|month| {
+            std::fs::read_dir(month.path())
+                .into_iter()
+                .flatten()
+                .flatten()
+        })
+        .map(|f| f.path())
+        .find(|p| p.to_string_lossy().ends_with(".metadata.json"))
+        .ok_or_else(|| anyhow::anyhow!("no metadata file"))?;
+    let dir = first_meta
+        .parent()
+        .ok_or_else(|| anyhow::anyhow!("no folder"))?
+        .to_owned();
+    let jsonl = line("the okapi ledger, second part", 1);
+    let orphan_id = format!("{}0", &first_id[..first_id.len() - 1]);
+    let mut meta: Value = serde_json::from_slice(&std::fs::read(&first_meta)?)?;
+    meta["id"] = json!(orphan_id);
+    meta["root_run_id"] = json!(orphan_id);
+    meta["source_identity"] = json!("s2");
+    meta["to_offset"] = json!(jsonl.len());
+    meta["jsonl_bytes"] = json!(jsonl.len());
+    meta["jsonl_sha256"] = json!(sha256_hex(jsonl.as_bytes()));
+    meta["chain_sha256"] = json!(chain_next(None, &sha256_hex(jsonl.as_bytes())));
+    meta["idempotency_key"] = json!("key-2");
+    std::fs::write(dir.join(format!("{orphan_id}.jsonl")), &jsonl)?;
+    std::fs::write(
+        dir.join(format!("{orphan_id}.metadata.json")),
+        serde_json::to_vec(&meta)?,
+    )?;
+    std::fs::write(dir.join(".tmp-0123456789abcdef"), "cut sh")?;
+    let doctor = run_central(&data, &["doctor"])?;
+    let said = String::from_utf8_lossy(&doctor.stdout);
+    assert_eq!(doctor.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("leftover_temp_file") && said.contains("blob_not_in_registry"),
+        "{said}"
+    );
+
+    central.restart()?;
+    assert!(
+        !dir.join(".tmp-0123456789abcdef").exists(),
+        "the temp file is removed at start"
+    );
+    let retry = alice.post_with("/api/runs", &delta("s2", 0, &jsonl), "key-2")?;
+    assert_eq!(
+        (
+            retry.status,
+            retry.body["status"].as_str(),
+            retry.body["run_id"].as_str()
+        ),
+        (202, Some("already_indexed"), Some(orphan_id.as_str())),
+        "the retry finds the adopted run: {retry:?}"
+    );
+    alice.wait_indexed(&orphan_id, Duration::from_secs(10))?;
+    let found = |api: &Api| -> Result<Vec<String>> {
+        let r = api.post(
+            "/api/search",
+            &json!({"query": "okapi ledger", "mode": "keyword"}),
+        )?;
+        let mut ids: Vec<String> = r.body["hits"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|h| h["run_id"].as_str().map(str::to_owned))
+            .collect();
+        ids.sort();
+        Ok(ids)
+    };
+    let mut both = vec![first_id.clone(), orphan_id.clone()];
+    both.sort();
+    assert_eq!(found(&alice)?, both, "each delta once");
+    central.kill()?;
+    assert!(
+        run_central(&data, &["doctor"])?.status.success(),
+        "nothing left to name"
+    );
+    let re = run_central(&data, &["reindex"])?;
+    assert!(
+        String::from_utf8_lossy(&re.stdout).contains("reindexed 2 runs"),
+        "{re:?}"
+    );
+    central.restart()?;
+    assert_eq!(found(&alice)?, both, "a reindex doubles nothing");
+    // The key came back with the blob: a retry after the reindex is still
+    // the same run.
+    let again = alice.post_with("/api/runs", &delta("s2", 0, &jsonl), "key-2")?;
+    assert_eq!(again.body["run_id"], orphan_id.as_str(), "{again:?}");
+    Ok(())
+}
+
 #[test]
 fn reindex_rebuilds_from_blobs_and_doctor_sees_drift() -> Result<()> {
     let mut central = Central::start()?;
