@@ -584,6 +584,92 @@ fn status_counts_are_the_callers_own_and_the_family_is_for_admins() -> Result<()
     Ok(())
 }
 
+/// Issue #22: ingest answered 409 `run_conflict` for a client-chosen
+/// `run_id` another user held, and 202 for an unused one: an oracle telling
+/// anyone who knew a member's run id whether that run still existed. Every
+/// caller's id now names a run among its own, so a taken id and an unused
+/// one answer alike, and the other run is untouched.
+#[test]
+fn another_users_run_id_answers_like_an_unused_one() -> Result<()> {
+    use kith_central::ingest::own_run_id;
+    use kith_shared::ids::{RunId, UserId};
+    let central = Central::start()?;
+    let alice = central.client(&central.register("alice.test", "laptop")?);
+    let bob = central.client(&central.register("bob.test", "desktop")?);
+    // The user id `user list` prints beside a handle.
+    let user_id = |handle: &str| -> Result<UserId> {
+        let out = run_central(&central.data_dir, &["user", "list"])?;
+        let listed = String::from_utf8(out.stdout)?;
+        let id = listed
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{handle}\t")))
+            .and_then(|rest| rest.split('\t').next())
+            .ok_or_else(|| anyhow::anyhow!("{handle} not listed: {listed}"))?;
+        Ok(UserId::parse(id)?)
+    };
+    let alices_client_id = "r019e0000000070008000000000000001";
+    let mut body = delta("a", 0, &line("alice's private okapi plan", 0));
+    body["run_id"] = json!(alices_client_id);
+    let r = alice.post("/api/runs", &body)?;
+    assert_eq!(r.status, 202, "{r:?}");
+    let alices = r.body["run_id"].as_str().unwrap_or_default().to_owned();
+
+    let bob_id = user_id("bob.test")?;
+    let unused = "r019e0000000070008000000000000002";
+    for (n, sent) in [alices.as_str(), alices_client_id, unused]
+        .into_iter()
+        .enumerate()
+    {
+        let mut body = delta(&format!("b{n}"), 0, &line("bob's own words", n as u32));
+        body["run_id"] = json!(sent);
+        let r = bob.post("/api/runs", &body)?;
+        let own = own_run_id(&bob_id, &RunId::parse(sent)?)?;
+        assert_eq!(
+            (
+                r.status,
+                r.body["status"].as_str(),
+                r.body["run_id"].as_str()
+            ),
+            (202, Some("accepted"), Some(own.as_str())),
+            "{sent}: {r:?}"
+        );
+        // A replay, and other bytes under the same id, answer as for any
+        // id of his.
+        let again = bob.post("/api/runs", &body)?;
+        assert_eq!(again.body["status"], "already_indexed", "{again:?}");
+        let mut other = delta(&format!("c{n}"), 0, &line("other bytes", 9));
+        other["run_id"] = json!(sent);
+        let other = bob.post("/api/runs", &other)?;
+        assert_eq!(
+            (other.status, other.code()),
+            (409, "run_conflict"),
+            "{other:?}"
+        );
+    }
+    // A later delta naming its parent by the client's id finds it.
+    let mut child = delta("b9", 0, &line("bob's follow-up", 5));
+    child["parent_run_id"] = json!(unused);
+    let child = bob.post("/api/runs", &child)?;
+    assert_eq!(child.status, 202, "{child:?}");
+    let child_meta = bob.get(&format!(
+        "/api/runs/{}",
+        child.body["run_id"].as_str().unwrap_or_default()
+    ))?;
+    assert_eq!(
+        child_meta.body["parent_run_id"],
+        own_run_id(&bob_id, &RunId::parse(unused)?)?.as_str()
+    );
+
+    // Alice's run is hers, untouched; bob cannot read it.
+    let (status, bytes) = alice.get_bytes(&format!("/api/runs/{alices}/jsonl"))?;
+    assert_eq!(
+        (status, String::from_utf8(bytes)?),
+        (200, line("alice's private okapi plan", 0))
+    );
+    assert_eq!(bob.get(&format!("/api/runs/{alices}"))?.status, 404);
+    Ok(())
+}
+
 /// The mode bits of a file or folder.
 fn mode(path: &std::path::Path) -> Result<u32> {
     use std::os::unix::fs::PermissionsExt;
