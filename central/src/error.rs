@@ -14,6 +14,9 @@ pub enum Error {
     BadRequest { code: &'static str, message: String },
     #[error("missing, unknown or revoked bearer token")]
     Unauthorized,
+    /// A known caller asking for what only an admin may see.
+    #[error("only an admin of this kith-central may read {what}")]
+    AdminOnly { what: &'static str },
     /// Also the answer for runs the viewer may not read: the two are indistinguishable.
     #[error("{what} not found")]
     NotFound { what: &'static str },
@@ -69,6 +72,7 @@ impl Error {
         match self {
             Self::BadRequest { .. } => StatusCode::BAD_REQUEST,
             Self::Unauthorized => StatusCode::UNAUTHORIZED,
+            Self::AdminOnly { .. } => StatusCode::FORBIDDEN,
             Self::NotFound { .. } => StatusCode::NOT_FOUND,
             Self::Conflict { .. } => StatusCode::CONFLICT,
             Self::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
@@ -89,6 +93,7 @@ impl Error {
             | Self::Conflict { code, .. }
             | Self::Unavailable { code, .. } => code,
             Self::Unauthorized => "unauthorized",
+            Self::AdminOnly { .. } => "admin_only",
             Self::NotFound { what: "run" } => "run_not_found",
             Self::NotFound {
                 what: "conversation",

@@ -165,10 +165,10 @@ pub fn index_batch(state: &AppState) -> Result<usize> {
     if jobs.is_empty() {
         return Ok(0);
     }
-    let mut done: Vec<RunId> = Vec::with_capacity(jobs.len());
+    let mut done: Vec<(RunId, u64)> = Vec::with_capacity(jobs.len());
     for job in &jobs {
         match index_one(state, job) {
-            Ok(()) => done.push(job.run_id.clone()),
+            Ok(n_chunks) => done.push((job.run_id.clone(), n_chunks)),
             Err(e) => {
                 tracing::warn!(run_id = %job.run_id, error = %e, "indexing a run failed");
                 state.registry().fail_job(&job.run_id, &e.to_string())?;
@@ -183,7 +183,8 @@ pub fn index_batch(state: &AppState) -> Result<usize> {
     Ok(jobs.len())
 }
 
-fn index_one(state: &AppState, job: &PendingJob) -> Result<()> {
+/// Puts one run's chunks in the index; answers how many.
+fn index_one(state: &AppState, job: &PendingJob) -> Result<u64> {
     let meta_path = state
         .store()
         .absolute(&job.blob_path)
@@ -203,7 +204,8 @@ fn index_one(state: &AppState, job: &PendingJob) -> Result<()> {
             chunk_turns(&parsed.turns, &ChunkConfig::default())
         }
     };
-    state.index().put_run(&meta, &job.ancestry, &chunks)
+    state.index().put_run(&meta, &job.ancestry, &chunks)?;
+    Ok(chunks.len() as u64)
 }
 
 #[cfg(test)]

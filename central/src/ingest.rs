@@ -12,13 +12,18 @@
 //!    delta's chain hash; otherwise 409;
 //! 5. the parent is `parent_run_id` (which must be the caller's run) or else
 //!    the previous delta of the source; the root is the parent's root.
+//!
+//! A client's `run_id` names a run among the caller's own (`own_run_id`):
+//! run ids are global, and honouring a client's id as it is would make a
+//! taken one answer differently from a free one, telling anyone who knows
+//! another member's run id whether that run still exists.
 
 use std::collections::BTreeMap;
 
 use kith_proto::{AgentRuntime, IngestRequest, IngestResponse, IngestStatus, RunLinks, RunMeta};
 use kith_shared::chunk::{chunk_turns, Chunk, ChunkConfig};
 use kith_shared::hash::{chain_next, sha256_hex};
-use kith_shared::ids::RunId;
+use kith_shared::ids::{RunId, UserId};
 use kith_shared::transcript::{self, Format};
 use kith_shared::{jsonl, timestamp};
 
@@ -27,7 +32,7 @@ use crate::error::{Error, Result};
 use crate::registry::Viewer;
 use crate::registry::{ancestry_of, Lane, NewRun, StoredRun};
 use crate::state::AppState;
-use crate::store::BlobStore;
+use crate::store::{BlobMeta, BlobStore};
 
 const MAX_SOURCE_IDENTITY: usize = 1024;
 const MAX_TAGS: usize = 64;
@@ -187,7 +192,12 @@ fn decide_and_store(state: &AppState, viewer: &Viewer, d: Delta) -> Result<(Inge
             return same_bytes(&run, "this Idempotency-Key");
         }
     }
-    if let Some(id) = &d.run_id {
+    let run_id = d
+        .run_id
+        .as_ref()
+        .map(|id| own_run_id(user, id))
+        .transpose()?;
+    if let Some(id) = &run_id {
         if let Some(run) = registry.run_by_id_any_owner(id)? {
             return same_bytes(&run, "this run_id");
         }
@@ -260,22 +270,29 @@ fn decide_and_store(state: &AppState, viewer: &Viewer, d: Delta) -> Result<(Inge
         Some(prev)
     };
 
+    // The parent named by the client's id for it, or by central's.
+    let own_run = |id: &RunId| -> Result<Option<StoredRun>> {
+        Ok(registry
+            .run(viewer, id)?
+            .filter(|r| r.meta.user_id == user.as_str()))
+    };
     let parent = match &d.parent_run_id {
-        Some(id) => Some(
-            registry
-                .run(viewer, id)?
-                .filter(|r| r.meta.user_id == user.as_str())
-                .ok_or_else(|| {
-                    Error::bad_request(
-                        "unknown_parent",
-                        format!("parent run {id} is not one of yours"),
-                    )
-                })?,
-        ),
+        Some(id) => {
+            let found = match own_run(&own_run_id(user, id)?)? {
+                Some(run) => Some(run),
+                None => own_run(id)?,
+            };
+            Some(found.ok_or_else(|| {
+                Error::bad_request(
+                    "unknown_parent",
+                    format!("parent run {id} is not one of yours"),
+                )
+            })?)
+        }
         None => previous.clone(),
     };
 
-    let run_id = match d.run_id {
+    let run_id = match run_id {
         Some(id) => id,
         None => state.new_run_id()?,
     };
@@ -350,11 +367,19 @@ fn decide_and_store(state: &AppState, viewer: &Viewer, d: Delta) -> Result<(Inge
     meta.conversation =
         Some(conversation_of(&meta, previous.as_ref().map(|p| &p.meta)).to_string());
     let blob_path = BlobStore::jsonl_path(user, timestamp::month(&meta.started_at), &run_id);
+    let blob_meta = BlobMeta {
+        meta,
+        idempotency_key: d.idempotency_key,
+    };
     state.store().write_run(
         &blob_path,
         req.jsonl.as_bytes(),
-        &serde_json::to_vec_pretty(&meta)?,
+        &serde_json::to_vec_pretty(&blob_meta)?,
     )?;
+    let BlobMeta {
+        meta,
+        idempotency_key,
+    } = blob_meta;
     let ancestry = ancestry_of(
         parent.as_ref().map(|p| p.ancestry.as_str()),
         run_id.as_str(),
@@ -365,11 +390,30 @@ fn decide_and_store(state: &AppState, viewer: &Viewer, d: Delta) -> Result<(Inge
         meta: &meta,
         ancestry: &ancestry,
         blob_path: &blob_path,
-        idempotency_key: d.idempotency_key.as_deref(),
+        idempotency_key: idempotency_key.as_deref(),
         lane: Lane::Realtime,
     })?;
     tracing::info!(run_id = %meta.id, user = %meta.user_id, bytes = meta.jsonl_bytes, "run accepted");
     Ok((response(&meta, IngestStatus::Accepted), true))
+}
+
+/// The id central stores a client's run id `client` under: a hash of the
+/// caller and the id, keeping a time-ordered id's leading 48-bit time (so
+/// ids still sort and share prefixes by time). Every caller gets an id of
+/// its own for any id it sends, taken by someone else or not, and a retry
+/// or a later delta naming it as parent finds the same run.
+pub fn own_run_id(user: &UserId, client: &RunId) -> Result<RunId> {
+    let digest = sha256_hex(format!("{user}\0{client}").as_bytes());
+    let time = client
+        .as_str()
+        .strip_prefix('r')
+        .filter(|hex| hex.len() == 32 && hex.bytes().all(|b| b.is_ascii_hexdigit()))
+        .map(|hex| &hex[..12]);
+    let id = match time {
+        Some(time) => format!("r{time}{}", &digest[..20]),
+        None => format!("r{}", &digest[..32]),
+    };
+    RunId::parse(&id).map_err(|e| Error::Internal(format!("derived run id: {e}")))
 }
 
 fn already(run: &StoredRun) -> IngestResponse {

@@ -17,6 +17,7 @@ pub mod maintenance;
 pub mod metrics;
 pub mod pds;
 pub mod priority;
+pub mod private;
 pub mod registry;
 pub mod routes;
 pub mod search;

@@ -8,12 +8,13 @@ use indicatif::{ProgressBar, ProgressStyle};
 use kith_proto::RunMeta;
 use kith_shared::chunk::{chunk_turns, ChunkConfig, CHUNKING_VERSION};
 use kith_shared::hash::sha256_hex;
+use kith_shared::ids::RunId;
 use kith_shared::transcript;
 
 use crate::error::Result;
 use crate::indexer::index_batch;
 use crate::ingest::format_of;
-use crate::registry::{Lane, NewRun};
+use crate::registry::{ancestry_of, Lane, NewRun};
 use crate::state::AppState;
 
 #[derive(Debug, Default)]
@@ -40,17 +41,14 @@ pub fn reindex(state: &AppState) -> Result<ReindexReport> {
     let store = state.store();
     let files = store.metadata_files()?;
     let mut report = ReindexReport::default();
-    let mut runs: Vec<(RunMeta, String)> = Vec::new();
+    let mut runs: Vec<(RunMeta, String, Option<String>)> = Vec::new();
     let bar = progress(files.len() as u64, "reading");
     for path in &files {
         bar.inc(1);
         let Some(rel) = store.jsonl_for_metadata(path) else {
             continue;
         };
-        let meta = std::fs::read(path)
-            .map_err(Into::into)
-            .and_then(|b| serde_json::from_slice::<RunMeta>(&b).map_err(crate::error::Error::from));
-        let meta = match meta {
+        let blob = match store.read_metadata(path) {
             Ok(m) => m,
             Err(e) => {
                 report
@@ -59,8 +57,11 @@ pub fn reindex(state: &AppState) -> Result<ReindexReport> {
                 continue;
             }
         };
+        let meta = blob.meta;
         match store.read_jsonl(&rel) {
-            Ok(bytes) if sha256_hex(&bytes) == meta.jsonl_sha256 => runs.push((meta, rel)),
+            Ok(bytes) if sha256_hex(&bytes) == meta.jsonl_sha256 => {
+                runs.push((meta, rel, blob.idempotency_key))
+            }
             Ok(_) => report
                 .skipped
                 .push(format!("{rel}: bytes do not match jsonl_sha256")),
@@ -71,28 +72,28 @@ pub fn reindex(state: &AppState) -> Result<ReindexReport> {
     // Blobs stored before central recorded a run's conversation say it
     // through their chain of deltas.
     let conversations = {
-        let metas: Vec<&RunMeta> = runs.iter().map(|(m, _)| m).collect();
+        let metas: Vec<&RunMeta> = runs.iter().map(|(m, ..)| m).collect();
         crate::conversation::conversations_of(&metas)
     };
-    for (meta, _) in &mut runs {
+    for (meta, ..) in &mut runs {
         meta.conversation = Some(conversations[&meta.id].to_string());
     }
     let parents: HashMap<&str, Option<&str>> = runs
         .iter()
-        .map(|(m, _)| (m.id.as_str(), m.parent_run_id.as_deref()))
+        .map(|(m, ..)| (m.id.as_str(), m.parent_run_id.as_deref()))
         .collect();
     let ancestries: Vec<String> = runs
         .iter()
-        .map(|(meta, _)| ancestry_from(&parents, &meta.id))
+        .map(|(meta, ..)| ancestry_from(&parents, &meta.id))
         .collect();
     let rows: Vec<NewRun<'_>> = runs
         .iter()
         .zip(&ancestries)
-        .map(|((meta, rel), ancestry)| NewRun {
+        .map(|((meta, rel, key), ancestry)| NewRun {
             meta,
             ancestry,
             blob_path: rel,
-            idempotency_key: None,
+            idempotency_key: key.as_deref(),
             lane: Lane::Bulk,
         })
         .collect();
@@ -111,6 +112,78 @@ pub fn reindex(state: &AppState) -> Result<ReindexReport> {
     report.n_chunks = state.index().n_chunks()?;
     stamp_chunking(state)?;
     Ok(report)
+}
+
+/// What `recover` found and mended at start.
+#[derive(Debug, Default)]
+pub struct Recovery {
+    /// Temp files of writes a crash cut short, removed.
+    pub temps_removed: usize,
+    /// Runs whose blob was written but not their registry row, now rows.
+    pub adopted: Vec<String>,
+}
+
+/// Mends what a crash mid-ingest leaves (before serving): removes temp
+/// files of cut-short writes, and adopts every blob whose registry row was
+/// never written, with the `Idempotency-Key` its metadata kept, so the
+/// client's retry is answered `already_indexed` with that run instead of
+/// storing the delta twice. A blob that does not match its metadata is
+/// left for `doctor` to name.
+pub fn recover(state: &AppState) -> Result<Recovery> {
+    let store = state.store();
+    let mut recovery = Recovery::default();
+    for temp in store.leftover_temps()? {
+        std::fs::remove_file(&temp)?;
+        recovery.temps_removed += 1;
+    }
+    let registered: HashSet<String> = state
+        .registry()
+        .all_blob_paths()?
+        .into_iter()
+        .map(|(_, path)| path)
+        .collect();
+    let mut orphans = Vec::new();
+    for path in store.metadata_files()? {
+        let Some(rel) = store.jsonl_for_metadata(&path) else {
+            continue;
+        };
+        if registered.contains(&rel) {
+            continue;
+        }
+        let blob = match store.read_metadata(&path) {
+            Ok(blob) => blob,
+            Err(e) => {
+                tracing::warn!(path = %path.display(), error = %e, "unreadable metadata not adopted");
+                continue;
+            }
+        };
+        match store.read_jsonl(&rel) {
+            Ok(bytes) if sha256_hex(&bytes) == blob.meta.jsonl_sha256 => orphans.push((blob, rel)),
+            _ => tracing::warn!(blob = %rel, "blob that does not match its metadata not adopted"),
+        }
+    }
+    // Run ids start with their time: a parent before its children.
+    orphans.sort_by(|a, b| a.0.meta.id.cmp(&b.0.meta.id));
+    for (blob, rel) in orphans {
+        let parent = match blob.meta.parent_run_id.as_deref().map(RunId::parse) {
+            Some(Ok(id)) => state.registry().run_by_id_any_owner(&id)?,
+            _ => None,
+        };
+        let ancestry = ancestry_of(parent.as_ref().map(|p| p.ancestry.as_str()), &blob.meta.id);
+        let adopted = state.registry().insert_run(&NewRun {
+            meta: &blob.meta,
+            ancestry: &ancestry,
+            blob_path: &rel,
+            idempotency_key: blob.idempotency_key.as_deref(),
+            lane: Lane::Bulk,
+        });
+        match adopted {
+            Ok(()) => recovery.adopted.push(blob.meta.id),
+            // Its key taken by a run stored since: `doctor` names the blob.
+            Err(e) => tracing::warn!(blob = %rel, error = %e, "blob not adopted"),
+        }
+    }
+    Ok(recovery)
 }
 
 /// Where the data directory records the `CHUNKING_VERSION` its oldest
@@ -171,6 +244,12 @@ pub fn doctor(state: &AppState) -> Result<DoctorReport> {
         if let Some(rel) = store.jsonl_for_metadata(&path) {
             blob_paths.insert(rel);
         }
+    }
+    for temp in store.leftover_temps()? {
+        report
+            .entry("leftover_temp_file")
+            .or_default()
+            .push(temp.display().to_string());
     }
     let registered = state.registry().all_blob_paths()?;
     let registered_paths: HashSet<&str> = registered.iter().map(|(_, p)| p.as_str()).collect();

@@ -180,7 +180,104 @@ struct Paths;
 pub fn openapi() -> utoipa::openapi::OpenApi {
     let mut doc = kith_proto::ApiDoc::openapi();
     doc.merge(Paths::openapi());
+    declare_refusals(&mut doc);
     doc
+}
+
+/// Routes anyone may call; every other one takes a machine's bearer token.
+const PUBLIC: [&str; 2] = ["/healthz", "/api/openapi.json"];
+
+/// What a path's `{id}` may be: what `kith_shared::ids` parses (a run,
+/// conversation or share id, or a prefix of one).
+const ID_PATTERN: &str = "^[A-Za-z0-9_-]{1,128}$";
+
+/// Declares, in one place, what every operation can answer besides its
+/// own results, by the shape of the route: the bearer token (401 without
+/// one), the head and body limits checked before any handler (413), a
+/// request it cannot read (400: parameters or a body), an id it does not
+/// know (404: a path parameter), a body it cannot decode (415); and the
+/// bearer scheme itself, and the pattern of path ids.
+fn declare_refusals(doc: &mut utoipa::openapi::OpenApi) {
+    use utoipa::openapi::path::ParameterIn;
+    use utoipa::openapi::schema::{ObjectBuilder, Type};
+    use utoipa::openapi::security::{
+        HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme,
+    };
+    use utoipa::openapi::{ContentBuilder, Ref, ResponseBuilder};
+
+    let components = doc.components.get_or_insert_with(Default::default);
+    components.add_security_scheme(
+        "bearer",
+        SecurityScheme::Http(
+            HttpBuilder::new()
+                .scheme(HttpAuthScheme::Bearer)
+                .description(Some("a machine's token (`kith-central machine register`)"))
+                .build(),
+        ),
+    );
+    doc.security = Some(vec![SecurityRequirement::new(
+        "bearer",
+        Vec::<String>::new(),
+    )]);
+    let refusal = |why: &str| {
+        ResponseBuilder::new()
+            .description(why)
+            .content(
+                "application/json",
+                ContentBuilder::new()
+                    .schema(Some(Ref::from_schema_name("ErrorBody")))
+                    .build(),
+            )
+            .build()
+    };
+    let id_schema = ObjectBuilder::new()
+        .schema_type(Type::String)
+        .pattern(Some(ID_PATTERN))
+        .build();
+    for (path, item) in doc.paths.paths.iter_mut() {
+        let public = PUBLIC.contains(&path.as_str());
+        for op in [&mut item.get, &mut item.post, &mut item.delete]
+            .into_iter()
+            .flatten()
+        {
+            let params = op.parameters.get_or_insert_with(Vec::new);
+            let has_path_id = params.iter().any(|p| p.parameter_in == ParameterIn::Path);
+            for p in params
+                .iter_mut()
+                .filter(|p| p.parameter_in == ParameterIn::Path)
+            {
+                p.schema = Some(id_schema.clone().into());
+            }
+            let reads_input = !params.is_empty() || op.request_body.is_some();
+            if params.is_empty() {
+                op.parameters = None;
+            }
+            let responses = &mut op.responses.responses;
+            let mut add = |status: &str, why: &str| {
+                responses
+                    .entry(status.to_owned())
+                    .or_insert_with(|| refusal(why).into());
+            };
+            add("413", "the request's declared body is over the limit");
+            if public {
+                op.security = Some(vec![SecurityRequirement::default()]);
+            } else {
+                add("401", "missing, unknown or revoked bearer token");
+            }
+            if reads_input {
+                add("400", "a parameter or the body is malformed");
+            }
+            if has_path_id {
+                add("404", "no such id, or one the caller may not read");
+            }
+            if op.request_body.is_some() {
+                add(
+                    "415",
+                    "the body is not JSON, or in an encoding other than gzip or zstd",
+                );
+            }
+        }
+    }
 }
 
 #[cfg(test)]

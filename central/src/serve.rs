@@ -39,6 +39,14 @@ pub async fn serve(
             let embedder = start_embedder(&config);
             let ask_again = matches!(&embedder, Err(e) if e.ask_again);
             let state = AppState::open_with(config.clone(), embedder.map_err(|e| e.why))?;
+            let recovered = crate::maintenance::recover(&state)?;
+            if recovered.temps_removed > 0 || !recovered.adopted.is_empty() {
+                tracing::warn!(
+                    temps_removed = recovered.temps_removed,
+                    adopted = ?recovered.adopted,
+                    "mended what a crash mid-ingest left: temp files removed, blobs without a registry row adopted"
+                );
+            }
             match crate::maintenance::older_chunking(&state) {
                 Ok(Some(older)) => tracing::info!(
                     "runs indexed by an older kith-central keep their chunks (chunking {older}, this one {}); `kith-central reindex` chunks them again",

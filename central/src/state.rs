@@ -54,7 +54,7 @@ impl AppState {
         embed: std::result::Result<EmbedQueue, String>,
     ) -> Result<Self> {
         let data = config.data_dir.clone();
-        std::fs::create_dir_all(&data)?;
+        crate::private::create_dir_all(&data)?;
         let registry = open_registry(&data)?;
         let index = crate::index::open(&config.search, &data.join("index"))?;
         let state = Self {
@@ -154,13 +154,24 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// The registry file of a data directory.
+/// The registry file of a data directory, 0600 (SQLite gives its `-wal`
+/// and `-shm` files the database file's mode).
 pub fn open_registry(data: &Path) -> Result<Registry> {
-    Registry::open(&data.join("registry.sqlite")).map_err(|e| match e {
+    let path = data.join("registry.sqlite");
+    match crate::private::create_new(&path) {
+        Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(e.into()),
+        _ => {}
+    }
+    let registry = Registry::open(&path).map_err(|e| match e {
         Error::Registry(e) => Error::Internal(format!(
             "cannot open {}/registry.sqlite: {e}",
             data.display()
         )),
         other => other,
-    })
+    })?;
+    for suffix in ["", "-wal", "-shm"] {
+        let file = data.join(format!("registry.sqlite{suffix}"));
+        crate::private::restrict(&file, crate::private::FILE_MODE)?;
+    }
+    Ok(registry)
 }

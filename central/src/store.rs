@@ -3,13 +3,30 @@
 //! renamed into place, then the directory is fsynced; nothing is ever
 //! rewritten in place.
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
+use kith_proto::RunMeta;
 use kith_shared::ids::{RunId, UserId};
+use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+
+/// How the names of files being written start: one left behind is a write
+/// a crash cut short (`serve` removes them at start, `doctor` names them).
+pub const TEMP_PREFIX: &str = ".tmp-";
+
+/// A run's `.metadata.json`: its metadata, and the `Idempotency-Key` it was
+/// sent with, so a blob whose registry row was never written (a crash
+/// between the two writes) is adopted with its key and a retry finds it.
+#[derive(Serialize, Deserialize)]
+pub struct BlobMeta {
+    #[serde(flatten)]
+    pub meta: RunMeta,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
+}
 
 #[derive(Debug, Clone)]
 pub struct BlobStore {
@@ -43,7 +60,7 @@ impl BlobStore {
         let dir = jsonl_path
             .parent()
             .ok_or_else(|| Error::Internal("blob path has no parent".into()))?;
-        fs::create_dir_all(dir)?;
+        crate::private::create_dir_all(dir)?;
         match fs::read(&jsonl_path) {
             Ok(existing) if existing == jsonl => {}
             Ok(_) => {
@@ -70,6 +87,21 @@ impl BlobStore {
 
     /// Every `*.metadata.json` under `runs/`, for `reindex` and `doctor`.
     pub fn metadata_files(&self) -> io::Result<Vec<PathBuf>> {
+        self.files_named(|name| name.ends_with(".metadata.json"))
+    }
+
+    /// Temp files a cut-short write left under `runs/`.
+    pub fn leftover_temps(&self) -> io::Result<Vec<PathBuf>> {
+        self.files_named(|name| name.starts_with(TEMP_PREFIX))
+    }
+
+    /// A metadata file's run and the key it was sent with.
+    pub fn read_metadata(&self, path: &Path) -> Result<BlobMeta> {
+        Ok(serde_json::from_slice(&fs::read(path)?)?)
+    }
+
+    /// Files under `runs/` whose name passes `wanted`, sorted.
+    fn files_named(&self, wanted: impl Fn(&str) -> bool) -> io::Result<Vec<PathBuf>> {
         let mut out = Vec::new();
         let root = self.data_dir.join("runs");
         if !root.exists() {
@@ -81,7 +113,10 @@ impl BlobStore {
                 let path = entry?.path();
                 if path.is_dir() {
                     stack.push(path);
-                } else if path.to_string_lossy().ends_with(".metadata.json") {
+                } else if path
+                    .file_name()
+                    .is_some_and(|n| wanted(&n.to_string_lossy()))
+                {
                     out.push(path);
                 }
             }
@@ -116,11 +151,8 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
 fn tempfile_in(dir: &Path) -> io::Result<(PathBuf, File)> {
     let mut rnd = [0u8; 8];
     getrandom::fill(&mut rnd).map_err(|e| io::Error::other(e.to_string()))?;
-    let path = dir.join(format!(".tmp-{}", hex::encode(rnd)));
-    let file = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&path)?;
+    let path = dir.join(format!("{TEMP_PREFIX}{}", hex::encode(rnd)));
+    let file = crate::private::create_new(&path)?;
     Ok((path, file))
 }
 

@@ -534,6 +534,9 @@ pub struct Counts {
     pub chunks: u64,
     /// Runs stored but not yet indexed.
     pub pending_index_jobs: u64,
+    /// Chunks with a vector of the current embedding model.
+    #[serde(default)]
+    pub chunks_embedded: u64,
 }
 
 /// `GET /api/status`.
@@ -541,7 +544,11 @@ pub struct Counts {
 pub struct StatusResponse {
     pub version: String,
     pub queue: LaneDepths,
+    /// The caller's own: its user, its machines, its runs and their chunks.
     pub counts: Counts,
+    /// The whole family's, for admins only (absent for everyone else).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub family: Option<Counts>,
     /// When the most recent run was indexed (RFC 3339).
     pub last_indexed_at: Option<String>,
     pub search_backend: String,

@@ -141,7 +141,7 @@ impl Central {
     }
 
     fn start_at(data_dir: &Path, listen: &str, env: &[(&str, &str)]) -> Result<Self> {
-        let mut cmd = Command::new(bin("kith-central"));
+        let mut cmd = central_command();
         cmd.args(["serve", "--listen", listen, "--data-dir"])
             .arg(data_dir)
             .env_remove("KITH_LISTEN")
@@ -219,6 +219,20 @@ impl Central {
         register_local(&self.data_dir, user, machine)
     }
 
+    /// Adds `user` as an admin (`user add --admin`) and registers a machine
+    /// of theirs, returning its token: what `/metrics` and the family's
+    /// counts in `/api/status` ask for.
+    pub fn register_admin(&self, user: &str, machine: &str) -> Result<String> {
+        let out = run_central(
+            &self.data_dir,
+            &["user", "add", "--handle", user, "--admin"],
+        )?;
+        if !out.status.success() {
+            bail!("user add failed: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        register_local(&self.data_dir, user, machine)
+    }
+
     /// SIGKILL: no shutdown code runs. The data directory stays.
     pub fn kill(&mut self) -> Result<()> {
         self.child.kill()?;
@@ -258,9 +272,19 @@ pub fn register_local(data_dir: &Path, user: &str, machine: &str) -> Result<Stri
     Ok(stdout.lines().last().unwrap_or_default().trim().to_owned())
 }
 
+/// `kith-central`, run under umask 022 (the usual default, which makes
+/// files other users can read) whatever the test runner's: the tests see
+/// the modes central sets itself.
+pub fn central_command() -> Command {
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", "umask 022 && exec \"$0\" \"$@\""])
+        .arg(bin("kith-central"));
+    cmd
+}
+
 /// Runs an admin command of `kith-central` on a data directory.
 pub fn run_central(data_dir: &Path, args: &[&str]) -> Result<Output> {
-    Ok(Command::new(bin("kith-central"))
+    Ok(central_command()
         .args(args)
         .arg("--data-dir")
         .arg(data_dir)

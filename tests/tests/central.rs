@@ -6,7 +6,7 @@ use std::time::Duration;
 use anyhow::Result;
 use kith_shared::hash::{chain_next, sha256_hex};
 use kith_tests::{claude_user_line, delta, run_central, Api, Central};
-use serde_json::json;
+use serde_json::{json, Value};
 
 const T0: &str = "2026-05-11T08:00:00.000Z";
 
@@ -486,7 +486,18 @@ fn service_endpoints_describe_themselves() -> Result<()> {
         assert!(api.body["paths"][path].is_object(), "openapi lacks {path}");
     }
     assert!(api.body["components"]["schemas"]["IngestRequest"].is_object());
-    let (status, metrics) = alice.get_bytes("/metrics")?;
+    // /metrics is family-wide: an admin's token reads it, a member's and
+    // none do not.
+    let denied = alice.get("/metrics")?;
+    assert_eq!(
+        (denied.status, denied.code()),
+        (403, "admin_only"),
+        "{denied:?}"
+    );
+    let anonymous = reqwest::blocking::get(format!("{}/metrics", central.url))?;
+    assert_eq!(anonymous.status(), 401);
+    let admin = central.client(&central.register_admin("root.test", "server")?);
+    let (status, metrics) = admin.get_bytes("/metrics")?;
     let metrics = String::from_utf8(metrics)?;
     assert_eq!(status, 200);
     assert!(
@@ -502,6 +513,328 @@ fn service_endpoints_describe_themselves() -> Result<()> {
     assert_eq!(s.body["search_backend"], "embedded");
     let nowhere = alice.get("/api/nowhere")?;
     assert_eq!((nowhere.status, nowhere.code()), (404, "not_found"));
+    Ok(())
+}
+
+/// Issue #22: `/api/status` showed every member the family's counts (how
+/// many runs and chunks the others hold, and when they last captured). A
+/// member sees their own; an admin also sees the family's.
+#[test]
+fn status_counts_are_the_callers_own_and_the_family_is_for_admins() -> Result<()> {
+    let central = Central::start()?;
+    let alice = central.client(&central.register("alice.test", "laptop")?);
+    let bob = central.client(&central.register("bob.test", "desktop")?);
+    let root = central.client(&central.register_admin("root.test", "server")?);
+    let line = |text: &str| claude_user_line(text, "2026-05-11T08:00:00Z");
+    for (i, text) in ["one", "two", "three"].iter().enumerate() {
+        let r = alice.post("/api/runs", &delta(&format!("a{i}"), 0, &line(text)))?;
+        assert_eq!(r.status, 202, "{r:?}");
+        alice.wait_indexed(
+            r.body["run_id"].as_str().unwrap_or_default(),
+            Duration::from_secs(30),
+        )?;
+    }
+    let r = bob.post("/api/runs", &delta("b", 0, &line("bob's only run")))?;
+    assert_eq!(r.status, 202, "{r:?}");
+    bob.wait_indexed(
+        r.body["run_id"].as_str().unwrap_or_default(),
+        Duration::from_secs(30),
+    )?;
+
+    let counts = |api: &Api| -> Result<Value> { Ok(api.get("/api/status")?.body) };
+    let a = counts(&alice)?;
+    assert_eq!(
+        (
+            &a["counts"]["users"],
+            &a["counts"]["machines"],
+            &a["counts"]["runs"],
+            &a["counts"]["chunks"]
+        ),
+        (&json!(1), &json!(1), &json!(3), &json!(3)),
+        "alice's own: {a}"
+    );
+    assert!(
+        a.get("family").is_none(),
+        "a member sees no family counts: {a}"
+    );
+    let b = counts(&bob)?;
+    assert_eq!(
+        (&b["counts"]["runs"], &b["counts"]["chunks"]),
+        (&json!(1), &json!(1)),
+        "{b}"
+    );
+    assert!(b.get("family").is_none(), "{b}");
+    let r = counts(&root)?;
+    assert_eq!(
+        (&r["counts"]["runs"], &r["counts"]["chunks"]),
+        (&json!(0), &json!(0)),
+        "{r}"
+    );
+    assert_eq!(
+        (
+            &r["family"]["users"],
+            &r["family"]["machines"],
+            &r["family"]["runs"],
+            &r["family"]["chunks"]
+        ),
+        (&json!(3), &json!(3), &json!(4), &json!(4)),
+        "the admin sees the family: {r}"
+    );
+    assert_eq!(r["family"]["pending_index_jobs"], 0, "{r}");
+    Ok(())
+}
+
+/// Issue #22: ingest answered 409 `run_conflict` for a client-chosen
+/// `run_id` another user held, and 202 for an unused one: an oracle telling
+/// anyone who knew a member's run id whether that run still existed. Every
+/// caller's id now names a run among its own, so a taken id and an unused
+/// one answer alike, and the other run is untouched.
+#[test]
+fn another_users_run_id_answers_like_an_unused_one() -> Result<()> {
+    use kith_central::ingest::own_run_id;
+    use kith_shared::ids::{RunId, UserId};
+    let central = Central::start()?;
+    let alice = central.client(&central.register("alice.test", "laptop")?);
+    let bob = central.client(&central.register("bob.test", "desktop")?);
+    // The user id `user list` prints beside a handle.
+    let user_id = |handle: &str| -> Result<UserId> {
+        let out = run_central(&central.data_dir, &["user", "list"])?;
+        let listed = String::from_utf8(out.stdout)?;
+        let id = listed
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{handle}\t")))
+            .and_then(|rest| rest.split('\t').next())
+            .ok_or_else(|| anyhow::anyhow!("{handle} not listed: {listed}"))?;
+        Ok(UserId::parse(id)?)
+    };
+    let alices_client_id = "r019e0000000070008000000000000001";
+    let mut body = delta("a", 0, &line("alice's private okapi plan", 0));
+    body["run_id"] = json!(alices_client_id);
+    let r = alice.post("/api/runs", &body)?;
+    assert_eq!(r.status, 202, "{r:?}");
+    let alices = r.body["run_id"].as_str().unwrap_or_default().to_owned();
+
+    let bob_id = user_id("bob.test")?;
+    let unused = "r019e0000000070008000000000000002";
+    for (n, sent) in [alices.as_str(), alices_client_id, unused]
+        .into_iter()
+        .enumerate()
+    {
+        let mut body = delta(&format!("b{n}"), 0, &line("bob's own words", n as u32));
+        body["run_id"] = json!(sent);
+        let r = bob.post("/api/runs", &body)?;
+        let own = own_run_id(&bob_id, &RunId::parse(sent)?)?;
+        assert_eq!(
+            (
+                r.status,
+                r.body["status"].as_str(),
+                r.body["run_id"].as_str()
+            ),
+            (202, Some("accepted"), Some(own.as_str())),
+            "{sent}: {r:?}"
+        );
+        // A replay, and other bytes under the same id, answer as for any
+        // id of his.
+        let again = bob.post("/api/runs", &body)?;
+        assert_eq!(again.body["status"], "already_indexed", "{again:?}");
+        let mut other = delta(&format!("c{n}"), 0, &line("other bytes", 9));
+        other["run_id"] = json!(sent);
+        let other = bob.post("/api/runs", &other)?;
+        assert_eq!(
+            (other.status, other.code()),
+            (409, "run_conflict"),
+            "{other:?}"
+        );
+    }
+    // A later delta naming its parent by the client's id finds it.
+    let mut child = delta("b9", 0, &line("bob's follow-up", 5));
+    child["parent_run_id"] = json!(unused);
+    let child = bob.post("/api/runs", &child)?;
+    assert_eq!(child.status, 202, "{child:?}");
+    let child_meta = bob.get(&format!(
+        "/api/runs/{}",
+        child.body["run_id"].as_str().unwrap_or_default()
+    ))?;
+    assert_eq!(
+        child_meta.body["parent_run_id"],
+        own_run_id(&bob_id, &RunId::parse(unused)?)?.as_str()
+    );
+
+    // Alice's run is hers, untouched; bob cannot read it.
+    let (status, bytes) = alice.get_bytes(&format!("/api/runs/{alices}/jsonl"))?;
+    assert_eq!(
+        (status, String::from_utf8(bytes)?),
+        (200, line("alice's private okapi plan", 0))
+    );
+    assert_eq!(bob.get(&format!("/api/runs/{alices}"))?.status, 404);
+    Ok(())
+}
+
+/// The mode bits of a file or folder.
+fn mode(path: &std::path::Path) -> Result<u32> {
+    use std::os::unix::fs::PermissionsExt;
+    Ok(std::fs::metadata(path)?.permissions().mode() & 0o777)
+}
+
+/// Issue #22: under the usual umask 022, central made its data directory
+/// 0755 and its blobs and registry 0644, readable by every user of the
+/// machine. Central runs under umask 022 here (`central_command`).
+#[test]
+fn the_data_directory_is_private_whatever_the_umask() -> Result<()> {
+    let central = Central::start()?;
+    let alice = central.client(&central.register("alice.test", "laptop")?);
+    let r = alice.post_with(
+        "/api/runs",
+        &delta("s", 0, &line("private words", 0)),
+        "key-1",
+    )?;
+    assert_eq!(r.status, 202, "{r:?}");
+    let id = r.body["run_id"].as_str().unwrap_or_default().to_owned();
+    alice.wait_indexed(&id, Duration::from_secs(10))?;
+    let data = &central.data_dir;
+    assert_eq!(mode(data)?, 0o700, "the data directory");
+    for name in [
+        "registry.sqlite",
+        "registry.sqlite-wal",
+        "registry.sqlite-shm",
+    ] {
+        assert_eq!(mode(&data.join(name))?, 0o600, "{name}");
+    }
+    let mut blobs = 0;
+    let mut stack = vec![data.join("runs")];
+    while let Some(dir) = stack.pop() {
+        assert_eq!(mode(&dir)?, 0o700, "{}", dir.display());
+        for entry in std::fs::read_dir(&dir)? {
+            let path = entry?.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                assert_eq!(mode(&path)?, 0o600, "{}", path.display());
+                blobs += 1;
+            }
+        }
+    }
+    assert_eq!(blobs, 2, "the run's jsonl and metadata");
+    Ok(())
+}
+
+/// Issue #22: a crash between writing a delta's blob and its registry row
+/// left a blob no run pointed at; the client's retry (same Idempotency-Key,
+/// no run id) was stored a second time, and `reindex` then held both. At
+/// start central removes cut-short temp files and adopts the blob with its
+/// key, so the retry is `already_indexed` with that run.
+#[test]
+fn a_blob_without_its_registry_row_is_adopted_by_its_key_never_doubled() -> Result<()> {
+    let mut central = Central::start()?;
+    let alice = central.client(&central.register("alice.test", "laptop")?);
+    let first = alice.post_with(
+        "/api/runs",
+        &delta("s1", 0, &line("the okapi ledger", 0)),
+        "key-1",
+    )?;
+    assert_eq!(first.status, 202, "{first:?}");
+    let first_id = first.body["run_id"].as_str().unwrap_or_default().to_owned();
+    alice.wait_indexed(&first_id, Duration::from_secs(10))?;
+    central.kill()?;
+    let data = central.data_dir.clone();
+
+    // The crash: a second delta's blob written as the store writes one
+    // (with its key), no registry row, and a temp file cut short.
+    let first_meta = std::fs::read_dir(data.join("runs"))?
+        .flatten()
+        .flat_map(|user| {
+            std::fs::read_dir(user.path())
+                .into_iter()
+                .flatten()
+                .flatten()
+        })
+        .flat_map(|month| {
+            std::fs::read_dir(month.path())
+                .into_iter()
+                .flatten()
+                .flatten()
+        })
+        .map(|f| f.path())
+        .find(|p| p.to_string_lossy().ends_with(".metadata.json"))
+        .ok_or_else(|| anyhow::anyhow!("no metadata file"))?;
+    let dir = first_meta
+        .parent()
+        .ok_or_else(|| anyhow::anyhow!("no folder"))?
+        .to_owned();
+    let jsonl = line("the okapi ledger, second part", 1);
+    let orphan_id = format!("{}0", &first_id[..first_id.len() - 1]);
+    let mut meta: Value = serde_json::from_slice(&std::fs::read(&first_meta)?)?;
+    meta["id"] = json!(orphan_id);
+    meta["root_run_id"] = json!(orphan_id);
+    meta["source_identity"] = json!("s2");
+    meta["to_offset"] = json!(jsonl.len());
+    meta["jsonl_bytes"] = json!(jsonl.len());
+    meta["jsonl_sha256"] = json!(sha256_hex(jsonl.as_bytes()));
+    meta["chain_sha256"] = json!(chain_next(None, &sha256_hex(jsonl.as_bytes())));
+    meta["idempotency_key"] = json!("key-2");
+    std::fs::write(dir.join(format!("{orphan_id}.jsonl")), &jsonl)?;
+    std::fs::write(
+        dir.join(format!("{orphan_id}.metadata.json")),
+        serde_json::to_vec(&meta)?,
+    )?;
+    std::fs::write(dir.join(".tmp-0123456789abcdef"), "cut sh")?;
+    let doctor = run_central(&data, &["doctor"])?;
+    let said = String::from_utf8_lossy(&doctor.stdout);
+    assert_eq!(doctor.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("leftover_temp_file") && said.contains("blob_not_in_registry"),
+        "{said}"
+    );
+
+    central.restart()?;
+    assert!(
+        !dir.join(".tmp-0123456789abcdef").exists(),
+        "the temp file is removed at start"
+    );
+    let retry = alice.post_with("/api/runs", &delta("s2", 0, &jsonl), "key-2")?;
+    assert_eq!(
+        (
+            retry.status,
+            retry.body["status"].as_str(),
+            retry.body["run_id"].as_str()
+        ),
+        (202, Some("already_indexed"), Some(orphan_id.as_str())),
+        "the retry finds the adopted run: {retry:?}"
+    );
+    alice.wait_indexed(&orphan_id, Duration::from_secs(10))?;
+    let found = |api: &Api| -> Result<Vec<String>> {
+        let r = api.post(
+            "/api/search",
+            &json!({"query": "okapi ledger", "mode": "keyword"}),
+        )?;
+        let mut ids: Vec<String> = r.body["hits"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|h| h["run_id"].as_str().map(str::to_owned))
+            .collect();
+        ids.sort();
+        Ok(ids)
+    };
+    let mut both = vec![first_id.clone(), orphan_id.clone()];
+    both.sort();
+    assert_eq!(found(&alice)?, both, "each delta once");
+    central.kill()?;
+    assert!(
+        run_central(&data, &["doctor"])?.status.success(),
+        "nothing left to name"
+    );
+    let re = run_central(&data, &["reindex"])?;
+    assert!(
+        String::from_utf8_lossy(&re.stdout).contains("reindexed 2 runs"),
+        "{re:?}"
+    );
+    central.restart()?;
+    assert_eq!(found(&alice)?, both, "a reindex doubles nothing");
+    // The key came back with the blob: a retry after the reindex is still
+    // the same run.
+    let again = alice.post_with("/api/runs", &delta("s2", 0, &jsonl), "key-2")?;
+    assert_eq!(again.body["run_id"], orphan_id.as_str(), "{again:?}");
     Ok(())
 }
 

@@ -624,6 +624,93 @@ fn conformance_privacy_grants_and_revokes() -> Result<()> {
     Ok(())
 }
 
+/// Hits as (chunk id, score) in order: what a ranking shows.
+fn ranking(body: &Value) -> Vec<(String, f64)> {
+    body["hits"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|h| {
+            (
+                h["chunk_id"].as_str().unwrap_or_default().to_owned(),
+                h["score"].as_f64().unwrap_or(f64::NAN),
+            )
+        })
+        .collect()
+}
+
+/// Issue #22's side channel: bob's BM25 score for a word fell from 7.68 to
+/// 2.99 when alice privately ingested 20 runs holding it. Another user's
+/// private runs must move neither bob's scores nor his order, in any mode.
+#[test]
+fn conformance_others_private_runs_never_move_a_viewers_ranking() -> Result<()> {
+    let models = model_dir();
+    for backend in backends()? {
+        let b = backend.name;
+        let s = backend.start(&[])?;
+        let alice = s
+            .central
+            .client(&s.central.register("alice.test", "laptop")?);
+        let bob = s
+            .central
+            .client(&s.central.register("bob.test", "desktop")?);
+        let texts = [
+            "the quokka migration broke the lantern cache on staging",
+            "lantern cache warmed after the deploy, nothing about animals here at all",
+            "quokka quokka: the parser of the quokka format rejects a trailing comma",
+            "a long note on the build: the linker ran out of memory twice, we raised the limit, \
+             then the lantern step failed on a missing quokka fixture and we added it back",
+            "unrelated: the release notes for the spring version",
+        ];
+        for (i, text) in texts.iter().enumerate() {
+            let id = ingest(&bob, &format!("b{i}"), text, json!({}))?;
+            if models.is_some() {
+                bob.wait_embedded(&id, EMBEDDED_WITHIN)?;
+            }
+        }
+        let query = "quokka lantern";
+        let rank = |mode: &str| -> Result<Vec<(String, f64)>> {
+            let body = search(&bob, json!({"query": query, "mode": mode, "limit": 20}))?;
+            if !body["degraded"].is_null() {
+                bail!("{b}: {mode} search fell back: {body}");
+            }
+            Ok(ranking(&body))
+        };
+        let modes = modes(&models);
+        let before: Vec<Vec<(String, f64)>> =
+            modes.iter().map(|m| rank(m)).collect::<Result<_>>()?;
+        assert!(
+            before[0].len() >= 3,
+            "{b}: bob's runs holding both words, or quokka: {before:?}"
+        );
+
+        let mut alices = Vec::new();
+        for i in 0..20 {
+            let text = format!("quokka notes {i}: the quokka parser and the quokka lantern again");
+            alices.push(ingest(&alice, &format!("a{i}"), &text, json!({}))?);
+        }
+        assert_eq!(
+            keyword(&alice, query, json!({}))?,
+            sorted(&alices.iter().collect::<Vec<_>>()),
+            "{b}: alice's runs are indexed and hers alone"
+        );
+        for (mode, before) in modes.iter().zip(&before) {
+            let after = rank(mode)?;
+            assert!(
+                after
+                    .iter()
+                    .all(|(chunk, _)| before.iter().any(|(c, _)| c == chunk)),
+                "{b} {mode}: bob sees one of alice's private chunks: {after:?}"
+            );
+            assert_eq!(
+                &after, before,
+                "{b} {mode}: alice's private runs moved bob's scores or order"
+            );
+        }
+    }
+    Ok(())
+}
+
 #[test]
 fn conformance_semantic_and_hybrid_modes() -> Result<()> {
     let Some(models) = model_dir() else {

@@ -366,7 +366,7 @@ fn live_turns_ride_the_realtime_lane_history_the_bulk_lane_and_status_counts_wha
     let tmp = tempfile::tempdir()?;
     let data = tmp.path().join("data");
     let mut central = Central::start_on(&data, &[])?;
-    let token = central.register("alice.test", "laptop")?;
+    let token = central.register_admin("alice.test", "laptop")?;
     let alice = central.client(&token);
     // One chunk each: history (a backfill of May's sessions) and a turn
     // written just now.

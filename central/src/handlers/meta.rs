@@ -6,8 +6,8 @@ use axum::response::IntoResponse;
 use axum::Json;
 use kith_proto::{Counts, ErrorBody, LaneDepths, StatusResponse};
 
-use crate::error::Result;
-use crate::registry::Viewer;
+use crate::error::{Error, Result};
+use crate::registry::{Holdings, Viewer};
 use crate::state::AppState;
 
 #[utoipa::path(get, path = "/healthz", responses((status = 200, body = String)))]
@@ -15,36 +15,48 @@ pub async fn healthz() -> &'static str {
     "ok\n"
 }
 
+/// The caller's own counts; an admin also gets the family's. A member
+/// learns nothing of what others hold or when they last captured.
 #[utoipa::path(get, path = "/api/status",
     responses((status = 200, body = StatusResponse), (status = 401, body = ErrorBody)))]
 pub async fn status(State(state): State<AppState>, viewer: Viewer) -> Result<Json<StatusResponse>> {
     let s = state.clone();
-    let (counts, queue, last_indexed_at, n_chunks) = tokio::task::spawn_blocking(move || {
+    let user = viewer.user_id().clone();
+    let admin = viewer.is_admin();
+    let (counts, queue, own, family) = tokio::task::spawn_blocking(move || {
         let counts = s.registry().counts()?;
-        Ok::<_, crate::error::Error>((
-            counts,
-            lane_depths(&s, &counts)?,
-            s.registry().last_indexed_at()?,
-            chunks_or_zero(&s),
-        ))
+        let model = s.embed().map(|q| q.model_id().to_owned());
+        let own = s.registry().holdings(Some(&user), model.as_deref())?;
+        let family = match admin {
+            true => Some(s.registry().holdings(None, model.as_deref())?),
+            false => None,
+        };
+        Ok::<_, crate::error::Error>((counts, lane_depths(&s, &counts)?, own, family))
     })
     .await??;
+    let family = family.map(|f| counts_of(&f, counts.users));
     Ok(Json(StatusResponse {
         version: env!("CARGO_PKG_VERSION").to_owned(),
         queue,
-        counts: Counts {
-            users: counts.users,
-            machines: counts.machines,
-            runs: counts.runs,
-            chunks: n_chunks,
-            pending_index_jobs: counts.pending_jobs,
-        },
-        last_indexed_at,
+        counts: counts_of(&own, 1),
+        family,
+        last_indexed_at: own.last_indexed_at,
         search_backend: state.index().name().to_owned(),
         embedder: state.embedder_name(),
         machine: viewer.machine_name().to_owned(),
         user: viewer.handle().to_owned(),
     }))
+}
+
+fn counts_of(h: &Holdings, users: u64) -> Counts {
+    Counts {
+        users,
+        machines: h.machines,
+        runs: h.runs,
+        chunks: h.chunks,
+        pending_index_jobs: h.pending_jobs,
+        chunks_embedded: h.chunks_embedded,
+    }
 }
 
 /// The index's chunk count; 0 while a search server is unreachable, so
@@ -78,8 +90,15 @@ fn lane_depths(state: &AppState, counts: &crate::registry::RegistryCounts) -> Re
     })
 }
 
-#[utoipa::path(get, path = "/metrics", responses((status = 200, body = String)))]
-pub async fn metrics(State(state): State<AppState>) -> Result<impl IntoResponse> {
+/// Family-wide figures, so an admin's token only (`kith-central user add
+/// --admin`): a member's would tell when others capture and how much.
+#[utoipa::path(get, path = "/metrics",
+    responses((status = 200, body = String), (status = 401, body = ErrorBody),
+              (status = 403, body = ErrorBody)))]
+pub async fn metrics(State(state): State<AppState>, viewer: Viewer) -> Result<impl IntoResponse> {
+    if !viewer.is_admin() {
+        return Err(Error::AdminOnly { what: "/metrics" });
+    }
     let s = state.clone();
     let (counts, lanes, n_chunks) = tokio::task::spawn_blocking(move || {
         let counts = s.registry().counts()?;

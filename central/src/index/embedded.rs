@@ -28,8 +28,10 @@ use tantivy::{
 };
 
 mod allowed;
+mod stats;
 
 use self::allowed::{AllowedCache, AllowedTopDocs};
+use self::stats::ReadableStats;
 use super::vectors::{self, chunk_key, KeyMap, Unsynced, VectorStore};
 use super::{chunk_id, normalize_prefix, path_prefixes, Filters, IndexHit, SearchIndex};
 use crate::error::{Error, Result};
@@ -368,7 +370,8 @@ impl EmbeddedIndex {
     }
 
     /// The best `limit` chunks for `query` by BM25, among those the viewer
-    /// may read that pass the filters.
+    /// may read that pass the filters, scored with statistics of those
+    /// chunks alone (`stats`): nothing else moves a score.
     fn keyword_ranked(
         &self,
         searcher: &tantivy::Searcher,
@@ -378,8 +381,16 @@ impl EmbeddedIndex {
         limit: usize,
     ) -> Result<Vec<(DocAddress, f32)>> {
         let allowed = self.allowed_docs(searcher, viewer, filters)?;
+        let stats = ReadableStats::new(searcher, &allowed, self.fields.text);
+        if stats.n_docs().map_err(index_err)? == 0 {
+            return Ok(Vec::new());
+        }
+        let collector = AllowedTopDocs {
+            limit,
+            allowed: allowed.clone(),
+        };
         let hits = searcher
-            .search(&*self.text_query(query), &AllowedTopDocs { limit, allowed })
+            .search_with_statistics_provider(&*self.text_query(query), &collector, &stats)
             .map_err(index_err)?;
         Ok(hits
             .into_iter()
@@ -615,12 +626,22 @@ impl SearchIndex for EmbeddedIndex {
         self.hits_of(&searcher, best)
     }
 
+    /// Every query word weighs the same in choosing a snippet: tantivy's
+    /// own weights count the word in the whole index, others' private runs
+    /// included, which would let them move a viewer's snippet.
     fn highlight(&self, query: &str, hits: &mut [IndexHit]) -> Result<()> {
-        let searcher = self.reader.searcher();
-        let mut snippets =
-            SnippetGenerator::create(&searcher, &*self.text_query(query), self.fields.text)
-                .map_err(index_err)?;
-        snippets.set_max_num_chars(SNIPPET_CHARS);
+        let mut words = std::collections::BTreeMap::new();
+        let text_query = self.text_query(query);
+        text_query.query_terms(&mut |term, _| {
+            if let Some(word) = term.value().as_str() {
+                words.insert(word.to_owned(), 1.0);
+            }
+        });
+        let tokenizer = self
+            .index
+            .tokenizer_for_field(self.fields.text)
+            .map_err(index_err)?;
+        let snippets = SnippetGenerator::new(words, tokenizer, self.fields.text, SNIPPET_CHARS);
         for hit in hits {
             hit.snippet = highlight(&snippets.snippet(&hit.text), &hit.text);
         }
@@ -1229,17 +1250,11 @@ mod tests {
             "ucarol" => run_id == "rb2",
             _ => owner_of[run_id] == who,
         };
-        // The reference: every chunk the text query matches, scored alone,
-        // then filtered and ordered by score (ties: earlier document first).
+        // The reference: every chunk the text query matches, scored alone
+        // with the reader's statistics, then filtered and ordered by score
+        // (ties: earlier document first).
         let searcher = index.reader.searcher();
         let text_query = index.text_query(query);
-        let mut all = searcher
-            .search(
-                &*text_query,
-                &tantivy::collector::TopDocs::with_limit(100_000).order_by_score(),
-            )
-            .unwrap_or_else(|e| panic!("{e}"));
-        all.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
         let hit_at = |addr: DocAddress| {
             index
                 .hit_at(&searcher, addr, 0.0)
@@ -1250,6 +1265,18 @@ mod tests {
             ("ubob", viewer("ubob")),
             ("ucarol", carol),
         ] {
+            let allowed = index
+                .allowed_docs(&searcher, &reader, &Filters::default())
+                .unwrap_or_else(|e| panic!("{e}"));
+            let stats = ReadableStats::new(&searcher, &allowed, index.fields.text);
+            let mut all = searcher
+                .search_with_statistics_provider(
+                    &*text_query,
+                    &tantivy::collector::TopDocs::with_limit(100_000).order_by_score(),
+                    &stats,
+                )
+                .unwrap_or_else(|e| panic!("{e}"));
+            all.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
             for limit in [1, 10, 50] {
                 let hits = index
                     .keyword(&reader, query, &Filters::default(), limit)
@@ -1292,5 +1319,72 @@ mod tests {
             "a deleted copy came back"
         );
         assert_eq!(before.len(), 10);
+    }
+
+    /// Issue #22: bob's BM25 scores moved when alice privately ingested runs
+    /// holding his words. A viewer's keyword scores are those of an index
+    /// holding only what it may read, deleted copies and others' runs in
+    /// other segments included.
+    #[test]
+    fn keyword_scores_are_those_of_the_viewers_runs_alone() {
+        let texts = |run: &str| -> Vec<Chunk> {
+            [
+                "quokka lantern cache on staging",
+                "the lantern step failed on a long build with many words in it",
+                "quokka quokka parser",
+            ]
+            .iter()
+            .enumerate()
+            .map(|(i, t)| Chunk {
+                chunk_idx: i as u32,
+                role: Role::User,
+                // Runs of different lengths: no two scores tie.
+                text: format!("{t} {run}{}", if run == "rb2" { " and more" } else { "" }),
+                line_start: i as u64,
+                line_end: i as u64,
+                timestamp: None,
+            })
+            .collect()
+        };
+        let scores = |index: &EmbeddedIndex| -> Vec<(String, f32)> {
+            index
+                .keyword(&viewer("ubob"), "quokka lantern", &Filters::default(), 20)
+                .unwrap_or_else(|e| panic!("{e}"))
+                .into_iter()
+                .map(|h| (h.chunk_id, h.score))
+                .collect()
+        };
+        let put = |index: &EmbeddedIndex, id: &str, owner: &str| {
+            index
+                .put_run(&run(id, owner), &format!("|{id}|"), &texts(id))
+                .unwrap_or_else(|e| panic!("{e}"));
+            index.commit().unwrap_or_else(|e| panic!("{e}"));
+        };
+        let alone_dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let alone = EmbeddedIndex::open(alone_dir.path()).unwrap_or_else(|e| panic!("{e}"));
+        put(&alone, "rb1", "ubob");
+        put(&alone, "rb2", "ubob");
+
+        let shared_dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let shared = EmbeddedIndex::open(shared_dir.path()).unwrap_or_else(|e| panic!("{e}"));
+        put(&shared, "rb1", "ubob");
+        for i in 0..20 {
+            put(&shared, &format!("ra{i}"), "ualice");
+        }
+        put(&shared, "rb2", "ubob");
+        // Re-indexed: its first copies stay in their segment, deleted.
+        put(&shared, "rb1", "ubob");
+
+        let want = scores(&alone);
+        assert_eq!(want.len(), 6, "{want:?}");
+        assert_eq!(scores(&shared), want);
+        assert!(
+            scores(&shared).iter().all(|(id, _)| id.starts_with("rb")),
+            "bob reads only his own"
+        );
+        let nothing = shared
+            .keyword(&viewer("ucarol"), "quokka", &Filters::default(), 20)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(nothing.is_empty(), "carol may read nothing: {nothing:?}");
     }
 }

@@ -3,7 +3,7 @@
 
 use rusqlite::params;
 
-use super::{parse_id, Registry};
+use super::{parse_id, to_i64, Registry};
 use crate::error::Result;
 use kith_shared::ids::RunId;
 
@@ -86,14 +86,15 @@ impl Registry {
             .collect())
     }
 
-    /// These jobs are done: their runs are searchable. One transaction (one
-    /// sync of the log) for a whole indexing batch.
-    pub fn finish_jobs(&self, runs: &[RunId], indexed_at: &str) -> Result<()> {
+    /// These jobs are done: their runs are searchable, with `n_chunks`
+    /// chunks each. One transaction (one sync of the log) for a whole
+    /// indexing batch.
+    pub fn finish_jobs(&self, runs: &[(RunId, u64)], indexed_at: &str) -> Result<()> {
         let mut conn = self.conn();
         let tx = conn.transaction()?;
-        for run in runs {
-            tx.prepare_cached("UPDATE runs SET indexed_at = ?2 WHERE id = ?1")?
-                .execute(params![run.as_str(), indexed_at])?;
+        for (run, n_chunks) in runs {
+            tx.prepare_cached("UPDATE runs SET indexed_at = ?2, n_chunks = ?3 WHERE id = ?1")?
+                .execute(params![run.as_str(), indexed_at, to_i64(*n_chunks)])?;
             tx.prepare_cached("DELETE FROM index_jobs WHERE run_id = ?1")?
                 .execute([run.as_str()])?;
         }

@@ -9,7 +9,8 @@
 use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
 
-use rusqlite::Connection;
+use kith_shared::ids::UserId;
+use rusqlite::{params, Connection};
 
 use crate::error::{Error, Result};
 
@@ -79,7 +80,9 @@ CREATE TABLE IF NOT EXISTS runs (
     -- model (or is NULL) while the run waits for (re-)embedding.
     embedded_model TEXT,
     -- The conversation (`conversation::ConversationId`) the run belongs to.
-    conversation TEXT
+    conversation TEXT,
+    -- Chunks the index holds of the run, once indexed (`/api/status`).
+    n_chunks INTEGER
 );
 CREATE INDEX IF NOT EXISTS runs_source ON runs (user_id, source_identity, from_offset);
 CREATE INDEX IF NOT EXISTS runs_root ON runs (root_run_id, started_at);
@@ -125,6 +128,16 @@ pub struct RegistryCounts {
     pub pending_jobs: u64,
     pub realtime_jobs: u64,
     pub bulk_jobs: u64,
+}
+
+/// A user's (or the family's) share of what central holds.
+pub struct Holdings {
+    pub machines: u64,
+    pub runs: u64,
+    pub chunks: u64,
+    pub chunks_embedded: u64,
+    pub pending_jobs: u64,
+    pub last_indexed_at: Option<String>,
 }
 
 /// Two connections to one SQLite file in WAL mode: writes go one at a time
@@ -190,6 +203,44 @@ impl Registry {
         })
     }
 
+    /// What `user` holds (the whole family's with `None`): machines, runs,
+    /// indexed chunks, chunks with vectors of `model`, runs waiting for the
+    /// indexer, and when one of them was last indexed.
+    pub fn holdings(&self, user: Option<&UserId>, model: Option<&str>) -> Result<Holdings> {
+        let user = user.map(UserId::as_str);
+        let conn = self.reader();
+        let n = |v: i64| v.max(0) as u64;
+        let (runs, chunks, chunks_embedded, last_indexed_at) = conn
+            .prepare_cached(
+                "SELECT COUNT(*), COALESCE(SUM(n_chunks), 0),
+                        COALESCE(SUM(CASE WHEN embedded_model = ?2 THEN n_chunks END), 0),
+                        MAX(indexed_at)
+                 FROM runs WHERE ?1 IS NULL OR user_id = ?1",
+            )?
+            .query_row(params![user, model], |r| {
+                Ok((n(r.get(0)?), n(r.get(1)?), n(r.get(2)?), r.get(3)?))
+            })?;
+        let machines = conn
+            .prepare_cached(
+                "SELECT COUNT(*) FROM machines WHERE revoked_at IS NULL AND (?1 IS NULL OR user_id = ?1)",
+            )?
+            .query_row(params![user], |r| r.get(0).map(n))?;
+        let pending_jobs = conn
+            .prepare_cached(
+                "SELECT COUNT(*) FROM index_jobs j JOIN runs ON runs.id = j.run_id
+                 WHERE ?1 IS NULL OR runs.user_id = ?1",
+            )?
+            .query_row(params![user], |r| r.get(0).map(n))?;
+        Ok(Holdings {
+            machines,
+            runs,
+            chunks,
+            chunks_embedded,
+            pending_jobs,
+            last_indexed_at,
+        })
+    }
+
     pub fn last_indexed_at(&self) -> Result<Option<String>> {
         Ok(self
             .reader()
@@ -217,6 +268,15 @@ fn migrate(conn: &Connection) -> Result<()> {
     )?;
     if !has_conversation {
         conn.execute("ALTER TABLE runs ADD COLUMN conversation TEXT", [])?;
+    }
+    let has_n_chunks: bool = conn.query_row(
+        "SELECT COUNT(*) FROM pragma_table_info('runs') WHERE name = 'n_chunks'",
+        [],
+        |r| r.get::<_, i64>(0).map(|n| n > 0),
+    )?;
+    if !has_n_chunks {
+        // Counted from the next `reindex`; until then those runs count 0.
+        conn.execute("ALTER TABLE runs ADD COLUMN n_chunks INTEGER", [])?;
     }
     let has_follow: bool = conn.query_row(
         "SELECT COUNT(*) FROM pragma_table_info('shares') WHERE name = 'follow'",

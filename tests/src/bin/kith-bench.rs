@@ -566,7 +566,7 @@ fn main() -> Result<()> {
     } else {
         Central::start()?
     };
-    let corpus_token = corpus_central.register("bench.test", "bench")?;
+    let corpus_token = corpus_central.register_admin("bench.test", "bench")?;
     let capi = corpus_central.client(&corpus_token);
     let targets: &[u64] = size.pick(&[0], &[0], &[10_000, 100_000, 1_000_000]);
     let lines_per_run = size.pick(10, 10, 50);
@@ -678,7 +678,7 @@ fn main() -> Result<()> {
     if kith_tests::model_dir().is_some() && size != Size::Smoke {
         let (mut c, t) = if standin {
             let c = Central::start()?;
-            let t = c.register("bench.test", "bench")?;
+            let t = c.register_admin("bench.test", "bench")?;
             // ~3,400 chunks: the re-embed outlasts the series at full speed.
             let (_, _, ids) = ingest_corpus(&c.client(&t), &lines, 0..400, 10)?;
             for id in &ids {
