@@ -78,6 +78,15 @@ pub enum Command {
     Install { agent: Agent },
     /// Remove kith's hook from an agent's configuration.
     Uninstall { agent: Agent },
+    /// Forget one of your conversations and the subagents under it: central
+    /// deletes them for good and never takes their bytes again.
+    Forget {
+        /// A conversation id, one of its run ids, or a unique prefix.
+        id: String,
+        /// Do not ask (needed when stdin is not a terminal).
+        #[arg(long)]
+        yes: bool,
+    },
     #[command(flatten)]
     Family(FamilyCommand),
 }
@@ -204,6 +213,17 @@ fn run(command: Command, paths: &Paths) -> Result<()> {
         }
         Command::Install { agent } => install(paths, agent, true),
         Command::Uninstall { agent } => install(paths, agent, false),
+        Command::Forget { id, yes } => {
+            let auth = Auth::load(paths)?;
+            crate::forget::run(
+                &Remote {
+                    central_url: &auth.central_url,
+                    token: auth.token.expose(),
+                },
+                &id,
+                yes,
+            )
+        }
         Command::Family(cmd) => {
             let auth = Auth::load(paths)?;
             crate::family::run(

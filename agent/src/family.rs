@@ -190,18 +190,21 @@ pub struct Remote<'a> {
 }
 
 impl Remote<'_> {
-    fn client() -> Result<reqwest::blocking::Client> {
+    pub(crate) fn client() -> Result<reqwest::blocking::Client> {
         Ok(reqwest::blocking::Client::builder()
             .timeout(Duration::from_secs(30))
             .build()?)
     }
 
-    fn url(&self, path: &str) -> String {
+    pub(crate) fn url(&self, path: &str) -> String {
         format!("{}{path}", self.central_url.trim_end_matches('/'))
     }
 
     /// Sends and turns an error answer into its one-line reason.
-    fn send(&self, req: reqwest::blocking::RequestBuilder) -> Result<reqwest::blocking::Response> {
+    pub(crate) fn send(
+        &self,
+        req: reqwest::blocking::RequestBuilder,
+    ) -> Result<reqwest::blocking::Response> {
         let res = req
             .bearer_auth(self.token)
             .send()
@@ -539,7 +542,7 @@ fn all_turns(
 }
 
 /// A name as one URL path segment: a person may type anything.
-fn path_part(name: &str) -> String {
+pub(crate) fn path_part(name: &str) -> String {
     name.bytes()
         .map(|b| match b {
             b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' => (b as char).to_string(),

@@ -12,6 +12,12 @@
 //!    delta's chain hash; otherwise 409;
 //! 5. the parent is `parent_run_id` (which must be the caller's run) or else
 //!    the previous delta of the source; the root is the parent's root.
+//!
+//! Bytes of a forgotten conversation (`forget`) are `forgotten`: a delta
+//! within a source's forgotten ranges is dropped, one that starts inside
+//! them keeps only its bytes beyond, and the bytes that follow a forgotten
+//! range start a conversation of their own, their chain hash continuing
+//! the agent's.
 
 use std::collections::BTreeMap;
 
@@ -25,7 +31,7 @@ use kith_shared::{jsonl, timestamp};
 use crate::conversation::conversation_of;
 use crate::error::{Error, Result};
 use crate::registry::Viewer;
-use crate::registry::{ancestry_of, Lane, NewRun, StoredRun};
+use crate::registry::{ancestry_of, Lane, NewRun, StoredRun, Tombstone};
 use crate::state::AppState;
 use crate::store::BlobStore;
 
@@ -60,6 +66,9 @@ struct Delta {
     /// the delta is parsed once).
     chunks: Vec<Chunk>,
     started_at: Option<String>,
+    /// The chain hash the agent computed over bytes of which central keeps
+    /// only those after a forgotten range (`without_forgotten`).
+    agent_chain: Option<String>,
 }
 
 pub async fn ingest(
@@ -156,7 +165,48 @@ fn validate(req: IngestRequest, idempotency_key: Option<String>) -> Result<Delta
         parsed,
         chunks,
         started_at,
+        agent_chain: None,
     })
+}
+
+/// Where the forgotten ranges of a source, contiguous from `from`, end
+/// (`from` when none starts at or before it).
+fn forgotten_until(tombstones: &[Tombstone], from: u64) -> u64 {
+    let mut at = from;
+    for t in tombstones {
+        if t.from_offset <= at && t.to_offset > at {
+            at = t.to_offset;
+        }
+    }
+    at
+}
+
+/// The delta without its first bytes, up to `at`, which were forgotten:
+/// it continues the forgotten chain, and its receipt still carries the
+/// chain hash the agent computed over all of it.
+fn without_forgotten(d: Delta, at: u64, tombstones: &[Tombstone]) -> Result<Delta> {
+    let keep = (at - d.req.from_offset) as usize;
+    let rest = d.req.jsonl.get(keep..).ok_or_else(|| {
+        Error::conflict(
+            "range_overlap",
+            format!("offset {at} of this delta is not where a forgotten run ended"),
+        )
+    })?;
+    let agent_chain = chain_next(d.req.prev_sha256.as_deref(), &d.sha256);
+    let req = IngestRequest {
+        jsonl: rest.to_owned(),
+        from_offset: at,
+        prev_sha256: tombstones
+            .iter()
+            .find(|t| t.to_offset == at)
+            .map(|t| t.chain_sha256.clone()),
+        run_id: None,
+        parent_run_id: None,
+        ..d.req
+    };
+    let mut stripped = validate(req, d.idempotency_key)?;
+    stripped.agent_chain = Some(agent_chain);
+    Ok(stripped)
 }
 
 pub fn format_of(runtime: AgentRuntime) -> Format {
@@ -193,6 +243,16 @@ fn decide_and_store(state: &AppState, viewer: &Viewer, d: Delta) -> Result<(Inge
         }
     }
 
+    let tombstones = registry.tombstones_of_source(user.as_str(), &d.req.source_identity)?;
+    let forgotten_to = forgotten_until(&tombstones, d.req.from_offset);
+    let d = if forgotten_to >= d.req.to_offset {
+        return Ok((forgotten(&d, &tombstones), false));
+    } else if forgotten_to > d.req.from_offset {
+        without_forgotten(d, forgotten_to, &tombstones)?
+    } else {
+        d
+    };
+
     let req = &d.req;
     let overlapping = registry.source_runs_overlapping(
         user,
@@ -224,40 +284,43 @@ fn decide_and_store(state: &AppState, viewer: &Viewer, d: Delta) -> Result<(Inge
         ));
     }
 
-    let previous = if req.from_offset == 0 {
+    // The chain hash the delta extends: its previous run's, or, after a
+    // forgotten range, the forgotten run's (the new run starts a
+    // conversation of its own).
+    let (previous, chain_before) = if req.from_offset == 0 {
         if req.prev_sha256.is_some() {
             return Err(Error::conflict(
                 "chain_mismatch",
                 "a delta starting at offset 0 has no prev_sha256",
             ));
         }
-        None
+        (None, None)
     } else {
-        let prev = registry
-            .source_run_ending_at(user, &req.source_identity, req.from_offset)?
-            .ok_or_else(|| {
-                Error::conflict(
+        let prev = registry.source_run_ending_at(user, &req.source_identity, req.from_offset)?;
+        let (what, chain) = match (
+            &prev,
+            tombstones.iter().find(|t| t.to_offset == req.from_offset),
+        ) {
+            (Some(prev), _) => (&prev.meta.id, &prev.meta.chain_sha256),
+            (None, Some(t)) => (&t.run_id, &t.chain_sha256),
+            (None, None) => {
+                return Err(Error::conflict(
                     "chain_gap",
                     format!(
                         "no accepted delta of this source ends at offset {}",
                         req.from_offset
                     ),
-                )
-            })?;
-        if req
-            .prev_sha256
-            .as_ref()
-            .is_some_and(|p| *p != prev.meta.chain_sha256)
-        {
+                ))
+            }
+        };
+        if req.prev_sha256.as_ref().is_some_and(|p| p != chain) {
             return Err(Error::conflict(
                 "chain_mismatch",
-                format!(
-                    "prev_sha256 does not match the chain hash of run {}",
-                    prev.meta.id
-                ),
+                format!("prev_sha256 does not match the chain hash of run {what}"),
             ));
         }
-        Some(prev)
+        let chain = chain.clone();
+        (prev, Some(chain))
     };
 
     let parent = match &d.parent_run_id {
@@ -288,10 +351,10 @@ fn decide_and_store(state: &AppState, viewer: &Viewer, d: Delta) -> Result<(Inge
                 .and_then(timestamp::normalize)
         })
         .unwrap_or_else(timestamp::now);
-    let chain_sha256 = chain_next(
-        previous.as_ref().map(|p| p.meta.chain_sha256.as_str()),
-        &d.sha256,
-    );
+    let chain_sha256 = d
+        .agent_chain
+        .clone()
+        .unwrap_or_else(|| chain_next(chain_before.as_deref(), &d.sha256));
     let root_run_id = parent
         .as_ref()
         .map_or_else(|| run_id.to_string(), |p| p.meta.root_run_id.clone());
@@ -370,6 +433,23 @@ fn decide_and_store(state: &AppState, viewer: &Viewer, d: Delta) -> Result<(Inge
     })?;
     tracing::info!(run_id = %meta.id, user = %meta.user_id, bytes = meta.jsonl_bytes, "run accepted");
     Ok((response(&meta, IngestStatus::Accepted), true))
+}
+
+/// The answer to a delta whose bytes were all forgotten: nothing stored,
+/// and the chain hash the agent expects, so its cursor moves on.
+fn forgotten(d: &Delta, tombstones: &[Tombstone]) -> IngestResponse {
+    let run_id = tombstones
+        .iter()
+        .find(|t| t.from_offset <= d.req.from_offset && t.to_offset > d.req.from_offset)
+        .map_or_else(String::new, |t| t.run_id.clone());
+    IngestResponse {
+        _links: RunLinks::for_run(&run_id),
+        run_id,
+        status: IngestStatus::Forgotten,
+        jsonl_bytes: d.req.jsonl.len() as u64,
+        jsonl_sha256: d.sha256.clone(),
+        chain_sha256: chain_next(d.req.prev_sha256.as_deref(), &d.sha256),
+    }
 }
 
 fn already(run: &StoredRun) -> IngestResponse {

@@ -98,6 +98,9 @@ pub enum IngestStatus {
     Accepted,
     /// These bytes were stored before; nothing changed.
     AlreadyIndexed,
+    /// These bytes belong to a conversation its owner forgot: central
+    /// dropped them and stores nothing (the agent moves on, never resends).
+    Forgotten,
 }
 
 /// Links to a run's resources.
@@ -597,13 +600,25 @@ pub struct SharesResponse {
     pub received: Vec<Share>,
 }
 
+/// `DELETE /api/conversations/{id}`: what was forgotten.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ForgetResponse {
+    /// The conversation named.
+    pub conversation: String,
+    /// Conversations gone with it: itself and the subagents under it.
+    pub n_conversations: u64,
+    /// Runs (captured deltas) deleted.
+    pub n_runs: u64,
+}
+
 /// One read of my run by someone else.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct AuditEntry {
     /// Handle of the reader.
     pub reader: String,
     pub run_id: String,
-    /// `get`, `jsonl`, `descendants` or `search_hit`.
+    /// `get`, `jsonl`, `descendants`, `search_hit`, or `forget` (then
+    /// `reader` is who forgot the conversation `run_id` names).
     pub what: String,
     pub at: String,
 }
@@ -658,7 +673,8 @@ pub struct AuditResponse {
         Share,
         SharesResponse,
         AuditEntry,
-        AuditResponse
+        AuditResponse,
+        ForgetResponse
     ))
 )]
 pub struct ApiDoc;

@@ -15,7 +15,8 @@ use kith_shared::chunk::Chunk;
 use tantivy::collector::{Collector, DocSetCollector, SegmentCollector};
 use tantivy::directory::MmapDirectory;
 use tantivy::query::{
-    BooleanQuery, EmptyQuery, EnableScoring, Occur, PhraseQuery, Query, RangeQuery, TermQuery,
+    AllQuery, BooleanQuery, EmptyQuery, EnableScoring, Occur, PhraseQuery, Query, RangeQuery,
+    TermQuery,
 };
 use tantivy::schema::{
     Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions, Value, FAST, INDEXED, STORED,
@@ -599,6 +600,34 @@ impl SearchIndex for EmbeddedIndex {
             w.commit().map(drop).map_err(index_err)
         })?;
         self.reader.reload().map_err(index_err)
+    }
+
+    /// The runs' documents go in one commit; then the vector file keeps
+    /// only the vectors of chunks still indexed, which also sweeps out any
+    /// left by a forget that stopped between the two.
+    fn delete_runs(&self, run_ids: &[String]) -> Result<()> {
+        let f = &self.fields;
+        self.with_writer(|w| {
+            for id in run_ids {
+                w.delete_term(Term::from_field_text(f.run_id, id));
+            }
+            w.commit().map(drop).map_err(index_err)
+        })?;
+        self.reader.reload().map_err(index_err)?;
+        let live: std::collections::HashSet<u64> = self
+            .reader
+            .searcher()
+            .search(&AllQuery, &KeyCollector)
+            .map_err(index_err)?
+            .into_iter()
+            .map(|(key, _)| key)
+            .collect();
+        if let Some(store) = write(&self.vectors).as_mut() {
+            store
+                .retain(|key| live.contains(&key))
+                .map_err(|e| Error::Internal(e.to_string()))?;
+        }
+        Ok(())
     }
 
     /// Hits with the start of their text as snippet: the search highlights

@@ -119,6 +119,11 @@ pub trait SearchIndex: Send + Sync {
     /// Removes every chunk (before a full rebuild).
     fn clear(&self) -> Result<()>;
 
+    /// Removes every chunk of these runs and their vectors, durably and
+    /// from search when it returns (a forget). Runs not indexed are no
+    /// error, so a forget that stopped midway can run again.
+    fn delete_runs(&self, run_ids: &[String]) -> Result<()>;
+
     /// Keyword (BM25) search over the chunks the viewer may read: its own,
     /// and those its grants cover. (Callers still re-check every hit against
     /// the registry, which also knows expiry and quarantine.)

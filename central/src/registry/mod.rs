@@ -14,6 +14,7 @@ use rusqlite::Connection;
 use crate::error::{Error, Result};
 
 mod conversations;
+mod forgotten;
 mod jobs;
 mod machines;
 mod runs;
@@ -22,6 +23,7 @@ mod users;
 mod viewer;
 
 pub use conversations::{ConversationFilter, Facets};
+pub use forgotten::{ForgetSet, Forgetter, Tombstone};
 pub use jobs::{Lane, PendingJob};
 pub use machines::{MachineAuth, MachineRow};
 pub use runs::{ancestry_of, ForestFilter, NewRun, StoredRun};
@@ -108,6 +110,17 @@ CREATE TABLE IF NOT EXISTS audit (
     at TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS audit_owner ON audit (owner, at);
+CREATE TABLE IF NOT EXISTS forgotten (
+    run_id TEXT PRIMARY KEY,
+    user_id TEXT NOT NULL,
+    source_identity TEXT NOT NULL,
+    from_offset INTEGER NOT NULL,
+    to_offset INTEGER NOT NULL,
+    chain_sha256 TEXT NOT NULL,
+    conversation TEXT,
+    forgotten_at TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS forgotten_source ON forgotten (user_id, source_identity, from_offset);
 CREATE TABLE IF NOT EXISTS index_jobs (
     run_id TEXT PRIMARY KEY,
     lane TEXT NOT NULL,
@@ -249,10 +262,18 @@ fn lock(conn: &Mutex<Connection>) -> MutexGuard<'_, Connection> {
 /// run is quarantined. Every run read goes through it; nothing may bypass it.
 fn readable(n: usize) -> String {
     format!(
-        "(runs.user_id = ?{n} OR (runs.quarantined = 0 AND EXISTS (
+        "({} OR (runs.quarantined = 0 AND EXISTS (
             SELECT 1 FROM shares s WHERE s.grantee = ?{n} AND s.grantor = runs.user_id
-              AND {GRANT_COVERS_RUN})))"
+              AND {GRANT_COVERS_RUN})))",
+        owned(n)
     )
+}
+
+/// The SQL predicate "the viewer owns this run", over the `runs` table,
+/// with the viewer's user id as parameter `?n`: who may forget it, and the
+/// first way to read it.
+fn owned(n: usize) -> String {
+    format!("runs.user_id = ?{n}")
 }
 
 /// Over a grant `s` of the run's owner and the `runs` row: the grant is live
