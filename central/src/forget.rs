@@ -12,7 +12,7 @@
 use kith_proto::ForgetResponse;
 
 use crate::error::Result;
-use crate::registry::Forgetter;
+use crate::registry::{line_hashes, Forgetter};
 use crate::state::AppState;
 
 /// Forgets the conversation `name` names for `who`. Blocking: call from a
@@ -22,7 +22,19 @@ pub fn forget(state: &AppState, who: Forgetter<'_>, name: &str) -> Result<Forget
     let registry = state.registry();
     let set = registry.forget_set(who, name)?;
     let run_ids = set.run_ids();
-    registry.begin_forget(&set, &who.audit_name())?;
+    // A blob gone already was hashed by the forget that deleted it.
+    let lines: Vec<Vec<String>> = set
+        .runs
+        .iter()
+        .map(|r| {
+            state
+                .store()
+                .read_jsonl(&r.blob_path)
+                .map(|b| line_hashes(&b))
+                .unwrap_or_default()
+        })
+        .collect();
+    registry.begin_forget(&set, &lines, &who.audit_name())?;
     {
         let _forgetting = state.indexer().forgetting();
         state.index().delete_runs(&run_ids)?;

@@ -13,11 +13,11 @@
 //! 5. the parent is `parent_run_id` (which must be the caller's run) or else
 //!    the previous delta of the source; the root is the parent's root.
 //!
-//! Bytes of a forgotten conversation (`forget`) are `forgotten`: a delta
-//! within a source's forgotten ranges is dropped, one that starts inside
-//! them keeps only its bytes beyond, and the bytes that follow a forgotten
-//! range start a conversation of their own, their chain hash continuing
-//! the agent's.
+//! Lines of a forgotten conversation (`forget`) are not taken again: a
+//! delta of forgotten lines only is `forgotten` (nothing stored), one that
+//! starts with them keeps only the lines after, and bytes that continue a
+//! forgotten chain start a conversation of their own; the receipt's chain
+//! hash is always the one the agent computed, so its cursor moves on.
 
 use std::collections::BTreeMap;
 
@@ -31,7 +31,7 @@ use kith_shared::{jsonl, timestamp};
 use crate::conversation::conversation_of;
 use crate::error::{Error, Result};
 use crate::registry::Viewer;
-use crate::registry::{ancestry_of, Lane, NewRun, StoredRun, Tombstone};
+use crate::registry::{ancestry_of, Lane, NewRun, StoredRun};
 use crate::state::AppState;
 use crate::store::BlobStore;
 
@@ -169,37 +169,22 @@ fn validate(req: IngestRequest, idempotency_key: Option<String>) -> Result<Delta
     })
 }
 
-/// Where the forgotten ranges of a source, contiguous from `from`, end
-/// (`from` when none starts at or before it).
-fn forgotten_until(tombstones: &[Tombstone], from: u64) -> u64 {
-    let mut at = from;
-    for t in tombstones {
-        if t.from_offset <= at && t.to_offset > at {
-            at = t.to_offset;
-        }
-    }
-    at
-}
-
-/// The delta without its first bytes, up to `at`, which were forgotten:
-/// it continues the forgotten chain, and its receipt still carries the
-/// chain hash the agent computed over all of it.
-fn without_forgotten(d: Delta, at: u64, tombstones: &[Tombstone]) -> Result<Delta> {
+/// The delta without its first bytes, up to `at`, which were forgotten: it
+/// starts a conversation of its own there, and its receipt still carries
+/// the chain hash the agent computed over all of it.
+fn without_forgotten(d: Delta, at: u64) -> Result<Delta> {
     let keep = (at - d.req.from_offset) as usize;
-    let rest = d.req.jsonl.get(keep..).ok_or_else(|| {
-        Error::conflict(
-            "range_overlap",
-            format!("offset {at} of this delta is not where a forgotten run ended"),
-        )
-    })?;
+    let rest = d
+        .req
+        .jsonl
+        .get(keep..)
+        .ok_or_else(|| Error::Internal("a forgotten line ends inside a character".into()))?
+        .to_owned();
     let agent_chain = chain_next(d.req.prev_sha256.as_deref(), &d.sha256);
     let req = IngestRequest {
-        jsonl: rest.to_owned(),
+        jsonl: rest,
         from_offset: at,
-        prev_sha256: tombstones
-            .iter()
-            .find(|t| t.to_offset == at)
-            .map(|t| t.chain_sha256.clone()),
+        prev_sha256: None,
         run_id: None,
         parent_run_id: None,
         ..d.req
@@ -243,12 +228,13 @@ fn decide_and_store(state: &AppState, viewer: &Viewer, d: Delta) -> Result<(Inge
         }
     }
 
-    let tombstones = registry.tombstones_of_source(user.as_str(), &d.req.source_identity)?;
-    let forgotten_to = forgotten_until(&tombstones, d.req.from_offset);
-    let d = if forgotten_to >= d.req.to_offset {
-        return Ok((forgotten(&d, &tombstones), false));
-    } else if forgotten_to > d.req.from_offset {
-        without_forgotten(d, forgotten_to, &tombstones)?
+    let (n_forgotten, forgotten_run) =
+        registry.forgotten_prefix(user.as_str(), d.req.jsonl.as_bytes())?;
+    let d = if n_forgotten == d.req.jsonl.len() {
+        return Ok((forgotten(&d, forgotten_run.unwrap_or_default()), false));
+    } else if n_forgotten > 0 {
+        let at = d.req.from_offset + n_forgotten as u64;
+        without_forgotten(d, at)?
     } else {
         d
     };
@@ -287,7 +273,9 @@ fn decide_and_store(state: &AppState, viewer: &Viewer, d: Delta) -> Result<(Inge
     // The chain hash the delta extends: its previous run's, or, after a
     // forgotten range, the forgotten run's (the new run starts a
     // conversation of its own).
-    let (previous, chain_before) = if req.from_offset == 0 {
+    let (previous, chain_before) = if d.agent_chain.is_some() {
+        (None, None)
+    } else if req.from_offset == 0 {
         if req.prev_sha256.is_some() {
             return Err(Error::conflict(
                 "chain_mismatch",
@@ -297,10 +285,15 @@ fn decide_and_store(state: &AppState, viewer: &Viewer, d: Delta) -> Result<(Inge
         (None, None)
     } else {
         let prev = registry.source_run_ending_at(user, &req.source_identity, req.from_offset)?;
-        let (what, chain) = match (
-            &prev,
-            tombstones.iter().find(|t| t.to_offset == req.from_offset),
-        ) {
+        let tombstone = match prev {
+            Some(_) => None,
+            None => registry.tombstone_ending_at(
+                user.as_str(),
+                &req.source_identity,
+                req.from_offset,
+            )?,
+        };
+        let (what, chain) = match (&prev, &tombstone) {
             (Some(prev), _) => (&prev.meta.id, &prev.meta.chain_sha256),
             (None, Some(t)) => (&t.run_id, &t.chain_sha256),
             (None, None) => {
@@ -435,13 +428,10 @@ fn decide_and_store(state: &AppState, viewer: &Viewer, d: Delta) -> Result<(Inge
     Ok((response(&meta, IngestStatus::Accepted), true))
 }
 
-/// The answer to a delta whose bytes were all forgotten: nothing stored,
-/// and the chain hash the agent expects, so its cursor moves on.
-fn forgotten(d: &Delta, tombstones: &[Tombstone]) -> IngestResponse {
-    let run_id = tombstones
-        .iter()
-        .find(|t| t.from_offset <= d.req.from_offset && t.to_offset > d.req.from_offset)
-        .map_or_else(String::new, |t| t.run_id.clone());
+/// The answer to a delta whose lines were all forgotten (with `run_id`):
+/// nothing stored, and the chain hash the agent expects, so its cursor
+/// moves on.
+fn forgotten(d: &Delta, run_id: String) -> IngestResponse {
     IngestResponse {
         _links: RunLinks::for_run(&run_id),
         run_id,

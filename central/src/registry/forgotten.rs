@@ -1,9 +1,11 @@
-//! The `forgotten` table: tombstones of the runs their owner forgot. A
-//! tombstone keeps no text, only where the bytes came from (source chain and
-//! byte range) and the chain hash at their end, so ingest can drop a resend
-//! of those bytes and let the transcript's later bytes start a chain of
-//! their own. The runs' rows go last (`finish_forget`): until then a
-//! forget is unfinished, which `doctor` reports and a second forget ends.
+//! The `forgotten` and `forgotten_lines` tables: tombstones of the runs
+//! their owner forgot. A tombstone keeps no text: where the bytes came from
+//! (source chain, byte range, the chain hash at their end), so the
+//! transcript's later bytes start a conversation of their own, and the
+//! sha256 of each line, so ingest drops those lines when an agent sends
+//! them again, on this chain or on a new one (a lost cursor, a rewrite).
+//! The runs' rows go last (`finish_forget`): until then a forget is
+//! unfinished, which `doctor` reports and a second forget ends.
 
 use rusqlite::params;
 
@@ -54,12 +56,20 @@ impl ForgetSet {
     }
 }
 
+/// The sha256 of each line of a blob (with its newline), as
+/// `forgotten_lines` keeps them.
+pub fn line_hashes(jsonl: &[u8]) -> Vec<String> {
+    jsonl
+        .split_inclusive(|&b| b == b'\n')
+        .map(kith_shared::hash::sha256_hex)
+        .collect()
+}
+
 /// A forgotten run's place in its source chain.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Tombstone {
     pub run_id: String,
-    pub from_offset: u64,
-    pub to_offset: u64,
+    /// The chain hash at the run's end: what the chain's next delta extends.
     pub chain_sha256: String,
 }
 
@@ -108,14 +118,23 @@ impl Registry {
     }
 
     /// The first step of a forget, in one transaction: tombstones for the
-    /// runs, their indexing jobs dropped (the indexer must not put them
-    /// back), and the audit entry (who, which conversation, when; no text).
-    pub fn begin_forget(&self, set: &ForgetSet, by: &str) -> Result<()> {
+    /// runs and the hashes of their lines (`lines`, by run, from the blobs
+    /// still there), their indexing jobs dropped (the indexer must not put
+    /// them back), and the audit entry (who, which conversation, when; no
+    /// text).
+    pub fn begin_forget(&self, set: &ForgetSet, lines: &[Vec<String>], by: &str) -> Result<()> {
         let now = kith_shared::timestamp::now();
         let mut conn = self.conn();
         let tx = conn.transaction()?;
-        for run in &set.runs {
+        for (run, hashes) in set.runs.iter().zip(lines) {
             let m = &run.meta;
+            for hash in hashes {
+                tx.prepare_cached(
+                    "INSERT OR IGNORE INTO forgotten_lines (user_id, line_sha256, run_id)
+                     VALUES (?1, ?2, ?3)",
+                )?
+                .execute(params![m.user_id, hash, m.id])?;
+            }
             tx.prepare_cached(
                 "INSERT OR IGNORE INTO forgotten (run_id, user_id, source_identity, from_offset,
                      to_offset, chain_sha256, conversation, forgotten_at)
@@ -172,24 +191,51 @@ impl Registry {
         Ok(out)
     }
 
-    /// The forgotten runs of one source chain, in byte order.
-    pub fn tombstones_of_source(&self, user: &str, source: &str) -> Result<Vec<Tombstone>> {
+    /// The forgotten run of a source chain that ended at `offset`.
+    pub fn tombstone_ending_at(
+        &self,
+        user: &str,
+        source: &str,
+        offset: u64,
+    ) -> Result<Option<Tombstone>> {
         let conn = self.reader();
         let mut stmt = conn.prepare_cached(
-            "SELECT run_id, from_offset, to_offset, chain_sha256 FROM forgotten
-             WHERE user_id = ?1 AND source_identity = ?2 ORDER BY from_offset",
+            "SELECT run_id, chain_sha256 FROM forgotten
+             WHERE user_id = ?1 AND source_identity = ?2 AND to_offset = ?3",
         )?;
-        let rows = stmt
-            .query_map(params![user, source], |r| {
+        let found = stmt
+            .query_map(params![user, source, to_i64(offset)], |r| {
                 Ok(Tombstone {
                     run_id: r.get(0)?,
-                    from_offset: r.get::<_, i64>(1)?.max(0) as u64,
-                    to_offset: r.get::<_, i64>(2)?.max(0) as u64,
-                    chain_sha256: r.get(3)?,
+                    chain_sha256: r.get(1)?,
                 })
             })?
-            .collect::<rusqlite::Result<_>>()?;
-        Ok(rows)
+            .next()
+            .transpose()?;
+        Ok(found)
+    }
+
+    /// How many leading bytes of `jsonl` are lines `user` forgot, and the
+    /// run the first of them was forgotten with.
+    pub fn forgotten_prefix(&self, user: &str, jsonl: &[u8]) -> Result<(usize, Option<String>)> {
+        let conn = self.reader();
+        let mut stmt = conn.prepare_cached(
+            "SELECT run_id FROM forgotten_lines WHERE user_id = ?1 AND line_sha256 = ?2",
+        )?;
+        let (mut at, mut first) = (0, None);
+        for (line, hash) in jsonl
+            .split_inclusive(|&b| b == b'\n')
+            .zip(line_hashes(jsonl))
+        {
+            let run: Option<String> = stmt
+                .query_map(params![user, hash], |r| r.get(0))?
+                .next()
+                .transpose()?;
+            let Some(run) = run else { break };
+            first.get_or_insert(run);
+            at += line.len();
+        }
+        Ok((at, first))
     }
 
     /// Runs forgotten but still in the catalog: a forget that stopped

@@ -23,7 +23,7 @@ mod users;
 mod viewer;
 
 pub use conversations::{ConversationFilter, Facets};
-pub use forgotten::{ForgetSet, Forgetter, Tombstone};
+pub use forgotten::{line_hashes, ForgetSet, Forgetter, Tombstone};
 pub use jobs::{Lane, PendingJob};
 pub use machines::{MachineAuth, MachineRow};
 pub use runs::{ancestry_of, ForestFilter, NewRun, StoredRun};
@@ -120,7 +120,14 @@ CREATE TABLE IF NOT EXISTS forgotten (
     conversation TEXT,
     forgotten_at TEXT NOT NULL
 );
-CREATE INDEX IF NOT EXISTS forgotten_source ON forgotten (user_id, source_identity, from_offset);
+CREATE INDEX IF NOT EXISTS forgotten_source ON forgotten (user_id, source_identity, to_offset);
+-- sha256 of each line of a forgotten run: a resend under any chain is known.
+CREATE TABLE IF NOT EXISTS forgotten_lines (
+    user_id TEXT NOT NULL,
+    line_sha256 TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    PRIMARY KEY (user_id, line_sha256)
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS index_jobs (
     run_id TEXT PRIMARY KEY,
     lane TEXT NOT NULL,
