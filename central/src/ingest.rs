@@ -317,6 +317,8 @@ fn decide_and_store(state: &AppState, viewer: &Viewer, d: Delta) -> Result<(Inge
     };
 
     let parent = match &d.parent_run_id {
+        // The previous delta, or the parent session, was forgotten.
+        Some(id) if registry.forgot(user.as_str(), id.as_str())? => None,
         Some(id) => Some(
             registry
                 .run(viewer, id)?

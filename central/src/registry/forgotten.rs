@@ -191,6 +191,15 @@ impl Registry {
         Ok(out)
     }
 
+    /// Whether `user` forgot the run `run_id` (a delta naming it as parent
+    /// starts a tree of its own).
+    pub fn forgot(&self, user: &str, run_id: &str) -> Result<bool> {
+        Ok(self
+            .reader()
+            .prepare_cached("SELECT 1 FROM forgotten WHERE run_id = ?1 AND user_id = ?2")?
+            .exists(params![run_id, user])?)
+    }
+
     /// The forgotten run of a source chain that ended at `offset`.
     pub fn tombstone_ending_at(
         &self,
