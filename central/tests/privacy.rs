@@ -139,7 +139,7 @@ async fn check_reads(
             }
         }
         let (_, res) = call(
-            &app,
+            app,
             token,
             "POST",
             "/api/search",
