@@ -114,6 +114,10 @@ pub struct SearchArgs {
     /// 0 to 1: how much the hits should differ from one another.
     #[arg(long)]
     diversity: Option<f32>,
+    /// Also what was captured before a transcript was rewritten or
+    /// truncated (searched only when asked; `kith show` reads it either way).
+    #[arg(long)]
+    include_superseded: bool,
     /// Central's whole answer as one JSON document, for scripts and agents.
     #[arg(long)]
     json: bool,
@@ -244,6 +248,7 @@ pub fn run(cmd: FamilyCommand, remote: &Remote<'_>) -> Result<()> {
                 group,
                 half_life,
                 diversity,
+                include_superseded,
                 json,
             } = *args;
             let when = |flag: &str, v: Option<String>| {
@@ -278,6 +283,7 @@ pub fn run(cmd: FamilyCommand, remote: &Remote<'_>) -> Result<()> {
                     command,
                     branch,
                     owner,
+                    include_superseded,
                     ..SearchFilters::default()
                 },
                 limit: Some(limit),

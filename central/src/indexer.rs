@@ -219,7 +219,9 @@ fn index_one(state: &AppState, job: &PendingJob) -> Result<()> {
             chunk_turns(&parsed.turns, &ChunkConfig::default())
         }
     };
-    state.index().put_run(&meta, &job.ancestry, &chunks)
+    state
+        .index()
+        .put_run(&meta, &job.ancestry, job.superseded, &chunks)
 }
 
 #[cfg(test)]

@@ -401,6 +401,11 @@ pub struct SearchFilters {
     /// The owner's handle.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner: Option<String>,
+    /// Also the text of superseded chains: a transcript captured again
+    /// after a rewrite or truncation leaves its older capture out of
+    /// search unless asked (it stays readable through show).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub include_superseded: bool,
 }
 
 /// How search hits are returned.

@@ -1,10 +1,12 @@
-//! Forgetting end to end: the real `kith` captures real Claude Code
-//! transcripts into a real central; `kith forget` then removes a
+//! What leaves search, end to end: the real `kith` captures real Claude
+//! Code transcripts into a real central. `kith forget` removes a
 //! conversation from every read (search in each mode, show, tree, jsonl,
 //! turns, runs) for its owner and for the person it was shared with, leaves
 //! the other conversation alone, keeps its bytes out of central when the
 //! agent captures the file again (cursor kept, and cursor lost), and is
-//! refused (404) to anyone but the owner.
+//! refused (404) to anyone but the owner. A transcript rewritten or
+//! truncated and captured again retires its older capture from search
+//! (still shown, and found with `--include-superseded`).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -366,5 +368,118 @@ fn the_operator_forgets_any_conversation_and_doctor_finds_nothing_left() -> Resu
         audit.body["entries"][0]["reader"] == "kith-central",
         "{audit:?}"
     );
+    Ok(())
+}
+
+/// Writes session `n`'s file anew with one turn: through a new file
+/// renamed over it (another inode, as an editor or a migration does), or
+/// truncated in place.
+fn rewrite(file: &Path, n: u32, said: &str, answer: &str, in_place: bool) -> Result<()> {
+    if in_place {
+        std::fs::File::options()
+            .write(true)
+            .open(file)?
+            .set_len(0)?;
+        return turn(file, n, 0, said, answer);
+    }
+    let fresh = file.with_extension("new");
+    turn(&fresh, n, 0, said, answer)?;
+    Ok(std::fs::rename(&fresh, file)?)
+}
+
+/// Waits until central has no indexing left to do.
+fn wait_settled(api: &Api) -> Result<()> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let s = api.get("/api/status")?;
+        if s.body["counts"]["pending_index_jobs"] == 0 {
+            return Ok(());
+        }
+        ensure!(std::time::Instant::now() < deadline, "{s:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_rewritten_transcript_retires_its_older_capture_from_search() -> Result<()> {
+    let central = Central::start()?;
+    let token = central.register("alice.test", "laptop")?;
+    let api = central.client(&token);
+    let alice = Device::new(&central, &token)?;
+    let file = alice.session(5);
+    let semantic = model_dir().is_some();
+    let mut captures = Vec::new();
+    for (word, in_place) in [("okapi", false), ("gazelle", false), ("ibex", true)] {
+        let said = format!("total the {word} ledger for march");
+        let answer = format!("the {word} ledger totals 4,210 for march");
+        if captures.is_empty() {
+            turn(&file, 5, 0, &said, &answer)?;
+        } else {
+            rewrite(&file, 5, &said, &answer, in_place)?;
+        }
+        alice.ok(&["backfill"])?;
+        wait_settled(&api)?;
+        let now = api.get("/api/conversations")?.body["conversations"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let newest = now
+            .iter()
+            .map(|c| c["id"].as_str().unwrap_or_default().to_owned())
+            .find(|id| !captures.iter().any(|(_, c)| c == id))
+            .with_context(|| format!("no new conversation after the {word} rewrite: {now:?}"))?;
+        for c in &now {
+            for run in c["run_ids"].as_array().into_iter().flatten() {
+                let run = run.as_str().unwrap_or_default();
+                if semantic {
+                    api.wait_embedded(run, Duration::from_secs(120))?;
+                }
+            }
+        }
+        captures.push((word, newest));
+    }
+    let (newest_word, newest) = captures.last().cloned().context("captures")?;
+    for mode in modes() {
+        ensure!(
+            alice.found("ledger", mode)? == vec![newest.clone()],
+            "{mode}: only the newest capture by default"
+        );
+    }
+    ensure!(alice.found(newest_word, "keyword")? == vec![newest.clone()]);
+    for (word, id) in &captures[..captures.len() - 1] {
+        ensure!(
+            alice.found(word, "keyword")?.is_empty(),
+            "{word} is retired"
+        );
+        let out = alice.ok(&[
+            "search",
+            word,
+            "--json",
+            "--mode",
+            "keyword",
+            "--include-superseded",
+        ])?;
+        ensure!(
+            out.contains(id.as_str()),
+            "{word} with --include-superseded: {out}"
+        );
+        ensure!(alice.ok(&["show", id])?.contains(&format!("{word} ledger")));
+    }
+    if semantic {
+        let out = alice.ok(&[
+            "search",
+            "ledger",
+            "--json",
+            "--mode",
+            "semantic",
+            "--include-superseded",
+        ])?;
+        for (_, id) in &captures {
+            ensure!(
+                out.contains(id.as_str()),
+                "semantic --include-superseded finds {id}: {out}"
+            );
+        }
+    }
     Ok(())
 }

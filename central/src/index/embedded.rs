@@ -67,6 +67,8 @@ struct Fields {
     line_start: Field,
     line_end: Field,
     intent: Field,
+    /// 1 for a chunk of a superseded chain (`Filters::include_superseded`).
+    superseded: Field,
 }
 
 pub struct EmbeddedIndex {
@@ -116,6 +118,7 @@ fn schema() -> (Schema, Fields) {
         line_start: b.add_u64_field("line_start", STORED),
         line_end: b.add_u64_field("line_end", STORED),
         intent: b.add_text_field("intent", STORED),
+        superseded: b.add_u64_field("superseded", INDEXED),
     };
     (b.build(), fields)
 }
@@ -522,6 +525,15 @@ impl EmbeddedIndex {
             });
             out.push((Occur::Must, Box::new(RangeQuery::new(lower, upper))));
         }
+        if !filters.include_superseded {
+            out.push((
+                Occur::MustNot,
+                Box::new(TermQuery::new(
+                    Term::from_field_u64(f.superseded, 1),
+                    IndexRecordOption::Basic,
+                )),
+            ));
+        }
         out
     }
 }
@@ -543,7 +555,13 @@ impl SearchIndex for EmbeddedIndex {
         "embedded"
     }
 
-    fn put_run(&self, run: &RunMeta, ancestry: &str, chunks: &[Chunk]) -> Result<()> {
+    fn put_run(
+        &self,
+        run: &RunMeta,
+        ancestry: &str,
+        superseded: bool,
+        chunks: &[Chunk],
+    ) -> Result<()> {
         let f = &self.fields;
         let started_ms = kith_shared::timestamp::parse(&run.started_at)
             .map_or(0, |t| (t.unix_timestamp_nanos() / 1_000_000) as i64);
@@ -580,6 +598,7 @@ impl SearchIndex for EmbeddedIndex {
                 if let Some(i) = &run.intent {
                     doc.add_text(f.intent, i);
                 }
+                doc.add_u64(f.superseded, u64::from(superseded));
                 writer.add_document(doc).map_err(index_err)?;
             }
             Ok(())
@@ -993,7 +1012,7 @@ mod tests {
                 line_end: 0,
                 timestamp: None,
             };
-            index.put_run(&run(id, "u1"), &format!("|{id}|"), &[chunk])?;
+            index.put_run(&run(id, "u1"), &format!("|{id}|"), false, &[chunk])?;
         }
         index.commit()?;
         let check = |query: &str, want: &[&str]| -> Result<()> {
@@ -1039,8 +1058,8 @@ mod tests {
     fn chunks_to_embed_are_the_indexed_texts_without_a_vector() -> Result<()> {
         let dir = tempfile::tempdir()?;
         let index = EmbeddedIndex::open(dir.path())?;
-        index.put_run(&run("r1", "u1"), "|r1|", &chunks(3, " of r1"))?;
-        index.put_run(&run("r2", "u1"), "|r2|", &chunks(2, " of r2"))?;
+        index.put_run(&run("r1", "u1"), "|r1|", false, &chunks(3, " of r1"))?;
+        index.put_run(&run("r2", "u1"), "|r2|", false, &chunks(2, " of r2"))?;
         index.commit()?;
         let r1 = |idx: &[u32]| -> Vec<(String, String)> {
             idx.iter()
@@ -1080,6 +1099,7 @@ mod tests {
                 .put_run(
                     &run(&run_id, owner),
                     &format!("|{run_id}|"),
+                    false,
                     &chunks(per_run, ""),
                 )
                 .unwrap_or_else(|e| panic!("{e}"));
@@ -1100,7 +1120,7 @@ mod tests {
         for r in 2..12 {
             let run_id = format!("r{r}");
             index
-                .put_run(&run(&run_id, "ubob"), &format!("|{run_id}|"), &again)
+                .put_run(&run(&run_id, "ubob"), &format!("|{run_id}|"), false, &again)
                 .unwrap_or_else(|e| panic!("{e}"));
         }
         index.commit().unwrap_or_else(|e| panic!("{e}"));
@@ -1227,7 +1247,7 @@ mod tests {
                 })
                 .collect();
             index
-                .put_run(&run(run_id, owner), &format!("|{run_id}|"), &chunks)
+                .put_run(&run(run_id, owner), &format!("|{run_id}|"), false, &chunks)
                 .unwrap_or_else(|e| panic!("{e}"));
             owner_of.insert(run_id.to_owned(), owner);
         };

@@ -546,14 +546,20 @@ impl SearchIndex for MeiliIndex {
         "meilisearch"
     }
 
-    fn put_run(&self, run: &RunMeta, ancestry: &str, chunks: &[Chunk]) -> Result<()> {
+    fn put_run(
+        &self,
+        run: &RunMeta,
+        ancestry: &str,
+        superseded: bool,
+        chunks: &[Chunk],
+    ) -> Result<()> {
         let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
         pending.runs.push(run.id.clone());
         // A run put twice before one commit keeps only its last chunks.
         pending.docs.retain(|d| d.run_id != run.id);
         pending
             .docs
-            .extend(schema::chunk_docs(run, ancestry, chunks));
+            .extend(schema::chunk_docs(run, ancestry, superseded, chunks));
         Ok(())
     }
 

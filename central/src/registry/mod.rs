@@ -81,7 +81,10 @@ CREATE TABLE IF NOT EXISTS runs (
     -- model (or is NULL) while the run waits for (re-)embedding.
     embedded_model TEXT,
     -- The conversation (`conversation::ConversationId`) the run belongs to.
-    conversation TEXT
+    conversation TEXT,
+    -- A later chain of the same transcript replaced this run's chain (a
+    -- rewrite or truncation captured again): left out of search by default.
+    superseded INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS runs_source ON runs (user_id, source_identity, from_offset);
 CREATE INDEX IF NOT EXISTS runs_root ON runs (root_run_id, started_at);
@@ -237,6 +240,17 @@ fn migrate(conn: &Connection) -> Result<()> {
     )?;
     if !has_conversation {
         conn.execute("ALTER TABLE runs ADD COLUMN conversation TEXT", [])?;
+    }
+    let has_superseded: bool = conn.query_row(
+        "SELECT COUNT(*) FROM pragma_table_info('runs') WHERE name = 'superseded'",
+        [],
+        |r| r.get::<_, i64>(0).map(|n| n > 0),
+    )?;
+    if !has_superseded {
+        conn.execute(
+            "ALTER TABLE runs ADD COLUMN superseded INTEGER NOT NULL DEFAULT 0",
+            [],
+        )?;
     }
     let has_follow: bool = conn.query_row(
         "SELECT COUNT(*) FROM pragma_table_info('shares') WHERE name = 'follow'",
