@@ -86,6 +86,15 @@ pub enum Command {
     /// Set this machine up: kith on PATH, every present agent's hook, and a
     /// user service running `kith watch` (idempotent).
     Setup(SetupArgs),
+    /// Forget one of your conversations and the subagents under it: central
+    /// deletes them for good and never takes their bytes again.
+    Forget {
+        /// A conversation id, one of its run ids, or a unique prefix.
+        id: String,
+        /// Do not ask (needed when stdin is not a terminal).
+        #[arg(long)]
+        yes: bool,
+    },
     #[command(flatten)]
     Family(FamilyCommand),
 }
@@ -230,6 +239,18 @@ fn run(command: Command, paths: &Paths) -> Result<()> {
         Command::Install { agent } => install(paths, agent, true),
         Command::Uninstall { agent } => install(paths, agent, false),
         Command::Setup(args) => setup(paths, args),
+        Command::Forget { id, yes } => {
+            let auth = Auth::load(paths)?;
+            crate::forget::run(
+                &Remote {
+                    central_url: &auth.central_url,
+                    token: auth.token.expose(),
+                    certificates: crate::client::trusted_certificates(&auth)?,
+                },
+                &id,
+                yes,
+            )
+        }
         Command::Family(cmd) => {
             let auth = Auth::load(paths)?;
             crate::family::run(

@@ -114,6 +114,10 @@ pub struct SearchArgs {
     /// 0 to 1: how much the hits should differ from one another.
     #[arg(long)]
     diversity: Option<f32>,
+    /// Also what was captured before a transcript was rewritten or
+    /// truncated (searched only when asked; `kith show` reads it either way).
+    #[arg(long)]
+    include_superseded: bool,
     /// Central's whole answer as one JSON document, for scripts and agents.
     #[arg(long)]
     json: bool,
@@ -192,7 +196,7 @@ pub struct Remote<'a> {
 }
 
 impl Remote<'_> {
-    fn client(&self) -> Result<reqwest::blocking::Client> {
+    pub(crate) fn client(&self) -> Result<reqwest::blocking::Client> {
         let mut builder = reqwest::blocking::Client::builder().timeout(Duration::from_secs(30));
         for cert in &self.certificates {
             builder = builder.add_root_certificate(cert.clone());
@@ -200,12 +204,12 @@ impl Remote<'_> {
         Ok(builder.build()?)
     }
 
-    fn url(&self, path: &str) -> String {
+    pub(crate) fn url(&self, path: &str) -> String {
         format!("{}{path}", self.central_url.trim_end_matches('/'))
     }
 
     /// Sends and turns an error answer into its one-line reason.
-    fn send(&self, req: reqwest::blocking::RequestBuilder) -> Result<reqwest::blocking::Response> {
+    pub(crate) fn send(&self, req: reqwest::blocking::RequestBuilder) -> Result<reqwest::blocking::Response> {
         let res = req.bearer_auth(self.token).send().map_err(|e| {
             anyhow!(
                 "cannot reach central at {}: {}",
@@ -248,6 +252,7 @@ pub fn run(cmd: FamilyCommand, remote: &Remote<'_>) -> Result<()> {
                 group,
                 half_life,
                 diversity,
+                include_superseded,
                 json,
             } = *args;
             let when = |flag: &str, v: Option<String>| {
@@ -282,6 +287,7 @@ pub fn run(cmd: FamilyCommand, remote: &Remote<'_>) -> Result<()> {
                     command,
                     branch,
                     owner,
+                    include_superseded,
                     ..SearchFilters::default()
                 },
                 limit: Some(limit),
@@ -546,7 +552,7 @@ fn all_turns(
 }
 
 /// A name as one URL path segment: a person may type anything.
-fn path_part(name: &str) -> String {
+pub(crate) fn path_part(name: &str) -> String {
     name.bytes()
         .map(|b| match b {
             b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' => (b as char).to_string(),

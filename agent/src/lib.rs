@@ -14,6 +14,7 @@ pub mod cursor;
 pub mod discover;
 pub mod error;
 pub mod family;
+pub mod forget;
 pub mod hook;
 pub mod install;
 pub mod outbox;

@@ -65,6 +65,13 @@ enum Command {
     Reindex,
     /// Report drift between the blob store, the registry and the index.
     Doctor,
+    /// Forget a conversation and the subagents under it, whoever owns it:
+    /// deleted from the index, the blobs and the registry, its bytes never
+    /// taken again (stop `serve` first).
+    Forget {
+        /// A whole conversation id or run id.
+        id: String,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -227,6 +234,15 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
             println!(
                 "reindexed {} runs into {} chunks",
                 report.n_runs, report.n_chunks
+            );
+            Ok(())
+        }
+        Command::Forget { id } => {
+            let state = AppState::open(config)?;
+            let res = crate::forget::forget(&state, crate::registry::Forgetter::Admin, &id)?;
+            println!(
+                "forgot conversation {} ({} conversations, {} runs)",
+                res.conversation, res.n_conversations, res.n_runs
             );
             Ok(())
         }

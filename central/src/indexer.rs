@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Duration;
 
 use kith_proto::RunMeta;
@@ -48,6 +48,10 @@ pub struct Indexer {
     /// delta is parsed once; a run not here (central restarted, reindex)
     /// is read from its blob and parsed again.
     chunked: Arc<Mutex<HashMap<String, Vec<Chunk>>>>,
+    /// Held shared while a worker writes runs' chunks or vectors into the
+    /// index, exclusively while a forget takes runs out: a worker that read
+    /// a run before it was forgotten cannot put it back after.
+    writes: Arc<RwLock<()>>,
 }
 
 /// Most runs whose chunks wait in memory for the indexer.
@@ -60,6 +64,7 @@ impl Default for Indexer {
             last_accepted: Arc::default(),
             indexed: Arc::new(watch::Sender::new(0)),
             chunked: Arc::default(),
+            writes: Arc::default(),
         }
     }
 }
@@ -72,6 +77,16 @@ impl Indexer {
         if chunked.len() < MAX_HANDED_OVER {
             chunked.insert(run_id.to_owned(), chunks);
         }
+    }
+
+    /// A worker's hold on the index while it writes runs into it.
+    pub fn writing(&self) -> RwLockReadGuard<'_, ()> {
+        self.writes.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A forget's hold on the index: no worker writes meanwhile.
+    pub fn forgetting(&self) -> RwLockWriteGuard<'_, ()> {
+        self.writes.write().unwrap_or_else(|p| p.into_inner())
     }
 
     fn take_chunks(&self, run_id: &str) -> Option<Vec<Chunk>> {
@@ -161,6 +176,7 @@ impl Indexer {
 
 /// Indexes up to one batch of pending jobs; returns how many were done.
 pub fn index_batch(state: &AppState) -> Result<usize> {
+    let _writing = state.indexer().writing();
     let jobs = state.registry().pending_jobs_below(BATCH, MAX_ATTEMPTS)?;
     if jobs.is_empty() {
         return Ok(0);
@@ -204,7 +220,9 @@ fn index_one(state: &AppState, job: &PendingJob) -> Result<u64> {
             chunk_turns(&parsed.turns, &ChunkConfig::default())
         }
     };
-    state.index().put_run(&meta, &job.ancestry, &chunks)?;
+    state
+        .index()
+        .put_run(&meta, &job.ancestry, job.superseded, &chunks)?;
     Ok(chunks.len() as u64)
 }
 

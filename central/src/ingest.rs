@@ -17,6 +17,12 @@
 //! run ids are global, and honouring a client's id as it is would make a
 //! taken one answer differently from a free one, telling anyone who knows
 //! another member's run id whether that run still exists.
+//!
+//! Lines of a forgotten conversation (`forget`) are not taken again: a
+//! delta of forgotten lines only is `forgotten` (nothing stored), one that
+//! starts with them keeps only the lines after, and bytes that continue a
+//! forgotten chain start a conversation of their own; the receipt's chain
+//! hash is always the one the agent computed, so its cursor moves on.
 
 use std::collections::BTreeMap;
 
@@ -65,6 +71,9 @@ struct Delta {
     /// the delta is parsed once).
     chunks: Vec<Chunk>,
     started_at: Option<String>,
+    /// The chain hash the agent computed over bytes of which central keeps
+    /// only those after a forgotten range (`without_forgotten`).
+    agent_chain: Option<String>,
 }
 
 pub async fn ingest(
@@ -161,7 +170,33 @@ fn validate(req: IngestRequest, idempotency_key: Option<String>) -> Result<Delta
         parsed,
         chunks,
         started_at,
+        agent_chain: None,
     })
+}
+
+/// The delta without its first bytes, up to `at`, which were forgotten: it
+/// starts a conversation of its own there, and its receipt still carries
+/// the chain hash the agent computed over all of it.
+fn without_forgotten(d: Delta, at: u64) -> Result<Delta> {
+    let keep = (at - d.req.from_offset) as usize;
+    let rest = d
+        .req
+        .jsonl
+        .get(keep..)
+        .ok_or_else(|| Error::Internal("a forgotten line ends inside a character".into()))?
+        .to_owned();
+    let agent_chain = chain_next(d.req.prev_sha256.as_deref(), &d.sha256);
+    let req = IngestRequest {
+        jsonl: rest,
+        from_offset: at,
+        prev_sha256: None,
+        run_id: None,
+        parent_run_id: None,
+        ..d.req
+    };
+    let mut stripped = validate(req, d.idempotency_key)?;
+    stripped.agent_chain = Some(agent_chain);
+    Ok(stripped)
 }
 
 pub fn format_of(runtime: AgentRuntime) -> Format {
@@ -203,6 +238,17 @@ fn decide_and_store(state: &AppState, viewer: &Viewer, d: Delta) -> Result<(Inge
         }
     }
 
+    let (n_forgotten, forgotten_run) =
+        registry.forgotten_prefix(user.as_str(), d.req.jsonl.as_bytes())?;
+    let d = if n_forgotten == d.req.jsonl.len() {
+        return Ok((forgotten(&d, forgotten_run.unwrap_or_default()), false));
+    } else if n_forgotten > 0 {
+        let at = d.req.from_offset + n_forgotten as u64;
+        without_forgotten(d, at)?
+    } else {
+        d
+    };
+
     let req = &d.req;
     let overlapping = registry.source_runs_overlapping(
         user,
@@ -234,40 +280,50 @@ fn decide_and_store(state: &AppState, viewer: &Viewer, d: Delta) -> Result<(Inge
         ));
     }
 
-    let previous = if req.from_offset == 0 {
+    // The chain hash the delta extends: its previous run's, or, after a
+    // forgotten range, the forgotten run's (the new run starts a
+    // conversation of its own).
+    let (previous, chain_before) = if d.agent_chain.is_some() {
+        (None, None)
+    } else if req.from_offset == 0 {
         if req.prev_sha256.is_some() {
             return Err(Error::conflict(
                 "chain_mismatch",
                 "a delta starting at offset 0 has no prev_sha256",
             ));
         }
-        None
+        (None, None)
     } else {
-        let prev = registry
-            .source_run_ending_at(user, &req.source_identity, req.from_offset)?
-            .ok_or_else(|| {
-                Error::conflict(
+        let prev = registry.source_run_ending_at(user, &req.source_identity, req.from_offset)?;
+        let tombstone = match prev {
+            Some(_) => None,
+            None => registry.tombstone_ending_at(
+                user.as_str(),
+                &req.source_identity,
+                req.from_offset,
+            )?,
+        };
+        let (what, chain) = match (&prev, &tombstone) {
+            (Some(prev), _) => (&prev.meta.id, &prev.meta.chain_sha256),
+            (None, Some(t)) => (&t.run_id, &t.chain_sha256),
+            (None, None) => {
+                return Err(Error::conflict(
                     "chain_gap",
                     format!(
                         "no accepted delta of this source ends at offset {}",
                         req.from_offset
                     ),
-                )
-            })?;
-        if req
-            .prev_sha256
-            .as_ref()
-            .is_some_and(|p| *p != prev.meta.chain_sha256)
-        {
+                ))
+            }
+        };
+        if req.prev_sha256.as_ref().is_some_and(|p| p != chain) {
             return Err(Error::conflict(
                 "chain_mismatch",
-                format!(
-                    "prev_sha256 does not match the chain hash of run {}",
-                    prev.meta.id
-                ),
+                format!("prev_sha256 does not match the chain hash of run {what}"),
             ));
         }
-        Some(prev)
+        let chain = chain.clone();
+        (prev, Some(chain))
     };
 
     // The parent named by the client's id for it, or by central's.
@@ -278,16 +334,24 @@ fn decide_and_store(state: &AppState, viewer: &Viewer, d: Delta) -> Result<(Inge
     };
     let parent = match &d.parent_run_id {
         Some(id) => {
-            let found = match own_run(&own_run_id(user, id)?)? {
-                Some(run) => Some(run),
-                None => own_run(id)?,
-            };
-            Some(found.ok_or_else(|| {
-                Error::bad_request(
-                    "unknown_parent",
-                    format!("parent run {id} is not one of yours"),
-                )
-            })?)
+            let own = own_run_id(user, id)?;
+            // The previous delta, or the parent session, was forgotten.
+            if registry.forgot(user.as_str(), own.as_str())?
+                || registry.forgot(user.as_str(), id.as_str())?
+            {
+                None
+            } else {
+                let found = match own_run(&own)? {
+                    Some(run) => Some(run),
+                    None => own_run(id)?,
+                };
+                Some(found.ok_or_else(|| {
+                    Error::bad_request(
+                        "unknown_parent",
+                        format!("parent run {id} is not one of yours"),
+                    )
+                })?)
+            }
         }
         None => previous.clone(),
     };
@@ -305,10 +369,10 @@ fn decide_and_store(state: &AppState, viewer: &Viewer, d: Delta) -> Result<(Inge
                 .and_then(timestamp::normalize)
         })
         .unwrap_or_else(timestamp::now);
-    let chain_sha256 = chain_next(
-        previous.as_ref().map(|p| p.meta.chain_sha256.as_str()),
-        &d.sha256,
-    );
+    let chain_sha256 = d
+        .agent_chain
+        .clone()
+        .unwrap_or_else(|| chain_next(chain_before.as_deref(), &d.sha256));
     let root_run_id = parent
         .as_ref()
         .map_or_else(|| run_id.to_string(), |p| p.meta.root_run_id.clone());
@@ -414,6 +478,20 @@ pub fn own_run_id(user: &UserId, client: &RunId) -> Result<RunId> {
         None => format!("r{}", &digest[..32]),
     };
     RunId::parse(&id).map_err(|e| Error::Internal(format!("derived run id: {e}")))
+}
+
+/// The answer to a delta whose lines were all forgotten (with `run_id`):
+/// nothing stored, and the chain hash the agent expects, so its cursor
+/// moves on.
+fn forgotten(d: &Delta, run_id: String) -> IngestResponse {
+    IngestResponse {
+        _links: RunLinks::for_run(&run_id),
+        run_id,
+        status: IngestStatus::Forgotten,
+        jsonl_bytes: d.req.jsonl.len() as u64,
+        jsonl_sha256: d.sha256.clone(),
+        chain_sha256: chain_next(d.req.prev_sha256.as_deref(), &d.sha256),
+    }
 }
 
 fn already(run: &StoredRun) -> IngestResponse {

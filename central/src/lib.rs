@@ -9,6 +9,7 @@ pub mod config;
 pub mod conversation;
 pub mod embed;
 pub mod error;
+pub mod forget;
 pub mod handlers;
 pub mod index;
 pub mod indexer;

@@ -335,6 +335,11 @@ pub fn doctor(state: &AppState) -> Result<DoctorReport> {
                 "{n_indexed} chunks indexed, {n_expected} expected from the blobs"
             ));
     }
+    for id in state.registry().unfinished_forgets()? {
+        report.entry("forget_unfinished").or_default().push(format!(
+            "{id}: forgotten but still stored; forget its conversation again"
+        ));
+    }
     let counts = state.registry().counts()?;
     if counts.pending_jobs > 0 {
         report

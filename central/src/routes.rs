@@ -46,7 +46,10 @@ pub fn app(state: AppState) -> Router {
         .route("/api/runs/{id}/jsonl", get(runs::jsonl))
         .route("/api/runs/{id}/descendants", get(runs::descendants))
         .route("/api/conversations", get(conversations::index))
-        .route("/api/conversations/{id}", get(conversations::get))
+        .route(
+            "/api/conversations/{id}",
+            get(conversations::get).delete(conversations::delete),
+        )
         .route("/api/conversations/{id}/turns", get(conversations::turns))
         .route("/api/conversations/{id}/jsonl", get(conversations::jsonl))
         .route("/api/search", post(search::post))
@@ -166,6 +169,7 @@ fn with_error_body(res: Response, body_limit: usize) -> Response {
     runs::forest,
     conversations::index,
     conversations::get,
+    conversations::delete,
     conversations::turns,
     conversations::jsonl,
     search::post,

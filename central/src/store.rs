@@ -77,6 +77,23 @@ impl BlobStore {
         Ok(())
     }
 
+    /// Deletes a run's jsonl, then its metadata (a forget). Missing files
+    /// are no error, so a forget that stopped midway can run again; while
+    /// the metadata is left, `doctor` still sees the run.
+    pub fn remove_run(&self, jsonl_rel: &str) -> Result<()> {
+        let jsonl_path = self.absolute(jsonl_rel);
+        for path in [jsonl_path.clone(), metadata_path(&jsonl_path)] {
+            match fs::remove_file(&path) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e.into()),
+                _ => {}
+            }
+        }
+        if let Some(dir) = jsonl_path.parent().filter(|d| d.exists()) {
+            sync_dir(dir)?;
+        }
+        Ok(())
+    }
+
     pub fn open_jsonl(&self, relative: &str) -> io::Result<File> {
         File::open(self.absolute(relative))
     }

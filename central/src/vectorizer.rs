@@ -130,7 +130,7 @@ async fn round(
         RunLane::Bulk => Lane::IngestBulk,
     };
     let mut n = 0;
-    for run_id in runs {
+    'runs: for run_id in runs {
         let Some(_claim) = in_flight.claim(&run_id) else {
             continue;
         };
@@ -160,7 +160,19 @@ async fn round(
                 .zip(vectors)
                 .collect();
             let s = state.clone();
-            tokio::task::spawn_blocking(move || s.index().put_vectors(&items)).await??;
+            let id = run_id.to_string();
+            let forgotten = tokio::task::spawn_blocking(move || {
+                // A run forgotten while it was embedded gets no vectors.
+                let _writing = s.indexer().writing();
+                if !s.registry().forgotten_among(&[id])?.is_empty() {
+                    return Ok(true);
+                }
+                s.index().put_vectors(&items).map(|()| false)
+            })
+            .await??;
+            if forgotten {
+                continue 'runs;
+            }
         }
         let s = state.clone();
         let m = model.clone();

@@ -102,6 +102,84 @@ async fn call(
     )
 }
 
+/// Every read path, for every viewer, answers exactly the runs the model
+/// says it may read.
+async fn check_reads(
+    app: &axum::Router,
+    tokens: &[String],
+    runs: &[Run],
+    grants: &[Grant],
+    seed: u64,
+) {
+    for (viewer, token) in tokens.iter().enumerate() {
+        let expected: BTreeSet<&str> = runs
+            .iter()
+            .filter(|r| model_readable(viewer, r, grants))
+            .map(|r| r.id.as_str())
+            .collect();
+        for run in runs {
+            let want = model_readable(viewer, run, grants);
+            let paths = [
+                "/api/runs/{}",
+                "/api/runs/{}/jsonl",
+                "/api/runs/{}/descendants",
+                "/api/conversations/{}",
+                "/api/conversations/{}/turns",
+                "/api/conversations/{}/jsonl",
+            ];
+            for path in paths {
+                let path = path.replace("{}", &run.id);
+                let (status, _) = call(app, token, "GET", &path, None).await;
+                let want_status = if want {
+                    StatusCode::OK
+                } else {
+                    StatusCode::NOT_FOUND
+                };
+                assert_eq!(status, want_status, "seed {seed} viewer {viewer}: {path}");
+            }
+        }
+        let (_, res) = call(
+            app,
+            token,
+            "POST",
+            "/api/search",
+            Some(json!({"query": "needle", "mode": "keyword", "limit": 100})),
+        )
+        .await;
+        let found: BTreeSet<String> = res["hits"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|h| h["run_id"].as_str().map(str::to_owned))
+            .collect();
+        let found: BTreeSet<&str> = found.iter().map(String::as_str).collect();
+        assert_eq!(found, expected, "seed {seed} viewer {viewer}: search");
+        let (_, forest) = call(app, token, "GET", "/api/runs/forest?limit=500", None).await;
+        let in_forest: BTreeSet<String> = forest["trees"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|t| t["runs"].as_array().cloned().unwrap_or_default())
+            .filter_map(|r| r["run"]["id"].as_str().map(str::to_owned))
+            .collect();
+        let in_forest: BTreeSet<&str> = in_forest.iter().map(String::as_str).collect();
+        assert_eq!(in_forest, expected, "seed {seed} viewer {viewer}: forest");
+        let (_, listed) = call(app, token, "GET", "/api/conversations?limit=200", None).await;
+        let listed: BTreeSet<String> = listed["conversations"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|c| c["run_ids"].as_array().cloned().unwrap_or_default())
+            .filter_map(|id| id.as_str().map(str::to_owned))
+            .collect();
+        let listed: BTreeSet<&str> = listed.iter().map(String::as_str).collect();
+        assert_eq!(
+            listed, expected,
+            "seed {seed} viewer {viewer}: conversations"
+        );
+    }
+}
+
 async fn one_world(seed: u64) {
     let mut rng = Rng(seed | 1);
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
@@ -257,73 +335,7 @@ async fn one_world(seed: u64) {
         }
     }
 
-    for (viewer, token) in tokens.iter().enumerate() {
-        let expected: BTreeSet<&str> = runs
-            .iter()
-            .filter(|r| model_readable(viewer, r, &grants))
-            .map(|r| r.id.as_str())
-            .collect();
-        for run in &runs {
-            let want = model_readable(viewer, run, &grants);
-            let paths = [
-                "/api/runs/{}",
-                "/api/runs/{}/jsonl",
-                "/api/runs/{}/descendants",
-                "/api/conversations/{}",
-                "/api/conversations/{}/turns",
-                "/api/conversations/{}/jsonl",
-            ];
-            for path in paths {
-                let path = path.replace("{}", &run.id);
-                let (status, _) = call(&app, token, "GET", &path, None).await;
-                let want_status = if want {
-                    StatusCode::OK
-                } else {
-                    StatusCode::NOT_FOUND
-                };
-                assert_eq!(status, want_status, "seed {seed} viewer {viewer}: {path}");
-            }
-        }
-        let (_, res) = call(
-            &app,
-            token,
-            "POST",
-            "/api/search",
-            Some(json!({"query": "needle", "mode": "keyword", "limit": 100})),
-        )
-        .await;
-        let found: BTreeSet<String> = res["hits"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|h| h["run_id"].as_str().map(str::to_owned))
-            .collect();
-        let found: BTreeSet<&str> = found.iter().map(String::as_str).collect();
-        assert_eq!(found, expected, "seed {seed} viewer {viewer}: search");
-        let (_, forest) = call(&app, token, "GET", "/api/runs/forest?limit=500", None).await;
-        let in_forest: BTreeSet<String> = forest["trees"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .flat_map(|t| t["runs"].as_array().cloned().unwrap_or_default())
-            .filter_map(|r| r["run"]["id"].as_str().map(str::to_owned))
-            .collect();
-        let in_forest: BTreeSet<&str> = in_forest.iter().map(String::as_str).collect();
-        assert_eq!(in_forest, expected, "seed {seed} viewer {viewer}: forest");
-        let (_, listed) = call(&app, token, "GET", "/api/conversations?limit=200", None).await;
-        let listed: BTreeSet<String> = listed["conversations"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .flat_map(|c| c["run_ids"].as_array().cloned().unwrap_or_default())
-            .filter_map(|id| id.as_str().map(str::to_owned))
-            .collect();
-        let listed: BTreeSet<&str> = listed.iter().map(String::as_str).collect();
-        assert_eq!(
-            listed, expected,
-            "seed {seed} viewer {viewer}: conversations"
-        );
-    }
+    check_reads(&app, &tokens, &runs, &grants, seed).await;
 
     // Every read of someone else's run was audited for its owner.
     let mut audited: HashMap<usize, usize> = HashMap::new();
@@ -350,6 +362,37 @@ async fn one_world(seed: u64) {
             );
         }
     }
+    // Forgetting: only the owner may, even a reader with a grant gets the
+    // 404 of an unknown id; what goes is the conversation and everything
+    // under it, and every read path agrees afterwards.
+    let (_, unknown) = call(
+        &app,
+        &tokens[0],
+        "DELETE",
+        "/api/conversations/r00000000000000000000000000000000",
+        None,
+    )
+    .await;
+    for _ in 0..4 {
+        let target = &runs[rng.below(runs.len())];
+        let (id, owner) = (target.id.clone(), target.owner);
+        let asker = rng.below(n_users);
+        let path = format!("/api/conversations/{id}");
+        let (status, res) = call(&app, &tokens[asker], "DELETE", &path, None).await;
+        if asker == owner {
+            assert_eq!(status, StatusCode::OK, "seed {seed}: {res}");
+            let before = runs.len();
+            runs.retain(|r| !r.ancestors.contains(&id));
+            assert_eq!(res["n_runs"], json!(before - runs.len()), "seed {seed}");
+        } else {
+            assert_eq!(status, StatusCode::NOT_FOUND, "seed {seed}: {res}");
+            assert_eq!(res, unknown, "seed {seed}: as if unknown");
+        }
+        if runs.is_empty() {
+            break;
+        }
+    }
+    check_reads(&app, &tokens, &runs, &grants, seed).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -98,6 +98,9 @@ pub enum IngestStatus {
     Accepted,
     /// These bytes were stored before; nothing changed.
     AlreadyIndexed,
+    /// These bytes belong to a conversation its owner forgot: central
+    /// dropped them and stores nothing (the agent moves on, never resends).
+    Forgotten,
 }
 
 /// Links to a run's resources.
@@ -398,6 +401,11 @@ pub struct SearchFilters {
     /// The owner's handle.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner: Option<String>,
+    /// Also the text of superseded chains: a transcript captured again
+    /// after a rewrite or truncation leaves its older capture out of
+    /// search unless asked (it stays readable through show).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub include_superseded: bool,
 }
 
 /// How search hits are returned.
@@ -604,13 +612,25 @@ pub struct SharesResponse {
     pub received: Vec<Share>,
 }
 
+/// `DELETE /api/conversations/{id}`: what was forgotten.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ForgetResponse {
+    /// The conversation named.
+    pub conversation: String,
+    /// Conversations gone with it: itself and the subagents under it.
+    pub n_conversations: u64,
+    /// Runs (captured deltas) deleted.
+    pub n_runs: u64,
+}
+
 /// One read of my run by someone else.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct AuditEntry {
     /// Handle of the reader.
     pub reader: String,
     pub run_id: String,
-    /// `get`, `jsonl`, `descendants` or `search_hit`.
+    /// `get`, `jsonl`, `descendants`, `search_hit`, or `forget` (then
+    /// `reader` is who forgot the conversation `run_id` names).
     pub what: String,
     pub at: String,
 }
@@ -665,7 +685,8 @@ pub struct AuditResponse {
         Share,
         SharesResponse,
         AuditEntry,
-        AuditResponse
+        AuditResponse,
+        ForgetResponse
     ))
 )]
 pub struct ApiDoc;

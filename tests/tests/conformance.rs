@@ -788,6 +788,111 @@ fn conformance_semantic_and_hybrid_modes() -> Result<()> {
     Ok(())
 }
 
+/// Forgetting a conversation takes its chunks and vectors, and its
+/// subagent's, out of every search mode on both backends; a resend of its
+/// bytes is acknowledged and stored nowhere; another's DELETE is a 404;
+/// doctor finds nothing left.
+#[test]
+fn conformance_forget_leaves_nothing_searchable() -> Result<()> {
+    let models = model_dir();
+    let mut modes = modes(&models);
+    if models.is_some() {
+        modes.push("semantic");
+    }
+    for backend in backends()? {
+        let b = backend.name;
+        let tmp = tempfile::tempdir()?;
+        let data = tmp.path().join("data");
+        let extra: Vec<(&str, &str)> = models
+            .as_deref()
+            .map(|m| vec![("KITH_MODEL_DIR", m)])
+            .unwrap_or_default();
+        let mut central = backend.start_on(&data, &extra)?;
+        let alice = central.client(&central.register("alice.test", "laptop")?);
+        let bob = central.client(&central.register("bob.test", "desktop")?);
+        let mut session = Session::new("f", "/home/alice/proj", "main");
+        session.user("rotate the wombat deploy key before friday");
+        let first_jsonl = session.pending.clone();
+        let first = session.send(&alice, json!({}))?;
+        let second = session
+            .user("the wombat key rotation also needs the vault policy")
+            .send(&alice, json!({}))?;
+        let sub = ingest(
+            &alice,
+            "f-sub",
+            "the wombat subagent checked the vault policy",
+            json!({"parent_run_id": first}),
+        )?;
+        let kept = ingest(&alice, "g", "wombat staging notes for monday", json!({}))?;
+        let bobs = ingest(&bob, "h", "bob keeps his own wombat notes", json!({}))?;
+        if models.is_some() {
+            for id in [&first, &second, &sub, &kept] {
+                alice.wait_embedded(id, EMBEDDED_WITHIN)?;
+            }
+            bob.wait_embedded(&bobs, EMBEDDED_WITHIN)?;
+        }
+        for mode in &modes {
+            let all = found(&alice, mode, "wombat key vault notes", &json!({}))?;
+            assert_eq!(all, sorted(&[&first, &second, &sub, &kept]), "{b} {mode}");
+        }
+
+        let conversation = alice.get(&format!("/api/runs/{first}"))?.body["conversation"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let forget = |api: &Api, id: &str| {
+            api.send(
+                api.http
+                    .delete(api.url(&format!("/api/conversations/{id}"))),
+            )
+        };
+        let refused = forget(&bob, &conversation)?;
+        assert_eq!(refused.status, 404, "{b}: {refused:?}");
+        let gone = forget(&alice, &second)?;
+        assert_eq!(gone.status, 200, "{b}: {gone:?}");
+        assert_eq!(gone.body["conversation"], json!(conversation), "{b}");
+        assert_eq!(gone.body["n_runs"], 3, "{b}: {gone:?}");
+        assert_eq!(gone.body["n_conversations"], 2, "{b}: {gone:?}");
+        assert_eq!(forget(&alice, &conversation)?.status, 404, "{b}: once");
+
+        for mode in &modes {
+            let left = found(&alice, mode, "wombat key vault notes", &json!({}))?;
+            assert_eq!(
+                left,
+                vec![kept.clone()],
+                "{b} {mode}: only the other conversation"
+            );
+            let bobs_left = found(&bob, mode, "wombat notes", &json!({}))?;
+            assert_eq!(
+                bobs_left,
+                vec![bobs.clone()],
+                "{b} {mode}: bob's own run stays"
+            );
+        }
+        for id in [&first, &second, &sub] {
+            assert_eq!(alice.get(&format!("/api/runs/{id}"))?.status, 404, "{b}");
+        }
+        // The agent sends the first delta again (a lost cursor): taken,
+        // and dropped.
+        let again = alice.post("/api/runs", &delta("f", 0, &first_jsonl))?;
+        assert_eq!(again.status, 202, "{b}: {again:?}");
+        assert_eq!(again.body["status"], "forgotten", "{b}: {again:?}");
+        let status = alice.get("/api/status")?;
+        assert_eq!(status.body["counts"]["runs"], 2, "{b}: {status:?}");
+        assert_eq!(status.body["counts"]["chunks"], 2, "{b}: {status:?}");
+
+        central.kill()?;
+        let doctor = backend.admin(&data, &["doctor"])?;
+        assert!(
+            doctor.status.success(),
+            "{b}: doctor after forget: {}{}",
+            String::from_utf8_lossy(&doctor.stdout),
+            String::from_utf8_lossy(&doctor.stderr)
+        );
+    }
+    Ok(())
+}
+
 #[test]
 fn conformance_replay_and_reindex_do_not_duplicate() -> Result<()> {
     for backend in backends()? {

@@ -1,5 +1,5 @@
 //! `/api/conversations`: recent conversations, one conversation's facts,
-//! its turns, and its exact bytes. `{id}` is any run id of it, its
+//! its turns, its exact bytes, and forgetting it. `{id}` is any run id of it, its
 //! conversation id, or a unique prefix of either.
 
 use axum::body::Body;
@@ -9,15 +9,15 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use futures_util::StreamExt;
 use kith_proto::{
-    ConversationResponse, ConversationsQuery, ConversationsResponse, ErrorBody, TurnsQuery,
-    TurnsResponse,
+    ConversationResponse, ConversationsQuery, ConversationsResponse, ErrorBody, ForgetResponse,
+    TurnsQuery, TurnsResponse,
 };
 use tokio_util::io::ReaderStream;
 
 use super::ApiQuery;
 use crate::error::{Error, Result};
 use crate::registry::Viewer;
-use crate::registry::{ConversationFilter, Facets};
+use crate::registry::{ConversationFilter, Facets, Forgetter};
 use crate::state::AppState;
 
 /// Longest path, command or other filter value.
@@ -158,4 +158,26 @@ pub async fn jsonl(
         Body::from_stream(body),
     )
         .into_response())
+}
+
+/// Forgets a conversation of the caller's, with its subagents: deleted from
+/// the index, the blobs and the registry, its bytes never taken again. Only
+/// the owner may; any other caller gets 404, as for an unknown id.
+#[utoipa::path(delete, path = "/api/conversations/{id}", params(("id" = String, Path)),
+    responses((status = 200, body = ForgetResponse), (status = 400, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
+pub async fn delete(
+    State(state): State<AppState>,
+    viewer: Viewer,
+    Path(id): Path<String>,
+) -> Result<Json<ForgetResponse>> {
+    // No delta of the chain is accepted while it goes (it would hang
+    // under a run being deleted); the next one continues the tombstone.
+    let _gate = state.ingest_gate().lock().await;
+    let s = state.clone();
+    let res = tokio::task::spawn_blocking(move || {
+        crate::forget::forget(&s, Forgetter::Owner(&viewer), &id)
+    })
+    .await??;
+    Ok(Json(res))
 }

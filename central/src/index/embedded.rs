@@ -15,7 +15,8 @@ use kith_shared::chunk::Chunk;
 use tantivy::collector::{Collector, DocSetCollector, SegmentCollector};
 use tantivy::directory::MmapDirectory;
 use tantivy::query::{
-    BooleanQuery, EmptyQuery, EnableScoring, Occur, PhraseQuery, Query, RangeQuery, TermQuery,
+    AllQuery, BooleanQuery, EmptyQuery, EnableScoring, Occur, PhraseQuery, Query, RangeQuery,
+    TermQuery,
 };
 use tantivy::schema::{
     Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions, Value, FAST, INDEXED, STORED,
@@ -68,6 +69,8 @@ struct Fields {
     line_start: Field,
     line_end: Field,
     intent: Field,
+    /// 1 for a chunk of a superseded chain (`Filters::include_superseded`).
+    superseded: Field,
 }
 
 pub struct EmbeddedIndex {
@@ -117,6 +120,7 @@ fn schema() -> (Schema, Fields) {
         line_start: b.add_u64_field("line_start", STORED),
         line_end: b.add_u64_field("line_end", STORED),
         intent: b.add_text_field("intent", STORED),
+        superseded: b.add_u64_field("superseded", INDEXED),
     };
     (b.build(), fields)
 }
@@ -532,6 +536,15 @@ impl EmbeddedIndex {
             });
             out.push((Occur::Must, Box::new(RangeQuery::new(lower, upper))));
         }
+        if !filters.include_superseded {
+            out.push((
+                Occur::MustNot,
+                Box::new(TermQuery::new(
+                    Term::from_field_u64(f.superseded, 1),
+                    IndexRecordOption::Basic,
+                )),
+            ));
+        }
         out
     }
 }
@@ -553,7 +566,13 @@ impl SearchIndex for EmbeddedIndex {
         "embedded"
     }
 
-    fn put_run(&self, run: &RunMeta, ancestry: &str, chunks: &[Chunk]) -> Result<()> {
+    fn put_run(
+        &self,
+        run: &RunMeta,
+        ancestry: &str,
+        superseded: bool,
+        chunks: &[Chunk],
+    ) -> Result<()> {
         let f = &self.fields;
         let started_ms = kith_shared::timestamp::parse(&run.started_at)
             .map_or(0, |t| (t.unix_timestamp_nanos() / 1_000_000) as i64);
@@ -590,6 +609,7 @@ impl SearchIndex for EmbeddedIndex {
                 if let Some(i) = &run.intent {
                     doc.add_text(f.intent, i);
                 }
+                doc.add_u64(f.superseded, u64::from(superseded));
                 writer.add_document(doc).map_err(index_err)?;
             }
             Ok(())
@@ -610,6 +630,34 @@ impl SearchIndex for EmbeddedIndex {
             w.commit().map(drop).map_err(index_err)
         })?;
         self.reader.reload().map_err(index_err)
+    }
+
+    /// The runs' documents go in one commit; then the vector file keeps
+    /// only the vectors of chunks still indexed, which also sweeps out any
+    /// left by a forget that stopped between the two.
+    fn delete_runs(&self, run_ids: &[String]) -> Result<()> {
+        let f = &self.fields;
+        self.with_writer(|w| {
+            for id in run_ids {
+                w.delete_term(Term::from_field_text(f.run_id, id));
+            }
+            w.commit().map(drop).map_err(index_err)
+        })?;
+        self.reader.reload().map_err(index_err)?;
+        let live: std::collections::HashSet<u64> = self
+            .reader
+            .searcher()
+            .search(&AllQuery, &KeyCollector)
+            .map_err(index_err)?
+            .into_iter()
+            .map(|(key, _)| key)
+            .collect();
+        if let Some(store) = write(&self.vectors).as_mut() {
+            store
+                .retain(|key| live.contains(&key))
+                .map_err(|e| Error::Internal(e.to_string()))?;
+        }
+        Ok(())
     }
 
     /// Hits with the start of their text as snippet: the search highlights
@@ -985,7 +1033,7 @@ mod tests {
                 line_end: 0,
                 timestamp: None,
             };
-            index.put_run(&run(id, "u1"), &format!("|{id}|"), &[chunk])?;
+            index.put_run(&run(id, "u1"), &format!("|{id}|"), false, &[chunk])?;
         }
         index.commit()?;
         let check = |query: &str, want: &[&str]| -> Result<()> {
@@ -1031,8 +1079,8 @@ mod tests {
     fn chunks_to_embed_are_the_indexed_texts_without_a_vector() -> Result<()> {
         let dir = tempfile::tempdir()?;
         let index = EmbeddedIndex::open(dir.path())?;
-        index.put_run(&run("r1", "u1"), "|r1|", &chunks(3, " of r1"))?;
-        index.put_run(&run("r2", "u1"), "|r2|", &chunks(2, " of r2"))?;
+        index.put_run(&run("r1", "u1"), "|r1|", false, &chunks(3, " of r1"))?;
+        index.put_run(&run("r2", "u1"), "|r2|", false, &chunks(2, " of r2"))?;
         index.commit()?;
         let r1 = |idx: &[u32]| -> Vec<(String, String)> {
             idx.iter()
@@ -1072,6 +1120,7 @@ mod tests {
                 .put_run(
                     &run(&run_id, owner),
                     &format!("|{run_id}|"),
+                    false,
                     &chunks(per_run, ""),
                 )
                 .unwrap_or_else(|e| panic!("{e}"));
@@ -1092,7 +1141,7 @@ mod tests {
         for r in 2..12 {
             let run_id = format!("r{r}");
             index
-                .put_run(&run(&run_id, "ubob"), &format!("|{run_id}|"), &again)
+                .put_run(&run(&run_id, "ubob"), &format!("|{run_id}|"), false, &again)
                 .unwrap_or_else(|e| panic!("{e}"));
         }
         index.commit().unwrap_or_else(|e| panic!("{e}"));
@@ -1219,7 +1268,7 @@ mod tests {
                 })
                 .collect();
             index
-                .put_run(&run(run_id, owner), &format!("|{run_id}|"), &chunks)
+                .put_run(&run(run_id, owner), &format!("|{run_id}|"), false, &chunks)
                 .unwrap_or_else(|e| panic!("{e}"));
             owner_of.insert(run_id.to_owned(), owner);
         };

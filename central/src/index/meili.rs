@@ -208,6 +208,19 @@ impl MeiliIndex {
         self.wait(what, task, limit)
     }
 
+    /// Deletes every chunk of `runs`, waiting for each task.
+    fn delete_chunks_of(&self, runs: &[String], what: &str) -> Result<()> {
+        for ids in runs.chunks(DOCS_PER_REQUEST) {
+            let filter = filter::runs_filter(ids);
+            self.write(what, WRITE_TIMEOUT, move |index| async move {
+                let mut query = DocumentDeletionQuery::new(&index);
+                query.with_filter(&filter);
+                index.delete_documents_with(&query).await
+            })?;
+        }
+        Ok(())
+    }
+
     fn unavailable(&self, why: String) -> Error {
         Error::Unavailable {
             code: "search_backend_unavailable",
@@ -533,14 +546,20 @@ impl SearchIndex for MeiliIndex {
         "meilisearch"
     }
 
-    fn put_run(&self, run: &RunMeta, ancestry: &str, chunks: &[Chunk]) -> Result<()> {
+    fn put_run(
+        &self,
+        run: &RunMeta,
+        ancestry: &str,
+        superseded: bool,
+        chunks: &[Chunk],
+    ) -> Result<()> {
         let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
         pending.runs.push(run.id.clone());
         // A run put twice before one commit keeps only its last chunks.
         pending.docs.retain(|d| d.run_id != run.id);
         pending
             .docs
-            .extend(schema::chunk_docs(run, ancestry, chunks));
+            .extend(schema::chunk_docs(run, ancestry, superseded, chunks));
         Ok(())
     }
 
@@ -555,18 +574,7 @@ impl SearchIndex for MeiliIndex {
         self.ensure_ready()?;
         // Old chunks of these runs go first (a run indexed again may have
         // fewer chunks); Meilisearch runs an index's tasks in order.
-        for ids in runs.chunks(DOCS_PER_REQUEST) {
-            let filter = filter::runs_filter(ids);
-            self.write(
-                "deleting replaced chunks",
-                WRITE_TIMEOUT,
-                move |index| async move {
-                    let mut query = DocumentDeletionQuery::new(&index);
-                    query.with_filter(&filter);
-                    index.delete_documents_with(&query).await
-                },
-            )?;
-        }
+        self.delete_chunks_of(&runs, "deleting replaced chunks")?;
         for batch in docs.chunks(DOCS_PER_REQUEST) {
             let batch = batch.to_vec();
             self.write("adding chunks", WRITE_TIMEOUT, move |index| async move {
@@ -574,6 +582,20 @@ impl SearchIndex for MeiliIndex {
             })?;
         }
         Ok(())
+    }
+
+    /// Vectors live in the documents: deleting them deletes both.
+    fn delete_runs(&self, run_ids: &[String]) -> Result<()> {
+        {
+            let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+            pending.runs.retain(|r| !run_ids.contains(r));
+            pending.docs.retain(|d| !run_ids.contains(&d.run_id));
+        }
+        if !self.index_exists()? {
+            return Ok(());
+        }
+        self.ensure_ready()?;
+        self.delete_chunks_of(run_ids, "deleting forgotten chunks")
     }
 
     fn clear(&self) -> Result<()> {

@@ -85,6 +85,9 @@ pub struct Filters {
     /// Only these trees (root run ids): the conversations a facet filter
     /// matched. `None` is every tree.
     pub roots: Option<Vec<String>>,
+    /// Also chunks of superseded chains (a transcript captured again after
+    /// a rewrite or truncation); left out by default.
+    pub include_superseded: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -110,14 +113,26 @@ pub trait SearchIndex: Send + Sync {
 
     /// Replaces every chunk of `run` with `chunks` (not visible before
     /// `commit`). `ancestry` is `|root|...|self|` (grants on an ancestor
-    /// cover the run).
-    fn put_run(&self, run: &RunMeta, ancestry: &str, chunks: &[Chunk]) -> Result<()>;
+    /// cover the run); `superseded` marks a run of a chain a later capture
+    /// of its transcript replaced (searched only when asked).
+    fn put_run(
+        &self,
+        run: &RunMeta,
+        ancestry: &str,
+        superseded: bool,
+        chunks: &[Chunk],
+    ) -> Result<()>;
 
     /// Makes all puts so far durable and searchable.
     fn commit(&self) -> Result<()>;
 
     /// Removes every chunk (before a full rebuild).
     fn clear(&self) -> Result<()>;
+
+    /// Removes every chunk of these runs and their vectors, durably and
+    /// from search when it returns (a forget). Runs not indexed are no
+    /// error, so a forget that stopped midway can run again.
+    fn delete_runs(&self, run_ids: &[String]) -> Result<()>;
 
     /// Keyword (BM25) search over the chunks the viewer may read: its own,
     /// and those its grants cover. (Callers still re-check every hit against

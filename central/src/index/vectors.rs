@@ -633,6 +633,65 @@ impl VectorStore {
         })
     }
 
+    /// Keeps only the vectors whose key `keep` accepts (a forget): they
+    /// leave memory, and the file is written again without their records
+    /// (temp file, sync, rename), so no vector of forgotten text stays on
+    /// disk. Returns how many went. O(file) when any go, nothing otherwise.
+    pub fn retain(&mut self, keep: impl Fn(u64) -> bool) -> Result<usize, VectorError> {
+        let gone: std::collections::HashSet<u64> =
+            self.at.keys().copied().filter(|k| !keep(*k)).collect();
+        if gone.is_empty() {
+            return Ok(0);
+        }
+        self.flush()?;
+        self.out = None;
+        for key in &gone {
+            if let Some((list, pos)) = self.at.get(key).copied() {
+                self.remove(list, pos);
+                self.at.remove(key);
+            }
+        }
+        self.generation += 1;
+        self.rewrite_without(&gone)
+            .map_err(|source| VectorError::Io {
+                path: self.path.clone(),
+                source,
+            })?;
+        Ok(gone.len())
+    }
+
+    /// The vector file again, record by record, without `gone`'s records.
+    fn rewrite_without(&self, gone: &std::collections::HashSet<u64>) -> io::Result<()> {
+        let header = self.header();
+        let record = 8 + 4 * self.dim;
+        let tmp = self.path.with_extension("bin.tmp");
+        let mut r = BufReader::with_capacity(1 << 20, File::open(&self.path)?);
+        let mut got = vec![0; header.len()];
+        r.read_exact(&mut got)?;
+        let mut w = BufWriter::with_capacity(1 << 20, File::create(&tmp)?);
+        w.write_all(&header)?;
+        let mut rec = vec![0u8; record];
+        loop {
+            match r.read_exact(&mut rec) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => break,
+                Err(e) => return Err(e),
+            }
+            let mut k = [0u8; 8];
+            k.copy_from_slice(&rec[..8]);
+            if !gone.contains(&u64::from_le_bytes(k)) {
+                w.write_all(&rec)?;
+            }
+        }
+        let file = w.into_inner().map_err(|e| e.into_error())?;
+        file.sync_all()?;
+        std::fs::rename(&tmp, &self.path)?;
+        if let Some(dir) = self.path.parent() {
+            File::open(dir)?.sync_all()?;
+        }
+        Ok(())
+    }
+
     /// The `k` vectors among `keys` most similar to `query`, best first, as
     /// (key, cosine); keys without a vector are skipped. Exact.
     pub fn top_k(
@@ -1000,6 +1059,40 @@ pub(crate) mod tests {
             VectorStore::open(dir.path(), "m/1", 4).is_err(),
             "another dimension is another store"
         );
+    }
+
+    /// A forget's vectors leave memory and the file: a reopen does not
+    /// bring them back, the others stay, and appends after it line up.
+    #[test]
+    fn retained_vectors_are_the_only_ones_left_in_the_file() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let mut s = VectorStore::open(dir.path(), "m", 3).unwrap_or_else(|e| panic!("{e}"));
+        s.put(&[
+            (1, unit(&[1.0, 0.0, 0.0])),
+            (2, unit(&[0.9, 0.1, 0.0])),
+            (3, unit(&[0.0, 1.0, 0.0])),
+        ])
+        .unwrap_or_else(|e| panic!("{e}"));
+        let gone = s.retain(|k| k != 2).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(gone, 1);
+        assert!(!s.contains(2) && s.contains(1) && s.contains(3));
+        assert_eq!(s.retain(|k| k != 2).unwrap_or_else(|e| panic!("{e}")), 0);
+        let q = unit(&[1.0, 0.05, 0.0]);
+        assert_eq!(keys(s.top_k(&q, 3, [1, 2, 3])), vec![1, 3]);
+        s.put(&[(4, unit(&[0.0, 0.0, 1.0]))])
+            .unwrap_or_else(|e| panic!("{e}"));
+        s.flush().unwrap_or_else(|e| panic!("{e}"));
+        drop(s);
+        let bytes = std::fs::read(dir.path().join("vectors-m.bin")).unwrap_or_default();
+        let header = MAGIC.len() + 4 + 4 + "m".len();
+        assert_eq!(
+            bytes.len(),
+            header + 3 * (8 + 4 * 3),
+            "three records (1, 3, 4): the forgotten one is gone from the file"
+        );
+        let s = VectorStore::open(dir.path(), "m", 3).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(s.len(), 3);
+        assert_eq!(keys(s.top_k(&q, 4, [1, 2, 3, 4])), vec![1, 3, 4]);
     }
 
     /// Deterministic pseudo-random unit vectors around `n_topics` topics,

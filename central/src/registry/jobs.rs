@@ -13,6 +13,8 @@ pub struct PendingJob {
     pub run_id: RunId,
     pub blob_path: String,
     pub ancestry: String,
+    /// The run's chain was superseded (`runs.superseded`).
+    pub superseded: bool,
 }
 
 /// Lanes of the durable indexing jobs and of the runs waiting for vectors.
@@ -45,45 +47,38 @@ const REALTIME: &str = "(embedded_model IS NULL AND captured_at >= ?2
     AND COALESCE(json_extract(meta_json, '$.ended_at'), started_at)
         >= strftime('%Y-%m-%dT%H:%M:%fZ', captured_at, '-1 hour'))";
 
-/// Rows of (run id, text, text).
-fn id_and_two(
-    stmt: &mut rusqlite::Statement<'_>,
-    args: impl rusqlite::Params,
-) -> Result<Vec<(RunId, String, String)>> {
-    let rows = stmt
-        .query_map(args, |r| {
-            Ok((
-                r.get::<_, String>(0)?,
-                r.get::<_, String>(1)?,
-                r.get::<_, String>(2)?,
-            ))
-        })?
-        .collect::<rusqlite::Result<Vec<_>>>()?;
-    rows.into_iter()
-        .map(|(id, a, b)| Ok((parse_id(RunId::parse(&id))?, a, b)))
-        .collect()
-}
-
 impl Registry {
     /// Pending jobs that failed fewer than `max_attempts` times, realtime
     /// lane first, oldest first.
     pub fn pending_jobs_below(&self, limit: u32, max_attempts: i64) -> Result<Vec<PendingJob>> {
         let conn = self.reader();
         let mut stmt = conn.prepare_cached(
-            "SELECT j.run_id, r.blob_path, r.ancestry FROM index_jobs j JOIN runs r ON r.id = j.run_id
+            "SELECT j.run_id, r.blob_path, r.ancestry, r.superseded FROM index_jobs j
+             JOIN runs r ON r.id = j.run_id
              WHERE j.attempts < ?2
              ORDER BY CASE j.lane WHEN 'ingest-realtime' THEN 0 ELSE 1 END, j.enqueued_at, j.run_id
              LIMIT ?1",
         )?;
-        let rows = id_and_two(&mut stmt, params![limit, max_attempts])?;
-        Ok(rows
-            .into_iter()
-            .map(|(run_id, blob_path, ancestry)| PendingJob {
-                run_id,
-                blob_path,
-                ancestry,
+        let rows = stmt
+            .query_map(params![limit, max_attempts], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, bool>(3)?,
+                ))
+            })?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        rows.into_iter()
+            .map(|(id, blob_path, ancestry, superseded)| {
+                Ok(PendingJob {
+                    run_id: parse_id(RunId::parse(&id))?,
+                    blob_path,
+                    ancestry,
+                    superseded,
+                })
             })
-            .collect())
+            .collect()
     }
 
     /// These jobs are done: their runs are searchable, with `n_chunks`

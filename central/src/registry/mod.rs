@@ -15,6 +15,7 @@ use rusqlite::{params, Connection};
 use crate::error::{Error, Result};
 
 mod conversations;
+mod forgotten;
 mod jobs;
 mod machines;
 mod runs;
@@ -23,6 +24,7 @@ mod users;
 mod viewer;
 
 pub use conversations::{ConversationFilter, Facets};
+pub use forgotten::{line_hashes, ForgetSet, Forgetter, Tombstone};
 pub use jobs::{Lane, PendingJob};
 pub use machines::{MachineAuth, MachineRow};
 pub use runs::{ancestry_of, ForestFilter, NewRun, StoredRun};
@@ -82,7 +84,10 @@ CREATE TABLE IF NOT EXISTS runs (
     -- The conversation (`conversation::ConversationId`) the run belongs to.
     conversation TEXT,
     -- Chunks the index holds of the run, once indexed (`/api/status`).
-    n_chunks INTEGER
+    n_chunks INTEGER,
+    -- A later chain of the same transcript replaced this run's chain (a
+    -- rewrite or truncation captured again): left out of search by default.
+    superseded INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS runs_source ON runs (user_id, source_identity, from_offset);
 CREATE INDEX IF NOT EXISTS runs_root ON runs (root_run_id, started_at);
@@ -111,6 +116,24 @@ CREATE TABLE IF NOT EXISTS audit (
     at TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS audit_owner ON audit (owner, at);
+CREATE TABLE IF NOT EXISTS forgotten (
+    run_id TEXT PRIMARY KEY,
+    user_id TEXT NOT NULL,
+    source_identity TEXT NOT NULL,
+    from_offset INTEGER NOT NULL,
+    to_offset INTEGER NOT NULL,
+    chain_sha256 TEXT NOT NULL,
+    conversation TEXT,
+    forgotten_at TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS forgotten_source ON forgotten (user_id, source_identity, to_offset);
+-- sha256 of each line of a forgotten run: a resend under any chain is known.
+CREATE TABLE IF NOT EXISTS forgotten_lines (
+    user_id TEXT NOT NULL,
+    line_sha256 TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    PRIMARY KEY (user_id, line_sha256)
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS index_jobs (
     run_id TEXT PRIMARY KEY,
     lane TEXT NOT NULL,
@@ -278,6 +301,17 @@ fn migrate(conn: &Connection) -> Result<()> {
         // Counted from the next `reindex`; until then those runs count 0.
         conn.execute("ALTER TABLE runs ADD COLUMN n_chunks INTEGER", [])?;
     }
+    let has_superseded: bool = conn.query_row(
+        "SELECT COUNT(*) FROM pragma_table_info('runs') WHERE name = 'superseded'",
+        [],
+        |r| r.get::<_, i64>(0).map(|n| n > 0),
+    )?;
+    if !has_superseded {
+        conn.execute(
+            "ALTER TABLE runs ADD COLUMN superseded INTEGER NOT NULL DEFAULT 0",
+            [],
+        )?;
+    }
     let has_follow: bool = conn.query_row(
         "SELECT COUNT(*) FROM pragma_table_info('shares') WHERE name = 'follow'",
         [],
@@ -309,10 +343,18 @@ fn lock(conn: &Mutex<Connection>) -> MutexGuard<'_, Connection> {
 /// run is quarantined. Every run read goes through it; nothing may bypass it.
 fn readable(n: usize) -> String {
     format!(
-        "(runs.user_id = ?{n} OR (runs.quarantined = 0 AND EXISTS (
+        "({} OR (runs.quarantined = 0 AND EXISTS (
             SELECT 1 FROM shares s WHERE s.grantee = ?{n} AND s.grantor = runs.user_id
-              AND {GRANT_COVERS_RUN})))"
+              AND {GRANT_COVERS_RUN})))",
+        owned(n)
     )
+}
+
+/// The SQL predicate "the viewer owns this run", over the `runs` table,
+/// with the viewer's user id as parameter `?n`: who may forget it, and the
+/// first way to read it.
+fn owned(n: usize) -> String {
+    format!("runs.user_id = ?{n}")
 }
 
 /// Over a grant `s` of the run's owner and the `runs` row: the grant is live

@@ -128,6 +128,60 @@ fn write_run(tx: &rusqlite::Transaction<'_>, new: &NewRun<'_>, sql: &str) -> Res
     Ok(())
 }
 
+/// The transcript a source identity names: what comes before its last
+/// `#` (kith's agent sends `path#dev:inode:epoch`, a new epoch for each
+/// new chain of the file); `None` for an identity without one.
+fn transcript_of(source_identity: &str) -> Option<&str> {
+    source_identity.rfind('#').map(|at| &source_identity[..=at])
+}
+
+/// Keeps search to the newest capture of each transcript. A chain that
+/// starts (offset 0) supersedes every other chain of the same owner's
+/// transcript; their runs are indexed again, marked. A run of a chain
+/// superseded already is superseded too (a late delta of the old chain).
+fn supersede(tx: &rusqlite::Transaction<'_>, meta: &RunMeta) -> Result<()> {
+    tx.prepare_cached(
+        "UPDATE runs SET superseded = 1 WHERE id = ?1 AND EXISTS (
+            SELECT 1 FROM runs o WHERE o.user_id = ?2 AND o.source_identity = ?3
+              AND o.superseded = 1)",
+    )?
+    .execute(params![meta.id, meta.user_id, meta.source_identity])?;
+    let Some(transcript) = transcript_of(&meta.source_identity) else {
+        return Ok(());
+    };
+    if meta.from_offset != 0 {
+        return Ok(());
+    }
+    let older: Vec<String> = tx
+        .prepare_cached(
+            "SELECT id FROM runs WHERE user_id = ?1 AND superseded = 0
+               AND source_identity != ?2 AND substr(source_identity, 1, length(?3)) = ?3",
+        )?
+        .query_map(
+            params![meta.user_id, meta.source_identity, transcript],
+            |r| r.get(0),
+        )?
+        .collect::<rusqlite::Result<_>>()?;
+    let now = kith_shared::timestamp::now();
+    for id in &older {
+        // Indexed again with the mark; a server backend's documents lose
+        // their vectors with it, so they are embedded again.
+        tx.prepare_cached(
+            "UPDATE runs SET superseded = 1, embedded_model = NULL, embedded_at = NULL
+             WHERE id = ?1",
+        )?
+        .execute([id])?;
+        tx.prepare_cached(
+            "INSERT OR REPLACE INTO index_jobs (run_id, lane, enqueued_at) VALUES (?1, ?2, ?3)",
+        )?
+        .execute(params![id, Lane::Bulk.as_str(), now])?;
+    }
+    if !older.is_empty() {
+        tracing::info!(run_id = %meta.id, n_runs = older.len(), "a new chain supersedes older captures of its transcript");
+    }
+    Ok(())
+}
+
 /// The owner and the users a live grant lets read a run, by user id.
 fn readers(conn: &Connection, run_id: &str, owner: &str) -> Result<Vec<String>> {
     let mut stmt = conn.prepare_cached(&format!(
@@ -193,11 +247,13 @@ impl Registry {
         .map(|v| v.into_iter().next())
     }
 
-    /// Inserts the run and its indexing job in one transaction.
+    /// Inserts the run and its indexing job in one transaction, and
+    /// applies `supersede`.
     pub fn insert_run(&self, new: &NewRun<'_>) -> Result<()> {
         let mut conn = self.conn();
         let tx = conn.transaction()?;
         write_run(&tx, new, &INSERT_RUN)?;
+        supersede(&tx, new.meta)?;
         tx.commit()?;
         Ok(())
     }

@@ -200,7 +200,9 @@ impl Registry {
         Ok(())
     }
 
-    /// Reads of the viewer's runs by others, newest first, with reader handles.
+    /// Reads of the viewer's runs by others, and forgets of its
+    /// conversations, newest first, with reader handles (`kith-central`
+    /// for the operator).
     pub fn audit_of(
         &self,
         viewer: &Viewer,
@@ -208,7 +210,8 @@ impl Registry {
     ) -> Result<Vec<(String, String, String, String)>> {
         let conn = self.reader();
         let mut stmt = conn.prepare(
-            "SELECT u.handle, a.run_id, a.what, a.at FROM audit a JOIN users u ON u.id = a.reader
+            "SELECT COALESCE(u.handle, a.reader), a.run_id, a.what, a.at
+             FROM audit a LEFT JOIN users u ON u.id = a.reader
              WHERE a.owner = ?1 ORDER BY a.id DESC LIMIT ?2",
         )?;
         let rows = stmt

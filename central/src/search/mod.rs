@@ -451,6 +451,7 @@ fn resolve_filters(f: &kith_proto::SearchFilters) -> Result<Filters> {
         since_ms: time("since", &f.since)?,
         until_ms: time("until", &f.until)?,
         roots: None,
+        include_superseded: f.include_superseded,
     })
 }
 

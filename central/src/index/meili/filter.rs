@@ -77,6 +77,11 @@ pub fn search_filter(viewer: &Viewer, filters: &Filters, extra: &[String]) -> St
     if let Some(until) = filters.until_ms {
         all.push(format!("started_ms < {until}"));
     }
+    if !filters.include_superseded {
+        // `NOT x = true`, not `x = false`: chunks indexed before the field
+        // existed have none, and are not superseded.
+        all.push("NOT superseded = true".to_owned());
+    }
     all.extend(extra.iter().cloned());
     all.join(" AND ")
 }
@@ -174,6 +179,7 @@ mod tests {
             since_ms: Some(1000),
             roots: None,
             until_ms: Some(2000),
+            include_superseded: false,
         };
         assert_eq!(
             search_filter(&viewer(vec![]), &filters, &[vector_model_is("m@1")]),
@@ -181,11 +187,16 @@ mod tests {
                 r#"(owner = "ualice") AND runtime = "codex" AND machine = "laptop""#,
                 r#" AND conversation_id = "c1" AND root_run_id = "r0""#,
                 r#" AND tags = "a" AND tags = "b" AND cwd_prefixes = "/home/alice""#,
-                r#" AND started_ms >= 1000 AND started_ms < 2000 AND vector_model = "m@1""#,
+                r#" AND started_ms >= 1000 AND started_ms < 2000 AND NOT superseded = true"#,
+                r#" AND vector_model = "m@1""#,
             )
         );
+        let everything = Filters {
+            include_superseded: true,
+            ..Filters::default()
+        };
         assert_eq!(
-            search_filter(&viewer(vec![]), &Filters::default(), &[]),
+            search_filter(&viewer(vec![]), &everything, &[]),
             r#"(owner = "ualice")"#
         );
     }

@@ -34,6 +34,7 @@ pub const FILTERABLE: &[&str] = &[
     "cwd_prefixes",
     "started_ms",
     "vector_model",
+    "superseded",
 ];
 pub const SORTABLE: &[&str] = &["started_ms"];
 /// The fields a hit needs (never `_vectors`: hundreds of floats per hit).
@@ -79,6 +80,8 @@ pub struct ChunkDoc {
     pub line_start: u64,
     pub line_end: u64,
     pub intent: Option<String>,
+    /// A chunk of a superseded chain: searched only when asked.
+    pub superseded: bool,
     /// Always `{"default": null}`: "no vector yet" (a document replaced
     /// with text only loses its old vector). Sent whether or not the index
     /// has the embedder yet: Meilisearch refuses to add a `userProvided`
@@ -130,7 +133,12 @@ pub struct HitDoc {
 }
 
 /// The documents of one run's chunks.
-pub fn chunk_docs(run: &RunMeta, ancestry: &str, chunks: &[Chunk]) -> Vec<ChunkDoc> {
+pub fn chunk_docs(
+    run: &RunMeta,
+    ancestry: &str,
+    superseded: bool,
+    chunks: &[Chunk],
+) -> Vec<ChunkDoc> {
     let started_ms = kith_shared::timestamp::parse(&run.started_at)
         .map_or(0, |t| (t.unix_timestamp_nanos() / 1_000_000) as i64);
     let ancestry: Vec<String> = ancestry
@@ -159,6 +167,7 @@ pub fn chunk_docs(run: &RunMeta, ancestry: &str, chunks: &[Chunk]) -> Vec<ChunkD
             line_start: chunk.line_start,
             line_end: chunk.line_end,
             intent: run.intent.clone(),
+            superseded,
             vectors: NO_VECTOR,
             vector_model: None,
         })
@@ -245,7 +254,12 @@ mod tests {
 
     #[test]
     fn a_chunk_document_carries_every_filter_field() {
-        let docs = chunk_docs(&run(), "|r1|r2|", &[chunk(0, "hello"), chunk(1, "again")]);
+        let docs = chunk_docs(
+            &run(),
+            "|r1|r2|",
+            false,
+            &[chunk(0, "hello"), chunk(1, "again")],
+        );
         assert_eq!(docs.len(), 2);
         let v = serde_json::to_value(&docs[0]).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(

@@ -1,0 +1,261 @@
+//! The `forgotten` and `forgotten_lines` tables: tombstones of the runs
+//! their owner forgot. A tombstone keeps no text: where the bytes came from
+//! (source chain, byte range, the chain hash at their end), so the
+//! transcript's later bytes start a conversation of their own, and the
+//! sha256 of each line, so ingest drops those lines when an agent sends
+//! them again, on this chain or on a new one (a lost cursor, a rewrite).
+//! The runs' rows go last (`finish_forget`): until then a forget is
+//! unfinished, which `doctor` reports and a second forget ends.
+
+use rusqlite::params;
+
+use super::{owned, to_i64, Registry, StoredRun, Viewer};
+use crate::conversation::ConversationId;
+use crate::error::{Error, Result};
+
+/// Who asks to forget: the owner through a token, or the operator on the
+/// server (`kith-central forget`).
+#[derive(Debug, Clone, Copy)]
+pub enum Forgetter<'a> {
+    Owner(&'a Viewer),
+    Admin,
+}
+
+impl Forgetter<'_> {
+    /// Who the audit entry names: the owner's user id, or the server.
+    pub fn audit_name(&self) -> String {
+        match self {
+            Forgetter::Owner(v) => v.user_id().to_string(),
+            Forgetter::Admin => "kith-central".to_owned(),
+        }
+    }
+}
+
+/// A conversation to forget and every run that goes with it: its own and
+/// those of the subagents under it.
+#[derive(Debug, Clone)]
+pub struct ForgetSet {
+    pub conversation: ConversationId,
+    pub runs: Vec<StoredRun>,
+}
+
+impl ForgetSet {
+    pub fn run_ids(&self) -> Vec<String> {
+        self.runs.iter().map(|r| r.meta.id.clone()).collect()
+    }
+
+    pub fn n_conversations(&self) -> usize {
+        let mut ids: Vec<&str> = self
+            .runs
+            .iter()
+            .filter_map(|r| r.meta.conversation.as_deref())
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids.len()
+    }
+}
+
+/// The sha256 of each line of a blob (with its newline), as
+/// `forgotten_lines` keeps them.
+pub fn line_hashes(jsonl: &[u8]) -> Vec<String> {
+    jsonl
+        .split_inclusive(|&b| b == b'\n')
+        .map(kith_shared::hash::sha256_hex)
+        .collect()
+}
+
+/// A forgotten run's place in its source chain.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tombstone {
+    pub run_id: String,
+    /// The chain hash at the run's end: what the chain's next delta extends.
+    pub chain_sha256: String,
+}
+
+impl Registry {
+    /// The conversation `name` names and the runs forgetting it deletes.
+    /// An owner names it as for reading (`resolve_conversation`) and must
+    /// own it: another's conversation, shared or not, is not found, like an
+    /// unknown one. The operator names it by a whole conversation or run id.
+    pub fn forget_set(&self, who: Forgetter<'_>, name: &str) -> Result<ForgetSet> {
+        let not_found = || Error::NotFound {
+            what: "conversation",
+        };
+        let (conversation, owner_clause, owner) = match who {
+            Forgetter::Owner(viewer) => (
+                self.resolve_conversation(viewer, name)?,
+                owned(2),
+                viewer.user_id().to_string(),
+            ),
+            Forgetter::Admin => {
+                let found: Option<String> = self
+                    .reader()
+                    .prepare_cached(
+                        "SELECT conversation FROM runs WHERE id = ?1 OR conversation = ?1 LIMIT 1",
+                    )?
+                    .query_row([name.trim()], |r| r.get(0))
+                    .ok();
+                let id = ConversationId::parse(&found.ok_or_else(not_found)?)?;
+                (id, "?2 = ''".to_owned(), String::new())
+            }
+        };
+        // The conversation's first delta: every later delta and every
+        // subagent descends from it.
+        let first = self
+            .query_runs_lean(
+                &format!("WHERE conversation = ?1 AND {owner_clause} ORDER BY from_offset LIMIT 1"),
+                params![conversation.as_str(), owner],
+            )?
+            .into_iter()
+            .next()
+            .ok_or_else(not_found)?;
+        let runs = self.query_runs_lean(
+            "WHERE user_id = ?1 AND instr(ancestry, '|' || ?2 || '|') > 0 ORDER BY started_at, id",
+            params![first.meta.user_id, first.meta.id],
+        )?;
+        Ok(ForgetSet { conversation, runs })
+    }
+
+    /// The first step of a forget, in one transaction: tombstones for the
+    /// runs and the hashes of their lines (`lines`, by run, from the blobs
+    /// still there), their indexing jobs dropped (the indexer must not put
+    /// them back), and the audit entry (who, which conversation, when; no
+    /// text).
+    pub fn begin_forget(&self, set: &ForgetSet, lines: &[Vec<String>], by: &str) -> Result<()> {
+        let now = kith_shared::timestamp::now();
+        let mut conn = self.conn();
+        let tx = conn.transaction()?;
+        for (run, hashes) in set.runs.iter().zip(lines) {
+            let m = &run.meta;
+            for hash in hashes {
+                tx.prepare_cached(
+                    "INSERT OR IGNORE INTO forgotten_lines (user_id, line_sha256, run_id)
+                     VALUES (?1, ?2, ?3)",
+                )?
+                .execute(params![m.user_id, hash, m.id])?;
+            }
+            tx.prepare_cached(
+                "INSERT OR IGNORE INTO forgotten (run_id, user_id, source_identity, from_offset,
+                     to_offset, chain_sha256, conversation, forgotten_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            )?
+            .execute(params![
+                m.id,
+                m.user_id,
+                m.source_identity,
+                to_i64(m.from_offset),
+                to_i64(m.to_offset),
+                m.chain_sha256,
+                m.conversation,
+                now
+            ])?;
+            tx.prepare_cached("DELETE FROM index_jobs WHERE run_id = ?1")?
+                .execute([&m.id])?;
+        }
+        if let Some(owner) = set.runs.first().map(|r| r.meta.user_id.as_str()) {
+            tx.execute(
+                "INSERT INTO audit (owner, reader, run_id, what, at) VALUES (?1, ?2, ?3, 'forget', ?4)",
+                params![owner, by, set.conversation.as_str(), now],
+            )?;
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// The last step of a forget: the runs' rows and the run grants on them.
+    pub fn finish_forget(&self, run_ids: &[String]) -> Result<()> {
+        let mut conn = self.conn();
+        let tx = conn.transaction()?;
+        for id in run_ids {
+            tx.prepare_cached("DELETE FROM runs WHERE id = ?1")?
+                .execute([id])?;
+            tx.prepare_cached("DELETE FROM shares WHERE scope_kind = 'run' AND scope_value = ?1")?
+                .execute([id])?;
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Of these runs, those forgotten (a worker that put one in the index
+    /// while it was being forgotten takes it out again).
+    pub fn forgotten_among(&self, run_ids: &[String]) -> Result<Vec<String>> {
+        let conn = self.reader();
+        let mut stmt = conn.prepare_cached("SELECT 1 FROM forgotten WHERE run_id = ?1")?;
+        let mut out = Vec::new();
+        for id in run_ids {
+            if stmt.exists([id])? {
+                out.push(id.clone());
+            }
+        }
+        Ok(out)
+    }
+
+    /// Whether `user` forgot the run `run_id` (a delta naming it as parent
+    /// starts a tree of its own).
+    pub fn forgot(&self, user: &str, run_id: &str) -> Result<bool> {
+        Ok(self
+            .reader()
+            .prepare_cached("SELECT 1 FROM forgotten WHERE run_id = ?1 AND user_id = ?2")?
+            .exists(params![run_id, user])?)
+    }
+
+    /// The forgotten run of a source chain that ended at `offset`.
+    pub fn tombstone_ending_at(
+        &self,
+        user: &str,
+        source: &str,
+        offset: u64,
+    ) -> Result<Option<Tombstone>> {
+        let conn = self.reader();
+        let mut stmt = conn.prepare_cached(
+            "SELECT run_id, chain_sha256 FROM forgotten
+             WHERE user_id = ?1 AND source_identity = ?2 AND to_offset = ?3",
+        )?;
+        let found = stmt
+            .query_map(params![user, source, to_i64(offset)], |r| {
+                Ok(Tombstone {
+                    run_id: r.get(0)?,
+                    chain_sha256: r.get(1)?,
+                })
+            })?
+            .next()
+            .transpose()?;
+        Ok(found)
+    }
+
+    /// How many leading bytes of `jsonl` are lines `user` forgot, and the
+    /// run the first of them was forgotten with.
+    pub fn forgotten_prefix(&self, user: &str, jsonl: &[u8]) -> Result<(usize, Option<String>)> {
+        let conn = self.reader();
+        let mut stmt = conn.prepare_cached(
+            "SELECT run_id FROM forgotten_lines WHERE user_id = ?1 AND line_sha256 = ?2",
+        )?;
+        let (mut at, mut first) = (0, None);
+        for (line, hash) in jsonl
+            .split_inclusive(|&b| b == b'\n')
+            .zip(line_hashes(jsonl))
+        {
+            let run: Option<String> = stmt
+                .query_map(params![user, hash], |r| r.get(0))?
+                .next()
+                .transpose()?;
+            let Some(run) = run else { break };
+            first.get_or_insert(run);
+            at += line.len();
+        }
+        Ok((at, first))
+    }
+
+    /// Runs forgotten but still in the catalog: a forget that stopped
+    /// midway (for `doctor`; forgetting the conversation again ends it).
+    pub fn unfinished_forgets(&self) -> Result<Vec<String>> {
+        let conn = self.reader();
+        let mut stmt = conn
+            .prepare("SELECT r.id FROM runs r JOIN forgotten f ON f.run_id = r.id ORDER BY r.id")?;
+        let rows = stmt
+            .query_map([], |r| r.get(0))?
+            .collect::<rusqlite::Result<_>>()?;
+        Ok(rows)
+    }
+}

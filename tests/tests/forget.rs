@@ -1,0 +1,485 @@
+//! What leaves search, end to end: the real `kith` captures real Claude
+//! Code transcripts into a real central. `kith forget` removes a
+//! conversation from every read (search in each mode, show, tree, jsonl,
+//! turns, runs) for its owner and for the person it was shared with, leaves
+//! the other conversation alone, keeps its bytes out of central when the
+//! agent captures the file again (cursor kept, and cursor lost), and is
+//! refused (404) to anyone but the owner. A transcript rewritten or
+//! truncated and captured again retires its older capture from search
+//! (still shown, and found with `--include-superseded`).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use anyhow::{ensure, Context, Result};
+use kith_tests::{bin, model_dir, run_central, Api, Central};
+use serde_json::{json, Value};
+
+/// One person's machine: a HOME with Claude Code's folder and kith's own.
+struct Device {
+    home: tempfile::TempDir,
+    central: String,
+    token: String,
+}
+
+impl Device {
+    fn new(central: &Central, token: &str) -> Result<Self> {
+        Ok(Self {
+            home: tempfile::tempdir()?,
+            central: central.url.clone(),
+            token: token.to_owned(),
+        })
+    }
+
+    fn kith(&self, args: &[&str]) -> Result<Output> {
+        let mut cmd = Command::new(bin("kith"));
+        cmd.args(args)
+            .env("HOME", self.home.path())
+            .env("KITH_CENTRAL_URL", &self.central)
+            .env("KITH_TOKEN", &self.token)
+            .env_remove("CODEX_HOME");
+        for var in ["CONFIG", "STATE", "CLAUDE", "CODEX", "PI"] {
+            cmd.env_remove(format!("KITH_{var}_DIR"));
+        }
+        Ok(cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .output()?)
+    }
+
+    /// The stdout of a command that must succeed.
+    fn ok(&self, args: &[&str]) -> Result<String> {
+        let out = self.kith(args)?;
+        let err = String::from_utf8_lossy(&out.stderr);
+        ensure!(out.status.success(), "kith {args:?} failed: {err}");
+        Ok(String::from_utf8(out.stdout)?)
+    }
+
+    /// The stderr of a command that must fail.
+    fn fails(&self, args: &[&str]) -> Result<String> {
+        let out = self.kith(args)?;
+        ensure!(!out.status.success(), "kith {args:?} succeeded");
+        Ok(String::from_utf8_lossy(&out.stderr).into_owned())
+    }
+
+    /// A Claude Code session file of this machine.
+    fn session(&self, n: u32) -> PathBuf {
+        self.home.path().join(format!(
+            ".claude/projects/-home-alice-proj/5e551011-0000-4000-8000-{n:012}.jsonl"
+        ))
+    }
+
+    /// Ids of the conversations a search for `word` in `mode` finds.
+    fn found(&self, word: &str, mode: &str) -> Result<Vec<String>> {
+        let out = self.ok(&["search", word, "--json", "--mode", mode])?;
+        let res: Value = serde_json::from_str(&out).with_context(|| out.clone())?;
+        let groups = res["groups"].as_array().cloned().unwrap_or_default();
+        Ok(groups
+            .iter()
+            .filter_map(|g| g["conversation_id"].as_str().map(str::to_owned))
+            .collect())
+    }
+}
+
+/// Appends one turn (the person says `said`, the agent answers `answer`)
+/// to session `n`'s file, as Claude Code writes it.
+fn turn(file: &Path, n: u32, k: u32, said: &str, answer: &str) -> Result<()> {
+    use std::io::Write;
+    std::fs::create_dir_all(file.parent().context("a folder")?)?;
+    let session = format!("5e551011-0000-4000-8000-{n:012}");
+    let envelope = |kind: &str, i: u32, message: Value| {
+        json!({"type": kind, "uuid": format!("{n}-{k}-{i}"), "parentUuid": null,
+               "sessionId": session, "cwd": "/home/alice/proj", "version": "2.1.14",
+               "timestamp": format!("2026-05-11T10:{:02}:{:02}.000Z", n, k * 2 + i),
+               "message": message})
+    };
+    let user = envelope("user", 0, json!({"role": "user", "content": said}));
+    let assistant = envelope(
+        "assistant",
+        1,
+        json!({"id": format!("msg_{n}_{k}"), "type": "message", "role": "assistant",
+               "model": "claude-opus-4-6", "content": [{"type": "text", "text": answer}]}),
+    );
+    let mut f = std::fs::File::options()
+        .create(true)
+        .append(true)
+        .open(file)?;
+    writeln!(f, "{user}\n{assistant}")?;
+    Ok(())
+}
+
+/// The conversation `api` lists for session `n`, with its run ids.
+fn conversation_of(api: &Api, n: u32) -> Result<(String, Vec<String>)> {
+    let r = api.get("/api/conversations")?;
+    let session = format!("5e551011-0000-4000-8000-{n:012}");
+    let list = r.body["conversations"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let c = list
+        .iter()
+        .find(|c| c["session_id"] == session.as_str())
+        .with_context(|| format!("no conversation of session {n}: {r:?}"))?;
+    let runs = c["run_ids"].as_array().cloned().unwrap_or_default();
+    Ok((
+        c["id"].as_str().unwrap_or_default().to_owned(),
+        runs.iter()
+            .filter_map(|r| r.as_str().map(str::to_owned))
+            .collect(),
+    ))
+}
+
+/// Whether any file under central's `runs/` holds `word`.
+fn stored(data: &Path, word: &str) -> Result<bool> {
+    let mut stack = vec![data.join("runs")];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir)? {
+            let path = entry?.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if String::from_utf8_lossy(&std::fs::read(&path)?).contains(word) {
+                return Ok(true);
+            }
+        }
+    }
+    Ok(false)
+}
+
+/// The search modes this machine can run: semantic and hybrid need the
+/// embedding model.
+fn modes() -> Vec<&'static str> {
+    match model_dir() {
+        Some(_) => vec!["keyword", "semantic", "hybrid"],
+        None => {
+            eprintln!("KITH_MODEL_DIR is not set: forget checked by keyword search only");
+            vec!["keyword"]
+        }
+    }
+}
+
+#[test]
+fn a_forgotten_conversation_is_gone_everywhere_and_its_bytes_never_come_back() -> Result<()> {
+    let mut central = Central::start()?;
+    let alice_token = central.register("alice.test", "laptop")?;
+    let bob_token = central.register("bob.test", "desktop")?;
+    let (alice_api, bob_api) = (central.client(&alice_token), central.client(&bob_token));
+    let alice = Device::new(&central, &alice_token)?;
+    let bob = Device::new(&central, &bob_token)?;
+    let (secret, kept) = (alice.session(1), alice.session(2));
+    turn(
+        &secret,
+        1,
+        0,
+        "why does the pangolin importer drop rows",
+        "the pangolin importer skips rows whose checksum is empty",
+    )?;
+    turn(
+        &secret,
+        1,
+        1,
+        "fix the pangolin importer",
+        "done: empty checksums are computed before the pangolin import",
+    )?;
+    turn(
+        &kept,
+        2,
+        0,
+        "plan the narwhal release",
+        "the narwhal release ships on friday after the migration",
+    )?;
+    alice.ok(&["backfill"])?;
+    let (forgotten, runs) = conversation_of(&alice_api, 1)?;
+    let (other, other_runs) = conversation_of(&alice_api, 2)?;
+    let modes = modes();
+    for id in runs.iter().chain(&other_runs) {
+        if modes.len() > 1 {
+            alice_api.wait_embedded(id, Duration::from_secs(120))?;
+        } else {
+            alice_api.wait_indexed(id, Duration::from_secs(60))?;
+        }
+    }
+    alice.ok(&["share", "conversation", &forgotten, "--with", "bob.test"])?;
+    for mode in &modes {
+        ensure!(
+            alice.found("pangolin", mode)?.contains(&forgotten),
+            "{mode}"
+        );
+    }
+    ensure!(bob.found("pangolin", "keyword")? == vec![forgotten.clone()]);
+
+    // Bob may read it, but it is not his to forget: 404, and it stays.
+    let refused = bob.fails(&["forget", &forgotten, "--yes"])?;
+    ensure!(refused.contains("not_found"), "{refused}");
+    let r = bob_api.send(
+        bob_api
+            .http
+            .delete(bob_api.url(&format!("/api/conversations/{forgotten}"))),
+    )?;
+    ensure!(r.status == 404, "{r:?}");
+    let unknown = bob_api.send(
+        bob_api
+            .http
+            .delete(bob_api.url("/api/conversations/c0000000000000000000000000000000")),
+    )?;
+    ensure!(
+        unknown.status == 404 && unknown.body == r.body,
+        "another's conversation answers like an unknown one: {r:?} {unknown:?}"
+    );
+    ensure!(alice.found("pangolin", "keyword")? == vec![forgotten.clone()]);
+    // Without a terminal, kith wants --yes.
+    let asked = alice.fails(&["forget", &forgotten])?;
+    ensure!(asked.contains("--yes"), "{asked}");
+    ensure!(
+        alice_api
+            .get(&format!("/api/conversations/{forgotten}"))?
+            .status
+            == 200
+    );
+
+    let said = alice.ok(&["forget", &forgotten[..12], "--yes"])?;
+    ensure!(said.contains(&forgotten), "{said}");
+
+    for (who, device, api) in [("alice", &alice, &alice_api), ("bob", &bob, &bob_api)] {
+        for mode in &modes {
+            let found = device.found("pangolin", mode)?;
+            ensure!(!found.contains(&forgotten), "{who} {mode}: {found:?}");
+        }
+        let show = device.fails(&["show", &forgotten])?;
+        ensure!(show.contains("not_found"), "{who}: {show}");
+        for path in ["", "/jsonl", "/turns"] {
+            let r = api.get(&format!("/api/conversations/{forgotten}{path}"))?;
+            ensure!(r.status == 404, "{who} {path}: {r:?}");
+        }
+        for run in &runs {
+            let r = api.get(&format!("/api/runs/{run}"))?;
+            ensure!(r.status == 404, "{who} run {run}: {r:?}");
+        }
+        let tree = device.ok(&["tree", "--json"])?;
+        ensure!(!tree.contains(&forgotten), "{who}: {tree}");
+    }
+    // The other conversation is untouched.
+    for mode in &modes {
+        ensure!(
+            alice.found("narwhal", mode)? == vec![other.clone()],
+            "{mode}"
+        );
+    }
+    ensure!(alice.ok(&["show", &other])?.contains("narwhal release"));
+    let audit = alice_api.get("/api/audit")?;
+    let entries = audit.body["entries"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    ensure!(
+        entries.iter().any(|e| e["what"] == "forget"
+            && e["run_id"] == forgotten.as_str()
+            && e["reader"] == "alice.test"),
+        "{audit:?}"
+    );
+    ensure!(!stored(&central.data_dir, "pangolin")?);
+
+    // Capturing the file again sends nothing of it; a later turn is a
+    // conversation of its own.
+    alice.ok(&["backfill"])?;
+    turn(
+        &secret,
+        1,
+        2,
+        "and the quokka exporter?",
+        "the quokka exporter was fine",
+    )?;
+    alice.ok(&["backfill"])?;
+    let (after, after_runs) = conversation_of(&alice_api, 1)?;
+    ensure!(after != forgotten);
+    for id in &after_runs {
+        alice_api.wait_indexed(id, Duration::from_secs(60))?;
+    }
+    ensure!(alice.found("quokka", "keyword")? == vec![after.clone()]);
+    ensure!(alice.found("pangolin", "keyword")?.is_empty());
+    ensure!(!stored(&central.data_dir, "pangolin")?);
+    let status = alice.ok(&["status"])?;
+    ensure!(!status.contains("refused"), "{status}");
+
+    // A machine that lost its cursors sends the whole file again: the
+    // forgotten lines are dropped, the rest is known.
+    std::fs::remove_dir_all(alice.home.path().join(".local/state/kith"))?;
+    alice.ok(&["backfill"])?;
+    ensure!(!stored(&central.data_dir, "pangolin")?);
+    ensure!(alice.found("pangolin", "keyword")?.is_empty());
+
+    central.kill()?;
+    let doctor = run_central(&central.data_dir, &["doctor"])?;
+    ensure!(
+        doctor.status.success(),
+        "doctor: {}",
+        String::from_utf8_lossy(&doctor.stdout)
+    );
+    Ok(())
+}
+
+#[test]
+fn the_operator_forgets_any_conversation_and_doctor_finds_nothing_left() -> Result<()> {
+    let mut central = Central::start()?;
+    let token = central.register("alice.test", "laptop")?;
+    let api = central.client(&token);
+    let alice = Device::new(&central, &token)?;
+    turn(
+        &alice.session(3),
+        3,
+        0,
+        "where is the capybara cache",
+        "the capybara cache lives in /var/cache",
+    )?;
+    alice.ok(&["backfill"])?;
+    let (id, runs) = conversation_of(&api, 3)?;
+    for run in &runs {
+        api.wait_indexed(run, Duration::from_secs(60))?;
+    }
+    central.kill()?;
+    let data = central.data_dir.clone();
+    let out = run_central(&data, &["forget", &runs[0]])?;
+    ensure!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    ensure!(String::from_utf8_lossy(&out.stdout).contains(&id));
+    let again = run_central(&data, &["forget", &id])?;
+    ensure!(
+        !again.status.success(),
+        "a forgotten conversation is unknown"
+    );
+    let doctor = run_central(&data, &["doctor"])?;
+    ensure!(
+        doctor.status.success(),
+        "{}",
+        String::from_utf8_lossy(&doctor.stdout)
+    );
+    ensure!(!stored(&data, "capybara")?);
+    central.restart()?;
+    let api = central.client(&token);
+    let r = api.get(&format!("/api/conversations/{id}"))?;
+    ensure!(r.status == 404, "{r:?}");
+    ensure!(alice.found("capybara", "keyword")?.is_empty());
+    let audit = api.get("/api/audit")?;
+    ensure!(
+        audit.body["entries"][0]["reader"] == "kith-central",
+        "{audit:?}"
+    );
+    Ok(())
+}
+
+/// Writes session `n`'s file anew with one turn: through a new file
+/// renamed over it (another inode, as an editor or a migration does), or
+/// truncated in place.
+fn rewrite(file: &Path, n: u32, said: &str, answer: &str, in_place: bool) -> Result<()> {
+    if in_place {
+        std::fs::File::options()
+            .write(true)
+            .open(file)?
+            .set_len(0)?;
+        return turn(file, n, 0, said, answer);
+    }
+    let fresh = file.with_extension("new");
+    turn(&fresh, n, 0, said, answer)?;
+    Ok(std::fs::rename(&fresh, file)?)
+}
+
+/// Waits until central has no indexing left to do.
+fn wait_settled(api: &Api) -> Result<()> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let s = api.get("/api/status")?;
+        if s.body["counts"]["pending_index_jobs"] == 0 {
+            return Ok(());
+        }
+        ensure!(std::time::Instant::now() < deadline, "{s:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_rewritten_transcript_retires_its_older_capture_from_search() -> Result<()> {
+    let central = Central::start()?;
+    let token = central.register("alice.test", "laptop")?;
+    let api = central.client(&token);
+    let alice = Device::new(&central, &token)?;
+    let file = alice.session(5);
+    let semantic = model_dir().is_some();
+    let mut captures = Vec::new();
+    for (word, in_place) in [("okapi", false), ("gazelle", false), ("ibex", true)] {
+        let said = format!("total the {word} ledger for march");
+        let answer = format!("the {word} ledger totals 4,210 for march");
+        if captures.is_empty() {
+            turn(&file, 5, 0, &said, &answer)?;
+        } else {
+            rewrite(&file, 5, &said, &answer, in_place)?;
+        }
+        alice.ok(&["backfill"])?;
+        wait_settled(&api)?;
+        let now = api.get("/api/conversations")?.body["conversations"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let newest = now
+            .iter()
+            .map(|c| c["id"].as_str().unwrap_or_default().to_owned())
+            .find(|id| !captures.iter().any(|(_, c)| c == id))
+            .with_context(|| format!("no new conversation after the {word} rewrite: {now:?}"))?;
+        for c in &now {
+            for run in c["run_ids"].as_array().into_iter().flatten() {
+                let run = run.as_str().unwrap_or_default();
+                if semantic {
+                    api.wait_embedded(run, Duration::from_secs(120))?;
+                }
+            }
+        }
+        captures.push((word, newest));
+    }
+    let (newest_word, newest) = captures.last().cloned().context("captures")?;
+    for mode in modes() {
+        ensure!(
+            alice.found("ledger", mode)? == vec![newest.clone()],
+            "{mode}: only the newest capture by default"
+        );
+    }
+    ensure!(alice.found(newest_word, "keyword")? == vec![newest.clone()]);
+    for (word, id) in &captures[..captures.len() - 1] {
+        ensure!(
+            alice.found(word, "keyword")?.is_empty(),
+            "{word} is retired"
+        );
+        let out = alice.ok(&[
+            "search",
+            word,
+            "--json",
+            "--mode",
+            "keyword",
+            "--include-superseded",
+        ])?;
+        ensure!(
+            out.contains(id.as_str()),
+            "{word} with --include-superseded: {out}"
+        );
+        ensure!(alice.ok(&["show", id])?.contains(&format!("{word} ledger")));
+    }
+    if semantic {
+        let out = alice.ok(&[
+            "search",
+            "ledger",
+            "--json",
+            "--mode",
+            "semantic",
+            "--include-superseded",
+        ])?;
+        for (_, id) in &captures {
+            ensure!(
+                out.contains(id.as_str()),
+                "semantic --include-superseded finds {id}: {out}"
+            );
+        }
+    }
+    Ok(())
+}
