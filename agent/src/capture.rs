@@ -4,6 +4,11 @@
 //! the cursor's spooled offset (kept in the entry until central takes it;
 //! see `outbox`). Nothing here talks to central.
 //!
+//! `config.toml`'s rules apply here: a transcript whose path, or whose
+//! agent's working folder (peeked from its first lines), matches `exclude`
+//! is never read further nor spooled; every delta carries the tags of the
+//! tag rules whose project holds that folder.
+//!
 //! Offsets and the rewrite check refer to the ORIGINAL file bytes; `jsonl`
 //! carries the redacted bytes, which have the same length.
 
@@ -24,6 +29,7 @@ use crate::discover::{self, Source};
 use crate::error::{Error, IoContext, Result};
 use crate::outbox::{Header, Outbox};
 use crate::plan::{delta_end, plan, Observed, Plan, MAX_DELTA, TAIL_WINDOW};
+use crate::settings::Rules;
 
 /// How deep a chain of parents (subagent -> session -> ...) is followed.
 const MAX_PARENT_DEPTH: u32 = 4;
@@ -49,6 +55,8 @@ pub struct Capture {
     outbox: Outbox,
     /// How long to wait for another kith process holding the state lock.
     lock_wait: Duration,
+    /// `exclude` and tag rules (none unless `with_rules`).
+    rules: Rules,
 }
 
 impl Capture {
@@ -58,7 +66,14 @@ impl Capture {
             cursors: Cursors::new(&paths.state_dir),
             outbox: Outbox::new(&paths.state_dir),
             lock_wait,
+            rules: Rules::default(),
         }
+    }
+
+    /// Applies `config.toml`'s exclusions and tag rules.
+    pub fn with_rules(mut self, rules: Rules) -> Self {
+        self.rules = rules;
+        self
     }
 
     /// Spools the new complete lines of one transcript. At a chain start the
@@ -70,6 +85,23 @@ impl Capture {
     }
 
     fn file_locked(&self, runtime: AgentRuntime, path: &Path, depth: u32) -> Result<Captured> {
+        if self.rules.excluded(path, None).is_some() {
+            return Ok(Captured::default());
+        }
+        let old = self.cursor(path)?;
+        // The working folder, peeked until a line names it.
+        let known_cwd = old.as_ref().and_then(|c| c.cwd.clone());
+        let peeked = known_cwd
+            .is_none()
+            .then(|| discover::peek(&self.paths, runtime, path));
+        let cwd = known_cwd.or_else(|| peeked.as_ref().and_then(|p| p.cwd.clone()));
+        if self
+            .rules
+            .excluded(path, cwd.as_deref().map(Path::new))
+            .is_some()
+        {
+            return Ok(Captured::default());
+        }
         let mut f = match File::open(path) {
             Ok(f) => f,
             // Deleted since it was named: nothing to capture.
@@ -80,7 +112,6 @@ impl Capture {
         if !meta.is_file() {
             return Ok(Captured::default());
         }
-        let old = self.cursor(path)?;
         let now = Observed {
             dev: meta.dev(),
             ino: meta.ino(),
@@ -102,13 +133,21 @@ impl Capture {
                 return Ok(Captured::default());
             }
             (Plan::Nothing, None) => return Ok(Captured::default()),
-            (Plan::Append { .. }, Some(c)) => c,
+            (Plan::Append { .. }, Some(mut c)) => {
+                if c.cwd.is_none() && cwd.is_some() {
+                    self.cursors
+                        .update(path, Durability::NotTorn, |c| c.cwd.clone_from(&cwd))?;
+                    c.cwd = cwd;
+                }
+                c
+            }
             (Plan::Append { .. } | Plan::Start { .. }, old) => {
                 let epoch = old.as_ref().map_or(0, |c| c.epoch + 1);
                 let mut c = Cursor::start(path, runtime, (now.dev, now.ino), epoch);
-                let peek = discover::peek(&self.paths, runtime, path);
+                let peek = peeked.unwrap_or_else(|| discover::peek(&self.paths, runtime, path));
                 c.conversation_id = peek.conversation_id;
                 c.parent_path = peek.parent.filter(|p| p != path);
+                c.cwd = cwd;
                 c.last_error = old.and_then(|o| o.last_error);
                 c.size = now.size;
                 // Durable before any delta of the chain is spooled: the
@@ -225,7 +264,7 @@ impl Capture {
             cwd: None,
             git_branch: None,
             agent_version: None,
-            tags: Vec::new(),
+            tags: self.rules.tags_for(cursor.cwd.as_deref().map(Path::new)),
             started_at: None,
             redactions: redacted.counts,
         };

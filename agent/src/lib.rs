@@ -12,12 +12,15 @@ pub mod config;
 pub mod conversation;
 pub mod cursor;
 pub mod discover;
+pub mod effective;
 pub mod error;
 pub mod family;
+pub mod glob;
 pub mod hook;
 pub mod install;
 pub mod outbox;
 pub mod plan;
+pub mod settings;
 pub mod status;
 pub mod watch;
 

@@ -108,6 +108,8 @@ pub struct Outbox {
     dir: PathBuf,
     rejected: PathBuf,
     last_error: PathBuf,
+    /// When central last accepted a delta from this machine (`kith status`).
+    last_sent: PathBuf,
 }
 
 impl Outbox {
@@ -116,6 +118,7 @@ impl Outbox {
             dir: state_dir.join("outbox"),
             rejected: state_dir.join("rejected"),
             last_error: state_dir.join("last_error"),
+            last_sent: state_dir.join("last_sent"),
         }
     }
 
@@ -275,6 +278,18 @@ impl Outbox {
             0o600,
             Durability::Advisory,
         );
+    }
+
+    /// When central last accepted a delta (RFC 3339), if it ever did.
+    pub fn last_sent(&self) -> Option<String> {
+        fs::read_to_string(&self.last_sent)
+            .ok()
+            .map(|t| t.trim().to_owned())
+    }
+
+    fn note_sent(&self) {
+        let now = kith_shared::timestamp::now();
+        let _ = write_file(&self.last_sent, now.as_bytes(), 0o600, Durability::Advisory);
     }
 
     fn clear_error(&self) {
@@ -463,6 +478,9 @@ pub fn replay(
                     fs::remove_file(&entry).at("remove", &entry)?;
                     if held.is_empty() {
                         outbox.clear_error();
+                    }
+                    if done.accepted == 0 {
+                        outbox.note_sent();
                     }
                     done.accepted += 1;
                     failed_in_a_row = 0;

@@ -19,16 +19,19 @@ pub async fn healthz() -> &'static str {
     responses((status = 200, body = StatusResponse), (status = 401, body = ErrorBody)))]
 pub async fn status(State(state): State<AppState>, viewer: Viewer) -> Result<Json<StatusResponse>> {
     let s = state.clone();
-    let (counts, queue, last_indexed_at, n_chunks) = tokio::task::spawn_blocking(move || {
-        let counts = s.registry().counts()?;
-        Ok::<_, crate::error::Error>((
-            counts,
-            lane_depths(&s, &counts)?,
-            s.registry().last_indexed_at()?,
-            chunks_or_zero(&s),
-        ))
-    })
-    .await??;
+    let (counts, queue, last_indexed_at, n_chunks, n_embedded) =
+        tokio::task::spawn_blocking(move || {
+            let counts = s.registry().counts()?;
+            let n_chunks = chunks_or_zero(&s);
+            Ok::<_, crate::error::Error>((
+                counts,
+                lane_depths(&s, &counts)?,
+                s.registry().last_indexed_at()?,
+                n_chunks,
+                chunks_embedded(&s, &counts, n_chunks)?,
+            ))
+        })
+        .await??;
     Ok(Json(StatusResponse {
         version: env!("CARGO_PKG_VERSION").to_owned(),
         queue,
@@ -37,6 +40,7 @@ pub async fn status(State(state): State<AppState>, viewer: Viewer) -> Result<Jso
             machines: counts.machines,
             runs: counts.runs,
             chunks: n_chunks,
+            chunks_embedded: n_embedded,
             pending_index_jobs: counts.pending_jobs,
         },
         last_indexed_at,
@@ -54,6 +58,26 @@ fn chunks_or_zero(state: &AppState) -> u64 {
     state.index().n_chunks().unwrap_or_else(|e| {
         tracing::warn!(error = %e, "cannot count indexed chunks");
         0
+    })
+}
+
+/// Chunks with the current model's vector, estimated from the runs still
+/// awaiting vectors (the index counts chunks, not vectors, per run).
+fn chunks_embedded(
+    state: &AppState,
+    counts: &crate::registry::RegistryCounts,
+    n_chunks: u64,
+) -> Result<u64> {
+    let Some(queue) = state.embed() else {
+        return Ok(0);
+    };
+    let (realtime, bulk) = state
+        .registry()
+        .runs_awaiting_vectors(queue.model_id(), &crate::vectorizer::realtime_since())?;
+    let waiting = (realtime + bulk + counts.pending_jobs).min(counts.runs);
+    Ok(match counts.runs {
+        0 => 0,
+        runs => n_chunks * (runs - waiting) / runs,
     })
 }
 

@@ -18,6 +18,7 @@ mod jobs;
 mod machines;
 mod runs;
 mod shares;
+mod tags;
 mod users;
 mod viewer;
 
