@@ -15,17 +15,18 @@ pub struct Glob {
 }
 
 impl Glob {
-    /// Refuses a glob that is not absolute once `~/` is expanded: a relative
-    /// one would depend on the folder kith happens to run in.
+    /// Refuses a glob that is not absolute once `~/` is expanded (or does not
+    /// start with `**/`, anywhere): a relative one would depend on the
+    /// folder kith happens to run in.
     pub fn new(text: &str, home: &Path) -> Result<Self, String> {
         let expanded = match text.strip_prefix("~/") {
             Some(rest) => format!("{}/{rest}", home.display()),
             None if text == "~" => home.display().to_string(),
             None => text.to_owned(),
         };
-        if !expanded.starts_with('/') {
+        if !(expanded.starts_with('/') || expanded.starts_with("**/")) {
             return Err(format!(
-                "{text:?} must start with / or ~/ (it is matched against whole paths)"
+                "{text:?} must start with /, ~/ or **/ (it is matched against whole paths)"
             ));
         }
         let parts = expanded
@@ -138,7 +139,7 @@ mod tests {
             let e = Glob::new(bad, Path::new("/home/ann")).err();
             assert!(
                 e.as_deref()
-                    .is_some_and(|e| e.contains("must start with / or ~/")),
+                    .is_some_and(|e| e.contains("must start with /, ~/ or **/")),
                 "{bad:?}: {e:?}"
             );
         }

@@ -681,3 +681,53 @@ fn the_outbox_carries_the_spooled_mark_and_a_lost_entry_is_captured_again() -> a
     assert!(chains.len() == 1 && chains[0] == full, "every byte, once");
     Ok(())
 }
+
+/// Rules for a device whose home is /home/sam (the fixtures' agents worked there).
+fn rules(config: &str) -> anyhow::Result<crate::settings::Rules> {
+    let tmp = tempfile::tempdir()?;
+    let paths = Paths::under(tmp.path());
+    fs::create_dir_all(&paths.config_dir)?;
+    fs::write(paths.config_dir.join("config.toml"), config)?;
+    Ok(crate::settings::Settings::load(&paths, &crate::settings::Flags::default())?.rules)
+}
+
+#[test]
+fn an_excluded_project_is_never_spooled_and_tag_rules_tag_the_rest() -> anyhow::Result<()> {
+    let device = Device::new()?;
+    let tally = device.place_own(SHORT)?;
+    let notes = device.place_own(PI_V3)?;
+    let capture = Capture::new(&device.paths, Duration::from_secs(5)).with_rules(rules(
+        r#"
+        exclude = ["/home/sam/src/tally/**"]
+        [[tag]]
+        project = "/home/sam/src/**"
+        tags = ["src"]
+        [[tag]]
+        project = "/home/sam/src/notes-site"
+        tags = ["notes"]
+        "#,
+    )?);
+    assert_eq!(capture.file(&tally)?, Captured::default());
+    assert!(capture.cursor(&tally.path)?.is_none(), "not even a cursor");
+    assert!(capture.file(&notes)?.deltas > 0);
+    let spooled = device.spooled()?;
+    assert!(!spooled.is_empty());
+    for (header, req) in &spooled {
+        assert_eq!(header.file, notes.path, "only the notes project is spooled");
+        assert_eq!(req.tags, ["notes", "src"]);
+    }
+
+    // An exclusion by the transcript's own path, added later, stops a
+    // chain already under way.
+    let by_path = Capture::new(&device.paths, Duration::from_secs(5)).with_rules(rules(&format!(
+        "exclude = [{:?}]",
+        notes.path.display().to_string()
+    ))?);
+    fs::OpenOptions::new()
+        .append(true)
+        .open(&notes.path)?
+        .write_all(b"{\"type\":\"custom\",\"note\":\"later\"}\n")?;
+    assert_eq!(by_path.file(&notes)?, Captured::default());
+    assert_eq!(device.spooled()?.len(), spooled.len());
+    Ok(())
+}
