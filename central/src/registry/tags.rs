@@ -1,6 +1,7 @@
 //! A run's tags after ingest: only the owner's edits, which change what a
-//! `tag:` grant covers (`GRANT_COVERS_RUN` reads `tags_key`) and queue the
-//! run for indexing again, so the index's copy of the tags follows.
+//! `tag:` grant covers (`GRANT_COVERS_RUN` reads `tags_key`) at once, and
+//! queue the run for indexing (and its vectors for checking) again, so the
+//! index's copy of the tags follows; `indexed_at` is unset until it has.
 
 use kith_proto::RunMeta;
 use rusqlite::params;
@@ -18,7 +19,7 @@ impl Registry {
         for meta in runs {
             let changed = tx
                 .prepare_cached(
-                    "UPDATE runs SET meta_json = ?3, tags_key = ?4,
+                    "UPDATE runs SET meta_json = ?3, tags_key = ?4, indexed_at = NULL,
                         embedded_model = NULL, embedded_at = NULL
                      WHERE id = ?1 AND user_id = ?2",
                 )?
