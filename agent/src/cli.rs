@@ -533,6 +533,28 @@ mod tests {
         assert_eq!(got, want, "{args:?}");
     }
 
+    /// Every flag and argument of every subcommand says what it is for.
+    #[test]
+    fn every_flag_has_help_text() {
+        fn walk(cmd: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            for arg in cmd.get_arguments() {
+                let id = arg.get_id().as_str();
+                if id != "help" && id != "version" && arg.get_help().is_none() {
+                    missing.push(format!("{path} {id}"));
+                }
+            }
+            for sub in cmd.get_subcommands() {
+                if sub.get_about().is_none() {
+                    missing.push(format!("{path} {} (about)", sub.get_name()));
+                }
+                walk(sub, &format!("{path} {}", sub.get_name()), missing);
+            }
+        }
+        let mut missing = Vec::new();
+        walk(&Cli::command(), "kith", &mut missing);
+        assert!(missing.is_empty(), "no help text: {missing:?}");
+    }
+
     #[test]
     fn a_hook_with_arguments_clap_refuses_still_runs() {
         check("kith hook --bogus", Some((None, None, None)));
