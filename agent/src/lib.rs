@@ -1,5 +1,6 @@
 //! kith's device side: capture (hook, watch, backfill) through cursors and an
-//! outbox, login, install, status, and the family CLI (search, tree, show).
+//! outbox, configured by `settings` (config.toml), login, install, status,
+//! and the family CLI (search, tree, show, share, tag, audit).
 //!
 //! A delta travels `discover` -> `plan` (pure: what to send) -> `capture`
 //! (read, redact, spool) -> `outbox` -> `client` (central). Only `capture`
