@@ -6,8 +6,9 @@
 //!
 //! `config.toml`'s rules apply here: a transcript whose path, or whose
 //! agent's working folder (peeked from its first lines), matches `exclude`
-//! is never read further nor spooled; every delta carries the tags of the
-//! tag rules whose project holds that folder.
+//! is never read further nor spooled (and deltas spooled before the
+//! exclusion was added are discarded unsent); every delta carries the tags
+//! of the tag rules whose project holds that folder.
 //!
 //! Offsets and the rewrite check refer to the ORIGINAL file bytes; `jsonl`
 //! carries the redacted bytes, which have the same length.
@@ -189,6 +190,25 @@ impl Capture {
             self.note_size(path, seen_size, now.size)?;
         }
         Ok(captured)
+    }
+
+    /// Drops deltas spooled before an exclusion covering their transcript
+    /// was added: nothing excluded is sent. The number dropped.
+    pub fn discard_excluded(&self) -> Result<usize> {
+        if self.rules.exclude.is_empty() {
+            return Ok(0);
+        }
+        crate::outbox::discard(&self.paths.state_dir, self.lock_wait, |h| {
+            let cwd = self
+                .cursors
+                .load(&h.file)
+                .ok()
+                .flatten()
+                .and_then(|c| c.cwd);
+            self.rules
+                .excluded(&h.file, cwd.as_deref().map(Path::new))
+                .is_some()
+        })
     }
 
     /// A transcript's cursor: its file, caught up with the newest delta of

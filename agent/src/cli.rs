@@ -428,6 +428,10 @@ fn backfill(paths: &Paths, settings: &Settings) -> Result<()> {
         total.bytes,
         sources.len()
     );
+    let discarded = capture.discard_excluded()?;
+    if discarded > 0 {
+        println!("discarded {discarded} waiting deltas of transcripts now excluded");
+    }
     let waiting = capture.outbox().len();
     let auth = match Auth::load(paths, settings) {
         Ok(auth) => auth,

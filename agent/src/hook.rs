@@ -183,6 +183,7 @@ fn capture_and_send(paths: &Paths, settings: &Settings, targets: &[Source]) -> R
             log(paths, &format!("capture {}: {e}", source.path.display()));
         }
     }
+    capture.discard_excluded()?;
     if capture.outbox().is_empty() {
         return Ok(());
     }

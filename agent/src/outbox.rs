@@ -544,6 +544,33 @@ pub fn replay(
     Ok(done)
 }
 
+/// Removes the entries `drop` picks (deltas of a transcript an exclusion
+/// added since covers), so they are never sent. Holds the send lock, so no
+/// replay is sending one meanwhile, and does nothing while another kith
+/// replays (it discards them next time). The transcripts' cursors fall back
+/// to their files' marks, as for a lost entry.
+pub fn discard(
+    state_dir: &Path,
+    lock_wait: Duration,
+    drop: impl Fn(&Header) -> bool,
+) -> Result<usize> {
+    let _sending = match Lock::sending(state_dir, lock_wait) {
+        Ok(lock) => lock,
+        Err(Error::Busy { .. }) => return Ok(0),
+        Err(e) => return Err(e),
+    };
+    let _lock = Lock::state(state_dir, lock_wait)?;
+    let outbox = Outbox::new(state_dir);
+    let mut dropped = 0;
+    for entry in outbox.entries() {
+        if outbox.header(&entry).is_ok_and(|h| drop(&h)) {
+            fs::remove_file(&entry).at("remove", &entry)?;
+            dropped += 1;
+        }
+    }
+    Ok(dropped)
+}
+
 enum Then {
     /// Capture the file again as a new chain.
     Restart,

@@ -56,6 +56,7 @@ pub fn run(
     mut report: impl FnMut(&str),
 ) -> Result<()> {
     let capture = Capture::new(paths, LOCK_WAIT).with_rules(settings.rules.clone());
+    capture.discard_excluded()?;
     let (tx, rx) = mpsc::channel();
     let mut watcher = notify::recommended_watcher(tx).map_err(|e| {
         crate::error::Error::Refused(format!("cannot watch the transcript folders: {e}"))

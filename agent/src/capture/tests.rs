@@ -729,5 +729,13 @@ fn an_excluded_project_is_never_spooled_and_tag_rules_tag_the_rest() -> anyhow::
         .write_all(b"{\"type\":\"custom\",\"note\":\"later\"}\n")?;
     assert_eq!(by_path.file(&notes)?, Captured::default());
     assert_eq!(device.spooled()?.len(), spooled.len());
+    // What was spooled before the exclusion is discarded, never sent.
+    assert_eq!(
+        capture.discard_excluded()?,
+        0,
+        "not excluded by those rules"
+    );
+    assert_eq!(by_path.discard_excluded()?, spooled.len());
+    assert!(device.spooled()?.is_empty());
     Ok(())
 }
