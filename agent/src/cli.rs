@@ -1,7 +1,8 @@
 //! The `kith` command line: parse (clap), resolve the folders and settings,
 //! dispatch, exit 0 / 1 (one-line reason on stderr) / 2 (usage). A command
-//! given `--json` reports its failure as one JSON document on stdout instead,
-//! `{"error": {"code": ..., "message": ...}}`, with the same exit code.
+//! given `--json` words that line as kith's error body instead, `{"error":
+//! {"code": ..., "message": ...}}` (still on stderr: stdout holds only the
+//! answer), with the same exit code.
 //! `kith hook` always exits 0, even when its arguments do not parse. New
 //! subcommands go in `Command`.
 
@@ -155,7 +156,7 @@ pub fn main() -> ExitCode {
             }
             _ if e.use_stderr() && args.iter().any(|a| a == "--json") => {
                 let message = e.kind().as_str().unwrap_or("invalid arguments");
-                println!("{}", error_json("usage", message));
+                eprintln!("{}", error_json("usage", message));
                 return ExitCode::from(2);
             }
             _ => e.exit(),
@@ -172,7 +173,7 @@ pub fn main() -> ExitCode {
         // A reader that stopped early (`kith show ID | head`): nothing failed.
         Err(e) if closed_pipe(&e) => ExitCode::SUCCESS,
         Err(e) if json => {
-            println!("{}", error_json(error_code(&e), &format!("{e:#}")));
+            eprintln!("{}", error_json(error_code(&e), &format!("{e:#}")));
             ExitCode::FAILURE
         }
         Err(e) => {

@@ -450,11 +450,13 @@ fn read_commands_speak_json_and_so_do_their_errors() -> Result<()> {
         ensure!(doc.get("error").is_none(), "{args:?}: {doc}");
     }
 
-    // Errors: one JSON document on stdout, the same exit codes.
+    // Errors: kith's error body as the one line on stderr, nothing on
+    // stdout, the same exit codes.
     let error = |args: &[&str], token: &str, exit: i32| -> Result<String> {
         let out = device.kith(&central.url, token, args)?;
         ensure!(out.status.code() == Some(exit), "{args:?}: {out:?}");
-        let doc = parse(&stdout(&out))?;
+        ensure!(out.stdout.is_empty(), "{args:?}: {out:?}");
+        let doc = parse(&String::from_utf8_lossy(&out.stderr))?;
         Ok(doc["error"]["code"].as_str().context("a code")?.to_owned())
     };
     let unknown = "c0123456789abcdef";
@@ -463,12 +465,18 @@ fn read_commands_speak_json_and_so_do_their_errors() -> Result<()> {
     ensure!(error(&["tree", "--bogus", "--json"], &token, 2)? == "usage");
     let out = device.command(&["audit", "--json"]).output()?;
     ensure!(out.status.code() == Some(1), "{out:?}");
-    ensure!(parse(&stdout(&out))?["error"]["code"] == "not_logged_in");
-    // Without --json, a usage error is clap's, on stderr, exit 2.
+    let err = String::from_utf8_lossy(&out.stderr);
+    ensure!(parse(&err)?["error"]["code"] == "not_logged_in", "{err}");
+    // Without --json, a usage error is clap's text, exit 2.
     let out = device.command(&["tree", "--bogus"]).output()?;
     ensure!(
         out.status.code() == Some(2) && out.stdout.is_empty(),
         "{out:?}"
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    ensure!(
+        err.contains("--bogus") && !err.contains("\"error\""),
+        "{err}"
     );
     Ok(())
 }
