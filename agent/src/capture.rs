@@ -8,7 +8,8 @@
 //! agent's working folder (peeked from its first lines), matches `exclude`
 //! is never read further nor spooled (and deltas spooled before the
 //! exclusion was added are discarded unsent); every delta carries the tags
-//! of the tag rules whose project holds that folder.
+//! of the tag rules whose project holds that folder; `redact`'s patterns
+//! are masked after the built-in secret rules.
 //!
 //! Offsets and the rewrite check refer to the ORIGINAL file bytes; `jsonl`
 //! carries the redacted bytes, which have the same length.
@@ -22,7 +23,7 @@ use std::time::Duration;
 use kith_proto::{AgentRuntime, IngestRequest};
 use kith_shared::hash::{chain_next, sha256_hex};
 use kith_shared::ids::RunId;
-use kith_shared::redact::redact_jsonl;
+use kith_shared::redact::redact_jsonl_with;
 
 use crate::config::{Durability, Lock, Paths};
 use crate::cursor::{Cursor, Cursors, Mark};
@@ -251,7 +252,7 @@ impl Capture {
         } else {
             tail_hash(f, &cursor.path, to)?
         };
-        let redacted = redact_jsonl(original);
+        let redacted = redact_jsonl_with(original, &self.rules.redact);
         let chain = chain_next(
             cursor.spooled.chain_sha256.as_deref(),
             &sha256_hex(redacted.text.as_bytes()),

@@ -55,6 +55,13 @@ impl Effective<'_> {
         for glob in &self.settings.rules.exclude {
             row("exclude", glob.value.to_string(), glob.origin.to_string());
         }
+        for pattern in self.settings.rules.redact.patterns() {
+            row(
+                "redact",
+                pattern.to_owned(),
+                Origin::File(self.settings.file.clone()).to_string(),
+            );
+        }
         for rule in &self.settings.rules.tags {
             row(
                 "tag",
@@ -94,6 +101,7 @@ impl Effective<'_> {
             "exclude": self.settings.rules.exclude.iter().map(|g| json!({
                 "glob": g.value.as_str(), "origin": origin(&g.origin),
             })).collect::<Vec<_>>(),
+            "redact": self.settings.rules.redact.patterns().collect::<Vec<_>>(),
             "tag": self.settings.rules.tags.iter().map(|r| json!({
                 "project": r.project.as_str(), "tags": r.tags,
             })).collect::<Vec<_>>(),

@@ -1,12 +1,14 @@
 //! The agent's `config.toml` (in the config folder): which central to send
-//! to, which transcripts never to capture (`exclude`), and which tags a
-//! project's runs get (`[[tag]]`). Precedence: file < env < flag. A file that
+//! to, which transcripts never to capture (`exclude`), which tags a
+//! project's runs get (`[[tag]]`), and the person's own secrets to mask
+//! besides the built-in ones (`redact`, regular expressions). Precedence: file < env < flag. A file that
 //! does not parse is an error, and capture stops on it rather than send what
 //! an exclusion it cannot read may have kept back.
 //!
 //! ```toml
 //! central_url = "https://kith.example.com"
 //! exclude = ["~/secret-project/**"]
+//! redact = ["ACME-[0-9]{6}"]
 //!
 //! [[tag]]
 //! project = "~/work/**"
@@ -21,6 +23,7 @@ use serde::Deserialize;
 use crate::config::{Auth, Origin, Paths};
 use crate::error::{Error, IoContext, Result};
 use crate::glob::Glob;
+use kith_shared::redact::Extra;
 
 pub const FILE_NAME: &str = "config.toml";
 
@@ -33,6 +36,8 @@ struct FileConfig {
     exclude: Vec<String>,
     #[serde(default)]
     tag: Vec<TagRuleFile>,
+    #[serde(default)]
+    redact: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -57,12 +62,14 @@ pub struct TagRule {
 }
 
 /// What capture applies to every transcript.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default)]
 pub struct Rules {
     /// From the file, `KITH_EXCLUDE` and `--exclude` together: a later
     /// source adds exclusions and never lifts one.
     pub exclude: Vec<Sourced<Glob>>,
     pub tags: Vec<TagRule>,
+    /// Masked in every delta, after the built-in secret rules.
+    pub redact: Extra,
 }
 
 impl Rules {
@@ -223,10 +230,16 @@ fn merge(l: Layers<'_>) -> Result<Settings> {
             format!("[[tag]] rules together: {}", kith_shared::tags::rule()),
         ));
     }
+    let redact =
+        Extra::new(&l.config.redact).map_err(|e| invalid(l.file, format!("redact: {e}")))?;
     Ok(Settings {
         file: l.file.to_owned(),
         central_url,
-        rules: Rules { exclude, tags },
+        rules: Rules {
+            exclude,
+            tags,
+            redact,
+        },
     })
 }
 
@@ -361,6 +374,10 @@ mod tests {
             ),
             ("[[tag]]\nproject = \"~/w/**\"\ntags = []", "tags must be"),
             (r#"central_url = "kith.example.com""#, "must be an http"),
+            (
+                r#"redact = ["ACME-("]"#,
+                "redact: \"ACME-(\" is not a regular expression",
+            ),
         ];
         for (config, want) in cases {
             let e = merge(layers(config, &none)).err().map(|e| e.to_string());

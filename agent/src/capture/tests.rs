@@ -739,3 +739,18 @@ fn an_excluded_project_is_never_spooled_and_tag_rules_tag_the_rest() -> anyhow::
     assert!(device.spooled()?.is_empty());
     Ok(())
 }
+
+#[test]
+fn the_persons_own_redact_patterns_are_masked_before_spooling() -> anyhow::Result<()> {
+    let device = Device::new()?;
+    let notes = device.place_own(PI_V3)?;
+    assert!(fs::read_to_string(&notes.path)?.contains("notes-site"));
+    let capture = Capture::new(&device.paths, Duration::from_secs(5))
+        .with_rules(rules(r#"redact = ["notes-s[a-z]+"]"#)?);
+    assert!(capture.file(&notes)?.deltas > 0);
+    for (_, req) in device.spooled()? {
+        assert!(!req.jsonl.contains("notes-site"), "{}", req.jsonl);
+        assert!(req.redactions.get("custom").is_some_and(|n| *n > 0));
+    }
+    Ok(())
+}
