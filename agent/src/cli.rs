@@ -300,7 +300,19 @@ fn run(command: Command, paths: &Paths, dirs: &DirArgs, flags: &Flags) -> Result
             crate::hook::run(paths, flags, pi, payload);
             Ok(())
         }
-        Command::Login { central } => login(paths, &central),
+        Command::Login { central } => {
+            login(paths, &central)?;
+            // The URL in effect may not be the one just stored.
+            if let Some(url) = settings()?.central_url {
+                if url.value.trim_end_matches('/') != central.trim().trim_end_matches('/') {
+                    eprintln!(
+                        "kith: note: {} ({}) is used over this login's URL",
+                        url.value, url.origin
+                    );
+                }
+            }
+            Ok(())
+        }
         Command::Backfill => backfill(paths, &settings()?),
         Command::Watch => watch(paths, &settings()?),
         Command::Status { json } => {

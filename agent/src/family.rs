@@ -69,7 +69,7 @@ pub enum FamilyCommand {
         #[arg(long)]
         lines: Option<String>,
         /// The conversation, its subagents and its turns as one JSON document.
-        #[arg(long)]
+        #[arg(long, conflicts_with_all = ["raw", "lines"])]
         json: bool,
     },
 }
