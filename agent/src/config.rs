@@ -1,7 +1,8 @@
 //! Where the agent keeps things and how it reaches central: the folders (from
-//! flags, `KITH_*` variables or the XDG-style defaults), the central URL and
-//! token (`KITH_CENTRAL_URL`/`KITH_TOKEN` over `auth.json`, mode 0600), atomic
-//! private file writes, and the locks between kith processes.
+//! flags, `KITH_*` variables, `XDG_CONFIG_HOME`/`XDG_STATE_HOME` or the XDG
+//! defaults), the central URL (see `settings`) and token (`KITH_TOKEN` over
+//! `auth.json`, mode 0600), atomic private file writes, and the locks between
+//! kith processes.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
@@ -12,6 +13,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, IoContext, Result};
+use crate::settings::Settings;
 
 /// A token. `Debug` never shows it, and nothing formats it into a message.
 #[derive(Clone, Serialize, Deserialize)]
@@ -66,23 +68,107 @@ fn env_path(name: &str) -> Option<PathBuf> {
         .map(PathBuf::from)
 }
 
-impl Paths {
-    /// Flag > `KITH_*` > default (Codex also honours `CODEX_HOME`).
-    pub fn resolve(o: PathOverrides) -> Self {
-        let home = env_path("HOME").unwrap_or_else(|| PathBuf::from("."));
-        let pick = |flag: Option<PathBuf>, var: &str| flag.or_else(|| env_path(var));
-        Self {
-            config_dir: pick(o.config_dir, "KITH_CONFIG_DIR")
-                .unwrap_or_else(|| home.join(".config/kith")),
-            state_dir: pick(o.state_dir, "KITH_STATE_DIR")
-                .unwrap_or_else(|| home.join(".local/state/kith")),
-            claude_dir: pick(o.claude_dir, "KITH_CLAUDE_DIR")
-                .unwrap_or_else(|| home.join(".claude")),
-            codex_dir: pick(o.codex_dir, "KITH_CODEX_DIR")
-                .or_else(|| env_path("CODEX_HOME"))
-                .unwrap_or_else(|| home.join(".codex")),
-            pi_dir: pick(o.pi_dir, "KITH_PI_DIR").unwrap_or_else(|| home.join(".pi/agent")),
+/// Where a setting's value came from, as `kith config` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    Default,
+    /// `config.toml`, or `auth.json` (written by `kith login`).
+    File(PathBuf),
+    Env(&'static str),
+    Flag(&'static str),
+}
+
+impl std::fmt::Display for Origin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Default => f.write_str("default"),
+            Self::File(path) => write!(f, "file {}", path.display()),
+            Self::Env(var) => write!(f, "env {var}"),
+            Self::Flag(flag) => write!(f, "flag {flag}"),
         }
+    }
+}
+
+/// One folder: the flag, else the first variable set (each joined with its
+/// suffix: `XDG_CONFIG_HOME` + `kith`), else `default` under the home.
+fn pick(
+    flag: Option<PathBuf>,
+    flag_name: &'static str,
+    vars: &[(&'static str, &str)],
+    home: &Path,
+    default: &str,
+) -> (PathBuf, Origin) {
+    if let Some(dir) = flag {
+        return (dir, Origin::Flag(flag_name));
+    }
+    vars.iter()
+        .find_map(|(var, suffix)| env_path(var).map(|dir| (dir.join(suffix), Origin::Env(var))))
+        .unwrap_or_else(|| (home.join(default), Origin::Default))
+}
+
+/// Where each folder of `Paths` came from, by the folder's name.
+pub type PathOrigins = [(&'static str, Origin); 5];
+
+impl Paths {
+    /// Flag > `KITH_*` > XDG base directory variable > default (Codex also
+    /// honours `CODEX_HOME`).
+    pub fn resolve(o: PathOverrides) -> Self {
+        Self::resolve_traced(o).0
+    }
+
+    /// `resolve`, also saying where each folder came from.
+    pub fn resolve_traced(o: PathOverrides) -> (Self, PathOrigins) {
+        let home = env_path("HOME").unwrap_or_else(|| PathBuf::from("."));
+        let (config_dir, config_o) = pick(
+            o.config_dir,
+            "--config-dir",
+            &[("KITH_CONFIG_DIR", ""), ("XDG_CONFIG_HOME", "kith")],
+            &home,
+            ".config/kith",
+        );
+        let (state_dir, state_o) = pick(
+            o.state_dir,
+            "--state-dir",
+            &[("KITH_STATE_DIR", ""), ("XDG_STATE_HOME", "kith")],
+            &home,
+            ".local/state/kith",
+        );
+        let (claude_dir, claude_o) = pick(
+            o.claude_dir,
+            "--claude-dir",
+            &[("KITH_CLAUDE_DIR", "")],
+            &home,
+            ".claude",
+        );
+        let (codex_dir, codex_o) = pick(
+            o.codex_dir,
+            "--codex-dir",
+            &[("KITH_CODEX_DIR", ""), ("CODEX_HOME", "")],
+            &home,
+            ".codex",
+        );
+        let (pi_dir, pi_o) = pick(
+            o.pi_dir,
+            "--pi-dir",
+            &[("KITH_PI_DIR", "")],
+            &home,
+            ".pi/agent",
+        );
+        let paths = Self {
+            config_dir,
+            state_dir,
+            claude_dir,
+            codex_dir,
+            pi_dir,
+        };
+        let origins = [
+            ("config_dir", config_o),
+            ("state_dir", state_o),
+            ("claude_dir", claude_o),
+            ("codex_dir", codex_o),
+            ("pi_dir", pi_o),
+        ];
+        (paths, origins)
     }
 
     pub fn from_env() -> Self {
@@ -117,31 +203,38 @@ pub struct Auth {
 }
 
 impl Auth {
-    /// `KITH_CENTRAL_URL` / `KITH_TOKEN` override `auth.json`, each on its own.
-    pub fn load(paths: &Paths) -> Result<Self> {
-        let path = paths.auth_file();
-        let file: Option<Auth> = match fs::read(&path) {
-            Ok(bytes) => Some(serde_json::from_slice(&bytes).map_err(|e| Error::Invalid {
-                what: "auth JSON",
-                path: path.clone(),
-                reason: e.to_string(),
-            })?),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(e) => return Err(e).at("read", &path),
+    /// The central `settings` names (see `Settings::central_url` for the
+    /// order), with `KITH_TOKEN` over `auth.json`'s token.
+    pub fn load(paths: &Paths, settings: &Settings) -> Result<Self> {
+        let file = Self::read(paths)?;
+        let ca_cert = file.as_ref().and_then(|a| a.ca_cert.clone());
+        let token = match std::env::var("KITH_TOKEN").ok().filter(|v| !v.is_empty()) {
+            Some(token) => Some(Secret::new(token)),
+            None => file.map(|a| a.token),
         };
-        let var = |name| std::env::var(name).ok().filter(|v: &String| !v.is_empty());
-        let url = var("KITH_CENTRAL_URL").or_else(|| file.as_ref().map(|f| f.central_url.clone()));
-        let ca_cert = file.as_ref().and_then(|f| f.ca_cert.clone());
-        let token = var("KITH_TOKEN")
-            .map(Secret::new)
-            .or_else(|| file.map(|f| f.token));
-        match (url, token) {
+        match (&settings.central_url, token) {
             (Some(url), Some(token)) => Ok(Self {
-                central_url: url.trim_end_matches('/').to_owned(),
+                central_url: url.value.trim_end_matches('/').to_owned(),
                 token,
                 ca_cert,
             }),
             _ => Err(Error::NotLoggedIn),
+        }
+    }
+
+    /// `auth.json` as `kith login` wrote it, if it exists.
+    pub fn read(paths: &Paths) -> Result<Option<Self>> {
+        let path = paths.auth_file();
+        match fs::read(&path) {
+            Ok(bytes) => Ok(Some(serde_json::from_slice(&bytes).map_err(|e| {
+                Error::Invalid {
+                    what: "auth JSON",
+                    path: path.clone(),
+                    reason: e.to_string(),
+                }
+            })?)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e).at("read", &path),
         }
     }
 

@@ -112,6 +112,9 @@ fn header(out: &mut String, c: &Conversation, style: Style, now: OffsetDateTime)
             None => cwd.clone(),
         });
     }
+    if !c.tags.is_empty() {
+        facts.push(hashtags(&c.tags));
+    }
     let _ = writeln!(out, "{}", style.dim(&facts.join(" · ")));
     let _ = writeln!(
         out,
@@ -212,11 +215,12 @@ pub fn render_tree(res: &ConversationsResponse, style: Style, now: OffsetDateTim
             style.bold(&format!("[{}]", c.machine)),
             style.bold(&title_of(c)),
             style.dim(&format!(
-                "{} · {} turns · {} · {}",
+                "{} · {} turns · {} · {}{}",
                 c.agent_runtime.as_str(),
                 c.turn_count,
                 span(&c.started_at, &c.last_activity_at, now),
-                short(&c.id)
+                short(&c.id),
+                tags_suffix(&c.tags)
             ))
         );
     }
@@ -224,6 +228,23 @@ pub fn render_tree(res: &ConversationsResponse, style: Style, now: OffsetDateTim
         let _ = writeln!(out, "\n{}", style.dim(&format!("more: --cursor {cursor}")));
     }
     out
+}
+
+/// Tags as a person reads them: `#work #acme`.
+fn hashtags(tags: &[String]) -> String {
+    tags.iter()
+        .map(|t| format!("#{t}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// ` · #work #acme`, or nothing without tags.
+fn tags_suffix(tags: &[String]) -> String {
+    if tags.is_empty() {
+        String::new()
+    } else {
+        format!(" · {}", hashtags(tags))
+    }
 }
 
 fn span(start: &str, end: &str, now: OffsetDateTime) -> String {
@@ -273,9 +294,10 @@ pub fn render_groups(
             style.bold(&format!("[{}]", g.machine)),
             style.bold(&title),
             style.dim(&format!(
-                "{owner}{} · {}{place}",
+                "{owner}{} · {}{place}{}",
                 g.agent_runtime.as_str(),
-                age(&g.last_activity_at, now)
+                age(&g.last_activity_at, now),
+                tags_suffix(&g.tags)
             )),
         );
         for hit in &g.hits {
@@ -464,6 +486,7 @@ mod tests {
             session_id: Some("sess-9".into()),
             started_at: "2026-03-01T10:00:00.000Z".into(),
             last_activity_at: "2026-03-01T11:00:00.000Z".into(),
+            tags: vec![],
             score: 1.0,
             hits: vec![hit("r1", owner)],
         };

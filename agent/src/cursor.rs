@@ -51,6 +51,9 @@ pub struct Cursor {
     /// The transcript this one hangs under (a subagent's session, a Codex
     /// child's parent rollout), found when the chain started.
     pub parent_path: Option<PathBuf>,
+    /// The folder the agent worked in, peeked once it is on a line: what
+    /// `exclude` and the tag rules match.
+    pub cwd: Option<String>,
     /// Central refused this chain (409): the next capture starts a new one.
     pub restart: Option<String>,
     /// Central can never take this chain's next bytes (400, 413): capture
@@ -75,6 +78,7 @@ impl Cursor {
             tail_sha256: None,
             conversation_id: None,
             parent_path: None,
+            cwd: None,
             restart: None,
             parked: None,
             last_error: None,

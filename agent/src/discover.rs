@@ -149,6 +149,9 @@ pub struct Peek {
     pub conversation_id: Option<String>,
     /// The transcript this one hangs under.
     pub parent: Option<PathBuf>,
+    /// The folder the agent worked in: Claude's `cwd` on its lines, Codex's
+    /// `session_meta.payload.cwd`, pi's header `cwd`.
+    pub cwd: Option<String>,
 }
 
 /// Lines and bytes a peek reads at most (Codex's first line carries the base
@@ -156,7 +159,8 @@ pub struct Peek {
 const PEEK_LINES: usize = 64;
 const PEEK_BYTES: u64 = 1 << 20;
 
-/// Reads the first lines of `path` for its conversation id and parent.
+/// Reads the first lines of `path` for its conversation id, parent and
+/// working folder.
 pub fn peek(paths: &Paths, runtime: AgentRuntime, path: &Path) -> Peek {
     let lines = first_lines(path);
     let first_str = |key: &str| {
@@ -176,6 +180,7 @@ pub fn peek(paths: &Paths, runtime: AgentRuntime, path: &Path) -> Peek {
                 conversation_id: session
                     .or_else(|| (!is_claude_subagent(path)).then(|| fallback.to_owned())),
                 parent,
+                cwd: first_str("cwd"),
             }
         }
         AgentRuntime::Codex => {
@@ -198,18 +203,29 @@ pub fn peek(paths: &Paths, runtime: AgentRuntime, path: &Path) -> Peek {
             Peek {
                 conversation_id: id,
                 parent: parent_thread.and_then(|t| find_rollout(paths, t)),
+                cwd: meta
+                    .and_then(|m| m.get("cwd"))
+                    .and_then(Value::as_str)
+                    .map(str::to_owned),
             }
         }
-        AgentRuntime::Pi => Peek {
-            conversation_id: lines
+        AgentRuntime::Pi => {
+            let header = lines
                 .iter()
-                .find(|v| v.get("type").and_then(Value::as_str) == Some("session"))
-                .and_then(|v| v.get("id"))
-                .and_then(Value::as_str)
-                .map(str::to_owned)
-                .or_else(|| fallback.rsplit_once('_').map(|(_, id)| id.to_owned())),
-            parent: None,
-        },
+                .find(|v| v.get("type").and_then(Value::as_str) == Some("session"));
+            let header_str = |key: &str| {
+                header
+                    .and_then(|v| v.get(key))
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+            };
+            Peek {
+                conversation_id: header_str("id")
+                    .or_else(|| fallback.rsplit_once('_').map(|(_, id)| id.to_owned())),
+                parent: None,
+                cwd: header_str("cwd"),
+            }
+        }
         AgentRuntime::Other => Peek::default(),
     }
 }

@@ -29,6 +29,20 @@ pub enum Error {
     Refused(String),
 }
 
+impl Error {
+    /// A stable snake_case code, for `--json` errors.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::Io { .. } => "io_error",
+            Self::Invalid { .. } => "invalid_file",
+            Self::NotLoggedIn => "not_logged_in",
+            Self::Busy { .. } => "busy",
+            Self::Central { .. } => "central_unreachable",
+            Self::Refused(_) => "refused",
+        }
+    }
+}
+
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Names the file an IO error happened on.

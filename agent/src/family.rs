@@ -1,17 +1,18 @@
-//! The family CLI: `kith search`, `kith tree`, `kith show`. Central does the
-//! work; this module asks it and renders the answer for a person (grouped,
-//! relative times, highlighted snippets) or for a script (`--json`).
+//! The family CLI: `kith search`, `kith tree`, `kith show`, `kith share`,
+//! `kith tag`, `kith audit`. Central does the work; this module asks it and
+//! renders the answer for a person (grouped, relative times, highlighted
+//! snippets) or for a script (`--json`).
 
 use std::fmt::Write as _;
 use std::io::{IsTerminal, Write as _};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{anyhow, Context, Result};
 use kith_proto::{
     AgentRuntime, ConversationResponse, ConversationTurn, ConversationsResponse, ErrorBody,
     ForestResponse, GroupBy, RunMeta, SearchFilters, SearchHit, SearchMode, SearchRequest,
-    SearchResponse, TurnsResponse,
+    SearchResponse, TagsRequest, TagsResponse, TurnsResponse,
 };
 use time::OffsetDateTime;
 
@@ -27,6 +28,7 @@ pub enum FamilyCommand {
         /// Only conversations active since then: 30m, 12h, 7d, 2w or RFC 3339.
         #[arg(long)]
         since: Option<String>,
+        /// How many conversations.
         #[arg(long, default_value_t = 20)]
         limit: u32,
         /// The next page: what the previous page printed after "more:".
@@ -35,6 +37,7 @@ pub enum FamilyCommand {
         /// Every captured delta as its own node (the storage view).
         #[arg(long)]
         deltas: bool,
+        /// One JSON document, for scripts.
         #[arg(long)]
         json: bool,
     },
@@ -42,10 +45,19 @@ pub enum FamilyCommand {
     #[command(subcommand)]
     Share(ShareCommand),
     /// Who read your runs, newest first.
-    Audit,
+    Audit {
+        /// One JSON document ({"entries": [...]}).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Put tags on one of your conversations, or take them off; `kith share
+    /// tag` shares every run with a tag.
+    #[command(subcommand)]
+    Tag(TagCommand),
     /// A whole conversation, named by any of its run ids, its id, or a
     /// unique prefix of either.
     Show {
+        /// A conversation id, one of its run ids, or a unique prefix.
         id: String,
         /// The exact bytes of the conversation's transcript, as captured.
         #[arg(long)]
@@ -57,7 +69,7 @@ pub enum FamilyCommand {
         #[arg(long)]
         lines: Option<String>,
         /// The conversation, its subagents and its turns as one JSON document.
-        #[arg(long)]
+        #[arg(long, conflicts_with_all = ["raw", "lines"])]
         json: bool,
     },
 }
@@ -67,6 +79,7 @@ pub enum FamilyCommand {
 pub struct SearchArgs {
     /// What you remember, in your own words.
     query: String,
+    /// hybrid (words and meaning), keyword or semantic.
     #[arg(long, value_enum, default_value = "hybrid")]
     mode: ModeArg,
     /// Only conversations active since then: 30m, 12h, 7d, 2w or an RFC 3339 time.
@@ -143,6 +156,7 @@ pub enum ShareCommand {
     /// Let another family member read a run and everything under it, as it
     /// is now (later deltas too with --follow).
     Run {
+        /// A run id.
         run: String,
         /// Their handle, e.g. bob.example.com.
         #[arg(long)]
@@ -156,6 +170,7 @@ pub enum ShareCommand {
     },
     /// Let another family member read every run with this tag.
     Tag {
+        /// The tag (see `kith tag`).
         tag: String,
         /// Their handle.
         #[arg(long)]
@@ -171,7 +186,50 @@ pub enum ShareCommand {
         json: bool,
     },
     /// Take a grant back; it stops working at once.
-    Revoke { id: String },
+    Revoke {
+        /// The grant's id, as `kith share list` shows it.
+        id: String,
+    },
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum TagCommand {
+    /// Tag every run of one of your conversations.
+    Add {
+        /// A conversation id, one of its run ids, or a unique prefix.
+        id: String,
+        /// Tags: 1-100 bytes each, without '|' or ':'.
+        #[arg(required = true)]
+        tags: Vec<String>,
+    },
+    /// Take tags off every run of one of your conversations.
+    Remove {
+        /// A conversation id, one of its run ids, or a unique prefix.
+        id: String,
+        /// The tags to take off.
+        #[arg(required = true)]
+        tags: Vec<String>,
+    },
+}
+
+impl FamilyCommand {
+    /// Whether the command was asked for JSON.
+    pub fn json(&self) -> bool {
+        match self {
+            Self::Search(args) => args.json,
+            Self::Tree { json, .. } | Self::Show { json, .. } | Self::Audit { json } => *json,
+            Self::Share(ShareCommand::List { json }) => *json,
+            Self::Share(_) | Self::Tag(_) => false,
+        }
+    }
+}
+
+/// Central's refusal, kept whole so that `--json` passes its code on.
+#[derive(Debug, thiserror::Error)]
+#[error("{message} ({code})")]
+pub struct Refusal {
+    pub code: String,
+    pub message: String,
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -221,10 +279,17 @@ impl Remote<'_> {
             return Ok(res);
         }
         let status = res.status();
-        match res.json::<ErrorBody>() {
-            Ok(body) => bail!("{} ({})", body.error.message, body.error.code),
-            Err(_) => bail!("central answered {status}"),
+        Err(match res.json::<ErrorBody>() {
+            Ok(body) => Refusal {
+                code: body.error.code,
+                message: body.error.message,
+            },
+            Err(_) => Refusal {
+                code: format!("http_{}", status.as_u16()),
+                message: format!("central answered {status}"),
+            },
         }
+        .into())
     }
 }
 
@@ -423,9 +488,13 @@ pub fn run(cmd: FamilyCommand, remote: &Remote<'_>) -> Result<()> {
                 }
             }
         }
-        FamilyCommand::Audit => {
+        FamilyCommand::Audit { json } => {
             let res: kith_proto::AuditResponse =
                 remote.send(http.get(remote.url("/api/audit")))?.json()?;
+            if json {
+                writeln!(stdout, "{}", serde_json::to_string(&res)?)?;
+                return Ok(());
+            }
             if res.entries.is_empty() {
                 writeln!(stdout, "nobody else has read your runs")?;
             }
@@ -436,6 +505,36 @@ pub fn run(cmd: FamilyCommand, remote: &Remote<'_>) -> Result<()> {
                     e.at, e.reader, e.what, e.run_id
                 )?;
             }
+        }
+        FamilyCommand::Tag(cmd) => {
+            let (id, req) = match cmd {
+                TagCommand::Add { id, tags } => (
+                    id,
+                    TagsRequest {
+                        add: tags,
+                        remove: Vec::new(),
+                    },
+                ),
+                TagCommand::Remove { id, tags } => (
+                    id,
+                    TagsRequest {
+                        add: Vec::new(),
+                        remove: tags,
+                    },
+                ),
+            };
+            let url = remote.url(&format!("/api/conversations/{}/tags", path_part(&id)));
+            let res: TagsResponse = remote.send(http.post(url).json(&req))?.json()?;
+            let tags = if res.tags.is_empty() {
+                "no tags".to_owned()
+            } else {
+                format!("tags {}", res.tags.join(", "))
+            };
+            writeln!(
+                stdout,
+                "conversation {} ({} runs) has {tags}",
+                res.conversation_id, res.n_runs
+            )?;
         }
         FamilyCommand::Show {
             id,

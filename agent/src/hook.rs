@@ -22,6 +22,7 @@ use crate::client::{Budget, Client};
 use crate::config::{Auth, Paths};
 use crate::discover::{self, Source};
 use crate::error::{Error, Result};
+use crate::settings::{Flags, Settings};
 
 /// All the time a hook gives central, over every delivery.
 pub const NETWORK_BUDGET: Duration = Duration::from_millis(1500);
@@ -35,7 +36,7 @@ const MAX_PAYLOAD: usize = 1 << 20;
 const MAX_LOG: u64 = 1 << 20;
 
 /// Runs the hook. Never panics out and never returns an error.
-pub fn run(paths: &Paths, pi_file: Option<PathBuf>, argument: Option<String>) {
+pub fn run(paths: &Paths, flags: &Flags, pi_file: Option<PathBuf>, argument: Option<String>) {
     let outcome = catch_unwind(AssertUnwindSafe(|| {
         let stdin = if pi_file.is_none() && argument.is_none() {
             read_payload()
@@ -43,7 +44,10 @@ pub fn run(paths: &Paths, pi_file: Option<PathBuf>, argument: Option<String>) {
             Vec::new()
         };
         let targets = targets(paths, pi_file.as_deref(), argument.as_deref(), &stdin);
-        capture_and_send(paths, &targets)
+        // A configuration that does not parse stops capture (its exclusions
+        // are unknown); the transcripts wait on disk until it is mended.
+        let settings = Settings::load(paths, flags)?;
+        capture_and_send(paths, &settings, &targets)
     }));
     match outcome {
         Ok(Ok(())) => {}
@@ -172,17 +176,18 @@ fn str_of<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
     v.get(key).and_then(Value::as_str).filter(|s| !s.is_empty())
 }
 
-fn capture_and_send(paths: &Paths, targets: &[Source]) -> Result<()> {
-    let capture = Capture::new(paths, LOCK_WAIT);
+fn capture_and_send(paths: &Paths, settings: &Settings, targets: &[Source]) -> Result<()> {
+    let capture = Capture::new(paths, LOCK_WAIT).with_rules(settings.rules.clone());
     for source in targets {
         if let Err(e) = capture.file(source) {
             log(paths, &format!("capture {}: {e}", source.path.display()));
         }
     }
+    capture.discard_excluded()?;
     if capture.outbox().is_empty() {
         return Ok(());
     }
-    let auth = Auth::load(paths)?;
+    let auth = Auth::load(paths, settings)?;
     let replayed = Client::new(&auth)?.flush(
         &paths.state_dir,
         Budget::new(NETWORK_BUDGET, NETWORK_BUDGET),

@@ -1,5 +1,6 @@
 //! kith's device side: capture (hook, watch, backfill) through cursors and an
-//! outbox, login, install, status, and the family CLI (search, tree, show).
+//! outbox, configured by `settings` (config.toml), login, install, status,
+//! and the family CLI (search, tree, show, share, tag, audit).
 //!
 //! A delta travels `discover` -> `plan` (pure: what to send) -> `capture`
 //! (read, redact, spool) -> `outbox` -> `client` (central). Only `capture`
@@ -12,14 +13,17 @@ pub mod config;
 pub mod conversation;
 pub mod cursor;
 pub mod discover;
+pub mod effective;
 pub mod error;
 pub mod family;
 pub mod forget;
+pub mod glob;
 pub mod hook;
 pub mod install;
 pub mod outbox;
 pub mod plan;
 pub mod setup;
+pub mod settings;
 pub mod status;
 pub mod watch;
 

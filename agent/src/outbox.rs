@@ -108,6 +108,8 @@ pub struct Outbox {
     dir: PathBuf,
     rejected: PathBuf,
     last_error: PathBuf,
+    /// When central last accepted a delta from this machine (`kith status`).
+    last_sent: PathBuf,
 }
 
 impl Outbox {
@@ -116,6 +118,7 @@ impl Outbox {
             dir: state_dir.join("outbox"),
             rejected: state_dir.join("rejected"),
             last_error: state_dir.join("last_error"),
+            last_sent: state_dir.join("last_sent"),
         }
     }
 
@@ -275,6 +278,18 @@ impl Outbox {
             0o600,
             Durability::Advisory,
         );
+    }
+
+    /// When central last accepted a delta (RFC 3339), if it ever did.
+    pub fn last_sent(&self) -> Option<String> {
+        fs::read_to_string(&self.last_sent)
+            .ok()
+            .map(|t| t.trim().to_owned())
+    }
+
+    fn note_sent(&self) {
+        let now = kith_shared::timestamp::now();
+        let _ = write_file(&self.last_sent, now.as_bytes(), 0o600, Durability::Advisory);
     }
 
     fn clear_error(&self) {
@@ -464,6 +479,9 @@ pub fn replay(
                     if held.is_empty() {
                         outbox.clear_error();
                     }
+                    if done.accepted == 0 {
+                        outbox.note_sent();
+                    }
                     done.accepted += 1;
                     failed_in_a_row = 0;
                 }
@@ -524,6 +542,33 @@ pub fn replay(
         }
     }
     Ok(done)
+}
+
+/// Removes the entries `drop` picks (deltas of a transcript an exclusion
+/// added since covers), so they are never sent. Holds the send lock, so no
+/// replay is sending one meanwhile, and does nothing while another kith
+/// replays (it discards them next time). The transcripts' cursors fall back
+/// to their files' marks, as for a lost entry.
+pub fn discard(
+    state_dir: &Path,
+    lock_wait: Duration,
+    drop: impl Fn(&Header) -> bool,
+) -> Result<usize> {
+    let _sending = match Lock::sending(state_dir, lock_wait) {
+        Ok(lock) => lock,
+        Err(Error::Busy { .. }) => return Ok(0),
+        Err(e) => return Err(e),
+    };
+    let _lock = Lock::state(state_dir, lock_wait)?;
+    let outbox = Outbox::new(state_dir);
+    let mut dropped = 0;
+    for entry in outbox.entries() {
+        if outbox.header(&entry).is_ok_and(|h| drop(&h)) {
+            fs::remove_file(&entry).at("remove", &entry)?;
+            dropped += 1;
+        }
+    }
+    Ok(dropped)
 }
 
 enum Then {

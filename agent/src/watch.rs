@@ -20,6 +20,7 @@ use crate::client::{Budget, Client};
 use crate::config::{Auth, Paths};
 use crate::discover::{self, Source};
 use crate::error::Result;
+use crate::settings::Settings;
 
 #[derive(Debug, Clone, Copy)]
 pub struct Timing {
@@ -54,11 +55,13 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// (errors, central's state changing).
 pub fn run(
     paths: &Paths,
+    settings: &Settings,
     timing: Timing,
     stop: &AtomicBool,
     mut report: impl FnMut(&str),
 ) -> Result<()> {
-    let capture = Capture::new(paths, LOCK_WAIT);
+    let capture = Capture::new(paths, LOCK_WAIT).with_rules(settings.rules.clone());
+    capture.discard_excluded()?;
     let (tx, rx) = mpsc::channel();
     let mut watcher = notify::recommended_watcher(tx).map_err(|e| {
         crate::error::Error::Refused(format!("cannot watch the transcript folders: {e}"))
@@ -150,7 +153,7 @@ pub fn run(
             }
         }
         if (captured || Instant::now() >= next_replay) && !capture.outbox().is_empty() {
-            if let Some(line) = replay(paths, stop) {
+            if let Some(line) = replay(paths, settings, stop) {
                 say(line);
             }
             next_replay = Instant::now() + timing.replay_every;
@@ -160,8 +163,8 @@ pub fn run(
 }
 
 /// Replays the outbox; a line when it could not finish.
-fn replay(paths: &Paths, stop: &AtomicBool) -> Option<String> {
-    let auth = match Auth::load(paths) {
+fn replay(paths: &Paths, settings: &Settings, stop: &AtomicBool) -> Option<String> {
+    let auth = match Auth::load(paths, settings) {
         Ok(auth) => auth,
         Err(e) => return Some(e.to_string()),
     };

@@ -41,21 +41,6 @@ use crate::state::AppState;
 use crate::store::{BlobMeta, BlobStore};
 
 const MAX_SOURCE_IDENTITY: usize = 1024;
-const MAX_TAGS: usize = 64;
-const MAX_TAG_LEN: usize = 100;
-/// What `tags_are_valid` checks, for the 400's message.
-pub fn tags_rule() -> String {
-    format!("at most {MAX_TAGS} tags of 1-{MAX_TAG_LEN} bytes each, without '|' or ':'")
-}
-
-/// The bound on a run's tags, and on a search's tags filter (a tag no run
-/// can have would match nothing, and an unbounded list is work for nothing).
-pub fn tags_are_valid(tags: &[String]) -> bool {
-    tags.len() <= MAX_TAGS
-        && tags
-            .iter()
-            .all(|t| !t.is_empty() && t.len() <= MAX_TAG_LEN && !t.contains(['|', ':']))
-}
 const MAX_FIELD_LEN: usize = 4096;
 
 /// A delta that passed every check that needs no stored state.
@@ -117,8 +102,11 @@ fn validate(req: IngestRequest, idempotency_key: Option<String>) -> Result<Delta
             format!("source_identity must be 1-{MAX_SOURCE_IDENTITY} bytes"),
         ));
     }
-    if !tags_are_valid(&req.tags) {
-        return Err(Error::bad_request("invalid_tags", tags_rule()));
+    if !kith_shared::tags::valid(&req.tags) {
+        return Err(Error::bad_request(
+            "invalid_tags",
+            kith_shared::tags::rule(),
+        ));
     }
     for (name, value) in [
         ("conversation_id", &req.conversation_id),

@@ -26,6 +26,7 @@ pub mod serve;
 pub mod sharing;
 pub mod state;
 pub mod store;
+pub mod tagging;
 pub mod tree;
 pub mod vectorizer;
 

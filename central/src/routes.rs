@@ -52,6 +52,7 @@ pub fn app(state: AppState) -> Router {
         )
         .route("/api/conversations/{id}/turns", get(conversations::turns))
         .route("/api/conversations/{id}/jsonl", get(conversations::jsonl))
+        .route("/api/conversations/{id}/tags", post(conversations::tags))
         .route("/api/search", post(search::post))
         .route("/api/shares", post(shares::post).get(shares::index))
         .route("/api/shares/{id}", delete(shares::delete))
@@ -172,6 +173,7 @@ fn with_error_body(res: Response, body_limit: usize) -> Response {
     conversations::delete,
     conversations::turns,
     conversations::jsonl,
+    conversations::tags,
     search::post,
     shares::post,
     shares::index,

@@ -1,7 +1,7 @@
 //! The authoritative blob store: `<data>/runs/<user_id>/<yyyy-mm>/<run_id>.jsonl`
 //! and `<run_id>.metadata.json`. Files are written to a temp file, fsynced and
 //! renamed into place, then the directory is fsynced; nothing is ever
-//! rewritten in place.
+//! rewritten in place (a tag edit replaces the metadata file whole).
 
 use std::fs::{self, File};
 use std::io::{self, Write};
@@ -92,6 +92,19 @@ impl BlobStore {
             sync_dir(dir)?;
         }
         Ok(())
+    }
+
+    /// A run's metadata, by its jsonl's relative path.
+    pub fn read_metadata(&self, jsonl_rel: &str) -> io::Result<Vec<u8>> {
+        fs::read(metadata_path(&self.absolute(jsonl_rel)))
+    }
+
+    /// Replaces a run's metadata (a tag edit), atomically; the jsonl is
+    /// never touched.
+    pub fn rewrite_metadata(&self, jsonl_rel: &str, metadata: &[u8]) -> io::Result<()> {
+        let path = metadata_path(&self.absolute(jsonl_rel));
+        write_atomic(&path, metadata)?;
+        sync_dir(path.parent().unwrap_or(Path::new(".")))
     }
 
     pub fn open_jsonl(&self, relative: &str) -> io::Result<File> {

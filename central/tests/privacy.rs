@@ -1,5 +1,6 @@
 //! Privacy as a property: random users, run trees, tags, grants (snapshots
-//! and following ones, some expired, some revoked) given between runs, and
+//! and following ones, some expired, some revoked) given between runs, tag
+//! edits after them (the owner's, and refused ones by others), and
 //! quarantines; for every read path, a viewer sees exactly the runs a
 //! simple model says it may read, and nothing else.
 
@@ -320,6 +321,65 @@ async fn one_world(seed: u64) {
             )
             .unwrap_or_else(|e| panic!("{e}"));
         std::thread::sleep(std::time::Duration::from_millis(3));
+    }
+    while kith_central::indexer::index_batch(&state).unwrap_or_else(|e| panic!("{e}")) > 0 {}
+
+    // Tag edits after indexing: the owner's add or remove changes what a tag
+    // grant covers (in the registry and, once indexed again, in search);
+    // anyone else's edit is refused as not found and changes nothing.
+    let tag_grants: Vec<(usize, &str)> = grants
+        .iter()
+        .filter(|g| g.live)
+        .filter_map(|g| Some((g.grantor, g.scope.strip_prefix("tag:")?)))
+        .collect();
+    for _ in 0..(3 + rng.below(6)) {
+        let mut r = rng.below(runs.len());
+        let mut editor = rng.below(n_users);
+        let mut tag = tags[rng.below(3)];
+        let mut add = rng.below(2) == 0;
+        // Half the edits add a tag a live grant shares, on a run of its
+        // grantor's: the grant must start covering it.
+        if !tag_grants.is_empty() && rng.below(2) == 0 {
+            let (grantor, granted) = tag_grants[rng.below(tag_grants.len())];
+            let own: Vec<usize> = (0..runs.len())
+                .filter(|&i| runs[i].owner == grantor)
+                .collect();
+            if !own.is_empty() {
+                (r, editor, tag, add) = (own[rng.below(own.len())], grantor, granted, true);
+            }
+        }
+        let body = if add {
+            json!({"add": [tag]})
+        } else {
+            json!({"remove": [tag]})
+        };
+        let path = format!("/api/conversations/{}/tags", runs[r].id);
+        let (status, res) = call(&app, &tokens[editor], "POST", &path, Some(body)).await;
+        if editor != runs[r].owner {
+            assert_eq!(status, StatusCode::NOT_FOUND, "seed {seed}: {res}");
+            assert_eq!(res["error"]["code"], "conversation_not_found");
+            continue;
+        }
+        assert_eq!(status, StatusCode::OK, "seed {seed}: {res}");
+        let conversation = format!("/api/conversations/{}", runs[r].id);
+        let (_, c) = call(&app, &tokens[editor], "GET", &conversation, None).await;
+        let members: Vec<&str> = c["conversation"]["run_ids"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        assert!(members.contains(&runs[r].id.as_str()), "seed {seed}: {c}");
+        assert_eq!(res["n_runs"], members.len(), "seed {seed}: {res}");
+        for run in runs
+            .iter_mut()
+            .filter(|x| x.owner == editor && members.contains(&x.id.as_str()))
+        {
+            run.tags.retain(|t| t != tag);
+            if add {
+                run.tags.push(tag.to_owned());
+            }
+        }
     }
     while kith_central::indexer::index_batch(&state).unwrap_or_else(|e| panic!("{e}")) > 0 {}
 

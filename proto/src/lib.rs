@@ -490,6 +490,9 @@ pub struct SearchGroup {
     pub session_id: Option<String>,
     pub started_at: String,
     pub last_activity_at: String,
+    /// Every tag on any of its runs, sorted.
+    #[serde(default)]
+    pub tags: Vec<String>,
     /// The best score of its hits.
     pub score: f32,
     pub hits: Vec<SearchHit>,
@@ -540,11 +543,12 @@ pub struct Counts {
     pub machines: u64,
     pub runs: u64,
     pub chunks: u64,
-    /// Runs stored but not yet indexed.
-    pub pending_index_jobs: u64,
-    /// Chunks with a vector of the current embedding model.
+    /// Chunks that have their vector from the current embedding model (0
+    /// without an embedder): `kith status` shows `chunks_embedded/chunks`.
     #[serde(default)]
     pub chunks_embedded: u64,
+    /// Runs stored but not yet indexed.
+    pub pending_index_jobs: u64,
 }
 
 /// `GET /api/status`.
@@ -641,6 +645,27 @@ pub struct AuditResponse {
     pub entries: Vec<AuditEntry>,
 }
 
+/// `POST /api/conversations/{id}/tags`: put tags on every run of one of
+/// the caller's conversations, or take them off.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TagsRequest {
+    #[serde(default)]
+    pub add: Vec<String>,
+    #[serde(default)]
+    pub remove: Vec<String>,
+}
+
+/// The conversation's tags after the change.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct TagsResponse {
+    pub conversation_id: String,
+    /// Every tag on any of its runs, sorted.
+    pub tags: Vec<String>,
+    /// Runs changed (all of the conversation's).
+    pub n_runs: u64,
+}
+
 /// The OpenAPI document of the whole API, generated from these types.
 #[derive(utoipa::OpenApi)]
 #[openapi(
@@ -686,7 +711,9 @@ pub struct AuditResponse {
         SharesResponse,
         AuditEntry,
         AuditResponse,
-        ForgetResponse
+        ForgetResponse,
+        TagsRequest,
+        TagsResponse
     ))
 )]
 pub struct ApiDoc;

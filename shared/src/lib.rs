@@ -9,5 +9,6 @@ pub mod hash;
 pub mod ids;
 pub mod jsonl;
 pub mod redact;
+pub mod tags;
 pub mod timestamp;
 pub mod transcript;

@@ -47,6 +47,8 @@ pub enum Kind {
     /// The credentials of an `Authorization` header.
     AuthHeader,
     HighEntropy,
+    /// A match of one of the person's own patterns (`Extra`).
+    Custom,
     /// Bytes that were not UTF-8, each replaced by `?`.
     InvalidUtf8Bytes,
     /// Lines that were not JSON, shipped as one JSON string of the same length.
@@ -76,6 +78,7 @@ impl Kind {
             Self::SecretField => "secret_field",
             Self::AuthHeader => "auth_header",
             Self::HighEntropy => "high_entropy",
+            Self::Custom => "custom",
             Self::InvalidUtf8Bytes => "invalid_utf8_bytes",
             Self::InvalidJsonLines => "invalid_json_lines",
         }
@@ -91,9 +94,43 @@ pub struct Redacted {
     pub counts: BTreeMap<String, u64>,
 }
 
+/// A person's own secrets (`redact = [...]` in the agent's `config.toml`):
+/// patterns looked for in JSON string contents after the built-in ones, each
+/// match masked as `custom`.
+#[derive(Debug, Clone, Default)]
+pub struct Extra(Vec<Regex>);
+
+impl Extra {
+    /// Refuses a pattern that is not a valid regular expression, naming it.
+    pub fn new(patterns: &[String]) -> Result<Self, String> {
+        patterns
+            .iter()
+            .map(|p| match Regex::new(p) {
+                Ok(_) if p.is_empty() => Err("an empty pattern would mask nothing".to_owned()),
+                Ok(re) => Ok(re),
+                Err(e) => Err(format!("{p:?} is not a regular expression: {e}")),
+            })
+            .collect::<Result<_, _>>()
+            .map(Self)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    pub fn patterns(&self) -> impl Iterator<Item = &str> {
+        self.0.iter().map(Regex::as_str)
+    }
+}
+
 /// Redacts a delta of JSONL lines (`bytes` may be any bytes; lines are split
 /// at `\n`).
-pub fn redact_jsonl(mut bytes: Vec<u8>) -> Redacted {
+pub fn redact_jsonl(bytes: Vec<u8>) -> Redacted {
+    redact_jsonl_with(bytes, &Extra::default())
+}
+
+/// `redact_jsonl`, also masking the matches of `extra`.
+pub fn redact_jsonl_with(mut bytes: Vec<u8>, extra: &Extra) -> Redacted {
     // Lines are independent: a large delta (a backfill's) is redacted on
     // every core; a hook's delta is far smaller, and threads would only cost
     // it time.
@@ -102,7 +139,7 @@ pub fn redact_jsonl(mut bytes: Vec<u8>) -> Redacted {
     } else {
         std::thread::available_parallelism().map_or(1, usize::from)
     };
-    let counts = redact_in_pieces(&mut bytes, n_pieces);
+    let counts = redact_in_pieces(&mut bytes, n_pieces, extra);
     let text = match String::from_utf8(bytes) {
         Ok(text) => text,
         // Unreachable after `redact_line`; stay total anyway.
@@ -122,7 +159,7 @@ const PARALLEL_MIN: usize = 1 << 20;
 
 /// Redacts `bytes` in place, cut after a `\n` into up to `n_pieces` pieces
 /// of about the same length, each on its own thread.
-fn redact_in_pieces(bytes: &mut [u8], n_pieces: usize) -> BTreeMap<Kind, u64> {
+fn redact_in_pieces(bytes: &mut [u8], n_pieces: usize, extra: &Extra) -> BTreeMap<Kind, u64> {
     let piece_len = bytes.len() / n_pieces;
     std::thread::scope(|scope| {
         let mut rest = bytes;
@@ -132,10 +169,10 @@ fn redact_in_pieces(bytes: &mut [u8], n_pieces: usize) -> BTreeMap<Kind, u64> {
                 break;
             };
             let (piece, tail) = rest.split_at_mut(piece_len + cut + 1);
-            others.push(scope.spawn(move || redact_lines(piece)));
+            others.push(scope.spawn(move || redact_lines(piece, extra)));
             rest = tail;
         }
-        let mut counts = redact_lines(rest);
+        let mut counts = redact_lines(rest, extra);
         for other in others {
             let other = other
                 .join()
@@ -148,12 +185,15 @@ fn redact_in_pieces(bytes: &mut [u8], n_pieces: usize) -> BTreeMap<Kind, u64> {
     })
 }
 
-fn redact_lines(bytes: &mut [u8]) -> BTreeMap<Kind, u64> {
+fn redact_lines(bytes: &mut [u8], extra: &Extra) -> BTreeMap<Kind, u64> {
     let mut counts = BTreeMap::new();
     let mut start = 0;
     loop {
         let end = memchr(b'\n', &bytes[start..]).map_or(bytes.len(), |i| start + i);
         redact_line(&mut bytes[start..end], &mut counts);
+        if !extra.is_empty() {
+            redact_extra(&mut bytes[start..end], extra, &mut counts);
+        }
         if end == bytes.len() {
             return counts;
         }
@@ -183,6 +223,26 @@ fn redact_line(line: &mut [u8], counts: &mut BTreeMap<Kind, u64>) {
         }
         let content = &mut line[range];
         for (span, kind) in snap(content, secrets(content, &present[i])) {
+            write_mask(&mut content[span], kind);
+            *counts.entry(kind).or_default() += 1;
+        }
+    }
+}
+
+/// Masks `extra`'s matches in the string contents of a line the built-in
+/// rules already went over (their masks hold no quotes, so the strings are
+/// where they were).
+fn redact_extra(line: &mut [u8], extra: &Extra, counts: &mut BTreeMap<Kind, u64>) {
+    for range in string_contents(line) {
+        let content = &mut line[range];
+        let spans: Vec<(Range<usize>, Kind)> = extra
+            .0
+            .iter()
+            .flat_map(|re| re.find_iter(content).map(|m| m.range()))
+            .filter(|r| !r.is_empty())
+            .map(|r| (r, Kind::Custom))
+            .collect();
+        for (span, kind) in snap(content, spans) {
             write_mask(&mut content[span], kind);
             *counts.entry(kind).or_default() += 1;
         }
@@ -1419,11 +1479,15 @@ mod tests {
         }
         delta.extend_from_slice(b"{\"partial\": \"AKIAIOSFODNN7EXAMPLE");
         let mut whole = delta.clone();
-        let want = redact_in_pieces(&mut whole, 1);
+        let want = redact_in_pieces(&mut whole, 1, &Extra::default());
         assert_eq!(want.get(&Kind::AwsKey), Some(&250));
         for n_pieces in [2, 3, 7, 5000] {
             let mut pieces = delta.clone();
-            assert_eq!(redact_in_pieces(&mut pieces, n_pieces), want, "{n_pieces}");
+            assert_eq!(
+                redact_in_pieces(&mut pieces, n_pieces, &Extra::default()),
+                want,
+                "{n_pieces}"
+            );
             assert_eq!(pieces, whole, "{n_pieces}");
         }
     }
@@ -1641,5 +1705,29 @@ mod tests {
             crate::fixtures::third_party_dir().is_none() || third_party >= 20,
             "third-party fixtures found: {third_party}"
         );
+    }
+
+    #[test]
+    fn a_persons_own_patterns_are_masked_too_and_lengths_hold() {
+        let extra = Extra::new(&["ACME-[0-9]{6}".to_owned(), "project bluebird".to_owned()])
+            .unwrap_or_else(|e| panic!("{e}"));
+        let line =
+            r#"{"message":{"content":"ticket ACME-123456 for project bluebird, see ACME-12"}}"#;
+        let input = format!("{line}\n");
+        let out = redact_jsonl_with(input.clone().into_bytes(), &extra);
+        assert_eq!(out.text.len(), input.len());
+        assert!(!out.text.contains("ACME-123456"), "{}", out.text);
+        assert!(!out.text.contains("bluebird"), "{}", out.text);
+        assert!(
+            out.text.contains("ACME-12\""),
+            "a near miss stays: {}",
+            out.text
+        );
+        assert!(serde_json::from_str::<serde_json::Value>(out.text.trim()).is_ok());
+        assert_eq!(out.counts.get("custom"), Some(&2));
+        assert_eq!(redact_jsonl(input.into_bytes()).counts.get("custom"), None);
+        for bad in ["(", ""] {
+            assert!(Extra::new(&[bad.to_owned()]).is_err(), "{bad:?}");
+        }
     }
 }

@@ -46,6 +46,8 @@ impl Device {
             .env("KITH_TOKEN", token)
             .env_remove("KITH_CONFIG_DIR")
             .env_remove("KITH_STATE_DIR")
+            .env_remove("XDG_CONFIG_HOME")
+            .env_remove("XDG_STATE_HOME")
             .env_remove("CODEX_HOME");
         cmd
     }

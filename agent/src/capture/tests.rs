@@ -681,3 +681,76 @@ fn the_outbox_carries_the_spooled_mark_and_a_lost_entry_is_captured_again() -> a
     assert!(chains.len() == 1 && chains[0] == full, "every byte, once");
     Ok(())
 }
+
+/// Rules for a device whose home is /home/sam (the fixtures' agents worked there).
+fn rules(config: &str) -> anyhow::Result<crate::settings::Rules> {
+    let tmp = tempfile::tempdir()?;
+    let paths = Paths::under(tmp.path());
+    fs::create_dir_all(&paths.config_dir)?;
+    fs::write(paths.config_dir.join("config.toml"), config)?;
+    Ok(crate::settings::Settings::load(&paths, &crate::settings::Flags::default())?.rules)
+}
+
+#[test]
+fn an_excluded_project_is_never_spooled_and_tag_rules_tag_the_rest() -> anyhow::Result<()> {
+    let device = Device::new()?;
+    let tally = device.place_own(SHORT)?;
+    let notes = device.place_own(PI_V3)?;
+    let capture = Capture::new(&device.paths, Duration::from_secs(5)).with_rules(rules(
+        r#"
+        exclude = ["/home/sam/src/tally/**"]
+        [[tag]]
+        project = "/home/sam/src/**"
+        tags = ["src"]
+        [[tag]]
+        project = "/home/sam/src/notes-site"
+        tags = ["notes"]
+        "#,
+    )?);
+    assert_eq!(capture.file(&tally)?, Captured::default());
+    assert!(capture.cursor(&tally.path)?.is_none(), "not even a cursor");
+    assert!(capture.file(&notes)?.deltas > 0);
+    let spooled = device.spooled()?;
+    assert!(!spooled.is_empty());
+    for (header, req) in &spooled {
+        assert_eq!(header.file, notes.path, "only the notes project is spooled");
+        assert_eq!(req.tags, ["notes", "src"]);
+    }
+
+    // An exclusion by the transcript's own path, added later, stops a
+    // chain already under way.
+    let by_path = Capture::new(&device.paths, Duration::from_secs(5)).with_rules(rules(&format!(
+        "exclude = [{:?}]",
+        notes.path.display().to_string()
+    ))?);
+    fs::OpenOptions::new()
+        .append(true)
+        .open(&notes.path)?
+        .write_all(b"{\"type\":\"custom\",\"note\":\"later\"}\n")?;
+    assert_eq!(by_path.file(&notes)?, Captured::default());
+    assert_eq!(device.spooled()?.len(), spooled.len());
+    // What was spooled before the exclusion is discarded, never sent.
+    assert_eq!(
+        capture.discard_excluded()?,
+        0,
+        "not excluded by those rules"
+    );
+    assert_eq!(by_path.discard_excluded()?, spooled.len());
+    assert!(device.spooled()?.is_empty());
+    Ok(())
+}
+
+#[test]
+fn the_persons_own_redact_patterns_are_masked_before_spooling() -> anyhow::Result<()> {
+    let device = Device::new()?;
+    let notes = device.place_own(PI_V3)?;
+    assert!(fs::read_to_string(&notes.path)?.contains("notes-site"));
+    let capture = Capture::new(&device.paths, Duration::from_secs(5))
+        .with_rules(rules(r#"redact = ["notes-s[a-z]+"]"#)?);
+    assert!(capture.file(&notes)?.deltas > 0);
+    for (_, req) in device.spooled()? {
+        assert!(!req.jsonl.contains("notes-site"), "{}", req.jsonl);
+        assert!(req.redactions.get("custom").is_some_and(|n| *n > 0));
+    }
+    Ok(())
+}

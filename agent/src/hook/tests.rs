@@ -146,10 +146,20 @@ fn the_hook_spools_first_and_never_fails() -> anyhow::Result<()> {
         session.display()
     );
     // Not logged in here (or central unreachable): the delta waits.
-    let _ = capture_and_send(&paths, &targets(&paths, None, None, payload.as_bytes()));
+    let settings = Settings::load(&paths, &Flags::default())?;
+    let _ = capture_and_send(
+        &paths,
+        &settings,
+        &targets(&paths, None, None, payload.as_bytes()),
+    );
     assert_eq!(crate::outbox::Outbox::new(&paths.state_dir).len(), 1);
     // A file that does not exist is nothing to capture, not a failure.
-    run(&paths, Some(paths.pi_dir.join("missing.jsonl")), None);
+    run(
+        &paths,
+        &Flags::default(),
+        Some(paths.pi_dir.join("missing.jsonl")),
+        None,
+    );
     Ok(())
 }
 

@@ -123,15 +123,17 @@ impl Default for EmbedConfig {
     }
 }
 
-/// `$KITH_MODEL_DIR`, else `~/.local/share/kith/models`, the same default as
-/// deploy/install-model.sh.
+/// `$KITH_MODEL_DIR`, else `$XDG_DATA_HOME/kith/models`, else
+/// `~/.local/share/kith/models`, the same default as deploy/install-model.sh.
 pub fn default_model_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("KITH_MODEL_DIR").filter(|d| !d.is_empty()) {
+    let var = |name| std::env::var_os(name).filter(|d| !d.is_empty());
+    if let Some(dir) = var("KITH_MODEL_DIR") {
         return PathBuf::from(dir);
     }
-    let home = std::env::var_os("HOME")
-        .map(PathBuf::from)
-        .unwrap_or_default();
+    if let Some(data) = var("XDG_DATA_HOME") {
+        return PathBuf::from(data).join("kith/models");
+    }
+    let home = var("HOME").map(PathBuf::from).unwrap_or_default();
     home.join(".local/share/kith/models")
 }
 

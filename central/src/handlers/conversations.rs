@@ -1,5 +1,5 @@
 //! `/api/conversations`: recent conversations, one conversation's facts,
-//! its turns, its exact bytes, and forgetting it. `{id}` is any run id of it, its
+//! its turns, its exact bytes, its owner's tag edits, and forgetting it. `{id}` is any run id of it, its
 //! conversation id, or a unique prefix of either.
 
 use axum::body::Body;
@@ -10,11 +10,11 @@ use axum::Json;
 use futures_util::StreamExt;
 use kith_proto::{
     ConversationResponse, ConversationsQuery, ConversationsResponse, ErrorBody, ForgetResponse,
-    TurnsQuery, TurnsResponse,
+    TagsRequest, TagsResponse, TurnsQuery, TurnsResponse,
 };
 use tokio_util::io::ReaderStream;
 
-use super::ApiQuery;
+use super::{ApiJson, ApiQuery};
 use crate::error::{Error, Result};
 use crate::registry::Viewer;
 use crate::registry::{ConversationFilter, Facets, Forgetter};
@@ -179,5 +179,20 @@ pub async fn delete(
         crate::forget::forget(&s, Forgetter::Owner(&viewer), &id)
     })
     .await??;
+    Ok(Json(res))
+}
+
+#[utoipa::path(post, path = "/api/conversations/{id}/tags", params(("id" = String, Path)),
+    request_body = TagsRequest,
+    responses((status = 200, body = TagsResponse), (status = 400, body = ErrorBody),
+        (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)))]
+pub async fn tags(
+    State(state): State<AppState>,
+    viewer: Viewer,
+    Path(id): Path<String>,
+    ApiJson(req): ApiJson<TagsRequest>,
+) -> Result<Json<TagsResponse>> {
+    let res = tokio::task::spawn_blocking(move || crate::tagging::edit(&state, &viewer, &id, &req))
+        .await??;
     Ok(Json(res))
 }

@@ -20,6 +20,7 @@ mod jobs;
 mod machines;
 mod runs;
 mod shares;
+mod tags;
 mod users;
 mod viewer;
 

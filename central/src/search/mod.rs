@@ -385,6 +385,7 @@ fn group_hits(
                 session_id: c.session_id,
                 started_at: c.started_at,
                 last_activity_at: c.last_activity_at,
+                tags: c.tags,
                 score: first.score,
                 hits,
             },
@@ -399,6 +400,7 @@ fn group_hits(
                 session_id: None,
                 started_at: first.started_at.clone(),
                 last_activity_at: first.started_at.clone(),
+                tags: Vec::new(),
                 score: first.score,
                 hits,
             },
@@ -421,10 +423,10 @@ fn resolve_filters(f: &kith_proto::SearchFilters) -> Result<Filters> {
             ));
         }
     }
-    if !crate::ingest::tags_are_valid(&f.tags) {
+    if !kith_shared::tags::valid(&f.tags) {
         return Err(Error::bad_request(
             "invalid_filter",
-            format!("filters.tags: {}", crate::ingest::tags_rule()),
+            format!("filters.tags: {}", kith_shared::tags::rule()),
         ));
     }
     let time = |name: &str, v: &Option<String>| -> Result<Option<i64>> {

@@ -1,0 +1,47 @@
+//! A run's tags after ingest: only the owner's edits, which change what a
+//! `tag:` grant covers (`GRANT_COVERS_RUN` reads `tags_key`) at once, and
+//! queue the run for indexing (and its vectors for checking) again, so the
+//! index's copy of the tags follows; `indexed_at` is unset until it has.
+
+use kith_proto::RunMeta;
+use rusqlite::params;
+
+use super::{Lane, Registry, Viewer};
+use crate::error::{Error, Result};
+
+impl Registry {
+    /// Writes the tags of `runs` (each the viewer's own, with its new tags)
+    /// and queues each for indexing, in one transaction. A run that is not
+    /// the viewer's changes nothing and fails the whole edit.
+    pub fn retag(&self, viewer: &Viewer, runs: &[RunMeta]) -> Result<()> {
+        let mut conn = self.conn();
+        let tx = conn.transaction()?;
+        for meta in runs {
+            let changed = tx
+                .prepare_cached(
+                    "UPDATE runs SET meta_json = ?3, tags_key = ?4, indexed_at = NULL,
+                        embedded_model = NULL, embedded_at = NULL
+                     WHERE id = ?1 AND user_id = ?2",
+                )?
+                .execute(params![
+                    meta.id,
+                    viewer.user_id().as_str(),
+                    serde_json::to_string(meta)?,
+                    format!("|{}|", meta.tags.join("|")),
+                ])?;
+            if changed != 1 {
+                return Err(Error::run_not_found());
+            }
+            tx.prepare_cached(
+                "INSERT OR REPLACE INTO index_jobs (run_id, lane, enqueued_at) VALUES (?1, ?2, ?3)",
+            )?
+            .execute(params![
+                meta.id,
+                Lane::Realtime.as_str(),
+                kith_shared::timestamp::now()
+            ])?;
+        }
+        tx.commit()?;
+        Ok(())
+    }
+}

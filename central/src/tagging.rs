@@ -1,0 +1,73 @@
+//! Tagging a conversation: only its owner may (another's conversation is
+//! not found, as for sharing), and every run of it changes in the three
+//! places a tag is read: the blob's metadata (what `reindex` rebuilds
+//! from), the registry (what a `tag:` grant covers) and the index (the runs
+//! are queued for indexing again). A tag on a later delta comes from the
+//! agent's tag rules, not from this edit.
+
+use std::collections::BTreeSet;
+
+use kith_proto::{RunMeta, TagsRequest, TagsResponse};
+
+use crate::error::{Error, Result};
+use crate::registry::Viewer;
+use crate::state::AppState;
+
+pub fn edit(
+    state: &AppState,
+    viewer: &Viewer,
+    name: &str,
+    req: &TagsRequest,
+) -> Result<TagsResponse> {
+    let rule = || Error::bad_request("invalid_tags", kith_shared::tags::rule());
+    if req.add.is_empty() && req.remove.is_empty() {
+        return Err(Error::bad_request(
+            "invalid_tags",
+            "name a tag to add or remove",
+        ));
+    }
+    if !kith_shared::tags::valid(&req.add) || !kith_shared::tags::valid(&req.remove) {
+        return Err(rule());
+    }
+    let registry = state.registry();
+    let id = registry.resolve_conversation(viewer, name)?;
+    let runs: Vec<_> = registry
+        .conversation_runs(viewer, &id)?
+        .into_iter()
+        .filter(|r| r.meta.user_id == viewer.user_id().as_str())
+        .collect();
+    if runs.is_empty() {
+        return Err(Error::NotFound {
+            what: "conversation",
+        });
+    }
+    let mut metas = Vec::with_capacity(runs.len());
+    for run in &runs {
+        let mut meta: RunMeta =
+            serde_json::from_slice(&state.store().read_metadata(&run.blob_path)?)?;
+        let mut tags: BTreeSet<String> = meta.tags.into_iter().collect();
+        tags.extend(req.add.iter().cloned());
+        tags.retain(|t| !req.remove.contains(t));
+        meta.tags = tags.into_iter().collect();
+        if !kith_shared::tags::valid(&meta.tags) {
+            return Err(rule());
+        }
+        metas.push((run.blob_path.as_str(), meta));
+    }
+    // The blobs first: they are the record, and a crash before the registry
+    // commit leaves them for `reindex` to carry over.
+    for (blob_path, meta) in &metas {
+        state
+            .store()
+            .rewrite_metadata(blob_path, &serde_json::to_vec_pretty(meta)?)?;
+    }
+    let metas: Vec<RunMeta> = metas.into_iter().map(|(_, m)| m).collect();
+    registry.retag(viewer, &metas)?;
+    state.indexer().wake();
+    let tags: BTreeSet<&String> = metas.iter().flat_map(|m| &m.tags).collect();
+    Ok(TagsResponse {
+        conversation_id: id.as_str().to_owned(),
+        tags: tags.into_iter().cloned().collect(),
+        n_runs: metas.len() as u64,
+    })
+}

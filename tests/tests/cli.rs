@@ -1,0 +1,496 @@
+//! The `kith` command line as a person and a script meet it, with the real
+//! binary against a real central: `config.toml`'s exclusions and tag rules
+//! at capture, `kith tag`, `kith config` with its sources, `kith status`'s
+//! first line, `--json` on every read command (errors too), completions.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use anyhow::{ensure, Context, Result};
+use kith_tests::{bin, Api, Central};
+use serde_json::{json, Value};
+
+/// A machine: a HOME with Claude Code's folder, kith's folders in their
+/// default places, and nothing inherited that would point kith elsewhere.
+struct Device {
+    home: tempfile::TempDir,
+}
+
+impl Device {
+    fn new() -> Result<Self> {
+        Ok(Self {
+            home: tempfile::tempdir()?,
+        })
+    }
+
+    fn path(&self, rel: &str) -> PathBuf {
+        self.home.path().join(rel)
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(bin("kith"));
+        cmd.args(args).env("HOME", self.home.path());
+        for var in [
+            "KITH_CONFIG_DIR",
+            "KITH_STATE_DIR",
+            "KITH_CLAUDE_DIR",
+            "KITH_CODEX_DIR",
+            "KITH_PI_DIR",
+            "KITH_CENTRAL_URL",
+            "KITH_TOKEN",
+            "KITH_EXCLUDE",
+            "XDG_CONFIG_HOME",
+            "XDG_STATE_HOME",
+            "CODEX_HOME",
+        ] {
+            cmd.env_remove(var);
+        }
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        cmd
+    }
+
+    /// `kith ARGS` logged in to `central` with `token` (through the env).
+    fn kith(&self, central: &str, token: &str, args: &[&str]) -> Result<Output> {
+        Ok(self
+            .command(args)
+            .env("KITH_CENTRAL_URL", central)
+            .env("KITH_TOKEN", token)
+            .output()?)
+    }
+
+    /// A Claude Code session whose agent worked in `~/<project>`, saying `text`.
+    fn session(&self, project: &str, session: &str, text: &str) -> Result<PathBuf> {
+        let cwd = self.path(project);
+        let folder = self
+            .path(".claude/projects")
+            .join(cwd.display().to_string().replace(['/', '.'], "-"));
+        std::fs::create_dir_all(&folder)?;
+        let line = json!({
+            "type": "user", "uuid": "u1", "parentUuid": null, "sessionId": session,
+            "timestamp": "2026-05-01T10:00:00.000Z", "cwd": cwd,
+            "message": {"role": "user", "content": text},
+        });
+        let path = folder.join(format!("{session}.jsonl"));
+        std::fs::write(&path, format!("{line}\n"))?;
+        Ok(path)
+    }
+
+    fn config(&self, toml: &str) -> Result<()> {
+        std::fs::create_dir_all(self.path(".config/kith"))?;
+        std::fs::write(self.path(".config/kith/config.toml"), toml)?;
+        Ok(())
+    }
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn ok(out: Output) -> Result<String> {
+    ensure!(
+        out.status.success(),
+        "exit {:?}\nstdout: {}\nstderr: {}",
+        out.status.code(),
+        stdout(&out),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(stdout(&out))
+}
+
+fn parse(text: &str) -> Result<Value> {
+    serde_json::from_str(text.trim()).with_context(|| format!("not one JSON document: {text}"))
+}
+
+/// The run ids a keyword search finds for `word`.
+fn found(api: &Api, word: &str) -> Result<Vec<String>> {
+    let res = api.post("/api/search", &json!({"query": word, "mode": "keyword"}))?;
+    ensure!(res.status == 200, "search: {res:?}");
+    Ok(res.body["hits"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|h| h["run_id"].as_str().map(str::to_owned))
+        .collect())
+}
+
+/// `found`, once indexing has caught up: polls until `word` is found.
+fn found_soon(api: &Api, word: &str) -> Result<Vec<String>> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let runs = found(api, word)?;
+        if !runs.is_empty() || std::time::Instant::now() > deadline {
+            return Ok(runs);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Every file under `dir` whose bytes contain `needle`.
+fn files_containing(dir: &Path, needle: &str) -> Result<Vec<PathBuf>> {
+    let mut hits = Vec::new();
+    let mut stack = vec![dir.to_owned()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for entry in entries {
+            let path = entry?.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if std::fs::read(&path)?
+                .windows(needle.len())
+                .any(|w| w == needle.as_bytes())
+            {
+                hits.push(path);
+            }
+        }
+    }
+    Ok(hits)
+}
+
+#[test]
+fn an_excluded_project_never_reaches_central_and_tag_rules_tag_the_rest() -> Result<()> {
+    let central = Central::start()?;
+    let token = central.register("alice.local", "laptop")?;
+    let alice = central.client(&token);
+    let device = Device::new()?;
+    device.session(
+        "secret-project/api",
+        "11111111-1111-4111-8111-111111111111",
+        "quokkasecret plans",
+    )?;
+    device.session(
+        "work/site",
+        "22222222-2222-4222-8222-222222222222",
+        "quokkaopen plans",
+    )?;
+    device.config(
+        r#"
+        exclude = ["~/secret-project/**"]
+        [[tag]]
+        project = "~/work/**"
+        tags = ["work"]
+        "#,
+    )?;
+    ok(device.kith(&central.url, &token, &["backfill"])?)?;
+
+    let open = found_soon(&alice, "quokkaopen")?;
+    ensure!(open.len() == 1, "the open project is there: {open:?}");
+    ensure!(
+        found(&alice, "quokkasecret")?.is_empty(),
+        "the excluded project is not"
+    );
+    let run = alice.wait_indexed(&open[0], Duration::from_secs(30))?;
+    ensure!(run["tags"] == json!(["work"]), "tagged by its rule: {run}");
+    let state = device.path(".local/state/kith");
+    ensure!(
+        files_containing(&state, "quokkasecret")?.is_empty(),
+        "nothing of it was ever spooled"
+    );
+
+    let status = ok(device.kith(&central.url, &token, &["status"])?)?;
+    ensure!(
+        status.contains("excluded: ~/secret-project/** (file ")
+            && status.contains("1 transcripts never read nor sent"),
+        "{status}"
+    );
+    let status = parse(&ok(device.kith(
+        &central.url,
+        &token,
+        &["status", "--json"],
+    )?)?)?;
+    ensure!(
+        status["excluded"]
+            == json!([{"glob": "~/secret-project/**", "transcripts": 1,
+            "origin": format!("file {}", device.path(".config/kith/config.toml").display())}]),
+        "{status}"
+    );
+    ensure!(
+        status["sources"][0]["files"] == 1,
+        "only the open transcript counts as captured: {status}"
+    );
+
+    // A configuration that does not parse stops capture, and says where.
+    device.config("exclude = [\"relative/**\"]")?;
+    let out = device.kith(&central.url, &token, &["backfill"])?;
+    ensure!(out.status.code() == Some(1), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    ensure!(
+        err.contains("config.toml") && err.contains("must start with"),
+        "{err}"
+    );
+    Ok(())
+}
+
+#[test]
+fn tags_are_the_owners_to_set_show_everywhere_and_share() -> Result<()> {
+    let central = Central::start()?;
+    let alice_token = central.register("alice.local", "laptop")?;
+    let bob_token = central.register("bob.local", "desk")?;
+    let bob = central.client(&bob_token);
+    let alice_dev = Device::new()?;
+    let bob_dev = Device::new()?;
+    alice_dev.session(
+        "home/garden",
+        "33333333-3333-4333-8333-333333333333",
+        "wombatgarden layout",
+    )?;
+    ok(alice_dev.kith(&central.url, &alice_token, &["backfill"])?)?;
+    let alice = central.client(&alice_token);
+    let runs = found_soon(&alice, "wombatgarden")?;
+    ensure!(runs.len() == 1, "{runs:?}");
+    let run = &runs[0];
+
+    // Nobody shares a tag no run has yet.
+    let out = alice_dev.kith(
+        &central.url,
+        &alice_token,
+        &["share", "tag", "family", "--with", "bob.local"],
+    )?;
+    ensure!(out.status.code() == Some(1), "{out:?}");
+
+    let said = ok(alice_dev.kith(
+        &central.url,
+        &alice_token,
+        &["tag", "add", run, "family", "garden"],
+    )?)?;
+    ensure!(said.contains("(1 runs) has tags family, garden"), "{said}");
+    alice.wait_indexed(run, Duration::from_secs(30))?;
+
+    // Bob cannot tag Alice's conversation, readable or not.
+    let out = bob_dev.kith(&central.url, &bob_token, &["tag", "add", run, "mine"])?;
+    ensure!(out.status.code() == Some(1), "{out:?}");
+    ensure!(
+        String::from_utf8_lossy(&out.stderr).contains("conversation_not_found"),
+        "{out:?}"
+    );
+
+    // The tags show in show, tree and search, as text and JSON.
+    let shown = parse(&ok(alice_dev.kith(
+        &central.url,
+        &alice_token,
+        &["show", run, "--json"],
+    )?)?)?;
+    ensure!(
+        shown["conversation"]["tags"] == json!(["family", "garden"]),
+        "{shown}"
+    );
+    let tree = ok(alice_dev.kith(&central.url, &alice_token, &["tree"])?)?;
+    ensure!(tree.contains("#family #garden"), "{tree}");
+    let text = ok(alice_dev.kith(&central.url, &alice_token, &["show", run])?)?;
+    ensure!(text.contains("#family #garden"), "{text}");
+    let search = ok(alice_dev.kith(&central.url, &alice_token, &["search", "wombatgarden"])?)?;
+    ensure!(search.contains("#family #garden"), "{search}");
+    let search = parse(&ok(alice_dev.kith(
+        &central.url,
+        &alice_token,
+        &["search", "wombatgarden", "--json"],
+    )?)?)?;
+    ensure!(
+        search["groups"][0]["tags"] == json!(["family", "garden"]),
+        "{search}"
+    );
+
+    // A tag grant covers the tagged run; taking the tag off ends that.
+    ensure!(found(&bob, "wombatgarden")?.is_empty());
+    ok(alice_dev.kith(
+        &central.url,
+        &alice_token,
+        &["share", "tag", "family", "--with", "bob.local"],
+    )?)?;
+    ensure!(found(&bob, "wombatgarden")? == runs, "shared by its tag");
+    ensure!(bob.get(&format!("/api/runs/{run}"))?.status == 200);
+    let said = ok(alice_dev.kith(
+        &central.url,
+        &alice_token,
+        &["tag", "remove", run, "family"],
+    )?)?;
+    ensure!(said.contains("has tags garden"), "{said}");
+    ensure!(bob.get(&format!("/api/runs/{run}"))?.status == 404);
+    alice.wait_indexed(run, Duration::from_secs(30))?;
+    ensure!(found(&bob, "wombatgarden")?.is_empty(), "no longer shared");
+    Ok(())
+}
+
+#[test]
+fn config_shows_every_setting_with_where_it_came_from() -> Result<()> {
+    let device = Device::new()?;
+    let xdg = device.path("xdg-config");
+    std::fs::create_dir_all(xdg.join("kith"))?;
+    std::fs::write(
+        xdg.join("kith/config.toml"),
+        "central_url = \"http://127.0.0.1:9\"\nexclude = [\"~/secret/**\"]\n",
+    )?;
+    let file = xdg.join("kith/config.toml");
+    let config = |extra: &[&str], env: &[(&str, &str)]| -> Result<Value> {
+        let mut args = vec!["config", "--json"];
+        args.extend_from_slice(extra);
+        let mut cmd = device.command(&args);
+        cmd.env("XDG_CONFIG_HOME", &xdg)
+            .env("XDG_STATE_HOME", device.path("xdg-state"));
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        parse(&ok(cmd.output()?)?)
+    };
+
+    let c = config(&[], &[])?;
+    let from_file = format!("file {}", file.display());
+    ensure!(
+        c["central_url"] == json!({"value": "http://127.0.0.1:9", "origin": from_file}),
+        "{c}"
+    );
+    ensure!(
+        c["dirs"]["state_dir"]
+            == json!({"value": device.path("xdg-state/kith"), "origin": "env XDG_STATE_HOME"}),
+        "{c}"
+    );
+    ensure!(
+        c["dirs"]["config_dir"]["origin"] == "env XDG_CONFIG_HOME",
+        "{c}"
+    );
+    ensure!(c["dirs"]["claude_dir"]["origin"] == "default", "{c}");
+    ensure!(c["token"].is_null(), "{c}");
+
+    // file < env < flag; exclusions from every source add up.
+    let c = config(
+        &["--exclude", "/flagged/**", "--state-dir", "/tmp/s"],
+        &[
+            ("KITH_CENTRAL_URL", "http://127.0.0.1:10"),
+            ("KITH_EXCLUDE", "/env/**"),
+            ("KITH_TOKEN", "kith_not_shown_anywhere"),
+        ],
+    )?;
+    ensure!(
+        c["central_url"]
+            == json!({"value": "http://127.0.0.1:10", "origin": "env KITH_CENTRAL_URL"}),
+        "{c}"
+    );
+    ensure!(
+        c["dirs"]["state_dir"] == json!({"value": "/tmp/s", "origin": "flag --state-dir"}),
+        "{c}"
+    );
+    ensure!(
+        c["exclude"]
+            == json!([
+                {"glob": "~/secret/**", "origin": from_file},
+                {"glob": "/env/**", "origin": "env KITH_EXCLUDE"},
+                {"glob": "/flagged/**", "origin": "flag --exclude"},
+            ]),
+        "{c}"
+    );
+    ensure!(c["token"] == json!({"origin": "env KITH_TOKEN"}), "{c}");
+    let c = config(
+        &["--central-url", "http://127.0.0.1:11"],
+        &[("KITH_CENTRAL_URL", "http://127.0.0.1:10")],
+    )?;
+    ensure!(c["central_url"]["origin"] == "flag --central-url", "{c}");
+
+    let mut cmd = device.command(&["config"]);
+    cmd.env("XDG_CONFIG_HOME", &xdg)
+        .env("KITH_TOKEN", "kith_not_shown_anywhere");
+    let text = ok(cmd.output()?)?;
+    ensure!(
+        text.contains("exclude") && text.contains("~/secret/**") && text.contains(&from_file),
+        "{text}"
+    );
+    ensure!(!text.contains("kith_not_shown_anywhere"), "{text}");
+    Ok(())
+}
+
+#[test]
+fn read_commands_speak_json_and_so_do_their_errors() -> Result<()> {
+    let central = Central::start()?;
+    let token = central.register("alice.local", "laptop")?;
+    let device = Device::new()?;
+    device.session(
+        "proj",
+        "44444444-4444-4444-8444-444444444444",
+        "numbat question",
+    )?;
+    ok(device.kith(&central.url, &token, &["backfill"])?)?;
+    let run = found_soon(&central.client(&token), "numbat")?
+        .pop()
+        .context("captured")?;
+
+    let status = ok(device.kith(&central.url, &token, &["status"])?)?;
+    let first = status.lines().next().unwrap_or_default();
+    ensure!(
+        first.starts_with(&format!(
+            "central {} · alice.local on laptop · logged in · last send ",
+            central.url
+        )) && first.contains(" · outbox 0 · embedded ")
+            && first.ends_with(" chunks"),
+        "{first}"
+    );
+    ensure!(!first.contains("last send never"), "{first}");
+    let status = parse(&ok(device.kith(
+        &central.url,
+        &token,
+        &["status", "--json"],
+    )?)?)?;
+    ensure!(
+        status["login"] == "logged_in" && status["central"]["user"] == "alice.local",
+        "{status}"
+    );
+    for args in [
+        vec!["tree", "--json"],
+        vec!["tree", "--deltas", "--json"],
+        vec!["show", run.as_str(), "--json"],
+        vec!["search", "numbat", "--json"],
+        vec!["share", "list", "--json"],
+        vec!["audit", "--json"],
+        vec!["config", "--json"],
+    ] {
+        let doc = parse(&ok(device.kith(&central.url, &token, &args)?)?)?;
+        ensure!(doc.is_object(), "{args:?}: {doc}");
+        ensure!(doc.get("error").is_none(), "{args:?}: {doc}");
+    }
+
+    // Errors: kith's error body as the one line on stderr, nothing on
+    // stdout, the same exit codes.
+    let error = |args: &[&str], token: &str, exit: i32| -> Result<String> {
+        let out = device.kith(&central.url, token, args)?;
+        ensure!(out.status.code() == Some(exit), "{args:?}: {out:?}");
+        ensure!(out.stdout.is_empty(), "{args:?}: {out:?}");
+        let doc = parse(&String::from_utf8_lossy(&out.stderr))?;
+        Ok(doc["error"]["code"].as_str().context("a code")?.to_owned())
+    };
+    let unknown = "c0123456789abcdef";
+    ensure!(error(&["show", unknown, "--json"], &token, 1)? == "conversation_not_found");
+    ensure!(error(&["tree", "--json"], "kith_wrong", 1)? == "unauthorized");
+    ensure!(error(&["tree", "--bogus", "--json"], &token, 2)? == "usage");
+    let out = device.command(&["audit", "--json"]).output()?;
+    ensure!(out.status.code() == Some(1), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    ensure!(parse(&err)?["error"]["code"] == "not_logged_in", "{err}");
+    // Without --json, a usage error is clap's text, exit 2.
+    let out = device.command(&["tree", "--bogus"]).output()?;
+    ensure!(
+        out.status.code() == Some(2) && out.stdout.is_empty(),
+        "{out:?}"
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    ensure!(
+        err.contains("--bogus") && !err.contains("\"error\""),
+        "{err}"
+    );
+    Ok(())
+}
+
+#[test]
+fn completions_cover_every_subcommand_for_each_shell() -> Result<()> {
+    let device = Device::new()?;
+    for shell in ["bash", "zsh", "fish"] {
+        let script = ok(device.command(&["completions", shell]).output()?)?;
+        for sub in ["search", "tag", "share", "status", "config", "completions"] {
+            ensure!(script.contains(sub), "{shell}: no {sub}");
+        }
+    }
+    let out = device.command(&["completions", "tcsh"]).output()?;
+    ensure!(out.status.code() == Some(2), "{out:?}");
+    Ok(())
+}
