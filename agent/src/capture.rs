@@ -94,8 +94,7 @@ impl Capture {
         let canonical = std::fs::canonicalize(path);
         let path = canonical.as_deref().unwrap_or(path);
         // An exclusion may name either path.
-        if self.rules.excluded(given, None).is_some() || self.rules.excluded(path, None).is_some()
-        {
+        if self.rules.excluded(given, None).is_some() || self.rules.excluded(path, None).is_some() {
             return Ok(Captured::default());
         }
         let old = self.cursor(path)?;

@@ -22,8 +22,8 @@ pub mod hook;
 pub mod install;
 pub mod outbox;
 pub mod plan;
-pub mod setup;
 pub mod settings;
+pub mod setup;
 pub mod status;
 pub mod watch;
 

@@ -94,17 +94,19 @@ impl BlobStore {
         Ok(())
     }
 
-    /// A run's metadata, by its jsonl's relative path.
-    pub fn read_metadata(&self, jsonl_rel: &str) -> io::Result<Vec<u8>> {
-        fs::read(metadata_path(&self.absolute(jsonl_rel)))
+    /// A run's metadata and the key it was sent with, by its jsonl's
+    /// relative path.
+    pub fn run_metadata(&self, jsonl_rel: &str) -> Result<BlobMeta> {
+        self.read_metadata(&metadata_path(&self.absolute(jsonl_rel)))
     }
 
     /// Replaces a run's metadata (a tag edit), atomically; the jsonl is
     /// never touched.
-    pub fn rewrite_metadata(&self, jsonl_rel: &str, metadata: &[u8]) -> io::Result<()> {
+    pub fn rewrite_metadata(&self, jsonl_rel: &str, blob: &BlobMeta) -> Result<()> {
         let path = metadata_path(&self.absolute(jsonl_rel));
-        write_atomic(&path, metadata)?;
-        sync_dir(path.parent().unwrap_or(Path::new(".")))
+        write_atomic(&path, &serde_json::to_vec_pretty(blob)?)?;
+        sync_dir(path.parent().unwrap_or(Path::new(".")))?;
+        Ok(())
     }
 
     pub fn open_jsonl(&self, relative: &str) -> io::Result<File> {

@@ -43,25 +43,22 @@ pub fn edit(
     }
     let mut metas = Vec::with_capacity(runs.len());
     for run in &runs {
-        let mut meta: RunMeta =
-            serde_json::from_slice(&state.store().read_metadata(&run.blob_path)?)?;
-        let mut tags: BTreeSet<String> = meta.tags.into_iter().collect();
+        let mut blob = state.store().run_metadata(&run.blob_path)?;
+        let mut tags: BTreeSet<String> = std::mem::take(&mut blob.meta.tags).into_iter().collect();
         tags.extend(req.add.iter().cloned());
         tags.retain(|t| !req.remove.contains(t));
-        meta.tags = tags.into_iter().collect();
-        if !kith_shared::tags::valid(&meta.tags) {
+        blob.meta.tags = tags.into_iter().collect();
+        if !kith_shared::tags::valid(&blob.meta.tags) {
             return Err(rule());
         }
-        metas.push((run.blob_path.as_str(), meta));
+        metas.push((run.blob_path.as_str(), blob));
     }
     // The blobs first: they are the record, and a crash before the registry
     // commit leaves them for `reindex` to carry over.
-    for (blob_path, meta) in &metas {
-        state
-            .store()
-            .rewrite_metadata(blob_path, &serde_json::to_vec_pretty(meta)?)?;
+    for (blob_path, blob) in &metas {
+        state.store().rewrite_metadata(blob_path, blob)?;
     }
-    let metas: Vec<RunMeta> = metas.into_iter().map(|(_, m)| m).collect();
+    let metas: Vec<RunMeta> = metas.into_iter().map(|(_, b)| b.meta).collect();
     registry.retag(viewer, &metas)?;
     state.indexer().wake();
     let tags: BTreeSet<&String> = metas.iter().flat_map(|m| &m.tags).collect();

@@ -1405,7 +1405,7 @@ mod tests {
         };
         let put = |index: &EmbeddedIndex, id: &str, owner: &str| {
             index
-                .put_run(&run(id, owner), &format!("|{id}|"), &texts(id))
+                .put_run(&run(id, owner), &format!("|{id}|"), false, &texts(id))
                 .unwrap_or_else(|e| panic!("{e}"));
             index.commit().unwrap_or_else(|e| panic!("{e}"));
         };
