@@ -26,5 +26,6 @@ pub mod state;
 pub mod store;
 pub mod tree;
 pub mod vectorizer;
+pub mod web;
 
 pub use serve::serve;
