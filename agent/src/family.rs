@@ -418,8 +418,9 @@ pub fn run(cmd: FamilyCommand, remote: &Remote<'_>) -> Result<()> {
             }
         }
         FamilyCommand::Web { print } => {
-            let link: kith_proto::SignInLink =
-                remote.send(http.post(remote.url("/api/web/link")))?.json()?;
+            let link: kith_proto::SignInLink = remote
+                .send(http.post(remote.url("/api/web/link")))?
+                .json()?;
             let url = remote.url(&link.path);
             if print || open_in_browser(&url).is_err() {
                 writeln!(stdout, "{url}")?;

@@ -19,8 +19,8 @@ use utoipa::OpenApi;
 
 use crate::error::Error;
 use crate::handlers::{conversations, meta, runs, search, shares, web};
-use crate::web::{actions, assets, pages};
 use crate::state::AppState;
+use crate::web::{actions, assets, pages};
 
 /// The longest request target (path and query) served.
 pub const MAX_URI_BYTES: usize = 8 * 1024;

@@ -66,9 +66,10 @@ impl Registry {
 
     /// Ends every session of a user (sign out everywhere); how many ended.
     pub fn end_sessions_of(&self, user: &UserId) -> Result<usize> {
-        Ok(self
-            .conn()
-            .execute("DELETE FROM web_sessions WHERE user_id = ?1", [user.as_str()])?)
+        Ok(self.conn().execute(
+            "DELETE FROM web_sessions WHERE user_id = ?1",
+            [user.as_str()],
+        )?)
     }
 
     /// Records a one-time sign-in link for the viewer's user by the sha256

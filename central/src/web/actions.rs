@@ -37,7 +37,10 @@ fn signin_page(status: StatusCode, error: Option<String>, handle: &str) -> PageR
         handle: handle.to_owned(),
     });
     *res.status_mut() = status;
-    set_cookie(&mut res, &secret.cookie(SIGNIN_COOKIE, SIGNIN_COOKIE_MAX_AGE));
+    set_cookie(
+        &mut res,
+        &secret.cookie(SIGNIN_COOKIE, SIGNIN_COOKIE_MAX_AGE),
+    );
     Ok(res)
 }
 
@@ -145,10 +148,7 @@ pub struct LinkQuery {
 }
 
 /// Signs in with a one-time link from `kith web` (valid minutes, used once).
-pub async fn signin_link(
-    State(state): State<AppState>,
-    Query(q): Query<LinkQuery>,
-) -> PageResult {
+pub async fn signin_link(State(state): State<AppState>, Query(q): Query<LinkQuery>) -> PageResult {
     let used = || {
         Error::bad_request(
             "link_used",

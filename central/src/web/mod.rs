@@ -81,11 +81,7 @@ impl IntoResponse for PageError {
 /// bug: logged, and a bare 500).
 pub fn render<T: Template>(page: &T) -> Response {
     match page.render() {
-        Ok(html) => (
-            [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
-            html,
-        )
-            .into_response(),
+        Ok(html) => ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], html).into_response(),
         Err(e) => {
             tracing::error!(error = %e, "template failed");
             StatusCode::INTERNAL_SERVER_ERROR.into_response()

@@ -237,7 +237,11 @@ pub async fn conversation(
         total: turns.total,
         next: turns.next_offset.map(|o| format!("/c/{id}?offset={o}")),
         turns: turns.turns.into_iter().map(TurnView::from).collect(),
-        subagents: c.subagents.into_iter().map(ConversationView::from).collect(),
+        subagents: c
+            .subagents
+            .into_iter()
+            .map(ConversationView::from)
+            .collect(),
         c: c.conversation.into(),
     }))
 }
@@ -248,9 +252,11 @@ pub async fn raw(
     session: WebSession,
     Path(id): Path<String>,
 ) -> PageResult {
-    Ok(crate::handlers::conversations::jsonl(State(state), session.viewer, Path(id))
-        .await?
-        .into_response())
+    Ok(
+        crate::handlers::conversations::jsonl(State(state), session.viewer, Path(id))
+            .await?
+            .into_response(),
+    )
 }
 
 /// Shared with me, and my shares (with revoke).

@@ -30,8 +30,7 @@ impl std::fmt::Debug for Secret {
 impl Secret {
     pub fn generate() -> Result<Self> {
         let mut bytes = [0u8; 32];
-        getrandom::fill(&mut bytes)
-            .map_err(|e| Error::Internal(format!("no randomness: {e}")))?;
+        getrandom::fill(&mut bytes).map_err(|e| Error::Internal(format!("no randomness: {e}")))?;
         Ok(Self(hex::encode(bytes)))
     }
 
@@ -129,10 +128,9 @@ impl FromRequestParts<AppState> for WebSession {
         let secret = Secret::from_cookie(&parts.headers, COOKIE).ok_or(Error::Unauthorized)?;
         let hash = secret.sha256();
         let state = state.clone();
-        let viewer =
-            tokio::task::spawn_blocking(move || state.registry().viewer_by_session(&hash))
-                .await??
-                .ok_or(Error::Unauthorized)?;
+        let viewer = tokio::task::spawn_blocking(move || state.registry().viewer_by_session(&hash))
+            .await??
+            .ok_or(Error::Unauthorized)?;
         Ok(Self { viewer, secret })
     }
 }
@@ -152,7 +150,10 @@ mod tests {
         }
         let mut headers = HeaderMap::new();
         let sent = format!("other=1; {COOKIE}={}", s.expose());
-        headers.insert(header::COOKIE, HeaderValue::from_str(&sent).unwrap_or(HeaderValue::from_static("")));
+        headers.insert(
+            header::COOKIE,
+            HeaderValue::from_str(&sent).unwrap_or(HeaderValue::from_static("")),
+        );
         let back = Secret::from_cookie(&headers, COOKIE).map(|b| b.sha256());
         assert_eq!(back, Some(s.sha256()));
         assert!(Secret::from_cookie(&headers, SIGNIN_COOKIE).is_none());

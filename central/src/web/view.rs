@@ -217,10 +217,7 @@ pub struct ShareView {
 impl From<Share> for ShareView {
     fn from(s: Share) -> Self {
         Self {
-            href: s
-                .scope
-                .strip_prefix("run:")
-                .map(|run| format!("/c/{run}")),
+            href: s.scope.strip_prefix("run:").map(|run| format!("/c/{run}")),
             id: s.id,
             scope: s.scope,
             grantor: s.grantor,
@@ -307,9 +304,15 @@ mod tests {
     fn snippets_are_cut_at_their_markers() {
         let cases: [(&str, &[(&str, bool)]); 4] = [
             ("plain", &[("plain", false)]),
-            ("a «walrus» b", &[("a ", false), ("walrus", true), (" b", false)]),
+            (
+                "a «walrus» b",
+                &[("a ", false), ("walrus", true), (" b", false)],
+            ),
             ("«x»«y»", &[("x", true), ("y", true)]),
-            ("open «never closed", &[("open ", false), ("never closed", false)]),
+            (
+                "open «never closed",
+                &[("open ", false), ("never closed", false)],
+            ),
         ];
         for (input, want) in cases {
             let got = highlights(input);
