@@ -339,8 +339,8 @@ mod tests {
             message: "a & b".into(),
         };
         let html = page.render().unwrap_or_default();
-        assert!(html.contains("&lt;script&gt;"), "{html}");
+        assert!(html.contains("&#60;script&#62;alert(1)"), "{html}");
         assert!(!html.contains("<script>alert"), "{html}");
-        assert!(html.contains("a &amp; b"));
+        assert!(html.contains("a &#38; b"), "{html}");
     }
 }
