@@ -304,7 +304,17 @@ fn scenario(alice_b: &Browser<'_>, bob_b: &Browser<'_>, dave_b: &Browser<'_>) ->
         ensure!(!res.text()?.contains("narwhal"));
     }
 
+    // Alice sees who read her runs, by conversation title.
+    alice_b.goto(&format!("{base}/audit"))?;
+    let audit = alice_b.text_of("#audit")?;
+    ensure!(
+        audit.contains(BOB.0) && audit.contains("plan the walrus migration"),
+        "{audit}"
+    );
+    ensure!(!audit.contains("narwhal"), "{audit}");
+
     // Alice revokes; bob's next read is "not found".
+    alice_b.goto(&format!("{base}/shares"))?;
     alice_b.click("#given button.revoke")?;
     alice_b.wait_text("#given", "revoked")?;
     bob_b.goto(&url)?;
@@ -355,6 +365,46 @@ fn scenario(alice_b: &Browser<'_>, bob_b: &Browser<'_>, dave_b: &Browser<'_>) ->
     let again = http()?.get(&link).send()?;
     ensure!(again.status() == 400, "a used link: {}", again.status());
     ensure!(again.text()?.contains("used already"));
+
+    // Signing out everywhere ends dave's other sessions too.
+    let out = Command::new(bin("kith"))
+        .args(["web", "--print"])
+        .env("HOME", home.path())
+        .env("KITH_CENTRAL_URL", &base)
+        .env("KITH_TOKEN", &dave_token)
+        .stdin(Stdio::null())
+        .output()?;
+    let second = String::from_utf8(out.stdout)?
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_owned();
+    let res = http()?.get(&second).send()?;
+    let other = res
+        .headers()
+        .get("set-cookie")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .unwrap_or_default()
+        .to_owned();
+    ensure!(other.starts_with("kith_session="), "{other}");
+    let page = |cookie: &str| -> Result<u16> {
+        Ok(http()?
+            .get(format!("{base}/recent"))
+            .header("cookie", cookie)
+            .send()?
+            .status()
+            .as_u16())
+    };
+    ensure!(page(&other)? == 200);
+    dave_b.goto(&format!("{base}/machines"))?;
+    ensure!(dave_b.text_of("main")?.contains("desk"));
+    dave_b.click("form.everywhere button")?;
+    dave_b.wait("input[name=password]")?;
+    ensure!(
+        page(&other)? == 303,
+        "the other session outlived sign-out everywhere"
+    );
 
     // Wrong passwords are refused, then the handle is rate-limited: even
     // the right password waits.

@@ -2,6 +2,8 @@
 //! reader and its raw bytes, shares, the read audit, machines, and the
 //! admin's view. Each reads through the same functions as the JSON API.
 
+use std::collections::HashMap;
+
 use axum::extract::{Path, Query, State};
 use axum::response::IntoResponse;
 use kith_proto::{AgentRuntime, GroupBy, SearchFilters, SearchMode, SearchRequest};
@@ -271,17 +273,34 @@ pub async fn shares(State(state): State<AppState>, session: WebSession) -> PageR
     }))
 }
 
-/// Who read my runs.
+/// Who read my runs, each run named by its conversation's title.
 pub async fn audit(State(state): State<AppState>, session: WebSession) -> PageResult {
     let axum::Json(res) =
-        crate::handlers::shares::audit(State(state), session.viewer.clone()).await?;
+        crate::handlers::shares::audit(State(state.clone()), session.viewer.clone()).await?;
+    let viewer = session.viewer.clone();
+    let rows = tokio::task::spawn_blocking(move || {
+        // The runs are the viewer's own: reading their titles audits nothing.
+        let mut titles: HashMap<String, String> = HashMap::new();
+        res.entries
+            .into_iter()
+            .map(|e| {
+                let title = titles
+                    .entry(e.run_id.clone())
+                    .or_insert_with(|| {
+                        crate::tree::conversation(state.registry(), &viewer, &e.run_id)
+                            .ok()
+                            .and_then(|c| c.conversation.title)
+                            .unwrap_or_else(|| e.run_id.clone())
+                    })
+                    .clone();
+                (super::view::when(&e.at), e.reader, e.what, e.run_id, title)
+            })
+            .collect()
+    })
+    .await?;
     Ok(render(&AuditPage {
         chrome: session.chrome(),
-        rows: res
-            .entries
-            .into_iter()
-            .map(|e| (super::view::when(&e.at), e.reader, e.what, e.run_id))
-            .collect(),
+        rows,
     }))
 }
 

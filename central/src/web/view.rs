@@ -81,8 +81,8 @@ pub struct SharesPage {
 #[template(path = "audit.html")]
 pub struct AuditPage {
     pub chrome: Option<Chrome>,
-    /// (at, reader, what, run id)
-    pub rows: Vec<(String, String, String, String)>,
+    /// (at, reader, what, run id, its conversation's title)
+    pub rows: Vec<(String, String, String, String, String)>,
 }
 
 #[derive(Template)]
