@@ -399,6 +399,11 @@ fn scenario(alice_b: &Browser<'_>, bob_b: &Browser<'_>, dave_b: &Browser<'_>) ->
     ensure!(page(&other)? == 200);
     dave_b.goto(&format!("{base}/machines"))?;
     ensure!(dave_b.text_of("main")?.contains("desk"));
+    // Dave revokes his machine: its token stops working at once.
+    ensure!(central.client(&dave_token).get("/api/status")?.status == 200);
+    dave_b.click("table button.revoke")?;
+    dave_b.wait_text("main table", "revoked")?;
+    ensure!(central.client(&dave_token).get("/api/status")?.status == 401);
     dave_b.click("form.everywhere button")?;
     dave_b.wait("input[name=password]")?;
     ensure!(
