@@ -128,3 +128,74 @@ impl Registry {
 fn idle_cutoff() -> String {
     format!("strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '-{SESSION_IDLE_DAYS} days')")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::registry::UserRow;
+    use kith_shared::ids::MachineId;
+
+    fn registry() -> Result<(tempfile::TempDir, Registry, Viewer)> {
+        let dir = tempfile::tempdir()?;
+        let registry = Registry::open(&dir.path().join("registry.sqlite"))?;
+        let user = UserId::from_uuid_bytes([1; 16]);
+        registry.add_user(&UserRow {
+            id: user.clone(),
+            handle: "dave.local".into(),
+            did: None,
+            pds_url: None,
+            is_admin: false,
+            created_at: kith_shared::timestamp::now(),
+        })?;
+        let now = kith_shared::timestamp::now();
+        let machine = MachineId::from_uuid_bytes([2; 16]);
+        registry.add_machine(&machine, &user, "desk", None, "token-hash", &now)?;
+        let viewer = registry
+            .viewer_by_token("token-hash")?
+            .ok_or_else(|| crate::error::Error::Internal("no viewer".into()))?;
+        Ok((dir, registry, viewer))
+    }
+
+    #[test]
+    fn a_sign_in_link_works_once_and_not_after_it_expires() -> Result<()> {
+        let (_dir, registry, viewer) = registry()?;
+        registry.add_sign_in_link("link-1", &viewer)?;
+        assert_eq!(
+            registry.redeem_sign_in_link("link-1")?.as_ref(),
+            Some(viewer.user_id())
+        );
+        assert_eq!(registry.redeem_sign_in_link("link-1")?, None);
+        assert_eq!(registry.redeem_sign_in_link("never-issued")?, None);
+        registry.add_sign_in_link("link-2", &viewer)?;
+        registry.conn().execute(
+            "UPDATE web_links SET expires_at = '2020-01-01T00:00:00.000Z' WHERE token_sha256 = 'link-2'",
+            [],
+        )?;
+        assert_eq!(registry.redeem_sign_in_link("link-2")?, None);
+        Ok(())
+    }
+
+    #[test]
+    fn a_session_is_a_viewer_without_a_machine_until_it_ends_or_idles() -> Result<()> {
+        let (_dir, registry, viewer) = registry()?;
+        registry.start_session("s-1", viewer.user_id())?;
+        registry.start_session("s-2", viewer.user_id())?;
+        let web = registry.viewer_by_session("s-1")?;
+        assert_eq!(web.as_ref().map(Viewer::handle), Some("dave.local"));
+        assert_eq!(web.as_ref().and_then(Viewer::machine_id), None);
+        registry.end_session("s-1")?;
+        assert_eq!(registry.viewer_by_session("s-1")?, None);
+        assert!(registry.viewer_by_session("s-2")?.is_some());
+        // Idle past the expiry: over.
+        registry.conn().execute(
+            "UPDATE web_sessions SET last_seen_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '-15 days')",
+            [],
+        )?;
+        assert_eq!(registry.viewer_by_session("s-2")?, None);
+        registry.start_session("s-3", viewer.user_id())?;
+        registry.start_session("s-4", viewer.user_id())?;
+        assert_eq!(registry.end_sessions_of(viewer.user_id())?, 2);
+        assert_eq!(registry.viewer_by_session("s-4")?, None);
+        Ok(())
+    }
+}
