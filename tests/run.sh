@@ -24,6 +24,15 @@ fi
 if [ -x deploy/pds/install.sh ]; then
   deploy/pds/install.sh
 fi
+# A real headless Chromium for the web page's test (Debian's packages; no
+# browser download).
+if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    apt-get install -y chromium chromium-driver >/dev/null
+  else
+    echo "the web test needs Chromium: sudo apt-get install -y chromium chromium-driver" >&2
+  fi
+fi
 
 # A real Meilisearch server for the conformance suite's Meilisearch run:
 # KITH_MEILI_BIN, then `meilisearch` on PATH, then ../shared/bin beside the

@@ -54,6 +54,13 @@ pub enum FamilyCommand {
     /// tag` shares every run with a tag.
     #[command(subcommand)]
     Tag(TagCommand),
+    /// Open the web page, signed in: asks central for a one-time link
+    /// (valid 5 minutes) and opens it in your browser.
+    Web {
+        /// Print the link instead of opening it.
+        #[arg(long)]
+        print: bool,
+    },
     /// A whole conversation, named by any of its run ids, its id, or a
     /// unique prefix of either.
     Show {
@@ -491,6 +498,16 @@ pub fn run(cmd: FamilyCommand, remote: &Remote<'_>) -> Result<()> {
                 }
             }
         }
+        FamilyCommand::Web { print } => {
+            let link: kith_proto::SignInLink = remote
+                .send(http.post(remote.url("/api/web/link")))?
+                .json()?;
+            let url = remote.url(&link.path);
+            if print || open_in_browser(&url).is_err() {
+                writeln!(stdout, "{url}")?;
+                writeln!(stdout, "works once, until {}", link.expires_at)?;
+            }
+        }
         FamilyCommand::Audit { json } => {
             let res: kith_proto::AuditResponse =
                 remote.send(http.get(remote.url("/api/audit")))?.json()?;
@@ -707,6 +724,40 @@ fn page(text: &str) -> Result<()> {
 }
 
 /// Grants in aligned columns: direction, scope, who, state, until, id.
+/// Opens `url` in the desktop's browser (`xdg-open`, or `open` on macOS).
+/// The link holds a token, which must not show in a process list: the
+/// opener gets a private file (0600, removed when kith exits, once the
+/// browser had time to read it) that redirects to it.
+fn open_in_browser(url: &str) -> Result<()> {
+    let opener = if cfg!(target_os = "macos") {
+        "open"
+    } else {
+        "xdg-open"
+    };
+    let page = tempfile::Builder::new()
+        .prefix("kith-web-")
+        .suffix(".html")
+        .tempfile()?;
+    let html = format!(
+        "<!doctype html><meta http-equiv=\"refresh\" content=\"0;url={}\">",
+        url.replace('&', "&amp;").replace('"', "&quot;")
+    );
+    std::fs::write(page.path(), html)?;
+    let status = std::process::Command::new(opener)
+        .arg(page.path())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .with_context(|| format!("cannot run {opener}"))?;
+    if !status.success() {
+        bail!("{opener} failed");
+    }
+    // The browser reads the file after the opener returns.
+    std::thread::sleep(Duration::from_secs(3));
+    Ok(())
+}
+
 pub fn render_shares(res: &kith_proto::SharesResponse) -> String {
     let mut rows = vec![[
         "".to_owned(),

@@ -19,6 +19,7 @@ use hyper_util::service::TowerToHyperService;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
+use tower::ServiceExt;
 
 /// Connections served at once; the next waits in the listen backlog until
 /// one ends (an idle one ends after `HEADER_READ_TIMEOUT`).
@@ -68,7 +69,15 @@ pub async fn serve(
         // Small responses (a header write then a body write) must not wait
         // on Nagle + the client's delayed ACK (~40 ms each).
         let _ = tcp.set_nodelay(true);
-        let service = TowerToHyperService::new(app.clone());
+        // Handlers that count by address (failed sign-ins) read the peer
+        // with `ConnectInfo`.
+        let service = TowerToHyperService::new(app.clone().map_request(
+            move |mut req: hyper::Request<hyper::body::Incoming>| {
+                req.extensions_mut()
+                    .insert(axum::extract::ConnectInfo(peer));
+                req
+            },
+        ));
         let tls = tls.clone();
         let stopping = stopping.clone();
         let running = running.clone();
@@ -96,13 +105,21 @@ pub async fn serve(
 /// One connection, HTTP/2 when TLS negotiated it, else HTTP/1.1 (the
 /// version is known up front: sniffing it would wait on an idle client
 /// with no deadline).
-async fn connection<I>(
+async fn connection<I, S>(
     io: I,
     h2: bool,
-    service: TowerToHyperService<axum::Router>,
+    service: TowerToHyperService<S>,
     mut stopping: watch::Receiver<()>,
 ) where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    S: tower::Service<
+            hyper::Request<hyper::body::Incoming>,
+            Response = axum::response::Response,
+            Error = std::convert::Infallible,
+        > + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
 {
     let mut builder = Builder::new(TokioExecutor::new());
     builder

@@ -53,7 +53,9 @@ impl FromRequestParts<AppState> for Viewer {
             .registry()
             .viewer_by_token(&token.sha256())?
             .ok_or(Error::Unauthorized)?;
-        state.note_seen(viewer.machine_id());
+        if let Some(machine) = viewer.machine_id() {
+            state.note_seen(machine);
+        }
         Ok(viewer)
     }
 }

@@ -200,6 +200,11 @@ pub fn format_of(runtime: AgentRuntime) -> Format {
 fn decide_and_store(state: &AppState, viewer: &Viewer, d: Delta) -> Result<(IngestResponse, bool)> {
     let registry = state.registry();
     let user = &viewer.user_id();
+    // Only a machine's token ingests; a web session has no machine.
+    let (Some(machine_id), Some(machine_name)) = (viewer.machine_id(), viewer.machine_name())
+    else {
+        return Err(Error::Unauthorized);
+    };
     let same_bytes = |run: &StoredRun, what: &str| -> Result<(IngestResponse, bool)> {
         if run.meta.jsonl_sha256 == d.sha256 && run.meta.user_id == user.as_str() {
             Ok((already(run), false))
@@ -373,8 +378,8 @@ fn decide_and_store(state: &AppState, viewer: &Viewer, d: Delta) -> Result<(Inge
     let mut meta = RunMeta {
         id: run_id.to_string(),
         user_id: user.to_string(),
-        machine_id: viewer.machine_id().to_string(),
-        machine: viewer.machine_name().to_owned(),
+        machine_id: machine_id.to_string(),
+        machine: machine_name.to_owned(),
         agent_runtime: req.agent_runtime,
         agent_version: inherited(req.agent_version.clone().or(parsed.agent_version), |m| {
             &m.agent_version

@@ -29,5 +29,6 @@ pub mod store;
 pub mod tagging;
 pub mod tree;
 pub mod vectorizer;
+pub mod web;
 
 pub use serve::serve;

@@ -2,8 +2,9 @@
 //! -> DID, and the app passwords that become machine tokens (created and
 //! revoked with the user's main password, checked with one `createSession`).
 //!
-//! Only admin commands call this; requests to central never do (a token is
-//! checked against its sha256 in the registry). Passwords travel as
+//! Admin commands call this, and the web page's sign-in form (one
+//! `createSession` with the member's password); no other request does (a
+//! token or session is checked against its sha256 in the registry). Passwords travel as
 //! [`Password`], whose `Debug` is redacted, and no error message carries one:
 //! errors name the PDS, the handle and the XRPC error code, nothing the caller
 //! typed as a secret.
@@ -135,7 +136,8 @@ pub async fn create_app_password(
     }
 }
 
-/// One `createSession` with an app password; the DID it logs in as.
+/// One `createSession` with an app password (or, at web sign-in, the
+/// member's own password); the DID it logs in as.
 pub async fn check_app_password(
     pds_url: &str,
     handle: &str,

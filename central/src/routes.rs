@@ -21,8 +21,9 @@ use tracing::Level;
 use utoipa::OpenApi;
 
 use crate::error::Error;
-use crate::handlers::{conversations, meta, runs, search, shares};
+use crate::handlers::{conversations, meta, runs, search, shares, web};
 use crate::state::AppState;
+use crate::web::{actions, assets, pages};
 
 /// The longest request target (path and query) served.
 pub const MAX_URI_BYTES: usize = 8 * 1024;
@@ -57,6 +58,8 @@ pub fn app(state: AppState) -> Router {
         .route("/api/shares", post(shares::post).get(shares::index))
         .route("/api/shares/{id}", delete(shares::delete))
         .route("/api/audit", get(shares::audit))
+        .route("/api/web/link", post(web::link))
+        .merge(pages())
         .fallback(|| async { Error::NotFound { what: "route" } })
         .method_not_allowed_fallback(|| async { Error::MethodNotAllowed })
         // The limit applies to the decompressed body, so a small zstd bomb
@@ -87,6 +90,29 @@ pub fn app(state: AppState) -> Router {
             with_error_body(res, limit)
         }))
         .with_state(state)
+}
+
+/// The web page: HTML for browsers, signed in with a session cookie, each
+/// page reading through the same functions as the JSON routes above.
+fn pages() -> Router<AppState> {
+    Router::new()
+        .route("/", get(pages::search))
+        .route("/recent", get(pages::recent))
+        .route("/c/{id}", get(pages::conversation))
+        .route("/c/{id}/raw", get(pages::raw))
+        .route("/shares", get(pages::shares).post(actions::share))
+        .route("/shares/{id}/revoke", post(actions::revoke_share))
+        .route("/audit", get(pages::audit))
+        .route("/machines", get(pages::machines))
+        .route("/machines/revoke", post(actions::revoke_machine))
+        .route("/admin", get(pages::admin))
+        .route("/signin", get(actions::signin_form).post(actions::signin))
+        .route("/signin/link", get(actions::signin_link))
+        .route("/signout", post(actions::signout))
+        .route("/signout/everywhere", post(actions::signout_everywhere))
+        .route("/assets/kith.css", get(assets::css))
+        .route("/assets/kith.js", get(assets::js))
+        .layer(middleware::map_response(assets::page_headers))
 }
 
 /// Refuses a request by its head alone, before its body is read or its
@@ -179,6 +205,7 @@ fn with_error_body(res: Response, body_limit: usize) -> Response {
     shares::index,
     shares::delete,
     shares::audit,
+    web::link,
 ))]
 struct Paths;
 

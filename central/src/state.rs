@@ -16,6 +16,7 @@ use crate::indexer::Indexer;
 use crate::metrics::Metrics;
 use crate::registry::Registry;
 use crate::store::BlobStore;
+use crate::web::SignInLimits;
 
 #[derive(Clone)]
 pub struct AppState {
@@ -39,6 +40,8 @@ struct Shared {
     /// Machines seen since the last flush, with when; written to the registry
     /// in batches so a request never pays for a write.
     seen: Mutex<HashMap<MachineId, String>>,
+    /// Failed web sign-ins, by handle and by address.
+    sign_in_limits: SignInLimits,
 }
 
 impl AppState {
@@ -68,6 +71,7 @@ impl AppState {
                 metrics: Metrics::default(),
                 ingest_gate: tokio::sync::Mutex::new(()),
                 seen: Mutex::new(HashMap::new()),
+                sign_in_limits: SignInLimits::default(),
                 config,
             }),
         };
@@ -127,6 +131,10 @@ impl AppState {
 
     pub fn metrics(&self) -> &Metrics {
         &self.shared.metrics
+    }
+
+    pub fn sign_in_limits(&self) -> &SignInLimits {
+        &self.shared.sign_in_limits
     }
 
     pub fn ingest_gate(&self) -> &tokio::sync::Mutex<()> {

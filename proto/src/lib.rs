@@ -666,6 +666,17 @@ pub struct TagsResponse {
     pub n_runs: u64,
 }
 
+/// `POST /api/web/link`: a one-time sign-in link to the web page for the
+/// calling machine's member (`kith web`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct SignInLink {
+    /// Path and query to open on central (`/signin/link?token=…`); the
+    /// token works once.
+    pub path: String,
+    /// RFC 3339: the link stops working at this time (minutes from now).
+    pub expires_at: String,
+}
+
 /// The OpenAPI document of the whole API, generated from these types.
 #[derive(utoipa::OpenApi)]
 #[openapi(
@@ -713,7 +724,8 @@ pub struct TagsResponse {
         AuditResponse,
         ForgetResponse,
         TagsRequest,
-        TagsResponse
+        TagsResponse,
+        SignInLink
     ))
 )]
 pub struct ApiDoc;

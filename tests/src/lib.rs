@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 
+pub mod browser;
 pub mod locomo;
 pub mod meili;
 pub mod pds;

@@ -43,7 +43,7 @@ pub async fn status(State(state): State<AppState>, viewer: Viewer) -> Result<Jso
         last_indexed_at: own.last_indexed_at,
         search_backend: state.index().name().to_owned(),
         embedder: state.embedder_name(),
-        machine: viewer.machine_name().to_owned(),
+        machine: viewer.machine_name().unwrap_or_default().to_owned(),
         user: viewer.handle().to_owned(),
     }))
 }

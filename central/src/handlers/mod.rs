@@ -6,6 +6,7 @@ pub mod meta;
 pub mod runs;
 pub mod search;
 pub mod shares;
+pub mod web;
 
 use axum::extract::{FromRef, FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;

@@ -86,8 +86,7 @@ impl Registry {
         };
         let mut viewer = Viewer::new(
             parse_id(UserId::parse(&user_id))?,
-            parse_id(MachineId::parse(&machine_id))?,
-            machine_name,
+            Some((parse_id(MachineId::parse(&machine_id))?, machine_name)),
             handle,
             is_admin,
         );

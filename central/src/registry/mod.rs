@@ -19,6 +19,7 @@ mod forgotten;
 mod jobs;
 mod machines;
 mod runs;
+mod sessions;
 mod shares;
 mod tags;
 mod users;
@@ -29,6 +30,7 @@ pub use forgotten::{line_hashes, ForgetSet, Forgetter, Tombstone};
 pub use jobs::{Lane, PendingJob};
 pub use machines::{MachineAuth, MachineRow};
 pub use runs::{ancestry_of, ForestFilter, NewRun, StoredRun};
+pub use sessions::{LINK_TTL_SECONDS, SESSION_IDLE_DAYS};
 pub use shares::{Grant, GrantScope, Revoked, ShareRow};
 pub use users::UserRow;
 pub use viewer::Viewer;
@@ -135,6 +137,21 @@ CREATE TABLE IF NOT EXISTS forgotten_lines (
     run_id TEXT NOT NULL,
     PRIMARY KEY (user_id, line_sha256)
 ) WITHOUT ROWID;
+-- Web sign-ins: only the sha256 of a session's cookie value is kept.
+CREATE TABLE IF NOT EXISTS web_sessions (
+    id_sha256 TEXT PRIMARY KEY,
+    user_id TEXT NOT NULL REFERENCES users(id),
+    created_at TEXT NOT NULL,
+    last_seen_at TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS web_sessions_user ON web_sessions (user_id);
+-- One-time sign-in links (`kith web`): sha256 of the token, used once.
+CREATE TABLE IF NOT EXISTS web_links (
+    token_sha256 TEXT PRIMARY KEY,
+    user_id TEXT NOT NULL REFERENCES users(id),
+    expires_at TEXT NOT NULL,
+    used_at TEXT
+);
 CREATE TABLE IF NOT EXISTS index_jobs (
     run_id TEXT PRIMARY KEY,
     lane TEXT NOT NULL,

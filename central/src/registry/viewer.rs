@@ -1,18 +1,20 @@
-//! Who is asking: the `Viewer` a bearer token resolves to. Its fields are
-//! private and only the registry builds one (from the machine row a token's
-//! hash names), so every read that takes a `&Viewer` is a read on behalf of
-//! an authenticated machine, never of a caller-made identity.
+//! Who is asking: the `Viewer` a bearer token or a web session resolves to.
+//! Its fields are private and only the registry builds one (from the machine
+//! row a token's hash names, or the session row a cookie's hash names), so
+//! every read that takes a `&Viewer` is a read on behalf of an authenticated
+//! member, never of a caller-made identity.
 
 use kith_shared::ids::{MachineId, UserId};
 
 use super::Grant;
 
-/// The authenticated (user, machine) behind a request.
+/// The authenticated user (and machine, for a token) behind a request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Viewer {
     user_id: UserId,
-    machine_id: MachineId,
-    machine_name: String,
+    /// The machine whose token made the request; `None` in a web session
+    /// (a browser is no machine: it reads, it never ingests).
+    machine: Option<(MachineId, String)>,
     handle: String,
     is_admin: bool,
     /// Live grants this user received, as of this request.
@@ -20,18 +22,17 @@ pub struct Viewer {
 }
 
 impl Viewer {
-    /// Only the registry makes viewers: from a token's machine row.
+    /// Only the registry makes viewers: from a token's machine row or a
+    /// web session's user row.
     pub(super) fn new(
         user_id: UserId,
-        machine_id: MachineId,
-        machine_name: String,
+        machine: Option<(MachineId, String)>,
         handle: String,
         is_admin: bool,
     ) -> Self {
         Self {
             user_id,
-            machine_id,
-            machine_name,
+            machine,
             handle,
             is_admin,
             grants: Vec::new(),
@@ -46,12 +47,12 @@ impl Viewer {
         &self.user_id
     }
 
-    pub fn machine_id(&self) -> &MachineId {
-        &self.machine_id
+    pub fn machine_id(&self) -> Option<&MachineId> {
+        self.machine.as_ref().map(|(id, _)| id)
     }
 
-    pub fn machine_name(&self) -> &str {
-        &self.machine_name
+    pub fn machine_name(&self) -> Option<&str> {
+        self.machine.as_ref().map(|(_, name)| name.as_str())
     }
 
     pub fn handle(&self) -> &str {
@@ -72,8 +73,7 @@ impl Viewer {
     pub fn for_tests(user: &str, grants: Vec<Grant>) -> Self {
         let mut v = Self::new(
             UserId::parse(user).unwrap_or_else(|_| UserId::from_uuid_bytes([0; 16])),
-            MachineId::from_uuid_bytes([0; 16]),
-            "test".into(),
+            Some((MachineId::from_uuid_bytes([0; 16]), "test".into())),
             user.into(),
             false,
         );

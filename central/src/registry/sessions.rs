@@ -1,0 +1,201 @@
+//! The `web_sessions` and `web_links` tables: browser sign-ins and the
+//! one-time links `kith web` asks for, and the `Viewer` a session resolves
+//! to. Both keep only the sha256 of the secret the browser holds.
+
+use rusqlite::{params, OptionalExtension};
+
+use super::{parse_id, Registry, Viewer, NOW_SQL};
+use crate::error::Result;
+use kith_shared::ids::UserId;
+
+/// A session unused this long is over (the next request signs in again).
+pub const SESSION_IDLE_DAYS: u32 = 14;
+
+/// A one-time sign-in link is valid this long.
+pub const LINK_TTL_SECONDS: u32 = 300;
+
+impl Registry {
+    /// Records a new session of `user` by the sha256 of its cookie value,
+    /// and forgets sessions idle past their expiry.
+    pub fn start_session(&self, id_sha256: &str, user: &UserId) -> Result<()> {
+        let conn = self.conn();
+        conn.execute(
+            &format!(
+                "DELETE FROM web_sessions WHERE last_seen_at <= {}",
+                idle_cutoff()
+            ),
+            [],
+        )?;
+        conn.execute(
+            &format!(
+                "INSERT INTO web_sessions (id_sha256, user_id, created_at, last_seen_at)
+                 VALUES (?1, ?2, {NOW_SQL}, {NOW_SQL})"
+            ),
+            params![id_sha256, user.as_str()],
+        )?;
+        Ok(())
+    }
+
+    /// The viewer behind a live session (used within the idle expiry),
+    /// which this use keeps alive.
+    pub fn viewer_by_session(&self, id_sha256: &str) -> Result<Option<Viewer>> {
+        let user: Option<String> = self
+            .conn()
+            .query_row(
+                &format!(
+                    "UPDATE web_sessions SET last_seen_at = {NOW_SQL}
+                     WHERE id_sha256 = ?1 AND last_seen_at > {} RETURNING user_id",
+                    idle_cutoff()
+                ),
+                [id_sha256],
+                |r| r.get(0),
+            )
+            .optional()?;
+        match user {
+            Some(user) => self.viewer_of_user(&parse_id(UserId::parse(&user))?),
+            None => Ok(None),
+        }
+    }
+
+    /// Ends one session (sign out on this browser).
+    pub fn end_session(&self, id_sha256: &str) -> Result<()> {
+        self.conn()
+            .execute("DELETE FROM web_sessions WHERE id_sha256 = ?1", [id_sha256])?;
+        Ok(())
+    }
+
+    /// Ends every session of a user (sign out everywhere); how many ended.
+    pub fn end_sessions_of(&self, user: &UserId) -> Result<usize> {
+        Ok(self.conn().execute(
+            "DELETE FROM web_sessions WHERE user_id = ?1",
+            [user.as_str()],
+        )?)
+    }
+
+    /// Records a one-time sign-in link for the viewer's user by the sha256
+    /// of its token; returns when it expires.
+    pub fn add_sign_in_link(&self, token_sha256: &str, viewer: &Viewer) -> Result<String> {
+        Ok(self.conn().query_row(
+            &format!(
+                "INSERT INTO web_links (token_sha256, user_id, expires_at)
+                 VALUES (?1, ?2, strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '+{LINK_TTL_SECONDS} seconds'))
+                 RETURNING expires_at"
+            ),
+            params![token_sha256, viewer.user_id().as_str()],
+            |r| r.get(0),
+        )?)
+    }
+
+    /// Uses a sign-in link: its user, if the link exists, has not expired
+    /// and was never used; it is used from now on either way.
+    pub fn redeem_sign_in_link(&self, token_sha256: &str) -> Result<Option<UserId>> {
+        let user: Option<String> = self
+            .conn()
+            .query_row(
+                &format!(
+                    "UPDATE web_links SET used_at = {NOW_SQL}
+                     WHERE token_sha256 = ?1 AND used_at IS NULL AND expires_at > {NOW_SQL}
+                     RETURNING user_id"
+                ),
+                [token_sha256],
+                |r| r.get(0),
+            )
+            .optional()?;
+        user.map(|u| parse_id(UserId::parse(&u))).transpose()
+    }
+
+    /// The viewer of a user without a machine (a web session), with the
+    /// grants they hold now.
+    fn viewer_of_user(&self, user: &UserId) -> Result<Option<Viewer>> {
+        let row = self
+            .reader()
+            .prepare_cached("SELECT handle, is_admin FROM users WHERE id = ?1")?
+            .query_row([user.as_str()], |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, bool>(1)?))
+            })
+            .optional()?;
+        let Some((handle, is_admin)) = row else {
+            return Ok(None);
+        };
+        let mut viewer = Viewer::new(user.clone(), None, handle, is_admin);
+        let grants = self.grants_to(&viewer)?;
+        viewer.set_grants(grants);
+        Ok(Some(viewer))
+    }
+}
+
+/// The `last_seen_at` at or before which a session is over.
+fn idle_cutoff() -> String {
+    format!("strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '-{SESSION_IDLE_DAYS} days')")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::registry::UserRow;
+    use kith_shared::ids::MachineId;
+
+    fn registry() -> Result<(tempfile::TempDir, Registry, Viewer)> {
+        let dir = tempfile::tempdir()?;
+        let registry = Registry::open(&dir.path().join("registry.sqlite"))?;
+        let user = UserId::from_uuid_bytes([1; 16]);
+        registry.add_user(&UserRow {
+            id: user.clone(),
+            handle: "dave.local".into(),
+            did: None,
+            pds_url: None,
+            is_admin: false,
+            created_at: kith_shared::timestamp::now(),
+        })?;
+        let now = kith_shared::timestamp::now();
+        let machine = MachineId::from_uuid_bytes([2; 16]);
+        registry.add_machine(&machine, &user, "desk", None, "token-hash", &now)?;
+        let viewer = registry
+            .viewer_by_token("token-hash")?
+            .ok_or_else(|| crate::error::Error::Internal("no viewer".into()))?;
+        Ok((dir, registry, viewer))
+    }
+
+    #[test]
+    fn a_sign_in_link_works_once_and_not_after_it_expires() -> Result<()> {
+        let (_dir, registry, viewer) = registry()?;
+        registry.add_sign_in_link("link-1", &viewer)?;
+        assert_eq!(
+            registry.redeem_sign_in_link("link-1")?.as_ref(),
+            Some(viewer.user_id())
+        );
+        assert_eq!(registry.redeem_sign_in_link("link-1")?, None);
+        assert_eq!(registry.redeem_sign_in_link("never-issued")?, None);
+        registry.add_sign_in_link("link-2", &viewer)?;
+        registry.conn().execute(
+            "UPDATE web_links SET expires_at = '2020-01-01T00:00:00.000Z' WHERE token_sha256 = 'link-2'",
+            [],
+        )?;
+        assert_eq!(registry.redeem_sign_in_link("link-2")?, None);
+        Ok(())
+    }
+
+    #[test]
+    fn a_session_is_a_viewer_without_a_machine_until_it_ends_or_idles() -> Result<()> {
+        let (_dir, registry, viewer) = registry()?;
+        registry.start_session("s-1", viewer.user_id())?;
+        registry.start_session("s-2", viewer.user_id())?;
+        let web = registry.viewer_by_session("s-1")?;
+        assert_eq!(web.as_ref().map(Viewer::handle), Some("dave.local"));
+        assert_eq!(web.as_ref().and_then(Viewer::machine_id), None);
+        registry.end_session("s-1")?;
+        assert_eq!(registry.viewer_by_session("s-1")?, None);
+        assert!(registry.viewer_by_session("s-2")?.is_some());
+        // Idle past the expiry: over.
+        registry.conn().execute(
+            "UPDATE web_sessions SET last_seen_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '-15 days')",
+            [],
+        )?;
+        assert_eq!(registry.viewer_by_session("s-2")?, None);
+        registry.start_session("s-3", viewer.user_id())?;
+        registry.start_session("s-4", viewer.user_id())?;
+        assert_eq!(registry.end_sessions_of(viewer.user_id())?, 2);
+        assert_eq!(registry.viewer_by_session("s-4")?, None);
+        Ok(())
+    }
+}

@@ -1,0 +1,294 @@
+//! The forms (`POST`) and the sign-in: with the member's PDS password or a
+//! one-time link, then sign out (here or everywhere), share a conversation,
+//! revoke a share, revoke a machine. Every form but the sign-in carries the
+//! session's CSRF token; the sign-in form carries its own cookie's.
+
+use std::net::SocketAddr;
+
+use axum::extract::{ConnectInfo, Path, Query, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::Form;
+use kith_proto::ShareRequest;
+use serde::Deserialize;
+
+use super::session::{clear_cookie, Secret, WebSession, COOKIE, COOKIE_MAX_AGE, SIGNIN_COOKIE};
+use super::view::SignInPage;
+use super::{render, PageResult};
+use crate::error::Error;
+use crate::pds::Password;
+use crate::registry::Revoked;
+use crate::state::AppState;
+
+/// How long the sign-in form's cookie lives.
+const SIGNIN_COOKIE_MAX_AGE: u32 = 60 * 60;
+
+/// The sign-in form, with a fresh CSRF cookie.
+pub async fn signin_form() -> PageResult {
+    signin_page(StatusCode::OK, None, "")
+}
+
+fn signin_page(status: StatusCode, error: Option<String>, handle: &str) -> PageResult {
+    let secret = Secret::generate()?;
+    let mut res = render(&SignInPage {
+        chrome: None,
+        error,
+        csrf: secret.csrf(),
+        handle: handle.to_owned(),
+    });
+    *res.status_mut() = status;
+    set_cookie(
+        &mut res,
+        &secret.cookie(SIGNIN_COOKIE, SIGNIN_COOKIE_MAX_AGE),
+    );
+    Ok(res)
+}
+
+/// The sign-in form's fields. `Debug` is not derived: it holds a password.
+#[derive(Deserialize)]
+pub struct SignInForm {
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    handle: String,
+    #[serde(default)]
+    password: String,
+}
+
+/// Signs in with the handle's PDS: one `createSession` there; on success a
+/// session here. Failures are counted per handle and per address.
+pub async fn signin(
+    State(state): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    Form(form): Form<SignInForm>,
+) -> PageResult {
+    Secret::from_cookie(&headers, SIGNIN_COOKIE)
+        .ok_or_else(|| {
+            Error::bad_request(
+                "csrf_refused",
+                "the sign-in form expired or did not come from this site; reload it",
+            )
+        })?
+        .check_csrf(&form.csrf)?;
+    let handle = form.handle.trim().trim_start_matches('@').to_owned();
+    let password = Password::new(form.password);
+    if let Err(wait) = state.sign_in_limits().check(&handle, peer.ip()) {
+        let minutes = wait.as_secs().div_ceil(60).max(1);
+        return signin_page(
+            StatusCode::TOO_MANY_REQUESTS,
+            Some(format!(
+                "Too many failed sign-ins for this handle or from this address; try again in {minutes} minutes."
+            )),
+            &handle,
+        );
+    }
+    let refused = |state: &AppState| {
+        state.sign_in_limits().failed(&handle, peer.ip());
+        signin_page(
+            StatusCode::UNAUTHORIZED,
+            Some("Wrong handle or password.".to_owned()),
+            &handle,
+        )
+    };
+    let s = state.clone();
+    let h = handle.clone();
+    let Some(user) = tokio::task::spawn_blocking(move || s.registry().user_by_handle(&h)).await??
+    else {
+        return refused(&state);
+    };
+    let Some(pds_url) = &user.pds_url else {
+        return signin_page(
+            StatusCode::BAD_REQUEST,
+            Some(format!(
+                "{handle} has no PDS: run `kith web` on one of your registered machines to sign in."
+            )),
+            &handle,
+        );
+    };
+    let did = match crate::pds::check_app_password(pds_url, &handle, &password).await {
+        Ok(did) => did,
+        Err(Error::BadRequest {
+            code: "wrong_password",
+            ..
+        }) => return refused(&state),
+        Err(e @ Error::Unavailable { .. }) => {
+            return signin_page(
+                StatusCode::SERVICE_UNAVAILABLE,
+                Some(e.to_string()),
+                &handle,
+            )
+        }
+        Err(e) => return Err(e.into()),
+    };
+    if user.did.as_ref().is_some_and(|known| *known != did) {
+        tracing::warn!(handle = %handle, "the PDS signed in a different DID than the registry holds");
+        return refused(&state);
+    }
+    tracing::info!(handle = %handle, "web sign-in");
+    start_session(&state, user.id).await
+}
+
+/// A new session for `user`: the cookie, and on to the search page.
+async fn start_session(state: &AppState, user: kith_shared::ids::UserId) -> PageResult {
+    let secret = Secret::generate()?;
+    let hash = secret.sha256();
+    let s = state.clone();
+    tokio::task::spawn_blocking(move || s.registry().start_session(&hash, &user)).await??;
+    let mut res = Redirect::to("/").into_response();
+    set_cookie(&mut res, &secret.cookie(COOKIE, COOKIE_MAX_AGE));
+    set_cookie(&mut res, &clear_cookie(SIGNIN_COOKIE));
+    Ok(res)
+}
+
+#[derive(Deserialize)]
+pub struct LinkQuery {
+    #[serde(default)]
+    token: String,
+}
+
+/// Signs in with a one-time link from `kith web` (valid minutes, used once).
+pub async fn signin_link(State(state): State<AppState>, Query(q): Query<LinkQuery>) -> PageResult {
+    let used = || {
+        Error::bad_request(
+            "link_used",
+            "this sign-in link was used already, expired, or is not one; run `kith web` again",
+        )
+    };
+    let hash = Secret::parse(&q.token).ok_or_else(used)?.sha256();
+    let s = state.clone();
+    let user = tokio::task::spawn_blocking(move || s.registry().redeem_sign_in_link(&hash))
+        .await??
+        .ok_or_else(used)?;
+    start_session(&state, user).await
+}
+
+#[derive(Deserialize)]
+pub struct CsrfForm {
+    #[serde(default)]
+    csrf: String,
+}
+
+/// Ends this browser's session.
+pub async fn signout(
+    State(state): State<AppState>,
+    session: WebSession,
+    Form(form): Form<CsrfForm>,
+) -> PageResult {
+    session.secret.check_csrf(&form.csrf)?;
+    let hash = session.secret.sha256();
+    tokio::task::spawn_blocking(move || state.registry().end_session(&hash)).await??;
+    let mut res = Redirect::to("/signin").into_response();
+    set_cookie(&mut res, &clear_cookie(COOKIE));
+    Ok(res)
+}
+
+/// Ends every session of this member, on every browser.
+pub async fn signout_everywhere(
+    State(state): State<AppState>,
+    session: WebSession,
+    Form(form): Form<CsrfForm>,
+) -> PageResult {
+    session.secret.check_csrf(&form.csrf)?;
+    let user = session.viewer.user_id().clone();
+    tokio::task::spawn_blocking(move || state.registry().end_sessions_of(&user)).await??;
+    let mut res = Redirect::to("/signin").into_response();
+    set_cookie(&mut res, &clear_cookie(COOKIE));
+    Ok(res)
+}
+
+#[derive(Deserialize)]
+pub struct ShareForm {
+    #[serde(default)]
+    csrf: String,
+    conversation: String,
+    with: String,
+    /// Days until the grant ends; empty for never.
+    #[serde(default)]
+    expires: String,
+    /// `on` when the checkbox is ticked.
+    #[serde(default)]
+    follow: Option<String>,
+}
+
+/// Shares one of my conversations, as `POST /api/shares` does.
+pub async fn share(
+    State(state): State<AppState>,
+    session: WebSession,
+    Form(form): Form<ShareForm>,
+) -> PageResult {
+    session.secret.check_csrf(&form.csrf)?;
+    let expires_at = match form.expires.trim() {
+        "" => None,
+        days => {
+            let days: i64 = days
+                .parse()
+                .ok()
+                .filter(|d| (1..=3650).contains(d))
+                .ok_or_else(|| {
+                    Error::bad_request("invalid_expiry", "expiry is a number of days")
+                })?;
+            let at = time::OffsetDateTime::now_utc() + time::Duration::days(days);
+            Some(kith_shared::timestamp::render(at))
+        }
+    };
+    let req = ShareRequest {
+        scope: format!("conversation:{}", form.conversation.trim()),
+        with: form.with.trim().to_owned(),
+        expires_at,
+        follow: form.follow.is_some(),
+    };
+    let viewer = session.viewer;
+    tokio::task::spawn_blocking(move || crate::sharing::grant(state.registry(), &viewer, &req))
+        .await??;
+    Ok(Redirect::to("/shares").into_response())
+}
+
+/// Revokes one of my shares.
+pub async fn revoke_share(
+    State(state): State<AppState>,
+    session: WebSession,
+    Path(id): Path<String>,
+    Form(form): Form<CsrfForm>,
+) -> PageResult {
+    session.secret.check_csrf(&form.csrf)?;
+    let viewer = session.viewer;
+    let revoked =
+        tokio::task::spawn_blocking(move || state.registry().revoke_share(&viewer, &id)).await??;
+    match revoked {
+        Revoked::Now | Revoked::Already => Ok(Redirect::to("/shares").into_response()),
+        Revoked::NoSuchGrant => Err(Error::NotFound { what: "share" }.into()),
+    }
+}
+
+#[derive(Deserialize)]
+pub struct MachineForm {
+    #[serde(default)]
+    csrf: String,
+    name: String,
+}
+
+/// Revokes one of my machines: its token stops working at once.
+pub async fn revoke_machine(
+    State(state): State<AppState>,
+    session: WebSession,
+    Form(form): Form<MachineForm>,
+) -> PageResult {
+    session.secret.check_csrf(&form.csrf)?;
+    let user = session.viewer.user_id().clone();
+    let now = kith_shared::timestamp::now();
+    let revoked = tokio::task::spawn_blocking(move || {
+        state.registry().revoke_machine(&user, &form.name, &now)
+    })
+    .await??;
+    if !revoked {
+        return Err(Error::NotFound { what: "machine" }.into());
+    }
+    Ok(Redirect::to("/machines").into_response())
+}
+
+fn set_cookie(res: &mut Response, cookie: &str) {
+    if let Ok(value) = cookie.parse() {
+        res.headers_mut().append(header::SET_COOKIE, value);
+    }
+}

@@ -1,0 +1,90 @@
+//! The family's web page, served by central on its own listener beside the
+//! JSON API: server-rendered HTML (askama templates in `central/templates/`,
+//! compiled into the binary), one stylesheet and one small script.
+//!
+//! A browser signs in with its member's PDS password or a one-time link
+//! (`kith web`) and gets a session cookie; the registry turns the cookie's
+//! hash into the same `Viewer` a machine token gives, and every page reads
+//! through the JSON handlers' own functions with it. There is no privacy
+//! rule here: what a page cannot read is "not found", as in the API.
+
+pub mod actions;
+pub mod assets;
+pub mod limits;
+pub mod pages;
+pub mod session;
+mod view;
+
+use askama::Template;
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Redirect, Response};
+
+use crate::error::Error;
+
+pub use limits::SignInLimits;
+
+/// Changes the assets' URLs with each release (they are cached for a day).
+pub const ASSET_VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// A page, or why there is none: any error of the domain, shown as HTML.
+pub struct PageError(Error);
+
+impl From<Error> for PageError {
+    fn from(e: Error) -> Self {
+        Self(e)
+    }
+}
+
+impl From<tokio::task::JoinError> for PageError {
+    fn from(e: tokio::task::JoinError) -> Self {
+        Self(e.into())
+    }
+}
+
+pub type PageResult = Result<Response, PageError>;
+
+impl IntoResponse for PageError {
+    fn into_response(self) -> Response {
+        let e = self.0;
+        if matches!(e, Error::Unauthorized) {
+            return Redirect::to("/signin").into_response();
+        }
+        let status = e.status();
+        if status.is_server_error() {
+            tracing::error!(code = e.code(), error = %e, "page failed");
+        }
+        let heading = match &e {
+            Error::NotFound { .. } => "Not found".to_owned(),
+            _ => status
+                .canonical_reason()
+                .unwrap_or("Something went wrong")
+                .to_owned(),
+        };
+        // The same words the API sends: server-side details stay in the log.
+        let message = match &e {
+            Error::NotFound { .. } => {
+                "There is nothing here you may read: it does not exist, or it was not shared with you."
+                    .to_owned()
+            }
+            _ => e.body().error.message,
+        };
+        let page = view::ErrorPage {
+            chrome: None,
+            heading,
+            message,
+        };
+        (status, render(&page)).into_response()
+    }
+}
+
+/// A template as an HTML response (a template that fails to render is a
+/// bug: logged, and a bare 500).
+pub fn render<T: Template>(page: &T) -> Response {
+    match page.render() {
+        Ok(html) => ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], html).into_response(),
+        Err(e) => {
+            tracing::error!(error = %e, "template failed");
+            StatusCode::INTERNAL_SERVER_ERROR.into_response()
+        }
+    }
+}

@@ -1,0 +1,358 @@
+//! The pages (`GET`): search, recent conversations, the conversation
+//! reader and its raw bytes, shares, the read audit, machines, and the
+//! admin's view. Each reads through the same functions as the JSON API.
+
+use std::collections::HashMap;
+
+use axum::extract::{Path, Query, State};
+use axum::response::IntoResponse;
+use kith_proto::{AgentRuntime, GroupBy, SearchFilters, SearchMode, SearchRequest};
+use serde::Deserialize;
+
+use super::session::WebSession;
+use super::view::{
+    AuditPage, Chrome, ConversationPage, ConversationView, GroupView, ListPage, MachinesPage,
+    SearchPage, ShareView, SharesPage, TurnView,
+};
+use super::{render, PageResult};
+use crate::error::Error;
+use crate::registry::ConversationFilter;
+use crate::state::AppState;
+
+/// Turns shown on one page of the reader.
+const TURNS_PER_PAGE: usize = 500;
+
+impl WebSession {
+    fn chrome(&self) -> Option<Chrome> {
+        Some(Chrome {
+            handle: self.viewer.handle().to_owned(),
+            csrf: self.csrf(),
+            is_admin: self.viewer.is_admin(),
+        })
+    }
+}
+
+/// The search form's fields (every one optional: an empty form is the
+/// start page).
+#[derive(Debug, Default, Deserialize)]
+pub struct SearchForm {
+    #[serde(default)]
+    q: String,
+    #[serde(default)]
+    mode: String,
+    #[serde(default)]
+    owner: String,
+    #[serde(default)]
+    machine: String,
+    #[serde(default)]
+    project: String,
+    #[serde(default)]
+    branch: String,
+    #[serde(default)]
+    file: String,
+    #[serde(default)]
+    tool: String,
+    #[serde(default)]
+    command: String,
+    #[serde(default)]
+    runtime: String,
+    #[serde(default)]
+    since: String,
+    #[serde(default)]
+    until: String,
+}
+
+/// A filled-in field, trimmed.
+fn given(v: &str) -> Option<String> {
+    Some(v.trim().to_owned()).filter(|v| !v.is_empty())
+}
+
+/// A date from the form (`2026-05-01` or RFC 3339) as RFC 3339.
+fn date(name: &str, v: &str) -> Result<Option<String>, Error> {
+    let Some(v) = given(v) else { return Ok(None) };
+    let full = if v.len() == 10 {
+        format!("{v}T00:00:00Z")
+    } else {
+        v
+    };
+    kith_shared::timestamp::normalize(&full)
+        .map(Some)
+        .ok_or_else(|| {
+            Error::bad_request(
+                "invalid_query",
+                format!("{name} must be a date like 2026-05-01 or an RFC 3339 time"),
+            )
+        })
+}
+
+pub async fn search(
+    State(state): State<AppState>,
+    session: WebSession,
+    Query(form): Query<SearchForm>,
+) -> PageResult {
+    let mode = match form.mode.as_str() {
+        "keyword" => SearchMode::Keyword,
+        "semantic" => SearchMode::Semantic,
+        _ => SearchMode::Hybrid,
+    };
+    let runtime = match given(&form.runtime) {
+        Some(r) => Some(AgentRuntime::parse(&r).ok_or_else(|| {
+            Error::bad_request(
+                "invalid_query",
+                "runtime must be claude-code, codex, pi or other",
+            )
+        })?),
+        None => None,
+    };
+    let filters = SearchFilters {
+        runtime,
+        machine: given(&form.machine),
+        cwd_prefix: given(&form.project),
+        since: date("since", &form.since)?,
+        until: date("until", &form.until)?,
+        file: given(&form.file),
+        tool: given(&form.tool),
+        command: given(&form.command),
+        branch: given(&form.branch),
+        owner: given(&form.owner),
+        ..SearchFilters::default()
+    };
+    let filters_open = filters != SearchFilters::default();
+    let q = form.q.trim().to_owned();
+    let (groups, degraded) = if q.is_empty() {
+        (Vec::new(), None)
+    } else {
+        let req = SearchRequest {
+            query: q.clone(),
+            mode,
+            filters,
+            limit: Some(20),
+            group: GroupBy::Conversation,
+            ..SearchRequest::default()
+        };
+        let res = crate::search::search(&state, &session.viewer, req).await?;
+        (
+            res.groups.into_iter().map(GroupView::from).collect(),
+            res.degraded,
+        )
+    };
+    let field = |name, label, value: &str| (name, label, value.to_owned());
+    Ok(render(&SearchPage {
+        chrome: session.chrome(),
+        modes: [
+            ("hybrid", "Hybrid", SearchMode::Hybrid),
+            ("keyword", "Keyword", SearchMode::Keyword),
+            ("semantic", "Semantic", SearchMode::Semantic),
+        ]
+        .into_iter()
+        .map(|(v, l, m)| (v, l, m == mode))
+        .collect(),
+        filters: vec![
+            field("owner", "Owner (handle)", &form.owner),
+            field("machine", "Machine", &form.machine),
+            field("project", "Project folder", &form.project),
+            field("branch", "Git branch", &form.branch),
+            field("file", "File touched", &form.file),
+            field("tool", "Tool used", &form.tool),
+            field("command", "Command run", &form.command),
+            field("runtime", "Agent (claude-code, codex, pi)", &form.runtime),
+            field("since", "Since (2026-05-01)", &form.since),
+            field("until", "Until", &form.until),
+        ],
+        filters_open,
+        degraded,
+        groups,
+        q,
+    }))
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub struct PageQuery {
+    cursor: Option<String>,
+    offset: Option<u64>,
+}
+
+/// Recent conversations, subagents under them.
+pub async fn recent(
+    State(state): State<AppState>,
+    session: WebSession,
+    Query(page): Query<PageQuery>,
+) -> PageResult {
+    let filter = ConversationFilter {
+        after: page
+            .cursor
+            .as_deref()
+            .map(crate::tree::parse_cursor)
+            .transpose()?,
+        limit: 50,
+        ..ConversationFilter::default()
+    };
+    let viewer = session.viewer.clone();
+    let res = tokio::task::spawn_blocking(move || {
+        crate::tree::conversations(state.registry(), &viewer, &filter)
+    })
+    .await??;
+    Ok(render(&ListPage {
+        chrome: session.chrome(),
+        heading: "Recent conversations",
+        empty: "No conversations you may read yet.",
+        rows: res
+            .conversations
+            .into_iter()
+            .map(ConversationView::from)
+            .collect(),
+        next: res
+            .next_cursor
+            .map(|c| format!("/recent?cursor={}", urlencode(&c))),
+    }))
+}
+
+/// One conversation: its turns in order across its deltas, and its
+/// subagents.
+pub async fn conversation(
+    State(state): State<AppState>,
+    session: WebSession,
+    Path(id): Path<String>,
+    Query(page): Query<PageQuery>,
+) -> PageResult {
+    let viewer = session.viewer.clone();
+    let offset = page.offset.unwrap_or(0);
+    let (c, turns) = tokio::task::spawn_blocking(move || {
+        let c = crate::tree::conversation(state.registry(), &viewer, &id)?;
+        let turns = crate::tree::turns(
+            state.registry(),
+            state.store(),
+            &viewer,
+            &c.conversation.id,
+            offset,
+            TURNS_PER_PAGE,
+        )?;
+        Ok::<_, Error>((c, turns))
+    })
+    .await??;
+    let own = c.conversation.owner == session.viewer.handle();
+    let id = c.conversation.id.clone();
+    Ok(render(&ConversationPage {
+        chrome: session.chrome(),
+        csrf: session.csrf(),
+        own,
+        total: turns.total,
+        next: turns.next_offset.map(|o| format!("/c/{id}?offset={o}")),
+        turns: turns.turns.into_iter().map(TurnView::from).collect(),
+        subagents: c
+            .subagents
+            .into_iter()
+            .map(ConversationView::from)
+            .collect(),
+        c: c.conversation.into(),
+    }))
+}
+
+/// The conversation's exact bytes, as `GET /api/conversations/{id}/jsonl`.
+pub async fn raw(
+    State(state): State<AppState>,
+    session: WebSession,
+    Path(id): Path<String>,
+) -> PageResult {
+    Ok(
+        crate::handlers::conversations::jsonl(State(state), session.viewer, Path(id))
+            .await?
+            .into_response(),
+    )
+}
+
+/// Shared with me, and my shares (with revoke).
+pub async fn shares(State(state): State<AppState>, session: WebSession) -> PageResult {
+    let axum::Json(res) =
+        crate::handlers::shares::index(State(state), session.viewer.clone()).await?;
+    Ok(render(&SharesPage {
+        chrome: session.chrome(),
+        csrf: session.csrf(),
+        given: res.given.into_iter().map(ShareView::from).collect(),
+        received: res.received.into_iter().map(ShareView::from).collect(),
+    }))
+}
+
+/// Who read my runs, each run named by its conversation's title.
+pub async fn audit(State(state): State<AppState>, session: WebSession) -> PageResult {
+    let axum::Json(res) =
+        crate::handlers::shares::audit(State(state.clone()), session.viewer.clone()).await?;
+    let viewer = session.viewer.clone();
+    let rows = tokio::task::spawn_blocking(move || {
+        // The runs are the viewer's own: reading their titles audits nothing.
+        let mut titles: HashMap<String, String> = HashMap::new();
+        res.entries
+            .into_iter()
+            .map(|e| {
+                let title = titles
+                    .entry(e.run_id.clone())
+                    .or_insert_with(|| {
+                        crate::tree::conversation(state.registry(), &viewer, &e.run_id)
+                            .ok()
+                            .and_then(|c| c.conversation.title)
+                            .unwrap_or_else(|| e.run_id.clone())
+                    })
+                    .clone();
+                (super::view::when(&e.at), e.reader, e.what, e.run_id, title)
+            })
+            .collect()
+    })
+    .await?;
+    Ok(render(&AuditPage {
+        chrome: session.chrome(),
+        rows,
+    }))
+}
+
+/// My machines, with revoke.
+pub async fn machines(State(state): State<AppState>, session: WebSession) -> PageResult {
+    let me = session.viewer.user_id().clone();
+    let mine = me.clone();
+    let machines = tokio::task::spawn_blocking(move || state.registry().list_machines())
+        .await??
+        .into_iter()
+        .filter(|m| m.user_id == mine)
+        .collect();
+    Ok(render(&MachinesPage {
+        chrome: session.chrome(),
+        csrf: session.csrf(),
+        heading: "My machines",
+        users: Vec::new(),
+        machines,
+        me,
+    }))
+}
+
+/// Every user and machine, for an admin; "not found" for anyone else.
+pub async fn admin(State(state): State<AppState>, session: WebSession) -> PageResult {
+    if !session.viewer.is_admin() {
+        return Err(Error::NotFound { what: "page" }.into());
+    }
+    let (users, machines) = tokio::task::spawn_blocking(move || {
+        Ok::<_, Error>((
+            state.registry().list_users()?,
+            state.registry().list_machines()?,
+        ))
+    })
+    .await??;
+    Ok(render(&MachinesPage {
+        chrome: session.chrome(),
+        csrf: session.csrf(),
+        heading: "Family",
+        users,
+        machines,
+        me: session.viewer.user_id().clone(),
+    }))
+}
+
+/// A query-string value, percent-encoded.
+fn urlencode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}

@@ -1,0 +1,346 @@
+//! What the templates show: one struct per page, and the plain values it
+//! needs, made from the API's own types (askama escapes every value).
+
+use askama::Template;
+use kith_proto::{Conversation, ConversationTurn, SearchGroup, Share, ToolCall};
+
+use crate::registry::{MachineRow, UserRow};
+
+/// The signed-in part of every page's header.
+pub struct Chrome {
+    pub handle: String,
+    pub csrf: String,
+    pub is_admin: bool,
+}
+
+#[derive(Template)]
+#[template(path = "error.html")]
+pub struct ErrorPage {
+    pub chrome: Option<Chrome>,
+    pub heading: String,
+    pub message: String,
+}
+
+#[derive(Template)]
+#[template(path = "signin.html")]
+pub struct SignInPage {
+    pub chrome: Option<Chrome>,
+    pub error: Option<String>,
+    pub csrf: String,
+    pub handle: String,
+}
+
+#[derive(Template)]
+#[template(path = "search.html")]
+pub struct SearchPage {
+    pub chrome: Option<Chrome>,
+    pub q: String,
+    /// (value, label, selected)
+    pub modes: Vec<(&'static str, &'static str, bool)>,
+    /// (field name, label, value)
+    pub filters: Vec<(&'static str, &'static str, String)>,
+    pub filters_open: bool,
+    pub degraded: Option<String>,
+    pub groups: Vec<GroupView>,
+}
+
+#[derive(Template)]
+#[template(path = "list.html")]
+pub struct ListPage {
+    pub chrome: Option<Chrome>,
+    pub heading: &'static str,
+    pub empty: &'static str,
+    pub rows: Vec<ConversationView>,
+    pub next: Option<String>,
+}
+
+#[derive(Template)]
+#[template(path = "conversation.html")]
+pub struct ConversationPage {
+    pub chrome: Option<Chrome>,
+    pub csrf: String,
+    pub c: ConversationView,
+    /// The viewer's own conversation: it may be shared from here.
+    pub own: bool,
+    pub total: u64,
+    pub turns: Vec<TurnView>,
+    pub next: Option<String>,
+    pub subagents: Vec<ConversationView>,
+}
+
+#[derive(Template)]
+#[template(path = "shares.html")]
+pub struct SharesPage {
+    pub chrome: Option<Chrome>,
+    pub csrf: String,
+    pub given: Vec<ShareView>,
+    pub received: Vec<ShareView>,
+}
+
+#[derive(Template)]
+#[template(path = "audit.html")]
+pub struct AuditPage {
+    pub chrome: Option<Chrome>,
+    /// (at, reader, what, run id, its conversation's title)
+    pub rows: Vec<(String, String, String, String, String)>,
+}
+
+#[derive(Template)]
+#[template(path = "machines.html")]
+pub struct MachinesPage {
+    pub chrome: Option<Chrome>,
+    pub csrf: String,
+    pub heading: &'static str,
+    /// Shown to an admin only.
+    pub users: Vec<UserRow>,
+    pub machines: Vec<MachineRow>,
+    pub me: kith_shared::ids::UserId,
+}
+
+/// One conversation in a list or a page header.
+pub struct ConversationView {
+    pub id: String,
+    pub title: String,
+    pub owner: String,
+    pub machine: String,
+    pub project: Option<String>,
+    pub when: String,
+    pub turns: u64,
+    pub depth: u32,
+}
+
+impl From<Conversation> for ConversationView {
+    fn from(c: Conversation) -> Self {
+        Self {
+            title: c.title.unwrap_or_else(|| "(untitled)".to_owned()),
+            when: when(&c.last_activity_at),
+            id: c.id,
+            owner: c.owner,
+            machine: c.machine,
+            project: c.cwd,
+            turns: c.turn_count,
+            depth: c.depth,
+        }
+    }
+}
+
+/// One conversation's hits.
+pub struct GroupView {
+    pub conversation_id: String,
+    pub title: String,
+    pub owner: String,
+    pub machine: String,
+    pub project: Option<String>,
+    pub when: String,
+    pub hits: Vec<HitView>,
+}
+
+pub struct HitView {
+    pub role: String,
+    /// The turn's anchor on the conversation page.
+    pub anchor: String,
+    /// The snippet's pieces, each marked when it matched.
+    pub snippet: Vec<(String, bool)>,
+}
+
+impl From<SearchGroup> for GroupView {
+    fn from(g: SearchGroup) -> Self {
+        Self {
+            title: g.title.unwrap_or_else(|| "(untitled)".to_owned()),
+            when: when(&g.last_activity_at),
+            conversation_id: g.conversation_id,
+            owner: g.owner,
+            machine: g.machine,
+            project: g.cwd,
+            hits: g
+                .hits
+                .into_iter()
+                .map(|h| HitView {
+                    anchor: anchor(&h.run_id, h.line_start),
+                    snippet: highlights(&h.snippet),
+                    role: h.role,
+                })
+                .collect(),
+        }
+    }
+}
+
+/// One turn of the reader.
+pub struct TurnView {
+    pub anchor: String,
+    /// `12` or `12-20`: the lines of its run's JSONL.
+    pub lines: String,
+    pub role: String,
+    pub text: String,
+    pub blocks: Vec<Block>,
+    pub timestamp: Option<String>,
+    pub tool: Option<ToolCall>,
+}
+
+impl From<ConversationTurn> for TurnView {
+    fn from(t: ConversationTurn) -> Self {
+        Self {
+            anchor: anchor(&t.run_id, t.line_start),
+            lines: if t.line_end > t.line_start {
+                format!("{}-{}", t.line_start, t.line_end)
+            } else {
+                t.line_start.to_string()
+            },
+            blocks: blocks(&t.text),
+            text: t.text,
+            role: t.role,
+            timestamp: t.timestamp.as_deref().map(when),
+            tool: t.tool,
+        }
+    }
+}
+
+/// A paragraph of prose or a fenced code block.
+pub struct Block {
+    pub code: bool,
+    pub text: String,
+}
+
+/// One grant, as the shares page lists it.
+pub struct ShareView {
+    pub id: String,
+    pub scope: String,
+    /// Where the shared conversation or run reads (none for a tag).
+    pub href: Option<String>,
+    pub grantor: String,
+    pub grantee: String,
+    pub state: String,
+    pub follow: bool,
+    pub expires_at: Option<String>,
+}
+
+impl From<Share> for ShareView {
+    fn from(s: Share) -> Self {
+        Self {
+            href: s.scope.strip_prefix("run:").map(|run| format!("/c/{run}")),
+            id: s.id,
+            scope: s.scope,
+            grantor: s.grantor,
+            grantee: s.grantee,
+            state: s.state,
+            follow: s.follow,
+            expires_at: s.expires_at.as_deref().map(when),
+        }
+    }
+}
+
+/// The id of a turn on its conversation's page: its run and first line.
+pub fn anchor(run_id: &str, line: u64) -> String {
+    format!("{run_id}-L{line}")
+}
+
+/// A timestamp to the minute, as people read it: `2026-05-01 10:00`.
+pub fn when(ts: &str) -> String {
+    let minute = ts.get(..16).unwrap_or(ts);
+    minute.replacen('T', " ", 1)
+}
+
+/// A search snippet cut at its `«` `»` match markers.
+pub fn highlights(snippet: &str) -> Vec<(String, bool)> {
+    let mut out = Vec::new();
+    let mut rest = snippet;
+    while let Some(open) = rest.find('«') {
+        let (before, after) = rest.split_at(open);
+        let after = &after['«'.len_utf8()..];
+        if !before.is_empty() {
+            out.push((before.to_owned(), false));
+        }
+        match after.find('»') {
+            Some(close) => {
+                out.push((after[..close].to_owned(), true));
+                rest = &after[close + '»'.len_utf8()..];
+            }
+            None => {
+                rest = after;
+                break;
+            }
+        }
+    }
+    if !rest.is_empty() {
+        out.push((rest.to_owned(), false));
+    }
+    out
+}
+
+/// A turn's text as prose paragraphs and the code blocks fenced in it.
+pub fn blocks(text: &str) -> Vec<Block> {
+    let mut out = Vec::new();
+    let mut current = String::new();
+    let mut code = false;
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            if code || !current.trim().is_empty() {
+                out.push(Block {
+                    code,
+                    text: std::mem::take(&mut current).trim_end().to_owned(),
+                });
+            }
+            current.clear();
+            code = !code;
+            continue;
+        }
+        current.push_str(line);
+        current.push('\n');
+    }
+    if !current.trim().is_empty() {
+        out.push(Block {
+            code,
+            text: current.trim_end().to_owned(),
+        });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn snippets_are_cut_at_their_markers() {
+        let cases: [(&str, &[(&str, bool)]); 4] = [
+            ("plain", &[("plain", false)]),
+            (
+                "a «walrus» b",
+                &[("a ", false), ("walrus", true), (" b", false)],
+            ),
+            ("«x»«y»", &[("x", true), ("y", true)]),
+            (
+                "open «never closed",
+                &[("open ", false), ("never closed", false)],
+            ),
+        ];
+        for (input, want) in cases {
+            let got = highlights(input);
+            let got: Vec<(&str, bool)> = got.iter().map(|(t, m)| (t.as_str(), *m)).collect();
+            assert_eq!(got, want, "{input}");
+        }
+    }
+
+    #[test]
+    fn fenced_code_becomes_its_own_block() {
+        let b = blocks("run this:\n```sh\ncargo test\n```\ndone");
+        let got: Vec<(bool, &str)> = b.iter().map(|b| (b.code, b.text.as_str())).collect();
+        assert_eq!(
+            got,
+            [(false, "run this:"), (true, "cargo test"), (false, "done")]
+        );
+    }
+
+    #[test]
+    fn pages_escape_what_they_show() {
+        let page = ErrorPage {
+            chrome: None,
+            heading: "<script>alert(1)</script>".into(),
+            message: "a & b".into(),
+        };
+        let html = page.render().unwrap_or_default();
+        assert!(html.contains("&#60;script&#62;alert(1)"), "{html}");
+        assert!(!html.contains("<script>alert"), "{html}");
+        assert!(html.contains("a &#38; b"), "{html}");
+    }
+}

@@ -1,0 +1,465 @@
+//! The web page in a real headless Chromium, against the real central and a
+//! real PDS on loopback: alice signs in with her PDS password, searches,
+//! reads a conversation and shares it with bob; bob signs in and reads it
+//! until alice revokes, then gets "not found"; a local member signs in with
+//! the one-time link `kith web --print` gives. Also: the session cookie's
+//! flags, CSRF refusals, sign-out ending the session on the server, and
+//! failed sign-ins refused then rate-limited.
+//!
+//! On failure, a screenshot of each browser's page is written to the
+//! test's temp dir (kept, and named in the failure).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use anyhow::{bail, ensure, Context, Result};
+use kith_tests::browser::{Browser, Driver};
+use kith_tests::pds::{run_central_with, Pds};
+use kith_tests::{bin, claude_user_line, delta, Api, Central};
+use serde_json::json;
+
+const ALICE: (&str, &str) = ("alice.test", "alice-pds-pass-1");
+const BOB: (&str, &str) = ("bob.test", "bob-pds-pass-1");
+const CAROL: (&str, &str) = ("carol.test", "carol-pds-pass-1");
+
+/// Adds a PDS member to central; registers a machine for them if `machine`.
+fn member(pds: &Pds, data: &Path, (handle, password): (&str, &str)) -> Result<()> {
+    let email = format!("{}@example.com", handle.trim_end_matches(".test"));
+    pds.create_account(handle, &email, password)?;
+    let out = run_central_with(
+        data,
+        &["user", "add", "--handle", handle, "--pds", &pds.url],
+        &[],
+        "",
+    )?;
+    ensure!(
+        out.status.success(),
+        "user add: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(())
+}
+
+/// `machine register` for a PDS member; the machine's token.
+fn machine(data: &Path, (handle, password): (&str, &str), name: &str) -> Result<String> {
+    let out = run_central_with(
+        data,
+        &["machine", "register", "--user", handle, "--name", name],
+        &[("KITH_PDS_PASSWORD", password)],
+        "",
+    )?;
+    ensure!(
+        out.status.success(),
+        "register: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(String::from_utf8(out.stdout)?
+        .lines()
+        .last()
+        .unwrap_or_default()
+        .trim()
+        .to_owned())
+}
+
+/// Posts one conversation (its own transcript `source`) and waits until it
+/// is searchable; its first run id.
+fn conversation(api: &Api, source: &str, lines: &[String]) -> Result<String> {
+    let jsonl = lines.concat();
+    let res = api.post("/api/runs", &delta(source, 0, &jsonl))?;
+    ensure!(res.status == 202, "ingest: {:?}", res.body);
+    let run = res.body["run_id"].as_str().unwrap_or_default().to_owned();
+    api.wait_indexed(&run, Duration::from_secs(60))?;
+    Ok(run)
+}
+
+fn assistant_line(text: &str, ts: &str) -> String {
+    let line = json!({
+        "type": "assistant", "uuid": format!("a-{ts}"), "parentUuid": null, "sessionId": "s1",
+        "timestamp": ts, "cwd": "/home/alice/proj",
+        "message": {"role": "assistant", "content": [{"type": "text", "text": text}]}
+    });
+    format!("{line}\n")
+}
+
+fn sign_in(b: &Browser<'_>, base: &str, (handle, password): (&str, &str)) -> Result<()> {
+    b.goto(&format!("{base}/signin"))?;
+    b.fill("input[name=handle]", handle)?;
+    b.fill("input[name=password]", password)?;
+    b.click("button[type=submit]")?;
+    b.wait("#signin-error, .who")
+}
+
+/// The session cookie a browser holds.
+fn session_cookie(b: &Browser<'_>) -> Result<kith_tests::browser::Cookie> {
+    b.cookies()?
+        .into_iter()
+        .find(|c| c.name == "kith_session")
+        .context("no kith_session cookie")
+}
+
+/// A plain HTTP client that does not follow redirects (to see them).
+fn http() -> Result<reqwest::blocking::Client> {
+    Ok(reqwest::blocking::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()?)
+}
+
+#[test]
+fn family_uses_the_web_page_in_a_real_browser() -> Result<()> {
+    let shots = tempfile::tempdir()?;
+    let driver = Driver::start()?;
+    let alice_b = driver.browser(&shots.path().join("alice-profile"))?;
+    let bob_b = driver.browser(&shots.path().join("bob-profile"))?;
+    let dave_b = driver.browser(&shots.path().join("dave-profile"))?;
+    let res = scenario(&alice_b, &bob_b, &dave_b);
+    if let Err(e) = res {
+        let dir = shots.keep();
+        for (name, b) in [("alice", &alice_b), ("bob", &bob_b), ("dave", &dave_b)] {
+            let path: PathBuf = dir.join(format!("{name}.png"));
+            let _ = b.screenshot(&path);
+        }
+        bail!(
+            "{e:#}\nscreenshots of each browser's page: {}",
+            dir.display()
+        );
+    }
+    Ok(())
+}
+
+fn scenario(alice_b: &Browser<'_>, bob_b: &Browser<'_>, dave_b: &Browser<'_>) -> Result<()> {
+    let pds = Pds::shared()?;
+    let central = Central::start()?;
+    let data = central.data_dir.clone();
+    let base = central.url.clone();
+    for m in [ALICE, BOB, CAROL] {
+        member(pds, &data, m)?;
+    }
+    let alice = central.client(&machine(&data, ALICE, "laptop")?);
+    let shared_run = conversation(
+        &alice,
+        "alice-walrus",
+        &[
+            claude_user_line(
+                "plan the walrus migration <img src=x id=injected>",
+                "2026-05-01T10:00:00Z",
+            ),
+            assistant_line(
+                "Walrus plan:\n```\ncargo run --bin walrus-migrate\n```",
+                "2026-05-01T10:00:05Z",
+            ),
+        ],
+    )?;
+    let private_run = conversation(
+        &alice,
+        "alice-private",
+        &[claude_user_line(
+            "the private narwhal diary",
+            "2026-05-02T10:00:00Z",
+        )],
+    )?;
+
+    // A wrong password is refused, with a session for nobody.
+    sign_in(alice_b, &base, (ALICE.0, "not-her-password"))?;
+    ensure!(
+        alice_b
+            .text_of("#signin-error")?
+            .contains("Wrong handle or password"),
+        "{}",
+        alice_b.text()?
+    );
+    ensure!(alice_b.cookies()?.iter().all(|c| c.name != "kith_session"));
+
+    // Alice signs in with her PDS password; the cookie has its flags.
+    sign_in(alice_b, &base, ALICE)?;
+    ensure!(alice_b.text_of(".who")? == ALICE.0, "{}", alice_b.text()?);
+    let cookie = session_cookie(alice_b)?;
+    ensure!(cookie.http_only && cookie.secure, "{cookie:?}");
+    ensure!(cookie.same_site == "Lax", "{cookie:?}");
+
+    // "/" focuses the search box (the script runs under the CSP).
+    alice_b.key("/")?;
+    ensure!(
+        alice_b.focused_id()? == "q",
+        "the / shortcut did not focus the search"
+    );
+
+    // She searches, and finds the conversation with its match highlighted.
+    alice_b.fill("#q", "walrus")?;
+    alice_b.click("select[name=mode] option[value=keyword]")?;
+    alice_b.click(".search button[type=submit]")?;
+    alice_b.wait(".results, #no-results")?;
+    let results = alice_b.text_of(".results")?;
+    ensure!(results.contains("plan the walrus migration"), "{results}");
+    ensure!(
+        results.contains(ALICE.0) && results.contains("laptop"),
+        "{results}"
+    );
+    ensure!(!results.contains("narwhal"), "{results}");
+    ensure!(alice_b
+        .text_of(".results mark")?
+        .eq_ignore_ascii_case("walrus"));
+
+    // She opens it: turns in order, code monospaced, the prompt's markup
+    // shown as text (escaped), and a raw download.
+    alice_b.click(".results a.title")?;
+    alice_b.wait("#conversation-title")?;
+    let url = alice_b.url()?;
+    ensure!(url.starts_with(&format!("{base}/c/")), "{url}");
+    let title = alice_b.text_of("#conversation-title")?;
+    ensure!(title.contains("<img src=x id=injected>"), "{title}");
+    ensure!(
+        !alice_b.has("#injected")?,
+        "the prompt's markup became an element"
+    );
+    ensure!(
+        alice_b
+            .text_of("pre code")?
+            .contains("cargo run --bin walrus-migrate"),
+        "{}",
+        alice_b.text()?
+    );
+    ensure!(alice_b.has("a[download][href$='/raw']")?);
+    let cookie_header = format!("kith_session={}", cookie.value);
+    let raw = http()?
+        .get(format!("{url}/raw"))
+        .header("cookie", &cookie_header)
+        .send()?;
+    ensure!(raw.status() == 200);
+    ensure!(raw.text()?.contains("plan the walrus migration"));
+
+    // A form without the CSRF token, or with another, is refused and shares
+    // nothing.
+    for csrf in [None, Some("0".repeat(64))] {
+        let mut form = vec![
+            ("conversation", shared_run.clone()),
+            ("with", BOB.0.to_owned()),
+        ];
+        if let Some(c) = &csrf {
+            form.push(("csrf", c.clone()));
+        }
+        let res = http()?
+            .post(format!("{base}/shares"))
+            .header("cookie", &cookie_header)
+            .form(&form)
+            .send()?;
+        ensure!(res.status() == 400, "csrf {csrf:?}: {}", res.status());
+        ensure!(res.text()?.contains("did not come from this site"));
+    }
+    // The sign-in form without its own cookie is refused the same way.
+    let res = http()?
+        .post(format!("{base}/signin"))
+        .form(&[("csrf", "x"), ("handle", ALICE.0), ("password", ALICE.1)])
+        .send()?;
+    ensure!(
+        res.status() == 400,
+        "sign-in without its cookie: {}",
+        res.status()
+    );
+
+    // She shares it with bob, as it is now.
+    alice_b.goto(&url)?;
+    alice_b.fill(".share input[name=with]", BOB.0)?;
+    alice_b.click(".share button[type=submit]")?;
+    alice_b.wait("#given")?;
+    ensure!(alice_b.url()? == format!("{base}/shares"));
+    let given = alice_b.text_of("#given")?;
+    ensure!(given.contains(BOB.0) && given.contains("active"), "{given}");
+    ensure!(given.contains("snapshot"), "{given}");
+
+    // Bob signs in, finds it shared with him, reads and finds it; alice's
+    // private conversation stays "not found", like one that does not exist.
+    sign_in(bob_b, &base, BOB)?;
+    bob_b.goto(&format!("{base}/shares"))?;
+    let received = bob_b.text_of("#received")?;
+    ensure!(received.contains(ALICE.0), "{received}");
+    bob_b.goto(&url)?;
+    ensure!(bob_b.text_of("#conversation-title")?.contains("walrus"));
+    ensure!(
+        !bob_b.has("form.share")?,
+        "bob may not share alice's conversation"
+    );
+    bob_b.goto(&format!("{base}/?q=walrus&mode=keyword"))?;
+    ensure!(bob_b
+        .text_of(".results")?
+        .contains("plan the walrus migration"));
+    bob_b.goto(&format!("{base}/?q=narwhal&mode=keyword"))?;
+    ensure!(bob_b.has("#no-results")?, "{}", bob_b.text()?);
+    bob_b.goto(&format!("{base}/c/{private_run}"))?;
+    let unreadable = bob_b.text_of("main")?;
+    // A run id of the same form that no run has.
+    let last = if private_run.ends_with('0') { "1" } else { "0" };
+    let nobody = format!("{}{last}", &private_run[..private_run.len() - 1]);
+    bob_b.goto(&format!("{base}/c/{nobody}"))?;
+    let missing = bob_b.text_of("main")?;
+    ensure!(unreadable.starts_with("Not found"), "{unreadable}");
+    ensure!(unreadable == missing, "{unreadable:?} vs {missing:?}");
+    let bob_cookie = format!("kith_session={}", session_cookie(bob_b)?.value);
+    for path in [format!("/c/{private_run}"), format!("/c/{private_run}/raw")] {
+        let res = http()?
+            .get(format!("{base}{path}"))
+            .header("cookie", &bob_cookie)
+            .send()?;
+        ensure!(res.status() == 404, "{path}: {}", res.status());
+        ensure!(!res.text()?.contains("narwhal"));
+    }
+
+    // Alice sees who read her runs, by conversation title.
+    alice_b.goto(&format!("{base}/audit"))?;
+    let audit = alice_b.text_of("#audit")?;
+    ensure!(
+        audit.contains(BOB.0) && audit.contains("plan the walrus migration"),
+        "{audit}"
+    );
+    ensure!(!audit.contains("narwhal"), "{audit}");
+
+    // Alice revokes; bob's next read is "not found".
+    alice_b.goto(&format!("{base}/shares"))?;
+    alice_b.click("#given button.revoke")?;
+    alice_b.wait_text("#given", "revoked")?;
+    bob_b.goto(&url)?;
+    ensure!(bob_b.text_of("main")? == missing, "{}", bob_b.text()?);
+
+    // Alice signs out: her old cookie no longer opens a page.
+    alice_b.click("form.signout button")?;
+    alice_b.wait("input[name=password]")?;
+    ensure!(alice_b.url()?.ends_with("/signin"));
+    let res = http()?
+        .get(format!("{base}/"))
+        .header("cookie", &cookie_header)
+        .send()?;
+    ensure!(res.status() == 303, "after sign-out: {}", res.status());
+    ensure!(res.headers()["location"] == "/signin");
+
+    // A local member without a PDS signs in with `kith web --print`'s link,
+    // which works once.
+    let dave_token = kith_tests::register_local(&data, "dave.local", "desk")?;
+    let home = tempfile::tempdir()?;
+    let out = Command::new(bin("kith"))
+        .args(["web", "--print"])
+        .env("HOME", home.path())
+        .env("KITH_CENTRAL_URL", &base)
+        .env("KITH_TOKEN", &dave_token)
+        .env_remove("KITH_CONFIG_DIR")
+        .env_remove("KITH_STATE_DIR")
+        .stdin(Stdio::null())
+        .output()?;
+    ensure!(
+        out.status.success(),
+        "kith web: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8(out.stdout)?;
+    let link = stdout.lines().next().unwrap_or_default().to_owned();
+    ensure!(
+        link.starts_with(&format!("{base}/signin/link?token=")),
+        "{stdout}"
+    );
+    dave_b.goto(&link)?;
+    ensure!(
+        dave_b.text_of(".who")? == "dave.local",
+        "{}",
+        dave_b.text()?
+    );
+    ensure!(session_cookie(dave_b)?.http_only);
+    let again = http()?.get(&link).send()?;
+    ensure!(again.status() == 400, "a used link: {}", again.status());
+    ensure!(again.text()?.contains("used already"));
+
+    // Signing out everywhere ends dave's other sessions too.
+    let out = Command::new(bin("kith"))
+        .args(["web", "--print"])
+        .env("HOME", home.path())
+        .env("KITH_CENTRAL_URL", &base)
+        .env("KITH_TOKEN", &dave_token)
+        .stdin(Stdio::null())
+        .output()?;
+    let second = String::from_utf8(out.stdout)?
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_owned();
+    let res = http()?.get(&second).send()?;
+    let other = res
+        .headers()
+        .get("set-cookie")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .unwrap_or_default()
+        .to_owned();
+    ensure!(other.starts_with("kith_session="), "{other}");
+    let page = |cookie: &str| -> Result<u16> {
+        Ok(http()?
+            .get(format!("{base}/recent"))
+            .header("cookie", cookie)
+            .send()?
+            .status()
+            .as_u16())
+    };
+    ensure!(page(&other)? == 200);
+    dave_b.goto(&format!("{base}/machines"))?;
+    ensure!(dave_b.text_of("main")?.contains("desk"));
+    // Dave revokes his machine: its token stops working at once.
+    ensure!(central.client(&dave_token).get("/api/status")?.status == 200);
+    dave_b.click("table button.revoke")?;
+    dave_b.wait_text("main table", "revoked")?;
+    ensure!(central.client(&dave_token).get("/api/status")?.status == 401);
+    dave_b.click("form.everywhere button")?;
+    dave_b.wait("input[name=password]")?;
+    ensure!(
+        page(&other)? == 303,
+        "the other session outlived sign-out everywhere"
+    );
+
+    // Wrong passwords are refused, then the handle is rate-limited: even
+    // the right password waits.
+    let client = http()?;
+    let attempt = |password: &str| -> Result<(u16, String)> {
+        let form = client.get(format!("{base}/signin")).send()?;
+        let cookie = form
+            .headers()
+            .get("set-cookie")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.split(';').next())
+            .unwrap_or_default()
+            .to_owned();
+        let page = form.text()?;
+        let csrf = page
+            .split("name=\"csrf\" value=\"")
+            .nth(1)
+            .and_then(|s| s.split('"').next())
+            .unwrap_or_default()
+            .to_owned();
+        let res = client
+            .post(format!("{base}/signin"))
+            .header("cookie", cookie)
+            .form(&[
+                ("csrf", csrf.as_str()),
+                ("handle", CAROL.0),
+                ("password", password),
+            ])
+            .send()?;
+        Ok((res.status().as_u16(), res.text()?))
+    };
+    for i in 0..5 {
+        let (status, page) = attempt(&format!("guess-{i}"))?;
+        ensure!(status == 401, "guess {i}: {status}");
+        ensure!(page.contains("Wrong handle or password"));
+    }
+    let (status, page) = attempt(CAROL.1)?;
+    ensure!(status == 429, "after 5 failures: {status}");
+    ensure!(page.contains("Too many failed sign-ins"));
+    ensure!(!page.contains(CAROL.1), "the page shows the password");
+    let log: Vec<String> = central.log.try_iter().collect();
+    let log = log.join("\n");
+    for secret in [
+        ALICE.1,
+        BOB.1,
+        CAROL.1,
+        cookie.value.as_str(),
+        dave_token.as_str(),
+    ] {
+        ensure!(!log.contains(secret), "central logged a secret");
+    }
+    Ok(())
+}
