@@ -8,7 +8,7 @@ use std::io::{IsTerminal, Write as _};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::{anyhow, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use kith_proto::{
     AgentRuntime, ConversationResponse, ConversationTurn, ConversationsResponse, ErrorBody,
     ForestResponse, GroupBy, RunMeta, SearchFilters, SearchHit, SearchMode, SearchRequest,
@@ -226,7 +226,7 @@ impl FamilyCommand {
             Self::Search(args) => args.json,
             Self::Tree { json, .. } | Self::Show { json, .. } | Self::Audit { json } => *json,
             Self::Share(ShareCommand::List { json }) => *json,
-            Self::Share(_) | Self::Tag(_) => false,
+            Self::Share(_) | Self::Tag(_) | Self::Web { .. } => false,
         }
     }
 }
