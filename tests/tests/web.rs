@@ -283,6 +283,10 @@ fn scenario(alice_b: &Browser<'_>, bob_b: &Browser<'_>, dave_b: &Browser<'_>) ->
     ensure!(bob_b
         .text_of(".results")?
         .contains("plan the walrus migration"));
+    // The filters are the API's: another owner's name finds nothing.
+    bob_b.goto(&format!("{base}/?q=walrus&mode=keyword&owner={}", BOB.0))?;
+    ensure!(bob_b.has("#no-results")?, "{}", bob_b.text()?);
+    ensure!(bob_b.has("details.filters[open]")?);
     bob_b.goto(&format!("{base}/?q=narwhal&mode=keyword"))?;
     ensure!(bob_b.has("#no-results")?, "{}", bob_b.text()?);
     bob_b.goto(&format!("{base}/c/{private_run}"))?;

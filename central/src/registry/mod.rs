@@ -30,7 +30,7 @@ pub use forgotten::{line_hashes, ForgetSet, Forgetter, Tombstone};
 pub use jobs::{Lane, PendingJob};
 pub use machines::{MachineAuth, MachineRow};
 pub use runs::{ancestry_of, ForestFilter, NewRun, StoredRun};
-pub use sessions::{LINK_TTL_SECONDS, SESSION_IDLE_DAYS};
+pub use sessions::SESSION_IDLE_DAYS;
 pub use shares::{Grant, GrantScope, Revoked, ShareRow};
 pub use users::UserRow;
 pub use viewer::Viewer;

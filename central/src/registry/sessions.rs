@@ -12,7 +12,7 @@ use kith_shared::ids::UserId;
 pub const SESSION_IDLE_DAYS: u32 = 14;
 
 /// A one-time sign-in link is valid this long.
-pub const LINK_TTL_SECONDS: u32 = 300;
+const LINK_TTL_SECONDS: u32 = 300;
 
 impl Registry {
     /// Records a new session of `user` by the sha256 of its cookie value,

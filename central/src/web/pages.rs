@@ -136,7 +136,8 @@ pub async fn search(
             res.degraded,
         )
     };
-    let field = |name, label, value: &str| (name, label, value.to_owned());
+    let field = |name, label, value: &str| (name, label, value.to_owned(), "text");
+    let day = |name, label, value: &str| (name, label, value.to_owned(), "date");
     Ok(render(&SearchPage {
         chrome: session.chrome(),
         modes: [
@@ -156,8 +157,8 @@ pub async fn search(
             field("tool", "Tool used", &form.tool),
             field("command", "Command run", &form.command),
             field("runtime", "Agent (claude-code, codex, pi)", &form.runtime),
-            field("since", "Since (2026-05-01)", &form.since),
-            field("until", "Until", &form.until),
+            day("since", "Since", &form.since),
+            day("until", "Until", &form.until),
         ],
         filters_open,
         degraded,

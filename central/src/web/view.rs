@@ -37,8 +37,8 @@ pub struct SearchPage {
     pub q: String,
     /// (value, label, selected)
     pub modes: Vec<(&'static str, &'static str, bool)>,
-    /// (field name, label, value)
-    pub filters: Vec<(&'static str, &'static str, String)>,
+    /// (field name, label, value, input type)
+    pub filters: Vec<(&'static str, &'static str, String, &'static str)>,
     pub filters_open: bool,
     pub degraded: Option<String>,
     pub groups: Vec<GroupView>,
