@@ -10,7 +10,7 @@ use kith_proto::{ConversationResponse, ForgetResponse};
 use crate::family::{path_part, Remote};
 
 pub fn run(remote: &Remote<'_>, id: &str, yes: bool) -> Result<()> {
-    let http = Remote::client()?;
+    let http = remote.client()?;
     let found: ConversationResponse = remote
         .send(http.get(remote.url(&format!("/api/conversations/{}", path_part(id)))))?
         .json()?;
