@@ -28,7 +28,8 @@ fi
 # browser download).
 if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    apt-get install -y chromium chromium-driver >/dev/null
+    apt-get install -y chromium chromium-driver >/dev/null ||
+      { apt-get update -qq && apt-get install -y chromium chromium-driver >/dev/null; }
   else
     echo "the web test needs Chromium: sudo apt-get install -y chromium chromium-driver" >&2
   fi

@@ -130,7 +130,7 @@ async fn round(
         RunLane::Bulk => Lane::IngestBulk,
     };
     let mut n = 0;
-    'runs: for run_id in runs {
+    'runs: for (run_id, indexed_at) in runs {
         let Some(_claim) = in_flight.claim(&run_id) else {
             continue;
         };
@@ -178,7 +178,7 @@ async fn round(
         let m = model.clone();
         tokio::task::spawn_blocking(move || {
             s.registry()
-                .set_embedded(&run_id, &m, &kith_shared::timestamp::now())
+                .set_embedded(&run_id, &indexed_at, &m, &kith_shared::timestamp::now())
         })
         .await??;
         n += 1;

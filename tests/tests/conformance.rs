@@ -893,6 +893,91 @@ fn conformance_forget_leaves_nothing_searchable() -> Result<()> {
     Ok(())
 }
 
+/// A transcript captured again from byte 0 on a new chain (the agent's
+/// `path#dev:inode:epoch` identity, another inode or epoch) retires the
+/// older chain from every mode unless `include_superseded`; another
+/// transcript, and another person's same path, are untouched.
+#[test]
+fn conformance_superseded_chains_leave_search_unless_asked() -> Result<()> {
+    let models = model_dir();
+    let mut modes = modes(&models);
+    if models.is_some() {
+        modes.push("semantic");
+    }
+    for backend in backends()? {
+        let b = backend.name;
+        let extra: Vec<(&str, &str)> = models
+            .as_deref()
+            .map(|m| vec![("KITH_MODEL_DIR", m)])
+            .unwrap_or_default();
+        let s = backend.start(&extra)?;
+        let alice = s
+            .central
+            .client(&s.central.register("alice.test", "laptop")?);
+        let bob = s
+            .central
+            .client(&s.central.register("bob.test", "desktop")?);
+        let path = "/home/u/.claude/projects/p/s.jsonl";
+        let old = ingest(
+            &alice,
+            &format!("{path}#1:7:0"),
+            "the okapi ledger totals",
+            json!({}),
+        )?;
+        let other = ingest(
+            &alice,
+            "/home/u/other.jsonl#1:9:0",
+            "the other ledger totals",
+            json!({}),
+        )?;
+        let bobs = ingest(
+            &bob,
+            &format!("{path}#1:7:0"),
+            "bob's own ledger totals",
+            json!({}),
+        )?;
+        let new = ingest(
+            &alice,
+            &format!("{path}#1:8:0"),
+            "the gazelle ledger totals",
+            json!({}),
+        )?;
+        let settled = std::time::Instant::now() + INDEXED_WITHIN;
+        while alice.get("/api/status")?.body["counts"]["pending_index_jobs"] != 0 {
+            assert!(
+                std::time::Instant::now() < settled,
+                "{b}: indexing did not settle"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        if models.is_some() {
+            for id in [&old, &other, &new] {
+                alice.wait_embedded(id, EMBEDDED_WITHIN)?;
+            }
+            bob.wait_embedded(&bobs, EMBEDDED_WITHIN)?;
+        }
+        for mode in &modes {
+            let by_default = found(&alice, mode, "ledger totals", &json!({}))?;
+            assert_eq!(by_default, sorted(&[&other, &new]), "{b} {mode}");
+            let all = found(
+                &alice,
+                mode,
+                "ledger totals",
+                &json!({"include_superseded": true}),
+            )?;
+            assert_eq!(all, sorted(&[&old, &other, &new]), "{b} {mode}: when asked");
+            assert_eq!(
+                found(&bob, mode, "ledger totals", &json!({}))?,
+                vec![bobs.clone()],
+                "{b} {mode}"
+            );
+        }
+        let shown = alice.get(&format!("/api/runs/{old}/jsonl"))?;
+        assert_eq!(shown.status, 200, "{b}: a superseded run is still read");
+    }
+    Ok(())
+}
+
 #[test]
 fn conformance_replay_and_reindex_do_not_duplicate() -> Result<()> {
     for backend in backends()? {

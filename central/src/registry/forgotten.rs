@@ -7,7 +7,7 @@
 //! The runs' rows go last (`finish_forget`): until then a forget is
 //! unfinished, which `doctor` reports and a second forget ends.
 
-use rusqlite::params;
+use rusqlite::{params, OptionalExtension};
 
 use super::{owned, to_i64, Registry, StoredRun, Viewer};
 use crate::conversation::ConversationId;
@@ -95,7 +95,7 @@ impl Registry {
                         "SELECT conversation FROM runs WHERE id = ?1 OR conversation = ?1 LIMIT 1",
                     )?
                     .query_row([name.trim()], |r| r.get(0))
-                    .ok();
+                    .optional()?;
                 let id = ConversationId::parse(&found.ok_or_else(not_found)?)?;
                 (id, "?2 = ''".to_owned(), String::new())
             }

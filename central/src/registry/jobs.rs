@@ -83,13 +83,18 @@ impl Registry {
 
     /// These jobs are done: their runs are searchable, with `n_chunks`
     /// chunks each. One transaction (one sync of the log) for a whole
-    /// indexing batch.
+    /// indexing batch. A run indexed again (a superseded chain, a tag edit)
+    /// waits for vectors again: a server backend's new documents have none
+    /// (the embedded one finds its vectors kept).
     pub fn finish_jobs(&self, runs: &[(RunId, u64)], indexed_at: &str) -> Result<()> {
         let mut conn = self.conn();
         let tx = conn.transaction()?;
         for (run, n_chunks) in runs {
-            tx.prepare_cached("UPDATE runs SET indexed_at = ?2, n_chunks = ?3 WHERE id = ?1")?
-                .execute(params![run.as_str(), indexed_at, to_i64(*n_chunks)])?;
+            tx.prepare_cached(
+                "UPDATE runs SET indexed_at = ?2, n_chunks = ?3, embedded_model = NULL,
+                 embedded_at = NULL WHERE id = ?1",
+            )?
+            .execute(params![run.as_str(), indexed_at, to_i64(*n_chunks)])?;
             tx.prepare_cached("DELETE FROM index_jobs WHERE run_id = ?1")?
                 .execute([run.as_str()])?;
         }
@@ -98,26 +103,28 @@ impl Registry {
     }
 
     /// Indexed runs of `lane` whose vectors are not from `model`, newest
-    /// first; `realtime_since` as in `REALTIME`.
+    /// first, with when they were indexed; `realtime_since` as in `REALTIME`.
     pub fn runs_to_embed(
         &self,
         model: &str,
         lane: Lane,
         realtime_since: &str,
         limit: u32,
-    ) -> Result<Vec<RunId>> {
+    ) -> Result<Vec<(RunId, String)>> {
         let conn = self.reader();
         let negate = if lane == Lane::Bulk { "NOT" } else { "" };
         let mut stmt = conn.prepare_cached(&format!(
-            "SELECT id FROM runs WHERE {AWAITING_VECTORS} AND {negate} {REALTIME}
+            "SELECT id, indexed_at FROM runs WHERE {AWAITING_VECTORS} AND {negate} {REALTIME}
              ORDER BY captured_at DESC, id LIMIT ?3"
         ))?;
-        let ids = stmt
+        let rows = stmt
             .query_map(params![model, realtime_since, limit], |r| {
-                r.get::<_, String>(0)
+                Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
             })?
             .collect::<rusqlite::Result<Vec<_>>>()?;
-        ids.iter().map(|id| parse_id(RunId::parse(id))).collect()
+        rows.into_iter()
+            .map(|(id, at)| Ok((parse_id(RunId::parse(&id))?, at)))
+            .collect()
     }
 
     /// How many runs wait for vectors of `model`, as (realtime, bulk).
@@ -133,10 +140,16 @@ impl Registry {
         Ok((realtime.max(0) as u64, (all - realtime).max(0) as u64))
     }
 
-    pub fn set_embedded(&self, run: &RunId, model: &str, at: &str) -> Result<()> {
+    /// Records the run's vectors, unless it was indexed again since
+    /// `indexed_at` (its documents, and a server's vectors with them, were
+    /// replaced meanwhile: it is embedded again).
+    pub fn set_embedded(&self, run: &RunId, indexed_at: &str, model: &str, at: &str) -> Result<()> {
         self.conn()
-            .prepare_cached("UPDATE runs SET embedded_model = ?2, embedded_at = ?3 WHERE id = ?1")?
-            .execute(params![run.as_str(), model, at])?;
+            .prepare_cached(
+                "UPDATE runs SET embedded_model = ?2, embedded_at = ?3
+                 WHERE id = ?1 AND indexed_at = ?4",
+            )?
+            .execute(params![run.as_str(), model, at, indexed_at])?;
         Ok(())
     }
 

@@ -164,13 +164,8 @@ fn supersede(tx: &rusqlite::Transaction<'_>, meta: &RunMeta) -> Result<()> {
         .collect::<rusqlite::Result<_>>()?;
     let now = kith_shared::timestamp::now();
     for id in &older {
-        // Indexed again with the mark; a server backend's documents lose
-        // their vectors with it, so they are embedded again.
-        tx.prepare_cached(
-            "UPDATE runs SET superseded = 1, embedded_model = NULL, embedded_at = NULL
-             WHERE id = ?1",
-        )?
-        .execute([id])?;
+        tx.prepare_cached("UPDATE runs SET superseded = 1 WHERE id = ?1")?
+            .execute([id])?;
         tx.prepare_cached(
             "INSERT OR REPLACE INTO index_jobs (run_id, lane, enqueued_at) VALUES (?1, ?2, ?3)",
         )?

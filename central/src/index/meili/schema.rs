@@ -271,7 +271,7 @@ mod tests {
                 "cwd_prefixes": ["/", "/home", "/home/alice", "/home/alice/proj"],
                 "started_ms": 1_778_486_400_000_i64, "started_at": "2026-05-11T08:00:00.000Z",
                 "role": "user", "text": "hello", "line_start": 3, "line_end": 4,
-                "intent": "fix the build",
+                "intent": "fix the build", "superseded": false,
                 "_vectors": {"default": null}, "vector_model": null,
             })
         );
