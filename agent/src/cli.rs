@@ -75,9 +75,23 @@ pub enum Command {
     /// What is captured per source, what is pending, and what is at risk.
     Status,
     /// Add kith's hook to an agent's configuration.
-    Install { agent: Agent },
+    Install {
+        agent: Agent,
+        /// Also register `kith mcp` as an MCP server (claude-code: user
+        /// scope in .claude.json; codex: [mcp_servers.kith] in config.toml).
+        #[arg(long)]
+        mcp: bool,
+    },
     /// Remove kith's hook from an agent's configuration.
-    Uninstall { agent: Agent },
+    Uninstall {
+        agent: Agent,
+        /// Remove only the `kith mcp` server entry, keeping the hook.
+        #[arg(long)]
+        mcp: bool,
+    },
+    /// A Model Context Protocol server on stdin/stdout: the agents' own
+    /// access to what this machine's owner may read (run by the agent).
+    Mcp,
     #[command(flatten)]
     Family(FamilyCommand),
 }
@@ -202,8 +216,15 @@ fn run(command: Command, paths: &Paths) -> Result<()> {
             print!("{}", crate::status::report(paths));
             Ok(())
         }
-        Command::Install { agent } => install(paths, agent, true),
-        Command::Uninstall { agent } => install(paths, agent, false),
+        Command::Install { agent, mcp } => {
+            install(paths, agent, true, false)?;
+            if mcp {
+                install(paths, agent, true, true)?;
+            }
+            Ok(())
+        }
+        Command::Uninstall { agent, mcp } => install(paths, agent, false, mcp),
+        Command::Mcp => crate::mcp::run(paths),
         Command::Family(cmd) => {
             let auth = Auth::load(paths)?;
             crate::family::run(
@@ -217,10 +238,16 @@ fn run(command: Command, paths: &Paths) -> Result<()> {
     }
 }
 
-fn install(paths: &Paths, agent: Agent, add: bool) -> Result<()> {
+/// Adds or removes kith's hook, or (`mcp`) the `kith mcp` server entry.
+fn install(paths: &Paths, agent: Agent, add: bool, mcp: bool) -> Result<()> {
     let kith = std::env::current_exe().context("cannot tell where kith is installed")?;
     let kith = kith.canonicalize().unwrap_or(kith);
-    println!("{}", crate::install::install(paths, agent, &kith, add)?);
+    let outcome = if mcp {
+        crate::install::mcp::install(paths, agent, &kith, add)?
+    } else {
+        crate::install::install(paths, agent, &kith, add)?
+    };
+    println!("{outcome}");
     Ok(())
 }
 

@@ -1,4 +1,4 @@
-//! The family CLI: `kith search`, `kith tree`, `kith show`. Central does the
+//! The family CLI: `kith search`, `kith tree`, `kith show`, `kith context`. Central does the
 //! work; this module asks it and renders the answer for a person (grouped,
 //! relative times, highlighted snippets) or for a script (`--json`).
 
@@ -57,6 +57,21 @@ pub enum FamilyCommand {
         #[arg(long)]
         lines: Option<String>,
         /// The conversation, its subagents and its turns as one JSON document.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The passages of past conversations most useful for a task, each
+    /// with its citation, fitted to a token budget.
+    Context {
+        /// The task, in your own words.
+        task: String,
+        /// Most tokens the pack may hold (characters / 4), 1 to 32000.
+        #[arg(long, default_value_t = 4000)]
+        budget: u32,
+        /// Only conversations in this folder or below it (e.g. `.`).
+        #[arg(long)]
+        project: Option<PathBuf>,
+        /// Central's answer (the pack and its passages) as one JSON document.
         #[arg(long)]
         json: bool,
     },
@@ -410,6 +425,29 @@ pub fn run(cmd: FamilyCommand, remote: &Remote<'_>) -> Result<()> {
                 }
             }
         }
+        FamilyCommand::Context {
+            task,
+            budget,
+            project,
+            json,
+        } => {
+            let req = kith_proto::ContextRequest {
+                task,
+                budget_tokens: Some(budget),
+                filters: SearchFilters {
+                    cwd_prefix: project.map(|p| absolute(&p)).transpose()?,
+                    ..SearchFilters::default()
+                },
+            };
+            let res: kith_proto::ContextResponse = remote
+                .send(http.post(remote.url("/api/context")).json(&req))?
+                .json()?;
+            if json {
+                writeln!(stdout, "{}", serde_json::to_string(&res)?)?;
+            } else {
+                write!(stdout, "{}", crate::mcp::pack_text(&res))?;
+            }
+        }
         FamilyCommand::Audit => {
             let res: kith_proto::AuditResponse =
                 remote.send(http.get(remote.url("/api/audit")))?.json()?;
@@ -539,7 +577,7 @@ fn all_turns(
 }
 
 /// A name as one URL path segment: a person may type anything.
-fn path_part(name: &str) -> String {
+pub(crate) fn path_part(name: &str) -> String {
     name.bytes()
         .map(|b| match b {
             b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' => (b as char).to_string(),

@@ -8,6 +8,8 @@
 //! - Codex: `notify = [<kith>, "hook"]` in `config.toml` (formatting kept by
 //!   `toml_edit`); another program already there is never replaced;
 //! - pi: the extension `extensions/kith.ts`, which runs `kith hook --pi FILE`.
+//!
+//! `--mcp` also registers `kith mcp` as an MCP server (`install::mcp`).
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
@@ -22,6 +24,8 @@ use serde_json::{json, Value};
 use crate::config::{write_file, Durability, Paths};
 use crate::error::{Error, IoContext, Result};
 
+pub mod mcp;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Agent {
     ClaudeCode,
@@ -32,6 +36,8 @@ pub enum Agent {
 /// What an install or uninstall did, for the one line `kith` prints.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Outcome {
+    /// What was added or removed: "kith's hook", "the kith MCP server".
+    pub what: &'static str,
     pub file: PathBuf,
     pub changed: bool,
     pub add: bool,
@@ -39,12 +45,12 @@ pub struct Outcome {
 
 impl std::fmt::Display for Outcome {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let file = self.file.display();
+        let (what, file) = (self.what, self.file.display());
         match (self.changed, self.add) {
-            (true, true) => write!(f, "installed kith's hook in {file}"),
-            (true, false) => write!(f, "removed kith's hook from {file}"),
-            (false, true) => write!(f, "kith's hook is already in {file}"),
-            (false, false) => write!(f, "kith's hook was not in {file}"),
+            (true, true) => write!(f, "installed {what} in {file}"),
+            (true, false) => write!(f, "removed {what} from {file}"),
+            (false, true) => write!(f, "{what} is already in {file}"),
+            (false, false) => write!(f, "{what} was not in {file}"),
         }
     }
 }
@@ -83,7 +89,12 @@ pub fn install(paths: &Paths, agent: Agent, kith: &Path, add: bool) -> Result<Ou
         Some(new) => write_file(&file, new.as_bytes(), mode, Durability::Durable)?,
         None => {}
     }
-    Ok(Outcome { file, changed, add })
+    Ok(Outcome {
+        what: "kith's hook",
+        file,
+        changed,
+        add,
+    })
 }
 
 const CLAUDE_EVENTS: [&str; 4] = ["Stop", "SubagentStop", "PreCompact", "SessionEnd"];

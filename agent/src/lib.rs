@@ -16,6 +16,7 @@ pub mod error;
 pub mod family;
 pub mod hook;
 pub mod install;
+pub mod mcp;
 pub mod outbox;
 pub mod plan;
 pub mod status;

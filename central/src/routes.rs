@@ -18,7 +18,7 @@ use tower_http::decompression::RequestDecompressionLayer;
 use utoipa::OpenApi;
 
 use crate::error::Error;
-use crate::handlers::{conversations, meta, runs, search, shares};
+use crate::handlers::{context, conversations, meta, runs, search, shares};
 use crate::state::AppState;
 
 /// The longest request target (path and query) served.
@@ -43,6 +43,7 @@ pub fn app(state: AppState) -> Router {
         .route("/api/conversations/{id}/turns", get(conversations::turns))
         .route("/api/conversations/{id}/jsonl", get(conversations::jsonl))
         .route("/api/search", post(search::post))
+        .route("/api/context", post(context::post))
         .route("/api/shares", post(shares::post).get(shares::index))
         .route("/api/shares/{id}", delete(shares::delete))
         .route("/api/audit", get(shares::audit))
@@ -150,6 +151,7 @@ fn with_error_body(res: Response, body_limit: usize) -> Response {
     conversations::turns,
     conversations::jsonl,
     search::post,
+    context::post,
     shares::post,
     shares::index,
     shares::delete,
