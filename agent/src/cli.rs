@@ -81,6 +81,10 @@ pub enum Command {
         /// scope in .claude.json; codex: [mcp_servers.kith] in config.toml).
         #[arg(long)]
         mcp: bool,
+        /// claude-code: start each session with a short list of recent
+        /// work in its folder (a SessionStart hook running `kith context --hook`).
+        #[arg(long)]
+        recall_on_start: bool,
     },
     /// Remove kith's hook from an agent's configuration.
     Uninstall {
@@ -216,15 +220,46 @@ fn run(command: Command, paths: &Paths) -> Result<()> {
             print!("{}", crate::status::report(paths));
             Ok(())
         }
-        Command::Install { agent, mcp } => {
-            install(paths, agent, true, false)?;
+        Command::Install {
+            agent,
+            mcp,
+            recall_on_start,
+        } => {
+            if recall_on_start && agent != Agent::ClaudeCode {
+                bail!("--recall-on-start is for claude-code (a SessionStart hook)");
+            }
+            let kith = installed_kith()?;
+            println!("{}", crate::install::install(paths, agent, &kith, true)?);
             if mcp {
-                install(paths, agent, true, true)?;
+                println!("{}", crate::install::mcp::install(paths, agent, &kith, true)?);
+            }
+            if recall_on_start {
+                println!("{}", crate::install::install_recall(paths, &kith, true)?);
             }
             Ok(())
         }
-        Command::Uninstall { agent, mcp } => install(paths, agent, false, mcp),
+        Command::Uninstall { agent, mcp } => {
+            let kith = installed_kith()?;
+            let outcome = if mcp {
+                crate::install::mcp::install(paths, agent, &kith, false)?
+            } else {
+                crate::install::install(paths, agent, &kith, false)?
+            };
+            println!("{outcome}");
+            Ok(())
+        }
         Command::Mcp => crate::mcp::run(paths),
+        // A SessionStart hook prints what it can and never fails the session.
+        Command::Family(FamilyCommand::Context { hook: true, .. }) => {
+            if let Ok(auth) = Auth::load(paths) {
+                let remote = Remote {
+                    central_url: &auth.central_url,
+                    token: auth.token.expose(),
+                };
+                print!("{}", crate::recall::session_start(&remote));
+            }
+            Ok(())
+        }
         Command::Family(cmd) => {
             let auth = Auth::load(paths)?;
             crate::family::run(
@@ -238,17 +273,10 @@ fn run(command: Command, paths: &Paths) -> Result<()> {
     }
 }
 
-/// Adds or removes kith's hook, or (`mcp`) the `kith mcp` server entry.
-fn install(paths: &Paths, agent: Agent, add: bool, mcp: bool) -> Result<()> {
+/// The binary the agents' hooks and MCP entries run: this one.
+fn installed_kith() -> Result<PathBuf> {
     let kith = std::env::current_exe().context("cannot tell where kith is installed")?;
-    let kith = kith.canonicalize().unwrap_or(kith);
-    let outcome = if mcp {
-        crate::install::mcp::install(paths, agent, &kith, add)?
-    } else {
-        crate::install::install(paths, agent, &kith, add)?
-    };
-    println!("{outcome}");
-    Ok(())
+    Ok(kith.canonicalize().unwrap_or(kith))
 }
 
 /// The token never comes from argv: `KITH_TOKEN`, a hidden prompt on a

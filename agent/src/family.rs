@@ -64,7 +64,8 @@ pub enum FamilyCommand {
     /// with its citation, fitted to a token budget.
     Context {
         /// The task, in your own words.
-        task: String,
+        #[arg(required_unless_present = "hook")]
+        task: Option<String>,
         /// Most tokens the pack may hold (characters / 4), 1 to 32000.
         #[arg(long, default_value_t = 4000)]
         budget: u32,
@@ -74,6 +75,10 @@ pub enum FamilyCommand {
         /// Central's answer (the pack and its passages) as one JSON document.
         #[arg(long)]
         json: bool,
+        /// As Claude Code's SessionStart hook: recent work in the session's
+        /// folder (at most 800 tokens); always exits 0.
+        #[arg(long, conflicts_with_all = ["task", "json"])]
+        hook: bool,
     },
 }
 
@@ -211,12 +216,12 @@ impl Remote<'_> {
             .build()?)
     }
 
-    fn url(&self, path: &str) -> String {
+    pub(crate) fn url(&self, path: &str) -> String {
         format!("{}{path}", self.central_url.trim_end_matches('/'))
     }
 
     /// Sends and turns an error answer into its one-line reason.
-    fn send(&self, req: reqwest::blocking::RequestBuilder) -> Result<reqwest::blocking::Response> {
+    pub(crate) fn send(&self, req: reqwest::blocking::RequestBuilder) -> Result<reqwest::blocking::Response> {
         let res = req
             .bearer_auth(self.token)
             .send()
@@ -430,9 +435,10 @@ pub fn run(cmd: FamilyCommand, remote: &Remote<'_>) -> Result<()> {
             budget,
             project,
             json,
+            ..
         } => {
             let req = kith_proto::ContextRequest {
-                task,
+                task: task.unwrap_or_default(),
                 budget_tokens: Some(budget),
                 filters: SearchFilters {
                     cwd_prefix: project.map(|p| absolute(&p)).transpose()?,

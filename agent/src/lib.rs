@@ -19,6 +19,7 @@ pub mod install;
 pub mod mcp;
 pub mod outbox;
 pub mod plan;
+pub mod recall;
 pub mod status;
 pub mod watch;
 

@@ -521,8 +521,7 @@ pub struct ContextRequest {
     /// The task, in the agent's or person's own words.
     pub task: String,
     /// 1..=32000, default 4000. Tokens are counted as characters / 4,
-    /// rounded up (within ~20% of the embedding model's WordPiece count on
-    /// English prose and code).
+    /// rounded up (`kith_shared::tokens`).
     pub budget_tokens: Option<u32>,
     /// The search filters (`cwd_prefix` for a project).
     #[serde(default)]

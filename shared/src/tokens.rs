@@ -1,7 +1,10 @@
 //! How many tokens a text costs an agent, approximately: characters / 4,
-//! rounded up. The embedding model's WordPiece count is within ~20% of it
-//! on English prose and code, and counting needs no tokenizer. Central's
-//! context pack and `kith mcp`'s output budgets both count this way.
+//! rounded up, the usual rule for the BPE tokenizers of the models that
+//! read it, and no tokenizer is needed to count. Against the embedding
+//! model's WordPiece (MiniLM) it counts 1.07 times as many on the LoCoMo
+//! chat turns and 0.74 times as many on the transcript fixtures' strings
+//! (WordPiece splits off every punctuation mark of code and JSON).
+//! Central's context pack and `kith mcp`'s output budgets count this way.
 
 pub fn approx(text: &str) -> u32 {
     u32::try_from(text.chars().count().div_ceil(4)).unwrap_or(u32::MAX)

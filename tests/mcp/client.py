@@ -5,13 +5,15 @@ Reads a JSON document on stdin: {"command": ..., "args": [...], "env": {...},
 NAME, "args": {...}}; the string "$citation" in a call's arguments is the
 first kith:// citation of the previous answer. Prints one JSON list, one
 result per step: the tools (name, description, input schema), or a call's
-{"is_error", "text"} or {"protocol_error"} when the server refused the
-request itself. The Rust test (tests/tests/mcp.rs) asserts on it.
+{"is_error", "text", "ms"} (ms: the stdio round trip) or {"protocol_error"}
+when the server refused the request itself. The Rust test
+(tests/tests/mcp.rs) asserts on it; kith-eval --pack times searches with it.
 """
 
 import json
 import re
 import sys
+import time
 
 import anyio
 from mcp.client.session import ClientSession
@@ -50,6 +52,7 @@ async def run(plan):
                     )
                     continue
                 args = substitute(step.get("args", {}), citation)
+                started = time.perf_counter()
                 try:
                     res = await session.call_tool(step["tool"], args)
                 except Exception as e:  # the server answered with a JSON-RPC error
@@ -58,7 +61,8 @@ async def run(plan):
                 text = "\n".join(c.text for c in res.content if getattr(c, "text", None))
                 found = CITATION.search(text)
                 citation = found.group(0) if found else None
-                results.append({"is_error": bool(res.is_error), "text": text})
+                ms = (time.perf_counter() - started) * 1000
+                results.append({"is_error": bool(res.is_error), "text": text, "ms": ms})
     return results
 
 

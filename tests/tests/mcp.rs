@@ -342,3 +342,45 @@ fn kith_context_prints_a_cited_pack_within_its_budget() -> Result<()> {
     assert!(res.body["used_tokens"].as_u64().is_some_and(|t| t <= 60), "{:?}", res.body);
     Ok(())
 }
+
+#[test]
+fn the_session_start_hook_lists_recent_work_in_the_folder_or_stays_quiet() -> Result<()> {
+    let central = Central::start()?;
+    let alice_token = central.register("alice.test", "laptop")?;
+    let (alice, _, pelican) = archive(&central, &alice_token)?;
+    let hook = |url: &str, cwd: &str| -> Result<std::process::Output> {
+        let mut child = Command::new(bin("kith"))
+            .args(["context", "--hook"])
+            .env("HOME", alice.home.path())
+            .env("KITH_CENTRAL_URL", url)
+            .env("KITH_TOKEN", &alice_token)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()?;
+        let payload = json!({"hook_event_name": "SessionStart", "source": "startup", "cwd": cwd});
+        child
+            .stdin
+            .take()
+            .context("no stdin")?
+            .write_all(payload.to_string().as_bytes())?;
+        Ok(child.wait_with_output()?)
+    };
+    let out = hook(&central.url, "/home/alice/proj")?;
+    assert!(out.status.success());
+    let block = String::from_utf8_lossy(&out.stdout);
+    assert!(block.starts_with("Recent work in this project"), "{block}");
+    assert!(block.contains(&pelican) && block.contains("walrus"), "{block}");
+    assert!(kith_shared::tokens::approx(&block) <= 800, "{block}");
+    // Another folder has nothing to recall; a dead central says nothing.
+    let other = hook(&central.url, "/srv/elsewhere")?;
+    assert!(other.status.success() && other.stdout.is_empty());
+    let dead = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+        format!("http://{}", listener.local_addr()?)
+    };
+    let quiet = hook(&dead, "/home/alice/proj")?;
+    assert!(quiet.status.success(), "a session never sees a kith failure");
+    assert!(quiet.stdout.is_empty() && quiet.stderr.is_empty());
+    Ok(())
+}

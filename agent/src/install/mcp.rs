@@ -8,15 +8,13 @@
 //! - Codex: `[mcp_servers.kith]` in `config.toml`, formatting kept by
 //!   `toml_edit`.
 
-use std::fs;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use serde_json::json;
 
 use super::{Agent, Members, Member, Outcome};
-use crate::config::{write_file, Durability, Paths};
-use crate::error::{Error, IoContext, Result};
+use crate::config::Paths;
+use crate::error::{Error, Result};
 
 /// The server's name in each agent's configuration.
 const NAME: &str = "kith";
@@ -33,24 +31,10 @@ pub fn install(paths: &Paths, agent: Agent, kith: &Path, add: bool) -> Result<Ou
         }
     };
     // .claude.json holds Claude's own state too: private to the user.
-    let (text, mode) = match fs::read_to_string(&file) {
-        Ok(text) => {
-            let mode = fs::metadata(&file).at("stat", &file)?.permissions().mode();
-            (text, mode & 0o777)
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => (String::new(), 0o600),
-        Err(e) => return Err(e).at("read", &file),
-    };
-    let new = edit(&text, kith, add)?;
-    let changed = new.is_some();
-    if let Some(new) = new {
-        write_file(&file, new.as_bytes(), mode, Durability::Durable)?;
-    }
+    let outcome = super::edit_file(&file, 0o600, false, |text| edit(text, kith, add), add)?;
     Ok(Outcome {
         what: "the kith MCP server",
-        file,
-        changed,
-        add,
+        ..outcome
     })
 }
 
