@@ -231,7 +231,10 @@ fn run(command: Command, paths: &Paths) -> Result<()> {
             let kith = installed_kith()?;
             println!("{}", crate::install::install(paths, agent, &kith, true)?);
             if mcp {
-                println!("{}", crate::install::mcp::install(paths, agent, &kith, true)?);
+                println!(
+                    "{}",
+                    crate::install::mcp::install(paths, agent, &kith, true)?
+                );
             }
             if recall_on_start {
                 println!("{}", crate::install::install_recall(paths, &kith, true)?);

@@ -221,7 +221,10 @@ impl Remote<'_> {
     }
 
     /// Sends and turns an error answer into its one-line reason.
-    pub(crate) fn send(&self, req: reqwest::blocking::RequestBuilder) -> Result<reqwest::blocking::Response> {
+    pub(crate) fn send(
+        &self,
+        req: reqwest::blocking::RequestBuilder,
+    ) -> Result<reqwest::blocking::Response> {
         let res = req
             .bearer_auth(self.token)
             .send()

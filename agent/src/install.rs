@@ -71,7 +71,13 @@ pub fn install(paths: &Paths, agent: Agent, kith: &Path, add: bool) -> Result<Ou
     };
     // pi's extension is a file of kith's own: removing it removes the file.
     let remove_empty = agent == Agent::Pi;
-    let outcome = edit_file(&file, 0o644, remove_empty, |text| edit(text, kith, add), add)?;
+    let outcome = edit_file(
+        &file,
+        0o644,
+        remove_empty,
+        |text| edit(text, kith, add),
+        add,
+    )?;
     Ok(Outcome {
         what: "kith's hook",
         ..outcome
@@ -82,7 +88,13 @@ pub fn install(paths: &Paths, agent: Agent, kith: &Path, add: bool) -> Result<Ou
 /// `kith context --hook` (`kith install claude-code --recall-on-start`).
 pub fn install_recall(paths: &Paths, kith: &Path, add: bool) -> Result<Outcome> {
     let file = paths.claude_dir.join("settings.json");
-    let outcome = edit_file(&file, 0o644, false, |text| claude_recall(text, kith, add), add)?;
+    let outcome = edit_file(
+        &file,
+        0o644,
+        false,
+        |text| claude_recall(text, kith, add),
+        add,
+    )?;
     Ok(Outcome {
         what: "kith's SessionStart recall hook",
         ..outcome

@@ -375,7 +375,10 @@ impl Kith {
         let turns_range = a.turns.as_deref().map(|t| range("turns", t)).transpose()?;
         let found: ConversationResponse = self
             .central
-            .send(self.central.get(&format!("/api/conversations/{}", crate::family::path_part(&id))))
+            .send(self.central.get(&format!(
+                "/api/conversations/{}",
+                crate::family::path_part(&id)
+            )))
             .await?;
         let mut turns = self.all_turns(&found.conversation.id).await?;
         if let (Some(c), Some((from, to))) = (&cited, lines) {
@@ -398,7 +401,10 @@ impl Kith {
                 .central
                 .send(
                     self.central
-                        .get(&format!("/api/conversations/{}/turns", crate::family::path_part(id)))
+                        .get(&format!(
+                            "/api/conversations/{}/turns",
+                            crate::family::path_part(id)
+                        ))
                         .query(&[("offset", offset.to_string()), ("limit", "1000".into())]),
                 )
                 .await?;

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::json;
 
-use super::{Agent, Members, Member, Outcome};
+use super::{Agent, Member, Members, Outcome};
 use crate::config::Paths;
 use crate::error::{Error, Result};
 
@@ -52,9 +52,7 @@ fn claude_servers(text: &str, kith: &Path, add: bool) -> Result<Option<String>> 
         path: PathBuf::from(".claude.json"),
         reason,
     };
-    let members = |raw: &str| {
-        serde_json::from_str::<Members>(raw).map_err(|e| bad(e.to_string()))
-    };
+    let members = |raw: &str| serde_json::from_str::<Members>(raw).map_err(|e| bad(e.to_string()));
     let mut top = if text.trim().is_empty() {
         Members::default()
     } else {
@@ -64,7 +62,8 @@ fn claude_servers(text: &str, kith: &Path, add: bool) -> Result<Option<String>> 
         Some(raw) => members(raw.get())?,
         None => Members::default(),
     };
-    let ours = json!({"type": "stdio", "command": kith.display().to_string(), "args": ["mcp"], "env": {}});
+    let ours =
+        json!({"type": "stdio", "command": kith.display().to_string(), "args": ["mcp"], "env": {}});
     let current: Option<serde_json::Value> = servers
         .raw(NAME)
         .and_then(|raw| serde_json::from_str(raw.get()).ok());
@@ -93,15 +92,15 @@ fn codex_servers(text: &str, kith: &Path, add: bool) -> Result<Option<String>> {
                 reason: e.to_string(),
             })?;
     let kith = kith.display().to_string();
-    let has = doc
-        .get("mcp_servers")
-        .and_then(|s| s.get(NAME))
-        .is_some();
+    let has = doc.get("mcp_servers").and_then(|s| s.get(NAME)).is_some();
     if !add {
         if !has {
             return Ok(None);
         }
-        if let Some(servers) = doc.get_mut("mcp_servers").and_then(|s| s.as_table_like_mut()) {
+        if let Some(servers) = doc
+            .get_mut("mcp_servers")
+            .and_then(|s| s.as_table_like_mut())
+        {
             servers.remove(NAME);
             if servers.is_empty() {
                 doc.remove("mcp_servers");
@@ -157,7 +156,11 @@ mod tests {
         assert_eq!(v["mcpServers"]["other"], json!({"command": "x"}));
         // Other members keep their exact text.
         assert!(added.contains("{\"command\":\"x\"}") && added.contains("\"numStartups\": 12"));
-        assert_eq!(edit(claude_servers, &added, true), None, "twice changes nothing");
+        assert_eq!(
+            edit(claude_servers, &added, true),
+            None,
+            "twice changes nothing"
+        );
         let removed = edit(claude_servers, &added, false).unwrap_or_default();
         let v: serde_json::Value = serde_json::from_str(&removed).unwrap_or_default();
         assert!(v["mcpServers"].get("kith").is_none());
@@ -171,11 +174,14 @@ mod tests {
 
     #[test]
     fn codex_gets_a_mcp_servers_table_keeping_formatting() {
-        let before = "# my settings\nmodel = \"o3\"  # keep\n\n[mcp_servers.docs]\ncommand = \"docs-mcp\"\n";
+        let before =
+            "# my settings\nmodel = \"o3\"  # keep\n\n[mcp_servers.docs]\ncommand = \"docs-mcp\"\n";
         let added = edit(codex_servers, before, true).unwrap_or_default();
         assert!(added.starts_with(before), "{added}");
         assert!(
-            added.contains("[mcp_servers.kith]\ncommand = \"/opt/kith/bin/kith\"\nargs = [\"mcp\"]\n"),
+            added.contains(
+                "[mcp_servers.kith]\ncommand = \"/opt/kith/bin/kith\"\nargs = [\"mcp\"]\n"
+            ),
             "{added}"
         );
         assert_eq!(edit(codex_servers, &added, true), None);

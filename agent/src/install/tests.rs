@@ -111,7 +111,11 @@ fn recall_on_start_is_a_session_start_hook_that_uninstall_removes() -> anyhow::R
     assert_eq!(v["hooks"]["Stop"].as_array().map(Vec::len), Some(2));
 
     assert!(install_recall(&paths, kith, false)?.changed);
-    assert_eq!(fs::read_to_string(&file)?, hooked, "exactly the recall hook goes");
+    assert_eq!(
+        fs::read_to_string(&file)?,
+        hooked,
+        "exactly the recall hook goes"
+    );
     install_recall(&paths, kith, true)?;
     // Uninstalling kith's hooks takes the recall hook too.
     assert!(install(&paths, Agent::ClaudeCode, kith, false)?.changed);

@@ -88,12 +88,7 @@ pub fn search(res: &SearchResponse) -> String {
                 run: hit.run_id.clone(),
                 lines: (hit.line_start, hit.line_end),
             };
-            let _ = writeln!(
-                out,
-                "{cite} {}: {}",
-                hit.role,
-                one_line(&hit.snippet, 300)
-            );
+            let _ = writeln!(out, "{cite} {}: {}", hit.role, one_line(&hit.snippet, 300));
         }
         out.push('\n');
     }
@@ -197,11 +192,17 @@ mod tests {
 
     #[test]
     fn bounded_text_is_cut_at_a_line_within_the_budget_and_says_so() {
-        let text: String = (0..200).map(|i| format!("line {i} of the answer\n")).collect();
+        let text: String = (0..200)
+            .map(|i| format!("line {i} of the answer\n"))
+            .collect();
         assert_eq!(bounded(&text, 100_000), text);
         for max in [30, 100, 1000] {
             let cut = bounded(&text, max);
-            assert!(tokens::approx(&cut) <= max, "{max}: {}", tokens::approx(&cut));
+            assert!(
+                tokens::approx(&cut) <= max,
+                "{max}: {}",
+                tokens::approx(&cut)
+            );
             assert!(cut.ends_with("a larger max_tokens]"), "{cut}");
             let kept = cut.rsplit_once('[').map_or("", |(k, _)| k);
             assert!(text.starts_with(kept) && (kept.is_empty() || kept.ends_with('\n')));

@@ -44,9 +44,7 @@ pub fn pack(
     for hit in hits {
         let words = words(&hit.text);
         let copy = kept.iter().any(|(k, w)| {
-            (k.run_id == hit.run_id
-                && k.line_start <= hit.line_end
-                && hit.line_start <= k.line_end)
+            (k.run_id == hit.run_id && k.line_start <= hit.line_end && hit.line_start <= k.line_end)
                 || jaccard(w, &words) >= NEAR_COPY
         });
         if copy || hit.text.trim().is_empty() {
@@ -177,14 +175,27 @@ mod tests {
 
     #[test]
     fn passages_keep_rank_order_with_citation_who_when_and_title() {
-        let hits = [hit("r1", (3, 5), PROSE), hit("r2", (10, 10), "flaky test fixed by pinning the clock in the retry loop")];
+        let hits = [
+            hit("r1", (3, 5), PROSE),
+            hit(
+                "r2",
+                (10, 10),
+                "flaky test fixed by pinning the clock in the retry loop",
+            ),
+        ];
         let p = packed(&hits, 4000);
-        assert_eq!(citations(&p), ["kith://c-r1/r1#L3-L5", "kith://c-r2/r2#L10-L10"]);
+        assert_eq!(
+            citations(&p),
+            ["kith://c-r1/r1#L3-L5", "kith://c-r2/r2#L10-L10"]
+        );
         assert!(p.text.starts_with(
             "[1] kith://c-r1/r1#L3-L5 (alice.test, laptop, 2026-11-20, assistant) \"title of c-r1\"\nthe migration failed"
         ), "{}", p.text);
         assert!(p.text.contains("[2] kith://c-r2/r2#L10-L10"));
-        assert_eq!(p.passages.iter().map(|p| p.tokens).sum::<u32>(), tokens(&p.text));
+        assert_eq!(
+            p.passages.iter().map(|p| p.tokens).sum::<u32>(),
+            tokens(&p.text)
+        );
     }
 
     #[test]
@@ -194,27 +205,47 @@ mod tests {
             // The same answer pasted into another session, one word changed.
             hit("r2", (1, 1), &PROSE.replace("refused", "rejected")),
             // Lines 4-6 of r1 overlap the first passage.
-            hit("r1", (4, 6), "unrelated words entirely about caching layers"),
+            hit(
+                "r1",
+                (4, 6),
+                "unrelated words entirely about caching layers",
+            ),
             hit("r3", (7, 8), "caching layer invalidation on deploy"),
         ];
         let p = packed(&hits, 4000);
-        assert_eq!(citations(&p), ["kith://c-r1/r1#L3-L5", "kith://c-r3/r3#L7-L8"]);
+        assert_eq!(
+            citations(&p),
+            ["kith://c-r1/r1#L3-L5", "kith://c-r3/r3#L7-L8"]
+        );
     }
 
     #[test]
     fn the_pack_never_exceeds_its_budget_and_cuts_the_last_passage_at_a_word() {
         let long = PROSE.repeat(20);
-        let hits = [hit("r1", (1, 2), PROSE), hit("r2", (5, 9), &long), hit("r3", (1, 1), "tiny")];
+        let hits = [
+            hit("r1", (1, 2), PROSE),
+            hit("r2", (5, 9), &long),
+            hit("r3", (1, 1), "tiny"),
+        ];
         for budget in [1, 10, 39, 60, 100, 150, 300, 4000] {
             let p = packed(&hits, budget);
-            assert!(tokens(&p.text) <= budget, "budget {budget}: {} tokens", tokens(&p.text));
+            assert!(
+                tokens(&p.text) <= budget,
+                "budget {budget}: {} tokens",
+                tokens(&p.text)
+            );
         }
         let p = packed(&hits, 150);
-        assert_eq!(citations(&p)[..2], ["kith://c-r1/r1#L1-L2", "kith://c-r2/r2#L5-L9"]);
+        assert_eq!(
+            citations(&p)[..2],
+            ["kith://c-r1/r1#L1-L2", "kith://c-r2/r2#L5-L9"]
+        );
         let cut = &p.passages[1].text;
         assert!(cut.ends_with('…') && cut.len() < long.len(), "{cut}");
         assert!(long.starts_with(cut.trim_end_matches('…')));
-        assert!(cut.trim_end_matches('…').ends_with(|c: char| c.is_alphanumeric()));
+        assert!(cut
+            .trim_end_matches('…')
+            .ends_with(|c: char| c.is_alphanumeric()));
         // Too little room for anything: an empty pack, not a broken one.
         assert!(packed(&hits, 1).passages.is_empty());
     }

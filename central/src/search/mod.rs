@@ -401,16 +401,18 @@ pub(crate) fn conversation_facts(
     };
     let runs = registry.conversation_runs(viewer, &id)?;
     let metas: Vec<&RunMeta> = runs.iter().map(|r| &r.meta).collect();
-    Ok(crate::conversation::fold(&crate::conversation::ConversationRuns {
-        id: &id,
-        owner: metas
-            .first()
-            .and_then(|r| handles.get(&r.user_id))
-            .map_or("", String::as_str),
-        runs: &metas,
-        parent_id: None,
-        depth: 0,
-    }))
+    Ok(crate::conversation::fold(
+        &crate::conversation::ConversationRuns {
+            id: &id,
+            owner: metas
+                .first()
+                .and_then(|r| handles.get(&r.user_id))
+                .map_or("", String::as_str),
+            runs: &metas,
+            parent_id: None,
+            depth: 0,
+        },
+    ))
 }
 
 fn resolve_filters(f: &kith_proto::SearchFilters) -> Result<Filters> {
