@@ -221,7 +221,7 @@ mod tests {
 
     #[test]
     fn the_pack_never_exceeds_its_budget_and_cuts_the_last_passage_at_a_word() {
-        let long = PROSE.repeat(20);
+        let long: String = (0..400).map(|i| format!("step{i} ")).collect();
         let hits = [
             hit("r1", (1, 2), PROSE),
             hit("r2", (5, 9), &long),
