@@ -33,7 +33,9 @@ pub const DEFAULT_MAX_TOKENS: u32 = 4000;
 /// The largest budget a caller may ask for (central's context pack limit).
 pub const MAX_TOKENS: u32 = 32_000;
 
-/// Serves MCP on stdin/stdout until the client closes them.
+/// Serves MCP on stdin/stdout until the client closes them. The agents
+/// start it with pipes, which `stdio_pipes` reads on the IO driver rather
+/// than handing each message to a blocking thread.
 pub fn run(paths: &Paths) -> Result<()> {
     let auth = Auth::load(paths)?;
     let server = Kith::new(paths.clone(), &auth)?;
@@ -43,7 +45,7 @@ pub fn run(paths: &Paths) -> Result<()> {
         .context("cannot start the MCP runtime")?;
     runtime.block_on(async {
         let running = server
-            .serve(rmcp::transport::stdio())
+            .serve(rmcp::transport::stdio_pipes())
             .await
             .context("MCP start-up failed")?;
         running.waiting().await.context("MCP session failed")?;
