@@ -228,6 +228,9 @@ fn run(command: Command, paths: &Paths) -> Result<()> {
             if recall_on_start && agent != Agent::ClaudeCode {
                 bail!("--recall-on-start is for claude-code (a SessionStart hook)");
             }
+            if mcp && agent == Agent::Pi {
+                bail!("pi has no MCP support; `kith install pi` adds its capture extension");
+            }
             let kith = installed_kith()?;
             println!("{}", crate::install::install(paths, agent, &kith, true)?);
             if mcp {
