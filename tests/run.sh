@@ -35,6 +35,17 @@ if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then
   fi
 fi
 
+# The official Python MCP SDK (pinned, PyPI) that drives `kith mcp` in
+# tests/tests/mcp.rs, in a venv under target/ (made once, kept while the
+# pin is unchanged).
+mcp_venv=target/mcp-venv
+if ! cmp -s tests/mcp/requirements.txt "$mcp_venv/requirements.txt" 2>/dev/null; then
+  rm -rf "$mcp_venv"
+  python3 -m venv "$mcp_venv"
+  "$mcp_venv/bin/pip" install --quiet --disable-pip-version-check -r tests/mcp/requirements.txt
+  cp tests/mcp/requirements.txt "$mcp_venv/requirements.txt"
+fi
+
 # A real Meilisearch server for the conformance suite's Meilisearch run:
 # KITH_MEILI_BIN, then `meilisearch` on PATH, then ../shared/bin beside the
 # repository. No package registry ships one, so it may be missing: then the

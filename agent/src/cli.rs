@@ -118,11 +118,22 @@ pub enum Command {
     Install {
         /// claude-code, codex or pi.
         agent: Agent,
+        /// Also register `kith mcp` as an MCP server (claude-code: user
+        /// scope in .claude.json; codex: [mcp_servers.kith] in config.toml).
+        #[arg(long)]
+        mcp: bool,
+        /// claude-code: start each session with a short list of recent
+        /// work in its folder (a SessionStart hook running `kith context --hook`).
+        #[arg(long)]
+        recall_on_start: bool,
     },
     /// Remove kith's hook from an agent's configuration.
     Uninstall {
         /// claude-code, codex or pi.
         agent: Agent,
+        /// Remove only the `kith mcp` server entry, keeping the hook.
+        #[arg(long)]
+        mcp: bool,
     },
     /// Set this machine up: kith on PATH, every present agent's hook, and a
     /// user service running `kith watch` (idempotent).
@@ -136,6 +147,9 @@ pub enum Command {
         #[arg(long)]
         yes: bool,
     },
+    /// A Model Context Protocol server on stdin/stdout: the agents' own
+    /// access to what this machine's owner may read (run by the agent).
+    Mcp,
     #[command(flatten)]
     Family(FamilyCommand),
 }
@@ -382,8 +396,6 @@ fn run(command: Command, paths: &Paths, dirs: &DirArgs, flags: &Flags) -> Result
             clap_complete::generate(shell, &mut Cli::command(), "kith", &mut std::io::stdout());
             Ok(())
         }
-        Command::Install { agent } => install(paths, agent, true),
-        Command::Uninstall { agent } => install(paths, agent, false),
         Command::Setup(args) => setup(paths, args),
         Command::Forget { id, yes } => {
             let auth = Auth::load(paths, &settings()?)?;
@@ -396,6 +408,54 @@ fn run(command: Command, paths: &Paths, dirs: &DirArgs, flags: &Flags) -> Result
                 &id,
                 yes,
             )
+        }
+        Command::Install {
+            agent,
+            mcp,
+            recall_on_start,
+        } => {
+            if recall_on_start && agent != Agent::ClaudeCode {
+                bail!("--recall-on-start is for claude-code (a SessionStart hook)");
+            }
+            if mcp && agent == Agent::Pi {
+                bail!("pi has no MCP support; `kith install pi` adds its capture extension");
+            }
+            let kith = installed_kith()?;
+            println!("{}", crate::install::install(paths, agent, &kith, true)?);
+            if mcp {
+                println!(
+                    "{}",
+                    crate::install::mcp::install(paths, agent, &kith, true)?
+                );
+            }
+            if recall_on_start {
+                println!("{}", crate::install::install_recall(paths, &kith, true)?);
+            }
+            Ok(())
+        }
+        Command::Uninstall { agent, mcp } => {
+            let kith = installed_kith()?;
+            let outcome = if mcp {
+                crate::install::mcp::install(paths, agent, &kith, false)?
+            } else {
+                crate::install::install(paths, agent, &kith, false)?
+            };
+            println!("{outcome}");
+            Ok(())
+        }
+        Command::Mcp => crate::mcp::run(paths, &settings()?),
+        // A SessionStart hook prints what it can and never fails the session.
+        Command::Family(FamilyCommand::Context { hook: true, .. }) => {
+            let auth = settings().and_then(|s| Ok(Auth::load(paths, &s)?));
+            if let Ok(auth) = auth {
+                let remote = Remote {
+                    central_url: &auth.central_url,
+                    token: auth.token.expose(),
+                    certificates: crate::client::trusted_certificates(&auth).unwrap_or_default(),
+                };
+                print!("{}", crate::recall::session_start(&remote));
+            }
+            Ok(())
         }
         Command::Family(cmd) => {
             let auth = Auth::load(paths, &settings()?)?;
@@ -420,11 +480,10 @@ fn token_origin(paths: &Paths) -> Result<Option<crate::config::Origin>> {
     Ok(Auth::read(paths)?.map(|_| Origin::File(paths.auth_file())))
 }
 
-fn install(paths: &Paths, agent: Agent, add: bool) -> Result<()> {
+/// The binary the agents' hooks and MCP entries run: this one.
+fn installed_kith() -> Result<PathBuf> {
     let kith = std::env::current_exe().context("cannot tell where kith is installed")?;
-    let kith = kith.canonicalize().unwrap_or(kith);
-    println!("{}", crate::install::install(paths, agent, &kith, add)?);
-    Ok(())
+    Ok(kith.canonicalize().unwrap_or(kith))
 }
 
 fn setup(paths: &Paths, args: SetupArgs) -> Result<()> {

@@ -67,6 +67,15 @@ pub fn render_show(
     out
 }
 
+/// Turns alone, uncoloured, as `kith show` prints them (for `kith mcp`).
+pub fn render_turns(turns: &[ConversationTurn], options: ShowOptions) -> String {
+    let mut out = String::new();
+    for turn in turns {
+        render_turn(&mut out, turn, options, Style { color: false }, 0);
+    }
+    out
+}
+
 fn render_subagent(
     out: &mut String,
     sub: &Read<'_>,

@@ -1,7 +1,7 @@
 //! The family CLI: `kith search`, `kith tree`, `kith show`, `kith share`,
-//! `kith tag`, `kith audit`. Central does the work; this module asks it and
-//! renders the answer for a person (grouped, relative times, highlighted
-//! snippets) or for a script (`--json`).
+//! `kith tag`, `kith audit`, `kith context`. Central does the work; this
+//! module asks it and renders the answer for a person (grouped, relative
+//! times, highlighted snippets) or for a script (`--json`).
 
 use std::fmt::Write as _;
 use std::io::{IsTerminal, Write as _};
@@ -78,6 +78,26 @@ pub enum FamilyCommand {
         /// The conversation, its subagents and its turns as one JSON document.
         #[arg(long, conflicts_with_all = ["raw", "lines"])]
         json: bool,
+    },
+    /// The passages of past conversations most useful for a task, each
+    /// with its citation, fitted to a token budget.
+    Context {
+        /// The task, in your own words.
+        #[arg(required_unless_present = "hook")]
+        task: Option<String>,
+        /// Most tokens the pack may hold (characters / 4), 1 to 32000.
+        #[arg(long, default_value_t = 4000)]
+        budget: u32,
+        /// Only conversations in this folder or below it (e.g. `.`).
+        #[arg(long)]
+        project: Option<PathBuf>,
+        /// Central's answer (the pack and its passages) as one JSON document.
+        #[arg(long)]
+        json: bool,
+        /// As Claude Code's SessionStart hook: recent work in the session's
+        /// folder (at most 800 tokens); always exits 0.
+        #[arg(long, conflicts_with_all = ["task", "json"])]
+        hook: bool,
     },
 }
 
@@ -224,7 +244,10 @@ impl FamilyCommand {
     pub fn json(&self) -> bool {
         match self {
             Self::Search(args) => args.json,
-            Self::Tree { json, .. } | Self::Show { json, .. } | Self::Audit { json } => *json,
+            Self::Tree { json, .. }
+            | Self::Show { json, .. }
+            | Self::Context { json, .. }
+            | Self::Audit { json } => *json,
             Self::Share(ShareCommand::List { json }) => *json,
             Self::Share(_) | Self::Tag(_) | Self::Web { .. } => false,
         }
@@ -506,6 +529,30 @@ pub fn run(cmd: FamilyCommand, remote: &Remote<'_>) -> Result<()> {
             if print || open_in_browser(&url).is_err() {
                 writeln!(stdout, "{url}")?;
                 writeln!(stdout, "works once, until {}", link.expires_at)?;
+            }
+        }
+        FamilyCommand::Context {
+            task,
+            budget,
+            project,
+            json,
+            ..
+        } => {
+            let req = kith_proto::ContextRequest {
+                task: task.unwrap_or_default(),
+                budget_tokens: Some(budget),
+                filters: SearchFilters {
+                    cwd_prefix: project.map(|p| absolute(&p)).transpose()?,
+                    ..SearchFilters::default()
+                },
+            };
+            let res: kith_proto::ContextResponse = remote
+                .send(http.post(remote.url("/api/context")).json(&req))?
+                .json()?;
+            if json {
+                writeln!(stdout, "{}", serde_json::to_string(&res)?)?;
+            } else {
+                write!(stdout, "{}", crate::mcp::pack_text(&res))?;
             }
         }
         FamilyCommand::Audit { json } => {

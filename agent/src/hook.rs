@@ -60,7 +60,7 @@ pub fn run(paths: &Paths, flags: &Flags, pi_file: Option<PathBuf>, argument: Opt
 }
 
 /// The payload on stdin (nothing from a terminal).
-fn read_payload() -> Vec<u8> {
+pub(crate) fn read_payload() -> Vec<u8> {
     let stdin = std::io::stdin();
     if stdin.is_terminal() {
         return Vec::new();

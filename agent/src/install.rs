@@ -8,6 +8,8 @@
 //! - Codex: `notify = [<kith>, "hook"]` in `config.toml` (formatting kept by
 //!   `toml_edit`); another program already there is never replaced;
 //! - pi: the extension `extensions/kith.ts`, which runs `kith hook --pi FILE`.
+//!
+//! `--mcp` also registers `kith mcp` as an MCP server (`install::mcp`).
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
@@ -22,6 +24,8 @@ use serde_json::{json, Value};
 use crate::config::{write_file, Durability, Paths};
 use crate::error::{Error, IoContext, Result};
 
+pub mod mcp;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Agent {
     ClaudeCode,
@@ -32,6 +36,8 @@ pub enum Agent {
 /// What an install or uninstall did, for the one line `kith` prints.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Outcome {
+    /// What was added or removed: "kith's hook", "the kith MCP server".
+    pub what: &'static str,
     pub file: PathBuf,
     pub changed: bool,
     pub add: bool,
@@ -39,12 +45,12 @@ pub struct Outcome {
 
 impl std::fmt::Display for Outcome {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let file = self.file.display();
+        let (what, file) = (self.what, self.file.display());
         match (self.changed, self.add) {
-            (true, true) => write!(f, "installed kith's hook in {file}"),
-            (true, false) => write!(f, "removed kith's hook from {file}"),
-            (false, true) => write!(f, "kith's hook is already in {file}"),
-            (false, false) => write!(f, "kith's hook was not in {file}"),
+            (true, true) => write!(f, "installed {what} in {file}"),
+            (true, false) => write!(f, "removed {what} from {file}"),
+            (false, true) => write!(f, "{what} is already in {file}"),
+            (false, false) => write!(f, "{what} was not in {file}"),
         }
     }
 }
@@ -53,7 +59,7 @@ impl std::fmt::Display for Outcome {
 type Edit = fn(&str, &Path, bool) -> Result<Option<String>>;
 
 /// Adds (`add`) or removes kith's hook for `agent`; `kith` is the binary the
-/// hook runs.
+/// hook runs. Removing also removes the recall hook.
 pub fn install(paths: &Paths, agent: Agent, kith: &Path, add: bool) -> Result<Outcome> {
     let file = config_file(paths, agent);
     let edit: Edit = match agent {
@@ -61,27 +67,72 @@ pub fn install(paths: &Paths, agent: Agent, kith: &Path, add: bool) -> Result<Ou
         Agent::Codex => codex_config,
         Agent::Pi => pi_extension,
     };
-    let (text, mode) = match fs::read_to_string(&file) {
+    // pi's extension is a file of kith's own: removing it removes the file.
+    let remove_empty = agent == Agent::Pi;
+    let outcome = edit_file(
+        &file,
+        0o644,
+        remove_empty,
+        |text| edit(text, kith, add),
+        add,
+    )?;
+    Ok(Outcome {
+        what: "kith's hook",
+        ..outcome
+    })
+}
+
+/// Adds (`add`) or removes Claude Code's SessionStart hook that runs
+/// `kith context --hook` (`kith install claude-code --recall-on-start`).
+pub fn install_recall(paths: &Paths, kith: &Path, add: bool) -> Result<Outcome> {
+    let file = paths.claude_dir.join("settings.json");
+    let outcome = edit_file(
+        &file,
+        0o644,
+        false,
+        |text| claude_recall(text, kith, add),
+        add,
+    )?;
+    Ok(Outcome {
+        what: "kith's SessionStart recall hook",
+        ..outcome
+    })
+}
+
+/// Reads `file` (empty when missing), applies `edit` and writes the result
+/// back with the file's mode (`new_mode` for a new file); an empty result
+/// removes the file when `remove_empty`.
+pub(crate) fn edit_file(
+    file: &Path,
+    new_mode: u32,
+    remove_empty: bool,
+    edit: impl FnOnce(&str) -> Result<Option<String>>,
+    add: bool,
+) -> Result<Outcome> {
+    let (text, mode) = match fs::read_to_string(file) {
         Ok(text) => {
-            let mode = fs::metadata(&file).at("stat", &file)?.permissions().mode();
+            let mode = fs::metadata(file).at("stat", file)?.permissions().mode();
             (text, mode & 0o777)
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => (String::new(), 0o644),
-        Err(e) => return Err(e).at("read", &file),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => (String::new(), new_mode),
+        Err(e) => return Err(e).at("read", file),
     };
-    let new = edit(&text, kith, add).map_err(|e| match e {
+    let new = edit(&text).map_err(|e| match e {
         Error::Refused(why) => Error::Refused(format!("{}: {why}", file.display())),
         e => e,
     })?;
     let changed = new.is_some();
     match new {
-        Some(new) if new.is_empty() && agent == Agent::Pi => {
-            fs::remove_file(&file).at("remove", &file)?
-        }
-        Some(new) => write_file(&file, new.as_bytes(), mode, Durability::Durable)?,
+        Some(new) if new.is_empty() && remove_empty => fs::remove_file(file).at("remove", file)?,
+        Some(new) => write_file(file, new.as_bytes(), mode, Durability::Durable)?,
         None => {}
     }
-    Ok(Outcome { file, changed, add })
+    Ok(Outcome {
+        what: "",
+        file: file.to_owned(),
+        changed,
+        add,
+    })
 }
 
 /// The file kith's hook for `agent` lives in.
@@ -94,24 +145,32 @@ pub fn config_file(paths: &Paths, agent: Agent) -> PathBuf {
 }
 
 const CLAUDE_EVENTS: [&str; 4] = ["Stop", "SubagentStop", "PreCompact", "SessionEnd"];
+/// Where `--recall-on-start` runs `kith context --hook`: what it prints
+/// begins a new session's context.
+const RECALL_EVENT: &str = "SessionStart";
+const RECALL_ARGS: &str = "context --hook";
 
-/// The shell command Claude runs: `<kith> hook`, the path quoted if needed.
-fn claude_command(kith: &Path) -> String {
+/// The shell command Claude runs: `<kith> <args>`, the path quoted if needed.
+fn claude_command(kith: &Path, args: &str) -> String {
     let path = kith.display().to_string();
     let plain = path
         .bytes()
         .all(|b| b.is_ascii_alphanumeric() || b"/._-+:,@%=".contains(&b));
     if plain {
-        format!("{path} hook")
+        format!("{path} {args}")
     } else {
-        format!("'{}' hook", path.replace('\'', r"'\''"))
+        format!("'{}' {args}", path.replace('\'', r"'\''"))
     }
 }
 
-/// `<anything>/kith hook`, quoted or not: a hook kith added (perhaps from
-/// another install location).
+/// `<anything>/kith hook` or `<anything>/kith context --hook`, quoted or
+/// not: a hook kith added (perhaps from another install location).
 fn is_kith_command(command: &str) -> bool {
-    let Some(program) = command.trim().strip_suffix(" hook") else {
+    let command = command.trim();
+    let Some(program) = command
+        .strip_suffix(" hook")
+        .or_else(|| command.strip_suffix(&format!(" {RECALL_ARGS}")))
+    else {
         return false;
     };
     let program = program.trim().trim_matches('\'').trim_matches('"');
@@ -133,10 +192,37 @@ fn is_kith_group(group: &Value) -> bool {
     }
 }
 
+/// kith's matcher group running `<kith> <args>`.
+fn claude_group(kith: &Path, args: &str) -> Value {
+    json!({"hooks": [{"type": "command", "command": claude_command(kith, args), "timeout": 10}]})
+}
+
 /// Claude's settings with kith's group on each capture event, or without
-/// any; `None` when nothing changes. Values kith does not edit keep their
-/// exact text (and so their order and formatting).
+/// any (and without the recall hook); `None` when nothing changes.
 fn claude_settings(text: &str, kith: &Path, add: bool) -> Result<Option<String>> {
+    let mut events: Vec<(&str, Option<Value>)> = CLAUDE_EVENTS
+        .iter()
+        .map(|e| (*e, add.then(|| claude_group(kith, "hook"))))
+        .collect();
+    if !add {
+        events.push((RECALL_EVENT, None));
+    }
+    claude_hooks(text, &events)
+}
+
+/// Claude's settings with (or without) `kith context --hook` on
+/// SessionStart; `None` when nothing changes.
+pub fn claude_recall(text: &str, kith: &Path, add: bool) -> Result<Option<String>> {
+    claude_hooks(
+        text,
+        &[(RECALL_EVENT, add.then(|| claude_group(kith, RECALL_ARGS)))],
+    )
+}
+
+/// Sets kith's group on each event to the one given (or to none), keeping
+/// every other group; `None` when nothing changes. Values kith does not
+/// edit keep their exact text (and so their order and formatting).
+fn claude_hooks(text: &str, events: &[(&str, Option<Value>)]) -> Result<Option<String>> {
     let bad = |reason: String| Error::Invalid {
         what: "Claude Code settings JSON",
         path: PathBuf::from("settings.json"),
@@ -152,10 +238,8 @@ fn claude_settings(text: &str, kith: &Path, add: bool) -> Result<Option<String>>
         Some(raw) => members(raw.get())?,
         None => Members::default(),
     };
-    let ours =
-        json!({"hooks": [{"type": "command", "command": claude_command(kith), "timeout": 10}]});
     let mut changed = false;
-    for event in CLAUDE_EVENTS {
+    for (event, ours) in events {
         let groups: Vec<Box<RawValue>> = match hooks.raw(event) {
             Some(raw) => {
                 serde_json::from_str(raw.get()).map_err(|e| bad(format!("hooks.{event}: {e}")))?
@@ -167,10 +251,9 @@ fn claude_settings(text: &str, kith: &Path, add: bool) -> Result<Option<String>>
             .map(|g| serde_json::from_str(g.get()).unwrap_or(Value::Null))
             .collect();
         let kith_groups: Vec<&Value> = parsed.iter().filter(|g| is_kith_group(g)).collect();
-        let already = if add {
-            kith_groups.len() == 1 && *kith_groups[0] == ours
-        } else {
-            kith_groups.is_empty()
+        let already = match ours {
+            Some(ours) => kith_groups.len() == 1 && kith_groups[0] == ours,
+            None => kith_groups.is_empty(),
         };
         if already {
             continue;
@@ -182,7 +265,7 @@ fn claude_settings(text: &str, kith: &Path, add: bool) -> Result<Option<String>>
             .filter(|(_, g)| !is_kith_group(g))
             .map(|(raw, _)| Member::Raw(raw))
             .collect();
-        if add {
+        if let Some(ours) = ours {
             kept.push(Member::Value(ours.clone()));
         }
         if kept.is_empty() {

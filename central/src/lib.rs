@@ -6,6 +6,7 @@ pub mod accept;
 pub mod auth;
 pub mod cli;
 pub mod config;
+pub mod context;
 pub mod conversation;
 pub mod embed;
 pub mod error;

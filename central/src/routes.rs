@@ -21,7 +21,7 @@ use tracing::Level;
 use utoipa::OpenApi;
 
 use crate::error::Error;
-use crate::handlers::{conversations, meta, runs, search, shares, web};
+use crate::handlers::{context, conversations, meta, runs, search, shares, web};
 use crate::state::AppState;
 use crate::web::{actions, assets, pages};
 
@@ -55,6 +55,7 @@ pub fn app(state: AppState) -> Router {
         .route("/api/conversations/{id}/jsonl", get(conversations::jsonl))
         .route("/api/conversations/{id}/tags", post(conversations::tags))
         .route("/api/search", post(search::post))
+        .route("/api/context", post(context::post))
         .route("/api/shares", post(shares::post).get(shares::index))
         .route("/api/shares/{id}", delete(shares::delete))
         .route("/api/audit", get(shares::audit))
@@ -201,6 +202,7 @@ fn with_error_body(res: Response, body_limit: usize) -> Response {
     conversations::jsonl,
     conversations::tags,
     search::post,
+    context::post,
     shares::post,
     shares::index,
     shares::delete,

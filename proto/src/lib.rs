@@ -524,6 +524,56 @@ pub struct SearchResponse {
     pub degraded: Option<String>,
 }
 
+/// `POST /api/context`: the passages most useful for a task, fitted to a
+/// token budget.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ContextRequest {
+    /// The task, in the agent's or person's own words.
+    pub task: String,
+    /// 1..=32000, default 4000. Tokens are counted as characters / 4,
+    /// rounded up (`kith_shared::tokens`).
+    pub budget_tokens: Option<u32>,
+    /// The search filters (`cwd_prefix` for a project).
+    #[serde(default)]
+    pub filters: SearchFilters,
+}
+
+/// One passage of a context pack.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct ContextPassage {
+    /// `kith://<conversation>/<run>#L<start>-L<end>`.
+    pub citation: String,
+    pub conversation_id: String,
+    pub run_id: String,
+    pub line_start: u64,
+    pub line_end: u64,
+    pub title: Option<String>,
+    /// Handle of the run's owner.
+    pub owner: String,
+    pub machine: String,
+    pub started_at: String,
+    pub role: String,
+    /// The passage, cut at a word to fit when it was the last to go in.
+    pub text: String,
+    /// What this passage costs in `pack` (its heading line and text).
+    pub tokens: u32,
+}
+
+/// A context pack: `pack` is the passages rendered as one text block,
+/// `passages` the same as data.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct ContextResponse {
+    pub pack: String,
+    pub passages: Vec<ContextPassage>,
+    pub budget_tokens: u32,
+    /// Tokens `pack` holds; at most `budget_tokens`.
+    pub used_tokens: u32,
+    /// As in search: set when semantic search was unavailable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub degraded: Option<String>,
+}
+
 /// Work waiting on each lane of the pipeline.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct LaneDepths {
@@ -714,6 +764,9 @@ pub struct SignInLink {
         SearchHit,
         SearchTiming,
         SearchResponse,
+        ContextRequest,
+        ContextPassage,
+        ContextResponse,
         LaneDepths,
         Counts,
         StatusResponse,

@@ -1,5 +1,6 @@
 //! Pure code that both the device agent and central use: ids, hashing, JSONL
-//! line checks, transcript formats -> turns, chunking and redaction. No IO
+//! line checks, transcript formats -> turns, chunking, redaction and
+//! token counts. No IO
 //! (but for `fixtures`, the tests' transcripts, built only for tests).
 
 pub mod chunk;
@@ -11,4 +12,5 @@ pub mod jsonl;
 pub mod redact;
 pub mod tags;
 pub mod timestamp;
+pub mod tokens;
 pub mod transcript;

@@ -451,6 +451,64 @@ pub fn score(
     Ok(out)
 }
 
+/// Token budgets the context pack is measured at.
+pub const PACK_BUDGETS: [u32; 3] = [1000, 2000, 4000];
+
+/// One question's context-pack figures: `pack_recall@B` (the share of its
+/// evidence turns inside the line ranges of the passages of a `POST
+/// /api/context` pack of B tokens, within its conversation; a passage cut
+/// to fit counts only when it was not cut), `pack_passages@B` and
+/// `pack_tokens@B`, for B in `PACK_BUDGETS`.
+pub fn pack_score(
+    api: &Api,
+    sessions: &[Session],
+    runs: &HashMap<String, usize>,
+    q: &Question,
+) -> Result<Scores> {
+    let want: HashSet<&str> = q.evidence.iter().map(String::as_str).collect();
+    let mut out = Scores::new();
+    for budget in PACK_BUDGETS {
+        let r = api.post(
+            "/api/context",
+            &json!({
+                "task": q.text,
+                "budget_tokens": budget,
+                "filters": {"conversation_id": q.conversation},
+            }),
+        )?;
+        anyhow::ensure!(r.status == 200, "context failed: {r:?}");
+        let passages = r.body["passages"].as_array().cloned().unwrap_or_default();
+        let mut found = HashSet::new();
+        for p in passages
+            .iter()
+            .filter(|p| !p["text"].as_str().unwrap_or_default().ends_with('…'))
+        {
+            let Some(&s) = p["run_id"].as_str().and_then(|id| runs.get(id)) else {
+                continue;
+            };
+            let a = p["line_start"].as_u64().unwrap_or(1).max(1) as usize;
+            let b = p["line_end"].as_u64().unwrap_or(0) as usize;
+            for line in a..=b {
+                if let Some(dia) = sessions[s].lines.get(line - 1) {
+                    if want.contains(dia.as_str()) {
+                        found.insert(dia.clone());
+                    }
+                }
+            }
+        }
+        out.insert(
+            format!("pack_recall@{budget}"),
+            found.len() as f64 / want.len().max(1) as f64,
+        );
+        out.insert(format!("pack_passages@{budget}"), passages.len() as f64);
+        out.insert(
+            format!("pack_tokens@{budget}"),
+            r.body["used_tokens"].as_f64().unwrap_or(0.0),
+        );
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -481,11 +481,17 @@ fn service_endpoints_describe_themselves() -> Result<()> {
         "/api/runs/{id}/jsonl",
         "/api/runs/forest",
         "/api/search",
+        "/api/context",
         "/api/status",
     ] {
         assert!(api.body["paths"][path].is_object(), "openapi lacks {path}");
     }
-    assert!(api.body["components"]["schemas"]["IngestRequest"].is_object());
+    for schema in ["IngestRequest", "ContextRequest", "ContextResponse"] {
+        assert!(
+            api.body["components"]["schemas"][schema].is_object(),
+            "openapi lacks {schema}"
+        );
+    }
     // /metrics is family-wide: an admin's token reads it, a member's and
     // none do not.
     let denied = alice.get("/metrics")?;

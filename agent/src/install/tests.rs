@@ -90,6 +90,40 @@ fn claude_install_is_idempotent_keeps_settings_and_uninstall_restores_them() -> 
 }
 
 #[test]
+fn recall_on_start_is_a_session_start_hook_that_uninstall_removes() -> anyhow::Result<()> {
+    let (_tmp, paths) = device()?;
+    let file = paths.claude_dir.join("settings.json");
+    fs::create_dir_all(&paths.claude_dir)?;
+    fs::write(&file, SETTINGS)?;
+    let kith = Path::new(KITH);
+    install(&paths, Agent::ClaudeCode, kith, true)?;
+    let hooked = fs::read_to_string(&file)?;
+    let v: Value = serde_json::from_str(&hooked)?;
+    assert!(v["hooks"].get("SessionStart").is_none(), "off unless asked");
+
+    assert!(install_recall(&paths, kith, true)?.changed);
+    assert!(!install_recall(&paths, kith, true)?.changed, "twice");
+    let v: Value = serde_json::from_str(&fs::read_to_string(&file)?)?;
+    assert_eq!(
+        v["hooks"]["SessionStart"],
+        json!([{"hooks": [{"type": "command", "command": "/usr/local/bin/kith context --hook", "timeout": 10}]}])
+    );
+    assert_eq!(v["hooks"]["Stop"].as_array().map(Vec::len), Some(2));
+
+    assert!(install_recall(&paths, kith, false)?.changed);
+    assert_eq!(
+        fs::read_to_string(&file)?,
+        hooked,
+        "exactly the recall hook goes"
+    );
+    install_recall(&paths, kith, true)?;
+    // Uninstalling kith's hooks takes the recall hook too.
+    assert!(install(&paths, Agent::ClaudeCode, kith, false)?.changed);
+    assert_eq!(fs::read_to_string(&file)?, SETTINGS);
+    Ok(())
+}
+
+#[test]
 fn claude_install_creates_settings_and_moves_an_old_kith_hook() -> anyhow::Result<()> {
     let (_tmp, paths) = device()?;
     let file = paths.claude_dir.join("settings.json");

@@ -1,6 +1,7 @@
 //! HTTP handlers, one file per resource, named by verb. Each extracts, makes
 //! one domain call and returns a DTO.
 
+pub mod context;
 pub mod conversations;
 pub mod meta;
 pub mod runs;

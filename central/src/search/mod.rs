@@ -352,28 +352,8 @@ fn group_hits(
     let mut groups = Vec::new();
     for key in order.into_iter().skip(offset).take(limit) {
         let hits = members.remove(&key).unwrap_or_default();
-        let facts = crate::conversation::ConversationId::parse(&key)
-            .ok()
-            .map(|id| registry.conversation_runs(viewer, &id))
-            .transpose()?
-            .unwrap_or_default();
-        let metas: Vec<&RunMeta> = facts.iter().map(|r| &r.meta).collect();
         let Some(first) = hits.first() else { continue };
-        let folded = crate::conversation::ConversationId::parse(&key)
-            .ok()
-            .and_then(|id| {
-                crate::conversation::fold(&crate::conversation::ConversationRuns {
-                    id: &id,
-                    owner: metas
-                        .first()
-                        .and_then(|r| handles.get(&r.user_id))
-                        .map_or("", String::as_str),
-                    runs: &metas,
-                    parent_id: None,
-                    depth: 0,
-                })
-            });
-        groups.push(match folded {
+        groups.push(match conversation_facts(registry, viewer, &key, handles)? {
             Some(c) => SearchGroup {
                 conversation_id: c.id,
                 title: c.title,
@@ -407,6 +387,34 @@ fn group_hits(
         });
     }
     Ok(groups)
+}
+
+/// A conversation's facts as `viewer` sees them, folded from the runs it may
+/// read; `None` when `id` is not a conversation id or nothing of it is
+/// readable.
+pub(crate) fn conversation_facts(
+    registry: &crate::registry::Registry,
+    viewer: &Viewer,
+    id: &str,
+    handles: &HashMap<String, String>,
+) -> Result<Option<kith_proto::Conversation>> {
+    let Ok(id) = crate::conversation::ConversationId::parse(id) else {
+        return Ok(None);
+    };
+    let runs = registry.conversation_runs(viewer, &id)?;
+    let metas: Vec<&RunMeta> = runs.iter().map(|r| &r.meta).collect();
+    Ok(crate::conversation::fold(
+        &crate::conversation::ConversationRuns {
+            id: &id,
+            owner: metas
+                .first()
+                .and_then(|r| handles.get(&r.user_id))
+                .map_or("", String::as_str),
+            runs: &metas,
+            parent_id: None,
+            depth: 0,
+        },
+    ))
 }
 
 fn resolve_filters(f: &kith_proto::SearchFilters) -> Result<Filters> {

@@ -11,6 +11,13 @@
 //! `--split tune|report|all` (default all): the first three conversations
 //! in id order are for tuning, the other two are held out and reported on
 //! (`locomo::Split`). Every conversation is ingested whichever is asked.
+//!
+//! `--pack`: hybrid only, and beside its recall the context pack's
+//! (`POST /api/context`): evidence recall within a 1,000 / 2,000 / 4,000
+//! token pack (`locomo::pack_score`); then each question of the split once
+//! more as a `kith mcp` search (hybrid) from the Python MCP SDK client
+//! over stdio (tests/mcp/client.py, in the venv tests/run.sh makes),
+//! timed per call, beside the same search straight to `POST /api/search`.
 
 use std::collections::BTreeMap;
 
@@ -21,15 +28,17 @@ use serde_json::{json, Value};
 
 const MODES: [&str; 3] = ["keyword", "semantic", "hybrid"];
 
-fn parse_args() -> Result<Split> {
+fn parse_args() -> Result<(Split, bool)> {
     let mut split = Split::All;
+    let mut pack = false;
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
         match a.as_str() {
             "--split" => split = Split::parse(&it.next().context("--split needs a value")?)?,
+            "--pack" => pack = true,
             "-h" | "--help" => {
                 println!(
-                    "usage: kith-eval [--split tune|report|all]\n\
+                    "usage: kith-eval [--split tune|report|all] [--pack]\n\
                      tune: the first {} LoCoMo dev conversations in id order; report: the rest",
                     locomo::TUNE_CONVERSATIONS
                 );
@@ -38,16 +47,17 @@ fn parse_args() -> Result<Split> {
             other => bail!("unknown argument {other:?} (try --help)"),
         }
     }
-    Ok(split)
+    Ok((split, pack))
 }
 
 fn main() -> Result<()> {
-    let split = parse_args()?;
+    let (split, pack) = parse_args()?;
     let (sessions, mut questions) = locomo::load(&reference_dir().join("data/locomo-dev"))?;
     let asked = split.conversations(&sessions);
     questions.retain(|q| asked.contains(&q.conversation));
     let central = Central::start()?;
-    let api = central.client(&central.register("locomo.test", "eval")?);
+    let token = central.register("locomo.test", "eval")?;
+    let api = central.client(&token);
     eprintln!(
         "ingesting {} sessions, then asking {} questions ({} split) per mode",
         sessions.len(),
@@ -61,9 +71,15 @@ fn main() -> Result<()> {
         }
     }
     let mut scores: BTreeMap<&str, Vec<Scores>> = BTreeMap::new();
-    for mode in MODES {
+    let modes: &[&str] = if pack { &["hybrid"] } else { &MODES };
+    for &mode in modes {
         match locomo::evaluate(&api, &sessions, &runs, &questions, mode, &[5, 10, 20]) {
-            Ok(r) => {
+            Ok(mut r) => {
+                if pack {
+                    for (q, s) in questions.iter().zip(&mut r) {
+                        s.extend(locomo::pack_score(&api, &sessions, &runs, q)?);
+                    }
+                }
                 scores.insert(mode, r);
             }
             Err(e) => println!("{mode:<10} unavailable: {e}"),
@@ -110,7 +126,13 @@ fn main() -> Result<()> {
             by_mode.insert(mode.into(), Value::Object(by_cat));
         }
         print_tables(&by_mode);
+        if pack {
+            print_pack(&by_mode);
+        }
         all.insert(part.name().into(), Value::Object(by_mode));
+    }
+    if pack {
+        latency(&central.url, &token, &api, &questions)?;
     }
     let doc = json!({
         "split": split.name(),
@@ -174,4 +196,105 @@ fn print_tables(by_mode: &serde_json::Map<String, Value>) {
             block(m, "pool_"),
         );
     });
+}
+
+/// The context pack's evidence recall per budget, beside plain hybrid
+/// search's R@10.
+fn print_pack(by_mode: &serde_json::Map<String, Value>) {
+    let at = |m: &Value, key: &str| m[key].as_f64().unwrap_or(f64::NAN);
+    println!(
+        "{:<12} {:>4} {:>6} {}",
+        "category",
+        "n",
+        "R@10",
+        locomo::PACK_BUDGETS
+            .map(|b| format!("{:>8} {:>5} {:>6}", format!("pack{b}"), "psg", "tokens"))
+            .join(" ")
+    );
+    let hybrid = by_mode.get("hybrid").and_then(Value::as_object);
+    for (cat, m) in hybrid.into_iter().flatten() {
+        let per_budget = locomo::PACK_BUDGETS.map(|b| {
+            format!(
+                "{:>8.3} {:>5.1} {:>6.0}",
+                at(m, &format!("pack_recall@{b}")),
+                at(m, &format!("pack_passages@{b}")),
+                at(m, &format!("pack_tokens@{b}"))
+            )
+        });
+        println!(
+            "{cat:<12} {:>4} {:>6.3} {}",
+            at(m, "questions"),
+            at(m, "recall@10"),
+            per_budget.join(" ")
+        );
+    }
+}
+
+/// p50 and p99 of a hybrid search per question, through `kith mcp` and
+/// straight to the API.
+fn latency(
+    central: &str,
+    token: &str,
+    api: &kith_tests::Api,
+    questions: &[locomo::Question],
+) -> Result<()> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let python = root.join("../target/mcp-venv/bin/python");
+    if !python.exists() {
+        bail!("{} is missing: run tests/run.sh", python.display());
+    }
+    let home = tempfile::tempdir()?;
+    let steps: Vec<Value> = questions
+        .iter()
+        .map(|q| json!({"op": "call", "tool": "search", "args": {"query": q.text, "mode": "hybrid"}}))
+        .collect();
+    let plan = json!({
+        "command": kith_tests::bin("kith"),
+        "args": ["mcp"],
+        "env": {"HOME": home.path(), "PATH": std::env::var("PATH").unwrap_or_default(),
+                "KITH_CENTRAL_URL": central, "KITH_TOKEN": token},
+        "steps": steps,
+    });
+    let mut child = std::process::Command::new(python)
+        .arg(root.join("mcp/client.py"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()?;
+    std::io::Write::write_all(
+        &mut child.stdin.take().context("no stdin")?,
+        plan.to_string().as_bytes(),
+    )?;
+    let out = child.wait_with_output()?;
+    anyhow::ensure!(out.status.success(), "the MCP client failed");
+    let results: Vec<Value> = serde_json::from_slice(&out.stdout)?;
+    let mut mcp: Vec<f64> = Vec::new();
+    for r in &results {
+        anyhow::ensure!(r["is_error"] == false, "a search failed: {r}");
+        mcp.push(r["ms"].as_f64().unwrap_or(f64::NAN));
+    }
+    anyhow::ensure!(!mcp.is_empty(), "no questions to time");
+    let mut direct = Vec::new();
+    for q in questions {
+        let started = std::time::Instant::now();
+        let r = api.post(
+            "/api/search",
+            &json!({"query": q.text, "mode": "hybrid", "group": "conversation"}),
+        )?;
+        anyhow::ensure!(r.status == 200, "search failed: {:?}", r.body);
+        direct.push(started.elapsed().as_secs_f64() * 1000.0);
+    }
+    let pct = |v: &mut Vec<f64>, p: f64| {
+        v.sort_by(f64::total_cmp);
+        v[((v.len() as f64 - 1.0) * p).round() as usize]
+    };
+    println!(
+        "hybrid search, {} questions: kith mcp (stdio round trip) p50 {:.1} ms p99 {:.1} ms; \
+         POST /api/search p50 {:.1} ms p99 {:.1} ms",
+        mcp.len(),
+        pct(&mut mcp, 0.5),
+        pct(&mut mcp, 0.99),
+        pct(&mut direct, 0.5),
+        pct(&mut direct, 0.99)
+    );
+    Ok(())
 }

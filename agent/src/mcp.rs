@@ -1,0 +1,550 @@
+//! `kith mcp`: a Model Context Protocol server over stdio (the official SDK,
+//! `rmcp`) that lets a coding agent read the family archive as its owner
+//! may: every tool is a request to central with this machine's token, so
+//! central decides what is visible, as for `kith search`. A failed call is
+//! a tool error carrying the API's error code; the server keeps serving.
+//! Every answer fits the caller's token budget (default 4,000).
+
+pub mod render;
+
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{Context as _, Result};
+use kith_proto::{
+    AgentRuntime, ContextRequest, ContextResponse, ConversationResponse, ConversationTurn,
+    ConversationsResponse, ErrorBody, GroupBy, SearchFilters, SearchMode, SearchRequest,
+    SearchResponse, StatusResponse, TurnsResponse,
+};
+use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::{CallToolResult, ContentBlock, Implementation, ServerCapabilities, ServerConfig};
+use rmcp::schemars::{self, JsonSchema};
+use rmcp::{tool, tool_handler, tool_router, ServerHandler, ServiceExt};
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+use time::OffsetDateTime;
+
+use crate::config::{Auth, Paths};
+use crate::settings::Settings;
+use render::Citation;
+
+/// Tokens an answer may hold when the caller does not say.
+pub const DEFAULT_MAX_TOKENS: u32 = 4000;
+/// The largest budget a caller may ask for (central's context pack limit).
+pub const MAX_TOKENS: u32 = 32_000;
+
+/// Serves MCP on stdin/stdout until the client closes them. The agents
+/// start it with pipes, which `stdio_pipes` reads on the IO driver rather
+/// than handing each message to a blocking thread.
+pub fn run(paths: &Paths, settings: &Settings) -> Result<()> {
+    let auth = Auth::load(paths, settings)?;
+    let server = Kith::new(paths.clone(), settings.clone(), &auth)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the MCP runtime")?;
+    runtime.block_on(async {
+        let running = server
+            .serve(rmcp::transport::stdio_pipes())
+            .await
+            .context("MCP start-up failed")?;
+        running.waiting().await.context("MCP session failed")?;
+        Ok(())
+    })
+}
+
+/// A tool call that failed: the API's error code (or kith's own for bad
+/// arguments) and a message the agent can act on.
+#[derive(Debug)]
+struct Failure {
+    code: String,
+    message: String,
+}
+
+impl Failure {
+    fn new(code: &str, message: impl Into<String>) -> Self {
+        Self {
+            code: code.to_owned(),
+            message: message.into(),
+        }
+    }
+}
+
+type ToolResult = std::result::Result<CallToolResult, rmcp::ErrorData>;
+
+/// A tool's text, or its failure as an MCP tool error.
+fn answer(result: std::result::Result<String, Failure>) -> ToolResult {
+    Ok(match result {
+        Ok(text) => CallToolResult::success(vec![ContentBlock::text(text)]),
+        Err(f) => CallToolResult::error(vec![ContentBlock::text(format!(
+            "{} ({})",
+            f.message, f.code
+        ))]),
+    })
+}
+
+/// Central over HTTP with this machine's token (only ever in the
+/// `Authorization` header).
+#[derive(Clone)]
+struct Central {
+    http: reqwest::Client,
+    url: String,
+    auth: Auth,
+}
+
+impl Central {
+    async fn send<T: DeserializeOwned>(
+        &self,
+        req: reqwest::RequestBuilder,
+    ) -> std::result::Result<T, Failure> {
+        let unreachable = |e: reqwest::Error| {
+            let why = if e.is_timeout() {
+                "timed out"
+            } else {
+                "no answer"
+            };
+            Failure::new(
+                "central_unreachable",
+                format!("cannot reach central at {} ({why})", self.url),
+            )
+        };
+        let res = req
+            .bearer_auth(self.auth.token.expose())
+            .send()
+            .await
+            .map_err(unreachable)?;
+        let status = res.status();
+        if !status.is_success() {
+            return Err(match res.json::<ErrorBody>().await {
+                Ok(body) => Failure::new(&body.error.code, body.error.message),
+                Err(_) => Failure::new("central_error", format!("central answered {status}")),
+            });
+        }
+        res.json::<T>()
+            .await
+            .map_err(|e| Failure::new("central_error", format!("unreadable answer: {e}")))
+    }
+
+    fn get(&self, path: &str) -> reqwest::RequestBuilder {
+        self.http.get(format!("{}{path}", self.url))
+    }
+
+    fn post(&self, path: &str) -> reqwest::RequestBuilder {
+        self.http.post(format!("{}{path}", self.url))
+    }
+}
+
+#[derive(Clone)]
+pub struct Kith {
+    central: Central,
+    paths: Paths,
+    /// For the local half of `status` (exclusions, the first line).
+    settings: Settings,
+    tool_router: ToolRouter<Self>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+enum Mode {
+    Hybrid,
+    Keyword,
+    Semantic,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+enum Runtime {
+    ClaudeCode,
+    Codex,
+    Pi,
+    Other,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct SearchArgs {
+    /// What to look for, in plain words ("why did the migration fail").
+    query: String,
+    /// hybrid (default: words and meaning), keyword (exact words) or semantic.
+    mode: Option<Mode>,
+    /// Only conversations in this folder or below it (an absolute path, or relative to where kith mcp runs).
+    project: Option<String>,
+    /// Only conversations whose tools touched this file (a path or its last components).
+    file: Option<String>,
+    /// Only conversations that used this tool or skill (Bash, Edit, exec_command, ...).
+    tool: Option<String>,
+    /// Only conversations that ran a shell command containing this.
+    command: Option<String>,
+    /// Only conversations on this git branch.
+    branch: Option<String>,
+    /// Only conversations of this family member (a handle).
+    owner: Option<String>,
+    /// Only since then: 30m, 12h, 7d, 2w (ago) or an RFC 3339 time.
+    since: Option<String>,
+    /// Only before then: 30m, 12h, 7d, 2w (ago) or an RFC 3339 time.
+    until: Option<String>,
+    /// Only this agent: claude-code, codex, pi or other.
+    runtime: Option<Runtime>,
+    /// Only this machine (its name).
+    machine: Option<String>,
+    /// How many conversations, 1 to 100 (default 10).
+    limit: Option<u32>,
+    /// Most tokens the answer may hold (default 4000, at most 32000).
+    max_tokens: Option<u32>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct ReadArgs {
+    /// A citation from search or context (kith://<conversation>/<run>#L<start>-L<end>): reads those lines' turns.
+    citation: Option<String>,
+    /// Or a conversation id, one of its run ids, or a unique prefix: reads the conversation.
+    id: Option<String>,
+    /// Only these lines of the cited run, like "12-40" (overrides the citation's lines).
+    lines: Option<String>,
+    /// Only these turns of the conversation, 1-based, like "1-20".
+    turns: Option<String>,
+    /// Tool calls with their input and output instead of one line each.
+    tools: Option<bool>,
+    /// Most tokens the answer may hold (default 4000, at most 32000).
+    max_tokens: Option<u32>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct RecentArgs {
+    /// The project folder (default: the folder kith mcp runs in).
+    project: Option<String>,
+    /// Only conversations active since then: 30m, 12h, 7d, 2w or RFC 3339.
+    since: Option<String>,
+    /// How many conversations, 1 to 200 (default 10).
+    limit: Option<u32>,
+    /// Most tokens the answer may hold (default 4000, at most 32000).
+    max_tokens: Option<u32>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct ContextArgs {
+    /// The task at hand, in plain words.
+    task: String,
+    /// Most tokens the pack may hold (default 4000, at most 32000).
+    budget_tokens: Option<u32>,
+    /// Only conversations in this folder or below it (absolute, or relative to where kith mcp runs).
+    project: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct StatusArgs {}
+
+#[tool_router]
+impl Kith {
+    pub fn new(paths: Paths, settings: Settings, auth: &Auth) -> Result<Self> {
+        let mut http = reqwest::Client::builder()
+            .user_agent(concat!("kith-mcp/", env!("CARGO_PKG_VERSION")))
+            .timeout(Duration::from_secs(30));
+        for cert in crate::client::trusted_certificates(auth)? {
+            http = http.add_root_certificate(cert);
+        }
+        let http = http.build()?;
+        Ok(Self {
+            central: Central {
+                http,
+                url: auth.central_url.trim_end_matches('/').to_owned(),
+                auth: auth.clone(),
+            },
+            paths,
+            settings,
+            tool_router: Self::tool_router(),
+        })
+    }
+
+    #[tool(
+        description = "Search the coding-agent conversations you may read (yours and those shared with you), across machines. Hits are grouped by conversation; each hit has a citation kith://<conversation>/<run>#L<start>-L<end> to pass to `read`, and a snippet with matches in «»."
+    )]
+    async fn search(&self, Parameters(a): Parameters<SearchArgs>) -> ToolResult {
+        answer(self.search_text(a).await)
+    }
+
+    #[tool(
+        description = "Read the turns of a conversation: give a citation from `search` or `context` for the cited lines, or a conversation id with an optional turn range. Tool calls are one line each unless tools is true."
+    )]
+    async fn read(&self, Parameters(a): Parameters<ReadArgs>) -> ToolResult {
+        answer(self.read_text(a).await)
+    }
+
+    #[tool(
+        description = "Recent conversations in a project folder, newest first, with their titles and the files they touched."
+    )]
+    async fn recent(&self, Parameters(a): Parameters<RecentArgs>) -> ToolResult {
+        answer(self.recent_text(a).await)
+    }
+
+    #[tool(
+        description = "A context pack for a task: the most relevant passages from past conversations, near-copies removed, each with its citation, conversation title, who and when, fitted to a token budget."
+    )]
+    async fn context(&self, Parameters(a): Parameters<ContextArgs>) -> ToolResult {
+        answer(self.context_text(a).await)
+    }
+
+    #[tool(
+        description = "What kith has captured from this machine's agents and what still waits to be sent, and what central holds."
+    )]
+    async fn status(&self, Parameters(_): Parameters<StatusArgs>) -> ToolResult {
+        answer(Ok(self.status_text().await))
+    }
+}
+
+#[tool_handler(router = self.tool_router)]
+impl ServerHandler for Kith {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("kith", env!("CARGO_PKG_VERSION")))
+            .with_instructions(
+                "kith is the memory of your owner's coding agents: every Claude Code, Codex and pi \
+                 conversation on their machines and those shared with them. Use `context` with the \
+                 task at the start of work, `search` to find what was done before, and `read` with \
+                 a citation to see the exact turns.",
+            )
+    }
+}
+
+impl Kith {
+    async fn search_text(&self, a: SearchArgs) -> std::result::Result<String, Failure> {
+        let max = budget(a.max_tokens)?;
+        let now = OffsetDateTime::now_utc();
+        let req = SearchRequest {
+            query: a.query,
+            mode: match a.mode.unwrap_or(Mode::Hybrid) {
+                Mode::Hybrid => SearchMode::Hybrid,
+                Mode::Keyword => SearchMode::Keyword,
+                Mode::Semantic => SearchMode::Semantic,
+            },
+            filters: SearchFilters {
+                runtime: a.runtime.map(|r| match r {
+                    Runtime::ClaudeCode => AgentRuntime::ClaudeCode,
+                    Runtime::Codex => AgentRuntime::Codex,
+                    Runtime::Pi => AgentRuntime::Pi,
+                    Runtime::Other => AgentRuntime::Other,
+                }),
+                machine: a.machine,
+                since: when("since", a.since, now)?,
+                until: when("until", a.until, now)?,
+                cwd_prefix: a.project.as_deref().map(project).transpose()?,
+                file: a.file,
+                tool: a.tool,
+                command: a.command,
+                branch: a.branch,
+                owner: a.owner,
+                ..SearchFilters::default()
+            },
+            limit: a.limit,
+            group: GroupBy::Conversation,
+            ..SearchRequest::default()
+        };
+        let res: SearchResponse = self
+            .central
+            .send(self.central.post("/api/search").json(&req))
+            .await?;
+        Ok(render::bounded(&render::search(&res), max))
+    }
+
+    async fn read_text(&self, a: ReadArgs) -> std::result::Result<String, Failure> {
+        let max = budget(a.max_tokens)?;
+        let (id, cited) = match (a.citation.as_deref(), a.id) {
+            (Some(c), None) => {
+                let cited = Citation::parse(c).ok_or_else(|| {
+                    Failure::new(
+                        "invalid_citation",
+                        format!("{c:?} is not a citation like kith://<conversation>/<run>#L12-L20"),
+                    )
+                })?;
+                (cited.conversation.clone(), Some(cited))
+            }
+            (None, Some(id)) => (id, None),
+            _ => {
+                return Err(Failure::new(
+                    "invalid_arguments",
+                    "give either citation or id",
+                ))
+            }
+        };
+        let lines = match (a.lines.as_deref(), &cited) {
+            (Some(l), Some(_)) => Some(range("lines", l)?),
+            (Some(_), None) => {
+                return Err(Failure::new(
+                    "invalid_arguments",
+                    "lines are lines of one run: give a citation with them",
+                ))
+            }
+            (None, c) => c.as_ref().map(|c| c.lines),
+        };
+        let turns_range = a.turns.as_deref().map(|t| range("turns", t)).transpose()?;
+        let found: ConversationResponse = self
+            .central
+            .send(self.central.get(&format!(
+                "/api/conversations/{}",
+                crate::family::path_part(&id)
+            )))
+            .await?;
+        let mut turns = self.all_turns(&found.conversation.id).await?;
+        if let (Some(c), Some((from, to))) = (&cited, lines) {
+            turns.retain(|t| t.run_id == c.run && t.line_start <= to && from <= t.line_end);
+        }
+        if let Some((from, to)) = turns_range {
+            let skip = usize::try_from(from - 1).unwrap_or(usize::MAX);
+            let take = usize::try_from(to - from + 1).unwrap_or(usize::MAX);
+            turns = turns.into_iter().skip(skip).take(take).collect();
+        }
+        let text = render::read(&found.conversation, &turns, a.tools.unwrap_or(false));
+        Ok(render::bounded(&text, max))
+    }
+
+    async fn all_turns(&self, id: &str) -> std::result::Result<Vec<ConversationTurn>, Failure> {
+        let mut turns = Vec::new();
+        let mut offset = 0u64;
+        loop {
+            let page: TurnsResponse = self
+                .central
+                .send(
+                    self.central
+                        .get(&format!(
+                            "/api/conversations/{}/turns",
+                            crate::family::path_part(id)
+                        ))
+                        .query(&[("offset", offset.to_string()), ("limit", "1000".into())]),
+                )
+                .await?;
+            turns.extend(page.turns);
+            match page.next_offset {
+                Some(next) if next > offset => offset = next,
+                _ => return Ok(turns),
+            }
+        }
+    }
+
+    async fn recent_text(&self, a: RecentArgs) -> std::result::Result<String, Failure> {
+        let max = budget(a.max_tokens)?;
+        let now = OffsetDateTime::now_utc();
+        let mut query = vec![
+            ("project", project(a.project.as_deref().unwrap_or("."))?),
+            ("limit", a.limit.unwrap_or(10).to_string()),
+        ];
+        if let Some(since) = when("since", a.since, now)? {
+            query.push(("since", since));
+        }
+        let res: ConversationsResponse = self
+            .central
+            .send(self.central.get("/api/conversations").query(&query))
+            .await?;
+        Ok(render::bounded(&render::recent(&res), max))
+    }
+
+    async fn context_text(&self, a: ContextArgs) -> std::result::Result<String, Failure> {
+        let req = ContextRequest {
+            task: a.task,
+            budget_tokens: a.budget_tokens,
+            filters: SearchFilters {
+                cwd_prefix: a.project.as_deref().map(project).transpose()?,
+                ..SearchFilters::default()
+            },
+        };
+        let res: ContextResponse = self
+            .central
+            .send(self.central.post("/api/context").json(&req))
+            .await?;
+        Ok(pack_text(&res))
+    }
+
+    async fn status_text(&self) -> String {
+        let (paths, settings) = (self.paths.clone(), self.settings.clone());
+        let local = tokio::task::spawn_blocking(move || {
+            crate::status::report(&paths, &settings).to_string()
+        })
+        .await
+        .unwrap_or_else(|_| "local status unavailable\n".to_owned());
+        let central = match self
+            .central
+            .send::<StatusResponse>(self.central.get("/api/status"))
+            .await
+        {
+            Ok(s) => format!(
+                "central {}: {} as {} on machine {}; {} runs, {} chunks, {} waiting to be indexed\n",
+                self.central.url,
+                s.version,
+                s.user,
+                s.machine,
+                s.counts.runs,
+                s.counts.chunks,
+                s.counts.pending_index_jobs
+            ),
+            Err(f) => format!("central: {} ({})\n", f.message, f.code),
+        };
+        render::bounded(&format!("{local}{central}"), DEFAULT_MAX_TOKENS)
+    }
+}
+
+/// `kith context`'s and the `context` tool's text: the pack, or why it is
+/// empty.
+pub fn pack_text(res: &ContextResponse) -> String {
+    let mut out = String::new();
+    if let Some(why) = &res.degraded {
+        out.push_str(&format!("note: {why}\n"));
+    }
+    if res.passages.is_empty() {
+        out.push_str("nothing in the archive fits this task\n");
+    } else {
+        out.push_str(&res.pack);
+    }
+    out
+}
+
+/// A caller's budget, 1 to `MAX_TOKENS`.
+fn budget(asked: Option<u32>) -> std::result::Result<u32, Failure> {
+    let max = asked.unwrap_or(DEFAULT_MAX_TOKENS);
+    if (1..=MAX_TOKENS).contains(&max) {
+        Ok(max)
+    } else {
+        Err(Failure::new(
+            "invalid_budget",
+            format!("max_tokens must be 1 to {MAX_TOKENS}, not {max}"),
+        ))
+    }
+}
+
+/// "12-40" or "12" as an inclusive 1-based range.
+fn range(name: &str, s: &str) -> std::result::Result<(u64, u64), Failure> {
+    let (a, b) = s.split_once('-').unwrap_or((s, s));
+    match (a.trim().parse::<u64>(), b.trim().parse::<u64>()) {
+        (Ok(a), Ok(b)) if a >= 1 && a <= b => Ok((a, b)),
+        _ => Err(Failure::new(
+            "invalid_arguments",
+            format!("{name} {s:?}: use a range like 12-40"),
+        )),
+    }
+}
+
+fn when(
+    name: &str,
+    v: Option<String>,
+    now: OffsetDateTime,
+) -> std::result::Result<Option<String>, Failure> {
+    v.map(|s| {
+        crate::family::parse_since(&s, now).ok_or_else(|| {
+            Failure::new(
+                "invalid_arguments",
+                format!("{name} {s:?}: use 30m, 12h, 7d, 2w or RFC 3339"),
+            )
+        })
+    })
+    .transpose()
+}
+
+/// A project folder as central compares it: absolute.
+fn project(p: &str) -> std::result::Result<String, Failure> {
+    std::path::absolute(Path::new(p))
+        .map(|p| p.to_string_lossy().into_owned())
+        .map_err(|e| Failure::new("invalid_arguments", format!("project {p:?}: {e}")))
+}

@@ -1,0 +1,481 @@
+//! `kith mcp` driven by a real MCP client (the Python SDK pinned in
+//! tests/mcp/requirements.txt, in the venv tests/run.sh makes) over stdio,
+//! against a real central holding transcripts the real `kith` captured:
+//! the tools and their schemas, every tool called, a citation followed
+//! from `search` into `read`, privacy both ways, and bad calls answered as
+//! MCP errors while the server keeps serving.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use anyhow::{bail, ensure, Context, Result};
+use kith_tests::{bin, claude_user_line, Api, Central};
+use serde_json::{json, Value};
+
+/// The venv tests/run.sh creates with the pinned MCP SDK.
+fn python() -> Result<PathBuf> {
+    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/mcp-venv/bin/python");
+    if !venv.exists() {
+        bail!(
+            "{} is missing: run tests/run.sh (it creates the venv with tests/mcp/requirements.txt)",
+            venv.display()
+        );
+    }
+    Ok(venv)
+}
+
+/// A family machine's HOME with Claude Code transcripts in it.
+struct Device {
+    home: tempfile::TempDir,
+}
+
+impl Device {
+    fn new() -> Result<Self> {
+        Ok(Self {
+            home: tempfile::tempdir()?,
+        })
+    }
+
+    fn transcript(&self, session: &str, lines: &[String]) -> Result<()> {
+        let file = self
+            .home
+            .path()
+            .join(format!(".claude/projects/-home-alice-proj/{session}.jsonl"));
+        std::fs::create_dir_all(file.parent().context("no parent")?)?;
+        std::fs::write(file, lines.concat())?;
+        Ok(())
+    }
+
+    fn env(&self, central: &str, token: &str) -> Value {
+        json!({
+            "HOME": self.home.path(),
+            "PATH": std::env::var("PATH").unwrap_or_default(),
+            "KITH_CENTRAL_URL": central,
+            "KITH_TOKEN": token,
+        })
+    }
+
+    fn kith(&self, central: &str, token: &str, args: &[&str]) -> Result<String> {
+        let out = Command::new(bin("kith"))
+            .args(args)
+            .env("HOME", self.home.path())
+            .env("KITH_CENTRAL_URL", central)
+            .env("KITH_TOKEN", token)
+            .env_remove("KITH_CONFIG_DIR")
+            .env_remove("KITH_STATE_DIR")
+            .output()?;
+        ensure!(
+            out.status.success(),
+            "kith {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// One `kith mcp` session through the Python client: a result per step.
+    fn mcp(&self, central: &str, token: &str, steps: Value) -> Result<Vec<Value>> {
+        let plan = json!({
+            "command": bin("kith"),
+            "args": ["mcp"],
+            "env": self.env(central, token),
+            "steps": steps,
+        });
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("mcp/client.py");
+        let mut child = Command::new(python()?)
+            .arg(script)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()?;
+        child
+            .stdin
+            .take()
+            .context("no stdin")?
+            .write_all(plan.to_string().as_bytes())?;
+        let out = child.wait_with_output()?;
+        ensure!(
+            out.status.success(),
+            "MCP client failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let results: Vec<Value> = serde_json::from_slice(&out.stdout)?;
+        Ok(results)
+    }
+}
+
+fn text(result: &Value) -> &str {
+    result["text"].as_str().unwrap_or_default()
+}
+
+/// A tool answer, not an error.
+fn ok(result: &Value) -> &str {
+    assert_eq!(result["is_error"], false, "{result}");
+    text(result)
+}
+
+/// A tool error with the API's (or kith's) error code.
+fn tool_error(result: &Value, code: &str) {
+    assert_eq!(result["is_error"], true, "{result}");
+    assert!(text(result).contains(&format!("({code})")), "{result}");
+}
+
+const WALRUS: &str = "the walrus migration failed because the index was built before the column existed; rebuilt it after adding the column";
+const PELICAN: &str = "the pelican cache evicts entries on deploy, so warm it from the manifest before switching traffic";
+
+/// Alice's two sessions, captured by `kith backfill`; the pelican one
+/// shared with Bob (bob.test must be registered). Returns (alice's device,
+/// alice's api, pelican conversation).
+fn archive(central: &Central, alice_token: &str) -> Result<(Device, Api, String)> {
+    let alice = Device::new()?;
+    alice.transcript(
+        "0b0e1d7a-0000-4000-8000-000000000001",
+        &[
+            claude_user_line("why did the walrus migration fail?", "2026-05-01T10:00:00Z"),
+            claude_user_line(WALRUS, "2026-05-01T10:01:00Z"),
+        ],
+    )?;
+    alice.transcript(
+        "0b0e1d7a-0000-4000-8000-000000000002",
+        &[
+            claude_user_line(
+                "how does the pelican cache behave on deploy?",
+                "2026-05-02T10:00:00Z",
+            ),
+            claude_user_line(PELICAN, "2026-05-02T10:01:00Z"),
+        ],
+    )?;
+    alice.kith(&central.url, alice_token, &["backfill"])?;
+    let api = central.client(alice_token);
+    let listed = api.get("/api/conversations")?.body;
+    let conversations = listed["conversations"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    ensure!(conversations.len() == 2, "{listed}");
+    let mut pelican = String::new();
+    for c in &conversations {
+        for run in c["run_ids"].as_array().into_iter().flatten() {
+            api.wait_indexed(run.as_str().unwrap_or_default(), Duration::from_secs(30))?;
+        }
+        if c["title"].as_str().unwrap_or_default().contains("pelican") {
+            pelican = c["id"].as_str().unwrap_or_default().to_owned();
+        }
+    }
+    ensure!(!pelican.is_empty(), "{listed}");
+    let shared = api.post(
+        "/api/shares",
+        &json!({"scope": format!("conversation:{pelican}"), "with": "bob.test"}),
+    )?;
+    ensure!(shared.status == 201, "{:?}", shared.body);
+    Ok((alice, api, pelican))
+}
+
+#[test]
+fn an_agent_reads_through_kith_mcp_what_its_owner_may_read() -> Result<()> {
+    python()?;
+    let central = Central::start()?;
+    let alice_token = central.register("alice.test", "laptop")?;
+    let bob_token = central.register("bob.test", "desktop")?;
+    let (alice, _, pelican) = archive(&central, &alice_token)?;
+    let bob = Device::new()?;
+
+    let r = bob.mcp(
+        &central.url,
+        &bob_token,
+        json!([
+            {"op": "list_tools"},
+            {"op": "call", "tool": "search", "args": {"query": "walrus migration", "mode": "keyword"}},
+            {"op": "call", "tool": "search", "args": {"query": "pelican cache", "mode": "keyword", "project": "/home/alice/proj"}},
+            {"op": "call", "tool": "read", "args": {"citation": "$citation"}},
+            {"op": "call", "tool": "recent", "args": {"project": "/home/alice"}},
+            {"op": "call", "tool": "context", "args": {"task": "warm the pelican cache before a deploy", "budget_tokens": 400}},
+            {"op": "call", "tool": "context", "args": {"task": "walrus migration column index"}},
+            {"op": "call", "tool": "read", "args": {"id": pelican, "turns": "2-2"}},
+            {"op": "call", "tool": "status", "args": {}},
+        ]),
+    )?;
+
+    // Five tools, each described, with the schema of its arguments.
+    let tools = r[0].as_array().context("tools")?;
+    let names: Vec<&str> = tools.iter().filter_map(|t| t["name"].as_str()).collect();
+    assert_eq!(names.len(), 5, "{names:?}");
+    for name in ["search", "read", "recent", "context", "status"] {
+        let tool = tools
+            .iter()
+            .find(|t| t["name"] == name)
+            .with_context(|| format!("no {name} tool"))?;
+        assert!(
+            tool["description"].as_str().is_some_and(|d| d.len() > 40),
+            "{tool}"
+        );
+        assert_eq!(tool["input_schema"]["type"], "object", "{tool}");
+    }
+    let schema = |name: &str| {
+        tools
+            .iter()
+            .find(|t| t["name"] == name)
+            .map(|t| t["input_schema"].clone())
+    };
+    let search = schema("search").unwrap_or_default();
+    for filter in [
+        "query",
+        "mode",
+        "project",
+        "file",
+        "tool",
+        "command",
+        "branch",
+        "owner",
+        "since",
+        "until",
+        "runtime",
+        "machine",
+        "limit",
+        "max_tokens",
+    ] {
+        assert!(
+            search["properties"].get(filter).is_some(),
+            "search lacks {filter}: {search}"
+        );
+    }
+    assert_eq!(search["required"], json!(["query"]));
+    let context = schema("context").unwrap_or_default();
+    assert_eq!(context["required"], json!(["task"]));
+    assert!(
+        context["properties"].get("budget_tokens").is_some(),
+        "{context}"
+    );
+
+    // Alice's private session is not Bob's to read; the shared one is.
+    let walrus = ok(&r[1]);
+    assert!(
+        walrus.contains("no matches") && !walrus.contains("walrus"),
+        "{walrus}"
+    );
+    let found = ok(&r[2]);
+    assert!(
+        found.contains("pelican") && found.contains("alice.test"),
+        "{found}"
+    );
+    assert!(found.contains(&format!("kith://{pelican}/")), "{found}");
+    // The citation leads to the cited turn.
+    let read = ok(&r[3]);
+    assert!(
+        read.contains(PELICAN) || read.contains("pelican cache"),
+        "{read}"
+    );
+    assert!(!read.contains("walrus"), "{read}");
+    let recent = ok(&r[4]);
+    assert!(
+        recent.contains(&pelican) && recent.contains("pelican"),
+        "{recent}"
+    );
+    assert!(!recent.contains("walrus"), "{recent}");
+    let pack = ok(&r[5]);
+    assert!(
+        pack.contains(PELICAN) && pack.contains(&format!("kith://{pelican}/")),
+        "{pack}"
+    );
+    assert!(!pack.contains("walrus"), "{pack}");
+    assert!(kith_shared::tokens::approx(pack) <= 400, "{pack}");
+    let private = ok(&r[6]);
+    assert!(!private.contains("walrus"), "{private}");
+    let turn = ok(&r[7]);
+    // One turn: the second (the first is the question, also the title).
+    assert!(
+        turn.contains(PELICAN) && turn.matches("\nuser ").count() == 1,
+        "{turn}"
+    );
+    let status = ok(&r[8]);
+    assert!(
+        status.contains("as bob.test on machine desktop"),
+        "{status}"
+    );
+
+    // Alice's own agent finds her private session.
+    let r = alice.mcp(
+        &central.url,
+        &alice_token,
+        json!([
+            {"op": "call", "tool": "search", "args": {"query": "walrus migration", "mode": "keyword"}},
+            {"op": "call", "tool": "context", "args": {"task": "walrus migration column index"}},
+        ]),
+    )?;
+    assert!(ok(&r[0]).contains("walrus"), "{}", r[0]);
+    assert!(ok(&r[1]).contains(WALRUS), "{}", r[1]);
+    Ok(())
+}
+
+#[test]
+fn bad_calls_are_mcp_errors_and_the_server_keeps_serving() -> Result<()> {
+    python()?;
+    let central = Central::start()?;
+    let alice_token = central.register("alice.test", "laptop")?;
+    central.register("bob.test", "desktop")?;
+    let (alice, _, _) = archive(&central, &alice_token)?;
+    let r = alice.mcp(
+        &central.url,
+        &alice_token,
+        json!([
+            {"op": "call", "tool": "search", "args": {"query": 5}},
+            {"op": "call", "tool": "search", "args": {"query": "x", "surprise": true}},
+            {"op": "call", "tool": "no_such_tool", "args": {}},
+            {"op": "call", "tool": "context", "args": {"task": "pelican", "budget_tokens": 0}},
+            {"op": "call", "tool": "context", "args": {"task": "pelican", "budget_tokens": 1_000_000_000u64}},
+            {"op": "call", "tool": "search", "args": {"query": "pelican", "max_tokens": 0}},
+            {"op": "call", "tool": "search", "args": {"query": "pelican", "max_tokens": 1_000_000_000u64}},
+            {"op": "call", "tool": "read", "args": {"citation": "kith://nope"}},
+            {"op": "call", "tool": "read", "args": {"id": "c0000000000000000000000000000000"}},
+            {"op": "call", "tool": "search", "args": {"query": "   "}},
+            {"op": "call", "tool": "search", "args": {"query": "pelican cache", "mode": "keyword", "max_tokens": 30}},
+        ]),
+    )?;
+    // Arguments that do not fit the schema, and a tool that is not there.
+    assert_eq!(r[0]["is_error"], true, "{}", r[0]);
+    assert!(
+        text(&r[0]).contains("invalid type: integer `5`, expected a string"),
+        "{}",
+        r[0]
+    );
+    assert_eq!(r[1]["is_error"], true, "{}", r[1]);
+    assert!(text(&r[1]).contains("unknown field `surprise`"), "{}", r[1]);
+    assert!(
+        r[2]["protocol_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("tool not found")),
+        "{}",
+        r[2]
+    );
+    tool_error(&r[3], "invalid_budget");
+    tool_error(&r[4], "invalid_budget");
+    tool_error(&r[5], "invalid_budget");
+    tool_error(&r[6], "invalid_budget");
+    tool_error(&r[7], "invalid_citation");
+    tool_error(&r[8], "conversation_not_found");
+    tool_error(&r[9], "empty_query");
+    // Still serving, and within the small budget asked for.
+    let small = ok(&r[10]);
+    assert!(kith_shared::tokens::approx(small) <= 30, "{small}");
+    assert!(small.contains("max_tokens=30"), "{small}");
+
+    // A dead central: a clear error per call, and the server still answers.
+    let dead = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+        format!("http://{}", listener.local_addr()?)
+    };
+    let r = alice.mcp(
+        &dead,
+        &alice_token,
+        json!([
+            {"op": "call", "tool": "search", "args": {"query": "pelican"}},
+            {"op": "call", "tool": "context", "args": {"task": "pelican"}},
+            {"op": "call", "tool": "status", "args": {}},
+        ]),
+    )?;
+    tool_error(&r[0], "central_unreachable");
+    tool_error(&r[1], "central_unreachable");
+    let status = ok(&r[2]);
+    assert!(status.contains("central_unreachable"), "{status}");
+    assert!(
+        !status.contains(&alice_token),
+        "the token never shows: {status}"
+    );
+    Ok(())
+}
+
+#[test]
+fn kith_context_prints_a_cited_pack_within_its_budget() -> Result<()> {
+    let central = Central::start()?;
+    let alice_token = central.register("alice.test", "laptop")?;
+    central.register("bob.test", "desktop")?;
+    let (alice, api, pelican) = archive(&central, &alice_token)?;
+    let pack = alice.kith(
+        &central.url,
+        &alice_token,
+        &[
+            "context",
+            "warm the pelican cache on deploy",
+            "--budget",
+            "300",
+        ],
+    )?;
+    assert!(pack.contains(PELICAN), "{pack}");
+    assert!(pack.contains(&format!("kith://{pelican}/")), "{pack}");
+    assert!(pack.contains("alice.test, laptop, 2026-05-02"), "{pack}");
+    assert!(kith_shared::tokens::approx(&pack) <= 300, "{pack}");
+    // The API refuses a budget it cannot honour, and says so.
+    for budget in [0, 1_000_000_000u64] {
+        let res = api.post(
+            "/api/context",
+            &json!({"task": "pelican", "budget_tokens": budget}),
+        )?;
+        assert_eq!(
+            (res.status, res.code()),
+            (400, "invalid_budget"),
+            "{:?}",
+            res.body
+        );
+    }
+    let res = api.post(
+        "/api/context",
+        &json!({"task": "pelican", "budget_tokens": 60}),
+    )?;
+    assert_eq!(res.status, 200);
+    assert!(
+        res.body["used_tokens"].as_u64().is_some_and(|t| t <= 60),
+        "{:?}",
+        res.body
+    );
+    Ok(())
+}
+
+#[test]
+fn the_session_start_hook_lists_recent_work_in_the_folder_or_stays_quiet() -> Result<()> {
+    let central = Central::start()?;
+    let alice_token = central.register("alice.test", "laptop")?;
+    central.register("bob.test", "desktop")?;
+    let (alice, _, pelican) = archive(&central, &alice_token)?;
+    let hook = |url: &str, cwd: &str| -> Result<std::process::Output> {
+        let mut child = Command::new(bin("kith"))
+            .args(["context", "--hook"])
+            .env("HOME", alice.home.path())
+            .env("KITH_CENTRAL_URL", url)
+            .env("KITH_TOKEN", &alice_token)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()?;
+        let payload = json!({"hook_event_name": "SessionStart", "source": "startup", "cwd": cwd});
+        child
+            .stdin
+            .take()
+            .context("no stdin")?
+            .write_all(payload.to_string().as_bytes())?;
+        Ok(child.wait_with_output()?)
+    };
+    let out = hook(&central.url, "/home/alice/proj")?;
+    assert!(out.status.success());
+    let block = String::from_utf8_lossy(&out.stdout);
+    assert!(block.starts_with("Recent work in this project"), "{block}");
+    assert!(
+        block.contains(&pelican) && block.contains("walrus"),
+        "{block}"
+    );
+    assert!(kith_shared::tokens::approx(&block) <= 800, "{block}");
+    // Another folder has nothing to recall; a dead central says nothing.
+    let other = hook(&central.url, "/srv/elsewhere")?;
+    assert!(other.status.success() && other.stdout.is_empty());
+    let dead = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+        format!("http://{}", listener.local_addr()?)
+    };
+    let quiet = hook(&dead, "/home/alice/proj")?;
+    assert!(
+        quiet.status.success(),
+        "a session never sees a kith failure"
+    );
+    assert!(quiet.stdout.is_empty() && quiet.stderr.is_empty());
+    Ok(())
+}
