@@ -70,16 +70,21 @@ impl Capture {
     }
 
     fn file_locked(&self, runtime: AgentRuntime, path: &Path, depth: u32) -> Result<Captured> {
-        let mut f = match File::open(path) {
-            Ok(f) => f,
+        // One transcript, one cursor, however it was reached: a watch that
+        // follows a symlinked folder and a hook naming the real path must not
+        // capture the same file twice.
+        let canonical = std::fs::canonicalize(path);
+        let path = canonical.as_deref().unwrap_or(path);
+        let mut f = match discover::open_regular(path) {
+            Ok(Some(f)) => f,
+            // Not a regular file (a FIFO, socket, device, folder): not a
+            // transcript, whatever its name.
+            Ok(None) => return Ok(Captured::default()),
             // Deleted since it was named: nothing to capture.
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Captured::default()),
             Err(e) => return Err(e).at("open", path),
         };
         let meta = f.metadata().at("stat", path)?;
-        if !meta.is_file() {
-            return Ok(Captured::default());
-        }
         let old = self.cursor(path)?;
         let now = Observed {
             dev: meta.dev(),

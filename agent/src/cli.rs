@@ -4,13 +4,13 @@
 
 use std::ffi::OsString;
 use std::io::{BufRead, IsTerminal};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use clap::error::ErrorKind;
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
@@ -57,8 +57,13 @@ struct DirArgs {
 pub enum Command {
     /// Store central's URL and this machine's token (from KITH_TOKEN or a prompt).
     Login {
+        /// Central's address, like https://kith.example.com
         #[arg(long, value_name = "URL")]
         central: String,
+        /// Trust this CA's PEM certificate(s) for central (stored with the
+        /// login; the system's trust store and SSL_CERT_FILE are trusted too)
+        #[arg(long, value_name = "FILE")]
+        ca_cert: Option<PathBuf>,
     },
     /// Capture after an agent turn (run by the agents' hooks; always exits 0).
     Hook {
@@ -195,7 +200,7 @@ fn run(command: Command, paths: &Paths) -> Result<()> {
             crate::hook::run(paths, pi, payload);
             Ok(())
         }
-        Command::Login { central } => login(paths, &central),
+        Command::Login { central, ca_cert } => login(paths, &central, ca_cert.as_deref()),
         Command::Backfill => backfill(paths),
         Command::Watch => watch(paths),
         Command::Status => {
@@ -211,6 +216,7 @@ fn run(command: Command, paths: &Paths) -> Result<()> {
                 &Remote {
                     central_url: &auth.central_url,
                     token: auth.token.expose(),
+                    certificates: crate::client::trusted_certificates(&auth)?,
                 },
             )
         }
@@ -225,12 +231,26 @@ fn install(paths: &Paths, agent: Agent, add: bool) -> Result<()> {
 }
 
 /// The token never comes from argv: `KITH_TOKEN`, a hidden prompt on a
-/// terminal, or the first line of stdin.
-fn login(paths: &Paths, central: &str) -> Result<()> {
+/// terminal, or the first line of stdin. A CA certificate given once stays
+/// with the login to the same central until another is given.
+fn login(paths: &Paths, central: &str, ca_cert: Option<&Path>) -> Result<()> {
     let central = central.trim().trim_end_matches('/');
     if !(central.starts_with("http://") || central.starts_with("https://")) {
         bail!("--central must be an http:// or https:// URL, like https://kith.example.com");
     }
+    let ca_cert = match ca_cert {
+        Some(file) => {
+            let pem = std::fs::read(file)
+                .with_context(|| format!("cannot read --ca-cert {}", file.display()))?;
+            crate::client::parse_certificates(&pem)
+                .map_err(|why| anyhow!("--ca-cert {}: {why}", file.display()))?;
+            Some(String::from_utf8(pem).context("--ca-cert: not a PEM text file")?)
+        }
+        None => Auth::load(paths)
+            .ok()
+            .filter(|old| old.central_url == central)
+            .and_then(|old| old.ca_cert),
+    };
     let token = match std::env::var("KITH_TOKEN").ok().filter(|t| !t.is_empty()) {
         Some(t) => t,
         None if std::io::stdin().is_terminal() => {
@@ -253,6 +273,7 @@ fn login(paths: &Paths, central: &str) -> Result<()> {
     let auth = Auth {
         central_url: central.to_owned(),
         token: Secret::new(token),
+        ca_cert,
     };
     let status = Client::new(&auth)?.status(Duration::from_secs(10))?;
     auth.save(paths)?;

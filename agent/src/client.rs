@@ -38,10 +38,12 @@ impl Client {
             .enable_time()
             .build()
             .map_err(|e| central(format!("cannot start the HTTP runtime: {e}")))?;
-        let http = reqwest::Client::builder()
-            .user_agent(concat!("kith/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|e| central(without_url(&e)))?;
+        let mut http =
+            reqwest::Client::builder().user_agent(concat!("kith/", env!("CARGO_PKG_VERSION")));
+        for cert in trusted_certificates(auth)? {
+            http = http.add_root_certificate(cert);
+        }
+        let http = http.build().map_err(|e| central(without_url(&e)))?;
         Ok(Self {
             http,
             runtime,
@@ -174,14 +176,65 @@ async fn error_body(res: Response) -> Option<ErrorBody> {
     res.json::<ErrorBody>().await.ok()
 }
 
-fn unreachable(e: &reqwest::Error) -> String {
-    if e.is_timeout() {
+/// The certificates `kith login --ca-cert` stored with the login, trusted
+/// in addition to the system's store (which honours `SSL_CERT_FILE`) and the
+/// bundled roots.
+pub fn trusted_certificates(auth: &Auth) -> Result<Vec<reqwest::Certificate>> {
+    let Some(pem) = &auth.ca_cert else {
+        return Ok(Vec::new());
+    };
+    parse_certificates(pem.as_bytes()).map_err(|reason| Error::Central {
+        url: auth.central_url.clone(),
+        reason: format!("the stored CA certificate is unusable ({reason}); run `kith login --ca-cert FILE` again"),
+    })
+}
+
+/// Every certificate in a PEM bundle; a file with none is an error.
+pub fn parse_certificates(pem: &[u8]) -> std::result::Result<Vec<reqwest::Certificate>, String> {
+    let certs = reqwest::Certificate::from_pem_bundle(pem).map_err(|e| e.to_string())?;
+    if certs.is_empty() {
+        return Err("no PEM certificate in it".into());
+    }
+    Ok(certs)
+}
+
+/// Why a request got no answer, in a user's words. A certificate central's
+/// is refused for says so (and what to do), not "unreachable".
+pub fn unreachable(e: &reqwest::Error) -> String {
+    if let Some(cert) = certificate_error(e) {
+        format!(
+            "its TLS certificate is not trusted ({cert}); if a private CA signed it, \
+             run `kith login --ca-cert FILE` or set SSL_CERT_FILE"
+        )
+    } else if e.is_timeout() {
         "no answer in time".into()
     } else if e.is_connect() {
         "unreachable".into()
     } else {
         without_url(e)
     }
+}
+
+/// The TLS certificate error behind `e`, if that is why it failed. It
+/// travels wrapped (reqwest, hyper, `io::Error`s from the connector), and
+/// `io::Error::source` skips its payload, so an `io::Error` is looked into.
+fn certificate_error(e: &reqwest::Error) -> Option<String> {
+    let mut next: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = next {
+        if let Some(tls @ rustls::Error::InvalidCertificate(_)) =
+            err.downcast_ref::<rustls::Error>()
+        {
+            return Some(tls.to_string());
+        }
+        next = match err
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+        {
+            Some(payload) => Some(payload),
+            None => err.source(),
+        };
+    }
+    None
 }
 
 /// reqwest's messages repeat the URL; keep the reason.

@@ -110,6 +110,10 @@ impl Paths {
 pub struct Auth {
     pub central_url: String,
     pub token: Secret,
+    /// PEM certificates of the private CA that signed central's certificate
+    /// (`kith login --ca-cert`), trusted beside the system's store.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_cert: Option<String>,
 }
 
 impl Auth {
@@ -127,6 +131,7 @@ impl Auth {
         };
         let var = |name| std::env::var(name).ok().filter(|v: &String| !v.is_empty());
         let url = var("KITH_CENTRAL_URL").or_else(|| file.as_ref().map(|f| f.central_url.clone()));
+        let ca_cert = file.as_ref().and_then(|f| f.ca_cert.clone());
         let token = var("KITH_TOKEN")
             .map(Secret::new)
             .or_else(|| file.map(|f| f.token));
@@ -134,6 +139,7 @@ impl Auth {
             (Some(url), Some(token)) => Ok(Self {
                 central_url: url.trim_end_matches('/').to_owned(),
                 token,
+                ca_cert,
             }),
             _ => Err(Error::NotLoggedIn),
         }
@@ -278,6 +284,7 @@ mod tests {
         let auth = Auth {
             central_url: "https://c".into(),
             token: Secret::new("kith_supersecret".into()),
+            ca_cert: None,
         };
         let shown = format!("{auth:?}");
         assert!(!shown.contains("supersecret"), "{shown}");
@@ -292,6 +299,7 @@ mod tests {
             Auth {
                 central_url: "http://c/".into(),
                 token: Secret::new(token.into()),
+                ca_cert: None,
             }
             .save(&paths)?;
         }

@@ -7,6 +7,7 @@
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use kith_proto::AgentRuntime;
@@ -231,9 +232,25 @@ fn claude_parent(path: &Path, session_id: Option<&str>) -> Option<PathBuf> {
     (parent != path).then_some(parent)
 }
 
+/// Opens a transcript for reading if it is a regular file (symlinks
+/// followed); `Ok(None)` for anything else. A FIFO, socket or device can sit
+/// where a transcript is expected: opening a FIFO waits for a writer, which
+/// would hang a hook and stall `kith watch` holding the state lock, so the
+/// open never blocks and the file type is checked on what was opened.
+pub fn open_regular(path: &Path) -> std::io::Result<Option<File>> {
+    if !std::fs::metadata(path)?.is_file() {
+        return Ok(None);
+    }
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+        .open(path)?;
+    Ok(file.metadata()?.is_file().then_some(file))
+}
+
 /// Up to `PEEK_LINES` complete first lines that parse as JSON objects.
 fn first_lines(path: &Path) -> Vec<Value> {
-    let Ok(file) = File::open(path) else {
+    let Ok(Some(file)) = open_regular(path) else {
         return Vec::new();
     };
     BufReader::new(file.take(PEEK_BYTES))

@@ -7,7 +7,7 @@ use std::io::{IsTerminal, Write as _};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use kith_proto::{
     AgentRuntime, ConversationResponse, ConversationTurn, ConversationsResponse, ErrorBody,
     ForestResponse, GroupBy, RunMeta, SearchFilters, SearchHit, SearchMode, SearchRequest,
@@ -183,17 +183,21 @@ pub enum ModeArg {
     Semantic,
 }
 
-/// Central's address and this machine's token.
+/// Central's address, this machine's token, and the private CA trusted for
+/// central (`kith login --ca-cert`).
 pub struct Remote<'a> {
     pub central_url: &'a str,
     pub token: &'a str,
+    pub certificates: Vec<reqwest::Certificate>,
 }
 
 impl Remote<'_> {
-    fn client() -> Result<reqwest::blocking::Client> {
-        Ok(reqwest::blocking::Client::builder()
-            .timeout(Duration::from_secs(30))
-            .build()?)
+    fn client(&self) -> Result<reqwest::blocking::Client> {
+        let mut builder = reqwest::blocking::Client::builder().timeout(Duration::from_secs(30));
+        for cert in &self.certificates {
+            builder = builder.add_root_certificate(cert.clone());
+        }
+        Ok(builder.build()?)
     }
 
     fn url(&self, path: &str) -> String {
@@ -202,10 +206,13 @@ impl Remote<'_> {
 
     /// Sends and turns an error answer into its one-line reason.
     fn send(&self, req: reqwest::blocking::RequestBuilder) -> Result<reqwest::blocking::Response> {
-        let res = req
-            .bearer_auth(self.token)
-            .send()
-            .with_context(|| format!("cannot reach {}", self.central_url))?;
+        let res = req.bearer_auth(self.token).send().map_err(|e| {
+            anyhow!(
+                "cannot reach central at {}: {}",
+                self.central_url,
+                crate::client::unreachable(&e)
+            )
+        })?;
         if res.status().is_success() {
             return Ok(res);
         }
@@ -219,7 +226,7 @@ impl Remote<'_> {
 
 pub fn run(cmd: FamilyCommand, remote: &Remote<'_>) -> Result<()> {
     let now = OffsetDateTime::now_utc();
-    let http = Remote::client()?;
+    let http = remote.client()?;
     let mut stdout = std::io::stdout().lock();
     match cmd {
         FamilyCommand::Search(args) => {

@@ -1,9 +1,11 @@
 //! `kith watch`: capture continuously. inotify (via `notify`) on the three
 //! transcript roots; changed files are captured once they have been quiet
-//! for ~300 ms, or after 2 s of continuous writing at the latest; the outbox is replayed after each capture and periodically
-//! (central may come back); a full rescan now and then catches anything the
-//! watcher missed (queue overflow, a root created later). Stops cleanly when
-//! `stop` is set (SIGINT / SIGTERM).
+//! for ~300 ms, or after 2 s of continuous writing at the latest. The outbox
+//! is replayed after each capture and periodically (central may come back).
+//! A root that appears later (an agent installed after `kith watch`
+//! started) is picked up within seconds; a full rescan now and then catches
+//! anything the watcher missed (queue overflow). Stops cleanly when `stop`
+//! is set (SIGINT / SIGTERM).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -29,6 +31,8 @@ pub struct Timing {
     pub replay_every: Duration,
     /// How often every transcript is looked at anyway.
     pub rescan_every: Duration,
+    /// How often the agents' roots are checked for having appeared (or gone).
+    pub roots_every: Duration,
 }
 
 impl Default for Timing {
@@ -38,6 +42,7 @@ impl Default for Timing {
             max_wait: Duration::from_secs(2),
             replay_every: Duration::from_secs(30),
             rescan_every: Duration::from_secs(600),
+            roots_every: Duration::from_secs(2),
         }
     }
 }
@@ -70,16 +75,29 @@ pub fn run(
     };
     let mut next_rescan = Instant::now();
     let mut next_replay = Instant::now();
+    let mut next_roots = Instant::now();
     while !stop.load(Ordering::SeqCst) {
         let now = Instant::now();
-        if now >= next_rescan {
+        if now >= next_roots {
+            // A few stats: cheap enough to do every couple of seconds, and
+            // inotify cannot watch a folder that does not exist yet.
             for (_, root) in discover::roots(paths) {
-                if !watched.contains(&root)
-                    && watcher.watch(&root, RecursiveMode::Recursive).is_ok()
-                {
-                    watched.push(root);
+                let known = watched.contains(&root);
+                if root.is_dir() {
+                    if !known && watcher.watch(&root, RecursiveMode::Recursive).is_ok() {
+                        watched.push(root);
+                        // Its files may predate the watch.
+                        next_rescan = now;
+                    }
+                } else if known {
+                    // Gone (the watch went with it); watched again if it returns.
+                    let _ = watcher.unwatch(&root);
+                    watched.retain(|r| *r != root);
                 }
             }
+            next_roots = now + timing.roots_every;
+        }
+        if now >= next_rescan {
             for source in discover::all(paths) {
                 let due = now - timing.debounce;
                 pending.entry(source.path).or_insert((due, due));

@@ -1,7 +1,8 @@
 //! Accepting connections, over TCP or TLS: at most `MAX_CONNECTIONS` open
 //! at once, a deadline for each request's headers (which also closes a
 //! connection that sends nothing, at first or between requests), and a
-//! graceful end that lets requests in flight finish.
+//! graceful end that lets requests in flight finish. (A body that stops
+//! arriving is timed by `routes::BODY_READ_TIMEOUT`.)
 //!
 //! Without the deadline, idle sockets (opened and never written, as a
 //! slowloris client does) would each hold a task and a descriptor for ever;

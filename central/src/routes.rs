@@ -15,6 +15,9 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
 use axum::Router;
 use tower_http::decompression::RequestDecompressionLayer;
+use tower_http::timeout::RequestBodyTimeoutLayer;
+use tower_http::trace::{DefaultOnFailure, DefaultOnResponse, TraceLayer};
+use tracing::Level;
 use utoipa::OpenApi;
 
 use crate::error::Error;
@@ -25,6 +28,10 @@ use crate::state::AppState;
 pub const MAX_URI_BYTES: usize = 8 * 1024;
 /// The most bytes of header names and values served.
 pub const MAX_HEADER_BYTES: usize = 32 * 1024;
+/// The longest a request body may pause between two reads (nginx's
+/// `client_body_timeout`): a client that stops sending mid-body gets a 400
+/// and its connection back, instead of holding it for ever.
+pub const BODY_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 pub fn app(state: AppState) -> Router {
     let limit = state.config().max_body_bytes;
@@ -52,6 +59,18 @@ pub fn app(state: AppState) -> Router {
         // cannot expand past it.
         .layer(DefaultBodyLimit::max(limit))
         .layer(RequestDecompressionLayer::new().gzip(true).zstd(true))
+        .layer(RequestBodyTimeoutLayer::new(BODY_READ_TIMEOUT))
+        // One line per request at debug (method, path, status, latency; no
+        // query string, no header: never a token), a server error at warn.
+        .layer(
+            TraceLayer::new_for_http()
+                .make_span_with(|req: &Request| {
+                    tracing::debug_span!("request", method = %req.method(), path = %req.uri().path())
+                })
+                .on_request(())
+                .on_response(DefaultOnResponse::new().level(Level::DEBUG))
+                .on_failure(DefaultOnFailure::new().level(Level::WARN)),
+        )
         .layer(middleware::from_fn(
             move |req: Request, next: Next| async move {
                 match check_head(&req, limit) {

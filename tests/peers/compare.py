@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""kith side by side with the peers a user would pick instead (issue #28).
+"""kith side by side with the peers a user would pick instead.
 
 Run by tests/peers/compare.sh, which installs the peers from their package
 registries into a temp prefix and passes their binaries here (agentsview;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# kith side by side with its peers (issue #28): installs agentsview (PyPI)
+# kith side by side with its peers: installs agentsview (PyPI)
 # and cass (crates.io `coding-agent-search`, the newest release that builds
 # on the installed Rust) into a temp prefix, builds one corpus of Claude Code
 # transcripts in a fake HOME, lets each tool index it, and measures index

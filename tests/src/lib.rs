@@ -39,6 +39,54 @@ pub fn reference_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared")
 }
 
+/// A throwaway certificate authority and a certificate for 127.0.0.1 signed
+/// by it (made with the `openssl` command), for central's TLS listener.
+pub struct PrivateCa {
+    /// The CA's certificate: what a client must trust.
+    pub ca: PathBuf,
+    /// Central's certificate and key (`KITH_TLS_CERT`, `KITH_TLS_KEY`).
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
+impl PrivateCa {
+    pub fn make(dir: &Path) -> Result<Self> {
+        std::fs::write(
+            dir.join("leaf.ext"),
+            "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n",
+        )?;
+        for args in [
+            "req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=kith-test-ca -keyout ca.key -out ca.pem",
+            "req -newkey rsa:2048 -nodes -subj /CN=localhost -keyout key.pem -out leaf.csr",
+            "x509 -req -in leaf.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 1 -extfile leaf.ext -out cert.pem",
+        ] {
+            let made = Command::new("openssl")
+                .args(args.split(' '))
+                .current_dir(dir)
+                .output()
+                .context("cannot run openssl")?;
+            anyhow::ensure!(
+                made.status.success(),
+                "openssl {args}: {}",
+                String::from_utf8_lossy(&made.stderr)
+            );
+        }
+        Ok(Self {
+            ca: dir.join("ca.pem"),
+            cert: dir.join("cert.pem"),
+            key: dir.join("key.pem"),
+        })
+    }
+
+    /// Central's environment for serving HTTPS with this certificate.
+    pub fn central_env(&self) -> [(&'static str, String); 2] {
+        [
+            ("KITH_TLS_CERT", self.cert.display().to_string()),
+            ("KITH_TLS_KEY", self.key.display().to_string()),
+        ]
+    }
+}
+
 /// A running `kith-central` on 127.0.0.1 with its own data directory.
 pub struct Central {
     pub data_dir: PathBuf,

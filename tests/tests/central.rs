@@ -1018,29 +1018,11 @@ fn quarantine_hides_a_revoked_machines_runs_from_others_until_released() -> Resu
 #[test]
 fn serves_https_with_the_configured_certificate() -> Result<()> {
     let tmp = tempfile::tempdir()?;
-    let dir = tmp.path();
-    let (ca, cert, key) = (
-        dir.join("ca.pem"),
-        dir.join("cert.pem"),
-        dir.join("key.pem"),
-    );
-    std::fs::write(
-        dir.join("leaf.ext"),
-        "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n",
-    )?;
-    // A throwaway CA, and a leaf certificate for 127.0.0.1 signed by it.
-    for args in [
-        "req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=kith-test-ca -keyout ca.key -out ca.pem",
-        "req -newkey rsa:2048 -nodes -subj /CN=localhost -keyout key.pem -out leaf.csr",
-        "x509 -req -in leaf.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 1 -extfile leaf.ext -out cert.pem",
-    ] {
-        let made = std::process::Command::new("openssl").args(args.split(' ')).current_dir(dir).output()?;
-        assert!(made.status.success(), "openssl {args}: {}", String::from_utf8_lossy(&made.stderr));
-    }
-    let (c, k) = (cert.display().to_string(), key.display().to_string());
+    let ca = kith_tests::PrivateCa::make(tmp.path())?;
+    let [(cert_var, cert), (key_var, key)] = ca.central_env();
     let central = Central::start_on(
         &tmp.path().join("data"),
-        &[("KITH_TLS_CERT", c.as_str()), ("KITH_TLS_KEY", k.as_str())],
+        &[(cert_var, cert.as_str()), (key_var, key.as_str())],
     )?;
     assert!(
         central.url.starts_with("https://127.0.0.1:"),
@@ -1048,7 +1030,7 @@ fn serves_https_with_the_configured_certificate() -> Result<()> {
         central.url
     );
     let trusted = reqwest::blocking::Client::builder()
-        .add_root_certificate(reqwest::Certificate::from_pem(&std::fs::read(&ca)?)?)
+        .add_root_certificate(reqwest::Certificate::from_pem(&std::fs::read(&ca.ca)?)?)
         .build()?;
     let health = trusted.get(format!("{}/healthz", central.url)).send()?;
     assert_eq!(health.status().as_u16(), 200);
@@ -1295,6 +1277,67 @@ fn idle_connections_neither_starve_healthz_nor_stay_open() -> Result<()> {
     }
     let health = http.get(format!("{}/healthz", central.url)).send()?;
     assert!(health.status().is_success());
+    Ok(())
+}
+
+/// A client that sends its headers and part of a body, then nothing (a
+/// slow-body attack), gets an answer with kith's error body once the body
+/// deadline passes, and central serves others meanwhile.
+#[test]
+fn a_body_that_stops_arriving_is_refused_and_the_connection_freed() -> Result<()> {
+    let central = Central::start()?;
+    let token = central.register("alice.test", "laptop")?;
+    let addr = central.url.trim_start_matches("http://").to_owned();
+    let head = format!(
+        "POST /api/search HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\n\
+         Content-Type: application/json\r\nContent-Length: 1000\r\nConnection: close\r\n\r\n{{\"query\": \"half"
+    );
+    let started = std::time::Instant::now();
+    let (status, body) = raw_exchange(&addr, &head, Duration::from_secs(30))?;
+    assert!(
+        started.elapsed() >= Duration::from_secs(5),
+        "answered before the body deadline: {status} {body}"
+    );
+    assert_eq!(status / 100, 4, "{status} {body}");
+    assert!(
+        body["error"]["code"].is_string(),
+        "kith's error body: {body}"
+    );
+    let health = reqwest::blocking::get(format!("{}/healthz", central.url))?;
+    assert!(health.status().is_success());
+    Ok(())
+}
+
+/// At debug, central logs one line per request (method, path, status) and
+/// never the bearer token or the query string.
+#[test]
+fn a_debug_log_has_a_line_per_request_and_never_the_token() -> Result<()> {
+    let mut central = Central::start_with(&[("KITH_LOG", "debug")])?;
+    let token = central.register("alice.test", "laptop")?;
+    let alice = central.client(&token);
+    assert_eq!(alice.get("/api/status?probe=q1")?.status, 200);
+    assert_eq!(alice.get("/api/conversations/c0000")?.status, 404);
+    central.kill()?;
+    let log: Vec<String> = central.log.iter().collect();
+    let done = |path: &str| -> Vec<&String> {
+        log.iter()
+            .filter(|l| {
+                l.contains(&format!("path={path}")) && l.contains("finished processing request")
+            })
+            .collect()
+    };
+    let status = done("/api/status");
+    assert_eq!(status.len(), 1, "one line for the request: {status:?}");
+    assert!(status[0].contains("status=200"), "{status:?}");
+    let missing = done("/api/conversations/c0000");
+    assert_eq!(missing.len(), 1, "{missing:?}");
+    assert!(
+        missing[0].contains("status=404") && missing[0].contains("DEBUG"),
+        "{missing:?}"
+    );
+    let text = log.join("\n");
+    assert!(!text.contains(&token), "the token is never logged");
+    assert!(!text.contains("probe=q1"), "nor the query string");
     Ok(())
 }
 

@@ -1,0 +1,408 @@
+//! What a real machine throws at the agent, end to end with the real `kith`
+//! and a real `kith-central`: a central whose certificate a private CA
+//! signed, a FIFO or socket where a transcript should be, a transcript
+//! reached through a symlinked folder, an agent installed after `kith watch`
+//! started.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Result};
+use kith_shared::fixtures;
+use kith_tests::{bin, Api, Central, PrivateCa};
+
+const CLAUDE: &str = "claude-code/-home-sam-src-tally/3f1c2a4e-8b7d-4e21-9c55-0a6b1d2e7f90.jsonl";
+const CODEX: &str =
+    "codex/2026/05/11/rollout-2026-05-11T14-02-09-019e17a2-4c3b-7d10-9a6e-52f0c8b1d3e4.jsonl";
+
+/// A machine: a HOME of its own, and nothing inherited that would point kith
+/// (or its TLS trust) elsewhere.
+struct Machine {
+    home: tempfile::TempDir,
+}
+
+impl Machine {
+    fn new() -> Result<Self> {
+        Ok(Self {
+            home: tempfile::tempdir()?,
+        })
+    }
+
+    fn path(&self, rel: &str) -> PathBuf {
+        self.home.path().join(rel)
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(bin("kith"));
+        cmd.args(args)
+            .env("HOME", self.home.path())
+            .env("KITH_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        for var in [
+            "KITH_CENTRAL_URL",
+            "KITH_TOKEN",
+            "KITH_CONFIG_DIR",
+            "KITH_STATE_DIR",
+            "CODEX_HOME",
+            "SSL_CERT_FILE",
+            "SSL_CERT_DIR",
+        ] {
+            cmd.env_remove(var);
+        }
+        cmd
+    }
+
+    /// Runs kith to the end, failing the test if it takes over `within`
+    /// (a hang is the failure some of these tests look for).
+    fn run(&self, mut cmd: Command, within: Duration) -> Result<Output> {
+        let child = cmd.spawn()?;
+        finish(child, within)
+    }
+
+    /// `kith login` with the token on the environment, as a script would.
+    fn login(
+        &self,
+        central: &str,
+        token: &str,
+        extra: &[&str],
+        env: &[(&str, &Path)],
+    ) -> Result<Output> {
+        let mut cmd = self.command(&[&["login", "--central", central], extra].concat());
+        cmd.env("KITH_TOKEN", token);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        self.run(cmd, Duration::from_secs(60))
+    }
+
+    /// A Claude Code transcript at `rel` under `~/.claude/projects`.
+    fn claude_transcript(&self, rel: &str) -> Result<PathBuf> {
+        let dest = self.path(".claude/projects").join(rel);
+        std::fs::create_dir_all(dest.parent().unwrap_or(Path::new(".")))?;
+        std::fs::write(&dest, fixtures::read(CLAUDE))?;
+        Ok(dest)
+    }
+}
+
+fn finish(mut child: Child, within: Duration) -> Result<Output> {
+    let deadline = Instant::now() + within;
+    while child.try_wait()?.is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let out = child.wait_with_output()?;
+            bail!(
+                "kith did not finish within {within:?}; stderr: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Ok(child.wait_with_output()?)
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "status {:?}\nstdout: {}\nstderr: {}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+fn stop_payload(file: &Path) -> Vec<u8> {
+    serde_json::json!({"session_id": "s", "transcript_path": file, "hook_event_name": "Stop"})
+        .to_string()
+        .into_bytes()
+}
+
+/// Central's chains as (source identity, bytes held), from the run forest.
+fn chains(api: &Api) -> Result<Vec<(String, u64)>> {
+    let forest = api.get("/api/runs/forest?limit=500")?;
+    let mut out: Vec<(String, u64)> = Vec::new();
+    for tree in forest.body["trees"].as_array().into_iter().flatten() {
+        for r in tree["runs"].as_array().into_iter().flatten() {
+            let run = &r["run"];
+            let source = run["source_identity"].as_str().unwrap_or_default();
+            let len =
+                run["to_offset"].as_u64().unwrap_or(0) - run["from_offset"].as_u64().unwrap_or(0);
+            match out.iter_mut().find(|(s, _)| s == source) {
+                Some((_, held)) => *held += len,
+                None => out.push((source.to_owned(), len)),
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The chains whose source is a file named `name`.
+fn chains_of(api: &Api, name: &str) -> Result<Vec<(String, u64)>> {
+    let suffix = format!("/{name}#");
+    Ok(chains(api)?
+        .into_iter()
+        .filter(|(s, _)| s.contains(&suffix))
+        .collect())
+}
+
+/// Polls until central holds a chain of `len` bytes for `name`, or `within`.
+fn wait_for(api: &Api, name: &str, len: u64, within: Duration) -> Result<Vec<(String, u64)>> {
+    let deadline = Instant::now() + within;
+    loop {
+        let got = chains_of(api, name)?;
+        if got.iter().any(|(_, held)| *held == len) || Instant::now() > deadline {
+            return Ok(got);
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+#[test]
+fn login_trusts_a_private_ca_and_a_certificate_error_is_named_as_one() -> Result<()> {
+    let tmp = tempfile::tempdir()?;
+    let ca = PrivateCa::make(tmp.path())?;
+    let [(cert_var, cert), (key_var, key)] = ca.central_env();
+    let central = Central::start_on(
+        &tmp.path().join("data"),
+        &[(cert_var, cert.as_str()), (key_var, key.as_str())],
+    )?;
+    assert!(central.url.starts_with("https://"), "{}", central.url);
+    let token = central.register("alice.test", "laptop")?;
+
+    // Not trusted: the error says certificate, and nothing is stored.
+    let laptop = Machine::new()?;
+    let out = laptop.login(&central.url, &token, &[], &[])?;
+    let said = text(&out);
+    assert!(!out.status.success(), "{said}");
+    assert!(said.contains("certificate"), "{said}");
+    assert!(said.contains("--ca-cert"), "{said}");
+    assert!(!said.contains("unreachable"), "{said}");
+    assert!(!said.contains(&token), "the token is never printed: {said}");
+    assert!(!laptop.path(".config/kith/auth.json").exists());
+
+    // A file with no certificate in it is refused before anything is sent.
+    let junk = tmp.path().join("junk.pem");
+    std::fs::write(&junk, "not a certificate\n")?;
+    let out = laptop.login(
+        &central.url,
+        &token,
+        &["--ca-cert", &junk.display().to_string()],
+        &[],
+    )?;
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("no PEM certificate"), "{}", text(&out));
+
+    // --ca-cert: logged in, and the CA stays with the login for capture and
+    // the family commands.
+    let ca_arg = ca.ca.display().to_string();
+    let out = laptop.login(&central.url, &token, &["--ca-cert", &ca_arg], &[])?;
+    assert!(out.status.success(), "{}", text(&out));
+    let auth = std::fs::read_to_string(laptop.path(".config/kith/auth.json"))?;
+    assert!(auth.contains("BEGIN CERTIFICATE"), "{auth}");
+    let file = laptop.claude_transcript("-home-sam-src-tally/3f1c2a4e.jsonl")?;
+    let out = laptop.run(laptop.command(&["backfill"]), Duration::from_secs(120))?;
+    assert!(out.status.success(), "{}", text(&out));
+    let out = laptop.run(laptop.command(&["tree"]), Duration::from_secs(60))?;
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains("tally import"),
+        "the conversation's title: {}",
+        text(&out)
+    );
+    let api = central.client(&token);
+    let trusted = reqwest::blocking::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(&std::fs::read(&ca.ca)?)?)
+        .build()?;
+    let api = Api {
+        http: trusted,
+        ..api
+    };
+    let len = std::fs::metadata(&file)?.len();
+    assert_eq!(
+        chains_of(&api, "3f1c2a4e.jsonl")?
+            .iter()
+            .map(|c| c.1)
+            .sum::<u64>(),
+        len
+    );
+
+    // SSL_CERT_FILE: the system trust store path, for a whole machine.
+    let desktop = Machine::new()?;
+    let desktop_token = central.register("alice.test", "desktop")?;
+    let out = desktop.login(
+        &central.url,
+        &desktop_token,
+        &[],
+        &[("SSL_CERT_FILE", &ca.ca)],
+    )?;
+    assert!(out.status.success(), "{}", text(&out));
+    let auth = std::fs::read_to_string(desktop.path(".config/kith/auth.json"))?;
+    assert!(
+        !auth.contains("BEGIN CERTIFICATE"),
+        "nothing stored: {auth}"
+    );
+    Ok(())
+}
+
+#[test]
+fn a_fifo_or_socket_named_like_a_transcript_hangs_nothing() -> Result<()> {
+    let central = Central::start()?;
+    let token = central.register("alice.test", "laptop")?;
+    let api = central.client(&token);
+    let machine = Machine::new()?;
+    let real = machine.claude_transcript("-home-sam-src-tally/real.jsonl")?;
+    let folder = real.parent().unwrap_or(Path::new("."));
+    let fifo = folder.join("fifo.jsonl");
+    let made = Command::new("mkfifo").arg(&fifo).status()?;
+    assert!(made.success());
+    let _socket = std::os::unix::net::UnixListener::bind(folder.join("socket.jsonl"))?;
+    let env = |mut cmd: Command| {
+        cmd.env("KITH_CENTRAL_URL", &central.url)
+            .env("KITH_TOKEN", &token);
+        cmd
+    };
+
+    // The hook named the FIFO: it ends (exit 0, as hooks always do) at once.
+    for special in ["fifo.jsonl", "socket.jsonl"] {
+        let mut cmd = env(machine.command(&["hook"]));
+        cmd.stdin(Stdio::piped());
+        let mut child = cmd.spawn()?;
+        {
+            use std::io::Write;
+            let mut stdin = child.stdin.take().expect("piped");
+            stdin.write_all(&stop_payload(&folder.join(special)))?;
+        }
+        let out = finish(child, Duration::from_secs(30))?;
+        assert_eq!(out.status.code(), Some(0), "{special}: {}", text(&out));
+    }
+
+    // Backfill walks past them and captures the real transcript.
+    let out = machine.run(env(machine.command(&["backfill"])), Duration::from_secs(60))?;
+    assert!(out.status.success(), "{}", text(&out));
+    let len = std::fs::metadata(&real)?.len();
+    assert_eq!(
+        chains_of(&api, "real.jsonl")?
+            .iter()
+            .map(|c| c.1)
+            .sum::<u64>(),
+        len
+    );
+    assert!(chains_of(&api, "fifo.jsonl")?.is_empty());
+    assert!(chains_of(&api, "socket.jsonl")?.is_empty());
+
+    // A FIFO appearing while `kith watch` runs: watch goes on capturing
+    // what is written after it.
+    let _watch = KillOnDrop(env(machine.command(&["watch"])).spawn()?);
+    std::thread::sleep(Duration::from_secs(2));
+    let made = Command::new("mkfifo")
+        .arg(folder.join("fifo2.jsonl"))
+        .status()?;
+    assert!(made.success());
+    std::thread::sleep(Duration::from_secs(1));
+    let later = machine.claude_transcript("-home-sam-src-tally/later.jsonl")?;
+    let len = std::fs::metadata(&later)?.len();
+    let got = wait_for(&api, "later.jsonl", len, Duration::from_secs(30))?;
+    assert!(
+        got.iter().any(|c| c.1 == len),
+        "kith watch went on capturing after the FIFO: {got:?}"
+    );
+    Ok(())
+}
+
+#[test]
+fn a_transcript_reached_through_a_symlinked_folder_is_captured_once() -> Result<()> {
+    let central = Central::start()?;
+    let token = central.register("alice.test", "laptop")?;
+    let api = central.client(&token);
+    let machine = Machine::new()?;
+    // The project folder lives elsewhere (a dotfiles checkout, another
+    // disk) and ~/.claude/projects/<project> links to it.
+    let real_dir = machine.path("elsewhere/-home-sam-src-tally");
+    std::fs::create_dir_all(&real_dir)?;
+    let real = real_dir.join("linked.jsonl");
+    let bytes = fixtures::read(CLAUDE);
+    let half = bytes
+        .iter()
+        .take(bytes.len() / 2)
+        .rposition(|b| *b == b'\n')
+        .map_or(0, |i| i + 1);
+    std::fs::write(&real, &bytes[..half])?;
+    let projects = machine.path(".claude/projects");
+    std::fs::create_dir_all(&projects)?;
+    std::os::unix::fs::symlink(&real_dir, projects.join("-home-sam-src-tally"))?;
+    let via_link = projects.join("-home-sam-src-tally/linked.jsonl");
+
+    let hook = |file: &Path| -> Result<()> {
+        let mut cmd = machine.command(&["hook"]);
+        cmd.env("KITH_CENTRAL_URL", &central.url)
+            .env("KITH_TOKEN", &token)
+            .stdin(Stdio::piped());
+        let mut child = cmd.spawn()?;
+        {
+            use std::io::Write;
+            child
+                .stdin
+                .take()
+                .expect("piped")
+                .write_all(&stop_payload(file))?;
+        }
+        let out = finish(child, Duration::from_secs(60))?;
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+        Ok(())
+    };
+    // First turn named through the link, the second through the real path.
+    hook(&via_link)?;
+    std::fs::write(&real, &bytes)?;
+    hook(&real)?;
+    hook(&via_link)?;
+
+    let got = chains_of(&api, "linked.jsonl")?;
+    assert_eq!(got.len(), 1, "one chain for one file: {got:?}");
+    assert_eq!(got[0].1, bytes.len() as u64, "every byte once: {got:?}");
+    let canonical = std::fs::canonicalize(&real)?;
+    assert!(
+        got[0].0.starts_with(&*canonical.display().to_string()),
+        "{got:?}"
+    );
+    Ok(())
+}
+
+#[test]
+fn watch_picks_up_an_agent_installed_after_it_started() -> Result<()> {
+    let central = Central::start()?;
+    let token = central.register("alice.test", "laptop")?;
+    let api = central.client(&token);
+    let machine = Machine::new()?;
+    std::fs::create_dir_all(machine.path(".claude/projects"))?;
+    let mut cmd = machine.command(&["watch"]);
+    cmd.env("KITH_CENTRAL_URL", &central.url)
+        .env("KITH_TOKEN", &token);
+    let _watch = KillOnDrop(cmd.spawn()?);
+    std::thread::sleep(Duration::from_secs(2));
+
+    // Codex is installed: ~/.codex/sessions appears with a first session.
+    let rel = CODEX.trim_start_matches("codex/");
+    let dest = machine.path(".codex/sessions").join(rel);
+    std::fs::create_dir_all(dest.parent().unwrap_or(Path::new(".")))?;
+    let bytes = fixtures::read(CODEX);
+    std::fs::write(&dest, &bytes)?;
+    let name = dest
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or_default();
+    // Far under the ten-minute rescan: the new root is watched within seconds.
+    let got = wait_for(&api, name, bytes.len() as u64, Duration::from_secs(30))?;
+    assert!(got.iter().any(|c| c.1 == bytes.len() as u64), "{got:?}");
+    Ok(())
+}
+
+/// A background kith, killed with the test.
+struct KillOnDrop(Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
