@@ -587,6 +587,35 @@ fn status_counts_are_the_callers_own_and_the_family_is_for_admins() -> Result<()
         "the admin sees the family: {r}"
     );
     assert_eq!(r["family"]["pending_index_jobs"], 0, "{r}");
+
+    // Work waiting for the indexer is the owner's too: with the indexer
+    // held, alice's two runs wait in her counts and lanes, not in bob's.
+    let held = Central::start_with(&[("KITH_FAILPOINT_INDEXER_PAUSED", "1")])?;
+    let alice = held.client(&held.register("alice.test", "laptop")?);
+    let bob = held.client(&held.register("bob.test", "desktop")?);
+    let root = held.client(&held.register_admin("root.test", "server")?);
+    for source in ["a", "b"] {
+        let r = alice.post("/api/runs", &delta(source, 0, &line("waiting")))?;
+        assert_eq!(r.status, 202, "{r:?}");
+    }
+    let waiting = |api: &Api| -> Result<(Value, Value)> {
+        let s = counts(api)?;
+        let lanes = &s["queue"];
+        Ok((
+            s["counts"]["pending_index_jobs"].clone(),
+            json!(
+                lanes["ingest_realtime"].as_u64().unwrap_or(0)
+                    + lanes["ingest_bulk"].as_u64().unwrap_or(0)
+            ),
+        ))
+    };
+    assert_eq!(waiting(&alice)?, (json!(2), json!(2)), "alice's own");
+    assert_eq!(
+        waiting(&bob)?,
+        (json!(0), json!(0)),
+        "nothing of alice's shows to bob"
+    );
+    assert_eq!(counts(&root)?["family"]["pending_index_jobs"], 2);
     Ok(())
 }
 

@@ -1271,8 +1271,14 @@ fn conformance_reindex_fills_an_empty_index() -> Result<()> {
             json!({"query": "reconciliation", "mode": "keyword"}),
         )?;
         assert_eq!(chunk_ids(&hits), vec![format!("{root}-0")], "{b}: {hits}");
+        // Counts are the caller's own: alice's two runs, bob's one.
         let status = alice.get("/api/status")?;
-        assert_eq!(status.body["counts"]["chunks"], 3, "{b}: {status:?}");
+        assert_eq!(status.body["counts"]["chunks"], 2, "{b}: {status:?}");
+        let bobs_status = bob.get("/api/status")?;
+        assert_eq!(
+            bobs_status.body["counts"]["chunks"], 1,
+            "{b}: {bobs_status:?}"
+        );
         assert_eq!(
             status.body["counts"]["pending_index_jobs"], 0,
             "{b}: {status:?}"
@@ -1366,7 +1372,8 @@ fn conformance_search_server_down_at_start() -> Result<()> {
     assert!(!message.contains(meili.key()), "the key never shows");
     let status = alice.get("/api/status")?;
     assert_eq!(status.status, 200, "{status:?}");
-    assert_eq!(status.body["counts"]["pending_index_jobs"], 3, "{status:?}");
+    // Alice's own waiting runs (bob's is his).
+    assert_eq!(status.body["counts"]["pending_index_jobs"], 2, "{status:?}");
     let run = alice.get(&format!("/api/runs/{}", posted[0]))?;
     assert!(run.body["indexed_at"].is_null(), "not indexed yet: {run:?}");
 
@@ -1393,8 +1400,9 @@ fn conformance_search_server_down_at_start() -> Result<()> {
         vec![posted[2].clone()]
     );
     let status = alice.get("/api/status")?;
-    assert_eq!(status.body["counts"]["chunks"], 3, "{status:?}");
+    assert_eq!(status.body["counts"]["chunks"], 2, "{status:?}");
     assert_eq!(status.body["counts"]["pending_index_jobs"], 0, "{status:?}");
+    assert_eq!(bob.get("/api/status")?.body["counts"]["chunks"], 1);
     Ok(())
 }
 
@@ -1462,11 +1470,8 @@ fn conformance_search_server_restarted_mid_ingest() -> Result<()> {
     }
     assert_eq!(keyword(&bob, "pelican", json!({}))?, vec![bobs.clone()]);
     let status = alice.get("/api/status")?;
-    assert_eq!(
-        status.body["counts"]["chunks"],
-        words.len() + 1,
-        "{status:?}"
-    );
+    assert_eq!(status.body["counts"]["chunks"], words.len(), "{status:?}");
+    assert_eq!(bob.get("/api/status")?.body["counts"]["chunks"], 1);
     assert_eq!(status.body["counts"]["pending_index_jobs"], 0, "{status:?}");
 
     if models.is_some() {

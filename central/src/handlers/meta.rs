@@ -5,6 +5,7 @@ use axum::http::header;
 use axum::response::IntoResponse;
 use axum::Json;
 use kith_proto::{Counts, ErrorBody, LaneDepths, StatusResponse};
+use kith_shared::ids::UserId;
 
 use crate::error::{Error, Result};
 use crate::registry::{Holdings, Viewer};
@@ -31,7 +32,8 @@ pub async fn status(State(state): State<AppState>, viewer: Viewer) -> Result<Jso
             true => Some(s.registry().holdings(None, model.as_deref())?),
             false => None,
         };
-        Ok::<_, crate::error::Error>((counts, lane_depths(&s, &counts)?, own, family))
+        let lanes = lane_depths(&s, Some(&user), (own.realtime_jobs, own.bulk_jobs))?;
+        Ok::<_, crate::error::Error>((counts, lanes, own, family))
     })
     .await??;
     let family = family.map(|f| counts_of(&f, counts.users));
@@ -54,7 +56,7 @@ fn counts_of(h: &Holdings, users: u64) -> Counts {
         machines: h.machines,
         runs: h.runs,
         chunks: h.chunks,
-        pending_index_jobs: h.pending_jobs,
+        pending_index_jobs: h.realtime_jobs + h.bulk_jobs,
         chunks_embedded: h.chunks_embedded,
     }
 }
@@ -69,24 +71,29 @@ fn chunks_or_zero(state: &AppState) -> u64 {
     })
 }
 
-/// Pending work per lane: queries waiting for the model; on the ingest
-/// lanes, runs waiting for text indexing plus runs waiting for the current
-/// model's vectors (a model change puts every run on the bulk lane).
-fn lane_depths(state: &AppState, counts: &crate::registry::RegistryCounts) -> Result<LaneDepths> {
+/// Pending work per lane: queries waiting for the model (everyone's: a
+/// count of searches, which shows how busy the model is); on the ingest
+/// lanes, `user`'s runs (everyone's with `None`) waiting for text indexing
+/// (`jobs`, realtime and bulk) plus those waiting for the current model's
+/// vectors (a model change puts every run on the bulk lane).
+fn lane_depths(state: &AppState, user: Option<&UserId>, jobs: (u64, u64)) -> Result<LaneDepths> {
+    let (realtime_jobs, bulk_jobs) = jobs;
     let Some(queue) = state.embed() else {
         return Ok(LaneDepths {
             query: 0,
-            ingest_realtime: counts.realtime_jobs,
-            ingest_bulk: counts.bulk_jobs,
+            ingest_realtime: realtime_jobs,
+            ingest_bulk: bulk_jobs,
         });
     };
-    let (realtime, bulk) = state
-        .registry()
-        .runs_awaiting_vectors(queue.model_id(), &crate::vectorizer::realtime_since())?;
+    let (realtime, bulk) = state.registry().runs_awaiting_vectors(
+        queue.model_id(),
+        &crate::vectorizer::realtime_since(),
+        user,
+    )?;
     Ok(LaneDepths {
         query: queue.depths().query as u64,
-        ingest_realtime: counts.realtime_jobs + realtime,
-        ingest_bulk: counts.bulk_jobs + bulk,
+        ingest_realtime: realtime_jobs + realtime,
+        ingest_bulk: bulk_jobs + bulk,
     })
 }
 
@@ -102,7 +109,8 @@ pub async fn metrics(State(state): State<AppState>, viewer: Viewer) -> Result<im
     let s = state.clone();
     let (counts, lanes, n_chunks) = tokio::task::spawn_blocking(move || {
         let counts = s.registry().counts()?;
-        Ok::<_, crate::error::Error>((counts, lane_depths(&s, &counts)?, chunks_or_zero(&s)))
+        let lanes = lane_depths(&s, None, (counts.realtime_jobs, counts.bulk_jobs))?;
+        Ok::<_, crate::error::Error>((counts, lanes, chunks_or_zero(&s)))
     })
     .await??;
     Ok((

@@ -459,7 +459,7 @@ impl EmbeddedIndex {
         searcher: &tantivy::Searcher,
         viewer: &Viewer,
         filters: &Filters,
-    ) -> Result<Vec<Arc<tantivy::BitSet>>> {
+    ) -> Result<Vec<Arc<allowed::Allowed>>> {
         // Everything `filter_queries` reads.
         let key = format!("{:?} {:?} {filters:?}", viewer.user_id(), viewer.grants());
         self.allowed

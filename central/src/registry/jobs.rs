@@ -5,7 +5,7 @@ use rusqlite::params;
 
 use super::{parse_id, to_i64, Registry};
 use crate::error::Result;
-use kith_shared::ids::RunId;
+use kith_shared::ids::{RunId, UserId};
 
 /// A run waiting to be indexed.
 #[derive(Debug, Clone)]
@@ -127,16 +127,24 @@ impl Registry {
             .collect()
     }
 
-    /// How many runs wait for vectors of `model`, as (realtime, bulk).
-    pub fn runs_awaiting_vectors(&self, model: &str, realtime_since: &str) -> Result<(u64, u64)> {
+    /// How many runs of `user` (everyone's with `None`) wait for vectors
+    /// of `model`, as (realtime, bulk).
+    pub fn runs_awaiting_vectors(
+        &self,
+        model: &str,
+        realtime_since: &str,
+        user: Option<&UserId>,
+    ) -> Result<(u64, u64)> {
         let (realtime, all) = self
             .reader()
             .prepare_cached(&format!(
-                "SELECT COALESCE(SUM({REALTIME}), 0), COUNT(*) FROM runs WHERE {AWAITING_VECTORS}"
+                "SELECT COALESCE(SUM({REALTIME}), 0), COUNT(*) FROM runs
+                 WHERE {AWAITING_VECTORS} AND (?3 IS NULL OR user_id = ?3)"
             ))?
-            .query_row(params![model, realtime_since], |r| {
-                Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?))
-            })?;
+            .query_row(
+                params![model, realtime_since, user.map(UserId::as_str)],
+                |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)),
+            )?;
         Ok((realtime.max(0) as u64, (all - realtime).max(0) as u64))
     }
 

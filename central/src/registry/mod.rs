@@ -177,7 +177,9 @@ pub struct Holdings {
     pub runs: u64,
     pub chunks: u64,
     pub chunks_embedded: u64,
-    pub pending_jobs: u64,
+    /// Runs waiting for the indexer, by lane.
+    pub realtime_jobs: u64,
+    pub bulk_jobs: u64,
     pub last_indexed_at: Option<String>,
 }
 
@@ -246,7 +248,7 @@ impl Registry {
 
     /// What `user` holds (the whole family's with `None`): machines, runs,
     /// indexed chunks, chunks with vectors of `model`, runs waiting for the
-    /// indexer, and when one of them was last indexed.
+    /// indexer by lane, and when one of them was last indexed.
     pub fn holdings(&self, user: Option<&UserId>, model: Option<&str>) -> Result<Holdings> {
         let user = user.map(UserId::as_str);
         let conn = self.reader();
@@ -266,18 +268,21 @@ impl Registry {
                 "SELECT COUNT(*) FROM machines WHERE revoked_at IS NULL AND (?1 IS NULL OR user_id = ?1)",
             )?
             .query_row(params![user], |r| r.get(0).map(n))?;
-        let pending_jobs = conn
+        let (realtime_jobs, bulk_jobs) = conn
             .prepare_cached(
-                "SELECT COUNT(*) FROM index_jobs j JOIN runs ON runs.id = j.run_id
+                "SELECT COALESCE(SUM(j.lane = 'ingest-realtime'), 0),
+                        COALESCE(SUM(j.lane = 'ingest-bulk'), 0)
+                 FROM index_jobs j JOIN runs ON runs.id = j.run_id
                  WHERE ?1 IS NULL OR runs.user_id = ?1",
             )?
-            .query_row(params![user], |r| r.get(0).map(n))?;
+            .query_row(params![user], |r| Ok((n(r.get(0)?), n(r.get(1)?))))?;
         Ok(Holdings {
             machines,
             runs,
             chunks,
             chunks_embedded,
-            pending_jobs,
+            realtime_jobs,
+            bulk_jobs,
             last_indexed_at,
         })
     }

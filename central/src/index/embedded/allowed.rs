@@ -8,7 +8,8 @@
 //! filter (readability + search filters) is evaluated on its own into a bit
 //! set per segment, kept while the segment lives (segments never change;
 //! deletions are checked separately), and the pruned text query asks it
-//! about each document it proposes.
+//! about each document it proposes. Beside each bit set, BM25's totals over
+//! it (`stats`), counted once per state of the segment's deletions.
 
 use std::cmp::{Ordering, Reverse};
 use std::collections::{BinaryHeap, HashMap};
@@ -17,6 +18,7 @@ use std::sync::{Arc, Mutex};
 use tantivy::collector::{Collector, SegmentCollector};
 use tantivy::index::SegmentId;
 use tantivy::query::Weight;
+use tantivy::schema::Field;
 use tantivy::{BitSet, DocAddress, DocId, Score, SegmentOrdinal, SegmentReader, TantivyError};
 
 /// Distinct filters kept; past this the cache starts over. Each costs one
@@ -26,7 +28,59 @@ const MAX_FILTERS: usize = 32;
 /// Per filter (a viewer's readability and the search filters, as a key),
 /// the documents it allows in each live segment.
 #[derive(Default)]
-pub(super) struct AllowedCache(Mutex<HashMap<String, HashMap<SegmentId, Arc<BitSet>>>>);
+pub(super) struct AllowedCache(Mutex<HashMap<String, HashMap<SegmentId, Arc<Allowed>>>>);
+
+/// The documents a filter allows in one segment (deleted ones included).
+pub(super) struct Allowed {
+    docs: BitSet,
+    /// Live allowed documents and their tokens in the text field, with the
+    /// segment's deleted count when they were counted (deletes only grow).
+    totals: Mutex<Option<Totals>>,
+}
+
+#[derive(Clone, Copy)]
+struct Totals {
+    n_deleted: u32,
+    n_docs: u64,
+    n_tokens: u64,
+}
+
+impl Allowed {
+    pub(super) fn contains(&self, doc: DocId) -> bool {
+        self.docs.contains(doc)
+    }
+
+    /// Live allowed documents of `segment` and their tokens in `text` (the
+    /// field norms: token counts, exact up to 40 and rounded above, the
+    /// lengths BM25 scores by); counted again only after new deletes.
+    pub(super) fn totals(
+        &self,
+        segment: &SegmentReader,
+        text: Field,
+    ) -> tantivy::Result<(u64, u64)> {
+        let n_deleted = segment.num_deleted_docs();
+        let mut cached = self.totals.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(t) = *cached {
+            if t.n_deleted == n_deleted {
+                return Ok((t.n_docs, t.n_tokens));
+            }
+        }
+        let norms = segment.get_fieldnorms_reader(text)?;
+        let (mut n_docs, mut n_tokens) = (0u64, 0u64);
+        for doc in 0..segment.max_doc() {
+            if self.docs.contains(doc) && !segment.is_deleted(doc) {
+                n_docs += 1;
+                n_tokens += u64::from(norms.fieldnorm(doc));
+            }
+        }
+        *cached = Some(Totals {
+            n_deleted,
+            n_docs,
+            n_tokens,
+        });
+        Ok((n_docs, n_tokens))
+    }
+}
 
 impl AllowedCache {
     /// The bit sets of `filter` for the searcher's segments, by segment
@@ -36,7 +90,7 @@ impl AllowedCache {
         key: String,
         segments: &[SegmentReader],
         filter: impl Fn() -> tantivy::Result<Box<dyn Weight>>,
-    ) -> tantivy::Result<Vec<Arc<BitSet>>> {
+    ) -> tantivy::Result<Vec<Arc<Allowed>>> {
         // Copied, not taken: concurrent searches of the same viewer all hit.
         let known = self.lock().get(&key).cloned().unwrap_or_default();
         let mut weight: Option<Box<dyn Weight>> = None;
@@ -50,7 +104,10 @@ impl AllowedCache {
                         Some(w) => w,
                         slot @ None => slot.insert(filter()?),
                     };
-                    Arc::new(allowed_in(weight.as_ref(), segment)?)
+                    Arc::new(Allowed {
+                        docs: allowed_in(weight.as_ref(), segment)?,
+                        totals: Mutex::default(),
+                    })
                 }
             };
             live.insert(segment.segment_id(), Arc::clone(&bits));
@@ -65,7 +122,7 @@ impl AllowedCache {
         Ok(out)
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, HashMap<SegmentId, Arc<BitSet>>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, HashMap<SegmentId, Arc<Allowed>>>> {
         self.0.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
@@ -86,12 +143,12 @@ fn allowed_in(filter: &dyn Weight, segment: &SegmentReader) -> tantivy::Result<B
 pub(super) struct AllowedTopDocs {
     pub limit: usize,
     /// By segment ordinal (`AllowedCache::get`).
-    pub allowed: Vec<Arc<BitSet>>,
+    pub allowed: Vec<Arc<Allowed>>,
 }
 
 pub(super) struct AllowedTopSegment {
     segment_ord: SegmentOrdinal,
-    allowed: Arc<BitSet>,
+    allowed: Arc<Allowed>,
     limit: usize,
     /// A min-heap: the worst of the best is on top.
     top: BinaryHeap<Reverse<Scored>>,

@@ -12,21 +12,24 @@ use std::sync::{Arc, OnceLock};
 
 use tantivy::query::Bm25StatisticsProvider;
 use tantivy::schema::{Field, IndexRecordOption};
-use tantivy::{BitSet, DocSet, Searcher, Term, TERMINATED};
+use tantivy::{DocSet, Searcher, Term, TERMINATED};
+
+use super::allowed::Allowed;
 
 /// Statistics of one search: made per query, each figure computed once.
 pub(super) struct ReadableStats<'a> {
     searcher: &'a Searcher,
     /// By segment ordinal, as `AllowedCache::get` answers.
-    allowed: &'a [Arc<BitSet>],
+    allowed: &'a [Arc<Allowed>],
     /// The one scored field; its token total is all a text query asks.
     text: Field,
-    /// Readable live documents and their tokens in `text`.
+    /// Readable live documents and their tokens in `text` (each segment's
+    /// share is cached with its bit set).
     totals: OnceLock<(u64, u64)>,
 }
 
 impl<'a> ReadableStats<'a> {
-    pub(super) fn new(searcher: &'a Searcher, allowed: &'a [Arc<BitSet>], text: Field) -> Self {
+    pub(super) fn new(searcher: &'a Searcher, allowed: &'a [Arc<Allowed>], text: Field) -> Self {
         Self {
             searcher,
             allowed,
@@ -46,15 +49,9 @@ impl<'a> ReadableStats<'a> {
         }
         let (mut n_docs, mut n_tokens) = (0u64, 0u64);
         for (segment, allowed) in self.searcher.segment_readers().iter().zip(self.allowed) {
-            // Field norms are token counts, exact up to 40 and rounded above
-            // (one byte each): the same lengths BM25 scores documents by.
-            let norms = segment.get_fieldnorms_reader(self.text)?;
-            for doc in 0..segment.max_doc() {
-                if allowed.contains(doc) && !segment.is_deleted(doc) {
-                    n_docs += 1;
-                    n_tokens += u64::from(norms.fieldnorm(doc));
-                }
-            }
+            let (docs, tokens) = allowed.totals(segment, self.text)?;
+            n_docs += docs;
+            n_tokens += tokens;
         }
         Ok(*self.totals.get_or_init(|| (n_docs, n_tokens)))
     }
