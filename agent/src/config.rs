@@ -48,6 +48,12 @@ pub struct Paths {
     pub codex_dir: PathBuf,
     /// pi's agent folder (`sessions/`, `extensions/`).
     pub pi_dir: PathBuf,
+    /// Gemini CLI's home (`tmp/<project>/chats/`) [env: KITH_GEMINI_DIR].
+    pub gemini_dir: PathBuf,
+    /// Copilot CLI's home (`session-state/<id>/events.jsonl`) [env: KITH_COPILOT_DIR].
+    pub copilot_dir: PathBuf,
+    /// Cursor's home (`projects/<slug>/agent-transcripts/`) [env: KITH_CURSOR_DIR].
+    pub cursor_dir: PathBuf,
 }
 
 /// Explicit choices (flags); `None` falls back to the environment.
@@ -82,6 +88,9 @@ impl Paths {
                 .or_else(|| env_path("CODEX_HOME"))
                 .unwrap_or_else(|| home.join(".codex")),
             pi_dir: pick(o.pi_dir, "KITH_PI_DIR").unwrap_or_else(|| home.join(".pi/agent")),
+            gemini_dir: env_path("KITH_GEMINI_DIR").unwrap_or_else(|| home.join(".gemini")),
+            copilot_dir: env_path("KITH_COPILOT_DIR").unwrap_or_else(|| home.join(".copilot")),
+            cursor_dir: env_path("KITH_CURSOR_DIR").unwrap_or_else(|| home.join(".cursor")),
         }
     }
 
@@ -97,6 +106,9 @@ impl Paths {
             claude_dir: root.join(".claude"),
             codex_dir: root.join(".codex"),
             pi_dir: root.join(".pi/agent"),
+            gemini_dir: root.join(".gemini"),
+            copilot_dir: root.join(".copilot"),
+            cursor_dir: root.join(".cursor"),
         }
     }
 

@@ -671,6 +671,9 @@ pub fn render_run(
         AgentRuntime::ClaudeCode => kith_shared::transcript::Format::ClaudeCode,
         AgentRuntime::Codex => kith_shared::transcript::Format::Codex,
         AgentRuntime::Pi => kith_shared::transcript::Format::Pi,
+        AgentRuntime::Gemini => kith_shared::transcript::Format::Gemini,
+        AgentRuntime::Copilot => kith_shared::transcript::Format::Copilot,
+        AgentRuntime::Cursor => kith_shared::transcript::Format::Cursor,
         AgentRuntime::Other => kith_shared::transcript::Format::Other,
     };
     let parsed = kith_shared::transcript::parse(format, bytes);
