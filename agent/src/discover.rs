@@ -34,7 +34,10 @@ pub fn roots(paths: &Paths) -> [(AgentRuntime, PathBuf); 6] {
         (AgentRuntime::Codex, paths.codex_dir.join("sessions")),
         (AgentRuntime::Pi, paths.pi_dir.join("sessions")),
         (AgentRuntime::Gemini, paths.gemini_dir.join("tmp")),
-        (AgentRuntime::Copilot, paths.copilot_dir.join("session-state")),
+        (
+            AgentRuntime::Copilot,
+            paths.copilot_dir.join("session-state"),
+        ),
         (AgentRuntime::Cursor, paths.cursor_dir.join("projects")),
     ]
 }

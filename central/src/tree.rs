@@ -100,9 +100,11 @@ pub fn turns(
         .collect::<std::io::Result<Vec<_>>>()?;
     let deltas: Vec<&[u8]> = blobs.iter().map(Vec::as_slice).collect();
     // A conversation is one agent's transcript: its first run's runtime.
-    let format = runs.first().map_or(kith_shared::transcript::Format::Other, |r| {
-        crate::ingest::format_of(r.meta.agent_runtime)
-    });
+    let format = runs
+        .first()
+        .map_or(kith_shared::transcript::Format::Other, |r| {
+            crate::ingest::format_of(r.meta.agent_runtime)
+        });
     let parsed = kith_shared::transcript::parse_chain(format, &deltas);
     let mut turns: Vec<ConversationTurn> = Vec::new();
     let mut end = 0;

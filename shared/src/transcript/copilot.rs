@@ -32,7 +32,12 @@ impl Records for Copilot {
             // `content` is what the person typed; `transformedContent` adds
             // what the CLI injected around it.
             "user.message" => {
-                b.turn(Role::User, str_at(data, "content").unwrap_or_default(), line, ts);
+                b.turn(
+                    Role::User,
+                    str_at(data, "content").unwrap_or_default(),
+                    line,
+                    ts,
+                );
             }
             "assistant.message" => {
                 fill(&mut b.facts.model, str_at(data, "model"));
@@ -123,16 +128,23 @@ mod tests {
         assert_eq!(t.commands, ["cargo test report::months"]);
         assert_eq!(
             t.files_touched,
-            ["/home/sam/src/tally/src", "/home/sam/src/tally/src/report.rs"]
+            [
+                "/home/sam/src/tally/src",
+                "/home/sam/src/tally/src/report.rs"
+            ]
         );
         assert_eq!(t.tools_used, ["bash", "grep", "task", "view"]);
         assert!(!t.turns.iter().any(|x| x.text.contains("current_datetime")));
-        assert_eq!(own("copilot/3e9a7c21-4b6d-4f08-a2c5-9d1e8b7f6a30/events.jsonl"), t);
+        assert_eq!(
+            own("copilot/3e9a7c21-4b6d-4f08-a2c5-9d1e8b7f6a30/events.jsonl"),
+            t
+        );
     }
 
     #[test]
     fn arguments_given_as_a_json_string_are_read_and_real_files_parse() {
-        let Some(t) = third_party("copilot/git-ai-project__git-ai__copilot_cli_session_events.jsonl")
+        let Some(t) =
+            third_party("copilot/git-ai-project__git-ai__copilot_cli_session_events.jsonl")
         else {
             return;
         };
@@ -140,7 +152,9 @@ mod tests {
         assert_eq!(t.model.as_deref(), Some("gpt-4.1"));
         let tool = t.turns.iter().find(|x| x.tool_names == ["create"]);
         assert!(
-            tool.is_some_and(|x| x.text.ends_with("Created file /Users/test/project/hello.py")),
+            tool.is_some_and(|x| x
+                .text
+                .ends_with("Created file /Users/test/project/hello.py")),
             "{:?}",
             t.turns
         );

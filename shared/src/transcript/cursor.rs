@@ -27,7 +27,10 @@ impl Records for Cursor {
                 // Cursor writes its hidden reasoning as `[REDACTED]`.
                 let text = blocks_text(blocks).replace("[REDACTED]", "");
                 b.turn(Role::Assistant, &text, line, None);
-                for block in blocks.iter().filter(|x| str_at(x, "type") == Some("tool_use")) {
+                for block in blocks
+                    .iter()
+                    .filter(|x| str_at(x, "type") == Some("tool_use"))
+                {
                     tool_use(b, block, line);
                 }
             }
@@ -50,7 +53,13 @@ fn tool_use(b: &mut Builder, block: &Value, line: u64) {
             b.command(&command);
         }
     }
-    b.call(None, name, &call_line(name, &input_summary(input)), line, None);
+    b.call(
+        None,
+        name,
+        &call_line(name, &input_summary(input)),
+        line,
+        None,
+    );
 }
 
 #[cfg(test)]
@@ -77,7 +86,10 @@ mod tests {
         assert!(!t.turns.iter().any(|x| x.text.contains("REDACTED")));
         assert_eq!(t.commands, ["cargo build"]);
         assert_eq!(t.files_touched, ["/home/sam/src/tally/src/cli.rs"]);
-        assert_eq!(t.title.as_deref(), Some("Add a --since flag to tally report"));
+        assert_eq!(
+            t.title.as_deref(),
+            Some("Add a --since flag to tally report")
+        );
         assert_eq!((t.started_at, t.session_id), (None, None));
     }
 
@@ -89,6 +101,9 @@ mod tests {
         };
         assert_eq!(t.n_skipped_lines, 0);
         assert!(t.tools_used.iter().any(|n| n == "WebSearch"));
-        assert!(t.intent.as_deref().is_some_and(|i| i.starts_with("Generate a file")));
+        assert!(t
+            .intent
+            .as_deref()
+            .is_some_and(|i| i.starts_with("Generate a file")));
     }
 }

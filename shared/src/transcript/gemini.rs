@@ -32,7 +32,9 @@ impl Gemini {
     }
 
     fn position(&self, id: &str) -> Option<usize> {
-        self.live.iter().position(|(m, _)| str_at(m, "id") == Some(id))
+        self.live
+            .iter()
+            .position(|(m, _)| str_at(m, "id") == Some(id))
     }
 }
 
@@ -94,7 +96,12 @@ fn message(b: &mut Builder, m: &Value, line: u64) {
         Some("gemini") => {
             fill(&mut b.facts.model, str_at(m, "model"));
             b.turn(Role::Assistant, &parts_text(content), line, ts);
-            for call in m.get("toolCalls").and_then(Value::as_array).into_iter().flatten() {
+            for call in m
+                .get("toolCalls")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
                 tool_call(b, call, line, ts);
             }
         }
@@ -135,16 +142,18 @@ fn tool_call(b: &mut Builder, call: &Value, line: u64, ts: Option<&str>) {
     }
     let id = str_at(call, "id");
     b.call(id, name, &call_line(name, &input_summary(args)), line, ts);
-    let output = str_at(call, "resultDisplay").map(str::to_owned).unwrap_or_else(|| {
-        call.get("result")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(|r| r.pointer("/functionResponse/response/output"))
-            .filter_map(Value::as_str)
-            .collect::<Vec<_>>()
-            .join("\n")
-    });
+    let output = str_at(call, "resultDisplay")
+        .map(str::to_owned)
+        .unwrap_or_else(|| {
+            call.get("result")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(|r| r.pointer("/functionResponse/response/output"))
+                .filter_map(Value::as_str)
+                .collect::<Vec<_>>()
+                .join("\n")
+        });
     b.result(id, Some(name), &output, line, ts);
 }
 
@@ -157,8 +166,8 @@ mod tests {
 
     #[test]
     fn only_the_live_messages_are_turns_each_at_its_last_copy() {
-        let bytes = String::from_utf8(super::super::super::fixtures::read(SESSION))
-            .unwrap_or_default();
+        let bytes =
+            String::from_utf8(super::super::super::fixtures::read(SESSION)).unwrap_or_default();
         let t = check(
             Format::Gemini,
             &bytes,
@@ -171,7 +180,10 @@ mod tests {
              tool 12-12 [run_shell_command]: run_shell_command: cargo test parse_amount Run the parser te
              assistant 13-13: Done: amounts like 1,200 now parse; the importer and the CLI",
         );
-        assert!(!t.turns.iter().any(|x| x.text.contains("zeppelin")), "rewound");
+        assert!(
+            !t.turns.iter().any(|x| x.text.contains("zeppelin")),
+            "rewound"
+        );
         assert_eq!(
             t.session_id.as_deref(),
             Some("7c1e4a2b-5d3f-4e6a-9b80-2f4d6c8a1e35")
@@ -247,7 +259,10 @@ mod tests {
         let sub = own("gemini/tally/chats/7c1e4a2b-5d3f-4e6a-9b80-2f4d6c8a1e35/b41d09e6-2c7a-4f53-8e1b-6a9d3c5e7f20.jsonl");
         assert_eq!(sub.turns.len(), 3);
         assert_eq!(sub.model.as_deref(), Some("gemini-2.5-flash"));
-        assert_eq!(sub.intent.as_deref(), Some("Find every caller of parse_amount"));
+        assert_eq!(
+            sub.intent.as_deref(),
+            Some("Find every caller of parse_amount")
+        );
         if let Some(t) = third_party("gemini/jazzyalex__agent-sessions__jsonl_v040.jsonl") {
             assert_eq!(t.session_id.as_deref(), Some("gemini_stage0_jsonl"));
             assert_eq!(t.commands, ["ls -F"]);
