@@ -233,7 +233,7 @@ fn gemini_rewind_and_reappended_message_across_a_central_restart() -> Result<()>
     );
 
     let id = str_of(&conversation, "id");
-    assert_eq!(m.found("gain")?, [id.clone()], "the last turn is found");
+    assert_eq!(m.found("gain")?, [id.as_str()], "the last turn is found");
     assert!(m.found("zeppelin")?.is_empty(), "a rewound turn is not");
 
     // The subagent in `chats/<session id>/` hangs under its session.
@@ -264,7 +264,7 @@ fn copilot_events_across_a_central_restart() -> Result<()> {
         "text the CLI injected: {said}"
     );
     let id = str_of(&conversation, "id");
-    assert_eq!(m.found("April")?, [id]);
+    assert_eq!(m.found("April")?, [id.as_str()]);
     assert!(m.found("premium")?.is_empty(), "usage is not a turn");
     Ok(())
 }
@@ -278,7 +278,7 @@ fn cursor_transcript_and_its_subagent_across_a_central_restart() -> Result<()> {
     assert_final_state(&turns, CURSOR);
     assert!(!format!("{turns:?}").contains("REDACTED"));
     let id = str_of(&conversation, "id");
-    assert_eq!(m.found("entries")?, [id.clone()]);
+    assert_eq!(m.found("entries")?, [id.as_str()]);
     assert!(m.found("REDACTED")?.is_empty());
     let tree = m.tree()?;
     assert_eq!(tree.len(), 2, "{tree:?}");

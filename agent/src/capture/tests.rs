@@ -28,7 +28,7 @@ impl Device {
         let paths = Paths::under(tmp.path());
         let capture = Capture::new(&paths, Duration::from_secs(5));
         Ok(Self {
-            tmp: tmp,
+            tmp,
             paths,
             capture,
         })
