@@ -163,6 +163,30 @@ impl Machine {
             .collect())
     }
 
+    /// `kith status`'s row for `runtime`: (files, bytes on disk, accepted, pending).
+    fn coverage(&self, runtime: &str) -> Result<[u64; 4]> {
+        let status = String::from_utf8(self.ok(&["status"])?)?;
+        let row = status
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(runtime))
+            .with_context(|| format!("no {runtime} row: {status}"))?;
+        let n: Vec<u64> = row
+            .split_whitespace()
+            .skip(1)
+            .map(str::parse)
+            .collect::<Result<_, _>>()?;
+        n.try_into()
+            .map_err(|n| anyhow::anyhow!("{runtime} row: {n:?}"))
+    }
+
+    /// Every file of `runtime` is covered: `files` of them, all accepted.
+    fn assert_covered(&self, runtime: &str, files: u64) -> Result<()> {
+        let [n, on_disk, accepted, pending] = self.coverage(runtime)?;
+        assert_eq!((n, pending), (files, 0), "{runtime}");
+        assert!(on_disk > 0 && accepted == on_disk, "{runtime}");
+        Ok(())
+    }
+
     /// `kith tree --json`: (conversation id, parent id) of each.
     fn tree(&self) -> Result<Vec<(String, String)>> {
         let tree: Value = serde_json::from_slice(&self.ok(&["tree", "--json"])?)?;
@@ -213,6 +237,12 @@ fn gemini_rewind_and_reappended_message_across_a_central_restart() -> Result<()>
     // answer the rewind (line 9) drops: all captured before central dies.
     let conversation = m.capture_across_a_restart(GEMINI, 8, &[GEMINI_SUBAGENT])?;
     assert_eq!(conversation["agent_runtime"], "gemini");
+    m.assert_covered("gemini", 2)?;
+    assert_eq!(
+        m.coverage("claude-code")?,
+        [0; 4],
+        "nothing else is counted"
+    );
     assert_eq!(conversation["delta_count"].as_u64(), Some(2));
     let turns = m.turns(&conversation)?;
     assert_final_state(&turns, GEMINI);
@@ -251,6 +281,7 @@ fn copilot_events_across_a_central_restart() -> Result<()> {
     // delta reads as two turns, as in every append-only format.
     let conversation = m.capture_across_a_restart(COPILOT, 9, &[])?;
     assert_eq!(conversation["agent_runtime"], "copilot");
+    m.assert_covered("copilot", 1)?;
     assert_eq!(conversation["git_branch"], "fix-dates");
     let turns = m.turns(&conversation)?;
     assert_final_state(&turns, COPILOT);
@@ -274,6 +305,7 @@ fn cursor_transcript_and_its_subagent_across_a_central_restart() -> Result<()> {
     let mut m = Machine::new()?;
     let conversation = m.capture_across_a_restart(CURSOR, 3, &[CURSOR_SUBAGENT])?;
     assert_eq!(conversation["agent_runtime"], "cursor");
+    m.assert_covered("cursor", 2)?;
     let turns = m.turns(&conversation)?;
     assert_final_state(&turns, CURSOR);
     assert!(!format!("{turns:?}").contains("REDACTED"));
