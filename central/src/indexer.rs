@@ -17,7 +17,7 @@ use tokio::time::Instant;
 
 use crate::error::{Error, Result};
 use crate::ingest::format_of;
-use crate::registry::PendingJob;
+use crate::registry::{PendingJob, StoredRun};
 use crate::state::{lock, AppState};
 
 /// Runs indexed per index commit: large enough to amortise the commit's
@@ -223,19 +223,7 @@ fn run_meta(state: &AppState, blob_path: &str) -> Result<RunMeta> {
 /// whole chain, whatever order its jobs run in, so the last indexing is
 /// always of the latest state; the other runs' vectors are made again.
 fn index_chain(state: &AppState, format: Format, meta: &RunMeta) -> Result<()> {
-    let user = UserId::parse(&meta.user_id).map_err(|e| Error::Internal(e.to_string()))?;
-    let runs =
-        state
-            .registry()
-            .source_runs_overlapping(&user, &meta.source_identity, 0, u64::MAX)?;
-    let blobs = runs
-        .iter()
-        .map(|run| state.store().read_jsonl(&run.blob_path))
-        .collect::<std::io::Result<Vec<_>>>()?;
-    let deltas: Vec<&[u8]> = blobs.iter().map(Vec::as_slice).collect();
-    let turns = transcript::parse_chain(format, &deltas);
-    for (run, turns) in runs.iter().zip(turns) {
-        let chunks = chunk_turns(&turns, &ChunkConfig::default());
+    for (run, chunks) in chain_chunks(state, format, meta)? {
         if run.meta.id == meta.id {
             state.index().put_run(meta, &run.ancestry, &chunks)?;
             continue;
@@ -247,6 +235,34 @@ fn index_chain(state: &AppState, format: Format, meta: &RunMeta) -> Result<()> {
         state.registry().forget_vectors(&id)?;
     }
     Ok(())
+}
+
+/// The chunks of every run of `meta`'s source chain, read as one
+/// transcript (`transcript::parse_chain`), in byte order.
+pub fn chain_chunks(
+    state: &AppState,
+    format: Format,
+    meta: &RunMeta,
+) -> Result<Vec<(StoredRun, Vec<Chunk>)>> {
+    let user = UserId::parse(&meta.user_id).map_err(|e| Error::Internal(e.to_string()))?;
+    let runs =
+        state
+            .registry()
+            .source_runs_overlapping(&user, &meta.source_identity, 0, u64::MAX)?;
+    let blobs = runs
+        .iter()
+        .map(|run| state.store().read_jsonl(&run.blob_path))
+        .collect::<std::io::Result<Vec<_>>>()?;
+    let deltas: Vec<&[u8]> = blobs.iter().map(Vec::as_slice).collect();
+    let turns = transcript::parse_chain(format, &deltas);
+    Ok(runs
+        .into_iter()
+        .zip(turns)
+        .map(|(run, turns)| {
+            let chunks = chunk_turns(&turns, &ChunkConfig::default());
+            (run, chunks)
+        })
+        .collect())
 }
 
 #[cfg(test)]
