@@ -1,4 +1,4 @@
-//! `kith install|uninstall claude-code|codex|pi`: add (or remove) exactly
+//! `kith install|uninstall claude-code|codex|pi|gemini`: add (or remove) exactly
 //! kith's hook in each agent's own configuration, keeping everything else as
 //! the user wrote it. Installing twice changes nothing; uninstalling removes
 //! only what kith added.
@@ -7,7 +7,12 @@
 //!   SessionEnd in `settings.json` (other keys and hooks kept verbatim);
 //! - Codex: `notify = [<kith>, "hook"]` in `config.toml` (formatting kept by
 //!   `toml_edit`); another program already there is never replaced;
-//! - pi: the extension `extensions/kith.ts`, which runs `kith hook --pi FILE`.
+//! - pi: the extension `extensions/kith.ts`, which runs `kith hook --pi FILE`;
+//! - Gemini CLI: a command hook on AfterAgent, PreCompress and SessionEnd in
+//!   `~/.gemini/settings.json`, which has Claude's shape (its payload names
+//!   the `transcript_path` too).
+//!
+//! Copilot CLI and Cursor have no hook kith uses: `kith watch` captures them.
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
@@ -27,6 +32,7 @@ pub enum Agent {
     ClaudeCode,
     Codex,
     Pi,
+    Gemini,
 }
 
 /// What an install or uninstall did, for the one line `kith` prints.
@@ -62,6 +68,7 @@ pub fn install(paths: &Paths, agent: Agent, kith: &Path, add: bool) -> Result<Ou
             paths.pi_dir.join("extensions").join("kith.ts"),
             pi_extension,
         ),
+        Agent::Gemini => (paths.gemini_dir.join("settings.json"), gemini_settings),
     };
     let (text, mode) = match fs::read_to_string(&file) {
         Ok(text) => {
@@ -86,10 +93,41 @@ pub fn install(paths: &Paths, agent: Agent, kith: &Path, add: bool) -> Result<Ou
     Ok(Outcome { file, changed, add })
 }
 
+/// An agent whose `settings.json` holds Claude-shaped hooks: `hooks.<event>`
+/// is a list of matcher groups, each with its command handlers.
+struct HookSettings {
+    what: &'static str,
+    events: &'static [&'static str],
+    /// The handler's `timeout`, in the agent's own unit.
+    timeout: u64,
+}
+
 const CLAUDE_EVENTS: [&str; 4] = ["Stop", "SubagentStop", "PreCompact", "SessionEnd"];
 
-/// The shell command Claude runs: `<kith> hook`, the path quoted if needed.
-fn claude_command(kith: &Path) -> String {
+const CLAUDE: HookSettings = HookSettings {
+    what: "Claude Code settings JSON",
+    events: &CLAUDE_EVENTS,
+    // Seconds.
+    timeout: 10,
+};
+
+const GEMINI: HookSettings = HookSettings {
+    what: "Gemini CLI settings JSON",
+    events: &["AfterAgent", "PreCompress", "SessionEnd"],
+    // Milliseconds.
+    timeout: 10_000,
+};
+
+fn claude_settings(text: &str, kith: &Path, add: bool) -> Result<Option<String>> {
+    hook_settings(&CLAUDE, text, kith, add)
+}
+
+fn gemini_settings(text: &str, kith: &Path, add: bool) -> Result<Option<String>> {
+    hook_settings(&GEMINI, text, kith, add)
+}
+
+/// The shell command a hook runs: `<kith> hook`, the path quoted if needed.
+fn hook_command(kith: &Path) -> String {
     let path = kith.display().to_string();
     let plain = path
         .bytes()
@@ -126,12 +164,17 @@ fn is_kith_group(group: &Value) -> bool {
     }
 }
 
-/// Claude's settings with kith's group on each capture event, or without
+/// The agent's settings with kith's group on each capture event, or without
 /// any; `None` when nothing changes. Values kith does not edit keep their
 /// exact text (and so their order and formatting).
-fn claude_settings(text: &str, kith: &Path, add: bool) -> Result<Option<String>> {
+fn hook_settings(
+    agent: &HookSettings,
+    text: &str,
+    kith: &Path,
+    add: bool,
+) -> Result<Option<String>> {
     let bad = |reason: String| Error::Invalid {
-        what: "Claude Code settings JSON",
+        what: agent.what,
         path: PathBuf::from("settings.json"),
         reason,
     };
@@ -145,10 +188,10 @@ fn claude_settings(text: &str, kith: &Path, add: bool) -> Result<Option<String>>
         Some(raw) => members(raw.get())?,
         None => Members::default(),
     };
-    let ours =
-        json!({"hooks": [{"type": "command", "command": claude_command(kith), "timeout": 10}]});
+    let ours = json!({"hooks": [{"type": "command", "command": hook_command(kith),
+                                 "timeout": agent.timeout}]});
     let mut changed = false;
-    for event in CLAUDE_EVENTS {
+    for &event in agent.events {
         let groups: Vec<Box<RawValue>> = match hooks.raw(event) {
             Some(raw) => {
                 serde_json::from_str(raw.get()).map_err(|e| bad(format!("hooks.{event}: {e}")))?

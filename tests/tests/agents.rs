@@ -49,8 +49,15 @@ impl Machine {
     }
 
     fn kith(&self, args: &[&str]) -> Result<Output> {
+        self.kith_with(args, b"")
+    }
+
+    fn kith_with(&self, args: &[&str], stdin: &[u8]) -> Result<Output> {
         let mut cmd = Command::new(bin("kith"));
         cmd.args(args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
             .env("HOME", self.home.path())
             .env("KITH_CENTRAL_URL", &self.central.url)
             .env("KITH_TOKEN", &self.token);
@@ -63,7 +70,11 @@ impl Machine {
         ] {
             cmd.env_remove(var);
         }
-        Ok(cmd.output()?)
+        let mut child = cmd.spawn()?;
+        if let Some(mut input) = child.stdin.take() {
+            input.write_all(stdin)?;
+        }
+        Ok(child.wait_with_output()?)
     }
 
     fn ok(&self, args: &[&str]) -> Result<Vec<u8>> {
@@ -332,5 +343,52 @@ fn cursor_transcript_and_its_subagent_across_a_central_restart() -> Result<()> {
     let tree = m.tree()?;
     assert_eq!(tree.len(), 2, "{tree:?}");
     assert_eq!(tree[1].1, id, "the subagent under its session: {tree:?}");
+    Ok(())
+}
+
+/// `kith install gemini` puts kith's hook in Gemini CLI's settings; the
+/// payload Gemini sends after a turn (AfterAgent) names the transcript,
+/// which the hook captures and sends, printing nothing on stdout (Gemini
+/// reads a hook's stdout as JSON).
+#[test]
+fn gemini_after_agent_hook_captures_the_session_it_names() -> Result<()> {
+    let m = Machine::new()?;
+    m.ok(&["install", "gemini"])?;
+    let settings: Value =
+        serde_json::from_slice(&std::fs::read(m.home.path().join(".gemini/settings.json"))?)?;
+    let command = settings["hooks"]["AfterAgent"][0]["hooks"][0]["command"].clone();
+    assert!(
+        command.as_str().is_some_and(|c| c.ends_with("kith hook")),
+        "{settings}"
+    );
+
+    m.write(GEMINI, 0, usize::MAX)?;
+    let payload = json!({
+        "session_id": "7c1e4a2b-5d3f-4e6a-9b80-2f4d6c8a1e35",
+        "transcript_path": m.dest(GEMINI),
+        "cwd": "/home/sam/src/tally",
+        "hook_event_name": "AfterAgent",
+        "timestamp": "2026-05-13T09:16:04.000Z",
+    });
+    let out = m.kith_with(&["hook"], payload.to_string().as_bytes())?;
+    assert_eq!(out.status.code(), Some(0));
+    assert!(
+        out.stdout.is_empty(),
+        "{:?}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+
+    let listed = m.api.get("/api/conversations")?;
+    let conversations = listed.body["conversations"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(conversations.len(), 1, "{listed:?}");
+    assert_eq!(conversations[0]["agent_runtime"], "gemini");
+    assert_final_state(&m.turns(&conversations[0])?, GEMINI);
+
+    m.ok(&["uninstall", "gemini"])?;
+    let settings = std::fs::read_to_string(m.home.path().join(".gemini/settings.json"))?;
+    assert!(!settings.contains("kith"), "{settings}");
     Ok(())
 }
