@@ -75,7 +75,7 @@ pub struct SearchArgs {
     /// Only before then: 30m, 12h, 7d, 2w (ago) or an RFC 3339 time.
     #[arg(long)]
     until: Option<String>,
-    /// claude-code, codex, pi or other.
+    /// claude-code, codex, pi, gemini, copilot, cursor or other.
     #[arg(long)]
     runtime: Option<String>,
     /// A machine name.
@@ -260,7 +260,7 @@ pub fn run(cmd: FamilyCommand, remote: &Remote<'_>) -> Result<()> {
             let runtime = runtime
                 .map(|r| {
                     AgentRuntime::parse(&r).with_context(|| {
-                        format!("--runtime {r:?}: use claude-code, codex, pi or other")
+                        format!("--runtime {r:?}: use claude-code, codex, pi, gemini, copilot, cursor or other")
                     })
                 })
                 .transpose()?;

@@ -1,4 +1,4 @@
-//! `kith hook`: what Claude Code, Codex and pi run when a turn ends. It finds
+//! `kith hook`: what Claude Code, Codex, pi and Gemini CLI run when a turn ends. It finds
 //! the transcripts the payload names (Claude Code / Codex hook JSON on stdin,
 //! a Codex `notify` JSON as the last argument, or `--pi FILE`), captures them,
 //! and gives central about 1.5 s; whatever is not delivered stays in the
