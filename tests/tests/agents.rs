@@ -392,3 +392,88 @@ fn gemini_after_agent_hook_captures_the_session_it_names() -> Result<()> {
     assert!(!settings.contains("kith"), "{settings}");
     Ok(())
 }
+
+/// Copilot CLI and Cursor have no hook kith uses: `kith watch` captures
+/// them as they are written, and only their transcripts (not other JSONL
+/// files in the agents' folders).
+#[test]
+fn watch_captures_copilot_and_cursor_and_nothing_else_in_their_folders() -> Result<()> {
+    let m = Machine::new()?;
+    let mut cmd = Command::new(bin("kith"));
+    cmd.arg("watch")
+        .env("HOME", m.home.path())
+        .env("KITH_CENTRAL_URL", &m.central.url)
+        .env("KITH_TOKEN", &m.token)
+        .env_remove("KITH_STATE_DIR")
+        .env_remove("KITH_CONFIG_DIR")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let watch = Watch(cmd.spawn()?);
+    m.write(COPILOT, 0, 9)?;
+    m.write(CURSOR, 0, 2)?;
+    let decoys = [
+        ".copilot/session-state/3e9a7c21-4b6d-4f08-a2c5-9d1e8b7f6a30/other.jsonl",
+        ".cursor/projects/home-sam-src-tally/other.jsonl",
+    ];
+    for decoy in decoys {
+        let line = "{\"role\":\"user\",\"message\":{\"content\":[{\"type\":\"text\",\"text\":\"decoy\"}]}}\n";
+        std::fs::write(m.home.path().join(decoy), line)?;
+    }
+    m.write(COPILOT, 9, usize::MAX)?;
+    m.write(CURSOR, 2, usize::MAX)?;
+    m.write(CURSOR_SUBAGENT, 0, usize::MAX)?;
+
+    // Every byte of the three transcripts arrives.
+    let want: u64 = [COPILOT, CURSOR, CURSOR_SUBAGENT]
+        .iter()
+        .map(|rel| fixtures::read(rel).len() as u64)
+        .sum();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let runtimes = loop {
+        let listed = m.api.get("/api/conversations?limit=100")?;
+        let conversations = listed.body["conversations"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let mut got = 0;
+        for c in &conversations {
+            for run in c["run_ids"].as_array().into_iter().flatten() {
+                let r = m
+                    .api
+                    .get(&format!("/api/runs/{}", run.as_str().unwrap_or_default()))?;
+                got += r.body["to_offset"].as_u64().unwrap_or(0)
+                    - r.body["from_offset"].as_u64().unwrap_or(0);
+            }
+        }
+        if got >= want {
+            let mut runtimes: Vec<String> = conversations
+                .iter()
+                .map(|c| str_of(c, "agent_runtime"))
+                .collect();
+            runtimes.sort();
+            break runtimes;
+        }
+        ensure!(
+            std::time::Instant::now() < deadline,
+            "{got} of {want} bytes: {listed:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    drop(watch);
+    assert_eq!(runtimes, ["copilot", "cursor", "cursor"]);
+    assert!(
+        m.found("decoy")?.is_empty(),
+        "a file that is not a transcript"
+    );
+    Ok(())
+}
+
+/// A running `kith watch`, killed with the test.
+struct Watch(std::process::Child);
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
