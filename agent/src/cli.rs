@@ -656,12 +656,11 @@ fn watch(paths: &Paths, settings: &Settings) -> Result<()> {
         signal_hook::flag::register_conditional_shutdown(signal, 1, Arc::clone(&stop))?;
         signal_hook::flag::register(signal, Arc::clone(&stop))?;
     }
-    eprintln!(
-        "kith: watching {}, {} and {} (Ctrl-C to stop)",
-        paths.claude_dir.join("projects").display(),
-        paths.codex_dir.join("sessions").display(),
-        paths.pi_dir.join("sessions").display()
-    );
+    let roots: Vec<String> = crate::discover::roots(paths)
+        .iter()
+        .map(|(_, root)| root.display().to_string())
+        .collect();
+    eprintln!("kith: watching {} (Ctrl-C to stop)", roots.join(", "));
     crate::watch::run(
         paths,
         settings,

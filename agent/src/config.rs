@@ -50,6 +50,12 @@ pub struct Paths {
     pub codex_dir: PathBuf,
     /// pi's agent folder (`sessions/`, `extensions/`).
     pub pi_dir: PathBuf,
+    /// Gemini CLI's home (`tmp/<project>/chats/`) [env: KITH_GEMINI_DIR].
+    pub gemini_dir: PathBuf,
+    /// Copilot CLI's home (`session-state/<id>/events.jsonl`) [env: KITH_COPILOT_DIR].
+    pub copilot_dir: PathBuf,
+    /// Cursor's home (`projects/<slug>/agent-transcripts/`) [env: KITH_CURSOR_DIR].
+    pub cursor_dir: PathBuf,
 }
 
 /// Explicit choices (flags); `None` falls back to the environment.
@@ -107,7 +113,7 @@ fn pick(
 }
 
 /// Where each folder of `Paths` came from, by the folder's name.
-pub type PathOrigins = [(&'static str, Origin); 5];
+pub type PathOrigins = [(&'static str, Origin); 8];
 
 impl Paths {
     /// Flag > `KITH_*` > XDG base directory variable > default (Codex also
@@ -154,12 +160,20 @@ impl Paths {
             &home,
             ".pi/agent",
         );
+        // Only a variable moves these (no flags).
+        let (gemini_dir, gemini_o) = pick(None, "", &[("KITH_GEMINI_DIR", "")], &home, ".gemini");
+        let (copilot_dir, copilot_o) =
+            pick(None, "", &[("KITH_COPILOT_DIR", "")], &home, ".copilot");
+        let (cursor_dir, cursor_o) = pick(None, "", &[("KITH_CURSOR_DIR", "")], &home, ".cursor");
         let paths = Self {
             config_dir,
             state_dir,
             claude_dir,
             codex_dir,
             pi_dir,
+            gemini_dir,
+            copilot_dir,
+            cursor_dir,
         };
         let origins = [
             ("config_dir", config_o),
@@ -167,6 +181,9 @@ impl Paths {
             ("claude_dir", claude_o),
             ("codex_dir", codex_o),
             ("pi_dir", pi_o),
+            ("gemini_dir", gemini_o),
+            ("copilot_dir", copilot_o),
+            ("cursor_dir", cursor_o),
         ];
         (paths, origins)
     }
@@ -183,6 +200,9 @@ impl Paths {
             claude_dir: root.join(".claude"),
             codex_dir: root.join(".codex"),
             pi_dir: root.join(".pi/agent"),
+            gemini_dir: root.join(".gemini"),
+            copilot_dir: root.join(".copilot"),
+            cursor_dir: root.join(".cursor"),
         }
     }
 

@@ -145,6 +145,9 @@ pub fn resume_hint(c: &Conversation, session: &str) -> String {
         kith_proto::AgentRuntime::ClaudeCode => format!("claude --resume {session}"),
         kith_proto::AgentRuntime::Codex => format!("codex resume {session}"),
         kith_proto::AgentRuntime::Pi => format!("pi --session {session}"),
+        kith_proto::AgentRuntime::Gemini => format!("gemini --resume {session}"),
+        kith_proto::AgentRuntime::Copilot => format!("copilot --resume {session}"),
+        kith_proto::AgentRuntime::Cursor => format!("cursor-agent --resume {session}"),
         kith_proto::AgentRuntime::Other => session.to_owned(),
     }
 }

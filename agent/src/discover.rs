@@ -1,9 +1,14 @@
 //! Finding transcripts and what they belong to: Claude Code
 //! (`projects/**/*.jsonl`, subagents in `<session>/subagents/` or, in older
 //! builds, `agent-*.jsonl` beside the session), Codex
-//! (`sessions/YYYY/MM/DD/rollout-*.jsonl`) and pi (`sessions/**/*.jsonl`);
-//! and, from a peek at a file's first lines, its conversation id and the
-//! transcript it hangs under. No full parse: only the few keys needed.
+//! (`sessions/YYYY/MM/DD/rollout-*.jsonl`), pi (`sessions/**/*.jsonl`),
+//! Gemini CLI (`tmp/<project>/chats/*.jsonl`, subagents in
+//! `chats/<parent session id>/`), Copilot CLI
+//! (`session-state/<id>/events.jsonl`) and Cursor
+//! (`projects/<slug>/agent-transcripts/**/*.jsonl`, subagents in
+//! `<session>/subagents/`); and, from a peek at a file's first lines, its
+//! conversation id and the transcript it hangs under. No full parse: only
+//! the few keys needed.
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
@@ -23,22 +28,29 @@ pub struct Source {
 }
 
 /// Where each agent keeps its transcripts.
-pub fn roots(paths: &Paths) -> [(AgentRuntime, PathBuf); 3] {
+pub fn roots(paths: &Paths) -> [(AgentRuntime, PathBuf); 6] {
     [
         (AgentRuntime::ClaudeCode, paths.claude_dir.join("projects")),
         (AgentRuntime::Codex, paths.codex_dir.join("sessions")),
         (AgentRuntime::Pi, paths.pi_dir.join("sessions")),
+        (AgentRuntime::Gemini, paths.gemini_dir.join("tmp")),
+        (
+            AgentRuntime::Copilot,
+            paths.copilot_dir.join("session-state"),
+        ),
+        (AgentRuntime::Cursor, paths.cursor_dir.join("projects")),
     ]
 }
 
-/// Every transcript under the three roots; within a root, sessions before
-/// their subagents (capture also fetches a missing parent itself).
+/// Every transcript under the roots; within a root, sessions before their
+/// subagents (capture also fetches a missing parent itself).
 pub fn all(paths: &Paths) -> Vec<Source> {
     let mut out = Vec::new();
     for (runtime, root) in roots(paths) {
         let mut files = Vec::new();
         walk(&root, &mut files);
-        files.sort_by_key(|p| (is_claude_subagent(p), p.clone()));
+        files.retain(|p| is_transcript_of(runtime, p));
+        files.sort_by_key(|p| (is_subagent(runtime, p), p.clone()));
         out.extend(files.into_iter().map(|path| Source { runtime, path }));
     }
     out
@@ -50,13 +62,36 @@ pub fn runtime_of(paths: &Paths, path: &Path) -> AgentRuntime {
         .file_name()
         .and_then(|n| n.to_str())
         .unwrap_or_default();
-    if path.starts_with(&paths.codex_dir) || name.starts_with("rollout-") {
+    if path.starts_with(&paths.gemini_dir) {
+        AgentRuntime::Gemini
+    } else if path.starts_with(&paths.copilot_dir) {
+        AgentRuntime::Copilot
+    } else if path.starts_with(&paths.cursor_dir) {
+        AgentRuntime::Cursor
+    } else if path.starts_with(&paths.codex_dir) || name.starts_with("rollout-") {
         AgentRuntime::Codex
     } else if path.starts_with(&paths.pi_dir) || path.to_string_lossy().contains("/.pi/") {
         AgentRuntime::Pi
     } else {
         AgentRuntime::ClaudeCode
     }
+}
+
+/// Whether `path` is a transcript kith captures: a `.jsonl` file where its
+/// agent keeps sessions (the agents' homes also hold logs and caches).
+pub fn is_transcript(paths: &Paths, path: &Path) -> bool {
+    is_transcript_of(runtime_of(paths, path), path)
+}
+
+fn is_transcript_of(runtime: AgentRuntime, path: &Path) -> bool {
+    let has_dir = |name: &str| path.components().any(|c| c.as_os_str() == name);
+    path.extension().is_some_and(|e| e == "jsonl")
+        && match runtime {
+            AgentRuntime::Gemini => has_dir("chats"),
+            AgentRuntime::Copilot => path.file_name().is_some_and(|n| n == "events.jsonl"),
+            AgentRuntime::Cursor => has_dir("agent-transcripts"),
+            _ => true,
+        }
 }
 
 fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -75,16 +110,27 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-fn is_claude_subagent(path: &Path) -> bool {
-    let in_subagents = path
-        .parent()
+fn is_subagent(runtime: AgentRuntime, path: &Path) -> bool {
+    match runtime {
+        AgentRuntime::ClaudeCode => is_claude_subagent(path),
+        AgentRuntime::Gemini => gemini_parent_id(path).is_some(),
+        AgentRuntime::Cursor => in_subagents(path),
+        _ => false,
+    }
+}
+
+fn in_subagents(path: &Path) -> bool {
+    path.parent()
         .and_then(Path::file_name)
-        .is_some_and(|n| n == "subagents");
+        .is_some_and(|n| n == "subagents")
+}
+
+fn is_claude_subagent(path: &Path) -> bool {
     let side_by_side = path
         .file_name()
         .and_then(|n| n.to_str())
         .is_some_and(|n| n.starts_with("agent-"));
-    in_subagents || side_by_side
+    in_subagents(path) || side_by_side
 }
 
 /// Agent ids, session ids and thread ids end up in paths: only plain ones.
@@ -226,8 +272,82 @@ pub fn peek(paths: &Paths, runtime: AgentRuntime, path: &Path) -> Peek {
                 cwd: header_str("cwd"),
             }
         }
+        AgentRuntime::Gemini => Peek {
+            conversation_id: lines.first().and_then(|v| str_of(v, "sessionId")),
+            parent: gemini_parent_id(path).and_then(|id| find_gemini_session(path, id)),
+            cwd: None,
+        },
+        AgentRuntime::Copilot => Peek {
+            conversation_id: lines
+                .iter()
+                .find(|v| v.get("type").and_then(Value::as_str) == Some("session.start"))
+                .and_then(|v| v.pointer("/data/sessionId"))
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+                .or_else(|| {
+                    let dir = path.parent()?.file_name()?.to_str()?;
+                    Some(dir.to_owned())
+                }),
+            parent: None,
+            cwd: None,
+        },
+        AgentRuntime::Cursor => Peek {
+            conversation_id: Some(fallback.to_owned()),
+            parent: cursor_parent(path),
+            cwd: None,
+        },
         AgentRuntime::Other => Peek::default(),
     }
+}
+
+fn str_of(v: &Value, key: &str) -> Option<String> {
+    v.get(key).and_then(Value::as_str).map(str::to_owned)
+}
+
+/// A Gemini subagent lives in `chats/<parent session id>/`: that id.
+fn gemini_parent_id(path: &Path) -> Option<&str> {
+    let dir = path.parent()?;
+    let in_chats = dir.parent()?.file_name()? == "chats";
+    let id = dir.file_name()?.to_str()?;
+    (in_chats && plain_id(id)).then_some(id)
+}
+
+/// The session file in `chats/` whose metadata line names `session_id`:
+/// `session-<time>-<first 8 characters of the id>.jsonl`.
+fn find_gemini_session(subagent: &Path, session_id: &str) -> Option<PathBuf> {
+    let chats = subagent.parent()?.parent()?;
+    let suffix = format!("-{}.jsonl", session_id.get(..8).unwrap_or(session_id));
+    std::fs::read_dir(chats)
+        .ok()?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("session-") && n.ends_with(&suffix))
+        })
+        .find(|p| {
+            first_lines(p)
+                .first()
+                .and_then(|v| str_of(v, "sessionId"))
+                .is_some_and(|id| id == session_id)
+        })
+}
+
+/// A Cursor subagent's transcript: `<session>/subagents/<id>.jsonl` hangs
+/// under `<session>.jsonl` beside its folder, or `<session>/<session>.jsonl`
+/// in the layout that keeps each session in a folder.
+fn cursor_parent(path: &Path) -> Option<PathBuf> {
+    if !in_subagents(path) {
+        return None;
+    }
+    let session_dir = path.parent()?.parent()?;
+    let beside = session_dir.with_extension("jsonl");
+    if beside.is_file() {
+        return Some(beside);
+    }
+    let name = session_dir.file_name()?;
+    Some(session_dir.join(name).with_extension("jsonl"))
 }
 
 /// A Claude subagent's session file: `<session>/subagents/agent-*.jsonl`

@@ -115,7 +115,7 @@ pub struct SearchArgs {
     /// Only before then: 30m, 12h, 7d, 2w (ago) or an RFC 3339 time.
     #[arg(long)]
     until: Option<String>,
-    /// claude-code, codex, pi or other.
+    /// claude-code, codex, pi, gemini, copilot, cursor or other.
     #[arg(long)]
     runtime: Option<String>,
     /// A machine name.
@@ -363,7 +363,7 @@ pub fn run(cmd: FamilyCommand, remote: &Remote<'_>) -> Result<()> {
             let runtime = runtime
                 .map(|r| {
                     AgentRuntime::parse(&r).with_context(|| {
-                        format!("--runtime {r:?}: use claude-code, codex, pi or other")
+                        format!("--runtime {r:?}: use claude-code, codex, pi, gemini, copilot, cursor or other")
                     })
                 })
                 .transpose()?;
@@ -877,6 +877,9 @@ pub fn render_run(
         AgentRuntime::ClaudeCode => kith_shared::transcript::Format::ClaudeCode,
         AgentRuntime::Codex => kith_shared::transcript::Format::Codex,
         AgentRuntime::Pi => kith_shared::transcript::Format::Pi,
+        AgentRuntime::Gemini => kith_shared::transcript::Format::Gemini,
+        AgentRuntime::Copilot => kith_shared::transcript::Format::Copilot,
+        AgentRuntime::Cursor => kith_shared::transcript::Format::Cursor,
         AgentRuntime::Other => kith_shared::transcript::Format::Other,
     };
     let parsed = kith_shared::transcript::parse(format, bytes);

@@ -1,4 +1,4 @@
-//! `kith install|uninstall claude-code|codex|pi`: add (or remove) exactly
+//! `kith install|uninstall claude-code|codex|pi|gemini`: add (or remove) exactly
 //! kith's hook in each agent's own configuration, keeping everything else as
 //! the user wrote it. Installing twice changes nothing; uninstalling removes
 //! only what kith added.
@@ -7,7 +7,12 @@
 //!   SessionEnd in `settings.json` (other keys and hooks kept verbatim);
 //! - Codex: `notify = [<kith>, "hook"]` in `config.toml` (formatting kept by
 //!   `toml_edit`); another program already there is never replaced;
-//! - pi: the extension `extensions/kith.ts`, which runs `kith hook --pi FILE`.
+//! - pi: the extension `extensions/kith.ts`, which runs `kith hook --pi FILE`;
+//! - Gemini CLI: a command hook on AfterAgent, PreCompress and SessionEnd in
+//!   `~/.gemini/settings.json`, which has Claude's shape (its payload names
+//!   the `transcript_path` too).
+//!
+//! Copilot CLI and Cursor have no hook kith uses: `kith watch` captures them.
 //!
 //! `--mcp` also registers `kith mcp` as an MCP server (`install::mcp`).
 
@@ -31,6 +36,7 @@ pub enum Agent {
     ClaudeCode,
     Codex,
     Pi,
+    Gemini,
 }
 
 /// What an install or uninstall did, for the one line `kith` prints.
@@ -66,6 +72,7 @@ pub fn install(paths: &Paths, agent: Agent, kith: &Path, add: bool) -> Result<Ou
         Agent::ClaudeCode => claude_settings,
         Agent::Codex => codex_config,
         Agent::Pi => pi_extension,
+        Agent::Gemini => gemini_settings,
     };
     // pi's extension is a file of kith's own: removing it removes the file.
     let remove_empty = agent == Agent::Pi;
@@ -141,7 +148,17 @@ pub fn config_file(paths: &Paths, agent: Agent) -> PathBuf {
         Agent::ClaudeCode => paths.claude_dir.join("settings.json"),
         Agent::Codex => paths.codex_dir.join("config.toml"),
         Agent::Pi => paths.pi_dir.join("extensions").join("kith.ts"),
+        Agent::Gemini => paths.gemini_dir.join("settings.json"),
     }
+}
+
+/// An agent whose `settings.json` holds Claude-shaped hooks: `hooks.<event>`
+/// is a list of matcher groups, each with its command handlers.
+struct HookSettings {
+    what: &'static str,
+    events: &'static [&'static str],
+    /// The handler's `timeout`, in the agent's own unit.
+    timeout: u64,
 }
 
 const CLAUDE_EVENTS: [&str; 4] = ["Stop", "SubagentStop", "PreCompact", "SessionEnd"];
@@ -150,8 +167,22 @@ const CLAUDE_EVENTS: [&str; 4] = ["Stop", "SubagentStop", "PreCompact", "Session
 const RECALL_EVENT: &str = "SessionStart";
 const RECALL_ARGS: &str = "context --hook";
 
-/// The shell command Claude runs: `<kith> <args>`, the path quoted if needed.
-fn claude_command(kith: &Path, args: &str) -> String {
+const CLAUDE: HookSettings = HookSettings {
+    what: "Claude Code settings JSON",
+    events: &CLAUDE_EVENTS,
+    // Seconds.
+    timeout: 10,
+};
+
+const GEMINI: HookSettings = HookSettings {
+    what: "Gemini CLI settings JSON",
+    events: &["AfterAgent", "PreCompress", "SessionEnd"],
+    // Milliseconds.
+    timeout: 10_000,
+};
+
+/// The shell command a hook runs: `<kith> <args>`, the path quoted if needed.
+fn hook_command(kith: &Path, args: &str) -> String {
     let path = kith.display().to_string();
     let plain = path
         .bytes()
@@ -192,39 +223,61 @@ fn is_kith_group(group: &Value) -> bool {
     }
 }
 
-/// kith's matcher group running `<kith> <args>`.
-fn claude_group(kith: &Path, args: &str) -> Value {
-    json!({"hooks": [{"type": "command", "command": claude_command(kith, args), "timeout": 10}]})
+/// kith's matcher group running `<kith> <args>`, with the agent's timeout.
+fn hook_group(agent: &HookSettings, kith: &Path, args: &str) -> Value {
+    json!({"hooks": [{"type": "command", "command": hook_command(kith, args),
+                      "timeout": agent.timeout}]})
 }
 
 /// Claude's settings with kith's group on each capture event, or without
 /// any (and without the recall hook); `None` when nothing changes.
 fn claude_settings(text: &str, kith: &Path, add: bool) -> Result<Option<String>> {
-    let mut events: Vec<(&str, Option<Value>)> = CLAUDE_EVENTS
+    let mut events: Vec<(&str, Option<Value>)> = CLAUDE
+        .events
         .iter()
-        .map(|e| (*e, add.then(|| claude_group(kith, "hook"))))
+        .map(|e| (*e, add.then(|| hook_group(&CLAUDE, kith, "hook"))))
         .collect();
     if !add {
         events.push((RECALL_EVENT, None));
     }
-    claude_hooks(text, &events)
+    settings_hooks(CLAUDE.what, text, &events)
+}
+
+/// Gemini CLI's settings with kith's group on each capture event, or
+/// without any; `None` when nothing changes.
+fn gemini_settings(text: &str, kith: &Path, add: bool) -> Result<Option<String>> {
+    let events: Vec<(&str, Option<Value>)> = GEMINI
+        .events
+        .iter()
+        .map(|e| (*e, add.then(|| hook_group(&GEMINI, kith, "hook"))))
+        .collect();
+    settings_hooks(GEMINI.what, text, &events)
 }
 
 /// Claude's settings with (or without) `kith context --hook` on
 /// SessionStart; `None` when nothing changes.
 pub fn claude_recall(text: &str, kith: &Path, add: bool) -> Result<Option<String>> {
-    claude_hooks(
+    settings_hooks(
+        CLAUDE.what,
         text,
-        &[(RECALL_EVENT, add.then(|| claude_group(kith, RECALL_ARGS)))],
+        &[(
+            RECALL_EVENT,
+            add.then(|| hook_group(&CLAUDE, kith, RECALL_ARGS)),
+        )],
     )
 }
 
-/// Sets kith's group on each event to the one given (or to none), keeping
-/// every other group; `None` when nothing changes. Values kith does not
-/// edit keep their exact text (and so their order and formatting).
-fn claude_hooks(text: &str, events: &[(&str, Option<Value>)]) -> Result<Option<String>> {
+/// Sets kith's group on each event of a Claude-shaped `settings.json` to
+/// the one given (or to none), keeping every other group; `None` when
+/// nothing changes. Values kith does not edit keep their exact text (and so
+/// their order and formatting).
+fn settings_hooks(
+    what: &'static str,
+    text: &str,
+    events: &[(&str, Option<Value>)],
+) -> Result<Option<String>> {
     let bad = |reason: String| Error::Invalid {
-        what: "Claude Code settings JSON",
+        what,
         path: PathBuf::from("settings.json"),
         reason,
     };

@@ -59,10 +59,11 @@ pub struct ServiceFile {
     pub enabled: bool,
 }
 
-const AGENTS: [(Agent, &str); 3] = [
+const AGENTS: [(Agent, &str); 4] = [
     (Agent::ClaudeCode, "claude-code"),
     (Agent::Codex, "codex"),
     (Agent::Pi, "pi"),
+    (Agent::Gemini, "gemini"),
 ];
 
 /// Runs every step, printing a line for each through `say`. A step that
@@ -212,6 +213,7 @@ fn agent_dir(paths: &Paths, agent: Agent) -> &Path {
         Agent::ClaudeCode => &paths.claude_dir,
         Agent::Codex => &paths.codex_dir,
         Agent::Pi => &paths.pi_dir,
+        Agent::Gemini => &paths.gemini_dir,
     }
 }
 

@@ -103,13 +103,9 @@ pub fn report(paths: &Paths, settings: &Settings) -> Report {
     let outbox = Outbox::new(&paths.state_dir);
     let cleanup_days = cleanup_days(&paths.claude_dir);
     let horizon = Duration::from_secs(cleanup_days.saturating_sub(WARN_DAYS_AHEAD) * 86_400);
-    let mut sources: Vec<(AgentRuntime, Coverage)> = [
-        AgentRuntime::ClaudeCode,
-        AgentRuntime::Codex,
-        AgentRuntime::Pi,
-    ]
-    .map(|r| (r, Coverage::default()))
-    .to_vec();
+    let mut sources: Vec<(AgentRuntime, Coverage)> = discover::roots(paths)
+        .map(|(r, _)| (r, Coverage::default()))
+        .to_vec();
     let rules = &settings.rules;
     let mut excluded: Vec<Excluded> = rules
         .exclude

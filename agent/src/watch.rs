@@ -113,7 +113,7 @@ pub fn run(
             Ok(Ok(event)) if event.kind.is_access() => {}
             Ok(Ok(event)) => {
                 for path in event.paths {
-                    if path.extension().is_some_and(|e| e == "jsonl") {
+                    if discover::is_transcript(paths, &path) {
                         let now = Instant::now();
                         pending.entry(path).or_insert((now, now)).1 = now;
                     } else if path.is_dir() {

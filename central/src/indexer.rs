@@ -10,14 +10,14 @@ use std::time::Duration;
 
 use kith_proto::RunMeta;
 use kith_shared::chunk::{chunk_turns, Chunk, ChunkConfig};
-use kith_shared::ids::RunId;
-use kith_shared::transcript;
+use kith_shared::ids::{RunId, UserId};
+use kith_shared::transcript::{self, Format};
 use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
 
 use crate::error::{Error, Result};
 use crate::ingest::format_of;
-use crate::registry::PendingJob;
+use crate::registry::{PendingJob, StoredRun};
 use crate::state::{lock, AppState};
 
 /// Runs indexed per index commit: large enough to amortise the commit's
@@ -201,22 +201,23 @@ pub fn index_batch(state: &AppState) -> Result<usize> {
 
 /// Puts one run's chunks in the index; answers how many.
 fn index_one(state: &AppState, job: &PendingJob) -> Result<u64> {
-    let meta_path = state
-        .store()
-        .absolute(&job.blob_path)
-        .with_extension("metadata.json");
-    let meta: RunMeta = serde_json::from_slice(&std::fs::read(&meta_path)?)?;
+    let meta = run_meta(state, &job.blob_path)?;
     if meta.id != job.run_id.as_str() {
         return Err(Error::Internal(format!(
             "metadata of {} names run {}",
             job.run_id, meta.id
         )));
     }
-    let chunks = match state.indexer().take_chunks(&meta.id) {
+    let handed_over = state.indexer().take_chunks(&meta.id);
+    let format = format_of(meta.agent_runtime);
+    if format == Format::Gemini {
+        return index_chain(state, format, &meta, job.superseded);
+    }
+    let chunks = match handed_over {
         Some(chunks) => chunks,
         None => {
             let bytes = state.store().read_jsonl(&job.blob_path)?;
-            let parsed = transcript::parse(format_of(meta.agent_runtime), &bytes);
+            let parsed = transcript::parse(format, &bytes);
             chunk_turns(&parsed.turns, &ChunkConfig::default())
         }
     };
@@ -224,6 +225,73 @@ fn index_one(state: &AppState, job: &PendingJob) -> Result<u64> {
         .index()
         .put_run(&meta, &job.ancestry, job.superseded, &chunks)?;
     Ok(chunks.len() as u64)
+}
+
+/// The metadata stored beside the blob at `blob_path`.
+fn run_meta(state: &AppState, blob_path: &str) -> Result<RunMeta> {
+    let meta_path = state
+        .store()
+        .absolute(blob_path)
+        .with_extension("metadata.json");
+    Ok(serde_json::from_slice(&std::fs::read(&meta_path)?)?)
+}
+
+/// A format whose later records rewrite what earlier deltas said (Gemini:
+/// a message appended again, `$set`, `$rewindTo`): every delta of the
+/// source chain is indexed again with only the turns live in the whole
+/// chain, so search never finds a turn the transcript no longer holds. The
+/// whole chain, whatever order its jobs run in, so the last indexing is
+/// always of the latest state; the other runs' vectors are made again.
+/// Answers how many chunks `meta`'s own run has (a chain is superseded, or
+/// not, as a whole).
+fn index_chain(state: &AppState, format: Format, meta: &RunMeta, superseded: bool) -> Result<u64> {
+    let mut own = 0;
+    for (run, chunks) in chain_chunks(state, format, meta)? {
+        if run.meta.id == meta.id {
+            state
+                .index()
+                .put_run(meta, &run.ancestry, superseded, &chunks)?;
+            own = chunks.len() as u64;
+            continue;
+        }
+        state.index().put_run(
+            &run_meta(state, &run.blob_path)?,
+            &run.ancestry,
+            superseded,
+            &chunks,
+        )?;
+        let id = RunId::parse(&run.meta.id).map_err(|e| Error::Internal(e.to_string()))?;
+        state.registry().forget_vectors(&id)?;
+    }
+    Ok(own)
+}
+
+/// The chunks of every run of `meta`'s source chain, read as one
+/// transcript (`transcript::parse_chain`), in byte order.
+pub fn chain_chunks(
+    state: &AppState,
+    format: Format,
+    meta: &RunMeta,
+) -> Result<Vec<(StoredRun, Vec<Chunk>)>> {
+    let user = UserId::parse(&meta.user_id).map_err(|e| Error::Internal(e.to_string()))?;
+    let runs =
+        state
+            .registry()
+            .source_runs_overlapping(&user, &meta.source_identity, 0, u64::MAX)?;
+    let blobs = runs
+        .iter()
+        .map(|run| state.store().read_jsonl(&run.blob_path))
+        .collect::<std::io::Result<Vec<_>>>()?;
+    let deltas: Vec<&[u8]> = blobs.iter().map(Vec::as_slice).collect();
+    let turns = transcript::parse_chain(format, &deltas);
+    Ok(runs
+        .into_iter()
+        .zip(turns)
+        .map(|(run, turns)| {
+            let chunks = chunk_turns(&turns, &ChunkConfig::default());
+            (run, chunks)
+        })
+        .collect())
 }
 
 #[cfg(test)]

@@ -192,6 +192,9 @@ pub fn format_of(runtime: AgentRuntime) -> Format {
         AgentRuntime::ClaudeCode => Format::ClaudeCode,
         AgentRuntime::Codex => Format::Codex,
         AgentRuntime::Pi => Format::Pi,
+        AgentRuntime::Gemini => Format::Gemini,
+        AgentRuntime::Copilot => Format::Copilot,
+        AgentRuntime::Cursor => Format::Cursor,
         AgentRuntime::Other => Format::Other,
     }
 }

@@ -309,11 +309,20 @@ pub fn doctor(state: &AppState) -> Result<DoctorReport> {
         if older.is_some() {
             continue;
         }
-        let expected = chunk_turns(
-            &transcript::parse(format_of(meta.agent_runtime), &bytes).turns,
-            &ChunkConfig::default(),
-        )
-        .len() as u64;
+        let format = format_of(meta.agent_runtime);
+        let expected = if format == transcript::Format::Gemini {
+            // Indexed as its chain reads whole (`indexer::chain_chunks`).
+            crate::indexer::chain_chunks(state, format, &meta)?
+                .into_iter()
+                .find(|(run, _)| run.meta.id == meta.id)
+                .map_or(0, |(_, chunks)| chunks.len())
+        } else {
+            chunk_turns(
+                &transcript::parse(format, &bytes).turns,
+                &ChunkConfig::default(),
+            )
+            .len()
+        } as u64;
         n_expected += expected;
         let actual = state.index().n_chunks_of_run(id)?;
         if expected != actual {

@@ -94,18 +94,27 @@ pub fn turns(
     limit: usize,
 ) -> Result<TurnsResponse> {
     let (id, runs) = readable_conversation(registry, viewer, name, "turns")?;
+    let blobs = runs
+        .iter()
+        .map(|run| store.read_jsonl(&run.blob_path))
+        .collect::<std::io::Result<Vec<_>>>()?;
+    let deltas: Vec<&[u8]> = blobs.iter().map(Vec::as_slice).collect();
+    // A conversation is one agent's transcript: its first run's runtime.
+    let format = runs
+        .first()
+        .map_or(kith_shared::transcript::Format::Other, |r| {
+            crate::ingest::format_of(r.meta.agent_runtime)
+        });
+    let parsed = kith_shared::transcript::parse_chain(format, &deltas);
     let mut turns: Vec<ConversationTurn> = Vec::new();
     let mut end = 0;
-    for run in &runs {
+    for (run, run_turns) in runs.iter().zip(parsed) {
         let meta = &run.meta;
         if meta.from_offset != end {
             turns.push(conversation::gap(&meta.id, end, meta.from_offset));
         }
         end = meta.to_offset;
-        let bytes = store.read_jsonl(&run.blob_path)?;
-        let parsed =
-            kith_shared::transcript::parse(crate::ingest::format_of(meta.agent_runtime), &bytes);
-        turns.extend(conversation::turns_of(&meta.id, parsed.turns));
+        turns.extend(conversation::turns_of(&meta.id, run_turns));
     }
     let total = turns.len() as u64;
     let page: Vec<ConversationTurn> = turns

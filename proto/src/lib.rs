@@ -30,17 +30,34 @@ pub enum AgentRuntime {
     ClaudeCode,
     Codex,
     Pi,
+    /// Gemini CLI's JSONL sessions (v0.39 and later).
+    Gemini,
+    /// GitHub Copilot CLI's `events.jsonl`.
+    Copilot,
+    /// Cursor agent's `agent-transcripts/*.jsonl`.
+    Cursor,
     Other,
 }
 
 impl AgentRuntime {
-    pub const ALL: [AgentRuntime; 4] = [Self::ClaudeCode, Self::Codex, Self::Pi, Self::Other];
+    pub const ALL: [AgentRuntime; 7] = [
+        Self::ClaudeCode,
+        Self::Codex,
+        Self::Pi,
+        Self::Gemini,
+        Self::Copilot,
+        Self::Cursor,
+        Self::Other,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
             Self::ClaudeCode => "claude-code",
             Self::Codex => "codex",
             Self::Pi => "pi",
+            Self::Gemini => "gemini",
+            Self::Copilot => "copilot",
+            Self::Cursor => "cursor",
             Self::Other => "other",
         }
     }

@@ -12,7 +12,21 @@ use std::sync::OnceLock;
 
 /// The agents whose transcripts are fixtures: each one's folder name in both
 /// sets, which is also the format.
-pub const RUNTIMES: [&str; 3] = ["claude-code", "codex", "pi"];
+pub const RUNTIMES: [&str; 6] = ["claude-code", "codex", "pi", "gemini", "copilot", "cursor"];
+
+/// Where `runtime` keeps its sessions, relative to the home folder: a
+/// fixture's `layout` is relative to it.
+pub fn sessions_folder(runtime: &str) -> &'static str {
+    match runtime {
+        "claude-code" => ".claude/projects",
+        "codex" => ".codex/sessions",
+        "pi" => ".pi/agent/sessions",
+        "gemini" => ".gemini/tmp",
+        "copilot" => ".copilot/session-state",
+        "cursor" => ".cursor/projects",
+        other => panic!("no sessions folder for {other}"),
+    }
+}
 
 /// One transcript file of either set.
 #[derive(Debug, Clone)]
@@ -22,8 +36,7 @@ pub struct Fixture {
     /// The file.
     pub path: PathBuf,
     /// Where the agent would have written it, relative to its sessions
-    /// folder (`~/.claude/projects/`, `~/.codex/sessions/`,
-    /// `~/.pi/agent/sessions/`).
+    /// folder ([`sessions_folder`]).
     pub layout: PathBuf,
     /// `repo:<runtime>/<path>` or `third-party:<runtime>/<file>`, for
     /// messages.
@@ -154,6 +167,9 @@ pub fn third_party_all() -> Vec<Fixture> {
             let layout = match runtime {
                 "claude-code" => Path::new("-home-me-proj").join(parts.join("/")),
                 "codex" => Path::new("2026/05/11").join(last),
+                "gemini" => Path::new("proj/chats").join(last),
+                "copilot" => Path::new(last.trim_end_matches(".jsonl")).join("events.jsonl"),
+                "cursor" => Path::new("home-me-proj/agent-transcripts").join(last),
                 _ => Path::new("--home-me-proj--").join(last),
             };
             out.push(Fixture {

@@ -81,11 +81,7 @@ impl Device {
 
     /// Where the agent would have written `fixture`; its folder is created.
     fn place(&self, fixture: &Fixture) -> Result<PathBuf> {
-        let folder = match fixture.runtime {
-            "claude-code" => ".claude/projects",
-            "codex" => ".codex/sessions",
-            _ => ".pi/agent/sessions",
-        };
+        let folder = fixtures::sessions_folder(fixture.runtime);
         let dest = self.path(folder).join(&fixture.layout);
         if let Some(parent) = dest.parent() {
             std::fs::create_dir_all(parent)?;

@@ -17,7 +17,7 @@ const PI_V3: &str = "pi/--home-sam-src-notes-site--/2026-05-12T07-45-31-902Z_0c7
 
 /// A device: a home with agent folders and kith's state, all in a tempdir.
 struct Device {
-    _tmp: tempfile::TempDir,
+    tmp: tempfile::TempDir,
     paths: Paths,
     capture: Capture,
 }
@@ -28,7 +28,7 @@ impl Device {
         let paths = Paths::under(tmp.path());
         let capture = Capture::new(&paths, Duration::from_secs(5));
         Ok(Self {
-            _tmp: tmp,
+            tmp,
             paths,
             capture,
         })
@@ -36,18 +36,14 @@ impl Device {
 
     /// Copies `fixture` to where its agent would have written it.
     fn place(&self, fixture: &Fixture) -> anyhow::Result<Source> {
-        let (runtime, folder) = match fixture.runtime {
-            "claude-code" => (
-                AgentRuntime::ClaudeCode,
-                self.paths.claude_dir.join("projects"),
-            ),
-            "codex" => (AgentRuntime::Codex, self.paths.codex_dir.join("sessions")),
-            _ => (AgentRuntime::Pi, self.paths.pi_dir.join("sessions")),
-        };
-        let path = folder.join(&fixture.layout);
+        let path = self
+            .tmp
+            .path()
+            .join(fixtures::sessions_folder(fixture.runtime))
+            .join(&fixture.layout);
         fs::create_dir_all(path.parent().unwrap_or(Path::new("/")))?;
         fs::copy(&fixture.path, &path)?;
-        Ok(Source { runtime, path })
+        Ok(self.file(&path))
     }
 
     /// Places the repository fixture `rel` (`claude-code/...`).

@@ -24,6 +24,8 @@ pub fn install(paths: &Paths, agent: Agent, kith: &Path, add: bool) -> Result<Ou
     let (file, edit): (PathBuf, super::Edit) = match agent {
         Agent::ClaudeCode => (claude_json(&paths.claude_dir), claude_servers),
         Agent::Codex => (paths.codex_dir.join("config.toml"), codex_servers),
+        // Gemini CLI's settings.json takes the same `mcpServers` shape.
+        Agent::Gemini => (paths.gemini_dir.join("settings.json"), claude_servers),
         Agent::Pi => {
             return Err(Error::Refused(
                 "pi has no MCP support; `kith install pi` adds its capture extension".into(),

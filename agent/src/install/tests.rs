@@ -238,3 +238,69 @@ fn pi_extension_is_written_once_and_removed_only_if_ours() -> anyhow::Result<()>
     assert!(file.exists(), "not ours: kept");
     Ok(())
 }
+
+/// Gemini CLI settings as it writes them, with a user's hook on AfterAgent.
+const GEMINI_SETTINGS: &str = r#"{
+  "general": {
+    "preferredEditor": "vim"
+  },
+  "hooks": {
+    "AfterAgent": [
+      {
+        "matcher": "*",
+        "hooks": [
+          {
+            "name": "ding",
+            "type": "command",
+            "command": "paplay done.oga"
+          }
+        ]
+      }
+    ]
+  }
+}
+"#;
+
+#[test]
+fn gemini_install_adds_kiths_hook_beside_the_users_and_uninstall_restores_them(
+) -> anyhow::Result<()> {
+    let (_tmp, paths) = device()?;
+    let file = paths.gemini_dir.join("settings.json");
+    fs::create_dir_all(&paths.gemini_dir)?;
+    fs::write(&file, GEMINI_SETTINGS)?;
+    let kith = Path::new(KITH);
+
+    assert!(install(&paths, Agent::Gemini, kith, true)?.changed);
+    let once = fs::read_to_string(&file)?;
+    assert!(!install(&paths, Agent::Gemini, kith, true)?.changed);
+    assert_eq!(fs::read_to_string(&file)?, once, "second install");
+    let v: Value = serde_json::from_str(&once)?;
+    assert_eq!(v["general"]["preferredEditor"], "vim");
+    for event in ["AfterAgent", "PreCompress", "SessionEnd"] {
+        let groups = v["hooks"][event].as_array().cloned().unwrap_or_default();
+        let ours = groups.last().map(|g| g["hooks"][0].clone());
+        assert_eq!(
+            ours,
+            Some(
+                json!({"type": "command", "command": "/usr/local/bin/kith hook", "timeout": 10000})
+            ),
+            "{event}"
+        );
+        let users = usize::from(event == "AfterAgent");
+        assert_eq!(groups.len(), users + 1, "{event}");
+    }
+    assert_eq!(
+        v["hooks"]["AfterAgent"][0]["hooks"][0]["command"],
+        "paplay done.oga"
+    );
+    assert!(v["hooks"].get("Stop").is_none(), "no Claude event");
+
+    assert!(install(&paths, Agent::Gemini, kith, false)?.changed);
+    assert_eq!(
+        fs::read_to_string(&file)?,
+        GEMINI_SETTINGS,
+        "uninstall restores it"
+    );
+    assert!(!install(&paths, Agent::Gemini, kith, false)?.changed);
+    Ok(())
+}

@@ -829,8 +829,16 @@ impl SearchIndex for EmbeddedIndex {
     }
 
     fn n_chunks_of_run(&self, run_id: &str) -> Result<u64> {
+        // Counted over live documents: `doc_freq` still counts the chunks a
+        // run put again (a Gemini chain) replaced, until segments merge.
         let term = Term::from_field_text(self.fields.run_id, run_id);
-        self.reader.searcher().doc_freq(&term).map_err(index_err)
+        let query = TermQuery::new(term, IndexRecordOption::Basic);
+        let n = self
+            .reader
+            .searcher()
+            .search(&query, &tantivy::collector::Count)
+            .map_err(index_err)?;
+        Ok(n as u64)
     }
 }
 

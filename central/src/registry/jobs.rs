@@ -161,6 +161,17 @@ impl Registry {
         Ok(())
     }
 
+    /// The run's chunks changed after it was embedded: it waits for vectors
+    /// again.
+    pub fn forget_vectors(&self, run: &RunId) -> Result<()> {
+        self.conn()
+            .prepare_cached(
+                "UPDATE runs SET embedded_model = NULL, embedded_at = NULL WHERE id = ?1",
+            )?
+            .execute([run.as_str()])?;
+        Ok(())
+    }
+
     pub fn fail_job(&self, run: &RunId, error: &str) -> Result<()> {
         self.conn().execute(
             "UPDATE index_jobs SET attempts = attempts + 1, last_error = ?2, lane = 'ingest-bulk',

@@ -1,0 +1,162 @@
+//! GitHub Copilot CLI sessions (`~/.copilot/session-state/<id>/events.jsonl`):
+//! one event per line, `{type, data, id, timestamp, parentId}`, appended.
+//! A subagent's events sit in its parent's file, marked with `agentId` (the
+//! tool call that started it); they read here as turns of the session.
+
+use serde_json::Value;
+
+use super::builder::{fill, Builder};
+use super::text::{call_line, input_summary, shell_command, str_at};
+use super::{Records, Role};
+
+pub(super) struct Copilot;
+
+impl Records for Copilot {
+    fn record(&mut self, b: &mut Builder, v: &Value, line: u64) -> bool {
+        let Some(kind) = str_at(v, "type") else {
+            return false;
+        };
+        let ts = str_at(v, "timestamp");
+        let data = v.get("data").unwrap_or(&Value::Null);
+        b.time(ts);
+        match kind {
+            "session.start" | "session.resume" => {
+                let f = &mut b.facts;
+                fill(&mut f.session_id, str_at(data, "sessionId"));
+                fill(&mut f.agent_version, str_at(data, "copilotVersion"));
+                let context = data.get("context").unwrap_or(&Value::Null);
+                fill(&mut f.cwd, str_at(context, "cwd"));
+                fill(&mut f.git_branch, str_at(context, "branch"));
+            }
+            "session.model_change" => b.header_model(str_at(data, "newModel")),
+            // `content` is what the person typed; `transformedContent` adds
+            // what the CLI injected around it.
+            "user.message" => {
+                b.turn(
+                    Role::User,
+                    str_at(data, "content").unwrap_or_default(),
+                    line,
+                    ts,
+                );
+            }
+            "assistant.message" => {
+                fill(&mut b.facts.model, str_at(data, "model"));
+                let text = str_at(data, "content").unwrap_or_default();
+                b.message(str_at(data, "messageId"), text, line, ts);
+                for request in data
+                    .get("toolRequests")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                {
+                    tool_request(b, request, line, ts);
+                }
+            }
+            "tool.execution_complete" => {
+                let result = data.get("result").unwrap_or(&Value::Null);
+                let text = str_at(result, "content")
+                    .or_else(|| str_at(result, "text_result_for_llm"))
+                    .unwrap_or_default();
+                b.result(str_at(data, "toolCallId"), None, text, line, ts);
+            }
+            // The rest (turn and hook boundaries, the system prompt, usage,
+            // subagent start and end, tool starts that repeat the request)
+            // carry nothing a person said or read.
+            _ => {}
+        }
+        true
+    }
+}
+
+/// A tool the assistant asked for; its arguments come as an object or as a
+/// JSON string.
+fn tool_request(b: &mut Builder, request: &Value, line: u64, ts: Option<&str>) {
+    let name = str_at(request, "name").unwrap_or("tool");
+    let parsed;
+    let args = match request.get("arguments") {
+        Some(Value::String(s)) => {
+            parsed = serde_json::from_str(s).unwrap_or_else(|_| Value::String(s.clone()));
+            &parsed
+        }
+        Some(v) => v,
+        None => &Value::Null,
+    };
+    for key in ["path", "file_path"] {
+        if let Some(path) = str_at(args, key) {
+            b.file(path);
+        }
+    }
+    if matches!(name, "bash" | "shell" | "powershell") {
+        if let Some(command) = shell_command(args) {
+            b.command(&command);
+        }
+    }
+    let text = call_line(name, &input_summary(args));
+    b.call(str_at(request, "toolCallId"), name, &text, line, ts);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::{check, own, third_party};
+    use super::super::Format;
+
+    #[test]
+    fn events_read_as_turns_with_calls_joined_to_their_results() {
+        let bytes = super::super::super::fixtures::read(
+            "copilot/3e9a7c21-4b6d-4f08-a2c5-9d1e8b7f6a30/events.jsonl",
+        );
+        let t = check(
+            Format::Copilot,
+            &String::from_utf8(bytes).unwrap_or_default(),
+            "user 3-3: The monthly report shows March twice. Find out why.
+             assistant 5-5: I'll look at how months are bucketed.
+             tool 5-7 [view]: view: /home/sam/src/tally/src/report.rs⏎31. let month = date
+             tool 10-17 [task]: task: Check other ordinal uses List every use of date.ordina
+             tool 13-14 [grep]: grep: ordinal\\(\\) /home/sam/src/tally/src⏎src/report.rs:31
+             assistant 15-15: Only src/report.rs:31 uses ordinal().
+             tool 18-19 [bash]: bash: cargo test report::months Run the report tests⏎test re
+             assistant 20-20: Dividing the day of the year by 31 puts 31 March and 1 April",
+        );
+        assert_eq!(
+            t.session_id.as_deref(),
+            Some("3e9a7c21-4b6d-4f08-a2c5-9d1e8b7f6a30")
+        );
+        assert_eq!(t.cwd.as_deref(), Some("/home/sam/src/tally"));
+        assert_eq!(t.git_branch.as_deref(), Some("fix-dates"));
+        assert_eq!(t.agent_version.as_deref(), Some("1.0.52"));
+        assert_eq!(t.model.as_deref(), Some("claude-sonnet-4.5"));
+        assert_eq!(t.commands, ["cargo test report::months"]);
+        assert_eq!(
+            t.files_touched,
+            [
+                "/home/sam/src/tally/src",
+                "/home/sam/src/tally/src/report.rs"
+            ]
+        );
+        assert_eq!(t.tools_used, ["bash", "grep", "task", "view"]);
+        assert!(!t.turns.iter().any(|x| x.text.contains("current_datetime")));
+        assert_eq!(
+            own("copilot/3e9a7c21-4b6d-4f08-a2c5-9d1e8b7f6a30/events.jsonl"),
+            t
+        );
+    }
+
+    #[test]
+    fn arguments_given_as_a_json_string_are_read_and_real_files_parse() {
+        let Some(t) =
+            third_party("copilot/git-ai-project__git-ai__copilot_cli_session_events.jsonl")
+        else {
+            return;
+        };
+        assert_eq!(t.files_touched, ["/Users/test/project/hello.py"]);
+        assert_eq!(t.model.as_deref(), Some("gpt-4.1"));
+        let tool = t.turns.iter().find(|x| x.tool_names == ["create"]);
+        assert!(
+            tool.is_some_and(|x| x
+                .text
+                .ends_with("Created file /Users/test/project/hello.py")),
+            "{:?}",
+            t.turns
+        );
+    }
+}

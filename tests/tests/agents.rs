@@ -1,0 +1,479 @@
+//! Gemini CLI, Copilot CLI and Cursor end to end: each session is written
+//! the way its agent writes it (appends; Gemini also re-appends a message,
+//! `$set`s and `$rewindTo`s), captured by the real `kith` while the real
+//! `kith-central` is killed and started again on its data, then read back
+//! and searched through the API.
+
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use anyhow::{ensure, Context, Result};
+use kith_shared::fixtures;
+use kith_shared::transcript::{self, Format};
+use kith_tests::{bin, run_central, Api, Central};
+use serde_json::{json, Value};
+
+const GEMINI: &str = "gemini/tally/chats/session-2026-05-13T09-14-7c1e4a2b.jsonl";
+const GEMINI_SUBAGENT: &str = "gemini/tally/chats/7c1e4a2b-5d3f-4e6a-9b80-2f4d6c8a1e35/b41d09e6-2c7a-4f53-8e1b-6a9d3c5e7f20.jsonl";
+const COPILOT: &str = "copilot/3e9a7c21-4b6d-4f08-a2c5-9d1e8b7f6a30/events.jsonl";
+const CURSOR: &str =
+    "cursor/home-sam-src-tally/agent-transcripts/5b8e2d14-7a3c-4e91-b6f0-2c9d4a1e8f73.jsonl";
+const CURSOR_SUBAGENT: &str = "cursor/home-sam-src-tally/agent-transcripts/5b8e2d14-7a3c-4e91-b6f0-2c9d4a1e8f73/subagents/9c4f1a7e-3b2d-4c85-a0e6-7d1f2b9c3e58.jsonl";
+
+/// A machine with one agent's sessions and the real `kith`, sending to a
+/// central that is killed and restarted while the session is written.
+struct Machine {
+    home: tempfile::TempDir,
+    _data: tempfile::TempDir,
+    central: Central,
+    token: String,
+    api: Api,
+}
+
+impl Machine {
+    fn new() -> Result<Self> {
+        let data = tempfile::tempdir()?;
+        let central = Central::start_on(&data.path().join("data"), &[])?;
+        let token = central.register("me.test", "laptop")?;
+        let api = central.client(&token);
+        Ok(Self {
+            home: tempfile::tempdir()?,
+            _data: data,
+            central,
+            token,
+            api,
+        })
+    }
+
+    fn kith(&self, args: &[&str]) -> Result<Output> {
+        self.kith_with(args, b"")
+    }
+
+    fn kith_with(&self, args: &[&str], stdin: &[u8]) -> Result<Output> {
+        let mut cmd = Command::new(bin("kith"));
+        cmd.args(args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .env("HOME", self.home.path())
+            .env("KITH_CENTRAL_URL", &self.central.url)
+            .env("KITH_TOKEN", &self.token);
+        for var in [
+            "KITH_CONFIG_DIR",
+            "KITH_STATE_DIR",
+            "KITH_GEMINI_DIR",
+            "KITH_COPILOT_DIR",
+            "KITH_CURSOR_DIR",
+        ] {
+            cmd.env_remove(var);
+        }
+        let mut child = cmd.spawn()?;
+        if let Some(mut input) = child.stdin.take() {
+            input.write_all(stdin)?;
+        }
+        Ok(child.wait_with_output()?)
+    }
+
+    fn ok(&self, args: &[&str]) -> Result<Vec<u8>> {
+        let out = self.kith(args)?;
+        let err = String::from_utf8_lossy(&out.stderr);
+        ensure!(out.status.success(), "kith {args:?} failed: {err}");
+        Ok(out.stdout)
+    }
+
+    /// Where the agent writes the repository fixture `rel`.
+    fn dest(&self, rel: &str) -> PathBuf {
+        let f = fixtures::get(rel);
+        self.home
+            .path()
+            .join(fixtures::sessions_folder(f.runtime))
+            .join(f.layout)
+    }
+
+    /// Appends lines `from..to` of the fixture `rel` to where its agent
+    /// writes it, as the agent does (one write a record).
+    fn write(&self, rel: &str, from: usize, to: usize) -> Result<()> {
+        let dest = self.dest(rel);
+        std::fs::create_dir_all(dest.parent().context("a folder")?)?;
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&dest)?;
+        let src = String::from_utf8(fixtures::read(rel))?;
+        for line in src.lines().take(to).skip(from) {
+            file.write_all(format!("{line}\n").as_bytes())?;
+        }
+        Ok(())
+    }
+
+    /// `main`'s first `split` lines and all of `others` are captured; then
+    /// central dies, the rest of `main` is written and spooled, central
+    /// comes back and gets it. Returns the conversation of `main`.
+    fn capture_across_a_restart(
+        &mut self,
+        main: &str,
+        split: usize,
+        others: &[&str],
+    ) -> Result<Value> {
+        self.write(main, 0, split)?;
+        for other in others {
+            self.write(other, 0, usize::MAX)?;
+        }
+        self.ok(&["backfill"])?;
+        self.central.kill()?;
+        self.write(main, split, usize::MAX)?;
+        // Central is away: the rest waits in the outbox.
+        let _ = self.kith(&["backfill"])?;
+        self.central.restart()?;
+        self.ok(&["backfill"])?;
+        // `main` is the one session; the others are its subagents.
+        let listed = self.api.get("/api/conversations?limit=100")?;
+        let conversation = listed.body["conversations"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|c| c["depth"] == 0)
+            .cloned()
+            .with_context(|| format!("no conversation of {main}: {listed:?}"))?;
+        for run in conversation["run_ids"].as_array().into_iter().flatten() {
+            let run = run.as_str().unwrap_or_default();
+            self.api.wait_indexed(run, Duration::from_secs(30))?;
+        }
+        Ok(conversation)
+    }
+
+    /// The conversation's turns as the API gives them: (role, text).
+    fn turns(&self, conversation: &Value) -> Result<Vec<(String, String)>> {
+        let id = conversation["id"].as_str().unwrap_or_default();
+        let r = self
+            .api
+            .get(&format!("/api/conversations/{id}/turns?limit=1000"))?;
+        ensure!(r.status == 200, "{r:?}");
+        Ok(r.body["turns"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|t| (str_of(t, "role"), str_of(t, "text")))
+            .collect())
+    }
+
+    /// Keyword search: the conversation of each hit.
+    fn found(&self, word: &str) -> Result<Vec<String>> {
+        let r = self
+            .api
+            .post("/api/search", &json!({"query": word, "mode": "keyword"}))?;
+        ensure!(r.status == 200, "{r:?}");
+        Ok(r.body["hits"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|h| str_of(h, "conversation_id"))
+            .collect())
+    }
+
+    /// `kith status`'s row for `runtime`: (files, bytes on disk, accepted, pending).
+    fn coverage(&self, runtime: &str) -> Result<[u64; 4]> {
+        let status = String::from_utf8(self.ok(&["status"])?)?;
+        let row = status
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(runtime))
+            .with_context(|| format!("no {runtime} row: {status}"))?;
+        let n: Vec<u64> = row
+            .split_whitespace()
+            .skip(1)
+            .map(str::parse)
+            .collect::<Result<_, _>>()?;
+        n.try_into()
+            .map_err(|n| anyhow::anyhow!("{runtime} row: {n:?}"))
+    }
+
+    /// Every file of `runtime` is covered: `files` of them, all accepted.
+    fn assert_covered(&self, runtime: &str, files: u64) -> Result<()> {
+        let [n, on_disk, accepted, pending] = self.coverage(runtime)?;
+        assert_eq!((n, pending), (files, 0), "{runtime}");
+        assert!(on_disk > 0 && accepted == on_disk, "{runtime}");
+        Ok(())
+    }
+
+    /// `kith tree --json`: (conversation id, parent id) of each.
+    fn tree(&self) -> Result<Vec<(String, String)>> {
+        let tree: Value = serde_json::from_slice(&self.ok(&["tree", "--json"])?)?;
+        Ok(tree["conversations"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|c| (str_of(c, "id"), str_of(c, "parent_id")))
+            .collect())
+    }
+}
+
+fn str_of(v: &Value, key: &str) -> String {
+    v[key].as_str().unwrap_or_default().to_owned()
+}
+
+fn format_of(rel: &str) -> Format {
+    match rel.split('/').next() {
+        Some("gemini") => Format::Gemini,
+        Some("copilot") => Format::Copilot,
+        _ => Format::Cursor,
+    }
+}
+
+/// What the agent's final file says, read whole: (role, text) of each turn.
+fn final_state(rel: &str) -> Vec<(String, String)> {
+    transcript::parse(format_of(rel), &fixtures::read(rel))
+        .turns
+        .into_iter()
+        .map(|t| (t.role.as_str().to_owned(), t.text))
+        .collect()
+}
+
+/// The read-back equals the final state: every live turn once, in order,
+/// nothing else (no gap, no stale or repeated turn).
+fn assert_final_state(got: &[(String, String)], rel: &str) {
+    let want = final_state(rel);
+    assert!(want.len() >= 5, "{rel}: {want:#?}");
+    assert_eq!(got, want, "{rel}");
+    let distinct: BTreeSet<_> = got.iter().collect();
+    assert_eq!(distinct.len(), got.len(), "{rel}: a turn twice");
+}
+
+#[test]
+fn gemini_rewind_and_reappended_message_across_a_central_restart() -> Result<()> {
+    let mut m = Machine::new()?;
+    // Lines 1-8 hold the tool call before its result, and the prompt and
+    // answer the rewind (line 9) drops: all captured before central dies.
+    let conversation = m.capture_across_a_restart(GEMINI, 8, &[GEMINI_SUBAGENT])?;
+    assert_eq!(conversation["agent_runtime"], "gemini");
+    m.assert_covered("gemini", 2)?;
+    assert_eq!(
+        m.coverage("claude-code")?,
+        [0; 4],
+        "nothing else is counted"
+    );
+    assert_eq!(conversation["delta_count"].as_u64(), Some(2));
+    let turns = m.turns(&conversation)?;
+    assert_final_state(&turns, GEMINI);
+    let said = format!("{turns:?}");
+    assert!(!said.contains("zeppelin"), "a rewound turn: {said}");
+    assert_eq!(
+        said.matches("read_file: /home/sam/src/tally/src/parse.rs")
+            .count(),
+        1,
+        "the re-appended message once, with its result: {said}"
+    );
+    assert!(said.contains("Read 42 lines from src/parse.rs"), "{said}");
+    assert!(
+        turns
+            .last()
+            .is_some_and(|(_, t)| t.ends_with("so both gain the fix.")),
+        "{turns:?}"
+    );
+
+    let id = str_of(&conversation, "id");
+    assert_eq!(m.found("gain")?, [id.as_str()], "the last turn is found");
+    assert!(m.found("zeppelin")?.is_empty(), "a rewound turn is not");
+
+    // The subagent in `chats/<session id>/` hangs under its session.
+    let tree = m.tree()?;
+    assert_eq!(tree.len(), 2, "{tree:?}");
+    assert_eq!(tree[0], (id.clone(), String::new()));
+    assert_eq!(tree[1].1, id, "{tree:?}");
+
+    // Doctor counts the chunks a chain read whole gives, and so does a
+    // rebuild from the blobs: the rewound turn stays out of search.
+    m.central.kill()?;
+    let data = m.central.data_dir.clone();
+    for args in [&["doctor"][..], &["reindex"], &["doctor"]] {
+        let out = run_central(&data, args)?;
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{args:?}: {said} {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    m.central.restart()?;
+    assert!(m.found("zeppelin")?.is_empty(), "rewound, after a reindex");
+    assert_eq!(m.found("gain")?, [id.as_str()]);
+    Ok(())
+}
+
+#[test]
+fn copilot_events_across_a_central_restart() -> Result<()> {
+    let mut m = Machine::new()?;
+    // Split between two turns: a tool call whose result comes in a later
+    // delta reads as two turns, as in every append-only format.
+    let conversation = m.capture_across_a_restart(COPILOT, 9, &[])?;
+    assert_eq!(conversation["agent_runtime"], "copilot");
+    m.assert_covered("copilot", 1)?;
+    assert_eq!(conversation["git_branch"], "fix-dates");
+    let turns = m.turns(&conversation)?;
+    assert_final_state(&turns, COPILOT);
+    let said = format!("{turns:?}");
+    assert!(
+        said.contains("Only src/report.rs:31 uses ordinal()."),
+        "the subagent's answer"
+    );
+    assert!(
+        !said.contains("current_datetime"),
+        "text the CLI injected: {said}"
+    );
+    let id = str_of(&conversation, "id");
+    assert_eq!(m.found("April")?, [id.as_str()]);
+    assert!(m.found("premium")?.is_empty(), "usage is not a turn");
+    Ok(())
+}
+
+#[test]
+fn cursor_transcript_and_its_subagent_across_a_central_restart() -> Result<()> {
+    let mut m = Machine::new()?;
+    let conversation = m.capture_across_a_restart(CURSOR, 3, &[CURSOR_SUBAGENT])?;
+    assert_eq!(conversation["agent_runtime"], "cursor");
+    m.assert_covered("cursor", 2)?;
+    let turns = m.turns(&conversation)?;
+    assert_final_state(&turns, CURSOR);
+    assert!(!format!("{turns:?}").contains("REDACTED"));
+    let id = str_of(&conversation, "id");
+    assert_eq!(m.found("entries")?, [id.as_str()]);
+    assert!(m.found("REDACTED")?.is_empty());
+    let tree = m.tree()?;
+    assert_eq!(tree.len(), 2, "{tree:?}");
+    assert_eq!(tree[1].1, id, "the subagent under its session: {tree:?}");
+    Ok(())
+}
+
+/// `kith install gemini` puts kith's hook in Gemini CLI's settings; the
+/// payload Gemini sends after a turn (AfterAgent) names the transcript,
+/// which the hook captures and sends, printing nothing on stdout (Gemini
+/// reads a hook's stdout as JSON).
+#[test]
+fn gemini_after_agent_hook_captures_the_session_it_names() -> Result<()> {
+    let m = Machine::new()?;
+    m.ok(&["install", "gemini"])?;
+    let settings: Value =
+        serde_json::from_slice(&std::fs::read(m.home.path().join(".gemini/settings.json"))?)?;
+    let command = settings["hooks"]["AfterAgent"][0]["hooks"][0]["command"].clone();
+    assert!(
+        command.as_str().is_some_and(|c| c.ends_with("kith hook")),
+        "{settings}"
+    );
+
+    m.write(GEMINI, 0, usize::MAX)?;
+    let payload = json!({
+        "session_id": "7c1e4a2b-5d3f-4e6a-9b80-2f4d6c8a1e35",
+        "transcript_path": m.dest(GEMINI),
+        "cwd": "/home/sam/src/tally",
+        "hook_event_name": "AfterAgent",
+        "timestamp": "2026-05-13T09:16:04.000Z",
+    });
+    let out = m.kith_with(&["hook"], payload.to_string().as_bytes())?;
+    assert_eq!(out.status.code(), Some(0));
+    assert!(
+        out.stdout.is_empty(),
+        "{:?}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+
+    let listed = m.api.get("/api/conversations")?;
+    let conversations = listed.body["conversations"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(conversations.len(), 1, "{listed:?}");
+    assert_eq!(conversations[0]["agent_runtime"], "gemini");
+    assert_final_state(&m.turns(&conversations[0])?, GEMINI);
+
+    m.ok(&["uninstall", "gemini"])?;
+    let settings = std::fs::read_to_string(m.home.path().join(".gemini/settings.json"))?;
+    assert!(!settings.contains("kith"), "{settings}");
+    Ok(())
+}
+
+/// Copilot CLI and Cursor have no hook kith uses: `kith watch` captures
+/// them as they are written, and only their transcripts (not other JSONL
+/// files in the agents' folders).
+#[test]
+fn watch_captures_copilot_and_cursor_and_nothing_else_in_their_folders() -> Result<()> {
+    let m = Machine::new()?;
+    let mut cmd = Command::new(bin("kith"));
+    cmd.arg("watch")
+        .env("HOME", m.home.path())
+        .env("KITH_CENTRAL_URL", &m.central.url)
+        .env("KITH_TOKEN", &m.token)
+        .env_remove("KITH_STATE_DIR")
+        .env_remove("KITH_CONFIG_DIR")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let watch = Watch(cmd.spawn()?);
+    m.write(COPILOT, 0, 9)?;
+    m.write(CURSOR, 0, 2)?;
+    let decoys = [
+        ".copilot/session-state/3e9a7c21-4b6d-4f08-a2c5-9d1e8b7f6a30/other.jsonl",
+        ".cursor/projects/home-sam-src-tally/other.jsonl",
+    ];
+    for decoy in decoys {
+        let line = "{\"role\":\"user\",\"message\":{\"content\":[{\"type\":\"text\",\"text\":\"decoy\"}]}}\n";
+        std::fs::write(m.home.path().join(decoy), line)?;
+    }
+    m.write(COPILOT, 9, usize::MAX)?;
+    m.write(CURSOR, 2, usize::MAX)?;
+    m.write(CURSOR_SUBAGENT, 0, usize::MAX)?;
+
+    // Every byte of the three transcripts arrives.
+    let want: u64 = [COPILOT, CURSOR, CURSOR_SUBAGENT]
+        .iter()
+        .map(|rel| fixtures::read(rel).len() as u64)
+        .sum();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let runtimes = loop {
+        let listed = m.api.get("/api/conversations?limit=100")?;
+        let conversations = listed.body["conversations"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let mut got = 0;
+        for c in &conversations {
+            for run in c["run_ids"].as_array().into_iter().flatten() {
+                let r = m
+                    .api
+                    .get(&format!("/api/runs/{}", run.as_str().unwrap_or_default()))?;
+                got += r.body["to_offset"].as_u64().unwrap_or(0)
+                    - r.body["from_offset"].as_u64().unwrap_or(0);
+            }
+        }
+        if got >= want {
+            let mut runtimes: Vec<String> = conversations
+                .iter()
+                .map(|c| str_of(c, "agent_runtime"))
+                .collect();
+            runtimes.sort();
+            break runtimes;
+        }
+        ensure!(
+            std::time::Instant::now() < deadline,
+            "{got} of {want} bytes: {listed:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    drop(watch);
+    assert_eq!(runtimes, ["copilot", "cursor", "cursor"]);
+    assert!(
+        m.found("decoy")?.is_empty(),
+        "a file that is not a transcript"
+    );
+    Ok(())
+}
+
+/// A running `kith watch`, killed with the test.
+struct Watch(std::process::Child);
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
