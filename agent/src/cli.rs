@@ -446,7 +446,7 @@ fn run(command: Command, paths: &Paths, dirs: &DirArgs, flags: &Flags) -> Result
         Command::Mcp => crate::mcp::run(paths, &settings()?),
         // A SessionStart hook prints what it can and never fails the session.
         Command::Family(FamilyCommand::Context { hook: true, .. }) => {
-            let auth = settings().and_then(|s| Ok(Auth::load(paths, &s)?));
+            let auth = settings().and_then(|s| Auth::load(paths, &s));
             if let Ok(auth) = auth {
                 let remote = Remote {
                     central_url: &auth.central_url,
