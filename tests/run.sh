@@ -130,7 +130,7 @@ echo "== test"
 log="$(mktemp)"
 trap 'rm -f "$log"; stop_meili' EXIT
 status=0
-cargo test --workspace --locked -- --test-threads 2 2>&1 | tee "$log" || status=$?
+cargo test --workspace --locked --no-fail-fast -- --test-threads 2 2>&1 | tee "$log" || status=$?
 
 echo "== Debian packages (cargo-deb, from the binaries built above)"
 if ! tests/deb.sh; then
