@@ -417,8 +417,8 @@ fn run(command: Command, paths: &Paths, dirs: &DirArgs, flags: &Flags) -> Result
             if recall_on_start && agent != Agent::ClaudeCode {
                 bail!("--recall-on-start is for claude-code (a SessionStart hook)");
             }
-            if mcp && agent == Agent::Pi {
-                bail!("pi has no MCP support; `kith install pi` adds its capture extension");
+            if mcp && matches!(agent, Agent::Pi | Agent::Gemini) {
+                bail!(crate::install::mcp::MCP_AGENTS);
             }
             let kith = installed_kith()?;
             println!("{}", crate::install::install(paths, agent, &kith, true)?);

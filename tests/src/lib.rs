@@ -34,6 +34,78 @@ pub fn bin(name: &str) -> PathBuf {
     bin_dir().join(name)
 }
 
+/// A machine's HOME in a temporary folder, and `kith` commands that see
+/// only it: none of the variables of the test's own environment that would
+/// point kith elsewhere (its folders, its central, XDG, CODEX_HOME, TLS
+/// trust) is passed on.
+pub struct Home(tempfile::TempDir);
+
+/// What the environment may set that moves kith; a `Home`'s commands clear it.
+const KITH_ENVIRONMENT: &[&str] = &[
+    "KITH_CONFIG_DIR",
+    "KITH_STATE_DIR",
+    "KITH_CLAUDE_DIR",
+    "KITH_CODEX_DIR",
+    "KITH_PI_DIR",
+    "KITH_GEMINI_DIR",
+    "KITH_COPILOT_DIR",
+    "KITH_CURSOR_DIR",
+    "KITH_CENTRAL_URL",
+    "KITH_TOKEN",
+    "KITH_EXCLUDE",
+    "XDG_CONFIG_HOME",
+    "XDG_STATE_HOME",
+    "CODEX_HOME",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+];
+
+impl Home {
+    pub fn new() -> Result<Self> {
+        Ok(Self(tempfile::tempdir()?))
+    }
+
+    pub fn root(&self) -> &Path {
+        self.0.path()
+    }
+
+    /// `rel` under the HOME.
+    pub fn path(&self, rel: &str) -> PathBuf {
+        self.0.path().join(rel)
+    }
+
+    /// `kith ARGS` on this machine: stdin empty, stdout and stderr piped.
+    pub fn kith(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(bin("kith"));
+        cmd.args(args).env("HOME", self.root());
+        for var in KITH_ENVIRONMENT {
+            cmd.env_remove(var);
+        }
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        cmd
+    }
+
+    /// `kith ARGS` logged in to `central` with `token` (through the
+    /// environment, as a script would).
+    pub fn kith_at(&self, central: &str, token: &str, args: &[&str]) -> Command {
+        let mut cmd = self.kith(args);
+        cmd.env("KITH_CENTRAL_URL", central)
+            .env("KITH_TOKEN", token);
+        cmd
+    }
+}
+
+/// Runs `cmd` to the end with `stdin` as its input.
+pub fn run_with_input(mut cmd: Command, stdin: &[u8]) -> Result<Output> {
+    let mut child = cmd.stdin(Stdio::piped()).spawn()?;
+    if let Some(mut input) = child.stdin.take() {
+        input.write_all(stdin)?;
+    }
+    Ok(child.wait_with_output()?)
+}
+
 /// The shared reference folder beside a development checkout (`../shared`),
 /// with the LoCoMo evaluation data; a user's clone does not have it.
 pub fn reference_dir() -> PathBuf {

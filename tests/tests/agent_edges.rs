@@ -10,48 +10,30 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
 use kith_shared::fixtures;
-use kith_tests::{bin, Api, Central, PrivateCa};
+use kith_tests::{Api, Central, Home, PrivateCa};
 
 const CLAUDE: &str = "claude-code/-home-sam-src-tally/3f1c2a4e-8b7d-4e21-9c55-0a6b1d2e7f90.jsonl";
 const CODEX: &str =
     "codex/2026/05/11/rollout-2026-05-11T14-02-09-019e17a2-4c3b-7d10-9a6e-52f0c8b1d3e4.jsonl";
 
-/// A machine: a HOME of its own, and nothing inherited that would point kith
-/// (or its TLS trust) elsewhere.
+/// A machine: a HOME of its own; `kith` runs there with nothing of the
+/// test's environment pointing it (or its TLS trust) elsewhere.
 struct Machine {
-    home: tempfile::TempDir,
+    home: Home,
 }
 
 impl Machine {
     fn new() -> Result<Self> {
-        Ok(Self {
-            home: tempfile::tempdir()?,
-        })
+        Ok(Self { home: Home::new()? })
     }
 
     fn path(&self, rel: &str) -> PathBuf {
-        self.home.path().join(rel)
+        self.home.path(rel)
     }
 
     fn command(&self, args: &[&str]) -> Command {
-        let mut cmd = Command::new(bin("kith"));
-        cmd.args(args)
-            .env("HOME", self.home.path())
-            .env("KITH_LOG", "warn")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        for var in [
-            "KITH_CENTRAL_URL",
-            "KITH_TOKEN",
-            "KITH_CONFIG_DIR",
-            "KITH_STATE_DIR",
-            "CODEX_HOME",
-            "SSL_CERT_FILE",
-            "SSL_CERT_DIR",
-        ] {
-            cmd.env_remove(var);
-        }
+        let mut cmd = self.home.kith(args);
+        cmd.env("KITH_LOG", "warn");
         cmd
     }
 

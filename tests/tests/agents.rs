@@ -7,13 +7,13 @@
 use std::collections::BTreeSet;
 use std::io::Write;
 use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::Output;
 use std::time::Duration;
 
 use anyhow::{ensure, Context, Result};
 use kith_shared::fixtures;
 use kith_shared::transcript::{self, Format};
-use kith_tests::{bin, run_central, Api, Central};
+use kith_tests::{run_central, run_with_input, Api, Central, Home};
 use serde_json::{json, Value};
 
 const GEMINI: &str = "gemini/tally/chats/session-2026-05-13T09-14-7c1e4a2b.jsonl";
@@ -26,7 +26,7 @@ const CURSOR_SUBAGENT: &str = "cursor/home-sam-src-tally/agent-transcripts/5b8e2
 /// A machine with one agent's sessions and the real `kith`, sending to a
 /// central that is killed and restarted while the session is written.
 struct Machine {
-    home: tempfile::TempDir,
+    home: Home,
     _data: tempfile::TempDir,
     central: Central,
     token: String,
@@ -40,7 +40,7 @@ impl Machine {
         let token = central.register("me.test", "laptop")?;
         let api = central.client(&token);
         Ok(Self {
-            home: tempfile::tempdir()?,
+            home: Home::new()?,
             _data: data,
             central,
             token,
@@ -53,28 +53,10 @@ impl Machine {
     }
 
     fn kith_with(&self, args: &[&str], stdin: &[u8]) -> Result<Output> {
-        let mut cmd = Command::new(bin("kith"));
-        cmd.args(args)
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .env("HOME", self.home.path())
-            .env("KITH_CENTRAL_URL", &self.central.url)
-            .env("KITH_TOKEN", &self.token);
-        for var in [
-            "KITH_CONFIG_DIR",
-            "KITH_STATE_DIR",
-            "KITH_GEMINI_DIR",
-            "KITH_COPILOT_DIR",
-            "KITH_CURSOR_DIR",
-        ] {
-            cmd.env_remove(var);
-        }
-        let mut child = cmd.spawn()?;
-        if let Some(mut input) = child.stdin.take() {
-            input.write_all(stdin)?;
-        }
-        Ok(child.wait_with_output()?)
+        run_with_input(
+            self.home.kith_at(&self.central.url, &self.token, args),
+            stdin,
+        )
     }
 
     fn ok(&self, args: &[&str]) -> Result<Vec<u8>> {
@@ -88,7 +70,7 @@ impl Machine {
     fn dest(&self, rel: &str) -> PathBuf {
         let f = fixtures::get(rel);
         self.home
-            .path()
+            .root()
             .join(fixtures::sessions_folder(f.runtime))
             .join(f.layout)
     }
@@ -355,7 +337,7 @@ fn gemini_after_agent_hook_captures_the_session_it_names() -> Result<()> {
     let m = Machine::new()?;
     m.ok(&["install", "gemini"])?;
     let settings: Value =
-        serde_json::from_slice(&std::fs::read(m.home.path().join(".gemini/settings.json"))?)?;
+        serde_json::from_slice(&std::fs::read(m.home.root().join(".gemini/settings.json"))?)?;
     let command = settings["hooks"]["AfterAgent"][0]["hooks"][0]["command"].clone();
     assert!(
         command.as_str().is_some_and(|c| c.ends_with("kith hook")),
@@ -388,7 +370,7 @@ fn gemini_after_agent_hook_captures_the_session_it_names() -> Result<()> {
     assert_final_state(&m.turns(&conversations[0])?, GEMINI);
 
     m.ok(&["uninstall", "gemini"])?;
-    let settings = std::fs::read_to_string(m.home.path().join(".gemini/settings.json"))?;
+    let settings = std::fs::read_to_string(m.home.root().join(".gemini/settings.json"))?;
     assert!(!settings.contains("kith"), "{settings}");
     Ok(())
 }
@@ -399,14 +381,8 @@ fn gemini_after_agent_hook_captures_the_session_it_names() -> Result<()> {
 #[test]
 fn watch_captures_copilot_and_cursor_and_nothing_else_in_their_folders() -> Result<()> {
     let m = Machine::new()?;
-    let mut cmd = Command::new(bin("kith"));
-    cmd.arg("watch")
-        .env("HOME", m.home.path())
-        .env("KITH_CENTRAL_URL", &m.central.url)
-        .env("KITH_TOKEN", &m.token)
-        .env_remove("KITH_STATE_DIR")
-        .env_remove("KITH_CONFIG_DIR")
-        .stdout(std::process::Stdio::null())
+    let mut cmd = m.home.kith_at(&m.central.url, &m.token, &["watch"]);
+    cmd.stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null());
     let watch = Watch(cmd.spawn()?);
     m.write(COPILOT, 0, 9)?;
@@ -417,7 +393,7 @@ fn watch_captures_copilot_and_cursor_and_nothing_else_in_their_folders() -> Resu
     ];
     for decoy in decoys {
         let line = "{\"role\":\"user\",\"message\":{\"content\":[{\"type\":\"text\",\"text\":\"decoy\"}]}}\n";
-        std::fs::write(m.home.path().join(decoy), line)?;
+        std::fs::write(m.home.root().join(decoy), line)?;
     }
     m.write(COPILOT, 9, usize::MAX)?;
     m.write(CURSOR, 2, usize::MAX)?;

@@ -4,52 +4,30 @@
 //! first line, `--json` on every read command (errors too), completions.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::Duration;
 
 use anyhow::{ensure, Context, Result};
-use kith_tests::{bin, Api, Central};
+use kith_tests::{Api, Central, Home};
 use serde_json::{json, Value};
 
 /// A machine: a HOME with Claude Code's folder, kith's folders in their
 /// default places, and nothing inherited that would point kith elsewhere.
 struct Device {
-    home: tempfile::TempDir,
+    home: Home,
 }
 
 impl Device {
     fn new() -> Result<Self> {
-        Ok(Self {
-            home: tempfile::tempdir()?,
-        })
+        Ok(Self { home: Home::new()? })
     }
 
     fn path(&self, rel: &str) -> PathBuf {
-        self.home.path().join(rel)
+        self.home.path(rel)
     }
 
     fn command(&self, args: &[&str]) -> Command {
-        let mut cmd = Command::new(bin("kith"));
-        cmd.args(args).env("HOME", self.home.path());
-        for var in [
-            "KITH_CONFIG_DIR",
-            "KITH_STATE_DIR",
-            "KITH_CLAUDE_DIR",
-            "KITH_CODEX_DIR",
-            "KITH_PI_DIR",
-            "KITH_CENTRAL_URL",
-            "KITH_TOKEN",
-            "KITH_EXCLUDE",
-            "XDG_CONFIG_HOME",
-            "XDG_STATE_HOME",
-            "CODEX_HOME",
-        ] {
-            cmd.env_remove(var);
-        }
-        cmd.stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        cmd
+        self.home.kith(args)
     }
 
     /// `kith ARGS` logged in to `central` with `token` (through the env).

@@ -877,9 +877,12 @@ fn conformance_forget_leaves_nothing_searchable() -> Result<()> {
         let again = alice.post("/api/runs", &delta("f", 0, &first_jsonl))?;
         assert_eq!(again.status, 202, "{b}: {again:?}");
         assert_eq!(again.body["status"], "forgotten", "{b}: {again:?}");
-        let status = alice.get("/api/status")?;
-        assert_eq!(status.body["counts"]["runs"], 2, "{b}: {status:?}");
-        assert_eq!(status.body["counts"]["chunks"], 2, "{b}: {status:?}");
+        // Counts are the caller's own: alice keeps one conversation, bob his.
+        for (who, api) in [("alice", &alice), ("bob", &bob)] {
+            let status = api.get("/api/status")?;
+            assert_eq!(status.body["counts"]["runs"], 1, "{b} {who}: {status:?}");
+            assert_eq!(status.body["counts"]["chunks"], 1, "{b} {who}: {status:?}");
+        }
 
         central.kill()?;
         let doctor = backend.admin(&data, &["doctor"])?;

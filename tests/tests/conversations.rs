@@ -7,17 +7,17 @@
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 use std::time::Duration;
 
 use anyhow::{ensure, Context, Result};
-use kith_tests::{bin, Api, Central};
+use kith_tests::{run_with_input, Api, Central, Home};
 use serde_json::{json, Value};
 
 /// One person's machine: a HOME with the agents' folders and kith's own,
 /// pointed at one central with one token.
 struct Device {
-    home: tempfile::TempDir,
+    home: Home,
     central: String,
     token: String,
 }
@@ -26,38 +26,18 @@ impl Device {
     fn new(central: &Central, token: &str) -> Result<Self> {
         let (central, token) = (central.url.clone(), token.to_owned());
         Ok(Self {
-            home: tempfile::tempdir()?,
+            home: Home::new()?,
             central,
             token,
         })
     }
 
     fn path(&self, rel: &str) -> PathBuf {
-        self.home.path().join(rel)
+        self.home.path(rel)
     }
 
     fn kith(&self, args: &[&str], stdin: &[u8]) -> Result<Output> {
-        use std::io::Write;
-        let mut cmd = Command::new(bin("kith"));
-        cmd.args(args)
-            .env("HOME", self.home.path())
-            .env("KITH_CENTRAL_URL", &self.central)
-            .env("KITH_TOKEN", &self.token);
-        for var in ["CONFIG", "STATE", "CLAUDE", "CODEX", "PI"] {
-            cmd.env_remove(format!("KITH_{var}_DIR"));
-        }
-        let mut child = cmd
-            .env_remove("CODEX_HOME")
-            .env_remove("XDG_CONFIG_HOME")
-            .env_remove("XDG_STATE_HOME")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()?;
-        if let Some(mut i) = child.stdin.take() {
-            i.write_all(stdin)?;
-        }
-        Ok(child.wait_with_output()?)
+        run_with_input(self.home.kith_at(&self.central, &self.token, args), stdin)
     }
 
     /// The stdout of a command that must succeed.

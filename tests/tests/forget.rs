@@ -9,16 +9,16 @@
 //! (still shown, and found with `--include-superseded`).
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 use std::time::Duration;
 
 use anyhow::{ensure, Context, Result};
-use kith_tests::{bin, model_dir, run_central, Api, Central};
+use kith_tests::{model_dir, run_central, Api, Central, Home};
 use serde_json::{json, Value};
 
 /// One person's machine: a HOME with Claude Code's folder and kith's own.
 struct Device {
-    home: tempfile::TempDir,
+    home: Home,
     central: String,
     token: String,
 }
@@ -26,26 +26,16 @@ struct Device {
 impl Device {
     fn new(central: &Central, token: &str) -> Result<Self> {
         Ok(Self {
-            home: tempfile::tempdir()?,
+            home: Home::new()?,
             central: central.url.clone(),
             token: token.to_owned(),
         })
     }
 
     fn kith(&self, args: &[&str]) -> Result<Output> {
-        let mut cmd = Command::new(bin("kith"));
-        cmd.args(args)
-            .env("HOME", self.home.path())
-            .env("KITH_CENTRAL_URL", &self.central)
-            .env("KITH_TOKEN", &self.token)
-            .env_remove("CODEX_HOME");
-        for var in ["CONFIG", "STATE", "CLAUDE", "CODEX", "PI"] {
-            cmd.env_remove(format!("KITH_{var}_DIR"));
-        }
-        Ok(cmd
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
+        Ok(self
+            .home
+            .kith_at(&self.central, &self.token, args)
             .output()?)
     }
 
@@ -66,7 +56,7 @@ impl Device {
 
     /// A Claude Code session file of this machine.
     fn session(&self, n: u32) -> PathBuf {
-        self.home.path().join(format!(
+        self.home.root().join(format!(
             ".claude/projects/-home-alice-proj/5e551011-0000-4000-8000-{n:012}.jsonl"
         ))
     }
@@ -304,7 +294,7 @@ fn a_forgotten_conversation_is_gone_everywhere_and_its_bytes_never_come_back() -
 
     // A machine that lost its cursors sends the whole file again: the
     // forgotten lines are dropped, the rest is known.
-    std::fs::remove_dir_all(alice.home.path().join(".local/state/kith"))?;
+    std::fs::remove_dir_all(alice.home.root().join(".local/state/kith"))?;
     alice.ok(&["backfill"])?;
     ensure!(!stored(&central.data_dir, "pangolin")?);
     ensure!(alice.found("pangolin", "keyword")?.is_empty());

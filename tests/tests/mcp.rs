@@ -5,13 +5,12 @@
 //! from `search` into `read`, privacy both ways, and bad calls answered as
 //! MCP errors while the server keeps serving.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use anyhow::{bail, ensure, Context, Result};
-use kith_tests::{bin, claude_user_line, Api, Central};
+use kith_tests::{bin, claude_user_line, run_with_input, Api, Central, Home};
 use serde_json::{json, Value};
 
 /// The venv tests/run.sh creates with the pinned MCP SDK.
@@ -28,21 +27,18 @@ fn python() -> Result<PathBuf> {
 
 /// A family machine's HOME with Claude Code transcripts in it.
 struct Device {
-    home: tempfile::TempDir,
+    home: Home,
 }
 
 impl Device {
     fn new() -> Result<Self> {
-        Ok(Self {
-            home: tempfile::tempdir()?,
-        })
+        Ok(Self { home: Home::new()? })
     }
 
     fn transcript(&self, session: &str, lines: &[String]) -> Result<()> {
-        let file = self
-            .home
-            .path()
-            .join(format!(".claude/projects/-home-alice-proj/{session}.jsonl"));
+        let file = self.home.path(&format!(
+            ".claude/projects/-home-alice-proj/{session}.jsonl"
+        ));
         std::fs::create_dir_all(file.parent().context("no parent")?)?;
         std::fs::write(file, lines.concat())?;
         Ok(())
@@ -50,7 +46,7 @@ impl Device {
 
     fn env(&self, central: &str, token: &str) -> Value {
         json!({
-            "HOME": self.home.path(),
+            "HOME": self.home.root(),
             "PATH": std::env::var("PATH").unwrap_or_default(),
             "KITH_CENTRAL_URL": central,
             "KITH_TOKEN": token,
@@ -58,14 +54,7 @@ impl Device {
     }
 
     fn kith(&self, central: &str, token: &str, args: &[&str]) -> Result<String> {
-        let out = Command::new(bin("kith"))
-            .args(args)
-            .env("HOME", self.home.path())
-            .env("KITH_CENTRAL_URL", central)
-            .env("KITH_TOKEN", token)
-            .env_remove("KITH_CONFIG_DIR")
-            .env_remove("KITH_STATE_DIR")
-            .output()?;
+        let out = self.home.kith_at(central, token, args).output()?;
         ensure!(
             out.status.success(),
             "kith {args:?}: {}",
@@ -83,18 +72,11 @@ impl Device {
             "steps": steps,
         });
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("mcp/client.py");
-        let mut child = Command::new(python()?)
-            .arg(script)
-            .stdin(Stdio::piped())
+        let mut cmd = Command::new(python()?);
+        cmd.arg(script)
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()?;
-        child
-            .stdin
-            .take()
-            .context("no stdin")?
-            .write_all(plan.to_string().as_bytes())?;
-        let out = child.wait_with_output()?;
+            .stderr(Stdio::piped());
+        let out = run_with_input(cmd, plan.to_string().as_bytes())?;
         ensure!(
             out.status.success(),
             "MCP client failed: {}",
@@ -438,22 +420,13 @@ fn the_session_start_hook_lists_recent_work_in_the_folder_or_stays_quiet() -> Re
     central.register("bob.test", "desktop")?;
     let (alice, _, pelican) = archive(&central, &alice_token)?;
     let hook = |url: &str, cwd: &str| -> Result<std::process::Output> {
-        let mut child = Command::new(bin("kith"))
-            .args(["context", "--hook"])
-            .env("HOME", alice.home.path())
-            .env("KITH_CENTRAL_URL", url)
-            .env("KITH_TOKEN", &alice_token)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()?;
         let payload = json!({"hook_event_name": "SessionStart", "source": "startup", "cwd": cwd});
-        child
-            .stdin
-            .take()
-            .context("no stdin")?
-            .write_all(payload.to_string().as_bytes())?;
-        Ok(child.wait_with_output()?)
+        run_with_input(
+            alice
+                .home
+                .kith_at(url, &alice_token, &["context", "--hook"]),
+            payload.to_string().as_bytes(),
+        )
     };
     let out = hook(&central.url, "/home/alice/proj")?;
     assert!(out.status.success());

@@ -41,7 +41,13 @@ fn schemathesis() -> Result<PathBuf> {
 /// every route, 404 for an unknown id).
 #[test]
 fn openapi_declares_the_bearer_scheme_ids_and_refusals() -> Result<()> {
-    let central = Central::start_with(&[("KITH_EMBED_PROVIDER", "none")])?;
+    // With the embedder, so semantic and hybrid searches are exercised too
+    // (without one, semantic search answers its documented 503).
+    anyhow::ensure!(
+        kith_tests::model_dir().is_some(),
+        "the embedding model is missing: run tests/run.sh (it installs the model and sets KITH_MODEL_DIR)"
+    );
+    let central = Central::start()?;
     let doc =
         reqwest::blocking::get(format!("{}/api/openapi.json", central.url))?.json::<Value>()?;
     assert_eq!(
@@ -83,7 +89,13 @@ fn openapi_declares_the_bearer_scheme_ids_and_refusals() -> Result<()> {
 #[test]
 fn schemathesis_finds_no_server_error_and_no_schema_violation() -> Result<()> {
     let st = schemathesis()?;
-    let central = Central::start_with(&[("KITH_EMBED_PROVIDER", "none")])?;
+    // With the embedder, so semantic and hybrid searches are exercised too
+    // (without one, semantic search answers its documented 503).
+    anyhow::ensure!(
+        kith_tests::model_dir().is_some(),
+        "the embedding model is missing: run tests/run.sh (it installs the model and sets KITH_MODEL_DIR)"
+    );
+    let central = Central::start()?;
     // An admin, so /metrics is exercised past its 403; one run to find.
     let token = central.register_admin("root.test", "server")?;
     let api = central.client(&token);
