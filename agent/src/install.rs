@@ -281,16 +281,7 @@ fn settings_hooks(
         path: PathBuf::from("settings.json"),
         reason,
     };
-    let members = |raw: &str| serde_json::from_str::<Members>(raw).map_err(|e| bad(e.to_string()));
-    let mut top = if text.trim().is_empty() {
-        Members::default()
-    } else {
-        members(text)?
-    };
-    let mut hooks = match top.raw("hooks") {
-        Some(raw) => members(raw.get())?,
-        None => Members::default(),
-    };
+    let (top, mut hooks) = Members::open(text, "hooks", &bad)?;
     let mut changed = false;
     for (event, ours) in events {
         let groups: Vec<Box<RawValue>> = match hooks.raw(event) {
@@ -330,14 +321,7 @@ fn settings_hooks(
     if !changed {
         return Ok(None);
     }
-    if hooks.0.is_empty() {
-        top.remove("hooks");
-    } else {
-        top.set("hooks", Member::Object(hooks));
-    }
-    let mut out = serde_json::to_string_pretty(&top).map_err(|e| bad(e.to_string()))?;
-    out.push('\n');
-    Ok(Some(out))
+    top.close("hooks", hooks, &bad).map(Some)
 }
 
 /// A JSON object whose members keep their order; members kith did not edit
@@ -356,6 +340,35 @@ enum Member {
 }
 
 impl Members {
+    /// A settings file's text (empty: `{}`) and its object member `key`
+    /// (absent: empty), for editing; `bad` names the file in errors.
+    fn open(text: &str, key: &str, bad: &impl Fn(String) -> Error) -> Result<(Self, Self)> {
+        let parse = |raw: &str| serde_json::from_str::<Self>(raw).map_err(|e| bad(e.to_string()));
+        let top = if text.trim().is_empty() {
+            Self::default()
+        } else {
+            parse(text)?
+        };
+        let inner = match top.raw(key) {
+            Some(raw) => parse(raw.get())?,
+            None => Self::default(),
+        };
+        Ok((top, inner))
+    }
+
+    /// The file's text with `inner` as its member `key` (left out when
+    /// empty).
+    fn close(mut self, key: &str, inner: Self, bad: &impl Fn(String) -> Error) -> Result<String> {
+        if inner.0.is_empty() {
+            self.remove(key);
+        } else {
+            self.set(key, Member::Object(inner));
+        }
+        let mut out = serde_json::to_string_pretty(&self).map_err(|e| bad(e.to_string()))?;
+        out.push('\n');
+        Ok(out)
+    }
+
     fn raw(&self, key: &str) -> Option<&RawValue> {
         self.0.iter().find_map(|(k, v)| match v {
             Member::Raw(raw) if k == key => Some(&**raw),

@@ -52,16 +52,7 @@ fn claude_servers(text: &str, kith: &Path, add: bool) -> Result<Option<String>> 
         path: PathBuf::from(".claude.json"),
         reason,
     };
-    let members = |raw: &str| serde_json::from_str::<Members>(raw).map_err(|e| bad(e.to_string()));
-    let mut top = if text.trim().is_empty() {
-        Members::default()
-    } else {
-        members(text)?
-    };
-    let mut servers = match top.raw("mcpServers") {
-        Some(raw) => members(raw.get())?,
-        None => Members::default(),
-    };
+    let (top, mut servers) = Members::open(text, "mcpServers", &bad)?;
     let ours =
         json!({"type": "stdio", "command": kith.display().to_string(), "args": ["mcp"], "env": {}});
     let current: Option<serde_json::Value> = servers
@@ -73,14 +64,7 @@ fn claude_servers(text: &str, kith: &Path, add: bool) -> Result<Option<String>> 
         (_, true) => servers.set(NAME, Member::Value(ours)),
         (Some(_), false) => servers.remove(NAME),
     }
-    if servers.0.is_empty() {
-        top.remove("mcpServers");
-    } else {
-        top.set("mcpServers", Member::Object(servers));
-    }
-    let mut out = serde_json::to_string_pretty(&top).map_err(|e| bad(e.to_string()))?;
-    out.push('\n');
-    Ok(Some(out))
+    top.close("mcpServers", servers, &bad).map(Some)
 }
 
 fn codex_servers(text: &str, kith: &Path, add: bool) -> Result<Option<String>> {
