@@ -797,7 +797,9 @@ fn a_blob_without_its_registry_row_is_adopted_by_its_key_never_doubled() -> Resu
         .ok_or_else(|| anyhow::anyhow!("no folder"))?
         .to_owned();
     let jsonl = line("the okapi ledger, second part", 1);
-    let orphan_id = format!("{}0", &first_id[..first_id.len() - 1]);
+    // Another id of the same shape (its last digit changed).
+    let (stem, last) = first_id.split_at(first_id.len() - 1);
+    let orphan_id = format!("{stem}{}", if last == "0" { "1" } else { "0" });
     let mut meta: Value = serde_json::from_slice(&std::fs::read(&first_meta)?)?;
     meta["id"] = json!(orphan_id);
     meta["root_run_id"] = json!(orphan_id);
