@@ -421,16 +421,20 @@ impl Serialize for Members {
     }
 }
 
+/// Codex's `config.toml`, parsed for editing with its formatting kept.
+fn codex_document(text: &str) -> Result<toml_edit::DocumentMut> {
+    text.parse()
+        .map_err(|e: toml_edit::TomlError| Error::Invalid {
+            what: "Codex config TOML",
+            path: PathBuf::from("config.toml"),
+            reason: e.to_string(),
+        })
+}
+
 /// Codex's config with (or without) `notify = [<kith>, "hook"]`; `None` when
 /// nothing changes. Refuses to replace another program's `notify`.
 fn codex_config(text: &str, kith: &Path, add: bool) -> Result<Option<String>> {
-    let mut doc: toml_edit::DocumentMut =
-        text.parse()
-            .map_err(|e: toml_edit::TomlError| Error::Invalid {
-                what: "Codex config TOML",
-                path: PathBuf::from("config.toml"),
-                reason: e.to_string(),
-            })?;
+    let mut doc = codex_document(text)?;
     let kith = kith.display().to_string();
     let current: Option<Vec<String>> = doc.get("notify").map(|item| {
         item.as_array()

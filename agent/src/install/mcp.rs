@@ -68,13 +68,7 @@ fn claude_servers(text: &str, kith: &Path, add: bool) -> Result<Option<String>> 
 }
 
 fn codex_servers(text: &str, kith: &Path, add: bool) -> Result<Option<String>> {
-    let mut doc: toml_edit::DocumentMut =
-        text.parse()
-            .map_err(|e: toml_edit::TomlError| Error::Invalid {
-                what: "Codex config TOML",
-                path: PathBuf::from("config.toml"),
-                reason: e.to_string(),
-            })?;
+    let mut doc = super::codex_document(text)?;
     let kith = kith.display().to_string();
     let has = doc.get("mcp_servers").and_then(|s| s.get(NAME)).is_some();
     if !add {
