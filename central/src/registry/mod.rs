@@ -305,47 +305,29 @@ impl Registry {
 }
 
 /// Brings a registry made by an older kith to this schema: columns added
-/// since, and their indexes (created here, after the columns exist).
+/// since (with the value older rows take), and their indexes (created here,
+/// after the columns exist).
 fn migrate(conn: &Connection) -> Result<()> {
-    let has_conversation: bool = conn.query_row(
-        "SELECT COUNT(*) FROM pragma_table_info('runs') WHERE name = 'conversation'",
-        [],
-        |r| r.get::<_, i64>(0).map(|n| n > 0),
-    )?;
-    if !has_conversation {
-        conn.execute("ALTER TABLE runs ADD COLUMN conversation TEXT", [])?;
-    }
-    let has_n_chunks: bool = conn.query_row(
-        "SELECT COUNT(*) FROM pragma_table_info('runs') WHERE name = 'n_chunks'",
-        [],
-        |r| r.get::<_, i64>(0).map(|n| n > 0),
-    )?;
-    if !has_n_chunks {
+    const ADDED: &[(&str, &str, &str)] = &[
+        ("runs", "conversation", "TEXT"),
         // Counted from the next `reindex`; until then those runs count 0.
-        conn.execute("ALTER TABLE runs ADD COLUMN n_chunks INTEGER", [])?;
-    }
-    let has_superseded: bool = conn.query_row(
-        "SELECT COUNT(*) FROM pragma_table_info('runs') WHERE name = 'superseded'",
-        [],
-        |r| r.get::<_, i64>(0).map(|n| n > 0),
-    )?;
-    if !has_superseded {
-        conn.execute(
-            "ALTER TABLE runs ADD COLUMN superseded INTEGER NOT NULL DEFAULT 0",
-            [],
-        )?;
-    }
-    let has_follow: bool = conn.query_row(
-        "SELECT COUNT(*) FROM pragma_table_info('shares') WHERE name = 'follow'",
-        [],
-        |r| r.get::<_, i64>(0).map(|n| n > 0),
-    )?;
-    if !has_follow {
+        ("runs", "n_chunks", "INTEGER"),
+        ("runs", "superseded", "INTEGER NOT NULL DEFAULT 0"),
         // Grants given before snapshots existed kept following their runs.
-        conn.execute(
-            "ALTER TABLE shares ADD COLUMN follow INTEGER NOT NULL DEFAULT 1",
-            [],
+        ("shares", "follow", "INTEGER NOT NULL DEFAULT 1"),
+    ];
+    for (table, column, decl) in ADDED {
+        let present: bool = conn.query_row(
+            "SELECT COUNT(*) FROM pragma_table_info(?1) WHERE name = ?2",
+            [table, column],
+            |r| r.get::<_, i64>(0).map(|n| n > 0),
         )?;
+        if !present {
+            conn.execute(
+                &format!("ALTER TABLE {table} ADD COLUMN {column} {decl}"),
+                [],
+            )?;
+        }
     }
     conn.execute(
         "CREATE INDEX IF NOT EXISTS runs_conversation ON runs (conversation, started_at)",
@@ -401,4 +383,47 @@ fn parse_id<T>(r: std::result::Result<T, kith_shared::ids::IdError>) -> Result<T
 /// far smaller), so saturate rather than wrap.
 fn to_i64(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn columns(conn: &Connection, table: &str) -> Vec<String> {
+        let mut stmt = conn
+            .prepare("SELECT name FROM pragma_table_info(?1)")
+            .unwrap_or_else(|e| panic!("{e}"));
+        stmt.query_map([table], |r| r.get(0))
+            .and_then(|rows| rows.collect())
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn a_registry_from_before_the_added_columns_gets_them_once() {
+        let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let path = tmp.path().join("registry.sqlite");
+        drop(Registry::open(&path).unwrap_or_else(|e| panic!("{e}")));
+        // The registry as an older kith left it.
+        let conn = Connection::open(&path).unwrap_or_else(|e| panic!("{e}"));
+        conn.execute_batch(
+            "DROP INDEX runs_conversation;
+             ALTER TABLE runs DROP COLUMN conversation;
+             ALTER TABLE runs DROP COLUMN n_chunks;
+             ALTER TABLE runs DROP COLUMN superseded;
+             ALTER TABLE shares DROP COLUMN follow;",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert!(!columns(&conn, "runs").contains(&"superseded".to_owned()));
+        drop(conn);
+        // Opened twice: the second open finds every column there.
+        for _ in 0..2 {
+            drop(Registry::open(&path).unwrap_or_else(|e| panic!("{e}")));
+        }
+        let conn = Connection::open(&path).unwrap_or_else(|e| panic!("{e}"));
+        let runs = columns(&conn, "runs");
+        for column in ["conversation", "n_chunks", "superseded"] {
+            assert!(runs.contains(&column.to_owned()), "runs.{column}: {runs:?}");
+        }
+        assert!(columns(&conn, "shares").contains(&"follow".to_owned()));
+    }
 }
