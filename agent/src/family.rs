@@ -880,6 +880,7 @@ pub fn render_run(
         AgentRuntime::Gemini => kith_shared::transcript::Format::Gemini,
         AgentRuntime::Copilot => kith_shared::transcript::Format::Copilot,
         AgentRuntime::Cursor => kith_shared::transcript::Format::Cursor,
+        AgentRuntime::OpenCode => kith_shared::transcript::Format::OpenCode,
         AgentRuntime::Other => kith_shared::transcript::Format::Other,
     };
     let parsed = kith_shared::transcript::parse(format, bytes);

@@ -210,7 +210,7 @@ fn index_one(state: &AppState, job: &PendingJob) -> Result<u64> {
     }
     let handed_over = state.indexer().take_chunks(&meta.id);
     let format = format_of(meta.agent_runtime);
-    if format == Format::Gemini {
+    if format.folds() {
         return index_chain(state, format, &meta, job.superseded);
     }
     let chunks = match handed_over {
@@ -237,7 +237,8 @@ fn run_meta(state: &AppState, blob_path: &str) -> Result<RunMeta> {
 }
 
 /// A format whose later records rewrite what earlier deltas said (Gemini:
-/// a message appended again, `$set`, `$rewindTo`): every delta of the
+/// a message appended again, `$set`, `$rewindTo`; OpenCode: a changed or
+/// removed row): every delta of the
 /// source chain is indexed again with only the turns live in the whole
 /// chain, so search never finds a turn the transcript no longer holds. The
 /// whole chain, whatever order its jobs run in, so the last indexing is

@@ -195,6 +195,7 @@ pub fn format_of(runtime: AgentRuntime) -> Format {
         AgentRuntime::Gemini => Format::Gemini,
         AgentRuntime::Copilot => Format::Copilot,
         AgentRuntime::Cursor => Format::Cursor,
+        AgentRuntime::OpenCode => Format::OpenCode,
         AgentRuntime::Other => Format::Other,
     }
 }

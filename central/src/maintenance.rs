@@ -310,7 +310,7 @@ pub fn doctor(state: &AppState) -> Result<DoctorReport> {
             continue;
         }
         let format = format_of(meta.agent_runtime);
-        let expected = if format == transcript::Format::Gemini {
+        let expected = if format.folds() {
             // Indexed as its chain reads whole (`indexer::chain_chunks`).
             crate::indexer::chain_chunks(state, format, &meta)?
                 .into_iter()

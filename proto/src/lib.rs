@@ -36,17 +36,22 @@ pub enum AgentRuntime {
     Copilot,
     /// Cursor agent's `agent-transcripts/*.jsonl`.
     Cursor,
+    /// OpenCode (sst), through the journal kith keeps of its SQLite rows or
+    /// JSON storage files.
+    #[serde(rename = "opencode")]
+    OpenCode,
     Other,
 }
 
 impl AgentRuntime {
-    pub const ALL: [AgentRuntime; 7] = [
+    pub const ALL: [AgentRuntime; 8] = [
         Self::ClaudeCode,
         Self::Codex,
         Self::Pi,
         Self::Gemini,
         Self::Copilot,
         Self::Cursor,
+        Self::OpenCode,
         Self::Other,
     ];
 
@@ -58,6 +63,7 @@ impl AgentRuntime {
             Self::Gemini => "gemini",
             Self::Copilot => "copilot",
             Self::Cursor => "cursor",
+            Self::OpenCode => "opencode",
             Self::Other => "other",
         }
     }

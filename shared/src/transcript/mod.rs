@@ -1,5 +1,5 @@
 //! Transcript formats -> turns: what Claude Code, Codex, pi, Gemini CLI,
-//! Copilot CLI and Cursor wrote, read line by line into user / assistant / tool / summary turns with their
+//! Copilot CLI, Cursor and OpenCode wrote, read line by line into user / assistant / tool / summary turns with their
 //! source line ranges, plus the facts about the run (model, ids, files, tools).
 //!
 //! Invariant: `parse` never fails and never panics. A line that is not JSON,
@@ -12,6 +12,7 @@ mod codex;
 mod copilot;
 mod cursor;
 mod gemini;
+mod opencode;
 mod pi;
 pub(crate) mod text;
 
@@ -30,6 +31,9 @@ pub enum Format {
     Gemini,
     Copilot,
     Cursor,
+    /// The journal kith keeps of OpenCode's rows: folded like Gemini's
+    /// records, so parse a session's bytes whole.
+    OpenCode,
     /// Generic JSONL: the string field `text`, `content` or `message` of each
     /// record, if it has one; nothing else.
     Other,
@@ -122,17 +126,27 @@ pub fn parse(format: Format, bytes: &[u8]) -> Transcript {
         Format::Gemini => read(gemini::Gemini::default(), bytes),
         Format::Copilot => read(copilot::Copilot, bytes),
         Format::Cursor => read(cursor::Cursor, bytes),
+        Format::OpenCode => read(opencode::OpenCode::default(), bytes),
         Format::Other => read(Other, bytes),
+    }
+}
+
+impl Format {
+    /// Whether later records can replace or drop what earlier lines said
+    /// (Gemini's `$set` and `$rewindTo`, a changed or removed OpenCode row),
+    /// so that a transcript's deltas must be read as one.
+    pub fn folds(self) -> bool {
+        matches!(self, Format::Gemini | Format::OpenCode)
     }
 }
 
 /// The turns of each delta of one transcript, deltas in byte order, each
 /// turn's lines numbered within its delta. An append-only format reads each
-/// delta alone, as ingest did. Gemini's later records can replace or drop
-/// messages that earlier deltas hold, so its deltas are read as one: only
-/// the live turns come back, each in the delta that holds its last copy.
+/// delta alone, as ingest did. A format that [folds](Format::folds) is read
+/// as one: only the live turns come back, each in the delta that holds the
+/// line it is placed at.
 pub fn parse_chain(format: Format, deltas: &[&[u8]]) -> Vec<Vec<Turn>> {
-    if format != Format::Gemini {
+    if !format.folds() {
         return deltas.iter().map(|d| parse(format, d).turns).collect();
     }
     let whole = deltas.concat();
@@ -269,6 +283,7 @@ pub(crate) mod tests {
             "gemini" => Format::Gemini,
             "copilot" => Format::Copilot,
             "cursor" => Format::Cursor,
+            "opencode" => Format::OpenCode,
             _ => Format::ClaudeCode,
         }
     }
@@ -395,7 +410,13 @@ pub(crate) mod tests {
             (b"{\"truncated\": \n", 1, 1),
             (b"]]]\n{{{\n\n", 3, 2),
         ];
-        for format in [Format::ClaudeCode, Format::Codex, Format::Pi, Format::Other] {
+        for format in [
+            Format::ClaudeCode,
+            Format::Codex,
+            Format::Pi,
+            Format::OpenCode,
+            Format::Other,
+        ] {
             for &(input, n_lines, n_skipped) in cases {
                 let t = parse(format, input);
                 let at = format!("{format:?} {:?}", String::from_utf8_lossy(input));
