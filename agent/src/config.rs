@@ -56,6 +56,9 @@ pub struct Paths {
     pub copilot_dir: PathBuf,
     /// Cursor's home (`projects/<slug>/agent-transcripts/`) [env: KITH_CURSOR_DIR].
     pub cursor_dir: PathBuf,
+    /// OpenCode's data folder (`opencode.db`, or `storage/` before v1.2)
+    /// [env: KITH_OPENCODE_DIR].
+    pub opencode_dir: PathBuf,
 }
 
 /// Explicit choices (flags); `None` falls back to the environment.
@@ -113,7 +116,7 @@ fn pick(
 }
 
 /// Where each folder of `Paths` came from, by the folder's name.
-pub type PathOrigins = [(&'static str, Origin); 8];
+pub type PathOrigins = [(&'static str, Origin); 9];
 
 impl Paths {
     /// Flag > `KITH_*` > XDG base directory variable > default (Codex also
@@ -165,6 +168,13 @@ impl Paths {
         let (copilot_dir, copilot_o) =
             pick(None, "", &[("KITH_COPILOT_DIR", "")], &home, ".copilot");
         let (cursor_dir, cursor_o) = pick(None, "", &[("KITH_CURSOR_DIR", "")], &home, ".cursor");
+        let (opencode_dir, opencode_o) = pick(
+            None,
+            "",
+            &[("KITH_OPENCODE_DIR", "")],
+            &home,
+            ".local/share/opencode",
+        );
         let paths = Self {
             config_dir,
             state_dir,
@@ -174,6 +184,7 @@ impl Paths {
             gemini_dir,
             copilot_dir,
             cursor_dir,
+            opencode_dir,
         };
         let origins = [
             ("config_dir", config_o),
@@ -184,6 +195,7 @@ impl Paths {
             ("gemini_dir", gemini_o),
             ("copilot_dir", copilot_o),
             ("cursor_dir", cursor_o),
+            ("opencode_dir", opencode_o),
         ];
         (paths, origins)
     }
@@ -203,6 +215,7 @@ impl Paths {
             gemini_dir: root.join(".gemini"),
             copilot_dir: root.join(".copilot"),
             cursor_dir: root.join(".cursor"),
+            opencode_dir: root.join(".local/share/opencode"),
         }
     }
 

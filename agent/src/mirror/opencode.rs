@@ -1,0 +1,545 @@
+//! OpenCode (sst): one journal per session, `journals/opencode/<session id>.jsonl`,
+//! fed from `opencode.db` (v1.2 and later: SQLite in WAL mode, rows updated
+//! in place) or from the JSON storage tree before it (`storage/session/
+//! <project>/<ses>.json`, `storage/message/<ses>/<msg>.json`,
+//! `storage/part/<msg>/<prt>.json`, each file rewritten whole).
+//!
+//! Each row becomes a record keyed `session:<id>`, `message:<id>` or
+//! `part:<id>` whose line is the row's ids and its `data` exactly as
+//! OpenCode stored it (the format is in kith-shared's
+//! `transcript::opencode`). The session line comes first, so the journal's
+//! first line names the parent session (OpenCode's subagents are child
+//! sessions) for `discover::peek`.
+//!
+//! A row that cannot be read right now (its JSON is invalid, a file torn
+//! mid-write) is never taken for a removed one: the journal keeps what it
+//! last said, and the refresh answers an error naming the row, so the
+//! row is captured once it reads.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use kith_proto::AgentRuntime;
+use rusqlite::types::ValueRef;
+use rusqlite::{Connection, OpenFlags};
+use serde::Serialize;
+use serde_json::value::RawValue;
+
+use super::{journal_path, sync, Journal, Record, Seen};
+use crate::config::Paths;
+use crate::error::{Error, IoContext, Result};
+
+/// How long a read waits for OpenCode to finish a write that locks the
+/// database (a WAL checkpoint; plain reads never wait in WAL mode).
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Whether a change to `path` is one of OpenCode's sources.
+pub(super) fn is_source(paths: &Paths, path: &Path) -> bool {
+    let db = database(paths);
+    let is_db = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .zip(db.file_name().and_then(|n| n.to_str()))
+        .is_some_and(|(name, db_name)| {
+            name.strip_prefix(db_name)
+                .is_some_and(|rest| matches!(rest, "" | "-wal"))
+        })
+        && path.parent() == db.parent();
+    is_db || (path.starts_with(storage(paths)) && path.extension().is_some_and(|e| e == "json"))
+}
+
+/// The database, if there is one, and every session file of the storage tree.
+pub(super) fn sources(paths: &Paths) -> Vec<PathBuf> {
+    let db = database(paths);
+    let mut out: Vec<PathBuf> = db.is_file().then_some(db).into_iter().collect();
+    for project in dir_entries(&storage(paths).join("session")) {
+        out.extend(
+            dir_entries(&project)
+                .into_iter()
+                .filter(|p| p.extension().is_some_and(|e| e == "json")),
+        );
+    }
+    out
+}
+
+/// Refreshes the journals `source` feeds: every session's for the
+/// database, the one session's a storage file belongs to.
+pub(super) fn refresh(paths: &Paths, source: &Path) -> Result<Vec<PathBuf>> {
+    if source.starts_with(storage(paths)) {
+        return match legacy_session_of(&storage(paths), source) {
+            Some(session) => refresh_legacy(paths, &session),
+            None => Ok(Vec::new()),
+        };
+    }
+    refresh_db(paths)
+}
+
+fn database(paths: &Paths) -> PathBuf {
+    paths.opencode_dir.join("opencode.db")
+}
+
+fn storage(paths: &Paths) -> PathBuf {
+    paths.opencode_dir.join("storage")
+}
+
+/// One journal line. `data` is embedded as stored, never re-serialised.
+#[derive(Serialize)]
+struct Line<'a> {
+    kind: &'a str,
+    id: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    parent_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    message_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    session_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    time_updated: Option<i64>,
+    data: &'a RawValue,
+}
+
+impl Line<'_> {
+    fn record(&self) -> Record {
+        Record {
+            key: format!("{}:{}", self.kind, self.id),
+            // Serialising ids, numbers and raw JSON cannot fail.
+            line: serde_json::to_string(self).unwrap_or_default(),
+        }
+    }
+}
+
+/// What a journal line says, for `sync`.
+fn seen(line: &str) -> Seen {
+    #[derive(serde::Deserialize)]
+    struct Head {
+        kind: String,
+        id: Option<String>,
+        key: Option<String>,
+    }
+    match serde_json::from_str::<Head>(line) {
+        Ok(Head {
+            kind, key: Some(key), ..
+        }) if kind == "removed" => Seen::Removed(key),
+        Ok(Head { kind, id: Some(id), .. }) => Seen::Put(format!("{kind}:{id}")),
+        _ => Seen::Other,
+    }
+}
+
+fn removal(key: &str) -> String {
+    serde_json::json!({"kind": "removed", "key": key}).to_string()
+}
+
+/// `text` as a journal's raw JSON: one line (whitespace outside strings
+/// dropped only when it spans lines, since a journal line holds no
+/// newline), or why it is not JSON.
+fn raw_json(text: &str) -> std::result::Result<Box<RawValue>, String> {
+    let text = if text.contains('\n') {
+        super::compact(text)
+    } else {
+        text.to_owned()
+    };
+    RawValue::from_string(text).map_err(|e| e.to_string())
+}
+
+/// Syncs one session's journal with `records`. When some row could not
+/// be read (`partial`), no key is removed: a row not readable now is not a
+/// removed row, and a torn file may not even say its id.
+fn sync_session(
+    paths: &Paths,
+    session: &str,
+    mut records: Vec<Record>,
+    partial: bool,
+    grown: &mut Vec<PathBuf>,
+) -> Result<()> {
+    let path = journal_path(
+        paths,
+        AgentRuntime::OpenCode,
+        Path::new(&format!("{session}.jsonl")),
+    );
+    let mut journal = Journal::open(&path)?;
+    if partial {
+        let mut last: HashMap<String, &String> = HashMap::new();
+        for line in journal.lines() {
+            match seen(line) {
+                Seen::Put(key) => {
+                    last.insert(key, line);
+                }
+                Seen::Removed(key) => {
+                    last.remove(&key);
+                }
+                Seen::Other => {}
+            }
+        }
+        let present: HashSet<String> = records.iter().map(|r| r.key.clone()).collect();
+        for (key, line) in last {
+            if !present.contains(&key) {
+                records.push(Record {
+                    key,
+                    line: line.clone(),
+                });
+            }
+        }
+    }
+    if sync(&mut journal, &records, seen, removal)? > 0 {
+        grown.push(path);
+    }
+    Ok(())
+}
+
+/// A session id that can name a journal file.
+fn plain_id(id: &str) -> bool {
+    !id.is_empty() && !id.starts_with('.') && !id.contains(['/', '\\', '\0'])
+}
+
+/// The error a refresh answers after syncing the rest when rows could not
+/// be read.
+fn skipped(path: &Path, what: &'static str, reasons: Vec<String>) -> Result<Vec<PathBuf>> {
+    Err(Error::Invalid {
+        what,
+        path: path.to_owned(),
+        reason: format!(
+            "{} row(s) not read yet, their last captured version kept: {}",
+            reasons.len(),
+            reasons.join("; ")
+        ),
+    })
+}
+
+// ---- opencode.db ----
+
+fn db_error(path: &Path) -> impl Fn(rusqlite::Error) -> Error + '_ {
+    move |e| Error::Invalid {
+        what: "OpenCode database",
+        path: path.to_owned(),
+        reason: e.to_string(),
+    }
+}
+
+/// A message or part row.
+struct Row {
+    id: String,
+    session_id: String,
+    message_id: Option<String>,
+    time_updated: i64,
+    data: String,
+}
+
+/// Every session of the database into its journal, from one read
+/// transaction: a consistent snapshot however OpenCode writes meanwhile.
+fn refresh_db(paths: &Paths) -> Result<Vec<PathBuf>> {
+    let db = database(paths);
+    if !db.is_file() {
+        return Ok(Vec::new());
+    }
+    let err = db_error(&db);
+    let mut conn = Connection::open_with_flags(
+        &db,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(&err)?;
+    conn.busy_timeout(BUSY_TIMEOUT).map_err(&err)?;
+    let tx = conn.transaction().map_err(&err)?;
+    for table in ["session", "message", "part"] {
+        let found: bool = tx
+            .query_row(
+                "SELECT count(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = ?1",
+                [table],
+                |r| r.get(0),
+            )
+            .map_err(&err)?;
+        if !found {
+            return Err(Error::Invalid {
+                what: "OpenCode database",
+                path: db.clone(),
+                reason: format!("it has no `{table}` table (an OpenCode version kith does not read)"),
+            });
+        }
+    }
+    let sessions = session_rows(&tx).map_err(&err)?;
+    let messages = rows(
+        &tx,
+        "SELECT id, session_id, NULL, time_updated, data FROM message ORDER BY session_id, time_created, id",
+    )
+    .map_err(&err)?;
+    let parts = rows(
+        &tx,
+        "SELECT id, session_id, message_id, time_updated, data FROM part ORDER BY session_id, message_id, id",
+    )
+    .map_err(&err)?;
+    drop(tx);
+    let mut reasons = Vec::new();
+    let mut grown = Vec::new();
+    for (id, parent, data) in &sessions {
+        if !plain_id(id) {
+            reasons.push(format!("session {id:?}: not a usable id"));
+            continue;
+        }
+        let mut records = Vec::new();
+        let n_reasons = reasons.len();
+        records.push(
+            Line {
+                kind: "session",
+                id,
+                parent_id: parent.as_deref(),
+                message_id: None,
+                session_id: None,
+                time_updated: None,
+                data,
+            }
+            .record(),
+        );
+        let mine = |r: &&Row| r.session_id == *id;
+        for m in messages.iter().filter(mine) {
+            row_records(m, "message", &mut records, &mut reasons);
+            for p in parts
+                .iter()
+                .filter(mine)
+                .filter(|p| p.message_id.as_deref() == Some(m.id.as_str()))
+            {
+                row_records(p, "part", &mut records, &mut reasons);
+            }
+        }
+        let partial = reasons.len() > n_reasons;
+        sync_session(paths, id, records, partial, &mut grown)?;
+    }
+    if reasons.is_empty() {
+        Ok(grown)
+    } else {
+        skipped(&db, "OpenCode database", reasons)
+    }
+}
+
+/// One message or part row as a record, or why it cannot be read now.
+fn row_records(row: &Row, kind: &'static str, records: &mut Vec<Record>, reasons: &mut Vec<String>) {
+    match raw_json(&row.data) {
+        Ok(data) => records.push(
+            Line {
+                kind,
+                id: &row.id,
+                parent_id: None,
+                message_id: row.message_id.as_deref(),
+                session_id: Some(&row.session_id),
+                time_updated: Some(row.time_updated),
+                data: &data,
+            }
+            .record(),
+        ),
+        Err(e) => reasons.push(format!("{kind} {}: data is not JSON ({e})", row.id)),
+    }
+}
+
+/// Each session: its id, its parent, and its columns as one JSON object
+/// (a session row has no JSON column of its own).
+fn session_rows(
+    tx: &rusqlite::Transaction,
+) -> rusqlite::Result<Vec<(String, Option<String>, Box<RawValue>)>> {
+    let mut stmt = tx.prepare("SELECT * FROM session ORDER BY time_created, id")?;
+    let names: Vec<String> = stmt.column_names().into_iter().map(str::to_owned).collect();
+    let mut out = Vec::new();
+    let mut rows = stmt.query([])?;
+    while let Some(row) = rows.next()? {
+        let mut object = serde_json::Map::new();
+        for (i, name) in names.iter().enumerate() {
+            let value = match row.get_ref(i)? {
+                ValueRef::Null => serde_json::Value::Null,
+                ValueRef::Integer(n) => n.into(),
+                ValueRef::Real(x) => x.into(),
+                ValueRef::Text(t) => String::from_utf8_lossy(t).into(),
+                ValueRef::Blob(_) => continue,
+            };
+            object.insert(name.clone(), value);
+        }
+        let id = object.get("id").and_then(|v| v.as_str()).map(str::to_owned);
+        let parent = object
+            .get("parent_id")
+            .and_then(|v| v.as_str())
+            .map(str::to_owned);
+        let Some(id) = id else { continue };
+        // A map of plain values always serialises.
+        let data = serde_json::value::to_raw_value(&object)
+            .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;
+        out.push((id, parent, data));
+    }
+    Ok(out)
+}
+
+fn rows(tx: &rusqlite::Transaction, sql: &str) -> rusqlite::Result<Vec<Row>> {
+    let mut stmt = tx.prepare(sql)?;
+    let rows = stmt.query_map([], |r| {
+        Ok(Row {
+            id: r.get(0)?,
+            session_id: r.get(1)?,
+            message_id: r.get(2)?,
+            time_updated: r.get(3)?,
+            data: r.get(4)?,
+        })
+    })?;
+    rows.collect()
+}
+
+// ---- the storage tree (before v1.2) ----
+
+/// The session a storage file belongs to: named by the file
+/// (`session/<project>/<ses>.json`) or its folder (`message/<ses>/`); for a
+/// part (`part/<msg>/`), by its `sessionID`, else by the folder holding its
+/// message's file.
+fn legacy_session_of(storage: &Path, file: &Path) -> Option<String> {
+    let rel = file.strip_prefix(storage).ok()?;
+    let parts: Vec<&str> = rel.iter().filter_map(|c| c.to_str()).collect();
+    match parts.as_slice() {
+        ["session", _, name] => name.strip_suffix(".json").map(str::to_owned),
+        ["message", session, _] => Some((*session).to_owned()),
+        ["part", message, _] => json_of(file)
+            .and_then(|v| v.get("sessionID")?.as_str().map(str::to_owned))
+            .or_else(|| message_folder(storage, message)),
+        _ => None,
+    }
+    .filter(|s| plain_id(s))
+}
+
+/// The session folder under `message/` holding the message `id`: as
+/// `<id>.json` (how OpenCode names it), else as the `id` inside a file.
+fn message_folder(storage: &Path, id: &str) -> Option<String> {
+    let folders = dir_entries(&storage.join("message"));
+    let names_it = |f: &PathBuf| json_of(f).is_some_and(|v| v.get("id").and_then(|x| x.as_str()) == Some(id));
+    let dir = folders
+        .iter()
+        .find(|d| d.join(format!("{id}.json")).is_file())
+        .or_else(|| folders.iter().find(|d| json_files(d).iter().any(names_it)))?;
+    Some(dir.file_name()?.to_str()?.to_owned())
+}
+
+fn json_of(path: &Path) -> Option<serde_json::Value> {
+    serde_json::from_slice(&std::fs::read(path).ok()?).ok()
+}
+
+/// The `.json` files of a folder in name order: OpenCode names each by
+/// its id, and its ids sort in the order it made them.
+fn json_files(dir: &Path) -> Vec<PathBuf> {
+    dir_entries(dir)
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .collect()
+}
+
+/// A storage file read: its JSON and its `id` (else its name), `None`
+/// when it is gone, or why it cannot be read now.
+fn read_storage(path: &Path) -> Option<std::result::Result<(Box<RawValue>, String), String>> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+        Err(e) => return Some(Err(format!("{}: {e}", path.display()))),
+    };
+    Some(
+        raw_json(&text)
+            .map(|data| {
+                let id = serde_json::from_str::<serde_json::Value>(data.get())
+                    .ok()
+                    .and_then(|v| v.get("id")?.as_str().map(str::to_owned))
+                    .unwrap_or_else(|| {
+                        path.file_stem()
+                            .map(|s| s.to_string_lossy().into_owned())
+                            .unwrap_or_default()
+                    });
+                (data, id)
+            })
+            .map_err(|e| format!("{}: not JSON ({e})", path.display())),
+    )
+}
+
+/// One session of the storage tree into its journal. A session whose file
+/// is gone is left as its journal has it.
+fn refresh_legacy(paths: &Paths, session: &str) -> Result<Vec<PathBuf>> {
+    let storage = storage(paths);
+    let Some(session_file) = dir_entries(&storage.join("session"))
+        .into_iter()
+        .map(|project| project.join(format!("{session}.json")))
+        .find(|p| p.is_file())
+    else {
+        return Ok(Vec::new());
+    };
+    let mut records = Vec::new();
+    let mut reasons = Vec::new();
+    match read_storage(&session_file) {
+        Some(Ok((data, _))) => {
+            let parent = serde_json::from_str::<serde_json::Value>(data.get())
+                .ok()
+                .and_then(|v| v.get("parentID")?.as_str().map(str::to_owned));
+            records.push(
+                Line {
+                    kind: "session",
+                    id: session,
+                    parent_id: parent.as_deref(),
+                    message_id: None,
+                    session_id: None,
+                    time_updated: None,
+                    data: &data,
+                }
+                .record(),
+            );
+        }
+        Some(Err(reason)) => reasons.push(reason),
+        None => return Ok(Vec::new()),
+    }
+    for message in json_files(&storage.join("message").join(session)) {
+        let id = match read_storage(&message) {
+            Some(Ok((data, id))) => {
+                records.push(
+                    Line {
+                        kind: "message",
+                        id: &id,
+                        parent_id: None,
+                        message_id: None,
+                        session_id: Some(session),
+                        time_updated: None,
+                        data: &data,
+                    }
+                    .record(),
+                );
+                id
+            }
+            Some(Err(reason)) => {
+                reasons.push(reason);
+                continue;
+            }
+            None => continue,
+        };
+        for part in json_files(&storage.join("part").join(&id)) {
+            match read_storage(&part) {
+                Some(Ok((data, part_id))) => records.push(
+                    Line {
+                        kind: "part",
+                        id: &part_id,
+                        parent_id: None,
+                        message_id: Some(&id),
+                        session_id: Some(session),
+                        time_updated: None,
+                        data: &data,
+                    }
+                    .record(),
+                ),
+                Some(Err(reason)) => reasons.push(reason),
+                None => {}
+            }
+        }
+    }
+    let mut grown = Vec::new();
+    sync_session(paths, session, records, !reasons.is_empty(), &mut grown)?;
+    if reasons.is_empty() {
+        Ok(grown)
+    } else {
+        skipped(&session_file, "OpenCode session", reasons)
+    }
+}
+
+fn dir_entries(dir: &Path) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|entries| entries.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    out.sort();
+    out
+}
+
+#[cfg(test)]
+mod tests;
