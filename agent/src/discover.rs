@@ -6,7 +6,8 @@
 //! `chats/<parent session id>/`), Copilot CLI
 //! (`session-state/<id>/events.jsonl`) and Cursor
 //! (`projects/<slug>/agent-transcripts/**/*.jsonl`, subagents in
-//! `<session>/subagents/`); and, from a peek at a file's first lines, its
+//! `<session>/subagents/`), and the journals kith keeps of OpenCode's
+//! sessions (`mirror`); and, from a peek at a file's first lines, its
 //! conversation id and the transcript it hangs under. No full parse: only
 //! the few keys needed.
 
@@ -45,6 +46,10 @@ pub fn roots(paths: &Paths) -> Vec<(AgentRuntime, PathBuf)> {
             paths.copilot_dir.join("session-state"),
         ),
         (AgentRuntime::Cursor, paths.cursor_dir.join("projects")),
+        (
+            AgentRuntime::OpenCode,
+            mirror::journals_root(paths, AgentRuntime::OpenCode),
+        ),
     ]
 }
 
@@ -123,6 +128,7 @@ fn is_subagent(runtime: AgentRuntime, path: &Path) -> bool {
         AgentRuntime::ClaudeCode => is_claude_subagent(path),
         AgentRuntime::Gemini => gemini_parent_id(path).is_some(),
         AgentRuntime::Cursor => in_subagents(path),
+        AgentRuntime::OpenCode => opencode_parent(path).is_some(),
         _ => false,
     }
 }
@@ -304,8 +310,22 @@ pub fn peek(paths: &Paths, runtime: AgentRuntime, path: &Path) -> Peek {
             parent: cursor_parent(path),
             cwd: None,
         },
+        AgentRuntime::OpenCode => Peek {
+            conversation_id: Some(fallback.to_owned()),
+            parent: opencode_parent(path),
+            cwd: None,
+        },
         AgentRuntime::Other => Peek::default(),
     }
+}
+
+/// An OpenCode subagent is a child session: its journal's first line (the
+/// session row, `mirror::opencode`) names the parent, whose journal is
+/// beside it.
+fn opencode_parent(path: &Path) -> Option<PathBuf> {
+    let first = first_lines(path).into_iter().next()?;
+    let parent = first.get("parent_id")?.as_str()?;
+    plain_id(parent).then(|| path.with_file_name(format!("{parent}.jsonl")))
 }
 
 fn str_of(v: &Value, key: &str) -> Option<String> {

@@ -16,6 +16,7 @@
 //! exactly once.
 
 mod gemini;
+mod opencode;
 
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
@@ -183,7 +184,7 @@ pub fn runtime_of_journal(paths: &Paths, path: &Path) -> Option<AgentRuntime> {
 
 /// Whether a change to `path` is one a mirror reads.
 pub fn is_source(paths: &Paths, path: &Path) -> bool {
-    gemini::is_source(paths, path)
+    gemini::is_source(paths, path) || opencode::is_source(paths, path)
 }
 
 /// Refreshes the journals fed by a changed source file and returns them
@@ -193,12 +194,24 @@ pub fn refresh(paths: &Paths, source: &Path) -> Result<Vec<PathBuf>> {
         let _lock = Lock::state(&paths.state_dir, LOCK_WAIT)?;
         return Ok(gemini::refresh(paths, source)?.into_iter().collect());
     }
+    if opencode::is_source(paths, source) {
+        let _lock = Lock::state(&paths.state_dir, LOCK_WAIT)?;
+        return opencode::refresh(paths, source);
+    }
     Ok(Vec::new())
 }
 
 /// Every mirrored source on this machine.
 pub fn sources(paths: &Paths) -> Vec<PathBuf> {
-    gemini::sources(paths)
+    let mut out = gemini::sources(paths);
+    out.extend(opencode::sources(paths));
+    out
+}
+
+/// Folders holding mirrored sources outside the transcript roots, for
+/// `kith watch`, each with whether its subfolders are watched too.
+pub fn source_folders(paths: &Paths) -> Vec<(PathBuf, bool)> {
+    opencode::folders(paths)
 }
 
 /// Refreshes every mirrored source (`kith capture`); the sources whose

@@ -85,10 +85,16 @@ pub fn run(
         if now >= next_roots {
             // A few stats: cheap enough to do every couple of seconds, and
             // inotify cannot watch a folder that does not exist yet.
-            for (_, root) in discover::roots(paths) {
+            let roots = discover::roots(paths).into_iter().map(|(_, r)| (r, true));
+            for (root, recursive) in roots.chain(mirror::source_folders(paths)) {
                 let known = watched.contains(&root);
+                let mode = if recursive {
+                    RecursiveMode::Recursive
+                } else {
+                    RecursiveMode::NonRecursive
+                };
                 if root.is_dir() {
-                    if !known && watcher.watch(&root, RecursiveMode::Recursive).is_ok() {
+                    if !known && watcher.watch(&root, mode).is_ok() {
                         watched.push(root);
                         // Its files may predate the watch.
                         next_rescan = now;

@@ -28,7 +28,8 @@ use serde_json::value::RawValue;
 
 use super::{journal_path, sync, Journal, Record, Seen};
 use crate::config::Paths;
-use crate::error::{Error, IoContext, Result};
+use crate::discover::plain_id;
+use crate::error::{Error, Result};
 
 /// How long a read waits for OpenCode to finish a write that locks the
 /// database (a WAL checkpoint; plain reads never wait in WAL mode).
@@ -47,6 +48,12 @@ pub(super) fn is_source(paths: &Paths, path: &Path) -> bool {
         })
         && path.parent() == db.parent();
     is_db || (path.starts_with(storage(paths)) && path.extension().is_some_and(|e| e == "json"))
+}
+
+/// OpenCode's data folder alone (the database and its WAL; not its logs
+/// and snapshots), and the storage tree whole.
+pub(super) fn folders(paths: &Paths) -> Vec<(PathBuf, bool)> {
+    vec![(paths.opencode_dir.clone(), false), (storage(paths), true)]
 }
 
 /// The database, if there is one, and every session file of the storage tree.
@@ -119,9 +126,13 @@ fn seen(line: &str) -> Seen {
     }
     match serde_json::from_str::<Head>(line) {
         Ok(Head {
-            kind, key: Some(key), ..
+            kind,
+            key: Some(key),
+            ..
         }) if kind == "removed" => Seen::Removed(key),
-        Ok(Head { kind, id: Some(id), .. }) => Seen::Put(format!("{kind}:{id}")),
+        Ok(Head {
+            kind, id: Some(id), ..
+        }) => Seen::Put(format!("{kind}:{id}")),
         _ => Seen::Other,
     }
 }
@@ -187,11 +198,6 @@ fn sync_session(
     Ok(())
 }
 
-/// A session id that can name a journal file.
-fn plain_id(id: &str) -> bool {
-    !id.is_empty() && !id.starts_with('.') && !id.contains(['/', '\\', '\0'])
-}
-
 /// The error a refresh answers after syncing the rest when rows could not
 /// be read.
 fn skipped(path: &Path, what: &'static str, reasons: Vec<String>) -> Result<Vec<PathBuf>> {
@@ -252,7 +258,9 @@ fn refresh_db(paths: &Paths) -> Result<Vec<PathBuf>> {
             return Err(Error::Invalid {
                 what: "OpenCode database",
                 path: db.clone(),
-                reason: format!("it has no `{table}` table (an OpenCode version kith does not read)"),
+                reason: format!(
+                    "it has no `{table}` table (an OpenCode version kith does not read)"
+                ),
             });
         }
     }
@@ -311,7 +319,12 @@ fn refresh_db(paths: &Paths) -> Result<Vec<PathBuf>> {
 }
 
 /// One message or part row as a record, or why it cannot be read now.
-fn row_records(row: &Row, kind: &'static str, records: &mut Vec<Record>, reasons: &mut Vec<String>) {
+fn row_records(
+    row: &Row,
+    kind: &'static str,
+    records: &mut Vec<Record>,
+    reasons: &mut Vec<String>,
+) {
     match raw_json(&row.data) {
         Ok(data) => records.push(
             Line {
@@ -388,7 +401,10 @@ fn legacy_session_of(storage: &Path, file: &Path) -> Option<String> {
     let rel = file.strip_prefix(storage).ok()?;
     let parts: Vec<&str> = rel.iter().filter_map(|c| c.to_str()).collect();
     match parts.as_slice() {
-        ["session", _, name] => name.strip_suffix(".json").map(str::to_owned),
+        ["session", _, _] => match read_storage(file)? {
+            Ok((_, id)) => Some(id),
+            Err(_) => Some(stem(file)),
+        },
         ["message", session, _] => Some((*session).to_owned()),
         ["part", message, _] => json_of(file)
             .and_then(|v| v.get("sessionID")?.as_str().map(str::to_owned))
@@ -402,7 +418,7 @@ fn legacy_session_of(storage: &Path, file: &Path) -> Option<String> {
 /// `<id>.json` (how OpenCode names it), else as the `id` inside a file.
 fn message_folder(storage: &Path, id: &str) -> Option<String> {
     let folders = dir_entries(&storage.join("message"));
-    let names_it = |f: &PathBuf| json_of(f).is_some_and(|v| v.get("id").and_then(|x| x.as_str()) == Some(id));
+    let names_it = |f: &PathBuf| has_id(f, id);
     let dir = folders
         .iter()
         .find(|d| d.join(format!("{id}.json")).is_file())
@@ -414,6 +430,11 @@ fn json_of(path: &Path) -> Option<serde_json::Value> {
     serde_json::from_slice(&std::fs::read(path).ok()?).ok()
 }
 
+/// Whether the storage file at `path` says it is `id`.
+fn has_id(path: &Path, id: &str) -> bool {
+    json_of(path).is_some_and(|v| v.get("id").and_then(|x| x.as_str()) == Some(id))
+}
+
 /// The `.json` files of a folder in name order: OpenCode names each by
 /// its id, and its ids sort in the order it made them.
 fn json_files(dir: &Path) -> Vec<PathBuf> {
@@ -421,6 +442,24 @@ fn json_files(dir: &Path) -> Vec<PathBuf> {
         .into_iter()
         .filter(|p| p.extension().is_some_and(|e| e == "json"))
         .collect()
+}
+
+/// The file of session `id`: `session/<project>/<id>.json` (how OpenCode
+/// names it), else the file whose JSON `id` it is.
+fn session_file(storage: &Path, id: &str) -> Option<PathBuf> {
+    let projects = dir_entries(&storage.join("session"));
+    let named = |f: &PathBuf| has_id(f, id);
+    projects
+        .iter()
+        .map(|p| p.join(format!("{id}.json")))
+        .find(|f| f.is_file())
+        .or_else(|| projects.iter().flat_map(|p| json_files(p)).find(named))
+}
+
+fn stem(path: &Path) -> String {
+    path.file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default()
 }
 
 /// A storage file read: its JSON and its `id` (else its name), `None`
@@ -437,11 +476,7 @@ fn read_storage(path: &Path) -> Option<std::result::Result<(Box<RawValue>, Strin
                 let id = serde_json::from_str::<serde_json::Value>(data.get())
                     .ok()
                     .and_then(|v| v.get("id")?.as_str().map(str::to_owned))
-                    .unwrap_or_else(|| {
-                        path.file_stem()
-                            .map(|s| s.to_string_lossy().into_owned())
-                            .unwrap_or_default()
-                    });
+                    .unwrap_or_else(|| stem(path));
                 (data, id)
             })
             .map_err(|e| format!("{}: not JSON ({e})", path.display())),
@@ -452,11 +487,7 @@ fn read_storage(path: &Path) -> Option<std::result::Result<(Box<RawValue>, Strin
 /// is gone is left as its journal has it.
 fn refresh_legacy(paths: &Paths, session: &str) -> Result<Vec<PathBuf>> {
     let storage = storage(paths);
-    let Some(session_file) = dir_entries(&storage.join("session"))
-        .into_iter()
-        .map(|project| project.join(format!("{session}.json")))
-        .find(|p| p.is_file())
-    else {
+    let Some(session_file) = session_file(&storage, session) else {
         return Ok(Vec::new());
     };
     let mut records = Vec::new();

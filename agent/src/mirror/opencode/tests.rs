@@ -1,0 +1,314 @@
+use kith_shared::transcript::{self, Format};
+use rusqlite::{params, Connection};
+
+use super::*;
+use crate::mirror::journal_path;
+
+/// The tables of OpenCode v1.2's `opencode.db` that kith reads.
+const SCHEMA: &str = "
+    PRAGMA journal_mode = WAL;
+    CREATE TABLE session (id TEXT PRIMARY KEY, project_id TEXT NOT NULL, parent_id TEXT,
+        slug TEXT NOT NULL, directory TEXT NOT NULL, title TEXT NOT NULL, version TEXT NOT NULL,
+        time_created INTEGER NOT NULL, time_updated INTEGER NOT NULL);
+    CREATE TABLE message (id TEXT PRIMARY KEY, session_id TEXT NOT NULL,
+        time_created INTEGER NOT NULL, time_updated INTEGER NOT NULL, data TEXT NOT NULL);
+    CREATE TABLE part (id TEXT PRIMARY KEY, message_id TEXT NOT NULL, session_id TEXT NOT NULL,
+        time_created INTEGER NOT NULL, time_updated INTEGER NOT NULL, data TEXT NOT NULL);
+";
+
+struct Machine {
+    _dir: tempfile::TempDir,
+    paths: Paths,
+}
+
+impl Machine {
+    fn new() -> Machine {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let paths = Paths::under(dir.path());
+        std::fs::create_dir_all(&paths.opencode_dir).expect("OpenCode's folder");
+        Machine { _dir: dir, paths }
+    }
+
+    /// OpenCode's database with one session, as OpenCode opens it.
+    fn db(&self) -> Connection {
+        let db = Connection::open(database(&self.paths)).expect("the database");
+        db.execute_batch(SCHEMA).expect("the schema");
+        db.execute(
+            "INSERT INTO session VALUES ('ses_a', 'p1', 'ses_parent', 's', '/home/sam/src/tally', 't', '1.2.4', 1, 2)",
+            [],
+        )
+        .expect("a session");
+        db
+    }
+
+    fn journal(&self, session: &str) -> PathBuf {
+        journal_path(
+            &self.paths,
+            AgentRuntime::OpenCode,
+            Path::new(&format!("{session}.jsonl")),
+        )
+    }
+
+    fn lines(&self, session: &str) -> Vec<String> {
+        std::fs::read_to_string(self.journal(session))
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// The journal read as central reads it: (role, text) of each turn.
+    fn turns(&self, session: &str) -> Vec<(String, String)> {
+        let bytes = std::fs::read(self.journal(session)).unwrap_or_default();
+        transcript::parse(Format::OpenCode, &bytes)
+            .turns
+            .into_iter()
+            .map(|t| (t.role.as_str().to_owned(), t.text))
+            .collect()
+    }
+
+    fn refresh_db(&self) -> Result<Vec<PathBuf>> {
+        refresh(&self.paths, &database(&self.paths))
+    }
+}
+
+fn put_message(db: &Connection, id: &str, role: &str, at: i64) {
+    let data = format!(r#"{{"role":"{role}","time":{{"created":{at}}},"modelID":"gpt-5"}}"#);
+    db.execute(
+        "INSERT INTO message VALUES (?1, 'ses_a', ?2, ?2, ?3)",
+        params![id, at, data],
+    )
+    .expect("a message");
+}
+
+fn put_part(db: &Connection, id: &str, message: &str, data: &str, at: i64) {
+    db.execute(
+        "INSERT OR REPLACE INTO part VALUES (?1, ?2, 'ses_a', ?3, ?3, ?4)",
+        params![id, message, at, data],
+    )
+    .expect("a part");
+}
+
+fn text(s: &str) -> String {
+    format!(r#"{{"type":"text","text":"{s}"}}"#)
+}
+
+fn pair(role: &str, text: &str) -> (String, String) {
+    (role.to_owned(), text.to_owned())
+}
+
+#[test]
+fn each_row_change_is_appended_once_and_a_deleted_row_is_removed() -> Result<()> {
+    let m = Machine::new();
+    let db = m.db();
+    put_message(&db, "msg_1", "user", 10);
+    // The part's JSON as OpenCode stores it, spacing and key order included.
+    let asked = r#"{"type": "text",  "text":"why 1,200?"}"#;
+    put_part(&db, "prt_1", "msg_1", asked, 11);
+    put_message(&db, "msg_2", "assistant", 20);
+    put_part(&db, "prt_2", "msg_2", &text("draft"), 21);
+
+    assert_eq!(m.refresh_db()?, [m.journal("ses_a")]);
+    let lines = m.lines("ses_a");
+    assert_eq!(lines.len(), 5, "{lines:#?}");
+    let first: serde_json::Value = serde_json::from_str(&lines[0]).expect("JSON");
+    assert_eq!(first["kind"], "session");
+    assert_eq!(first["parent_id"], "ses_parent");
+    assert_eq!(first["data"]["directory"], "/home/sam/src/tally");
+    assert!(
+        lines[2].contains(&format!(r#","data":{asked}}}"#)),
+        "the data column byte for byte: {}",
+        lines[2]
+    );
+
+    // Nothing changed: nothing appended.
+    m.refresh_db()?;
+    assert_eq!(m.lines("ses_a").len(), 5);
+
+    // The answer streams on, then the person reverts it and asks again.
+    put_part(&db, "prt_2", "msg_2", &text("the final answer"), 22);
+    m.refresh_db()?;
+    assert_eq!(m.lines("ses_a").len(), 6);
+    assert_eq!(
+        m.turns("ses_a"),
+        [
+            pair("user", "why 1,200?"),
+            pair("assistant", "the final answer")
+        ]
+    );
+    db.execute_batch(
+        "DELETE FROM part WHERE message_id = 'msg_2'; DELETE FROM message WHERE id = 'msg_2';",
+    )
+    .expect("a revert");
+    put_message(&db, "msg_3", "user", 30);
+    put_part(&db, "prt_3", "msg_3", &text("strip the comma"), 31);
+    m.refresh_db()?;
+    let lines = m.lines("ses_a");
+    let removed: Vec<&String> = lines.iter().filter(|l| l.contains("\"removed\"")).collect();
+    assert_eq!(removed.len(), 2, "{lines:#?}");
+    assert_eq!(
+        m.turns("ses_a"),
+        [pair("user", "why 1,200?"), pair("user", "strip the comma")]
+    );
+    Ok(())
+}
+
+/// A reader never waits for a writer in WAL mode, and sees only what was
+/// committed when its read began.
+#[test]
+fn an_open_write_transaction_neither_blocks_nor_leaks_into_the_journal() -> Result<()> {
+    let m = Machine::new();
+    let db = m.db();
+    put_message(&db, "msg_1", "user", 10);
+    put_part(&db, "prt_1", "msg_1", &text("committed"), 11);
+    db.execute_batch("BEGIN IMMEDIATE")
+        .expect("a write transaction");
+    put_part(&db, "prt_1", "msg_1", &text("not yet committed"), 12);
+    m.refresh_db()?;
+    db.execute_batch("ROLLBACK").expect("rolled back");
+    assert_eq!(m.turns("ses_a"), [pair("user", "committed")]);
+    Ok(())
+}
+
+#[test]
+fn a_row_that_is_not_json_is_named_and_nothing_is_removed_for_it() -> Result<()> {
+    let m = Machine::new();
+    let db = m.db();
+    put_message(&db, "msg_1", "user", 10);
+    put_part(&db, "prt_1", "msg_1", &text("first"), 11);
+    put_part(&db, "prt_2", "msg_1", &text("second"), 12);
+    m.refresh_db()?;
+    let before = m.lines("ses_a");
+
+    put_part(&db, "prt_2", "msg_1", r#"{"type":"text","te"#, 13);
+    let err = m.refresh_db().expect_err("a row that is not JSON");
+    let said = err.to_string();
+    assert!(said.contains("part prt_2: data is not JSON"), "{said}");
+    assert_eq!(m.lines("ses_a"), before, "the row is kept, not removed");
+
+    put_part(&db, "prt_2", "msg_1", &text("second, readable again"), 14);
+    m.refresh_db()?;
+    assert_eq!(
+        m.turns("ses_a"),
+        [
+            pair("user", "first"),
+            pair("user", "second, readable again")
+        ]
+    );
+    Ok(())
+}
+
+#[test]
+fn a_database_of_another_schema_or_not_a_database_is_refused_clearly() {
+    let m = Machine::new();
+    let db = Connection::open(database(&m.paths)).expect("a database");
+    db.execute_batch("CREATE TABLE session (id TEXT); CREATE TABLE message (id TEXT);")
+        .expect("an older schema");
+    let said = m.refresh_db().expect_err("no part table").to_string();
+    assert!(said.contains("no `part` table"), "{said}");
+    drop(db);
+
+    std::fs::write(database(&m.paths), b"not a database at all, just text").expect("garbage");
+    let _ = std::fs::remove_file(m.paths.opencode_dir.join("opencode.db-wal"));
+    let said = m.refresh_db().expect_err("not a database").to_string();
+    assert!(said.contains("not valid OpenCode database"), "{said}");
+    assert!(!m.paths.state_dir.join("journals").join("opencode").exists());
+}
+
+/// Copies the folder `from` to `to`.
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("a folder");
+    for entry in std::fs::read_dir(from).expect("a fixture folder").flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            copy_tree(&path, &to.join(entry.file_name()));
+        } else {
+            std::fs::copy(&path, to.join(entry.file_name())).expect("a fixture file");
+        }
+    }
+}
+
+const LEGACY: &str = "ses_6b1f0e2a4ffeYc1Q2w3e4r5t6y";
+
+#[test]
+fn the_storage_tree_is_journalled_like_the_database() -> Result<()> {
+    let m = Machine::new();
+    let storage = storage(&m.paths);
+    copy_tree(&kith_shared::fixtures::path("opencode/storage"), &storage);
+    assert_eq!(sources(&m.paths).len(), 1, "one session file");
+    for (_, e) in crate::mirror::refresh_all(&m.paths) {
+        panic!("{e}");
+    }
+    let turns = m.turns(LEGACY);
+    assert_eq!(turns.len(), 3, "{turns:#?}");
+    assert_eq!(turns[0].0, "user");
+    assert!(turns[1]
+        .1
+        .starts_with("read: /home/sam/src/tally/src/report.rs\n<file>"));
+    assert!(turns[2].1.ends_with("`{:02}` fixes both."));
+    // A pretty-printed file is one journal line, its JSON otherwise as written.
+    let session_file = storage
+        .join("session/3f8a1c2e9b")
+        .join(format!("{LEGACY}.json"));
+    let written = std::fs::read_to_string(&session_file).expect("the session file");
+    let lines = m.lines(LEGACY);
+    assert!(
+        lines[0].contains(&crate::mirror::compact(&written)),
+        "{}",
+        lines[0]
+    );
+
+    // A part torn mid-write is named and kept; a deleted part is removed.
+    let parts = storage.join("part/msg_6b1f0e2b0002Mn9oPq1rSt3uVw");
+    let torn = parts.join("prt_6b1f0e2b2003Ef3gHi5jKl7mNo.json");
+    std::fs::write(&torn, "{\"id\": \"prt_6b1f").expect("a torn file");
+    let said = refresh(&m.paths, &torn).expect_err("torn").to_string();
+    assert!(
+        said.contains("prt_6b1f0e2b2003Ef3gHi5jKl7mNo.json: not JSON"),
+        "{said}"
+    );
+    assert_eq!(m.turns(LEGACY), turns, "nothing removed for a torn file");
+    std::fs::remove_file(&torn).expect("deleted");
+    assert_eq!(refresh(&m.paths, &torn)?, [m.journal(LEGACY)]);
+    assert_eq!(m.turns(LEGACY), turns[..2]);
+    Ok(())
+}
+
+/// Published OpenCode data (`../shared/fixtures/opencode/`): a v1.2
+/// database and a storage tree, read in addition to the repository's own
+/// (the tests above) when that set is present.
+#[test]
+fn published_opencode_data_reads_as_turns_when_present() -> Result<()> {
+    let Some(dir) = kith_shared::fixtures::third_party_dir() else {
+        return Ok(());
+    };
+    let m = Machine::new();
+    std::fs::copy(
+        dir.join("opencode/git-ai-project__git-ai__opencode.db"),
+        database(&m.paths),
+    )
+    .expect("the published database");
+    copy_tree(
+        &dir.join("opencode/jazzyalex__agent-sessions__storage_v2"),
+        &storage(&m.paths),
+    );
+    for (_, e) in crate::mirror::refresh_all(&m.paths) {
+        panic!("{e}");
+    }
+    let sqlite = m.turns("test-session-123");
+    assert_eq!(sqlite.first().map(|t| t.0.as_str()), Some("user"));
+    assert_eq!(
+        sqlite.last(),
+        Some(&pair("assistant", "Done from sqlite source."))
+    );
+    assert!(m.lines("test-session-123")[0].contains(r#""parent_id":"parent-session-456""#));
+    assert_eq!(
+        m.turns("s_stage0_small"),
+        [
+            pair("user", "Hello"),
+            pair("tool", "bash: ls /tmp/repo\na.txt\nb.txt"),
+            pair("assistant", "Found 2 files."),
+        ]
+    );
+    Ok(())
+}
