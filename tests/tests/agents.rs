@@ -1,8 +1,9 @@
-//! Gemini CLI, Copilot CLI and Cursor end to end: each session is written
-//! the way its agent writes it (appends; Gemini also re-appends a message,
-//! `$set`s and `$rewindTo`s), captured by the real `kith` while the real
-//! `kith-central` is killed and started again on its data, then read back
-//! and searched through the API.
+//! Gemini CLI, Copilot CLI, Cursor and OpenCode end to end: each session is
+//! written the way its agent writes it (appends; Gemini also re-appends a
+//! message, `$set`s and `$rewindTo`s; OpenCode updates and deletes SQLite
+//! rows from another process, or rewrites its JSON files), captured by the
+//! real `kith` while the real `kith-central` is killed and started again on
+//! its data, then read back and searched through the API.
 
 use std::collections::BTreeSet;
 use std::io::Write;
@@ -111,7 +112,12 @@ impl Machine {
         let _ = self.kith(&["backfill"])?;
         self.central.restart()?;
         self.ok(&["backfill"])?;
-        // `main` is the one session; the others are its subagents.
+        self.root_conversation()
+    }
+
+    /// The one conversation at depth 0 (the others are its subagents),
+    /// once every run of it is indexed.
+    fn root_conversation(&self) -> Result<Value> {
         let listed = self.api.get("/api/conversations?limit=100")?;
         let conversation = listed.body["conversations"]
             .as_array()
@@ -119,7 +125,7 @@ impl Machine {
             .flatten()
             .find(|c| c["depth"] == 0)
             .cloned()
-            .with_context(|| format!("no conversation of {main}: {listed:?}"))?;
+            .with_context(|| format!("no conversation: {listed:?}"))?;
         for run in conversation["run_ids"].as_array().into_iter().flatten() {
             let run = run.as_str().unwrap_or_default();
             self.api.wait_indexed(run, Duration::from_secs(30))?;
@@ -441,6 +447,359 @@ fn watch_captures_copilot_and_cursor_and_nothing_else_in_their_folders() -> Resu
         m.found("decoy")?.is_empty(),
         "a file that is not a transcript"
     );
+    Ok(())
+}
+
+/// OpenCode itself, as far as its database goes: a second process
+/// (Python's `sqlite3`) that holds `opencode.db` open in WAL mode and runs
+/// each step it is sent as one transaction, as OpenCode writes its rows.
+struct OpenCode {
+    child: std::process::Child,
+    answers: std::io::BufReader<std::process::ChildStdout>,
+}
+
+const OPENCODE_WRITER: &str = r#"
+import json, sqlite3, sys
+db = sqlite3.connect(sys.argv[1], isolation_level=None)
+db.execute("PRAGMA journal_mode=WAL")
+for line in sys.stdin:
+    step = json.loads(line)
+    if step.get("rollback"):
+        db.execute("ROLLBACK")
+    else:
+        db.execute("BEGIN IMMEDIATE")
+        for sql, args in step["sql"]:
+            db.execute(sql, args)
+        if not step.get("hold"):
+            db.execute("COMMIT")
+    print("ok", flush=True)
+"#;
+
+/// The tables of OpenCode v1.2's `opencode.db` (packages/opencode/src/session/*.sql.ts).
+const OPENCODE_SCHEMA: &[&str] = &[
+    "CREATE TABLE session (id TEXT PRIMARY KEY, project_id TEXT NOT NULL, parent_id TEXT, slug TEXT NOT NULL, directory TEXT NOT NULL, title TEXT NOT NULL, version TEXT NOT NULL, time_created INTEGER NOT NULL, time_updated INTEGER NOT NULL)",
+    "CREATE TABLE message (id TEXT PRIMARY KEY, session_id TEXT NOT NULL, time_created INTEGER NOT NULL, time_updated INTEGER NOT NULL, data TEXT NOT NULL)",
+    "CREATE TABLE part (id TEXT PRIMARY KEY, message_id TEXT NOT NULL, session_id TEXT NOT NULL, time_created INTEGER NOT NULL, time_updated INTEGER NOT NULL, data TEXT NOT NULL)",
+];
+
+impl OpenCode {
+    fn start(db: &std::path::Path) -> Result<Self> {
+        std::fs::create_dir_all(db.parent().context("a folder")?)?;
+        let mut child = std::process::Command::new("python3")
+            .args(["-c", OPENCODE_WRITER])
+            .arg(db)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .context("python3, to write OpenCode's database")?;
+        let answers = std::io::BufReader::new(child.stdout.take().context("stdout")?);
+        let mut oc = Self { child, answers };
+        let schema: Vec<Value> = OPENCODE_SCHEMA.iter().map(|s| json!([s, []])).collect();
+        oc.step(json!({ "sql": schema }))?;
+        Ok(oc)
+    }
+
+    /// Runs one step and waits until the writer has done it.
+    fn step(&mut self, step: Value) -> Result<()> {
+        use std::io::BufRead;
+        let stdin = self.child.stdin.as_mut().context("stdin")?;
+        writeln!(stdin, "{step}")?;
+        stdin.flush()?;
+        let mut answer = String::new();
+        self.answers.read_line(&mut answer)?;
+        ensure!(answer.trim() == "ok", "the writer failed on {step}");
+        Ok(())
+    }
+
+    fn write(&mut self, sql: Vec<Value>) -> Result<()> {
+        self.step(json!({ "sql": sql }))
+    }
+}
+
+impl Drop for OpenCode {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn oc_session(id: &str, parent: Option<&str>) -> Value {
+    json!([
+        "INSERT INTO session VALUES (?, 'prj_tally', ?, 'tally', '/home/sam/src/tally', 'Amounts', '1.2.4', 1778490000000, 1778490000000)",
+        [id, parent]
+    ])
+}
+
+fn oc_message(id: &str, session: &str, role: &str, at: i64) -> Value {
+    let data = json!({"role": role, "time": {"created": at}, "modelID": "claude-sonnet-4"});
+    json!([
+        "INSERT INTO message VALUES (?, ?, ?, ?, ?)",
+        [id, session, at, at, data.to_string()]
+    ])
+}
+
+/// A part written or updated in place, as OpenCode upserts it.
+fn oc_part(id: &str, message: &str, session: &str, data: Value, at: i64) -> Value {
+    json!([
+        "INSERT INTO part VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET data = excluded.data, time_updated = excluded.time_updated",
+        [id, message, session, at, at, data.to_string()]
+    ])
+}
+
+fn oc_text(text: &str) -> Value {
+    json!({"type": "text", "text": text})
+}
+
+fn oc_bash(status: &str, output: Option<&str>) -> Value {
+    json!({"type": "tool", "tool": "bash", "callID": "toolu_1",
+           "state": {"status": status, "input": {"command": "cargo test parse_amount"}, "output": output}})
+}
+
+fn pairs(turns: &[(&str, &str)]) -> Vec<(String, String)> {
+    turns
+        .iter()
+        .map(|(r, t)| ((*r).to_owned(), (*t).to_owned()))
+        .collect()
+}
+
+#[test]
+fn opencode_db_rows_changed_by_another_process_across_a_central_restart() -> Result<()> {
+    let mut m = Machine::new()?;
+    let db = m.home.root().join(".local/share/opencode/opencode.db");
+    let mut oc = OpenCode::start(&db)?;
+    let at = 1778490001000;
+    oc.write(vec![
+        oc_session("ses_a", None),
+        oc_message("msg_01", "ses_a", "user", at),
+        oc_part(
+            "prt_01",
+            "msg_01",
+            "ses_a",
+            oc_text("Why does the importer reject 1,200?"),
+            at,
+        ),
+        oc_message("msg_02", "ses_a", "assistant", at + 1000),
+        oc_part(
+            "prt_02",
+            "msg_02",
+            "ses_a",
+            oc_text("Skimming the parser first."),
+            at + 1000,
+        ),
+        oc_part(
+            "prt_03",
+            "msg_02",
+            "ses_a",
+            oc_bash("running", None),
+            at + 2000,
+        ),
+    ])?;
+    m.ok(&["backfill"])?;
+
+    // Central is away while the answer streams on, a question and answer
+    // are written that the person will revert, and a subagent runs.
+    m.central.kill()?;
+    oc.write(vec![
+        oc_part(
+            "prt_02",
+            "msg_02",
+            "ses_a",
+            oc_text("Looking at parse_amount in src/parse.rs."),
+            at + 3000,
+        ),
+        oc_part(
+            "prt_03",
+            "msg_02",
+            "ses_a",
+            oc_bash("completed", Some("1 failed: parse_amount(\"1,200\")")),
+            at + 4000,
+        ),
+        oc_message("msg_03", "ses_a", "user", at + 5000),
+        oc_part(
+            "prt_04",
+            "msg_03",
+            "ses_a",
+            oc_text("Would a zeppelin grammar help?"),
+            at + 5000,
+        ),
+        oc_message("msg_04", "ses_a", "assistant", at + 6000),
+        oc_part(
+            "prt_05",
+            "msg_04",
+            "ses_a",
+            oc_text("A zeppelin grammar is overkill here."),
+            at + 6000,
+        ),
+        oc_session("ses_b", Some("ses_a")),
+        oc_message("msg_b1", "ses_b", "user", at + 7000),
+        oc_part(
+            "prt_b1",
+            "msg_b1",
+            "ses_b",
+            oc_text("Find every caller of parse_amount"),
+            at + 7000,
+        ),
+        oc_message("msg_b2", "ses_b", "assistant", at + 8000),
+        oc_part(
+            "prt_b2",
+            "msg_b2",
+            "ses_b",
+            oc_text("Two callers: the importer and the CLI."),
+            at + 8000,
+        ),
+    ])?;
+    let _ = m.kith(&["backfill"])?;
+    m.central.restart()?;
+
+    // OpenCode holds a write transaction open while kith reads: kith
+    // neither waits for it nor sees what it has not committed.
+    oc.step(json!({"hold": true, "sql": [oc_part("prt_05", "msg_04", "ses_a", oc_text("uncommitted words"), at + 9000)]}))?;
+    m.ok(&["backfill"])?;
+    oc.step(json!({"rollback": true}))?;
+
+    // The person reverts to before the zeppelin question and asks again.
+    oc.write(vec![
+        json!([
+            "DELETE FROM part WHERE message_id IN ('msg_03', 'msg_04')",
+            []
+        ]),
+        json!(["DELETE FROM message WHERE id IN ('msg_03', 'msg_04')", []]),
+        oc_message("msg_05", "ses_a", "user", at + 10000),
+        oc_part(
+            "prt_06",
+            "msg_05",
+            "ses_a",
+            oc_text("Just strip the comma."),
+            at + 10000,
+        ),
+        oc_message("msg_06", "ses_a", "assistant", at + 11000),
+        oc_part(
+            "prt_07",
+            "msg_06",
+            "ses_a",
+            oc_text("Done: 1,200 now parses as twelve hundred."),
+            at + 11000,
+        ),
+    ])?;
+    m.ok(&["backfill"])?;
+
+    let conversation = m.root_conversation()?;
+    assert_eq!(conversation["agent_runtime"], "opencode");
+    let final_state = pairs(&[
+        ("user", "Why does the importer reject 1,200?"),
+        ("assistant", "Looking at parse_amount in src/parse.rs."),
+        (
+            "tool",
+            "bash: cargo test parse_amount\n1 failed: parse_amount(\"1,200\")",
+        ),
+        ("user", "Just strip the comma."),
+        ("assistant", "Done: 1,200 now parses as twelve hundred."),
+    ]);
+    assert_eq!(m.turns(&conversation)?, final_state);
+
+    let id = str_of(&conversation, "id");
+    assert_eq!(m.found("twelve")?, [id.as_str()], "the last turn is found");
+    for gone in ["zeppelin", "Skimming", "uncommitted"] {
+        assert!(m.found(gone)?.is_empty(), "{gone}: not a live turn");
+    }
+    // The child session hangs under its parent.
+    let tree = m.tree()?;
+    assert_eq!(tree.len(), 2, "{tree:?}");
+    assert_eq!(tree[0], (id.clone(), String::new()));
+    assert_eq!(tree[1].1, id, "{tree:?}");
+
+    // A rebuild from the stored journal gives the same search.
+    m.central.kill()?;
+    let data = m.central.data_dir.clone();
+    for args in [&["doctor"][..], &["reindex"], &["doctor"]] {
+        let out = run_central(&data, args)?;
+        ensure!(
+            out.status.success(),
+            "{args:?}: {} {}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    m.central.restart()?;
+    assert!(m.found("zeppelin")?.is_empty(), "reverted, after a reindex");
+    assert_eq!(m.found("twelve")?, [id.as_str()]);
+    Ok(())
+}
+
+/// OpenCode before v1.2: `kith watch` follows the storage tree as files are
+/// rewritten whole and deleted.
+#[test]
+fn watch_follows_opencode_storage_files_rewritten_and_deleted() -> Result<()> {
+    let m = Machine::new()?;
+    let storage = m.home.root().join(".local/share/opencode/storage");
+    let fixture = fixtures::path("opencode/storage");
+    let mut cmd = m.home.kith_at(&m.central.url, &m.token, &["watch"]);
+    cmd.stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let watch = Watch(cmd.spawn()?);
+    copy_tree(&fixture, &storage)?;
+    let first = wait_turns(&m, |turns| turns.len() == 3)?;
+    assert!(
+        first[1]
+            .1
+            .starts_with("read: /home/sam/src/tally/src/report.rs"),
+        "{first:?}"
+    );
+
+    // OpenCode rewrites the answer's text part whole and drops the read.
+    let parts = storage.join("part/msg_6b1f0e2b0002Mn9oPq1rSt3uVw");
+    let text = parts.join("prt_6b1f0e2b2003Ef3gHi5jKl7mNo.json");
+    let mut part: Value = serde_json::from_slice(&std::fs::read(&text)?)?;
+    part["text"] = json!("Pad the month and day with {:02}; a quokka could do it.");
+    std::fs::write(&text, serde_json::to_string_pretty(&part)?)?;
+    std::fs::remove_file(parts.join("prt_6b1f0e2b2002Tu7vWx9yZa1bCd.json"))?;
+    let last = wait_turns(&m, |turns| {
+        turns.len() == 2 && turns[1].1.contains("quokka")
+    })?;
+    drop(watch);
+    assert_eq!(last[0], first[0]);
+    let conversation = m.root_conversation()?;
+    let id = str_of(&conversation, "id");
+    assert_eq!(m.found("quokka")?, [id.as_str()]);
+    // The old text ("formats the month and day") and the dropped read
+    // (`format!(...)`) are not found.
+    assert!(m.found("formats")?.is_empty());
+    Ok(())
+}
+
+/// The root conversation's turns once `done` says they are what is wanted.
+fn wait_turns(
+    m: &Machine,
+    done: impl Fn(&[(String, String)]) -> bool,
+) -> Result<Vec<(String, String)>> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let listed = m.api.get("/api/conversations?limit=100")?;
+        if let Some(c) = listed.body["conversations"]
+            .as_array()
+            .and_then(|a| a.first())
+        {
+            let turns = m.turns(c)?;
+            if done(&turns) {
+                return Ok(turns);
+            }
+            ensure!(std::time::Instant::now() < deadline, "{turns:#?}");
+        }
+        ensure!(std::time::Instant::now() < deadline, "{listed:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn copy_tree(from: &std::path::Path, to: &std::path::Path) -> Result<()> {
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        if entry.file_type()?.is_dir() {
+            copy_tree(&entry.path(), &to.join(entry.file_name()))?;
+        } else {
+            std::fs::copy(entry.path(), to.join(entry.file_name()))?;
+        }
+    }
     Ok(())
 }
 
