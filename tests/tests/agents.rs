@@ -685,6 +685,7 @@ fn opencode_db_rows_changed_by_another_process_across_a_central_restart() -> Res
 
     let conversation = m.root_conversation()?;
     assert_eq!(conversation["agent_runtime"], "opencode");
+    m.assert_covered("opencode", 2)?;
     let final_state = pairs(&[
         ("user", "Why does the importer reject 1,200?"),
         ("assistant", "Looking at parse_amount in src/parse.rs."),
@@ -726,10 +727,10 @@ fn opencode_db_rows_changed_by_another_process_across_a_central_restart() -> Res
     Ok(())
 }
 
-/// OpenCode before v1.2: `kith watch` follows the storage tree as files are
-/// rewritten whole and deleted.
+/// `kith watch` follows OpenCode's storage tree (before v1.2) as files are
+/// rewritten whole and deleted, and its database as rows change.
 #[test]
-fn watch_follows_opencode_storage_files_rewritten_and_deleted() -> Result<()> {
+fn watch_follows_opencode_storage_files_and_database_rows() -> Result<()> {
     let m = Machine::new()?;
     let storage = m.home.root().join(".local/share/opencode/storage");
     let fixture = fixtures::path("opencode/storage");
@@ -756,7 +757,6 @@ fn watch_follows_opencode_storage_files_rewritten_and_deleted() -> Result<()> {
     let last = wait_turns(&m, |turns| {
         turns.len() == 2 && turns[1].1.contains("quokka")
     })?;
-    drop(watch);
     assert_eq!(last[0], first[0]);
     let conversation = m.root_conversation()?;
     let id = str_of(&conversation, "id");
@@ -764,6 +764,45 @@ fn watch_follows_opencode_storage_files_rewritten_and_deleted() -> Result<()> {
     // The old text ("formats the month and day") and the dropped read
     // (`format!(...)`) are not found.
     assert!(m.found("formats")?.is_empty());
+
+    // A database appearing beside the tree (OpenCode upgraded) is followed
+    // through its WAL as well.
+    let mut oc = OpenCode::start(&storage.with_file_name("opencode.db"))?;
+    oc.write(vec![
+        oc_session("ses_w", None),
+        oc_message("msg_w1", "ses_w", "user", 1778490001000),
+        oc_part(
+            "prt_w1",
+            "msg_w1",
+            "ses_w",
+            oc_text("Does a walrus read dates?"),
+            1778490001000,
+        ),
+    ])?;
+    wait_found(&m, "walrus", true)?;
+    oc.write(vec![oc_part(
+        "prt_w1",
+        "msg_w1",
+        "ses_w",
+        oc_text("Does a narwhal read dates?"),
+        1778490002000,
+    )])?;
+    wait_found(&m, "narwhal", true)?;
+    wait_found(&m, "walrus", false)?;
+    drop(watch);
+    Ok(())
+}
+
+/// Waits until a search for `word` finds something (`found`) or nothing.
+fn wait_found(m: &Machine, word: &str, found: bool) -> Result<()> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while m.found(word)?.is_empty() == found {
+        ensure!(
+            std::time::Instant::now() < deadline,
+            "{word}: found is not {found}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
     Ok(())
 }
 

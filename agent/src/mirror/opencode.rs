@@ -228,7 +228,16 @@ struct Row {
     session_id: String,
     message_id: Option<String>,
     time_updated: i64,
-    data: String,
+    /// As stored: TEXT, or a BLOB if something wrote one.
+    data: Vec<u8>,
+}
+
+/// A session row: its columns as one JSON object (it has no JSON column
+/// of its own).
+struct SessionRow {
+    id: String,
+    parent_id: Option<String>,
+    data: Box<RawValue>,
 }
 
 /// Every session of the database into its journal, from one read
@@ -276,36 +285,39 @@ fn refresh_db(paths: &Paths) -> Result<Vec<PathBuf>> {
     )
     .map_err(&err)?;
     drop(tx);
+    let mut by_session: HashMap<&str, Vec<&Row>> = HashMap::new();
+    for m in &messages {
+        by_session.entry(&m.session_id).or_default().push(m);
+    }
+    let mut by_message: HashMap<&str, Vec<&Row>> = HashMap::new();
+    for p in &parts {
+        if let Some(message) = &p.message_id {
+            by_message.entry(message).or_default().push(p);
+        }
+    }
     let mut reasons = Vec::new();
     let mut grown = Vec::new();
-    for (id, parent, data) in &sessions {
+    for session in &sessions {
+        let id = session.id.as_str();
         if !plain_id(id) {
             reasons.push(format!("session {id:?}: not a usable id"));
             continue;
         }
-        let mut records = Vec::new();
         let n_reasons = reasons.len();
-        records.push(
-            Line {
-                kind: "session",
-                id,
-                parent_id: parent.as_deref(),
-                message_id: None,
-                session_id: None,
-                time_updated: None,
-                data,
-            }
-            .record(),
-        );
-        let mine = |r: &&Row| r.session_id == *id;
-        for m in messages.iter().filter(mine) {
-            row_records(m, "message", &mut records, &mut reasons);
-            for p in parts
-                .iter()
-                .filter(mine)
-                .filter(|p| p.message_id.as_deref() == Some(m.id.as_str()))
-            {
-                row_records(p, "part", &mut records, &mut reasons);
+        let mut records = vec![Line {
+            kind: "session",
+            id,
+            parent_id: session.parent_id.as_deref(),
+            message_id: None,
+            session_id: None,
+            time_updated: None,
+            data: &session.data,
+        }
+        .record()];
+        for m in by_session.get(id).into_iter().flatten() {
+            row_record(m, "message", &mut records, &mut reasons);
+            for p in by_message.get(m.id.as_str()).into_iter().flatten() {
+                row_record(p, "part", &mut records, &mut reasons);
             }
         }
         let partial = reasons.len() > n_reasons;
@@ -319,13 +331,9 @@ fn refresh_db(paths: &Paths) -> Result<Vec<PathBuf>> {
 }
 
 /// One message or part row as a record, or why it cannot be read now.
-fn row_records(
-    row: &Row,
-    kind: &'static str,
-    records: &mut Vec<Record>,
-    reasons: &mut Vec<String>,
-) {
-    match raw_json(&row.data) {
+fn row_record(row: &Row, kind: &'static str, records: &mut Vec<Record>, reasons: &mut Vec<String>) {
+    let text = std::str::from_utf8(&row.data).map_err(|e| e.to_string());
+    match text.and_then(raw_json) {
         Ok(data) => records.push(
             Line {
                 kind,
@@ -342,11 +350,7 @@ fn row_records(
     }
 }
 
-/// Each session: its id, its parent, and its columns as one JSON object
-/// (a session row has no JSON column of its own).
-fn session_rows(
-    tx: &rusqlite::Transaction,
-) -> rusqlite::Result<Vec<(String, Option<String>, Box<RawValue>)>> {
+fn session_rows(tx: &rusqlite::Transaction) -> rusqlite::Result<Vec<SessionRow>> {
     let mut stmt = tx.prepare("SELECT * FROM session ORDER BY time_created, id")?;
     let names: Vec<String> = stmt.column_names().into_iter().map(str::to_owned).collect();
     let mut out = Vec::new();
@@ -363,16 +367,18 @@ fn session_rows(
             };
             object.insert(name.clone(), value);
         }
-        let id = object.get("id").and_then(|v| v.as_str()).map(str::to_owned);
-        let parent = object
-            .get("parent_id")
-            .and_then(|v| v.as_str())
-            .map(str::to_owned);
-        let Some(id) = id else { continue };
+        let text = |key: &str| object.get(key).and_then(|v| v.as_str()).map(str::to_owned);
+        let (Some(id), parent_id) = (text("id"), text("parent_id")) else {
+            continue;
+        };
         // A map of plain values always serialises.
         let data = serde_json::value::to_raw_value(&object)
             .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;
-        out.push((id, parent, data));
+        out.push(SessionRow {
+            id,
+            parent_id,
+            data,
+        });
     }
     Ok(out)
 }
@@ -385,7 +391,7 @@ fn rows(tx: &rusqlite::Transaction, sql: &str) -> rusqlite::Result<Vec<Row>> {
             session_id: r.get(1)?,
             message_id: r.get(2)?,
             time_updated: r.get(3)?,
-            data: r.get(4)?,
+            data: r.get_ref(4)?.as_bytes()?.to_vec(),
         })
     })?;
     rows.collect()

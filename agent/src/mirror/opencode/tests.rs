@@ -236,9 +236,8 @@ fn the_storage_tree_is_journalled_like_the_database() -> Result<()> {
     let storage = storage(&m.paths);
     copy_tree(&kith_shared::fixtures::path("opencode/storage"), &storage);
     assert_eq!(sources(&m.paths).len(), 1, "one session file");
-    for (_, e) in crate::mirror::refresh_all(&m.paths) {
-        panic!("{e}");
-    }
+    let failed = crate::mirror::refresh_all(&m.paths);
+    assert!(failed.is_empty(), "{failed:?}");
     let turns = m.turns(LEGACY);
     assert_eq!(turns.len(), 3, "{turns:#?}");
     assert_eq!(turns[0].0, "user");
@@ -292,9 +291,8 @@ fn published_opencode_data_reads_as_turns_when_present() -> Result<()> {
         &dir.join("opencode/jazzyalex__agent-sessions__storage_v2"),
         &storage(&m.paths),
     );
-    for (_, e) in crate::mirror::refresh_all(&m.paths) {
-        panic!("{e}");
-    }
+    let failed = crate::mirror::refresh_all(&m.paths);
+    assert!(failed.is_empty(), "{failed:?}");
     let sqlite = m.turns("test-session-123");
     assert_eq!(sqlite.first().map(|t| t.0.as_str()), Some("user"));
     assert_eq!(
