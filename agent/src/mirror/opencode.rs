@@ -153,7 +153,7 @@ fn raw_json(text: &str) -> std::result::Result<Box<RawValue>, String> {
     RawValue::from_string(text).map_err(|e| e.to_string())
 }
 
-/// Syncs one session's journal with `records`. When some row could not
+/// Syncs one session's journal with `records`; answers the journal. When some row could not
 /// be read (`partial`), no key is removed: a row not readable now is not a
 /// removed row, and a torn file may not even say its id.
 fn sync_session(
@@ -161,13 +161,8 @@ fn sync_session(
     session: &str,
     mut records: Vec<Record>,
     partial: bool,
-    grown: &mut Vec<PathBuf>,
-) -> Result<()> {
-    let path = journal_path(
-        paths,
-        AgentRuntime::OpenCode,
-        Path::new(&format!("{session}.jsonl")),
-    );
+) -> Result<PathBuf> {
+    let path = session_journal(paths, session);
     let mut journal = Journal::open(&path)?;
     if partial {
         let mut last: HashMap<String, &String> = HashMap::new();
@@ -192,10 +187,16 @@ fn sync_session(
             }
         }
     }
-    if sync(&mut journal, &records, seen, removal)? > 0 {
-        grown.push(path);
-    }
-    Ok(())
+    sync(&mut journal, &records, seen, removal)?;
+    Ok(path)
+}
+
+fn session_journal(paths: &Paths, session: &str) -> PathBuf {
+    journal_path(
+        paths,
+        AgentRuntime::OpenCode,
+        Path::new(&format!("{session}.jsonl")),
+    )
 }
 
 /// The error a refresh answers after syncing the rest when rows could not
@@ -240,8 +241,9 @@ struct SessionRow {
     data: Box<RawValue>,
 }
 
-/// Every session of the database into its journal, from one read
-/// transaction: a consistent snapshot however OpenCode writes meanwhile.
+/// Every session of the database that changed since it was last
+/// journalled, from one read transaction: a consistent snapshot however
+/// OpenCode writes meanwhile. Answers the journals of those sessions.
 fn refresh_db(paths: &Paths) -> Result<Vec<PathBuf>> {
     let db = database(paths);
     if !db.is_file() {
@@ -273,60 +275,146 @@ fn refresh_db(paths: &Paths) -> Result<Vec<PathBuf>> {
             });
         }
     }
-    let sessions = session_rows(&tx).map_err(&err)?;
-    let messages = rows(
-        &tx,
-        "SELECT id, session_id, NULL, time_updated, data FROM message ORDER BY session_id, time_created, id",
-    )
-    .map_err(&err)?;
-    let parts = rows(
-        &tx,
-        "SELECT id, session_id, message_id, time_updated, data FROM part ORDER BY session_id, message_id, id",
-    )
-    .map_err(&err)?;
-    drop(tx);
-    let mut by_session: HashMap<&str, Vec<&Row>> = HashMap::new();
-    for m in &messages {
-        by_session.entry(&m.session_id).or_default().push(m);
+    let mut reasons = Vec::new();
+    let mut known = Fingerprints::load(paths);
+    let prints = fingerprints(&tx).map_err(&err)?;
+    let mut changed = Vec::new();
+    for session in session_rows(&tx).map_err(&err)? {
+        if !plain_id(&session.id) {
+            reasons.push(format!("session {:?}: not a usable id", session.id));
+            continue;
+        }
+        let print = print_of(&session, &prints);
+        let journal = session_journal(paths, &session.id);
+        if known.get(&session.id) == Some(&print) && journal.is_file() {
+            continue;
+        }
+        let messages = rows(&tx, MESSAGES, &session.id).map_err(&err)?;
+        let parts = rows(&tx, PARTS, &session.id).map_err(&err)?;
+        changed.push((session, print, messages, parts));
     }
+    drop(tx);
+    let mut synced = Vec::new();
+    for (session, print, messages, parts) in &changed {
+        let n_reasons = reasons.len();
+        let records = session_records(session, messages, parts, &mut reasons);
+        let partial = reasons.len() > n_reasons;
+        synced.push(sync_session(paths, &session.id, records, partial)?);
+        // A session with a row not read is read again next time.
+        if !partial {
+            known.insert(session.id.clone(), print.clone());
+        }
+    }
+    known.save(paths)?;
+    if reasons.is_empty() {
+        Ok(synced)
+    } else {
+        skipped(&db, "OpenCode database", reasons)
+    }
+}
+
+const MESSAGES: &str = "SELECT id, session_id, NULL, time_updated, data FROM message \
+     WHERE session_id = ?1 ORDER BY time_created, id";
+const PARTS: &str = "SELECT id, session_id, message_id, time_updated, data FROM part \
+     WHERE session_id = ?1 ORDER BY message_id, id";
+
+/// A session's records: the session, then each message followed by its
+/// parts, in conversation order.
+fn session_records(
+    session: &SessionRow,
+    messages: &[Row],
+    parts: &[Row],
+    reasons: &mut Vec<String>,
+) -> Vec<Record> {
     let mut by_message: HashMap<&str, Vec<&Row>> = HashMap::new();
-    for p in &parts {
+    for p in parts {
         if let Some(message) = &p.message_id {
             by_message.entry(message).or_default().push(p);
         }
     }
-    let mut reasons = Vec::new();
-    let mut grown = Vec::new();
-    for session in &sessions {
-        let id = session.id.as_str();
-        if !plain_id(id) {
-            reasons.push(format!("session {id:?}: not a usable id"));
-            continue;
-        }
-        let n_reasons = reasons.len();
-        let mut records = vec![Line {
-            kind: "session",
-            id,
-            parent_id: session.parent_id.as_deref(),
-            message_id: None,
-            session_id: None,
-            time_updated: None,
-            data: &session.data,
-        }
-        .record()];
-        for m in by_session.get(id).into_iter().flatten() {
-            row_record(m, "message", &mut records, &mut reasons);
-            for p in by_message.get(m.id.as_str()).into_iter().flatten() {
-                row_record(p, "part", &mut records, &mut reasons);
-            }
-        }
-        let partial = reasons.len() > n_reasons;
-        sync_session(paths, id, records, partial, &mut grown)?;
+    let mut records = vec![Line {
+        kind: "session",
+        id: &session.id,
+        parent_id: session.parent_id.as_deref(),
+        message_id: None,
+        session_id: None,
+        time_updated: None,
+        data: &session.data,
     }
-    if reasons.is_empty() {
-        Ok(grown)
-    } else {
-        skipped(&db, "OpenCode database", reasons)
+    .record()];
+    for m in messages {
+        row_record(m, "message", &mut records, reasons);
+        for p in by_message.get(m.id.as_str()).into_iter().flatten() {
+            row_record(p, "part", &mut records, reasons);
+        }
+    }
+    records
+}
+
+/// Per session, the count, latest and sum of `time_updated` of its
+/// messages and of its parts, from one scan of each table: OpenCode stamps
+/// each row it writes, so a row added, changed or deleted changes them (a
+/// row rewritten twice within one millisecond, read in between, is read
+/// again with its session's next change).
+fn fingerprints(tx: &rusqlite::Transaction) -> rusqlite::Result<HashMap<String, String>> {
+    let mut out: HashMap<String, String> = HashMap::new();
+    for table in ["message", "part"] {
+        let sql = format!(
+            "SELECT session_id, count(*), max(time_updated), total(time_updated) \
+             FROM {table} GROUP BY session_id"
+        );
+        let mut stmt = tx.prepare(&sql)?;
+        let mut rows = stmt.query([])?;
+        while let Some(r) = rows.next()? {
+            let (session, n, last, sum): (String, i64, Option<i64>, f64) =
+                (r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?);
+            let print = out.entry(session).or_default();
+            print.push_str(&format!("{table}:{n}:{last:?}:{sum};"));
+        }
+    }
+    Ok(out)
+}
+
+/// A session's fingerprint: its own row (small, read whole) and its rows'.
+fn print_of(session: &SessionRow, prints: &HashMap<String, String>) -> String {
+    let rows = prints.get(&session.id).map_or("", String::as_str);
+    kith_shared::hash::sha256_hex(format!("{}|{rows}", session.data.get()).as_bytes())
+}
+
+/// The fingerprint of each session as last journalled whole, so that a
+/// refresh reads only the sessions that changed:
+/// `<state>/mirror/opencode.json`. Losing it costs one full read.
+struct Fingerprints(HashMap<String, String>);
+
+impl Fingerprints {
+    fn path(paths: &Paths) -> PathBuf {
+        paths.state_dir.join("mirror").join("opencode.json")
+    }
+
+    fn load(paths: &Paths) -> Fingerprints {
+        let map = std::fs::read(Self::path(paths))
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_default();
+        Fingerprints(map)
+    }
+
+    fn get(&self, session: &str) -> Option<&String> {
+        self.0.get(session)
+    }
+
+    fn insert(&mut self, session: String, print: String) {
+        self.0.insert(session, print);
+    }
+
+    fn save(&self, paths: &Paths) -> Result<()> {
+        let json = serde_json::to_vec(&self.0).unwrap_or_default();
+        crate::config::write_file(
+            &Self::path(paths),
+            &json,
+            0o600,
+            crate::config::Durability::NotTorn,
+        )
     }
 }
 
@@ -383,9 +471,10 @@ fn session_rows(tx: &rusqlite::Transaction) -> rusqlite::Result<Vec<SessionRow>>
     Ok(out)
 }
 
-fn rows(tx: &rusqlite::Transaction, sql: &str) -> rusqlite::Result<Vec<Row>> {
-    let mut stmt = tx.prepare(sql)?;
-    let rows = stmt.query_map([], |r| {
+/// The rows `sql` selects for one session.
+fn rows(tx: &rusqlite::Transaction, sql: &str, session: &str) -> rusqlite::Result<Vec<Row>> {
+    let mut stmt = tx.prepare_cached(sql)?;
+    let rows = stmt.query_map([session], |r| {
         Ok(Row {
             id: r.get(0)?,
             session_id: r.get(1)?,
@@ -561,10 +650,9 @@ fn refresh_legacy(paths: &Paths, session: &str) -> Result<Vec<PathBuf>> {
             }
         }
     }
-    let mut grown = Vec::new();
-    sync_session(paths, session, records, !reasons.is_empty(), &mut grown)?;
+    let journal = sync_session(paths, session, records, !reasons.is_empty())?;
     if reasons.is_empty() {
-        Ok(grown)
+        Ok(vec![journal])
     } else {
         skipped(&session_file, "OpenCode session", reasons)
     }

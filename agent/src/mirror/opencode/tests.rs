@@ -153,6 +153,34 @@ fn each_row_change_is_appended_once_and_a_deleted_row_is_removed() -> Result<()>
     Ok(())
 }
 
+#[test]
+fn only_sessions_whose_rows_changed_are_read_again() -> Result<()> {
+    let m = Machine::new();
+    let db = m.db();
+    db.execute_batch(
+        "INSERT INTO session VALUES ('ses_b', 'p1', NULL, 's', '/tmp', 't', '1.2.4', 3, 3);
+         INSERT INTO message VALUES ('msg_b', 'ses_b', 3, 3, '{\"role\":\"user\"}');",
+    )
+    .expect("a second session");
+    put_message(&db, "msg_1", "user", 10);
+    assert_eq!(m.refresh_db()?, [m.journal("ses_a"), m.journal("ses_b")]);
+    assert_eq!(m.refresh_db()?, Vec::<PathBuf>::new(), "nothing changed");
+
+    put_part(&db, "prt_1", "msg_1", &text("asked"), 11);
+    assert_eq!(m.refresh_db()?, [m.journal("ses_a")]);
+    // A deleted row changes its session's count.
+    db.execute("DELETE FROM part WHERE id = 'prt_1'", [])
+        .expect("a delete");
+    assert_eq!(m.refresh_db()?, [m.journal("ses_a")]);
+    assert_eq!(m.turns("ses_a"), Vec::<(String, String)>::new());
+
+    // A journal gone (its state folder wiped) is written again whole.
+    std::fs::remove_file(m.journal("ses_b")).expect("removed");
+    assert_eq!(m.refresh_db()?, [m.journal("ses_b")]);
+    assert_eq!(m.lines("ses_b").len(), 2);
+    Ok(())
+}
+
 /// A reader never waits for a writer in WAL mode, and sees only what was
 /// committed when its read began.
 #[test]
