@@ -38,16 +38,9 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// Whether a change to `path` is one of OpenCode's sources.
 pub(super) fn is_source(paths: &Paths, path: &Path) -> bool {
     let db = database(paths);
-    let is_db = path
-        .file_name()
-        .and_then(|n| n.to_str())
-        .zip(db.file_name().and_then(|n| n.to_str()))
-        .is_some_and(|(name, db_name)| {
-            name.strip_prefix(db_name)
-                .is_some_and(|rest| matches!(rest, "" | "-wal"))
-        })
-        && path.parent() == db.parent();
-    is_db || (path.starts_with(storage(paths)) && path.extension().is_some_and(|e| e == "json"))
+    path == db
+        || path == db.with_file_name("opencode.db-wal")
+        || (path.starts_with(storage(paths)) && path.extension().is_some_and(|e| e == "json"))
 }
 
 /// OpenCode's data folder alone (the database and its WAL; not its logs
@@ -56,10 +49,15 @@ pub(super) fn folders(paths: &Paths) -> Vec<(PathBuf, bool)> {
     vec![(paths.opencode_dir.clone(), false), (storage(paths), true)]
 }
 
-/// The database, if there is one, and every session file of the storage tree.
+/// The database, if there is one; else every session file of the storage
+/// tree (OpenCode v1.2 copies the tree into the database and leaves it, so
+/// once there is a database the tree is history it already holds).
 pub(super) fn sources(paths: &Paths) -> Vec<PathBuf> {
     let db = database(paths);
-    let mut out: Vec<PathBuf> = db.is_file().then_some(db).into_iter().collect();
+    if db.is_file() {
+        return vec![db];
+    }
+    let mut out = Vec::new();
     for project in dir_entries(&storage(paths).join("session")) {
         out.extend(
             dir_entries(&project)
@@ -70,10 +68,14 @@ pub(super) fn sources(paths: &Paths) -> Vec<PathBuf> {
     out
 }
 
-/// Refreshes the journals `source` feeds: every session's for the
-/// database, the one session's a storage file belongs to.
+/// Refreshes the journals `source` feeds: every changed session's for the
+/// database, the one session's a storage file belongs to (unless there is
+/// a database, see [`sources`]).
 pub(super) fn refresh(paths: &Paths, source: &Path) -> Result<Vec<PathBuf>> {
     if source.starts_with(storage(paths)) {
+        if database(paths).is_file() {
+            return Ok(Vec::new());
+        }
         return match legacy_session_of(&storage(paths), source) {
             Some(session) => refresh_legacy(paths, &session),
             None => Ok(Vec::new()),

@@ -150,6 +150,21 @@ fn each_row_change_is_appended_once_and_a_deleted_row_is_removed() -> Result<()>
         m.turns("ses_a"),
         [pair("user", "why 1,200?"), pair("user", "strip the comma")]
     );
+
+    // A published v1.2 database (`../shared/fixtures/`), when present.
+    if let Some(dir) = kith_shared::fixtures::third_party_dir() {
+        let m = Machine::new();
+        let published = dir.join("opencode/git-ai-project__git-ai__opencode.db");
+        std::fs::copy(published, database(&m.paths)).expect("the published database");
+        m.refresh_db()?;
+        let turns = m.turns("test-session-123");
+        assert_eq!(turns.first().map(|t| t.0.as_str()), Some("user"));
+        assert_eq!(
+            turns.last(),
+            Some(&pair("assistant", "Done from sqlite source."))
+        );
+        assert!(m.lines("test-session-123")[0].contains(r#""parent_id":"parent-session-456""#));
+    }
     Ok(())
 }
 
@@ -261,8 +276,8 @@ const LEGACY: &str = "ses_6b1f0e2a4ffeYc1Q2w3e4r5t6y";
 #[test]
 fn the_storage_tree_is_journalled_like_the_database() -> Result<()> {
     let m = Machine::new();
-    let storage = storage(&m.paths);
-    copy_tree(&kith_shared::fixtures::path("opencode/storage"), &storage);
+    let tree = storage(&m.paths);
+    copy_tree(&kith_shared::fixtures::path("opencode/storage"), &tree);
     assert_eq!(sources(&m.paths).len(), 1, "one session file");
     let failed = crate::mirror::refresh_all(&m.paths);
     assert!(failed.is_empty(), "{failed:?}");
@@ -274,7 +289,7 @@ fn the_storage_tree_is_journalled_like_the_database() -> Result<()> {
         .starts_with("read: /home/sam/src/tally/src/report.rs\n<file>"));
     assert!(turns[2].1.ends_with("`{:02}` fixes both."));
     // A pretty-printed file is one journal line, its JSON otherwise as written.
-    let session_file = storage
+    let session_file = tree
         .join("session/3f8a1c2e9b")
         .join(format!("{LEGACY}.json"));
     let written = std::fs::read_to_string(&session_file).expect("the session file");
@@ -286,7 +301,7 @@ fn the_storage_tree_is_journalled_like_the_database() -> Result<()> {
     );
 
     // A part torn mid-write is named and kept; a deleted part is removed.
-    let parts = storage.join("part/msg_6b1f0e2b0002Mn9oPq1rSt3uVw");
+    let parts = tree.join("part/msg_6b1f0e2b0002Mn9oPq1rSt3uVw");
     let torn = parts.join("prt_6b1f0e2b2003Ef3gHi5jKl7mNo.json");
     std::fs::write(&torn, "{\"id\": \"prt_6b1f").expect("a torn file");
     let said = refresh(&m.paths, &torn).expect_err("torn").to_string();
@@ -298,43 +313,34 @@ fn the_storage_tree_is_journalled_like_the_database() -> Result<()> {
     std::fs::remove_file(&torn).expect("deleted");
     assert_eq!(refresh(&m.paths, &torn)?, [m.journal(LEGACY)]);
     assert_eq!(m.turns(LEGACY), turns[..2]);
-    Ok(())
-}
 
-/// Published OpenCode data (`../shared/fixtures/opencode/`): a v1.2
-/// database and a storage tree, read in addition to the repository's own
-/// (the tests above) when that set is present.
-#[test]
-fn published_opencode_data_reads_as_turns_when_present() -> Result<()> {
-    let Some(dir) = kith_shared::fixtures::third_party_dir() else {
-        return Ok(());
-    };
-    let m = Machine::new();
-    std::fs::copy(
-        dir.join("opencode/git-ai-project__git-ai__opencode.db"),
-        database(&m.paths),
-    )
-    .expect("the published database");
-    copy_tree(
-        &dir.join("opencode/jazzyalex__agent-sessions__storage_v2"),
-        &storage(&m.paths),
-    );
-    let failed = crate::mirror::refresh_all(&m.paths);
-    assert!(failed.is_empty(), "{failed:?}");
-    let sqlite = m.turns("test-session-123");
-    assert_eq!(sqlite.first().map(|t| t.0.as_str()), Some("user"));
-    assert_eq!(
-        sqlite.last(),
-        Some(&pair("assistant", "Done from sqlite source."))
-    );
-    assert!(m.lines("test-session-123")[0].contains(r#""parent_id":"parent-session-456""#));
-    assert_eq!(
-        m.turns("s_stage0_small"),
-        [
-            pair("user", "Hello"),
-            pair("tool", "bash: ls /tmp/repo\na.txt\nb.txt"),
-            pair("assistant", "Found 2 files."),
-        ]
-    );
+    // Once OpenCode has moved to its database, the tree is not read.
+    drop(m.db());
+    assert_eq!(sources(&m.paths), [database(&m.paths)]);
+    std::fs::remove_file(&session_file).expect("deleted");
+    assert!(refresh(&m.paths, &session_file)?.is_empty());
+
+    // A published storage tree (`../shared/fixtures/`), when present.
+    if let Some(dir) = kith_shared::fixtures::third_party_dir() {
+        let m = Machine::new();
+        copy_tree(
+            &dir.join("opencode/jazzyalex__agent-sessions__storage_v2"),
+            &storage(&m.paths),
+        );
+        let failed = crate::mirror::refresh_all(&m.paths);
+        assert!(failed.is_empty(), "{failed:?}");
+        assert_eq!(
+            m.turns("s_stage0_small"),
+            [
+                pair("user", "Hello"),
+                pair("tool", "bash: ls /tmp/repo\na.txt\nb.txt"),
+                pair("assistant", "Found 2 files."),
+            ]
+        );
+        assert_eq!(
+            m.turns("s_stage0_large").first().map(|t| t.0.as_str()),
+            Some("user")
+        );
+    }
     Ok(())
 }
