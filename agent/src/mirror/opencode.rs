@@ -280,8 +280,12 @@ fn refresh_db(paths: &Paths) -> Result<Vec<PathBuf>> {
     let mut reasons = Vec::new();
     let mut known = Fingerprints::load(paths);
     let prints = fingerprints(&tx).map_err(&err)?;
+    let sessions = session_rows(&tx).map_err(&err)?;
+    // A session deleted in OpenCode keeps its journal; its fingerprint goes.
+    let live: HashSet<&str> = sessions.iter().map(|s| s.id.as_str()).collect();
+    known.retain(|id| live.contains(id));
     let mut changed = Vec::new();
-    for session in session_rows(&tx).map_err(&err)? {
+    for session in sessions {
         if !plain_id(&session.id) {
             reasons.push(format!("session {:?}: not a usable id", session.id));
             continue;
@@ -407,6 +411,10 @@ impl Fingerprints {
 
     fn insert(&mut self, session: String, print: String) {
         self.0.insert(session, print);
+    }
+
+    fn retain(&mut self, keep: impl Fn(&str) -> bool) {
+        self.0.retain(|id, _| keep(id));
     }
 
     fn save(&self, paths: &Paths) -> Result<()> {

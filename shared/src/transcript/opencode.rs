@@ -86,17 +86,20 @@ impl Records for OpenCode {
     }
 
     fn finish(self, b: &mut Builder) {
+        let mut parts: HashMap<&str, Vec<&Row>> = HashMap::new();
+        for part in self.parts.values() {
+            if let Some(message) = &part.message_id {
+                parts.entry(message).or_default().push(part);
+            }
+        }
         let mut messages: Vec<(&String, &Row)> = self.messages.iter().collect();
         messages.sort_by_key(|(_, r)| r.first_line);
-        let mut parts: Vec<&Row> = self.parts.values().collect();
-        parts.sort_by_key(|r| r.first_line);
         for (id, m) in messages {
             let role = message(b, &m.data);
-            for part in parts
-                .iter()
-                .filter(|p| p.message_id.as_deref() == Some(id.as_str()))
-            {
-                self::part(b, role, &m.data, part);
+            let mut mine = parts.remove(id.as_str()).unwrap_or_default();
+            mine.sort_by_key(|r| r.first_line);
+            for row in mine {
+                part(b, role, &m.data, row);
             }
         }
     }
@@ -110,14 +113,13 @@ fn session(b: &mut Builder, v: &Value) {
     fill(&mut b.facts.cwd, str_at(data, "directory"));
     fill(&mut b.facts.agent_version, str_at(data, "version"));
     // A database row has its times as columns, a storage file under `time`.
-    for key in ["time_created", "time_updated", "created", "updated"] {
-        b.time(
-            millis(
-                data.get(key)
-                    .or_else(|| data.pointer(&format!("/time/{key}"))),
-            )
-            .as_deref(),
-        );
+    for time in [
+        data.get("time_created"),
+        data.get("time_updated"),
+        data.pointer("/time/created"),
+        data.pointer("/time/updated"),
+    ] {
+        b.time(millis(time).as_deref());
     }
 }
 
