@@ -389,6 +389,7 @@ fn gemini_legacy_json_rewritten_whole_across_a_central_restart() -> Result<()> {
     let id = str_of(conversation, "id");
     assert_eq!(m.found("gain")?, [id.as_str()], "the last turn is found");
     assert_eq!(m.found("validated")?, [id.as_str()], "the edited answer");
+    assert_eq!(m.found("tally")?, [id.as_str()], "the first delta's turn");
     assert!(m.found("zeppelin")?.is_empty(), "a rewound turn is not");
     assert!(
         m.found("untested")?.is_empty(),
