@@ -238,6 +238,61 @@ pub fn resolve(paths: &Paths, source: Source) -> Result<Vec<Source>> {
         .collect())
 }
 
+/// What a source looked like when its journal was last brought up to it:
+/// size, modification time and inode, kept beside the journal
+/// (`<journal>.seen`). A rescan reads and parses only sources that differ;
+/// a crash before the stamp is written costs one more read, which appends
+/// nothing. A file changed within the last second is not stamped: two
+/// rewrites of the same size inside one tick of the file system's clock
+/// would look alike.
+pub struct Stamp {
+    path: PathBuf,
+    now: String,
+    settled: bool,
+}
+
+impl Stamp {
+    /// The stamp of `source` as it is now, for the journal at `journal`.
+    pub fn of(source: &std::fs::Metadata, journal: &Path) -> Stamp {
+        use std::os::unix::fs::MetadataExt;
+        let mut path = journal.as_os_str().to_owned();
+        path.push(".seen");
+        Stamp {
+            path: PathBuf::from(path),
+            now: format!(
+                "{} {}.{} {}",
+                source.len(),
+                source.mtime(),
+                source.mtime_nsec(),
+                source.ino()
+            ),
+            settled: source
+                .modified()
+                .ok()
+                .and_then(|m| m.elapsed().ok())
+                .is_some_and(|age| age >= Duration::from_secs(1)),
+        }
+    }
+
+    /// Whether the journal was brought up to the source as it is now.
+    pub fn unchanged(&self) -> bool {
+        std::fs::read_to_string(&self.path).is_ok_and(|was| was == self.now)
+    }
+
+    /// Records that the journal is up to the source as it is now.
+    pub fn record(&self) -> Result<()> {
+        if !self.settled {
+            return Ok(());
+        }
+        crate::config::write_file(
+            &self.path,
+            self.now.as_bytes(),
+            0o600,
+            crate::config::Durability::Advisory,
+        )
+    }
+}
+
 /// `json` on one line: whitespace outside strings dropped, everything else
 /// (key order, number spelling, escapes) byte for byte. A JSON string
 /// cannot hold a raw newline, so the result has none.

@@ -16,7 +16,7 @@ use kith_proto::AgentRuntime;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::{compact, journal_path, Journal};
+use super::{compact, journal_path, Journal, Stamp};
 use crate::config::Paths;
 use crate::error::{Error, IoContext, Result};
 
@@ -88,7 +88,12 @@ pub(super) fn refresh(paths: &Paths, source: &Path) -> Result<Option<PathBuf>> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e).at("open", source),
     };
-    if file.metadata().at("stat", source)?.len() > MAX_SOURCE {
+    let meta = file.metadata().at("stat", source)?;
+    let stamp = Stamp::of(&meta, &journal_path);
+    if stamp.unchanged() {
+        return Ok(Some(journal_path));
+    }
+    if meta.len() > MAX_SOURCE {
         return Err(invalid(source, "larger than 256 MiB"));
     }
     let text = std::io::read_to_string(file).at("read", source)?;
@@ -100,6 +105,7 @@ pub(super) fn refresh(paths: &Paths, source: &Path) -> Result<Option<PathBuf>> {
     };
     let mut journal = Journal::open(&journal_path)?;
     journal.append(&changes(&Folded::of(journal.lines()), &session))?;
+    stamp.record()?;
     Ok(Some(journal_path))
 }
 

@@ -109,3 +109,25 @@ fn journals_name_their_runtime() {
         None
     );
 }
+
+#[test]
+fn a_stamp_matches_only_the_settled_source_it_was_recorded_for() -> Result<()> {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let source = dir.path().join("s.json");
+    let journal = dir.path().join("s.jsonl");
+    std::fs::write(&source, "{}").expect("written");
+    let fresh = Stamp::of(&std::fs::metadata(&source).expect("stat"), &journal);
+    fresh.record()?;
+    assert!(!fresh.unchanged(), "a file changed just now is read again");
+    let old = std::time::SystemTime::now() - Duration::from_secs(60);
+    let f = File::options().write(true).open(&source).expect("open");
+    f.set_modified(old).expect("mtime");
+    let settled = Stamp::of(&std::fs::metadata(&source).expect("stat"), &journal);
+    settled.record()?;
+    assert!(settled.unchanged());
+    // Rewritten with the same size: its time differs.
+    std::fs::write(&source, "[]").expect("written");
+    let rewritten = Stamp::of(&std::fs::metadata(&source).expect("stat"), &journal);
+    assert!(!rewritten.unchanged(), "rewritten: read again");
+    Ok(())
+}
