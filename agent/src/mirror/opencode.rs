@@ -217,11 +217,22 @@ fn skipped(path: &Path, what: &'static str, reasons: Vec<String>) -> Result<Vec<
 
 // ---- opencode.db ----
 
+/// A database error as kith says it: one OpenCode holds locked past the
+/// busy timeout is read again on its next change; anything else is a
+/// database kith cannot read.
 fn db_error(path: &Path) -> impl Fn(rusqlite::Error) -> Error + '_ {
-    move |e| Error::Invalid {
-        what: "OpenCode database",
-        path: path.to_owned(),
-        reason: e.to_string(),
+    use rusqlite::ErrorCode::{DatabaseBusy, DatabaseLocked};
+    move |e| match e.sqlite_error_code() {
+        Some(DatabaseBusy | DatabaseLocked) => Error::Refused(format!(
+            "OpenCode's database {} stayed locked for {} s; it is read again on its next change",
+            path.display(),
+            BUSY_TIMEOUT.as_secs()
+        )),
+        _ => Error::Invalid {
+            what: "OpenCode database",
+            path: path.to_owned(),
+            reason: e.to_string(),
+        },
     }
 }
 

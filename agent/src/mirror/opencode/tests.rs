@@ -196,6 +196,20 @@ fn only_sessions_whose_rows_changed_are_read_again() -> Result<()> {
     Ok(())
 }
 
+/// OpenCode not running: its WAL database closed, no `-wal` or `-shm` beside it.
+#[test]
+fn a_closed_wal_database_is_read() -> Result<()> {
+    let m = Machine::new();
+    let db = m.db();
+    put_message(&db, "msg_1", "user", 10);
+    put_part(&db, "prt_1", "msg_1", &text("asked while OpenCode ran"), 11);
+    drop(db);
+    assert!(!m.paths.opencode_dir.join("opencode.db-wal").exists());
+    assert_eq!(m.refresh_db()?, [m.journal("ses_a")]);
+    assert_eq!(m.turns("ses_a"), [pair("user", "asked while OpenCode ran")]);
+    Ok(())
+}
+
 /// A reader never waits for a writer in WAL mode, and sees only what was
 /// committed when its read began.
 #[test]
@@ -256,6 +270,22 @@ fn a_database_of_another_schema_or_not_a_database_is_refused_clearly() {
     let said = m.refresh_db().expect_err("not a database").to_string();
     assert!(said.contains("not valid OpenCode database"), "{said}");
     assert!(!m.paths.state_dir.join("journals").join("opencode").exists());
+}
+
+/// An older OpenCode's database without WAL, held under an exclusive lock
+/// past the busy timeout: a clear error, and nothing journalled.
+#[test]
+fn a_database_locked_past_the_timeout_is_said_so() {
+    let m = Machine::new();
+    let db = Connection::open(database(&m.paths)).expect("a database");
+    db.execute_batch(&SCHEMA.replace("PRAGMA journal_mode = WAL;", ""))
+        .expect("the schema");
+    db.execute_batch("BEGIN EXCLUSIVE")
+        .expect("an exclusive lock");
+    let said = m.refresh_db().expect_err("locked").to_string();
+    assert!(said.contains("stayed locked for 5 s"), "{said}");
+    db.execute_batch("COMMIT").expect("released");
+    assert!(!m.paths.state_dir.join("journals").exists());
 }
 
 /// Copies the folder `from` to `to`.
