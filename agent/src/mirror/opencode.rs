@@ -155,9 +155,10 @@ fn raw_json(text: &str) -> std::result::Result<Box<RawValue>, String> {
     RawValue::from_string(text).map_err(|e| e.to_string())
 }
 
-/// Syncs one session's journal with `records`; answers the journal. When some row could not
-/// be read (`partial`), no key is removed: a row not readable now is not a
-/// removed row, and a torn file may not even say its id.
+/// Syncs one session's journal with `records`; answers the journal. When
+/// some row could not be read (`partial`), no key is removed: a row not
+/// readable now is not a removed row, and a torn file may not even say its
+/// id.
 fn sync_session(
     paths: &Paths,
     session: &str,
@@ -202,15 +203,20 @@ fn session_journal(paths: &Paths, session: &str) -> PathBuf {
 }
 
 /// The error a refresh answers after syncing the rest when rows could not
-/// be read.
+/// be read: how many, and the first few by name.
 fn skipped(path: &Path, what: &'static str, reasons: Vec<String>) -> Result<Vec<PathBuf>> {
+    const NAMED: usize = 3;
+    let more = match reasons.len().saturating_sub(NAMED) {
+        0 => String::new(),
+        n => format!("; and {n} more"),
+    };
     Err(Error::Invalid {
         what,
         path: path.to_owned(),
         reason: format!(
-            "{} row(s) not read yet, their last captured version kept: {}",
+            "{} row(s) not read yet, their last captured version kept: {}{more}",
             reasons.len(),
-            reasons.join("; ")
+            reasons[..reasons.len().min(NAMED)].join("; ")
         ),
     })
 }
@@ -257,6 +263,8 @@ struct SessionRow {
 /// Every session of the database that changed since it was last
 /// journalled, from one read transaction: a consistent snapshot however
 /// OpenCode writes meanwhile. Answers the journals of those sessions.
+/// A sync that fails (a full disk) fails the refresh; the fingerprints of
+/// the sessions synced before it are lost with it, which costs a re-read.
 fn refresh_db(paths: &Paths) -> Result<Vec<PathBuf>> {
     let db = database(paths);
     if !db.is_file() {
@@ -295,7 +303,9 @@ fn refresh_db(paths: &Paths) -> Result<Vec<PathBuf>> {
     // A session deleted in OpenCode keeps its journal; its fingerprint goes.
     let live: HashSet<&str> = sessions.iter().map(|s| s.id.as_str()).collect();
     known.retain(|id| live.contains(id));
-    let mut changed = Vec::new();
+    // One session's rows in memory at a time, its journal synced while the
+    // snapshot is held (in WAL mode that holds back only checkpoints).
+    let mut synced = Vec::new();
     for session in sessions {
         if !plain_id(&session.id) {
             reasons.push(format!("session {:?}: not a usable id", session.id));
@@ -308,20 +318,16 @@ fn refresh_db(paths: &Paths) -> Result<Vec<PathBuf>> {
         }
         let messages = rows(&tx, MESSAGES, &session.id).map_err(&err)?;
         let parts = rows(&tx, PARTS, &session.id).map_err(&err)?;
-        changed.push((session, print, messages, parts));
-    }
-    drop(tx);
-    let mut synced = Vec::new();
-    for (session, print, messages, parts) in &changed {
         let n_reasons = reasons.len();
-        let records = session_records(session, messages, parts, &mut reasons);
+        let records = session_records(&session, &messages, &parts, &mut reasons);
         let partial = reasons.len() > n_reasons;
         synced.push(sync_session(paths, &session.id, records, partial)?);
         // A session with a row not read is read again next time.
         if !partial {
-            known.insert(session.id.clone(), print.clone());
+            known.insert(session.id, print);
         }
     }
+    drop(tx);
     known.save(paths)?;
     if reasons.is_empty() {
         Ok(synced)
