@@ -437,4 +437,52 @@ mod tests {
         }
         assert!(plain_id("019e1625-789d-76c0-80ab-3724b5ddb799"));
     }
+
+    #[test]
+    fn an_opencode_journal_hangs_under_the_session_its_first_line_names() {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let paths = Paths::under(dir.path());
+        let root = mirror::journals_root(&paths, AgentRuntime::OpenCode);
+        std::fs::create_dir_all(&root).expect("the journals");
+        let cases = [
+            (
+                "ses_child",
+                r#"{"kind":"session","id":"ses_child","parent_id":"ses_root","data":{}}"#,
+                Some("ses_root.jsonl"),
+            ),
+            (
+                "ses_root",
+                r#"{"kind":"session","id":"ses_root","data":{}}"#,
+                None,
+            ),
+            (
+                "ses_odd",
+                r#"{"kind":"session","id":"ses_odd","parent_id":"../x","data":{}}"#,
+                None,
+            ),
+        ];
+        for (id, first, parent) in cases {
+            let path = root.join(format!("{id}.jsonl"));
+            std::fs::write(&path, format!("{first}\n")).expect("a journal");
+            assert!(is_transcript(&paths, &path), "{id}");
+            let peek = peek(&paths, runtime_of(&paths, &path), &path);
+            assert_eq!(peek.conversation_id.as_deref(), Some(id));
+            assert_eq!(peek.parent, parent.map(|p| root.join(p)), "{id}");
+        }
+        let found: Vec<String> = all(&paths)
+            .into_iter()
+            .map(|s| {
+                s.path
+                    .file_name()
+                    .unwrap_or_default()
+                    .to_string_lossy()
+                    .into_owned()
+            })
+            .collect();
+        assert_eq!(
+            found,
+            ["ses_odd.jsonl", "ses_root.jsonl", "ses_child.jsonl"],
+            "sessions before subagents"
+        );
+    }
 }
