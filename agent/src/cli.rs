@@ -570,7 +570,7 @@ fn login(paths: &Paths, central: &str, ca_cert: Option<&Path>) -> Result<()> {
 }
 
 fn backfill(paths: &Paths, settings: &Settings) -> Result<()> {
-    let sources = crate::discover::all(paths);
+    let sources = crate::discover::all(paths, &settings.aider_roots());
     let bar = progress(sources.len(), "capturing");
     let capture = Capture::new(paths, Duration::from_secs(10)).with_rules(settings.rules.clone());
     let mut total = Captured::default();
@@ -659,6 +659,12 @@ fn watch(paths: &Paths, settings: &Settings) -> Result<()> {
     let roots: Vec<String> = crate::discover::roots(paths)
         .iter()
         .map(|(_, root)| root.display().to_string())
+        .chain(
+            settings
+                .aider_roots()
+                .iter()
+                .map(|root| format!("{} (aider)", root.display())),
+        )
         .collect();
     eprintln!("kith: watching {} (Ctrl-C to stop)", roots.join(", "));
     crate::watch::run(

@@ -148,7 +148,7 @@ pub fn resume_hint(c: &Conversation, session: &str) -> String {
         kith_proto::AgentRuntime::Gemini => format!("gemini --resume {session}"),
         kith_proto::AgentRuntime::Copilot => format!("copilot --resume {session}"),
         kith_proto::AgentRuntime::Cursor => format!("cursor-agent --resume {session}"),
-        kith_proto::AgentRuntime::Other => session.to_owned(),
+        kith_proto::AgentRuntime::Aider | kith_proto::AgentRuntime::Other => session.to_owned(),
     }
 }
 

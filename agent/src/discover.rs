@@ -6,7 +6,9 @@
 //! `chats/<parent session id>/`), Copilot CLI
 //! (`session-state/<id>/events.jsonl`) and Cursor
 //! (`projects/<slug>/agent-transcripts/**/*.jsonl`, subagents in
-//! `<session>/subagents/`); and, from a peek at a file's first lines, its
+//! `<session>/subagents/`), Aider (`.aider.chat.history.md` in a configured
+//! project folder, or in the folders one level under a configured root); and,
+//! from a peek at a file's first lines, its
 //! conversation id and the transcript it hangs under. No full parse: only
 //! the few keys needed.
 
@@ -27,7 +29,12 @@ pub struct Source {
     pub path: PathBuf,
 }
 
-/// Where each agent keeps its transcripts.
+/// The file aider appends a project's chat to, in the project's folder
+/// (aider's `--chat-history-file` can name another; kith looks for this one).
+pub const AIDER_HISTORY: &str = ".aider.chat.history.md";
+
+/// Where each agent keeps its transcripts (Aider's are in the projects:
+/// [`aider_dirs`]).
 pub fn roots(paths: &Paths) -> [(AgentRuntime, PathBuf); 6] {
     [
         (AgentRuntime::ClaudeCode, paths.claude_dir.join("projects")),
@@ -42,9 +49,33 @@ pub fn roots(paths: &Paths) -> [(AgentRuntime, PathBuf); 6] {
     ]
 }
 
+/// The folders that may hold an Aider history: each configured root that is
+/// a folder (a project) and the folders directly under it (a folder of
+/// projects), hidden ones left out. Never deeper: a folder of big
+/// repositories is not walked.
+pub fn aider_dirs(aider_roots: &[PathBuf]) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for root in aider_roots.iter().filter(|r| r.is_dir()) {
+        out.push(root.clone());
+        let mut subdirs: Vec<PathBuf> = std::fs::read_dir(root)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+            .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
+            .map(|e| e.path())
+            .collect();
+        subdirs.sort();
+        out.extend(subdirs);
+    }
+    out.dedup();
+    out
+}
+
 /// Every transcript under the roots; within a root, sessions before their
-/// subagents (capture also fetches a missing parent itself).
-pub fn all(paths: &Paths) -> Vec<Source> {
+/// subagents (capture also fetches a missing parent itself); then the Aider
+/// histories in `aider_dirs(aider_roots)`.
+pub fn all(paths: &Paths, aider_roots: &[PathBuf]) -> Vec<Source> {
     let mut out = Vec::new();
     for (runtime, root) in roots(paths) {
         let mut files = Vec::new();
@@ -53,6 +84,16 @@ pub fn all(paths: &Paths) -> Vec<Source> {
         files.sort_by_key(|p| (is_subagent(runtime, p), p.clone()));
         out.extend(files.into_iter().map(|path| Source { runtime, path }));
     }
+    out.extend(
+        aider_dirs(aider_roots)
+            .into_iter()
+            .map(|dir| dir.join(AIDER_HISTORY))
+            .filter(|p| p.is_file())
+            .map(|path| Source {
+                runtime: AgentRuntime::Aider,
+                path,
+            }),
+    );
     out
 }
 
@@ -62,7 +103,9 @@ pub fn runtime_of(paths: &Paths, path: &Path) -> AgentRuntime {
         .file_name()
         .and_then(|n| n.to_str())
         .unwrap_or_default();
-    if path.starts_with(&paths.gemini_dir) {
+    if name == AIDER_HISTORY {
+        AgentRuntime::Aider
+    } else if path.starts_with(&paths.gemini_dir) {
         AgentRuntime::Gemini
     } else if path.starts_with(&paths.copilot_dir) {
         AgentRuntime::Copilot
@@ -78,13 +121,17 @@ pub fn runtime_of(paths: &Paths, path: &Path) -> AgentRuntime {
 }
 
 /// Whether `path` is a transcript kith captures: a `.jsonl` file where its
-/// agent keeps sessions (the agents' homes also hold logs and caches).
+/// agent keeps sessions (the agents' homes also hold logs and caches), or an
+/// Aider history.
 pub fn is_transcript(paths: &Paths, path: &Path) -> bool {
     is_transcript_of(runtime_of(paths, path), path)
 }
 
 fn is_transcript_of(runtime: AgentRuntime, path: &Path) -> bool {
     let has_dir = |name: &str| path.components().any(|c| c.as_os_str() == name);
+    if runtime == AgentRuntime::Aider {
+        return path.file_name().is_some_and(|n| n == AIDER_HISTORY);
+    }
     path.extension().is_some_and(|e| e == "jsonl")
         && match runtime {
             AgentRuntime::Gemini => has_dir("chats"),
@@ -196,7 +243,8 @@ pub struct Peek {
     /// The transcript this one hangs under.
     pub parent: Option<PathBuf>,
     /// The folder the agent worked in: Claude's `cwd` on its lines, Codex's
-    /// `session_meta.payload.cwd`, pi's header `cwd`.
+    /// `session_meta.payload.cwd`, pi's header `cwd`, the folder holding an
+    /// Aider history.
     pub cwd: Option<String>,
 }
 
@@ -295,6 +343,11 @@ pub fn peek(paths: &Paths, runtime: AgentRuntime, path: &Path) -> Peek {
             conversation_id: Some(fallback.to_owned()),
             parent: cursor_parent(path),
             cwd: None,
+        },
+        AgentRuntime::Aider => Peek {
+            conversation_id: None,
+            parent: None,
+            cwd: path.parent().map(|dir| dir.to_string_lossy().into_owned()),
         },
         AgentRuntime::Other => Peek::default(),
     }
@@ -408,5 +461,49 @@ mod tests {
             assert!(!plain_id(bad), "{bad}");
         }
         assert!(plain_id("019e1625-789d-76c0-80ab-3724b5ddb799"));
+    }
+
+    #[test]
+    fn aider_histories_in_a_project_or_one_level_under_a_root() -> anyhow::Result<()> {
+        let tmp = tempfile::tempdir()?;
+        let paths = Paths::under(tmp.path());
+        let src = tmp.path().join("src");
+        let lone = tmp.path().join("lone");
+        for dir in ["src/a", "src/b", "src/c/deep", "src/.hidden", "lone"] {
+            std::fs::create_dir_all(tmp.path().join(dir))?;
+        }
+        for dir in ["src/a", "src/c/deep", "src/.hidden", "lone", "src"] {
+            std::fs::write(tmp.path().join(dir).join(AIDER_HISTORY), "#### hi  \n")?;
+        }
+        std::fs::write(src.join("b/notes.md"), "#### not aider's  \n")?;
+        let found: Vec<PathBuf> = all(
+            &paths,
+            &[src.clone(), lone.clone(), tmp.path().join("gone")],
+        )
+        .into_iter()
+        .map(|s| {
+            assert_eq!(s.runtime, AgentRuntime::Aider);
+            assert_eq!(runtime_of(&paths, &s.path), AgentRuntime::Aider);
+            assert!(is_transcript(&paths, &s.path));
+            s.path
+        })
+        .collect();
+        assert_eq!(
+            found,
+            [
+                src.join(AIDER_HISTORY),
+                src.join("a").join(AIDER_HISTORY),
+                lone.join(AIDER_HISTORY)
+            ],
+            "deeper and hidden folders are not looked in"
+        );
+        assert!(!is_transcript(&paths, &src.join("b/notes.md")));
+        let peek = peek(
+            &paths,
+            AgentRuntime::Aider,
+            &src.join("a").join(AIDER_HISTORY),
+        );
+        assert_eq!(peek.cwd, Some(src.join("a").display().to_string()));
+        Ok(())
     }
 }

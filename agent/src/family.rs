@@ -873,15 +873,7 @@ pub fn render_run(
     style: Style,
     now: OffsetDateTime,
 ) -> String {
-    let format = match meta.agent_runtime {
-        AgentRuntime::ClaudeCode => kith_shared::transcript::Format::ClaudeCode,
-        AgentRuntime::Codex => kith_shared::transcript::Format::Codex,
-        AgentRuntime::Pi => kith_shared::transcript::Format::Pi,
-        AgentRuntime::Gemini => kith_shared::transcript::Format::Gemini,
-        AgentRuntime::Copilot => kith_shared::transcript::Format::Copilot,
-        AgentRuntime::Cursor => kith_shared::transcript::Format::Cursor,
-        AgentRuntime::Other => kith_shared::transcript::Format::Other,
-    };
+    let format = kith_shared::transcript::Format::of_runtime(meta.agent_runtime.as_str());
     let parsed = kith_shared::transcript::parse(format, bytes);
     let mut out = String::new();
     let _ = writeln!(

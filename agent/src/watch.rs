@@ -1,5 +1,7 @@
-//! `kith watch`: capture continuously. inotify (via `notify`) on the three
-//! transcript roots; changed files are captured once they have been quiet
+//! `kith watch`: capture continuously. inotify (via `notify`) on the agents'
+//! transcript roots, and, not recursively, on the folders that may hold an
+//! Aider history (a configured folder of big repositories must not cost a
+//! watch per folder inside them); changed files are captured once they have been quiet
 //! for ~300 ms, or after 2 s of continuous writing at the latest. The outbox
 //! is replayed after each capture and periodically (central may come back).
 //! A root that appears later (an agent installed after `kith watch`
@@ -61,12 +63,13 @@ pub fn run(
     mut report: impl FnMut(&str),
 ) -> Result<()> {
     let capture = Capture::new(paths, LOCK_WAIT).with_rules(settings.rules.clone());
+    let aider_roots = settings.aider_roots();
     capture.discard_excluded()?;
     let (tx, rx) = mpsc::channel();
     let mut watcher = notify::recommended_watcher(tx).map_err(|e| {
         crate::error::Error::Refused(format!("cannot watch the transcript folders: {e}"))
     })?;
-    let mut watched: Vec<PathBuf> = Vec::new();
+    let mut watched: Vec<(PathBuf, RecursiveMode)> = Vec::new();
     // Path -> (first event not yet captured, latest event).
     let mut pending: BTreeMap<PathBuf, (Instant, Instant)> = BTreeMap::new();
     let mut last_said = String::new();
@@ -84,24 +87,36 @@ pub fn run(
         if now >= next_roots {
             // A few stats: cheap enough to do every couple of seconds, and
             // inotify cannot watch a folder that does not exist yet.
-            for (_, root) in discover::roots(paths) {
-                let known = watched.contains(&root);
-                if root.is_dir() {
-                    if !known && watcher.watch(&root, RecursiveMode::Recursive).is_ok() {
-                        watched.push(root);
-                        // Its files may predate the watch.
-                        next_rescan = now;
-                    }
-                } else if known {
-                    // Gone (the watch went with it); watched again if it returns.
-                    let _ = watcher.unwatch(&root);
-                    watched.retain(|r| *r != root);
+            let agents = discover::roots(paths)
+                .into_iter()
+                .map(|(_, root)| (root, RecursiveMode::Recursive));
+            let aider = discover::aider_dirs(&aider_roots)
+                .into_iter()
+                .map(|dir| (dir, RecursiveMode::NonRecursive));
+            let wanted: Vec<(PathBuf, RecursiveMode)> = agents.chain(aider).collect();
+            for (dir, mode) in &wanted {
+                if dir.is_dir()
+                    && !watched.iter().any(|(w, _)| w == dir)
+                    && watcher.watch(dir, *mode).is_ok()
+                {
+                    watched.push((dir.clone(), *mode));
+                    // Its files may predate the watch.
+                    next_rescan = now;
                 }
             }
+            // Gone (the watch went with it), or no longer under an Aider
+            // root: watched again if it returns.
+            watched.retain(|(dir, _)| {
+                let keep = dir.is_dir() && wanted.iter().any(|(w, _)| w == dir);
+                if !keep {
+                    let _ = watcher.unwatch(dir);
+                }
+                keep
+            });
             next_roots = now + timing.roots_every;
         }
         if now >= next_rescan {
-            for source in discover::all(paths) {
+            for source in discover::all(paths, &aider_roots) {
                 let due = now - timing.debounce;
                 pending.entry(source.path).or_insert((due, due));
             }

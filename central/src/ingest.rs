@@ -85,7 +85,9 @@ pub async fn ingest(
 
 fn validate(req: IngestRequest, idempotency_key: Option<String>) -> Result<Delta> {
     let bytes = req.jsonl.as_bytes();
-    jsonl::check(bytes).map_err(|e| Error::bad_request("invalid_jsonl", e.to_string()))?;
+    let format = format_of(req.agent_runtime);
+    jsonl::check(bytes, format.lines())
+        .map_err(|e| Error::bad_request("invalid_jsonl", e.to_string()))?;
     let len = bytes.len() as u64;
     if req.to_offset.checked_sub(req.from_offset) != Some(len) {
         return Err(Error::bad_request(
@@ -147,7 +149,7 @@ fn validate(req: IngestRequest, idempotency_key: Option<String>) -> Result<Delta
         None => None,
     };
     let sha256 = sha256_hex(bytes);
-    let parsed = transcript::parse(format_of(req.agent_runtime), bytes);
+    let parsed = transcript::parse(format, bytes);
     let chunks = chunk_turns(&parsed.turns, &ChunkConfig::default());
     Ok(Delta {
         req,
@@ -188,15 +190,7 @@ fn without_forgotten(d: Delta, at: u64) -> Result<Delta> {
 }
 
 pub fn format_of(runtime: AgentRuntime) -> Format {
-    match runtime {
-        AgentRuntime::ClaudeCode => Format::ClaudeCode,
-        AgentRuntime::Codex => Format::Codex,
-        AgentRuntime::Pi => Format::Pi,
-        AgentRuntime::Gemini => Format::Gemini,
-        AgentRuntime::Copilot => Format::Copilot,
-        AgentRuntime::Cursor => Format::Cursor,
-        AgentRuntime::Other => Format::Other,
-    }
+    Format::of_runtime(runtime.as_str())
 }
 
 /// Returns the answer and whether anything new was stored.

@@ -36,17 +36,20 @@ pub enum AgentRuntime {
     Copilot,
     /// Cursor agent's `agent-transcripts/*.jsonl`.
     Cursor,
+    /// Aider's `.aider.chat.history.md` (markdown lines, not JSON).
+    Aider,
     Other,
 }
 
 impl AgentRuntime {
-    pub const ALL: [AgentRuntime; 7] = [
+    pub const ALL: [AgentRuntime; 8] = [
         Self::ClaudeCode,
         Self::Codex,
         Self::Pi,
         Self::Gemini,
         Self::Copilot,
         Self::Cursor,
+        Self::Aider,
         Self::Other,
     ];
 
@@ -58,6 +61,7 @@ impl AgentRuntime {
             Self::Gemini => "gemini",
             Self::Copilot => "copilot",
             Self::Cursor => "cursor",
+            Self::Aider => "aider",
             Self::Other => "other",
         }
     }
@@ -74,7 +78,8 @@ impl AgentRuntime {
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct IngestRequest {
-    /// The delta's exact bytes: complete JSONL lines, each ending in `\n`.
+    /// The delta's exact bytes: complete lines, each ending in `\n`; JSON
+    /// lines, or for `aider` the markdown as written.
     pub jsonl: String,
     pub agent_runtime: AgentRuntime,
     /// Opaque identity of the source chain on the device (path + file identity + epoch).

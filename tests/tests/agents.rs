@@ -163,9 +163,11 @@ impl Machine {
             .lines()
             .find(|l| l.split_whitespace().next() == Some(runtime))
             .with_context(|| format!("no {runtime} row: {status}"))?;
+        // The `at risk` column after these is `-` for most agents.
         let n: Vec<u64> = row
             .split_whitespace()
             .skip(1)
+            .take(4)
             .map(str::parse)
             .collect::<Result<_, _>>()?;
         n.try_into()

@@ -105,7 +105,9 @@ fn check_chain(deltas: &[IngestRequest]) -> Vec<u8> {
         assert_eq!(d.from_offset, bytes.len() as u64, "contiguous");
         assert_eq!(d.to_offset - d.from_offset, d.jsonl.len() as u64);
         assert_eq!(d.prev_sha256, chain, "prev_sha256 is the chain so far");
-        assert!(kith_shared::jsonl::check(d.jsonl.as_bytes()).is_ok());
+        assert!(
+            kith_shared::jsonl::check(d.jsonl.as_bytes(), kith_shared::jsonl::Lines::Json).is_ok()
+        );
         let run = d.run_id.clone().unwrap_or_default();
         assert!(kith_shared::ids::RunId::parse(&run).is_ok(), "{run}");
         if previous_run.is_some() {
@@ -138,7 +140,7 @@ fn every_fixture_is_spooled_byte_exact_with_its_lineage() -> anyhow::Result<()> 
     }
     assert!(placed.len() >= 9);
     let mut total = Captured::default();
-    for source in discover::all(&device.paths) {
+    for source in discover::all(&device.paths, &[]) {
         total += device.capture.file(&source)?;
     }
     for (fixture, source) in &placed {
@@ -158,7 +160,7 @@ fn every_fixture_is_spooled_byte_exact_with_its_lineage() -> anyhow::Result<()> 
     assert!(total.bytes <= on_disk && total.bytes > on_disk / 2);
 
     // Nothing new: nothing spooled.
-    for source in discover::all(&device.paths) {
+    for source in discover::all(&device.paths, &[]) {
         assert_eq!(device.capture.file(&source)?, Captured::default());
     }
 

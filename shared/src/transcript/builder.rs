@@ -51,6 +51,19 @@ impl Builder {
         self.turns.len() - 1
     }
 
+    /// A turn read from the lines `first..=last` at once (a markdown block).
+    pub(super) fn block(
+        &mut self,
+        role: Role,
+        text: &str,
+        first: u64,
+        last: u64,
+        ts: Option<&str>,
+    ) {
+        let idx = self.turn(role, text, first, ts);
+        self.turns[idx].line_end = last;
+    }
+
     /// Adds one line's worth of an assistant message. Lines that share a
     /// message id become one turn spanning all of them, whatever came between.
     pub(super) fn message(&mut self, id: Option<&str>, text: &str, line: u64, ts: Option<&str>) {

@@ -1,11 +1,12 @@
 //! Transcript formats -> turns: what Claude Code, Codex, pi, Gemini CLI,
-//! Copilot CLI and Cursor wrote, read line by line into user / assistant / tool / summary turns with their
+//! Copilot CLI, Cursor and Aider wrote, read line by line into user / assistant / tool / summary turns with their
 //! source line ranges, plus the facts about the run (model, ids, files, tools).
 //!
-//! Invariant: `parse` never fails and never panics. A line that is not JSON,
-//! not UTF-8, or of a type no parser knows is counted in `n_skipped_lines`
-//! and the rest of the input is still read.
+//! Invariant: `parse` never fails and never panics. A line that is not JSON
+//! (in a JSONL format), not UTF-8, or of a type no parser knows is counted
+//! in `n_skipped_lines` and the rest of the input is still read.
 
+mod aider;
 mod builder;
 mod claude;
 mod codex;
@@ -19,6 +20,8 @@ use serde_json::Value;
 
 use builder::Builder;
 
+use crate::jsonl::Lines;
+
 /// Which agent wrote the bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
@@ -30,9 +33,37 @@ pub enum Format {
     Gemini,
     Copilot,
     Cursor,
+    /// Aider's `.aider.chat.history.md`: markdown, not JSON.
+    Aider,
     /// Generic JSONL: the string field `text`, `content` or `message` of each
     /// record, if it has one; nothing else.
     Other,
+}
+
+impl Format {
+    /// The format of the runtime named `slug` (`kith_proto::AgentRuntime::as_str`);
+    /// generic JSONL for a name no parser knows.
+    pub fn of_runtime(slug: &str) -> Self {
+        match slug {
+            "claude-code" => Self::ClaudeCode,
+            "codex" => Self::Codex,
+            "pi" => Self::Pi,
+            "gemini" => Self::Gemini,
+            "copilot" => Self::Copilot,
+            "cursor" => Self::Cursor,
+            "aider" => Self::Aider,
+            _ => Self::Other,
+        }
+    }
+
+    /// What its lines hold: the one place that decides how a delta is
+    /// checked (`jsonl::check`) and redacted (`redact::redact_with`).
+    pub fn lines(self) -> Lines {
+        match self {
+            Self::Aider => Lines::Text,
+            _ => Lines::Json,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -122,6 +153,7 @@ pub fn parse(format: Format, bytes: &[u8]) -> Transcript {
         Format::Gemini => read(gemini::Gemini::default(), bytes),
         Format::Copilot => read(copilot::Copilot, bytes),
         Format::Cursor => read(cursor::Cursor, bytes),
+        Format::Aider => aider::read(bytes),
         Format::Other => read(Other, bytes),
     }
 }
@@ -263,13 +295,9 @@ pub(crate) mod tests {
     }
 
     pub(crate) fn format_of(runtime: &str) -> Format {
-        match runtime {
-            "codex" => Format::Codex,
-            "pi" => Format::Pi,
-            "gemini" => Format::Gemini,
-            "copilot" => Format::Copilot,
-            "cursor" => Format::Cursor,
-            _ => Format::ClaudeCode,
+        match Format::of_runtime(runtime) {
+            Format::Other => Format::ClaudeCode,
+            format => format,
         }
     }
 
