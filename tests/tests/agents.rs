@@ -1,4 +1,4 @@
-//! Gemini CLI, Copilot CLI and Cursor end to end: each session is written
+//! Gemini CLI, Copilot CLI, Cursor and Aider end to end: each session is written
 //! the way its agent writes it (appends; Gemini also re-appends a message,
 //! `$set`s and `$rewindTo`s), captured by the real `kith` while the real
 //! `kith-central` is killed and started again on its data, then read back
@@ -22,6 +22,10 @@ const COPILOT: &str = "copilot/3e9a7c21-4b6d-4f08-a2c5-9d1e8b7f6a30/events.jsonl
 const CURSOR: &str =
     "cursor/home-sam-src-tally/agent-transcripts/5b8e2d14-7a3c-4e91-b6f0-2c9d4a1e8f73.jsonl";
 const CURSOR_SUBAGENT: &str = "cursor/home-sam-src-tally/agent-transcripts/5b8e2d14-7a3c-4e91-b6f0-2c9d4a1e8f73/subagents/9c4f1a7e-3b2d-4c85-a0e6-7d1f2b9c3e58.jsonl";
+/// Aider's history of the project `tally`: two sessions.
+const AIDER: &str = "aider/tally/.aider.chat.history.md";
+/// Its second session's header is line 48.
+const AIDER_SECOND_SESSION: usize = 47;
 
 /// A machine with one agent's sessions and the real `kith`, sending to a
 /// central that is killed and restarted while the session is written.
@@ -66,8 +70,12 @@ impl Machine {
         Ok(out.stdout)
     }
 
-    /// Where the agent writes the repository fixture `rel`.
+    /// Where the agent writes the repository fixture `rel` (Aider: in the
+    /// project, `~/src/<project>/`).
     fn dest(&self, rel: &str) -> PathBuf {
+        if let Some(project) = rel.strip_prefix("aider/") {
+            return self.home.path("src").join(project);
+        }
         let f = fixtures::get(rel);
         self.home
             .root()
@@ -199,11 +207,7 @@ fn str_of(v: &Value, key: &str) -> String {
 }
 
 fn format_of(rel: &str) -> Format {
-    match rel.split('/').next() {
-        Some("gemini") => Format::Gemini,
-        Some("copilot") => Format::Copilot,
-        _ => Format::Cursor,
-    }
+    Format::of_runtime(rel.split('/').next().unwrap_or_default())
 }
 
 /// What the agent's final file says, read whole: (role, text) of each turn.
@@ -443,6 +447,122 @@ fn watch_captures_copilot_and_cursor_and_nothing_else_in_their_folders() -> Resu
         m.found("decoy")?.is_empty(),
         "a file that is not a transcript"
     );
+    Ok(())
+}
+
+/// Aider appends its chat to `.aider.chat.history.md` in the project
+/// (`[aider] roots` names the folder of projects): two sessions, the second
+/// written while central is down, read back as one conversation equal to
+/// the file, each turn once, dated by its session's header, searchable to
+/// its last turn.
+#[test]
+fn aider_history_of_two_sessions_across_a_central_restart() -> Result<()> {
+    let mut m = Machine::new()?;
+    std::fs::create_dir_all(m.home.path(".config/kith"))?;
+    std::fs::write(
+        m.home.path(".config/kith/config.toml"),
+        "[aider]\nroots = [\"~/src\"]\n",
+    )?;
+    // Beside the history, in the same folder: not a transcript.
+    std::fs::create_dir_all(m.dest(AIDER).parent().context("a folder")?)?;
+    std::fs::write(
+        m.home.path("src/tally/NOTES.md"),
+        "#### decoy heading  \n",
+    )?;
+    let conversation = m.capture_across_a_restart(AIDER, AIDER_SECOND_SESSION, &[])?;
+    assert_eq!(conversation["agent_runtime"], "aider");
+    assert_eq!(
+        conversation["cwd"],
+        m.home.path("src/tally").display().to_string(),
+        "the project folder: {conversation}"
+    );
+    assert_eq!(conversation["delta_count"].as_u64(), Some(2));
+    assert_eq!(conversation["model"], "anthropic/claude-sonnet-4-5");
+    assert_eq!(conversation["started_at"], "2026-05-14T10:02:11.000Z");
+    assert_eq!(conversation["files_touched"], json!(["src/report.rs"]));
+    m.assert_covered("aider", 1)?;
+    assert_eq!(m.coverage("claude-code")?, [0; 4], "nothing else is counted");
+
+    let turns = m.turns(&conversation)?;
+    assert_final_state(&turns, AIDER);
+    assert_eq!(
+        turns.first(),
+        Some(&(
+            "tool".to_owned(),
+            "/home/sam/.local/bin/aider --model sonnet\nAider v0.86.1\n\
+             Main model: anthropic/claude-sonnet-4-5 with diff edit format, infinite output\n\
+             Git repo: .git with 24 files\nRepo-map: using 4096 tokens, auto refresh"
+                .to_owned()
+        ))
+    );
+    let id = str_of(&conversation, "id");
+    let r = m.api.get(&format!("/api/conversations/{id}/turns?limit=1000"))?;
+    let times: BTreeSet<String> = r.body["turns"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|t| str_of(t, "timestamp"))
+        .collect();
+    assert!(
+        times.contains("2026-05-14T10:02:11.000Z"),
+        "the first session's turns carry its header's time: {times:?}"
+    );
+
+    // `kith show` prints the last reply once, and no markdown of the
+    // model's as a prompt.
+    let shown = String::from_utf8(m.ok(&["show", &id])?)?;
+    assert_eq!(shown.matches("seed the map with every known category").count(), 1, "{shown}");
+    assert_eq!(m.found("seed")?, [id.as_str()], "the last reply is found");
+    assert!(m.found("decoy")?.is_empty(), "NOTES.md is not a transcript");
+    Ok(())
+}
+
+/// `kith watch` finds an Aider project created under a root after it
+/// started (`KITH_AIDER_ROOTS`, one level down), and captures what aider
+/// appends there.
+#[test]
+fn watch_captures_an_aider_history_in_a_new_project() -> Result<()> {
+    let m = Machine::new()?;
+    std::fs::create_dir_all(m.home.path("src"))?;
+    let mut cmd = m.home.kith_at(&m.central.url, &m.token, &["watch"]);
+    cmd.env("KITH_AIDER_ROOTS", m.home.path("src"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let watch = Watch(cmd.spawn()?);
+    // Give the watch a moment to start before the project appears.
+    std::thread::sleep(Duration::from_millis(500));
+    m.write(AIDER, 0, AIDER_SECOND_SESSION)?;
+    m.write(AIDER, AIDER_SECOND_SESSION, usize::MAX)?;
+    let want = fixtures::read(AIDER).len() as u64;
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let conversation = loop {
+        let listed = m.api.get("/api/conversations?limit=100")?;
+        let conversation = listed.body["conversations"].get(0).cloned();
+        let mut got = 0;
+        for run in conversation
+            .as_ref()
+            .and_then(|c| c["run_ids"].as_array())
+            .into_iter()
+            .flatten()
+        {
+            let r = m
+                .api
+                .get(&format!("/api/runs/{}", run.as_str().unwrap_or_default()))?;
+            got += r.body["to_offset"].as_u64().unwrap_or(0)
+                - r.body["from_offset"].as_u64().unwrap_or(0);
+        }
+        if let Some(c) = conversation.filter(|_| got >= want) {
+            break c;
+        }
+        ensure!(
+            std::time::Instant::now() < deadline,
+            "{got} of {want} bytes: {listed:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    drop(watch);
+    assert_eq!(conversation["agent_runtime"], "aider");
+    assert_final_state(&m.turns(&conversation)?, AIDER);
     Ok(())
 }
 
