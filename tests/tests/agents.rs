@@ -465,10 +465,7 @@ fn aider_history_of_two_sessions_across_a_central_restart() -> Result<()> {
     )?;
     // Beside the history, in the same folder: not a transcript.
     std::fs::create_dir_all(m.dest(AIDER).parent().context("a folder")?)?;
-    std::fs::write(
-        m.home.path("src/tally/NOTES.md"),
-        "#### decoy heading  \n",
-    )?;
+    std::fs::write(m.home.path("src/tally/NOTES.md"), "#### decoy heading  \n")?;
     let conversation = m.capture_across_a_restart(AIDER, AIDER_SECOND_SESSION, &[])?;
     assert_eq!(conversation["agent_runtime"], "aider");
     assert_eq!(
@@ -481,7 +478,11 @@ fn aider_history_of_two_sessions_across_a_central_restart() -> Result<()> {
     assert_eq!(conversation["started_at"], "2026-05-14T10:02:11.000Z");
     assert_eq!(conversation["files_touched"], json!(["src/report.rs"]));
     m.assert_covered("aider", 1)?;
-    assert_eq!(m.coverage("claude-code")?, [0; 4], "nothing else is counted");
+    assert_eq!(
+        m.coverage("claude-code")?,
+        [0; 4],
+        "nothing else is counted"
+    );
 
     let turns = m.turns(&conversation)?;
     assert_final_state(&turns, AIDER);
@@ -496,7 +497,9 @@ fn aider_history_of_two_sessions_across_a_central_restart() -> Result<()> {
         ))
     );
     let id = str_of(&conversation, "id");
-    let r = m.api.get(&format!("/api/conversations/{id}/turns?limit=1000"))?;
+    let r = m
+        .api
+        .get(&format!("/api/conversations/{id}/turns?limit=1000"))?;
     let times: BTreeSet<String> = r.body["turns"]
         .as_array()
         .into_iter()
@@ -511,7 +514,13 @@ fn aider_history_of_two_sessions_across_a_central_restart() -> Result<()> {
     // `kith show` prints the last reply once, and no markdown of the
     // model's as a prompt.
     let shown = String::from_utf8(m.ok(&["show", &id])?)?;
-    assert_eq!(shown.matches("seed the map with every known category").count(), 1, "{shown}");
+    assert_eq!(
+        shown
+            .matches("seed the map with every known category")
+            .count(),
+        1,
+        "{shown}"
+    );
     assert_eq!(m.found("seed")?, [id.as_str()], "the last reply is found");
     assert!(m.found("decoy")?.is_empty(), "NOTES.md is not a transcript");
     Ok(())
