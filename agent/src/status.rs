@@ -82,7 +82,7 @@ impl Cleanup {
     /// `30 days`, or hours below a day.
     fn age(&self) -> String {
         let hours = self.after.as_secs() / 3600;
-        if hours % 24 == 0 {
+        if hours.is_multiple_of(24) {
             format!("{} days", hours / 24)
         } else {
             format!("{hours} hours")

@@ -308,7 +308,7 @@ fn as_json_string(line: &mut [u8]) {
 fn texts(line: &[u8], lines: Lines) -> Vec<Range<usize>> {
     match lines {
         Lines::Json => string_contents(line),
-        Lines::Text => vec![0..line.len()],
+        Lines::Text => std::iter::once(0..line.len()).collect(),
     }
 }
 
