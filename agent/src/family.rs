@@ -115,7 +115,7 @@ pub struct SearchArgs {
     /// Only before then: 30m, 12h, 7d, 2w (ago) or an RFC 3339 time.
     #[arg(long)]
     until: Option<String>,
-    /// claude-code, codex, pi, gemini, copilot, cursor or other.
+    /// claude-code, codex, pi, gemini, copilot, cursor, aider or other.
     #[arg(long)]
     runtime: Option<String>,
     /// A machine name.
@@ -363,7 +363,8 @@ pub fn run(cmd: FamilyCommand, remote: &Remote<'_>) -> Result<()> {
             let runtime = runtime
                 .map(|r| {
                     AgentRuntime::parse(&r).with_context(|| {
-                        format!("--runtime {r:?}: use claude-code, codex, pi, gemini, copilot, cursor or other")
+                        let known = AgentRuntime::ALL.map(AgentRuntime::as_str).join(", ");
+                        format!("--runtime {r:?}: use one of {known}")
                     })
                 })
                 .transpose()?;

@@ -497,6 +497,12 @@ fn aider_history_of_two_sessions_across_a_central_restart() -> Result<()> {
         ))
     );
     let id = str_of(&conversation, "id");
+    let (status, stored) = m.api.get_bytes(&format!("/api/conversations/{id}/jsonl"))?;
+    assert_eq!(status, 200);
+    assert!(
+        stored == fixtures::read(AIDER),
+        "central holds the markdown byte for byte"
+    );
     let r = m
         .api
         .get(&format!("/api/conversations/{id}/turns?limit=1000"))?;
