@@ -21,6 +21,7 @@ use kith_proto::AgentRuntime;
 use serde_json::Value;
 
 use crate::config::Paths;
+use crate::mirror;
 
 /// A transcript on disk.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,14 +34,19 @@ pub struct Source {
 /// (aider's `--chat-history-file` can name another; kith looks for this one).
 pub const AIDER_HISTORY: &str = ".aider.chat.history.md";
 
-/// Where each agent keeps its transcripts (Aider's are in the projects:
-/// [`aider_dirs`]).
-pub fn roots(paths: &Paths) -> [(AgentRuntime, PathBuf); 6] {
-    [
+/// Where each agent keeps its transcripts, and where kith keeps the journals
+/// of those it mirrors (`mirror`), each runtime's roots together (Aider's
+/// histories are in the projects: [`aider_dirs`]).
+pub fn roots(paths: &Paths) -> Vec<(AgentRuntime, PathBuf)> {
+    vec![
         (AgentRuntime::ClaudeCode, paths.claude_dir.join("projects")),
         (AgentRuntime::Codex, paths.codex_dir.join("sessions")),
         (AgentRuntime::Pi, paths.pi_dir.join("sessions")),
         (AgentRuntime::Gemini, paths.gemini_dir.join("tmp")),
+        (
+            AgentRuntime::Gemini,
+            mirror::journals_root(paths, AgentRuntime::Gemini),
+        ),
         (
             AgentRuntime::Copilot,
             paths.copilot_dir.join("session-state"),
@@ -105,6 +111,8 @@ pub fn runtime_of(paths: &Paths, path: &Path) -> AgentRuntime {
         .unwrap_or_default();
     if name == AIDER_HISTORY {
         AgentRuntime::Aider
+    } else if let Some(runtime) = mirror::runtime_of_journal(paths, path) {
+        runtime
     } else if path.starts_with(&paths.gemini_dir) {
         AgentRuntime::Gemini
     } else if path.starts_with(&paths.copilot_dir) {

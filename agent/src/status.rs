@@ -241,7 +241,9 @@ pub fn report(paths: &Paths, settings: &Settings) -> Report {
         cov.bytes_on_disk += meta.len();
         cov.bytes_accepted += accepted;
         cov.bytes_pending += meta.len() - accepted;
-        if let Some(cleanup) = cov.cleanup {
+        // A journal is kith's own copy: the agent's cleanup never deletes it.
+        let journal = crate::mirror::runtime_of_journal(paths, &source.path).is_some();
+        if let Some(cleanup) = cov.cleanup.filter(|_| !journal) {
             let horizon = cleanup
                 .after
                 .saturating_sub(Duration::from_secs(WARN_DAYS_AHEAD * 86_400));
