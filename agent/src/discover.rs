@@ -74,7 +74,10 @@ pub fn aider_dirs(aider_roots: &[PathBuf]) -> Vec<PathBuf> {
         subdirs.sort();
         out.extend(subdirs);
     }
-    out.dedup();
+    // A root named twice, or a project that is also under another root, is
+    // one folder.
+    let mut seen = std::collections::HashSet::new();
+    out.retain(|dir| seen.insert(dir.clone()));
     out
 }
 
@@ -484,18 +487,22 @@ mod tests {
             std::fs::write(tmp.path().join(dir).join(AIDER_HISTORY), "#### hi  \n")?;
         }
         std::fs::write(src.join("b/notes.md"), "#### not aider's  \n")?;
-        let found: Vec<PathBuf> = all(
-            &paths,
-            &[src.clone(), lone.clone(), tmp.path().join("gone")],
-        )
-        .into_iter()
-        .map(|s| {
-            assert_eq!(s.runtime, AgentRuntime::Aider);
-            assert_eq!(runtime_of(&paths, &s.path), AgentRuntime::Aider);
-            assert!(is_transcript(&paths, &s.path));
-            s.path
-        })
-        .collect();
+        let roots = [
+            src.clone(),
+            lone.clone(),
+            tmp.path().join("gone"),
+            src.join("a"),
+            src.clone(),
+        ];
+        let found: Vec<PathBuf> = all(&paths, &roots)
+            .into_iter()
+            .map(|s| {
+                assert_eq!(s.runtime, AgentRuntime::Aider);
+                assert_eq!(runtime_of(&paths, &s.path), AgentRuntime::Aider);
+                assert!(is_transcript(&paths, &s.path));
+                s.path
+            })
+            .collect();
         assert_eq!(
             found,
             [
@@ -503,7 +510,7 @@ mod tests {
                 src.join("a").join(AIDER_HISTORY),
                 lone.join(AIDER_HISTORY)
             ],
-            "deeper and hidden folders are not looked in"
+            "each once; deeper and hidden folders are not looked in"
         );
         assert!(!is_transcript(&paths, &src.join("b/notes.md")));
         let peek = peek(
