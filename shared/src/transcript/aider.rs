@@ -7,12 +7,14 @@
 //! - `#### ` lines are what the person typed, one line each, every line
 //!   ending in two spaces (a markdown line break).
 //! - `> ` lines are aider's own output (files added, edits applied,
-//!   commits, warnings, token counts), each message ending in two spaces.
+//!   commits, warnings, token counts), each message ending in two spaces;
+//!   a message of several lines has `> ` on its first line only.
 //! - Everything else is the model's reply, written whole after a blank line.
 //!
 //! Only these exact shapes count: a model's markdown holds headings and
 //! quotes too, but not the session header's words with a time, and its
-//! lines do not end in aider's two spaces.
+//! lines do not end in aider's two spaces, so inside a reply a `#### ` or
+//! `> ` line without them stays the model's.
 //!
 //! One history file holds every session of its project, and it is one kith
 //! conversation: a conversation is one transcript's chain of deltas, and
@@ -36,10 +38,13 @@ enum Kind {
     Assistant,
 }
 
+/// One turn being gathered.
 struct Block {
     kind: Kind,
+    /// Its first and last non-blank lines, 1-based.
     first: u64,
     last: u64,
+    /// Its lines without aider's markers, joined by newlines.
     text: String,
 }
 
