@@ -784,7 +784,7 @@ fn an_aider_history_is_spooled_as_text_with_its_secrets_masked() -> anyhow::Resu
             Some(project.to_str().unwrap_or_default())
         );
         assert!(
-            req.redactions.get("invalid_json_lines").is_none(),
+            !req.redactions.contains_key("invalid_json_lines"),
             "{req:?}"
         );
         let lines = kith_shared::transcript::Format::Aider.lines();
