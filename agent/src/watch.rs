@@ -1,9 +1,10 @@
 //! `kith watch`: capture continuously. inotify (via `notify`) on the agents'
 //! transcript roots, and, not recursively, on the folders that may hold an
 //! Aider history (a configured folder of big repositories must not cost a
-//! watch per folder inside them); changed files are captured once they have been quiet
-//! for ~300 ms, or after 2 s of continuous writing at the latest. The outbox
-//! is replayed after each capture and periodically (central may come back).
+//! watch per folder inside them); changed files are captured once they have
+//! been quiet for ~300 ms, or after 2 s of continuous writing at the latest.
+//! The outbox is replayed after each capture and periodically (central may
+//! come back).
 //! A root that appears later (an agent installed after `kith watch`
 //! started) is picked up within seconds; a full rescan now and then catches
 //! anything the watcher missed (queue overflow). Stops cleanly when `stop`
@@ -70,7 +71,7 @@ pub fn run(
     let mut watcher = notify::recommended_watcher(tx).map_err(|e| {
         crate::error::Error::Refused(format!("cannot watch the transcript folders: {e}"))
     })?;
-    let mut watched: Vec<(PathBuf, RecursiveMode)> = Vec::new();
+    let mut watched: Vec<PathBuf> = Vec::new();
     // Path -> (first event not yet captured, latest event).
     let mut pending: BTreeMap<PathBuf, (Instant, Instant)> = BTreeMap::new();
     let mut last_said = String::new();
@@ -96,18 +97,15 @@ pub fn run(
                 .map(|dir| (dir, RecursiveMode::NonRecursive));
             let wanted: Vec<(PathBuf, RecursiveMode)> = agents.chain(aider).collect();
             for (dir, mode) in &wanted {
-                if dir.is_dir()
-                    && !watched.iter().any(|(w, _)| w == dir)
-                    && watcher.watch(dir, *mode).is_ok()
-                {
-                    watched.push((dir.clone(), *mode));
+                if dir.is_dir() && !watched.contains(dir) && watcher.watch(dir, *mode).is_ok() {
+                    watched.push(dir.clone());
                     // Its files may predate the watch.
                     next_rescan = now;
                 }
             }
             // Gone (the watch went with it), or no longer under an Aider
             // root: watched again if it returns.
-            watched.retain(|(dir, _)| {
+            watched.retain(|dir| {
                 let keep = dir.is_dir() && wanted.iter().any(|(w, _)| w == dir);
                 if !keep {
                     let _ = watcher.unwatch(dir);
