@@ -5,7 +5,10 @@
 
 use std::fmt::Write as _;
 
-use kith_proto::{Conversation, ConversationTurn, ConversationsResponse, SearchResponse};
+use anyhow::{bail, Result};
+use kith_proto::{
+    Conversation, ConversationTurn, ConversationsResponse, InlineSubagent, SearchResponse,
+};
 use time::OffsetDateTime;
 
 use crate::family::{age, one_line, Style};
@@ -45,8 +48,28 @@ pub fn render_show(
     header(&mut out, main.conversation, style, now);
     let mut placed = vec![false; subagents.len()];
     let mut turns = main.turns.iter().peekable();
+    let mut inside: Option<&str> = None;
     while let Some(turn) = turns.next() {
-        render_turn(&mut out, turn, options, style, 0);
+        // An inline subagent's turns: under a line naming it, indented.
+        let agent = turn.subagent.as_deref();
+        if agent.is_some() && agent != inside {
+            let s = main
+                .conversation
+                .inline_subagents
+                .iter()
+                .find(|s| Some(s.id.as_str()) == agent);
+            let _ = writeln!(
+                out,
+                "\n  {} {}",
+                style.bold(&format!(
+                    "▸ subagent {}",
+                    inline_name(s, agent.unwrap_or_default())
+                )),
+                style.dim(s.and_then(|s| s.description.as_deref()).unwrap_or(""))
+            );
+        }
+        inside = agent;
+        render_turn(&mut out, turn, options, style, usize::from(agent.is_some()));
         let last_of_run = turns.peek().is_none_or(|next| next.run_id != turn.run_id);
         if !last_of_run {
             continue;
@@ -202,6 +225,35 @@ fn short_run(run_id: &str) -> String {
     format!("…{tail}")
 }
 
+/// A subagent inside a conversation's transcript as a person names it.
+fn inline_name(s: Option<&InlineSubagent>, id: &str) -> String {
+    s.and_then(|s| s.name.clone())
+        .unwrap_or_else(|| short(id).to_owned())
+}
+
+/// The id of the inline subagent of `c` that `name` names: its id, a prefix
+/// of its id, or its name when only one has that name.
+pub fn find_inline(c: &Conversation, name: &str) -> Result<String> {
+    let all = &c.inline_subagents;
+    let by_id: Vec<&InlineSubagent> = all.iter().filter(|s| s.id.starts_with(name)).collect();
+    let by_name: Vec<&InlineSubagent> = all
+        .iter()
+        .filter(|s| s.name.as_deref() == Some(name))
+        .collect();
+    match (&by_id[..], &by_name[..]) {
+        ([s], _) | ([], [s]) => Ok(s.id.clone()),
+        _ if all.is_empty() => bail!("conversation {} has no subagents inside it", c.id),
+        _ => bail!(
+            "{name:?} names no single subagent of conversation {}; its subagents: {}",
+            c.id,
+            all.iter()
+                .map(|s| format!("{} ({})", inline_name(Some(s), &s.id), s.id))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
+}
+
 fn title_of(c: &Conversation) -> String {
     c.title
         .as_deref()
@@ -235,6 +287,21 @@ pub fn render_tree(res: &ConversationsResponse, style: Style, now: OffsetDateTim
                 tags_suffix(&c.tags)
             ))
         );
+        for s in &c.inline_subagents {
+            let start = s.started_at.as_deref().unwrap_or(&c.started_at);
+            let _ = writeln!(
+                out,
+                "{indent}  └ {} {}  {}",
+                style.bold(&format!("▸ {}", inline_name(Some(s), &s.id))),
+                one_line(s.description.as_deref().unwrap_or(""), 80),
+                style.dim(&format!(
+                    "subagent · {} turns · {} · --subagent {}",
+                    s.turn_count,
+                    span(start, s.ended_at.as_deref().unwrap_or(start), now),
+                    short(&s.id)
+                ))
+            );
+        }
     }
     if let Some(cursor) = &res.next_cursor {
         let _ = writeln!(out, "\n{}", style.dim(&format!("more: --cursor {cursor}")));
@@ -313,9 +380,17 @@ pub fn render_groups(
             )),
         );
         for hit in &g.hits {
+            let within = hit
+                .subagent
+                .as_ref()
+                .map(|s| {
+                    let name = s.name.clone().unwrap_or_else(|| short(&s.id).to_owned());
+                    style.dim(&format!("[subagent {name}] "))
+                })
+                .unwrap_or_default();
             let _ = writeln!(
                 out,
-                "  {} {}",
+                "  {} {within}{}",
                 style.dim(&format!("{:>9}:", hit.role)),
                 style.highlight(&one_line(&hit.snippet, 200)),
             );
@@ -375,6 +450,7 @@ mod tests {
             commands: vec![],
             tags: vec![],
             run_ids: vec![],
+            inline_subagents: vec![],
         }
     }
 
@@ -391,6 +467,7 @@ mod tests {
                 input: "cargo test".into(),
                 output: "test result: ok".into(),
             }),
+            subagent: None,
         }
     }
 
@@ -485,6 +562,7 @@ mod tests {
             agent_runtime: AgentRuntime::ClaudeCode,
             conversation_id: None,
             owner: owner.into(),
+            subagent: None,
             _links: kith_proto::RunLinks::for_run(run),
         };
         let group = |id: &str, owner: &str| kith_proto::SearchGroup {

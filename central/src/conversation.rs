@@ -13,7 +13,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::fmt;
 
-use kith_proto::{Conversation, ConversationTurn, RunMeta, ToolCall};
+use kith_proto::{Conversation, ConversationTurn, InlineSubagent, RunMeta, ToolCall};
 use kith_shared::transcript::{Role, Turn};
 
 use crate::error::{Error, Result};
@@ -164,7 +164,44 @@ pub fn fold(c: &ConversationRuns<'_>) -> Option<Conversation> {
         commands,
         tags: tags.into_iter().collect(),
         run_ids: c.runs.iter().map(|r| r.id.clone()).collect(),
+        inline_subagents: inline_subagents(c.runs),
     })
+}
+
+/// The inline subagents of a conversation's runs, each folded over its
+/// spans (one a delta it ran in): the first name and description, turns
+/// added up, the widest time span. In order of first appearance.
+fn inline_subagents(runs: &[&RunMeta]) -> Vec<InlineSubagent> {
+    let mut out: Vec<InlineSubagent> = Vec::new();
+    for span in runs.iter().flat_map(|r| &r.subagent_spans) {
+        let at = match out.iter().position(|s| s.id == span.id) {
+            Some(at) => at,
+            None => {
+                out.push(InlineSubagent {
+                    id: span.id.clone(),
+                    name: None,
+                    description: None,
+                    turn_count: 0,
+                    started_at: None,
+                    ended_at: None,
+                });
+                out.len() - 1
+            }
+        };
+        let s = &mut out[at];
+        s.name = s.name.take().or_else(|| span.name.clone());
+        s.description = s.description.take().or_else(|| span.description.clone());
+        s.turn_count += span.turn_count;
+        s.started_at = match (s.started_at.take(), &span.started_at) {
+            (Some(a), Some(b)) => Some(a.min(b.clone())),
+            (a, b) => a.or_else(|| b.clone()),
+        };
+        s.ended_at = match (s.ended_at.take(), &span.ended_at) {
+            (Some(a), Some(b)) => Some(a.max(b.clone())),
+            (a, b) => a.or_else(|| b.clone()),
+        };
+    }
+    out
 }
 
 /// The runs of one tree, grouped into conversations and ordered depth-first
@@ -266,6 +303,7 @@ pub fn turns_of(run_id: &str, turns: Vec<Turn>) -> Vec<ConversationTurn> {
                 text: t.text,
                 timestamp: t.timestamp,
                 tool,
+                subagent: t.subagent,
             }
         })
         .collect()
@@ -283,6 +321,7 @@ pub fn gap(next_run_id: &str, from: u64, to: u64) -> ConversationTurn {
         text: format!("bytes {from}..{to} of the transcript are not shown here"),
         timestamp: None,
         tool: None,
+        subagent: None,
     }
 }
 
@@ -317,6 +356,7 @@ mod tests {
             commands: vec![],
             title: (from == 0).then(|| format!("title of {source}")),
             conversation: None,
+            subagent_spans: vec![],
             jsonl_bytes: 10,
             jsonl_sha256: String::new(),
             chain_sha256: String::new(),
