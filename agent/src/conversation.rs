@@ -68,6 +68,9 @@ pub fn render_show(
                 style.dim(s.and_then(|s| s.description.as_deref()).unwrap_or(""))
             );
         }
+        if inside.is_some() && agent.is_none() {
+            let _ = writeln!(out, "\n  {}", style.dim("◂ back in the session"));
+        }
         inside = agent;
         render_turn(&mut out, turn, options, style, usize::from(agent.is_some()));
         let last_of_run = turns.peek().is_none_or(|next| next.run_id != turn.run_id);
@@ -543,6 +546,57 @@ mod tests {
         );
         assert!(lines[0].contains("c0123456789a") && !lines[0].contains("c0123456789ab"));
         assert!(lines[0].contains("2h → 1h ago"), "{text}");
+    }
+
+    fn inline(id: &str, name: Option<&str>) -> InlineSubagent {
+        InlineSubagent {
+            id: id.into(),
+            name: name.map(Into::into),
+            description: Some("list the callers".into()),
+            turn_count: 4,
+            started_at: Some("2026-03-01T10:30:00.000Z".into()),
+            ended_at: Some("2026-03-01T11:00:00.000Z".into()),
+        }
+    }
+
+    /// A subagent inside its session's transcript is a node under it, and
+    /// `--subagent` names it by name, id or id prefix.
+    #[test]
+    fn inline_subagents_are_nodes_under_their_conversation() {
+        let mut main = conversation("c0123456789abcdef", "fix the parser", 0);
+        main.inline_subagents = vec![
+            inline("toolu_01abc", Some("explore")),
+            inline("toolu_02def", None),
+        ];
+        let res = ConversationsResponse {
+            conversations: vec![main.clone()],
+            next_cursor: None,
+        };
+        let text = render_tree(&res, Style { color: false }, NOW);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 3, "{text}");
+        assert!(lines[0].starts_with("● [laptop] fix the parser"), "{text}");
+        assert_eq!(
+            lines[1],
+            "  └ ▸ explore list the callers  subagent · 4 turns · 1h ago · --subagent toolu_01abc"
+        );
+        assert!(lines[2].starts_with("  └ ▸ toolu_02def "), "{text}");
+        for (name, id) in [
+            ("explore", "toolu_01abc"),
+            ("toolu_01", "toolu_01abc"),
+            ("toolu_02def", "toolu_02def"),
+        ] {
+            assert_eq!(find_inline(&main, name).ok().as_deref(), Some(id), "{name}");
+        }
+        let unknown = find_inline(&main, "toolu_0").map_err(|e| e.to_string());
+        assert!(
+            unknown
+                .as_ref()
+                .is_err_and(|e| e.contains("explore (toolu_01abc)")),
+            "{unknown:?}"
+        );
+        let none = conversation("c9", "plain", 0);
+        assert!(find_inline(&none, "explore").is_err());
     }
 
     #[test]

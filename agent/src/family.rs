@@ -423,9 +423,7 @@ pub fn run(cmd: FamilyCommand, remote: &Remote<'_>) -> Result<()> {
             }
         }
         FamilyCommand::Tree {
-            id: Some(id),
-            json,
-            ..
+            id: Some(id), json, ..
         } => {
             let found: ConversationResponse = remote
                 .send(http.get(remote.url(&format!("/api/conversations/{}", path_part(&id)))))?

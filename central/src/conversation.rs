@@ -440,6 +440,83 @@ mod tests {
                 && !c.files_touched.contains(&"/src/s1.rs".to_owned())));
     }
 
+    /// An inline subagent that runs across two deltas is one node: named
+    /// by the delta that saw it start, its turns added up, its time span
+    /// the widest; a delta the viewer may not read adds nothing.
+    #[test]
+    fn an_inline_subagent_folds_over_the_deltas_it_ran_in() {
+        let span = |id: &str, name: Option<&str>, turns: u64, from: &str, to: &str| {
+            kith_proto::SubagentSpan {
+                id: id.into(),
+                name: name.map(Into::into),
+                description: name.map(|_| "look around".into()),
+                line_start: 1,
+                line_end: 2,
+                started_at: Some(from.into()),
+                ended_at: Some(to.into()),
+                turn_count: turns,
+            }
+        };
+        let mut r1 = run("r1", None, "main", 0, "2026-01-01T00:00:01Z");
+        r1.subagent_spans = vec![span("a1", Some("explore"), 2, "T02", "T05")];
+        let mut r2 = run("r2", Some("r1"), "main", 10, "2026-01-01T00:00:06Z");
+        r2.subagent_spans = vec![
+            span("a1", None, 3, "T06", "T08"),
+            span("a2", Some("task"), 1, "T07", "T07"),
+        ];
+        let id = ConversationId::of_head("r1");
+        let folded = |runs: &[&RunMeta]| {
+            fold(&ConversationRuns {
+                id: &id,
+                owner: "alice",
+                runs,
+                parent_id: None,
+                depth: 0,
+            })
+            .map(|c| c.inline_subagents)
+            .unwrap_or_default()
+        };
+        let both = folded(&[&r1, &r2]);
+        let seen: Vec<_> = both
+            .iter()
+            .map(|s| {
+                (
+                    s.id.as_str(),
+                    s.name.as_deref(),
+                    s.description.as_deref(),
+                    s.turn_count,
+                    s.started_at.as_deref(),
+                    s.ended_at.as_deref(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                (
+                    "a1",
+                    Some("explore"),
+                    Some("look around"),
+                    5,
+                    Some("T02"),
+                    Some("T08")
+                ),
+                (
+                    "a2",
+                    Some("task"),
+                    Some("look around"),
+                    1,
+                    Some("T07"),
+                    Some("T07")
+                ),
+            ]
+        );
+        let first_only = folded(&[&r1]);
+        assert_eq!(first_only.len(), 1);
+        assert_eq!(first_only[0].turn_count, 2);
+        assert!(folded(&[&run("r9", None, "other", 0, "T")]).is_empty());
+    }
+
     /// A subagent shared without its parent stands alone for that viewer.
     #[test]
     fn a_subagent_without_its_parent_is_a_conversation_of_its_own() {

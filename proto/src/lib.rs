@@ -535,7 +535,8 @@ pub struct SearchHit {
     /// Handle of the run's owner.
     #[serde(default)]
     pub owner: String,
-    /// The inline subagent whose span of the run holds the hit's first line.
+    /// The inline subagent whose span of the run holds the hit's lines (a
+    /// chunk that also holds its parent's turns names none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub subagent: Option<SubagentSpan>,
     pub _links: RunLinks,

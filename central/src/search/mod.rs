@@ -293,7 +293,7 @@ fn wire_hit(h: IndexHit, runs: &HitRuns, handles: &HashMap<String, String>) -> S
         subagent: run.and_then(|r| {
             r.subagent_spans
                 .iter()
-                .find(|s| (s.line_start..=s.line_end).contains(&h.line_start))
+                .find(|s| s.line_start <= h.line_start && h.line_end <= s.line_end)
                 .cloned()
         }),
         run_id: h.run_id,

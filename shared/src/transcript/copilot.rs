@@ -77,11 +77,9 @@ impl Records for Copilot {
                 {
                     let args = arguments(request);
                     let call = str_at(request, "toolCallId");
-                    if let (Some("task"), Some(id), Some(asked)) = (
-                        str_at(request, "name"),
-                        call,
-                        str_at(&args, "description"),
-                    ) {
+                    if let (Some("task"), Some(id), Some(asked)) =
+                        (str_at(request, "name"), call, str_at(&args, "description"))
+                    {
                         self.tasks.insert(id.to_owned(), asked.to_owned());
                     }
                     tool_request(b, request, &args, line, ts);
@@ -244,7 +242,9 @@ mod tests {
                 .collect();
             assert_eq!(theirs.len() as u64, span.turn_count);
             assert!(
-                theirs.iter().any(|x| x.starts_with("- Lines in hello.py: 6")),
+                theirs
+                    .iter()
+                    .any(|x| x.starts_with("- Lines in hello.py: 6")),
                 "{theirs:?}"
             );
             assert!(
