@@ -548,6 +548,7 @@ fn gemini_after_agent_hook_captures_the_session_it_names() -> Result<()> {
     );
 
     m.write(GEMINI, 0, usize::MAX)?;
+    m.write(GEMINI_SUBAGENT, 0, usize::MAX)?;
     let payload = json!({
         "session_id": "7c1e4a2b-5d3f-4e6a-9b80-2f4d6c8a1e35",
         "transcript_path": m.dest(GEMINI),
@@ -563,14 +564,20 @@ fn gemini_after_agent_hook_captures_the_session_it_names() -> Result<()> {
         String::from_utf8_lossy(&out.stdout)
     );
 
+    // The session, and its subagent beside it, which the payload does not name.
     let listed = m.api.get("/api/conversations")?;
     let conversations = listed.body["conversations"]
         .as_array()
         .cloned()
         .unwrap_or_default();
-    assert_eq!(conversations.len(), 1, "{listed:?}");
+    assert_eq!(conversations.len(), 2, "{listed:?}");
     assert_eq!(conversations[0]["agent_runtime"], "gemini");
     assert_final_state(&m.turns(&conversations[0])?, GEMINI);
+    assert_eq!(conversations[1]["parent_id"], conversations[0]["id"]);
+    assert_eq!(
+        conversations[1]["title"],
+        "Find every caller of parse_amount"
+    );
 
     m.ok(&["uninstall", "gemini"])?;
     let settings = std::fs::read_to_string(m.home.root().join(".gemini/settings.json"))?;
@@ -578,9 +585,60 @@ fn gemini_after_agent_hook_captures_the_session_it_names() -> Result<()> {
     Ok(())
 }
 
-/// Copilot CLI and Cursor have no hook kith uses: `kith watch` captures
-/// them as they are written, and only their transcripts (not other JSONL
-/// files in the agents' folders).
+/// `kith install cursor` puts kith's command on Cursor's `stop` in
+/// `~/.cursor/hooks.json`; the payload Cursor sends when the agent loop
+/// ends (its transcript path null, as some versions send it) names the
+/// conversation, which the hook finds, captures and sends with its
+/// subagent, printing nothing (a `stop` hook's stdout could continue the
+/// conversation). Uninstalling leaves no `hooks.json` behind.
+#[test]
+fn cursor_stop_hook_captures_the_conversation_and_its_subagent() -> Result<()> {
+    let m = Machine::new()?;
+    m.ok(&["install", "cursor"])?;
+    let file = m.home.root().join(".cursor/hooks.json");
+    let hooks: Value = serde_json::from_slice(&std::fs::read(&file)?)?;
+    assert_eq!(hooks["version"], 1, "{hooks}");
+    let command = hooks["hooks"]["stop"][0]["command"].clone();
+    assert!(
+        command.as_str().is_some_and(|c| c.ends_with("kith hook")),
+        "{hooks}"
+    );
+
+    m.write(CURSOR, 0, usize::MAX)?;
+    m.write(CURSOR_SUBAGENT, 0, usize::MAX)?;
+    let payload = json!({
+        "conversation_id": "5b8e2d14-7a3c-4e91-b6f0-2c9d4a1e8f73",
+        "generation_id": "9f1d3c2a-0b4e-4c1d-8e2f-7a6b5c4d3e21",
+        "hook_event_name": "stop",
+        "status": "completed",
+        "loop_count": 0,
+        "workspace_roots": ["/home/sam/src/tally"],
+        "transcript_path": null,
+    });
+    let out = m.kith_with(&["hook"], payload.to_string().as_bytes())?;
+    assert_eq!(out.status.code(), Some(0));
+    assert!(
+        out.stdout.is_empty(),
+        "{:?}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+
+    let tree = m.tree()?;
+    assert_eq!(tree.len(), 2, "{tree:?}");
+    assert_eq!(tree[1].1, tree[0].0, "the subagent under its session");
+    let listed = m.api.get("/api/conversations")?;
+    let session = listed.body["conversations"][0].clone();
+    assert_eq!(session["agent_runtime"], "cursor");
+    assert_final_state(&m.turns(&session)?, CURSOR);
+
+    m.ok(&["uninstall", "cursor"])?;
+    assert!(!file.exists(), "kith's hooks alone: the file goes");
+    Ok(())
+}
+
+/// Copilot CLI has no hook kith uses, and Cursor's is optional: `kith
+/// watch` captures them as they are written, and only their transcripts
+/// (not other JSONL files in the agents' folders).
 #[test]
 fn watch_captures_copilot_and_cursor_and_nothing_else_in_their_folders() -> Result<()> {
     let m = Machine::new()?;
