@@ -48,31 +48,16 @@ pub fn render_show(
     header(&mut out, main.conversation, style, now);
     let mut placed = vec![false; subagents.len()];
     let mut turns = main.turns.iter().peekable();
-    let mut inside: Option<&str> = None;
+    let mut inside = None;
     while let Some(turn) = turns.next() {
-        // An inline subagent's turns: under a line naming it, indented.
-        let agent = turn.subagent.as_deref();
-        if agent.is_some() && agent != inside {
-            let s = main
-                .conversation
-                .inline_subagents
-                .iter()
-                .find(|s| Some(s.id.as_str()) == agent);
-            let _ = writeln!(
-                out,
-                "\n  {} {}",
-                style.bold(&format!(
-                    "▸ subagent {}",
-                    inline_name(s, agent.unwrap_or_default())
-                )),
-                style.dim(s.and_then(|s| s.description.as_deref()).unwrap_or(""))
-            );
-        }
-        if inside.is_some() && agent.is_none() {
-            let _ = writeln!(out, "\n  {}", style.dim("◂ back in the session"));
-        }
-        inside = agent;
-        render_turn(&mut out, turn, options, style, usize::from(agent.is_some()));
+        let depth = enter(
+            &mut out,
+            turn,
+            &mut inside,
+            &main.conversation.inline_subagents,
+            style,
+        );
+        render_turn(&mut out, turn, options, style, depth);
         let last_of_run = turns.peek().is_none_or(|next| next.run_id != turn.run_id);
         if !last_of_run {
             continue;
@@ -93,13 +78,47 @@ pub fn render_show(
     out
 }
 
-/// Turns alone, uncoloured, as `kith show` prints them (for `kith mcp`).
-pub fn render_turns(turns: &[ConversationTurn], options: ShowOptions) -> String {
+/// Turns alone, uncoloured, as `kith show` prints them (for `kith mcp`);
+/// `inline` names the conversation's inline subagents.
+pub fn render_turns(
+    turns: &[ConversationTurn],
+    inline: &[InlineSubagent],
+    options: ShowOptions,
+) -> String {
     let mut out = String::new();
+    let style = Style { color: false };
+    let mut inside = None;
     for turn in turns {
-        render_turn(&mut out, turn, options, Style { color: false }, 0);
+        let depth = enter(&mut out, turn, &mut inside, inline, style);
+        render_turn(&mut out, turn, options, style, depth);
     }
     out
+}
+
+/// Before `turn`: a line naming the inline subagent whose turns start
+/// here, or saying they ended (`inside` is the one the last turn was in).
+/// Returns the turn's depth: a subagent's turns are indented once.
+fn enter<'a>(
+    out: &mut String,
+    turn: &'a ConversationTurn,
+    inside: &mut Option<&'a str>,
+    inline: &[InlineSubagent],
+    style: Style,
+) -> usize {
+    let agent = turn.subagent.as_deref();
+    if let Some(id) = agent.filter(|_| agent != *inside) {
+        let s = inline.iter().find(|s| s.id == id);
+        let _ = writeln!(
+            out,
+            "\n  {} {}",
+            style.bold(&format!("▸ subagent {}", inline_name(s, id))),
+            style.dim(s.and_then(|s| s.description.as_deref()).unwrap_or(""))
+        );
+    } else if agent.is_none() && inside.is_some() {
+        let _ = writeln!(out, "\n  {}", style.dim("◂ back in the session"));
+    }
+    *inside = agent;
+    usize::from(agent.is_some())
 }
 
 fn render_subagent(
@@ -597,6 +616,34 @@ mod tests {
         );
         let none = conversation("c9", "plain", 0);
         assert!(find_inline(&none, "explore").is_err());
+    }
+
+    /// An inline subagent's turns read under a line naming it, indented,
+    /// and the session's own turns after them say so.
+    #[test]
+    fn inline_subagent_turns_are_marked_where_they_run() {
+        let mut mine = turn("r1", "assistant", "looking");
+        mine.subagent = Some("toolu_01abc".into());
+        let turns = [
+            turn("r1", "user", "why twice?"),
+            mine.clone(),
+            mine,
+            turn("r1", "assistant", "fixed"),
+        ];
+        let text = render_turns(
+            &turns,
+            &[inline("toolu_01abc", Some("explore"))],
+            ShowOptions::default(),
+        );
+        assert_eq!(
+            text,
+            "\nuser …r1 L1-1\nwhy twice?\n\
+             \n  ▸ subagent explore list the callers\n\
+             \n  assistant …r1 L1-1\n  looking\n\
+             \n  assistant …r1 L1-1\n  looking\n\
+             \n  ◂ back in the session\n\
+             \nassistant …r1 L1-1\nfixed\n"
+        );
     }
 
     #[test]
