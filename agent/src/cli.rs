@@ -570,6 +570,9 @@ fn login(paths: &Paths, central: &str, ca_cert: Option<&Path>) -> Result<()> {
 }
 
 fn backfill(paths: &Paths, settings: &Settings) -> Result<()> {
+    for (_, e) in crate::mirror::refresh_all(paths) {
+        eprintln!("kith: {e}");
+    }
     let sources = crate::discover::all(paths);
     let bar = progress(sources.len(), "capturing");
     let capture = Capture::new(paths, Duration::from_secs(10)).with_rules(settings.rules.clone());

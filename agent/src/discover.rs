@@ -19,6 +19,7 @@ use kith_proto::AgentRuntime;
 use serde_json::Value;
 
 use crate::config::Paths;
+use crate::mirror;
 
 /// A transcript on disk.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,13 +28,18 @@ pub struct Source {
     pub path: PathBuf,
 }
 
-/// Where each agent keeps its transcripts.
-pub fn roots(paths: &Paths) -> [(AgentRuntime, PathBuf); 6] {
-    [
+/// Where each agent keeps its transcripts, and where kith keeps the journals
+/// of those it mirrors (`mirror`), each runtime's roots together.
+pub fn roots(paths: &Paths) -> Vec<(AgentRuntime, PathBuf)> {
+    vec![
         (AgentRuntime::ClaudeCode, paths.claude_dir.join("projects")),
         (AgentRuntime::Codex, paths.codex_dir.join("sessions")),
         (AgentRuntime::Pi, paths.pi_dir.join("sessions")),
         (AgentRuntime::Gemini, paths.gemini_dir.join("tmp")),
+        (
+            AgentRuntime::Gemini,
+            mirror::journals_root(paths, AgentRuntime::Gemini),
+        ),
         (
             AgentRuntime::Copilot,
             paths.copilot_dir.join("session-state"),
@@ -62,7 +68,9 @@ pub fn runtime_of(paths: &Paths, path: &Path) -> AgentRuntime {
         .file_name()
         .and_then(|n| n.to_str())
         .unwrap_or_default();
-    if path.starts_with(&paths.gemini_dir) {
+    if let Some(runtime) = mirror::runtime_of_journal(paths, path) {
+        runtime
+    } else if path.starts_with(&paths.gemini_dir) {
         AgentRuntime::Gemini
     } else if path.starts_with(&paths.copilot_dir) {
         AgentRuntime::Copilot

@@ -23,6 +23,7 @@ use crate::client::{Budget, Client};
 use crate::config::{Auth, Paths};
 use crate::discover::{self, Source};
 use crate::error::{Error, Result};
+use crate::mirror;
 use crate::settings::{Flags, Settings};
 
 /// All the time a hook gives central, over every delivery.
@@ -124,7 +125,9 @@ pub fn targets(
     if let Ok(v) = serde_json::from_slice::<Value>(stdin) {
         out.extend(from_hook_payload(paths, &v));
     }
-    out.retain(|s| s.path.extension().is_some_and(|e| e == "jsonl"));
+    out.retain(|s| {
+        s.path.extension().is_some_and(|e| e == "jsonl") || mirror::is_source(paths, &s.path)
+    });
     out.dedup();
     out
 }
@@ -190,8 +193,17 @@ fn str_of<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
 fn capture_and_send(paths: &Paths, settings: &Settings, targets: &[Source]) -> Result<()> {
     let capture = Capture::new(paths, LOCK_WAIT).with_rules(settings.rules.clone());
     for source in targets {
-        if let Err(e) = capture.file(source) {
-            log(paths, &format!("capture {}: {e}", source.path.display()));
+        let resolved = match mirror::resolve(paths, source.clone()) {
+            Ok(resolved) => resolved,
+            Err(e) => {
+                log(paths, &format!("mirror: {e}"));
+                continue;
+            }
+        };
+        for source in &resolved {
+            if let Err(e) = capture.file(source) {
+                log(paths, &format!("capture {}: {e}", source.path.display()));
+            }
         }
     }
     capture.discard_excluded()?;

@@ -21,6 +21,7 @@ pub mod glob;
 pub mod hook;
 pub mod install;
 pub mod mcp;
+pub mod mirror;
 pub mod outbox;
 pub mod plan;
 pub mod recall;

@@ -104,8 +104,10 @@ pub fn report(paths: &Paths, settings: &Settings) -> Report {
     let cleanup_days = cleanup_days(&paths.claude_dir);
     let horizon = Duration::from_secs(cleanup_days.saturating_sub(WARN_DAYS_AHEAD) * 86_400);
     let mut sources: Vec<(AgentRuntime, Coverage)> = discover::roots(paths)
+        .into_iter()
         .map(|(r, _)| (r, Coverage::default()))
-        .to_vec();
+        .collect();
+    sources.dedup_by_key(|(r, _)| *r);
     let rules = &settings.rules;
     let mut excluded: Vec<Excluded> = rules
         .exclude

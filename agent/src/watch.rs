@@ -20,6 +20,7 @@ use crate::client::{Budget, Client};
 use crate::config::{Auth, Paths};
 use crate::discover::{self, Source};
 use crate::error::Result;
+use crate::mirror;
 use crate::settings::Settings;
 
 #[derive(Debug, Clone, Copy)]
@@ -101,9 +102,13 @@ pub fn run(
             next_roots = now + timing.roots_every;
         }
         if now >= next_rescan {
-            for source in discover::all(paths) {
-                let due = now - timing.debounce;
-                pending.entry(source.path).or_insert((due, due));
+            let due = now - timing.debounce;
+            for path in discover::all(paths)
+                .into_iter()
+                .map(|s| s.path)
+                .chain(mirror::sources(paths))
+            {
+                pending.entry(path).or_insert((due, due));
             }
             next_rescan = now + timing.rescan_every;
         }
@@ -113,7 +118,7 @@ pub fn run(
             Ok(Ok(event)) if event.kind.is_access() => {}
             Ok(Ok(event)) => {
                 for path in event.paths {
-                    if discover::is_transcript(paths, &path) {
+                    if discover::is_transcript(paths, &path) || mirror::is_source(paths, &path) {
                         let now = Instant::now();
                         pending.entry(path).or_insert((now, now)).1 = now;
                     } else if path.is_dir() {
@@ -147,9 +152,18 @@ pub fn run(
                 runtime: discover::runtime_of(paths, &path),
                 path,
             };
-            match capture.file(&source) {
-                Ok(c) => captured |= c.deltas > 0,
-                Err(e) => say(format!("capture {}: {e}", source.path.display())),
+            let targets = match mirror::resolve(paths, source) {
+                Ok(targets) => targets,
+                Err(e) => {
+                    say(format!("mirror: {e}"));
+                    continue;
+                }
+            };
+            for source in targets {
+                match capture.file(&source) {
+                    Ok(c) => captured |= c.deltas > 0,
+                    Err(e) => say(format!("capture {}: {e}", source.path.display())),
+                }
             }
         }
         if (captured || Instant::now() >= next_replay) && !capture.outbox().is_empty() {

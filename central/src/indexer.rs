@@ -12,6 +12,7 @@ use kith_proto::RunMeta;
 use kith_shared::chunk::{chunk_turns, Chunk, ChunkConfig};
 use kith_shared::ids::{RunId, UserId};
 use kith_shared::transcript::{self, Format};
+use sha2::{Digest, Sha256};
 use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
 
@@ -182,8 +183,9 @@ pub fn index_batch(state: &AppState) -> Result<usize> {
         return Ok(0);
     }
     let mut done: Vec<(RunId, u64)> = Vec::with_capacity(jobs.len());
+    let mut chains: Vec<ChainRun> = Vec::new();
     for job in &jobs {
-        match index_one(state, job) {
+        match index_one(state, job, &mut chains) {
             Ok(n_chunks) => done.push((job.run_id.clone(), n_chunks)),
             Err(e) => {
                 tracing::warn!(run_id = %job.run_id, error = %e, "indexing a run failed");
@@ -192,6 +194,16 @@ pub fn index_batch(state: &AppState) -> Result<usize> {
         }
     }
     state.index().commit()?;
+    // Only what the index committed is recorded: a digest written for an
+    // uncommitted put would skip that run for good.
+    for c in &chains {
+        match c.own {
+            true => state.registry().set_chunks_digest(&c.run, &c.digest)?,
+            false => state
+                .registry()
+                .chain_run_indexed(&c.run, c.n_chunks, &c.digest)?,
+        }
+    }
     state
         .registry()
         .finish_jobs(&done, &kith_shared::timestamp::now())?;
@@ -199,8 +211,17 @@ pub fn index_batch(state: &AppState) -> Result<usize> {
     Ok(jobs.len())
 }
 
+/// A run of a re-indexed chain, as `index_chain` put it.
+struct ChainRun {
+    run: RunId,
+    /// The job's own run (`finish_jobs` records the rest of it).
+    own: bool,
+    n_chunks: u64,
+    digest: String,
+}
+
 /// Puts one run's chunks in the index; answers how many.
-fn index_one(state: &AppState, job: &PendingJob) -> Result<u64> {
+fn index_one(state: &AppState, job: &PendingJob, chains: &mut Vec<ChainRun>) -> Result<u64> {
     let meta = run_meta(state, &job.blob_path)?;
     if meta.id != job.run_id.as_str() {
         return Err(Error::Internal(format!(
@@ -211,7 +232,7 @@ fn index_one(state: &AppState, job: &PendingJob) -> Result<u64> {
     let handed_over = state.indexer().take_chunks(&meta.id);
     let format = format_of(meta.agent_runtime);
     if format == Format::Gemini {
-        return index_chain(state, format, &meta, job.superseded);
+        return index_chain(state, format, &meta, job.superseded, chains);
     }
     let chunks = match handed_over {
         Some(chunks) => chunks,
@@ -238,32 +259,69 @@ fn run_meta(state: &AppState, blob_path: &str) -> Result<RunMeta> {
 
 /// A format whose later records rewrite what earlier deltas said (Gemini:
 /// a message appended again, `$set`, `$rewindTo`): every delta of the
-/// source chain is indexed again with only the turns live in the whole
-/// chain, so search never finds a turn the transcript no longer holds. The
-/// whole chain, whatever order its jobs run in, so the last indexing is
-/// always of the latest state; the other runs' vectors are made again.
-/// Answers how many chunks `meta`'s own run has (a chain is superseded, or
-/// not, as a whole).
-fn index_chain(state: &AppState, format: Format, meta: &RunMeta, superseded: bool) -> Result<u64> {
+/// source chain is read again with only the turns live in the whole chain,
+/// so search never finds a turn the transcript no longer holds. The whole
+/// chain, whatever order its jobs run in, so the last indexing is always of
+/// the latest state. A run whose chunks come out as they were last put
+/// (their digest) is left as it is, vectors included: a long session
+/// appended to costs its changed runs, not all of them. Answers how many
+/// chunks `meta`'s own run has (a chain is superseded, or not, as a whole).
+fn index_chain(
+    state: &AppState,
+    format: Format,
+    meta: &RunMeta,
+    superseded: bool,
+    chains: &mut Vec<ChainRun>,
+) -> Result<u64> {
     let mut own = 0;
     for (run, chunks) in chain_chunks(state, format, meta)? {
-        if run.meta.id == meta.id {
+        let id = RunId::parse(&run.meta.id).map_err(|e| Error::Internal(e.to_string()))?;
+        let digest = chunks_digest(superseded, &chunks);
+        let is_own = run.meta.id == meta.id;
+        if is_own {
             state
                 .index()
                 .put_run(meta, &run.ancestry, superseded, &chunks)?;
             own = chunks.len() as u64;
+        } else if state.registry().chunks_digest(&id)?.as_deref() == Some(digest.as_str()) {
             continue;
+        } else {
+            state.index().put_run(
+                &run_meta(state, &run.blob_path)?,
+                &run.ancestry,
+                superseded,
+                &chunks,
+            )?;
         }
-        state.index().put_run(
-            &run_meta(state, &run.blob_path)?,
-            &run.ancestry,
-            superseded,
-            &chunks,
-        )?;
-        let id = RunId::parse(&run.meta.id).map_err(|e| Error::Internal(e.to_string()))?;
-        state.registry().forget_vectors(&id)?;
+        chains.push(ChainRun {
+            run: id,
+            own: is_own,
+            n_chunks: chunks.len() as u64,
+            digest,
+        });
     }
     Ok(own)
+}
+
+/// sha256 over what a run's index entry is made of.
+fn chunks_digest(superseded: bool, chunks: &[Chunk]) -> String {
+    let mut h = Sha256::new();
+    h.update([u8::from(superseded)]);
+    for c in chunks {
+        for part in [
+            c.chunk_idx.to_string().as_str(),
+            c.role.as_str(),
+            &c.line_start.to_string(),
+            &c.line_end.to_string(),
+            c.timestamp.as_deref().unwrap_or(""),
+            &c.text,
+        ] {
+            // Length-prefixed: no two chunk lists hash the same bytes.
+            h.update((part.len() as u64).to_le_bytes());
+            h.update(part.as_bytes());
+        }
+    }
+    hex::encode(h.finalize())
 }
 
 /// The chunks of every run of `meta`'s source chain, read as one

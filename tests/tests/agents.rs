@@ -156,6 +156,20 @@ impl Machine {
             .collect())
     }
 
+    /// Waits (30 s at most) until a keyword search finds `word`.
+    fn wait_found(&self, word: &str) -> Result<()> {
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while self.found(word)?.is_empty() {
+            let log = std::fs::read_to_string(self.home.path(".local/state/kith/hook.log"));
+            ensure!(
+                std::time::Instant::now() < deadline,
+                "{word} never found; hook log: {log:?}"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        Ok(())
+    }
+
     /// `kith status`'s row for `runtime`: (files, bytes on disk, accepted, pending).
     fn coverage(&self, runtime: &str) -> Result<[u64; 4]> {
         let status = String::from_utf8(self.ok(&["status"])?)?;
@@ -325,6 +339,188 @@ fn gemini_rewind_and_reappended_message_across_a_central_restart() -> Result<()>
     m.central.restart()?;
     assert!(m.found("zeppelin")?.is_empty(), "rewound, after a reindex");
     assert_eq!(m.found("gain")?, [id.as_str()]);
+    Ok(())
+}
+
+/// A message of a Gemini CLI session.
+fn gemini_message(id: &str, kind: &str, content: &str, minute: u32) -> Value {
+    json!({
+        "id": id,
+        "timestamp": format!("2025-12-06T18:{minute:02}:00.000Z"),
+        "type": kind,
+        "content": content,
+    })
+}
+
+/// A Gemini CLI session before v0.39: one object, pretty-printed, written
+/// whole on every update.
+fn gemini_legacy(messages: &[&Value]) -> Result<Vec<u8>> {
+    Ok(serde_json::to_vec_pretty(&json!({
+        "sessionId": "7c1e4a2b-0d6f-4a8e-b3c5-1e9f2a7d4c60",
+        "projectHash": "28be4f5feb651b48879e1281570b925ec19d4e00cd5aa13d3b3f17fe9efd858d",
+        "startTime": "2025-12-06T18:25:18.042Z",
+        "lastUpdated": format!("2025-12-06T18:{:02}:00.000Z", 25 + messages.len()),
+        "messages": messages,
+    }))?)
+}
+
+#[test]
+fn gemini_legacy_json_rewritten_whole_across_a_central_restart() -> Result<()> {
+    let mut m = Machine::new()?;
+    let chats = m.home.path(".gemini/tmp/tally/chats");
+    std::fs::create_dir_all(&chats)?;
+    let file = chats.join("session-2025-12-06T18-25-7c1e4a2b.json");
+    let ask = gemini_message("m1", "user", "Please add a parser for tally receipts", 25);
+    let draft = gemini_message("m2", "gemini", "Here is a draft parser, untested.", 26);
+    let answer = gemini_message(
+        "m2",
+        "gemini",
+        "Here is the parser, with receipts validated.",
+        26,
+    );
+    let aside = gemini_message("m3", "user", "Now explain the zeppelin cache.", 27);
+    let aside_answer = gemini_message("m4", "gemini", "The zeppelin cache keeps receipts.", 28);
+    let instead = gemini_message("m5", "user", "Instead, fix the tokenizer.", 29);
+    let last = gemini_message(
+        "m6",
+        "gemini",
+        "Fixed the tokenizer so both gain the fix.",
+        30,
+    );
+
+    std::fs::write(&file, gemini_legacy(&[&ask, &draft])?)?;
+    m.ok(&["backfill"])?;
+    // Gemini CLI caught mid-rewrite: the torn file is refused with its
+    // reason, and its whole successor is read.
+    let second = gemini_legacy(&[&ask, &answer, &aside, &aside_answer])?;
+    std::fs::write(&file, &second[..second.len() / 2])?;
+    let torn = m.kith(&["backfill"])?;
+    let said = String::from_utf8_lossy(&torn.stderr);
+    assert!(said.contains("not valid Gemini CLI session JSON"), "{said}");
+    std::fs::write(&file, &second)?;
+    m.ok(&["backfill"])?;
+    // Central dies; the session is rewound past m3 and goes on.
+    m.central.kill()?;
+    std::fs::write(&file, gemini_legacy(&[&ask, &answer, &instead, &last])?)?;
+    let _ = m.kith(&["backfill"])?;
+    m.central.restart()?;
+    m.ok(&["backfill"])?;
+
+    let listed = m.api.get("/api/conversations?limit=100")?;
+    let conversations = listed.body["conversations"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(conversations.len(), 1, "{listed:?}");
+    let conversation = &conversations[0];
+    assert_eq!(conversation["agent_runtime"], "gemini");
+    for run in conversation["run_ids"].as_array().into_iter().flatten() {
+        m.api
+            .wait_indexed(run.as_str().unwrap_or_default(), Duration::from_secs(30))?;
+    }
+    let text = |v: &Value| str_of(v, "content");
+    let want: Vec<(String, String)> = [
+        ("user", text(&ask)),
+        ("assistant", text(&answer)),
+        ("user", text(&instead)),
+        ("assistant", text(&last)),
+    ]
+    .into_iter()
+    .map(|(role, t)| (role.to_owned(), t))
+    .collect();
+    assert_eq!(m.turns(conversation)?, want, "the file's final state, once");
+
+    let id = str_of(conversation, "id");
+    assert_eq!(m.found("gain")?, [id.as_str()], "the last turn is found");
+    assert_eq!(m.found("validated")?, [id.as_str()], "the edited answer");
+    assert_eq!(m.found("tally")?, [id.as_str()], "the first delta's turn");
+    assert!(m.found("zeppelin")?.is_empty(), "a rewound turn is not");
+    assert!(
+        m.found("untested")?.is_empty(),
+        "nor an answer's earlier text"
+    );
+    m.assert_covered("gemini", 1)?;
+
+    // Nothing captured is lost: the journal kith sent holds every version.
+    let journal = m.home.path(
+        ".local/state/kith/journals/gemini/tally/chats/session-2025-12-06T18-25-7c1e4a2b.jsonl",
+    );
+    let kept = std::fs::read_to_string(&journal)?;
+    for word in ["untested", "zeppelin", "validated", "gain"] {
+        assert!(kept.contains(word), "{word} in {kept}");
+    }
+    assert_eq!(kept.matches("untested").count(), 1, "each version once");
+    Ok(())
+}
+
+#[test]
+fn gemini_legacy_rewrites_reach_central_through_the_hook_and_watch() -> Result<()> {
+    let m = Machine::new()?;
+    let chats = m.home.path(".gemini/tmp/tally/chats");
+    std::fs::create_dir_all(&chats)?;
+    let file = chats.join("session-2025-12-06T18-25-7c1e4a2b.json");
+    let ask = gemini_message("m1", "user", "Please add a parser for tally receipts", 25);
+    let answer = gemini_message("m2", "gemini", "Here is the quokka parser.", 26);
+    std::fs::write(&file, gemini_legacy(&[&ask, &answer])?)?;
+    // Gemini CLI's AfterAgent hook names the legacy file.
+    let payload = json!({
+        "session_id": "7c1e4a2b-0d6f-4a8e-b3c5-1e9f2a7d4c60",
+        "transcript_path": file,
+        "hook_event_name": "AfterAgent",
+    });
+    let out = m.kith_with(&["hook"], payload.to_string().as_bytes())?;
+    assert_eq!(out.status.code(), Some(0));
+    m.wait_found("quokka")?;
+
+    let mut cmd = m.home.kith_at(&m.central.url, &m.token, &["watch"]);
+    cmd.stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let watch = Watch(cmd.spawn()?);
+    let edited = gemini_message("m2", "gemini", "Here is the wombat parser.", 26);
+    std::fs::write(&file, gemini_legacy(&[&ask, &edited])?)?;
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while m.found("wombat")?.is_empty() {
+        ensure!(
+            std::time::Instant::now() < deadline,
+            "the rewrite never arrived"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    drop(watch);
+    assert!(
+        m.found("quokka")?.is_empty(),
+        "the answer's old text is retired"
+    );
+    Ok(())
+}
+
+/// A published legacy session (../shared), when present, in addition to
+/// the test above: every message with text becomes a turn.
+#[test]
+fn gemini_legacy_published_session_reads_whole() -> Result<()> {
+    let rel = "gemini/git-ai-project__git-ai__gemini-session-simple.json";
+    let Some(bytes) = fixtures::third_party(rel) else {
+        eprintln!("{rel}: no third-party fixtures here; the test above covers legacy sessions");
+        return gemini_legacy_json_rewritten_whole_across_a_central_restart();
+    };
+    let m = Machine::new()?;
+    let chats = m.home.path(".gemini/tmp/p/chats");
+    std::fs::create_dir_all(&chats)?;
+    std::fs::write(chats.join("session-2025-12-06T18-25-18f475c0.json"), &bytes)?;
+    m.ok(&["backfill"])?;
+    let listed = m.api.get("/api/conversations?limit=10")?;
+    let conversation = listed.body["conversations"][0].clone();
+    assert_eq!(conversation["agent_runtime"], "gemini", "{listed:?}");
+    let turns = m.turns(&conversation)?;
+    let source: Value = serde_json::from_slice(&bytes)?;
+    let first = source["messages"][0]["content"]
+        .as_str()
+        .unwrap_or_default();
+    assert_eq!(
+        turns.first().map(|(r, t)| (r.as_str(), t.as_str())),
+        Some(("user", first))
+    );
+    assert!(turns.len() >= 7, "{turns:?}");
     Ok(())
 }
 

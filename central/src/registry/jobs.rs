@@ -1,7 +1,7 @@
 //! The `index_jobs` table and the vector state of runs: what still needs
 //! indexing, and which runs wait for vectors on which lane.
 
-use rusqlite::params;
+use rusqlite::{params, OptionalExtension};
 
 use super::{parse_id, to_i64, Registry};
 use crate::error::Result;
@@ -163,12 +163,33 @@ impl Registry {
 
     /// The run's chunks changed after it was embedded: it waits for vectors
     /// again.
-    pub fn forget_vectors(&self, run: &RunId) -> Result<()> {
+    /// What `index_chain` last put for `run`: the digest of its chunks.
+    pub fn chunks_digest(&self, run: &RunId) -> Result<Option<String>> {
+        Ok(self
+            .reader()
+            .prepare_cached("SELECT chunks_digest FROM runs WHERE id = ?1")?
+            .query_row([run.as_str()], |r| r.get(0))
+            .optional()?
+            .flatten())
+    }
+
+    /// A run of a chain indexed again (not the job's own run, which
+    /// `finish_jobs` counts): its chunks, and vectors to be made again.
+    pub fn chain_run_indexed(&self, run: &RunId, n_chunks: u64, digest: &str) -> Result<()> {
         self.conn()
             .prepare_cached(
-                "UPDATE runs SET embedded_model = NULL, embedded_at = NULL WHERE id = ?1",
+                "UPDATE runs SET n_chunks = ?2, chunks_digest = ?3, embedded_model = NULL,
+                 embedded_at = NULL WHERE id = ?1",
             )?
-            .execute([run.as_str()])?;
+            .execute(params![run.as_str(), to_i64(n_chunks), digest])?;
+        Ok(())
+    }
+
+    /// The job's own run of a re-indexed chain: the digest of its chunks.
+    pub fn set_chunks_digest(&self, run: &RunId, digest: &str) -> Result<()> {
+        self.conn()
+            .prepare_cached("UPDATE runs SET chunks_digest = ?2 WHERE id = ?1")?
+            .execute(params![run.as_str(), digest])?;
         Ok(())
     }
 

@@ -90,7 +90,10 @@ CREATE TABLE IF NOT EXISTS runs (
     n_chunks INTEGER,
     -- A later chain of the same transcript replaced this run's chain (a
     -- rewrite or truncation captured again): left out of search by default.
-    superseded INTEGER NOT NULL DEFAULT 0
+    superseded INTEGER NOT NULL DEFAULT 0,
+    -- sha256 of the chunks a re-indexed chain last gave this run
+    -- (`indexer::index_chain`): unchanged, the run is not indexed again.
+    chunks_digest TEXT
 );
 CREATE INDEX IF NOT EXISTS runs_source ON runs (user_id, source_identity, from_offset);
 CREATE INDEX IF NOT EXISTS runs_root ON runs (root_run_id, started_at);
@@ -313,6 +316,8 @@ fn migrate(conn: &Connection) -> Result<()> {
         // Counted from the next `reindex`; until then those runs count 0.
         ("runs", "n_chunks", "INTEGER"),
         ("runs", "superseded", "INTEGER NOT NULL DEFAULT 0"),
+        // Unknown: the next indexing of the chain puts the run again.
+        ("runs", "chunks_digest", "TEXT"),
         // Grants given before snapshots existed kept following their runs.
         ("shares", "follow", "INTEGER NOT NULL DEFAULT 1"),
     ];

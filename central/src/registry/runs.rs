@@ -85,7 +85,7 @@ static REPLACE_RUN: LazyLock<String> = LazyLock::new(|| {
         .collect();
     format!(
         "{} ON CONFLICT (id) DO UPDATE SET {},
-            indexed_at = NULL, embedded_at = NULL, embedded_model = NULL",
+            indexed_at = NULL, embedded_at = NULL, embedded_model = NULL, chunks_digest = NULL",
         *INSERT_RUN,
         from_blob.join(", ")
     )
