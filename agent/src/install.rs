@@ -302,14 +302,19 @@ const CURSOR_EVENTS: [&str; 2] = ["stop", "sessionEnd"];
 /// without any (`Some("")` when nothing but the version is left); `None`
 /// when nothing changes. Every other hook keeps its exact text.
 ///
-/// Cursor's documentation (cursor.com/docs/agent/hooks) gives the file as
-/// `{"version": 1, "hooks": {"<event>": [{"command": "..."}]}}`, user-level
-/// in `~/.cursor/hooks.json`, and a hook's stdin as JSON with the common
-/// fields `conversation_id`, `generation_id`, `hook_event_name`,
-/// `workspace_roots` and `transcript_path` (`stop` adds `status` and
-/// `loop_count`); the transcript is `agent-transcripts/<conversation id>.jsonl`.
-/// The `stop` hook may answer a `followup_message` on stdout: `kith hook`
-/// prints nothing, so it never continues the conversation.
+/// Cursor's hooks documentation (cursor.com/docs/agent/hooks) defines
+/// `hooks.json` at the project or user level (`~/.cursor/hooks.json`) as
+/// `{"version": 1, "hooks": {"<event>": [{"command": "..."}]}}`, its
+/// commands fed JSON on stdin; `stop` runs when the agent loop ends,
+/// `sessionEnd` when the session does. Integrations that read the payload
+/// (cupcake's Cursor reference, hookshot, entireio/cli's Cursor agent) give
+/// its common fields as `conversation_id`, `generation_id`,
+/// `hook_event_name`, `workspace_roots` and `transcript_path` (null in some
+/// versions), and `stop`'s as `status` and `loop_count`; the transcript is
+/// `agent-transcripts/<conversation id>.jsonl`, which `kith hook` finds by
+/// that id when the path is null. A `stop` hook may answer a
+/// `followup_message` on stdout: `kith hook` prints nothing, so it never
+/// continues the conversation.
 fn cursor_hooks(text: &str, kith: &Path, add: bool) -> Result<Option<String>> {
     let bad = |reason: String| Error::Invalid {
         what: "Cursor hooks JSON",
