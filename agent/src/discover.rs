@@ -398,6 +398,59 @@ fn find_gemini_session(subagent: &Path, session_id: &str) -> Option<PathBuf> {
         })
 }
 
+/// The subagent transcripts of the session at `main`, sorted: a Gemini
+/// session's `chats/<session id>/*.jsonl`, a Cursor session's
+/// `<session>/subagents/*.jsonl` (beside the session's file, or around it
+/// in the layout that keeps each session in a folder). A hook names only
+/// the session; its subagents wrote beside it.
+pub fn subagents_of(runtime: AgentRuntime, main: &Path) -> Vec<PathBuf> {
+    let dirs = match runtime {
+        AgentRuntime::Gemini => first_lines(main)
+            .first()
+            .and_then(|v| str_of(v, "sessionId"))
+            .filter(|id| plain_id(id))
+            .and_then(|id| Some(vec![main.parent()?.join(id)]))
+            .unwrap_or_default(),
+        AgentRuntime::Cursor => {
+            let mut dirs = vec![main.with_extension("").join("subagents")];
+            if let Some(own) = main.parent().filter(|d| d.file_name() == main.file_stem()) {
+                dirs.push(own.join("subagents"));
+            }
+            dirs
+        }
+        _ => Vec::new(),
+    };
+    let mut out = Vec::new();
+    for dir in dirs {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        out.extend(
+            entries
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|e| e == "jsonl") && p.is_file()),
+        );
+    }
+    out.sort();
+    out
+}
+
+/// A Cursor session's transcript by its conversation id, in any project:
+/// `agent-transcripts/<id>.jsonl` or `agent-transcripts/<id>/<id>.jsonl`.
+pub fn find_cursor_session(paths: &Paths, conversation_id: &str) -> Option<PathBuf> {
+    if !plain_id(conversation_id) {
+        return None;
+    }
+    let projects = std::fs::read_dir(paths.cursor_dir.join("projects")).ok()?;
+    let name = format!("{conversation_id}.jsonl");
+    projects
+        .flatten()
+        .map(|e| e.path().join("agent-transcripts"))
+        .flat_map(|dir| [dir.join(&name), dir.join(conversation_id).join(&name)])
+        .find(|p| p.is_file())
+}
+
 /// A Cursor subagent's transcript: `<session>/subagents/<id>.jsonl` hangs
 /// under `<session>.jsonl` beside its folder, or `<session>/<session>.jsonl`
 /// in the layout that keeps each session in a folder.

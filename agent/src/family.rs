@@ -25,6 +25,10 @@ pub enum FamilyCommand {
     Search(Box<SearchArgs>),
     /// Recent conversations, their subagents under them.
     Tree {
+        /// Only this conversation and its subagents (a conversation id, one
+        /// of its run ids, or a unique prefix).
+        #[arg(conflicts_with_all = ["since", "cursor", "deltas"])]
+        id: Option<String>,
         /// Only conversations active since then: 30m, 12h, 7d, 2w or RFC 3339.
         #[arg(long)]
         since: Option<String>,
@@ -78,6 +82,10 @@ pub enum FamilyCommand {
         /// The conversation, its subagents and its turns as one JSON document.
         #[arg(long, conflicts_with_all = ["raw", "lines"])]
         json: bool,
+        /// Only the turns of one subagent inside the conversation's own
+        /// transcript (Copilot CLI): its name or id, as `kith tree` shows.
+        #[arg(long, conflicts_with_all = ["raw", "lines"])]
+        subagent: Option<String>,
     },
     /// The passages of past conversations most useful for a task, each
     /// with its citation, fitted to a token budget.
@@ -416,6 +424,30 @@ pub fn run(cmd: FamilyCommand, remote: &Remote<'_>) -> Result<()> {
             }
         }
         FamilyCommand::Tree {
+            id: Some(id), json, ..
+        } => {
+            let found: ConversationResponse = remote
+                .send(http.get(remote.url(&format!("/api/conversations/{}", path_part(&id)))))?
+                .json()?;
+            // The listing's shape, so a script reads one kind of document.
+            let res = ConversationsResponse {
+                conversations: std::iter::once(found.conversation)
+                    .chain(found.subagents)
+                    .collect(),
+                next_cursor: None,
+            };
+            if json {
+                writeln!(stdout, "{}", serde_json::to_string(&res)?)?;
+            } else {
+                write!(
+                    stdout,
+                    "{}",
+                    conversation::render_tree(&res, Style::detect(), now)
+                )?;
+            }
+        }
+        FamilyCommand::Tree {
+            id: None,
             since,
             limit,
             cursor,
@@ -639,13 +671,22 @@ pub fn run(cmd: FamilyCommand, remote: &Remote<'_>) -> Result<()> {
             std::io::copy(&mut res, &mut stdout)?;
         }
         FamilyCommand::Show {
-            id, tools, json, ..
+            id,
+            tools,
+            json,
+            subagent,
+            ..
         } => {
-            let found: ConversationResponse = remote
+            let mut found: ConversationResponse = remote
                 .send(http.get(remote.url(&format!("/api/conversations/{}", path_part(&id)))))?
                 .json()?;
             let main_id = found.conversation.id.clone();
-            let turns = all_turns(remote, &http, &main_id)?;
+            let mut turns = all_turns(remote, &http, &main_id)?;
+            if let Some(name) = subagent {
+                let agent = conversation::find_inline(&found.conversation, &name)?;
+                turns.retain(|t| t.subagent.as_deref() == Some(agent.as_str()));
+                found.subagents.clear();
+            }
             if json {
                 let doc = serde_json::json!({
                     "conversation": found.conversation,
@@ -1141,6 +1182,7 @@ mod tests {
             agent_runtime: runtime,
             conversation_id: Some(format!("c{run}")),
             owner: "alice.test".into(),
+            subagent: None,
             _links: RunLinks::for_run(run),
         }
     }
@@ -1270,6 +1312,7 @@ mod tests {
             commands: vec![],
             title: None,
             conversation: None,
+            subagent_spans: vec![],
             jsonl_bytes: 0,
             jsonl_sha256: String::new(),
             chain_sha256: String::new(),

@@ -403,6 +403,7 @@ fn decide_and_store(state: &AppState, viewer: &Viewer, d: Delta) -> Result<(Inge
         commands: parsed.commands,
         title: parsed.title,
         conversation: None,
+        subagent_spans: parsed.subagents.into_iter().map(span_of).collect(),
         jsonl_bytes: req.jsonl.len() as u64,
         jsonl_sha256: d.sha256,
         chain_sha256,
@@ -473,6 +474,20 @@ pub fn own_run_id(user: &UserId, client: &RunId) -> Result<RunId> {
 /// The answer to a delta whose lines were all forgotten (with `run_id`):
 /// nothing stored, and the chain hash the agent expects, so its cursor
 /// moves on.
+/// An inline subagent's span as run metadata keeps it.
+fn span_of(s: transcript::SubagentSpan) -> kith_proto::SubagentSpan {
+    kith_proto::SubagentSpan {
+        id: s.id,
+        name: s.name,
+        description: s.description,
+        line_start: s.line_start,
+        line_end: s.line_end,
+        started_at: s.started_at,
+        ended_at: s.ended_at,
+        turn_count: s.turn_count,
+    }
+}
+
 fn forgotten(d: &Delta, run_id: String) -> IngestResponse {
     IngestResponse {
         _links: RunLinks::for_run(&run_id),

@@ -237,7 +237,11 @@ pub async fn conversation(
         own,
         total: turns.total,
         next: turns.next_offset.map(|o| format!("/c/{id}?offset={o}")),
-        turns: turns.turns.into_iter().map(TurnView::from).collect(),
+        turns: turns
+            .turns
+            .into_iter()
+            .map(|t| TurnView::new(t, &c.conversation.inline_subagents))
+            .collect(),
         subagents: c
             .subagents
             .into_iter()

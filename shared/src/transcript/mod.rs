@@ -103,6 +103,32 @@ pub struct Turn {
     pub timestamp: Option<String>,
     /// The tool this turn called (empty for non-tool turns).
     pub tool_names: Vec<String>,
+    /// The inline subagent ([`SubagentSpan::id`]) whose turn this is, when
+    /// the parent's transcript holds it (Copilot CLI); `None` for the
+    /// transcript's own agent.
+    pub subagent: Option<String>,
+}
+
+/// A subagent whose turns are written in its parent's transcript (Copilot
+/// CLI's `task` agents: events marked with `agentId`), not in a file of its
+/// own, as far as the parsed bytes hold it. A subagent that runs across two
+/// deltas has a span in each, with the same `id`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SubagentSpan {
+    /// The agent's id: the tool call that started it.
+    pub id: String,
+    /// The kind of agent (`explore`), as the start event names it.
+    pub name: Option<String>,
+    /// What it was asked to do: the starting call's `description`.
+    pub description: Option<String>,
+    /// First and last line (1-based, inclusive) of its events.
+    pub line_start: u64,
+    pub line_end: u64,
+    /// Canonical times of its first and last event.
+    pub started_at: Option<String>,
+    pub ended_at: Option<String>,
+    /// Its turns among the transcript's `turns`.
+    pub turn_count: u64,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -138,6 +164,8 @@ pub struct Transcript {
     /// order of first appearance, deduplicated, each at most 1,000 characters.
     pub commands: Vec<String>,
     pub tool_call_count: u64,
+    /// Subagents whose turns are among `turns`, in order of first line.
+    pub subagents: Vec<SubagentSpan>,
     /// Lines in the parsed bytes, a partial last line included.
     pub n_lines: u64,
     /// Lines nothing was read from: not JSON, not UTF-8, or an unknown type.
@@ -151,7 +179,7 @@ pub fn parse(format: Format, bytes: &[u8]) -> Transcript {
         Format::Codex => read(codex::Codex::default(), bytes),
         Format::Pi => read(pi::Pi, bytes),
         Format::Gemini => read(gemini::Gemini::default(), bytes),
-        Format::Copilot => read(copilot::Copilot, bytes),
+        Format::Copilot => read(copilot::Copilot::default(), bytes),
         Format::Cursor => read(cursor::Cursor, bytes),
         Format::Aider => aider::read(bytes),
         Format::Other => read(Other, bytes),
