@@ -23,7 +23,8 @@ use std::time::Duration;
 use kith_proto::{AgentRuntime, IngestRequest};
 use kith_shared::hash::{chain_next, sha256_hex};
 use kith_shared::ids::RunId;
-use kith_shared::redact::redact_jsonl_with;
+use kith_shared::redact::redact_with;
+use kith_shared::transcript::Format;
 
 use crate::config::{Durability, Lock, Paths};
 use crate::cursor::{Cursor, Cursors, Mark};
@@ -259,7 +260,8 @@ impl Capture {
         } else {
             tail_hash(f, &cursor.path, to)?
         };
-        let redacted = redact_jsonl_with(original, &self.rules.redact);
+        let lines = Format::of_runtime(cursor.runtime.as_str()).lines();
+        let redacted = redact_with(original, lines, &self.rules.redact);
         let chain = chain_next(
             cursor.spooled.chain_sha256.as_deref(),
             &sha256_hex(redacted.text.as_bytes()),
@@ -289,7 +291,10 @@ impl Capture {
                 .clone()
                 .or_else(|| lineage_parent.map(str::to_owned)),
             prev_sha256: cursor.spooled.chain_sha256.clone(),
-            cwd: None,
+            // Aider's history names no folder: it is the one holding the file.
+            cwd: (cursor.runtime == AgentRuntime::Aider)
+                .then(|| cursor.cwd.clone())
+                .flatten(),
             git_branch: None,
             agent_version: None,
             tags: self.rules.tags_for(cursor.cwd.as_deref().map(Path::new)),

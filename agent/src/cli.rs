@@ -116,7 +116,7 @@ pub enum Command {
     },
     /// Add kith's hook to an agent's configuration.
     Install {
-        /// claude-code, codex or pi.
+        /// claude-code, codex, pi, gemini or cursor.
         agent: Agent,
         /// Also register `kith mcp` as an MCP server (claude-code: user
         /// scope in .claude.json; codex: [mcp_servers.kith] in config.toml).
@@ -129,7 +129,7 @@ pub enum Command {
     },
     /// Remove kith's hook from an agent's configuration.
     Uninstall {
-        /// claude-code, codex or pi.
+        /// claude-code, codex, pi, gemini or cursor.
         agent: Agent,
         /// Remove only the `kith mcp` server entry, keeping the hook.
         #[arg(long)]
@@ -417,7 +417,7 @@ fn run(command: Command, paths: &Paths, dirs: &DirArgs, flags: &Flags) -> Result
             if recall_on_start && agent != Agent::ClaudeCode {
                 bail!("--recall-on-start is for claude-code (a SessionStart hook)");
             }
-            if mcp && matches!(agent, Agent::Pi | Agent::Gemini) {
+            if mcp && matches!(agent, Agent::Pi | Agent::Gemini | Agent::Cursor) {
                 bail!(crate::install::mcp::MCP_AGENTS);
             }
             let kith = installed_kith()?;
@@ -573,7 +573,7 @@ fn backfill(paths: &Paths, settings: &Settings) -> Result<()> {
     for (_, e) in crate::mirror::refresh_all(paths) {
         eprintln!("kith: {e}");
     }
-    let sources = crate::discover::all(paths);
+    let sources = crate::discover::all(paths, &settings.aider_roots());
     let bar = progress(sources.len(), "capturing");
     let capture = Capture::new(paths, Duration::from_secs(10)).with_rules(settings.rules.clone());
     let mut total = Captured::default();
@@ -662,6 +662,12 @@ fn watch(paths: &Paths, settings: &Settings) -> Result<()> {
     let roots: Vec<String> = crate::discover::roots(paths)
         .iter()
         .map(|(_, root)| root.display().to_string())
+        .chain(
+            settings
+                .aider_roots()
+                .iter()
+                .map(|root| format!("{} (aider)", root.display())),
+        )
         .collect();
     eprintln!("kith: watching {} (Ctrl-C to stop)", roots.join(", "));
     crate::watch::run(

@@ -5,7 +5,10 @@
 
 use std::fmt::Write as _;
 
-use kith_proto::{Conversation, ConversationTurn, ConversationsResponse, SearchResponse};
+use anyhow::{bail, Result};
+use kith_proto::{
+    Conversation, ConversationTurn, ConversationsResponse, InlineSubagent, SearchResponse,
+};
 use time::OffsetDateTime;
 
 use crate::family::{age, one_line, Style};
@@ -45,8 +48,16 @@ pub fn render_show(
     header(&mut out, main.conversation, style, now);
     let mut placed = vec![false; subagents.len()];
     let mut turns = main.turns.iter().peekable();
+    let mut inside = None;
     while let Some(turn) = turns.next() {
-        render_turn(&mut out, turn, options, style, 0);
+        let depth = enter(
+            &mut out,
+            turn,
+            &mut inside,
+            &main.conversation.inline_subagents,
+            style,
+        );
+        render_turn(&mut out, turn, options, style, depth);
         let last_of_run = turns.peek().is_none_or(|next| next.run_id != turn.run_id);
         if !last_of_run {
             continue;
@@ -67,13 +78,47 @@ pub fn render_show(
     out
 }
 
-/// Turns alone, uncoloured, as `kith show` prints them (for `kith mcp`).
-pub fn render_turns(turns: &[ConversationTurn], options: ShowOptions) -> String {
+/// Turns alone, uncoloured, as `kith show` prints them (for `kith mcp`);
+/// `inline` names the conversation's inline subagents.
+pub fn render_turns(
+    turns: &[ConversationTurn],
+    inline: &[InlineSubagent],
+    options: ShowOptions,
+) -> String {
     let mut out = String::new();
+    let style = Style { color: false };
+    let mut inside = None;
     for turn in turns {
-        render_turn(&mut out, turn, options, Style { color: false }, 0);
+        let depth = enter(&mut out, turn, &mut inside, inline, style);
+        render_turn(&mut out, turn, options, style, depth);
     }
     out
+}
+
+/// Before `turn`: a line naming the inline subagent whose turns start
+/// here, or saying they ended (`inside` is the one the last turn was in).
+/// Returns the turn's depth: a subagent's turns are indented once.
+fn enter<'a>(
+    out: &mut String,
+    turn: &'a ConversationTurn,
+    inside: &mut Option<&'a str>,
+    inline: &[InlineSubagent],
+    style: Style,
+) -> usize {
+    let agent = turn.subagent.as_deref();
+    if let Some(id) = agent.filter(|_| agent != *inside) {
+        let s = inline.iter().find(|s| s.id == id);
+        let _ = writeln!(
+            out,
+            "\n  {} {}",
+            style.bold(&format!("▸ subagent {}", inline_name(s, id))),
+            style.dim(s.and_then(|s| s.description.as_deref()).unwrap_or(""))
+        );
+    } else if agent.is_none() && inside.is_some() {
+        let _ = writeln!(out, "\n  {}", style.dim("◂ back in the session"));
+    }
+    *inside = agent;
+    usize::from(agent.is_some())
 }
 
 fn render_subagent(
@@ -149,7 +194,7 @@ pub fn resume_hint(c: &Conversation, session: &str) -> String {
         kith_proto::AgentRuntime::Copilot => format!("copilot --resume {session}"),
         kith_proto::AgentRuntime::Cursor => format!("cursor-agent --resume {session}"),
         kith_proto::AgentRuntime::OpenCode => format!("opencode --session {session}"),
-        kith_proto::AgentRuntime::Other => session.to_owned(),
+        kith_proto::AgentRuntime::Aider | kith_proto::AgentRuntime::Other => session.to_owned(),
     }
 }
 
@@ -203,6 +248,35 @@ fn short_run(run_id: &str) -> String {
     format!("…{tail}")
 }
 
+/// A subagent inside a conversation's transcript as a person names it.
+fn inline_name(s: Option<&InlineSubagent>, id: &str) -> String {
+    s.and_then(|s| s.name.clone())
+        .unwrap_or_else(|| short(id).to_owned())
+}
+
+/// The id of the inline subagent of `c` that `name` names: its id, a prefix
+/// of its id, or its name when only one has that name.
+pub fn find_inline(c: &Conversation, name: &str) -> Result<String> {
+    let all = &c.inline_subagents;
+    let by_id: Vec<&InlineSubagent> = all.iter().filter(|s| s.id.starts_with(name)).collect();
+    let by_name: Vec<&InlineSubagent> = all
+        .iter()
+        .filter(|s| s.name.as_deref() == Some(name))
+        .collect();
+    match (&by_id[..], &by_name[..]) {
+        ([s], _) | ([], [s]) => Ok(s.id.clone()),
+        _ if all.is_empty() => bail!("conversation {} has no subagents inside it", c.id),
+        _ => bail!(
+            "{name:?} names no single subagent of conversation {}; its subagents: {}",
+            c.id,
+            all.iter()
+                .map(|s| format!("{} ({})", inline_name(Some(s), &s.id), s.id))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
+}
+
 fn title_of(c: &Conversation) -> String {
     c.title
         .as_deref()
@@ -236,6 +310,21 @@ pub fn render_tree(res: &ConversationsResponse, style: Style, now: OffsetDateTim
                 tags_suffix(&c.tags)
             ))
         );
+        for s in &c.inline_subagents {
+            let start = s.started_at.as_deref().unwrap_or(&c.started_at);
+            let _ = writeln!(
+                out,
+                "{indent}  └ {} {}  {}",
+                style.bold(&format!("▸ {}", inline_name(Some(s), &s.id))),
+                one_line(s.description.as_deref().unwrap_or(""), 80),
+                style.dim(&format!(
+                    "subagent · {} turns · {} · --subagent {}",
+                    s.turn_count,
+                    span(start, s.ended_at.as_deref().unwrap_or(start), now),
+                    short(&s.id)
+                ))
+            );
+        }
     }
     if let Some(cursor) = &res.next_cursor {
         let _ = writeln!(out, "\n{}", style.dim(&format!("more: --cursor {cursor}")));
@@ -314,9 +403,17 @@ pub fn render_groups(
             )),
         );
         for hit in &g.hits {
+            let within = hit
+                .subagent
+                .as_ref()
+                .map(|s| {
+                    let name = s.name.clone().unwrap_or_else(|| short(&s.id).to_owned());
+                    style.dim(&format!("[subagent {name}] "))
+                })
+                .unwrap_or_default();
             let _ = writeln!(
                 out,
-                "  {} {}",
+                "  {} {within}{}",
                 style.dim(&format!("{:>9}:", hit.role)),
                 style.highlight(&one_line(&hit.snippet, 200)),
             );
@@ -376,6 +473,7 @@ mod tests {
             commands: vec![],
             tags: vec![],
             run_ids: vec![],
+            inline_subagents: vec![],
         }
     }
 
@@ -392,6 +490,7 @@ mod tests {
                 input: "cargo test".into(),
                 output: "test result: ok".into(),
             }),
+            subagent: None,
         }
     }
 
@@ -469,6 +568,85 @@ mod tests {
         assert!(lines[0].contains("2h → 1h ago"), "{text}");
     }
 
+    fn inline(id: &str, name: Option<&str>) -> InlineSubagent {
+        InlineSubagent {
+            id: id.into(),
+            name: name.map(Into::into),
+            description: Some("list the callers".into()),
+            turn_count: 4,
+            started_at: Some("2026-03-01T10:30:00.000Z".into()),
+            ended_at: Some("2026-03-01T11:00:00.000Z".into()),
+        }
+    }
+
+    /// A subagent inside its session's transcript is a node under it, and
+    /// `--subagent` names it by name, id or id prefix.
+    #[test]
+    fn inline_subagents_are_nodes_under_their_conversation() {
+        let mut main = conversation("c0123456789abcdef", "fix the parser", 0);
+        main.inline_subagents = vec![
+            inline("toolu_01abc", Some("explore")),
+            inline("toolu_02def", None),
+        ];
+        let res = ConversationsResponse {
+            conversations: vec![main.clone()],
+            next_cursor: None,
+        };
+        let text = render_tree(&res, Style { color: false }, NOW);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 3, "{text}");
+        assert!(lines[0].starts_with("● [laptop] fix the parser"), "{text}");
+        assert_eq!(
+            lines[1],
+            "  └ ▸ explore list the callers  subagent · 4 turns · 1h ago · --subagent toolu_01abc"
+        );
+        assert!(lines[2].starts_with("  └ ▸ toolu_02def "), "{text}");
+        for (name, id) in [
+            ("explore", "toolu_01abc"),
+            ("toolu_01", "toolu_01abc"),
+            ("toolu_02def", "toolu_02def"),
+        ] {
+            assert_eq!(find_inline(&main, name).ok().as_deref(), Some(id), "{name}");
+        }
+        let unknown = find_inline(&main, "toolu_0").map_err(|e| e.to_string());
+        assert!(
+            unknown
+                .as_ref()
+                .is_err_and(|e| e.contains("explore (toolu_01abc)")),
+            "{unknown:?}"
+        );
+        let none = conversation("c9", "plain", 0);
+        assert!(find_inline(&none, "explore").is_err());
+    }
+
+    /// An inline subagent's turns read under a line naming it, indented,
+    /// and the session's own turns after them say so.
+    #[test]
+    fn inline_subagent_turns_are_marked_where_they_run() {
+        let mut mine = turn("r1", "assistant", "looking");
+        mine.subagent = Some("toolu_01abc".into());
+        let turns = [
+            turn("r1", "user", "why twice?"),
+            mine.clone(),
+            mine,
+            turn("r1", "assistant", "fixed"),
+        ];
+        let text = render_turns(
+            &turns,
+            &[inline("toolu_01abc", Some("explore"))],
+            ShowOptions::default(),
+        );
+        assert_eq!(
+            text,
+            "\nuser …r1 L1-1\nwhy twice?\n\
+             \n  ▸ subagent explore list the callers\n\
+             \n  assistant …r1 L1-1\n  looking\n\
+             \n  assistant …r1 L1-1\n  looking\n\
+             \n  ◂ back in the session\n\
+             \nassistant …r1 L1-1\nfixed\n"
+        );
+    }
+
     #[test]
     fn search_groups_name_the_owner_only_when_it_is_someone_else() {
         let hit = |run: &str, owner: &str| kith_proto::SearchHit {
@@ -486,6 +664,7 @@ mod tests {
             agent_runtime: AgentRuntime::ClaudeCode,
             conversation_id: None,
             owner: owner.into(),
+            subagent: None,
             _links: kith_proto::RunLinks::for_run(run),
         };
         let group = |id: &str, owner: &str| kith_proto::SearchGroup {

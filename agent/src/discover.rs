@@ -6,8 +6,10 @@
 //! `chats/<parent session id>/`), Copilot CLI
 //! (`session-state/<id>/events.jsonl`) and Cursor
 //! (`projects/<slug>/agent-transcripts/**/*.jsonl`, subagents in
-//! `<session>/subagents/`), and the journals kith keeps of OpenCode's
-//! sessions (`mirror`); and, from a peek at a file's first lines, its
+//! `<session>/subagents/`), Aider (`.aider.chat.history.md` in a configured
+//! project folder, or in the folders one level under a configured root),
+//! and the journals kith keeps of OpenCode's sessions (`mirror`); and,
+//! from a peek at a file's first lines, its
 //! conversation id and the transcript it hangs under. No full parse: only
 //! the few keys needed.
 
@@ -29,8 +31,13 @@ pub struct Source {
     pub path: PathBuf,
 }
 
+/// The file aider appends a project's chat to, in the project's folder
+/// (aider's `--chat-history-file` can name another; kith looks for this one).
+pub const AIDER_HISTORY: &str = ".aider.chat.history.md";
+
 /// Where each agent keeps its transcripts, and where kith keeps the journals
-/// of those it mirrors (`mirror`), each runtime's roots together.
+/// of those it mirrors (`mirror`), each runtime's roots together (Aider's
+/// histories are in the projects: [`aider_dirs`]).
 pub fn roots(paths: &Paths) -> Vec<(AgentRuntime, PathBuf)> {
     vec![
         (AgentRuntime::ClaudeCode, paths.claude_dir.join("projects")),
@@ -53,9 +60,36 @@ pub fn roots(paths: &Paths) -> Vec<(AgentRuntime, PathBuf)> {
     ]
 }
 
+/// The folders that may hold an Aider history: each configured root that is
+/// a folder (a project) and the folders directly under it (a folder of
+/// projects), hidden ones left out. Never deeper: a folder of big
+/// repositories is not walked.
+pub fn aider_dirs(aider_roots: &[PathBuf]) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for root in aider_roots.iter().filter(|r| r.is_dir()) {
+        out.push(root.clone());
+        let mut subdirs: Vec<PathBuf> = std::fs::read_dir(root)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+            .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
+            .map(|e| e.path())
+            .collect();
+        subdirs.sort();
+        out.extend(subdirs);
+    }
+    // A root named twice, or a project that is also under another root, is
+    // one folder.
+    let mut seen = std::collections::HashSet::new();
+    out.retain(|dir| seen.insert(dir.clone()));
+    out
+}
+
 /// Every transcript under the roots; within a root, sessions before their
-/// subagents (capture also fetches a missing parent itself).
-pub fn all(paths: &Paths) -> Vec<Source> {
+/// subagents (capture also fetches a missing parent itself); then the Aider
+/// histories in `aider_dirs(aider_roots)`.
+pub fn all(paths: &Paths, aider_roots: &[PathBuf]) -> Vec<Source> {
     let mut out = Vec::new();
     for (runtime, root) in roots(paths) {
         let mut files = Vec::new();
@@ -64,6 +98,16 @@ pub fn all(paths: &Paths) -> Vec<Source> {
         files.sort_by_key(|p| (is_subagent(runtime, p), p.clone()));
         out.extend(files.into_iter().map(|path| Source { runtime, path }));
     }
+    out.extend(
+        aider_dirs(aider_roots)
+            .into_iter()
+            .map(|dir| dir.join(AIDER_HISTORY))
+            .filter(|p| p.is_file())
+            .map(|path| Source {
+                runtime: AgentRuntime::Aider,
+                path,
+            }),
+    );
     out
 }
 
@@ -73,7 +117,9 @@ pub fn runtime_of(paths: &Paths, path: &Path) -> AgentRuntime {
         .file_name()
         .and_then(|n| n.to_str())
         .unwrap_or_default();
-    if let Some(runtime) = mirror::runtime_of_journal(paths, path) {
+    if name == AIDER_HISTORY {
+        AgentRuntime::Aider
+    } else if let Some(runtime) = mirror::runtime_of_journal(paths, path) {
         runtime
     } else if path.starts_with(&paths.gemini_dir) {
         AgentRuntime::Gemini
@@ -91,13 +137,17 @@ pub fn runtime_of(paths: &Paths, path: &Path) -> AgentRuntime {
 }
 
 /// Whether `path` is a transcript kith captures: a `.jsonl` file where its
-/// agent keeps sessions (the agents' homes also hold logs and caches).
+/// agent keeps sessions (the agents' homes also hold logs and caches), or an
+/// Aider history.
 pub fn is_transcript(paths: &Paths, path: &Path) -> bool {
     is_transcript_of(runtime_of(paths, path), path)
 }
 
 fn is_transcript_of(runtime: AgentRuntime, path: &Path) -> bool {
     let has_dir = |name: &str| path.components().any(|c| c.as_os_str() == name);
+    if runtime == AgentRuntime::Aider {
+        return path.file_name().is_some_and(|n| n == AIDER_HISTORY);
+    }
     path.extension().is_some_and(|e| e == "jsonl")
         && match runtime {
             AgentRuntime::Gemini => has_dir("chats"),
@@ -210,7 +260,8 @@ pub struct Peek {
     /// The transcript this one hangs under.
     pub parent: Option<PathBuf>,
     /// The folder the agent worked in: Claude's `cwd` on its lines, Codex's
-    /// `session_meta.payload.cwd`, pi's header `cwd`.
+    /// `session_meta.payload.cwd`, pi's header `cwd`, the folder holding an
+    /// Aider history.
     pub cwd: Option<String>,
 }
 
@@ -310,6 +361,11 @@ pub fn peek(paths: &Paths, runtime: AgentRuntime, path: &Path) -> Peek {
             parent: cursor_parent(path),
             cwd: None,
         },
+        AgentRuntime::Aider => Peek {
+            conversation_id: None,
+            parent: None,
+            cwd: path.parent().map(|dir| dir.to_string_lossy().into_owned()),
+        },
         AgentRuntime::OpenCode => Peek {
             conversation_id: Some(fallback.to_owned()),
             parent: opencode_parent(path),
@@ -360,6 +416,59 @@ fn find_gemini_session(subagent: &Path, session_id: &str) -> Option<PathBuf> {
                 .and_then(|v| str_of(v, "sessionId"))
                 .is_some_and(|id| id == session_id)
         })
+}
+
+/// The subagent transcripts of the session at `main`, sorted: a Gemini
+/// session's `chats/<session id>/*.jsonl`, a Cursor session's
+/// `<session>/subagents/*.jsonl` (beside the session's file, or around it
+/// in the layout that keeps each session in a folder). A hook names only
+/// the session; its subagents wrote beside it.
+pub fn subagents_of(runtime: AgentRuntime, main: &Path) -> Vec<PathBuf> {
+    let dirs = match runtime {
+        AgentRuntime::Gemini => first_lines(main)
+            .first()
+            .and_then(|v| str_of(v, "sessionId"))
+            .filter(|id| plain_id(id))
+            .and_then(|id| Some(vec![main.parent()?.join(id)]))
+            .unwrap_or_default(),
+        AgentRuntime::Cursor => {
+            let mut dirs = vec![main.with_extension("").join("subagents")];
+            if let Some(own) = main.parent().filter(|d| d.file_name() == main.file_stem()) {
+                dirs.push(own.join("subagents"));
+            }
+            dirs
+        }
+        _ => Vec::new(),
+    };
+    let mut out = Vec::new();
+    for dir in dirs {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        out.extend(
+            entries
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|e| e == "jsonl") && p.is_file()),
+        );
+    }
+    out.sort();
+    out
+}
+
+/// A Cursor session's transcript by its conversation id, in any project:
+/// `agent-transcripts/<id>.jsonl` or `agent-transcripts/<id>/<id>.jsonl`.
+pub fn find_cursor_session(paths: &Paths, conversation_id: &str) -> Option<PathBuf> {
+    if !plain_id(conversation_id) {
+        return None;
+    }
+    let projects = std::fs::read_dir(paths.cursor_dir.join("projects")).ok()?;
+    let name = format!("{conversation_id}.jsonl");
+    projects
+        .flatten()
+        .map(|e| e.path().join("agent-transcripts"))
+        .flat_map(|dir| [dir.join(&name), dir.join(conversation_id).join(&name)])
+        .find(|p| p.is_file())
 }
 
 /// A Cursor subagent's transcript: `<session>/subagents/<id>.jsonl` hangs
@@ -469,7 +578,7 @@ mod tests {
             assert_eq!(peek.conversation_id.as_deref(), Some(id));
             assert_eq!(peek.parent, parent.map(|p| root.join(p)), "{id}");
         }
-        let found: Vec<String> = all(&paths)
+        let found: Vec<String> = all(&paths, &[])
             .into_iter()
             .map(|s| {
                 s.path
@@ -484,5 +593,53 @@ mod tests {
             ["ses_odd.jsonl", "ses_root.jsonl", "ses_child.jsonl"],
             "sessions before subagents"
         );
+    }
+
+    #[test]
+    fn aider_histories_in_a_project_or_one_level_under_a_root() -> anyhow::Result<()> {
+        let tmp = tempfile::tempdir()?;
+        let paths = Paths::under(tmp.path());
+        let src = tmp.path().join("src");
+        let lone = tmp.path().join("lone");
+        for dir in ["src/a", "src/b", "src/c/deep", "src/.hidden", "lone"] {
+            std::fs::create_dir_all(tmp.path().join(dir))?;
+        }
+        for dir in ["src/a", "src/c/deep", "src/.hidden", "lone", "src"] {
+            std::fs::write(tmp.path().join(dir).join(AIDER_HISTORY), "#### hi  \n")?;
+        }
+        std::fs::write(src.join("b/notes.md"), "#### not aider's  \n")?;
+        let roots = [
+            src.clone(),
+            lone.clone(),
+            tmp.path().join("gone"),
+            src.join("a"),
+            src.clone(),
+        ];
+        let found: Vec<PathBuf> = all(&paths, &roots)
+            .into_iter()
+            .map(|s| {
+                assert_eq!(s.runtime, AgentRuntime::Aider);
+                assert_eq!(runtime_of(&paths, &s.path), AgentRuntime::Aider);
+                assert!(is_transcript(&paths, &s.path));
+                s.path
+            })
+            .collect();
+        assert_eq!(
+            found,
+            [
+                src.join(AIDER_HISTORY),
+                src.join("a").join(AIDER_HISTORY),
+                lone.join(AIDER_HISTORY)
+            ],
+            "each once; deeper and hidden folders are not looked in"
+        );
+        assert!(!is_transcript(&paths, &src.join("b/notes.md")));
+        let peek = peek(
+            &paths,
+            AgentRuntime::Aider,
+            &src.join("a").join(AIDER_HISTORY),
+        );
+        assert_eq!(peek.cwd, Some(src.join("a").display().to_string()));
+        Ok(())
     }
 }

@@ -69,6 +69,13 @@ impl Effective<'_> {
                 Origin::File(self.settings.file.clone()).to_string(),
             );
         }
+        for root in &self.settings.aider_roots {
+            row(
+                "aider_root",
+                root.value.display().to_string(),
+                root.origin.to_string(),
+            );
+        }
         rows
     }
 
@@ -104,6 +111,9 @@ impl Effective<'_> {
             "redact": self.settings.rules.redact.patterns().collect::<Vec<_>>(),
             "tag": self.settings.rules.tags.iter().map(|r| json!({
                 "project": r.project.as_str(), "tags": r.tags,
+            })).collect::<Vec<_>>(),
+            "aider_roots": self.settings.aider_roots.iter().map(|r| json!({
+                "path": r.value, "origin": origin(&r.origin),
             })).collect::<Vec<_>>(),
         })
     }

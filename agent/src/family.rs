@@ -25,6 +25,10 @@ pub enum FamilyCommand {
     Search(Box<SearchArgs>),
     /// Recent conversations, their subagents under them.
     Tree {
+        /// Only this conversation and its subagents (a conversation id, one
+        /// of its run ids, or a unique prefix).
+        #[arg(conflicts_with_all = ["since", "cursor", "deltas"])]
+        id: Option<String>,
         /// Only conversations active since then: 30m, 12h, 7d, 2w or RFC 3339.
         #[arg(long)]
         since: Option<String>,
@@ -78,6 +82,10 @@ pub enum FamilyCommand {
         /// The conversation, its subagents and its turns as one JSON document.
         #[arg(long, conflicts_with_all = ["raw", "lines"])]
         json: bool,
+        /// Only the turns of one subagent inside the conversation's own
+        /// transcript (Copilot CLI): its name or id, as `kith tree` shows.
+        #[arg(long, conflicts_with_all = ["raw", "lines"])]
+        subagent: Option<String>,
     },
     /// The passages of past conversations most useful for a task, each
     /// with its citation, fitted to a token budget.
@@ -115,7 +123,7 @@ pub struct SearchArgs {
     /// Only before then: 30m, 12h, 7d, 2w (ago) or an RFC 3339 time.
     #[arg(long)]
     until: Option<String>,
-    /// claude-code, codex, pi, gemini, copilot, cursor or other.
+    /// claude-code, codex, pi, gemini, copilot, cursor, aider or other.
     #[arg(long)]
     runtime: Option<String>,
     /// A machine name.
@@ -363,7 +371,8 @@ pub fn run(cmd: FamilyCommand, remote: &Remote<'_>) -> Result<()> {
             let runtime = runtime
                 .map(|r| {
                     AgentRuntime::parse(&r).with_context(|| {
-                        format!("--runtime {r:?}: use claude-code, codex, pi, gemini, copilot, cursor or other")
+                        let known = AgentRuntime::ALL.map(AgentRuntime::as_str).join(", ");
+                        format!("--runtime {r:?}: use one of {known}")
                     })
                 })
                 .transpose()?;
@@ -415,6 +424,30 @@ pub fn run(cmd: FamilyCommand, remote: &Remote<'_>) -> Result<()> {
             }
         }
         FamilyCommand::Tree {
+            id: Some(id), json, ..
+        } => {
+            let found: ConversationResponse = remote
+                .send(http.get(remote.url(&format!("/api/conversations/{}", path_part(&id)))))?
+                .json()?;
+            // The listing's shape, so a script reads one kind of document.
+            let res = ConversationsResponse {
+                conversations: std::iter::once(found.conversation)
+                    .chain(found.subagents)
+                    .collect(),
+                next_cursor: None,
+            };
+            if json {
+                writeln!(stdout, "{}", serde_json::to_string(&res)?)?;
+            } else {
+                write!(
+                    stdout,
+                    "{}",
+                    conversation::render_tree(&res, Style::detect(), now)
+                )?;
+            }
+        }
+        FamilyCommand::Tree {
+            id: None,
             since,
             limit,
             cursor,
@@ -638,13 +671,22 @@ pub fn run(cmd: FamilyCommand, remote: &Remote<'_>) -> Result<()> {
             std::io::copy(&mut res, &mut stdout)?;
         }
         FamilyCommand::Show {
-            id, tools, json, ..
+            id,
+            tools,
+            json,
+            subagent,
+            ..
         } => {
-            let found: ConversationResponse = remote
+            let mut found: ConversationResponse = remote
                 .send(http.get(remote.url(&format!("/api/conversations/{}", path_part(&id)))))?
                 .json()?;
             let main_id = found.conversation.id.clone();
-            let turns = all_turns(remote, &http, &main_id)?;
+            let mut turns = all_turns(remote, &http, &main_id)?;
+            if let Some(name) = subagent {
+                let agent = conversation::find_inline(&found.conversation, &name)?;
+                turns.retain(|t| t.subagent.as_deref() == Some(agent.as_str()));
+                found.subagents.clear();
+            }
             if json {
                 let doc = serde_json::json!({
                     "conversation": found.conversation,
@@ -873,16 +915,7 @@ pub fn render_run(
     style: Style,
     now: OffsetDateTime,
 ) -> String {
-    let format = match meta.agent_runtime {
-        AgentRuntime::ClaudeCode => kith_shared::transcript::Format::ClaudeCode,
-        AgentRuntime::Codex => kith_shared::transcript::Format::Codex,
-        AgentRuntime::Pi => kith_shared::transcript::Format::Pi,
-        AgentRuntime::Gemini => kith_shared::transcript::Format::Gemini,
-        AgentRuntime::Copilot => kith_shared::transcript::Format::Copilot,
-        AgentRuntime::Cursor => kith_shared::transcript::Format::Cursor,
-        AgentRuntime::OpenCode => kith_shared::transcript::Format::OpenCode,
-        AgentRuntime::Other => kith_shared::transcript::Format::Other,
-    };
+    let format = kith_shared::transcript::Format::of_runtime(meta.agent_runtime.as_str());
     let parsed = kith_shared::transcript::parse(format, bytes);
     let mut out = String::new();
     let _ = writeln!(
@@ -1149,6 +1182,7 @@ mod tests {
             agent_runtime: runtime,
             conversation_id: Some(format!("c{run}")),
             owner: "alice.test".into(),
+            subagent: None,
             _links: RunLinks::for_run(run),
         }
     }
@@ -1278,6 +1312,7 @@ mod tests {
             commands: vec![],
             title: None,
             conversation: None,
+            subagent_spans: vec![],
             jsonl_bytes: 0,
             jsonl_sha256: String::new(),
             chain_sha256: String::new(),

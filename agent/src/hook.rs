@@ -1,7 +1,7 @@
-//! `kith hook`: what Claude Code, Codex, pi and Gemini CLI run when a turn
-//! ends. It finds the transcripts the payload names (Claude Code / Codex /
-//! Gemini hook JSON on stdin, a Codex `notify` JSON as the last argument,
-//! or `--pi FILE`), captures them, and gives central about 1.5 s; whatever
+//! `kith hook`: what Claude Code, Codex, pi, Gemini CLI and Cursor run when
+//! a turn ends. It finds the transcripts the payload names (Claude Code /
+//! Codex / Gemini / Cursor hook JSON on stdin, a Codex `notify` JSON as the
+//! last argument, or `--pi FILE`), captures them, and gives central about 1.5 s; whatever
 //! is not delivered stays in the outbox. It never fails the agent: exit 0
 //! whatever happens (2 would block Claude's Stop), errors go to
 //! `<state>/hook.log`.
@@ -132,10 +132,12 @@ pub fn targets(
     out
 }
 
-/// Claude Code hooks (Stop, SubagentStop, PreCompact, SessionEnd) and Codex
-/// hooks share `session_id` / `transcript_path`; Codex's has a `turn_id` and
-/// may have a null `transcript_path`. Older Claude SubagentStop payloads
-/// carry only `session_id` and `agent_id`.
+/// Claude Code hooks (Stop, SubagentStop, PreCompact, SessionEnd), Codex,
+/// Gemini CLI and Cursor hooks share `transcript_path`; Codex's has a
+/// `turn_id` and may have a null `transcript_path`, Cursor's names its
+/// session by `conversation_id` (and may leave the path null too). Older
+/// Claude SubagentStop payloads carry only `session_id` and `agent_id`.
+/// A Gemini or Cursor session comes with the subagent transcripts beside it.
 fn from_hook_payload(paths: &Paths, v: &Value) -> Vec<Source> {
     let mut out = Vec::new();
     let session = str_of(v, "session_id");
@@ -144,13 +146,21 @@ fn from_hook_payload(paths: &Paths, v: &Value) -> Vec<Source> {
         None if v.get("turn_id").is_some() => {
             session.and_then(|s| discover::find_rollout(paths, s))
         }
-        None => session.and_then(|s| discover::find_claude_session(paths, s)),
+        None => str_of(v, "conversation_id")
+            .and_then(|c| discover::find_cursor_session(paths, c))
+            .or_else(|| session.and_then(|s| discover::find_claude_session(paths, s))),
     };
     if let Some(path) = &main {
+        let runtime = discover::runtime_of(paths, path);
         out.push(Source {
-            runtime: discover::runtime_of(paths, path),
+            runtime,
             path: path.clone(),
         });
+        out.extend(
+            discover::subagents_of(runtime, path)
+                .into_iter()
+                .map(|path| Source { runtime, path }),
+        );
     }
     let subagent = match (
         str_of(v, "agent_transcript_path"),

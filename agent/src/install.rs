@@ -10,9 +10,11 @@
 //! - pi: the extension `extensions/kith.ts`, which runs `kith hook --pi FILE`;
 //! - Gemini CLI: a command hook on AfterAgent, PreCompress and SessionEnd in
 //!   `~/.gemini/settings.json`, which has Claude's shape (its payload names
-//!   the `transcript_path` too).
+//!   the `transcript_path` too);
+//! - Cursor: a command on `stop` and `sessionEnd` in `~/.cursor/hooks.json`
+//!   (`cursor_hooks`).
 //!
-//! Copilot CLI and Cursor have no hook kith uses: `kith watch` captures them.
+//! Copilot CLI has no hook kith uses: `kith watch` captures it.
 //!
 //! `--mcp` also registers `kith mcp` as an MCP server (`install::mcp`).
 
@@ -37,6 +39,7 @@ pub enum Agent {
     Codex,
     Pi,
     Gemini,
+    Cursor,
 }
 
 /// What an install or uninstall did, for the one line `kith` prints.
@@ -73,9 +76,11 @@ pub fn install(paths: &Paths, agent: Agent, kith: &Path, add: bool) -> Result<Ou
         Agent::Codex => codex_config,
         Agent::Pi => pi_extension,
         Agent::Gemini => gemini_settings,
+        Agent::Cursor => cursor_hooks,
     };
-    // pi's extension is a file of kith's own: removing it removes the file.
-    let remove_empty = agent == Agent::Pi;
+    // pi's extension is a file of kith's own, and a `hooks.json` left with
+    // no hook says nothing: removing kith's empties and removes them.
+    let remove_empty = matches!(agent, Agent::Pi | Agent::Cursor);
     let outcome = edit_file(
         &file,
         0o644,
@@ -149,6 +154,7 @@ pub fn config_file(paths: &Paths, agent: Agent) -> PathBuf {
         Agent::Codex => paths.codex_dir.join("config.toml"),
         Agent::Pi => paths.pi_dir.join("extensions").join("kith.ts"),
         Agent::Gemini => paths.gemini_dir.join("settings.json"),
+        Agent::Cursor => paths.cursor_dir.join("hooks.json"),
     }
 }
 
@@ -282,6 +288,74 @@ fn settings_hooks(
         reason,
     };
     let (top, mut hooks) = Members::open(text, "hooks", &bad)?;
+    if !set_hooks(&mut hooks, events, is_kith_group, &bad)? {
+        return Ok(None);
+    }
+    top.close("hooks", hooks, &bad).map(Some)
+}
+
+/// The events Cursor runs kith on: `stop` when an agent loop ends
+/// (completed, aborted or failed), `sessionEnd` when the session closes.
+const CURSOR_EVENTS: [&str; 2] = ["stop", "sessionEnd"];
+
+/// Cursor's `hooks.json` with kith's command on each of `CURSOR_EVENTS`, or
+/// without any (`Some("")` when nothing but the version is left); `None`
+/// when nothing changes. Every other hook keeps its exact text.
+///
+/// Cursor's hooks documentation (cursor.com/docs/agent/hooks) defines
+/// `hooks.json` at the project or user level (`~/.cursor/hooks.json`) as
+/// `{"version": 1, "hooks": {"<event>": [{"command": "..."}]}}`, its
+/// commands fed JSON on stdin; `stop` runs when the agent loop ends,
+/// `sessionEnd` when the session does. Integrations that read the payload
+/// (cupcake's Cursor reference, hookshot, entireio/cli's Cursor agent) give
+/// its common fields as `conversation_id`, `generation_id`,
+/// `hook_event_name`, `workspace_roots` and `transcript_path` (null in some
+/// versions), and `stop`'s as `status` and `loop_count`; the transcript is
+/// `agent-transcripts/<conversation id>.jsonl`, which `kith hook` finds by
+/// that id when the path is null. A `stop` hook may answer a
+/// `followup_message` on stdout: `kith hook` prints nothing, so it never
+/// continues the conversation.
+fn cursor_hooks(text: &str, kith: &Path, add: bool) -> Result<Option<String>> {
+    let bad = |reason: String| Error::Invalid {
+        what: "Cursor hooks JSON",
+        path: PathBuf::from("hooks.json"),
+        reason,
+    };
+    let (mut top, mut hooks) = Members::open(text, "hooks", &bad)?;
+    let ours = json!({"command": hook_command(kith, "hook")});
+    let events: Vec<(&str, Option<Value>)> = CURSOR_EVENTS
+        .iter()
+        .map(|e| (*e, add.then(|| ours.clone())))
+        .collect();
+    if !set_hooks(&mut hooks, &events, is_kith_handler, &bad)? {
+        return Ok(None);
+    }
+    if hooks.0.is_empty() && top.0.iter().all(|(k, _)| k == "version" || k == "hooks") {
+        return Ok(Some(String::new()));
+    }
+    if top.raw("version").is_none() {
+        top.set("version", Member::Value(json!(1)));
+    }
+    top.close("hooks", hooks, &bad).map(Some)
+}
+
+/// A Cursor hook entry that runs kith.
+fn is_kith_handler(handler: &Value) -> bool {
+    handler
+        .get("command")
+        .and_then(Value::as_str)
+        .is_some_and(is_kith_command)
+}
+
+/// Sets kith's entry (`is_ours`) on each event of `hooks` to the one given
+/// (or to none), keeping every other entry as written; whether anything
+/// changed.
+fn set_hooks(
+    hooks: &mut Members,
+    events: &[(&str, Option<Value>)],
+    is_ours: fn(&Value) -> bool,
+    bad: &impl Fn(String) -> Error,
+) -> Result<bool> {
     let mut changed = false;
     for (event, ours) in events {
         let groups: Vec<Box<RawValue>> = match hooks.raw(event) {
@@ -294,7 +368,7 @@ fn settings_hooks(
             .iter()
             .map(|g| serde_json::from_str(g.get()).unwrap_or(Value::Null))
             .collect();
-        let kith_groups: Vec<&Value> = parsed.iter().filter(|g| is_kith_group(g)).collect();
+        let kith_groups: Vec<&Value> = parsed.iter().filter(|g| is_ours(g)).collect();
         let already = match ours {
             Some(ours) => kith_groups.len() == 1 && kith_groups[0] == ours,
             None => kith_groups.is_empty(),
@@ -306,7 +380,7 @@ fn settings_hooks(
         let mut kept: Vec<Member> = groups
             .into_iter()
             .zip(&parsed)
-            .filter(|(_, g)| !is_kith_group(g))
+            .filter(|(_, g)| !is_ours(g))
             .map(|(raw, _)| Member::Raw(raw))
             .collect();
         if let Some(ours) = ours {
@@ -318,10 +392,7 @@ fn settings_hooks(
             hooks.set(event, Member::List(kept));
         }
     }
-    if !changed {
-        return Ok(None);
-    }
-    top.close("hooks", hooks, &bad).map(Some)
+    Ok(changed)
 }
 
 /// A JSON object whose members keep their order; members kith did not edit

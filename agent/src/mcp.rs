@@ -158,6 +158,10 @@ enum Runtime {
     ClaudeCode,
     Codex,
     Pi,
+    Gemini,
+    Copilot,
+    Cursor,
+    Aider,
     Other,
 }
 
@@ -184,7 +188,7 @@ struct SearchArgs {
     since: Option<String>,
     /// Only before then: 30m, 12h, 7d, 2w (ago) or an RFC 3339 time.
     until: Option<String>,
-    /// Only this agent: claude-code, codex, pi or other.
+    /// Only this agent: claude-code, codex, pi, gemini, copilot, cursor, aider or other.
     runtime: Option<Runtime>,
     /// Only this machine (its name).
     machine: Option<String>,
@@ -327,6 +331,10 @@ impl Kith {
                     Runtime::ClaudeCode => AgentRuntime::ClaudeCode,
                     Runtime::Codex => AgentRuntime::Codex,
                     Runtime::Pi => AgentRuntime::Pi,
+                    Runtime::Gemini => AgentRuntime::Gemini,
+                    Runtime::Copilot => AgentRuntime::Copilot,
+                    Runtime::Cursor => AgentRuntime::Cursor,
+                    Runtime::Aider => AgentRuntime::Aider,
                     Runtime::Other => AgentRuntime::Other,
                 }),
                 machine: a.machine,

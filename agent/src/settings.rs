@@ -1,7 +1,9 @@
 //! The agent's `config.toml` (in the config folder): which central to send
 //! to, which transcripts never to capture (`exclude`), which tags a
 //! project's runs get (`[[tag]]`), and the person's own secrets to mask
-//! besides the built-in ones (`redact`, regular expressions). Precedence: file < env < flag. A file that
+//! besides the built-in ones (`redact`, regular expressions), and where
+//! Aider's project histories are (`[aider] roots`, with `KITH_AIDER_ROOTS`).
+//! Precedence: file < env < flag. A file that
 //! does not parse is an error, and capture stops on it rather than send what
 //! an exclusion it cannot read may have kept back.
 //!
@@ -13,6 +15,9 @@
 //! [[tag]]
 //! project = "~/work/**"
 //! tags = ["work"]
+//!
+//! [aider]
+//! roots = ["~/src", "~/notes"]   # a project, or a folder of projects
 //! ```
 
 use std::collections::BTreeSet;
@@ -38,6 +43,15 @@ struct FileConfig {
     tag: Vec<TagRuleFile>,
     #[serde(default)]
     redact: Vec<String>,
+    #[serde(default)]
+    aider: AiderFile,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AiderFile {
+    #[serde(default)]
+    roots: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -113,6 +127,17 @@ pub struct Settings {
     /// (written by `kith login`).
     pub central_url: Option<Sourced<String>>,
     pub rules: Rules,
+    /// Folders holding an Aider project's `.aider.chat.history.md`, or
+    /// projects one level down (`discover::aider_dirs`): the file's, then
+    /// `KITH_AIDER_ROOTS`'s (colon-separated), together.
+    pub aider_roots: Vec<Sourced<PathBuf>>,
+}
+
+impl Settings {
+    /// The Aider roots, without their origins.
+    pub fn aider_roots(&self) -> Vec<PathBuf> {
+        self.aider_roots.iter().map(|r| r.value.clone()).collect()
+    }
 }
 
 /// Every layer, read; `merge` decides.
@@ -122,6 +147,7 @@ struct Layers<'a> {
     auth_url: Option<String>,
     env_url: Option<String>,
     env_exclude: Option<String>,
+    env_aider_roots: Option<String>,
     flags: &'a Flags,
     home: &'a Path,
 }
@@ -142,6 +168,7 @@ impl Settings {
             auth_url: Auth::read(paths)?.map(|a| a.central_url),
             env_url: var("KITH_CENTRAL_URL"),
             env_exclude: var("KITH_EXCLUDE"),
+            env_aider_roots: var("KITH_AIDER_ROOTS"),
             flags,
             home: &home,
         })
@@ -232,6 +259,34 @@ fn merge(l: Layers<'_>) -> Result<Settings> {
     }
     let redact =
         Extra::new(&l.config.redact).map_err(|e| invalid(l.file, format!("redact: {e}")))?;
+    let env_roots = l.env_aider_roots.unwrap_or_default();
+    let mut aider_roots = Vec::new();
+    let layers = [
+        (l.config.aider.roots.clone(), from_file),
+        (
+            env_roots
+                .split(':')
+                .filter(|r| !r.is_empty())
+                .map(str::to_owned)
+                .collect(),
+            Origin::Env("KITH_AIDER_ROOTS"),
+        ),
+    ];
+    for (roots, origin) in layers {
+        for text in roots {
+            let value = folder(&text, l.home).ok_or_else(|| {
+                let why = format!("[aider] roots: {text:?} must start with / or ~/");
+                match &origin {
+                    Origin::File(_) => invalid(l.file, why),
+                    other => Error::Refused(format!("{other}: {why}")),
+                }
+            })?;
+            aider_roots.push(Sourced {
+                value,
+                origin: origin.clone(),
+            });
+        }
+    }
     Ok(Settings {
         file: l.file.to_owned(),
         central_url,
@@ -240,7 +295,17 @@ fn merge(l: Layers<'_>) -> Result<Settings> {
             tags,
             redact,
         },
+        aider_roots,
     })
+}
+
+/// An absolute folder, `~/` for the home: a relative one would depend on
+/// where kith happens to run.
+fn folder(text: &str, home: &Path) -> Option<PathBuf> {
+    if let Some(rest) = text.strip_prefix("~/") {
+        return Some(home.join(rest));
+    }
+    Path::new(text).is_absolute().then(|| PathBuf::from(text))
 }
 
 #[cfg(test)]
@@ -256,6 +321,7 @@ mod tests {
             auth_url: None,
             env_url: None,
             env_exclude: None,
+            env_aider_roots: None,
             flags,
             home: Path::new("/home/ann"),
         }
@@ -339,6 +405,39 @@ mod tests {
     }
 
     #[test]
+    fn aider_roots_from_the_file_and_the_environment() {
+        let none = Flags::default();
+        let mut l = layers("[aider]\nroots = [\"~/src\", \"/srv/app\"]", &none);
+        l.env_aider_roots = Some("/env/a::~/env-b".into());
+        let roots: Vec<(PathBuf, String)> = merge(l)
+            .unwrap_or_else(|e| panic!("{e}"))
+            .aider_roots
+            .into_iter()
+            .map(|r| (r.value, r.origin.to_string()))
+            .collect();
+        let want = [
+            ("/home/ann/src", "file /c/config.toml"),
+            ("/srv/app", "file /c/config.toml"),
+            ("/env/a", "env KITH_AIDER_ROOTS"),
+            ("/home/ann/env-b", "env KITH_AIDER_ROOTS"),
+        ];
+        let want: Vec<(PathBuf, String)> = want
+            .iter()
+            .map(|(p, o)| (PathBuf::from(p), o.to_string()))
+            .collect();
+        assert_eq!(roots, want);
+        let mut l = layers("", &none);
+        l.env_aider_roots = Some("src".into());
+        let e = merge(l).err().map(|e| e.to_string());
+        assert!(
+            e.as_deref()
+                .is_some_and(|e| e.contains("env KITH_AIDER_ROOTS")
+                    && e.contains("\"src\" must start with / or ~/")),
+            "{e:?}"
+        );
+    }
+
+    #[test]
     fn tag_rules_give_each_matching_tag_once() {
         let none = Flags::default();
         let l = layers(
@@ -377,6 +476,10 @@ mod tests {
             (
                 r#"redact = ["ACME-("]"#,
                 "redact: \"ACME-(\" is not a regular expression",
+            ),
+            (
+                "[aider]\nroots = [\"src\"]",
+                "[aider] roots: \"src\" must start with / or ~/",
             ),
         ];
         for (config, want) in cases {

@@ -59,11 +59,12 @@ pub struct ServiceFile {
     pub enabled: bool,
 }
 
-const AGENTS: [(Agent, &str); 4] = [
+const AGENTS: [(Agent, &str); 5] = [
     (Agent::ClaudeCode, "claude-code"),
     (Agent::Codex, "codex"),
     (Agent::Pi, "pi"),
     (Agent::Gemini, "gemini"),
+    (Agent::Cursor, "cursor"),
 ];
 
 /// Runs every step, printing a line for each through `say`. A step that
@@ -214,6 +215,7 @@ fn agent_dir(paths: &Paths, agent: Agent) -> &Path {
         Agent::Codex => &paths.codex_dir,
         Agent::Pi => &paths.pi_dir,
         Agent::Gemini => &paths.gemini_dir,
+        Agent::Cursor => &paths.cursor_dir,
     }
 }
 

@@ -1,9 +1,12 @@
 //! `kith status`: one line on where this machine sends (central, user,
 //! machine, login state, last successful send, outbox depth, central's
-//! embedding backlog), then its capture coverage per source (files, bytes on
-//! disk, accepted by central, pending), what `exclude` keeps back, the last
-//! errors, and a warning when Claude Code's `cleanupPeriodDays` would delete
-//! a transcript central does not fully have yet.
+//! embedding backlog), then its capture coverage per agent, every agent kith
+//! reads listed even with nothing found (files found, bytes on disk,
+//! captured by central, pending, and transcripts at risk where the agent
+//! deletes its own: Claude Code's `cleanupPeriodDays`, Gemini CLI's
+//! `general.sessionRetention`), what `exclude` keeps back, the last errors,
+//! and a warning when an agent's cleanup would delete a transcript central
+//! does not fully have yet.
 
 use std::fmt;
 use std::os::unix::fs::MetadataExt;
@@ -23,6 +26,9 @@ use crate::settings::Settings;
 
 /// Claude Code's default `cleanupPeriodDays`.
 const DEFAULT_CLEANUP_DAYS: u64 = 30;
+/// Gemini CLI's default `general.sessionRetention.maxAge` (on unless
+/// `enabled` is false, in the versions that write the JSONL kith captures).
+const DEFAULT_GEMINI_RETENTION: Duration = Duration::from_secs(30 * 86_400);
 /// Warn this many days before the sweep would delete a transcript.
 const WARN_DAYS_AHEAD: u64 = 3;
 /// How long `kith status` waits for central before saying it is unreachable.
@@ -30,6 +36,7 @@ const CENTRAL_WAIT: Duration = Duration::from_secs(3);
 
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Coverage {
+    /// Transcripts found (those `exclude` keeps back are not counted).
     pub files: u64,
     pub bytes_on_disk: u64,
     pub bytes_accepted: u64,
@@ -37,6 +44,50 @@ pub struct Coverage {
     pub last_error: Option<String>,
     /// Files whose capture waits until they change (central refused them).
     pub parked: Vec<PathBuf>,
+    /// How the agent deletes its own transcripts; `None` when it keeps them.
+    pub cleanup: Option<Cleanup>,
+    /// Transcripts the cleanup may delete soon that central lacks in part.
+    pub at_risk: Vec<PathBuf>,
+}
+
+/// An agent's own deletion of old transcripts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cleanup {
+    /// The agent, as its users name it.
+    pub agent: &'static str,
+    /// The setting that decides it.
+    pub setting: &'static str,
+    /// Age (since the last change) at which a transcript goes.
+    pub after: Duration,
+}
+
+impl Cleanup {
+    /// The agent's cleanup as this machine configures it.
+    pub fn of(paths: &Paths, runtime: AgentRuntime) -> Option<Self> {
+        match runtime {
+            AgentRuntime::ClaudeCode => Some(Self {
+                agent: "Claude Code",
+                setting: "cleanupPeriodDays",
+                after: Duration::from_secs(cleanup_days(&paths.claude_dir) * 86_400),
+            }),
+            AgentRuntime::Gemini => gemini_retention(&paths.gemini_dir).map(|after| Self {
+                agent: "Gemini CLI",
+                setting: "general.sessionRetention",
+                after,
+            }),
+            _ => None,
+        }
+    }
+
+    /// `30 days`, or hours below a day.
+    fn age(&self) -> String {
+        let hours = self.after.as_secs() / 3600;
+        if hours.is_multiple_of(24) {
+            format!("{} days", hours / 24)
+        } else {
+            format!("{hours} hours")
+        }
+    }
 }
 
 /// What central says about this machine, if it can be asked.
@@ -69,9 +120,6 @@ pub struct Report {
     pub rejected: usize,
     /// Why the last replay stopped (central down, token refused).
     pub last_error: Option<String>,
-    pub cleanup_days: u64,
-    /// Claude transcripts the cleanup sweep may delete soon, not all accepted.
-    pub at_risk: Vec<PathBuf>,
     pub state_dir: PathBuf,
 }
 
@@ -83,6 +131,42 @@ pub fn cleanup_days(claude_dir: &Path) -> u64 {
         .and_then(|v| v.get("cleanupPeriodDays")?.as_u64())
         .filter(|d| *d >= 1)
         .unwrap_or(DEFAULT_CLEANUP_DAYS)
+}
+
+/// Gemini CLI's `general.sessionRetention` from `settings.json`: `None` when
+/// `enabled` is false, else `maxAge` (`<n>h`, `d`, `w` or `m`, a month being
+/// 30 days; default 30 days). Its `maxCount` is not read.
+pub fn gemini_retention(gemini_dir: &Path) -> Option<Duration> {
+    let settings = std::fs::read(gemini_dir.join("settings.json"))
+        .ok()
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok());
+    let retention = settings
+        .as_ref()
+        .and_then(|v| v.pointer("/general/sessionRetention"));
+    if retention.and_then(|r| r.get("enabled")?.as_bool()) == Some(false) {
+        return None;
+    }
+    let max_age = retention
+        .and_then(|r| r.get("maxAge")?.as_str())
+        .and_then(|age| {
+            let unit = match age.chars().last()? {
+                'h' => 3600,
+                'd' => 86_400,
+                'w' => 7 * 86_400,
+                'm' => 30 * 86_400,
+                _ => return None,
+            };
+            let n: u64 = age[..age.len() - 1].parse().ok().filter(|n| *n >= 1)?;
+            Some(Duration::from_secs(n * unit))
+        });
+    Some(max_age.unwrap_or(DEFAULT_GEMINI_RETENTION))
+}
+
+/// What `kith status` lists: every agent kith captures, `Other` aside.
+fn runtimes() -> impl Iterator<Item = AgentRuntime> {
+    AgentRuntime::ALL
+        .into_iter()
+        .filter(|r| *r != AgentRuntime::Other)
 }
 
 /// Central's view of this machine, waiting at most `CENTRAL_WAIT`.
@@ -101,13 +185,15 @@ fn login(paths: &Paths, settings: &Settings) -> Login {
 pub fn report(paths: &Paths, settings: &Settings) -> Report {
     let cursors = Cursors::new(&paths.state_dir);
     let outbox = Outbox::new(&paths.state_dir);
-    let cleanup_days = cleanup_days(&paths.claude_dir);
-    let horizon = Duration::from_secs(cleanup_days.saturating_sub(WARN_DAYS_AHEAD) * 86_400);
-    let mut sources: Vec<(AgentRuntime, Coverage)> = discover::roots(paths)
-        .into_iter()
-        .map(|(r, _)| (r, Coverage::default()))
+    let mut sources: Vec<(AgentRuntime, Coverage)> = runtimes()
+        .map(|r| {
+            let cov = Coverage {
+                cleanup: Cleanup::of(paths, r),
+                ..Coverage::default()
+            };
+            (r, cov)
+        })
         .collect();
-    sources.dedup_by_key(|(r, _)| *r);
     let rules = &settings.rules;
     let mut excluded: Vec<Excluded> = rules
         .exclude
@@ -118,8 +204,7 @@ pub fn report(paths: &Paths, settings: &Settings) -> Report {
             transcripts: 0,
         })
         .collect();
-    let mut at_risk = Vec::new();
-    for source in discover::all(paths) {
+    for source in discover::all(paths, &settings.aider_roots()) {
         let Ok(meta) = std::fs::metadata(&source.path) else {
             continue;
         };
@@ -156,13 +241,20 @@ pub fn report(paths: &Paths, settings: &Settings) -> Report {
         cov.bytes_on_disk += meta.len();
         cov.bytes_accepted += accepted;
         cov.bytes_pending += meta.len() - accepted;
-        let old = meta
-            .modified()
-            .ok()
-            .and_then(|m| SystemTime::now().duration_since(m).ok())
-            .is_some_and(|age| age > horizon);
-        if source.runtime == AgentRuntime::ClaudeCode && old && accepted < meta.len() {
-            at_risk.push(source.path);
+        // A journal is kith's own copy: the agent's cleanup never deletes it.
+        let journal = crate::mirror::runtime_of_journal(paths, &source.path).is_some();
+        if let Some(cleanup) = cov.cleanup.filter(|_| !journal) {
+            let horizon = cleanup
+                .after
+                .saturating_sub(Duration::from_secs(WARN_DAYS_AHEAD * 86_400));
+            let old = meta
+                .modified()
+                .ok()
+                .and_then(|m| SystemTime::now().duration_since(m).ok())
+                .is_some_and(|age| age > horizon);
+            if old && accepted < meta.len() {
+                cov.at_risk.push(source.path);
+            }
         }
     }
     Report {
@@ -174,8 +266,6 @@ pub fn report(paths: &Paths, settings: &Settings) -> Report {
         outbox: outbox.len(),
         rejected: outbox.rejected(),
         last_error: outbox.last_error(),
-        cleanup_days,
-        at_risk,
         state_dir: paths.state_dir.clone(),
     }
 }
@@ -237,12 +327,14 @@ impl Report {
                 "bytes_pending": c.bytes_pending,
                 "last_error": c.last_error,
                 "parked": c.parked,
+                "cleanup": c.cleanup.map(|k| json!({
+                    "setting": k.setting, "after_hours": k.after.as_secs() / 3600,
+                })),
+                "at_risk": c.cleanup.map(|_| &c.at_risk),
             })).collect::<Vec<_>>(),
             "excluded": self.excluded.iter().map(|e| json!({
                 "glob": e.glob, "origin": e.origin, "transcripts": e.transcripts,
             })).collect::<Vec<_>>(),
-            "cleanup_days": self.cleanup_days,
-            "at_risk": self.at_risk,
         })
     }
 }
@@ -252,18 +344,23 @@ impl fmt::Display for Report {
         writeln!(f, "{}", self.first_line(OffsetDateTime::now_utc()))?;
         writeln!(
             f,
-            "{:<12} {:>6} {:>14} {:>14} {:>14}",
-            "source", "files", "on disk", "accepted", "pending"
+            "{:<12} {:>6} {:>14} {:>14} {:>14} {:>8}",
+            "source", "found", "bytes on disk", "captured", "pending", "at risk"
         )?;
         for (runtime, c) in &self.sources {
+            // `-`: the agent deletes nothing, so nothing is at risk.
+            let at_risk = c
+                .cleanup
+                .map_or_else(|| "-".to_owned(), |_| c.at_risk.len().to_string());
             writeln!(
                 f,
-                "{:<12} {:>6} {:>14} {:>14} {:>14}",
+                "{:<12} {:>6} {:>14} {:>14} {:>14} {:>8}",
                 runtime.as_str(),
                 c.files,
                 c.bytes_on_disk,
                 c.bytes_accepted,
-                c.bytes_pending
+                c.bytes_pending,
+                at_risk
             )?;
             if let Some(e) = &c.last_error {
                 writeln!(f, "  last error: {e}")?;
@@ -296,14 +393,18 @@ impl fmt::Display for Report {
         if let Some(e) = &self.last_error {
             writeln!(f, "last error: {e}")?;
         }
-        if let Some(first) = self.at_risk.first() {
-            writeln!(
-                f,
-                "warning: Claude Code deletes transcripts after {} days (cleanupPeriodDays); {} not fully captured yet will go soon, e.g. {}. Run `kith backfill` while central is reachable.",
-                self.cleanup_days,
-                self.at_risk.len(),
-                first.display()
-            )?;
+        for (_, c) in &self.sources {
+            if let (Some(cleanup), Some(first)) = (c.cleanup, c.at_risk.first()) {
+                writeln!(
+                    f,
+                    "warning: {} deletes transcripts after {} ({}); {} not fully captured yet will go soon, e.g. {}. Run `kith backfill` while central is reachable.",
+                    cleanup.agent,
+                    cleanup.age(),
+                    cleanup.setting,
+                    c.at_risk.len(),
+                    first.display()
+                )?;
+            }
         }
         Ok(())
     }
@@ -351,12 +452,133 @@ mod tests {
             .set_modified(three_days_ago)?;
         let settings = Settings::load(&paths, &crate::settings::Flags::default())?;
         let report = report(&paths, &settings);
-        assert_eq!(report.at_risk, vec![old]);
+        assert_eq!(report.sources[0].1.at_risk, vec![old]);
         let shown = report.to_string();
-        assert!(shown.contains("cleanupPeriodDays"), "{shown}");
+        assert!(
+            shown.contains(
+                "Claude Code deletes transcripts after 5 days (cleanupPeriodDays); 1 not"
+            ),
+            "{shown}"
+        );
         assert!(shown.contains("outbox: 0 deltas waiting"), "{shown}");
         assert_eq!(report.sources[0].1.files, 2);
         assert_eq!(report.sources[0].1.bytes_pending, 6);
+        Ok(())
+    }
+
+    #[test]
+    fn gemini_retention_comes_from_its_settings() -> anyhow::Result<()> {
+        let tmp = tempfile::tempdir()?;
+        let days = |n: u64| Some(Duration::from_secs(n * 86_400));
+        assert_eq!(gemini_retention(tmp.path()), days(30), "on by default");
+        let cases = [
+            (
+                r#"{"general":{"sessionRetention":{"maxAge":"7d"}}}"#,
+                days(7),
+            ),
+            (
+                r#"{"general":{"sessionRetention":{"maxAge":"2w"}}}"#,
+                days(14),
+            ),
+            (
+                r#"{"general":{"sessionRetention":{"maxAge":"1m"}}}"#,
+                days(30),
+            ),
+            (
+                r#"{"general":{"sessionRetention":{"maxAge":"36h"}}}"#,
+                Some(Duration::from_secs(36 * 3600)),
+            ),
+            (
+                r#"{"general":{"sessionRetention":{"maxAge":"soon"}}}"#,
+                days(30),
+            ),
+            (
+                r#"{"general":{"sessionRetention":{"enabled":false,"maxAge":"7d"}}}"#,
+                None,
+            ),
+        ];
+        for (settings, want) in cases {
+            std::fs::write(tmp.path().join("settings.json"), settings)?;
+            assert_eq!(gemini_retention(tmp.path()), want, "{settings}");
+        }
+        Ok(())
+    }
+
+    /// Every agent has a row, found files or not; `at risk` only where the
+    /// agent deletes transcripts, and only unsent ones past its horizon.
+    #[test]
+    fn every_agent_is_listed_and_at_risk_only_where_it_cleans_up() -> anyhow::Result<()> {
+        let tmp = tempfile::tempdir()?;
+        let paths = Paths::under(tmp.path());
+        let chats = paths.gemini_dir.join("tmp/p/chats");
+        std::fs::create_dir_all(&chats)?;
+        std::fs::write(
+            paths.gemini_dir.join("settings.json"),
+            r#"{"general":{"sessionRetention":{"maxAge":"4d"}}}"#,
+        )?;
+        let project = tmp.path().join("src/app");
+        std::fs::create_dir_all(&project)?;
+        let old = SystemTime::now() - Duration::from_secs(2 * 86_400);
+        for file in [
+            chats.join("session-1.jsonl"),
+            project.join(discover::AIDER_HISTORY),
+        ] {
+            std::fs::write(&file, "{}\n")?;
+            std::fs::File::options()
+                .write(true)
+                .open(&file)?
+                .set_modified(old)?;
+        }
+        std::fs::create_dir_all(&paths.config_dir)?;
+        std::fs::write(
+            paths.config_dir.join("config.toml"),
+            format!(
+                "[aider]\nroots = [\"{}\"]\n",
+                tmp.path().join("src").display()
+            ),
+        )?;
+        let settings = Settings::load(&paths, &crate::settings::Flags::default())?;
+        let report = report(&paths, &settings);
+        let listed: Vec<&str> = report.sources.iter().map(|(r, _)| r.as_str()).collect();
+        assert_eq!(
+            listed,
+            [
+                "claude-code",
+                "codex",
+                "pi",
+                "gemini",
+                "copilot",
+                "cursor",
+                "aider"
+            ]
+        );
+        let row = |name: &str| -> Vec<String> {
+            let shown = report.to_string();
+            let line = shown
+                .lines()
+                .find(|l| l.split_whitespace().next() == Some(name))
+                .unwrap_or_else(|| panic!("no {name} row: {shown}"))
+                .to_owned();
+            line.split_whitespace().map(str::to_owned).collect()
+        };
+        assert_eq!(row("gemini"), ["gemini", "1", "3", "0", "3", "1"]);
+        assert_eq!(row("aider"), ["aider", "1", "3", "0", "3", "-"]);
+        assert_eq!(row("codex"), ["codex", "0", "0", "0", "0", "-"]);
+        assert_eq!(row("claude-code"), ["claude-code", "0", "0", "0", "0", "0"]);
+        let shown = report.to_string();
+        assert!(
+            shown.contains(
+                "Gemini CLI deletes transcripts after 4 days (general.sessionRetention); 1 not"
+            ),
+            "{shown}"
+        );
+        let json = report.to_json();
+        let gemini = &json["sources"][3];
+        assert_eq!(gemini["at_risk"], json!([chats.join("session-1.jsonl")]));
+        assert_eq!(gemini["cleanup"]["after_hours"], 96);
+        assert_eq!(json["sources"][6]["runtime"], "aider");
+        assert_eq!(json["sources"][6]["at_risk"], serde_json::Value::Null);
+        assert_eq!(json["sources"][6]["files"], 1);
         Ok(())
     }
 }

@@ -1,7 +1,10 @@
-//! `kith watch`: capture continuously. inotify (via `notify`) on the three
-//! transcript roots; changed files are captured once they have been quiet
-//! for ~300 ms, or after 2 s of continuous writing at the latest. The outbox
-//! is replayed after each capture and periodically (central may come back).
+//! `kith watch`: capture continuously. inotify (via `notify`) on the agents'
+//! transcript roots, and, not recursively, on the folders that may hold an
+//! Aider history (a configured folder of big repositories must not cost a
+//! watch per folder inside them); changed files are captured once they have
+//! been quiet for ~300 ms, or after 2 s of continuous writing at the latest.
+//! The outbox is replayed after each capture and periodically (central may
+//! come back).
 //! A root that appears later (an agent installed after `kith watch`
 //! started) is picked up within seconds; a full rescan now and then catches
 //! anything the watcher missed (queue overflow). Stops cleanly when `stop`
@@ -62,6 +65,7 @@ pub fn run(
     mut report: impl FnMut(&str),
 ) -> Result<()> {
     let capture = Capture::new(paths, LOCK_WAIT).with_rules(settings.rules.clone());
+    let aider_roots = settings.aider_roots();
     capture.discard_excluded()?;
     let (tx, rx) = mpsc::channel();
     let mut watcher = notify::recommended_watcher(tx).map_err(|e| {
@@ -85,31 +89,45 @@ pub fn run(
         if now >= next_roots {
             // A few stats: cheap enough to do every couple of seconds, and
             // inotify cannot watch a folder that does not exist yet.
-            let roots = discover::roots(paths).into_iter().map(|(_, r)| (r, true));
-            for (root, recursive) in roots.chain(mirror::source_folders(paths)) {
-                let known = watched.contains(&root);
-                let mode = if recursive {
-                    RecursiveMode::Recursive
-                } else {
-                    RecursiveMode::NonRecursive
-                };
-                if root.is_dir() {
-                    if !known && watcher.watch(&root, mode).is_ok() {
-                        watched.push(root);
-                        // Its files may predate the watch.
-                        next_rescan = now;
-                    }
-                } else if known {
-                    // Gone (the watch went with it); watched again if it returns.
-                    let _ = watcher.unwatch(&root);
-                    watched.retain(|r| *r != root);
+            let agents = discover::roots(paths)
+                .into_iter()
+                .map(|(_, root)| (root, RecursiveMode::Recursive));
+            let aider = discover::aider_dirs(&aider_roots)
+                .into_iter()
+                .map(|dir| (dir, RecursiveMode::NonRecursive));
+            let sources = mirror::source_folders(paths)
+                .into_iter()
+                .map(|(dir, recursive)| {
+                    let mode = if recursive {
+                        RecursiveMode::Recursive
+                    } else {
+                        RecursiveMode::NonRecursive
+                    };
+                    (dir, mode)
+                });
+            let wanted: Vec<(PathBuf, RecursiveMode)> =
+                agents.chain(aider).chain(sources).collect();
+            for (dir, mode) in &wanted {
+                if dir.is_dir() && !watched.contains(dir) && watcher.watch(dir, *mode).is_ok() {
+                    watched.push(dir.clone());
+                    // Its files may predate the watch.
+                    next_rescan = now;
                 }
             }
+            // Gone (the watch went with it), or no longer under an Aider
+            // root: watched again if it returns.
+            watched.retain(|dir| {
+                let keep = dir.is_dir() && wanted.iter().any(|(w, _)| w == dir);
+                if !keep {
+                    let _ = watcher.unwatch(dir);
+                }
+                keep
+            });
             next_roots = now + timing.roots_every;
         }
         if now >= next_rescan {
             let due = now - timing.debounce;
-            for path in discover::all(paths)
+            for path in discover::all(paths, &aider_roots)
                 .into_iter()
                 .map(|s| s.path)
                 .chain(mirror::sources(paths))

@@ -13,7 +13,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::fmt;
 
-use kith_proto::{Conversation, ConversationTurn, RunMeta, ToolCall};
+use kith_proto::{Conversation, ConversationTurn, InlineSubagent, RunMeta, ToolCall};
 use kith_shared::transcript::{Role, Turn};
 
 use crate::error::{Error, Result};
@@ -164,7 +164,44 @@ pub fn fold(c: &ConversationRuns<'_>) -> Option<Conversation> {
         commands,
         tags: tags.into_iter().collect(),
         run_ids: c.runs.iter().map(|r| r.id.clone()).collect(),
+        inline_subagents: inline_subagents(c.runs),
     })
+}
+
+/// The inline subagents of a conversation's runs, each folded over its
+/// spans (one a delta it ran in): the first name and description, turns
+/// added up, the widest time span. In order of first appearance.
+fn inline_subagents(runs: &[&RunMeta]) -> Vec<InlineSubagent> {
+    let mut out: Vec<InlineSubagent> = Vec::new();
+    for span in runs.iter().flat_map(|r| &r.subagent_spans) {
+        let at = match out.iter().position(|s| s.id == span.id) {
+            Some(at) => at,
+            None => {
+                out.push(InlineSubagent {
+                    id: span.id.clone(),
+                    name: None,
+                    description: None,
+                    turn_count: 0,
+                    started_at: None,
+                    ended_at: None,
+                });
+                out.len() - 1
+            }
+        };
+        let s = &mut out[at];
+        s.name = s.name.take().or_else(|| span.name.clone());
+        s.description = s.description.take().or_else(|| span.description.clone());
+        s.turn_count += span.turn_count;
+        s.started_at = match (s.started_at.take(), &span.started_at) {
+            (Some(a), Some(b)) => Some(a.min(b.clone())),
+            (a, b) => a.or_else(|| b.clone()),
+        };
+        s.ended_at = match (s.ended_at.take(), &span.ended_at) {
+            (Some(a), Some(b)) => Some(a.max(b.clone())),
+            (a, b) => a.or_else(|| b.clone()),
+        };
+    }
+    out
 }
 
 /// The runs of one tree, grouped into conversations and ordered depth-first
@@ -266,6 +303,7 @@ pub fn turns_of(run_id: &str, turns: Vec<Turn>) -> Vec<ConversationTurn> {
                 text: t.text,
                 timestamp: t.timestamp,
                 tool,
+                subagent: t.subagent,
             }
         })
         .collect()
@@ -283,6 +321,7 @@ pub fn gap(next_run_id: &str, from: u64, to: u64) -> ConversationTurn {
         text: format!("bytes {from}..{to} of the transcript are not shown here"),
         timestamp: None,
         tool: None,
+        subagent: None,
     }
 }
 
@@ -317,6 +356,7 @@ mod tests {
             commands: vec![],
             title: (from == 0).then(|| format!("title of {source}")),
             conversation: None,
+            subagent_spans: vec![],
             jsonl_bytes: 10,
             jsonl_sha256: String::new(),
             chain_sha256: String::new(),
@@ -398,6 +438,83 @@ mod tests {
         assert!(folded
             .is_some_and(|c| c.files_touched.len() == 4
                 && !c.files_touched.contains(&"/src/s1.rs".to_owned())));
+    }
+
+    /// An inline subagent that runs across two deltas is one node: named
+    /// by the delta that saw it start, its turns added up, its time span
+    /// the widest; a delta the viewer may not read adds nothing.
+    #[test]
+    fn an_inline_subagent_folds_over_the_deltas_it_ran_in() {
+        let span = |id: &str, name: Option<&str>, turns: u64, from: &str, to: &str| {
+            kith_proto::SubagentSpan {
+                id: id.into(),
+                name: name.map(Into::into),
+                description: name.map(|_| "look around".into()),
+                line_start: 1,
+                line_end: 2,
+                started_at: Some(from.into()),
+                ended_at: Some(to.into()),
+                turn_count: turns,
+            }
+        };
+        let mut r1 = run("r1", None, "main", 0, "2026-01-01T00:00:01Z");
+        r1.subagent_spans = vec![span("a1", Some("explore"), 2, "T02", "T05")];
+        let mut r2 = run("r2", Some("r1"), "main", 10, "2026-01-01T00:00:06Z");
+        r2.subagent_spans = vec![
+            span("a1", None, 3, "T06", "T08"),
+            span("a2", Some("task"), 1, "T07", "T07"),
+        ];
+        let id = ConversationId::of_head("r1");
+        let folded = |runs: &[&RunMeta]| {
+            fold(&ConversationRuns {
+                id: &id,
+                owner: "alice",
+                runs,
+                parent_id: None,
+                depth: 0,
+            })
+            .map(|c| c.inline_subagents)
+            .unwrap_or_default()
+        };
+        let both = folded(&[&r1, &r2]);
+        let seen: Vec<_> = both
+            .iter()
+            .map(|s| {
+                (
+                    s.id.as_str(),
+                    s.name.as_deref(),
+                    s.description.as_deref(),
+                    s.turn_count,
+                    s.started_at.as_deref(),
+                    s.ended_at.as_deref(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                (
+                    "a1",
+                    Some("explore"),
+                    Some("look around"),
+                    5,
+                    Some("T02"),
+                    Some("T08")
+                ),
+                (
+                    "a2",
+                    Some("task"),
+                    Some("look around"),
+                    1,
+                    Some("T07"),
+                    Some("T07")
+                ),
+            ]
+        );
+        let first_only = folded(&[&r1]);
+        assert_eq!(first_only.len(), 1);
+        assert_eq!(first_only[0].turn_count, 2);
+        assert!(folded(&[&run("r9", None, "other", 0, "T")]).is_empty());
     }
 
     /// A subagent shared without its parent stands alone for that viewer.

@@ -85,7 +85,9 @@ pub async fn ingest(
 
 fn validate(req: IngestRequest, idempotency_key: Option<String>) -> Result<Delta> {
     let bytes = req.jsonl.as_bytes();
-    jsonl::check(bytes).map_err(|e| Error::bad_request("invalid_jsonl", e.to_string()))?;
+    let format = format_of(req.agent_runtime);
+    jsonl::check(bytes, format.lines())
+        .map_err(|e| Error::bad_request("invalid_jsonl", e.to_string()))?;
     let len = bytes.len() as u64;
     if req.to_offset.checked_sub(req.from_offset) != Some(len) {
         return Err(Error::bad_request(
@@ -147,7 +149,7 @@ fn validate(req: IngestRequest, idempotency_key: Option<String>) -> Result<Delta
         None => None,
     };
     let sha256 = sha256_hex(bytes);
-    let parsed = transcript::parse(format_of(req.agent_runtime), bytes);
+    let parsed = transcript::parse(format, bytes);
     let chunks = chunk_turns(&parsed.turns, &ChunkConfig::default());
     Ok(Delta {
         req,
@@ -188,16 +190,7 @@ fn without_forgotten(d: Delta, at: u64) -> Result<Delta> {
 }
 
 pub fn format_of(runtime: AgentRuntime) -> Format {
-    match runtime {
-        AgentRuntime::ClaudeCode => Format::ClaudeCode,
-        AgentRuntime::Codex => Format::Codex,
-        AgentRuntime::Pi => Format::Pi,
-        AgentRuntime::Gemini => Format::Gemini,
-        AgentRuntime::Copilot => Format::Copilot,
-        AgentRuntime::Cursor => Format::Cursor,
-        AgentRuntime::OpenCode => Format::OpenCode,
-        AgentRuntime::Other => Format::Other,
-    }
+    Format::of_runtime(runtime.as_str())
 }
 
 /// Returns the answer and whether anything new was stored.
@@ -410,6 +403,7 @@ fn decide_and_store(state: &AppState, viewer: &Viewer, d: Delta) -> Result<(Inge
         commands: parsed.commands,
         title: parsed.title,
         conversation: None,
+        subagent_spans: parsed.subagents.into_iter().map(span_of).collect(),
         jsonl_bytes: req.jsonl.len() as u64,
         jsonl_sha256: d.sha256,
         chain_sha256,
@@ -480,6 +474,20 @@ pub fn own_run_id(user: &UserId, client: &RunId) -> Result<RunId> {
 /// The answer to a delta whose lines were all forgotten (with `run_id`):
 /// nothing stored, and the chain hash the agent expects, so its cursor
 /// moves on.
+/// An inline subagent's span as run metadata keeps it.
+fn span_of(s: transcript::SubagentSpan) -> kith_proto::SubagentSpan {
+    kith_proto::SubagentSpan {
+        id: s.id,
+        name: s.name,
+        description: s.description,
+        line_start: s.line_start,
+        line_end: s.line_end,
+        started_at: s.started_at,
+        ended_at: s.ended_at,
+        turn_count: s.turn_count,
+    }
+}
+
 fn forgotten(d: &Delta, run_id: String) -> IngestResponse {
     IngestResponse {
         _links: RunLinks::for_run(&run_id),

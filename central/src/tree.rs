@@ -354,6 +354,7 @@ mod tests {
             commands: vec![],
             title: None,
             conversation: None,
+            subagent_spans: vec![],
             jsonl_bytes: 0,
             jsonl_sha256: String::new(),
             chain_sha256: String::new(),

@@ -36,6 +36,8 @@ pub enum AgentRuntime {
     Copilot,
     /// Cursor agent's `agent-transcripts/*.jsonl`.
     Cursor,
+    /// Aider's `.aider.chat.history.md` (markdown lines, not JSON).
+    Aider,
     /// OpenCode (sst), through the journal kith keeps of its SQLite rows or
     /// JSON storage files.
     #[serde(rename = "opencode")]
@@ -44,13 +46,14 @@ pub enum AgentRuntime {
 }
 
 impl AgentRuntime {
-    pub const ALL: [AgentRuntime; 8] = [
+    pub const ALL: [AgentRuntime; 9] = [
         Self::ClaudeCode,
         Self::Codex,
         Self::Pi,
         Self::Gemini,
         Self::Copilot,
         Self::Cursor,
+        Self::Aider,
         Self::OpenCode,
         Self::Other,
     ];
@@ -63,6 +66,7 @@ impl AgentRuntime {
             Self::Gemini => "gemini",
             Self::Copilot => "copilot",
             Self::Cursor => "cursor",
+            Self::Aider => "aider",
             Self::OpenCode => "opencode",
             Self::Other => "other",
         }
@@ -80,7 +84,8 @@ impl AgentRuntime {
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct IngestRequest {
-    /// The delta's exact bytes: complete JSONL lines, each ending in `\n`.
+    /// The delta's exact bytes: complete lines, each ending in `\n`; JSON
+    /// lines, or for `aider` the markdown as written.
     pub jsonl: String,
     pub agent_runtime: AgentRuntime,
     /// Opaque identity of the source chain on the device (path + file identity + epoch).
@@ -194,6 +199,10 @@ pub struct RunMeta {
     /// The conversation this delta belongs to (`GET /api/conversations/{id}`).
     #[serde(default)]
     pub conversation: Option<String>,
+    /// Subagents whose turns this delta holds inside its own transcript
+    /// (Copilot CLI), each with its lines here.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub subagent_spans: Vec<SubagentSpan>,
     pub jsonl_bytes: u64,
     pub jsonl_sha256: String,
     pub chain_sha256: String,
@@ -204,6 +213,39 @@ pub struct RunMeta {
     pub indexed_at: Option<String>,
     pub embedded_at: Option<String>,
     pub _links: RunLinks,
+}
+
+/// A subagent's part of one delta, when its turns are written in its
+/// parent's transcript (Copilot CLI's `task` agents) rather than a
+/// transcript of its own.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct SubagentSpan {
+    /// The agent's id in the transcript (the tool call that started it).
+    pub id: String,
+    /// The kind of agent (`explore`).
+    pub name: Option<String>,
+    /// What it was asked to do.
+    pub description: Option<String>,
+    /// 1-based, inclusive lines of the run's jsonl holding its events.
+    pub line_start: u64,
+    pub line_end: u64,
+    pub started_at: Option<String>,
+    pub ended_at: Option<String>,
+    pub turn_count: u64,
+}
+
+/// A subagent inside a conversation's own transcript (Copilot CLI), folded
+/// over the deltas the viewer may read: a child node of the conversation
+/// in `kith tree`, its turns marked in the conversation's turns.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct InlineSubagent {
+    /// What `ConversationTurn::subagent` and `SearchHit::subagent` name.
+    pub id: String,
+    pub name: Option<String>,
+    pub description: Option<String>,
+    pub turn_count: u64,
+    pub started_at: Option<String>,
+    pub ended_at: Option<String>,
 }
 
 /// One run in a tree, with its depth below the tree's root (root = 0).
@@ -286,6 +328,11 @@ pub struct Conversation {
     pub tags: Vec<String>,
     /// The deltas the viewer may read, in byte order.
     pub run_ids: Vec<String>,
+    /// Subagents whose turns are in this conversation's own transcript
+    /// (Copilot CLI), in order of start; subagents with transcripts of
+    /// their own are conversations of their own (`parent_id`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inline_subagents: Vec<InlineSubagent>,
 }
 
 /// `GET /api/conversations`: recent conversations, each followed by its
@@ -359,6 +406,9 @@ pub struct ConversationTurn {
     pub timestamp: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool: Option<ToolCall>,
+    /// The inline subagent whose turn this is (`InlineSubagent::id`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subagent: Option<String>,
 }
 
 /// `GET /api/conversations/{id}/turns`.
@@ -496,6 +546,10 @@ pub struct SearchHit {
     /// Handle of the run's owner.
     #[serde(default)]
     pub owner: String,
+    /// The inline subagent whose span of the run holds the hit's lines (a
+    /// chunk that also holds its parent's turns names none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subagent: Option<SubagentSpan>,
     pub _links: RunLinks,
 }
 
@@ -766,6 +820,8 @@ pub struct SignInLink {
         IngestResponse,
         RunLinks,
         RunMeta,
+        SubagentSpan,
+        InlineSubagent,
         TreeRun,
         DescendantsResponse,
         Tree,

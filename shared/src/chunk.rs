@@ -171,6 +171,7 @@ mod tests {
             line_end: lines.1,
             timestamp: Some(format!("t{}", lines.0)),
             tool_names: Vec::new(),
+            subagent: None,
         }
     }
 

@@ -1,5 +1,15 @@
-//! Checks that a delta is well-formed JSONL: complete lines, each holding one
-//! or more JSON values (real pi files concatenate records on one line).
+//! Checks that a delta is well-formed: complete lines, each holding one or
+//! more JSON values (real pi files concatenate records on one line), or, for
+//! an agent that writes text (Aider's markdown), any UTF-8 text.
+
+/// What each line of a transcript holds, by the agent that wrote it
+/// (`transcript::Format::lines`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lines {
+    Json,
+    /// UTF-8 text: nothing to check beyond complete lines.
+    Text,
+}
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum JsonlError {
@@ -11,10 +21,11 @@ pub enum JsonlError {
     NotJson { line: u64, reason: String },
 }
 
-/// Returns the number of lines when every line of `bytes` is JSON.
+/// Returns the number of lines when `bytes` are complete lines, each one JSON
+/// for `Lines::Json`, each UTF-8 for `Lines::Text`.
 ///
 /// Empty lines are allowed (agents write none, but a blank line hides nothing).
-pub fn check(bytes: &[u8]) -> Result<u64, JsonlError> {
+pub fn check(bytes: &[u8], lines: Lines) -> Result<u64, JsonlError> {
     if bytes.is_empty() {
         return Err(JsonlError::Empty);
     }
@@ -30,6 +41,9 @@ pub fn check(bytes: &[u8]) -> Result<u64, JsonlError> {
                 line: line_no,
                 reason: format!("invalid UTF-8: {e}"),
             });
+        }
+        if lines == Lines::Text {
+            continue;
         }
         for value in serde_json::Deserializer::from_slice(line).into_iter::<serde::de::IgnoredAny>()
         {
@@ -62,7 +76,7 @@ mod tests {
             (b"{\"a\":\"\xff\"}\n", Err("line 1")),
         ];
         for (input, want) in cases {
-            let got = check(input);
+            let got = check(input, Lines::Json);
             match (want, &got) {
                 (Ok(n), Ok(m)) => assert_eq!(n, m, "{input:?}"),
                 (Err(frag), Err(e)) => {
@@ -71,5 +85,17 @@ mod tests {
                 _ => panic!("{input:?}: want {want:?}, got {got:?}"),
             }
         }
+    }
+
+    #[test]
+    fn text_lines_need_only_be_complete_utf8() {
+        assert_eq!(check(b"#### hi  \n\nnot json\n", Lines::Text), Ok(3));
+        assert_eq!(check(b"", Lines::Text), Err(JsonlError::Empty));
+        assert_eq!(
+            check(b"#### hi  \npartial", Lines::Text),
+            Err(JsonlError::PartialLastLine)
+        );
+        assert!(check(b"ok\n\xff\n", Lines::Text).is_err());
+        assert!(check(b"not json\n", Lines::Json).is_err());
     }
 }

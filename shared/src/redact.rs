@@ -5,9 +5,10 @@
 //! Lengths never change, so byte offsets in the source file still describe the
 //! shipped bytes (central requires `to_offset - from_offset == jsonl.len()`).
 //! A secret becomes `[REDACTED:<kind>]` padded with `*` (only `*` when the
-//! secret is shorter than that label). Secrets are looked for inside JSON
-//! string contents only, and a mask covers whole characters and whole escape
-//! sequences, so a JSON line stays valid JSON.
+//! secret is shorter than that label). In JSON lines, secrets are looked for
+//! inside string contents only, and a mask covers whole characters and whole
+//! escape sequences, so a JSON line stays valid JSON; in text lines (Aider's
+//! markdown) the whole line is looked at.
 //!
 //! A missed secret leaks; a false positive only hides text. Still, ordinary
 //! text (paths, git SHAs, UUIDs, the ids agents write, long identifiers) must
@@ -20,6 +21,8 @@ use std::sync::OnceLock;
 use aho_corasick::{AhoCorasick, MatchKind};
 use memchr::{memchr, memchr2};
 use regex::bytes::{Regex, RegexBuilder};
+
+use crate::jsonl::Lines;
 
 /// What was found and changed, by kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -88,7 +91,8 @@ impl Kind {
 /// A delta ready to ship.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Redacted {
-    /// Same length as the input, valid UTF-8, every line JSON.
+    /// Same length as the input, valid UTF-8, every line JSON (for
+    /// `Lines::Json`).
     pub text: String,
     /// What was changed, by `Kind::as_str` (the run's `redactions`).
     pub counts: BTreeMap<String, u64>,
@@ -126,11 +130,11 @@ impl Extra {
 /// Redacts a delta of JSONL lines (`bytes` may be any bytes; lines are split
 /// at `\n`).
 pub fn redact_jsonl(bytes: Vec<u8>) -> Redacted {
-    redact_jsonl_with(bytes, &Extra::default())
+    redact_with(bytes, Lines::Json, &Extra::default())
 }
 
-/// `redact_jsonl`, also masking the matches of `extra`.
-pub fn redact_jsonl_with(mut bytes: Vec<u8>, extra: &Extra) -> Redacted {
+/// Redacts a delta of `lines`, also masking the matches of `extra`.
+pub fn redact_with(mut bytes: Vec<u8>, lines: Lines, extra: &Extra) -> Redacted {
     // Lines are independent: a large delta (a backfill's) is redacted on
     // every core; a hook's delta is far smaller, and threads would only cost
     // it time.
@@ -139,7 +143,7 @@ pub fn redact_jsonl_with(mut bytes: Vec<u8>, extra: &Extra) -> Redacted {
     } else {
         std::thread::available_parallelism().map_or(1, usize::from)
     };
-    let counts = redact_in_pieces(&mut bytes, n_pieces, extra);
+    let counts = redact_in_pieces(&mut bytes, n_pieces, lines, extra);
     let text = match String::from_utf8(bytes) {
         Ok(text) => text,
         // Unreachable after `redact_line`; stay total anyway.
@@ -159,7 +163,12 @@ const PARALLEL_MIN: usize = 1 << 20;
 
 /// Redacts `bytes` in place, cut after a `\n` into up to `n_pieces` pieces
 /// of about the same length, each on its own thread.
-fn redact_in_pieces(bytes: &mut [u8], n_pieces: usize, extra: &Extra) -> BTreeMap<Kind, u64> {
+fn redact_in_pieces(
+    bytes: &mut [u8],
+    n_pieces: usize,
+    lines: Lines,
+    extra: &Extra,
+) -> BTreeMap<Kind, u64> {
     let piece_len = bytes.len() / n_pieces;
     std::thread::scope(|scope| {
         let mut rest = bytes;
@@ -169,10 +178,10 @@ fn redact_in_pieces(bytes: &mut [u8], n_pieces: usize, extra: &Extra) -> BTreeMa
                 break;
             };
             let (piece, tail) = rest.split_at_mut(piece_len + cut + 1);
-            others.push(scope.spawn(move || redact_lines(piece, extra)));
+            others.push(scope.spawn(move || redact_lines(piece, lines, extra)));
             rest = tail;
         }
-        let mut counts = redact_lines(rest, extra);
+        let mut counts = redact_lines(rest, lines, extra);
         for other in others {
             let other = other
                 .join()
@@ -185,14 +194,14 @@ fn redact_in_pieces(bytes: &mut [u8], n_pieces: usize, extra: &Extra) -> BTreeMa
     })
 }
 
-fn redact_lines(bytes: &mut [u8], extra: &Extra) -> BTreeMap<Kind, u64> {
+fn redact_lines(bytes: &mut [u8], lines: Lines, extra: &Extra) -> BTreeMap<Kind, u64> {
     let mut counts = BTreeMap::new();
     let mut start = 0;
     loop {
         let end = memchr(b'\n', &bytes[start..]).map_or(bytes.len(), |i| start + i);
-        redact_line(&mut bytes[start..end], &mut counts);
+        redact_line(&mut bytes[start..end], lines, &mut counts);
         if !extra.is_empty() {
-            redact_extra(&mut bytes[start..end], extra, &mut counts);
+            redact_extra(&mut bytes[start..end], lines, extra, &mut counts);
         }
         if end == bytes.len() {
             return counts;
@@ -201,16 +210,16 @@ fn redact_lines(bytes: &mut [u8], extra: &Extra) -> BTreeMap<Kind, u64> {
     }
 }
 
-fn redact_line(line: &mut [u8], counts: &mut BTreeMap<Kind, u64>) {
+fn redact_line(line: &mut [u8], lines: Lines, counts: &mut BTreeMap<Kind, u64>) {
     let n_invalid = replace_invalid_utf8(line);
     if n_invalid > 0 {
         *counts.entry(Kind::InvalidUtf8Bytes).or_default() += n_invalid;
     }
-    if !is_json(line) {
+    if lines == Lines::Json && !is_json(line) {
         as_json_string(line);
         *counts.entry(Kind::InvalidJsonLines).or_default() += 1;
     }
-    let strings = string_contents(line);
+    let strings = texts(line, lines);
     let present = present(line, &strings);
     let fields = if present.iter().any(|hits| !hits.is_empty()) {
         secret_fields(line, &strings, &present, counts)
@@ -232,8 +241,8 @@ fn redact_line(line: &mut [u8], counts: &mut BTreeMap<Kind, u64>) {
 /// Masks `extra`'s matches in the string contents of a line the built-in
 /// rules already went over (their masks hold no quotes, so the strings are
 /// where they were).
-fn redact_extra(line: &mut [u8], extra: &Extra, counts: &mut BTreeMap<Kind, u64>) {
-    for range in string_contents(line) {
+fn redact_extra(line: &mut [u8], lines: Lines, extra: &Extra, counts: &mut BTreeMap<Kind, u64>) {
+    for range in texts(line, lines) {
         let content = &mut line[range];
         let spans: Vec<(Range<usize>, Kind)> = extra
             .0
@@ -293,6 +302,14 @@ fn as_json_string(line: &mut [u8]) {
     line[n - 1] = b'"';
     // The quotes may have cut a multi-byte character at either end.
     replace_invalid_utf8(line);
+}
+
+/// Where a line's text is: its JSON strings' contents, or all of a text line.
+fn texts(line: &[u8], lines: Lines) -> Vec<Range<usize>> {
+    match lines {
+        Lines::Json => string_contents(line),
+        Lines::Text => std::iter::once(0..line.len()).collect(),
+    }
 }
 
 /// The byte ranges of every JSON string's contents (between the quotes; an
@@ -1479,12 +1496,12 @@ mod tests {
         }
         delta.extend_from_slice(b"{\"partial\": \"AKIAIOSFODNN7EXAMPLE");
         let mut whole = delta.clone();
-        let want = redact_in_pieces(&mut whole, 1, &Extra::default());
+        let want = redact_in_pieces(&mut whole, 1, Lines::Json, &Extra::default());
         assert_eq!(want.get(&Kind::AwsKey), Some(&250));
         for n_pieces in [2, 3, 7, 5000] {
             let mut pieces = delta.clone();
             assert_eq!(
-                redact_in_pieces(&mut pieces, n_pieces, &Extra::default()),
+                redact_in_pieces(&mut pieces, n_pieces, Lines::Json, &Extra::default()),
                 want,
                 "{n_pieces}"
             );
@@ -1580,7 +1597,10 @@ mod tests {
                 "{input:?}: {:?}",
                 out.counts
             );
-            assert_eq!(crate::jsonl::check(out.text.as_bytes()).map(|_| ()), Ok(()));
+            assert_eq!(
+                crate::jsonl::check(out.text.as_bytes(), Lines::Json).map(|_| ()),
+                Ok(())
+            );
         }
         // pi's concatenated records and blank lines are JSON already.
         for ok in [&b"{\"a\":1}{\"b\":2}\n"[..], b"\n", b"{}\n\n{}\n"] {
@@ -1692,7 +1712,7 @@ mod tests {
             let out = redact_jsonl(bytes[..complete].to_vec());
             assert!(out.counts.is_empty(), "{}: {:?}", f.name, out.counts);
             assert_eq!(out.text.as_bytes(), &bytes[..complete], "{}", f.name);
-            let checked = crate::jsonl::check(&bytes[..complete]).map(|_| ());
+            let checked = crate::jsonl::check(&bytes[..complete], Lines::Json).map(|_| ());
             assert_eq!(checked, Ok(()), "{}", f.name);
         }
         let third_party = all.iter().filter(|f| !f.own).count();
@@ -1714,7 +1734,7 @@ mod tests {
         let line =
             r#"{"message":{"content":"ticket ACME-123456 for project bluebird, see ACME-12"}}"#;
         let input = format!("{line}\n");
-        let out = redact_jsonl_with(input.clone().into_bytes(), &extra);
+        let out = redact_with(input.clone().into_bytes(), Lines::Json, &extra);
         assert_eq!(out.text.len(), input.len());
         assert!(!out.text.contains("ACME-123456"), "{}", out.text);
         assert!(!out.text.contains("bluebird"), "{}", out.text);
@@ -1729,5 +1749,34 @@ mod tests {
         for bad in ["(", ""] {
             assert!(Extra::new(&[bad.to_owned()]).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn text_lines_are_masked_whole_and_stay_text() {
+        let extra = Extra::new(&["ACME-[0-9]{6}".to_owned()]).unwrap_or_else(|e| panic!("{e}"));
+        let input = concat!(
+            "#### deploy with OPENAI_API_KEY=sk-proj-abcdefghijklmnopqrstuvwxyz0123456789ABCD  \n",
+            "> Applied edit to src/main.rs  \n",
+            "\n",
+            "Ticket ACME-123456 is \"done\".\n",
+        );
+        let out = redact_with(input.as_bytes().to_vec(), Lines::Text, &extra);
+        assert_eq!(out.text.len(), input.len());
+        assert!(!out.text.contains("sk-proj-abc"), "{}", out.text);
+        assert!(!out.text.contains("ACME-123456"), "{}", out.text);
+        assert!(
+            out.text.starts_with("#### deploy with OPENAI_API_KEY="),
+            "{}",
+            out.text
+        );
+        assert!(
+            out.text
+                .contains("> Applied edit to src/main.rs  \n\nTicket "),
+            "text without secrets is kept as written: {}",
+            out.text
+        );
+        assert!(out.text.contains("is \"done\".\n"), "{}", out.text);
+        assert_eq!(out.counts.get("invalid_json_lines"), None);
+        assert_eq!(out.counts.get("custom"), Some(&1));
     }
 }

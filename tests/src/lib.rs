@@ -54,6 +54,7 @@ const KITH_ENVIRONMENT: &[&str] = &[
     "KITH_CENTRAL_URL",
     "KITH_TOKEN",
     "KITH_EXCLUDE",
+    "KITH_AIDER_ROOTS",
     "XDG_CONFIG_HOME",
     "XDG_STATE_HOME",
     "CODEX_HOME",

@@ -1,9 +1,9 @@
-//! Gemini CLI, Copilot CLI, Cursor and OpenCode end to end: each session is
-//! written the way its agent writes it (appends; Gemini also re-appends a
-//! message, `$set`s and `$rewindTo`s; OpenCode updates and deletes SQLite
-//! rows from another process, or rewrites its JSON files), captured by the
-//! real `kith` while the real `kith-central` is killed and started again on
-//! its data, then read back and searched through the API.
+//! Gemini CLI, Copilot CLI, Cursor, OpenCode and Aider end to end: each
+//! session is written the way its agent writes it (appends; Gemini also
+//! re-appends a message, `$set`s and `$rewindTo`s; OpenCode updates and
+//! deletes SQLite rows from another process, or rewrites its JSON files),
+//! captured by the real `kith` while the real `kith-central` is killed and
+//! started again on its data, then read back and searched through the API.
 
 use std::collections::BTreeSet;
 use std::io::Write;
@@ -23,6 +23,10 @@ const COPILOT: &str = "copilot/3e9a7c21-4b6d-4f08-a2c5-9d1e8b7f6a30/events.jsonl
 const CURSOR: &str =
     "cursor/home-sam-src-tally/agent-transcripts/5b8e2d14-7a3c-4e91-b6f0-2c9d4a1e8f73.jsonl";
 const CURSOR_SUBAGENT: &str = "cursor/home-sam-src-tally/agent-transcripts/5b8e2d14-7a3c-4e91-b6f0-2c9d4a1e8f73/subagents/9c4f1a7e-3b2d-4c85-a0e6-7d1f2b9c3e58.jsonl";
+/// Aider's history of the project `tally`: two sessions.
+const AIDER: &str = "aider/tally/.aider.chat.history.md";
+/// Its second session's header is line 48.
+const AIDER_SECOND_SESSION: usize = 47;
 
 /// A machine with one agent's sessions and the real `kith`, sending to a
 /// central that is killed and restarted while the session is written.
@@ -67,8 +71,12 @@ impl Machine {
         Ok(out.stdout)
     }
 
-    /// Where the agent writes the repository fixture `rel`.
+    /// Where the agent writes the repository fixture `rel` (Aider: in the
+    /// project, `~/src/<project>/`).
     fn dest(&self, rel: &str) -> PathBuf {
+        if let Some(project) = rel.strip_prefix("aider/") {
+            return self.home.path("src").join(project);
+        }
         let f = fixtures::get(rel);
         self.home
             .root()
@@ -183,9 +191,11 @@ impl Machine {
             .lines()
             .find(|l| l.split_whitespace().next() == Some(runtime))
             .with_context(|| format!("no {runtime} row: {status}"))?;
+        // The `at risk` column after these is `-` for most agents.
         let n: Vec<u64> = row
             .split_whitespace()
             .skip(1)
+            .take(4)
             .map(str::parse)
             .collect::<Result<_, _>>()?;
         n.try_into()
@@ -217,11 +227,7 @@ fn str_of(v: &Value, key: &str) -> String {
 }
 
 fn format_of(rel: &str) -> Format {
-    match rel.split('/').next() {
-        Some("gemini") => Format::Gemini,
-        Some("copilot") => Format::Copilot,
-        _ => Format::Cursor,
-    }
+    Format::of_runtime(rel.split('/').next().unwrap_or_default())
 }
 
 /// What the agent's final file says, read whole: (role, text) of each turn.
@@ -284,6 +290,50 @@ fn gemini_rewind_and_reappended_message_across_a_central_restart() -> Result<()>
     assert_eq!(tree.len(), 2, "{tree:?}");
     assert_eq!(tree[0], (id.clone(), String::new()));
     assert_eq!(tree[1].1, id, "{tree:?}");
+    let subagent = tree[1].0.clone();
+    // `kith tree <session>`: the session, and its subagent one level
+    // under it; never the subagent as a conversation of its own.
+    let one: Value = serde_json::from_slice(&m.ok(&["tree", &id[..8], "--json"])?)?;
+    let shape: Vec<(String, String, u64)> = one["conversations"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| {
+            (
+                str_of(c, "id"),
+                str_of(c, "parent_id"),
+                c["depth"].as_u64().unwrap_or(9),
+            )
+        })
+        .collect();
+    assert_eq!(
+        shape,
+        [
+            (id.clone(), String::new(), 0),
+            (subagent.clone(), id.clone(), 1)
+        ]
+    );
+    let text = String::from_utf8(m.ok(&["tree", &id])?)?;
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    assert!(
+        lines[0].starts_with("● ") && lines[0].contains("thousands separator"),
+        "{text}"
+    );
+    assert!(
+        lines[1].starts_with("  └ ") && lines[1].contains("Find every caller of parse_amount"),
+        "{text}"
+    );
+    let all = String::from_utf8(m.ok(&["tree"])?)?;
+    assert_eq!(
+        all.lines().filter(|l| l.starts_with('●')).count(),
+        1,
+        "one top-level conversation: {all}"
+    );
+    // Named by the subagent, the tree starts at the subagent.
+    let below: Value = serde_json::from_slice(&m.ok(&["tree", &subagent, "--json"])?)?;
+    assert_eq!(below["conversations"].as_array().map(Vec::len), Some(1));
+    assert_eq!(below["conversations"][0]["parent_id"], json!(id));
 
     // Doctor counts the chunks a chain read whole gives, and so does a
     // rebuild from the blobs: the rewound turn stays out of search.
@@ -512,6 +562,165 @@ fn copilot_events_across_a_central_restart() -> Result<()> {
     Ok(())
 }
 
+/// A Copilot CLI `task` subagent lives inside its session's
+/// `events.jsonl`: it is a node under its session in `kith tree` (name,
+/// what it was asked, turns, time span), its turns are marked in the
+/// session's turns and readable alone, and a search hit inside it says so.
+/// The first delta ends with the subagent's completion; the session's
+/// result of the call that started it comes in the second.
+#[test]
+fn copilot_subagent_is_a_node_under_its_session() -> Result<()> {
+    let mut m = Machine::new()?;
+    let conversation = m.capture_across_a_restart(COPILOT, 16, &[])?;
+    let id = str_of(&conversation, "id");
+    assert_eq!(conversation["delta_count"].as_u64(), Some(2));
+
+    // The session's turns: the subagent's marked, the session's own not.
+    let r = m
+        .api
+        .get(&format!("/api/conversations/{id}/turns?limit=1000"))?;
+    let marked: Vec<(String, String)> = r.body["turns"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|t| (str_of(t, "subagent"), str_of(t, "text")))
+        .collect();
+    let theirs: Vec<&str> = marked
+        .iter()
+        .filter(|(s, _)| s == "toolu_task_01")
+        .map(|(_, t)| t.as_str())
+        .collect();
+    assert!(
+        theirs.contains(&"Only src/report.rs:31 uses ordinal()."),
+        "{marked:?}"
+    );
+    assert!(
+        theirs.iter().any(|t| t.starts_with("grep: ")),
+        "its tool call: {marked:?}"
+    );
+    assert!(
+        marked
+            .iter()
+            .any(|(s, t)| s.is_empty() && t.starts_with("Dividing the day")),
+        "the session's answer is its own: {marked:?}"
+    );
+    assert!(
+        marked
+            .iter()
+            .all(|(s, _)| s.is_empty() || s == "toolu_task_01"),
+        "{marked:?}"
+    );
+
+    // `kith tree`: one conversation, the subagent a node under it.
+    let tree: Value = serde_json::from_slice(&m.ok(&["tree", "--json"])?)?;
+    let conversations = tree["conversations"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(conversations.len(), 1, "{tree}");
+    assert_eq!(
+        conversations[0]["inline_subagents"],
+        json!([{
+            "id": "toolu_task_01",
+            "name": "explore",
+            "description": "Check other ordinal uses",
+            "turn_count": theirs.len(),
+            "started_at": "2026-05-14T18:02:26.100Z",
+            "ended_at": "2026-05-14T18:02:28.100Z",
+        }])
+    );
+    let one: Value = serde_json::from_slice(&m.ok(&["tree", &id, "--json"])?)?;
+    assert_eq!(one["conversations"], tree["conversations"]);
+    let text = String::from_utf8(m.ok(&["tree", &id])?)?;
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    assert!(lines[0].starts_with("● "), "{text}");
+    assert!(
+        lines[1].starts_with("  └ ▸ explore Check other ordinal uses")
+            && lines[1].contains(&format!("{} turns", theirs.len())),
+        "{text}"
+    );
+
+    // `kith show --subagent`: its turns alone; `kith show` marks them.
+    let show: Value =
+        serde_json::from_slice(&m.ok(&["show", &id, "--subagent", "explore", "--json"])?)?;
+    let shown: Vec<String> = show["turns"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|t| str_of(t, "text"))
+        .collect();
+    assert_eq!(shown, theirs, "{show}");
+    let out = m.kith(&["show", &id, "--subagent", "nobody"])?;
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("explore (toolu_task_01)"),
+        "{out:?}"
+    );
+    let whole = String::from_utf8(m.ok(&["show", &id])?)?;
+    let at = whole
+        .find("▸ subagent explore Check other ordinal uses")
+        .with_context(|| whole.clone())?;
+    assert!(
+        whole[at..].contains("\n  Only src/report.rs:31 uses ordinal()."),
+        "its turns indented under it: {whole}"
+    );
+    assert!(whole[..at].contains("I'll look at how months"), "{whole}");
+
+    // Search: a hit inside the subagent names it; the session's does not.
+    let hits = |word: &str| -> Result<Vec<Value>> {
+        let r = m
+            .api
+            .post("/api/search", &json!({"query": word, "mode": "keyword"}))?;
+        ensure!(r.status == 200, "{r:?}");
+        Ok(r.body["hits"].as_array().cloned().unwrap_or_default())
+    };
+    let inside = hits("uses")?;
+    assert!(
+        inside.iter().any(|h| h["subagent"]["name"] == "explore"
+            && str_of(h, "text").contains("Only src/report.rs:31")),
+        "{inside:?}"
+    );
+    let outside = hits("April")?;
+    assert_eq!(outside.len(), 1, "{outside:?}");
+    assert!(outside[0].get("subagent").is_none(), "{outside:?}");
+    let grouped = String::from_utf8(m.ok(&["search", "uses", "--mode", "keyword"])?)?;
+    assert!(grouped.contains("[subagent explore]"), "{grouped}");
+
+    // A published session (when the third-party set is beside the
+    // repository), in addition: its `task` subagent is a node too.
+    match fixtures::third_party("copilot/qiaolei81__copilot-session-viewer__events.jsonl") {
+        Some(bytes) => {
+            let dest = m
+                .home
+                .root()
+                .join(".copilot/session-state/030f200c-c26f-4ef0-9099-6d1156c83631");
+            std::fs::create_dir_all(&dest)?;
+            std::fs::write(dest.join("events.jsonl"), bytes)?;
+            m.ok(&["backfill"])?;
+            let tree: Value = serde_json::from_slice(&m.ok(&["tree", "--json"])?)?;
+            let real = tree["conversations"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|c| c["session_id"] == "030f200c-c26f-4ef0-9099-6d1156c83631")
+                .with_context(|| format!("{tree}"))?;
+            let subagents = real["inline_subagents"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            assert_eq!(subagents.len(), 1, "{real}");
+            assert_eq!(subagents[0]["name"], "explore");
+            assert_eq!(
+                subagents[0]["description"],
+                "Inspect hello.py and README.md"
+            );
+        }
+        None => println!("skipped the published Copilot session: ../shared/fixtures is absent"),
+    }
+    Ok(())
+}
+
 #[test]
 fn cursor_transcript_and_its_subagent_across_a_central_restart() -> Result<()> {
     let mut m = Machine::new()?;
@@ -547,6 +756,7 @@ fn gemini_after_agent_hook_captures_the_session_it_names() -> Result<()> {
     );
 
     m.write(GEMINI, 0, usize::MAX)?;
+    m.write(GEMINI_SUBAGENT, 0, usize::MAX)?;
     let payload = json!({
         "session_id": "7c1e4a2b-5d3f-4e6a-9b80-2f4d6c8a1e35",
         "transcript_path": m.dest(GEMINI),
@@ -562,14 +772,20 @@ fn gemini_after_agent_hook_captures_the_session_it_names() -> Result<()> {
         String::from_utf8_lossy(&out.stdout)
     );
 
+    // The session, and its subagent beside it, which the payload does not name.
     let listed = m.api.get("/api/conversations")?;
     let conversations = listed.body["conversations"]
         .as_array()
         .cloned()
         .unwrap_or_default();
-    assert_eq!(conversations.len(), 1, "{listed:?}");
+    assert_eq!(conversations.len(), 2, "{listed:?}");
     assert_eq!(conversations[0]["agent_runtime"], "gemini");
     assert_final_state(&m.turns(&conversations[0])?, GEMINI);
+    assert_eq!(conversations[1]["parent_id"], conversations[0]["id"]);
+    assert_eq!(
+        conversations[1]["title"],
+        "Find every caller of parse_amount"
+    );
 
     m.ok(&["uninstall", "gemini"])?;
     let settings = std::fs::read_to_string(m.home.root().join(".gemini/settings.json"))?;
@@ -577,9 +793,60 @@ fn gemini_after_agent_hook_captures_the_session_it_names() -> Result<()> {
     Ok(())
 }
 
-/// Copilot CLI and Cursor have no hook kith uses: `kith watch` captures
-/// them as they are written, and only their transcripts (not other JSONL
-/// files in the agents' folders).
+/// `kith install cursor` puts kith's command on Cursor's `stop` in
+/// `~/.cursor/hooks.json`; the payload Cursor sends when the agent loop
+/// ends (its transcript path null, as some versions send it) names the
+/// conversation, which the hook finds, captures and sends with its
+/// subagent, printing nothing (a `stop` hook's stdout could continue the
+/// conversation). Uninstalling leaves no `hooks.json` behind.
+#[test]
+fn cursor_stop_hook_captures_the_conversation_and_its_subagent() -> Result<()> {
+    let m = Machine::new()?;
+    m.ok(&["install", "cursor"])?;
+    let file = m.home.root().join(".cursor/hooks.json");
+    let hooks: Value = serde_json::from_slice(&std::fs::read(&file)?)?;
+    assert_eq!(hooks["version"], 1, "{hooks}");
+    let command = hooks["hooks"]["stop"][0]["command"].clone();
+    assert!(
+        command.as_str().is_some_and(|c| c.ends_with("kith hook")),
+        "{hooks}"
+    );
+
+    m.write(CURSOR, 0, usize::MAX)?;
+    m.write(CURSOR_SUBAGENT, 0, usize::MAX)?;
+    let payload = json!({
+        "conversation_id": "5b8e2d14-7a3c-4e91-b6f0-2c9d4a1e8f73",
+        "generation_id": "9f1d3c2a-0b4e-4c1d-8e2f-7a6b5c4d3e21",
+        "hook_event_name": "stop",
+        "status": "completed",
+        "loop_count": 0,
+        "workspace_roots": ["/home/sam/src/tally"],
+        "transcript_path": null,
+    });
+    let out = m.kith_with(&["hook"], payload.to_string().as_bytes())?;
+    assert_eq!(out.status.code(), Some(0));
+    assert!(
+        out.stdout.is_empty(),
+        "{:?}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+
+    let tree = m.tree()?;
+    assert_eq!(tree.len(), 2, "{tree:?}");
+    assert_eq!(tree[1].1, tree[0].0, "the subagent under its session");
+    let listed = m.api.get("/api/conversations")?;
+    let session = listed.body["conversations"][0].clone();
+    assert_eq!(session["agent_runtime"], "cursor");
+    assert_final_state(&m.turns(&session)?, CURSOR);
+
+    m.ok(&["uninstall", "cursor"])?;
+    assert!(!file.exists(), "kith's hooks alone: the file goes");
+    Ok(())
+}
+
+/// Copilot CLI has no hook kith uses, and Cursor's is optional: `kith
+/// watch` captures them as they are written, and only their transcripts
+/// (not other JSONL files in the agents' folders).
 #[test]
 fn watch_captures_copilot_and_cursor_and_nothing_else_in_their_folders() -> Result<()> {
     let m = Machine::new()?;
@@ -643,6 +910,137 @@ fn watch_captures_copilot_and_cursor_and_nothing_else_in_their_folders() -> Resu
         m.found("decoy")?.is_empty(),
         "a file that is not a transcript"
     );
+    Ok(())
+}
+
+/// Aider appends its chat to `.aider.chat.history.md` in the project
+/// (`[aider] roots` names the folder of projects): two sessions, the second
+/// written while central is down, read back as one conversation equal to
+/// the file, each turn once, dated by its session's header, searchable to
+/// its last turn.
+#[test]
+fn aider_history_of_two_sessions_across_a_central_restart() -> Result<()> {
+    let mut m = Machine::new()?;
+    std::fs::create_dir_all(m.home.path(".config/kith"))?;
+    std::fs::write(
+        m.home.path(".config/kith/config.toml"),
+        "[aider]\nroots = [\"~/src\"]\n",
+    )?;
+    // Beside the history, in the same folder: not a transcript.
+    std::fs::create_dir_all(m.dest(AIDER).parent().context("a folder")?)?;
+    std::fs::write(m.home.path("src/tally/NOTES.md"), "#### decoy heading  \n")?;
+    let conversation = m.capture_across_a_restart(AIDER, AIDER_SECOND_SESSION, &[])?;
+    assert_eq!(conversation["agent_runtime"], "aider");
+    assert_eq!(
+        conversation["cwd"],
+        m.home.path("src/tally").display().to_string(),
+        "the project folder: {conversation}"
+    );
+    assert_eq!(conversation["delta_count"].as_u64(), Some(2));
+    assert_eq!(conversation["model"], "anthropic/claude-sonnet-4-5");
+    assert_eq!(conversation["started_at"], "2026-05-14T10:02:11.000Z");
+    assert_eq!(conversation["files_touched"], json!(["src/report.rs"]));
+    m.assert_covered("aider", 1)?;
+    assert_eq!(
+        m.coverage("claude-code")?,
+        [0; 4],
+        "nothing else is counted"
+    );
+
+    let turns = m.turns(&conversation)?;
+    assert_final_state(&turns, AIDER);
+    assert_eq!(
+        turns.first(),
+        Some(&(
+            "tool".to_owned(),
+            "/home/sam/.local/bin/aider --model sonnet\nAider v0.86.1\n\
+             Main model: anthropic/claude-sonnet-4-5 with diff edit format, infinite output\n\
+             Git repo: .git with 24 files\nRepo-map: using 4096 tokens, auto refresh"
+                .to_owned()
+        ))
+    );
+    let id = str_of(&conversation, "id");
+    let (status, stored) = m.api.get_bytes(&format!("/api/conversations/{id}/jsonl"))?;
+    assert_eq!(status, 200);
+    assert!(
+        stored == fixtures::read(AIDER),
+        "central holds the markdown byte for byte"
+    );
+    let r = m
+        .api
+        .get(&format!("/api/conversations/{id}/turns?limit=1000"))?;
+    let times: BTreeSet<String> = r.body["turns"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|t| str_of(t, "timestamp"))
+        .collect();
+    assert!(
+        times.contains("2026-05-14T10:02:11.000Z"),
+        "the first session's turns carry its header's time: {times:?}"
+    );
+
+    // `kith show` prints the last reply once, and no markdown of the
+    // model's as a prompt.
+    let shown = String::from_utf8(m.ok(&["show", &id])?)?;
+    assert_eq!(
+        shown
+            .matches("seed the map with every known category")
+            .count(),
+        1,
+        "{shown}"
+    );
+    assert_eq!(m.found("seed")?, [id.as_str()], "the last reply is found");
+    assert!(m.found("decoy")?.is_empty(), "NOTES.md is not a transcript");
+    Ok(())
+}
+
+/// `kith watch` finds an Aider project created under a root after it
+/// started (`KITH_AIDER_ROOTS`, one level down), and captures what aider
+/// appends there.
+#[test]
+fn watch_captures_an_aider_history_in_a_new_project() -> Result<()> {
+    let m = Machine::new()?;
+    std::fs::create_dir_all(m.home.path("src"))?;
+    let mut cmd = m.home.kith_at(&m.central.url, &m.token, &["watch"]);
+    cmd.env("KITH_AIDER_ROOTS", m.home.path("src"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let watch = Watch(cmd.spawn()?);
+    // Give the watch a moment to start before the project appears.
+    std::thread::sleep(Duration::from_millis(500));
+    m.write(AIDER, 0, AIDER_SECOND_SESSION)?;
+    m.write(AIDER, AIDER_SECOND_SESSION, usize::MAX)?;
+    let want = fixtures::read(AIDER).len() as u64;
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let conversation = loop {
+        let listed = m.api.get("/api/conversations?limit=100")?;
+        let conversation = listed.body["conversations"].get(0).cloned();
+        let mut got = 0;
+        for run in conversation
+            .as_ref()
+            .and_then(|c| c["run_ids"].as_array())
+            .into_iter()
+            .flatten()
+        {
+            let r = m
+                .api
+                .get(&format!("/api/runs/{}", run.as_str().unwrap_or_default()))?;
+            got += r.body["to_offset"].as_u64().unwrap_or(0)
+                - r.body["from_offset"].as_u64().unwrap_or(0);
+        }
+        if let Some(c) = conversation.filter(|_| got >= want) {
+            break c;
+        }
+        ensure!(
+            std::time::Instant::now() < deadline,
+            "{got} of {want} bytes: {listed:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    drop(watch);
+    assert_eq!(conversation["agent_runtime"], "aider");
+    assert_final_state(&m.turns(&conversation)?, AIDER);
     Ok(())
 }
 

@@ -211,6 +211,8 @@ fn bad_input_gets_a_clear_error_and_stores_nothing() -> Result<()> {
         ("invalid utf-8", http.post(&url).bearer_auth(&token).header("content-type", "application/json").body(b"{\"jsonl\":\"\xff\xfe\"}".to_vec()), 400, "invalid_json"),
         ("not json line", http.post(&url).bearer_auth(&token).json(&delta("s", 0, "{}\nnot json\n")), 400, "invalid_jsonl"),
         ("partial last line", http.post(&url).bearer_auth(&token).json(&delta("s", 0, "{}\n{\"a\"")), 400, "invalid_jsonl"),
+        ("markdown for a JSONL agent", http.post(&url).bearer_auth(&token).json(&json!({"jsonl":"#### hi  \n","agent_runtime":"claude-code","source_identity":"s","from_offset":0,"to_offset":10})), 400, "invalid_jsonl"),
+        ("aider partial last line", http.post(&url).bearer_auth(&token).json(&json!({"jsonl":"#### hi  \n####","agent_runtime":"aider","source_identity":"s","from_offset":0,"to_offset":14})), 400, "invalid_jsonl"),
         ("range mismatch", http.post(&url).bearer_auth(&token).json(&json!({"jsonl":"{}\n","agent_runtime":"pi","source_identity":"s","from_offset":0,"to_offset":9})), 400, "invalid_range"),
         ("readable_by smuggled", http.post(&url).bearer_auth(&token).json(&json!({"jsonl":"{}\n","agent_runtime":"pi","source_identity":"s","from_offset":0,"to_offset":3,"readable_by":["someone"]})), 400, "invalid_json"),
         ("traversal in run_id", http.post(&url).bearer_auth(&token).json(&json!({"jsonl":"{}\n","agent_runtime":"pi","source_identity":"s","from_offset":0,"to_offset":3,"run_id":"../../etc"})), 400, "invalid_id"),

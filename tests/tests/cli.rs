@@ -300,7 +300,8 @@ fn config_shows_every_setting_with_where_it_came_from() -> Result<()> {
     std::fs::create_dir_all(xdg.join("kith"))?;
     std::fs::write(
         xdg.join("kith/config.toml"),
-        "central_url = \"http://127.0.0.1:9\"\nexclude = [\"~/secret/**\"]\n",
+        "central_url = \"http://127.0.0.1:9\"\nexclude = [\"~/secret/**\"]\n\
+         [aider]\nroots = [\"~/src\"]\n",
     )?;
     let file = xdg.join("kith/config.toml");
     let config = |extra: &[&str], env: &[(&str, &str)]| -> Result<Value> {
@@ -361,6 +362,17 @@ fn config_shows_every_setting_with_where_it_came_from() -> Result<()> {
         "{c}"
     );
     ensure!(c["token"] == json!({"origin": "env KITH_TOKEN"}), "{c}");
+    // Aider's roots: the file's, then the environment's.
+    let c = config(&[], &[("KITH_AIDER_ROOTS", "/work/a:/work/b")])?;
+    ensure!(
+        c["aider_roots"]
+            == json!([
+                {"path": device.path("src"), "origin": from_file},
+                {"path": "/work/a", "origin": "env KITH_AIDER_ROOTS"},
+                {"path": "/work/b", "origin": "env KITH_AIDER_ROOTS"},
+            ]),
+        "{c}"
+    );
     let c = config(
         &["--central-url", "http://127.0.0.1:11"],
         &[("KITH_CENTRAL_URL", "http://127.0.0.1:10")],
@@ -373,6 +385,11 @@ fn config_shows_every_setting_with_where_it_came_from() -> Result<()> {
     let text = ok(cmd.output()?)?;
     ensure!(
         text.contains("exclude") && text.contains("~/secret/**") && text.contains(&from_file),
+        "{text}"
+    );
+    ensure!(
+        text.lines().any(|l| l.starts_with("aider_root")
+            && l.contains(&device.path("src").display().to_string())),
         "{text}"
     );
     ensure!(!text.contains("kith_not_shown_anywhere"), "{text}");

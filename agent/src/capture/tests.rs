@@ -105,7 +105,9 @@ fn check_chain(deltas: &[IngestRequest]) -> Vec<u8> {
         assert_eq!(d.from_offset, bytes.len() as u64, "contiguous");
         assert_eq!(d.to_offset - d.from_offset, d.jsonl.len() as u64);
         assert_eq!(d.prev_sha256, chain, "prev_sha256 is the chain so far");
-        assert!(kith_shared::jsonl::check(d.jsonl.as_bytes()).is_ok());
+        assert!(
+            kith_shared::jsonl::check(d.jsonl.as_bytes(), kith_shared::jsonl::Lines::Json).is_ok()
+        );
         let run = d.run_id.clone().unwrap_or_default();
         assert!(kith_shared::ids::RunId::parse(&run).is_ok(), "{run}");
         if previous_run.is_some() {
@@ -138,7 +140,7 @@ fn every_fixture_is_spooled_byte_exact_with_its_lineage() -> anyhow::Result<()> 
     }
     assert!(placed.len() >= 9);
     let mut total = Captured::default();
-    for source in discover::all(&device.paths) {
+    for source in discover::all(&device.paths, &[]) {
         total += device.capture.file(&source)?;
     }
     for (fixture, source) in &placed {
@@ -158,7 +160,7 @@ fn every_fixture_is_spooled_byte_exact_with_its_lineage() -> anyhow::Result<()> 
     assert!(total.bytes <= on_disk && total.bytes > on_disk / 2);
 
     // Nothing new: nothing spooled.
-    for source in discover::all(&device.paths) {
+    for source in discover::all(&device.paths, &[]) {
         assert_eq!(device.capture.file(&source)?, Captured::default());
     }
 
@@ -748,5 +750,46 @@ fn the_persons_own_redact_patterns_are_masked_before_spooling() -> anyhow::Resul
         assert!(!req.jsonl.contains("notes-site"), "{}", req.jsonl);
         assert!(req.redactions.get("custom").is_some_and(|n| *n > 0));
     }
+    Ok(())
+}
+
+/// An Aider history is markdown: it is spooled as the text it is (not made
+/// JSON), secrets masked in it, with the project folder as its `cwd`.
+#[test]
+fn an_aider_history_is_spooled_as_text_with_its_secrets_masked() -> anyhow::Result<()> {
+    let device = Device::new()?;
+    let project = device.tmp.path().join("src/tally");
+    fs::create_dir_all(&project)?;
+    let history = project.join(discover::AIDER_HISTORY);
+    let secret = "ghp_abcdefghijklmnopqrstuvwxyz0123456789";
+    let first = "\n# aider chat started at 2026-05-14 10:02:11\n\n#### hi  \n\nHello.\n\n";
+    fs::write(&history, first)?;
+    let source = device.file(&history);
+    assert_eq!(source.runtime, AgentRuntime::Aider);
+    assert!(device.capture.file(&source)?.deltas > 0);
+    let mut file = fs::OpenOptions::new().append(true).open(&history)?;
+    file.write_all(format!("#### push with GITHUB_TOKEN={secret}  \n").as_bytes())?;
+    assert!(device.capture.file(&source)?.deltas > 0);
+
+    let spooled = device.spooled()?;
+    let text: String = spooled.iter().map(|(_, r)| r.jsonl.as_str()).collect();
+    assert!(text.starts_with(first), "kept as written: {text}");
+    assert!(text.contains("#### push with GITHUB_TOKEN="), "{text}");
+    assert!(!text.contains(secret), "{text}");
+    assert_eq!(text.len() as u64, fs::metadata(&history)?.len());
+    for (_, req) in &spooled {
+        assert_eq!(req.agent_runtime, AgentRuntime::Aider);
+        assert_eq!(
+            req.cwd.as_deref(),
+            Some(project.to_str().unwrap_or_default())
+        );
+        assert!(
+            !req.redactions.contains_key("invalid_json_lines"),
+            "{req:?}"
+        );
+        let lines = kith_shared::transcript::Format::Aider.lines();
+        assert!(kith_shared::jsonl::check(req.jsonl.as_bytes(), lines).is_ok());
+    }
+    assert!(spooled.iter().any(|(_, r)| !r.redactions.is_empty()));
     Ok(())
 }

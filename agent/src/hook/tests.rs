@@ -188,3 +188,77 @@ fn the_payload_is_read_to_its_end_and_a_pipe_left_open_is_not_waited_on() -> any
     drop(writer);
     Ok(())
 }
+
+/// Cursor's `stop` payload names its transcript (or, with a null path, its
+/// conversation id); a Gemini AfterAgent payload names its session. Either
+/// way the subagent transcripts beside the session come too.
+#[test]
+fn cursor_and_gemini_sessions_come_with_their_subagents() -> anyhow::Result<()> {
+    let (_tmp, paths, ..) = device()?;
+    const CURSOR: &str = "5b8e2d14-7a3c-4e91-b6f0-2c9d4a1e8f73";
+    let transcripts = paths
+        .cursor_dir
+        .join("projects/home-sam-src-tally/agent-transcripts");
+    let session = transcripts.join(format!("{CURSOR}.jsonl"));
+    let subagent = transcripts.join(CURSOR).join("subagents/9c4f1a7e.jsonl");
+    let chats = paths.gemini_dir.join("tmp/tally/chats");
+    let gemini = chats.join("session-2026-05-13T09-14-7c1e4a2b.jsonl");
+    let gemini_id = "7c1e4a2b-5d3f-4e6a-9b80-2f4d6c8a1e35";
+    let gemini_sub = chats.join(gemini_id).join("b41d09e6.jsonl");
+    for f in [&session, &subagent, &gemini, &gemini_sub] {
+        fs::create_dir_all(f.parent().unwrap_or(Path::new("/")))?;
+        fs::write(f, "{}\n")?;
+    }
+    fs::write(
+        &gemini,
+        format!("{{\"sessionId\":\"{gemini_id}\",\"kind\":\"main\"}}\n"),
+    )?;
+    let of = |runtime, path: &PathBuf| Source {
+        runtime,
+        path: path.clone(),
+    };
+    let cursor = vec![
+        of(AgentRuntime::Cursor, &session),
+        of(AgentRuntime::Cursor, &subagent),
+    ];
+    let common = r#""generation_id":"g1","hook_event_name":"stop","status":"completed","loop_count":0,"workspace_roots":["/home/sam/src/tally"]"#;
+    let cases: Vec<(&str, String, Vec<Source>)> = vec![
+        (
+            "Cursor stop with its transcript path",
+            format!(
+                r#"{{"conversation_id":"{CURSOR}",{common},"transcript_path":"{}"}}"#,
+                session.display()
+            ),
+            cursor.clone(),
+        ),
+        (
+            "Cursor stop with a null path: found by conversation id",
+            format!(r#"{{"conversation_id":"{CURSOR}",{common},"transcript_path":null}}"#),
+            cursor.clone(),
+        ),
+        (
+            "a conversation id that tries to leave the folder",
+            format!(r#"{{"conversation_id":"../{CURSOR}",{common}}}"#),
+            vec![],
+        ),
+        (
+            "Gemini AfterAgent",
+            format!(
+                r#"{{"session_id":"{gemini_id}","transcript_path":"{}","hook_event_name":"AfterAgent"}}"#,
+                gemini.display()
+            ),
+            vec![
+                of(AgentRuntime::Gemini, &gemini),
+                of(AgentRuntime::Gemini, &gemini_sub),
+            ],
+        ),
+    ];
+    for (what, stdin, want) in cases {
+        assert_eq!(
+            targets(&paths, None, None, stdin.as_bytes()),
+            want,
+            "{what}"
+        );
+    }
+    Ok(())
+}

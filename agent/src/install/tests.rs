@@ -304,3 +304,94 @@ fn gemini_install_adds_kiths_hook_beside_the_users_and_uninstall_restores_them(
     assert!(!install(&paths, Agent::Gemini, kith, false)?.changed);
     Ok(())
 }
+
+/// Cursor's `hooks.json` as its documentation shows it, with a user's
+/// formatter after edits and their own `stop` hook.
+const CURSOR_HOOKS: &str = r#"{
+  "version": 1,
+  "hooks": {
+    "afterFileEdit": [
+      {
+        "command": "./hooks/format.sh"
+      }
+    ],
+    "stop": [
+      {
+        "command": "./hooks/audit.sh",
+        "loop_limit": 3
+      }
+    ]
+  }
+}
+"#;
+
+#[test]
+fn cursor_install_adds_kiths_command_beside_the_users_and_uninstall_restores_them(
+) -> anyhow::Result<()> {
+    let (_tmp, paths) = device()?;
+    let file = paths.cursor_dir.join("hooks.json");
+    fs::create_dir_all(&paths.cursor_dir)?;
+    fs::write(&file, CURSOR_HOOKS)?;
+    let kith = Path::new(KITH);
+
+    assert!(install(&paths, Agent::Cursor, kith, true)?.changed);
+    let once = fs::read_to_string(&file)?;
+    assert!(!install(&paths, Agent::Cursor, kith, true)?.changed);
+    assert_eq!(fs::read_to_string(&file)?, once, "second install");
+    let v: Value = serde_json::from_str(&once)?;
+    assert_eq!(v["version"], 1);
+    assert_eq!(
+        v["hooks"]["stop"],
+        json!([
+            {"command": "./hooks/audit.sh", "loop_limit": 3},
+            {"command": "/usr/local/bin/kith hook"},
+        ])
+    );
+    assert_eq!(
+        v["hooks"]["sessionEnd"],
+        json!([{"command": "/usr/local/bin/kith hook"}])
+    );
+    assert_eq!(
+        v["hooks"]["afterFileEdit"],
+        json!([{"command": "./hooks/format.sh"}])
+    );
+
+    // Installed from elsewhere: the one entry moves, none is added.
+    assert!(install(&paths, Agent::Cursor, Path::new("/opt/kith/kith"), true)?.changed);
+    let moved: Value = serde_json::from_str(&fs::read_to_string(&file)?)?;
+    assert_eq!(moved["hooks"]["stop"][1]["command"], "/opt/kith/kith hook");
+    assert_eq!(moved["hooks"]["stop"].as_array().map(Vec::len), Some(2));
+
+    assert!(install(&paths, Agent::Cursor, kith, false)?.changed);
+    assert_eq!(
+        fs::read_to_string(&file)?,
+        CURSOR_HOOKS,
+        "uninstall restores it"
+    );
+    assert!(!install(&paths, Agent::Cursor, kith, false)?.changed);
+    Ok(())
+}
+
+#[test]
+fn cursor_install_writes_a_new_hooks_file_and_uninstall_removes_it() -> anyhow::Result<()> {
+    let (_tmp, paths) = device()?;
+    let file = paths.cursor_dir.join("hooks.json");
+    let kith = Path::new("/home/me/.local/bin/kith");
+    assert!(install(&paths, Agent::Cursor, kith, true)?.changed);
+    let v: Value = serde_json::from_str(&fs::read_to_string(&file)?)?;
+    assert_eq!(
+        v,
+        json!({"version": 1, "hooks": {
+            "stop": [{"command": "/home/me/.local/bin/kith hook"}],
+            "sessionEnd": [{"command": "/home/me/.local/bin/kith hook"}],
+        }})
+    );
+    assert!(install(&paths, Agent::Cursor, kith, false)?.changed);
+    assert!(!file.exists(), "a file of kith's hook alone goes with it");
+
+    // A file that is not JSON is refused and left as it was.
+    fs::write(&file, "{ not json")?;
+    assert!(install(&paths, Agent::Cursor, kith, true).is_err());
+    assert_eq!(fs::read_to_string(&file)?, "{ not json");
+    Ok(())
+}

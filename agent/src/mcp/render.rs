@@ -147,6 +147,7 @@ pub fn read(c: &Conversation, turns: &[ConversationTurn], tools: bool) -> String
     }
     out.push_str(&crate::conversation::render_turns(
         turns,
+        &c.inline_subagents,
         ShowOptions { tools },
     ));
     out

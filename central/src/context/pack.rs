@@ -155,6 +155,7 @@ mod tests {
             agent_runtime: AgentRuntime::ClaudeCode,
             conversation_id: Some(format!("c-{run}")),
             owner: "alice.test".into(),
+            subagent: None,
             _links: RunLinks::for_run(run),
         }
     }

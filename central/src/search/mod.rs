@@ -290,6 +290,12 @@ fn wire_hit(h: IndexHit, runs: &HitRuns, handles: &HashMap<String, String>) -> S
             .and_then(|r| handles.get(&r.user_id))
             .cloned()
             .unwrap_or_default(),
+        subagent: run.and_then(|r| {
+            r.subagent_spans
+                .iter()
+                .find(|s| s.line_start <= h.line_start && h.line_end <= s.line_end)
+                .cloned()
+        }),
         run_id: h.run_id,
         chunk_id: h.chunk_id,
         score: h.score,

@@ -97,10 +97,8 @@ pub async fn search(
     };
     let runtime = match given(&form.runtime) {
         Some(r) => Some(AgentRuntime::parse(&r).ok_or_else(|| {
-            Error::bad_request(
-                "invalid_query",
-                "runtime must be claude-code, codex, pi or other",
-            )
+            let known = AgentRuntime::ALL.map(AgentRuntime::as_str).join(", ");
+            Error::bad_request("invalid_query", format!("runtime must be one of {known}"))
         })?),
         None => None,
     };
@@ -239,7 +237,11 @@ pub async fn conversation(
         own,
         total: turns.total,
         next: turns.next_offset.map(|o| format!("/c/{id}?offset={o}")),
-        turns: turns.turns.into_iter().map(TurnView::from).collect(),
+        turns: turns
+            .turns
+            .into_iter()
+            .map(|t| TurnView::new(t, &c.conversation.inline_subagents))
+            .collect(),
         subagents: c
             .subagents
             .into_iter()

@@ -2,7 +2,7 @@
 //! needs, made from the API's own types (askama escapes every value).
 
 use askama::Template;
-use kith_proto::{Conversation, ConversationTurn, SearchGroup, Share, ToolCall};
+use kith_proto::{Conversation, ConversationTurn, InlineSubagent, SearchGroup, Share, ToolCall};
 
 use crate::registry::{MachineRow, UserRow};
 
@@ -137,6 +137,8 @@ pub struct GroupView {
 
 pub struct HitView {
     pub role: String,
+    /// The inline subagent whose turns hold the hit, by name.
+    pub subagent: Option<String>,
     /// The turn's anchor on the conversation page.
     pub anchor: String,
     /// The snippet's pieces, each marked when it matched.
@@ -156,6 +158,7 @@ impl From<SearchGroup> for GroupView {
                 .hits
                 .into_iter()
                 .map(|h| HitView {
+                    subagent: h.subagent.map(|s| s.name.unwrap_or(s.id)),
                     anchor: anchor(&h.run_id, h.line_start),
                     snippet: highlights(&h.snippet),
                     role: h.role,
@@ -175,11 +178,22 @@ pub struct TurnView {
     pub blocks: Vec<Block>,
     pub timestamp: Option<String>,
     pub tool: Option<ToolCall>,
+    /// The inline subagent whose turn it is, by name.
+    pub subagent: Option<String>,
 }
 
-impl From<ConversationTurn> for TurnView {
-    fn from(t: ConversationTurn) -> Self {
+impl TurnView {
+    /// A turn of a conversation whose inline subagents are `inline`.
+    pub fn new(t: ConversationTurn, inline: &[InlineSubagent]) -> Self {
+        let subagent = t.subagent.as_deref().map(|id| {
+            inline
+                .iter()
+                .find(|s| s.id == id)
+                .and_then(|s| s.name.clone())
+                .unwrap_or_else(|| id.to_owned())
+        });
         Self {
+            subagent,
             anchor: anchor(&t.run_id, t.line_start),
             lines: if t.line_end > t.line_start {
                 format!("{}-{}", t.line_start, t.line_end)
@@ -329,6 +343,32 @@ mod tests {
             got,
             [(false, "run this:"), (true, "cargo test"), (false, "done")]
         );
+    }
+
+    #[test]
+    fn an_inline_subagents_turn_is_named() {
+        let turn = |subagent: Option<&str>| ConversationTurn {
+            run_id: "r1".into(),
+            line_start: 3,
+            line_end: 4,
+            role: "assistant".into(),
+            text: "found it".into(),
+            timestamp: None,
+            tool: None,
+            subagent: subagent.map(Into::into),
+        };
+        let inline = [InlineSubagent {
+            id: "toolu_1".into(),
+            name: Some("explore".into()),
+            description: None,
+            turn_count: 1,
+            started_at: None,
+            ended_at: None,
+        }];
+        let named = |s| TurnView::new(turn(s), &inline).subagent;
+        assert_eq!(named(Some("toolu_1")).as_deref(), Some("explore"));
+        assert_eq!(named(Some("toolu_2")).as_deref(), Some("toolu_2"));
+        assert_eq!(named(None), None);
     }
 
     #[test]

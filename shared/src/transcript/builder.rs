@@ -5,7 +5,7 @@
 use std::collections::{BTreeSet, HashMap};
 
 use super::text::{push_paragraph, title_of, truncate_chars};
-use super::{Role, Transcript, Turn};
+use super::{Role, SubagentSpan, Transcript, Turn};
 
 const MAX_INTENT_CHARS: usize = 500;
 
@@ -23,6 +23,9 @@ pub(super) struct Builder {
     commands: Vec<String>,
     /// The model a session header announced; a model named by a message wins.
     header_model: Option<String>,
+    /// The inline subagent the record being read belongs to: the turns it
+    /// starts are that subagent's (`Turn::subagent`).
+    pub(super) subagent: Option<String>,
     /// Run facts; `turns`, `files_touched`, `tools_used` and the counts of
     /// lines are filled in by `finish`.
     pub(super) facts: Transcript,
@@ -47,8 +50,22 @@ impl Builder {
             line_end: line,
             timestamp: ts.map(str::to_owned),
             tool_names: Vec::new(),
+            subagent: self.subagent.clone(),
         });
         self.turns.len() - 1
+    }
+
+    /// A turn read from the lines `first..=last` at once (a markdown block).
+    pub(super) fn block(
+        &mut self,
+        role: Role,
+        text: &str,
+        first: u64,
+        last: u64,
+        ts: Option<&str>,
+    ) {
+        let idx = self.turn(role, text, first, ts);
+        self.turns[idx].line_end = last;
     }
 
     /// Adds one line's worth of an assistant message. Lines that share a
@@ -142,6 +159,43 @@ impl Builder {
         }
     }
 
+    /// The span of inline subagent `id`, widened to hold `line` and `ts`.
+    pub(super) fn subagent_span(
+        &mut self,
+        id: &str,
+        line: u64,
+        ts: Option<&str>,
+    ) -> &mut SubagentSpan {
+        let spans = &mut self.facts.subagents;
+        let at = match spans.iter().position(|s| s.id == id) {
+            Some(at) => at,
+            None => {
+                spans.push(SubagentSpan {
+                    id: id.to_owned(),
+                    name: None,
+                    description: None,
+                    line_start: line,
+                    line_end: line,
+                    started_at: None,
+                    ended_at: None,
+                    turn_count: 0,
+                });
+                spans.len() - 1
+            }
+        };
+        let span = &mut spans[at];
+        span.line_end = span.line_end.max(line);
+        if let Some(ts) = ts.and_then(crate::timestamp::normalize) {
+            if span.started_at.as_ref().is_none_or(|s| ts < *s) {
+                span.started_at = Some(ts.clone());
+            }
+            if span.ended_at.as_ref().is_none_or(|e| ts > *e) {
+                span.ended_at = Some(ts);
+            }
+        }
+        span
+    }
+
     pub(super) fn header_model(&mut self, model: Option<&str>) {
         fill(&mut self.header_model, model);
     }
@@ -188,6 +242,12 @@ impl Builder {
             .iter()
             .filter(|turn| turn.role == Role::User)
             .find_map(|turn| title_of(&turn.text));
+        for span in &mut t.subagents {
+            span.turn_count = turns
+                .iter()
+                .filter(|turn| turn.subagent.as_deref() == Some(span.id.as_str()))
+                .count() as u64;
+        }
         t.turns = turns;
         if t.model.is_none() {
             t.model = self.header_model;

@@ -1,7 +1,12 @@
 //! GitHub Copilot CLI sessions (`~/.copilot/session-state/<id>/events.jsonl`):
 //! one event per line, `{type, data, id, timestamp, parentId}`, appended.
 //! A subagent's events sit in its parent's file, marked with `agentId` (the
-//! tool call that started it); they read here as turns of the session.
+//! tool call that started it) between `subagent.started` and
+//! `subagent.completed`; they read as turns of the session marked with
+//! that subagent (`Turn::subagent`), and each subagent as a
+//! `SubagentSpan` with its name and what it was asked.
+
+use std::collections::HashMap;
 
 use serde_json::Value;
 
@@ -9,7 +14,12 @@ use super::builder::{fill, Builder};
 use super::text::{call_line, input_summary, shell_command, str_at};
 use super::{Records, Role};
 
-pub(super) struct Copilot;
+#[derive(Default)]
+pub(super) struct Copilot {
+    /// The `description` of each `task` call, by call id: what the
+    /// subagent that call starts was asked to do.
+    tasks: HashMap<String, String>,
+}
 
 impl Records for Copilot {
     fn record(&mut self, b: &mut Builder, v: &Value, line: u64) -> bool {
@@ -19,6 +29,22 @@ impl Records for Copilot {
         let ts = str_at(v, "timestamp");
         let data = v.get("data").unwrap_or(&Value::Null);
         b.time(ts);
+        // Newer CLIs mark a subagent's events with `agentId`; its messages
+        // and tool events also name the call that started it.
+        let agent = str_at(v, "agentId")
+            .or_else(|| str_at(data, "parentToolCallId"))
+            .or_else(|| {
+                kind.starts_with("subagent.")
+                    .then(|| str_at(data, "toolCallId"))
+                    .flatten()
+            });
+        b.subagent = agent.map(str::to_owned);
+        if let Some(id) = agent {
+            let asked = self.tasks.get(id).map(String::as_str);
+            let span = b.subagent_span(id, line, ts);
+            fill(&mut span.name, str_at(data, "agentName"));
+            fill(&mut span.description, asked);
+        }
         match kind {
             "session.start" | "session.resume" => {
                 let f = &mut b.facts;
@@ -49,7 +75,14 @@ impl Records for Copilot {
                     .into_iter()
                     .flatten()
                 {
-                    tool_request(b, request, line, ts);
+                    let args = arguments(request);
+                    let call = str_at(request, "toolCallId");
+                    if let (Some("task"), Some(id), Some(asked)) =
+                        (str_at(request, "name"), call, str_at(&args, "description"))
+                    {
+                        self.tasks.insert(id.to_owned(), asked.to_owned());
+                    }
+                    tool_request(b, request, &args, line, ts);
                 }
             }
             "tool.execution_complete" => {
@@ -68,19 +101,20 @@ impl Records for Copilot {
     }
 }
 
-/// A tool the assistant asked for; its arguments come as an object or as a
-/// JSON string.
-fn tool_request(b: &mut Builder, request: &Value, line: u64, ts: Option<&str>) {
-    let name = str_at(request, "name").unwrap_or("tool");
-    let parsed;
-    let args = match request.get("arguments") {
+/// A tool request's arguments, which come as an object or as a JSON string.
+fn arguments(request: &Value) -> Value {
+    match request.get("arguments") {
         Some(Value::String(s)) => {
-            parsed = serde_json::from_str(s).unwrap_or_else(|_| Value::String(s.clone()));
-            &parsed
+            serde_json::from_str(s).unwrap_or_else(|_| Value::String(s.clone()))
         }
-        Some(v) => v,
-        None => &Value::Null,
-    };
+        Some(v) => v.clone(),
+        None => Value::Null,
+    }
+}
+
+/// A tool the assistant asked for, with its `arguments`.
+fn tool_request(b: &mut Builder, request: &Value, args: &Value, line: u64, ts: Option<&str>) {
+    let name = str_at(request, "name").unwrap_or("tool");
     for key in ["path", "file_path"] {
         if let Some(path) = str_at(args, key) {
             b.file(path);
@@ -98,7 +132,7 @@ fn tool_request(b: &mut Builder, request: &Value, line: u64, ts: Option<&str>) {
 #[cfg(test)]
 mod tests {
     use super::super::tests::{check, own, third_party};
-    use super::super::Format;
+    use super::super::{Format, SubagentSpan};
 
     #[test]
     fn events_read_as_turns_with_calls_joined_to_their_results() {
@@ -135,6 +169,38 @@ mod tests {
         );
         assert_eq!(t.tools_used, ["bash", "grep", "task", "view"]);
         assert!(!t.turns.iter().any(|x| x.text.contains("current_datetime")));
+        // The `task` subagent: its own turns marked, the parent's call not.
+        assert_eq!(
+            t.subagents,
+            [SubagentSpan {
+                id: "toolu_task_01".into(),
+                name: Some("explore".into()),
+                description: Some("Check other ordinal uses".into()),
+                line_start: 12,
+                line_end: 16,
+                started_at: Some("2026-05-14T18:02:26.100Z".into()),
+                ended_at: Some("2026-05-14T18:02:28.100Z".into()),
+                turn_count: 2,
+            }]
+        );
+        let marked: Vec<(u64, Option<&str>)> = t
+            .turns
+            .iter()
+            .map(|x| (x.line_start, x.subagent.as_deref()))
+            .collect();
+        assert_eq!(
+            marked,
+            [
+                (3, None),
+                (5, None),
+                (5, None),
+                (10, None),
+                (13, Some("toolu_task_01")),
+                (15, Some("toolu_task_01")),
+                (18, None),
+                (20, None),
+            ]
+        );
         assert_eq!(
             own("copilot/3e9a7c21-4b6d-4f08-a2c5-9d1e8b7f6a30/events.jsonl"),
             t
@@ -153,6 +219,37 @@ mod tests {
                     .ends_with("Created file /Users/test/project/hello.py")),
                 "{:?}",
                 t.turns
+            );
+            assert!(t.subagents.is_empty());
+        }
+        // A published session with a real `task` subagent.
+        if let Some(t) = third_party("copilot/qiaolei81__copilot-session-viewer__events.jsonl") {
+            let [span] = &t.subagents[..] else {
+                panic!("{:?}", t.subagents)
+            };
+            assert_eq!(span.id, "toolu_vrtx_01TxUTxpA98CaQcbRogpf822");
+            assert_eq!(span.name.as_deref(), Some("explore"));
+            assert_eq!(
+                span.description.as_deref(),
+                Some("Inspect hello.py and README.md")
+            );
+            assert_eq!((span.line_start, span.line_end), (19, 26));
+            let theirs: Vec<&str> = t
+                .turns
+                .iter()
+                .filter(|x| x.subagent.is_some())
+                .map(|x| x.text.as_str())
+                .collect();
+            assert_eq!(theirs.len() as u64, span.turn_count);
+            assert!(
+                theirs
+                    .iter()
+                    .any(|x| x.starts_with("- Lines in hello.py: 6")),
+                "{theirs:?}"
+            );
+            assert!(
+                !theirs.iter().any(|x| x.starts_with("Subagent findings")),
+                "the parent's answer is its own: {theirs:?}"
             );
         }
     }

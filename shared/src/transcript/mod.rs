@@ -1,11 +1,12 @@
 //! Transcript formats -> turns: what Claude Code, Codex, pi, Gemini CLI,
-//! Copilot CLI, Cursor and OpenCode wrote, read line by line into user / assistant / tool / summary turns with their
+//! Copilot CLI, Cursor, Aider and OpenCode wrote, read line by line into user / assistant / tool / summary turns with their
 //! source line ranges, plus the facts about the run (model, ids, files, tools).
 //!
-//! Invariant: `parse` never fails and never panics. A line that is not JSON,
-//! not UTF-8, or of a type no parser knows is counted in `n_skipped_lines`
-//! and the rest of the input is still read.
+//! Invariant: `parse` never fails and never panics. A line that is not JSON
+//! (in a JSONL format), not UTF-8, or of a type no parser knows is counted
+//! in `n_skipped_lines` and the rest of the input is still read.
 
+mod aider;
 mod builder;
 mod claude;
 mod codex;
@@ -20,6 +21,8 @@ use serde_json::Value;
 
 use builder::Builder;
 
+use crate::jsonl::Lines;
+
 /// Which agent wrote the bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
@@ -31,12 +34,41 @@ pub enum Format {
     Gemini,
     Copilot,
     Cursor,
+    /// Aider's `.aider.chat.history.md`: markdown, not JSON.
+    Aider,
     /// The journal kith keeps of OpenCode's rows: folded like Gemini's
     /// records, so parse a session's bytes whole.
     OpenCode,
     /// Generic JSONL: the string field `text`, `content` or `message` of each
     /// record, if it has one; nothing else.
     Other,
+}
+
+impl Format {
+    /// The format of the runtime named `slug` (`kith_proto::AgentRuntime::as_str`);
+    /// generic JSONL for a name no parser knows.
+    pub fn of_runtime(slug: &str) -> Self {
+        match slug {
+            "claude-code" => Self::ClaudeCode,
+            "codex" => Self::Codex,
+            "pi" => Self::Pi,
+            "gemini" => Self::Gemini,
+            "copilot" => Self::Copilot,
+            "cursor" => Self::Cursor,
+            "aider" => Self::Aider,
+            "opencode" => Self::OpenCode,
+            _ => Self::Other,
+        }
+    }
+
+    /// What its lines hold: the one place that decides how a delta is
+    /// checked (`jsonl::check`) and redacted (`redact::redact_with`).
+    pub fn lines(self) -> Lines {
+        match self {
+            Self::Aider => Lines::Text,
+            _ => Lines::Json,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -76,6 +108,32 @@ pub struct Turn {
     pub timestamp: Option<String>,
     /// The tool this turn called (empty for non-tool turns).
     pub tool_names: Vec<String>,
+    /// The inline subagent ([`SubagentSpan::id`]) whose turn this is, when
+    /// the parent's transcript holds it (Copilot CLI); `None` for the
+    /// transcript's own agent.
+    pub subagent: Option<String>,
+}
+
+/// A subagent whose turns are written in its parent's transcript (Copilot
+/// CLI's `task` agents: events marked with `agentId`), not in a file of its
+/// own, as far as the parsed bytes hold it. A subagent that runs across two
+/// deltas has a span in each, with the same `id`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SubagentSpan {
+    /// The agent's id: the tool call that started it.
+    pub id: String,
+    /// The kind of agent (`explore`), as the start event names it.
+    pub name: Option<String>,
+    /// What it was asked to do: the starting call's `description`.
+    pub description: Option<String>,
+    /// First and last line (1-based, inclusive) of its events.
+    pub line_start: u64,
+    pub line_end: u64,
+    /// Canonical times of its first and last event.
+    pub started_at: Option<String>,
+    pub ended_at: Option<String>,
+    /// Its turns among the transcript's `turns`.
+    pub turn_count: u64,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -111,6 +169,8 @@ pub struct Transcript {
     /// order of first appearance, deduplicated, each at most 1,000 characters.
     pub commands: Vec<String>,
     pub tool_call_count: u64,
+    /// Subagents whose turns are among `turns`, in order of first line.
+    pub subagents: Vec<SubagentSpan>,
     /// Lines in the parsed bytes, a partial last line included.
     pub n_lines: u64,
     /// Lines nothing was read from: not JSON, not UTF-8, or an unknown type.
@@ -124,8 +184,9 @@ pub fn parse(format: Format, bytes: &[u8]) -> Transcript {
         Format::Codex => read(codex::Codex::default(), bytes),
         Format::Pi => read(pi::Pi, bytes),
         Format::Gemini => read(gemini::Gemini::default(), bytes),
-        Format::Copilot => read(copilot::Copilot, bytes),
+        Format::Copilot => read(copilot::Copilot::default(), bytes),
         Format::Cursor => read(cursor::Cursor, bytes),
+        Format::Aider => aider::read(bytes),
         Format::OpenCode => read(opencode::OpenCode::default(), bytes),
         Format::Other => read(Other, bytes),
     }
@@ -277,14 +338,9 @@ pub(crate) mod tests {
     }
 
     pub(crate) fn format_of(runtime: &str) -> Format {
-        match runtime {
-            "codex" => Format::Codex,
-            "pi" => Format::Pi,
-            "gemini" => Format::Gemini,
-            "copilot" => Format::Copilot,
-            "cursor" => Format::Cursor,
-            "opencode" => Format::OpenCode,
-            _ => Format::ClaudeCode,
+        match Format::of_runtime(runtime) {
+            Format::Other => Format::ClaudeCode,
+            format => format,
         }
     }
 
