@@ -549,7 +549,8 @@ mod tests {
                 "gemini",
                 "copilot",
                 "cursor",
-                "aider"
+                "aider",
+                "opencode"
             ]
         );
         let row = |name: &str| -> Vec<String> {
