@@ -123,7 +123,7 @@ pub struct SearchArgs {
     /// Only before then: 30m, 12h, 7d, 2w (ago) or an RFC 3339 time.
     #[arg(long)]
     until: Option<String>,
-    /// claude-code, codex, pi, gemini, copilot, cursor, aider or other.
+    /// claude-code, codex, pi, gemini, copilot, cursor, aider, opencode or other.
     #[arg(long)]
     runtime: Option<String>,
     /// A machine name.

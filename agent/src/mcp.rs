@@ -188,7 +188,7 @@ struct SearchArgs {
     since: Option<String>,
     /// Only before then: 30m, 12h, 7d, 2w (ago) or an RFC 3339 time.
     until: Option<String>,
-    /// Only this agent: claude-code, codex, pi, gemini, copilot, cursor, aider or other.
+    /// Only this agent: claude-code, codex, pi, gemini, copilot, cursor, aider, opencode or other.
     runtime: Option<Runtime>,
     /// Only this machine (its name).
     machine: Option<String>,
