@@ -210,7 +210,7 @@ pub fn sources(paths: &Paths) -> Vec<PathBuf> {
 
 /// Folders holding mirrored sources outside the transcript roots, for
 /// `kith watch`, each with whether its subfolders are watched too.
-pub fn source_folders(paths: &Paths) -> Vec<(PathBuf, bool)> {
+pub fn source_folders(paths: &Paths) -> Vec<(PathBuf, notify::RecursiveMode)> {
     opencode::folders(paths)
 }
 

@@ -95,18 +95,10 @@ pub fn run(
             let aider = discover::aider_dirs(&aider_roots)
                 .into_iter()
                 .map(|dir| (dir, RecursiveMode::NonRecursive));
-            let sources = mirror::source_folders(paths)
-                .into_iter()
-                .map(|(dir, recursive)| {
-                    let mode = if recursive {
-                        RecursiveMode::Recursive
-                    } else {
-                        RecursiveMode::NonRecursive
-                    };
-                    (dir, mode)
-                });
-            let wanted: Vec<(PathBuf, RecursiveMode)> =
-                agents.chain(aider).chain(sources).collect();
+            let wanted: Vec<(PathBuf, RecursiveMode)> = agents
+                .chain(aider)
+                .chain(mirror::source_folders(paths))
+                .collect();
             for (dir, mode) in &wanted {
                 if dir.is_dir() && !watched.contains(dir) && watcher.watch(dir, *mode).is_ok() {
                     watched.push(dir.clone());

@@ -259,8 +259,9 @@ fn run_meta(state: &AppState, blob_path: &str) -> Result<RunMeta> {
 
 /// A format whose later records rewrite what earlier deltas said (Gemini:
 /// a message appended again, `$set`, `$rewindTo`; OpenCode: a changed or
-/// removed row): every delta of the source chain is read again with only the turns live in the whole chain,
-/// so search never finds a turn the transcript no longer holds. The whole
+/// removed row): every delta of the source chain is read again with only
+/// the turns live in the whole chain, so search never finds a turn the
+/// transcript no longer holds. The whole
 /// chain, whatever order its jobs run in, so the last indexing is always of
 /// the latest state. A run whose chunks come out as they were last put
 /// (their digest) is left as it is, vectors included: a long session

@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use kith_proto::AgentRuntime;
+use notify::RecursiveMode;
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OpenFlags};
 use serde::Serialize;
@@ -45,8 +46,11 @@ pub(super) fn is_source(paths: &Paths, path: &Path) -> bool {
 
 /// OpenCode's data folder alone (the database and its WAL; not its logs
 /// and snapshots), and the storage tree whole.
-pub(super) fn folders(paths: &Paths) -> Vec<(PathBuf, bool)> {
-    vec![(paths.opencode_dir.clone(), false), (storage(paths), true)]
+pub(super) fn folders(paths: &Paths) -> Vec<(PathBuf, RecursiveMode)> {
+    vec![
+        (paths.opencode_dir.clone(), RecursiveMode::NonRecursive),
+        (storage(paths), RecursiveMode::Recursive),
+    ]
 }
 
 /// The database, if there is one; else every session file of the storage
