@@ -411,7 +411,11 @@ fn print_of(session: &SessionRow, prints: &HashMap<String, String>) -> String {
 /// The fingerprint of each session as last journalled whole, so that a
 /// refresh reads only the sessions that changed:
 /// `<state>/mirror/opencode.json`. Losing it costs one full read.
-struct Fingerprints(HashMap<String, String>);
+struct Fingerprints {
+    by_session: HashMap<String, String>,
+    /// Whether it differs from the file (written only then).
+    changed: bool,
+}
 
 impl Fingerprints {
     fn path(paths: &Paths) -> PathBuf {
@@ -419,27 +423,35 @@ impl Fingerprints {
     }
 
     fn load(paths: &Paths) -> Fingerprints {
-        let map = std::fs::read(Self::path(paths))
+        let by_session = std::fs::read(Self::path(paths))
             .ok()
             .and_then(|b| serde_json::from_slice(&b).ok())
             .unwrap_or_default();
-        Fingerprints(map)
+        Fingerprints {
+            by_session,
+            changed: false,
+        }
     }
 
     fn get(&self, session: &str) -> Option<&String> {
-        self.0.get(session)
+        self.by_session.get(session)
     }
 
     fn insert(&mut self, session: String, print: String) {
-        self.0.insert(session, print);
+        self.changed |= self.by_session.insert(session, print.clone()) != Some(print);
     }
 
     fn retain(&mut self, keep: impl Fn(&str) -> bool) {
-        self.0.retain(|id, _| keep(id));
+        let before = self.by_session.len();
+        self.by_session.retain(|id, _| keep(id));
+        self.changed |= self.by_session.len() != before;
     }
 
     fn save(&self, paths: &Paths) -> Result<()> {
-        let json = serde_json::to_vec(&self.0).unwrap_or_default();
+        if !self.changed {
+            return Ok(());
+        }
+        let json = serde_json::to_vec(&self.by_session).unwrap_or_default();
         crate::config::write_file(
             &Self::path(paths),
             &json,
