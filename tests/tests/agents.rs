@@ -1291,8 +1291,16 @@ fn opencode_db_rows_changed_by_another_process_across_a_central_restart() -> Res
         ("assistant", "Done: 1,200 now parses as twelve hundred."),
     ]);
     assert_eq!(m.turns(&conversation)?, final_state);
-
     let id = str_of(&conversation, "id");
+    let show: Value = serde_json::from_slice(&m.ok(&["show", &id, "--json"])?)?;
+    let shown: Vec<(String, String)> = show["turns"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|t| (str_of(t, "role"), str_of(t, "text")))
+        .collect();
+    assert_eq!(shown, final_state, "kith show");
+
     assert_eq!(m.found("twelve")?, [id.as_str()], "the last turn is found");
     for gone in ["zeppelin", "Skimming", "uncommitted"] {
         assert!(m.found(gone)?.is_empty(), "{gone}: not a live turn");
