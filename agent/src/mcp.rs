@@ -161,6 +161,8 @@ enum Runtime {
     Gemini,
     Copilot,
     Cursor,
+    #[serde(rename = "opencode")]
+    OpenCode,
     Aider,
     Other,
 }
@@ -334,6 +336,7 @@ impl Kith {
                     Runtime::Gemini => AgentRuntime::Gemini,
                     Runtime::Copilot => AgentRuntime::Copilot,
                     Runtime::Cursor => AgentRuntime::Cursor,
+                    Runtime::OpenCode => AgentRuntime::OpenCode,
                     Runtime::Aider => AgentRuntime::Aider,
                     Runtime::Other => AgentRuntime::Other,
                 }),
