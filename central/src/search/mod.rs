@@ -226,7 +226,8 @@ pub async fn search(
             GroupBy::None => (hits.into_iter().skip(offset).collect(), Vec::new()),
             GroupBy::Conversation => {
                 let by_score = by_score.then_some(leading);
-                let groups = group_hits(&s, &v, hits, &runs, &handles, by_score, offset, limit)?;
+                let page = offset..offset + limit;
+                let groups = group_hits(&s, &v, hits, &runs, &handles, by_score, page)?;
                 let hits = groups.iter().flat_map(|g| g.hits.clone()).collect();
                 (hits, groups)
             }
@@ -319,11 +320,11 @@ fn wire_hit(h: IndexHit, runs: &HitRuns, handles: &HashMap<String, String>) -> S
 
 /// Ranked hits as conversations, best first: a subagent's hits count for
 /// the conversation that spawned it when the viewer may read that one.
-/// Groups `offset..offset + limit`, each with its best `HITS_PER_GROUP`.
+/// The groups of `page` (places in that order), each with its best
+/// `HITS_PER_GROUP`.
 /// With `by_score` (the number of leading hits that rank ahead of the rest,
 /// see `aggregate::order`) conversations are ordered by the scores of all
 /// their hits; without, by where their first hit stands.
-#[allow(clippy::too_many_arguments)]
 fn group_hits(
     state: &AppState,
     viewer: &Viewer,
@@ -331,8 +332,7 @@ fn group_hits(
     runs: &HitRuns,
     handles: &HashMap<String, String>,
     by_score: Option<usize>,
-    offset: usize,
-    limit: usize,
+    page: std::ops::Range<usize>,
 ) -> Result<Vec<SearchGroup>> {
     let registry = state.registry();
     let mut order: Vec<String> = Vec::new();
@@ -383,7 +383,7 @@ fn group_hits(
         order = ranked.into_iter().map(|i| order[i].clone()).collect();
     }
     let mut groups = Vec::new();
-    for key in order.into_iter().skip(offset).take(limit) {
+    for key in order.into_iter().skip(page.start).take(page.len()) {
         let hits = members.remove(&key).unwrap_or_default();
         let Some(first) = hits.first() else { continue };
         groups.push(match conversation_facts(registry, viewer, &key, handles)? {
