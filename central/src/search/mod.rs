@@ -5,8 +5,9 @@
 //! `fusion` for the embedded backend), re-check every hit against the
 //! registry, and shape hits; re-rank them first when the request asks for
 //! recency or diversity (`rerank`), and order conversations by several of
-//! their hits when grouping (`aggregate`). Without a working embedder, semantic
-//! answers 503 and hybrid falls back to keyword, saying so in `degraded`.
+//! their hits when grouping (`aggregate`). Without a working embedder,
+//! semantic answers 503 and hybrid falls back to keyword, saying so in
+//! `degraded`.
 
 pub mod aggregate;
 pub mod fusion;
@@ -321,8 +322,7 @@ fn wire_hit(h: IndexHit, runs: &HitRuns, handles: &HashMap<String, String>) -> S
 /// Ranked hits as conversations, best first: a subagent's hits count for
 /// the conversation that spawned it when the viewer may read that one.
 /// The groups of `page` (places in that order), each with its best
-/// `HITS_PER_GROUP`.
-/// With `by_score` (the number of leading hits that rank ahead of the rest,
+/// `HITS_PER_GROUP`. With `by_score` (the number of leading hits that rank ahead of the rest,
 /// see `aggregate::order`) conversations are ordered by the scores of all
 /// their hits; without, by where their first hit stands.
 fn group_hits(
