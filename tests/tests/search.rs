@@ -265,6 +265,63 @@ fn a_date_in_the_query_ranks_that_time_first() -> Result<()> {
     Ok(())
 }
 
+/// `words` words: "flamingo" once, then filler that no query asks for.
+fn turn_of(words: usize) -> String {
+    let filler = [
+        "the", "keeper", "cleaned", "pond", "before", "feeding", "time",
+    ];
+    let rest = (1..words).map(|i| filler[i % filler.len()]);
+    std::iter::once("flamingo")
+        .chain(rest)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[test]
+fn grouped_conversations_rank_by_several_matches_not_one_stray_chunk() -> Result<()> {
+    let central = Central::start()?;
+    let alice = central.client(&central.register("alice.test", "laptop")?);
+    // One short chunk that names the flamingo once: the best single hit.
+    let stray = post_run_at(&alice, "stray", &turn_of(45), "2026-03-07T09:00:00Z")?;
+    // Three longer turns (each its own chunk) that all name it.
+    let lines: String = (0..3)
+        .map(|i| claude_user_line(&turn_of(55), &format!("2026-05-11T08:0{i}:00Z")))
+        .collect();
+    let r = alice.post("/api/runs", &delta("several", 0, &lines))?;
+    assert_eq!(r.status, 202, "{r:?}");
+    let several = r.body["run_id"].as_str().unwrap_or_default().to_owned();
+    for id in [&stray, &several] {
+        alice.wait_indexed(id, Duration::from_secs(10))?;
+    }
+    let search = |query: &str, group: &str| -> Result<serde_json::Value> {
+        let r = alice.post(
+            "/api/search",
+            &json!({"query": query, "mode": "keyword", "group": group}),
+        )?;
+        assert_eq!(r.status, 200, "{query}: {r:?}");
+        Ok(r.body)
+    };
+    // The stray chunk is the best hit on its own...
+    let hits = run_ids(&search("flamingo", "none")?);
+    assert_eq!(hits.len(), 4, "{hits:?}");
+    assert_eq!(hits[0], stray);
+    // ...but grouped, the conversation that matches three times leads.
+    let firsts = |body: &serde_json::Value| -> Vec<String> {
+        body["groups"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|g| g["hits"][0]["run_id"].as_str().map(str::to_owned))
+            .collect()
+    };
+    let grouped = search("flamingo", "conversation")?;
+    assert_eq!(firsts(&grouped), [several.clone(), stray.clone()]);
+    // A date the query names still puts that day's conversation first.
+    let dated = search("flamingo on 7 March, 2026", "conversation")?;
+    assert_eq!(firsts(&dated), [stray, several]);
+    Ok(())
+}
+
 #[test]
 fn recency_and_diversity_rerank_only_when_asked() -> Result<()> {
     let central = Central::start()?;

@@ -4,9 +4,12 @@
 //! hybrid), ask the index as the viewer (it fuses hybrid search, with
 //! `fusion` for the embedded backend), re-check every hit against the
 //! registry, and shape hits; re-rank them first when the request asks for
-//! recency or diversity (`rerank`). Without a working embedder, semantic
-//! answers 503 and hybrid falls back to keyword, saying so in `degraded`.
+//! recency or diversity (`rerank`), and order conversations by several of
+//! their hits when grouping (`aggregate`). Without a working embedder,
+//! semantic answers 503 and hybrid falls back to keyword, saying so in
+//! `degraded`.
 
+pub mod aggregate;
 pub mod fusion;
 pub mod rerank;
 pub mod when;
@@ -79,6 +82,9 @@ pub async fn search(
     )?;
     let group = req.group;
     let rerank = rerank::Rerank::of(&req)?;
+    // Grouped conversations are ordered by their hits' scores unless a
+    // re-rank ordered hits by something else (diversity).
+    let by_score = rerank.is_none_or(|r| r.keeps_score_order());
     state.metrics().searched();
     // Embedding for ingest waits until this search has answered.
     let _hold = state.embed().map(|queue| queue.hold());
@@ -148,14 +154,14 @@ pub async fn search(
         if let Some(id) = named.and_then(|c| crate::conversation::ConversationId::parse(c).ok()) {
             let runs = s.registry().conversation_runs(&v, &id)?;
             let Some(first) = runs.first() else {
-                return Ok((Vec::new(), HashMap::new()));
+                return Ok((Vec::new(), HashMap::new(), 0));
             };
             filters.root_run_id = Some(first.meta.root_run_id.clone());
             filters.conversation_id = first.meta.conversation_id.clone();
         }
         if let Some(roots) = s.registry().facet_roots(&v, &facets)? {
             if roots.is_empty() {
-                return Ok((Vec::new(), HashMap::new()));
+                return Ok((Vec::new(), HashMap::new(), 0));
             }
             filters.roots = Some(roots);
         }
@@ -175,6 +181,8 @@ pub async fn search(
                 None => hits,
             })
         };
+        // The ids of the hits of a date's runs, which lead the rest.
+        let mut dated_ids = HashSet::new();
         let hits = match dated {
             None => ranked(&filters)?,
             Some(d) => {
@@ -184,24 +192,28 @@ pub async fn search(
                     ..filters.clone()
                 };
                 let mut hits = ranked(&within)?;
-                let seen: HashSet<String> = hits.iter().map(|h| h.chunk_id.clone()).collect();
+                dated_ids = hits.iter().map(|h| h.chunk_id.clone()).collect();
                 hits.extend(
                     ranked(&filters)?
                         .into_iter()
-                        .filter(|h| !seen.contains(&h.chunk_id)),
+                        .filter(|h| !dated_ids.contains(&h.chunk_id)),
                 );
                 hits.truncate(want);
                 hits
             }
         };
         let (mut hits, runs) = recheck(&s, &v, hits)?;
+        let leading = hits
+            .iter()
+            .take_while(|h| dated_ids.contains(&h.chunk_id))
+            .count();
         if let Some(q) = &keyword_query {
             index.highlight(&fusion::highlight_terms(q), &mut hits)?;
         }
-        Ok::<_, Error>((hits, runs))
+        Ok::<_, Error>((hits, runs, leading))
     })
     .await??;
-    let (hits, runs) = found;
+    let (hits, runs, leading) = found;
     let search_ms = ms(search_started);
     let (s, v) = (state.clone(), viewer.clone());
     let (offset, limit) = (req.offset as usize, limit as usize);
@@ -214,7 +226,9 @@ pub async fn search(
         Ok::<_, Error>(match group {
             GroupBy::None => (hits.into_iter().skip(offset).collect(), Vec::new()),
             GroupBy::Conversation => {
-                let groups = group_hits(&s, &v, hits, &runs, &handles, offset, limit)?;
+                let by_score = by_score.then_some(leading);
+                let page = offset..offset + limit;
+                let groups = group_hits(&s, &v, hits, &runs, &handles, by_score, page)?;
                 let hits = groups.iter().flat_map(|g| g.hits.clone()).collect();
                 (hits, groups)
             }
@@ -313,21 +327,25 @@ fn wire_hit(h: IndexHit, runs: &HitRuns, handles: &HashMap<String, String>) -> S
 
 /// Ranked hits as conversations, best first: a subagent's hits count for
 /// the conversation that spawned it when the viewer may read that one.
-/// Groups `offset..offset + limit`, each with its best `HITS_PER_GROUP`.
+/// The groups of `page` (places in that order), each with its best
+/// `HITS_PER_GROUP`. With `by_score` (the number of leading hits that rank ahead of the rest,
+/// see `aggregate::order`) conversations are ordered by the scores of all
+/// their hits; without, by where their first hit stands.
 fn group_hits(
     state: &AppState,
     viewer: &Viewer,
     hits: Vec<SearchHit>,
     runs: &HitRuns,
     handles: &HashMap<String, String>,
-    offset: usize,
-    limit: usize,
+    by_score: Option<usize>,
+    page: std::ops::Range<usize>,
 ) -> Result<Vec<SearchGroup>> {
     let registry = state.registry();
     let mut order: Vec<String> = Vec::new();
     let mut members: HashMap<String, Vec<SearchHit>> = HashMap::new();
+    let mut scored: HashMap<String, aggregate::Group> = HashMap::new();
     let mut top_of: HashMap<String, String> = HashMap::new();
-    for hit in hits {
+    for (at, hit) in hits.into_iter().enumerate() {
         let Some(run) = runs.get(&hit.run_id) else {
             continue;
         };
@@ -347,6 +365,13 @@ fn group_hits(
                 top
             }
         };
+        let group = scored
+            .entry(key.clone())
+            .or_insert_with(|| aggregate::Group {
+                first: at,
+                scores: Vec::new(),
+            });
+        group.scores.push(hit.score);
         let list = members.entry(key.clone()).or_default();
         if list.is_empty() {
             order.push(key);
@@ -355,8 +380,16 @@ fn group_hits(
             list.push(hit);
         }
     }
+    if let Some(leading) = by_score {
+        let groups: Vec<aggregate::Group> = order
+            .iter()
+            .map(|k| scored.remove(k).unwrap_or_default())
+            .collect();
+        let ranked = aggregate::order(&groups, leading);
+        order = ranked.into_iter().map(|i| order[i].clone()).collect();
+    }
     let mut groups = Vec::new();
-    for key in order.into_iter().skip(offset).take(limit) {
+    for key in order.into_iter().skip(page.start).take(page.len()) {
         let hits = members.remove(&key).unwrap_or_default();
         let Some(first) = hits.first() else { continue };
         groups.push(match conversation_facts(registry, viewer, &key, handles)? {

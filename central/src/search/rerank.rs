@@ -61,6 +61,12 @@ impl Rerank {
         Ok((rerank.half_life_days.is_some() || diversity > 0.0).then_some(rerank))
     }
 
+    /// Whether the re-ranked hits are in order of their scores (recency
+    /// only); diversity orders them by relevance and likeness together.
+    pub fn keeps_score_order(&self) -> bool {
+        self.diversity == 0.0
+    }
+
     /// How many hits to ask the index for when `want` are returned.
     pub fn pool(&self, want: usize) -> usize {
         want.max(POOL)
