@@ -471,9 +471,6 @@ pub fn own_run_id(user: &UserId, client: &RunId) -> Result<RunId> {
     RunId::parse(&id).map_err(|e| Error::Internal(format!("derived run id: {e}")))
 }
 
-/// The answer to a delta whose lines were all forgotten (with `run_id`):
-/// nothing stored, and the chain hash the agent expects, so its cursor
-/// moves on.
 /// An inline subagent's span as run metadata keeps it.
 fn span_of(s: transcript::SubagentSpan) -> kith_proto::SubagentSpan {
     kith_proto::SubagentSpan {
@@ -488,6 +485,9 @@ fn span_of(s: transcript::SubagentSpan) -> kith_proto::SubagentSpan {
     }
 }
 
+/// The answer to a delta whose lines were all forgotten (with `run_id`):
+/// nothing stored, and the chain hash the agent expects, so its cursor
+/// moves on.
 fn forgotten(d: &Delta, run_id: String) -> IngestResponse {
     IngestResponse {
         _links: RunLinks::for_run(&run_id),
