@@ -3,8 +3,9 @@
 //!
 //! `--smoke` checks the harness in seconds (the test suite runs it; its
 //! numbers mean nothing), `--quick --out FILE.json` takes a few minutes,
-//! `--full` grows a corpus to 10k, 100k and 1M chunks (document vectors from
-//! a stand-in, queries through the real model) and takes under an hour.
+//! `--full` grows a corpus to 10k, 100k and 1M chunks (`--chunks` other
+//! sizes; document vectors from a stand-in, queries through the real model)
+//! and takes under an hour.
 //! `--backends [--chunks 10000,100000]` builds the same stand-in corpus in
 //! two centrals, one on the embedded backend and one on a Meilisearch the
 //! bench starts on loopback, and measures both at each size, interleaved.
@@ -53,8 +54,8 @@ struct Args {
     out: Option<PathBuf>,
     /// `--backends`: the embedded backend and Meilisearch side by side.
     backends: bool,
-    /// `--chunks`: the corpus sizes `--backends` grows to.
-    chunks: Vec<u64>,
+    /// `--chunks`: the corpus sizes `--full` or `--backends` grows to.
+    chunks: Option<Vec<u64>>,
     /// `--budget-min`: `--backends` stops growing after this long.
     budget_min: f64,
 }
@@ -66,7 +67,7 @@ fn parse_args() -> Result<Args> {
         hold: false,
         out: None,
         backends: false,
-        chunks: vec![10_000, 100_000],
+        chunks: None,
         budget_min: 60.0,
     };
     let mut it = std::env::args().skip(1);
@@ -80,12 +81,13 @@ fn parse_args() -> Result<Args> {
             "--out" => args.out = Some(it.next().context("--out needs a file")?.into()),
             "--backends" => args.backends = true,
             "--chunks" => {
-                args.chunks = it
-                    .next()
-                    .context("--chunks needs sizes, like 10000,100000")?
-                    .split(',')
-                    .map(|n| n.trim().parse().with_context(|| format!("bad size {n:?}")))
-                    .collect::<Result<_>>()?;
+                args.chunks = Some(
+                    it.next()
+                        .context("--chunks needs sizes, like 10000,100000")?
+                        .split(',')
+                        .map(|n| n.trim().parse().with_context(|| format!("bad size {n:?}")))
+                        .collect::<Result<_>>()?,
+                );
             }
             "--budget-min" => {
                 args.budget_min = it
@@ -96,7 +98,7 @@ fn parse_args() -> Result<Args> {
             }
             "-h" | "--help" => {
                 println!(
-                    "usage: kith-bench [--smoke|--quick|--full] [--capture-only] [--hold] [--out FILE.json]\n       kith-bench --backends [--chunks 10000,100000] [--budget-min 60] [--out FILE.json]"
+                    "usage: kith-bench [--smoke|--quick|--full [--chunks 10000,100000]] [--capture-only] [--hold] [--out FILE.json]\n       kith-bench --backends [--chunks 10000,100000] [--budget-min 60] [--out FILE.json]"
                 );
                 std::process::exit(0);
             }
@@ -232,7 +234,13 @@ fn search_latency(api: &Api, mode: &str, n: usize) -> Result<Value> {
 
 /// `search_latency` with `gap` of idleness before each search.
 fn search_latency_every(api: &Api, mode: &str, n: usize, gap: Duration) -> Result<Value> {
-    Ok(search_samples(api, mode, n, gap)?.summary())
+    Ok(search_samples(api, mode, "none", n, gap)?.summary())
+}
+
+/// Hybrid searches grouped by conversation, as `kith search` asks (50
+/// hits ranked for 10 conversations, each ordered by several of its hits).
+fn grouped_search_latency(api: &Api, n: usize) -> Result<Value> {
+    Ok(search_samples(api, "hybrid", "conversation", n, Duration::ZERO)?.summary())
 }
 
 /// Search round trips (ms), the query embedding central reported (ms), and
@@ -266,7 +274,7 @@ impl Searches {
     }
 }
 
-fn search_samples(api: &Api, mode: &str, n: usize, gap: Duration) -> Result<Searches> {
+fn search_samples(api: &Api, mode: &str, group: &str, n: usize, gap: Duration) -> Result<Searches> {
     let queries = [
         "failing test",
         "database migration",
@@ -280,7 +288,7 @@ fn search_samples(api: &Api, mode: &str, n: usize, gap: Duration) -> Result<Sear
         let t0 = Instant::now();
         let r = api.post(
             "/api/search",
-            &json!({"query": queries[i % queries.len()], "mode": mode, "limit": 10}),
+            &json!({"query": queries[i % queries.len()], "mode": mode, "group": group, "limit": 10}),
         )?;
         if r.status != 200 {
             out.error = Some(r.body);
@@ -568,7 +576,11 @@ fn main() -> Result<()> {
     };
     let corpus_token = corpus_central.register_admin("bench.test", "bench")?;
     let capi = corpus_central.client(&corpus_token);
-    let targets: &[u64] = size.pick(&[0], &[0], &[10_000, 100_000, 1_000_000]);
+    let full_targets = args
+        .chunks
+        .clone()
+        .unwrap_or_else(|| vec![10_000, 100_000, 1_000_000]);
+    let targets: &[u64] = size.pick(&[0], &[0], &full_targets);
     let lines_per_run = size.pick(10, 10, 50);
     let n_q = size.pick(5, 50, 200);
     let mut per_size = Vec::new();
@@ -639,6 +651,7 @@ fn main() -> Result<()> {
             "while_embedding": busy,
             "search_keyword": search_latency(&capi, "keyword", n_q)?,
             "search_hybrid": search_latency(&capi, "hybrid", n_q)?,
+            "search_hybrid_grouped": grouped_search_latency(&capi, n_q)?,
             "search_semantic": search_latency(&capi, "semantic", n_q)?,
             // RSS = anonymous memory + mapped file pages (the index and the
             // vectors are mmapped; those pages are the kernel's to drop).
@@ -1068,12 +1081,13 @@ mod backends {
             json!("stand-in (hashed words); queries embedded by the real model"),
         );
         results.insert("budget_minutes", json!(args.budget_min));
-        results.insert("targets", json!(args.chunks));
+        let targets = args.chunks.clone().unwrap_or_else(|| vec![10_000, 100_000]);
+        results.insert("targets", json!(targets));
         let mut sizes = Vec::new();
         let mut next_run = 0;
         let mut fresh_next = 0;
         let mut stopped = None;
-        for &target in &args.chunks {
+        for &target in &targets {
             // Grow both by the same runs, a step at a time, A then B.
             let before = pair[0].chunks;
             while pair[0].chunks < target {
@@ -1122,7 +1136,13 @@ mod backends {
                 }
                 for mode in MODES {
                     for (i, b) in pair.iter().enumerate() {
-                        let s = search_samples(&b.api, mode, SEARCHES / ROUNDS, Duration::ZERO)?;
+                        let s = search_samples(
+                            &b.api,
+                            mode,
+                            "none",
+                            SEARCHES / ROUNDS,
+                            Duration::ZERO,
+                        )?;
                         searches[i].entry(mode).or_default().extend(s);
                     }
                 }
