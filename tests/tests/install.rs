@@ -241,7 +241,12 @@ fn install_agent(home: &Path, args: &[&str]) -> Result<String> {
 fn as_user(mut cmd: Command, home: &Path, path: &str) -> Result<String> {
     let args: Vec<_> = cmd.get_args().map(|a| a.to_owned()).collect();
     for (k, _) in std::env::vars() {
-        if k.starts_with("KITH_") || k.starts_with("XDG_") || k == "CODEX_HOME" || k == "PREFIX" {
+        if k.starts_with("KITH_")
+            || k.starts_with("XDG_")
+            || k == "CODEX_HOME"
+            || k == "COPILOT_HOME"
+            || k == "PREFIX"
+        {
             cmd.env_remove(k);
         }
     }
