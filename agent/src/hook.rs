@@ -1,10 +1,10 @@
 //! `kith hook`: what Claude Code, Codex, pi, Gemini CLI, Cursor and Copilot
 //! CLI run when a turn ends. It finds the transcripts the payload names
 //! (Claude Code / Codex / Gemini / Cursor / Copilot hook JSON on stdin, a
-//! Codex `notify` JSON as the last argument, or `--pi FILE`), captures them, and gives central about 1.5 s; whatever
-//! is not delivered stays in the outbox. It never fails the agent: exit 0
-//! whatever happens (2 would block Claude's Stop), errors go to
-//! `<state>/hook.log`.
+//! Codex `notify` JSON as the last argument, or `--pi FILE`), captures
+//! them, and gives central about 1.5 s; whatever is not delivered stays in
+//! the outbox. It never fails the agent: exit 0 whatever happens (2 would
+//! block Claude's Stop), errors go to `<state>/hook.log`.
 
 use std::io::{IsTerminal, Write};
 use std::os::fd::AsFd;

@@ -1,7 +1,7 @@
-//! `kith install|uninstall claude-code|codex|pi|gemini|cursor|copilot`: add (or remove) exactly
-//! kith's hook in each agent's own configuration, keeping everything else as
-//! the user wrote it. Installing twice changes nothing; uninstalling removes
-//! only what kith added.
+//! `kith install|uninstall claude-code|codex|pi|gemini|cursor|copilot`: add
+//! (or remove) exactly kith's hook in each agent's own configuration,
+//! keeping everything else as the user wrote it. Installing twice changes
+//! nothing; uninstalling removes only what kith added.
 //!
 //! - Claude Code: a command hook on Stop, SubagentStop, PreCompact and
 //!   SessionEnd in `settings.json` (other keys and hooks kept verbatim);
@@ -579,11 +579,15 @@ fn copilot_hooks(text: &str, kith: &Path, add: bool) -> Result<Option<String>> {
         return Ok(add.then_some(want));
     }
     if !is_kith_copilot_file(text) {
-        let name = if add { "install" } else { "uninstall" };
-        return Err(Error::Refused(format!(
-            "kith did not write this file, so `kith {name} copilot` leaves it as it is; \
-             move it away (kith's own is hooks/kith.json) and run `kith {name} copilot` again"
-        )));
+        return Err(Error::Refused(if add {
+            "kith did not write this file and will not overwrite it; \
+             move it away and run `kith install copilot` again"
+                .into()
+        } else {
+            "kith did not write this file, so it holds no hook of kith's to remove; \
+             kith left it as it is"
+                .into()
+        }));
     }
     Ok(match add {
         true => (text != want).then_some(want),
@@ -601,16 +605,30 @@ fn copilot_file(command: &str) -> String {
     format!("{:#}\n", json!({"version": 1, "hooks": hooks}))
 }
 
-/// Whether `text` is a hook file kith wrote, for whichever kith binary:
-/// exactly `copilot_file` of a `kith hook` command.
+/// Whether `text` is a hook file kith wrote, for whichever kith binary and
+/// events: a version and hooks whose every handler is a `kith hook`
+/// command with nothing but its type and timeout.
 fn is_kith_copilot_file(text: &str) -> bool {
-    let Ok(v) = serde_json::from_str::<Value>(text) else {
+    let Ok(Value::Object(top)) = serde_json::from_str::<Value>(text) else {
         return false;
     };
-    let command = v["hooks"][COPILOT_EVENTS[0]][0]["bash"].as_str();
-    command.is_some_and(|c| {
-        is_kith_command(c) && serde_json::from_str::<Value>(&copilot_file(c)).is_ok_and(|w| w == v)
-    })
+    let Some(Value::Object(hooks)) = top.get("hooks") else {
+        return false;
+    };
+    let is_kith_handler = |h: &Value| {
+        h["bash"].as_str().is_some_and(is_kith_command)
+            && h.as_object().is_some_and(|h| {
+                h.keys()
+                    .all(|k| ["type", "bash", "timeoutSec"].contains(&k.as_str()))
+            })
+    };
+    top.keys().all(|k| k == "version" || k == "hooks")
+        && !hooks.is_empty()
+        && hooks.values().all(|handlers| {
+            handlers
+                .as_array()
+                .is_some_and(|a| !a.is_empty() && a.iter().all(is_kith_handler))
+        })
 }
 
 const PI_MARKER: &str = "// kith: added by `kith install pi`";

@@ -439,6 +439,18 @@ fn copilot_install_writes_kiths_own_hook_file_and_uninstall_removes_it() -> anyh
     );
     assert!(!fs::read_to_string(&file)?.contains(KITH));
 
+    // One an older kith wrote, on fewer events: kith's, brought up to date.
+    fs::write(
+        &file,
+        r#"{"version": 1, "hooks": {"agentStop": [{"type": "command", "bash": "/old/kith hook"}]}}"#,
+    )?;
+    assert!(install(&paths, Agent::Copilot, kith, true)?.changed);
+    assert_eq!(
+        fs::read_to_string(&file)?,
+        once,
+        "reinstalled over an old one"
+    );
+
     assert!(install(&paths, Agent::Copilot, kith, false)?.changed);
     assert!(!file.exists(), "uninstall removes kith's file");
     assert!(!install(&paths, Agent::Copilot, kith, false)?.changed);
@@ -456,6 +468,10 @@ fn copilot_install_and_uninstall_refuse_a_kith_json_kith_did_not_write() -> anyh
         // Kith's command beside one of the user's.
         r#"{"version": 1, "hooks": {"agentStop": [{"type": "command", "bash": "/usr/local/bin/kith hook", "timeoutSec": 10}, {"type": "command", "bash": "./notify.sh"}], "sessionEnd": [{"type": "command", "bash": "/usr/local/bin/kith hook", "timeoutSec": 10}]}}"#,
         r#"{"version": 1, "hooks": {"agentStop": [{"type": "command", "bash": "./notify.sh"}]}}"#,
+        // Kith's command with the user's environment.
+        r#"{"version": 1, "hooks": {"agentStop": [{"type": "command", "bash": "/usr/local/bin/kith hook", "env": {"A": "1"}}]}}"#,
+        r#"{"version": 1, "hooks": {}}"#,
+        "[]",
         "{ not json",
     ];
     for text in foreign {
