@@ -849,7 +849,8 @@ fn cursor_stop_hook_captures_the_conversation_and_its_subagent() -> Result<()> {
 /// agent ends a turn names the session, whose `events.jsonl` the hook
 /// captures and sends, printing nothing (an `agentStop` hook's stdout could
 /// continue the conversation). Uninstalling removes the file; a `kith.json`
-/// kith did not write is refused and left as it is.
+/// kith did not write is refused and left as it is; `COPILOT_HOME` moves
+/// where kith's file goes, as it moves Copilot's home.
 #[test]
 fn copilot_agent_stop_hook_captures_the_session_it_names() -> Result<()> {
     let m = Machine::new()?;
@@ -902,6 +903,19 @@ fn copilot_agent_stop_hook_captures_the_session_it_names() -> Result<()> {
         assert!(err.contains("kith did not write"), "{verb}: {err}");
         assert_eq!(std::fs::read_to_string(&file)?, theirs, "{verb}");
     }
+
+    // Copilot's home moved by COPILOT_HOME: kith's file goes there.
+    let moved = m.home.path("copilot-home");
+    let mut install = m.home.kith(&["install", "copilot"]);
+    install.env("COPILOT_HOME", &moved);
+    let out = install.output()?;
+    ensure!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(moved.join("hooks/kith.json").is_file());
+    assert_eq!(std::fs::read_to_string(&file)?, theirs);
     Ok(())
 }
 

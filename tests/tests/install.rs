@@ -271,9 +271,10 @@ fn setup_installs_kith_and_the_present_agents_hooks_is_idempotent_and_uninstall_
 ) -> Result<()> {
     let tmp = tempfile::tempdir()?;
     let home = tmp.path();
-    // Claude Code (its settings as Claude writes them) and Codex are on
-    // this machine, pi is not.
+    // Claude Code (its settings as Claude writes them), Codex and Copilot
+    // CLI are on this machine, pi is not.
     std::fs::create_dir_all(home.join(".claude"))?;
+    std::fs::create_dir_all(home.join(".copilot/session-state"))?;
     std::fs::write(
         home.join(".claude/settings.json"),
         "{\n  \"theme\": \"dark\"\n}\n",
@@ -299,6 +300,11 @@ fn setup_installs_kith_and_the_present_agents_hooks_is_idempotent_and_uninstall_
     assert!(
         codex.contains(&format!("notify = [\"{kith_str}\", \"hook\"]")),
         "{codex}"
+    );
+    let copilot = std::fs::read_to_string(home.join(".copilot/hooks/kith.json"))?;
+    assert!(
+        copilot.contains(&format!("\"bash\": \"{kith_str} hook\"")),
+        "{copilot}"
     );
     assert!(!home.join(".pi").exists(), "setup made a pi folder");
     assert!(said.contains("pi: "), "{said}");
