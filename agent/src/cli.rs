@@ -116,7 +116,7 @@ pub enum Command {
     },
     /// Add kith's hook to an agent's configuration.
     Install {
-        /// claude-code, codex, pi, gemini or cursor.
+        /// claude-code, codex, pi, gemini, cursor or copilot.
         agent: Agent,
         /// Also register `kith mcp` as an MCP server (claude-code: user
         /// scope in .claude.json; codex: [mcp_servers.kith] in config.toml).
@@ -129,7 +129,7 @@ pub enum Command {
     },
     /// Remove kith's hook from an agent's configuration.
     Uninstall {
-        /// claude-code, codex, pi, gemini or cursor.
+        /// claude-code, codex, pi, gemini, cursor or copilot.
         agent: Agent,
         /// Remove only the `kith mcp` server entry, keeping the hook.
         #[arg(long)]
@@ -417,7 +417,12 @@ fn run(command: Command, paths: &Paths, dirs: &DirArgs, flags: &Flags) -> Result
             if recall_on_start && agent != Agent::ClaudeCode {
                 bail!("--recall-on-start is for claude-code (a SessionStart hook)");
             }
-            if mcp && matches!(agent, Agent::Pi | Agent::Gemini | Agent::Cursor) {
+            if mcp
+                && matches!(
+                    agent,
+                    Agent::Pi | Agent::Gemini | Agent::Cursor | Agent::Copilot
+                )
+            {
                 bail!(crate::install::mcp::MCP_AGENTS);
             }
             let kith = installed_kith()?;

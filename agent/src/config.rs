@@ -52,7 +52,8 @@ pub struct Paths {
     pub pi_dir: PathBuf,
     /// Gemini CLI's home (`tmp/<project>/chats/`) [env: KITH_GEMINI_DIR].
     pub gemini_dir: PathBuf,
-    /// Copilot CLI's home (`session-state/<id>/events.jsonl`) [env: KITH_COPILOT_DIR].
+    /// Copilot CLI's home (`session-state/<id>/events.jsonl`, `hooks/`)
+    /// [env: KITH_COPILOT_DIR, COPILOT_HOME].
     pub copilot_dir: PathBuf,
     /// Cursor's home (`projects/<slug>/agent-transcripts/`) [env: KITH_CURSOR_DIR].
     pub cursor_dir: PathBuf,
@@ -120,7 +121,7 @@ pub type PathOrigins = [(&'static str, Origin); 9];
 
 impl Paths {
     /// Flag > `KITH_*` > XDG base directory variable > default (Codex also
-    /// honours `CODEX_HOME`).
+    /// honours `CODEX_HOME`, Copilot CLI `COPILOT_HOME`, each agent's own).
     pub fn resolve(o: PathOverrides) -> Self {
         Self::resolve_traced(o).0
     }
@@ -165,8 +166,13 @@ impl Paths {
         );
         // Only a variable moves these (no flags).
         let (gemini_dir, gemini_o) = pick(None, "", &[("KITH_GEMINI_DIR", "")], &home, ".gemini");
-        let (copilot_dir, copilot_o) =
-            pick(None, "", &[("KITH_COPILOT_DIR", "")], &home, ".copilot");
+        let (copilot_dir, copilot_o) = pick(
+            None,
+            "",
+            &[("KITH_COPILOT_DIR", ""), ("COPILOT_HOME", "")],
+            &home,
+            ".copilot",
+        );
         let (cursor_dir, cursor_o) = pick(None, "", &[("KITH_CURSOR_DIR", "")], &home, ".cursor");
         let (opencode_dir, opencode_o) = pick(
             None,

@@ -239,6 +239,19 @@ fn collect_dirs(dir: &Path, depth: u32, out: &mut Vec<PathBuf>) {
     }
 }
 
+/// Copilot CLI's `session-state/<session id>/events.jsonl`, when it is there.
+pub fn find_copilot_session(paths: &Paths, session_id: &str) -> Option<PathBuf> {
+    if !plain_id(session_id) {
+        return None;
+    }
+    let path = paths
+        .copilot_dir
+        .join("session-state")
+        .join(session_id)
+        .join("events.jsonl");
+    path.is_file().then_some(path)
+}
+
 /// The Claude Code session file `<session id>.jsonl` in any project folder.
 pub fn find_claude_session(paths: &Paths, session_id: &str) -> Option<PathBuf> {
     if !plain_id(session_id) {

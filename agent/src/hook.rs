@@ -1,10 +1,10 @@
-//! `kith hook`: what Claude Code, Codex, pi, Gemini CLI and Cursor run when
-//! a turn ends. It finds the transcripts the payload names (Claude Code /
-//! Codex / Gemini / Cursor hook JSON on stdin, a Codex `notify` JSON as the
-//! last argument, or `--pi FILE`), captures them, and gives central about 1.5 s; whatever
-//! is not delivered stays in the outbox. It never fails the agent: exit 0
-//! whatever happens (2 would block Claude's Stop), errors go to
-//! `<state>/hook.log`.
+//! `kith hook`: what Claude Code, Codex, pi, Gemini CLI, Cursor and Copilot
+//! CLI run when a turn ends. It finds the transcripts the payload names
+//! (Claude Code / Codex / Gemini / Cursor / Copilot hook JSON on stdin, a
+//! Codex `notify` JSON as the last argument, or `--pi FILE`), captures
+//! them, and gives central about 1.5 s; whatever is not delivered stays in
+//! the outbox. It never fails the agent: exit 0 whatever happens (2 would
+//! block Claude's Stop), errors go to `<state>/hook.log`.
 
 use std::io::{IsTerminal, Write};
 use std::os::fd::AsFd;
@@ -137,6 +137,11 @@ pub fn targets(
 /// `turn_id` and may have a null `transcript_path`, Cursor's names its
 /// session by `conversation_id` (and may leave the path null too). Older
 /// Claude SubagentStop payloads carry only `session_id` and `agent_id`.
+/// Copilot CLI's are camelCase: `agentStop` names `sessionId` and
+/// `transcriptPath` (github/docs PR 43876), and its session's
+/// `session-state/<id>/events.jsonl` is taken first; the docs give
+/// `sessionEnd` only `timestamp`, `cwd` and `reason`, so either spelling of
+/// the session id is looked up there too.
 /// A Gemini or Cursor session comes with the subagent transcripts beside it.
 fn from_hook_payload(paths: &Paths, v: &Value) -> Vec<Source> {
     let mut out = Vec::new();
@@ -148,7 +153,16 @@ fn from_hook_payload(paths: &Paths, v: &Value) -> Vec<Source> {
         }
         None => str_of(v, "conversation_id")
             .and_then(|c| discover::find_cursor_session(paths, c))
-            .or_else(|| session.and_then(|s| discover::find_claude_session(paths, s))),
+            .or_else(|| {
+                str_of(v, "sessionId").and_then(|s| discover::find_copilot_session(paths, s))
+            })
+            .or_else(|| str_of(v, "transcriptPath").map(PathBuf::from))
+            .or_else(|| {
+                session.and_then(|s| {
+                    discover::find_claude_session(paths, s)
+                        .or_else(|| discover::find_copilot_session(paths, s))
+                })
+            }),
     };
     if let Some(path) = &main {
         let runtime = discover::runtime_of(paths, path);

@@ -1,7 +1,7 @@
-//! `kith install|uninstall claude-code|codex|pi|gemini`: add (or remove) exactly
-//! kith's hook in each agent's own configuration, keeping everything else as
-//! the user wrote it. Installing twice changes nothing; uninstalling removes
-//! only what kith added.
+//! `kith install|uninstall claude-code|codex|pi|gemini|cursor|copilot`: add
+//! (or remove) exactly kith's hook in each agent's own configuration,
+//! keeping everything else as the user wrote it. Installing twice changes
+//! nothing; uninstalling removes only what kith added.
 //!
 //! - Claude Code: a command hook on Stop, SubagentStop, PreCompact and
 //!   SessionEnd in `settings.json` (other keys and hooks kept verbatim);
@@ -12,9 +12,9 @@
 //!   `~/.gemini/settings.json`, which has Claude's shape (its payload names
 //!   the `transcript_path` too);
 //! - Cursor: a command on `stop` and `sessionEnd` in `~/.cursor/hooks.json`
-//!   (`cursor_hooks`).
-//!
-//! Copilot CLI has no hook kith uses: `kith watch` captures it.
+//!   (`cursor_hooks`);
+//! - Copilot CLI: kith's own hook file `hooks/kith.json` in Copilot's home,
+//!   running kith on `agentStop` and `sessionEnd` (`copilot_hooks`).
 //!
 //! `--mcp` also registers `kith mcp` as an MCP server (`install::mcp`).
 
@@ -40,6 +40,7 @@ pub enum Agent {
     Pi,
     Gemini,
     Cursor,
+    Copilot,
 }
 
 /// What an install or uninstall did, for the one line `kith` prints.
@@ -77,10 +78,12 @@ pub fn install(paths: &Paths, agent: Agent, kith: &Path, add: bool) -> Result<Ou
         Agent::Pi => pi_extension,
         Agent::Gemini => gemini_settings,
         Agent::Cursor => cursor_hooks,
+        Agent::Copilot => copilot_hooks,
     };
-    // pi's extension is a file of kith's own, and a `hooks.json` left with
-    // no hook says nothing: removing kith's empties and removes them.
-    let remove_empty = matches!(agent, Agent::Pi | Agent::Cursor);
+    // pi's extension and Copilot's `kith.json` are files of kith's own, and
+    // a `hooks.json` left with no hook says nothing: removing kith's empties
+    // and removes them.
+    let remove_empty = matches!(agent, Agent::Pi | Agent::Cursor | Agent::Copilot);
     let outcome = edit_file(
         &file,
         0o644,
@@ -155,6 +158,7 @@ pub fn config_file(paths: &Paths, agent: Agent) -> PathBuf {
         Agent::Pi => paths.pi_dir.join("extensions").join("kith.ts"),
         Agent::Gemini => paths.gemini_dir.join("settings.json"),
         Agent::Cursor => paths.cursor_dir.join("hooks.json"),
+        Agent::Copilot => paths.copilot_dir.join("hooks").join("kith.json"),
     }
 }
 
@@ -545,6 +549,86 @@ fn codex_config(text: &str, kith: &Path, add: bool) -> Result<Option<String>> {
         }
         (Some(_), false) => Ok(None),
     }
+}
+
+/// The events Copilot CLI runs kith on: `agentStop` when the main agent
+/// ends a turn, `sessionEnd` when the session closes. A subagent's events
+/// are in its parent's `events.jsonl`, which `agentStop` captures at the
+/// end of the same turn, so `subagentStop` would add only a run per
+/// subagent; the file is append-only, so compaction (`preCompact`) loses
+/// nothing either.
+const COPILOT_EVENTS: [&str; 2] = ["agentStop", "sessionEnd"];
+
+/// Copilot CLI's hook file of kith's own (or `Some("")` to delete it);
+/// `None` when nothing changes. A `kith.json` kith did not write is
+/// refused, never overwritten or removed.
+///
+/// GitHub's Copilot CLI hooks reference (docs.github.com/en/copilot/
+/// reference/copilot-cli-reference/cli-hooks-reference and
+/// .../reference/hooks-configuration) loads user hooks from every `*.json`
+/// in `~/.copilot/hooks/` (`$COPILOT_HOME/hooks/`) beside a repository's
+/// `.github/hooks/*.json`, each `{"version": 1, "hooks": {"<event>":
+/// [{"type": "command", "bash": "...", "timeoutSec": 30}]}}`, the command
+/// fed a JSON payload on stdin. `agentStop` (documented in github/docs PR
+/// 43876) sends `timestamp`, `cwd`, `sessionId`, `transcriptPath` and
+/// `stopReason`; an `agentStop` hook that prints `{"decision": "block"}`
+/// continues the conversation, and `kith hook` prints nothing.
+fn copilot_hooks(text: &str, kith: &Path, add: bool) -> Result<Option<String>> {
+    let want = copilot_file(&hook_command(kith, "hook"));
+    if text.trim().is_empty() {
+        return Ok(add.then_some(want));
+    }
+    if !is_kith_copilot_file(text) {
+        return Err(Error::Refused(if add {
+            "kith did not write this file and will not overwrite it; \
+             move it away and run `kith install copilot` again"
+                .into()
+        } else {
+            "kith did not write this file, so it holds no hook of kith's to remove; \
+             kith left it as it is"
+                .into()
+        }));
+    }
+    Ok(match add {
+        true => (text != want).then_some(want),
+        false => Some(String::new()),
+    })
+}
+
+/// The text of kith's Copilot hook file running `command` on each event.
+fn copilot_file(command: &str) -> String {
+    let handler = json!([{"type": "command", "bash": command, "timeoutSec": 10}]);
+    let hooks: serde_json::Map<String, Value> = COPILOT_EVENTS
+        .iter()
+        .map(|e| ((*e).to_owned(), handler.clone()))
+        .collect();
+    format!("{:#}\n", json!({"version": 1, "hooks": hooks}))
+}
+
+/// Whether `text` is a hook file kith wrote, for whichever kith binary and
+/// events: a version and hooks whose every handler is a `kith hook`
+/// command with nothing but its type and timeout.
+fn is_kith_copilot_file(text: &str) -> bool {
+    let Ok(Value::Object(top)) = serde_json::from_str::<Value>(text) else {
+        return false;
+    };
+    let Some(Value::Object(hooks)) = top.get("hooks") else {
+        return false;
+    };
+    let is_kith_handler = |h: &Value| {
+        h["bash"].as_str().is_some_and(is_kith_command)
+            && h.as_object().is_some_and(|h| {
+                h.keys()
+                    .all(|k| ["type", "bash", "timeoutSec"].contains(&k.as_str()))
+            })
+    };
+    top.keys().all(|k| k == "version" || k == "hooks")
+        && !hooks.is_empty()
+        && hooks.values().all(|handlers| {
+            handlers
+                .as_array()
+                .is_some_and(|a| !a.is_empty() && a.iter().all(is_kith_handler))
+        })
 }
 
 const PI_MARKER: &str = "// kith: added by `kith install pi`";

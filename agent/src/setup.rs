@@ -59,12 +59,13 @@ pub struct ServiceFile {
     pub enabled: bool,
 }
 
-const AGENTS: [(Agent, &str); 5] = [
+const AGENTS: [(Agent, &str); 6] = [
     (Agent::ClaudeCode, "claude-code"),
     (Agent::Codex, "codex"),
     (Agent::Pi, "pi"),
     (Agent::Gemini, "gemini"),
     (Agent::Cursor, "cursor"),
+    (Agent::Copilot, "copilot"),
 ];
 
 /// Runs every step, printing a line for each through `say`. A step that
@@ -216,6 +217,7 @@ fn agent_dir(paths: &Paths, agent: Agent) -> &Path {
         Agent::Pi => &paths.pi_dir,
         Agent::Gemini => &paths.gemini_dir,
         Agent::Cursor => &paths.cursor_dir,
+        Agent::Copilot => &paths.copilot_dir,
     }
 }
 

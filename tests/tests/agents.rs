@@ -844,9 +844,84 @@ fn cursor_stop_hook_captures_the_conversation_and_its_subagent() -> Result<()> {
     Ok(())
 }
 
-/// Copilot CLI has no hook kith uses, and Cursor's is optional: `kith
-/// watch` captures them as they are written, and only their transcripts
-/// (not other JSONL files in the agents' folders).
+/// `kith install copilot` writes kith's own `~/.copilot/hooks/kith.json`
+/// running kith on `agentStop`; the payload Copilot CLI sends when the main
+/// agent ends a turn names the session, whose `events.jsonl` the hook
+/// captures and sends, printing nothing (an `agentStop` hook's stdout could
+/// continue the conversation). Uninstalling removes the file; a `kith.json`
+/// kith did not write is refused and left as it is; `COPILOT_HOME` moves
+/// where kith's file goes, as it moves Copilot's home.
+#[test]
+fn copilot_agent_stop_hook_captures_the_session_it_names() -> Result<()> {
+    let m = Machine::new()?;
+    m.ok(&["install", "copilot"])?;
+    let file = m.home.root().join(".copilot/hooks/kith.json");
+    let hooks: Value = serde_json::from_slice(&std::fs::read(&file)?)?;
+    assert_eq!(hooks["version"], 1, "{hooks}");
+    for event in ["agentStop", "sessionEnd"] {
+        let handler = &hooks["hooks"][event][0];
+        assert_eq!(handler["type"], "command", "{hooks}");
+        assert!(
+            handler["bash"]
+                .as_str()
+                .is_some_and(|c| c.ends_with("kith hook")),
+            "{hooks}"
+        );
+    }
+
+    m.write(COPILOT, 0, usize::MAX)?;
+    let payload = json!({
+        "timestamp": 1_778_663_764_000_u64,
+        "cwd": "/home/sam/src/tally",
+        "sessionId": "3e9a7c21-4b6d-4f08-a2c5-9d1e8b7f6a30",
+        "transcriptPath": m.dest(COPILOT),
+        "stopReason": "end_turn",
+    });
+    let out = m.kith_with(&["hook"], payload.to_string().as_bytes())?;
+    assert_eq!(out.status.code(), Some(0));
+    assert!(
+        out.stdout.is_empty(),
+        "{:?}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+
+    let conversation = m.root_conversation()?;
+    assert_eq!(conversation["agent_runtime"], "copilot");
+    assert_final_state(&m.turns(&conversation)?, COPILOT);
+    assert_eq!(m.found("April")?, [str_of(&conversation, "id")]);
+
+    m.ok(&["uninstall", "copilot"])?;
+    assert!(!file.exists(), "kith's own file goes");
+
+    let theirs =
+        r#"{"version": 1, "hooks": {"agentStop": [{"type": "command", "bash": "./notify.sh"}]}}"#;
+    std::fs::write(&file, theirs)?;
+    for verb in ["install", "uninstall"] {
+        let out = m.kith(&[verb, "copilot"])?;
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{verb}: {err}");
+        assert!(err.contains("kith did not write"), "{verb}: {err}");
+        assert_eq!(std::fs::read_to_string(&file)?, theirs, "{verb}");
+    }
+
+    // Copilot's home moved by COPILOT_HOME: kith's file goes there.
+    let moved = m.home.path("copilot-home");
+    let mut install = m.home.kith(&["install", "copilot"]);
+    install.env("COPILOT_HOME", &moved);
+    let out = install.output()?;
+    ensure!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(moved.join("hooks/kith.json").is_file());
+    assert_eq!(std::fs::read_to_string(&file)?, theirs);
+    Ok(())
+}
+
+/// Copilot CLI's and Cursor's hooks are optional: `kith watch` captures
+/// them as they are written, and only their transcripts (not other JSONL
+/// files in the agents' folders).
 #[test]
 fn watch_captures_copilot_and_cursor_and_nothing_else_in_their_folders() -> Result<()> {
     let m = Machine::new()?;

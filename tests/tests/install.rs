@@ -241,7 +241,12 @@ fn install_agent(home: &Path, args: &[&str]) -> Result<String> {
 fn as_user(mut cmd: Command, home: &Path, path: &str) -> Result<String> {
     let args: Vec<_> = cmd.get_args().map(|a| a.to_owned()).collect();
     for (k, _) in std::env::vars() {
-        if k.starts_with("KITH_") || k.starts_with("XDG_") || k == "CODEX_HOME" || k == "PREFIX" {
+        if k.starts_with("KITH_")
+            || k.starts_with("XDG_")
+            || k == "CODEX_HOME"
+            || k == "COPILOT_HOME"
+            || k == "PREFIX"
+        {
             cmd.env_remove(k);
         }
     }
@@ -266,9 +271,10 @@ fn setup_installs_kith_and_the_present_agents_hooks_is_idempotent_and_uninstall_
 ) -> Result<()> {
     let tmp = tempfile::tempdir()?;
     let home = tmp.path();
-    // Claude Code (its settings as Claude writes them) and Codex are on
-    // this machine, pi is not.
+    // Claude Code (its settings as Claude writes them), Codex and Copilot
+    // CLI are on this machine, pi is not.
     std::fs::create_dir_all(home.join(".claude"))?;
+    std::fs::create_dir_all(home.join(".copilot/session-state"))?;
     std::fs::write(
         home.join(".claude/settings.json"),
         "{\n  \"theme\": \"dark\"\n}\n",
@@ -294,6 +300,11 @@ fn setup_installs_kith_and_the_present_agents_hooks_is_idempotent_and_uninstall_
     assert!(
         codex.contains(&format!("notify = [\"{kith_str}\", \"hook\"]")),
         "{codex}"
+    );
+    let copilot = std::fs::read_to_string(home.join(".copilot/hooks/kith.json"))?;
+    assert!(
+        copilot.contains(&format!("\"bash\": \"{kith_str} hook\"")),
+        "{copilot}"
     );
     assert!(!home.join(".pi").exists(), "setup made a pi folder");
     assert!(said.contains("pi: "), "{said}");

@@ -262,3 +262,75 @@ fn cursor_and_gemini_sessions_come_with_their_subagents() -> anyhow::Result<()> 
     }
     Ok(())
 }
+
+#[test]
+fn copilot_payloads_name_the_sessions_events_file() -> anyhow::Result<()> {
+    let (_tmp, paths, ..) = device()?;
+    const COPILOT: &str = "0c2d5e8a-41f7-4b3e-9a6d-7e1f2b8c4d90";
+    let events = paths
+        .copilot_dir
+        .join("session-state")
+        .join(COPILOT)
+        .join("events.jsonl");
+    fs::create_dir_all(events.parent().unwrap_or(Path::new("/")))?;
+    fs::write(&events, "{}\n")?;
+    // A file one level up that a hostile id would reach.
+    let outside = paths.copilot_dir.join("events.jsonl");
+    fs::write(&outside, "{}\n")?;
+    let copilot = vec![Source {
+        runtime: AgentRuntime::Copilot,
+        path: events.clone(),
+    }];
+    let e = events.display();
+    let cases: Vec<(&str, String, Vec<Source>)> = vec![
+        (
+            "agentStop as documented (github/docs PR 43876)",
+            format!(
+                r#"{{"timestamp":1704614750000,"cwd":"/home/sam/src/tally","sessionId":"{COPILOT}","transcriptPath":"{e}","stopReason":"end_turn"}}"#
+            ),
+            copilot.clone(),
+        ),
+        (
+            "agentStop whose transcript path is elsewhere: the session's own events",
+            format!(
+                r#"{{"sessionId":"{COPILOT}","transcriptPath":"/tmp/elsewhere.jsonl","stopReason":"end_turn"}}"#
+            ),
+            copilot.clone(),
+        ),
+        (
+            "sessionEnd with a snake_case id",
+            format!(
+                r#"{{"timestamp":1704618000000,"cwd":"/w","reason":"complete","session_id":"{COPILOT}"}}"#
+            ),
+            copilot.clone(),
+        ),
+        (
+            "a transcript path alone",
+            format!(r#"{{"timestamp":1,"transcriptPath":"{e}"}}"#),
+            copilot.clone(),
+        ),
+        (
+            "a session id that tries to leave the folder",
+            r#"{"sessionId":"..","stopReason":"end_turn"}"#.into(),
+            vec![],
+        ),
+        (
+            "a session id that is a path",
+            format!(r#"{{"sessionId":"../session-state/{COPILOT}"}}"#),
+            vec![],
+        ),
+        (
+            "sessionEnd without an id names nothing",
+            r#"{"timestamp":1704618000000,"cwd":"/w","reason":"user_exit"}"#.into(),
+            vec![],
+        ),
+    ];
+    for (what, stdin, want) in cases {
+        assert_eq!(
+            targets(&paths, None, None, stdin.as_bytes()),
+            want,
+            "{what}"
+        );
+    }
+    Ok(())
+}

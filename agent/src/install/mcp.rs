@@ -18,7 +18,7 @@ use crate::error::{Error, Result};
 
 /// The agents `--mcp` registers with.
 pub const MCP_AGENTS: &str =
-    "--mcp is for claude-code and codex (kith captures pi, Gemini CLI and Cursor without it)";
+    "--mcp is for claude-code and codex (kith captures pi, Gemini CLI, Cursor and Copilot CLI without it)";
 
 /// The server's name in each agent's configuration.
 const NAME: &str = "kith";
@@ -28,7 +28,9 @@ pub fn install(paths: &Paths, agent: Agent, kith: &Path, add: bool) -> Result<Ou
     let (file, edit): (PathBuf, super::Edit) = match agent {
         Agent::ClaudeCode => (claude_json(&paths.claude_dir), claude_servers),
         Agent::Codex => (paths.codex_dir.join("config.toml"), codex_servers),
-        Agent::Pi | Agent::Gemini | Agent::Cursor => return Err(Error::Refused(MCP_AGENTS.into())),
+        Agent::Pi | Agent::Gemini | Agent::Cursor | Agent::Copilot => {
+            return Err(Error::Refused(MCP_AGENTS.into()))
+        }
     };
     // .claude.json holds Claude's own state too: private to the user.
     let outcome = super::edit_file(&file, 0o600, false, |text| edit(text, kith, add), add)?;

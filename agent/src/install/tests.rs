@@ -395,3 +395,96 @@ fn cursor_install_writes_a_new_hooks_file_and_uninstall_removes_it() -> anyhow::
     assert_eq!(fs::read_to_string(&file)?, "{ not json");
     Ok(())
 }
+
+#[test]
+fn copilot_install_writes_kiths_own_hook_file_and_uninstall_removes_it() -> anyhow::Result<()> {
+    let (_tmp, paths) = device()?;
+    let hooks = paths.copilot_dir.join("hooks");
+    let file = hooks.join("kith.json");
+    // A hook file of the user's beside kith's is never touched.
+    let theirs = hooks.join("audit.json");
+    let audit =
+        r#"{"version": 1, "hooks": {"preToolUse": [{"type": "command", "bash": "./audit.sh"}]}}"#;
+    fs::create_dir_all(&hooks)?;
+    fs::write(&theirs, audit)?;
+    let kith = Path::new(KITH);
+
+    let outcome = install(&paths, Agent::Copilot, kith, true)?;
+    assert!(outcome.changed);
+    assert_eq!(outcome.file, file);
+    let once = fs::read_to_string(&file)?;
+    let handler =
+        json!([{"type": "command", "bash": "/usr/local/bin/kith hook", "timeoutSec": 10}]);
+    assert_eq!(
+        serde_json::from_str::<Value>(&once)?,
+        json!({"version": 1, "hooks": {"agentStop": handler, "sessionEnd": handler}})
+    );
+    assert!(!install(&paths, Agent::Copilot, kith, true)?.changed);
+    assert_eq!(fs::read_to_string(&file)?, once, "second install");
+
+    // Installed from elsewhere: the file follows the new kith.
+    assert!(
+        install(
+            &paths,
+            Agent::Copilot,
+            Path::new("/opt/kith bin/kith"),
+            true
+        )?
+        .changed
+    );
+    let moved: Value = serde_json::from_str(&fs::read_to_string(&file)?)?;
+    assert_eq!(
+        moved["hooks"]["sessionEnd"][0]["bash"],
+        "'/opt/kith bin/kith' hook"
+    );
+    assert!(!fs::read_to_string(&file)?.contains(KITH));
+
+    // One an older kith wrote, on fewer events: kith's, brought up to date.
+    fs::write(
+        &file,
+        r#"{"version": 1, "hooks": {"agentStop": [{"type": "command", "bash": "/old/kith hook"}]}}"#,
+    )?;
+    assert!(install(&paths, Agent::Copilot, kith, true)?.changed);
+    assert_eq!(
+        fs::read_to_string(&file)?,
+        once,
+        "reinstalled over an old one"
+    );
+
+    assert!(install(&paths, Agent::Copilot, kith, false)?.changed);
+    assert!(!file.exists(), "uninstall removes kith's file");
+    assert!(!install(&paths, Agent::Copilot, kith, false)?.changed);
+    assert_eq!(fs::read_to_string(&theirs)?, audit, "the user's file");
+    Ok(())
+}
+
+#[test]
+fn copilot_install_and_uninstall_refuse_a_kith_json_kith_did_not_write() -> anyhow::Result<()> {
+    let (_tmp, paths) = device()?;
+    let file = paths.copilot_dir.join("hooks/kith.json");
+    fs::create_dir_all(paths.copilot_dir.join("hooks"))?;
+    let kith = Path::new(KITH);
+    let foreign = [
+        // Kith's command beside one of the user's.
+        r#"{"version": 1, "hooks": {"agentStop": [{"type": "command", "bash": "/usr/local/bin/kith hook", "timeoutSec": 10}, {"type": "command", "bash": "./notify.sh"}], "sessionEnd": [{"type": "command", "bash": "/usr/local/bin/kith hook", "timeoutSec": 10}]}}"#,
+        r#"{"version": 1, "hooks": {"agentStop": [{"type": "command", "bash": "./notify.sh"}]}}"#,
+        // Kith's command with the user's environment.
+        r#"{"version": 1, "hooks": {"agentStop": [{"type": "command", "bash": "/usr/local/bin/kith hook", "env": {"A": "1"}}]}}"#,
+        r#"{"version": 1, "hooks": {}}"#,
+        "[]",
+        "{ not json",
+    ];
+    for text in foreign {
+        fs::write(&file, text)?;
+        for add in [true, false] {
+            let err = install(&paths, Agent::Copilot, kith, add)
+                .err()
+                .ok_or_else(|| anyhow::anyhow!("accepted {text} (add: {add})"))?;
+            let said = err.to_string();
+            assert!(said.contains("kith did not write"), "{said}");
+            assert!(said.contains(&file.display().to_string()), "{said}");
+            assert_eq!(fs::read_to_string(&file)?, text, "left intact");
+        }
+    }
+    Ok(())
+}
