@@ -303,7 +303,11 @@ fn search_samples(api: &Api, mode: &str, group: &str, n: usize, gap: Duration) -
 
 /// Texts embedded per lane so far, from `/metrics`.
 fn embedded_per_lane(api: &Api) -> Result<BTreeMap<String, f64>> {
-    let text = api.http.get(api.url("/metrics")).send()?.text()?;
+    let (status, body) = api.get_bytes("/metrics")?;
+    if status != 200 {
+        bail!("/metrics answered {status} (it wants an admin's token)");
+    }
+    let text = String::from_utf8(body)?;
     Ok(text
         .lines()
         .filter_map(|l| l.strip_prefix("kith_embedded_texts_total{lane=\""))
