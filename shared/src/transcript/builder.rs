@@ -4,7 +4,11 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use super::text::{push_paragraph, title_of, truncate_chars};
+use serde_json::Value;
+
+use super::text::{
+    call_line, input_summary, push_paragraph, shell_command, str_at, title_of, truncate_chars,
+};
 use super::{Role, SubagentSpan, Transcript, Turn};
 
 const MAX_INTENT_CHARS: usize = 500;
@@ -97,6 +101,33 @@ impl Builder {
         if let Some(id) = id {
             self.calls.insert(id.to_owned(), idx);
         }
+    }
+
+    /// A tool call from its JSON input, in the shape most agents write
+    /// (a name and an object of arguments): the files its `file_keys`
+    /// name, its command when `shell` (a shell tool), and its call turn.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn tool_use(
+        &mut self,
+        id: Option<&str>,
+        name: &str,
+        input: &Value,
+        file_keys: &[&str],
+        shell: bool,
+        line: u64,
+        ts: Option<&str>,
+    ) {
+        for key in file_keys {
+            if let Some(path) = str_at(input, key) {
+                self.file(path);
+            }
+        }
+        if shell {
+            if let Some(command) = shell_command(input) {
+                self.command(&command);
+            }
+        }
+        self.call(id, name, &call_line(name, &input_summary(input)), line, ts);
     }
 
     /// A tool result: appended to its call's turn when the call is in the

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use serde_json::Value;
 
 use super::builder::{fill, Builder};
-use super::text::{call_line, input_summary, shell_command, str_at};
+use super::text::str_at;
 use super::{Records, Role};
 
 #[derive(Default)]
@@ -115,18 +115,9 @@ fn arguments(request: &Value) -> Value {
 /// A tool the assistant asked for, with its `arguments`.
 fn tool_request(b: &mut Builder, request: &Value, args: &Value, line: u64, ts: Option<&str>) {
     let name = str_at(request, "name").unwrap_or("tool");
-    for key in ["path", "file_path"] {
-        if let Some(path) = str_at(args, key) {
-            b.file(path);
-        }
-    }
-    if matches!(name, "bash" | "shell" | "powershell") {
-        if let Some(command) = shell_command(args) {
-            b.command(&command);
-        }
-    }
-    let text = call_line(name, &input_summary(args));
-    b.call(str_at(request, "toolCallId"), name, &text, line, ts);
+    let shell = matches!(name, "bash" | "shell" | "powershell");
+    let id = str_at(request, "toolCallId");
+    b.tool_use(id, name, args, &["path", "file_path"], shell, line, ts);
 }
 
 #[cfg(test)]

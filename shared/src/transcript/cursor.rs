@@ -8,7 +8,7 @@
 use serde_json::Value;
 
 use super::builder::Builder;
-use super::text::{blocks_text, call_line, input_summary, shell_command, str_at, tag};
+use super::text::{blocks_text, str_at, tag};
 use super::{Records, Role};
 
 pub(super) struct Cursor;
@@ -43,23 +43,9 @@ impl Records for Cursor {
 fn tool_use(b: &mut Builder, block: &Value, line: u64) {
     let name = str_at(block, "name").unwrap_or("tool");
     let input = block.get("input").unwrap_or(&Value::Null);
-    for key in ["path", "file_path", "target_file"] {
-        if let Some(path) = str_at(input, key) {
-            b.file(path);
-        }
-    }
-    if matches!(name, "Shell" | "Bash" | "run_terminal_cmd") {
-        if let Some(command) = shell_command(input) {
-            b.command(&command);
-        }
-    }
-    b.call(
-        None,
-        name,
-        &call_line(name, &input_summary(input)),
-        line,
-        None,
-    );
+    let shell = matches!(name, "Shell" | "Bash" | "run_terminal_cmd");
+    let keys = ["path", "file_path", "target_file"];
+    b.tool_use(None, name, input, &keys, shell, line, None);
 }
 
 #[cfg(test)]

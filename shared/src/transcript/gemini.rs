@@ -12,7 +12,7 @@
 use serde_json::Value;
 
 use super::builder::{fill, Builder};
-use super::text::{call_line, input_summary, push_paragraph, shell_command, str_at};
+use super::text::{push_paragraph, str_at};
 use super::{Records, Role};
 
 #[derive(Default)]
@@ -130,18 +130,9 @@ fn parts_text(content: &Value) -> String {
 fn tool_call(b: &mut Builder, call: &Value, line: u64, ts: Option<&str>) {
     let name = str_at(call, "name").unwrap_or("tool");
     let args = call.get("args").unwrap_or(&Value::Null);
-    for key in ["file_path", "absolute_path", "path"] {
-        if let Some(path) = str_at(args, key) {
-            b.file(path);
-        }
-    }
-    if name == "run_shell_command" {
-        if let Some(command) = shell_command(args) {
-            b.command(&command);
-        }
-    }
     let id = str_at(call, "id");
-    b.call(id, name, &call_line(name, &input_summary(args)), line, ts);
+    let keys = ["file_path", "absolute_path", "path"];
+    b.tool_use(id, name, args, &keys, name == "run_shell_command", line, ts);
     let output = str_at(call, "resultDisplay")
         .map(str::to_owned)
         .unwrap_or_else(|| {

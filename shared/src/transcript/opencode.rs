@@ -23,7 +23,7 @@ use std::collections::HashMap;
 use serde_json::Value;
 
 use super::builder::{fill, Builder};
-use super::text::{call_line, input_summary, shell_command, str_at};
+use super::text::str_at;
 use super::{Records, Role};
 
 #[derive(Default)]
@@ -176,18 +176,9 @@ fn tool(b: &mut Builder, p: &Value, line: u64, ts: Option<&str>) {
     let name = str_at(p, "tool").unwrap_or("tool");
     let state = p.get("state").unwrap_or(&Value::Null);
     let input = state.get("input").unwrap_or(&Value::Null);
-    for key in ["filePath", "file_path", "path"] {
-        if let Some(path) = str_at(input, key) {
-            b.file(path);
-        }
-    }
-    if name == "bash" {
-        if let Some(command) = shell_command(input) {
-            b.command(&command);
-        }
-    }
     let id = str_at(p, "callID");
-    b.call(id, name, &call_line(name, &input_summary(input)), line, ts);
+    let keys = ["filePath", "file_path", "path"];
+    b.tool_use(id, name, input, &keys, name == "bash", line, ts);
     let output = str_at(state, "output")
         .or_else(|| str_at(state, "error"))
         .unwrap_or_default();

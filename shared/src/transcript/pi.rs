@@ -6,7 +6,7 @@
 use serde_json::Value;
 
 use super::builder::{fill, Builder};
-use super::text::{call_line, content_text, input_summary, said_something, shell_command, str_at};
+use super::text::{content_text, said_something, str_at};
 use super::{Records, Role};
 
 pub(super) struct Pi;
@@ -76,18 +76,16 @@ fn message(b: &mut Builder, m: &Value, line: u64, ts: Option<&str>) {
                 }
                 let name = str_at(block, "name").unwrap_or("tool");
                 let args = block.get("arguments").unwrap_or(&Value::Null);
-                for key in ["path", "file_path"] {
-                    if let Some(path) = str_at(args, key) {
-                        b.file(path);
-                    }
-                }
-                if name == "bash" {
-                    if let Some(command) = shell_command(args) {
-                        b.command(&command);
-                    }
-                }
-                let text = call_line(name, &input_summary(args));
-                b.call(str_at(block, "id"), name, &text, line, ts);
+                let keys = ["path", "file_path"];
+                b.tool_use(
+                    str_at(block, "id"),
+                    name,
+                    args,
+                    &keys,
+                    name == "bash",
+                    line,
+                    ts,
+                );
             }
         }
         Some("toolResult") => {
