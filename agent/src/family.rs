@@ -436,15 +436,7 @@ pub fn run(cmd: FamilyCommand, remote: &Remote<'_>) -> Result<()> {
                     .collect(),
                 next_cursor: None,
             };
-            if json {
-                writeln!(stdout, "{}", serde_json::to_string(&res)?)?;
-            } else {
-                write!(
-                    stdout,
-                    "{}",
-                    conversation::render_tree(&res, Style::detect(), now)
-                )?;
-            }
+            print_tree(&mut stdout, &res, json, now)?;
         }
         FamilyCommand::Tree {
             id: None,
@@ -478,15 +470,7 @@ pub fn run(cmd: FamilyCommand, remote: &Remote<'_>) -> Result<()> {
             let res: ConversationsResponse = remote
                 .send(http.get(remote.url("/api/conversations")).query(&query))?
                 .json()?;
-            if json {
-                writeln!(stdout, "{}", serde_json::to_string(&res)?)?;
-            } else {
-                write!(
-                    stdout,
-                    "{}",
-                    conversation::render_tree(&res, Style::detect(), now)
-                )?;
-            }
+            print_tree(&mut stdout, &res, json, now)?;
         }
         FamilyCommand::Share(cmd) => {
             let grant = |scope: String,
@@ -1146,6 +1130,25 @@ pub fn render_tree(forest: &ForestResponse, style: Style, now: OffsetDateTime) -
         out.push('\n');
     }
     out
+}
+
+/// `kith tree`'s conversations: the JSON document, or the tree as text.
+fn print_tree(
+    out: &mut impl std::io::Write,
+    res: &ConversationsResponse,
+    json: bool,
+    now: OffsetDateTime,
+) -> Result<()> {
+    if json {
+        writeln!(out, "{}", serde_json::to_string(res)?)?;
+    } else {
+        write!(
+            out,
+            "{}",
+            conversation::render_tree(res, Style::detect(), now)
+        )?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -170,6 +170,17 @@ impl Machine {
             .collect())
     }
 
+    /// `kith hook` with an agent's hook `payload` on stdin, as the agent
+    /// runs it: exit 0 and nothing on stdout (a stop hook's stdout can
+    /// continue the conversation).
+    fn hook(&self, payload: &Value) -> Result<()> {
+        let out = self.kith_with(&["hook"], payload.to_string().as_bytes())?;
+        assert_eq!(out.status.code(), Some(0));
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert!(said.is_empty(), "{said:?}");
+        Ok(())
+    }
+
     /// Waits (30 s at most) until a keyword search finds `word`.
     fn wait_found(&self, word: &str) -> Result<()> {
         let deadline = std::time::Instant::now() + Duration::from_secs(30);
@@ -462,6 +473,30 @@ fn gemini_legacy_json_rewritten_whole_across_a_central_restart() -> Result<()> {
         assert!(kept.contains(word), "{word} in {kept}");
     }
     assert_eq!(kept.matches("untested").count(), 1, "each version once");
+
+    // A published legacy session (../shared), when present, in addition:
+    // every message with text becomes a turn, the first the user's.
+    let rel = "gemini/git-ai-project__git-ai__gemini-session-simple.json";
+    if let Some(bytes) = fixtures::third_party(rel) {
+        let m = Machine::new()?;
+        let chats = m.home.path(".gemini/tmp/p/chats");
+        std::fs::create_dir_all(&chats)?;
+        std::fs::write(chats.join("session-2025-12-06T18-25-18f475c0.json"), &bytes)?;
+        m.ok(&["backfill"])?;
+        let listed = m.api.get("/api/conversations?limit=10")?;
+        let conversation = listed.body["conversations"][0].clone();
+        assert_eq!(conversation["agent_runtime"], "gemini", "{listed:?}");
+        let turns = m.turns(&conversation)?;
+        let source: Value = serde_json::from_slice(&bytes)?;
+        let first = source["messages"][0]["content"]
+            .as_str()
+            .unwrap_or_default();
+        assert_eq!(
+            turns.first().map(|(r, t)| (r.as_str(), t.as_str())),
+            Some(("user", first))
+        );
+        assert!(turns.len() >= 7, "{turns:?}");
+    }
     Ok(())
 }
 
@@ -480,8 +515,7 @@ fn gemini_legacy_rewrites_reach_central_through_the_hook_and_watch() -> Result<(
         "transcript_path": file,
         "hook_event_name": "AfterAgent",
     });
-    let out = m.kith_with(&["hook"], payload.to_string().as_bytes())?;
-    assert_eq!(out.status.code(), Some(0));
+    m.hook(&payload)?;
     m.wait_found("quokka")?;
 
     let mut cmd = m.home.kith_at(&m.central.url, &m.token, &["watch"]);
@@ -503,36 +537,6 @@ fn gemini_legacy_rewrites_reach_central_through_the_hook_and_watch() -> Result<(
         m.found("quokka")?.is_empty(),
         "the answer's old text is retired"
     );
-    Ok(())
-}
-
-/// A published legacy session (../shared), when present, in addition to
-/// the test above: every message with text becomes a turn.
-#[test]
-fn gemini_legacy_published_session_reads_whole() -> Result<()> {
-    let rel = "gemini/git-ai-project__git-ai__gemini-session-simple.json";
-    let Some(bytes) = fixtures::third_party(rel) else {
-        eprintln!("{rel}: no third-party fixtures here; the test above covers legacy sessions");
-        return gemini_legacy_json_rewritten_whole_across_a_central_restart();
-    };
-    let m = Machine::new()?;
-    let chats = m.home.path(".gemini/tmp/p/chats");
-    std::fs::create_dir_all(&chats)?;
-    std::fs::write(chats.join("session-2025-12-06T18-25-18f475c0.json"), &bytes)?;
-    m.ok(&["backfill"])?;
-    let listed = m.api.get("/api/conversations?limit=10")?;
-    let conversation = listed.body["conversations"][0].clone();
-    assert_eq!(conversation["agent_runtime"], "gemini", "{listed:?}");
-    let turns = m.turns(&conversation)?;
-    let source: Value = serde_json::from_slice(&bytes)?;
-    let first = source["messages"][0]["content"]
-        .as_str()
-        .unwrap_or_default();
-    assert_eq!(
-        turns.first().map(|(r, t)| (r.as_str(), t.as_str())),
-        Some(("user", first))
-    );
-    assert!(turns.len() >= 7, "{turns:?}");
     Ok(())
 }
 
@@ -764,13 +768,7 @@ fn gemini_after_agent_hook_captures_the_session_it_names() -> Result<()> {
         "hook_event_name": "AfterAgent",
         "timestamp": "2026-05-13T09:16:04.000Z",
     });
-    let out = m.kith_with(&["hook"], payload.to_string().as_bytes())?;
-    assert_eq!(out.status.code(), Some(0));
-    assert!(
-        out.stdout.is_empty(),
-        "{:?}",
-        String::from_utf8_lossy(&out.stdout)
-    );
+    m.hook(&payload)?;
 
     // The session, and its subagent beside it, which the payload does not name.
     let listed = m.api.get("/api/conversations")?;
@@ -823,13 +821,7 @@ fn cursor_stop_hook_captures_the_conversation_and_its_subagent() -> Result<()> {
         "workspace_roots": ["/home/sam/src/tally"],
         "transcript_path": null,
     });
-    let out = m.kith_with(&["hook"], payload.to_string().as_bytes())?;
-    assert_eq!(out.status.code(), Some(0));
-    assert!(
-        out.stdout.is_empty(),
-        "{:?}",
-        String::from_utf8_lossy(&out.stdout)
-    );
+    m.hook(&payload)?;
 
     let tree = m.tree()?;
     assert_eq!(tree.len(), 2, "{tree:?}");
@@ -877,13 +869,7 @@ fn copilot_agent_stop_hook_captures_the_session_it_names() -> Result<()> {
         "transcriptPath": m.dest(COPILOT),
         "stopReason": "end_turn",
     });
-    let out = m.kith_with(&["hook"], payload.to_string().as_bytes())?;
-    assert_eq!(out.status.code(), Some(0));
-    assert!(
-        out.stdout.is_empty(),
-        "{:?}",
-        String::from_utf8_lossy(&out.stdout)
-    );
+    m.hook(&payload)?;
 
     let conversation = m.root_conversation()?;
     assert_eq!(conversation["agent_runtime"], "copilot");

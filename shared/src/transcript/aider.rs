@@ -60,9 +60,7 @@ pub(super) fn read(bytes: &[u8]) -> Transcript {
     let mut r = Reader::default();
     let mut n_lines = 0;
     let mut n_skipped = 0;
-    let body = bytes.strip_suffix(b"\n").unwrap_or(bytes);
-    let lines = (!bytes.is_empty()).then(|| body.split(|&c| c == b'\n'));
-    for line in lines.into_iter().flatten() {
+    for line in super::lines(bytes) {
         n_lines += 1;
         match std::str::from_utf8(line) {
             Ok(line) => r.line(line.strip_suffix('\r').unwrap_or(line), n_lines),

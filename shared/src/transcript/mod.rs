@@ -242,14 +242,21 @@ trait Records {
     }
 }
 
+/// The lines of `bytes`, without their `\n`: a trailing newline ends the
+/// last line, it does not start another.
+fn lines(bytes: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let body = bytes.strip_suffix(b"\n").unwrap_or(bytes);
+    (!bytes.is_empty())
+        .then(|| body.split(|&c| c == b'\n'))
+        .into_iter()
+        .flatten()
+}
+
 fn read(mut format: impl Records, bytes: &[u8]) -> Transcript {
     let mut b = Builder::default();
     let mut n_lines = 0;
     let mut n_skipped = 0;
-    // A trailing newline ends the last line; it does not start another.
-    let body = bytes.strip_suffix(b"\n").unwrap_or(bytes);
-    let lines = (!bytes.is_empty()).then(|| body.split(|&c| c == b'\n'));
-    for line in lines.into_iter().flatten() {
+    for line in lines(bytes) {
         n_lines += 1;
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
