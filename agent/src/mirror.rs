@@ -190,15 +190,16 @@ pub fn is_source(paths: &Paths, path: &Path) -> bool {
 /// Refreshes the journals fed by a changed source file and returns them
 /// (grown or not: one a crash left uncaptured is captured with them).
 pub fn refresh(paths: &Paths, source: &Path) -> Result<Vec<PathBuf>> {
-    if gemini::is_source(paths, source) {
-        let _lock = Lock::state(&paths.state_dir, LOCK_WAIT)?;
-        return Ok(gemini::refresh(paths, source)?.into_iter().collect());
+    let gemini = gemini::is_source(paths, source);
+    if !gemini && !opencode::is_source(paths, source) {
+        return Ok(Vec::new());
     }
-    if opencode::is_source(paths, source) {
-        let _lock = Lock::state(&paths.state_dir, LOCK_WAIT)?;
-        return opencode::refresh(paths, source);
+    // One writer per journal: hooks and `kith watch` refresh side by side.
+    let _lock = Lock::state(&paths.state_dir, LOCK_WAIT)?;
+    match gemini {
+        true => Ok(gemini::refresh(paths, source)?.into_iter().collect()),
+        false => opencode::refresh(paths, source),
     }
-    Ok(Vec::new())
 }
 
 /// Every mirrored source on this machine.
