@@ -18,7 +18,7 @@ use tokio::time::Instant;
 
 use crate::error::{Error, Result};
 use crate::ingest::format_of;
-use crate::registry::{PendingJob, StoredRun};
+use crate::registry::{Indexed, PendingJob, StoredRun};
 use crate::state::{lock, AppState};
 
 /// Runs indexed per index commit: large enough to amortise the commit's
@@ -182,11 +182,11 @@ pub fn index_batch(state: &AppState) -> Result<usize> {
     if jobs.is_empty() {
         return Ok(0);
     }
-    let mut done: Vec<(RunId, u64)> = Vec::with_capacity(jobs.len());
-    let mut chains: Vec<ChainRun> = Vec::new();
+    let mut done: Vec<Indexed> = Vec::with_capacity(jobs.len());
+    let mut chains: Vec<Indexed> = Vec::new();
     for job in &jobs {
         match index_one(state, job, &mut chains) {
-            Ok(n_chunks) => done.push((job.run_id.clone(), n_chunks)),
+            Ok(indexed) => done.push(indexed),
             Err(e) => {
                 tracing::warn!(run_id = %job.run_id, error = %e, "indexing a run failed");
                 state.registry().fail_job(&job.run_id, &e.to_string())?;
@@ -194,34 +194,18 @@ pub fn index_batch(state: &AppState) -> Result<usize> {
         }
     }
     state.index().commit()?;
-    // Only what the index committed is recorded: a digest written for an
-    // uncommitted put would skip that run for good.
-    for c in &chains {
-        match c.own {
-            true => state.registry().set_chunks_digest(&c.run, &c.digest)?,
-            false => state
-                .registry()
-                .chain_run_indexed(&c.run, c.n_chunks, &c.digest)?,
-        }
-    }
+    // Recorded once the index committed: a digest of an uncommitted put
+    // would skip that run for good.
     state
         .registry()
-        .finish_jobs(&done, &kith_shared::timestamp::now())?;
+        .finish_jobs(&done, &chains, &kith_shared::timestamp::now())?;
     tracing::debug!(n_runs = done.len(), "indexed batch");
     Ok(jobs.len())
 }
 
-/// A run of a re-indexed chain, as `index_chain` put it.
-struct ChainRun {
-    run: RunId,
-    /// The job's own run (`finish_jobs` records the rest of it).
-    own: bool,
-    n_chunks: u64,
-    digest: String,
-}
-
-/// Puts one run's chunks in the index; answers how many.
-fn index_one(state: &AppState, job: &PendingJob, chains: &mut Vec<ChainRun>) -> Result<u64> {
+/// Puts one run's chunks in the index (and, for a format that folds, the
+/// other runs of its chain whose chunks changed, into `chains`).
+fn index_one(state: &AppState, job: &PendingJob, chains: &mut Vec<Indexed>) -> Result<Indexed> {
     let meta = run_meta(state, &job.blob_path)?;
     if meta.id != job.run_id.as_str() {
         return Err(Error::Internal(format!(
@@ -245,7 +229,11 @@ fn index_one(state: &AppState, job: &PendingJob, chains: &mut Vec<ChainRun>) -> 
     state
         .index()
         .put_run(&meta, &job.ancestry, job.superseded, &chunks)?;
-    Ok(chunks.len() as u64)
+    Ok(Indexed {
+        run: job.run_id.clone(),
+        n_chunks: chunks.len() as u64,
+        digest: None,
+    })
 }
 
 /// The metadata stored beside the blob at `blob_path`.
@@ -265,43 +253,39 @@ fn run_meta(state: &AppState, blob_path: &str) -> Result<RunMeta> {
 /// chain, whatever order its jobs run in, so the last indexing is always of
 /// the latest state. A run whose chunks come out as they were last put
 /// (their digest) is left as it is, vectors included: a long session
-/// appended to costs its changed runs, not all of them. Answers how many
-/// chunks `meta`'s own run has (a chain is superseded, or not, as a whole).
+/// appended to costs its changed runs, not all of them. Answers `meta`'s own
+/// run as indexed (a chain is superseded, or not, as a whole).
 fn index_chain(
     state: &AppState,
     format: Format,
     meta: &RunMeta,
     superseded: bool,
-    chains: &mut Vec<ChainRun>,
-) -> Result<u64> {
-    let mut own = 0;
+    chains: &mut Vec<Indexed>,
+) -> Result<Indexed> {
+    let mut own = None;
     for (run, chunks) in chain_chunks(state, format, meta)? {
         let id = RunId::parse(&run.meta.id).map_err(|e| Error::Internal(e.to_string()))?;
-        let digest = chunks_digest(superseded, &chunks);
-        let is_own = run.meta.id == meta.id;
-        if is_own {
+        let indexed = Indexed {
+            run: id,
+            n_chunks: chunks.len() as u64,
+            digest: Some(chunks_digest(superseded, &chunks)),
+        };
+        if run.meta.id == meta.id {
             state
                 .index()
                 .put_run(meta, &run.ancestry, superseded, &chunks)?;
-            own = chunks.len() as u64;
-        } else if state.registry().chunks_digest(&id)?.as_deref() == Some(digest.as_str()) {
-            continue;
-        } else {
+            own = Some(indexed);
+        } else if state.registry().chunks_digest(&indexed.run)? != indexed.digest {
             state.index().put_run(
                 &run_meta(state, &run.blob_path)?,
                 &run.ancestry,
                 superseded,
                 &chunks,
             )?;
+            chains.push(indexed);
         }
-        chains.push(ChainRun {
-            run: id,
-            own: is_own,
-            n_chunks: chunks.len() as u64,
-            digest,
-        });
     }
-    Ok(own)
+    own.ok_or_else(|| Error::Internal(format!("run {} is not in its own chain", meta.id)))
 }
 
 /// sha256 over what a run's index entry is made of.

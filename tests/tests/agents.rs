@@ -500,6 +500,108 @@ fn gemini_legacy_json_rewritten_whole_across_a_central_restart() -> Result<()> {
     Ok(())
 }
 
+/// Each delta of a Gemini session re-reads its whole chain, but only the
+/// runs whose turns changed are indexed again: an earlier delta a later
+/// one leaves alone keeps its vectors; one whose message was appended
+/// again (and so moved) gets new ones.
+#[test]
+fn a_gemini_delta_reindexes_only_the_runs_it_changed() -> Result<()> {
+    kith_tests::model_dir().context("needs the embedding model (tests/run.sh installs it)")?;
+    let m = Machine::new()?;
+    let file = m
+        .home
+        .path(".gemini/tmp/tally/chats/session-2026-05-13T09-14-3d9e1b7a.jsonl");
+    std::fs::create_dir_all(file.parent().context("a folder")?)?;
+    let line = |v: Value| format!("{v}\n");
+    let message = |id: &str, kind: &str, text: &str| {
+        line(
+            json!({"id": id, "timestamp": "2026-05-13T09:15:00.000Z", "type": kind, "content": text}),
+        )
+    };
+    let append = |text: &str| -> Result<()> {
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(&file)?;
+        f.write_all(text.as_bytes())?;
+        Ok(())
+    };
+    let embedded_at = |run: &str| -> Result<String> {
+        let body = m.api.wait_embedded(run, Duration::from_secs(60))?;
+        Ok(str_of(&body, "embedded_at"))
+    };
+    let runs = |m: &Machine| -> Result<Vec<String>> {
+        let c = m.root_conversation()?;
+        Ok(c["run_ids"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|r| r.as_str().unwrap_or_default().to_owned())
+            .collect())
+    };
+    append(&line(
+        json!({"sessionId": "3d9e1b7a-4c2f-4e8a-9b61-0f5d2a7c8e14",
+        "projectHash": "ab", "startTime": "2026-05-13T09:14:00.000Z", "kind": "main"}),
+    ))?;
+    append(&message(
+        "m1",
+        "user",
+        "Where does the parser round amounts?",
+    ))?;
+    append(&message("m2", "gemini", "In parse_amount, to two places."))?;
+    m.ok(&["backfill"])?;
+    append(&message("m3", "user", "Add a test for negative amounts."))?;
+    append(&message(
+        "m4",
+        "gemini",
+        "Added a test for negative amounts.",
+    ))?;
+    m.ok(&["backfill"])?;
+    let [first, second] =
+        <[String; 2]>::try_from(runs(&m)?).map_err(|r| anyhow::anyhow!("{r:?}"))?;
+    let (first_at, second_at) = (embedded_at(&first)?, embedded_at(&second)?);
+
+    // A delta of new messages only: the earlier runs keep their vectors.
+    append(&message("m5", "user", "Thanks."))?;
+    m.ok(&["backfill"])?;
+    let third = runs(&m)?.last().cloned().context("a third run")?;
+    embedded_at(&third)?;
+    assert_eq!(
+        embedded_at(&first)?,
+        first_at,
+        "the first run was left alone"
+    );
+    assert_eq!(
+        embedded_at(&second)?,
+        second_at,
+        "the second run was left alone"
+    );
+
+    // m2 appended again: it leaves the first run for the fourth.
+    append(&message(
+        "m2",
+        "gemini",
+        "In parse_amount, to two places (banker's rounding).",
+    ))?;
+    m.ok(&["backfill"])?;
+    let fourth = runs(&m)?.last().cloned().context("a fourth run")?;
+    embedded_at(&fourth)?;
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while embedded_at(&first)? == first_at {
+        ensure!(
+            std::time::Instant::now() < deadline,
+            "the changed first run kept its old vectors"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(
+        embedded_at(&second)?,
+        second_at,
+        "the second run is unchanged"
+    );
+    Ok(())
+}
+
 #[test]
 fn gemini_legacy_rewrites_reach_central_through_the_hook_and_watch() -> Result<()> {
     let m = Machine::new()?;

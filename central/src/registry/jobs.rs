@@ -7,6 +7,15 @@ use super::{parse_id, to_i64, Registry};
 use crate::error::Result;
 use kith_shared::ids::{RunId, UserId};
 
+/// A run as the index now holds it: its chunks, and (for a run of a chain
+/// that `indexer::index_chain` reads whole) their digest.
+#[derive(Debug, Clone)]
+pub struct Indexed {
+    pub run: RunId,
+    pub n_chunks: u64,
+    pub digest: Option<String>,
+}
+
 /// A run waiting to be indexed.
 #[derive(Debug, Clone)]
 pub struct PendingJob {
@@ -86,17 +95,37 @@ impl Registry {
     /// indexing batch. A run indexed again (a superseded chain, a tag edit)
     /// waits for vectors again: a server backend's new documents have none
     /// (the embedded one finds its vectors kept).
-    pub fn finish_jobs(&self, runs: &[(RunId, u64)], indexed_at: &str) -> Result<()> {
+    ///
+    /// `chain` are the other runs of re-indexed chains (`indexer::index_chain`)
+    /// whose chunks changed: their counts and digests, and their vectors to
+    /// be made again; they keep their own jobs, if any.
+    pub fn finish_jobs(&self, jobs: &[Indexed], chain: &[Indexed], indexed_at: &str) -> Result<()> {
         let mut conn = self.conn();
         let tx = conn.transaction()?;
-        for (run, n_chunks) in runs {
+        for done in jobs {
             tx.prepare_cached(
-                "UPDATE runs SET indexed_at = ?2, n_chunks = ?3, embedded_model = NULL,
+                "UPDATE runs SET indexed_at = ?2, n_chunks = ?3, chunks_digest = ?4,
+                 embedded_model = NULL, embedded_at = NULL WHERE id = ?1",
+            )?
+            .execute(params![
+                done.run.as_str(),
+                indexed_at,
+                to_i64(done.n_chunks),
+                done.digest
+            ])?;
+            tx.prepare_cached("DELETE FROM index_jobs WHERE run_id = ?1")?
+                .execute([done.run.as_str()])?;
+        }
+        for done in chain {
+            tx.prepare_cached(
+                "UPDATE runs SET n_chunks = ?2, chunks_digest = ?3, embedded_model = NULL,
                  embedded_at = NULL WHERE id = ?1",
             )?
-            .execute(params![run.as_str(), indexed_at, to_i64(*n_chunks)])?;
-            tx.prepare_cached("DELETE FROM index_jobs WHERE run_id = ?1")?
-                .execute([run.as_str()])?;
+            .execute(params![
+                done.run.as_str(),
+                to_i64(done.n_chunks),
+                done.digest
+            ])?;
         }
         tx.commit()?;
         Ok(())
@@ -161,8 +190,6 @@ impl Registry {
         Ok(())
     }
 
-    /// The run's chunks changed after it was embedded: it waits for vectors
-    /// again.
     /// What `index_chain` last put for `run`: the digest of its chunks.
     pub fn chunks_digest(&self, run: &RunId) -> Result<Option<String>> {
         Ok(self
@@ -171,26 +198,6 @@ impl Registry {
             .query_row([run.as_str()], |r| r.get(0))
             .optional()?
             .flatten())
-    }
-
-    /// A run of a chain indexed again (not the job's own run, which
-    /// `finish_jobs` counts): its chunks, and vectors to be made again.
-    pub fn chain_run_indexed(&self, run: &RunId, n_chunks: u64, digest: &str) -> Result<()> {
-        self.conn()
-            .prepare_cached(
-                "UPDATE runs SET n_chunks = ?2, chunks_digest = ?3, embedded_model = NULL,
-                 embedded_at = NULL WHERE id = ?1",
-            )?
-            .execute(params![run.as_str(), to_i64(n_chunks), digest])?;
-        Ok(())
-    }
-
-    /// The job's own run of a re-indexed chain: the digest of its chunks.
-    pub fn set_chunks_digest(&self, run: &RunId, digest: &str) -> Result<()> {
-        self.conn()
-            .prepare_cached("UPDATE runs SET chunks_digest = ?2 WHERE id = ?1")?
-            .execute(params![run.as_str(), digest])?;
-        Ok(())
     }
 
     pub fn fail_job(&self, run: &RunId, error: &str) -> Result<()> {

@@ -27,7 +27,7 @@ mod viewer;
 
 pub use conversations::{ConversationFilter, Facets};
 pub use forgotten::{line_hashes, ForgetSet, Forgetter, Tombstone};
-pub use jobs::{Lane, PendingJob};
+pub use jobs::{Indexed, Lane, PendingJob};
 pub use machines::{MachineAuth, MachineRow};
 pub use runs::{ancestry_of, ForestFilter, NewRun, StoredRun};
 pub use sessions::SESSION_IDLE_DAYS;
