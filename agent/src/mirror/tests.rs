@@ -59,6 +59,11 @@ fn sync_appends_what_changed_and_removes_what_went_away() -> Result<()> {
         on_disk.lines().collect::<Vec<_>>(),
         [a1, b1, a2, c1, r#"{"gone":"b"}"#, b1]
     );
+    // It holds what the agent wrote: the owner's alone.
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: &Path| std::fs::metadata(p).expect("stat").permissions().mode() & 0o777;
+    assert_eq!(mode(&path), 0o600);
+    assert_eq!(mode(path.parent().expect("a folder")), 0o700);
     // Read back from disk, the journal says the same.
     let mut again = Journal::open(&path)?;
     assert_eq!(
