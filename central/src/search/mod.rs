@@ -142,7 +142,7 @@ pub async fn search(
     // embedded first: while the model has both cores, a search beside it
     // slows the embedding more than it saves.
     let search_started = Instant::now();
-    let (s, v, mode) = (state.clone(), viewer.clone(), req.mode);
+    let (s, v, mode, asked) = (state.clone(), viewer.clone(), req.mode, query.clone());
     let found = tokio::task::spawn_blocking(move || {
         let index = s.index();
         // Facets name conversations: the trees with a readable run that
@@ -168,7 +168,7 @@ pub async fn search(
         let text = keyword_query.as_deref().unwrap_or_default();
         let now = time::OffsetDateTime::now_utc();
         let ranked = |filters: &Filters| {
-            let hits = match (mode, vector.as_deref()) {
+            let mut hits = match (mode, vector.as_deref()) {
                 (SearchMode::Semantic, Some(vec)) => index.semantic(&v, vec, filters, pool),
                 (SearchMode::Hybrid, Some(vec)) => {
                     index.hybrid(&v, text, vec, filters, pool, fusion::DENSE_WEIGHT)
@@ -176,6 +176,8 @@ pub async fn search(
                 // Keyword, and hybrid without a query vector (its keyword side).
                 _ => index.keyword(&v, text, filters, pool),
             }?;
+            // A question asking when ranks the hits that say when first.
+            when::lift_timed(&asked, &mut hits);
             Ok::<_, Error>(match rerank {
                 Some(r) => r.apply(hits, want, now),
                 None => hits,

@@ -180,13 +180,14 @@ fn jaccard(a: &[u64], b: &[u64]) -> f32 {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use kith_proto::AgentRuntime;
     use time::macros::datetime;
 
     use super::*;
 
-    fn hit(run: &str, score: f32, text: &str, started_at: &str) -> IndexHit {
+    /// A hit of `run` (its only chunk) for tests.
+    pub(crate) fn hit(run: &str, score: f32, text: &str, started_at: &str) -> IndexHit {
         IndexHit {
             run_id: run.into(),
             chunk_id: format!("{run}-0"),

@@ -1,3 +1,5 @@
+//! Time in queries and in what they find.
+//!
 //! A date named in a query: "what did we deploy on 7 July, 2023",
 //! "the outage in March 2024", "2024-03-07". Search ranks what happened
 //! then first: the runs started within the date (a few days either side)
@@ -9,11 +11,22 @@
 //! dated as the data dates them): hybrid Recall@10 0.782 -> 0.800, and
 //! within the first 20 distinct turns 0.810 -> 0.829. The window's slack
 //! (0 / 3 / 10 days) gave 0.796 / 0.799 / 0.799 offline.
+//!
+//! A question asking when ("When did we move to tokio?") is answered by a
+//! passage that says when: "yesterday", "two weeks ago", "last Friday", a
+//! date. Such hits are lifted (`lift_timed`), the answer-type match of
+//! question answering systems. On the LoCoMo dev tuning split, 82% of the
+//! evidence hits among "when" questions' first 20 mention a time against
+//! 22% of the others; lifting them by 0.5 raised grouped session hit@1
+//! from 0.749 to 0.760 (0.3: 0.757, 1.0: 0.752), chunk Recall@10
+//! unchanged.
 
 use std::sync::LazyLock;
 
 use regex::{Captures, Regex};
 use time::{Date, Duration, Month, Time};
+
+use crate::index::IndexHit;
 
 /// Days either side of the named date or month: time zones, and a
 /// conversation about a day held the day after.
@@ -48,6 +61,63 @@ static DATE: LazyLock<Regex> = LazyLock::new(|| {
     );
     Regex::new(&pattern).expect("date pattern")
 });
+
+/// How much a hit that mentions a time gains when the query asks when:
+/// its score is multiplied by 1 + this.
+pub const TIMED_LIFT: f32 = 0.5;
+
+/// A question asking when: "When did …", "What date …", "How long ago …".
+static ASKS_WHEN: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)^\W*(?:when|since when|what (?:date|day|year|month|time)|how long ago)\b")
+        .expect("question pattern")
+});
+
+/// A time in a passage: a date, a weekday, a month, a year, or a time
+/// relative to when it was said ("yesterday", "two weeks ago", "last
+/// summer"). "May" counts only as "in May" or before a day.
+static MENTIONS_TIME: LazyLock<Regex> = LazyLock::new(|| {
+    let unit = "days?|weeks?|weekends?|months?|years?|nights?|hours?";
+    let weekday = "monday|tuesday|wednesday|thursday|friday|saturday|sunday";
+    let count = r"\d+|a|an|one|two|three|four|five|six|seven|eight|nine|ten|a few|few|a couple of|couple of|several";
+    let pattern = format!(
+        r"(?ix)\b(?:
+            yesterday|today|tonight|tomorrow|recently|the\ other\ day
+          | this\ (?:morning|afternoon|evening)|last\ night
+          | (?:{count})\ (?:{unit})\ ago
+          | (?:last|next|this|past)\ (?:{unit}|{weekday}|spring|summer|fall|autumn|winter)
+          | on\ (?:{weekday})
+          | january|february|march|april|june|july|august|september|october|november|december
+          | in\ may|may\ \d{{1,2}}
+          | (?:19|20)\d{{2}}
+        )\b"
+    );
+    Regex::new(&pattern).expect("time pattern")
+});
+
+/// Whether `query` asks when something happened.
+pub fn asks_when(query: &str) -> bool {
+    ASKS_WHEN.is_match(query)
+}
+
+/// Whether `text` says when something happened.
+pub fn mentions_time(text: &str) -> bool {
+    MENTIONS_TIME.is_match(text)
+}
+
+/// For a query asking when, lifts the hits that mention a time by
+/// `TIMED_LIFT` and orders the hits by score again (ties keep their order);
+/// any other query's hits are left as they are.
+pub fn lift_timed(query: &str, hits: &mut [IndexHit]) {
+    if !asks_when(query) {
+        return;
+    }
+    for hit in hits.iter_mut() {
+        if mentions_time(&hit.text) {
+            hit.score *= 1.0 + TIMED_LIFT;
+        }
+    }
+    hits.sort_by(|a, b| b.score.total_cmp(&a.score));
+}
 
 /// The first date in `query` that names a real day or month, if any.
 pub fn find(query: &str) -> Option<Dated> {
@@ -115,6 +185,7 @@ fn millis(date: Date) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::search::rerank::tests::hit;
 
     fn day_ms(y: i32, m: Month, d: u8) -> i64 {
         millis(Date::from_calendar_date(y, m, d).expect("a real day"))
@@ -191,5 +262,85 @@ mod tests {
         let found = find("on 7 July, 2023").expect("a date");
         assert_eq!(found.rest, "on 7 July, 2023");
         assert_eq!(found.since_ms, day_ms(2023, Month::July, 7) - SLACK_MS);
+    }
+
+    #[test]
+    fn questions_asking_when_are_told_from_the_rest() {
+        for q in [
+            "When did Caroline go to the LGBTQ support group?",
+            "when was the migration to tokio",
+            "What date did we ship 0.3?",
+            "what year did the outage happen",
+            "How long ago did we drop the cache?",
+            "  Since when does CI fail on main?",
+        ] {
+            assert!(asks_when(q), "{q}");
+        }
+        for q in [
+            "What did Melanie paint recently?",
+            "whenever the build fails",
+            "Where did John go camping?",
+            "what is the date format in logs",
+            "how long does the build take",
+        ] {
+            assert!(!asks_when(q), "{q}");
+        }
+    }
+
+    #[test]
+    fn passages_that_say_when_are_told_from_the_rest() {
+        for text in [
+            "I went to a LGBTQ support group yesterday",
+            "we went camping two weekends ago",
+            "I read it last year",
+            "the release is next Friday",
+            "Last weekend I joined a mentorship program",
+            "I went to a council meeting on Tuesday",
+            "deployed in May, rolled back in June",
+            "it broke in 2023",
+            "a few weeks ago we moved to tokio",
+        ] {
+            assert!(mentions_time(text), "{text}");
+        }
+        for text in [
+            "May I see the logs?",
+            "Our group, 'Connected LGBTQ Activists', is great",
+            "cargo build --release took 300 seconds",
+            "port 8080 is taken",
+            "I loved reading Charlotte's Web as a kid",
+        ] {
+            assert!(!mentions_time(text), "{text}");
+        }
+    }
+
+    #[test]
+    fn a_when_question_lifts_the_hits_that_say_when_and_nothing_else() {
+        let hit = |run: &str, score: f32, text: &str| hit(run, score, text, "2023-05-08T13:56:00Z");
+        let hits = || {
+            vec![
+                hit(
+                    "group",
+                    1.0,
+                    "Our group, 'Connected LGBTQ Activists', meets weekly",
+                ),
+                hit("went", 0.8, "I went to a LGBTQ support group yesterday"),
+                hit("far", 0.3, "We met two years ago"),
+            ]
+        };
+        let ids = |hits: &[IndexHit]| hits.iter().map(|h| h.run_id.clone()).collect::<Vec<_>>();
+
+        let mut asked = hits();
+        lift_timed(
+            "When did Caroline go to the LGBTQ support group?",
+            &mut asked,
+        );
+        assert_eq!(ids(&asked), ["went", "group", "far"]);
+        assert!((asked[0].score - 1.2).abs() < 1e-6);
+        assert_eq!(asked[1].score, 1.0);
+
+        let mut other = hits();
+        lift_timed("What does Caroline's LGBTQ group do?", &mut other);
+        assert_eq!(ids(&other), ["group", "went", "far"]);
+        assert_eq!(other[1].score, 0.8);
     }
 }
