@@ -265,6 +265,42 @@ fn a_date_in_the_query_ranks_that_time_first() -> Result<()> {
     Ok(())
 }
 
+#[test]
+fn a_question_asking_when_ranks_the_hits_that_say_when_first() -> Result<()> {
+    let central = Central::start()?;
+    let alice = central.client(&central.register("alice.test", "laptop")?);
+    let plain = post_run(&alice, "plain", "we moved the payments service to tokio")?;
+    let dated = post_run(
+        &alice,
+        "dated",
+        "we moved the payments service to tokio two weeks ago, after the old runtime kept stalling",
+    )?;
+    for id in [&plain, &dated] {
+        alice.wait_indexed(id, Duration::from_secs(10))?;
+    }
+    let ask = |query: &str| -> Result<Vec<String>> {
+        let r = alice.post("/api/search", &json!({"query": query, "mode": "keyword"}))?;
+        assert_eq!(r.status, 200, "{query}: {r:?}");
+        Ok(run_ids(&r.body))
+    };
+    // The shorter passage matches best, unless the question asks when:
+    // then the passage that says when leads.
+    let (p, d) = (plain.clone(), dated.clone());
+    for query in [
+        "payments service tokio",
+        "Why did we move the payments service to tokio?",
+    ] {
+        assert_eq!(ask(query)?, [p.clone(), d.clone()], "{query}");
+    }
+    for query in [
+        "When did we move the payments service to tokio?",
+        "how long ago did we move the payments service to tokio",
+    ] {
+        assert_eq!(ask(query)?, [d.clone(), p.clone()], "{query}");
+    }
+    Ok(())
+}
+
 /// `words` words: "flamingo" once, then filler that no query asks for.
 fn turn_of(words: usize) -> String {
     let filler = [
