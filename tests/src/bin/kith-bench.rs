@@ -18,7 +18,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use kith_shared::fixtures;
-use kith_tests::{locomo, reference_dir, Api, Central};
+use kith_tests::locomo::{self, Split};
+use kith_tests::{reference_dir, Api, Central};
 
 /// Mirrors `kith_central::vectorizer::BENCH_STANDIN_VECTORS`.
 const BENCH_STANDIN_VECTORS: &str = "KITH_BENCH_STANDIN_VECTORS";
@@ -765,10 +766,18 @@ fn locomo_quality(dir: &std::path::Path, size: Size) -> Result<Value> {
         }
     }
     let mut quality = serde_json::Map::new();
+    // The held-out conversations' questions (`locomo::Split::Report`).
+    let held_out = Split::Report.conversations(&sessions);
     for &mode in modes {
         match locomo::evaluate(&eval_api, &sessions, &runs, &questions, mode, &[5, 10, 20]) {
             Ok(r) => {
                 quality.insert(mode.into(), json!(locomo::mean(&r)));
+                let of_held_out = questions
+                    .iter()
+                    .zip(&r)
+                    .filter(|(q, _)| held_out.contains(&q.conversation))
+                    .map(|(_, s)| s);
+                quality.insert(format!("{mode}_held_out"), json!(locomo::mean(of_held_out)));
             }
             Err(e) => {
                 quality.insert(mode.into(), json!({"error": e.to_string()}));
@@ -776,6 +785,7 @@ fn locomo_quality(dir: &std::path::Path, size: Size) -> Result<Value> {
         }
     }
     quality.insert("questions".into(), json!(questions.len()));
+    quality.insert("held_out".into(), json!(held_out));
     Ok(Value::Object(quality))
 }
 
@@ -910,6 +920,16 @@ fn print_table(r: &Value) {
         row(
             format!("LoCoMo dev {mode} grouped by conversation, same"),
             sessions("grouped_"),
+        );
+        let h = &r["locomo_dev"][format!("{mode}_held_out").as_str()];
+        row(
+            format!("LoCoMo dev {mode} held out: R@10, grouped hit@1/5"),
+            format!(
+                "{}, {} / {}",
+                num(&h["recall@10"]),
+                num(&h["grouped_session_hit@1"]),
+                num(&h["grouped_session_hit@5"])
+            ),
         );
     }
 }
