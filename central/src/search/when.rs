@@ -63,7 +63,7 @@ static DATE: LazyLock<Regex> = LazyLock::new(|| {
 });
 
 /// How much a hit that mentions a time gains when the query asks when:
-/// its score is multiplied by 1 + this.
+/// this share of its score (of its magnitude: a cosine may be negative).
 pub const TIMED_LIFT: f32 = 0.5;
 
 /// A question asking when: "When did …", "What date …", "How long ago …".
@@ -74,7 +74,8 @@ static ASKS_WHEN: LazyLock<Regex> = LazyLock::new(|| {
 
 /// A time in a passage: a date, a weekday, a month, a year, or a time
 /// relative to when it was said ("yesterday", "two weeks ago", "last
-/// summer"). "May" counts only as "in May" or before a day.
+/// summer"). "May" counts only as "in May" or before a day, and a year
+/// only from 1990 to 2039 (2048 is more often a size than a year).
 static MENTIONS_TIME: LazyLock<Regex> = LazyLock::new(|| {
     let unit = "days?|weeks?|weekends?|months?|years?|nights?|hours?";
     let weekday = "monday|tuesday|wednesday|thursday|friday|saturday|sunday";
@@ -88,7 +89,7 @@ static MENTIONS_TIME: LazyLock<Regex> = LazyLock::new(|| {
           | on\ (?:{weekday})
           | january|february|march|april|june|july|august|september|october|november|december
           | in\ may|may\ \d{{1,2}}
-          | (?:19|20)\d{{2}}
+          | 199\d|20[0-3]\d
         )\b"
     );
     Regex::new(&pattern).expect("time pattern")
@@ -113,7 +114,7 @@ pub fn lift_timed(query: &str, hits: &mut [IndexHit]) {
     }
     for hit in hits.iter_mut() {
         if mentions_time(&hit.text) {
-            hit.score *= 1.0 + TIMED_LIFT;
+            hit.score += hit.score.abs() * TIMED_LIFT;
         }
     }
     hits.sort_by(|a, b| b.score.total_cmp(&a.score));
@@ -307,6 +308,8 @@ mod tests {
             "Our group, 'Connected LGBTQ Activists', is great",
             "cargo build --release took 300 seconds",
             "port 8080 is taken",
+            "a 2048-token context",
+            "in 1850 the first",
             "I loved reading Charlotte's Web as a kid",
         ] {
             assert!(!mentions_time(text), "{text}");
@@ -337,6 +340,15 @@ mod tests {
         assert_eq!(ids(&asked), ["went", "group", "far"]);
         assert!((asked[0].score - 1.2).abs() < 1e-6);
         assert_eq!(asked[1].score, 1.0);
+
+        // A cosine below zero is lifted too, not pushed further down.
+        let mut below = vec![
+            hit("far", -0.2, "two years ago"),
+            hit("near", -0.15, "no time"),
+        ];
+        lift_timed("when did we meet", &mut below);
+        assert_eq!(ids(&below), ["far", "near"]);
+        assert!((below[0].score + 0.1).abs() < 1e-6);
 
         let mut other = hits();
         lift_timed("What does Caroline's LGBTQ group do?", &mut other);
