@@ -11,8 +11,8 @@ use serde::Deserialize;
 
 use super::session::WebSession;
 use super::view::{
-    AuditPage, Chrome, ConversationPage, ConversationView, GroupView, ListPage, MachinesPage,
-    SearchPage, ShareView, SharesPage, TurnView,
+    AuditPage, Chrome, ConversationPage, ConversationView, GroupView, InlineSubagentView, ListPage,
+    MachinesPage, SearchPage, ShareView, SharesPage, TurnView,
 };
 use super::{render, PageResult};
 use crate::error::Error;
@@ -231,6 +231,12 @@ pub async fn conversation(
     .await??;
     let own = c.conversation.owner == session.viewer.handle();
     let id = c.conversation.id.clone();
+    let inline = c
+        .conversation
+        .inline_subagents
+        .iter()
+        .map(InlineSubagentView::from)
+        .collect();
     Ok(render(&ConversationPage {
         chrome: session.chrome(),
         csrf: session.csrf(),
@@ -247,6 +253,7 @@ pub async fn conversation(
             .into_iter()
             .map(ConversationView::from)
             .collect(),
+        inline,
         c: c.conversation.into(),
     }))
 }

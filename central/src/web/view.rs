@@ -66,6 +66,8 @@ pub struct ConversationPage {
     pub turns: Vec<TurnView>,
     pub next: Option<String>,
     pub subagents: Vec<ConversationView>,
+    /// Subagents whose turns are inside this conversation's own (Copilot's).
+    pub inline: Vec<InlineSubagentView>,
 }
 
 #[derive(Template)]
@@ -120,6 +122,25 @@ impl From<Conversation> for ConversationView {
             project: c.cwd,
             turns: c.turn_count,
             depth: c.depth,
+        }
+    }
+}
+
+/// A subagent that ran inside its conversation's transcript.
+pub struct InlineSubagentView {
+    pub name: String,
+    pub description: Option<String>,
+    pub turns: u64,
+    pub when: Option<String>,
+}
+
+impl From<&InlineSubagent> for InlineSubagentView {
+    fn from(s: &InlineSubagent) -> Self {
+        Self {
+            name: s.name.clone().unwrap_or_else(|| s.id.clone()),
+            description: s.description.clone(),
+            turns: s.turn_count,
+            when: s.started_at.as_deref().map(when),
         }
     }
 }
@@ -369,6 +390,51 @@ mod tests {
         assert_eq!(named(Some("toolu_1")).as_deref(), Some("explore"));
         assert_eq!(named(Some("toolu_2")).as_deref(), Some("toolu_2"));
         assert_eq!(named(None), None);
+    }
+
+    #[test]
+    fn a_conversation_page_lists_its_inline_subagents_and_only_then_a_subagents_section() {
+        let page = |inline: Vec<InlineSubagentView>| ConversationPage {
+            chrome: None,
+            csrf: String::new(),
+            c: ConversationView {
+                id: "c1".into(),
+                title: "Fix the report".into(),
+                owner: "alice.test".into(),
+                machine: "laptop".into(),
+                project: None,
+                when: "2026-05-14 18:02".into(),
+                turns: 9,
+                depth: 0,
+            },
+            own: true,
+            total: 0,
+            turns: Vec::new(),
+            next: None,
+            subagents: Vec::new(),
+            inline,
+        };
+        let explore = InlineSubagentView::from(&InlineSubagent {
+            id: "toolu_task_01".into(),
+            name: Some("explore".into()),
+            description: Some("Check other <ordinal> uses".into()),
+            turn_count: 3,
+            started_at: Some("2026-05-14T18:02:26.100Z".into()),
+            ended_at: None,
+        });
+        let html = page(vec![explore]).render().unwrap_or_default();
+        assert!(html.contains("<h2>Subagents</h2>"), "{html}");
+        assert!(html.contains("explore"), "{html}");
+        assert!(
+            html.contains("Check other &#60;ordinal&#62; uses"),
+            "{html}"
+        );
+        assert!(html.contains("3 turns in this conversation"), "{html}");
+        assert!(html.contains("2026-05-14 18:02"), "{html}");
+        assert!(!html.contains("toolu_task_01"), "named, not by id: {html}");
+
+        let html = page(Vec::new()).render().unwrap_or_default();
+        assert!(!html.contains("Subagents"), "{html}");
     }
 
     #[test]
