@@ -15,6 +15,11 @@
 //! mid-write) is never taken for a removed one: the journal keeps what it
 //! last said, and the refresh answers an error naming the row, so the
 //! row is captured once it reads.
+//!
+//! An answer OpenCode is still writing waits (`streaming`): while it
+//! streams, OpenCode rewrites the answer's parts many times a second, and
+//! journalling each version would append every prefix of the answer. Its
+//! rows are journalled once the message is marked completed.
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -35,6 +40,11 @@ use crate::error::{Error, Result};
 /// How long a read waits for OpenCode to finish a write that locks the
 /// database (a WAL checkpoint; plain reads never wait in WAL mode).
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long an assistant message not marked completed counts as still
+/// being written; one older was left unfinished (OpenCode stopped
+/// mid-answer) and is journalled as it is.
+const STREAMING_GRACE_MS: i64 = 10 * 60 * 1000;
 
 /// Whether a change to `path` is one of OpenCode's sources.
 pub(super) fn is_source(paths: &Paths, path: &Path) -> bool {
@@ -160,9 +170,9 @@ fn raw_json(text: &str) -> std::result::Result<Box<RawValue>, String> {
 }
 
 /// Syncs one session's journal with `records`; answers the journal. When
-/// some row could not be read (`partial`), no key is removed: a row not
-/// readable now is not a removed row, and a torn file may not even say its
-/// id.
+/// some rows were left out (`partial`: not readable now, or an answer
+/// still streaming), no key is removed: a row left out is not a removed
+/// row, and a torn file may not even say its id.
 fn sync_session(
     paths: &Paths,
     session: &str,
@@ -323,10 +333,12 @@ fn refresh_db(paths: &Paths) -> Result<Vec<PathBuf>> {
         let messages = rows(&tx, MESSAGES, &session.id).map_err(&err)?;
         let parts = rows(&tx, PARTS, &session.id).map_err(&err)?;
         let n_reasons = reasons.len();
-        let records = session_records(&session, &messages, &parts, &mut reasons);
-        let partial = reasons.len() > n_reasons;
+        let (records, waiting) =
+            session_records(&session, &messages, &parts, now_ms(), &mut reasons);
+        let partial = reasons.len() > n_reasons || waiting;
         synced.push(sync_session(paths, &session.id, records, partial)?);
-        // A session with a row not read is read again next time.
+        // A session with a row not read, or an answer still streaming, is
+        // read again next time.
         if !partial {
             known.insert(session.id, print);
         }
@@ -346,13 +358,15 @@ const PARTS: &str = "SELECT id, session_id, message_id, time_updated, data FROM 
      WHERE session_id = ?1 ORDER BY message_id, id";
 
 /// A session's records: the session, then each message followed by its
-/// parts, in conversation order.
+/// parts, in conversation order; and whether an answer still streaming at
+/// `now_ms` was left out with its parts.
 fn session_records(
     session: &SessionRow,
     messages: &[Row],
     parts: &[Row],
+    now_ms: i64,
     reasons: &mut Vec<String>,
-) -> Vec<Record> {
+) -> (Vec<Record>, bool) {
     let mut by_message: HashMap<&str, Vec<&Row>> = HashMap::new();
     for p in parts {
         if let Some(message) = &p.message_id {
@@ -369,13 +383,51 @@ fn session_records(
         data: &session.data,
     }
     .record()];
+    let mut waiting = false;
     for m in messages {
+        if streaming(&m.data, now_ms) {
+            waiting = true;
+            continue;
+        }
         row_record(m, "message", &mut records, reasons);
         for p in by_message.get(m.id.as_str()).into_iter().flatten() {
             row_record(p, "part", &mut records, reasons);
         }
     }
-    records
+    (records, waiting)
+}
+
+/// Whether a message's `data` is an answer OpenCode is still writing: an
+/// assistant message without `time.completed`, created less than
+/// `STREAMING_GRACE_MS` before `now_ms`. Completing it changes its row, so
+/// its session is read again then.
+fn streaming(data: &[u8], now_ms: i64) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Message {
+        role: Option<String>,
+        time: Option<Times>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Times {
+        created: Option<i64>,
+        completed: Option<i64>,
+    }
+    let Ok(Message {
+        role,
+        time: Some(time),
+    }) = serde_json::from_slice(data)
+    else {
+        return false;
+    };
+    role.as_deref() == Some("assistant")
+        && time.completed.is_none()
+        && time
+            .created
+            .is_some_and(|at| now_ms.saturating_sub(at) < STREAMING_GRACE_MS)
+}
+
+fn now_ms() -> i64 {
+    (time::OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000) as i64
 }
 
 /// Per session, the count, latest and sum of `time_updated` of its
@@ -651,8 +703,14 @@ fn refresh_legacy(paths: &Paths, session: &str) -> Result<Vec<PathBuf>> {
         Some(Err(reason)) => reasons.push(reason),
         None => return Ok(Vec::new()),
     }
+    let mut waiting = false;
+    let now = now_ms();
     for message in json_files(&storage.join("message").join(session)) {
         let id = match read_storage(&message) {
+            Some(Ok((data, _))) if streaming(data.get().as_bytes(), now) => {
+                waiting = true;
+                continue;
+            }
             Some(Ok((data, id))) => {
                 records.push(
                     Line {
@@ -693,7 +751,7 @@ fn refresh_legacy(paths: &Paths, session: &str) -> Result<Vec<PathBuf>> {
             }
         }
     }
-    let journal = sync_session(paths, session, records, !reasons.is_empty())?;
+    let journal = sync_session(paths, session, records, !reasons.is_empty() || waiting)?;
     if reasons.is_empty() {
         Ok(vec![journal])
     } else {

@@ -169,6 +169,69 @@ fn each_row_change_is_appended_once_and_a_deleted_row_is_removed() -> Result<()>
 }
 
 #[test]
+fn an_answer_still_streaming_is_journalled_once_when_it_completes() -> Result<()> {
+    let m = Machine::new();
+    let db = m.db();
+    let now = now_ms();
+    put_message(&db, "msg_1", "user", now - 2000);
+    put_part(&db, "prt_1", "msg_1", &text("why 1,200?"), now - 2000);
+    // The answer as OpenCode writes it: created, not completed, its part
+    // rewritten as it streams, a refresh after each write.
+    put_message(&db, "msg_2", "assistant", now - 1000);
+    for (i, so_far) in ["The", "The comma", "The comma is the locale's"]
+        .into_iter()
+        .enumerate()
+    {
+        put_part(&db, "prt_2", "msg_2", &text(so_far), now - 900 + i as i64);
+        m.refresh_db()?;
+    }
+    let lines = m.lines("ses_a");
+    assert_eq!(lines.len(), 3, "the session and the question: {lines:#?}");
+    assert!(!lines.iter().any(|l| l.contains("msg_2")), "{lines:#?}");
+    assert_eq!(m.turns("ses_a"), [pair("user", "why 1,200?")]);
+
+    // Completed: its row changes, and the answer is appended once, whole.
+    let done = format!(
+        r#"{{"role":"assistant","time":{{"created":{},"completed":{now}}}}}"#,
+        now - 1000
+    );
+    db.execute(
+        "UPDATE message SET data = ?1, time_updated = ?2 WHERE id = 'msg_2'",
+        params![done, now],
+    )
+    .expect("completed");
+    m.refresh_db()?;
+    m.refresh_db()?;
+    let lines = m.lines("ses_a");
+    assert_eq!(lines.len(), 5, "{lines:#?}");
+    assert_eq!(
+        lines.iter().filter(|l| l.contains("The comma")).count(),
+        1,
+        "{lines:#?}"
+    );
+    assert_eq!(
+        m.turns("ses_a"),
+        [
+            pair("user", "why 1,200?"),
+            pair("assistant", "The comma is the locale's")
+        ]
+    );
+
+    // An answer left unfinished past the grace (OpenCode stopped
+    // mid-answer) is taken as it is.
+    let stale = now - STREAMING_GRACE_MS - 1000;
+    put_message(&db, "msg_3", "assistant", stale);
+    put_part(&db, "prt_3", "msg_3", &text("half an ans"), now);
+    m.refresh_db()?;
+    assert!(
+        m.turns("ses_a").contains(&pair("assistant", "half an ans")),
+        "{:#?}",
+        m.lines("ses_a")
+    );
+    Ok(())
+}
+
+#[test]
 fn only_sessions_whose_rows_changed_are_read_again() -> Result<()> {
     let m = Machine::new();
     let db = m.db();
