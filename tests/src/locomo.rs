@@ -451,6 +451,51 @@ pub fn score(
     Ok(out)
 }
 
+/// One question's `SESSION_POOL` ranked hits in `mode`, within its
+/// conversation, as one JSON object for offline re-ranking: the question
+/// (`q`, `conv`, `cat`, `evidence`), `mode`, and per hit its LoCoMo
+/// `session` number, its lines `a`..=`b`, their turn ids (`dias`) and its
+/// `score`, in rank order.
+pub fn pool_hits(
+    api: &Api,
+    sessions: &[Session],
+    runs: &HashMap<String, usize>,
+    q: &Question,
+    mode: &str,
+) -> Result<Value> {
+    let r = api.post(
+        "/api/search",
+        &json!({
+            "query": q.text,
+            "mode": mode,
+            "limit": SESSION_POOL,
+            "group": "none",
+            "filters": {"conversation_id": q.conversation},
+        }),
+    )?;
+    anyhow::ensure!(r.status == 200, "search failed: {r:?}");
+    let hits: Vec<Value> = r.body["hits"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|h| {
+            let s = *runs.get(h["run_id"].as_str()?)?;
+            let a = h["line_start"].as_u64()? as usize;
+            let b = h["line_end"].as_u64()? as usize;
+            let dias: Vec<&String> = (a.max(1)..=b)
+                .filter_map(|line| sessions[s].lines.get(line - 1))
+                .collect();
+            Some(json!({
+                "session": sessions[s].number, "a": a, "b": b, "dias": dias, "score": h["score"],
+            }))
+        })
+        .collect();
+    Ok(json!({
+        "q": q.text, "conv": q.conversation, "cat": q.category, "evidence": q.evidence,
+        "mode": mode, "hits": hits,
+    }))
+}
+
 /// Token budgets the context pack is measured at.
 pub const PACK_BUDGETS: [u32; 3] = [1000, 2000, 4000];
 

@@ -12,6 +12,10 @@
 //! in id order are for tuning, the other two are held out and reported on
 //! (`locomo::Split`). Every conversation is ingested whichever is asked.
 //!
+//! `--dump FILE`: also writes each question's 50 ranked hits per mode
+//! (`locomo::pool_hits`), one JSON object per line, for re-ranking
+//! offline: what BENCHMARKS.md calls offline figures are computed from it.
+//!
 //! `--pack`: hybrid only, and beside its recall the context pack's
 //! (`POST /api/context`): evidence recall within a 1,000 / 2,000 / 4,000
 //! token pack (`locomo::pack_score`); then each question of the split once
@@ -28,17 +32,29 @@ use serde_json::{json, Value};
 
 const MODES: [&str; 3] = ["keyword", "semantic", "hybrid"];
 
-fn parse_args() -> Result<(Split, bool)> {
-    let mut split = Split::All;
-    let mut pack = false;
+struct Args {
+    split: Split,
+    pack: bool,
+    dump: Option<std::path::PathBuf>,
+}
+
+fn parse_args() -> Result<Args> {
+    let mut args = Args {
+        split: Split::All,
+        pack: false,
+        dump: None,
+    };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
         match a.as_str() {
-            "--split" => split = Split::parse(&it.next().context("--split needs a value")?)?,
-            "--pack" => pack = true,
+            "--split" => {
+                args.split = Split::parse(&it.next().context("--split needs a value")?)?;
+            }
+            "--pack" => args.pack = true,
+            "--dump" => args.dump = Some(it.next().context("--dump needs a file")?.into()),
             "-h" | "--help" => {
                 println!(
-                    "usage: kith-eval [--split tune|report|all] [--pack]\n\
+                    "usage: kith-eval [--split tune|report|all] [--pack] [--dump FILE]\n\
                      tune: the first {} LoCoMo dev conversations in id order; report: the rest",
                     locomo::TUNE_CONVERSATIONS
                 );
@@ -47,11 +63,17 @@ fn parse_args() -> Result<(Split, bool)> {
             other => bail!("unknown argument {other:?} (try --help)"),
         }
     }
-    Ok((split, pack))
+    Ok(args)
 }
 
 fn main() -> Result<()> {
-    let (split, pack) = parse_args()?;
+    let Args { split, pack, dump } = parse_args()?;
+    let mut dump = match &dump {
+        Some(path) => Some(std::io::BufWriter::new(
+            std::fs::File::create(path).with_context(|| path.display().to_string())?,
+        )),
+        None => None,
+    };
     let (sessions, mut questions) = locomo::load(&reference_dir().join("data/locomo-dev"))?;
     let asked = split.conversations(&sessions);
     questions.retain(|q| asked.contains(&q.conversation));
@@ -75,6 +97,14 @@ fn main() -> Result<()> {
     for &mode in modes {
         match locomo::evaluate(&api, &sessions, &runs, &questions, mode, &[5, 10, 20]) {
             Ok(mut r) => {
+                if let Some(out) = dump.as_mut() {
+                    use std::io::Write;
+                    for q in &questions {
+                        let line = locomo::pool_hits(&api, &sessions, &runs, q, mode)?;
+                        writeln!(out, "{line}")?;
+                    }
+                    out.flush()?;
+                }
                 if pack {
                     for (q, s) in questions.iter().zip(&mut r) {
                         s.extend(locomo::pack_score(&api, &sessions, &runs, q)?);
