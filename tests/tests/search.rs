@@ -248,6 +248,15 @@ fn a_date_in_the_query_ranks_that_time_first() -> Result<()> {
     ] {
         assert_eq!(ask(query, json!({}))?, [m.clone(), j.clone()], "{query}");
     }
+    // A month without a year: the runs started in it, any year, lead.
+    assert_eq!(
+        ask("payments deploy in March", json!({}))?,
+        [m.clone(), j.clone()]
+    );
+    assert_eq!(
+        ask("payments deploy in January", json!({}))?,
+        [j.clone(), m.clone()]
+    );
     // A time range the caller chose wins over a date in the words.
     assert_eq!(
         ask(

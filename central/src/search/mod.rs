@@ -100,6 +100,10 @@ pub async fn search(
     let dated =
         when::find(&query).filter(|_| filters.since_ms.is_none() && filters.until_ms.is_none());
     let query = dated.as_ref().map_or(query, |d| d.rest.clone());
+    // A month without a year ranks the hits of runs started in it, any
+    // year, first (see `when`).
+    let month = when::month_without_year(&query)
+        .filter(|_| filters.since_ms.is_none() && filters.until_ms.is_none());
 
     // What the keyword side searches for, and what the hits returned are
     // highlighted with: the question words leave a hybrid query's keyword
@@ -183,10 +187,23 @@ pub async fn search(
                 None => hits,
             })
         };
-        // The ids of the hits of a date's runs, which lead the rest.
+        // The ids of the hits of a date's (or a month's) runs, which lead
+        // the rest.
         let mut dated_ids = HashSet::new();
         let hits = match dated {
-            None => ranked(&filters)?,
+            None => {
+                let hits = ranked(&filters)?;
+                match month {
+                    Some(m) => {
+                        let (first, rest): (Vec<_>, Vec<_>) = hits
+                            .into_iter()
+                            .partition(|h| when::in_month(&h.started_at, m));
+                        dated_ids = first.iter().map(|h| h.chunk_id.clone()).collect();
+                        first.into_iter().chain(rest).collect()
+                    }
+                    None => hits,
+                }
+            }
             Some(d) => {
                 let within = Filters {
                     since_ms: Some(d.since_ms),
