@@ -13,7 +13,7 @@
 //! month in every year: among the hits ranked, those of runs started then
 //! come first (`month_without_year`, `in_month`); on LoCoMo dev 3 tuning
 //! and 2 held-out questions name one, and this puts an evidence session
-//! first for 2 of each that had none. "Last week" names no window without
+//! first for 2 of the 3 and both of the 2, which had none first. "Last week" names no window without
 //! the asker's calendar and is left alone, and "may" is also a verb.
 //!
 //! A question asking when ("When did we move to tokio?") is answered by a
