@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use kith_tests::{
     claude_user_line, delta, json_response, model_dir, run_central, Central, StandIn,
 };
@@ -271,6 +271,45 @@ fn a_date_in_the_query_ranks_that_time_first() -> Result<()> {
         &json!({"query": "payments deploy on 7 March, 2024", "mode": "keyword"}),
     )?;
     assert_eq!(run_ids(&r.body), [bobs], "{r:?}");
+    Ok(())
+}
+
+#[test]
+fn a_time_relative_to_today_ranks_that_time_first() -> Result<()> {
+    use kith_shared::timestamp::{now, parse, render};
+    let central = Central::start()?;
+    let alice = central.client(&central.register("alice.test", "laptop")?);
+    let today = parse(&now()).context("now")?;
+    let days_ago = |n: u64| render(today - Duration::from_secs(n * 86_400));
+    let recent = post_run_at(
+        &alice,
+        "recent",
+        "rolled back the payments deploy",
+        &days_ago(1),
+    )?;
+    let old = post_run_at(
+        &alice,
+        "old",
+        "payments deploy failed, payments deploy rolled back, payments deploy again",
+        &days_ago(40),
+    )?;
+    for id in [&recent, &old] {
+        alice.wait_indexed(id, Duration::from_secs(10))?;
+    }
+    let ask = |query: &str| -> Result<Vec<String>> {
+        let r = alice.post("/api/search", &json!({"query": query, "mode": "keyword"}))?;
+        assert_eq!(r.status, 200, "{query}: {r:?}");
+        Ok(run_ids(&r.body))
+    };
+    let (r, o) = (recent.clone(), old.clone());
+    assert_eq!(ask("payments deploy")?, [o.clone(), r.clone()]);
+    for query in [
+        "payments deploy yesterday",
+        "payments deploy in the last 7 days",
+        "payments deploy this week or yesterday",
+    ] {
+        assert_eq!(ask(query)?, [r.clone(), o.clone()], "{query}");
+    }
     Ok(())
 }
 
