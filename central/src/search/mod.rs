@@ -96,9 +96,11 @@ pub async fn search(
     };
     let pool = rerank.map_or(want, |r| r.pool(want));
     // A date in the query ranks the runs of that time first (see `when`),
-    // unless the caller chose a time range; the date itself is not searched.
+    // unless the caller chose a time range; the date's words are not
+    // searched within its window.
     let dated =
         when::find(&query).filter(|_| filters.since_ms.is_none() && filters.until_ms.is_none());
+    let typed = query.clone();
     let query = dated.as_ref().map_or(query, |d| d.rest.clone());
     // A month without a year ranks the hits of runs started in it, any
     // year, first (see `when`).
@@ -108,11 +110,15 @@ pub async fn search(
     // What the keyword side searches for, and what the hits returned are
     // highlighted with: the question words leave a hybrid query's keyword
     // side (see fusion); a semantic search has none.
-    let keyword_query = match req.mode {
-        SearchMode::Keyword => Some(query.clone()),
-        SearchMode::Hybrid => Some(fusion::without_question_words(&query)),
+    let keyword_of = |q: &str| match req.mode {
+        SearchMode::Keyword => Some(q.to_owned()),
+        SearchMode::Hybrid => Some(fusion::without_question_words(q)),
         SearchMode::Semantic => None,
     };
+    let keyword_query = keyword_of(&query);
+    // Outside a date's window, hits are ranked by the query as typed: the
+    // words may be what the text says ("our trip last year").
+    let keyword_typed = keyword_of(&typed);
     // The query vector, when the mode needs one and an embedder can give it.
     let mut timing = SearchTiming::default();
     let mut degraded = None;
@@ -170,8 +176,9 @@ pub async fn search(
             filters.roots = Some(roots);
         }
         let text = keyword_query.as_deref().unwrap_or_default();
+        let typed_text = keyword_typed.as_deref().unwrap_or_default();
         let now = time::OffsetDateTime::now_utc();
-        let ranked = |filters: &Filters| {
+        let ranked = |filters: &Filters, text: &str| {
             let mut hits = match (mode, vector.as_deref()) {
                 (SearchMode::Semantic, Some(vec)) => index.semantic(&v, vec, filters, pool),
                 (SearchMode::Hybrid, Some(vec)) => {
@@ -192,7 +199,7 @@ pub async fn search(
         let mut dated_ids = HashSet::new();
         let hits = match dated {
             None => {
-                let hits = ranked(&filters)?;
+                let hits = ranked(&filters, text)?;
                 match month {
                     Some(m) => {
                         let (first, rest): (Vec<_>, Vec<_>) = hits
@@ -210,10 +217,10 @@ pub async fn search(
                     until_ms: Some(d.until_ms),
                     ..filters.clone()
                 };
-                let mut hits = ranked(&within)?;
+                let mut hits = ranked(&within, text)?;
                 dated_ids = hits.iter().map(|h| h.chunk_id.clone()).collect();
                 hits.extend(
-                    ranked(&filters)?
+                    ranked(&filters, typed_text)?
                         .into_iter()
                         .filter(|h| !dated_ids.contains(&h.chunk_id)),
                 );
