@@ -112,7 +112,9 @@ pub enum FamilyCommand {
 /// `kith search`'s question, filters and output.
 #[derive(Debug, clap::Args)]
 pub struct SearchArgs {
-    /// What you remember, in your own words.
+    /// What you remember, in your own words; a time in them ("yesterday",
+    /// "last week", "on 7 March, 2024", "in June") ranks what happened then
+    /// first.
     query: String,
     /// hybrid (words and meaning), keyword or semantic.
     #[arg(long, value_enum, default_value = "hybrid")]

@@ -170,7 +170,10 @@ enum Runtime {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct SearchArgs {
-    /// What to look for, in plain words ("why did the migration fail").
+    /// What to look for, in plain words ("why did the migration fail"). A
+    /// time in the words ("on 7 March, 2024", "yesterday", "last week",
+    /// "in June") ranks what happened then first; `since`/`until` keep only
+    /// that time.
     query: String,
     /// hybrid (default: words and meaning), keyword (exact words) or semantic.
     mode: Option<Mode>,
