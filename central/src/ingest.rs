@@ -403,7 +403,7 @@ fn decide_and_store(state: &AppState, viewer: &Viewer, d: Delta) -> Result<(Inge
         commands: parsed.commands,
         title: parsed.title,
         conversation: None,
-        subagent_spans: parsed.subagents.into_iter().map(span_of).collect(),
+        subagent_spans: parsed.subagents,
         jsonl_bytes: req.jsonl.len() as u64,
         jsonl_sha256: d.sha256,
         chain_sha256,
@@ -469,20 +469,6 @@ pub fn own_run_id(user: &UserId, client: &RunId) -> Result<RunId> {
         None => format!("r{}", &digest[..32]),
     };
     RunId::parse(&id).map_err(|e| Error::Internal(format!("derived run id: {e}")))
-}
-
-/// An inline subagent's span as run metadata keeps it.
-fn span_of(s: transcript::SubagentSpan) -> kith_proto::SubagentSpan {
-    kith_proto::SubagentSpan {
-        id: s.id,
-        name: s.name,
-        description: s.description,
-        line_start: s.line_start,
-        line_end: s.line_end,
-        started_at: s.started_at,
-        ended_at: s.ended_at,
-        turn_count: s.turn_count,
-    }
 }
 
 /// The answer to a delta whose lines were all forgotten (with `run_id`):

@@ -216,21 +216,25 @@ pub struct RunMeta {
 }
 
 /// A subagent's part of one delta, when its turns are written in its
-/// parent's transcript (Copilot CLI's `task` agents) rather than a
-/// transcript of its own.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+/// parent's transcript (Copilot CLI's `task` agents: events marked with
+/// `agentId`) rather than a transcript of its own. The transcript parser
+/// gives them and run metadata keeps them as given; a subagent that runs
+/// across two deltas has a span in each, with the same `id`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct SubagentSpan {
     /// The agent's id in the transcript (the tool call that started it).
     pub id: String,
-    /// The kind of agent (`explore`).
+    /// The kind of agent (`explore`), as the start event names it.
     pub name: Option<String>,
-    /// What it was asked to do.
+    /// What it was asked to do: the starting call's `description`.
     pub description: Option<String>,
     /// 1-based, inclusive lines of the run's jsonl holding its events.
     pub line_start: u64,
     pub line_end: u64,
+    /// Canonical times of its first and last event.
     pub started_at: Option<String>,
     pub ended_at: Option<String>,
+    /// Its turns among the transcript's turns.
     pub turn_count: u64,
 }
 

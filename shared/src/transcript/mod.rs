@@ -114,27 +114,9 @@ pub struct Turn {
     pub subagent: Option<String>,
 }
 
-/// A subagent whose turns are written in its parent's transcript (Copilot
-/// CLI's `task` agents: events marked with `agentId`), not in a file of its
-/// own, as far as the parsed bytes hold it. A subagent that runs across two
-/// deltas has a span in each, with the same `id`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SubagentSpan {
-    /// The agent's id: the tool call that started it.
-    pub id: String,
-    /// The kind of agent (`explore`), as the start event names it.
-    pub name: Option<String>,
-    /// What it was asked to do: the starting call's `description`.
-    pub description: Option<String>,
-    /// First and last line (1-based, inclusive) of its events.
-    pub line_start: u64,
-    pub line_end: u64,
-    /// Canonical times of its first and last event.
-    pub started_at: Option<String>,
-    pub ended_at: Option<String>,
-    /// Its turns among the transcript's `turns`.
-    pub turn_count: u64,
-}
+/// A subagent whose turns are in its parent's transcript: the wire type,
+/// as run metadata keeps what the parser gives.
+pub use kith_proto::SubagentSpan;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Transcript {
