@@ -95,17 +95,16 @@ pub async fn search(
         }
     };
     let pool = rerank.map_or(want, |r| r.pool(want));
-    // A date in the query ranks the runs of that time first (see `when`),
-    // unless the caller chose a time range; the date's words are not
-    // searched within its window.
-    let dated =
-        when::find(&query).filter(|_| filters.since_ms.is_none() && filters.until_ms.is_none());
+    // A time the query names ranks what happened then first (see `when`),
+    // unless the caller chose a time range: a date's runs (its words are
+    // not searched within its window), or a month's hits, any year.
+    let timed =
+        when::named(&query).filter(|_| filters.since_ms.is_none() && filters.until_ms.is_none());
     let typed = query.clone();
-    let query = dated.as_ref().map_or(query, |d| d.rest.clone());
-    // A month without a year ranks the hits of runs started in it, any
-    // year, first (see `when`).
-    let month = when::month_without_year(&query)
-        .filter(|_| filters.since_ms.is_none() && filters.until_ms.is_none());
+    let query = match &timed {
+        Some(when::Named::Window(d)) => d.rest.clone(),
+        _ => query,
+    };
 
     // What the keyword side searches for, and what the hits returned are
     // highlighted with: the question words leave a hybrid query's keyword
@@ -197,21 +196,16 @@ pub async fn search(
         // The ids of the hits of a date's (or a month's) runs, which lead
         // the rest.
         let mut dated_ids = HashSet::new();
-        let hits = match dated {
-            None => {
-                let hits = ranked(&filters, text)?;
-                match month {
-                    Some(m) => {
-                        let (first, rest): (Vec<_>, Vec<_>) = hits
-                            .into_iter()
-                            .partition(|h| when::in_month(&h.started_at, m));
-                        dated_ids = first.iter().map(|h| h.chunk_id.clone()).collect();
-                        first.into_iter().chain(rest).collect()
-                    }
-                    None => hits,
-                }
+        let hits = match timed {
+            None => ranked(&filters, text)?,
+            Some(when::Named::Month(m)) => {
+                let (first, rest): (Vec<_>, Vec<_>) = ranked(&filters, text)?
+                    .into_iter()
+                    .partition(|h| when::in_month(&h.started_at, m));
+                dated_ids = first.iter().map(|h| h.chunk_id.clone()).collect();
+                first.into_iter().chain(rest).collect()
             }
-            Some(d) => {
+            Some(when::Named::Window(d)) => {
                 let within = Filters {
                     since_ms: Some(d.since_ms),
                     until_ms: Some(d.until_ms),

@@ -277,19 +277,33 @@ fn dated(
     })
 }
 
-/// A month the query names without a year ("camping in June", "the deal
-/// in December"), when it names no date with a year. "May" counts only
-/// after "in", "during" or "of".
-pub fn month_without_year(query: &str) -> Option<Month> {
+/// The time a query names: a window (a date, or a time relative to
+/// today: its runs are searched first) or a month of any year (its runs'
+/// hits lead the ranked hits).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Named {
+    Window(Dated),
+    Month(Month),
+}
+
+/// What time `query` names, if any: a window when it names one (`find`),
+/// else a month without a year.
+pub fn named(query: &str) -> Option<Named> {
+    find(query)
+        .map(Named::Window)
+        .or_else(|| month_without_year(query).map(Named::Month))
+}
+
+/// A month the query names ("camping in June", "the deal in December").
+/// "May" counts only after "in", "during" or "of". Ask `named`: a month
+/// inside a date with a year is that date's.
+fn month_without_year(query: &str) -> Option<Month> {
     static MONTH_ONLY: LazyLock<Regex> = LazyLock::new(|| {
         Regex::new(
             r"(?i)\b(?:(january|february|march|april|june|july|august|september|october|november|december)|(?:in|during|of)\s+(may))\b",
         )
         .expect("month pattern")
     });
-    if find(query).is_some() {
-        return None;
-    }
     let c = MONTH_ONLY.captures(query)?;
     month(c.get(1).or_else(|| c.get(2))?.as_str())
 }
@@ -548,17 +562,23 @@ mod tests {
             ("the second week of November", Month::November),
             ("releases during May", Month::May),
         ] {
-            assert_eq!(month_without_year(query), Some(month), "{query}");
+            assert_eq!(named(query), Some(Named::Month(month)), "{query}");
         }
+        // A month inside a date is the date's window.
         for query in [
-            "May I see the logs?",
             "what broke on 7 March, 2024",
             "the outage in March 2024",
             "Where was John between August 11 and August 15 2023?",
-            "what broke last week",
-            "marching orders",
+            "what broke last week in June",
         ] {
-            assert_eq!(month_without_year(query), None, "{query}");
+            assert!(
+                matches!(named(query), Some(Named::Window(_))),
+                "{query}: {:?}",
+                named(query)
+            );
+        }
+        for query in ["May I see the logs?", "marching orders", "cargo build"] {
+            assert_eq!(named(query), None, "{query}");
         }
     }
 
