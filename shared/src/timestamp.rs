@@ -38,6 +38,11 @@ pub fn parse(s: &str) -> Option<OffsetDateTime> {
     OffsetDateTime::parse(s.trim(), &Rfc3339).ok()
 }
 
+/// Milliseconds since the Unix epoch: what indexes filter time by.
+pub fn epoch_ms(t: OffsetDateTime) -> i64 {
+    (t.unix_timestamp_nanos() / 1_000_000) as i64
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -427,7 +427,7 @@ fn streaming(data: &[u8], now_ms: i64) -> bool {
 }
 
 fn now_ms() -> i64 {
-    (time::OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000) as i64
+    kith_shared::timestamp::epoch_ms(time::OffsetDateTime::now_utc())
 }
 
 /// Per session, the count, latest and sum of `time_updated` of its

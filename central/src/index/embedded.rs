@@ -575,7 +575,7 @@ impl SearchIndex for EmbeddedIndex {
     ) -> Result<()> {
         let f = &self.fields;
         let started_ms = kith_shared::timestamp::parse(&run.started_at)
-            .map_or(0, |t| (t.unix_timestamp_nanos() / 1_000_000) as i64);
+            .map_or(0, kith_shared::timestamp::epoch_ms);
         self.with_writer(|writer| {
             writer.delete_term(Term::from_field_text(f.run_id, &run.id));
             for chunk in chunks {

@@ -500,7 +500,7 @@ fn resolve_filters(f: &kith_proto::SearchFilters) -> Result<Filters> {
         v.as_deref()
             .map(|s| {
                 kith_shared::timestamp::parse(s)
-                    .map(|t| (t.unix_timestamp_nanos() / 1_000_000) as i64)
+                    .map(kith_shared::timestamp::epoch_ms)
                     .ok_or_else(|| {
                         Error::bad_request(
                             "invalid_filter",

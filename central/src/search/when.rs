@@ -355,11 +355,7 @@ fn month(name: &str) -> Option<Month> {
 }
 
 fn millis(date: Date) -> i64 {
-    (date
-        .with_time(Time::MIDNIGHT)
-        .assume_utc()
-        .unix_timestamp_nanos()
-        / 1_000_000) as i64
+    kith_shared::timestamp::epoch_ms(date.with_time(Time::MIDNIGHT).assume_utc())
 }
 
 #[cfg(test)]

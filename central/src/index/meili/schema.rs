@@ -139,8 +139,8 @@ pub fn chunk_docs(
     superseded: bool,
     chunks: &[Chunk],
 ) -> Vec<ChunkDoc> {
-    let started_ms = kith_shared::timestamp::parse(&run.started_at)
-        .map_or(0, |t| (t.unix_timestamp_nanos() / 1_000_000) as i64);
+    let started_ms =
+        kith_shared::timestamp::parse(&run.started_at).map_or(0, kith_shared::timestamp::epoch_ms);
     let ancestry: Vec<String> = ancestry
         .split('|')
         .filter(|s| !s.is_empty())
