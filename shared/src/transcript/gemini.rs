@@ -150,7 +150,7 @@ fn tool_call(b: &mut Builder, call: &Value, line: u64, ts: Option<&str>) {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::{check, own, third_party};
+    use super::super::tests::{check, own, read_chain, third_party};
     use super::super::{parse, parse_chain, Format};
 
     const SESSION: &str = "gemini/tally/chats/session-2026-05-13T09-14-7c1e4a2b.jsonl";
@@ -224,20 +224,8 @@ mod tests {
             "{\"$rewindTo\":\"c\"}\n",
             "{\"id\":\"d\",\"type\":\"user\",\"content\":\"after\"}\n",
         );
-        let per_delta = parse_chain(Format::Gemini, &[one.as_bytes(), two.as_bytes()]);
-        let read: Vec<Vec<(u64, &str)>> = per_delta
-            .iter()
-            .map(|turns| {
-                turns
-                    .iter()
-                    .map(|t| (t.line_start, t.text.as_str()))
-                    .collect()
-            })
-            .collect();
-        assert_eq!(
-            read,
-            [vec![(2, "keep me")], vec![(1, "final"), (3, "after")]]
-        );
+        let read = read_chain(Format::Gemini, &[&one, &two]);
+        assert_eq!(read, [vec!["2: keep me"], vec!["1: final", "3: after"]]);
         // Append-only formats read each delta alone, as ingest did.
         let pi = "{\"type\":\"message\",\"message\":{\"role\":\"user\",\"content\":\"x\"}}\n";
         let alone = parse_chain(Format::Pi, &[pi.as_bytes(), pi.as_bytes()]);

@@ -290,6 +290,21 @@ pub(crate) mod tests {
     use super::*;
     use crate::fixtures;
 
+    /// Each delta of a chain read as `parse_chain` reads it: its turns as
+    /// `<first line>: <text>`.
+    pub(crate) fn read_chain(format: Format, deltas: &[&str]) -> Vec<Vec<String>> {
+        let bytes: Vec<&[u8]> = deltas.iter().map(|d| d.as_bytes()).collect();
+        parse_chain(format, &bytes)
+            .into_iter()
+            .map(|turns| {
+                turns
+                    .into_iter()
+                    .map(|t| format!("{}: {}", t.line_start, t.text))
+                    .collect()
+            })
+            .collect()
+    }
+
     /// Turns as `role start-end [tools]: text` lines, text cut at 60 chars and
     /// newlines shown as `⏎`, so that expectations read like the transcript.
     pub(crate) fn render(t: &Transcript) -> String {

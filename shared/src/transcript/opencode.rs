@@ -198,8 +198,8 @@ fn millis(v: Option<&Value>) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::check;
-    use super::super::{parse, parse_chain, Format};
+    use super::super::tests::{check, read_chain};
+    use super::super::{parse, Format};
 
     const SESSION: &str = r#"{"kind":"session","id":"ses_1","parent_id":"ses_0","data":{"id":"ses_1","directory":"/home/sam/src/tally","version":"1.2.4","time_created":1767261600000,"time_updated":1767261660000}}"#;
 
@@ -334,20 +334,8 @@ mod tests {
             r#"{"kind":"removed","key":"part:prt_3"}"#.to_owned(),
             part("prt_4", "msg_2", &text("after")),
         ]);
-        let per_delta = parse_chain(Format::OpenCode, &[one.as_bytes(), two.as_bytes()]);
-        let read: Vec<Vec<(u64, &str)>> = per_delta
-            .iter()
-            .map(|turns| {
-                turns
-                    .iter()
-                    .map(|t| (t.line_start, t.text.as_str()))
-                    .collect()
-            })
-            .collect();
-        assert_eq!(
-            read,
-            [vec![(2, "question"), (4, "final")], vec![(3, "after")]]
-        );
+        let read = read_chain(Format::OpenCode, &[&one, &two]);
+        assert_eq!(read, [vec!["2: question", "4: final"], vec!["3: after"]]);
     }
 
     /// The database OpenCode v1.2 writes, as its rows become journal lines.
