@@ -224,7 +224,7 @@ mod tests {
             "{\"$rewindTo\":\"c\"}\n",
             "{\"id\":\"d\",\"type\":\"user\",\"content\":\"after\"}\n",
         );
-        let read = read_chain(Format::Gemini, &[&one, &two]);
+        let read = read_chain(Format::Gemini, &[one, two]);
         assert_eq!(read, [vec!["2: keep me"], vec!["1: final", "3: after"]]);
         // Append-only formats read each delta alone, as ingest did.
         let pi = "{\"type\":\"message\",\"message\":{\"role\":\"user\",\"content\":\"x\"}}\n";
