@@ -212,9 +212,22 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
         Command::Machine(cmd) => machine(&config, cmd),
         Command::Reindex => {
             // The index is derived: one that cannot be opened is rebuilt
-            // from scratch.
+            // from scratch, one an older kith-central built is built anew
+            // around its vectors.
             let state = match AppState::open(config.clone()) {
-                Ok(s) => s,
+                Ok(s) => match s.index().outdated() {
+                    None => s,
+                    Some(why) => {
+                        // Fails, as any reindex, while a server writes to it.
+                        s.index().clear()?;
+                        drop(s);
+                        eprintln!("{why}; building it anew");
+                        crate::index::embedded::remove_keeping_vectors(
+                            &config.data_dir.join("index"),
+                        )?;
+                        AppState::open(config)?
+                    }
+                },
                 Err(
                     e @ crate::error::Error::Unavailable {
                         code: "index_unavailable",

@@ -261,6 +261,12 @@ pub fn doctor(state: &AppState) -> Result<DoctorReport> {
                 .push(path.clone());
         }
     }
+    if let Some(why) = state.index().outdated() {
+        report
+            .entry("index_outdated")
+            .or_default()
+            .push(format!("{why}; `kith-central reindex` builds it anew"));
+    }
     for line in state.index().check_settings()? {
         report
             .entry("index_settings_differ")

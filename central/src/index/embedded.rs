@@ -23,12 +23,16 @@ use tantivy::schema::{
     STRING,
 };
 use tantivy::snippet::SnippetGenerator;
+use tantivy::tokenizer::{
+    Language, LowerCaser, RemoveLongFilter, SimpleTokenizer, Stemmer, TextAnalyzer,
+};
 use tantivy::{
-    DocAddress, DocId, DocSet, Index, IndexReader, IndexWriter, ReloadPolicy, Score,
+    DocAddress, DocId, DocSet, Index, IndexReader, IndexSettings, IndexWriter, ReloadPolicy, Score,
     SegmentOrdinal, SegmentReader, TantivyDocument, Term, TERMINATED,
 };
 
 mod allowed;
+mod base_form;
 mod stats;
 
 use self::allowed::{AllowedCache, AllowedTopDocs};
@@ -92,12 +96,31 @@ pub struct EmbeddedIndex {
     dir: PathBuf,
 }
 
-fn schema() -> (Schema, Fields) {
+/// The analyzer of chunk text, indexed and searched: words lowercased, an
+/// irregular form as its base form ("won" as "win", `base_form`), then
+/// the English (Snowball) stem.
+const WORDS: &str = "en_base_stem";
+
+/// The analyzer of an index an older kith-central built: tantivy's own
+/// English stemmer, without base forms. Such an index opens and searches
+/// as it was built; `reindex` rebuilds it with `WORDS`.
+const STEMS: &str = "en_stem";
+
+fn words() -> TextAnalyzer {
+    TextAnalyzer::builder(SimpleTokenizer::default())
+        .filter(RemoveLongFilter::limit(40))
+        .filter(LowerCaser)
+        .filter(base_form::BaseForm)
+        .filter(Stemmer::new(Language::English))
+        .build()
+}
+
+fn schema(words: &str) -> (Schema, Fields) {
     let mut b = Schema::builder();
     let text_opts = TextOptions::default()
         .set_indexing_options(
             TextFieldIndexing::default()
-                .set_tokenizer("en_stem")
+                .set_tokenizer(words)
                 .set_index_option(IndexRecordOption::WithFreqsAndPositions),
         )
         .set_stored();
@@ -130,7 +153,7 @@ impl EmbeddedIndex {
     /// something that is not a compatible index is an error naming `reindex`.
     pub fn open(dir: &Path) -> Result<Self> {
         std::fs::create_dir_all(dir)?;
-        let (schema, fields) = schema();
+        let (schema, fields) = schema(WORDS);
         let corrupt = |e: tantivy::TantivyError| {
             Error::Unavailable {
             code: "index_unavailable",
@@ -141,7 +164,18 @@ impl EmbeddedIndex {
         }
         };
         let directory = MmapDirectory::open(dir).map_err(|e| corrupt(e.into()))?;
-        let index = Index::open_or_create(directory, schema).map_err(corrupt)?;
+        let index = if Index::exists(&directory).map_err(|e| corrupt(e.into()))? {
+            let index = Index::open(directory).map_err(corrupt)?;
+            if index.schema() != schema && index.schema() != self::schema(STEMS).0 {
+                return Err(corrupt(tantivy::TantivyError::SchemaError(
+                    "its schema is not this kith-central's".into(),
+                )));
+            }
+            index
+        } else {
+            Index::create(directory, schema, IndexSettings::default()).map_err(corrupt)?
+        };
+        index.tokenizers().register(WORDS, words());
         let reader = index
             .reader_builder()
             .reload_policy(ReloadPolicy::Manual)
@@ -840,6 +874,43 @@ impl SearchIndex for EmbeddedIndex {
             .map_err(index_err)?;
         Ok(n as u64)
     }
+
+    fn outdated(&self) -> Option<String> {
+        let words = match self
+            .index
+            .schema()
+            .get_field_entry(self.fields.text)
+            .field_type()
+        {
+            tantivy::schema::FieldType::Str(opts) => opts
+                .get_indexing_options()
+                .map(|o| o.tokenizer().to_owned()),
+            _ => None,
+        };
+        (words.as_deref() == Some(STEMS)).then(|| {
+            "the search index matches words by their stem only, as an older kith-central built it \
+             (\"win\" does not find \"won\")"
+                .to_owned()
+        })
+    }
+}
+
+/// Removes the keyword index in `dir` and keeps the vectors (`vectors-*`),
+/// so `reindex` builds the index anew without embedding every chunk again:
+/// the chunks it puts again have the same ids and texts.
+pub fn remove_keeping_vectors(dir: &Path) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        if entry.file_name().to_string_lossy().starts_with("vectors-") {
+            continue;
+        }
+        if entry.file_type()?.is_dir() {
+            std::fs::remove_dir_all(entry.path())?;
+        } else {
+            std::fs::remove_file(entry.path())?;
+        }
+    }
+    Ok(())
 }
 
 /// The snippet with matches wrapped in `«` and `»`; the start of the text
@@ -1022,36 +1093,48 @@ mod tests {
             .collect()
     }
 
-    /// What a person types is words and "phrases", never query syntax.
-    #[test]
-    fn typed_queries_are_words_and_phrases_not_syntax() -> Result<()> {
-        let dir = tempfile::tempdir()?;
-        let index = EmbeddedIndex::open(dir.path())?;
-        let texts = [
-            ("force", "git push --force to the release branch"),
-            ("modules", "rm -rf node_modules then reinstall"),
-            ("release", "the branch release was pushed by force"),
-        ];
+    /// Puts one single-chunk run per (id, text), owned by "u1", and commits.
+    fn put_texts(index: &EmbeddedIndex, texts: &[(&str, &str)]) -> Result<()> {
         for (id, text) in texts {
             let chunk = Chunk {
                 chunk_idx: 0,
                 role: Role::User,
-                text: text.to_owned(),
+                text: (*text).to_owned(),
                 line_start: 0,
                 line_end: 0,
                 timestamp: None,
             };
             index.put_run(&run(id, "u1"), &format!("|{id}|"), false, &[chunk])?;
         }
-        index.commit()?;
+        index.commit()
+    }
+
+    /// The runs a keyword search of `query` finds, sorted.
+    fn found(index: &EmbeddedIndex, query: &str) -> Result<Vec<String>> {
+        let mut got: Vec<String> = index
+            .keyword(&viewer("u1"), query, &Filters::default(), 10)?
+            .into_iter()
+            .map(|h| h.run_id)
+            .collect();
+        got.sort();
+        Ok(got)
+    }
+
+    /// What a person types is words and "phrases", never query syntax.
+    #[test]
+    fn typed_queries_are_words_and_phrases_not_syntax() -> Result<()> {
+        let dir = tempfile::tempdir()?;
+        let index = EmbeddedIndex::open(dir.path())?;
+        put_texts(
+            &index,
+            &[
+                ("force", "git push --force to the release branch"),
+                ("modules", "rm -rf node_modules then reinstall"),
+                ("release", "the branch release was pushed by force"),
+            ],
+        )?;
         let check = |query: &str, want: &[&str]| -> Result<()> {
-            let mut got: Vec<String> = index
-                .keyword(&viewer("u1"), query, &Filters::default(), 10)?
-                .into_iter()
-                .map(|h| h.run_id)
-                .collect();
-            got.sort();
-            assert_eq!(got, want, "{query:?}");
+            assert_eq!(found(&index, query)?, want, "{query:?}");
             Ok(())
         };
         check("--force", &["force", "release"])?;
@@ -1077,6 +1160,73 @@ mod tests {
         );
         check("-- ( ) * :", &[])?;
         check("", &[])?;
+        Ok(())
+    }
+
+    /// An irregular form and its base form are one word, both ways; a word
+    /// that only starts like one is not.
+    #[test]
+    fn irregular_forms_match_their_base_form() -> Result<()> {
+        let dir = tempfile::tempdir()?;
+        let index = EmbeddedIndex::open(dir.path())?;
+        assert_eq!(index.outdated(), None);
+        put_texts(
+            &index,
+            &[
+                ("won", "Nate won the regional tournament last week"),
+                ("window", "the window manager crashed on resize"),
+                ("built", "we built the release and wrote the notes"),
+                ("left", "a left join dropped the rows"),
+            ],
+        )?;
+        assert_eq!(found(&index, "When did Nate win?")?, ["won"]);
+        assert_eq!(found(&index, "winning")?, ["won"]);
+        assert_eq!(found(&index, "window")?, ["window"]);
+        assert_eq!(found(&index, "build release")?, ["built"]);
+        assert_eq!(found(&index, "who writes notes")?, ["built"]);
+        assert_eq!(found(&index, "leave")?, Vec::<String>::new());
+        assert_eq!(found(&index, "left")?, ["left"]);
+        Ok(())
+    }
+
+    /// An index an older kith-central built (stems only) opens and searches
+    /// as it was built, says it is outdated, and is built anew from an
+    /// empty folder that kept its vectors.
+    #[test]
+    fn an_index_of_stems_only_keeps_working_until_built_anew() -> Result<()> {
+        let dir = tempfile::tempdir()?;
+        Index::create_in_dir(dir.path(), schema(STEMS).0).map_err(index_err)?;
+        std::fs::write(dir.path().join("vectors-m.bin"), b"kept")?;
+        let texts = [("won", "Nate won the regional tournament")];
+        {
+            let index = EmbeddedIndex::open(dir.path())?;
+            let why = index.outdated().unwrap_or_default();
+            assert!(why.contains("stem only"), "{why}");
+            put_texts(&index, &texts)?;
+            assert_eq!(found(&index, "won")?, ["won"]);
+            assert_eq!(found(&index, "win")?, Vec::<String>::new(), "as built");
+        }
+        remove_keeping_vectors(dir.path())?;
+        let left: Vec<String> = std::fs::read_dir(dir.path())?
+            .map(|e| e.map(|e| e.file_name().to_string_lossy().into_owned()))
+            .collect::<std::io::Result<_>>()?;
+        assert_eq!(left, ["vectors-m.bin"]);
+        let index = EmbeddedIndex::open(dir.path())?;
+        assert_eq!(index.outdated(), None);
+        put_texts(&index, &texts)?;
+        assert_eq!(found(&index, "win")?, ["won"]);
+        Ok(())
+    }
+
+    /// Another schema altogether is not opened: it names `reindex`.
+    #[test]
+    fn an_index_of_another_schema_is_not_opened() -> Result<()> {
+        let dir = tempfile::tempdir()?;
+        let mut b = Schema::builder();
+        b.add_text_field("text", STRING);
+        Index::create_in_dir(dir.path(), b.build()).map_err(index_err)?;
+        let err = EmbeddedIndex::open(dir.path()).err().map(|e| e.to_string());
+        assert!(err.unwrap_or_default().contains("reindex"));
         Ok(())
     }
 

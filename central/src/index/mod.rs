@@ -201,6 +201,12 @@ pub trait SearchIndex: Send + Sync {
     fn check_settings(&self) -> Result<Vec<String>> {
         Ok(Vec::new())
     }
+
+    /// Why `reindex` must build this index anew rather than refill it (it
+    /// reads words as an older kith-central did), if it must.
+    fn outdated(&self) -> Option<String> {
+        None
+    }
 }
 
 /// Chunk id: the run id and the chunk's index in the run.
