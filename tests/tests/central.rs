@@ -920,6 +920,60 @@ fn reindex_rebuilds_from_blobs_and_doctor_sees_drift() -> Result<()> {
     Ok(())
 }
 
+/// An index an older kith-central built (its schema names tantivy's
+/// `en_stem` analyzer) still serves; doctor names it and reindex builds it
+/// anew, keeping the vector files.
+#[test]
+fn reindex_builds_an_older_kith_centrals_index_anew() -> Result<()> {
+    let mut central = Central::start()?;
+    let alice = central.client(&central.register("alice.test", "laptop")?);
+    let r = alice.post(
+        "/api/runs",
+        &delta("s", 0, &line("Nate won the walrus tournament", 0)),
+    )?;
+    let id = r.body["run_id"].as_str().unwrap_or_default().to_owned();
+    alice.wait_indexed(&id, Duration::from_secs(10))?;
+    central.kill()?;
+    let data = central.data_dir.clone();
+    let meta = data.join("index/meta.json");
+    let current = std::fs::read_to_string(&meta)?;
+    assert!(current.contains("\"en_base_stem\""), "{current}");
+    std::fs::write(&meta, current.replace("\"en_base_stem\"", "\"en_stem\""))?;
+    let vectors = data.join("index/vectors-kept.bin");
+    std::fs::write(&vectors, b"kept")?;
+
+    central.restart()?;
+    let found = |query: &str| -> Result<serde_json::Value> {
+        let r = alice.post("/api/search", &json!({"query": query, "mode": "keyword"}))?;
+        Ok(r.body["hits"][0]["run_id"].clone())
+    };
+    assert_eq!(found("walrus")?, id.as_str(), "the older index serves");
+    central.kill()?;
+    let drift = run_central(&data, &["doctor"])?;
+    assert_eq!(drift.status.code(), Some(1));
+    let said = String::from_utf8_lossy(&drift.stdout);
+    assert!(said.contains("index_outdated"), "{said}");
+    let re = run_central(&data, &["reindex"])?;
+    assert!(
+        re.status.success(),
+        "{}",
+        String::from_utf8_lossy(&re.stderr)
+    );
+    assert!(String::from_utf8_lossy(&re.stderr).contains("building it anew"));
+    assert!(String::from_utf8_lossy(&re.stdout).contains("reindexed 1 runs"));
+    assert!(std::fs::read_to_string(&meta)?.contains("\"en_base_stem\""));
+    assert_eq!(std::fs::read(&vectors)?, b"kept", "vectors kept");
+    let clean = run_central(&data, &["doctor"])?;
+    assert!(
+        clean.status.success(),
+        "{}",
+        String::from_utf8_lossy(&clean.stdout)
+    );
+    central.restart()?;
+    assert_eq!(found("who did win")?, id.as_str(), "win finds won");
+    Ok(())
+}
+
 #[test]
 fn quarantine_hides_a_revoked_machines_runs_from_others_until_released() -> Result<()> {
     let mut central = Central::start()?;
