@@ -1503,7 +1503,12 @@ fn watch_follows_opencode_storage_files_and_database_rows() -> Result<()> {
     cmd.stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null());
     let watch = Watch(cmd.spawn()?);
-    copy_tree(&fixture, &storage)?;
+    // OpenCode writes a question before its answer; a copy file by file in
+    // directory order need not (a refresh between could see the answer
+    // first), so the tree appears whole.
+    let staged = storage.with_extension("staged");
+    copy_tree(&fixture, &staged)?;
+    std::fs::rename(&staged, &storage)?;
     let first = wait_turns(&m, |turns| turns.len() == 3)?;
     assert!(
         first[1]
