@@ -98,6 +98,12 @@ pub fn reindex(state: &AppState) -> Result<ReindexReport> {
         })
         .collect();
     state.registry().replace_runs(&rows)?;
+    // Runs chunked by another chunking are cut again: their vectors are of
+    // other texts. With the same chunking the chunks come back with the
+    // same ids and texts, and keep their vectors.
+    if chunking_stamp(state) != Some(CHUNKING_VERSION) {
+        state.index().drop_vectors()?;
+    }
     state.index().clear()?;
     let bar = progress(runs.len() as u64, "indexing");
     loop {
@@ -192,6 +198,13 @@ fn chunking_path(state: &AppState) -> std::path::PathBuf {
     state.config().data_dir.join("chunking")
 }
 
+/// The chunking version the data directory records, if any.
+fn chunking_stamp(state: &AppState) -> Option<u32> {
+    std::fs::read_to_string(chunking_path(state))
+        .ok()
+        .and_then(|s| s.trim().parse::<u32>().ok())
+}
+
 fn stamp_chunking(state: &AppState) -> Result<()> {
     Ok(std::fs::write(
         chunking_path(state),
@@ -204,9 +217,7 @@ fn stamp_chunking(state: &AppState) -> Result<()> {
 /// texts the index holds) and are found as before; `reindex` chunks them
 /// again. An empty index is stamped with this version.
 pub fn older_chunking(state: &AppState) -> Result<Option<u32>> {
-    let built = std::fs::read_to_string(chunking_path(state))
-        .ok()
-        .and_then(|s| s.trim().parse::<u32>().ok());
+    let built = chunking_stamp(state);
     if built == Some(CHUNKING_VERSION) {
         return Ok(None);
     }

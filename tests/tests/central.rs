@@ -922,7 +922,8 @@ fn reindex_rebuilds_from_blobs_and_doctor_sees_drift() -> Result<()> {
 
 /// An index an older kith-central built (its schema names tantivy's
 /// `en_stem` analyzer) still serves; doctor names it and reindex builds it
-/// anew, keeping the vector files.
+/// anew, keeping the vector files while the chunking is the same and
+/// dropping them when the runs are chunked again.
 #[test]
 fn reindex_builds_an_older_kith_centrals_index_anew() -> Result<()> {
     let mut central = Central::start()?;
@@ -971,6 +972,14 @@ fn reindex_builds_an_older_kith_centrals_index_anew() -> Result<()> {
     );
     central.restart()?;
     assert_eq!(found("who did win")?, id.as_str(), "win finds won");
+
+    // Runs chunked by an older chunking are cut again: their vectors go.
+    central.kill()?;
+    std::fs::write(data.join("chunking"), "1\n")?;
+    let re = run_central(&data, &["reindex"])?;
+    assert!(re.status.success(), "{re:?}");
+    assert!(!vectors.exists(), "vectors of other texts dropped");
+    assert_ne!(std::fs::read_to_string(data.join("chunking"))?, "1\n");
     Ok(())
 }
 

@@ -199,6 +199,53 @@ impl EmbeddedIndex {
         })
     }
 
+    /// Before `run` is put again with `chunks`: drops the vectors of its
+    /// indexed chunks whose text the new chunks change or no longer have (a
+    /// folded chain's later delta rewrote or removed a turn, and the chunks
+    /// after it moved up), durably, so that the vectorizer embeds them
+    /// again: a vector always belongs to its chunk's text. A chunk put with
+    /// the same text keeps its vector.
+    fn forget_rewritten(&self, run_id: &str, chunks: &[Chunk]) -> Result<()> {
+        if read(&self.vectors).is_none() {
+            return Ok(());
+        }
+        let searcher = self.reader.searcher();
+        let run = TermQuery::new(
+            Term::from_field_text(self.fields.run_id, run_id),
+            IndexRecordOption::Basic,
+        );
+        let indexed = searcher.search(&run, &DocSetCollector).map_err(index_err)?;
+        if indexed.is_empty() {
+            return Ok(());
+        }
+        let new: HashMap<u64, &str> = chunks
+            .iter()
+            .map(|c| (chunk_key(&chunk_id(run_id, c.chunk_idx)), c.text.as_str()))
+            .collect();
+        let mut stale = Vec::new();
+        for addr in indexed {
+            let doc: TantivyDocument = searcher.doc(addr).map_err(index_err)?;
+            let key = doc
+                .get_first(self.fields.chunk_key)
+                .and_then(|v| v.as_u64());
+            let text = doc.get_first(self.fields.text).and_then(|v| v.as_str());
+            if let Some(key) = key {
+                if new.get(&key).copied() != text {
+                    stale.push(key);
+                }
+            }
+        }
+        let mut guard = write(&self.vectors);
+        let Some(store) = guard.as_mut() else {
+            return Ok(());
+        };
+        let vector_err = |e: vectors::VectorError| Error::Internal(e.to_string());
+        if store.forget(&stale).map_err(vector_err)? > 0 {
+            store.flush().map_err(vector_err)?;
+        }
+        Ok(())
+    }
+
     /// Runs `f` with the index writer, creating it on first use.
     fn with_writer<T>(&self, f: impl FnOnce(&mut IndexWriter) -> Result<T>) -> Result<T> {
         let mut guard: MutexGuard<'_, Option<IndexWriter>> =
@@ -608,6 +655,7 @@ impl SearchIndex for EmbeddedIndex {
         chunks: &[Chunk],
     ) -> Result<()> {
         let f = &self.fields;
+        self.forget_rewritten(&run.id, chunks)?;
         let started_ms = kith_shared::timestamp::parse(&run.started_at)
             .map_or(0, kith_shared::timestamp::epoch_ms);
         self.with_writer(|writer| {
@@ -664,6 +712,26 @@ impl SearchIndex for EmbeddedIndex {
             w.commit().map(drop).map_err(index_err)
         })?;
         self.reader.reload().map_err(index_err)
+    }
+
+    fn drop_vectors(&self) -> Result<()> {
+        let mut guard = write(&self.vectors);
+        let attached = guard.take().map(|s| (s.model_id().to_owned(), s.dim()));
+        for entry in std::fs::read_dir(&self.dir)? {
+            let path = entry?.path();
+            if path
+                .file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("vectors-"))
+            {
+                std::fs::remove_file(&path)?;
+            }
+        }
+        if let Some((model_id, dim)) = attached {
+            let store = VectorStore::open(&self.dir, &model_id, dim)
+                .map_err(|e| Error::Internal(e.to_string()))?;
+            *guard = Some(store);
+        }
+        Ok(())
     }
 
     /// The runs' documents go in one commit; then the vector file keeps
@@ -1255,6 +1323,63 @@ mod tests {
         Ok(())
     }
 
+    /// Dropping the vectors leaves every chunk to embed, removes other
+    /// models' files, and keeps the attached model usable.
+    #[test]
+    fn dropped_vectors_are_embedded_again() -> Result<()> {
+        let dir = tempfile::tempdir()?;
+        let index = EmbeddedIndex::open(dir.path())?;
+        index.attach_vectors("m", 4)?;
+        index.put_run(&run("r1", "u1"), "|r1|", false, &chunks(2, ""))?;
+        index.commit()?;
+        index.put_vectors(&[(chunk_id("r1", 0), vec![1.0, 0.0, 0.0, 0.0])])?;
+        std::fs::write(dir.path().join("vectors-other.bin"), b"x")?;
+        index.drop_vectors()?;
+        assert!(!dir.path().join("vectors-other.bin").exists());
+        assert_eq!(index.chunks_to_embed("r1")?.len(), 2);
+        index.put_vectors(&[(chunk_id("r1", 0), vec![1.0, 0.0, 0.0, 0.0])])?;
+        assert_eq!(index.chunks_to_embed("r1")?.len(), 1);
+        Ok(())
+    }
+
+    /// A run put again with a chunk whose text changed (a folded chain's
+    /// later delta rewrote a turn) has that chunk embedded again; the
+    /// chunks whose text is the same keep their vectors.
+    #[test]
+    fn a_chunk_put_again_with_other_text_is_embedded_again() -> Result<()> {
+        let dir = tempfile::tempdir()?;
+        let index = EmbeddedIndex::open(dir.path())?;
+        index.attach_vectors("m", 4)?;
+        index.put_run(&run("r1", "u1"), "|r1|", false, &chunks(2, " draft"))?;
+        index.commit()?;
+        let all: Vec<(String, Vec<f32>)> = (0..2)
+            .map(|i| (chunk_id("r1", i), vec![1.0, 0.0, 0.0, 0.0]))
+            .collect();
+        index.put_vectors(&all)?;
+        assert!(index.chunks_to_embed("r1")?.is_empty());
+        let mut again = chunks(2, " draft");
+        again[1].text = "chunk 1 rewritten".into();
+        index.put_run(&run("r1", "u1"), "|r1|", false, &again)?;
+        index.commit()?;
+        let rewritten = [(chunk_id("r1", 1), "chunk 1 rewritten".to_owned())];
+        assert_eq!(index.chunks_to_embed("r1")?, rewritten);
+        // Durably: a restart does not bring the old vector back.
+        drop(index);
+        let index = EmbeddedIndex::open(dir.path())?;
+        index.attach_vectors("m", 4)?;
+        assert_eq!(index.chunks_to_embed("r1")?, rewritten);
+        // A chunk the run no longer has loses its vector too, so the run
+        // growing back to it later embeds the new text.
+        index.put_run(&run("r1", "u1"), "|r1|", false, &again[..1])?;
+        index.commit()?;
+        index.put_run(&run("r1", "u1"), "|r1|", false, &again)?;
+        index.commit()?;
+        assert_eq!(index.chunks_to_embed("r1")?, rewritten);
+        index.put_vectors(&[(chunk_id("r1", 1), vec![0.0, 1.0, 0.0, 0.0])])?;
+        assert!(index.chunks_to_embed("r1")?.is_empty());
+        Ok(())
+    }
+
     /// Past `ANN_MIN` vectors, semantic search goes through the ANN index:
     /// a viewer still sees only their own chunks and those granted to them,
     /// close to the exact answer; a viewer who can read little gets the
@@ -1293,14 +1418,19 @@ mod tests {
             owner_of.insert(run_id, owner);
         }
         index.commit().unwrap_or_else(|e| panic!("{e}"));
-        // Re-indexing runs, here with half their chunks, leaves deleted
-        // copies of their chunks behind, and vectors of chunks now gone.
+        // Re-indexing runs, here with half their chunks and new texts,
+        // leaves deleted copies of their chunks behind and drops their
+        // vectors; the new texts are embedded again (the vectorizer's part).
         let again = chunks(per_run / 2, " again");
         for r in 2..12 {
             let run_id = format!("r{r}");
             index
                 .put_run(&run(&run_id, "ubob"), &format!("|{run_id}|"), false, &again)
                 .unwrap_or_else(|e| panic!("{e}"));
+            let items: Vec<(String, Vec<f32>)> = (0..per_run / 2)
+                .map(|i| (chunk_id(&run_id, i as u32), all[r * per_run + i].clone()))
+                .collect();
+            index.put_vectors(&items).unwrap_or_else(|e| panic!("{e}"));
         }
         index.commit().unwrap_or_else(|e| panic!("{e}"));
         while index.ann_training.load(Ordering::Acquire) {

@@ -129,6 +129,14 @@ pub trait SearchIndex: Send + Sync {
     /// Removes every chunk (before a full rebuild).
     fn clear(&self) -> Result<()>;
 
+    /// Removes every vector, of every model, whether or not one is
+    /// attached (a rebuild that cuts the chunks again: they were of other
+    /// texts). A server backend drops a document's vectors when it is put
+    /// again, so it has nothing to do.
+    fn drop_vectors(&self) -> Result<()> {
+        Ok(())
+    }
+
     /// Removes every chunk of these runs and their vectors, durably and
     /// from search when it returns (a forget). Runs not indexed are no
     /// error, so a forget that stopped midway can run again.

@@ -483,7 +483,11 @@ impl VectorStore {
                 *x = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
             }
             let key = u64::from_le_bytes(k);
-            self.insert(key, &v, saved.get(&key).copied());
+            if v.iter().all(|x| *x == 0.0) {
+                self.take(key);
+            } else {
+                self.insert(key, &v, saved.get(&key).copied());
+            }
         }
         if !body.is_multiple_of(record) {
             // Drop the torn tail so later appends line up.
@@ -520,6 +524,13 @@ impl VectorStore {
         l.push(key, &codes, scale);
     }
 
+    /// Takes the vector of `key` out of the store, if it has one.
+    fn take(&mut self, key: u64) {
+        if let Some((list, pos)) = self.at.remove(&key) {
+            self.remove(list, pos);
+        }
+    }
+
     /// Takes the vector at (list, pos) out of its list; the list's last
     /// vector moves into its place.
     fn remove(&mut self, list: u32, pos: u32) {
@@ -539,6 +550,10 @@ impl VectorStore {
         &self.model_id
     }
 
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+
     pub fn len(&self) -> usize {
         self.at.len()
     }
@@ -551,7 +566,8 @@ impl VectorStore {
         self.at.contains_key(&key)
     }
 
-    /// Adds (or replaces) vectors; durable after `flush`.
+    /// Adds (or replaces) vectors; durable after `flush`. An all-zero
+    /// vector (no embedder gives one) would read back as a removal.
     pub fn put(&mut self, items: &[(u64, Vec<f32>)]) -> Result<(), VectorError> {
         for (_, v) in items {
             if v.len() != self.dim {
@@ -561,27 +577,49 @@ impl VectorStore {
                 });
             }
         }
-        let io_err = |path: &Path, source| VectorError::Io {
-            path: path.to_owned(),
+        for (key, v) in items {
+            self.append(*key, v)?;
+            self.insert(*key, v, None);
+        }
+        Ok(())
+    }
+
+    /// Drops the vectors of `keys` (chunks whose text changed, so that they
+    /// are embedded again): they leave memory, and a removal record (the
+    /// key with an all-zero vector) is appended for each, durable after
+    /// `flush`, so that a restart does not bring them back. Returns how
+    /// many went.
+    pub fn forget(&mut self, keys: &[u64]) -> Result<usize, VectorError> {
+        let zero = vec![0.0; self.dim];
+        let mut n = 0;
+        for &key in keys {
+            if self.contains(key) {
+                self.append(key, &zero)?;
+                self.take(key);
+                n += 1;
+            }
+        }
+        Ok(n)
+    }
+
+    /// Appends one record to the file (buffered).
+    fn append(&mut self, key: u64, v: &[f32]) -> Result<(), VectorError> {
+        let io_err = |source| VectorError::Io {
+            path: self.path.clone(),
             source,
         };
         if self.out.is_none() {
             let f = OpenOptions::new()
                 .append(true)
                 .open(&self.path)
-                .map_err(|e| io_err(&self.path, e))?;
+                .map_err(io_err)?;
             self.out = Some(BufWriter::new(f));
         }
-        for (key, v) in items {
-            if let Some(out) = self.out.as_mut() {
-                out.write_all(&key.to_le_bytes())
-                    .map_err(|e| io_err(&self.path, e))?;
-                for x in v {
-                    out.write_all(&x.to_le_bytes())
-                        .map_err(|e| io_err(&self.path, e))?;
-                }
+        if let Some(out) = self.out.as_mut() {
+            out.write_all(&key.to_le_bytes()).map_err(io_err)?;
+            for x in v {
+                out.write_all(&x.to_le_bytes()).map_err(io_err)?;
             }
-            self.insert(*key, v, None);
         }
         Ok(())
     }
@@ -646,10 +684,7 @@ impl VectorStore {
         self.flush()?;
         self.out = None;
         for key in &gone {
-            if let Some((list, pos)) = self.at.get(key).copied() {
-                self.remove(list, pos);
-                self.at.remove(key);
-            }
+            self.take(*key);
         }
         self.generation += 1;
         self.rewrite_without(&gone)
@@ -815,9 +850,8 @@ impl VectorStore {
     /// Regroups the vectors into the lists of `centroids`, using the list
     /// `assigned` gives each key (and the nearest centroid for keys it does
     /// not know). Ignored when the store changed generation since the sample.
-    /// A vector replaced after its assignment (the same chunk embedded again,
-    /// which gives the same vector unless the model changed, and a model
-    /// change opens another store) keeps the list of its old value.
+    /// A vector replaced after its assignment (the same chunk embedded
+    /// again, after its text changed) keeps the list of its old value.
     /// Returns whether it installed the index.
     pub fn install_ann(
         &mut self,
@@ -1063,6 +1097,30 @@ pub(crate) mod tests {
 
     /// A forget's vectors leave memory and the file: a reopen does not
     /// bring them back, the others stay, and appends after it line up.
+    /// A forgotten vector leaves the store and stays gone after a reopen;
+    /// put again, it is back.
+    #[test]
+    fn forgotten_vectors_stay_gone_until_put_again() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let mut s = VectorStore::open(dir.path(), "m", 3).unwrap_or_else(|e| panic!("{e}"));
+        s.put(&[(1, unit(&[1.0, 0.0, 0.0])), (2, unit(&[0.0, 1.0, 0.0]))])
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(s.forget(&[2, 7]).unwrap_or_else(|e| panic!("{e}")), 1);
+        assert!(s.contains(1) && !s.contains(2));
+        s.flush().unwrap_or_else(|e| panic!("{e}"));
+        drop(s);
+        let mut s = VectorStore::open(dir.path(), "m", 3).unwrap_or_else(|e| panic!("{e}"));
+        assert!(s.contains(1) && !s.contains(2), "still gone");
+        assert_eq!(s.len(), 1);
+        s.put(&[(2, unit(&[0.0, 0.0, 1.0]))])
+            .unwrap_or_else(|e| panic!("{e}"));
+        s.flush().unwrap_or_else(|e| panic!("{e}"));
+        drop(s);
+        let s = VectorStore::open(dir.path(), "m", 3).unwrap_or_else(|e| panic!("{e}"));
+        let q = unit(&[0.0, 0.0, 1.0]);
+        assert_eq!(keys(s.top_k(&q, 1, [1, 2])), vec![2], "its new value");
+    }
+
     #[test]
     fn retained_vectors_are_the_only_ones_left_in_the_file() {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
