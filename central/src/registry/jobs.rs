@@ -94,7 +94,7 @@ impl Registry {
     /// chunks each. One transaction (one sync of the log) for a whole
     /// indexing batch. A run indexed again (a superseded chain, a tag edit)
     /// waits for vectors again: a server backend's new documents have none
-    /// (the embedded one finds its vectors kept).
+    /// (the embedded one keeps the vectors of the chunks whose text stayed).
     ///
     /// `chain` are the other runs of re-indexed chains (`indexer::index_chain`)
     /// whose chunks changed: their counts and digests, and their vectors to
