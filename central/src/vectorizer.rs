@@ -15,6 +15,7 @@ use kith_shared::ids::RunId;
 
 use crate::embed::{EmbedQueue, Lane, MAX_BATCH};
 use crate::error::{Error, Result};
+use crate::index::ChunkVector;
 use crate::registry::Lane as RunLane;
 use crate::state::{lock, AppState};
 
@@ -154,10 +155,14 @@ async fn round(
                         message: e.to_string(),
                     })?
             };
-            let items: Vec<(String, Vec<f32>)> = batch
+            let items: Vec<ChunkVector> = batch
                 .iter()
-                .map(|(id, _)| id.clone())
                 .zip(vectors)
+                .map(|((chunk_id, text), vector)| ChunkVector {
+                    chunk_id: chunk_id.clone(),
+                    text: text.clone(),
+                    vector,
+                })
                 .collect();
             let s = state.clone();
             let id = run_id.to_string();

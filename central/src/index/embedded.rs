@@ -38,7 +38,9 @@ mod stats;
 use self::allowed::{AllowedCache, AllowedTopDocs};
 use self::stats::ReadableStats;
 use super::vectors::{self, chunk_key, KeyMap, Unsynced, VectorStore};
-use super::{chunk_id, normalize_prefix, path_prefixes, Filters, IndexHit, SearchIndex};
+use super::{
+    chunk_id, normalize_prefix, path_prefixes, ChunkVector, Filters, IndexHit, SearchIndex,
+};
 use crate::error::{Error, Result};
 use crate::registry::GrantScope;
 use crate::registry::Viewer;
@@ -86,6 +88,10 @@ pub struct EmbeddedIndex {
     writer: Mutex<Option<IndexWriter>>,
     /// Chunk vectors of the configured embedder, once one is attached.
     vectors: Arc<RwLock<Option<VectorStore>>>,
+    /// Chunks whose vectors `put_run` dropped since the last commit: their
+    /// committed text is the old one until then, so a vector arriving
+    /// meanwhile (made from it) is not kept.
+    rewritten: Mutex<std::collections::HashSet<u64>>,
     /// Set while a thread trains the vectors' ANN index.
     ann_training: Arc<AtomicBool>,
     /// What each recent viewer + filters may see, per segment.
@@ -192,6 +198,7 @@ impl EmbeddedIndex {
             reader,
             writer: Mutex::new(None),
             vectors: Arc::default(),
+            rewritten: Mutex::default(),
             ann_training: Arc::default(),
             allowed: AllowedCache::default(),
             sides,
@@ -239,6 +246,7 @@ impl EmbeddedIndex {
         let Some(store) = guard.as_mut() else {
             return Ok(());
         };
+        lock(&self.rewritten).extend(&stale);
         let vector_err = |e: vectors::VectorError| Error::Internal(e.to_string());
         if store.forget(&stale).map_err(vector_err)? > 0 {
             store.flush().map_err(vector_err)?;
@@ -246,10 +254,30 @@ impl EmbeddedIndex {
         Ok(())
     }
 
+    /// The committed text of the chunk `chunk_id`, if it is indexed.
+    fn indexed_text(&self, searcher: &tantivy::Searcher, chunk_id: &str) -> Result<Option<String>> {
+        let query = TermQuery::new(
+            Term::from_field_text(self.fields.chunk_id, chunk_id),
+            IndexRecordOption::Basic,
+        );
+        let Some(addr) = searcher
+            .search(&query, &DocSetCollector)
+            .map_err(index_err)?
+            .into_iter()
+            .next()
+        else {
+            return Ok(None);
+        };
+        let doc: TantivyDocument = searcher.doc(addr).map_err(index_err)?;
+        Ok(doc
+            .get_first(self.fields.text)
+            .and_then(|v| v.as_str())
+            .map(str::to_owned))
+    }
+
     /// Runs `f` with the index writer, creating it on first use.
     fn with_writer<T>(&self, f: impl FnOnce(&mut IndexWriter) -> Result<T>) -> Result<T> {
-        let mut guard: MutexGuard<'_, Option<IndexWriter>> =
-            self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        let mut guard = lock(&self.writer);
         let writer = match guard.as_mut() {
             Some(w) => w,
             None => guard.insert(self.index.writer_with_num_threads(1, WRITER_HEAP_BYTES).map_err(|e| {
@@ -638,6 +666,10 @@ fn write<T>(lock: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
     lock.write().unwrap_or_else(|p| p.into_inner())
 }
 
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 fn index_err(e: tantivy::TantivyError) -> Error {
     Error::Internal(format!("search index: {e}"))
 }
@@ -700,7 +732,11 @@ impl SearchIndex for EmbeddedIndex {
 
     fn commit(&self) -> Result<()> {
         self.with_writer(|w| w.commit().map(drop).map_err(index_err))?;
-        self.reader.reload().map_err(index_err)
+        self.reader.reload().map_err(index_err)?;
+        // The texts read from now on are those put: `put_vectors` checks a
+        // vector against them (it holds this lock while it reads them).
+        lock(&self.rewritten).clear();
+        Ok(())
     }
 
     fn clear(&self) -> Result<()> {
@@ -872,16 +908,26 @@ impl SearchIndex for EmbeddedIndex {
         Ok(())
     }
 
-    fn put_vectors(&self, items: &[(String, Vec<f32>)]) -> Result<()> {
-        let keyed: Vec<(u64, Vec<f32>)> = items
-            .iter()
-            .map(|(id, v)| (chunk_key(id), v.clone()))
-            .collect();
+    fn put_vectors(&self, items: &[ChunkVector]) -> Result<()> {
         let unsynced = {
             let mut guard = write(&self.vectors);
             let store = guard
                 .as_mut()
                 .ok_or_else(|| Error::Internal("put_vectors before attach_vectors".into()))?;
+            // A vector made from a text that a run put again since replaced
+            // is not kept: the vectorizer embeds the new text.
+            let rewritten = lock(&self.rewritten);
+            let searcher = self.reader.searcher();
+            let mut keyed = Vec::with_capacity(items.len());
+            for item in items {
+                let key = chunk_key(&item.chunk_id);
+                if !rewritten.contains(&key)
+                    && self.indexed_text(&searcher, &item.chunk_id)?.as_deref()
+                        == Some(item.text.as_str())
+                {
+                    keyed.push((key, item.vector.clone()));
+                }
+            }
             store.put(&keyed).and_then(|()| store.write_out())
         };
         // The fsync waits for the disk; searches need not wait with it.
@@ -1315,7 +1361,7 @@ mod tests {
         };
         assert_eq!(index.chunks_to_embed("r1")?, r1(&[0, 1, 2]), "no model yet");
         index.attach_vectors("m", 4)?;
-        index.put_vectors(&[(chunk_id("r1", 1), vec![1.0, 0.0, 0.0, 0.0])])?;
+        index.put_vectors(&[vector("r1", 1, "chunk 1 of r1", [1.0, 0.0, 0.0, 0.0])])?;
         assert_eq!(index.chunks_to_embed("r1")?, r1(&[0, 2]));
         index.attach_vectors("another-model", 4)?;
         assert_eq!(index.chunks_to_embed("r1")?, r1(&[0, 1, 2]));
@@ -1332,19 +1378,30 @@ mod tests {
         index.attach_vectors("m", 4)?;
         index.put_run(&run("r1", "u1"), "|r1|", false, &chunks(2, ""))?;
         index.commit()?;
-        index.put_vectors(&[(chunk_id("r1", 0), vec![1.0, 0.0, 0.0, 0.0])])?;
+        let v = vector("r1", 0, "chunk 0", [1.0, 0.0, 0.0, 0.0]);
+        index.put_vectors(std::slice::from_ref(&v))?;
         std::fs::write(dir.path().join("vectors-other.bin"), b"x")?;
         index.drop_vectors()?;
         assert!(!dir.path().join("vectors-other.bin").exists());
         assert_eq!(index.chunks_to_embed("r1")?.len(), 2);
-        index.put_vectors(&[(chunk_id("r1", 0), vec![1.0, 0.0, 0.0, 0.0])])?;
+        index.put_vectors(&[v])?;
         assert_eq!(index.chunks_to_embed("r1")?.len(), 1);
         Ok(())
     }
 
+    /// The vector `v` of chunk `idx` of `run`, made from `text`.
+    fn vector(run: &str, idx: u32, text: &str, v: [f32; 4]) -> ChunkVector {
+        ChunkVector {
+            chunk_id: chunk_id(run, idx),
+            text: text.to_owned(),
+            vector: v.to_vec(),
+        }
+    }
+
     /// A run put again with a chunk whose text changed (a folded chain's
     /// later delta rewrote a turn) has that chunk embedded again; the
-    /// chunks whose text is the same keep their vectors.
+    /// chunks whose text is the same keep their vectors. A vector made
+    /// from the old text and arriving late is not kept.
     #[test]
     fn a_chunk_put_again_with_other_text_is_embedded_again() -> Result<()> {
         let dir = tempfile::tempdir()?;
@@ -1352,15 +1409,17 @@ mod tests {
         index.attach_vectors("m", 4)?;
         index.put_run(&run("r1", "u1"), "|r1|", false, &chunks(2, " draft"))?;
         index.commit()?;
-        let all: Vec<(String, Vec<f32>)> = (0..2)
-            .map(|i| (chunk_id("r1", i), vec![1.0, 0.0, 0.0, 0.0]))
-            .collect();
-        index.put_vectors(&all)?;
+        let old = |i: u32| vector("r1", i, &format!("chunk {i} draft"), [1.0, 0.0, 0.0, 0.0]);
+        index.put_vectors(&[old(0), old(1)])?;
         assert!(index.chunks_to_embed("r1")?.is_empty());
         let mut again = chunks(2, " draft");
         again[1].text = "chunk 1 rewritten".into();
         index.put_run(&run("r1", "u1"), "|r1|", false, &again)?;
+        // Embedded from the old text before the put, arriving before and
+        // after its commit.
+        index.put_vectors(&[old(1)])?;
         index.commit()?;
+        index.put_vectors(&[old(1)])?;
         let rewritten = [(chunk_id("r1", 1), "chunk 1 rewritten".to_owned())];
         assert_eq!(index.chunks_to_embed("r1")?, rewritten);
         // Durably: a restart does not bring the old vector back.
@@ -1375,7 +1434,7 @@ mod tests {
         index.put_run(&run("r1", "u1"), "|r1|", false, &again)?;
         index.commit()?;
         assert_eq!(index.chunks_to_embed("r1")?, rewritten);
-        index.put_vectors(&[(chunk_id("r1", 1), vec![0.0, 1.0, 0.0, 0.0])])?;
+        index.put_vectors(&[vector("r1", 1, "chunk 1 rewritten", [0.0, 1.0, 0.0, 0.0])])?;
         assert!(index.chunks_to_embed("r1")?.is_empty());
         Ok(())
     }
@@ -1395,6 +1454,18 @@ mod tests {
             .unwrap_or_else(|e| panic!("{e}"));
         let mut keys_of: HashMap<&str, Vec<u64>> = HashMap::new();
         let mut owner_of: HashMap<String, &str> = HashMap::new();
+        // The vectors of run `r`'s first `n` chunks, of their `suffix`ed
+        // texts, once those are committed (as the vectorizer embeds them).
+        let embed = |r: usize, n: usize, suffix: &str| {
+            let items: Vec<ChunkVector> = (0..n)
+                .map(|i| ChunkVector {
+                    chunk_id: chunk_id(&format!("r{r}"), i as u32),
+                    text: format!("chunk {i}{suffix}"),
+                    vector: all[r * per_run + i].clone(),
+                })
+                .collect();
+            index.put_vectors(&items).unwrap_or_else(|e| panic!("{e}"));
+        };
         for r in 0..n_runs {
             // alice owns one run (2% of the chunks); bob owns the rest.
             let owner = if r == 0 { "ualice" } else { "ubob" };
@@ -1407,32 +1478,30 @@ mod tests {
                     &chunks(per_run, ""),
                 )
                 .unwrap_or_else(|e| panic!("{e}"));
-            let items: Vec<(String, Vec<f32>)> = (0..per_run)
-                .map(|i| {
-                    let id = chunk_id(&run_id, i as u32);
-                    keys_of.entry(owner).or_default().push(chunk_key(&id));
-                    (id, all[r * per_run + i].clone())
-                })
-                .collect();
-            index.put_vectors(&items).unwrap_or_else(|e| panic!("{e}"));
+            keys_of
+                .entry(owner)
+                .or_default()
+                .extend((0..per_run).map(|i| chunk_key(&chunk_id(&run_id, i as u32))));
             owner_of.insert(run_id, owner);
         }
         index.commit().unwrap_or_else(|e| panic!("{e}"));
+        for r in 0..n_runs {
+            embed(r, per_run, "");
+        }
         // Re-indexing runs, here with half their chunks and new texts,
         // leaves deleted copies of their chunks behind and drops their
-        // vectors; the new texts are embedded again (the vectorizer's part).
+        // vectors; the new texts are embedded again.
         let again = chunks(per_run / 2, " again");
         for r in 2..12 {
             let run_id = format!("r{r}");
             index
                 .put_run(&run(&run_id, "ubob"), &format!("|{run_id}|"), false, &again)
                 .unwrap_or_else(|e| panic!("{e}"));
-            let items: Vec<(String, Vec<f32>)> = (0..per_run / 2)
-                .map(|i| (chunk_id(&run_id, i as u32), all[r * per_run + i].clone()))
-                .collect();
-            index.put_vectors(&items).unwrap_or_else(|e| panic!("{e}"));
         }
         index.commit().unwrap_or_else(|e| panic!("{e}"));
+        for r in 2..12 {
+            embed(r, per_run / 2, " again");
+        }
         while index.ann_training.load(Ordering::Acquire) {
             std::thread::sleep(std::time::Duration::from_millis(20));
         }

@@ -40,7 +40,7 @@ use meilisearch_sdk::task_info::TaskInfo;
 use meilisearch_sdk::tasks::Task;
 use serde::Deserialize;
 
-use super::{Filters, IndexHit, SearchConfig, SearchIndex};
+use super::{ChunkVector, Filters, IndexHit, SearchConfig, SearchIndex};
 use crate::error::{Error, Result};
 use crate::registry::Viewer;
 use schema::{ChunkDoc, HitDoc, VectorDoc, WithVector, EMBEDDER, PRIMARY_KEY};
@@ -677,7 +677,7 @@ impl SearchIndex for MeiliIndex {
         }
     }
 
-    fn put_vectors(&self, items: &[(String, Vec<f32>)]) -> Result<()> {
+    fn put_vectors(&self, items: &[ChunkVector]) -> Result<()> {
         let model = self
             .attached_model()
             .map_err(|_| Error::Internal("put_vectors before attach_vectors".into()))?;
@@ -685,9 +685,11 @@ impl SearchIndex for MeiliIndex {
         for batch in items.chunks(DOCS_PER_REQUEST) {
             let docs: Vec<VectorDoc> = batch
                 .iter()
-                .map(|(id, v)| VectorDoc {
-                    id: id.clone(),
-                    vectors: WithVector { default: v.clone() },
+                .map(|item| VectorDoc {
+                    id: item.chunk_id.clone(),
+                    vectors: WithVector {
+                        default: item.vector.clone(),
+                    },
                     vector_model: model.clone(),
                 })
                 .collect();

@@ -175,8 +175,10 @@ pub trait SearchIndex: Send + Sync {
     /// are kept apart, so changing models re-embeds instead of mixing).
     fn attach_vectors(&self, model_id: &str, dim: usize) -> Result<()>;
 
-    /// Adds chunk vectors, by chunk id; durable when it returns.
-    fn put_vectors(&self, items: &[(String, Vec<f32>)]) -> Result<()>;
+    /// Adds chunk vectors, by chunk id; durable when it returns. The
+    /// embedded backend keeps only those whose chunk still holds the text
+    /// they were made from (a run put again meanwhile changed it).
+    fn put_vectors(&self, items: &[ChunkVector]) -> Result<()>;
 
     /// The run's chunks with no vector from the attached model, as (chunk
     /// id, text): what the vectorizer embeds. Read from the index, never
@@ -215,6 +217,14 @@ pub trait SearchIndex: Send + Sync {
     fn outdated(&self) -> Option<String> {
         None
     }
+}
+
+/// A chunk's vector and the text it was made from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChunkVector {
+    pub chunk_id: String,
+    pub text: String,
+    pub vector: Vec<f32>,
 }
 
 /// Chunk id: the run id and the chunk's index in the run.
