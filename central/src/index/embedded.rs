@@ -212,7 +212,7 @@ impl EmbeddedIndex {
     /// after it moved up), durably, so that the vectorizer embeds them
     /// again: a vector always belongs to its chunk's text. A chunk put with
     /// the same text keeps its vector.
-    fn forget_rewritten(&self, run_id: &str, chunks: &[Chunk]) -> Result<()> {
+    fn invalidate_rewritten(&self, run_id: &str, chunks: &[Chunk]) -> Result<()> {
         if read(&self.vectors).is_none() {
             return Ok(());
         }
@@ -248,7 +248,7 @@ impl EmbeddedIndex {
         };
         lock(&self.rewritten).extend(&stale);
         let vector_err = |e: vectors::VectorError| Error::Internal(e.to_string());
-        if store.forget(&stale).map_err(vector_err)? > 0 {
+        if store.invalidate(&stale).map_err(vector_err)? > 0 {
             store.flush().map_err(vector_err)?;
         }
         Ok(())
@@ -687,7 +687,7 @@ impl SearchIndex for EmbeddedIndex {
         chunks: &[Chunk],
     ) -> Result<()> {
         let f = &self.fields;
-        self.forget_rewritten(&run.id, chunks)?;
+        self.invalidate_rewritten(&run.id, chunks)?;
         let started_ms = kith_shared::timestamp::parse(&run.started_at)
             .map_or(0, kith_shared::timestamp::epoch_ms);
         self.with_writer(|writer| {

@@ -589,7 +589,7 @@ impl VectorStore {
     /// key with an all-zero vector) is appended for each, durable after
     /// `flush`, so that a restart does not bring them back. Returns how
     /// many went.
-    pub fn forget(&mut self, keys: &[u64]) -> Result<usize, VectorError> {
+    pub fn invalidate(&mut self, keys: &[u64]) -> Result<usize, VectorError> {
         let zero = vec![0.0; self.dim];
         let mut n = 0;
         for &key in keys {
@@ -1095,17 +1095,15 @@ pub(crate) mod tests {
         );
     }
 
-    /// A forget's vectors leave memory and the file: a reopen does not
-    /// bring them back, the others stay, and appends after it line up.
-    /// A forgotten vector leaves the store and stays gone after a reopen;
+    /// An invalidated vector leaves the store and stays gone after a reopen;
     /// put again, it is back.
     #[test]
-    fn forgotten_vectors_stay_gone_until_put_again() {
+    fn invalidated_vectors_stay_gone_until_put_again() {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         let mut s = VectorStore::open(dir.path(), "m", 3).unwrap_or_else(|e| panic!("{e}"));
         s.put(&[(1, unit(&[1.0, 0.0, 0.0])), (2, unit(&[0.0, 1.0, 0.0]))])
             .unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(s.forget(&[2, 7]).unwrap_or_else(|e| panic!("{e}")), 1);
+        assert_eq!(s.invalidate(&[2, 7]).unwrap_or_else(|e| panic!("{e}")), 1);
         assert!(s.contains(1) && !s.contains(2));
         s.flush().unwrap_or_else(|e| panic!("{e}"));
         drop(s);
@@ -1121,6 +1119,8 @@ pub(crate) mod tests {
         assert_eq!(keys(s.top_k(&q, 1, [1, 2])), vec![2], "its new value");
     }
 
+    /// A forget's vectors leave memory and the file: a reopen does not
+    /// bring them back, the others stay, and appends after it line up.
     #[test]
     fn retained_vectors_are_the_only_ones_left_in_the_file() {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
