@@ -451,6 +451,35 @@ fn conformance_ingest_keyword_and_hit_shape() -> Result<()> {
     Ok(())
 }
 
+/// An irregular form and its base form find each other ("win" and "won",
+/// "went" and "go") in both backends; other words do not.
+#[test]
+fn conformance_irregular_forms_find_their_base_form() -> Result<()> {
+    for backend in backends()? {
+        let b = backend.name;
+        let s = backend.start(&[])?;
+        let alice = s
+            .central
+            .client(&s.central.register("alice.test", "laptop")?);
+        let won = ingest(&alice, "a", "Nate won the regional tournament", json!({}))?;
+        let window = ingest(&alice, "b", "the window manager crashed", json!({}))?;
+        let go = ingest(&alice, "c", "we go to the lake every summer", json!({}))?;
+        let found = |query: &str| -> Result<Vec<String>> {
+            let body = search(&alice, json!({"query": query, "mode": "keyword"}))?;
+            let mut ids = run_ids(&body);
+            ids.sort();
+            Ok(ids)
+        };
+        // Meilisearch also reads a query's last word as a prefix ("win…").
+        assert!(found("win")?.contains(&won), "{b}");
+        assert_eq!(found("won")?, [won.clone()], "{b}");
+        assert_eq!(found("went")?, [go.clone()], "{b}");
+        assert_eq!(found("window")?, [window.clone()], "{b}");
+        assert_eq!(found("lake")?, [go.clone()], "{b}");
+    }
+    Ok(())
+}
+
 #[test]
 fn conformance_every_filter_narrows_both_ways() -> Result<()> {
     for backend in backends()? {

@@ -32,7 +32,6 @@ use tantivy::{
 };
 
 mod allowed;
-mod base_form;
 mod stats;
 
 use self::allowed::{AllowedCache, AllowedTopDocs};
@@ -116,7 +115,7 @@ fn words() -> TextAnalyzer {
     TextAnalyzer::builder(SimpleTokenizer::default())
         .filter(RemoveLongFilter::limit(40))
         .filter(LowerCaser)
-        .filter(base_form::BaseForm)
+        .filter(super::base_form::BaseForm)
         .filter(Stemmer::new(Language::English))
         .build()
 }

@@ -482,6 +482,27 @@ impl MeiliIndex {
                 have.pagination, want.pagination
             ));
         }
+        let synonyms = |s: &meilisearch_sdk::settings::Settings| {
+            let mut all: Vec<(String, Vec<String>)> = s
+                .synonyms
+                .clone()
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(word, mut to)| {
+                    to.sort();
+                    (word, to)
+                })
+                .collect();
+            all.sort();
+            all
+        };
+        if synonyms(&have) != synonyms(&want) {
+            drift.push(format!(
+                "synonyms are {} words, kith applies {} (irregular forms and their base forms)",
+                synonyms(&have).len(),
+                synonyms(&want).len()
+            ));
+        }
         Ok(drift)
     }
 }

@@ -7,6 +7,7 @@
 //! applies it inside the engine, so no backend returns what the viewer may
 //! not read.
 
+pub mod base_form;
 pub mod embedded;
 pub mod meili;
 pub mod vectors;

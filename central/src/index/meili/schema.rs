@@ -185,6 +185,7 @@ pub fn base_settings() -> Settings {
         .with_pagination(PaginationSetting {
             max_total_hits: MAX_TOTAL_HITS,
         })
+        .with_synonyms(crate::index::base_form::synonyms())
 }
 
 /// Transcripts are full of identifiers, paths and hashes: a typo is only
@@ -316,6 +317,8 @@ mod tests {
             })
         );
         assert_eq!(v["pagination"], json!({"maxTotalHits": 2000}));
+        assert_eq!(v["synonyms"]["won"], json!(["win"]));
+        assert_eq!(v["synonyms"]["go"], json!(["gone", "went"]));
         assert!(v.get("embedders").is_none() || v["embedders"].is_null());
         let e = serde_json::to_value(embedders(384)).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(
