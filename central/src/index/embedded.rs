@@ -752,15 +752,7 @@ impl SearchIndex for EmbeddedIndex {
     fn drop_vectors(&self) -> Result<()> {
         let mut guard = write(&self.vectors);
         let attached = guard.take().map(|s| (s.model_id().to_owned(), s.dim()));
-        for entry in std::fs::read_dir(&self.dir)? {
-            let path = entry?.path();
-            if path
-                .file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with("vectors-"))
-            {
-                std::fs::remove_file(&path)?;
-            }
-        }
+        remove_where(&self.dir, is_vectors)?;
         if let Some((model_id, dim)) = attached {
             let store = VectorStore::open(&self.dir, &model_id, dim)
                 .map_err(|e| Error::Internal(e.to_string()))?;
@@ -1012,9 +1004,20 @@ impl SearchIndex for EmbeddedIndex {
 /// so `reindex` builds the index anew without embedding every chunk again:
 /// the chunks it puts again have the same ids and texts.
 pub fn remove_keeping_vectors(dir: &Path) -> std::io::Result<()> {
+    remove_where(dir, |name| !is_vectors(name))
+}
+
+/// Whether a file of the index folder is a model's vectors (or their ANN
+/// index).
+fn is_vectors(name: &str) -> bool {
+    name.starts_with("vectors-")
+}
+
+/// Removes each entry of `dir` whose name `gone` accepts.
+fn remove_where(dir: &Path, gone: impl Fn(&str) -> bool) -> std::io::Result<()> {
     for entry in std::fs::read_dir(dir)? {
         let entry = entry?;
-        if entry.file_name().to_string_lossy().starts_with("vectors-") {
+        if !gone(&entry.file_name().to_string_lossy()) {
             continue;
         }
         if entry.file_type()?.is_dir() {
