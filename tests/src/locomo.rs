@@ -332,20 +332,7 @@ pub fn score(
     ks: &[usize],
 ) -> Result<Scores> {
     let max_k = ks.iter().copied().max().unwrap_or(10).max(TURN_BUDGET);
-    let search = |limit: usize, group: &str| {
-        let r = api.post(
-            "/api/search",
-            &json!({
-                "query": q.text,
-                "mode": mode,
-                "limit": limit,
-                "group": group,
-                "filters": {"conversation_id": q.conversation},
-            }),
-        )?;
-        anyhow::ensure!(r.status == 200, "search failed: {r:?}");
-        Ok(r.body)
-    };
+    let search = |limit: usize, group: &str| search_conversation(api, q, mode, limit, group);
     let session_of = |hit: &Value| hit["run_id"].as_str().and_then(|id| runs.get(id)).copied();
     let mut out = Scores::new();
 
@@ -451,6 +438,29 @@ pub fn score(
     Ok(out)
 }
 
+/// `q` searched in `mode` within its own conversation: `limit` hits, or
+/// conversations when `group` is "conversation".
+fn search_conversation(
+    api: &Api,
+    q: &Question,
+    mode: &str,
+    limit: usize,
+    group: &str,
+) -> Result<Value> {
+    let r = api.post(
+        "/api/search",
+        &json!({
+            "query": q.text,
+            "mode": mode,
+            "limit": limit,
+            "group": group,
+            "filters": {"conversation_id": q.conversation},
+        }),
+    )?;
+    anyhow::ensure!(r.status == 200, "search failed: {r:?}");
+    Ok(r.body)
+}
+
 /// One question's `SESSION_POOL` ranked hits in `mode`, within its
 /// conversation, as one JSON object for offline re-ranking: the question
 /// (`q`, `conv`, `cat`, `evidence`), `mode`, and per hit its LoCoMo
@@ -463,18 +473,8 @@ pub fn pool_hits(
     q: &Question,
     mode: &str,
 ) -> Result<Value> {
-    let r = api.post(
-        "/api/search",
-        &json!({
-            "query": q.text,
-            "mode": mode,
-            "limit": SESSION_POOL,
-            "group": "none",
-            "filters": {"conversation_id": q.conversation},
-        }),
-    )?;
-    anyhow::ensure!(r.status == 200, "search failed: {r:?}");
-    let hits: Vec<Value> = r.body["hits"]
+    let body = search_conversation(api, q, mode, SESSION_POOL, "none")?;
+    let hits: Vec<Value> = body["hits"]
         .as_array()
         .into_iter()
         .flatten()
