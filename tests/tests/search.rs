@@ -19,6 +19,21 @@ fn post_run_at(api: &kith_tests::Api, source: &str, text: &str, ts: &str) -> Res
     Ok(r.body["run_id"].as_str().unwrap_or_default().to_owned())
 }
 
+/// The runs of `api`'s keyword search for `query` within `filters`, in
+/// rank order.
+fn keyword_runs(
+    api: &kith_tests::Api,
+    query: &str,
+    filters: serde_json::Value,
+) -> Result<Vec<String>> {
+    let r = api.post(
+        "/api/search",
+        &json!({"query": query, "mode": "keyword", "filters": filters}),
+    )?;
+    assert_eq!(r.status, 200, "{query}: {r:?}");
+    Ok(run_ids(&r.body))
+}
+
 fn run_ids(body: &serde_json::Value) -> Vec<String> {
     body["hits"]
         .as_array()
@@ -228,14 +243,7 @@ fn a_date_in_the_query_ranks_that_time_first() -> Result<()> {
         alice.wait_indexed(id, Duration::from_secs(10))?;
     }
     bob.wait_indexed(&bobs, Duration::from_secs(10))?;
-    let ask = |query: &str, filters: serde_json::Value| -> Result<Vec<String>> {
-        let r = alice.post(
-            "/api/search",
-            &json!({"query": query, "mode": "keyword", "filters": filters}),
-        )?;
-        assert_eq!(r.status, 200, "{query}: {r:?}");
-        Ok(run_ids(&r.body))
-    };
+    let ask = |query: &str, filters| keyword_runs(&alice, query, filters);
     // Without a date the stronger match leads; with one, that day's run
     // leads and the rest still follow. What merely happened that day and
     // does not match stays out, and so does bob's run of that day.
@@ -296,11 +304,7 @@ fn a_time_relative_to_today_ranks_that_time_first() -> Result<()> {
     for id in [&recent, &old] {
         alice.wait_indexed(id, Duration::from_secs(10))?;
     }
-    let ask = |query: &str| -> Result<Vec<String>> {
-        let r = alice.post("/api/search", &json!({"query": query, "mode": "keyword"}))?;
-        assert_eq!(r.status, 200, "{query}: {r:?}");
-        Ok(run_ids(&r.body))
-    };
+    let ask = |query: &str| keyword_runs(&alice, query, json!({}));
     let (r, o) = (recent.clone(), old.clone());
     assert_eq!(ask("payments deploy")?, [o.clone(), r.clone()]);
     for query in [
@@ -326,11 +330,7 @@ fn a_question_asking_when_ranks_the_hits_that_say_when_first() -> Result<()> {
     for id in [&plain, &dated] {
         alice.wait_indexed(id, Duration::from_secs(10))?;
     }
-    let ask = |query: &str| -> Result<Vec<String>> {
-        let r = alice.post("/api/search", &json!({"query": query, "mode": "keyword"}))?;
-        assert_eq!(r.status, 200, "{query}: {r:?}");
-        Ok(run_ids(&r.body))
-    };
+    let ask = |query: &str| keyword_runs(&alice, query, json!({}));
     // The shorter passage matches best, unless the question asks when:
     // then the passage that says when leads.
     let (p, d) = (plain.clone(), dated.clone());
