@@ -241,11 +241,13 @@ impl EmbeddedIndex {
                 }
             }
         }
+        // `rewritten` before the vectors, as `put_vectors` takes them.
+        let mut rewritten = lock(&self.rewritten);
         let mut guard = write(&self.vectors);
         let Some(store) = guard.as_mut() else {
             return Ok(());
         };
-        lock(&self.rewritten).extend(&stale);
+        rewritten.extend(&stale);
         let vector_err = |e: vectors::VectorError| Error::Internal(e.to_string());
         if store.invalidate(&stale).map_err(vector_err)? > 0 {
             store.flush().map_err(vector_err)?;
@@ -733,7 +735,8 @@ impl SearchIndex for EmbeddedIndex {
         self.with_writer(|w| w.commit().map(drop).map_err(index_err))?;
         self.reader.reload().map_err(index_err)?;
         // The texts read from now on are those put: `put_vectors` checks a
-        // vector against them (it holds this lock while it reads them).
+        // vector against them (it holds this lock while it reads them and
+        // stores the vectors).
         lock(&self.rewritten).clear();
         Ok(())
     }
@@ -901,12 +904,10 @@ impl SearchIndex for EmbeddedIndex {
 
     fn put_vectors(&self, items: &[ChunkVector]) -> Result<()> {
         let unsynced = {
-            let mut guard = write(&self.vectors);
-            let store = guard
-                .as_mut()
-                .ok_or_else(|| Error::Internal("put_vectors before attach_vectors".into()))?;
             // A vector made from a text that a run put again since replaced
-            // is not kept: the vectorizer embeds the new text.
+            // is not kept: the vectorizer embeds the new text. Holding
+            // `rewritten` until the vectors are stored keeps `put_run` from
+            // dropping them in between; searches only wait for the store.
             let rewritten = lock(&self.rewritten);
             let searcher = self.reader.searcher();
             let mut keyed = Vec::with_capacity(items.len());
@@ -919,6 +920,10 @@ impl SearchIndex for EmbeddedIndex {
                     keyed.push((key, item.vector.clone()));
                 }
             }
+            let mut guard = write(&self.vectors);
+            let store = guard
+                .as_mut()
+                .ok_or_else(|| Error::Internal("put_vectors before attach_vectors".into()))?;
             store.put(&keyed).and_then(|()| store.write_out())
         };
         // The fsync waits for the disk; searches need not wait with it.

@@ -54,12 +54,15 @@ pub struct Dated {
     pub until_ms: i64,
 }
 
-const MONTH: &str = "january|february|march|april|may|june|july|august|september|october|\
-    november|december|jan|feb|mar|apr|jun|jul|aug|sept|sep|oct|nov|dec";
+/// The months' names but May, which is more often a verb ("may I …").
+const MONTHS_BUT_MAY: &str =
+    "january|february|march|april|june|july|august|september|october|november|december";
 
 static DATE: LazyLock<Regex> = LazyLock::new(|| {
     let day = r"(\d{1,2})(?:st|nd|rd|th)?";
-    let month = format!(r"({MONTH})\.?");
+    // A month's name or its abbreviation.
+    let month =
+        format!(r"({MONTHS_BUT_MAY}|may|jan|feb|mar|apr|jun|jul|aug|sept|sep|oct|nov|dec)\.?");
     let year = r"(\d{4})";
     let pattern = format!(
         r"(?ix)\b (?:(?:on|in|during|of)\s+)?
@@ -97,7 +100,7 @@ static MENTIONS_TIME: LazyLock<Regex> = LazyLock::new(|| {
           | (?:{count})\ (?:{unit})\ ago
           | (?:last|next|this|past)\ (?:{unit}|{weekday}|spring|summer|fall|autumn|winter)
           | on\ (?:{weekday})
-          | january|february|march|april|june|july|august|september|october|november|december
+          | {MONTHS_BUT_MAY}
           | in\ may|may\ \d{{1,2}}
           | 199\d|20[0-3]\d
         )\b"
@@ -299,9 +302,9 @@ pub fn named(query: &str) -> Option<Named> {
 /// inside a date with a year is that date's.
 fn month_without_year(query: &str) -> Option<Month> {
     static MONTH_ONLY: LazyLock<Regex> = LazyLock::new(|| {
-        Regex::new(
-            r"(?i)\b(?:(january|february|march|april|june|july|august|september|october|november|december)|(?:in|during|of)\s+(may))\b",
-        )
+        Regex::new(&format!(
+            r"(?i)\b(?:({MONTHS_BUT_MAY})|(?:in|during|of)\s+(may))\b"
+        ))
         .expect("month pattern")
     });
     let c = MONTH_ONLY.captures(query)?;
