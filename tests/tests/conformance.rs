@@ -13,11 +13,11 @@
 use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::Once;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Once};
 use std::time::Duration;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, ensure, Context, Result};
 use kith_tests::meili::{find_bin, Meili};
 use kith_tests::{bin, claude_user_line, delta, json_response, model_dir, Api, Central, StandIn};
 use serde_json::{json, Value};
@@ -1611,6 +1611,214 @@ fn conformance_text_is_found_before_its_vector_exists() -> Result<()> {
             run.body["embedded_at"].is_null(),
             "{b}: it really has no vector: {run:?}"
         );
+    }
+    Ok(())
+}
+
+/// An embedding server (Ollama's `POST /api/embed`, one fixed vector per
+/// text) that holds every request with a text holding `held` until
+/// `release`, and keeps every text it was asked for.
+struct HeldEmbedder {
+    url: String,
+    held: Arc<AtomicUsize>,
+    released: Arc<AtomicBool>,
+    inputs: Arc<Mutex<Vec<String>>>,
+    _server: StandIn,
+}
+
+impl HeldEmbedder {
+    fn start(held_text: &'static str) -> Result<Self> {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+        let url = format!("http://{}", listener.local_addr()?);
+        let (held, released) = (Arc::<AtomicUsize>::default(), Arc::<AtomicBool>::default());
+        let inputs = Arc::<Mutex<Vec<String>>>::default();
+        let (h, r, i) = (held.clone(), released.clone(), inputs.clone());
+        let server = StandIn::start(listener, move |body| {
+            let request: Value = serde_json::from_slice(body).ok()?;
+            let texts: Vec<String> = request["input"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|t| t.as_str().map(str::to_owned))
+                .collect();
+            if texts.iter().any(|t| t.contains(held_text)) {
+                h.fetch_add(1, Ordering::SeqCst);
+                while !r.load(Ordering::SeqCst) {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+            }
+            let n = texts.len();
+            i.lock().unwrap_or_else(|p| p.into_inner()).extend(texts);
+            Some(json_response(
+                "200 OK",
+                &json!({"model": request["model"], "embeddings": vec![json!([1.0, 0.5, 0.25, 0.125]); n]}),
+            ))
+        })?;
+        Ok(Self {
+            url,
+            held,
+            released,
+            inputs,
+            _server: server,
+        })
+    }
+
+    /// Waits until central asked for the held text.
+    fn wait_held(&self) -> Result<()> {
+        let deadline = std::time::Instant::now() + EMBEDDED_WITHIN;
+        while self.held.load(Ordering::SeqCst) == 0 {
+            ensure!(
+                std::time::Instant::now() < deadline,
+                "the model was never asked for the held text"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Ok(())
+    }
+
+    fn release(&self) {
+        self.released.store(true, Ordering::SeqCst);
+    }
+
+    fn inputs(&self) -> Vec<String> {
+        self.inputs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+}
+
+/// A central of `backend` on `data` whose embedder is `embedder`.
+fn start_with(backend: &Backend, data: &Path, embedder: &HeldEmbedder) -> Result<Central> {
+    backend.start_on(
+        data,
+        &[
+            ("KITH_EMBED_PROVIDER", "ollama"),
+            ("KITH_EMBED_URL", embedder.url.as_str()),
+        ],
+    )
+}
+
+/// `doctor` on a stopped central's `data` finds nothing wrong, and in
+/// particular no chunk without a run.
+fn assert_doctor_clean(backend: &Backend, data: &Path) -> Result<()> {
+    let doctor = backend.admin(data, &["doctor"])?;
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&doctor.stdout),
+        String::from_utf8_lossy(&doctor.stderr)
+    );
+    let b = backend.name;
+    assert!(doctor.status.success(), "{b}: doctor: {said}");
+    assert!(!said.contains("index_chunks_without_run"), "{b}: {said}");
+    Ok(())
+}
+
+/// A vector the model was still making when its conversation was forgotten
+/// is not kept: nothing finds the words, and `doctor` counts no chunk
+/// without a run (on Meilisearch a late partial update would make a
+/// document of the vector alone).
+#[test]
+fn conformance_a_vector_made_while_forgetting_is_dropped() -> Result<()> {
+    const HELD: &str = "marmot ledger";
+    for backend in backends()? {
+        let b = backend.name;
+        let embedder = HeldEmbedder::start(HELD)?;
+        let tmp = tempfile::tempdir()?;
+        let data = tmp.path().join("data");
+        let mut central = start_with(&backend, &data, &embedder)?;
+        let alice = central.client(&central.register("alice.test", "laptop")?);
+        let forgotten = ingest(&alice, "a", &format!("the {HELD} for the zoo"), json!({}))?;
+        embedder.wait_held()?;
+        let conversation = alice.get(&format!("/api/runs/{forgotten}"))?.body["conversation"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let gone = alice.send(
+            alice
+                .http
+                .delete(alice.url(&format!("/api/conversations/{conversation}"))),
+        )?;
+        assert_eq!(gone.status, 200, "{b}: {gone:?}");
+        embedder.release();
+        // The vectorizer embeds one run after the other: once a later run
+        // has its vector, the forgotten run's vector has been offered.
+        let later = ingest(&alice, "b", "the wallaby roster for the zoo", json!({}))?;
+        alice.wait_embedded(&later, EMBEDDED_WITHIN)?;
+
+        for mode in ["keyword", "hybrid", "semantic"] {
+            let hits = search(&alice, json!({"query": HELD, "mode": mode, "limit": 50}))?;
+            assert!(
+                !run_ids(&hits).contains(&forgotten),
+                "{b} {mode}: the forgotten run is found: {hits}"
+            );
+        }
+        let status = alice.get("/api/status")?;
+        assert_eq!(status.body["counts"]["chunks"], 1, "{b}: {status:?}");
+        central.kill()?;
+        assert_doctor_clean(&backend, &data)?;
+    }
+    Ok(())
+}
+
+/// A vector made from a text that a later delta rewrote meanwhile (Gemini
+/// CLI appends a changed message again; its chain is read as one file) is
+/// not kept: the chunk's new text is embedded in turn.
+#[test]
+fn conformance_a_vector_of_a_rewritten_text_is_made_again() -> Result<()> {
+    const HELD: &str = "marmot ledger";
+    let line = |v: Value| format!("{v}\n");
+    let first = [
+        json!({"sessionId": "s1", "startTime": "2026-05-11T08:00:00Z", "kind": "main"}),
+        json!({"id": "a", "type": "user", "timestamp": "2026-05-11T08:00:01Z",
+               "content": format!("check the {HELD} totals")}),
+        json!({"id": "b", "type": "gemini", "timestamp": "2026-05-11T08:00:02Z",
+               "content": "a draft of the quokka answer"}),
+    ]
+    .map(line)
+    .concat();
+    // The answer appended again, changed: it moves to this delta, and the
+    // first delta's chunk is the question alone.
+    let second = line(
+        json!({"id": "b", "type": "gemini", "timestamp": "2026-05-11T08:00:03Z",
+                             "content": "the final wombat answer"}),
+    );
+    for backend in backends()? {
+        let b = backend.name;
+        let embedder = HeldEmbedder::start(HELD)?;
+        let tmp = tempfile::tempdir()?;
+        let data = tmp.path().join("data");
+        let mut central = start_with(&backend, &data, &embedder)?;
+        let alice = central.client(&central.register("alice.test", "laptop")?);
+        let gemini = |from: usize, jsonl: &str| {
+            let mut body = delta("g", from as u64, jsonl);
+            body["agent_runtime"] = json!("gemini");
+            post_delta(&alice, &body)
+        };
+        let run = gemini(0, &first)?;
+        embedder.wait_held()?;
+        let later = gemini(first.len(), &second)?;
+        embedder.release();
+        alice.wait_embedded(&later, EMBEDDED_WITHIN)?;
+        alice.wait_embedded(&run, EMBEDDED_WITHIN)?;
+
+        let inputs = embedder.inputs();
+        assert!(
+            inputs
+                .iter()
+                .any(|t| t.contains(HELD) && t.contains("quokka")),
+            "{b}: the first text was embedded: {inputs:?}"
+        );
+        assert!(
+            inputs
+                .iter()
+                .any(|t| t.contains(HELD) && !t.contains("quokka")),
+            "{b}: the rewritten chunk was embedded again: {inputs:?}"
+        );
+        let keyword = search(&alice, json!({"query": "quokka", "mode": "keyword"}))?;
+        assert!(run_ids(&keyword).is_empty(), "{b}: {keyword}");
+        central.kill()?;
+        assert_doctor_clean(&backend, &data)?;
     }
     Ok(())
 }

@@ -25,6 +25,7 @@
 mod filter;
 mod schema;
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::sync::{Mutex, RwLock};
 use std::time::Duration;
@@ -110,6 +111,13 @@ pub struct MeiliIndex {
     /// The attached model and its dimension: what `put_vectors` writes and
     /// what semantic search ranks.
     model: RwLock<Option<(String, usize)>>,
+    /// Held by `commit` while it replaces runs' chunks and by `put_vectors`
+    /// from reading the chunks' texts until its update is done: a vector
+    /// made from a text a commit has since replaced (or deleted) is never
+    /// written onto the new document, where its `vector_model` would say
+    /// the new text has its vector (a partial update of a deleted document
+    /// would even make one of the vector alone).
+    vector_writes: Mutex<()>,
 }
 
 #[derive(Default)]
@@ -142,6 +150,7 @@ impl MeiliIndex {
             pending: Mutex::new(Pending::default()),
             ready: Mutex::new(false),
             model: RwLock::new(None),
+            vector_writes: Mutex::new(()),
         })
     }
 
@@ -209,6 +218,24 @@ impl MeiliIndex {
     }
 
     /// Deletes every chunk of `runs`, waiting for each task.
+    /// The texts of the chunks `ids` that are indexed, by id.
+    fn texts_of(&self, ids: Vec<String>) -> Result<HashMap<String, String>> {
+        let n = ids.len();
+        let page = self.call(
+            "reading chunks' texts",
+            REQUEST_TIMEOUT,
+            move |index| async move {
+                let mut query = DocumentsQuery::new(&index);
+                query
+                    .with_ids(ids.iter().map(String::as_str))
+                    .with_fields(["id", "text"])
+                    .with_limit(n);
+                query.execute::<ToEmbedDoc>().await
+            },
+        )?;
+        Ok(page.results.into_iter().map(|d| (d.id, d.text)).collect())
+    }
+
     fn delete_chunks_of(&self, runs: &[String], what: &str) -> Result<()> {
         for ids in runs.chunks(DOCS_PER_REQUEST) {
             let filter = filter::runs_filter(ids);
@@ -593,6 +620,7 @@ impl SearchIndex for MeiliIndex {
             return Ok(());
         }
         self.ensure_ready()?;
+        let _vectors = self.vector_writes.lock().unwrap_or_else(|p| p.into_inner());
         // Old chunks of these runs go first (a run indexed again may have
         // fewer chunks); Meilisearch runs an index's tasks in order.
         self.delete_chunks_of(&runs, "deleting replaced chunks")?;
@@ -703,9 +731,12 @@ impl SearchIndex for MeiliIndex {
             .attached_model()
             .map_err(|_| Error::Internal("put_vectors before attach_vectors".into()))?;
         self.ensure_ready()?;
+        let _vectors = self.vector_writes.lock().unwrap_or_else(|p| p.into_inner());
         for batch in items.chunks(DOCS_PER_REQUEST) {
+            let texts = self.texts_of(batch.iter().map(|item| item.chunk_id.clone()).collect())?;
             let docs: Vec<VectorDoc> = batch
                 .iter()
+                .filter(|item| texts.get(&item.chunk_id) == Some(&item.text))
                 .map(|item| VectorDoc {
                     id: item.chunk_id.clone(),
                     vectors: WithVector {
@@ -714,6 +745,9 @@ impl SearchIndex for MeiliIndex {
                     vector_model: model.clone(),
                 })
                 .collect();
+            if docs.is_empty() {
+                continue;
+            }
             // A partial update: the text fields stay as they are.
             self.write("adding vectors", WRITE_TIMEOUT, move |index| async move {
                 index.add_or_update(&docs, Some(PRIMARY_KEY)).await

@@ -97,12 +97,14 @@ impl Registry {
     /// (the embedded one keeps the vectors of the chunks whose text stayed).
     ///
     /// `chain` are the other runs of re-indexed chains (`indexer::index_chain`)
-    /// whose chunks changed: their counts and digests, and their vectors to
+    /// whose chunks changed: indexed again as well (a vectorizer still
+    /// embedding their old chunks must not record them as embedded, see
+    /// `set_embedded`), with their counts and digests, and their vectors to
     /// be made again; they keep their own jobs, if any.
     pub fn finish_jobs(&self, jobs: &[Indexed], chain: &[Indexed], indexed_at: &str) -> Result<()> {
         let mut conn = self.conn();
         let tx = conn.transaction()?;
-        for done in jobs {
+        for done in jobs.iter().chain(chain) {
             tx.prepare_cached(
                 "UPDATE runs SET indexed_at = ?2, n_chunks = ?3, chunks_digest = ?4,
                  embedded_model = NULL, embedded_at = NULL WHERE id = ?1",
@@ -113,19 +115,10 @@ impl Registry {
                 to_i64(done.n_chunks),
                 done.digest
             ])?;
+        }
+        for done in jobs {
             tx.prepare_cached("DELETE FROM index_jobs WHERE run_id = ?1")?
                 .execute([done.run.as_str()])?;
-        }
-        for done in chain {
-            tx.prepare_cached(
-                "UPDATE runs SET n_chunks = ?2, chunks_digest = ?3, embedded_model = NULL,
-                 embedded_at = NULL WHERE id = ?1",
-            )?
-            .execute(params![
-                done.run.as_str(),
-                to_i64(done.n_chunks),
-                done.digest
-            ])?;
         }
         tx.commit()?;
         Ok(())
