@@ -14,6 +14,31 @@ fn line(text: &str, minute: u32) -> String {
     claude_user_line(text, &format!("2026-05-11T08:{minute:02}:00.000Z"))
 }
 
+/// `kith-central <args>` on `data`, which must succeed: what it printed on
+/// stdout and stderr.
+fn admin(data: &std::path::Path, args: &[&str]) -> Result<(String, String)> {
+    let out = run_central(data, args)?;
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        out.status.success(),
+        "kith-central {args:?}: {stdout}{stderr}"
+    );
+    Ok((stdout, stderr))
+}
+
+/// A central holding alice's one run of `text`, indexed, then stopped:
+/// central, alice and the run's id.
+fn one_indexed_run(text: &str) -> Result<(Central, Api, String)> {
+    let mut central = Central::start()?;
+    let alice = central.client(&central.register("alice.test", "laptop")?);
+    let r = alice.post("/api/runs", &delta("s", 0, &line(text, 0)))?;
+    let id = r.body["run_id"].as_str().unwrap_or_default().to_owned();
+    alice.wait_indexed(&id, Duration::from_secs(10))?;
+    central.kill()?;
+    Ok((central, alice, id))
+}
+
 /// Files under `<data>/runs`, to prove a rejected request left nothing behind.
 fn stored_files(central: &Central) -> Vec<String> {
     let mut out = Vec::new();
@@ -435,7 +460,7 @@ fn revoked_token_is_refused_at_once() -> Result<()> {
     let token = central.register("alice.test", "laptop")?;
     let alice = central.client(&token);
     assert_eq!(alice.get("/api/status")?.status, 200);
-    let out = run_central(
+    admin(
         &central.data_dir,
         &[
             "machine",
@@ -446,21 +471,15 @@ fn revoked_token_is_refused_at_once() -> Result<()> {
             "laptop",
         ],
     )?;
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     let r = alice.get("/api/status")?;
     assert_eq!((r.status, r.code()), (401, "unauthorized"));
     // A second machine of the same name is refused while the first is live only.
-    let dup = run_central(
+    admin(
         &central.data_dir,
         &[
             "machine", "register", "--local", "--user", "bob.test", "--name", "pc",
         ],
     )?;
-    assert!(dup.status.success());
     let dup = run_central(
         &central.data_dir,
         &[
@@ -859,15 +878,9 @@ fn a_blob_without_its_registry_row_is_adopted_by_its_key_never_doubled() -> Resu
     both.sort();
     assert_eq!(found(&alice)?, both, "each delta once");
     central.kill()?;
-    assert!(
-        run_central(&data, &["doctor"])?.status.success(),
-        "nothing left to name"
-    );
-    let re = run_central(&data, &["reindex"])?;
-    assert!(
-        String::from_utf8_lossy(&re.stdout).contains("reindexed 2 runs"),
-        "{re:?}"
-    );
+    admin(&data, &["doctor"])?;
+    let (said, _) = admin(&data, &["reindex"])?;
+    assert!(said.contains("reindexed 2 runs"), "{said}");
     central.restart()?;
     assert_eq!(found(&alice)?, both, "a reindex doubles nothing");
     // The key came back with the blob: a retry after the reindex is still
@@ -879,36 +892,17 @@ fn a_blob_without_its_registry_row_is_adopted_by_its_key_never_doubled() -> Resu
 
 #[test]
 fn reindex_rebuilds_from_blobs_and_doctor_sees_drift() -> Result<()> {
-    let mut central = Central::start()?;
-    let alice = central.client(&central.register("alice.test", "laptop")?);
-    let r = alice.post(
-        "/api/runs",
-        &delta("s", 0, &line("the walrus migration plan", 0)),
-    )?;
-    let id = r.body["run_id"].as_str().unwrap_or_default().to_owned();
-    alice.wait_indexed(&id, Duration::from_secs(10))?;
-    central.kill()?;
+    let (central, alice, id) = one_indexed_run("the walrus migration plan")?;
     let data = central.data_dir.clone();
-
-    let clean = run_central(&data, &["doctor"])?;
-    assert!(
-        clean.status.success(),
-        "{}",
-        String::from_utf8_lossy(&clean.stdout)
-    );
+    admin(&data, &["doctor"])?;
     // Lose the whole index: doctor reports it, reindex rebuilds it.
     std::fs::remove_dir_all(data.join("index"))?;
     let drift = run_central(&data, &["doctor"])?;
     assert_eq!(drift.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&drift.stdout).contains("index_chunks_differ"));
-    let re = run_central(&data, &["reindex"])?;
-    assert!(
-        re.status.success(),
-        "{}",
-        String::from_utf8_lossy(&re.stderr)
-    );
-    assert!(String::from_utf8_lossy(&re.stdout).contains("reindexed 1 runs"));
-    assert!(run_central(&data, &["doctor"])?.status.success());
+    let (said, _) = admin(&data, &["reindex"])?;
+    assert!(said.contains("reindexed 1 runs"), "{said}");
+    admin(&data, &["doctor"])?;
 
     let restarted = Central::start_on(&data, &[])?;
     let alice = restarted.client(&alice.token);
@@ -926,15 +920,7 @@ fn reindex_rebuilds_from_blobs_and_doctor_sees_drift() -> Result<()> {
 /// dropping them when the runs are chunked again.
 #[test]
 fn reindex_builds_an_older_kith_centrals_index_anew() -> Result<()> {
-    let mut central = Central::start()?;
-    let alice = central.client(&central.register("alice.test", "laptop")?);
-    let r = alice.post(
-        "/api/runs",
-        &delta("s", 0, &line("Nate won the walrus tournament", 0)),
-    )?;
-    let id = r.body["run_id"].as_str().unwrap_or_default().to_owned();
-    alice.wait_indexed(&id, Duration::from_secs(10))?;
-    central.kill()?;
+    let (mut central, alice, id) = one_indexed_run("Nate won the walrus tournament")?;
     let data = central.data_dir.clone();
     let meta = data.join("index/meta.json");
     let current = std::fs::read_to_string(&meta)?;
@@ -954,30 +940,19 @@ fn reindex_builds_an_older_kith_centrals_index_anew() -> Result<()> {
     assert_eq!(drift.status.code(), Some(1));
     let said = String::from_utf8_lossy(&drift.stdout);
     assert!(said.contains("index_outdated"), "{said}");
-    let re = run_central(&data, &["reindex"])?;
-    assert!(
-        re.status.success(),
-        "{}",
-        String::from_utf8_lossy(&re.stderr)
-    );
-    assert!(String::from_utf8_lossy(&re.stderr).contains("building it anew"));
-    assert!(String::from_utf8_lossy(&re.stdout).contains("reindexed 1 runs"));
+    let (said, told) = admin(&data, &["reindex"])?;
+    assert!(told.contains("building it anew"), "{told}");
+    assert!(said.contains("reindexed 1 runs"), "{said}");
     assert!(std::fs::read_to_string(&meta)?.contains("\"en_base_stem\""));
     assert_eq!(std::fs::read(&vectors)?, b"kept", "vectors kept");
-    let clean = run_central(&data, &["doctor"])?;
-    assert!(
-        clean.status.success(),
-        "{}",
-        String::from_utf8_lossy(&clean.stdout)
-    );
+    admin(&data, &["doctor"])?;
     central.restart()?;
     assert_eq!(found("who did win")?, id.as_str(), "win finds won");
 
     // Runs chunked by an older chunking are cut again: their vectors go.
     central.kill()?;
     std::fs::write(data.join("chunking"), "1\n")?;
-    let re = run_central(&data, &["reindex"])?;
-    assert!(re.status.success(), "{re:?}");
+    admin(&data, &["reindex"])?;
     assert!(!vectors.exists(), "vectors of other texts dropped");
     assert_ne!(std::fs::read_to_string(data.join("chunking"))?, "1\n");
     Ok(())
@@ -1006,7 +981,7 @@ fn quarantine_hides_a_revoked_machines_runs_from_others_until_released() -> Resu
         "shared by tag"
     );
 
-    let out = run_central(
+    admin(
         &central.data_dir,
         &[
             "machine",
@@ -1019,11 +994,6 @@ fn quarantine_hides_a_revoked_machines_runs_from_others_until_released() -> Resu
             "2000-01-01T00:00:00Z",
         ],
     )?;
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     assert_eq!(
         bob.get(&format!("/api/runs/{id}"))?.status,
         404,
@@ -1038,12 +1008,7 @@ fn quarantine_hides_a_revoked_machines_runs_from_others_until_released() -> Resu
     // Regression: reindex rebuilt the run catalog from the blobs and lost
     // the quarantine, which only the registry holds.
     central.kill()?;
-    let re = run_central(&central.data_dir, &["reindex"])?;
-    assert!(
-        re.status.success(),
-        "{}",
-        String::from_utf8_lossy(&re.stderr)
-    );
+    admin(&central.data_dir, &["reindex"])?;
     central.restart()?;
     assert_eq!(
         bob.get(&format!("/api/runs/{id}"))?.status,
@@ -1068,7 +1033,7 @@ fn quarantine_hides_a_revoked_machines_runs_from_others_until_released() -> Resu
         "the owner finds it"
     );
 
-    let out = run_central(
+    admin(
         &central.data_dir,
         &[
             "machine",
@@ -1079,7 +1044,6 @@ fn quarantine_hides_a_revoked_machines_runs_from_others_until_released() -> Resu
             "laptop",
         ],
     )?;
-    assert!(out.status.success());
     assert_eq!(bob.get(&format!("/api/runs/{id}"))?.status, 200, "released");
     let audit = alice2.get("/api/audit")?;
     assert!(audit.body["entries"]
