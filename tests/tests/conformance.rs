@@ -1688,15 +1688,18 @@ impl HeldEmbedder {
     }
 }
 
-/// A central of `backend` on `data` whose embedder is `embedder`.
-fn start_with(backend: &Backend, data: &Path, embedder: &HeldEmbedder) -> Result<Central> {
-    backend.start_on(
-        data,
+/// A central of `backend` whose embedder is `embedder`, and the folder
+/// that holds its data directory.
+fn start_with(backend: &Backend, embedder: &HeldEmbedder) -> Result<(Central, tempfile::TempDir)> {
+    let tmp = tempfile::tempdir()?;
+    let central = backend.start_on(
+        &tmp.path().join("data"),
         &[
             ("KITH_EMBED_PROVIDER", "ollama"),
             ("KITH_EMBED_URL", embedder.url.as_str()),
         ],
-    )
+    )?;
+    Ok((central, tmp))
 }
 
 /// `doctor` on a stopped central's `data` finds nothing wrong, and in
@@ -1724,9 +1727,8 @@ fn conformance_a_vector_made_while_forgetting_is_dropped() -> Result<()> {
     for backend in backends()? {
         let b = backend.name;
         let embedder = HeldEmbedder::start(HELD)?;
-        let tmp = tempfile::tempdir()?;
-        let data = tmp.path().join("data");
-        let mut central = start_with(&backend, &data, &embedder)?;
+        let (mut central, _tmp) = start_with(&backend, &embedder)?;
+        let data = central.data_dir.clone();
         let alice = central.client(&central.register("alice.test", "laptop")?);
         let forgotten = ingest(&alice, "a", &format!("the {HELD} for the zoo"), json!({}))?;
         embedder.wait_held()?;
@@ -1779,16 +1781,13 @@ fn conformance_a_vector_of_a_rewritten_text_is_made_again() -> Result<()> {
     .concat();
     // The answer appended again, changed: it moves to this delta, and the
     // first delta's chunk is the question alone.
-    let second = line(
-        json!({"id": "b", "type": "gemini", "timestamp": "2026-05-11T08:00:03Z",
-                             "content": "the final wombat answer"}),
-    );
+    let second = line(json!({"id": "b", "type": "gemini",
+        "timestamp": "2026-05-11T08:00:03Z", "content": "the final wombat answer"}));
     for backend in backends()? {
         let b = backend.name;
         let embedder = HeldEmbedder::start(HELD)?;
-        let tmp = tempfile::tempdir()?;
-        let data = tmp.path().join("data");
-        let mut central = start_with(&backend, &data, &embedder)?;
+        let (mut central, _tmp) = start_with(&backend, &embedder)?;
+        let data = central.data_dir.clone();
         let alice = central.client(&central.register("alice.test", "laptop")?);
         let gemini = |from: usize, jsonl: &str| {
             let mut body = delta("g", from as u64, jsonl);
