@@ -85,7 +85,9 @@ impl Machine {
     }
 
     /// Appends lines `from..to` of the fixture `rel` to where its agent
-    /// writes it, as the agent does (one write a record).
+    /// writes it, as the agent does: one write a record, a line of JSONL,
+    /// or for Aider, whose messages span lines, the whole range (the tests
+    /// cut its history between messages).
     fn write(&self, rel: &str, from: usize, to: usize) -> Result<()> {
         let dest = self.dest(rel);
         std::fs::create_dir_all(dest.parent().context("a folder")?)?;
@@ -94,8 +96,18 @@ impl Machine {
             .append(true)
             .open(&dest)?;
         let src = String::from_utf8(fixtures::read(rel))?;
-        for line in src.lines().take(to).skip(from) {
-            file.write_all(format!("{line}\n").as_bytes())?;
+        let records: Vec<String> = src
+            .lines()
+            .take(to)
+            .skip(from)
+            .map(|line| format!("{line}\n"))
+            .collect();
+        if rel.starts_with("aider/") {
+            file.write_all(records.concat().as_bytes())?;
+        } else {
+            for record in &records {
+                file.write_all(record.as_bytes())?;
+            }
         }
         Ok(())
     }
