@@ -217,7 +217,6 @@ impl MeiliIndex {
         self.wait(what, task, limit)
     }
 
-    /// Deletes every chunk of `runs`, waiting for each task.
     /// The texts of the chunks `ids` that are indexed, by id.
     fn texts_of(&self, ids: Vec<String>) -> Result<HashMap<String, String>> {
         let n = ids.len();
@@ -236,6 +235,7 @@ impl MeiliIndex {
         Ok(page.results.into_iter().map(|d| (d.id, d.text)).collect())
     }
 
+    /// Deletes every chunk of `runs`, waiting for each task.
     fn delete_chunks_of(&self, runs: &[String], what: &str) -> Result<()> {
         for ids in runs.chunks(DOCS_PER_REQUEST) {
             let filter = filter::runs_filter(ids);
@@ -581,7 +581,7 @@ fn to_hit(hit: meilisearch_sdk::search::SearchResult<HitDoc>) -> IndexHit {
     }
 }
 
-/// What `chunks_to_embed` reads of a chunk.
+/// What `chunks_to_embed` and `texts_of` read of a chunk.
 #[derive(Deserialize)]
 struct ToEmbedDoc {
     id: String,
