@@ -1688,6 +1688,13 @@ impl HeldEmbedder {
     }
 }
 
+impl Drop for HeldEmbedder {
+    /// A test that failed while a request was held lets it go.
+    fn drop(&mut self) {
+        self.release();
+    }
+}
+
 /// A central of `backend` whose embedder is `embedder`, and the folder
 /// that holds its data directory.
 fn start_with(backend: &Backend, embedder: &HeldEmbedder) -> Result<(Central, tempfile::TempDir)> {
