@@ -222,9 +222,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
                         s.index().clear()?;
                         drop(s);
                         eprintln!("{why}; building it anew");
-                        crate::index::embedded::remove_keeping_vectors(
-                            &config.data_dir.join("index"),
-                        )?;
+                        crate::index::embedded::remove_keeping_vectors(&config.index_dir())?;
                         AppState::open(config)?
                     }
                 },
@@ -235,7 +233,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
                     },
                 ) => {
                     eprintln!("{e}; removing it");
-                    std::fs::remove_dir_all(config.data_dir.join("index"))?;
+                    std::fs::remove_dir_all(config.index_dir())?;
                     AppState::open(config)?
                 }
                 Err(e) => return Err(e.into()),

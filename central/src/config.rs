@@ -168,6 +168,11 @@ impl Config {
 }
 
 impl Config {
+    /// The embedded search index's folder (derived: `reindex` rebuilds it).
+    pub fn index_dir(&self) -> PathBuf {
+        self.data_dir.join("index")
+    }
+
     /// Whether central may serve on `addr` as configured: HTTPS anywhere,
     /// plain HTTP on loopback, or plain HTTP elsewhere only when
     /// `insecure_http` says so (the caller then warns). `Err` says why not.

@@ -93,7 +93,7 @@ pub async fn serve(
 /// would be created again empty, and every search would answer nothing
 /// without saying why: refuse to start and name the repair instead.
 fn refuse_a_lost_index(config: &Config) -> Result<()> {
-    let dir = config.data_dir.join("index");
+    let dir = config.index_dir();
     if config.search.backend != SearchBackend::Embedded
         || dir.join("meta.json").exists()
         || !config.data_dir.join("registry.sqlite").exists()

@@ -59,7 +59,7 @@ impl AppState {
         let data = config.data_dir.clone();
         crate::private::create_dir_all(&data)?;
         let registry = open_registry(&data)?;
-        let index = crate::index::open(&config.search, &data.join("index"))?;
+        let index = crate::index::open(&config.search, &config.index_dir())?;
         let state = Self {
             shared: Arc::new(Shared {
                 store: BlobStore::new(&data),

@@ -176,9 +176,10 @@ pub trait SearchIndex: Send + Sync {
     /// are kept apart, so changing models re-embeds instead of mixing).
     fn attach_vectors(&self, model_id: &str, dim: usize) -> Result<()>;
 
-    /// Adds chunk vectors, by chunk id; durable when it returns. The
-    /// embedded backend keeps only those whose chunk still holds the text
-    /// they were made from (a run put again meanwhile changed it).
+    /// Adds chunk vectors, by chunk id; durable when it returns. Keeps only
+    /// those whose chunk still holds the text they were made from (a run
+    /// put again meanwhile changed or removed it), whatever the order of
+    /// this call and a commit of that run.
     fn put_vectors(&self, items: &[ChunkVector]) -> Result<()>;
 
     /// The run's chunks with no vector from the attached model, as (chunk
