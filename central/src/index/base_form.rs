@@ -146,18 +146,29 @@ forms![
     ("wrote", "write"),
 ];
 
-/// Each irregular form and its base form as synonyms of each other, both
-/// ways ("won" finds "win" and "win" finds "won"): for Meilisearch, which
-/// stems nothing and reads synonyms at query time.
+/// Each word of a base form's family (the base form and its irregular
+/// forms) as a synonym of every other, as the embedded index reads them as
+/// one word ("went" finds "go" and "gone", "go" finds both): for
+/// Meilisearch, which stems nothing and reads synonyms at query time.
 pub fn synonyms() -> HashMap<String, Vec<String>> {
-    let mut out: HashMap<String, Vec<String>> = HashMap::new();
+    let mut families: HashMap<&str, Vec<&str>> = HashMap::new();
     for (form, base) in FORMS {
-        out.entry((*form).to_owned())
-            .or_default()
-            .push((*base).to_owned());
-        out.entry((*base).to_owned())
-            .or_default()
-            .push((*form).to_owned());
+        families
+            .entry(base)
+            .or_insert_with(|| vec![base])
+            .push(form);
+    }
+    let mut out = HashMap::new();
+    for family in families.values() {
+        for word in family {
+            let mut others: Vec<String> = family
+                .iter()
+                .filter(|w| *w != word)
+                .map(|w| (*w).to_owned())
+                .collect();
+            others.sort();
+            out.insert((*word).to_owned(), others);
+        }
     }
     out
 }
@@ -231,5 +242,16 @@ mod tests {
         ] {
             assert_eq!(base_form(word), None, "{word}");
         }
+    }
+
+    /// Meilisearch's synonyms join a whole family, as the index does.
+    #[test]
+    fn synonyms_join_every_form_of_a_family() {
+        let s = synonyms();
+        assert_eq!(s["went"], ["go", "gone"]);
+        assert_eq!(s["go"], ["gone", "went"]);
+        assert_eq!(s["won"], ["win"]);
+        assert!(!s.contains_key("window"));
+        assert!(!s.contains_key("left"));
     }
 }
