@@ -85,9 +85,9 @@ impl Machine {
     }
 
     /// Appends lines `from..to` of the fixture `rel` to where its agent
-    /// writes it, as the agent does: one write a record, a line of JSONL,
-    /// or for Aider, whose messages span lines, the whole range (the tests
-    /// cut its history between messages).
+    /// writes it, in one write, as an agent appends what it has to say
+    /// (an Aider message spans lines: the tests cut its history between
+    /// messages, and a capture never sees half of one).
     fn write(&self, rel: &str, from: usize, to: usize) -> Result<()> {
         let dest = self.dest(rel);
         std::fs::create_dir_all(dest.parent().context("a folder")?)?;
@@ -96,19 +96,13 @@ impl Machine {
             .append(true)
             .open(&dest)?;
         let src = String::from_utf8(fixtures::read(rel))?;
-        let records: Vec<String> = src
+        let lines: String = src
             .lines()
             .take(to)
             .skip(from)
             .map(|line| format!("{line}\n"))
             .collect();
-        if rel.starts_with("aider/") {
-            file.write_all(records.concat().as_bytes())?;
-        } else {
-            for record in &records {
-                file.write_all(record.as_bytes())?;
-            }
-        }
+        file.write_all(lines.as_bytes())?;
         Ok(())
     }
 
