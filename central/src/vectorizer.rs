@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use kith_shared::ids::RunId;
 
-use crate::embed::{EmbedQueue, Lane, MAX_BATCH};
+use crate::embed::{EmbedQueue, Lane};
 use crate::error::{Error, Result};
 use crate::index::ChunkVector;
 use crate::registry::Lane as RunLane;
@@ -21,6 +21,11 @@ use crate::state::{lock, AppState};
 
 /// Runs fetched per registry query.
 const RUNS_PER_ROUND: u32 = 16;
+/// Vectors stored per index write. The queue still embeds them a few at a
+/// time (`embed::MAX_BATCH`, so a query never waits long); the write is
+/// what costs per call: a Meilisearch task that updates its vector index,
+/// a sync of the embedded index's vector file.
+const VECTORS_PER_WRITE: usize = 128;
 /// Runs captured this recently (of a transcript being written) ride the
 /// realtime lane.
 const REALTIME_WINDOW_MINUTES: i64 = 10;
@@ -139,7 +144,7 @@ async fn round(
         let id = run_id.clone();
         let chunks =
             tokio::task::spawn_blocking(move || s.index().chunks_to_embed(id.as_str())).await??;
-        for batch in chunks.chunks(MAX_BATCH) {
+        for batch in chunks.chunks(VECTORS_PER_WRITE) {
             let texts: Vec<String> = batch.iter().map(|(_, t)| t.clone()).collect();
             let vectors = if standin {
                 texts
