@@ -23,6 +23,7 @@
 //! back; searches answer 503 `search_backend_unavailable` meanwhile.
 
 mod filter;
+mod http;
 mod schema;
 
 use std::collections::HashMap;
@@ -35,7 +36,6 @@ use kith_shared::chunk::Chunk;
 use meilisearch_sdk::client::Client;
 use meilisearch_sdk::documents::{DocumentDeletionQuery, DocumentsQuery};
 use meilisearch_sdk::errors::{Error as SdkError, ErrorCode, ErrorType, MeilisearchError};
-use meilisearch_sdk::indexes::Index;
 use meilisearch_sdk::search::{SearchResults, Selectors};
 use meilisearch_sdk::task_info::TaskInfo;
 use meilisearch_sdk::tasks::Task;
@@ -44,7 +44,11 @@ use serde::Deserialize;
 use super::{ChunkVector, Filters, IndexHit, SearchConfig, SearchIndex};
 use crate::error::{Error, Result};
 use crate::registry::Viewer;
+use http::Http;
 use schema::{ChunkDoc, HitDoc, VectorDoc, WithVector, EMBEDDER, PRIMARY_KEY};
+
+/// The index, reached through kith's HTTP client (see `http`).
+type Index = meilisearch_sdk::indexes::Index<Http>;
 
 /// One HTTP call (search, document fetch, enqueueing a write).
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
@@ -136,8 +140,9 @@ impl MeiliIndex {
             (None, None) => None,
         };
         let url = config.url.trim_end_matches('/').to_owned();
-        let client = Client::new(url.clone(), key.map(|k| k.0))
+        let http = Http::new(key.as_ref())
             .map_err(|e| Error::Internal(format!("Meilisearch client for {url}: {e}")))?;
+        let client = Client::new_with_client(url.clone(), key.map(|k| k.0), http);
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("kith-meili")
