@@ -22,11 +22,16 @@
 //! more as a `kith mcp` search (hybrid) from the Python MCP SDK client
 //! over stdio (tests/mcp/client.py, in the venv tests/run.sh makes),
 //! timed per call, beside the same search straight to `POST /api/search`.
+//!
+//! `--meilisearch`: the same, with central on the Meilisearch backend (a
+//! server of its own, started as the conformance tests start one), whose
+//! engine ranks keyword and hybrid searches itself.
 
 use std::collections::BTreeMap;
 
 use anyhow::{bail, Context, Result};
 use kith_tests::locomo::{self, Scores, Split};
+use kith_tests::meili::Meili;
 use kith_tests::{reference_dir, Central};
 use serde_json::{json, Value};
 
@@ -36,6 +41,7 @@ struct Args {
     split: Split,
     pack: bool,
     dump: Option<std::path::PathBuf>,
+    meilisearch: bool,
 }
 
 fn parse_args() -> Result<Args> {
@@ -43,6 +49,7 @@ fn parse_args() -> Result<Args> {
         split: Split::All,
         pack: false,
         dump: None,
+        meilisearch: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -52,9 +59,10 @@ fn parse_args() -> Result<Args> {
             }
             "--pack" => args.pack = true,
             "--dump" => args.dump = Some(it.next().context("--dump needs a file")?.into()),
+            "--meilisearch" => args.meilisearch = true,
             "-h" | "--help" => {
                 println!(
-                    "usage: kith-eval [--split tune|report|all] [--pack] [--dump FILE]\n\
+                    "usage: kith-eval [--split tune|report|all] [--pack] [--dump FILE] [--meilisearch]\n\
                      tune: the first {} LoCoMo dev conversations in id order; report: the rest",
                     locomo::TUNE_CONVERSATIONS
                 );
@@ -67,7 +75,12 @@ fn parse_args() -> Result<Args> {
 }
 
 fn main() -> Result<()> {
-    let Args { split, pack, dump } = parse_args()?;
+    let Args {
+        split,
+        pack,
+        dump,
+        meilisearch,
+    } = parse_args()?;
     let mut dump = match &dump {
         Some(path) => Some(std::io::BufWriter::new(
             std::fs::File::create(path).with_context(|| path.display().to_string())?,
@@ -77,12 +90,24 @@ fn main() -> Result<()> {
     let (sessions, mut questions) = locomo::load(&reference_dir().join("data/locomo-dev"))?;
     let asked = split.conversations(&sessions);
     questions.retain(|q| asked.contains(&q.conversation));
-    let central = Central::start()?;
+    let meili = meilisearch.then(Meili::start).transpose()?;
+    let central = match &meili {
+        Some(m) => {
+            let env = m.central_env("kith-eval");
+            Central::start_with(
+                &env.iter()
+                    .map(|(k, v)| (k.as_str(), v.as_str()))
+                    .collect::<Vec<_>>(),
+            )?
+        }
+        None => Central::start()?,
+    };
     let token = central.register("locomo.test", "eval")?;
     let api = central.client(&token);
     eprintln!(
-        "ingesting {} sessions, then asking {} questions ({} split) per mode",
+        "ingesting {} sessions into central on the {} backend, then asking {} questions ({} split) per mode",
         sessions.len(),
+        if meilisearch { "Meilisearch" } else { "embedded" },
         questions.len(),
         split.name()
     );
