@@ -437,7 +437,7 @@ impl MeiliIndex {
                 }
                 q.execute().await
             })?;
-        Ok(results.hits.into_iter().map(to_hit).collect())
+        Ok(in_order(results.hits.into_iter().map(to_hit).collect()))
     }
 
     /// The attached model, or why semantic search cannot run.
@@ -565,6 +565,21 @@ fn is_index_not_found(e: &SdkError) -> bool {
 
 /// A search result as the trait's hit: the `_formatted` crop when it
 /// highlights something, else the start of the text (a semantic hit).
+/// Scores that agree with the order of `hits`: Meilisearch orders a
+/// hybrid search's hits by its own weighting of the keyword and semantic
+/// sides but reports each hit's unweighted score, so a later hit could
+/// score above an earlier one, and a search grouped by conversation (which
+/// reads the scores) ordered conversations against the engine's ranking.
+/// Each score is capped by the one before it.
+fn in_order(mut hits: Vec<IndexHit>) -> Vec<IndexHit> {
+    let mut cap = f32::INFINITY;
+    for hit in &mut hits {
+        hit.score = hit.score.min(cap);
+        cap = hit.score;
+    }
+    hits
+}
+
 fn to_hit(hit: meilisearch_sdk::search::SearchResult<HitDoc>) -> IndexHit {
     let formatted = hit
         .formatted_result
@@ -837,6 +852,22 @@ mod tests {
 
     fn viewer() -> Viewer {
         Viewer::for_tests("ualice", Vec::new())
+    }
+
+    #[test]
+    fn scores_never_rise_down_the_list() {
+        let hit = |id: &str, score: f32| IndexHit {
+            score,
+            ..crate::search::rerank::tests::hit(id, 0.0, "text", "2026-05-11T08:00:00Z")
+        };
+        let hits = in_order(vec![
+            hit("a", 0.9),
+            hit("b", 0.5),
+            hit("c", 0.8),
+            hit("d", 0.4),
+        ]);
+        let got: Vec<(&str, f32)> = hits.iter().map(|h| (h.run_id.as_str(), h.score)).collect();
+        assert_eq!(got, [("a", 0.9), ("b", 0.5), ("c", 0.5), ("d", 0.4)]);
     }
 
     #[test]
