@@ -477,40 +477,6 @@ fn conformance_irregular_forms_find_their_base_form() -> Result<()> {
     Ok(())
 }
 
-/// A question as typed finds the run that answers it in keyword mode, on
-/// both backends: Meilisearch's default matching wants the question's first
-/// word ("How") in every hit, so it found nothing.
-#[test]
-fn conformance_a_question_as_typed_finds_its_answer() -> Result<()> {
-    for backend in backends()? {
-        let b = backend.name;
-        let s = backend.start(&[])?;
-        let alice = s
-            .central
-            .client(&s.central.register("alice.test", "laptop")?);
-        let answer = ingest(
-            &alice,
-            "a",
-            "I fixed the flaky websocket test by raising the reconnect timeout",
-            json!({}),
-        )?;
-        ingest(
-            &alice,
-            "b",
-            "the deploy test pushes the docker image to the registry",
-            json!({}),
-        )?;
-        let unrelated = ingest(&alice, "c", "lunch plans: tacos on friday", json!({}))?;
-        let hits = run_ids(&search(
-            &alice,
-            json!({"query": "How did we fix the flaky websocket test?", "mode": "keyword"}),
-        )?);
-        assert_eq!(hits.first(), Some(&answer), "{b}: {hits:?}");
-        assert!(!hits.contains(&unrelated), "{b}: {hits:?}");
-    }
-    Ok(())
-}
-
 #[test]
 fn conformance_every_filter_narrows_both_ways() -> Result<()> {
     for backend in backends()? {

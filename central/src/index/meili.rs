@@ -36,7 +36,7 @@ use kith_shared::chunk::Chunk;
 use meilisearch_sdk::client::Client;
 use meilisearch_sdk::documents::{DocumentDeletionQuery, DocumentsQuery};
 use meilisearch_sdk::errors::{Error as SdkError, ErrorCode, ErrorType, MeilisearchError};
-use meilisearch_sdk::search::{MatchingStrategies, SearchResults, Selectors};
+use meilisearch_sdk::search::{SearchResults, Selectors};
 use meilisearch_sdk::task_info::TaskInfo;
 use meilisearch_sdk::tasks::Task;
 use serde::Deserialize;
@@ -426,11 +426,7 @@ impl MeiliIndex {
                     .with_highlight_pre_tag("«")
                     .with_highlight_post_tag("»");
                 if let Some(text) = &query {
-                    // A hit needs the query's rarest words, not its first:
-                    // by default ("last") Meilisearch drops words from the
-                    // end, so a question ("How did we…") found nothing.
-                    q.with_query(text)
-                        .with_matching_strategy(MatchingStrategies::FREQUENCY);
+                    q.with_query(text);
                 }
                 if let Some(v) = &vector {
                     q.with_vector(v).with_hybrid(EMBEDDER, semantic_ratio);
