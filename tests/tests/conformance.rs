@@ -153,6 +153,13 @@ struct Setup {
     _tmp: tempfile::TempDir,
 }
 
+impl Setup {
+    /// An API client as a new machine `machine` of `user`.
+    fn client(&self, user: &str, machine: &str) -> Result<Api> {
+        Ok(self.central.client(&self.central.register(user, machine)?))
+    }
+}
+
 impl Backend {
     fn start(&self, extra: &[(&str, &str)]) -> Result<Setup> {
         let tmp = tempfile::tempdir()?;
@@ -388,9 +395,7 @@ fn conformance_ingest_keyword_and_hit_shape() -> Result<()> {
     for backend in backends()? {
         let b = backend.name;
         let s = backend.start(&[])?;
-        let alice = s
-            .central
-            .client(&s.central.register("alice.test", "laptop")?);
+        let alice = s.client("alice.test", "laptop")?;
         let id = ingest(
             &alice,
             "a",
@@ -458,9 +463,7 @@ fn conformance_irregular_forms_find_their_base_form() -> Result<()> {
     for backend in backends()? {
         let b = backend.name;
         let s = backend.start(&[])?;
-        let alice = s
-            .central
-            .client(&s.central.register("alice.test", "laptop")?);
+        let alice = s.client("alice.test", "laptop")?;
         let won = ingest(&alice, "a", "Nate won the regional tournament", json!({}))?;
         let window = ingest(&alice, "b", "the window manager crashed", json!({}))?;
         let go = ingest(&alice, "c", "we go to the lake every summer", json!({}))?;
@@ -482,12 +485,8 @@ fn conformance_every_filter_narrows_both_ways() -> Result<()> {
     for backend in backends()? {
         let b = backend.name;
         let s = backend.start(&[])?;
-        let alice = s
-            .central
-            .client(&s.central.register("alice.test", "laptop")?);
-        let desk = s
-            .central
-            .client(&s.central.register("alice.test", "desktop")?);
+        let alice = s.client("alice.test", "laptop")?;
+        let desk = s.client("alice.test", "desktop")?;
         let w = "quasar";
         let root = ingest(
             &alice,
@@ -569,15 +568,9 @@ fn conformance_privacy_grants_and_revokes() -> Result<()> {
     for backend in backends()? {
         let b = backend.name;
         let s = backend.start(&[])?;
-        let alice = s
-            .central
-            .client(&s.central.register("alice.test", "laptop")?);
-        let bob = s
-            .central
-            .client(&s.central.register("bob.test", "desktop")?);
-        let carol = s
-            .central
-            .client(&s.central.register("carol.test", "tablet")?);
+        let alice = s.client("alice.test", "laptop")?;
+        let bob = s.client("bob.test", "desktop")?;
+        let carol = s.client("carol.test", "tablet")?;
         let w = "marmalade";
         let mine = ingest(&alice, "a", &format!("{w} alice private"), json!({}))?;
         let bobs_root = ingest(&bob, "b", &format!("{w} bob root"), json!({}))?;
@@ -674,12 +667,8 @@ fn conformance_others_private_runs_never_move_a_viewers_ranking() -> Result<()> 
     for backend in backends()? {
         let b = backend.name;
         let s = backend.start(&[])?;
-        let alice = s
-            .central
-            .client(&s.central.register("alice.test", "laptop")?);
-        let bob = s
-            .central
-            .client(&s.central.register("bob.test", "desktop")?);
+        let alice = s.client("alice.test", "laptop")?;
+        let bob = s.client("bob.test", "desktop")?;
         let texts = [
             "the quokka migration broke the lantern cache on staging",
             "lantern cache warmed after the deploy, nothing about animals here at all",
@@ -745,12 +734,8 @@ fn conformance_semantic_and_hybrid_modes() -> Result<()> {
     for backend in backends()? {
         let b = backend.name;
         let s = backend.start(&[("KITH_MODEL_DIR", &models)])?;
-        let alice = s
-            .central
-            .client(&s.central.register("alice.test", "laptop")?);
-        let bob = s
-            .central
-            .client(&s.central.register("bob.test", "desktop")?);
+        let alice = s.client("alice.test", "laptop")?;
+        let bob = s.client("bob.test", "desktop")?;
         let ci = ingest(
             &alice,
             "a",
@@ -940,12 +925,8 @@ fn conformance_superseded_chains_leave_search_unless_asked() -> Result<()> {
             .map(|m| vec![("KITH_MODEL_DIR", m)])
             .unwrap_or_default();
         let s = backend.start(&extra)?;
-        let alice = s
-            .central
-            .client(&s.central.register("alice.test", "laptop")?);
-        let bob = s
-            .central
-            .client(&s.central.register("bob.test", "desktop")?);
+        let alice = s.client("alice.test", "laptop")?;
+        let bob = s.client("bob.test", "desktop")?;
         let path = "/home/u/.claude/projects/p/s.jsonl";
         let old = ingest(
             &alice,
@@ -1189,9 +1170,7 @@ fn conformance_ranking_on_a_labelled_set() -> Result<()> {
             .map(|m| ("KITH_MODEL_DIR", m.as_str()))
             .collect();
         let s = backend.start(&extra)?;
-        let alice = s
-            .central
-            .client(&s.central.register("alice.test", "laptop")?);
+        let alice = s.client("alice.test", "laptop")?;
         let mut id_of = std::collections::HashMap::new();
         for (label, text) in docs {
             id_of.insert(label, ingest(&alice, label, text, json!({}))?);
@@ -1557,12 +1536,8 @@ fn conformance_text_is_found_before_its_vector_exists() -> Result<()> {
             ("KITH_EMBED_PROVIDER", "ollama"),
             ("KITH_EMBED_URL", url.as_str()),
         ])?;
-        let alice = s
-            .central
-            .client(&s.central.register("alice.test", "laptop")?);
-        let bob = s
-            .central
-            .client(&s.central.register("bob.test", "desktop")?);
+        let alice = s.client("alice.test", "laptop")?;
+        let bob = s.client("bob.test", "desktop")?;
         let with_vector = ingest(&alice, "a", "the wallaby roster for the zoo", json!({}))?;
         alice.wait_embedded(&with_vector, EMBEDDED_WITHIN)?;
         let without = ingest(
@@ -1845,12 +1820,8 @@ fn conformance_facet_filters_keep_exactly_the_matching_conversations() -> Result
             .map(|m| ("KITH_MODEL_DIR", m.as_str()))
             .collect();
         let s = backend.start(&extra)?;
-        let alice = s
-            .central
-            .client(&s.central.register("alice.test", "laptop")?);
-        let bob = s
-            .central
-            .client(&s.central.register("bob.test", "desktop")?);
+        let alice = s.client("alice.test", "laptop")?;
+        let bob = s.client("bob.test", "desktop")?;
         s.central.register("carol.test", "tablet")?;
         let w = "zeppelin";
         // One session in two deltas: only the second edits the parser.
@@ -2047,12 +2018,8 @@ fn conformance_a_facet_never_reveals_a_private_run() -> Result<()> {
             .map(|m| ("KITH_MODEL_DIR", m.as_str()))
             .collect();
         let s = backend.start(&extra)?;
-        let alice = s
-            .central
-            .client(&s.central.register("alice.test", "laptop")?);
-        let bob = s
-            .central
-            .client(&s.central.register("bob.test", "desktop")?);
+        let alice = s.client("alice.test", "laptop")?;
+        let bob = s.client("bob.test", "desktop")?;
         let w = "blueprint";
         let edit = |path: &str| json!({"file_path": path, "old_string": "a", "new_string": "b"});
         let secret = "/home/alice/secret/plan.rs";
@@ -2160,9 +2127,7 @@ fn conformance_grouped_search_ranks_conversations() -> Result<()> {
     for backend in backends()? {
         let b = backend.name;
         let s = backend.start(&[])?;
-        let alice = s
-            .central
-            .client(&s.central.register("alice.test", "laptop")?);
+        let alice = s.client("alice.test", "laptop")?;
         let w = "heliotrope";
         // Long enough that every turn is a chunk of its own.
         let filler = "the gardener waters the beds along the south wall every morning, \
@@ -2337,9 +2302,7 @@ fn conformance_search_rejects_oversized_filters() -> Result<()> {
     for backend in backends()? {
         let b = backend.name;
         let s = backend.start(&[])?;
-        let alice = s
-            .central
-            .client(&s.central.register("alice.test", "laptop")?);
+        let alice = s.client("alice.test", "laptop")?;
         ingest(&alice, "a", "the kestrel survey", json!({}))?;
         let keys = [
             "file",
