@@ -559,8 +559,6 @@ fn is_index_not_found(e: &SdkError) -> bool {
     )
 }
 
-/// A search result as the trait's hit: the `_formatted` crop when it
-/// highlights something, else the start of the text (a semantic hit).
 /// Scores that agree with the order of `hits`: Meilisearch orders a
 /// hybrid search's hits by its own weighting of the keyword and semantic
 /// sides but reports each hit's unweighted score, so a later hit could
@@ -576,6 +574,8 @@ fn in_order(mut hits: Vec<IndexHit>) -> Vec<IndexHit> {
     hits
 }
 
+/// A search result as the trait's hit: the `_formatted` crop when it
+/// highlights something, else the start of the text (a semantic hit).
 fn to_hit(hit: meilisearch_sdk::search::SearchResult<HitDoc>) -> IndexHit {
     let formatted = hit
         .formatted_result

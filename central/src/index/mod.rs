@@ -95,6 +95,8 @@ pub struct Filters {
 pub struct IndexHit {
     pub run_id: String,
     pub chunk_id: String,
+    /// Relevance; a search's hits come best first, their scores never
+    /// rising down the list (grouping and re-ranking read them).
     pub score: f32,
     pub role: String,
     pub text: String,

@@ -37,22 +37,15 @@ impl Http {
         Ok(Self(client))
     }
 
-    async fn send<Query: Serialize, Output: DeserializeOwned>(
+    /// Sends one request to `url` (its query string included) and parses
+    /// the reply as the SDK's own client does.
+    async fn send<Output: DeserializeOwned>(
         &self,
-        url: &str,
-        method: Method<Query, ()>,
+        url: String,
+        verb: reqwest::Method,
         body: Option<(Vec<u8>, &str)>,
         expected_status_code: u16,
     ) -> Result<Output, SdkError> {
-        let query = yaup::to_string(method.query())?;
-        let url = format!("{url}{query}");
-        let verb = match method {
-            Method::Get { .. } => reqwest::Method::GET,
-            Method::Delete { .. } => reqwest::Method::DELETE,
-            Method::Post { .. } => reqwest::Method::POST,
-            Method::Put { .. } => reqwest::Method::PUT,
-            Method::Patch { .. } => reqwest::Method::PATCH,
-        };
         let mut request = self.0.request(verb, &url);
         if let Some((bytes, content_type)) = body {
             request = request.header(CONTENT_TYPE, content_type).body(bytes);
@@ -63,6 +56,25 @@ impl Http {
         let text = if text.is_empty() { "null" } else { &text };
         parse_response(status, expected_status_code, text, url)
     }
+}
+
+/// The method's HTTP verb.
+fn verb<Query, Body>(method: &Method<Query, Body>) -> reqwest::Method {
+    match method {
+        Method::Get { .. } => reqwest::Method::GET,
+        Method::Delete { .. } => reqwest::Method::DELETE,
+        Method::Post { .. } => reqwest::Method::POST,
+        Method::Put { .. } => reqwest::Method::PUT,
+        Method::Patch { .. } => reqwest::Method::PATCH,
+    }
+}
+
+/// `url` with the method's query string.
+fn with_query<Query: Serialize, Body>(
+    url: &str,
+    method: &Method<Query, Body>,
+) -> Result<String, SdkError> {
+    Ok(format!("{url}{}", yaup::to_string(method.query())?))
 }
 
 #[async_trait::async_trait]
@@ -82,7 +94,8 @@ impl HttpClient for Http {
             Some(body) => Some((serde_json::to_vec(body)?, "application/json")),
             None => None,
         };
-        self.send(url, method.map_body(|_| ()), body, expected_status_code)
+        let url = with_query(url, &method)?;
+        self.send(url, verb(&method), body, expected_status_code)
             .await
     }
 
@@ -97,38 +110,24 @@ impl HttpClient for Http {
         content_type: &str,
         expected_status_code: u16,
     ) -> Result<Output, SdkError> {
-        let mut bytes = Vec::new();
-        let method = match method {
-            Method::Post { query, body } => {
-                read(body, &mut bytes).await?;
-                Method::Post { query, body: () }
+        let (url, verb) = (with_query(url, &method)?, verb(&method));
+        let body = match method.into_body() {
+            Some(body) => {
+                let mut bytes = Vec::new();
+                std::pin::pin!(body)
+                    .read_to_end(&mut bytes)
+                    .await
+                    .map_err(|e| SdkError::Other(Box::new(e)))?;
+                Some((bytes, content_type))
             }
-            Method::Put { query, body } => {
-                read(body, &mut bytes).await?;
-                Method::Put { query, body: () }
-            }
-            Method::Patch { query, body } => {
-                read(body, &mut bytes).await?;
-                Method::Patch { query, body: () }
-            }
-            Method::Get { query } => Method::Get { query },
-            Method::Delete { query } => Method::Delete { query },
+            None => None,
         };
-        let body = method.body().map(|()| (bytes, content_type));
-        self.send(url, method, body, expected_status_code).await
+        self.send(url, verb, body, expected_status_code).await
     }
 
     fn is_tokio(&self) -> bool {
         true
     }
-}
-
-async fn read(body: impl AsyncRead, into: &mut Vec<u8>) -> Result<(), SdkError> {
-    std::pin::pin!(body)
-        .read_to_end(into)
-        .await
-        .map(drop)
-        .map_err(|e| SdkError::Other(Box::new(e)))
 }
 
 #[cfg(test)]
