@@ -23,9 +23,6 @@ use tantivy::schema::{
     STRING,
 };
 use tantivy::snippet::SnippetGenerator;
-use tantivy::tokenizer::{
-    Language, LowerCaser, RemoveLongFilter, SimpleTokenizer, Stemmer, TextAnalyzer,
-};
 use tantivy::{
     DocAddress, DocId, DocSet, Index, IndexReader, IndexSettings, IndexWriter, ReloadPolicy, Score,
     SegmentOrdinal, SegmentReader, TantivyDocument, Term, TERMINATED,
@@ -37,8 +34,10 @@ mod stats;
 use self::allowed::{AllowedCache, AllowedTopDocs};
 use self::stats::ReadableStats;
 use super::vectors::{self, chunk_key, KeyMap, Unsynced, VectorStore};
+use super::words::{self, highlight, text_start, SNIPPET_CHARS};
 use super::{
-    chunk_id, normalize_prefix, path_prefixes, ChunkVector, Filters, IndexHit, SearchIndex,
+    chunk_id, normalize_prefix, path_prefixes, split_chunk_id, ChunkVector, Filters, IndexHit,
+    SearchIndex,
 };
 use crate::error::{Error, Result};
 use crate::registry::GrantScope;
@@ -47,7 +46,6 @@ use crate::search::fusion;
 
 /// Memory budget of the tantivy writer (split across its threads).
 const WRITER_HEAP_BYTES: usize = 64 * 1024 * 1024;
-const SNIPPET_CHARS: usize = 240;
 /// Vectors the ANN index proposes per semantic query (at least), before
 /// the viewer's readability and filters: a margin for what they remove.
 const ANN_CANDIDATES: usize = 200;
@@ -111,15 +109,6 @@ const WORDS: &str = "en_base_stem";
 /// as it was built; `reindex` rebuilds it with `WORDS`.
 const STEMS: &str = "en_stem";
 
-fn words() -> TextAnalyzer {
-    TextAnalyzer::builder(SimpleTokenizer::default())
-        .filter(RemoveLongFilter::limit(40))
-        .filter(LowerCaser)
-        .filter(super::base_form::BaseForm)
-        .filter(Stemmer::new(Language::English))
-        .build()
-}
-
 fn schema(words: &str) -> (Schema, Fields) {
     let mut b = Schema::builder();
     let text_opts = TextOptions::default()
@@ -180,7 +169,7 @@ impl EmbeddedIndex {
         } else {
             Index::create(directory, schema, IndexSettings::default()).map_err(corrupt)?
         };
-        index.tokenizers().register(WORDS, words());
+        index.tokenizers().register(WORDS, words::analyzer());
         let reader = index
             .reader_builder()
             .reload_policy(ReloadPolicy::Manual)
@@ -869,13 +858,9 @@ impl SearchIndex for EmbeddedIndex {
         let fused = fusion::fuse(&keyword, &semantic, semantic_ratio);
         let best = fusion::lift_by_neighbours(&fused, limit, |key| {
             let hit = docs.hit(self, key)?;
-            let (run, idx) = hit
-                .chunk_id
-                .rsplit_once('-')
-                .and_then(|(run, idx)| Some((run, idx.parse::<u32>().ok()?)))
-                .ok_or_else(|| {
-                    Error::Internal(format!("chunk id {:?} is not <run>-<index>", hit.chunk_id))
-                })?;
+            let (run, idx) = split_chunk_id(&hit.chunk_id).ok_or_else(|| {
+                Error::Internal(format!("chunk id {:?} is not <run>-<index>", hit.chunk_id))
+            })?;
             let key_of = |i: u32| chunk_key(&chunk_id(run, i));
             Ok::<_, Error>((
                 idx.checked_sub(1).map(key_of),
@@ -1032,31 +1017,6 @@ fn remove_where(dir: &Path, gone: impl Fn(&str) -> bool) -> std::io::Result<()> 
         }
     }
     Ok(())
-}
-
-/// The snippet with matches wrapped in `«` and `»`; the start of the text
-/// when nothing matched (a semantic hit, say).
-fn highlight(snippet: &tantivy::snippet::Snippet, text: &str) -> String {
-    let fragment = snippet.fragment();
-    if fragment.is_empty() {
-        return text_start(text);
-    }
-    let mut out = String::with_capacity(fragment.len() + 16);
-    let mut at = 0;
-    for range in snippet.highlighted() {
-        out.push_str(&fragment[at..range.start]);
-        out.push('«');
-        out.push_str(&fragment[range.clone()]);
-        out.push('»');
-        at = range.end;
-    }
-    out.push_str(&fragment[at..]);
-    out
-}
-
-/// A hit's snippet before (or without) highlighting.
-fn text_start(text: &str) -> String {
-    text.chars().take(SNIPPET_CHARS).collect()
 }
 
 /// The candidates of one hybrid search by chunk key, and the hits of those

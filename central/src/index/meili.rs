@@ -2,8 +2,11 @@
 //! index, written and searched through the official `meilisearch-sdk`.
 //! Text goes in at `commit` (keyword search sees it at once); vectors come
 //! later from kith's own embed queue as partial updates (a `userProvided`
-//! embedder named `default`). Hybrid search is Meilisearch's own, with
-//! `semanticRatio`. Every search carries the viewer's readability clause
+//! embedder named `default`). A search is one multi-search: a question per
+//! word of the query, which central ranks with BM25 (`bm25`: Meilisearch's
+//! own ranking of several words finds little for a question typed as a
+//! sentence), and the vector search, fused with the embedded index's
+//! fusion. Every search carries the viewer's readability clause
 //! (`filter::readable_by`), built here and nowhere else.
 //!
 //! **Sync over async.** `SearchIndex` is synchronous: it is called from
@@ -22,6 +25,7 @@
 //! indexing jobs in the registry, so the work is redone when Meilisearch is
 //! back; searches answer 503 `search_backend_unavailable` meanwhile.
 
+mod bm25;
 mod filter;
 mod http;
 mod schema;
@@ -36,14 +40,17 @@ use kith_shared::chunk::Chunk;
 use meilisearch_sdk::client::Client;
 use meilisearch_sdk::documents::{DocumentDeletionQuery, DocumentsQuery};
 use meilisearch_sdk::errors::{Error as SdkError, ErrorCode, ErrorType, MeilisearchError};
-use meilisearch_sdk::search::{SearchResults, Selectors};
+use meilisearch_sdk::search::{SearchQuery, SearchResults, Selectors};
 use meilisearch_sdk::task_info::TaskInfo;
 use meilisearch_sdk::tasks::Task;
 use serde::Deserialize;
 
-use super::{ChunkVector, Filters, IndexHit, SearchConfig, SearchIndex};
+use super::{
+    chunk_id, split_chunk_id, words, ChunkVector, Filters, IndexHit, SearchConfig, SearchIndex,
+};
 use crate::error::{Error, Result};
 use crate::registry::Viewer;
+use crate::search::fusion;
 use http::Http;
 use schema::{ChunkDoc, HitDoc, VectorDoc, WithVector, EMBEDDER, PRIMARY_KEY};
 
@@ -61,9 +68,9 @@ const SETTINGS_TIMEOUT: Duration = Duration::from_secs(600);
 const POLL_INTERVAL: Duration = Duration::from_millis(25);
 /// Documents per write request.
 const DOCS_PER_REQUEST: usize = 1000;
-/// Words of context in a snippet (about the embedded backend's 240 chars).
-const CROP_WORDS: usize = 40;
-const SNIPPET_CHARS: usize = 240;
+/// Matches asked of Meilisearch per word of a keyword search, and hits
+/// per side of a hybrid one (the embedded index's fusion pool).
+const TERM_POOL: usize = 50;
 
 /// The Meilisearch API key. `Debug` never shows it and it has no `Display`,
 /// so it cannot reach a log line or an error message.
@@ -396,44 +403,93 @@ impl MeiliIndex {
         }
     }
 
-    /// One search, always filtered by what the viewer may read.
-    #[allow(clippy::too_many_arguments)]
-    fn search(
+    /// One round trip of searches (a multi-search), each filtered by what
+    /// the viewer may read and by `filters`; their results in order.
+    fn multi_search(
         &self,
         viewer: &Viewer,
-        query: Option<&str>,
-        vector: Option<&[f32]>,
-        semantic_ratio: f32,
         filters: &Filters,
-        extra: &[String],
-        limit: usize,
-    ) -> Result<Vec<IndexHit>> {
+        asks: Vec<Ask>,
+    ) -> Result<Vec<SearchResults<HitDoc>>> {
         self.ensure_ready()?;
-        let filter = filter::search_filter(viewer, filters, extra);
-        let query = query.map(str::to_owned);
-        let vector = vector.map(<[f32]>::to_vec);
-        let results: SearchResults<HitDoc> =
-            self.call("searching", REQUEST_TIMEOUT, move |index| async move {
-                let crop = [("text", None)];
-                let mut q = index.search();
-                q.with_filter(&filter)
-                    .with_limit(limit.max(1))
+        let asks: Vec<(Ask, String)> = asks
+            .into_iter()
+            .map(|ask| {
+                let filter = filter::search_filter(viewer, filters, &ask.extra);
+                (ask, filter)
+            })
+            .collect();
+        self.call("searching", REQUEST_TIMEOUT, move |index| async move {
+            let mut multi = index.client.multi_search();
+            for (ask, filter) in &asks {
+                let mut q = SearchQuery::new(&index);
+                q.with_index_uid()
+                    .with_filter(filter)
+                    .with_limit(ask.limit)
                     .with_show_ranking_score(true)
-                    .with_attributes_to_retrieve(Selectors::Some(schema::RETRIEVED))
-                    .with_attributes_to_crop(Selectors::Some(&crop))
-                    .with_crop_length(CROP_WORDS)
-                    .with_attributes_to_highlight(Selectors::Some(&["text"]))
-                    .with_highlight_pre_tag("«")
-                    .with_highlight_post_tag("»");
-                if let Some(text) = &query {
+                    .with_attributes_to_retrieve(Selectors::Some(schema::RETRIEVED));
+                if let Some(text) = &ask.text {
                     q.with_query(text);
                 }
-                if let Some(v) = &vector {
-                    q.with_vector(v).with_hybrid(EMBEDDER, semantic_ratio);
+                if let Some(v) = &ask.vector {
+                    q.with_vector(v).with_hybrid(EMBEDDER, 1.0);
                 }
-                q.execute().await
-            })?;
-        Ok(in_order(results.hits.into_iter().map(to_hit).collect()))
+                multi.with_search_query(q);
+            }
+            multi.execute::<HitDoc>().await.map(|r| r.results)
+        })
+    }
+
+    /// The keyword side, ranked by central (`bm25`), and the vector side
+    /// when `vector` is given, each best first and at most `limit`, from
+    /// one multi-search: how many chunks the viewer may read, each term's
+    /// matches (`limit` of them at most), and the vector search.
+    fn sides(
+        &self,
+        viewer: &Viewer,
+        query: &str,
+        vector: Option<&[f32]>,
+        filters: &Filters,
+        limit: usize,
+    ) -> Result<(Vec<IndexHit>, Vec<IndexHit>)> {
+        let terms = bm25::terms(query);
+        let mut asks = Vec::with_capacity(terms.len() + 2);
+        if !terms.is_empty() {
+            asks.push(Ask::count());
+            asks.extend(terms.iter().map(|t| Ask::text(&t.ask, limit)));
+        }
+        if let Some(v) = vector {
+            let model = self.attached_model()?;
+            asks.push(Ask::vector(v, &model, limit));
+        }
+        if asks.is_empty() {
+            return Ok(Default::default());
+        }
+        let mut results = self.multi_search(viewer, filters, asks)?;
+        let semantic = match vector {
+            Some(_) => results
+                .pop()
+                .map(|r| r.hits.into_iter().map(to_hit).collect())
+                .unwrap_or_default(),
+            None => Vec::new(),
+        };
+        let mut results = results.into_iter();
+        let readable = results.next().map_or(0, |r| total(&r));
+        let mut candidates = Candidates::default();
+        let answers: Vec<bm25::Answer> = results
+            .map(|r| bm25::Answer {
+                total: total(&r),
+                hits: r
+                    .hits
+                    .into_iter()
+                    .map(|h| candidates.add(to_hit(h)))
+                    .collect(),
+            })
+            .collect();
+        let texts: Vec<&str> = candidates.hits.iter().map(|h| h.text.as_str()).collect();
+        let ranked = bm25::rank(&terms, &answers, readable, &texts);
+        let keyword = candidates.scored(ranked.into_iter().take(limit));
+        Ok((keyword, semantic))
     }
 
     /// The attached model, or why semantic search cannot run.
@@ -559,34 +615,93 @@ fn is_index_not_found(e: &SdkError) -> bool {
     )
 }
 
-/// Scores that agree with the order of `hits`: Meilisearch orders a
-/// hybrid search's hits by its own weighting of the keyword and semantic
-/// sides but reports each hit's unweighted score, so a later hit could
-/// score above an earlier one, and a search grouped by conversation (which
-/// reads the scores) ordered conversations against the engine's ranking.
-/// Each score is capped by the one before it.
-fn in_order(mut hits: Vec<IndexHit>) -> Vec<IndexHit> {
-    let mut cap = f32::INFINITY;
-    for hit in &mut hits {
-        hit.score = hit.score.min(cap);
-        cap = hit.score;
-    }
-    hits
+/// One search of a multi-search: text, a vector, or neither (a count).
+struct Ask {
+    text: Option<String>,
+    vector: Option<Vec<f32>>,
+    /// Filter clauses beside the viewer's and the search's.
+    extra: Vec<String>,
+    limit: usize,
 }
 
-/// A search result as the trait's hit: the `_formatted` crop when it
-/// highlights something, else the start of the text (a semantic hit).
+impl Ask {
+    /// How many chunks the viewer may read (within the search's filters).
+    fn count() -> Self {
+        Self {
+            text: None,
+            vector: None,
+            extra: Vec::new(),
+            limit: 0,
+        }
+    }
+
+    fn text(text: &str, limit: usize) -> Self {
+        Self {
+            text: Some(text.to_owned()),
+            ..Self::count()
+        }
+        .limit(limit)
+    }
+
+    /// Vector search over the chunks that hold `model`'s vectors.
+    fn vector(vector: &[f32], model: &str, limit: usize) -> Self {
+        Self {
+            vector: Some(vector.to_vec()),
+            extra: vec![filter::vector_model_is(model)],
+            ..Self::count()
+        }
+        .limit(limit)
+    }
+
+    fn limit(self, limit: usize) -> Self {
+        Self { limit, ..self }
+    }
+}
+
+/// How many chunks matched a search: Meilisearch's `estimatedTotalHits`,
+/// the size of the filtered set of matches it ranks from.
+fn total(results: &SearchResults<HitDoc>) -> u64 {
+    results.estimated_total_hits.unwrap_or(results.hits.len()) as u64
+}
+
+/// The hits of several searches, each chunk once, by position.
+#[derive(Default)]
+struct Candidates {
+    hits: Vec<IndexHit>,
+    at: HashMap<String, usize>,
+}
+
+impl Candidates {
+    /// `hit`'s position (its first, if it was added before).
+    fn add(&mut self, hit: IndexHit) -> usize {
+        *self.at.entry(hit.chunk_id.clone()).or_insert_with(|| {
+            self.hits.push(hit);
+            self.hits.len() - 1
+        })
+    }
+
+    fn position(&self, chunk_id: &str) -> Option<usize> {
+        self.at.get(chunk_id).copied()
+    }
+
+    /// The hits at these positions, with these scores.
+    fn scored(&self, ranked: impl IntoIterator<Item = (usize, f32)>) -> Vec<IndexHit> {
+        ranked
+            .into_iter()
+            .map(|(i, score)| IndexHit {
+                score,
+                ..self.hits[i].clone()
+            })
+            .collect()
+    }
+}
+
+/// A search result as the trait's hit; its snippet is the start of its
+/// text until the search highlights it (`SearchIndex::highlight`).
 fn to_hit(hit: meilisearch_sdk::search::SearchResult<HitDoc>) -> IndexHit {
-    let formatted = hit
-        .formatted_result
-        .as_ref()
-        .and_then(|f| f.get("text"))
-        .and_then(|t| t.as_str())
-        .filter(|t| t.contains('«'))
-        .map(str::to_owned);
     let doc = hit.result;
     IndexHit {
-        snippet: formatted.unwrap_or_else(|| doc.text.chars().take(SNIPPET_CHARS).collect()),
+        snippet: words::text_start(&doc.text),
         score: hit.ranking_score.unwrap_or_default() as f32,
         run_id: doc.run_id,
         chunk_id: doc.id,
@@ -682,6 +797,8 @@ impl SearchIndex for MeiliIndex {
         self.ensure_ready()
     }
 
+    /// Ranked by central over Meilisearch's matches for each word (see
+    /// `bm25`).
     fn keyword(
         &self,
         viewer: &Viewer,
@@ -689,7 +806,17 @@ impl SearchIndex for MeiliIndex {
         filters: &Filters,
         limit: usize,
     ) -> Result<Vec<IndexHit>> {
-        self.search(viewer, Some(query), None, 0.0, filters, &[], limit)
+        let (mut keyword, _) = self.sides(viewer, query, None, filters, limit.max(TERM_POOL))?;
+        keyword.truncate(limit);
+        Ok(keyword)
+    }
+
+    fn highlight(&self, query: &str, hits: &mut [IndexHit]) -> Result<()> {
+        let snippets = words::Snippets::new(query, words::analyzer());
+        for hit in hits {
+            hit.snippet = snippets.of(&hit.text);
+        }
+        Ok(())
     }
 
     fn semantic(
@@ -699,19 +826,11 @@ impl SearchIndex for MeiliIndex {
         filters: &Filters,
         limit: usize,
     ) -> Result<Vec<IndexHit>> {
-        let model = self.attached_model()?;
-        let only_this_model = [filter::vector_model_is(&model)];
-        self.search(
-            viewer,
-            None,
-            Some(vector),
-            1.0,
-            filters,
-            &only_this_model,
-            limit,
-        )
+        Ok(self.sides(viewer, "", Some(vector), filters, limit)?.1)
     }
 
+    /// Both sides from one multi-search, fused and lifted by neighbours as
+    /// the embedded index does (`search::fusion`).
     fn hybrid(
         &self,
         viewer: &Viewer,
@@ -721,16 +840,30 @@ impl SearchIndex for MeiliIndex {
         limit: usize,
         semantic_ratio: f32,
     ) -> Result<Vec<IndexHit>> {
-        self.attached_model()?;
-        self.search(
-            viewer,
-            Some(query),
-            Some(vector),
-            semantic_ratio,
-            filters,
-            &[],
-            limit,
-        )
+        let pool = limit.max(TERM_POOL);
+        let (keyword, semantic) = self.sides(viewer, query, Some(vector), filters, pool)?;
+        let mut candidates = Candidates::default();
+        let mut keyed = |hits: Vec<IndexHit>| -> Vec<(usize, f32)> {
+            hits.into_iter()
+                .map(|hit| {
+                    let score = hit.score;
+                    (candidates.add(hit), score)
+                })
+                .collect()
+        };
+        let (keyword, semantic) = (keyed(keyword), keyed(semantic));
+        let fused = fusion::fuse(&keyword, &semantic, semantic_ratio);
+        let best = fusion::lift_by_neighbours(&fused, limit, |i| {
+            let id = &candidates.hits[i].chunk_id;
+            let (run, idx) = split_chunk_id(id)
+                .ok_or_else(|| Error::Internal(format!("chunk id {id:?} is not <run>-<index>")))?;
+            let at = |i: u32| candidates.position(&chunk_id(run, i));
+            Ok::<_, Error>((
+                idx.checked_sub(1).and_then(at),
+                idx.checked_add(1).and_then(at),
+            ))
+        })?;
+        Ok(candidates.scored(best))
     }
 
     fn attach_vectors(&self, model_id: &str, dim: usize) -> Result<()> {
@@ -848,22 +981,6 @@ mod tests {
 
     fn viewer() -> Viewer {
         Viewer::for_tests("ualice", Vec::new())
-    }
-
-    #[test]
-    fn scores_never_rise_down_the_list() {
-        let hit = |id: &str, score: f32| IndexHit {
-            score,
-            ..crate::search::rerank::tests::hit(id, 0.0, "text", "2026-05-11T08:00:00Z")
-        };
-        let hits = in_order(vec![
-            hit("a", 0.9),
-            hit("b", 0.5),
-            hit("c", 0.8),
-            hit("d", 0.4),
-        ]);
-        let got: Vec<(&str, f32)> = hits.iter().map(|h| (h.run_id.as_str(), h.score)).collect();
-        assert_eq!(got, [("a", 0.9), ("b", 0.5), ("c", 0.5), ("d", 0.4)]);
     }
 
     #[test]

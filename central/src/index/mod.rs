@@ -11,6 +11,7 @@ pub mod base_form;
 pub mod embedded;
 pub mod meili;
 pub mod vectors;
+pub mod words;
 
 use std::path::{Path, PathBuf};
 
@@ -158,11 +159,8 @@ pub trait SearchIndex: Send + Sync {
 
     /// Sets each hit's snippet to its text around `query`'s matches. The
     /// search highlights only the hits it returns, after fusion and the
-    /// registry re-check; a backend whose `keyword` hits come highlighted
-    /// (a server) leaves them as they are.
-    fn highlight(&self, _query: &str, _hits: &mut [IndexHit]) -> Result<()> {
-        Ok(())
-    }
+    /// registry re-check.
+    fn highlight(&self, query: &str, hits: &mut [IndexHit]) -> Result<()>;
 
     /// Vector search over the chunks the viewer may read, filtered before
     /// ranking. Errors with `embedder_unavailable` before `attach_vectors`.
@@ -198,8 +196,8 @@ pub trait SearchIndex: Send + Sync {
 
     /// Keyword and vector search fused into one ranking, `semantic_ratio`
     /// weighing the vector side (0 keyword only, 1 vectors only), filtered
-    /// like `keyword`. Each backend fuses in its engine: the embedded one
-    /// with `search::fusion`, reading documents only for what it returns.
+    /// like `keyword`. Both backends fuse with `search::fusion` (the
+    /// embedded one reading documents only for what it returns).
     fn hybrid(
         &self,
         viewer: &Viewer,
@@ -234,6 +232,12 @@ pub struct ChunkVector {
 /// Chunk id: the run id and the chunk's index in the run.
 pub fn chunk_id(run_id: &str, chunk_idx: u32) -> String {
     format!("{run_id}-{chunk_idx}")
+}
+
+/// The run id and index of a chunk id.
+pub fn split_chunk_id(id: &str) -> Option<(&str, u32)> {
+    let (run, idx) = id.rsplit_once('-')?;
+    Some((run, idx.parse().ok()?))
 }
 
 /// Every ancestor of a path, itself included, without trailing slashes
