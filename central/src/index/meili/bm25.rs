@@ -12,6 +12,8 @@
 //! embedded index does: words read by the same analyzer (`words`), the
 //! same k1 and b, frequencies counted over what the viewer may read.
 
+use std::collections::HashMap;
+
 use tantivy::tokenizer::{LowerCaser, RemoveLongFilter, SimpleTokenizer, TextAnalyzer};
 
 use crate::index::base_form::base_form;
@@ -39,10 +41,7 @@ pub struct Term {
 /// and "quoted phrases"; a word the tokenizer splits (`src/main.rs`) is
 /// also a phrase of its pieces. Distinct, at most `MAX_TERMS`.
 pub fn terms(query: &str) -> Vec<Term> {
-    let mut surface = TextAnalyzer::builder(SimpleTokenizer::default())
-        .filter(RemoveLongFilter::limit(40))
-        .filter(LowerCaser)
-        .build();
+    let mut surface = surface();
     let mut words = analyzer();
     let mut out: Vec<Term> = Vec::new();
     let mut push = |term: Term| {
@@ -118,13 +117,22 @@ pub struct Answer {
 /// prefix or a typo match: "campus" for "camp"), and the candidates' mean
 /// length as the average. Candidates holding no term are left out.
 pub fn rank(terms: &[Term], answers: &[Answer], n: u64, texts: &[&str]) -> Vec<(usize, f32)> {
-    let mut analyzer = analyzer();
-    let docs: Vec<Vec<String>> = texts.iter().map(|t| tokens(&mut analyzer, t)).collect();
+    let mut reader = Reader::default();
+    let docs: Vec<Vec<u32>> = texts.iter().map(|t| reader.read(t)).collect();
     let avg_len =
         (docs.iter().map(Vec::len).sum::<usize>() as f32 / docs.len().max(1) as f32).max(1.0);
     let mut scores = vec![0f32; docs.len()];
     for (term, answer) in terms.iter().zip(answers) {
-        let tf: Vec<usize> = docs.iter().map(|d| occurrences(d, &term.words)).collect();
+        // A word no candidate holds has no id: the term matches nothing.
+        let Some(words) = term
+            .words
+            .iter()
+            .map(|w| reader.stems.get(w).copied())
+            .collect::<Option<Vec<u32>>>()
+        else {
+            continue;
+        };
+        let tf: Vec<usize> = docs.iter().map(|d| occurrences(d, &words)).collect();
         let holding = answer.hits.iter().filter(|&&i| tf[i] > 0).count();
         let df = if answer.hits.is_empty() {
             answer.total
@@ -152,8 +160,69 @@ pub fn rank(terms: &[Term], answers: &[Answer], n: u64, texts: &[&str]) -> Vec<(
     ranked
 }
 
+/// Reads texts as `analyzer` does, as ids of the words it reads, each
+/// distinct word analysed once: the stemmer was most of the cost.
+struct Reader {
+    surface: TextAnalyzer,
+    analyzer: TextAnalyzer,
+    /// Each word as written (lowercase), as the id of what it reads as.
+    seen: HashMap<String, u32>,
+    /// Each word as read, by id.
+    stems: HashMap<String, u32>,
+}
+
+impl Default for Reader {
+    fn default() -> Self {
+        Self {
+            surface: surface(),
+            analyzer: analyzer(),
+            seen: HashMap::new(),
+            stems: HashMap::new(),
+        }
+    }
+}
+
+impl Reader {
+    fn read(&mut self, text: &str) -> Vec<u32> {
+        let Self {
+            surface,
+            analyzer,
+            seen,
+            stems,
+        } = self;
+        let mut out = Vec::new();
+        let mut stream = surface.token_stream(text);
+        while stream.advance() {
+            let word = &stream.token().text;
+            let id = match seen.get(word.as_str()) {
+                Some(&id) => id,
+                None => {
+                    // One word in, one out (or none: too long).
+                    let Some(stem) = tokens(analyzer, word).pop() else {
+                        continue;
+                    };
+                    let next = stems.len() as u32;
+                    let id = *stems.entry(stem).or_insert(next);
+                    seen.insert(word.clone(), id);
+                    id
+                }
+            };
+            out.push(id);
+        }
+        out
+    }
+}
+
+/// Words as written, lowercase: the analyzer's first steps.
+fn surface() -> TextAnalyzer {
+    TextAnalyzer::builder(SimpleTokenizer::default())
+        .filter(RemoveLongFilter::limit(40))
+        .filter(LowerCaser)
+        .build()
+}
+
 /// How often `words` occur in a row in `doc`.
-fn occurrences(doc: &[String], words: &[String]) -> usize {
+fn occurrences(doc: &[u32], words: &[u32]) -> usize {
     if words.is_empty() || doc.len() < words.len() {
         return 0;
     }
