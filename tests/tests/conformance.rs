@@ -803,6 +803,18 @@ fn conformance_semantic_and_hybrid_modes() -> Result<()> {
         let q = "how do I fix the failing compilation";
         let sem = search(&alice, json!({"query": q, "mode": "semantic"}))?;
         assert_eq!(run_ids(&sem).first(), Some(&ci), "{b}: {sem}");
+        // A semantic score is the cosine on both backends, so an unrelated
+        // chunk scores near 0 (Meilisearch's own score is half a point up).
+        let pasta_score = sem["hits"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|h| h["run_id"] == json!(pasta))
+            .and_then(|h| h["score"].as_f64());
+        assert!(
+            pasta_score.is_some_and(|s| s < 0.3),
+            "{b}: {pasta_score:?} {sem}"
+        );
         assert!(
             !run_ids(&sem).contains(&bobs),
             "{b}: bob's run never appears for alice"

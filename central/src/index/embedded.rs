@@ -49,8 +49,6 @@ const WRITER_HEAP_BYTES: usize = 64 * 1024 * 1024;
 /// Vectors the ANN index proposes per semantic query (at least), before
 /// the viewer's readability and filters: a margin for what they remove.
 const ANN_CANDIDATES: usize = 200;
-/// Candidates taken from each side before hybrid fusion.
-const FUSION_POOL: usize = 50;
 
 struct Fields {
     chunk_id: Field,
@@ -844,7 +842,7 @@ impl SearchIndex for EmbeddedIndex {
         semantic_ratio: f32,
     ) -> Result<Vec<IndexHit>> {
         let searcher = self.reader.searcher();
-        let pool = limit.max(FUSION_POOL);
+        let pool = limit.max(fusion::POOL);
         // Both sides at once, on threads that are up already: a thread
         // spawned per search started 1.5 ms late at the median (BENCHMARKS.md,
         // "Hybrid's two sides").

@@ -68,9 +68,6 @@ const SETTINGS_TIMEOUT: Duration = Duration::from_secs(600);
 const POLL_INTERVAL: Duration = Duration::from_millis(25);
 /// Documents per write request.
 const DOCS_PER_REQUEST: usize = 1000;
-/// Matches asked of Meilisearch per word of a keyword search, and hits
-/// per side of a hybrid one (the embedded index's fusion pool).
-const TERM_POOL: usize = 50;
 
 /// The Meilisearch API key. `Debug` never shows it and it has no `Display`,
 /// so it cannot reach a log line or an error message.
@@ -469,7 +466,7 @@ impl MeiliIndex {
         let semantic = match vector {
             Some(_) => results
                 .pop()
-                .map(|r| r.hits.into_iter().map(to_hit).collect())
+                .map(|r| r.hits.into_iter().map(to_hit).map(with_cosine).collect())
                 .unwrap_or_default(),
             None => Vec::new(),
         };
@@ -696,6 +693,16 @@ impl Candidates {
     }
 }
 
+/// A vector hit scored by its cosine, as on the embedded index:
+/// Meilisearch scores it (1 + cosine) / 2, which squeezes the differences
+/// between hits that grouping weighs against each other.
+fn with_cosine(hit: IndexHit) -> IndexHit {
+    IndexHit {
+        score: 2.0 * hit.score - 1.0,
+        ..hit
+    }
+}
+
 /// A search result as the trait's hit; its snippet is the start of its
 /// text until the search highlights it (`SearchIndex::highlight`).
 fn to_hit(hit: meilisearch_sdk::search::SearchResult<HitDoc>) -> IndexHit {
@@ -798,7 +805,7 @@ impl SearchIndex for MeiliIndex {
     }
 
     /// Ranked by central over Meilisearch's matches for each word (see
-    /// `bm25`).
+    /// `bm25`), as many asked per word as a hybrid search asks per side.
     fn keyword(
         &self,
         viewer: &Viewer,
@@ -806,7 +813,7 @@ impl SearchIndex for MeiliIndex {
         filters: &Filters,
         limit: usize,
     ) -> Result<Vec<IndexHit>> {
-        let (mut keyword, _) = self.sides(viewer, query, None, filters, limit.max(TERM_POOL))?;
+        let (mut keyword, _) = self.sides(viewer, query, None, filters, limit.max(fusion::POOL))?;
         keyword.truncate(limit);
         Ok(keyword)
     }
@@ -840,7 +847,7 @@ impl SearchIndex for MeiliIndex {
         limit: usize,
         semantic_ratio: f32,
     ) -> Result<Vec<IndexHit>> {
-        let pool = limit.max(TERM_POOL);
+        let pool = limit.max(fusion::POOL);
         let (keyword, semantic) = self.sides(viewer, query, Some(vector), filters, pool)?;
         let mut candidates = Candidates::default();
         let mut keyed = |hits: Vec<IndexHit>| -> Vec<(usize, f32)> {

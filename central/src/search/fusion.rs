@@ -19,6 +19,9 @@ use std::hash::Hash;
 /// line overlap (MMR-like) lowered it (0.745-0.748) and was left out.
 pub const DENSE_WEIGHT: f32 = 0.3;
 
+/// Candidates taken from each side before fusion (at least).
+pub const POOL: usize = 50;
+
 fn min_max<K>(ranked: &[(K, f32)]) -> impl Fn(f32) -> f32 {
     let lo = ranked.iter().map(|r| r.1).fold(f32::INFINITY, f32::min);
     let hi = ranked.iter().map(|r| r.1).fold(f32::NEG_INFINITY, f32::max);
