@@ -40,7 +40,7 @@ use kith_shared::chunk::Chunk;
 use meilisearch_sdk::client::Client;
 use meilisearch_sdk::documents::{DocumentDeletionQuery, DocumentsQuery};
 use meilisearch_sdk::errors::{Error as SdkError, ErrorCode, ErrorType, MeilisearchError};
-use meilisearch_sdk::search::{SearchQuery, SearchResults, Selectors};
+use meilisearch_sdk::search::{MultiSearchQuery, SearchQuery, SearchResults, Selectors};
 use meilisearch_sdk::task_info::TaskInfo;
 use meilisearch_sdk::tasks::Task;
 use serde::Deserialize;
@@ -400,8 +400,11 @@ impl MeiliIndex {
         }
     }
 
-    /// One round trip of searches (a multi-search), each filtered by what
-    /// the viewer may read and by `filters`; their results in order.
+    /// The searches of `asks`, each filtered by what the viewer may read
+    /// and by `filters`; their results in order. Meilisearch answers a
+    /// multi-search's queries one after another, so the vector searches go
+    /// in a multi-search of their own, sent beside the rest: the two run at
+    /// once. (`asks` puts them last, so the order holds.)
     fn multi_search(
         &self,
         viewer: &Viewer,
@@ -417,11 +420,11 @@ impl MeiliIndex {
             })
             .collect();
         self.call("searching", REQUEST_TIMEOUT, move |index| async move {
-            let mut multi = index.client.multi_search();
+            let (mut words, mut vectors) =
+                (index.client.multi_search(), index.client.multi_search());
             for (ask, filter) in &asks {
                 let mut q = SearchQuery::new(&index);
-                q.with_index_uid()
-                    .with_filter(filter)
+                q.with_filter(filter)
                     .with_limit(ask.limit)
                     .with_show_ranking_score(true)
                     .with_attributes_to_retrieve(Selectors::Some(schema::RETRIEVED));
@@ -430,10 +433,16 @@ impl MeiliIndex {
                 }
                 if let Some(v) = &ask.vector {
                     q.with_vector(v).with_hybrid(EMBEDDER, 1.0);
+                    vectors.with_search_query(q);
+                } else {
+                    words.with_search_query(q);
                 }
-                multi.with_search_query(q);
             }
-            multi.execute::<HitDoc>().await.map(|r| r.results)
+            let (words, vectors) =
+                futures_util::future::join(results_of(&words), results_of(&vectors)).await;
+            let mut results = words?;
+            results.extend(vectors?);
+            Ok(results)
         })
     }
 
@@ -610,6 +619,16 @@ fn is_index_not_found(e: &SdkError) -> bool {
             ..
         })
     )
+}
+
+/// A multi-search's results; none asked, none sent.
+async fn results_of<'a>(
+    multi: &'a MultiSearchQuery<'a, '_, Http>,
+) -> std::result::Result<Vec<SearchResults<HitDoc>>, SdkError> {
+    if multi.queries.is_empty() {
+        return Ok(Vec::new());
+    }
+    multi.execute::<HitDoc>().await.map(|r| r.results)
 }
 
 /// One search of a multi-search: text, a vector, or neither (a count).
