@@ -2,11 +2,11 @@
 //! index, written and searched through the official `meilisearch-sdk`.
 //! Text goes in at `commit` (keyword search sees it at once); vectors come
 //! later from kith's own embed queue as partial updates (a `userProvided`
-//! embedder named `default`). A search is one multi-search: a question per
-//! word of the query, which central ranks with BM25 (`bm25`: Meilisearch's
-//! own ranking of several words finds little for a question typed as a
-//! sentence), and the vector search, fused with the embedded index's
-//! fusion. Every search carries the viewer's readability clause
+//! embedder named `default`). A search asks Meilisearch a question per
+//! word of the query, whose answers central ranks with BM25 (`bm25`:
+//! Meilisearch's own ranking of several words finds little for a question
+//! typed as a sentence), and the vector search beside them, and fuses the
+//! two with the embedded index's fusion. Every search carries the viewer's readability clause
 //! (`filter::readable_by`), built here and nowhere else.
 //!
 //! **Sync over async.** `SearchIndex` is synchronous: it is called from
@@ -448,7 +448,7 @@ impl MeiliIndex {
 
     /// The keyword side, ranked by central (`bm25`), and the vector side
     /// when `vector` is given, each best first and at most `limit`, from
-    /// one multi-search: how many chunks the viewer may read, each term's
+    /// one `multi_search`: how many chunks the viewer may read, each term's
     /// matches (`limit` of them at most), and the vector search.
     fn sides(
         &self,
@@ -855,7 +855,7 @@ impl SearchIndex for MeiliIndex {
         Ok(self.sides(viewer, "", Some(vector), filters, limit)?.1)
     }
 
-    /// Both sides from one multi-search, fused and lifted by neighbours as
+    /// Both sides from one `multi_search`, fused and lifted by neighbours as
     /// the embedded index does (`search::fusion`).
     fn hybrid(
         &self,
