@@ -22,7 +22,6 @@ use tantivy::schema::{
     Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions, Value, FAST, INDEXED, STORED,
     STRING,
 };
-use tantivy::snippet::SnippetGenerator;
 use tantivy::{
     DocAddress, DocId, DocSet, Index, IndexReader, IndexSettings, IndexWriter, ReloadPolicy, Score,
     SegmentOrdinal, SegmentReader, TantivyDocument, Term, TERMINATED,
@@ -34,7 +33,7 @@ mod stats;
 use self::allowed::{AllowedCache, AllowedTopDocs};
 use self::stats::ReadableStats;
 use super::vectors::{self, chunk_key, KeyMap, Unsynced, VectorStore};
-use super::words::{self, highlight, text_start, SNIPPET_CHARS};
+use super::words::{self, text_start};
 use super::{
     chunk_id, normalize_prefix, path_prefixes, split_chunk_id, ChunkVector, Filters, IndexHit,
     SearchIndex,
@@ -424,34 +423,24 @@ impl EmbeddedIndex {
             }
             terms
         };
-        let parts: Vec<&str> = query.split('"').collect();
-        let mut words = Vec::new();
+        let mut single = Vec::new();
         let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::new();
-        for (i, part) in parts.iter().enumerate() {
-            // Between two quotes; an unclosed quote quotes nothing.
-            let quoted = i % 2 == 1 && i + 1 < parts.len();
-            if quoted {
-                let terms = terms_of(part);
-                if terms.len() > 1 {
-                    clauses.push((Occur::Should, Box::new(PhraseQuery::new(terms))));
-                } else {
-                    words.extend(terms);
+        for (piece, quoted) in words::pieces(query) {
+            let terms = terms_of(piece);
+            // A phrase, or a word the tokenizer splits (`src/main.rs`,
+            // `node_modules`, `git-lfs`), which also ranks its pieces side
+            // by side first.
+            if terms.len() > 1 {
+                clauses.push((Occur::Should, Box::new(PhraseQuery::new(terms.clone()))));
+                if quoted {
+                    continue;
                 }
-                continue;
             }
-            // A word the tokenizer splits (`src/main.rs`, `node_modules`,
-            // `git-lfs`) also ranks its pieces side by side first.
-            for word in part.split_whitespace() {
-                let pieces = terms_of(word);
-                if pieces.len() > 1 {
-                    clauses.push((Occur::Should, Box::new(PhraseQuery::new(pieces.clone()))));
-                }
-                words.extend(pieces);
-            }
+            single.extend(terms);
         }
         let mut seen = std::collections::HashSet::new();
-        words.retain(|t| seen.insert(t.clone()));
-        clauses.extend(words.into_iter().map(|t| {
+        single.retain(|t| seen.insert(t.clone()));
+        clauses.extend(single.into_iter().map(|t| {
             let q: Box<dyn Query> = Box::new(TermQuery::new(t, IndexRecordOption::WithFreqs));
             (Occur::Should, q)
         }));
@@ -797,20 +786,13 @@ impl SearchIndex for EmbeddedIndex {
     /// own weights count the word in the whole index, others' private runs
     /// included, which would let them move a viewer's snippet.
     fn highlight(&self, query: &str, hits: &mut [IndexHit]) -> Result<()> {
-        let mut words = std::collections::BTreeMap::new();
-        let text_query = self.text_query(query);
-        text_query.query_terms(&mut |term, _| {
-            if let Some(word) = term.value().as_str() {
-                words.insert(word.to_owned(), 1.0);
-            }
-        });
         let tokenizer = self
             .index
             .tokenizer_for_field(self.fields.text)
             .map_err(index_err)?;
-        let snippets = SnippetGenerator::new(words, tokenizer, self.fields.text, SNIPPET_CHARS);
+        let snippets = words::Snippets::new(query, tokenizer);
         for hit in hits {
-            hit.snippet = highlight(&snippets.snippet(&hit.text), &hit.text);
+            hit.snippet = snippets.of(&hit.text);
         }
         Ok(())
     }

@@ -412,10 +412,16 @@ impl MeiliIndex {
         asks: Vec<Ask>,
     ) -> Result<Vec<SearchResults<HitDoc>>> {
         self.ensure_ready()?;
+        // One filter for every ask without clauses of its own.
+        let shared = filter::search_filter(viewer, filters, &[]);
         let asks: Vec<(Ask, String)> = asks
             .into_iter()
             .map(|ask| {
-                let filter = filter::search_filter(viewer, filters, &ask.extra);
+                let filter = if ask.extra.is_empty() {
+                    shared.clone()
+                } else {
+                    filter::search_filter(viewer, filters, &ask.extra)
+                };
                 (ask, filter)
             })
             .collect();

@@ -14,7 +14,7 @@ use tantivy::tokenizer::{
 use super::base_form::BaseForm;
 
 /// Characters of a snippet.
-pub const SNIPPET_CHARS: usize = 240;
+const SNIPPET_CHARS: usize = 240;
 
 /// The analyzer of chunk text: words lowercased, an irregular form as its
 /// base form ("won" as "win", `base_form`), then the English (Snowball)
@@ -34,6 +34,21 @@ pub fn tokens(analyzer: &mut TextAnalyzer, text: &str) -> Vec<String> {
     let mut out = Vec::new();
     while stream.advance() {
         out.push(stream.token().text.clone());
+    }
+    out
+}
+
+/// The pieces of a typed query: each "quoted phrase" (`true`) and each
+/// word outside quotes (`false`); an unclosed quote quotes nothing.
+pub fn pieces(query: &str) -> Vec<(&str, bool)> {
+    let parts: Vec<&str> = query.split('"').collect();
+    let mut out = Vec::new();
+    for (i, part) in parts.iter().enumerate() {
+        if i % 2 == 1 && i + 1 < parts.len() {
+            out.push((*part, true));
+        } else {
+            out.extend(part.split_whitespace().map(|word| (word, false)));
+        }
     }
     out
 }
@@ -64,7 +79,7 @@ impl Snippets {
 
 /// The snippet with matches wrapped in `«` and `»`; the start of the text
 /// when nothing matched (a semantic hit, say).
-pub fn highlight(snippet: &Snippet, text: &str) -> String {
+fn highlight(snippet: &Snippet, text: &str) -> String {
     let fragment = snippet.fragment();
     if fragment.is_empty() {
         return text_start(text);

@@ -17,7 +17,7 @@ use std::collections::HashMap;
 use tantivy::tokenizer::{LowerCaser, RemoveLongFilter, SimpleTokenizer, TextAnalyzer};
 
 use crate::index::base_form::base_form;
-use crate::index::words::{analyzer, tokens};
+use crate::index::words::{analyzer, pieces, tokens};
 
 /// Words (and phrases) of a query that are searched; a longer query's
 /// later words are left out (each is a search of its own).
@@ -49,34 +49,23 @@ pub fn terms(query: &str) -> Vec<Term> {
             out.push(term);
         }
     };
-    let parts: Vec<&str> = query.split('"').collect();
-    for (i, part) in parts.iter().enumerate() {
-        // Between two quotes; an unclosed quote quotes nothing.
-        let quoted = i % 2 == 1 && i + 1 < parts.len();
-        let pieces: Vec<&str> = if quoted {
-            vec![part]
-        } else {
-            part.split_whitespace().collect()
-        };
-        for piece in pieces {
-            let read = tokens(&mut words, piece);
-            let phrase = read.len() > 1;
-            if phrase {
-                push(Term {
-                    ask: format!("\"{piece}\""),
-                    words: read,
-                });
-                if quoted {
-                    continue;
-                }
+    for (piece, quoted) in pieces(query) {
+        let read = tokens(&mut words, piece);
+        if read.len() > 1 {
+            push(Term {
+                ask: format!("\"{piece}\""),
+                words: read,
+            });
+            if quoted {
+                continue;
             }
-            for word in tokens(&mut surface, piece) {
-                if let Some(stem) = tokens(&mut words, &word).pop() {
-                    push(Term {
-                        ask: prefix_of(&word, &stem),
-                        words: vec![stem],
-                    });
-                }
+        }
+        for word in tokens(&mut surface, piece) {
+            if let Some(stem) = tokens(&mut words, &word).pop() {
+                push(Term {
+                    ask: prefix_of(&word, &stem),
+                    words: vec![stem],
+                });
             }
         }
     }
