@@ -30,7 +30,7 @@ if [ ! -f "$CONFIG_DIR/auth.json" ]; then
 fi
 
 echo "== setting this machine up to capture"
-deploy/install-agent.sh --bin target/release/kith
+deploy/install-agent.sh --bin target/release/kith --bin-dir "$BIN_DIR"
 
 echo "== capturing transcripts already on disk"
 "$BIN_DIR/kith" backfill || echo "backfill reported errors; see 'kith status'"

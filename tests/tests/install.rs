@@ -230,11 +230,11 @@ fn setup(home: &Path, args: &[&str]) -> Result<String> {
     as_user(cmd, home, "/usr/bin:/bin")
 }
 
-/// `deploy/install-agent.sh --bin <the built kith> ARGS`, as `setup`.
+/// `deploy/install-agent.sh ARGS --bin <the built kith>`, as `setup`.
 fn install_agent(home: &Path, args: &[&str]) -> Result<String> {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/install-agent.sh");
     let mut cmd = Command::new(script);
-    cmd.arg("--bin").arg(bin("kith")).args(args);
+    cmd.args(args).arg("--bin").arg(bin("kith"));
     as_user(cmd, home, "/usr/bin:/bin")
 }
 
