@@ -83,12 +83,12 @@ impl Meili {
     }
 
     /// The environment that points central at this server, on `index`.
-    pub fn central_env(&self, index: &str) -> Vec<(String, String)> {
-        vec![
-            ("KITH_SEARCH_BACKEND".to_owned(), "meilisearch".to_owned()),
-            ("KITH_MEILI_URL".to_owned(), self.url.clone()),
-            ("KITH_MEILI_INDEX".to_owned(), index.to_owned()),
-            ("KITH_MEILI_KEY".to_owned(), self.key.clone()),
+    pub fn central_env<'a>(&'a self, index: &'a str) -> [(&'static str, &'a str); 4] {
+        [
+            ("KITH_SEARCH_BACKEND", "meilisearch"),
+            ("KITH_MEILI_URL", &self.url),
+            ("KITH_MEILI_INDEX", index),
+            ("KITH_MEILI_KEY", &self.key),
         ]
     }
 

@@ -1085,11 +1085,7 @@ mod backends {
             .unwrap_or_default();
         let server = Meili::start()?;
         let standin = [(BENCH_STANDIN_VECTORS, "1")];
-        let meili_env = server.central_env("kith-bench");
-        let mut env: Vec<(&str, &str)> = meili_env
-            .iter()
-            .map(|(k, v)| (k.as_str(), v.as_str()))
-            .collect();
+        let mut env = server.central_env("kith-bench").to_vec();
         env.extend(standin);
         let mut pair = [
             Backend::start("embedded", &standin, None)?,

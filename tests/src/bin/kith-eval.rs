@@ -92,14 +92,7 @@ fn main() -> Result<()> {
     questions.retain(|q| asked.contains(&q.conversation));
     let meili = meilisearch.then(Meili::start).transpose()?;
     let central = match &meili {
-        Some(m) => {
-            let env = m.central_env("kith-eval");
-            Central::start_with(
-                &env.iter()
-                    .map(|(k, v)| (k.as_str(), v.as_str()))
-                    .collect::<Vec<_>>(),
-            )?
-        }
+        Some(m) => Central::start_with(&m.central_env("kith-eval"))?,
         None => Central::start()?,
     };
     let token = central.register("locomo.test", "eval")?;
