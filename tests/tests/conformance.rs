@@ -521,6 +521,59 @@ fn conformance_a_question_finds_its_answer_by_keyword() -> Result<()> {
     Ok(())
 }
 
+/// The chunk holding every word of a query comes first, even where each of
+/// its words alone has more matches than a search reads (each of those
+/// saying its word earlier in its text).
+#[test]
+fn conformance_a_chunk_with_every_word_is_found_past_each_words_own_matches() -> Result<()> {
+    let filler = "notes about the weekly schedule, the garden, the groceries and the long \
+                  drive home to see the family over the holidays this year and next one too, \
+                  with a stop at the lake";
+    for backend in backends()? {
+        let b = backend.name;
+        let s = backend.start(&[])?;
+        let alice = s.client("alice.test", "laptop")?;
+        let mut turns: Vec<String> = Vec::new();
+        // 150 turns a word: more chunks than a search reads for one word.
+        for word in ["tokio", "runtime", "panic"] {
+            turns.extend((0..150).map(|i| format!("{word} {i}: {filler}")));
+        }
+        turns.push(format!("{filler}, and then a tokio runtime panic"));
+        let jsonl: String = turns
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                let ts = format!("2026-05-11T08:{:02}:{:02}Z", i / 60, i % 60);
+                claude_user_line(t, &ts)
+            })
+            .collect();
+        post_delta(&alice, &delta("a", 0, &jsonl))?;
+        let body = search(
+            &alice,
+            json!({"query": "tokio runtime panic", "mode": "keyword", "limit": 5}),
+        )?;
+        let snippets: Vec<&str> = body["hits"]
+            .as_array()
+            .map(|h| h.iter().filter_map(|h| h["snippet"].as_str()).collect())
+            .unwrap_or_default();
+        let every = |s: &str| {
+            ["«tokio»", "«runtime»", "«panic»"]
+                .iter()
+                .all(|w| s.contains(w))
+        };
+        assert!(
+            snippets.first().is_some_and(|s| every(s)),
+            "{b}: {snippets:?}"
+        );
+        assert_eq!(
+            snippets.iter().filter(|s| every(s)).count(),
+            1,
+            "{b}: {snippets:?}"
+        );
+    }
+    Ok(())
+}
+
 #[test]
 fn conformance_every_filter_narrows_both_ways() -> Result<()> {
     for backend in backends()? {
@@ -1405,9 +1458,8 @@ fn conformance_search_server_down_at_start() -> Result<()> {
     let Some(mut meili) = own_meili(test)? else {
         return Ok(());
     };
-    let env = meili.central_env(&unique_index_name());
-    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-    let central = Central::start_with(&env)?;
+    let index = unique_index_name();
+    let central = Central::start_with(&meili.central_env(&index))?;
     let alice = central.client(&central.register("alice.test", "laptop")?);
     let bob = central.client(&central.register("bob.test", "desktop")?);
 
@@ -1483,11 +1535,11 @@ fn conformance_search_server_restarted_mid_ingest() -> Result<()> {
     };
     meili.run()?;
     let models = model_dir();
-    let mut env = meili.central_env(&unique_index_name());
+    let index = unique_index_name();
+    let mut env = meili.central_env(&index).to_vec();
     if let Some(m) = &models {
-        env.push(("KITH_MODEL_DIR".to_owned(), m.clone()));
+        env.push(("KITH_MODEL_DIR", m.as_str()));
     }
-    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     let central = Central::start_with(&env)?;
     let alice = central.client(&central.register("alice.test", "laptop")?);
     let bob = central.client(&central.register("bob.test", "desktop")?);

@@ -40,7 +40,9 @@ use kith_shared::chunk::Chunk;
 use meilisearch_sdk::client::Client;
 use meilisearch_sdk::documents::{DocumentDeletionQuery, DocumentsQuery};
 use meilisearch_sdk::errors::{Error as SdkError, ErrorCode, ErrorType, MeilisearchError};
-use meilisearch_sdk::search::{MultiSearchQuery, SearchQuery, SearchResults, Selectors};
+use meilisearch_sdk::search::{
+    MatchingStrategies, MultiSearchQuery, SearchQuery, SearchResults, Selectors,
+};
 use meilisearch_sdk::task_info::TaskInfo;
 use meilisearch_sdk::tasks::Task;
 use serde::Deserialize;
@@ -437,6 +439,9 @@ impl MeiliIndex {
                 if let Some(text) = &ask.text {
                     q.with_query(text);
                 }
+                if ask.every_word {
+                    q.with_matching_strategy(MatchingStrategies::ALL);
+                }
                 if let Some(v) = &ask.vector {
                     q.with_vector(v).with_hybrid(EMBEDDER, 1.0);
                     vectors.with_search_query(q);
@@ -455,7 +460,8 @@ impl MeiliIndex {
     /// The keyword side, ranked by central (`bm25`), and the vector side
     /// when `vector` is given, each best first and at most `limit`, from
     /// one `multi_search`: how many chunks the viewer may read, each term's
-    /// matches (`limit` of them at most), and the vector search.
+    /// matches (`limit` of them at most), the chunks holding every word
+    /// (however deep in each word's own matches), and the vector search.
     fn sides(
         &self,
         viewer: &Viewer,
@@ -469,6 +475,9 @@ impl MeiliIndex {
         if !terms.is_empty() {
             asks.push(Ask::count());
             asks.extend(terms.iter().map(|t| Ask::text(&t.ask, limit)));
+            if terms.len() > 1 {
+                asks.push(Ask::every_word(query, limit));
+            }
         }
         if let Some(v) = vector {
             let model = self.attached_model()?;
@@ -489,6 +498,8 @@ impl MeiliIndex {
         let readable = results.next().map_or(0, |r| total(&r));
         let mut candidates = Candidates::default();
         let answers: Vec<bm25::Answer> = results
+            .by_ref()
+            .take(terms.len())
             .map(|r| bm25::Answer {
                 total: total(&r),
                 hits: r
@@ -498,6 +509,9 @@ impl MeiliIndex {
                     .collect(),
             })
             .collect();
+        for hit in results.flat_map(|r| r.hits) {
+            candidates.add(to_hit(hit));
+        }
         let texts: Vec<&str> = candidates.hits.iter().map(|h| h.text.as_str()).collect();
         let ranked = bm25::rank(&terms, &answers, readable, &texts);
         let keyword = candidates.scored(ranked.into_iter().take(limit));
@@ -640,6 +654,9 @@ async fn results_of<'a>(
 /// One search of a multi-search: text, a vector, or neither (a count).
 struct Ask {
     text: Option<String>,
+    /// Only chunks holding every word of `text` (else Meilisearch drops
+    /// words from the end until some chunk holds the rest).
+    every_word: bool,
     vector: Option<Vec<f32>>,
     /// Filter clauses beside the viewer's and the search's.
     extra: Vec<String>,
@@ -651,6 +668,7 @@ impl Ask {
     fn count() -> Self {
         Self {
             text: None,
+            every_word: false,
             vector: None,
             extra: Vec::new(),
             limit: 0,
@@ -663,6 +681,14 @@ impl Ask {
             ..Self::count()
         }
         .limit(limit)
+    }
+
+    /// The chunks holding every word of `text`.
+    fn every_word(text: &str, limit: usize) -> Self {
+        Self {
+            every_word: true,
+            ..Self::text(text, limit)
+        }
     }
 
     /// Vector search over the chunks that hold `model`'s vectors.

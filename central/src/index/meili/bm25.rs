@@ -39,13 +39,17 @@ pub struct Term {
 
 /// The terms of a typed query, as the embedded index reads one: words,
 /// and "quoted phrases"; a word the tokenizer splits (`src/main.rs`) is
-/// also a phrase of its pieces. Distinct, at most `MAX_TERMS`.
+/// also a phrase of its pieces. Distinct as read ("library libraries" is
+/// one term, as in the embedded index), at most `MAX_TERMS`.
 pub fn terms(query: &str) -> Vec<Term> {
     let mut surface = surface();
     let mut words = analyzer();
     let mut out: Vec<Term> = Vec::new();
     let mut push = |term: Term| {
-        if !term.words.is_empty() && !out.contains(&term) && out.len() < MAX_TERMS {
+        if !term.words.is_empty()
+            && !out.iter().any(|t| t.words == term.words)
+            && out.len() < MAX_TERMS
+        {
             out.push(term);
         }
     };
@@ -103,8 +107,9 @@ pub struct Answer {
 /// best first, by BM25: `n` chunks readable, a term's document frequency
 /// Meilisearch's count of its matches, less the share of the candidates it
 /// returned for it that do not hold the term as the analyzer reads it (a
-/// prefix or a typo match: "campus" for "camp"), and the candidates' mean
-/// length as the average. Candidates holding no term are left out.
+/// prefix or a typo match: "campus" for "camp"), and never fewer than the
+/// candidates holding it; the candidates' mean length as the average.
+/// Candidates holding no term are left out.
 pub fn rank(terms: &[Term], answers: &[Answer], n: u64, texts: &[&str]) -> Vec<(usize, f32)> {
     let mut reader = Reader::default();
     let docs: Vec<Vec<u32>> = texts.iter().map(|t| reader.read(t)).collect();
@@ -122,14 +127,13 @@ pub fn rank(terms: &[Term], answers: &[Answer], n: u64, texts: &[&str]) -> Vec<(
             continue;
         };
         let tf: Vec<usize> = docs.iter().map(|d| occurrences(d, &words)).collect();
-        let holding = answer.hits.iter().filter(|&&i| tf[i] > 0).count();
-        let df = if answer.hits.is_empty() {
+        let holding = answer.hits.iter().filter(|&&i| tf[i] > 0).count() as u64;
+        let estimate = if answer.hits.is_empty() {
             answer.total
         } else {
-            (answer.total * holding as u64)
-                .div_ceil(answer.hits.len() as u64)
-                .max(holding as u64)
+            (answer.total * holding).div_ceil(answer.hits.len() as u64)
         };
+        let df = estimate.max(tf.iter().filter(|&&t| t > 0).count() as u64);
         let (df, n) = (df as f32, n.max(df) as f32);
         let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
         for ((score, &tf), doc) in scores.iter_mut().zip(&tf).zip(&docs) {
@@ -235,8 +239,9 @@ mod tests {
         // An irregular form is asked as its base form (Meilisearch's
         // synonyms give the other forms back).
         assert_eq!(asks("we went and won"), ["we", "go", "and", "win"]);
-        // Twice the same word is one term.
+        // Twice the same word is one term, however it is written.
         assert_eq!(asks("camp camping"), ["camp"]);
+        assert_eq!(asks("library libraries"), ["librar"]);
     }
 
     #[test]
@@ -325,5 +330,30 @@ mod tests {
         let score = |i: usize| ranked.iter().find(|r| r.0 == i).map(|r| r.1);
         let (camp, lake) = (score(0).unwrap_or(0.0), score(4).unwrap_or(-1.0));
         assert!((camp - lake).abs() < 1e-5, "{ranked:?}");
+    }
+
+    #[test]
+    fn a_word_counts_at_least_the_candidates_holding_it() {
+        // Every "lib" match Meilisearch returned was "library", but two
+        // candidates (found by another word) hold "lib" itself: its
+        // frequency is 2, not 0 (which would weigh it most of all).
+        let texts = ["library shelf", "library shelf", "lib docs", "lib docs"];
+        let t = terms("lib docs");
+        let answers = [
+            Answer {
+                total: 100,
+                hits: vec![0, 1],
+            },
+            Answer {
+                total: 2,
+                hits: vec![2, 3],
+            },
+        ];
+        let ranked = rank(&t, &answers, 1000, &texts);
+        assert_eq!(ranked.len(), 2, "{ranked:?}");
+        // Both words are in 2 of 1000 chunks, and every chunk is as long
+        // as the average: each word adds its idf.
+        let idf = (1.0f32 + (1000.0 - 2.0 + 0.5) / 2.5).ln();
+        assert!((ranked[0].1 - 2.0 * idf).abs() < 1e-3, "{ranked:?}");
     }
 }
