@@ -404,9 +404,10 @@ impl MeiliIndex {
 
     /// The searches of `asks`, each filtered by what the viewer may read
     /// and by `filters`; their results in order. Meilisearch answers a
-    /// multi-search's queries one after another, so the vector searches go
-    /// in a multi-search of their own, sent beside the rest: the two run at
-    /// once. (`asks` puts them last, so the order holds.)
+    /// multi-search's queries one after another, so the slow ones (a vector
+    /// search, the chunks holding every word) go in a multi-search of their
+    /// own, sent beside the rest: the two run at once. (`asks` puts them
+    /// last, so the order holds.)
     fn multi_search(
         &self,
         viewer: &Viewer,
@@ -428,7 +429,7 @@ impl MeiliIndex {
             })
             .collect();
         self.call("searching", REQUEST_TIMEOUT, move |index| async move {
-            let (mut words, mut vectors) =
+            let (mut words, mut beside) =
                 (index.client.multi_search(), index.client.multi_search());
             for (ask, filter) in &asks {
                 let mut q = SearchQuery::new(&index);
@@ -439,20 +440,22 @@ impl MeiliIndex {
                 if let Some(text) = &ask.text {
                     q.with_query(text);
                 }
+                if let Some(v) = &ask.vector {
+                    q.with_vector(v).with_hybrid(EMBEDDER, 1.0);
+                }
                 if ask.every_word {
                     q.with_matching_strategy(MatchingStrategies::ALL);
                 }
-                if let Some(v) = &ask.vector {
-                    q.with_vector(v).with_hybrid(EMBEDDER, 1.0);
-                    vectors.with_search_query(q);
+                if ask.vector.is_some() || ask.every_word {
+                    beside.with_search_query(q);
                 } else {
                     words.with_search_query(q);
                 }
             }
-            let (words, vectors) =
-                futures_util::future::join(results_of(&words), results_of(&vectors)).await;
+            let (words, beside) =
+                futures_util::future::join(results_of(&words), results_of(&beside)).await;
             let mut results = words?;
-            results.extend(vectors?);
+            results.extend(beside?);
             Ok(results)
         })
     }
