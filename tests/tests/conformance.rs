@@ -548,6 +548,9 @@ fn conformance_a_chunk_with_every_word_is_found_past_each_words_own_matches() ->
             })
             .collect();
         post_delta(&alice, &delta("a", 0, &jsonl))?;
+        // Bob's private chunk holds every word too, and is never a candidate.
+        let bob = s.client("bob.test", "desktop")?;
+        ingest(&bob, "b", "bob's tokio runtime panic, private", json!({}))?;
         let body = search(
             &alice,
             json!({"query": "tokio runtime panic", "mode": "keyword", "limit": 5}),
@@ -570,6 +573,16 @@ fn conformance_a_chunk_with_every_word_is_found_past_each_words_own_matches() ->
             1,
             "{b}: {snippets:?}"
         );
+        assert!(
+            !snippets.iter().any(|s| s.contains("bob")),
+            "{b}: {snippets:?}"
+        );
+        // Bob, asking the same, finds his own and none of Alice's.
+        let his = search(
+            &bob,
+            json!({"query": "tokio runtime panic", "mode": "keyword", "limit": 5}),
+        )?;
+        assert_eq!(his["hits"].as_array().map(Vec::len), Some(1), "{b}: {his}");
     }
     Ok(())
 }

@@ -3,10 +3,11 @@
 //! Text goes in at `commit` (keyword search sees it at once); vectors come
 //! later from kith's own embed queue as partial updates (a `userProvided`
 //! embedder named `default`). A search asks Meilisearch a question per
-//! word of the query, whose answers central ranks with BM25 (`bm25`:
-//! Meilisearch's own ranking of several words finds little for a question
-//! typed as a sentence), and the vector search beside them, and fuses the
-//! two with the embedded index's fusion. Every search carries the viewer's readability clause
+//! word of the query and one for the chunks holding every word, whose
+//! answers central ranks with BM25 (`bm25`: Meilisearch's own ranking of
+//! several words finds little for a question typed as a sentence), and
+//! the vector search beside them, and fuses the two with the embedded
+//! index's fusion. Every search carries the viewer's readability clause
 //! (`filter::readable_by`), built here and nowhere else.
 //!
 //! **Sync over async.** `SearchIndex` is synchronous: it is called from
@@ -406,8 +407,7 @@ impl MeiliIndex {
     /// and by `filters`; their results in order. Meilisearch answers a
     /// multi-search's queries one after another, so the slow ones (a vector
     /// search, the chunks holding every word) go in a multi-search of their
-    /// own, sent beside the rest: the two run at once. (`asks` puts them
-    /// last, so the order holds.)
+    /// own, sent beside the rest: the two run at once.
     fn multi_search(
         &self,
         viewer: &Viewer,
@@ -431,7 +431,11 @@ impl MeiliIndex {
         self.call("searching", REQUEST_TIMEOUT, move |index| async move {
             let (mut words, mut beside) =
                 (index.client.multi_search(), index.client.multi_search());
-            for (ask, filter) in &asks {
+            let slow: Vec<bool> = asks
+                .iter()
+                .map(|(ask, _)| ask.vector.is_some() || ask.every_word)
+                .collect();
+            for ((ask, filter), &slow) in asks.iter().zip(&slow) {
                 let mut q = SearchQuery::new(&index);
                 q.with_filter(filter)
                     .with_limit(ask.limit)
@@ -446,7 +450,7 @@ impl MeiliIndex {
                 if ask.every_word {
                     q.with_matching_strategy(MatchingStrategies::ALL);
                 }
-                if ask.vector.is_some() || ask.every_word {
+                if slow {
                     beside.with_search_query(q);
                 } else {
                     words.with_search_query(q);
@@ -454,9 +458,12 @@ impl MeiliIndex {
             }
             let (words, beside) =
                 futures_util::future::join(results_of(&words), results_of(&beside)).await;
-            let mut results = words?;
-            results.extend(beside?);
-            Ok(results)
+            // Back in the order asked: each request keeps its own order.
+            let (mut words, mut beside) = (words?.into_iter(), beside?.into_iter());
+            Ok(slow
+                .iter()
+                .filter_map(|&slow| if slow { beside.next() } else { words.next() })
+                .collect())
         })
     }
 
