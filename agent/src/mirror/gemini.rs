@@ -10,7 +10,7 @@
 //! through rewrites and is left out.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 
 use kith_proto::AgentRuntime;
 use serde::Deserialize;
@@ -28,19 +28,22 @@ fn root(paths: &Paths) -> PathBuf {
     paths.gemini_dir.join("tmp")
 }
 
-/// `tmp/<project>/chats/session-*.json`.
+/// `tmp/<project>/chats/session-*.json`: exactly those three names under
+/// `tmp`, none of them `..` (a path from a hook's payload must not place
+/// a journal outside the journals folder).
 pub(super) fn is_source(paths: &Paths, path: &Path) -> bool {
-    let name = path
-        .file_name()
-        .and_then(|n| n.to_str())
-        .unwrap_or_default();
-    path.starts_with(root(paths))
-        && name.starts_with("session-")
-        && name.ends_with(".json")
-        && path
-            .parent()
-            .and_then(Path::file_name)
-            .is_some_and(|d| d == "chats")
+    let Ok(rel) = path.strip_prefix(root(paths)) else {
+        return false;
+    };
+    let names: Vec<&str> = rel
+        .components()
+        .map(|c| match c {
+            Component::Normal(name) => name.to_str().unwrap_or_default(),
+            _ => "",
+        })
+        .collect();
+    matches!(names.as_slice(), [project, "chats", name]
+        if !project.is_empty() && name.starts_with("session-") && name.ends_with(".json"))
 }
 
 /// Every legacy session under Gemini CLI's home.
@@ -314,6 +317,30 @@ mod tests {
         ] {
             let err = Session::parse(text).expect_err(text);
             assert!(err.contains(reason), "{text}: {err}");
+        }
+    }
+
+    #[test]
+    fn only_a_session_file_in_a_projects_chats_is_a_source() {
+        let paths = Paths::under(Path::new("/home/u"));
+        let tmp = "/home/u/.gemini/tmp";
+        assert!(is_source(
+            &paths,
+            Path::new(&format!("{tmp}/p1/chats/session-1.json"))
+        ));
+        for path in [
+            // A hook payload naming a path that climbs out of Gemini's home:
+            // its journal would be written outside the journals folder.
+            format!("{tmp}/../../../x/chats/session-1.json"),
+            format!("{tmp}/p1/../chats/session-1.json"),
+            format!("{tmp}/p1/chats/../chats/session-1.json"),
+            format!("{tmp}/chats/session-1.json"),
+            format!("{tmp}/a/b/chats/session-1.json"),
+            format!("{tmp}/p1/chats/session-1.jsonl"),
+            format!("{tmp}/p1/chats/notes.json"),
+            "/elsewhere/p1/chats/session-1.json".to_owned(),
+        ] {
+            assert!(!is_source(&paths, Path::new(&path)), "{path}");
         }
     }
 

@@ -6,7 +6,8 @@
 //!
 //! Each row becomes a record keyed `session:<id>`, `message:<id>` or
 //! `part:<id>` whose line is the row's ids and its `data` exactly as
-//! OpenCode stored it (the format is in kith-shared's
+//! OpenCode stored it (a session row has no `data`: its columns, bar the
+//! diffs' file contents; the format is in kith-shared's
 //! `transcript::opencode`). The session line comes first, so the journal's
 //! first line names the parent session (OpenCode's subagents are child
 //! sessions) for `discover::peek`.
@@ -267,7 +268,7 @@ struct Row {
 }
 
 /// A session row: its columns as one JSON object (it has no JSON column
-/// of its own).
+/// of its own), but for `SESSION_COLUMNS_LEFT_OUT`.
 struct SessionRow {
     id: String,
     parent_id: Option<String>,
@@ -330,9 +331,9 @@ fn refresh_db(paths: &Paths) -> Result<Vec<PathBuf>> {
         if known.get(&session.id) == Some(&print) && journal.is_file() {
             continue;
         }
-        let messages = rows(&tx, MESSAGES, &session.id).map_err(&err)?;
-        let parts = rows(&tx, PARTS, &session.id).map_err(&err)?;
         let n_reasons = reasons.len();
+        let messages = rows(&tx, MESSAGES, &session.id, &mut reasons).map_err(&err)?;
+        let parts = rows(&tx, PARTS, &session.id, &mut reasons).map_err(&err)?;
         let (records, waiting) =
             session_records(&session, &messages, &parts, now_ms(), &mut reasons);
         let partial = reasons.len() > n_reasons || waiting;
@@ -445,8 +446,12 @@ fn fingerprints(tx: &rusqlite::Transaction) -> rusqlite::Result<HashMap<String, 
         let mut stmt = tx.prepare(&sql)?;
         let mut rows = stmt.query([])?;
         while let Some(r) = rows.next()? {
-            let (session, n, last, sum): (String, i64, Option<i64>, f64) =
-                (r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?);
+            // Whatever a column holds (a text `time_updated` included):
+            // the print only has to change when the rows do.
+            let Ok(session) = r.get::<_, String>(0) else {
+                continue;
+            };
+            let (n, last, sum): (i64, _, f64) = (r.get(1)?, r.get_ref(2)?, r.get(3)?);
             let print = out.entry(session).or_default();
             print.push_str(&format!("{table}:{n}:{last:?}:{sum};"));
         }
@@ -533,6 +538,13 @@ fn row_record(row: &Row, kind: &'static str, records: &mut Vec<Record>, reasons:
     }
 }
 
+/// Session columns left out of the journal: the file contents of the
+/// session's diffs (`summary_diffs`, each file before and after) and of
+/// its last revert, which OpenCode rewrites at every step; the turns hold
+/// the same edits as tool calls. Journalled, every step would append them
+/// whole again.
+const SESSION_COLUMNS_LEFT_OUT: [&str; 2] = ["summary_diffs", "revert"];
+
 fn session_rows(tx: &rusqlite::Transaction) -> rusqlite::Result<Vec<SessionRow>> {
     let mut stmt = tx.prepare("SELECT * FROM session ORDER BY time_created, id")?;
     let names: Vec<String> = stmt.column_names().into_iter().map(str::to_owned).collect();
@@ -541,6 +553,9 @@ fn session_rows(tx: &rusqlite::Transaction) -> rusqlite::Result<Vec<SessionRow>>
     while let Some(row) = rows.next()? {
         let mut object = serde_json::Map::new();
         for (i, name) in names.iter().enumerate() {
+            if SESSION_COLUMNS_LEFT_OUT.contains(&name.as_str()) {
+                continue;
+            }
             let value = match row.get_ref(i)? {
                 ValueRef::Null => serde_json::Value::Null,
                 ValueRef::Integer(n) => n.into(),
@@ -566,19 +581,42 @@ fn session_rows(tx: &rusqlite::Transaction) -> rusqlite::Result<Vec<SessionRow>>
     Ok(out)
 }
 
-/// The rows `sql` selects for one session.
-fn rows(tx: &rusqlite::Transaction, sql: &str, session: &str) -> rusqlite::Result<Vec<Row>> {
+/// The rows `sql` selects for one session. A row whose columns are not of
+/// the types OpenCode writes (a NULL `data`, an id that is not text) is
+/// named in `reasons` and left out, the rest read.
+fn rows(
+    tx: &rusqlite::Transaction,
+    sql: &str,
+    session: &str,
+    reasons: &mut Vec<String>,
+) -> rusqlite::Result<Vec<Row>> {
     let mut stmt = tx.prepare_cached(sql)?;
-    let rows = stmt.query_map([session], |r| {
-        Ok(Row {
-            id: r.get(0)?,
-            session_id: r.get(1)?,
-            message_id: r.get(2)?,
-            time_updated: r.get(3)?,
-            data: r.get_ref(4)?.as_bytes()?.to_vec(),
-        })
-    })?;
-    rows.collect()
+    let mut out = Vec::new();
+    let mut found = stmt.query([session])?;
+    while let Some(r) = found.next()? {
+        let text = |i| match r.get_ref(i) {
+            Ok(ValueRef::Text(t)) => std::str::from_utf8(t).ok().map(str::to_owned),
+            _ => None,
+        };
+        let data = match r.get_ref(4)? {
+            ValueRef::Text(b) | ValueRef::Blob(b) => Some(b.to_vec()),
+            _ => None,
+        };
+        match (text(0), text(1), data) {
+            (Some(id), Some(session_id), Some(data)) => out.push(Row {
+                id,
+                session_id,
+                message_id: text(2),
+                time_updated: r.get_ref(3)?.as_i64().unwrap_or_default(),
+                data,
+            }),
+            (id, ..) => reasons.push(format!(
+                "a row of session {session} ({}): its id, session id or data is not text",
+                id.as_deref().unwrap_or("no id")
+            )),
+        }
+    }
+    Ok(out)
 }
 
 // ---- the storage tree (before v1.2) ----
@@ -732,6 +770,15 @@ fn refresh_legacy(paths: &Paths, session: &str) -> Result<Vec<PathBuf>> {
             }
             None => continue,
         };
+        // The id names the folder of the message's parts; one that is not a
+        // plain id ("../x", "/etc") would read files outside the tree.
+        if !plain_id(&id) {
+            reasons.push(format!(
+                "{}: message id {id:?} is not a plain id",
+                message.display()
+            ));
+            continue;
+        }
         for part in json_files(&storage.join("part").join(&id)) {
             match read_storage(&part) {
                 Some(Ok((data, part_id))) => records.push(

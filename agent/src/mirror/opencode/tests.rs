@@ -437,3 +437,116 @@ fn the_storage_tree_is_journalled_like_the_database() -> Result<()> {
     }
     Ok(())
 }
+
+/// A message file whose id climbs out of the tree ("../../outside") must
+/// not make kith read the files of another folder as its parts.
+#[test]
+fn a_message_id_that_is_not_plain_reads_no_folder_outside_the_tree() -> Result<()> {
+    let m = Machine::new();
+    let tree = storage(&m.paths);
+    copy_tree(&kith_shared::fixtures::path("opencode/storage"), &tree);
+    let outside = m.paths.opencode_dir.join("outside");
+    std::fs::create_dir_all(&outside).expect("a folder beside the tree");
+    std::fs::write(
+        outside.join("prt_x.json"),
+        format!(r#"{{"id":"prt_x","messageID":"m","sessionID":"{LEGACY}","type":"text","text":"the secret beside the tree"}}"#),
+    )
+    .expect("a file outside the tree");
+    let hostile = tree.join("message").join(LEGACY).join("msg_zz.json");
+    std::fs::write(
+        &hostile,
+        format!(r#"{{"id":"../../outside","sessionID":"{LEGACY}","role":"user","time":{{"created":1778490009000}}}}"#),
+    )
+    .expect("a hostile message file");
+
+    let said = refresh(&m.paths, &hostile).expect_err("named").to_string();
+    assert!(
+        said.contains("msg_zz.json: message id \"../../outside\" is not a plain id"),
+        "{said}"
+    );
+    let journal = std::fs::read_to_string(m.journal(LEGACY)).expect("the session is journalled");
+    assert!(!journal.contains("the secret beside the tree"), "{journal}");
+    assert_eq!(
+        m.turns(LEGACY).len(),
+        3,
+        "the session's own turns are all there"
+    );
+    Ok(())
+}
+
+/// A row with columns of types OpenCode never writes (a BLOB id, text in
+/// `time_updated`) holds back neither the rest of its session nor the
+/// sessions after it; one whose id cannot be read is named.
+#[test]
+fn a_row_of_another_type_holds_back_no_other_row_or_session() -> Result<()> {
+    let m = Machine::new();
+    let db = m.db();
+    db.execute_batch(
+        "INSERT INTO session VALUES ('ses_b', 'p1', NULL, 's', '/tmp', 't', '1.2.4', 3, 3);
+         INSERT INTO message VALUES ('msg_b', 'ses_b', 3, 3, '{\"role\":\"user\"}');
+         INSERT INTO part VALUES ('prt_b', 'msg_b', 'ses_b', 4, 4, '{\"type\":\"text\",\"text\":\"in b\"}');",
+    )
+    .expect("a second session");
+    put_message(&db, "msg_1", "user", 10);
+    put_part(&db, "prt_1", "msg_1", &text("readable"), 11);
+    db.execute(
+        "INSERT INTO part VALUES (X'00FF', 'msg_1', 'ses_a', 12, 12, '{\"type\":\"text\",\"text\":\"unnamed\"}')",
+        [],
+    )
+    .expect("a part whose id is a BLOB");
+    db.execute(
+        "INSERT INTO part VALUES ('prt_3', 'msg_1', 'ses_a', 13, 'soon', '{\"type\":\"text\",\"text\":\"late\"}')",
+        [],
+    )
+    .expect("a part whose time_updated is text");
+
+    let said = m.refresh_db().expect_err("named").to_string();
+    assert!(said.contains("a row of session ses_a (no id)"), "{said}");
+    assert_eq!(
+        m.turns("ses_a"),
+        [pair("user", "readable"), pair("user", "late")]
+    );
+    assert_eq!(m.turns("ses_b"), [pair("user", "in b")]);
+    Ok(())
+}
+
+/// OpenCode's session row carries the file contents of the session's
+/// diffs, rewritten at every step: the journal leaves them out and keeps
+/// what the transcript reads.
+#[test]
+fn a_sessions_diffs_are_not_journalled() -> Result<()> {
+    let m = Machine::new();
+    let db = Connection::open(database(&m.paths)).expect("the database");
+    db.execute_batch(&SCHEMA.replace(
+        "time_created INTEGER NOT NULL, time_updated INTEGER NOT NULL);\n    CREATE TABLE message",
+        "time_created INTEGER NOT NULL, time_updated INTEGER NOT NULL, summary_diffs TEXT, revert TEXT);\n    CREATE TABLE message",
+    ))
+    .expect("the schema with OpenCode's summary columns");
+    let diffs = format!(
+        r#"[{{"file":"src/big.rs","before":"{0}","after":"{0}!"}}]"#,
+        "x".repeat(10_000)
+    );
+    db.execute(
+        "INSERT INTO session VALUES ('ses_a', 'p1', NULL, 's', '/home/sam/src/tally', 't', '1.2.4', 1, 2, ?1, '{\"diff\":\"y\"}')",
+        [&diffs],
+    )
+    .expect("a session with diffs");
+    put_message(&db, "msg_1", "user", 10);
+    m.refresh_db()?;
+    let lines = m.lines("ses_a");
+    assert!(
+        lines[0].contains(r#""directory":"/home/sam/src/tally""#),
+        "{}",
+        lines[0]
+    );
+    assert!(
+        !lines[0].contains("summary_diffs") && !lines[0].contains("revert"),
+        "{}",
+        lines[0]
+    );
+    assert!(
+        lines.iter().all(|l| l.len() < 1_000),
+        "nothing of the diffs"
+    );
+    Ok(())
+}
