@@ -115,8 +115,10 @@ pub async fn search(
         SearchMode::Semantic => None,
     };
     let keyword_query = keyword_of(&query);
-    // Outside a date's window, hits are ranked by the query as typed: the
-    // words may be what the text says ("our trip last year").
+    // Outside a date's window, the keyword side ranks hits by the query as
+    // typed: the words may be what the text says ("our trip last year").
+    // The query vector is of the query without the date, inside the window
+    // and out.
     let keyword_typed = keyword_of(&typed);
     // The query vector, when the mode needs one and an embedder can give it.
     let mut timing = SearchTiming::default();

@@ -66,8 +66,8 @@ static DATE: LazyLock<Regex> = LazyLock::new(|| {
     let year = r"(\d{4})";
     let pattern = format!(
         r"(?ix)\b (?:(?:on|in|during|of)\s+)?
-        (?: {day}\s+{month},?\s*{year}
-          | {month}\s+{day},?\s*{year}
+        (?: {day}\s+{month}(?:,\s*|\s+){year}
+          | {month}\s+{day}(?:,\s*|\s+){year}
           | {month},?\s+{year}
           | (\d{{4}})-(\d{{2}})-(\d{{2}})
         )\b"
@@ -290,11 +290,16 @@ pub enum Named {
 }
 
 /// What time `query` names, if any: a window when it names one (`find`),
-/// else a month without a year.
+/// else a month without a year. A date with a year that the calendar does
+/// not hold ("31 February, 2023") names neither.
 pub fn named(query: &str) -> Option<Named> {
-    find(query)
-        .map(Named::Window)
-        .or_else(|| month_without_year(query).map(Named::Month))
+    if let Some(dated) = find(query) {
+        return Some(Named::Window(dated));
+    }
+    if DATE.is_match(query) {
+        return None;
+    }
+    month_without_year(query).map(Named::Month)
 }
 
 /// A month the query names ("camping in June", "the deal in December").
@@ -318,8 +323,10 @@ pub fn in_month(started_at: &str, month: Month) -> bool {
         return false;
     };
     let slack = Duration::days(SLACK_DAYS);
-    [at - slack, at, at + slack]
-        .iter()
+    // A run stored at the calendar's edge (9999-12-31) has no day after.
+    [at.checked_sub(slack), Some(at), at.checked_add(slack)]
+        .into_iter()
+        .flatten()
         .any(|t| t.month() == month)
 }
 
@@ -596,6 +603,33 @@ mod tests {
         assert!(!in_month("2023-07-05T10:00:00Z", Month::June));
         assert!(!in_month("2023-03-15T10:00:00Z", Month::June));
         assert!(!in_month("not a time", Month::June));
+        // The calendar's last days: no day after them to look at.
+        assert!(in_month("9999-12-30T00:00:00Z", Month::December));
+        assert!(!in_month("9999-12-30T00:00:00Z", Month::June));
+        assert!(in_month("0000-01-01T00:00:00Z", Month::January));
+    }
+
+    #[test]
+    fn a_day_and_a_year_are_never_cut_from_one_number() {
+        for query in [
+            "in February 99999",
+            "March 12023",
+            "June 20231",
+            "on 7 July20231",
+        ] {
+            assert_eq!(find(query), None, "{query}");
+        }
+        assert!(find("March 12, 2023").is_some());
+        assert!(find("March 12 2023").is_some());
+        assert!(find("12 March 2023").is_some());
+    }
+
+    #[test]
+    fn a_date_the_calendar_lacks_names_no_month_either() {
+        assert_eq!(named("on 31 February, 2023"), None);
+        assert_eq!(named("what shipped on 30 February 2024"), None);
+        assert_eq!(named("camping in June"), Some(Named::Month(Month::June)));
+        assert!(matches!(named("on 7 July, 2023"), Some(Named::Window(_))));
     }
 
     #[test]
