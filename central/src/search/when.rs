@@ -65,7 +65,7 @@ static DATE: LazyLock<Regex> = LazyLock::new(|| {
         format!(r"({MONTHS_BUT_MAY}|may|jan|feb|mar|apr|jun|jul|aug|sept|sep|oct|nov|dec)\.?");
     let year = r"(\d{4})";
     let pattern = format!(
-        r"(?ix)\b (?:(?:on|in|during|of)\s+)?
+        r"(?ix)\b (?:(?:on|in|during|of|since)\s+)?
         (?: {day}\s+{month}(?:,\s*|\s+){year}
           | {month}\s+{day}(?:,\s*|\s+){year}
           | {month},?\s+{year}
@@ -143,10 +143,24 @@ pub fn find(query: &str) -> Option<Dated> {
 pub fn find_at(query: &str, today: Date) -> Option<Dated> {
     DATE.captures_iter(query)
         .find_map(|c| {
-            let (start, end) = window(&c)?;
+            let (start, end) = since(&c, window(&c)?, today)?;
             dated(query, c.get(0)?, start, end, SLACK_DAYS)
         })
         .or_else(|| find_relative(query, today))
+}
+
+/// "since <a time>" runs from that time's start to the end of today
+/// ("errors since last week"); any other window is as named.
+fn since(c: &Captures, (start, end): (Date, Date), today: Date) -> Option<(Date, Date)> {
+    let said = c.get(0)?.as_str();
+    if said
+        .get(..5)
+        .is_some_and(|w| w.eq_ignore_ascii_case("since"))
+    {
+        Some((start, end.max(today.next_day()?)))
+    } else {
+        Some((start, end))
+    }
 }
 
 /// Days either side of a time named relative to today: time zones.
@@ -172,7 +186,7 @@ static RELATIVE: LazyLock<Regex> = LazyLock::new(|| {
 /// month", "this year", "last year", "3 days ago", "two weeks ago" (that
 /// week), "a month ago" (that month), "last 7 days", "past two weeks",
 /// "last Tuesday" (the latest Tuesday before today). A week, month or year
-/// that is still running ends today.
+/// that is still running ends today, and so does any time after "since".
 pub fn find_relative(query: &str, today: Date) -> Option<Dated> {
     let c = RELATIVE.captures(query)?;
     let text = |i: usize| c.get(i).map(|m| m.as_str().to_ascii_lowercase());
@@ -250,6 +264,7 @@ pub fn find_relative(query: &str, today: Date) -> Option<Dated> {
         }
         (day, day.next_day()?)
     };
+    let (start, end) = since(&c, (start, end), today)?;
     if start >= end {
         return None;
     }
@@ -607,6 +622,37 @@ mod tests {
         assert!(in_month("9999-12-30T00:00:00Z", Month::December));
         assert!(!in_month("9999-12-30T00:00:00Z", Month::June));
         assert!(in_month("0000-01-01T00:00:00Z", Month::January));
+    }
+
+    #[test]
+    fn since_a_time_runs_to_today() {
+        // A Thursday.
+        let today = Date::from_calendar_date(2026, Month::November, 26).expect("a day");
+        let day = 86_400_000;
+        let found = find_at("errors since last week", today).expect("a window");
+        assert_eq!(found.rest, "errors");
+        assert_eq!(
+            (found.since_ms, found.until_ms),
+            (
+                day_ms(2026, Month::November, 16) - day,
+                day_ms(2026, Month::November, 27) + day
+            )
+        );
+        let found = find_at("Since 7 July, 2023 what broke", today).expect("a window");
+        assert_eq!(found.rest, "what broke");
+        assert_eq!(
+            (found.since_ms, found.until_ms),
+            (
+                day_ms(2023, Month::July, 7) - SLACK_MS,
+                day_ms(2026, Month::November, 27) + SLACK_MS
+            )
+        );
+        // "on" and no preposition keep the one day.
+        let found = find_at("on 7 July, 2023", today).expect("a day");
+        assert_eq!(found.until_ms, day_ms(2023, Month::July, 8) + SLACK_MS);
+        // A date after today, "since" or not, is the date.
+        let found = find_at("since 1 March, 2027", today).expect("a day");
+        assert_eq!(found.until_ms, day_ms(2027, Month::March, 2) + SLACK_MS);
     }
 
     #[test]
