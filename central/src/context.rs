@@ -32,7 +32,8 @@ pub async fn context(
             format!("budget_tokens must be 1 to {MAX_BUDGET}, not {budget}"),
         ));
     }
-    let found = crate::search::search(
+    // Audited below: the runs of the passages packed, not every candidate.
+    let (found, runs) = crate::search::search_unaudited(
         state,
         viewer,
         SearchRequest {
@@ -50,7 +51,7 @@ pub async fn context(
         let registry = s.registry();
         let handles = registry.handles()?;
         let mut titles: HashMap<String, Option<String>> = HashMap::new();
-        pack::pack(&found.hits, budget, |conversation| {
+        let packed = pack::pack(&found.hits, budget, |conversation| {
             if let Some(title) = titles.get(conversation) {
                 return Ok(title.clone());
             }
@@ -58,7 +59,10 @@ pub async fn context(
                 .and_then(|c| c.title);
             titles.insert(conversation.to_owned(), title.clone());
             Ok(title)
-        })
+        })?;
+        let shown = packed.passages.iter().map(|p| &p.run_id);
+        crate::search::audit_shown(&s, &v, &runs, shown)?;
+        Ok::<_, Error>(packed)
     })
     .await??;
     Ok(ContextResponse {

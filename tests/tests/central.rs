@@ -1430,3 +1430,88 @@ fn the_log_read_from_a_pipe_has_no_colour_codes_and_no_onnx_info() -> Result<()>
     assert!(onnx_info.is_empty(), "ONNX info lines: {onnx_info:#?}");
     Ok(())
 }
+
+/// The owner's audit names the runs a reader was shown, not every run
+/// that was a candidate: a search for one conversation audits that
+/// conversation's run, a context pack the runs of its passages.
+#[test]
+fn the_audit_names_the_runs_a_reader_was_shown_and_no_others() -> Result<()> {
+    let central = Central::start()?;
+    let alice = central.client(&central.register("alice.test", "laptop")?);
+    let bob = central.client(&central.register("bob.test", "desktop")?);
+    let mut ids = Vec::new();
+    for (session, text) in [
+        (
+            "a",
+            "the octopus plan: octopus tanks, octopus food, octopus care",
+        ),
+        ("b", "an octopus was mentioned once"),
+        ("c", "one more octopus note, far down the list"),
+    ] {
+        let mut body = delta(session, 0, &line(text, 0));
+        body["tags"] = json!(["family"]);
+        let id = alice.post("/api/runs", &body)?.body["run_id"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        alice.wait_indexed(&id, Duration::from_secs(10))?;
+        ids.push(id);
+    }
+    let share = alice.post(
+        "/api/shares",
+        &json!({"scope": "tag:family", "with": "bob.test"}),
+    )?;
+    assert_eq!(share.status, 201, "{share:?}");
+    let audited = || -> Result<Vec<String>> {
+        let audit = alice.get("/api/audit")?;
+        Ok(audit.body["entries"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|e| e["reader"] == "bob.test" && e["what"] == "search_hit")
+            .filter_map(|e| e["run_id"].as_str().map(str::to_owned))
+            .collect())
+    };
+
+    let found = bob.post(
+        "/api/search",
+        &json!({"query": "octopus", "mode": "keyword", "limit": 1, "group": "conversation"}),
+    )?;
+    // One conversation asked for, from a pool of every matching run.
+    assert_eq!(found.body["groups"].as_array().map(Vec::len), Some(1));
+    let hits = found.body["hits"].as_array().cloned().unwrap_or_default();
+    assert_eq!(hits.len(), 1, "{found:?}");
+    let first = hits[0]["run_id"].as_str().unwrap_or_default().to_owned();
+    assert!(ids.contains(&first), "{first}");
+    assert_eq!(audited()?, [first.clone()], "the shown run, once");
+
+    let packed = bob.post(
+        "/api/context",
+        &json!({"task": "octopus", "budget_tokens": 60}),
+    )?;
+    assert_eq!(packed.status, 200, "{packed:?}");
+    let mut shown: Vec<String> = packed.body["passages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| p["run_id"].as_str().map(str::to_owned))
+        .collect();
+    assert!(
+        !shown.is_empty() && shown.len() < 3,
+        "a pack of 60 tokens holds one or two passages: {packed:?}"
+    );
+    shown.sort();
+    shown.dedup();
+    let mut after = audited()?;
+    after.remove(after.iter().rposition(|id| *id == first).unwrap_or(0));
+    after.sort();
+    assert_eq!(after, shown, "the packed runs, and only them");
+
+    // Alice reading her own runs is never audited.
+    alice.post(
+        "/api/search",
+        &json!({"query": "octopus", "mode": "keyword"}),
+    )?;
+    assert_eq!(audited()?.len(), 1 + shown.len());
+    Ok(())
+}

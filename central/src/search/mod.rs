@@ -42,11 +42,47 @@ const GROUP_POOL_FACTOR: usize = 5;
 /// Most hits a grouped search ranks.
 const MAX_GROUP_POOL: usize = 500;
 
+/// A search as `viewer`, its reads of others' runs audited: the runs of
+/// the hits it answers (the page, or the groups' hits), each once.
 pub async fn search(
     state: &AppState,
     viewer: &Viewer,
     req: SearchRequest,
 ) -> Result<SearchResponse> {
+    let (found, runs) = search_unaudited(state, viewer, req).await?;
+    let (s, v) = (state.clone(), viewer.clone());
+    let shown: Vec<String> = found.hits.iter().map(|h| h.run_id.clone()).collect();
+    tokio::task::spawn_blocking(move || audit_shown(&s, &v, &runs, shown.iter())).await??;
+    Ok(found)
+}
+
+/// Records in their owners' audit that `viewer` was shown text of each of
+/// the runs `shown` names (in `runs`), once per run.
+pub(crate) fn audit_shown<'a>(
+    state: &AppState,
+    viewer: &Viewer,
+    runs: &HitRuns,
+    shown: impl Iterator<Item = &'a String>,
+) -> Result<()> {
+    let mut seen = HashSet::new();
+    for run in shown.filter_map(|id| runs.get(id)) {
+        if seen.insert(run.id.as_str()) {
+            state
+                .registry()
+                .audit_read(viewer, &run.user_id, &run.id, "search_hit")?;
+        }
+    }
+    Ok(())
+}
+
+/// A search as `viewer`, nothing audited, with the runs of the hits it
+/// kept (every one the viewer may read): for callers that show only part
+/// of the answer and audit that part (`context`).
+pub(crate) async fn search_unaudited(
+    state: &AppState,
+    viewer: &Viewer,
+    req: SearchRequest,
+) -> Result<(SearchResponse, HitRuns)> {
     let started = Instant::now();
     let query = req.query.trim().to_owned();
     if query.is_empty() {
@@ -239,13 +275,13 @@ pub async fn search(
     let search_ms = ms(search_started);
     let (s, v) = (state.clone(), viewer.clone());
     let (offset, limit) = (req.offset as usize, limit as usize);
-    let (hits, groups) = tokio::task::spawn_blocking(move || {
+    let (hits, groups, runs) = tokio::task::spawn_blocking(move || {
         let handles = s.registry().handles()?;
         let hits: Vec<SearchHit> = hits
             .into_iter()
             .map(|h| wire_hit(h, &runs, &handles))
             .collect();
-        Ok::<_, Error>(match group {
+        let (hits, groups) = match group {
             GroupBy::None => (hits.into_iter().skip(offset).collect(), Vec::new()),
             GroupBy::Conversation => {
                 let by_score = by_score.then_some(leading);
@@ -254,27 +290,28 @@ pub async fn search(
                 let hits = groups.iter().flat_map(|g| g.hits.clone()).collect();
                 (hits, groups)
             }
-        })
+        };
+        Ok::<_, Error>((hits, groups, runs))
     })
     .await??;
     timing.search_ms = search_ms;
     timing.total_ms = ms(started);
-    Ok(SearchResponse {
+    let found = SearchResponse {
         hits,
         groups,
         timing,
         backend: state.index().name().to_owned(),
         embedder: state.embedder_name(),
         degraded,
-    })
+    };
+    Ok((found, runs))
 }
 
 /// The runs of the hits, by id.
-type HitRuns = HashMap<String, RunMeta>;
+pub(crate) type HitRuns = HashMap<String, RunMeta>;
 
 /// Keeps only hits whose run the registry says the viewer may read now
-/// (expiry and quarantine included), and audits reads of others' runs;
-/// returns the kept hits and their runs.
+/// (expiry and quarantine included); returns the kept hits and their runs.
 fn recheck(
     state: &AppState,
     viewer: &Viewer,
@@ -292,14 +329,6 @@ fn recheck(
                     .map(|id| state.registry().run(viewer, &id))
                     .transpose()?
                     .flatten();
-                if let Some(run) = &run {
-                    state.registry().audit_read(
-                        viewer,
-                        &run.meta.user_id,
-                        &run.meta.id,
-                        "search_hit",
-                    )?;
-                }
                 verdicts.insert(hit.run_id.clone(), run.is_some());
                 match run {
                     Some(run) => {
