@@ -1483,7 +1483,11 @@ fn the_audit_names_the_runs_a_reader_was_shown_and_no_others() -> Result<()> {
     assert_eq!(hits.len(), 1, "{found:?}");
     let first = hits[0]["run_id"].as_str().unwrap_or_default().to_owned();
     assert!(ids.contains(&first), "{first}");
-    assert_eq!(audited()?, [first.clone()], "the shown run, once");
+    assert_eq!(
+        audited()?,
+        std::slice::from_ref(&first),
+        "the shown run, once"
+    );
 
     let packed = bob.post(
         "/api/context",
