@@ -165,26 +165,40 @@ struct Folded {
     messages: Vec<(String, String)>,
 }
 
+/// The keys of a journal line that `Folded` reads. The rest is skipped
+/// unread, so a line holding what no JSON string can (a lone surrogate
+/// escape, half an emoji) folds like any other.
+#[derive(Deserialize)]
+struct Keys<'a> {
+    #[serde(rename = "$set", borrow)]
+    set: Option<&'a RawValue>,
+    #[serde(rename = "$rewindTo")]
+    rewind_to: Option<String>,
+    id: Option<String>,
+    #[serde(rename = "sessionId", borrow)]
+    session_id: Option<&'a RawValue>,
+}
+
 impl Folded {
     fn of(lines: &[String]) -> Folded {
         let mut f = Folded::default();
         for line in lines {
-            let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
+            let Ok(keys) = serde_json::from_str::<Keys>(line) else {
                 continue;
             };
-            if let Some(set) = v.get("$set") {
-                f.metadata = Some(set.to_string());
-            } else if let Some(id) = v.get("$rewindTo").and_then(|t| t.as_str()) {
-                if let Some(i) = f.position(id) {
+            if let Some(set) = keys.set {
+                f.metadata = Some(set.get().to_owned());
+            } else if let Some(id) = keys.rewind_to {
+                if let Some(i) = f.position(&id) {
                     f.messages.truncate(i);
                 }
-            } else if let Some(id) = v.get("id").and_then(|t| t.as_str()) {
-                match f.position(id) {
+            } else if let Some(id) = keys.id {
+                match f.position(&id) {
                     Some(i) => f.messages[i].1 = line.clone(),
-                    None => f.messages.push((id.to_owned(), line.clone())),
+                    None => f.messages.push((id, line.clone())),
                 }
-            } else if v.get("sessionId").is_some() {
-                f.metadata = Some(v.to_string());
+            } else if keys.session_id.is_some() {
+                f.metadata = Some(line.clone());
             }
         }
         f
@@ -198,10 +212,14 @@ impl Folded {
 /// The lines that take the journal from `was` to `now`.
 fn changes(was: &Folded, now: &Session) -> Vec<String> {
     let mut out = Vec::new();
-    // Compared as parsed values: `$set` lines hold the metadata re-serialised.
+    // Compared as parsed values where both parse (a journal written by an
+    // older kith may hold the metadata re-serialised), else as written.
     let same_metadata = was.metadata.as_deref().is_some_and(|m| {
-        serde_json::from_str::<serde_json::Value>(m).ok()
-            == serde_json::from_str::<serde_json::Value>(&now.metadata).ok()
+        let value = |text: &str| serde_json::from_str::<serde_json::Value>(text).ok();
+        match (value(m), value(&now.metadata)) {
+            (Some(a), Some(b)) => a == b,
+            _ => m == now.metadata,
+        }
     });
     match &was.metadata {
         None => out.push(now.metadata.clone()),
@@ -305,6 +323,26 @@ mod tests {
         let folded = Folded::of(&journal);
         let ids: Vec<&str> = folded.messages.iter().map(|(id, _)| id.as_str()).collect();
         assert_eq!(ids, ["a", "c"]);
+    }
+
+    /// Half an emoji (a lone surrogate escape, as JavaScript writes one)
+    /// in a message or the metadata: the journal takes it once, and the
+    /// same file again appends nothing.
+    #[test]
+    fn a_lone_surrogate_is_journalled_once() {
+        let file = r#"{"sessionId":"s1","summary":"cut \ud83d","messages":[{"id":"a","type":"user","content":"half \ud83d"},{"id":"b","type":"user","content":"next"}]}"#;
+        let now = Session::parse(file).expect("a session");
+        let first = changes(&Folded::of(&[]), &now);
+        assert_eq!(first.len(), 3, "{first:?}");
+        assert!(first[1].contains(r"half \ud83d"), "kept as written");
+        assert_eq!(changes(&Folded::of(&first), &now), Vec::<String>::new());
+        let edited = file.replace("summary\":\"cut", "summary\":\"now cut");
+        let again = changes(
+            &Folded::of(&first),
+            &Session::parse(&edited).expect("a session"),
+        );
+        assert_eq!(again.len(), 1, "{again:?}");
+        assert!(again[0].starts_with(r#"{"$set":"#), "{again:?}");
     }
 
     #[test]

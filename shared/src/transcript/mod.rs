@@ -243,6 +243,8 @@ fn read(mut format: impl Records, bytes: &[u8]) -> Transcript {
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
+        let mended = mend_lone_surrogates(line);
+        let line = mended.as_deref().unwrap_or(line);
         let mut used = false;
         // Real pi files hold several records on one line (`}{`); each one is
         // read, and they all get this line's number. A decoding error ends
@@ -259,6 +261,44 @@ fn read(mut format: impl Records, bytes: &[u8]) -> Transcript {
     }
     format.finish(&mut b);
     b.finish(n_lines, n_skipped)
+}
+
+/// `line` with each `\uXXXX` escape of half a UTF-16 surrogate pair that
+/// has no other half (`"\ud83d"`: an emoji cut in two, as JavaScript's
+/// `JSON.stringify` writes one when a tool's output is cut mid-character)
+/// written as `\ufffd`, or `None` when it has none. Such a line is valid
+/// JSON to the agent and to central's check of a delta, but no JSON string
+/// can hold it, so the line would not be read at all.
+fn mend_lone_surrogates(line: &[u8]) -> Option<Vec<u8>> {
+    let escape_at = |i: usize| -> Option<u16> {
+        let hex = line.get(i..i + 6)?.strip_prefix(b"\\u")?;
+        u16::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok()
+    };
+    let mut out: Option<Vec<u8>> = None;
+    let mut i = 0;
+    while i < line.len() {
+        if line[i] != b'\\' {
+            i += 1;
+            continue;
+        }
+        let Some(unit) = escape_at(i) else {
+            i += 2; // `\\`, `\"` and the other one-letter escapes
+            continue;
+        };
+        let paired = (0xD800..0xDC00).contains(&unit)
+            && escape_at(i + 6).is_some_and(|low| (0xDC00..0xE000).contains(&low));
+        if paired {
+            i += 12;
+        } else if (0xD800..0xE000).contains(&unit) {
+            let mended = out.get_or_insert_with(|| line.to_vec());
+            // Same length: the offsets already found stay right.
+            mended[i..i + 6].copy_from_slice(b"\\ufffd");
+            i += 6;
+        } else {
+            i += 6;
+        }
+    }
+    out
 }
 
 /// Generic JSONL: any JSON line is understood, the text fields are indexed.
@@ -485,6 +525,36 @@ pub(crate) mod tests {
                 assert_eq!(t.intent, None, "{at}");
             }
         }
+    }
+
+    #[test]
+    fn a_line_with_half_an_emoji_is_read_with_a_replacement_character() {
+        // JavaScript writes an emoji cut in two as a lone surrogate escape;
+        // a whole one, an escaped backslash before "ud83d" and other
+        // escapes stay as written.
+        let line = concat!(
+            r#"{"type":"message","message":{"role":"user","content":"#,
+            r#""cut \ud83d here, lone low \ude00, whole \ud83d\ude00, "#,
+            r#"not an escape \\ud83d, a quote \" and \u00e9"}}"#,
+        );
+        let t = parse(Format::Pi, line.as_bytes());
+        assert_eq!(t.n_skipped_lines, 0);
+        assert_eq!(
+            t.turns.iter().map(|t| t.text.as_str()).collect::<Vec<_>>(),
+            ["cut \u{fffd} here, lone low \u{fffd}, whole 😀, not an escape \\ud83d, a quote \" and é"]
+        );
+        assert_eq!(
+            mend_lone_surrogates(br#"{"a":"\ud83d\ude00 \\ud800"}"#),
+            None
+        );
+        assert_eq!(
+            mend_lone_surrogates(br#"{"a":"\ud800\ud800\udc00"}"#).as_deref(),
+            Some(&br#"{"a":"\ufffd\ud800\udc00"}"#[..])
+        );
+        assert_eq!(
+            mend_lone_surrogates(br#"{"a":"end \udbff"}"#).as_deref(),
+            Some(&br#"{"a":"end \ufffd"}"#[..])
+        );
     }
 
     #[test]
