@@ -243,24 +243,41 @@ fn read(mut format: impl Records, bytes: &[u8]) -> Transcript {
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        let mended = mend_lone_surrogates(line);
-        let line = mended.as_deref().unwrap_or(line);
         let mut used = false;
-        // Real pi files hold several records on one line (`}{`); each one is
-        // read, and they all get this line's number. A decoding error ends
-        // the line but keeps what came before it.
-        for record in serde_json::Deserializer::from_slice(line).into_iter::<Value>() {
-            match record {
-                Ok(v) => used |= format.record(&mut b, &v, n_lines),
-                Err(_) => break,
-            }
-        }
+        each_record(line, |v| used |= format.record(&mut b, &v, n_lines));
         if !used {
             n_skipped += 1;
         }
     }
     format.finish(&mut b);
     b.finish(n_lines, n_skipped)
+}
+
+/// Each JSON record of `line`: real pi files hold several on one line
+/// (`}{`), and they all get its number. A decoding error ends the line but
+/// keeps what came before it; one from half an emoji is read again from
+/// that record on, mended (`mend_lone_surrogates`), so only such a line
+/// is scanned for it.
+fn each_record(line: &[u8], mut each: impl FnMut(Value)) {
+    let mut read = 0;
+    for record in serde_json::Deserializer::from_slice(line).into_iter::<Value>() {
+        match record {
+            Ok(v) => {
+                each(v);
+                read += 1;
+            }
+            Err(_) => {
+                if let Some(mended) = mend_lone_surrogates(line) {
+                    serde_json::Deserializer::from_slice(&mended)
+                        .into_iter::<Value>()
+                        .skip(read)
+                        .map_while(Result::ok)
+                        .for_each(each);
+                }
+                return;
+            }
+        }
+    }
 }
 
 /// `line` with each `\uXXXX` escape of half a UTF-16 surrogate pair that
@@ -542,6 +559,17 @@ pub(crate) mod tests {
         assert_eq!(
             t.turns.iter().map(|t| t.text.as_str()).collect::<Vec<_>>(),
             ["cut \u{fffd} here, lone low \u{fffd}, whole 😀, not an escape \\ud83d, a quote \" and é"]
+        );
+        // On a line of several records, the ones before the half are read
+        // once.
+        let two = concat!(
+            r#"{"type":"message","message":{"role":"user","content":"before"}}"#,
+            r#"{"type":"message","message":{"role":"user","content":"half \ud83d"}}"#,
+        );
+        let t = parse(Format::Pi, two.as_bytes());
+        assert_eq!(
+            t.turns.iter().map(|t| t.text.as_str()).collect::<Vec<_>>(),
+            ["before", "half \u{fffd}"]
         );
         assert_eq!(
             mend_lone_surrogates(br#"{"a":"\ud83d\ude00 \\ud800"}"#),
