@@ -51,9 +51,11 @@ pub async fn search(
 ) -> Result<SearchResponse> {
     let (found, runs) = search_unaudited(state, viewer, req).await?;
     let (s, v) = (state.clone(), viewer.clone());
-    let shown: Vec<String> = found.hits.iter().map(|h| h.run_id.clone()).collect();
-    tokio::task::spawn_blocking(move || audit_shown(&s, &v, &runs, shown.iter())).await??;
-    Ok(found)
+    tokio::task::spawn_blocking(move || {
+        audit_shown(&s, &v, &runs, found.hits.iter().map(|h| &h.run_id))?;
+        Ok(found)
+    })
+    .await?
 }
 
 /// Records in their owners' audit that `viewer` was shown text of each of

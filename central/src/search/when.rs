@@ -629,30 +629,31 @@ mod tests {
         // A Thursday.
         let today = Date::from_calendar_date(2026, Month::November, 26).expect("a day");
         let day = 86_400_000;
-        let found = find_at("errors since last week", today).expect("a window");
-        assert_eq!(found.rest, "errors");
+        let window = |query| {
+            let found = find_at(query, today).expect(query);
+            (found.rest, found.since_ms, found.until_ms)
+        };
+        let tomorrow = day_ms(2026, Month::November, 27);
         assert_eq!(
-            (found.since_ms, found.until_ms),
+            window("errors since last week"),
             (
+                "errors".into(),
                 day_ms(2026, Month::November, 16) - day,
-                day_ms(2026, Month::November, 27) + day
+                tomorrow + day
             )
         );
-        let found = find_at("Since 7 July, 2023 what broke", today).expect("a window");
-        assert_eq!(found.rest, "what broke");
+        let july_7 = day_ms(2023, Month::July, 7) - SLACK_MS;
         assert_eq!(
-            (found.since_ms, found.until_ms),
-            (
-                day_ms(2023, Month::July, 7) - SLACK_MS,
-                day_ms(2026, Month::November, 27) + SLACK_MS
-            )
+            window("Since 7 July, 2023 what broke"),
+            ("what broke".into(), july_7, tomorrow + SLACK_MS)
         );
-        // "on" and no preposition keep the one day.
-        let found = find_at("on 7 July, 2023", today).expect("a day");
-        assert_eq!(found.until_ms, day_ms(2023, Month::July, 8) + SLACK_MS);
-        // A date after today, "since" or not, is the date.
-        let found = find_at("since 1 March, 2027", today).expect("a day");
-        assert_eq!(found.until_ms, day_ms(2027, Month::March, 2) + SLACK_MS);
+        // "on" keeps the one day, and a date after today is the date.
+        let july_8 = day_ms(2023, Month::July, 8) + SLACK_MS;
+        assert_eq!(window("on 7 July, 2023").2, july_8);
+        assert_eq!(
+            window("since 1 March, 2027").2,
+            day_ms(2027, Month::March, 2) + SLACK_MS
+        );
     }
 
     #[test]
