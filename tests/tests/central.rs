@@ -958,23 +958,32 @@ fn reindex_builds_an_older_kith_centrals_index_anew() -> Result<()> {
     Ok(())
 }
 
+/// A run of `text` tagged `family` from `session`, indexed: its id.
+fn family_run(owner: &Api, session: &str, text: &str) -> Result<String> {
+    let mut body = delta(session, 0, &line(text, 0));
+    body["tags"] = json!(["family"]);
+    let id = owner.post("/api/runs", &body)?.body["run_id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    owner.wait_indexed(&id, Duration::from_secs(10))?;
+    Ok(id)
+}
+
+/// `owner` shares the tag `family` with `with`.
+fn share_family(owner: &Api, with: &str) -> Result<()> {
+    let share = owner.post("/api/shares", &json!({"scope": "tag:family", "with": with}))?;
+    assert_eq!(share.status, 201, "{share:?}");
+    Ok(())
+}
+
 #[test]
 fn quarantine_hides_a_revoked_machines_runs_from_others_until_released() -> Result<()> {
     let mut central = Central::start()?;
     let alice = central.client(&central.register("alice.test", "laptop")?);
     let bob = central.client(&central.register("bob.test", "desktop")?);
-    let mut body = delta("s", 0, &line("the octopus plan", 0));
-    body["tags"] = json!(["family"]);
-    let id = alice.post("/api/runs", &body)?.body["run_id"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
-    alice.wait_indexed(&id, Duration::from_secs(10))?;
-    let share = alice.post(
-        "/api/shares",
-        &json!({"scope": "tag:family", "with": "bob.test"}),
-    )?;
-    assert_eq!(share.status, 201, "{share:?}");
+    let id = family_run(&alice, "s", "the octopus plan")?;
+    share_family(&alice, "bob.test")?;
     assert_eq!(
         bob.get(&format!("/api/runs/{id}"))?.status,
         200,
@@ -1448,20 +1457,9 @@ fn the_audit_names_the_runs_a_reader_was_shown_and_no_others() -> Result<()> {
         ("b", "an octopus was mentioned once"),
         ("c", "one more octopus note, far down the list"),
     ] {
-        let mut body = delta(session, 0, &line(text, 0));
-        body["tags"] = json!(["family"]);
-        let id = alice.post("/api/runs", &body)?.body["run_id"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned();
-        alice.wait_indexed(&id, Duration::from_secs(10))?;
-        ids.push(id);
+        ids.push(family_run(&alice, session, text)?);
     }
-    let share = alice.post(
-        "/api/shares",
-        &json!({"scope": "tag:family", "with": "bob.test"}),
-    )?;
-    assert_eq!(share.status, 201, "{share:?}");
+    share_family(&alice, "bob.test")?;
     let audited = || -> Result<Vec<String>> {
         let audit = alice.get("/api/audit")?;
         Ok(audit.body["entries"]

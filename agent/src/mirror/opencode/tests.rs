@@ -89,6 +89,15 @@ fn put_part(db: &Connection, id: &str, message: &str, data: &str, at: i64) {
     .expect("a part");
 }
 
+/// A second session, `ses_b`, started after `ses_a`, with one message.
+fn second_session(db: &Connection) {
+    db.execute_batch(
+        "INSERT INTO session VALUES ('ses_b', 'p1', NULL, 's', '/tmp', 't', '1.2.4', 3, 3);
+         INSERT INTO message VALUES ('msg_b', 'ses_b', 3, 3, '{\"role\":\"user\"}');",
+    )
+    .expect("a second session");
+}
+
 fn text(s: &str) -> String {
     format!(r#"{{"type":"text","text":"{s}"}}"#)
 }
@@ -235,11 +244,7 @@ fn an_answer_still_streaming_is_journalled_once_when_it_completes() -> Result<()
 fn only_sessions_whose_rows_changed_are_read_again() -> Result<()> {
     let m = Machine::new();
     let db = m.db();
-    db.execute_batch(
-        "INSERT INTO session VALUES ('ses_b', 'p1', NULL, 's', '/tmp', 't', '1.2.4', 3, 3);
-         INSERT INTO message VALUES ('msg_b', 'ses_b', 3, 3, '{\"role\":\"user\"}');",
-    )
-    .expect("a second session");
+    second_session(&db);
     put_message(&db, "msg_1", "user", 10);
     assert_eq!(m.refresh_db()?, [m.journal("ses_a"), m.journal("ses_b")]);
     assert_eq!(m.refresh_db()?, Vec::<PathBuf>::new(), "nothing changed");
@@ -481,12 +486,12 @@ fn a_message_id_that_is_not_plain_reads_no_folder_outside_the_tree() -> Result<(
 fn a_row_of_another_type_holds_back_no_other_row_or_session() -> Result<()> {
     let m = Machine::new();
     let db = m.db();
-    db.execute_batch(
-        "INSERT INTO session VALUES ('ses_b', 'p1', NULL, 's', '/tmp', 't', '1.2.4', 3, 3);
-         INSERT INTO message VALUES ('msg_b', 'ses_b', 3, 3, '{\"role\":\"user\"}');
-         INSERT INTO part VALUES ('prt_b', 'msg_b', 'ses_b', 4, 4, '{\"type\":\"text\",\"text\":\"in b\"}');",
+    second_session(&db);
+    db.execute(
+        "INSERT INTO part VALUES ('prt_b', 'msg_b', 'ses_b', 4, 4, ?1)",
+        [text("in b")],
     )
-    .expect("a second session");
+    .expect("a part of ses_b");
     put_message(&db, "msg_1", "user", 10);
     put_part(&db, "prt_1", "msg_1", &text("readable"), 11);
     db.execute(
