@@ -2413,6 +2413,70 @@ fn conformance_grouped_search_ranks_conversations() -> Result<()> {
     Ok(())
 }
 
+/// A grouped page reaches past a conversation that holds many of the best
+/// hits: the hits are ranked deeper until they hold the page's
+/// conversations, so a page is short only where the matches end.
+#[test]
+fn conformance_grouped_pages_reach_past_a_busy_conversation() -> Result<()> {
+    for backend in backends()? {
+        let b = backend.name;
+        let s = backend.start(&[])?;
+        let alice = s.client("alice.test", "laptop")?;
+        let w = "heliotrope";
+        // Long enough that every turn is a chunk of its own.
+        let filler = "the gardener waters the beds along the south wall every morning, \
+                      then sweeps the gravel paths and writes down which plants need \
+                      pruning before the frost arrives";
+        // Thirty turns that say the word three times: the best thirty hits
+        // are of one conversation, more than a page of one asks for.
+        let mut busy = Session::new("x", "/w", "main");
+        for t in 0..30 {
+            busy.user(&format!("{w} {w} {w} note {t}: {filler}"));
+        }
+        let busy = busy.send(&alice, json!({}))?;
+        let second = Session::new("y", "/w", "main")
+            .user(&format!("{filler}, and one {w}"))
+            .send(&alice, json!({}))?;
+        let third = Session::new("z", "/w", "main")
+            .user(&format!("{filler}; {filler}; {filler}, and one {w}"))
+            .send(&alice, json!({}))?;
+        let conversation = |run: &String| -> Result<String> {
+            let r = alice.get(&format!("/api/runs/{run}"))?;
+            r.body["conversation"]
+                .as_str()
+                .map(str::to_owned)
+                .with_context(|| format!("no conversation: {r:?}"))
+        };
+        let want = [
+            conversation(&busy)?,
+            conversation(&second)?,
+            conversation(&third)?,
+        ];
+        let mut pages = Vec::new();
+        for offset in 0..4 {
+            let body = search(
+                &alice,
+                json!({"query": w, "mode": "keyword", "group": "conversation",
+                       "limit": 1, "offset": offset}),
+            )?;
+            let ids: Vec<String> = body["groups"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|g| g["conversation_id"].as_str().unwrap_or_default().to_owned())
+                .collect();
+            pages.push(ids);
+        }
+        let [first, second, third] = want;
+        assert_eq!(
+            pages,
+            [vec![first], vec![second], vec![third], vec![]],
+            "{b}: one conversation a page, each once, then none"
+        );
+    }
+    Ok(())
+}
+
 /// Filter values are bounded: one over 4096 bytes, or more than 64 tags,
 /// is a 400 with the JSON error body; at the bounds the search answers.
 #[test]

@@ -37,10 +37,13 @@ pub const MAX_OFFSET: u32 = 1000;
 pub const MAX_QUERY_BYTES: usize = 4096;
 /// Hits shown per conversation when hits are grouped.
 pub const HITS_PER_GROUP: usize = 3;
-/// Hits fetched per conversation asked for, to fill groups.
+/// Hits fetched per conversation asked for, to fill groups; doubled while
+/// the hits fall in fewer conversations than the page reaches.
 const GROUP_POOL_FACTOR: usize = 5;
-/// Most hits a grouped search ranks.
-const MAX_GROUP_POOL: usize = 500;
+/// Most hits a grouped search ranks (within what Meilisearch lets a search
+/// page through, `index::meili::schema`).
+pub const MAX_GROUP_POOL: usize = 2000;
+const _: () = assert!((MAX_OFFSET + MAX_LIMIT) as usize <= MAX_GROUP_POOL);
 
 /// A search as `viewer`, its reads of others' runs audited: the runs of
 /// the hits it answers (the page, or the groups' hits), each once.
@@ -126,13 +129,11 @@ pub(crate) async fn search_unaudited(
     state.metrics().searched();
     // Embedding for ingest waits until this search has answered.
     let _hold = state.embed().map(|queue| queue.hold());
+    let reach = (limit + req.offset) as usize;
     let want = match group {
-        GroupBy::None => (limit + req.offset) as usize,
-        GroupBy::Conversation => {
-            ((limit + req.offset) as usize * GROUP_POOL_FACTOR).min(MAX_GROUP_POOL)
-        }
+        GroupBy::None => reach,
+        GroupBy::Conversation => (reach * GROUP_POOL_FACTOR).min(MAX_GROUP_POOL),
     };
-    let pool = rerank.map_or(want, |r| r.pool(want));
     // A time the query names ranks what happened then first (see `when`),
     // unless the caller chose a time range: a date's runs (its words are
     // not searched within its window), or a month's hits, any year.
@@ -217,7 +218,8 @@ pub(crate) async fn search_unaudited(
         let text = keyword_query.as_deref().unwrap_or_default();
         let typed_text = keyword_typed.as_deref().unwrap_or_default();
         let now = time::OffsetDateTime::now_utc();
-        let ranked = |filters: &Filters, text: &str| {
+        let ranked = |filters: &Filters, text: &str, want: usize| {
+            let pool = rerank.map_or(want, |r| r.pool(want));
             let mut hits = match (mode, vector.as_deref()) {
                 (SearchMode::Semantic, Some(vec)) => index.semantic(&v, vec, filters, pool),
                 (SearchMode::Hybrid, Some(vec)) => {
@@ -233,36 +235,48 @@ pub(crate) async fn search_unaudited(
                 None => hits,
             })
         };
-        // The ids of the hits of a date's (or a month's) runs, which lead
-        // the rest.
-        let mut dated_ids = HashSet::new();
-        let hits = match timed {
-            None => ranked(&filters, text)?,
-            Some(when::Named::Month(m)) => {
-                let (first, rest): (Vec<_>, Vec<_>) = ranked(&filters, text)?
-                    .into_iter()
-                    .partition(|h| when::in_month(&h.started_at, m));
-                dated_ids = first.iter().map(|h| h.chunk_id.clone()).collect();
-                first.into_iter().chain(rest).collect()
-            }
-            Some(when::Named::Window(d)) => {
-                let within = Filters {
-                    since_ms: Some(d.since_ms),
-                    until_ms: Some(d.until_ms),
-                    ..filters.clone()
-                };
-                let mut hits = ranked(&within, text)?;
-                dated_ids = hits.iter().map(|h| h.chunk_id.clone()).collect();
-                hits.extend(
-                    ranked(&filters, typed_text)?
+        // The best `want` hits, and the ids of those of a date's (or a
+        // month's) runs, which lead the rest.
+        let gather = |want: usize| -> Result<(Vec<IndexHit>, HashSet<String>)> {
+            Ok(match &timed {
+                None => (ranked(&filters, text, want)?, HashSet::new()),
+                Some(when::Named::Month(m)) => {
+                    let (first, rest): (Vec<_>, Vec<_>) = ranked(&filters, text, want)?
                         .into_iter()
-                        .filter(|h| !dated_ids.contains(&h.chunk_id)),
-                );
-                hits.truncate(want);
-                hits
-            }
+                        .partition(|h| when::in_month(&h.started_at, *m));
+                    let dated = first.iter().map(|h| h.chunk_id.clone()).collect();
+                    (first.into_iter().chain(rest).collect(), dated)
+                }
+                Some(when::Named::Window(d)) => {
+                    let within = Filters {
+                        since_ms: Some(d.since_ms),
+                        until_ms: Some(d.until_ms),
+                        ..filters.clone()
+                    };
+                    let mut hits = ranked(&within, text, want)?;
+                    let dated: HashSet<String> = hits.iter().map(|h| h.chunk_id.clone()).collect();
+                    hits.extend(
+                        ranked(&filters, typed_text, want)?
+                            .into_iter()
+                            .filter(|h| !dated.contains(&h.chunk_id)),
+                    );
+                    hits.truncate(want);
+                    (hits, dated)
+                }
+            })
         };
-        let (mut hits, runs) = recheck(&s, &v, hits)?;
+        // Grouped, the page needs `reach` conversations: while the hits
+        // hold fewer and the index has more, rank twice as many.
+        let mut want = want;
+        let (mut hits, runs, dated_ids) = loop {
+            let (hits, dated) = gather(want)?;
+            let more = hits.len() == want && want < MAX_GROUP_POOL;
+            let (hits, runs) = recheck(&s, &v, hits)?;
+            if group == GroupBy::None || !more || trees(&hits, &runs) >= reach {
+                break (hits, runs, dated);
+            }
+            want = (want * 2).min(MAX_GROUP_POOL);
+        };
         let leading = hits
             .iter()
             .take_while(|h| dated_ids.contains(&h.chunk_id))
@@ -307,6 +321,16 @@ pub(crate) async fn search_unaudited(
         degraded,
     };
     Ok((found, runs))
+}
+
+/// How many conversation trees `hits` come from: no more than the groups
+/// they make (a tree is one group, or several when its root is unreadable).
+fn trees(hits: &[IndexHit], runs: &HitRuns) -> usize {
+    hits.iter()
+        .filter_map(|h| runs.get(&h.run_id))
+        .map(|r| r.root_run_id.as_str())
+        .collect::<HashSet<_>>()
+        .len()
 }
 
 /// The runs of the hits, by id.

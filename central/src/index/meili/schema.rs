@@ -50,11 +50,12 @@ pub const RETRIEVED: &[&str] = &[
     "machine",
     "runtime",
 ];
-/// Search asks for at most `offset + limit` = 1,100 hits; Meilisearch's
-/// default cap is 1,000. It caps the hits a search can page through, not
-/// `estimatedTotalHits` (measured on Meilisearch 1.50: 30 of 30 with a cap
-/// of 10), so the counts BM25 reads stay whole.
-const MAX_TOTAL_HITS: usize = 2000;
+/// Search asks for at most `search::MAX_GROUP_POOL` hits (a grouped
+/// page's pool; a ranked page asks `offset + limit`, at most 1,100);
+/// Meilisearch's default cap is 1,000. It caps the hits a search can page
+/// through, not `estimatedTotalHits` (measured on Meilisearch 1.50: 30 of
+/// 30 with a cap of 10), so the counts BM25 reads stay whole.
+const MAX_TOTAL_HITS: usize = crate::search::MAX_GROUP_POOL;
 
 /// One chunk as a Meilisearch document. Field names match `FILTERABLE`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
