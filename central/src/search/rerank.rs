@@ -73,20 +73,24 @@ impl Rerank {
     }
 
     /// The best `want` of `hits` (best first, as the index ranked them),
-    /// re-ranked. A hit's score becomes its relevance: its score over the
-    /// list's best, decayed by age. With diversity, each next hit is the one
-    /// with the best `(1 - diversity) * relevance - diversity * likeness`
-    /// to the hits already chosen, so scores need not fall down the list.
+    /// re-ranked. A hit's score becomes its relevance, decayed by age: its
+    /// score over the list's best, both measured from 0, or from the
+    /// lowest score when that is below 0 (a cosine can be), so that every
+    /// hit keeps its place against the others. With diversity, each next
+    /// hit is the one with the best `(1 - diversity) * relevance -
+    /// diversity * likeness` to the hits already chosen, so scores need not
+    /// fall down the list.
     pub fn apply(
         &self,
         mut hits: Vec<IndexHit>,
         want: usize,
         now: OffsetDateTime,
     ) -> Vec<IndexHit> {
-        let best = hits.iter().map(|h| h.score).fold(0.0f32, f32::max);
+        let low = hits.iter().map(|h| h.score).fold(0.0f32, f32::min);
+        let best = hits.iter().map(|h| h.score).fold(low, f32::max);
         for hit in &mut hits {
-            let relevance = if best > 0.0 {
-                hit.score.max(0.0) / best
+            let relevance = if best > low {
+                (hit.score - low) / (best - low)
             } else {
                 1.0
             };
@@ -252,6 +256,29 @@ pub(crate) mod tests {
         assert_eq!(runs(&out), ["new", "undated", "future", "old"]);
         assert!((out[3].score - 0.125).abs() < 1e-3, "{}", out[3].score);
         assert!((out[1].score - 0.5).abs() < 1e-6, "no decay without a time");
+        Ok(())
+    }
+
+    #[test]
+    fn scores_below_zero_keep_their_order() -> Result<()> {
+        // Cosines of a semantic search, every one below 0.
+        let at = "2026-11-20T00:00:00Z";
+        let hits = vec![
+            hit("a", -0.05, "the deploy", at),
+            hit("b", -0.2, "a build", at),
+            hit("c", -0.4, "lunch", at),
+        ];
+        let recency =
+            Rerank::of(&request(Some(30.0), None))?.ok_or(Error::Internal("none".into()))?;
+        let out = recency.apply(hits.clone(), 3, NOW);
+        assert_eq!(runs(&out), ["a", "b", "c"]);
+        assert!(out[0].score > out[1].score && out[1].score > out[2].score);
+        // A hit a little less relevant passes one older by a half-life.
+        let mut newer = hits;
+        newer[1].started_at = "2026-11-23T00:00:00Z".into();
+        newer[0].started_at = "2026-10-21T00:00:00Z".into();
+        let out = recency.apply(newer, 3, NOW);
+        assert_eq!(runs(&out), ["b", "a", "c"]);
         Ok(())
     }
 
