@@ -521,6 +521,31 @@ fn conformance_a_question_finds_its_answer_by_keyword() -> Result<()> {
     Ok(())
 }
 
+/// A task described in a paragraph, its subject named last, finds the turn
+/// about that subject: past sixteen words a query's stopwords and question
+/// words are what is left out.
+#[test]
+fn conformance_a_long_query_finds_its_last_words() -> Result<()> {
+    for backend in backends()? {
+        let b = backend.name;
+        let s = backend.start(&[])?;
+        let alice = s.client("alice.test", "laptop")?;
+        // The answer holds none of the task's first sixteen words; the near
+        // miss one of them.
+        let answer = ingest(&alice, "a", "retry backoff doubles each attempt", json!({}))?;
+        let near = ingest(&alice, "c", "chatted over lunch", json!({}))?;
+        let other = ingest(&alice, "b", "lunch plans moved again", json!({}))?;
+        let task = "I would like it if we could go over what it is that we did to \
+                    the thing and then see what we can do with the retry backoff";
+        let body = search(&alice, json!({"query": task, "mode": "keyword"}))?;
+        let ranked = run_ids(&body);
+        assert_eq!(ranked.first(), Some(&answer), "{b}: {body}");
+        assert!(ranked.contains(&near), "{b}: {body}");
+        assert!(!ranked.contains(&other), "{b}: {body}");
+    }
+    Ok(())
+}
+
 /// The chunk holding every word of a query comes first, even where each of
 /// its words alone has more matches than a search reads (each of those
 /// saying its word earlier in its text).

@@ -131,9 +131,10 @@ const STOPWORDS: &[&str] = &[
     "about", "into", "out", "up", "all", "just",
 ];
 
-/// What a hit's highlights mark: the query without question words and
-/// stopwords (the whole query when nothing else is left).
-pub fn highlight_terms(query: &str) -> String {
+/// The query without question words and stopwords (the whole query when
+/// nothing else is left): what a hit's highlights mark, and the words a
+/// long query keeps first on Meilisearch (`index::meili::bm25::terms`).
+pub fn content_words(query: &str) -> String {
     without(query, &[QUESTION_WORDS, STOPWORDS])
 }
 
@@ -256,13 +257,13 @@ mod tests {
     #[test]
     fn highlights_skip_stopwords_unless_nothing_else_is_left() {
         assert_eq!(
-            highlight_terms("how did the parser fail on a file"),
+            content_words("how did the parser fail on a file"),
             "parser fail file"
         );
         assert_eq!(
-            highlight_terms("the \"src/main.rs\" of it"),
+            content_words("the \"src/main.rs\" of it"),
             "\"src/main.rs\""
         );
-        assert_eq!(highlight_terms("to be or not to be"), "to be or not to be");
+        assert_eq!(content_words("to be or not to be"), "to be or not to be");
     }
 }

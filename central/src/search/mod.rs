@@ -282,7 +282,7 @@ pub(crate) async fn search_unaudited(
             .take_while(|h| dated_ids.contains(&h.chunk_id))
             .count();
         if let Some(q) = &keyword_query {
-            index.highlight(&fusion::highlight_terms(q), &mut hits)?;
+            index.highlight(&fusion::content_words(q), &mut hits)?;
         }
         Ok::<_, Error>((hits, runs, leading))
     })

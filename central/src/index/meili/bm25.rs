@@ -19,8 +19,9 @@ use tantivy::tokenizer::{LowerCaser, RemoveLongFilter, SimpleTokenizer, TextAnal
 use crate::index::base_form::base_form;
 use crate::index::words::{analyzer, pieces, tokens};
 
-/// Words (and phrases) of a query that are searched; a longer query's
-/// later words are left out (each is a search of its own).
+/// Words (and phrases) of a query that are searched (each is a search of
+/// its own): a longer query leaves out its stopwords and question words,
+/// then its later words.
 pub const MAX_TERMS: usize = 16;
 /// BM25's term-frequency saturation and length normalisation (tantivy's).
 const K1: f32 = 1.2;
@@ -40,16 +41,26 @@ pub struct Term {
 /// The terms of a typed query, as the embedded index reads one: words,
 /// and "quoted phrases"; a word the tokenizer splits (`src/main.rs`) is
 /// also a phrase of its pieces. Distinct as read ("library libraries" is
-/// one term, as in the embedded index), at most `MAX_TERMS`.
+/// one term, as in the embedded index), at most `MAX_TERMS`: of a longer
+/// query (a task described in a paragraph), the words that say what it is
+/// about.
 pub fn terms(query: &str) -> Vec<Term> {
+    let all = all_terms(query);
+    if all.len() <= MAX_TERMS {
+        return all;
+    }
+    let mut kept = all_terms(&crate::search::fusion::content_words(query));
+    kept.truncate(MAX_TERMS);
+    kept
+}
+
+/// Every term of `query`, distinct, in order.
+fn all_terms(query: &str) -> Vec<Term> {
     let mut surface = surface();
     let mut words = analyzer();
     let mut out: Vec<Term> = Vec::new();
     let mut push = |term: Term| {
-        if !term.words.is_empty()
-            && !out.iter().any(|t| t.words == term.words)
-            && out.len() < MAX_TERMS
-        {
+        if !term.words.is_empty() && !out.iter().any(|t| t.words == term.words) {
             out.push(term);
         }
     };
@@ -261,6 +272,18 @@ mod tests {
         assert!(terms("?! ...").is_empty());
         let long: String = (0..40).map(|i| format!("word{i} ")).collect();
         assert_eq!(terms(&long).len(), MAX_TERMS);
+    }
+
+    #[test]
+    fn a_long_query_keeps_the_words_it_is_about() {
+        let task = "I want to fix the flaky test in the scheduler so that it is not \
+                    failing on the CI and then we can look at the retry backoff";
+        assert_eq!(
+            asks(task),
+            ["want", "fix", "flak", "test", "schedul", "fail", "ci", "look", "retr", "backoff"]
+        );
+        // Sixteen terms or fewer are all searched, stopwords too.
+        assert_eq!(asks("fix the flaky test"), ["fix", "the", "flak", "test"]);
     }
 
     fn answered(texts: &[&str], query: &str) -> Vec<usize> {
