@@ -231,6 +231,11 @@ fn base_url(pds_url: &str) -> Result<String> {
     }
 }
 
+/// Whether `s` is an AT Protocol handle (at most 253 bytes, domain-like).
+pub fn is_handle(s: &str) -> bool {
+    Handle::new(s.to_owned()).is_ok()
+}
+
 fn parse_handle(handle: &str) -> Result<Handle> {
     Handle::new(handle.to_owned()).map_err(|why| {
         Error::bad_request(

@@ -418,7 +418,7 @@ fn scenario(alice_b: &Browser<'_>, bob_b: &Browser<'_>, dave_b: &Browser<'_>) ->
     // Wrong passwords are refused, then the handle is rate-limited: even
     // the right password waits.
     let client = http()?;
-    let attempt = |password: &str| -> Result<(u16, String)> {
+    let attempt = |handle: &str, password: &str| -> Result<(u16, String)> {
         let form = client.get(format!("{base}/signin")).send()?;
         let cookie = form
             .headers()
@@ -439,21 +439,29 @@ fn scenario(alice_b: &Browser<'_>, bob_b: &Browser<'_>, dave_b: &Browser<'_>) ->
             .header("cookie", cookie)
             .form(&[
                 ("csrf", csrf.as_str()),
-                ("handle", CAROL.0),
+                ("handle", handle),
                 ("password", password),
             ])
             .send()?;
         Ok((res.status().as_u16(), res.text()?))
     };
     for i in 0..5 {
-        let (status, page) = attempt(&format!("guess-{i}"))?;
+        let (status, page) = attempt(CAROL.0, &format!("guess-{i}"))?;
         ensure!(status == 401, "guess {i}: {status}");
         ensure!(page.contains("Wrong handle or password"));
     }
-    let (status, page) = attempt(CAROL.1)?;
+    let (status, page) = attempt(CAROL.0, CAROL.1)?;
     ensure!(status == 429, "after 5 failures: {status}");
     ensure!(page.contains("Too many failed sign-ins"));
     ensure!(!page.contains(CAROL.1), "the page shows the password");
+    // What is not a handle is refused before it is counted or shown back;
+    // a form past the pages' limit is refused unread.
+    let long = "a".repeat(300);
+    let (status, page) = attempt(&long, "x")?;
+    ensure!(status == 400, "a 300-letter handle: {status}");
+    ensure!(page.contains("not a handle") && !page.contains(&long));
+    let (status, _) = attempt(&"a.".repeat(50_000), "x")?;
+    ensure!(status == 413, "a 100 kB form: {status}");
     let log: Vec<String> = central.log.try_iter().collect();
     let log = log.join("\n");
     for secret in [

@@ -73,18 +73,30 @@ pub async fn signin(
         .check_csrf(&form.csrf)?;
     let handle = form.handle.trim().trim_start_matches('@').to_owned();
     let password = Password::new(form.password);
-    if let Err(wait) = state.sign_in_limits().check(&handle, peer.ip()) {
-        let minutes = wait.as_secs().div_ceil(60).max(1);
+    // Not a handle: nothing to try, count or show back.
+    if !crate::pds::is_handle(&handle) {
         return signin_page(
-            StatusCode::TOO_MANY_REQUESTS,
-            Some(format!(
-                "Too many failed sign-ins for this handle or from this address; try again in {minutes} minutes."
-            )),
-            &handle,
+            StatusCode::BAD_REQUEST,
+            Some("That is not a handle: it looks like alice.example.com.".to_owned()),
+            "",
         );
     }
-    let refused = |state: &AppState| {
-        state.sign_in_limits().failed(&handle, peer.ip());
+    let limits = state.sign_in_limits();
+    let attempt = match limits.begin(&handle, peer.ip()) {
+        Ok(attempt) => attempt,
+        Err(wait) => {
+            let minutes = wait.as_secs().div_ceil(60).max(1);
+            return signin_page(
+                StatusCode::TOO_MANY_REQUESTS,
+                Some(format!(
+                    "Too many failed sign-ins for this handle or from this address; try again in {minutes} minutes."
+                )),
+                &handle,
+            );
+        }
+    };
+    // From here the attempt counts as failed unless released.
+    let refused = || {
         signin_page(
             StatusCode::UNAUTHORIZED,
             Some("Wrong handle or password.".to_owned()),
@@ -95,9 +107,10 @@ pub async fn signin(
     let h = handle.clone();
     let Some(user) = tokio::task::spawn_blocking(move || s.registry().user_by_handle(&h)).await??
     else {
-        return refused(&state);
+        return refused();
     };
     let Some(pds_url) = &user.pds_url else {
+        limits.release(attempt);
         return signin_page(
             StatusCode::BAD_REQUEST,
             Some(format!(
@@ -111,20 +124,22 @@ pub async fn signin(
         Err(Error::BadRequest {
             code: "wrong_password",
             ..
-        }) => return refused(&state),
+        }) => return refused(),
         Err(e @ Error::Unavailable { .. }) => {
+            limits.release(attempt);
             return signin_page(
                 StatusCode::SERVICE_UNAVAILABLE,
                 Some(e.to_string()),
                 &handle,
-            )
+            );
         }
         Err(e) => return Err(e.into()),
     };
     if user.did.as_ref().is_some_and(|known| *known != did) {
         tracing::warn!(handle = %handle, "the PDS signed in a different DID than the registry holds");
-        return refused(&state);
+        return refused();
     }
+    limits.release(attempt);
     tracing::info!(handle = %handle, "web sign-in");
     start_session(&state, user.id).await
 }

@@ -22,35 +22,55 @@ pub struct SignInLimits {
 }
 
 impl SignInLimits {
-    /// `Err(wait)` when the handle or the address failed too often lately.
-    pub fn check(&self, handle: &str, addr: IpAddr) -> Result<(), Duration> {
-        self.check_at(handle, addr, Instant::now())
+    /// Starts a sign-in: `Err(wait)` when the handle or the address failed
+    /// too often lately; otherwise the attempt counts as a failure from now
+    /// until `release` takes it back, so sign-ins sent at once count each
+    /// while they wait on the PDS.
+    pub fn begin(&self, handle: &str, addr: IpAddr) -> Result<Attempt, Duration> {
+        self.begin_at(handle, addr, Instant::now())
     }
 
-    /// Counts one failed sign-in.
-    pub fn failed(&self, handle: &str, addr: IpAddr) {
-        let now = Instant::now();
+    /// Takes back an attempt that did not fail: it signed in, or no password
+    /// was tried (the PDS did not answer).
+    pub fn release(&self, attempt: Attempt) {
         let mut failures = lock(&self.failures);
-        for key in keys(handle, addr) {
-            failures.entry(key).or_default().push(now);
+        for key in attempt.keys {
+            if let Some(at) = failures.get_mut(&key) {
+                if let Some(i) = at.iter().position(|t| *t == attempt.at) {
+                    at.remove(i);
+                }
+                if at.is_empty() {
+                    failures.remove(&key);
+                }
+            }
         }
     }
 
-    fn check_at(&self, handle: &str, addr: IpAddr, now: Instant) -> Result<(), Duration> {
+    fn begin_at(&self, handle: &str, addr: IpAddr, now: Instant) -> Result<Attempt, Duration> {
         let mut failures = lock(&self.failures);
         failures.retain(|_, at| {
             at.retain(|t| now.duration_since(*t) < WINDOW);
             !at.is_empty()
         });
-        let [by_handle, by_addr] = keys(handle, addr);
-        for (key, most) in [(by_handle, PER_HANDLE), (by_addr, PER_ADDRESS)] {
-            if let Some(at) = failures.get(&key).filter(|at| at.len() >= most) {
+        let keys = keys(handle, addr);
+        for (key, most) in keys.iter().zip([PER_HANDLE, PER_ADDRESS]) {
+            if let Some(at) = failures.get(key).filter(|at| at.len() >= most) {
                 let oldest = at[at.len() - most];
                 return Err(WINDOW.saturating_sub(now.duration_since(oldest)));
             }
         }
-        Ok(())
+        for key in &keys {
+            failures.entry(key.clone()).or_default().push(now);
+        }
+        Ok(Attempt { keys, at: now })
     }
+}
+
+/// A sign-in under way, counted as failed until released.
+#[derive(Debug)]
+pub struct Attempt {
+    keys: [String; 2],
+    at: Instant,
 }
 
 fn keys(handle: &str, addr: IpAddr) -> [String; 2] {
@@ -70,21 +90,40 @@ mod tests {
         let home: IpAddr = [127, 0, 0, 1].into();
         let away: IpAddr = [127, 0, 0, 2].into();
         for _ in 0..PER_HANDLE {
-            assert!(limits.check("alice.test", home).is_ok());
-            limits.failed("alice.test", home);
+            assert!(limits.begin("alice.test", home).is_ok());
         }
         // The handle is refused from anywhere, in any case.
-        assert!(limits.check("alice.test", away).is_err());
-        assert!(limits.check("ALICE.test", home).is_err());
+        assert!(limits.begin("alice.test", away).is_err());
+        assert!(limits.begin("ALICE.test", home).is_err());
         // Another handle from the same address is not (yet).
-        assert!(limits.check("bob.test", home).is_ok());
+        assert!(limits.begin("bob.test", home).is_ok());
         for i in 0..PER_ADDRESS {
-            limits.failed(&format!("guess{i}.test"), away);
+            let _ = limits.begin(&format!("guess{i}.test"), away);
         }
-        assert!(limits.check("carol.test", away).is_err());
-        assert!(limits.check("carol.test", home).is_ok());
+        assert!(limits.begin("carol.test", away).is_err());
+        assert!(limits.begin("carol.test", home).is_ok());
         // Failures older than the window no longer count.
         let later = Instant::now() + WINDOW;
-        assert!(limits.check_at("alice.test", away, later).is_ok());
+        assert!(limits.begin_at("alice.test", away, later).is_ok());
+    }
+
+    #[test]
+    fn attempts_under_way_count_until_released() {
+        let limits = SignInLimits::default();
+        let home: IpAddr = [127, 0, 0, 1].into();
+        // Sign-ins sent at once: each counts before any has an answer.
+        let waiting: Vec<Attempt> = (0..PER_HANDLE)
+            .map(|_| limits.begin("alice.test", home))
+            .collect::<Result<_, _>>()
+            .expect("the first five start");
+        assert!(limits.begin("alice.test", home).is_err());
+        // Released attempts (signed in, or the PDS did not answer) no longer
+        // count; the others still do.
+        for attempt in waiting.into_iter().take(2) {
+            limits.release(attempt);
+        }
+        assert!(limits.begin("alice.test", home).is_ok());
+        assert!(limits.begin("alice.test", home).is_ok());
+        assert!(limits.begin("alice.test", home).is_err());
     }
 }
