@@ -67,13 +67,25 @@ fn given(v: &str) -> Option<String> {
     Some(v.trim().to_owned()).filter(|v| !v.is_empty())
 }
 
-/// A date from the form (`2026-05-01` or RFC 3339) as RFC 3339.
-fn date(name: &str, v: &str) -> Result<Option<String>, Error> {
+/// A date from the form (`2026-05-01` or RFC 3339) as RFC 3339: a day's
+/// start, or with `through` its end (the next day's start, which the
+/// filter leaves out), so that "until 1 May" holds 1 May.
+fn date(name: &str, v: &str, through: bool) -> Result<Option<String>, Error> {
     let Some(v) = given(v) else { return Ok(None) };
-    let full = if v.len() == 10 {
-        format!("{v}T00:00:00Z")
-    } else {
-        v
+    let day = time::Date::parse(
+        &v,
+        time::macros::format_description!("[year]-[month]-[day]"),
+    );
+    let full = match day {
+        Ok(d) => {
+            let d = if through {
+                d.next_day().unwrap_or(d)
+            } else {
+                d
+            };
+            format!("{d}T00:00:00Z")
+        }
+        Err(_) => v,
     };
     kith_shared::timestamp::normalize(&full)
         .map(Some)
@@ -106,8 +118,8 @@ pub async fn search(
         runtime,
         machine: given(&form.machine),
         cwd_prefix: given(&form.project),
-        since: date("since", &form.since)?,
-        until: date("until", &form.until)?,
+        since: date("since", &form.since, false)?,
+        until: date("until", &form.until, true)?,
         file: given(&form.file),
         tool: given(&form.tool),
         command: given(&form.command),
@@ -365,4 +377,27 @@ fn urlencode(s: &str) -> String {
             _ => format!("%{b:02X}"),
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn until_a_day_holds_that_day() {
+        let day = |v: &str, through: bool| date("d", v, through).ok().flatten();
+        let at = |t: &str| kith_shared::timestamp::normalize(t);
+        assert_eq!(day("2026-05-01", false), at("2026-05-01T00:00:00Z"));
+        assert_eq!(day("2026-05-01", true), at("2026-05-02T00:00:00Z"));
+        assert_eq!(day("2026-12-31", true), at("2027-01-01T00:00:00Z"));
+        // A time is taken as given; an empty field is no filter; anything
+        // else is refused.
+        assert_eq!(
+            day("2026-05-01T12:30:00Z", true),
+            at("2026-05-01T12:30:00Z")
+        );
+        assert_eq!(day("  ", true), None);
+        assert!(date("until", "2026-02-30", true).is_err());
+        assert!(date("until", "May 1", true).is_err());
+    }
 }
