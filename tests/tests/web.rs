@@ -339,26 +339,30 @@ fn scenario(alice_b: &Browser<'_>, bob_b: &Browser<'_>, dave_b: &Browser<'_>) ->
     // which works once.
     let dave_token = kith_tests::register_local(&data, "dave.local", "desk")?;
     let home = tempfile::tempdir()?;
-    let out = Command::new(bin("kith"))
-        .args(["web", "--print"])
-        .env("HOME", home.path())
-        .env("KITH_CENTRAL_URL", &base)
-        .env("KITH_TOKEN", &dave_token)
-        .env_remove("KITH_CONFIG_DIR")
-        .env_remove("KITH_STATE_DIR")
-        .stdin(Stdio::null())
-        .output()?;
-    ensure!(
-        out.status.success(),
-        "kith web: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let stdout = String::from_utf8(out.stdout)?;
-    let link = stdout.lines().next().unwrap_or_default().to_owned();
-    ensure!(
-        link.starts_with(&format!("{base}/signin/link?token=")),
-        "{stdout}"
-    );
+    let web_link = |token: &str| -> Result<String> {
+        let out = Command::new(bin("kith"))
+            .args(["web", "--print"])
+            .env("HOME", home.path())
+            .env("KITH_CENTRAL_URL", &base)
+            .env("KITH_TOKEN", token)
+            .env_remove("KITH_CONFIG_DIR")
+            .env_remove("KITH_STATE_DIR")
+            .stdin(Stdio::null())
+            .output()?;
+        ensure!(
+            out.status.success(),
+            "kith web: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let stdout = String::from_utf8(out.stdout)?;
+        let link = stdout.lines().next().unwrap_or_default().to_owned();
+        ensure!(
+            link.starts_with(&format!("{base}/signin/link?token=")),
+            "{stdout}"
+        );
+        Ok(link)
+    };
+    let link = web_link(&dave_token)?;
     dave_b.goto(&link)?;
     ensure!(
         dave_b.text_of(".who")? == "dave.local",
@@ -370,28 +374,21 @@ fn scenario(alice_b: &Browser<'_>, bob_b: &Browser<'_>, dave_b: &Browser<'_>) ->
     ensure!(again.status() == 400, "a used link: {}", again.status());
     ensure!(again.text()?.contains("used already"));
 
-    // Signing out everywhere ends dave's other sessions too.
-    let out = Command::new(bin("kith"))
-        .args(["web", "--print"])
-        .env("HOME", home.path())
-        .env("KITH_CENTRAL_URL", &base)
-        .env("KITH_TOKEN", &dave_token)
-        .stdin(Stdio::null())
-        .output()?;
-    let second = String::from_utf8(out.stdout)?
-        .lines()
-        .next()
-        .unwrap_or_default()
-        .to_owned();
-    let res = http()?.get(&second).send()?;
-    let other = res
-        .headers()
-        .get("set-cookie")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split(';').next())
-        .unwrap_or_default()
-        .to_owned();
-    ensure!(other.starts_with("kith_session="), "{other}");
+    // A session made with the link of dave's second machine.
+    let laptop_token = kith_tests::register_local(&data, "dave.local", "laptop")?;
+    let session_of = |link: &str| -> Result<String> {
+        let res = http()?.get(link).send()?;
+        let cookie = res
+            .headers()
+            .get("set-cookie")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.split(';').next())
+            .unwrap_or_default()
+            .to_owned();
+        ensure!(cookie.starts_with("kith_session="), "{cookie}");
+        Ok(cookie)
+    };
+    let other = session_of(&web_link(&laptop_token)?)?;
     let page = |cookie: &str| -> Result<u16> {
         Ok(http()?
             .get(format!("{base}/recent"))
@@ -401,13 +398,34 @@ fn scenario(alice_b: &Browser<'_>, bob_b: &Browser<'_>, dave_b: &Browser<'_>) ->
             .as_u16())
     };
     ensure!(page(&other)? == 200);
+    // Dave revokes his desk: its token stops working at once, and so do
+    // its link's session (this browser's) and its unused links; the
+    // laptop's session goes on.
+    let unused = web_link(&dave_token)?;
     dave_b.goto(&format!("{base}/machines"))?;
-    ensure!(dave_b.text_of("main")?.contains("desk"));
-    // Dave revokes his machine: its token stops working at once.
+    ensure!(dave_b
+        .text_of("main table tbody tr:nth-child(1)")?
+        .contains("desk"));
     ensure!(central.client(&dave_token).get("/api/status")?.status == 200);
-    dave_b.click("table button.revoke")?;
-    dave_b.wait_text("main table", "revoked")?;
+    dave_b.click("main table tbody tr:nth-child(1) button.revoke")?;
+    dave_b.wait("input[name=password]")?;
     ensure!(central.client(&dave_token).get("/api/status")?.status == 401);
+    ensure!(central.client(&laptop_token).get("/api/status")?.status == 200);
+    ensure!(
+        page(&other)? == 200,
+        "the laptop's session ended with the desk"
+    );
+    let res = http()?.get(&unused).send()?;
+    ensure!(
+        res.status() == 400,
+        "a revoked machine's link: {}",
+        res.status()
+    );
+
+    // Signing out everywhere ends dave's other sessions too.
+    dave_b.goto(&web_link(&laptop_token)?)?;
+    ensure!(dave_b.text_of(".who")? == "dave.local");
+    dave_b.goto(&format!("{base}/machines"))?;
     dave_b.click("form.everywhere button")?;
     dave_b.wait("input[name=password]")?;
     ensure!(

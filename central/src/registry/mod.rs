@@ -30,7 +30,7 @@ pub use forgotten::{line_hashes, ForgetSet, Forgetter, Tombstone};
 pub use jobs::{Indexed, Lane, PendingJob};
 pub use machines::{MachineAuth, MachineRow};
 pub use runs::{ancestry_of, ForestFilter, NewRun, StoredRun};
-pub use sessions::SESSION_IDLE_DAYS;
+pub use sessions::{SignedIn, SESSION_IDLE_DAYS};
 pub use shares::{Grant, GrantScope, Revoked, ShareRow};
 pub use users::UserRow;
 pub use viewer::Viewer;
@@ -141,11 +141,14 @@ CREATE TABLE IF NOT EXISTS forgotten_lines (
     PRIMARY KEY (user_id, line_sha256)
 ) WITHOUT ROWID;
 -- Web sign-ins: only the sha256 of a session's cookie value is kept.
+-- A session made with a machine's link (`kith web`) names the machine: it
+-- ends when the machine is revoked.
 CREATE TABLE IF NOT EXISTS web_sessions (
     id_sha256 TEXT PRIMARY KEY,
     user_id TEXT NOT NULL REFERENCES users(id),
     created_at TEXT NOT NULL,
-    last_seen_at TEXT NOT NULL
+    last_seen_at TEXT NOT NULL,
+    machine_id TEXT
 );
 CREATE INDEX IF NOT EXISTS web_sessions_user ON web_sessions (user_id);
 -- One-time sign-in links (`kith web`): sha256 of the token, used once.
@@ -153,7 +156,8 @@ CREATE TABLE IF NOT EXISTS web_links (
     token_sha256 TEXT PRIMARY KEY,
     user_id TEXT NOT NULL REFERENCES users(id),
     expires_at TEXT NOT NULL,
-    used_at TEXT
+    used_at TEXT,
+    machine_id TEXT
 );
 CREATE TABLE IF NOT EXISTS index_jobs (
     run_id TEXT PRIMARY KEY,
@@ -320,6 +324,10 @@ fn migrate(conn: &Connection) -> Result<()> {
         ("runs", "chunks_digest", "TEXT"),
         // Grants given before snapshots existed kept following their runs.
         ("shares", "follow", "INTEGER NOT NULL DEFAULT 1"),
+        // Sessions and links made before kept no machine: they end as a
+        // password sign-in's do.
+        ("web_sessions", "machine_id", "TEXT"),
+        ("web_links", "machine_id", "TEXT"),
     ];
     for (table, column, decl) in ADDED {
         let present: bool = conn.query_row(

@@ -6,7 +6,7 @@ use rusqlite::{params, OptionalExtension};
 
 use super::{parse_id, Registry, Viewer, NOW_SQL};
 use crate::error::Result;
-use kith_shared::ids::UserId;
+use kith_shared::ids::{MachineId, UserId};
 
 /// A session unused this long is over (the next request signs in again).
 pub const SESSION_IDLE_DAYS: u32 = 14;
@@ -14,10 +14,27 @@ pub const SESSION_IDLE_DAYS: u32 = 14;
 /// A one-time sign-in link is valid this long.
 const LINK_TTL_SECONDS: u32 = 300;
 
+/// Who a sign-in signs in: a user, and the machine whose link it used
+/// (none for a password).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SignedIn {
+    pub user: UserId,
+    pub machine: Option<MachineId>,
+}
+
+/// Over a row of `table` (`web_sessions` or `web_links`): it names no
+/// machine, or one not revoked.
+fn machine_live(table: &str) -> String {
+    format!(
+        "({table}.machine_id IS NULL OR EXISTS (
+            SELECT 1 FROM machines m WHERE m.id = {table}.machine_id AND m.revoked_at IS NULL))"
+    )
+}
+
 impl Registry {
-    /// Records a new session of `user` by the sha256 of its cookie value,
-    /// and forgets sessions idle past their expiry.
-    pub fn start_session(&self, id_sha256: &str, user: &UserId) -> Result<()> {
+    /// Records a new session by the sha256 of its cookie value, and forgets
+    /// sessions idle past their expiry.
+    pub fn start_session(&self, id_sha256: &str, who: &SignedIn) -> Result<()> {
         let conn = self.conn();
         conn.execute(
             &format!(
@@ -28,24 +45,31 @@ impl Registry {
         )?;
         conn.execute(
             &format!(
-                "INSERT INTO web_sessions (id_sha256, user_id, created_at, last_seen_at)
-                 VALUES (?1, ?2, {NOW_SQL}, {NOW_SQL})"
+                "INSERT INTO web_sessions (id_sha256, user_id, created_at, last_seen_at, machine_id)
+                 VALUES (?1, ?2, {NOW_SQL}, {NOW_SQL}, ?3)"
             ),
-            params![id_sha256, user.as_str()],
+            params![
+                id_sha256,
+                who.user.as_str(),
+                who.machine.as_ref().map(MachineId::as_str)
+            ],
         )?;
         Ok(())
     }
 
-    /// The viewer behind a live session (used within the idle expiry),
-    /// which this use keeps alive.
+    /// The viewer behind a live session (used within the idle expiry, and
+    /// its machine, if it names one, not revoked), which this use keeps
+    /// alive.
     pub fn viewer_by_session(&self, id_sha256: &str) -> Result<Option<Viewer>> {
         let user: Option<String> = self
             .conn()
             .query_row(
                 &format!(
                     "UPDATE web_sessions SET last_seen_at = {NOW_SQL}
-                     WHERE id_sha256 = ?1 AND last_seen_at > {} RETURNING user_id",
-                    idle_cutoff()
+                     WHERE id_sha256 = ?1 AND last_seen_at > {} AND {}
+                     RETURNING user_id",
+                    idle_cutoff(),
+                    machine_live("web_sessions")
                 ),
                 [id_sha256],
                 |r| r.get(0),
@@ -72,36 +96,51 @@ impl Registry {
         )?)
     }
 
-    /// Records a one-time sign-in link for the viewer's user by the sha256
-    /// of its token; returns when it expires.
+    /// Records a one-time sign-in link for the viewer (its user and
+    /// machine) by the sha256 of its token; returns when it expires.
     pub fn add_sign_in_link(&self, token_sha256: &str, viewer: &Viewer) -> Result<String> {
         Ok(self.conn().query_row(
             &format!(
-                "INSERT INTO web_links (token_sha256, user_id, expires_at)
-                 VALUES (?1, ?2, strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '+{LINK_TTL_SECONDS} seconds'))
+                "INSERT INTO web_links (token_sha256, user_id, expires_at, machine_id)
+                 VALUES (?1, ?2, strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '+{LINK_TTL_SECONDS} seconds'), ?3)
                  RETURNING expires_at"
             ),
-            params![token_sha256, viewer.user_id().as_str()],
+            params![
+                token_sha256,
+                viewer.user_id().as_str(),
+                viewer.machine_id().map(MachineId::as_str)
+            ],
             |r| r.get(0),
         )?)
     }
 
-    /// Uses a sign-in link: its user, if the link exists, has not expired
-    /// and was never used; it is used from now on either way.
-    pub fn redeem_sign_in_link(&self, token_sha256: &str) -> Result<Option<UserId>> {
-        let user: Option<String> = self
+    /// Uses a sign-in link: who it signs in, if the link exists, has not
+    /// expired, was never used and its machine is not revoked; it is used
+    /// from now on either way.
+    pub fn redeem_sign_in_link(&self, token_sha256: &str) -> Result<Option<SignedIn>> {
+        let row: Option<(String, Option<String>)> = self
             .conn()
             .query_row(
                 &format!(
                     "UPDATE web_links SET used_at = {NOW_SQL}
                      WHERE token_sha256 = ?1 AND used_at IS NULL AND expires_at > {NOW_SQL}
-                     RETURNING user_id"
+                       AND {}
+                     RETURNING user_id, machine_id",
+                    machine_live("web_links")
                 ),
                 [token_sha256],
-                |r| r.get(0),
+                |r| Ok((r.get(0)?, r.get(1)?)),
             )
             .optional()?;
-        user.map(|u| parse_id(UserId::parse(&u))).transpose()
+        row.map(|(user, machine)| {
+            Ok(SignedIn {
+                user: parse_id(UserId::parse(&user))?,
+                machine: machine
+                    .map(|m| parse_id(MachineId::parse(&m)))
+                    .transpose()?,
+            })
+        })
+        .transpose()
     }
 
     /// The viewer of a user without a machine (a web session), with the
@@ -161,8 +200,11 @@ mod tests {
         let (_dir, registry, viewer) = registry()?;
         registry.add_sign_in_link("link-1", &viewer)?;
         assert_eq!(
-            registry.redeem_sign_in_link("link-1")?.as_ref(),
-            Some(viewer.user_id())
+            registry.redeem_sign_in_link("link-1")?,
+            Some(SignedIn {
+                user: viewer.user_id().clone(),
+                machine: viewer.machine_id().cloned(),
+            })
         );
         assert_eq!(registry.redeem_sign_in_link("link-1")?, None);
         assert_eq!(registry.redeem_sign_in_link("never-issued")?, None);
@@ -175,11 +217,19 @@ mod tests {
         Ok(())
     }
 
+    fn by_password(viewer: &Viewer) -> SignedIn {
+        SignedIn {
+            user: viewer.user_id().clone(),
+            machine: None,
+        }
+    }
+
     #[test]
     fn a_session_is_a_viewer_without_a_machine_until_it_ends_or_idles() -> Result<()> {
         let (_dir, registry, viewer) = registry()?;
-        registry.start_session("s-1", viewer.user_id())?;
-        registry.start_session("s-2", viewer.user_id())?;
+        let viewer = &by_password(&viewer);
+        registry.start_session("s-1", viewer)?;
+        registry.start_session("s-2", viewer)?;
         let web = registry.viewer_by_session("s-1")?;
         assert_eq!(web.as_ref().map(Viewer::handle), Some("dave.local"));
         assert_eq!(web.as_ref().and_then(Viewer::machine_id), None);
@@ -192,10 +242,32 @@ mod tests {
             [],
         )?;
         assert_eq!(registry.viewer_by_session("s-2")?, None);
-        registry.start_session("s-3", viewer.user_id())?;
-        registry.start_session("s-4", viewer.user_id())?;
-        assert_eq!(registry.end_sessions_of(viewer.user_id())?, 2);
+        registry.start_session("s-3", viewer)?;
+        registry.start_session("s-4", viewer)?;
+        assert_eq!(registry.end_sessions_of(&viewer.user)?, 2);
         assert_eq!(registry.viewer_by_session("s-4")?, None);
+        Ok(())
+    }
+
+    #[test]
+    fn revoking_a_machine_ends_the_sessions_and_links_made_with_it() -> Result<()> {
+        let (_dir, registry, viewer) = registry()?;
+        registry.add_sign_in_link("link-1", &viewer)?;
+        registry.add_sign_in_link("link-2", &viewer)?;
+        let linked = registry
+            .redeem_sign_in_link("link-1")?
+            .ok_or_else(|| crate::error::Error::Internal("no sign-in".into()))?;
+        assert_eq!(linked.machine.as_ref(), viewer.machine_id());
+        registry.start_session("by-link", &linked)?;
+        registry.start_session("by-password", &by_password(&viewer))?;
+        assert!(registry.viewer_by_session("by-link")?.is_some());
+        let now = kith_shared::timestamp::now();
+        assert!(registry.revoke_machine(viewer.user_id(), "desk", &now)?);
+        // The machine's session and its unused link end; a password
+        // session of the same member does not.
+        assert_eq!(registry.viewer_by_session("by-link")?, None);
+        assert_eq!(registry.redeem_sign_in_link("link-2")?, None);
+        assert!(registry.viewer_by_session("by-password")?.is_some());
         Ok(())
     }
 }

@@ -17,7 +17,7 @@ use super::view::SignInPage;
 use super::{render, PageResult};
 use crate::error::Error;
 use crate::pds::Password;
-use crate::registry::Revoked;
+use crate::registry::{Revoked, SignedIn};
 use crate::state::AppState;
 
 /// How long the sign-in form's cookie lives.
@@ -141,15 +141,19 @@ pub async fn signin(
     }
     limits.release(attempt);
     tracing::info!(handle = %handle, "web sign-in");
-    start_session(&state, user.id).await
+    let who = SignedIn {
+        user: user.id,
+        machine: None,
+    };
+    start_session(&state, who).await
 }
 
-/// A new session for `user`: the cookie, and on to the search page.
-async fn start_session(state: &AppState, user: kith_shared::ids::UserId) -> PageResult {
+/// A new session: the cookie, and on to the search page.
+async fn start_session(state: &AppState, who: SignedIn) -> PageResult {
     let secret = Secret::generate()?;
     let hash = secret.sha256();
     let s = state.clone();
-    tokio::task::spawn_blocking(move || s.registry().start_session(&hash, &user)).await??;
+    tokio::task::spawn_blocking(move || s.registry().start_session(&hash, &who)).await??;
     let mut res = Redirect::to("/").into_response();
     set_cookie(&mut res, &secret.cookie(COOKIE, COOKIE_MAX_AGE));
     set_cookie(&mut res, &clear_cookie(SIGNIN_COOKIE));
@@ -167,15 +171,15 @@ pub async fn signin_link(State(state): State<AppState>, Query(q): Query<LinkQuer
     let used = || {
         Error::bad_request(
             "link_used",
-            "this sign-in link was used already, expired, or is not one; run `kith web` again",
+            "this sign-in link was used already, expired, is not one, or its machine was revoked; run `kith web` again",
         )
     };
     let hash = Secret::parse(&q.token).ok_or_else(used)?.sha256();
     let s = state.clone();
-    let user = tokio::task::spawn_blocking(move || s.registry().redeem_sign_in_link(&hash))
+    let who = tokio::task::spawn_blocking(move || s.registry().redeem_sign_in_link(&hash))
         .await??
         .ok_or_else(used)?;
-    start_session(&state, user).await
+    start_session(&state, who).await
 }
 
 #[derive(Deserialize)]
