@@ -549,7 +549,7 @@ fn when(
         crate::family::parse_since(&s, now).ok_or_else(|| {
             Failure::new(
                 "invalid_arguments",
-                format!("{name} {s:?}: use 30m, 12h, 7d, 2w or RFC 3339"),
+                format!("{name} {s:?}: {}", crate::family::WHEN_HINT),
             )
         })
     })
@@ -561,4 +561,32 @@ fn project(p: &str) -> std::result::Result<String, Failure> {
     std::path::absolute(Path::new(p))
         .map(|p| p.to_string_lossy().into_owned())
         .map_err(|e| Failure::new("invalid_arguments", format!("project {p:?}: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use time::macros::datetime;
+
+    use super::*;
+
+    const NOW: OffsetDateTime = datetime!(2026-05-11 12:00:00 UTC);
+
+    /// Regression: `since: "5000000d"` panicked the request's task (a date
+    /// before the year -9999), so the agent never had an answer.
+    #[test]
+    fn a_time_past_the_calendar_is_an_invalid_argument() {
+        for huge in ["5000000d", "999999999999999d", "1000000d"] {
+            let got = when("since", Some(huge.into()), NOW);
+            let Err(f) = got else {
+                panic!("{huge}: {got:?}");
+            };
+            assert_eq!(f.code, "invalid_arguments");
+            assert_eq!(
+                f.message,
+                format!("since \"{huge}\": {}", crate::family::WHEN_HINT)
+            );
+        }
+        let week = when("until", Some("7d".into()), NOW).map_err(|f| f.message);
+        assert_eq!(week, Ok(Some("2026-05-04T12:00:00.000Z".into())));
+    }
 }
