@@ -11,7 +11,7 @@ use kith_proto::{
 };
 use time::OffsetDateTime;
 
-use crate::family::{age, one_line, Style};
+use crate::family::{age, one_line, printable, Style};
 
 /// Characters of an id shown where a person can copy it (git's short ids).
 pub const SHORT_ID: usize = 12;
@@ -233,7 +233,7 @@ fn render_turn(
                     turn.line_end
                 ))
             );
-            for line in turn.text.trim_end().lines() {
+            for line in printable(turn.text.trim_end()).lines() {
                 let _ = writeln!(out, "{pad}{line}");
             }
         }
@@ -645,6 +645,77 @@ mod tests {
              \n  ◂ back in the session\n\
              \nassistant …r1 L1-1\nfixed\n"
         );
+    }
+
+    /// Regression: `kith show` and `kith tree` printed a transcript's text,
+    /// titles, machine names and folders raw, so the terminal obeyed the
+    /// escapes in them (`ESC ] 52` sets the clipboard).
+    #[test]
+    fn show_and_tree_print_control_characters_as_text() {
+        let clip = "\x1b]52;c;aGk=\x07";
+        let shown = "\\u{1b}]52;c;aGk=\\u{7}";
+        let mut main = conversation("c0123456789abcdef", &format!("fix {clip}"), 0);
+        main.machine = format!("lap{clip}");
+        main.cwd = Some(format!("/home/{clip}"));
+        main.tags = vec![format!("t{clip}")];
+        let mut sub = inline("toolu_01abc", Some("explore"));
+        sub.description = Some(format!("list {clip}"));
+        main.inline_subagents = vec![sub];
+        let mut inside = turn("r1", "assistant", "found");
+        inside.subagent = Some("toolu_01abc".into());
+        let turns = [
+            turn(
+                "r1",
+                "user",
+                &format!("first line\r\nsecond \x1b[2J line{clip}"),
+            ),
+            turn("r1", "tool", "ran"),
+            inside,
+        ];
+        let style = Style { color: true };
+        let text = render_show(
+            &Read {
+                conversation: &main,
+                turns: &turns,
+                parent_run: None,
+            },
+            &[],
+            ShowOptions::default(),
+            style,
+            NOW,
+        );
+        let tree = render_tree(
+            &ConversationsResponse {
+                conversations: vec![main],
+                next_cursor: None,
+            },
+            style,
+            NOW,
+        );
+        for out in [&text, &tree] {
+            let plain = ["\x1b[0m", "\x1b[1m", "\x1b[2m"]
+                .iter()
+                .fold(out.to_string(), |o, code| o.replace(code, ""));
+            assert!(
+                !plain.chars().any(|c| c.is_control() && c != '\n'),
+                "only kith's own styling is obeyed: {plain:?}"
+            );
+            assert!(out.contains("\x1b[1m"), "kith's styling stays: {out:?}");
+        }
+        assert!(
+            text.starts_with(&format!("\x1b[1mfix {shown}\x1b[0m\n")),
+            "{text:?}"
+        );
+        for fact in [
+            format!("[lap{shown}]"),
+            format!("/home/{shown} (main)"),
+            format!("#t{shown}"),
+            format!("list {shown}"),
+            format!("\nfirst line\nsecond \\u{{1b}}[2J line{shown}\n"),
+        ] {
+            assert!(text.contains(&fact), "{fact:?} in {text:?}");
+        }
+        assert!(tree.contains(&format!("list {shown}")), "{tree:?}");
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! module asks it and renders the answer for a person (grouped, relative
 //! times, highlighted snippets) or for a script (`--json`).
 
+use std::borrow::Cow;
 use std::fmt::Write as _;
 use std::io::{IsTerminal, Write as _};
 use std::path::PathBuf;
@@ -569,7 +570,7 @@ pub fn run(cmd: FamilyCommand, remote: &Remote<'_>) -> Result<()> {
             if json {
                 writeln!(stdout, "{}", serde_json::to_string(&res)?)?;
             } else {
-                write!(stdout, "{}", crate::mcp::pack_text(&res))?;
+                write!(stdout, "{}", printable(&crate::mcp::pack_text(&res)))?;
             }
         }
         FamilyCommand::Audit { json } => {
@@ -583,11 +584,8 @@ pub fn run(cmd: FamilyCommand, remote: &Remote<'_>) -> Result<()> {
                 writeln!(stdout, "nobody else has read your runs")?;
             }
             for e in res.entries {
-                writeln!(
-                    stdout,
-                    "{}  {:<24} {:<10} {}",
-                    e.at, e.reader, e.what, e.run_id
-                )?;
+                let line = format!("{}  {:<24} {:<10} {}", e.at, e.reader, e.what, e.run_id);
+                writeln!(stdout, "{}", printable(&line))?;
             }
         }
         FamilyCommand::Tag(cmd) => {
@@ -796,7 +794,6 @@ fn page(text: &str) -> Result<()> {
     Ok(())
 }
 
-/// Grants in aligned columns: direction, scope, who, state, until, id.
 /// Opens `url` in the desktop's browser (`xdg-open`, or `open` on macOS).
 /// The link holds a token, which must not show in a process list: the
 /// opener gets a private file (0600, removed when kith exits, once the
@@ -831,6 +828,7 @@ fn open_in_browser(url: &str) -> Result<()> {
     Ok(())
 }
 
+/// Grants in aligned columns: direction, scope, who, state, until, id.
 pub fn render_shares(res: &kith_proto::SharesResponse) -> String {
     let mut rows = vec![[
         "".to_owned(),
@@ -854,8 +852,8 @@ pub fn render_shares(res: &kith_proto::SharesResponse) -> String {
             };
             rows.push([
                 dir.to_owned(),
-                g.scope.clone(),
-                who.clone(),
+                printable(&g.scope).into_owned(),
+                printable(who).into_owned(),
                 state,
                 g.expires_at.clone().unwrap_or_else(|| "-".to_owned()),
                 g.id.clone(),
@@ -926,7 +924,7 @@ pub fn render_run(
             style.bold(turn.role.as_str()),
             style.dim(&format!("L{}-{}", turn.line_start, turn.line_end))
         );
-        let _ = writeln!(out, "{}", turn.text.trim_end());
+        let _ = writeln!(out, "{}", printable(turn.text.trim_end()));
     }
     out
 }
@@ -1005,11 +1003,13 @@ impl Style {
         }
     }
 
+    /// `s` (made printable: it may hold central's text) in the style of `code`.
     fn paint(self, code: &str, s: &str) -> String {
+        let s = printable(s);
         if self.color {
             format!("\x1b[{code}m{s}\x1b[0m")
         } else {
-            s.to_owned()
+            s.into_owned()
         }
     }
 
@@ -1024,20 +1024,45 @@ impl Style {
     /// Central marks matches with `«` `»`: bold-yellow on a terminal, kept
     /// as is otherwise (so piped output still shows them).
     pub(crate) fn highlight(self, snippet: &str) -> String {
+        let snippet = printable(snippet);
         if !self.color {
-            return snippet.to_owned();
+            return snippet.into_owned();
         }
         snippet.replace('«', "\x1b[1;33m").replace('»', "\x1b[0m")
     }
 }
 
+/// Text from central as a terminal may show it. A control character (ESC,
+/// BEL, CSI U+009B, ...), which a terminal would obey rather than show (a
+/// transcript could clear the screen or set the clipboard), is written out
+/// as an escape like `\u{1b}`; `\n` and `\t` stay, and a `\r\n` line end
+/// is `\n`.
+pub(crate) fn printable(s: &str) -> Cow<'_, str> {
+    if !s.chars().any(|c| c.is_control() && c != '\n' && c != '\t') {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\n' | '\t' => out.push(c),
+            '\r' if chars.peek() == Some(&'\n') => {}
+            c if c.is_control() => out.extend(c.escape_debug()),
+            c => out.push(c),
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// `s` on one printable line of at most `max_chars`, cut with `…`.
 pub(crate) fn one_line(s: &str, max_chars: usize) -> String {
-    let flat: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    let flat = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    let flat = printable(&flat);
     if flat.chars().count() > max_chars {
         let cut: String = flat.chars().take(max_chars.saturating_sub(1)).collect();
         format!("{cut}…")
     } else {
-        flat
+        flat.into_owned()
     }
 }
 
@@ -1298,6 +1323,79 @@ mod tests {
             title.starts_with("word word") && title.ends_with("yy…"),
             "{title}"
         );
+    }
+
+    /// `out` with kith's own styling taken out holds no control character
+    /// but line ends: nothing from central is obeyed by the terminal.
+    fn assert_only_own_styling(out: &str) {
+        let plain = ["\x1b[1;33m", "\x1b[0m", "\x1b[1m", "\x1b[2m"]
+            .iter()
+            .fold(out.to_owned(), |o, code| o.replace(code, ""));
+        assert!(
+            !plain.chars().any(|c| c.is_control() && c != '\n'),
+            "{plain:?}"
+        );
+    }
+
+    /// Regression: central's text reached the terminal raw, so a transcript
+    /// holding `ESC ] 52` set the clipboard and `ESC [2J` cleared the screen.
+    #[test]
+    fn control_characters_from_central_are_shown_not_obeyed() {
+        let cases = [
+            ("plain text", "plain text"),
+            ("two\nlines\tand a tab", "two\nlines\tand a tab"),
+            ("crlf\r\nend", "crlf\nend"),
+            (
+                "clip\x1b]52;c;aGk=\x07board",
+                "clip\\u{1b}]52;c;aGk=\\u{7}board",
+            ),
+            ("\x1b[2Jcleared", "\\u{1b}[2Jcleared"),
+            ("csi\u{9b}31mred", "csi\\u{9b}31mred"),
+            (
+                "cr\rbs\x08 del\x7f nul\0",
+                "cr\\rbs\\u{8} del\\u{7f} nul\\0",
+            ),
+            ("«ünïcode» \"quoted\" \\ …", "«ünïcode» \"quoted\" \\ …"),
+        ];
+        for (input, want) in cases {
+            assert_eq!(printable(input), want, "{input:?}");
+        }
+
+        let mut h = hit("run-a", (1, 2), "user", "set \x1b]52;c;aGk=\x07«clipboard»");
+        h.machine = "lap\x1b[2Jtop".into();
+        h.intent = Some("title \u{9b}31m".into());
+        let out = render_search(&response(vec![h]), Style { color: true }, NOW);
+        assert!(
+            out.starts_with("\x1b[1m[lap\\u{1b}[2Jtop]\x1b[0m \x1b[1mtitle \\u{9b}31m\x1b[0m"),
+            "{out:?}"
+        );
+        assert!(
+            out.contains("set \\u{1b}]52;c;aGk=\\u{7}\x1b[1;33mclipboard\x1b[0m\n"),
+            "{out:?}"
+        );
+        assert_only_own_styling(&out);
+
+        // `kith show --lines`: the turns of a transcript, and the run's facts.
+        let mut run = meta(
+            "r1",
+            "lap\x07top",
+            AgentRuntime::ClaudeCode,
+            "2026-05-11T11:00:00Z",
+        );
+        run.cwd = Some("/home/\x1b[2J".into());
+        let bytes = format!(
+            "{}\n",
+            serde_json::json!({"type": "user", "timestamp": "2026-05-11T11:00:00Z",
+                "message": {"role": "user", "content": "one\r\ntwo \u{1b}]52;c;aGk=\u{7}"}})
+        );
+        let out = render_run(&run, bytes.as_bytes(), 1, 1, Style { color: true }, NOW);
+        assert!(out.contains("[lap\\u{7}top]"), "{out:?}");
+        assert!(out.contains("/home/\\u{1b}[2J"), "{out:?}");
+        assert!(
+            out.ends_with("\none\ntwo \\u{1b}]52;c;aGk=\\u{7}\n"),
+            "{out:?}"
+        );
+        assert_only_own_styling(&out);
     }
 
     fn meta(id: &str, machine: &str, runtime: AgentRuntime, started_at: &str) -> RunMeta {
