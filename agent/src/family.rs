@@ -296,7 +296,12 @@ pub struct Remote<'a> {
 
 impl Remote<'_> {
     pub(crate) fn client(&self) -> Result<reqwest::blocking::Client> {
-        let mut builder = reqwest::blocking::Client::builder().timeout(Duration::from_secs(30));
+        self.client_within(Duration::from_secs(30))
+    }
+
+    /// A client trusting the private CA, whose requests end after `timeout`.
+    pub(crate) fn client_within(&self, timeout: Duration) -> Result<reqwest::blocking::Client> {
+        let mut builder = reqwest::blocking::Client::builder().timeout(timeout);
         for cert in &self.certificates {
             builder = builder.add_root_certificate(cert.clone());
         }
