@@ -73,14 +73,17 @@ impl Failure {
 
 type ToolResult = std::result::Result<CallToolResult, rmcp::ErrorData>;
 
-/// A tool's text, or its failure as an MCP tool error.
-fn answer(result: std::result::Result<String, Failure>) -> ToolResult {
+/// A tool's text, or its failure as an MCP tool error within the budget
+/// the caller asked for (`max_tokens`; the default when it asked for none,
+/// or for one out of bounds).
+fn answer(result: std::result::Result<String, Failure>, max_tokens: Option<u32>) -> ToolResult {
     Ok(match result {
         Ok(text) => CallToolResult::success(vec![ContentBlock::text(text)]),
-        Err(f) => CallToolResult::error(vec![ContentBlock::text(format!(
-            "{} ({})",
-            f.message, f.code
-        ))]),
+        Err(f) => {
+            let max = budget(max_tokens).unwrap_or(DEFAULT_MAX_TOKENS);
+            let text = format!("{} ({})", f.message, f.code);
+            CallToolResult::error(vec![ContentBlock::text(render::bounded(&text, max))])
+        }
     })
 }
 
@@ -274,35 +277,39 @@ impl Kith {
         description = "Search the coding-agent conversations you may read (yours and those shared with you), across machines. Hits are grouped by conversation; each hit has a citation kith://<conversation>/<run>#L<start>-L<end> to pass to `read`, and a snippet with matches in «»."
     )]
     async fn search(&self, Parameters(a): Parameters<SearchArgs>) -> ToolResult {
-        answer(self.search_text(a).await)
+        let max = a.max_tokens;
+        answer(self.search_text(a).await, max)
     }
 
     #[tool(
         description = "Read the turns of a conversation: give a citation from `search` or `context` for the cited lines, or a conversation id with an optional turn range. Tool calls are one line each unless tools is true."
     )]
     async fn read(&self, Parameters(a): Parameters<ReadArgs>) -> ToolResult {
-        answer(self.read_text(a).await)
+        let max = a.max_tokens;
+        answer(self.read_text(a).await, max)
     }
 
     #[tool(
         description = "Recent conversations in a project folder, newest first, with their titles and the files they touched."
     )]
     async fn recent(&self, Parameters(a): Parameters<RecentArgs>) -> ToolResult {
-        answer(self.recent_text(a).await)
+        let max = a.max_tokens;
+        answer(self.recent_text(a).await, max)
     }
 
     #[tool(
         description = "A context pack for a task: the most relevant passages from past conversations, near-copies removed, each with its citation, conversation title, who and when, fitted to a token budget."
     )]
     async fn context(&self, Parameters(a): Parameters<ContextArgs>) -> ToolResult {
-        answer(self.context_text(a).await)
+        let max = a.budget_tokens;
+        answer(self.context_text(a).await, max)
     }
 
     #[tool(
         description = "What kith has captured from this machine's agents and what still waits to be sent, and what central holds."
     )]
     async fn status(&self, Parameters(_): Parameters<StatusArgs>) -> ToolResult {
-        answer(Ok(self.status_text().await))
+        answer(Ok(self.status_text().await), None)
     }
 }
 
@@ -369,12 +376,7 @@ impl Kith {
         let max = budget(a.max_tokens)?;
         let (id, cited) = match (a.citation.as_deref(), a.id) {
             (Some(c), None) => {
-                let cited = Citation::parse(c).ok_or_else(|| {
-                    Failure::new(
-                        "invalid_citation",
-                        format!("{c:?} is not a citation like kith://<conversation>/<run>#L12-L20"),
-                    )
-                })?;
+                let cited = citation(c)?;
                 (cited.conversation.clone(), Some(cited))
             }
             (None, Some(id)) => (id, None),
@@ -528,6 +530,24 @@ fn budget(asked: Option<u32>) -> std::result::Result<u32, Failure> {
     }
 }
 
+/// A caller's argument as an error quotes it: on one line, shortened.
+fn quoted(arg: &str) -> String {
+    format!("{:?}", crate::family::one_line(arg, 80))
+}
+
+/// `c` as the citation it should be.
+fn citation(c: &str) -> std::result::Result<Citation, Failure> {
+    Citation::parse(c).ok_or_else(|| {
+        Failure::new(
+            "invalid_citation",
+            format!(
+                "{} is not a citation like kith://<conversation>/<run>#L12-L20",
+                quoted(c)
+            ),
+        )
+    })
+}
+
 /// "12-40" or "12" as an inclusive 1-based range.
 fn range(name: &str, s: &str) -> std::result::Result<(u64, u64), Failure> {
     let (a, b) = s.split_once('-').unwrap_or((s, s));
@@ -535,7 +555,7 @@ fn range(name: &str, s: &str) -> std::result::Result<(u64, u64), Failure> {
         (Ok(a), Ok(b)) if a >= 1 && a <= b => Ok((a, b)),
         _ => Err(Failure::new(
             "invalid_arguments",
-            format!("{name} {s:?}: use a range like 12-40"),
+            format!("{name} {}: use a range like 12-40", quoted(s)),
         )),
     }
 }
@@ -549,7 +569,7 @@ fn when(
         crate::family::parse_since(&s, now).ok_or_else(|| {
             Failure::new(
                 "invalid_arguments",
-                format!("{name} {s:?}: {}", crate::family::WHEN_HINT),
+                format!("{name} {}: {}", quoted(&s), crate::family::WHEN_HINT),
             )
         })
     })
@@ -560,16 +580,77 @@ fn when(
 fn project(p: &str) -> std::result::Result<String, Failure> {
     std::path::absolute(Path::new(p))
         .map(|p| p.to_string_lossy().into_owned())
-        .map_err(|e| Failure::new("invalid_arguments", format!("project {p:?}: {e}")))
+        .map_err(|e| Failure::new("invalid_arguments", format!("project {}: {e}", quoted(p))))
 }
 
 #[cfg(test)]
 mod tests {
+    use kith_shared::tokens;
     use time::macros::datetime;
 
     use super::*;
 
     const NOW: OffsetDateTime = datetime!(2026-05-11 12:00:00 UTC);
+
+    /// The text of a tool's answer, and whether it is an error.
+    fn said(result: ToolResult) -> (String, bool) {
+        let result = result.unwrap_or_else(|e| panic!("a protocol error: {e:?}"));
+        let text = result
+            .content
+            .iter()
+            .filter_map(|c| c.as_text())
+            .map(|t| t.text.as_str())
+            .collect();
+        (text, result.is_error == Some(true))
+    }
+
+    /// Regression: an error quoted the caller's argument whole, so a 5 MB
+    /// argument came back as a 5 MB error, past any token budget.
+    #[test]
+    fn an_error_quotes_a_long_argument_shortened_within_the_budget() {
+        let huge = "9".repeat(5_000_000);
+        let failures = [
+            citation(&huge).map(|_| ()),
+            range("lines", &huge).map(|_| ()),
+            when("since", Some(format!("{huge}d")), NOW).map(|_| ()),
+        ];
+        for failure in failures {
+            let Err(f) = failure else {
+                panic!("{huge:.20}… was taken");
+            };
+            assert!(f.code.starts_with("invalid_"), "{f:?}");
+            assert!(f.message.len() < 300, "{}", f.message.len());
+            assert!(
+                f.message.contains(&format!("\"{}…\"", "9".repeat(79))),
+                "the argument's start, shortened: {}",
+                f.message
+            );
+        }
+        let short = range("turns", "x").map(|_| ()).map_err(|f| f.message);
+        assert_eq!(short, Err("turns \"x\": use a range like 12-40".into()));
+
+        // An error is cut to the caller's budget like every other answer.
+        let long = || Err(Failure::new("central_error", "why\n".repeat(1_000_000)));
+        for (asked, max) in [
+            (Some(100), 100),
+            (None, DEFAULT_MAX_TOKENS),
+            (Some(0), DEFAULT_MAX_TOKENS),
+        ] {
+            let (text, is_error) = said(answer(long(), asked));
+            assert!(is_error, "{text:.80}");
+            assert!(
+                tokens::approx(&text) <= max,
+                "{asked:?}: {}",
+                tokens::approx(&text)
+            );
+            assert!(text.starts_with("why\nwhy\n") && text.ends_with("a larger max_tokens]"));
+        }
+        let (text, is_error) = said(answer(
+            Err(Failure::new("not_found", "no such run")),
+            Some(100),
+        ));
+        assert_eq!((text.as_str(), is_error), ("no such run (not_found)", true));
+    }
 
     /// Regression: `since: "5000000d"` panicked the request's task (a date
     /// before the year -9999), so the agent never had an answer.
