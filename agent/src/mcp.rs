@@ -16,6 +16,7 @@ use kith_proto::{
     ConversationsResponse, ErrorBody, GroupBy, SearchFilters, SearchMode, SearchRequest,
     SearchResponse, StatusResponse, TurnsResponse,
 };
+use kith_shared::tokens;
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{CallToolResult, ContentBlock, Implementation, ServerCapabilities, ServerConfig};
@@ -405,22 +406,46 @@ impl Kith {
                 crate::family::path_part(&id)
             )))
             .await?;
-        let mut turns = self.all_turns(&found.conversation.id).await?;
+        let tools = a.tools.unwrap_or(false);
+        let conversation = &found.conversation;
+        // A range alone starts at its first turn; a citation's lines are
+        // found among the turns from the start.
+        let start = match (&cited, turns_range) {
+            (None, Some((from, _))) => from - 1,
+            _ => 0,
+        };
+        let mut turns = self
+            .turns_until(&conversation.id, start, |turns| {
+                match (&cited, turns_range) {
+                    (Some(c), _) => past_run(turns, &c.run),
+                    (None, Some((from, to))) => turns.len() as u64 > to - from,
+                    (None, None) => tokens::approx(&render::read(conversation, turns, tools)) > max,
+                }
+            })
+            .await?;
         if let (Some(c), Some((from, to))) = (&cited, lines) {
             turns.retain(|t| t.run_id == c.run && t.line_start <= to && from <= t.line_end);
         }
         if let Some((from, to)) = turns_range {
-            let skip = usize::try_from(from - 1).unwrap_or(usize::MAX);
+            let skip = if cited.is_some() { from - 1 } else { 0 };
+            let skip = usize::try_from(skip).unwrap_or(usize::MAX);
             let take = usize::try_from(to - from + 1).unwrap_or(usize::MAX);
             turns = turns.into_iter().skip(skip).take(take).collect();
         }
-        let text = render::read(&found.conversation, &turns, a.tools.unwrap_or(false));
+        let text = render::read(conversation, &turns, tools);
         Ok(render::bounded(&text, max))
     }
 
-    async fn all_turns(&self, id: &str) -> std::result::Result<Vec<ConversationTurn>, Failure> {
+    /// A conversation's turns from `offset`, a page at a time, until the
+    /// conversation ends or `enough` says the turns read suffice (a long
+    /// conversation is not read whole for a few of its turns).
+    async fn turns_until(
+        &self,
+        id: &str,
+        mut offset: u64,
+        enough: impl Fn(&[ConversationTurn]) -> bool,
+    ) -> std::result::Result<Vec<ConversationTurn>, Failure> {
         let mut turns = Vec::new();
-        let mut offset = 0u64;
         loop {
             let page: TurnsResponse = self
                 .central
@@ -435,7 +460,7 @@ impl Kith {
                 .await?;
             turns.extend(page.turns);
             match page.next_offset {
-                Some(next) if next > offset => offset = next,
+                Some(next) if next > offset && !enough(&turns) => offset = next,
                 _ => return Ok(turns),
             }
         }
@@ -583,9 +608,14 @@ fn project(p: &str) -> std::result::Result<String, Failure> {
         .map_err(|e| Failure::new("invalid_arguments", format!("project {}: {e}", quoted(p))))
 }
 
+/// Whether `turns` (in the conversation's order) hold turns of `run` and
+/// have gone past them: a run's turns are contiguous.
+fn past_run(turns: &[ConversationTurn], run: &str) -> bool {
+    turns.last().is_some_and(|t| t.run_id != run) && turns.iter().any(|t| t.run_id == run)
+}
+
 #[cfg(test)]
 mod tests {
-    use kith_shared::tokens;
     use time::macros::datetime;
 
     use super::*;
@@ -669,5 +699,28 @@ mod tests {
         }
         let week = when("until", Some("7d".into()), NOW).map_err(|f| f.message);
         assert_eq!(week, Ok(Some("2026-05-04T12:00:00.000Z".into())));
+    }
+
+    #[test]
+    fn a_cited_run_is_read_until_the_turns_go_past_it() {
+        let turns: Vec<ConversationTurn> = ["r1", "r2", "r2", "r3"]
+            .iter()
+            .map(|run| ConversationTurn {
+                run_id: (*run).into(),
+                line_start: 1,
+                line_end: 1,
+                role: "user".into(),
+                text: String::new(),
+                timestamp: None,
+                tool: None,
+                subagent: None,
+            })
+            .collect();
+        // Not yet at r2, within it, past it.
+        assert!(!past_run(&turns[..1], "r2"));
+        assert!(!past_run(&turns[..3], "r2"));
+        assert!(past_run(&turns, "r2"));
+        // A run not among the turns is never passed: read on to the end.
+        assert!(!past_run(&turns, "r9"));
     }
 }

@@ -290,6 +290,70 @@ fn an_agent_reads_through_kith_mcp_what_its_owner_may_read() -> Result<()> {
     Ok(())
 }
 
+/// A conversation of more turns than one page of central's reads in part:
+/// a range late in it, a citation into it, and the start within a budget
+/// each show what they ask for and nothing around it.
+#[test]
+fn a_long_conversation_is_read_in_the_part_asked_for() -> Result<()> {
+    python()?;
+    let central = Central::start()?;
+    let token = central.register("alice.test", "laptop")?;
+    let alice = Device::new()?;
+    // Each turn long enough to be a chunk of its own.
+    let filler = "the canary pods are checked, the dashboards read, the error budget \
+                  compared with last week's and the on-call engineer told before the next \
+                  region is switched over to the new build";
+    let lines: Vec<String> = (1..=2500)
+        .map(|i| {
+            let ts = format!(
+                "2026-05-03T{:02}:{:02}:{:02}Z",
+                i / 3600,
+                i / 60 % 60,
+                i % 60
+            );
+            claude_user_line(&format!("step {i} of the ferret rollout: {filler}"), &ts)
+        })
+        .collect();
+    alice.transcript("0b0e1d7a-0000-4000-8000-000000000003", &lines)?;
+    alice.kith(&central.url, &token, &["backfill"])?;
+    let api = central.client(&token);
+    let listed = api.get("/api/conversations")?.body;
+    let conversation = &listed["conversations"][0];
+    for run in conversation["run_ids"].as_array().into_iter().flatten() {
+        api.wait_indexed(run.as_str().unwrap_or_default(), Duration::from_secs(60))?;
+    }
+    let id = conversation["id"].as_str().context("no conversation")?;
+    let r = alice.mcp(
+        &central.url,
+        &token,
+        json!([
+            {"op": "call", "tool": "read", "args": {"id": id, "turns": "2400-2402"}},
+            {"op": "call", "tool": "search", "args": {"query": "\"step 2222 of\"", "mode": "keyword"}},
+            {"op": "call", "tool": "read", "args": {"citation": "$citation"}},
+            {"op": "call", "tool": "read", "args": {"id": id, "max_tokens": 200}},
+        ]),
+    )?;
+    let step = |i: u32| format!("step {i} of the ferret rollout:");
+    let range = ok(&r[0]);
+    for i in 2400..=2402 {
+        assert!(range.contains(&step(i)), "{range}");
+    }
+    // (The heading's title is the first prompt.)
+    for i in [2399, 2403, 2] {
+        assert!(!range.contains(&step(i)), "{range}");
+    }
+    let cited = ok(&r[2]);
+    assert!(cited.contains(&step(2222)), "{cited}");
+    for i in [2221, 2223, 2] {
+        assert!(!cited.contains(&step(i)), "{cited}");
+    }
+    let start = ok(&r[3]);
+    assert!(start.contains(&step(2)), "{start}");
+    assert!(start.contains("cut to max_tokens=200"), "{start}");
+    assert!(!start.contains(&step(2500)), "{start}");
+    Ok(())
+}
+
 #[test]
 fn bad_calls_are_mcp_errors_and_the_server_keeps_serving() -> Result<()> {
     python()?;
