@@ -192,6 +192,20 @@ fn login_trusts_a_private_ca_and_a_certificate_error_is_named_as_one() -> Result
         "the conversation's title: {}",
         text(&out)
     );
+    // So does the recall hook a new session of an agent runs.
+    let payload = serde_json::json!({
+        "hook_event_name": "SessionStart", "source": "startup", "cwd": "/home/sam/src/tally",
+    });
+    let out = kith_tests::run_with_input(
+        laptop.command(&["context", "--hook"]),
+        payload.to_string().as_bytes(),
+    )?;
+    let block = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        block.starts_with("Recent work in this project") && block.contains("tally import"),
+        "{}",
+        text(&out)
+    );
     let api = central.client(&token);
     let trusted = reqwest::blocking::Client::builder()
         .add_root_certificate(reqwest::Certificate::from_pem(&std::fs::read(&ca.ca)?)?)
