@@ -44,9 +44,17 @@ if ! $user_mode && [[ "$(id -u)" != 0 ]]; then
 fi
 if [[ -z "$bin" ]]; then
   say "building kith-central (release)"
-  cargo build --release --locked -p kith-central >&2
+  if [[ "$(id -u)" == 0 && -n "${SUDO_USER:-}" ]]; then
+    # As the user who ran sudo: their toolchain, and target/ stays theirs.
+    sudo -u "$SUDO_USER" -H bash -lc 'cargo build --release --locked -p kith-central' >&2
+  else
+    cargo build --release --locked -p kith-central >&2
+  fi
   bin=target/release/kith-central
 fi
+# shellcheck source=deploy/need.sh
+. deploy/need.sh
+need "command -v curl" curl || exit 1
 [[ -x "$bin" ]] || { say "$bin is not an executable kith-central"; exit 1; }
 
 if $user_mode; then
@@ -126,5 +134,14 @@ done
 if ! healthy; then
   say "kith-central does not answer on $listen; see 'journalctl ${ctl[*]:1} -u kith-central' or its log"
   exit 1
+fi
+if $user_mode; then
+  if command -v loginctl >/dev/null 2>&1 &&
+    [[ "$(loginctl show-user "$(id -un)" --property=Linger --value 2>/dev/null)" == no ]]; then
+    say "systemd stops this user's services when the last session ends; to keep central (and"
+    say "kith watch) running after logout and starting at boot: loginctl enable-linger $(id -un)"
+  fi
+else
+  say "manage it as its user, on its data: sudo -u kith kith-central --data-dir $data user add ..."
 fi
 echo "http://$listen"

