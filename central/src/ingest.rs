@@ -228,8 +228,19 @@ fn decide_and_store(state: &AppState, viewer: &Viewer, d: Delta) -> Result<(Inge
         }
     }
 
-    let (n_forgotten, forgotten_run) =
-        registry.forgotten_prefix(user.as_str(), d.req.jsonl.as_bytes())?;
+    // Lines the user forgot, sent again (a machine still holds the file),
+    // lead a delta that starts its source or follows a forgotten run; one
+    // that continues a live run holds them by chance (Aider's "#### yes")
+    // and keeps them.
+    let continues_live = d.req.from_offset > 0
+        && registry
+            .source_run_ending_at(user, &d.req.source_identity, d.req.from_offset)?
+            .is_some();
+    let (n_forgotten, forgotten_run) = if continues_live {
+        (0, None)
+    } else {
+        registry.forgotten_prefix(user.as_str(), d.req.jsonl.as_bytes())?
+    };
     let d = if n_forgotten == d.req.jsonl.len() {
         return Ok((forgotten(&d, forgotten_run.unwrap_or_default()), false));
     } else if n_forgotten > 0 {

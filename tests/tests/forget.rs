@@ -473,3 +473,63 @@ fn a_rewritten_transcript_retires_its_older_capture_from_search() -> Result<()> 
     }
     Ok(())
 }
+
+/// Lines a forgotten conversation held by chance, a line the same in
+/// another transcript and blank lines, stay where they were not forgotten:
+/// in a live conversation that goes on with them, and at the start of a new
+/// one. Sent again where they were forgotten, they stay out.
+#[test]
+fn lines_a_forgotten_conversation_shared_by_chance_stay_in_the_others() -> Result<()> {
+    use kith_tests::{claude_user_line, delta};
+    let central = Central::start()?;
+    let api = central.client(&central.register("alice.test", "laptop")?);
+    let common = claude_user_line("yes", "2026-05-11T08:00:00Z");
+    let secret = format!(
+        "{}\n{common}",
+        claude_user_line("the pangolin secret", "2026-05-11T08:01:00Z")
+    );
+    let post = |source: &str, from: usize, jsonl: &str| -> Result<Value> {
+        let r = api.post("/api/runs", &delta(source, from as u64, jsonl))?;
+        ensure!((200..300).contains(&r.status), "{:?}", r.body);
+        Ok(r.body)
+    };
+    let stored = post("a", 0, &secret)?;
+    let first = claude_user_line("plan the narwhal release", "2026-05-11T08:02:00Z");
+    post("b", 0, &first)?;
+    let run = stored["run_id"].as_str().context("run id")?;
+    let conversation = api.get(&format!("/api/runs/{run}"))?.body["conversation"]
+        .as_str()
+        .context("conversation")?
+        .to_owned();
+    let gone = api.send(
+        api.http
+            .delete(api.url(&format!("/api/conversations/{conversation}")))
+            .bearer_auth(&api.token),
+    )?;
+    ensure!(gone.status == 200, "{:?}", gone.body);
+
+    // The live conversation goes on with the line the forgotten one held.
+    let more = format!(
+        "{common}{}",
+        claude_user_line("the narwhal ships on friday", "2026-05-11T08:03:00Z")
+    );
+    let kept = post("b", first.len(), &more)?;
+    assert_eq!(kept["status"], "accepted", "{kept}");
+    let id = kept["run_id"].as_str().context("run id")?;
+    let (_, bytes) = api.get_bytes(&format!("/api/runs/{id}/jsonl"))?;
+    assert_eq!(String::from_utf8(bytes)?, more);
+    // A new transcript starting with blank lines keeps them.
+    let fresh = format!(
+        "\n\n{}",
+        claude_user_line("an otter in the logs", "2026-05-11T08:04:00Z")
+    );
+    let new = post("c", 0, &fresh)?;
+    assert_eq!(new["status"], "accepted", "{new}");
+    let id = new["run_id"].as_str().context("run id")?;
+    let (_, bytes) = api.get_bytes(&format!("/api/runs/{id}/jsonl"))?;
+    assert_eq!(String::from_utf8(bytes)?, fresh);
+    // The forgotten transcript sent again, blank line and all: nothing kept.
+    let again = post("a", 0, &secret)?;
+    assert_eq!(again["status"], "forgotten", "{again}");
+    Ok(())
+}

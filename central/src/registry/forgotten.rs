@@ -56,11 +56,12 @@ impl ForgetSet {
     }
 }
 
-/// The sha256 of each line of a blob (with its newline), as
-/// `forgotten_lines` keeps them.
+/// The sha256 of each line of a blob (with its newline) but the blank ones,
+/// as `forgotten_lines` keeps them.
 pub fn line_hashes(jsonl: &[u8]) -> Vec<String> {
     jsonl
         .split_inclusive(|&b| b == b'\n')
+        .filter(|line| !line.trim_ascii().is_empty())
         .map(kith_shared::hash::sha256_hex)
         .collect()
 }
@@ -225,24 +226,36 @@ impl Registry {
     }
 
     /// How many leading bytes of `jsonl` are lines `user` forgot, and the
-    /// run the first of them was forgotten with.
+    /// run the first of them was forgotten with. A blank line says nothing
+    /// (every transcript has them): it joins the forgotten lines around it
+    /// and is never one alone. Each line is hashed as it is reached.
     pub fn forgotten_prefix(&self, user: &str, jsonl: &[u8]) -> Result<(usize, Option<String>)> {
         let conn = self.reader();
         let mut stmt = conn.prepare_cached(
             "SELECT run_id FROM forgotten_lines WHERE user_id = ?1 AND line_sha256 = ?2",
         )?;
-        let (mut at, mut first) = (0, None);
-        for (line, hash) in jsonl
-            .split_inclusive(|&b| b == b'\n')
-            .zip(line_hashes(jsonl))
-        {
+        // Bytes forgotten so far, and blank ones after them.
+        let (mut at, mut blank, mut first) = (0, 0, None);
+        for line in jsonl.split_inclusive(|&b| b == b'\n') {
+            if line.trim_ascii().is_empty() {
+                blank += line.len();
+                continue;
+            }
+            let hash = kith_shared::hash::sha256_hex(line);
             let run: Option<String> = stmt
                 .query_map(params![user, hash], |r| r.get(0))?
                 .next()
                 .transpose()?;
-            let Some(run) = run else { break };
+            let Some(run) = run else {
+                return Ok((at, first));
+            };
             first.get_or_insert(run);
-            at += line.len();
+            at += blank + line.len();
+            blank = 0;
+        }
+        // Blank lines at the end follow forgotten ones, if any.
+        if first.is_some() {
+            at += blank;
         }
         Ok((at, first))
     }
