@@ -531,5 +531,23 @@ fn lines_a_forgotten_conversation_shared_by_chance_stay_in_the_others() -> Resul
     // The forgotten transcript sent again, blank line and all: nothing kept.
     let again = post("a", 0, &secret)?;
     assert_eq!(again["status"], "forgotten", "{again}");
+    // Sent again with a new turn: the new turn alone is kept, and the same
+    // request retried (its Idempotency-Key) is that run again, not a clash.
+    let grown = format!(
+        "{secret}{}",
+        claude_user_line("a new turn", "2026-05-11T08:05:00Z")
+    );
+    let send = || api.post_with("/api/runs", &delta("a", 0, &grown), "retry-1");
+    let (kept, retried) = (send()?, send()?);
+    assert_eq!(kept.body["status"], "accepted", "{:?}", kept.body);
+    assert_eq!(
+        retried.body["status"], "already_indexed",
+        "{:?}",
+        retried.body
+    );
+    assert_eq!(retried.body["run_id"], kept.body["run_id"]);
+    let id = kept.body["run_id"].as_str().context("run id")?;
+    let (_, bytes) = api.get_bytes(&format!("/api/runs/{id}/jsonl"))?;
+    assert!(!String::from_utf8(bytes)?.contains("pangolin"));
     Ok(())
 }
