@@ -182,11 +182,11 @@ pub fn index_batch(state: &AppState) -> Result<usize> {
     if jobs.is_empty() {
         return Ok(0);
     }
-    let mut done: Vec<Indexed> = Vec::with_capacity(jobs.len());
+    let mut done: Vec<(Indexed, i64)> = Vec::with_capacity(jobs.len());
     let mut chains: Vec<Indexed> = Vec::new();
     for job in &jobs {
         match index_one(state, job, &mut chains) {
-            Ok(indexed) => done.push(indexed),
+            Ok(indexed) => done.push((indexed, job.version)),
             Err(e) => {
                 tracing::warn!(run_id = %job.run_id, error = %e, "indexing a run failed");
                 state.registry().fail_job(&job.run_id, &e.to_string())?;

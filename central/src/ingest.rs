@@ -71,10 +71,14 @@ pub async fn ingest(
     let (response, fresh) = {
         // One decision at a time: two deltas of one source must not both pass
         // the overlap check before either is recorded.
-        let _gate = state.ingest_gate().lock().await;
+        let gate = state.ingest_gate().await;
         let state = state.clone();
         let viewer = viewer.clone();
-        tokio::task::spawn_blocking(move || decide_and_store(&state, &viewer, delta)).await??
+        tokio::task::spawn_blocking(move || {
+            let _gate = gate;
+            decide_and_store(&state, &viewer, delta)
+        })
+        .await??
     };
     if fresh {
         state.metrics().ingested(response.jsonl_bytes);

@@ -35,8 +35,8 @@ struct Shared {
     embed: OnceLock<EmbedQueue>,
     /// Why there is no embedder yet (shown in degraded searches).
     embed_missing: Mutex<Option<String>>,
-    /// Serialises ingest decisions (see `ingest`).
-    ingest_gate: tokio::sync::Mutex<()>,
+    /// Serialises ingest decisions and forgets (see `ingest`).
+    ingest_gate: Arc<tokio::sync::Mutex<()>>,
     /// Machines seen since the last flush, with when; written to the registry
     /// in batches so a request never pays for a write.
     seen: Mutex<HashMap<MachineId, String>>,
@@ -69,7 +69,7 @@ impl AppState {
                 embed: OnceLock::new(),
                 embed_missing: Mutex::new(None),
                 metrics: Metrics::default(),
-                ingest_gate: tokio::sync::Mutex::new(()),
+                ingest_gate: Arc::default(),
                 seen: Mutex::new(HashMap::new()),
                 sign_in_limits: SignInLimits::default(),
                 config,
@@ -137,8 +137,11 @@ impl AppState {
         &self.shared.sign_in_limits
     }
 
-    pub fn ingest_gate(&self) -> &tokio::sync::Mutex<()> {
-        &self.shared.ingest_gate
+    /// The gate, held until the returned guard drops: move it into the
+    /// blocking work it guards, which goes on when the request's future is
+    /// dropped (its client gone).
+    pub async fn ingest_gate(&self) -> tokio::sync::OwnedMutexGuard<()> {
+        self.shared.ingest_gate.clone().lock_owned().await
     }
 
     pub fn new_run_id(&self) -> Result<RunId> {

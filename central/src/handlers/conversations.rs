@@ -173,9 +173,10 @@ pub async fn delete(
 ) -> Result<Json<ForgetResponse>> {
     // No delta of the chain is accepted while it goes (it would hang
     // under a run being deleted); the next one continues the tombstone.
-    let _gate = state.ingest_gate().lock().await;
+    let gate = state.ingest_gate().await;
     let s = state.clone();
     let res = tokio::task::spawn_blocking(move || {
+        let _gate = gate;
         crate::forget::forget(&s, Forgetter::Owner(&viewer), &id)
     })
     .await??;

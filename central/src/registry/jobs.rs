@@ -24,6 +24,28 @@ pub struct PendingJob {
     pub ancestry: String,
     /// The run's chain was superseded (`runs.superseded`).
     pub superseded: bool,
+    /// Counts the job's enqueues: one enqueued again while a batch indexes
+    /// it is left for the next batch (`finish_jobs`).
+    pub version: i64,
+}
+
+/// Over a transaction: `run` waits for indexing on `lane`, from `at`. A job
+/// already waiting for it takes the new lane and time, starts its attempts
+/// over, and counts one more version.
+pub(super) fn enqueue(
+    tx: &rusqlite::Transaction<'_>,
+    run: &str,
+    lane: Lane,
+    at: &str,
+) -> rusqlite::Result<()> {
+    tx.prepare_cached(
+        "INSERT INTO index_jobs (run_id, lane, enqueued_at) VALUES (?1, ?2, ?3)
+         ON CONFLICT (run_id) DO UPDATE SET lane = excluded.lane,
+             enqueued_at = excluded.enqueued_at, attempts = 0, last_error = NULL,
+             version = version + 1",
+    )?
+    .execute(params![run, lane.as_str(), at])?;
+    Ok(())
 }
 
 /// Lanes of the durable indexing jobs and of the runs waiting for vectors.
@@ -62,7 +84,7 @@ impl Registry {
     pub fn pending_jobs_below(&self, limit: u32, max_attempts: i64) -> Result<Vec<PendingJob>> {
         let conn = self.reader();
         let mut stmt = conn.prepare_cached(
-            "SELECT j.run_id, r.blob_path, r.ancestry, r.superseded FROM index_jobs j
+            "SELECT j.run_id, r.blob_path, r.ancestry, r.superseded, j.version FROM index_jobs j
              JOIN runs r ON r.id = j.run_id
              WHERE j.attempts < ?2
              ORDER BY CASE j.lane WHEN 'ingest-realtime' THEN 0 ELSE 1 END, j.enqueued_at, j.run_id
@@ -75,23 +97,26 @@ impl Registry {
                     r.get::<_, String>(1)?,
                     r.get::<_, String>(2)?,
                     r.get::<_, bool>(3)?,
+                    r.get::<_, i64>(4)?,
                 ))
             })?
             .collect::<rusqlite::Result<Vec<_>>>()?;
         rows.into_iter()
-            .map(|(id, blob_path, ancestry, superseded)| {
+            .map(|(id, blob_path, ancestry, superseded, version)| {
                 Ok(PendingJob {
                     run_id: parse_id(RunId::parse(&id))?,
                     blob_path,
                     ancestry,
                     superseded,
+                    version,
                 })
             })
             .collect()
     }
 
-    /// These jobs are done: their runs are searchable, with `n_chunks`
-    /// chunks each. One transaction (one sync of the log) for a whole
+    /// These jobs are done (each with the version it was read at,
+    /// `PendingJob::version`): their runs are searchable, with `n_chunks`
+    /// chunks each; a job enqueued again meanwhile stays. One transaction (one sync of the log) for a whole
     /// indexing batch. A run indexed again (a superseded chain, a tag edit)
     /// waits for vectors again: a server backend's new documents have none
     /// (the embedded one keeps the vectors of the chunks whose text stayed).
@@ -101,10 +126,15 @@ impl Registry {
     /// embedding their old chunks must not record them as embedded, see
     /// `set_embedded`), with their counts and digests, and their vectors to
     /// be made again; they keep their own jobs, if any.
-    pub fn finish_jobs(&self, jobs: &[Indexed], chain: &[Indexed], indexed_at: &str) -> Result<()> {
+    pub fn finish_jobs(
+        &self,
+        jobs: &[(Indexed, i64)],
+        chain: &[Indexed],
+        indexed_at: &str,
+    ) -> Result<()> {
         let mut conn = self.conn();
         let tx = conn.transaction()?;
-        for done in jobs.iter().chain(chain) {
+        for done in jobs.iter().map(|(done, _)| done).chain(chain) {
             tx.prepare_cached(
                 "UPDATE runs SET indexed_at = ?2, n_chunks = ?3, chunks_digest = ?4,
                  embedded_model = NULL, embedded_at = NULL WHERE id = ?1",
@@ -116,9 +146,9 @@ impl Registry {
                 done.digest
             ])?;
         }
-        for done in jobs {
-            tx.prepare_cached("DELETE FROM index_jobs WHERE run_id = ?1")?
-                .execute([done.run.as_str()])?;
+        for (done, version) in jobs {
+            tx.prepare_cached("DELETE FROM index_jobs WHERE run_id = ?1 AND version = ?2")?
+                .execute(params![done.run.as_str(), version])?;
         }
         tx.commit()?;
         Ok(())
@@ -199,6 +229,52 @@ impl Registry {
                  enqueued_at = ?3 WHERE run_id = ?1",
             params![run.as_str(), error, kith_shared::timestamp::now()],
         )?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_job_enqueued_again_while_it_is_indexed_stays_for_the_next_batch() -> Result<()> {
+        let dir = tempfile::tempdir()?;
+        let registry = Registry::open(&dir.path().join("registry.sqlite"))?;
+        let run = parse_id(RunId::parse("r0123456789abcdef0123456789abcdef"))?;
+        let enqueue_now = || -> Result<i64> {
+            let mut conn = registry.conn();
+            let tx = conn.transaction()?;
+            enqueue(
+                &tx,
+                run.as_str(),
+                Lane::Bulk,
+                &kith_shared::timestamp::now(),
+            )?;
+            tx.commit()?;
+            Ok(conn.query_row("SELECT version FROM index_jobs", [], |r| r.get(0))?)
+        };
+        let jobs = |registry: &Registry| -> Result<i64> {
+            Ok(registry
+                .conn()
+                .query_row("SELECT COUNT(*) FROM index_jobs", [], |r| r.get(0))?)
+        };
+        let read = enqueue_now()?;
+        // A tag edit or a superseding chain enqueues it again meanwhile.
+        let again = enqueue_now()?;
+        assert_eq!((read, again), (0, 1));
+        let done = |version| {
+            let indexed = Indexed {
+                run: run.clone(),
+                n_chunks: 1,
+                digest: None,
+            };
+            registry.finish_jobs(&[(indexed, version)], &[], &kith_shared::timestamp::now())
+        };
+        done(read)?;
+        assert_eq!(jobs(&registry)?, 1, "the newer job is left");
+        done(again)?;
+        assert_eq!(jobs(&registry)?, 0);
         Ok(())
     }
 }

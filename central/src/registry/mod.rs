@@ -164,7 +164,8 @@ CREATE TABLE IF NOT EXISTS index_jobs (
     lane TEXT NOT NULL,
     enqueued_at TEXT NOT NULL,
     attempts INTEGER NOT NULL DEFAULT 0,
-    last_error TEXT
+    last_error TEXT,
+    version INTEGER NOT NULL DEFAULT 0
 );
 ";
 
@@ -328,6 +329,7 @@ fn migrate(conn: &Connection) -> Result<()> {
         // password sign-in's do.
         ("web_sessions", "machine_id", "TEXT"),
         ("web_links", "machine_id", "TEXT"),
+        ("index_jobs", "version", "INTEGER NOT NULL DEFAULT 0"),
     ];
     for (table, column, decl) in ADDED {
         let present: bool = conn.query_row(

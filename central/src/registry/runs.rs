@@ -117,14 +117,7 @@ fn write_run(tx: &rusqlite::Transaction<'_>, new: &NewRun<'_>, sql: &str) -> Res
         new.ancestry,
         meta.conversation,
     ])?;
-    tx.prepare_cached(
-        "INSERT OR REPLACE INTO index_jobs (run_id, lane, enqueued_at) VALUES (?1, ?2, ?3)",
-    )?
-    .execute(params![
-        meta.id,
-        new.lane.as_str(),
-        kith_shared::timestamp::now()
-    ])?;
+    super::jobs::enqueue(tx, &meta.id, new.lane, &kith_shared::timestamp::now())?;
     Ok(())
 }
 
@@ -166,10 +159,7 @@ fn supersede(tx: &rusqlite::Transaction<'_>, meta: &RunMeta) -> Result<()> {
     for id in &older {
         tx.prepare_cached("UPDATE runs SET superseded = 1 WHERE id = ?1")?
             .execute([id])?;
-        tx.prepare_cached(
-            "INSERT OR REPLACE INTO index_jobs (run_id, lane, enqueued_at) VALUES (?1, ?2, ?3)",
-        )?
-        .execute(params![id, Lane::Bulk.as_str(), now])?;
+        super::jobs::enqueue(tx, id, Lane::Bulk, &now)?;
     }
     if !older.is_empty() {
         tracing::info!(run_id = %meta.id, n_runs = older.len(), "a new chain supersedes older captures of its transcript");

@@ -32,14 +32,12 @@ impl Registry {
             if changed != 1 {
                 return Err(Error::run_not_found());
             }
-            tx.prepare_cached(
-                "INSERT OR REPLACE INTO index_jobs (run_id, lane, enqueued_at) VALUES (?1, ?2, ?3)",
-            )?
-            .execute(params![
-                meta.id,
-                Lane::Realtime.as_str(),
-                kith_shared::timestamp::now()
-            ])?;
+            super::jobs::enqueue(
+                &tx,
+                &meta.id,
+                Lane::Realtime,
+                &kith_shared::timestamp::now(),
+            )?;
         }
         tx.commit()?;
         Ok(())
