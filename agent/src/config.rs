@@ -358,6 +358,42 @@ pub fn write_file(path: &Path, bytes: &[u8], mode: u32, durability: Durability) 
     File::open(dir).and_then(|d| d.sync_all()).at("sync", dir)
 }
 
+/// Writes `bytes` to the file `path` names, atomically as `write_file`
+/// does: when `path` is a symlink (a dotfile kept by GNU stow or
+/// home-manager), to the file it finally points to, beside that file, so the
+/// link stays a link. For the user's own files (agent configs, the login
+/// profile); kith's state files are never links and take `write_file`.
+pub fn write_through(path: &Path, bytes: &[u8], mode: u32, durability: Durability) -> Result<()> {
+    write_file(&link_target(path)?, bytes, mode, durability)
+}
+
+/// The file a write to `path` lands in: `path` itself unless it is a
+/// symlink, else the file at the end of its links, which need not exist
+/// yet (a dangling link is written through too, as `>` in a shell does).
+fn link_target(path: &Path) -> Result<PathBuf> {
+    // Linux's own limit on links followed while resolving one path.
+    const MAX_LINKS: usize = 40;
+    let mut path = path.to_owned();
+    for _ in 0..MAX_LINKS {
+        let is_link = fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink());
+        if !is_link {
+            return Ok(path);
+        }
+        match fs::canonicalize(&path) {
+            Ok(target) => return Ok(target),
+            // A link to a file that does not exist: follow it one step.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e).at("resolve the link", &path),
+        }
+        let to = fs::read_link(&path).at("read the link", &path)?;
+        path = path.parent().unwrap_or(Path::new(".")).join(to);
+    }
+    Err(Error::Refused(format!(
+        "{}: more than {MAX_LINKS} symbolic links in a row",
+        path.display()
+    )))
+}
+
 /// Advisory locks between kith processes (hooks run in parallel; `watch`
 /// and `backfill` run beside them). Released on drop, or when the process
 /// dies.
@@ -439,6 +475,54 @@ mod tests {
         assert_eq!(mode & 0o777, 0o600);
         let bak = fs::read_to_string(paths.auth_file().with_extension("json.bak"))?;
         assert!(bak.contains("first"));
+        Ok(())
+    }
+
+    /// Regression: a dotfile kept as a symlink (GNU stow, home-manager) was
+    /// replaced by a regular file, cutting it off from where the user keeps it.
+    #[test]
+    fn a_write_through_a_symlink_keeps_the_link_and_changes_its_target() -> anyhow::Result<()> {
+        use std::os::unix::fs::symlink;
+        let tmp = tempfile::tempdir()?;
+        let home = tmp.path().join("home");
+        let dotfiles = tmp.path().join("dotfiles");
+        fs::create_dir_all(&home)?;
+        fs::create_dir_all(dotfiles.join("shell"))?;
+        let real = dotfiles.join("shell/profile");
+        fs::write(&real, "old\n")?;
+        fs::set_permissions(&real, fs::Permissions::from_mode(0o640))?;
+        // A relative link to a second link, as stow writes them.
+        symlink("dotfiles/shell/profile", tmp.path().join("profile"))?;
+        let link = home.join(".profile");
+        symlink("../profile", &link)?;
+
+        write_through(&link, b"new\n", 0o640, Durability::Durable)?;
+        assert!(fs::symlink_metadata(&link)?.file_type().is_symlink());
+        assert_eq!(fs::read_link(&link)?, Path::new("../profile"));
+        assert_eq!(fs::read_to_string(&real)?, "new\n");
+        assert_eq!(fs::metadata(&real)?.permissions().mode() & 0o777, 0o640);
+        let strays: Vec<_> = fs::read_dir(&home)?.collect::<Result<_, _>>()?;
+        assert_eq!(strays.len(), 1, "no temp file left beside the link");
+
+        // A link to a file not written yet: the file is made where it points.
+        let dangling = home.join(".zprofile");
+        symlink(dotfiles.join("shell/zprofile"), &dangling)?;
+        write_through(&dangling, b"z\n", 0o644, Durability::Durable)?;
+        assert!(fs::symlink_metadata(&dangling)?.file_type().is_symlink());
+        assert_eq!(fs::read_to_string(dotfiles.join("shell/zprofile"))?, "z\n");
+
+        // A plain file is written in place, as write_file does.
+        let plain = home.join(".bashrc");
+        write_through(&plain, b"b\n", 0o600, Durability::Durable)?;
+        assert!(fs::symlink_metadata(&plain)?.file_type().is_file());
+        assert_eq!(fs::read_to_string(&plain)?, "b\n");
+
+        // A loop of links is an error, not a hang, and writes nothing.
+        let a = home.join("a");
+        symlink("b", &a)?;
+        symlink("a", home.join("b"))?;
+        assert!(write_through(&a, b"x", 0o600, Durability::Durable).is_err());
+        assert!(fs::symlink_metadata(&a)?.file_type().is_symlink());
         Ok(())
     }
 

@@ -10,7 +10,7 @@
 //! - pi: the extension `extensions/kith.ts`, which runs `kith hook --pi FILE`;
 //! - Gemini CLI: a command hook on AfterAgent, PreCompress and SessionEnd in
 //!   `~/.gemini/settings.json`, which has Claude's shape (its payload names
-//!   the `transcript_path` too);
+//!   the `transcript_path` too) and may hold comments (`install::jsonc`);
 //! - Cursor: a command on `stop` and `sessionEnd` in `~/.cursor/hooks.json`
 //!   (`cursor_hooks`);
 //! - Copilot CLI: kith's own hook file `hooks/kith.json` in Copilot's home,
@@ -28,9 +28,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
-use crate::config::{write_file, Durability, Paths};
+use crate::config::{write_through, Durability, Paths};
 use crate::error::{Error, IoContext, Result};
 
+mod jsonc;
 pub mod mcp;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -132,14 +133,21 @@ pub(crate) fn edit_file(
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => (String::new(), new_mode),
         Err(e) => return Err(e).at("read", file),
     };
+    // The edits know the file only by its name: errors name it in full.
     let new = edit(&text).map_err(|e| match e {
         Error::Refused(why) => Error::Refused(format!("{}: {why}", file.display())),
+        Error::Invalid { what, reason, .. } => Error::Invalid {
+            what,
+            path: file.to_owned(),
+            reason,
+        },
         e => e,
     })?;
     let changed = new.is_some();
     match new {
         Some(new) if new.is_empty() && remove_empty => fs::remove_file(file).at("remove", file)?,
-        Some(new) => write_file(file, new.as_bytes(), mode, Durability::Durable)?,
+        // A dotfile kept as a symlink stays one.
+        Some(new) => write_through(file, new.as_bytes(), mode, Durability::Durable)?,
         None => {}
     }
     Ok(Outcome {
@@ -254,14 +262,42 @@ fn claude_settings(text: &str, kith: &Path, add: bool) -> Result<Option<String>>
 }
 
 /// Gemini CLI's settings with kith's group on each capture event, or
-/// without any; `None` when nothing changes.
+/// without any; `None` when nothing changes. Gemini reads the file with
+/// `//` and `/* */` comments and keeps them when it saves: with comments,
+/// only `hooks` is rewritten and every comment outside it stays; comments
+/// inside `hooks` would be lost, so that edit is refused.
 fn gemini_settings(text: &str, kith: &Path, add: bool) -> Result<Option<String>> {
     let events: Vec<(&str, Option<Value>)> = GEMINI
         .events
         .iter()
         .map(|e| (*e, add.then(|| hook_group(&GEMINI, kith, "hook"))))
         .collect();
-    settings_hooks(GEMINI.what, text, &events)
+    let plain = jsonc::strip_comments(text);
+    let Some(edited) = settings_hooks(GEMINI.what, &plain, &events)? else {
+        return Ok(None);
+    };
+    if plain == text {
+        return Ok(Some(edited));
+    }
+    let spliced =
+        jsonc::splice_member(text, &plain, "hooks", &edited).map_err(|e| Error::Invalid {
+            what: GEMINI.what,
+            path: PathBuf::from("settings.json"),
+            reason: e.to_string(),
+        })?;
+    let (verb, command) = if add {
+        ("add", "install")
+    } else {
+        ("remove", "uninstall")
+    };
+    spliced.map(Some).ok_or_else(|| {
+        Error::Refused(format!(
+            "it has comments inside \"hooks\", which kith would lose when it rewrites \"hooks\" \
+             to {verb} its own; move those comments out of \"hooks\" (or {verb} kith's hook on \
+             {events} by hand), then run `kith {command} gemini` again",
+            events = GEMINI.events.join(", ")
+        ))
+    })
 }
 
 /// Claude's settings with (or without) `kith context --hook` on

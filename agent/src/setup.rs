@@ -12,7 +12,7 @@ use std::process::Command;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::{write_file, Durability, Paths};
+use crate::config::{write_file, write_through, Durability, Paths};
 use crate::error::{Error, IoContext, Result};
 use crate::install::Agent;
 
@@ -68,14 +68,56 @@ const AGENTS: [(Agent, &str); 6] = [
     (Agent::Copilot, "copilot"),
 ];
 
-/// Runs every step, printing a line for each through `say`. A step that
-/// fails (an agent config kith will not edit) does not stop the others; the
-/// first failure is returned after all ran and what was done is recorded.
+/// What setup takes from the machine it runs on besides its options: found
+/// by `setup`, given by the tests.
+struct Host<'a> {
+    /// The running kith, which setup installs.
+    exe: PathBuf,
+    /// Where a systemd user unit goes (`$XDG_CONFIG_HOME/systemd/user`).
+    unit_dir: PathBuf,
+    manager: &'a mut Manager<'a>,
+}
+
+/// Runs a service manager command (`systemctl`, `launchctl`); `Err` is what
+/// it said, or why it could not run.
+type Manager<'a> = dyn FnMut(&str, &[&str]) -> std::result::Result<(), String> + 'a;
+
+/// Runs every step, printing a line for each through `say`.
+///
+/// An agent whose config kith will not edit (another program in Codex's
+/// `notify`, a `kith.ts` or Copilot `kith.json` kith did not write, settings
+/// that do not parse) gets no hook and a warning naming the file, why, and
+/// what to do: that file is the user's to decide about, so the other steps
+/// run and setup succeeds. Any other failure fails setup: an agent's after
+/// every agent was tried and what was done is recorded, the others (the
+/// binary, the profile, the service file) at once.
 pub fn setup(paths: &Paths, opts: &Options, say: &mut dyn FnMut(&str)) -> Result<()> {
+    let exe = std::env::current_exe()
+        .map_err(|e| Error::Refused(format!("cannot tell where this kith is: {e}")))?;
+    let config = std::env::var_os("XDG_CONFIG_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| opts.home.join(".config"));
+    let mut manager = run;
+    let mut host = Host {
+        exe: exe.canonicalize().unwrap_or(exe),
+        unit_dir: config.join("systemd/user"),
+        manager: &mut manager,
+    };
+    setup_on(paths, opts, &mut host, say)
+}
+
+fn setup_on(
+    paths: &Paths,
+    opts: &Options,
+    host: &mut Host,
+    say: &mut dyn FnMut(&str),
+) -> Result<()> {
     let mut manifest = Manifest::load(paths)?;
     let mut failed: Option<Error> = None;
+    let mut declined: Vec<&str> = Vec::new();
 
-    let kith = copy_binary(&opts.bin_dir, &mut manifest, say)?;
+    let (kith, binary_changed) = copy_binary(&host.exe, &opts.bin_dir, &mut manifest, say)?;
     manifest.save(paths)?;
     on_path(opts, &mut manifest, say)?;
     manifest.save(paths)?;
@@ -100,6 +142,16 @@ pub fn setup(paths: &Paths, opts: &Options, say: &mut dyn FnMut(&str)) -> Result
                 }
                 say(&format!("{name}: {outcome}"));
             }
+            Err(e @ (Error::Refused(_) | Error::Invalid { .. })) => {
+                let fix = match e {
+                    Error::Invalid { .. } => {
+                        format!("; once it is fixed, `kith install {name}` adds the hook")
+                    }
+                    _ => String::new(),
+                };
+                say(&format!("warning: {name}: no hook installed: {e}{fix}"));
+                declined.push(name);
+            }
             Err(e) => {
                 say(&format!("{name}: {e}"));
                 failed.get_or_insert(e);
@@ -109,8 +161,14 @@ pub fn setup(paths: &Paths, opts: &Options, say: &mut dyn FnMut(&str)) -> Result
     manifest.save(paths)?;
 
     if opts.service != Service::Skip {
-        service(paths, opts, &kith, &mut manifest, say)?;
+        service(paths, opts, host, &kith, binary_changed, &mut manifest, say)?;
         manifest.save(paths)?;
+    }
+    if !declined.is_empty() {
+        say(&format!(
+            "warning: no hook for {} (see above); everything else is set up",
+            declined.join(", ")
+        ));
     }
     match failed {
         Some(e) => Err(e),
@@ -159,7 +217,7 @@ pub fn uninstall(paths: &Paths, say: &mut dyn FnMut(&str)) -> Result<()> {
             .collect();
         if kept != text {
             let mode = file_mode(profile)?;
-            write_file(profile, kept.as_bytes(), mode, Durability::Durable)?;
+            write_through(profile, kept.as_bytes(), mode, Durability::Durable)?;
             say(&format!(
                 "removed kith's PATH line from {}",
                 profile.display()
@@ -221,30 +279,29 @@ fn agent_dir(paths: &Paths, agent: Agent) -> &Path {
     }
 }
 
-/// `<bin_dir>/kith`, a copy of the running binary unless it is that binary
-/// or already has its bytes.
+/// `<bin_dir>/kith`, a copy of `me` (the running binary) unless it is that
+/// binary or already has its bytes; and whether it changed (so a running
+/// `kith watch` is on an older binary).
 fn copy_binary(
+    me: &Path,
     bin_dir: &Path,
     manifest: &mut Manifest,
     say: &mut dyn FnMut(&str),
-) -> Result<PathBuf> {
+) -> Result<(PathBuf, bool)> {
     let target = bin_dir.join("kith");
-    let me = std::env::current_exe()
-        .map_err(|e| Error::Refused(format!("cannot tell where this kith is: {e}")))?;
-    let me = me.canonicalize().unwrap_or(me);
     if target.canonicalize().is_ok_and(|t| t == me) {
         say(&format!("kith runs from {} already", target.display()));
-        return Ok(target);
+        return Ok((target, false));
     }
-    let bytes = fs::read(&me).at("read", &me)?;
+    let bytes = fs::read(me).at("read", me)?;
     if fs::read(&target).is_ok_and(|old| old == bytes) {
         say(&format!("{} is this kith already", target.display()));
-        return Ok(target);
+        return Ok((target, false));
     }
     write_file(&target, &bytes, 0o755, Durability::Durable)?;
     manifest.binary = Some(target.clone());
     say(&format!("installed kith as {}", target.display()));
-    Ok(target)
+    Ok((target, true))
 }
 
 fn path_has(dir: &Path) -> bool {
@@ -302,7 +359,8 @@ fn on_path(opts: &Options, manifest: &mut Manifest, say: &mut dyn FnMut(&str)) -
     } else {
         file_mode(&profile)?
     };
-    write_file(&profile, new.as_bytes(), mode, Durability::Durable)?;
+    // A profile kept as a symlink (stow, home-manager) stays one.
+    write_through(&profile, new.as_bytes(), mode, Durability::Durable)?;
     if text.is_empty() && !manifest.created.contains(&profile) {
         manifest.created.push(profile.clone());
     }
@@ -387,13 +445,16 @@ fn launchd_plist(kith: &Path, log: &Path) -> String {
     )
 }
 
-/// Writes the service file and, unless told not to, enables and starts it.
-/// When the service manager cannot be reached it says so and how to run
-/// `kith watch` instead.
+/// Writes the service file and, unless told not to, enables and starts it,
+/// restarting it when its file or the binary it runs (`binary_changed`)
+/// changed. When the service manager cannot be reached it says so and how
+/// to run `kith watch` instead.
 fn service(
     paths: &Paths,
     opts: &Options,
+    host: &mut Host,
     kith: &Path,
+    binary_changed: bool,
     manifest: &mut Manifest,
     say: &mut dyn FnMut(&str),
 ) -> Result<()> {
@@ -408,14 +469,7 @@ fn service(
             launchd_plist(kith, &paths.state_dir.join("watch.log")),
         )
     } else {
-        let config = std::env::var_os("XDG_CONFIG_HOME")
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-            .unwrap_or_else(|| opts.home.join(".config"));
-        (
-            config.join("systemd/user/kith-watch.service"),
-            systemd_unit(kith),
-        )
+        (host.unit_dir.join("kith-watch.service"), systemd_unit(kith))
     };
     let same = fs::read_to_string(&file).is_ok_and(|old| old == text);
     if !same {
@@ -436,7 +490,7 @@ fn service(
             enable_command(&file)
         ));
     } else {
-        match enable(&file, !same) {
+        match enable(&file, !same || binary_changed, host.manager) {
             Ok(()) => {
                 record.enabled = true;
                 say(&format!(
@@ -466,18 +520,27 @@ fn enable_command(file: &Path) -> String {
     }
 }
 
-/// Enables and starts the service; `changed`: restarts it on its new file.
-fn enable(file: &Path, changed: bool) -> std::result::Result<(), String> {
+/// Enables and starts the service through `manager`; `restart`: restarts
+/// it, so it runs its new file or binary (launchd's agent is reloaded every
+/// time).
+fn enable(
+    file: &Path,
+    restart: bool,
+    manager: &mut Manager<'_>,
+) -> std::result::Result<(), String> {
     if cfg!(target_os = "macos") {
         let plist = file.to_string_lossy();
         // launchctl refuses to load a loaded agent: unload it first.
-        let _ = run("launchctl", &["unload", &plist]);
-        run("launchctl", &["load", "-w", &plist])
+        let _ = manager("launchctl", &["unload", &plist]);
+        manager("launchctl", &["load", "-w", &plist])
     } else {
-        systemctl(&["daemon-reload"])?;
-        systemctl(&["enable", "--now", "kith-watch.service"])?;
-        if changed {
-            systemctl(&["restart", "kith-watch.service"])?;
+        manager("systemctl", &["--user", "daemon-reload"])?;
+        manager(
+            "systemctl",
+            &["--user", "enable", "--now", "kith-watch.service"],
+        )?;
+        if restart {
+            manager("systemctl", &["--user", "restart", "kith-watch.service"])?;
         }
         Ok(())
     }
@@ -529,6 +592,235 @@ fn remove(path: &Path, say: &mut dyn FnMut(&str)) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A machine in a temp folder: agent folders under it, a home, a bin
+    /// folder, and a "built" kith to install.
+    struct Machine {
+        tmp: tempfile::TempDir,
+        paths: Paths,
+        opts: Options,
+        exe: PathBuf,
+    }
+
+    impl Machine {
+        fn new(service: Service) -> anyhow::Result<Self> {
+            let tmp = tempfile::tempdir()?;
+            let paths = Paths::under(tmp.path());
+            let opts = Options {
+                bin_dir: tmp.path().join("bin"),
+                home: tmp.path().join("home"),
+                service,
+            };
+            fs::create_dir_all(&opts.home)?;
+            let exe = tmp.path().join("build/kith");
+            fs::create_dir_all(tmp.path().join("build"))?;
+            fs::write(&exe, "kith v1")?;
+            Ok(Self {
+                tmp,
+                paths,
+                opts,
+                exe,
+            })
+        }
+
+        /// Runs setup; what it said and the service manager commands it ran.
+        fn setup(&self) -> (Result<()>, Vec<String>, Vec<String>) {
+            let mut said = Vec::new();
+            let mut commands = Vec::new();
+            let mut manager = |program: &str, args: &[&str]| {
+                commands.push(format!("{program} {}", args.join(" ")));
+                Ok(())
+            };
+            let mut host = Host {
+                exe: self.exe.clone(),
+                unit_dir: self.tmp.path().join("units"),
+                manager: &mut manager,
+            };
+            let done = setup_on(&self.paths, &self.opts, &mut host, &mut |l: &str| {
+                said.push(l.to_owned())
+            });
+            (done, said, commands)
+        }
+    }
+
+    /// Regression: one agent config kith would not edit (here Codex's own
+    /// `notify` program) failed `kith setup`, so the quickstart, under
+    /// `set -e`, stopped before its backfill and its fallback `kith watch`.
+    #[test]
+    fn a_refused_hook_is_a_warning_and_the_rest_of_setup_still_happens() -> anyhow::Result<()> {
+        let m = Machine::new(Service::WriteOnly)?;
+        fs::create_dir_all(&m.paths.claude_dir)?;
+        fs::create_dir_all(&m.paths.codex_dir)?;
+        let codex = m.paths.codex_dir.join("config.toml");
+        let theirs = "notify = [\"/usr/bin/notify-me\"]\n";
+        fs::write(&codex, theirs)?;
+        fs::create_dir_all(&m.paths.gemini_dir)?;
+        let gemini = m.paths.gemini_dir.join("settings.json");
+        fs::write(&gemini, "{ not json")?;
+
+        let (done, said, _) = m.setup();
+        assert!(done.is_ok(), "{done:?}\n{said:#?}");
+        let warning = |name: &str| {
+            said.iter()
+                .find(|l| l.starts_with(&format!("warning: {name}:")))
+                .cloned()
+                .unwrap_or_default()
+        };
+        let codex_warning = warning("codex");
+        for part in [
+            codex.display().to_string().as_str(),
+            "notify-me",
+            "`kith install codex`",
+        ] {
+            assert!(codex_warning.contains(part), "{part}: {said:#?}");
+        }
+        let gemini_warning = warning("gemini");
+        for part in [
+            gemini.display().to_string().as_str(),
+            "not valid",
+            "`kith install gemini`",
+        ] {
+            assert!(gemini_warning.contains(part), "{part}: {said:#?}");
+        }
+        assert!(
+            said.last()
+                .is_some_and(|l| l.contains("no hook for codex, gemini")),
+            "{said:#?}"
+        );
+        // The user's files are as they were; the other steps happened.
+        assert_eq!(fs::read_to_string(&codex)?, theirs);
+        assert_eq!(fs::read_to_string(&gemini)?, "{ not json");
+        assert_eq!(fs::read(m.opts.bin_dir.join("kith"))?, b"kith v1");
+        let claude = fs::read_to_string(m.paths.claude_dir.join("settings.json"))?;
+        assert!(claude.contains("kith hook"), "{claude}");
+        assert!(
+            m.tmp.path().join("units/kith-watch.service").exists() || cfg!(target_os = "macos")
+        );
+        let manifest = Manifest::load(&m.paths)?;
+        assert_eq!(
+            manifest.hooks,
+            ["claude-code"],
+            "only the hook it installed"
+        );
+
+        // `kith install codex` alone still fails: that is what was asked.
+        let alone = crate::install::install(&m.paths, Agent::Codex, Path::new("/k/kith"), true);
+        assert!(matches!(alone, Err(Error::Refused(_))), "{alone:?}");
+        Ok(())
+    }
+
+    #[test]
+    fn an_agent_config_kith_cannot_read_or_a_bin_folder_it_cannot_make_fails_setup(
+    ) -> anyhow::Result<()> {
+        let m = Machine::new(Service::Skip)?;
+        // A folder where Codex's config file should be: not the user's
+        // choice to respect but an error.
+        fs::create_dir_all(m.paths.codex_dir.join("config.toml"))?;
+        fs::create_dir_all(&m.paths.gemini_dir)?;
+        let (done, said, _) = m.setup();
+        assert!(matches!(done, Err(Error::Io { .. })), "{done:?}");
+        assert!(
+            !said.iter().any(|l| l.starts_with("warning")),
+            "an error is not a warning: {said:#?}"
+        );
+        // The agents after it were still tried.
+        assert!(m.paths.gemini_dir.join("settings.json").exists());
+
+        let mut m = Machine::new(Service::Skip)?;
+        fs::write(m.tmp.path().join("file"), "")?;
+        m.opts.bin_dir = m.tmp.path().join("file/bin");
+        let (done, _, _) = m.setup();
+        assert!(matches!(done, Err(Error::Io { .. })), "{done:?}");
+        Ok(())
+    }
+
+    /// Regression: after an upgrade, setup copied the new binary but left the
+    /// service running the old one, restarting it only when its unit changed.
+    #[cfg(not(target_os = "macos"))]
+    #[test]
+    fn the_service_restarts_when_the_binary_or_the_unit_changed_and_not_otherwise(
+    ) -> anyhow::Result<()> {
+        let restart = "systemctl --user restart kith-watch.service";
+        let m = Machine::new(Service::Enable)?;
+        let (done, _, commands) = m.setup();
+        done?;
+        assert_eq!(
+            commands,
+            [
+                "systemctl --user daemon-reload",
+                "systemctl --user enable --now kith-watch.service",
+                restart,
+            ],
+            "a new unit"
+        );
+
+        let (done, said, commands) = m.setup();
+        done?;
+        assert!(
+            !commands.iter().any(|c| c == restart),
+            "nothing changed: {commands:?}"
+        );
+        assert!(
+            said.iter().any(|l| l.ends_with("is this kith already")),
+            "{said:#?}"
+        );
+
+        fs::write(&m.exe, "kith v2")?;
+        let (done, said, commands) = m.setup();
+        done?;
+        assert_eq!(fs::read(m.opts.bin_dir.join("kith"))?, b"kith v2");
+        assert!(
+            !said.iter().any(|l| l.starts_with("wrote ")),
+            "same unit: {said:#?}"
+        );
+        assert_eq!(
+            commands.last().map(String::as_str),
+            Some(restart),
+            "new binary"
+        );
+
+        // The unit changed (an older kith's), the binary did not.
+        let unit = m.tmp.path().join("units/kith-watch.service");
+        fs::write(&unit, "[Service]\nExecStart=/old/kith watch\n")?;
+        let (done, _, commands) = m.setup();
+        done?;
+        assert_eq!(
+            commands.last().map(String::as_str),
+            Some(restart),
+            "new unit"
+        );
+        Ok(())
+    }
+
+    /// Regression: a login profile kept as a symlink was replaced by a
+    /// regular file with kith's PATH line.
+    #[test]
+    fn the_path_line_goes_into_the_file_a_symlinked_profile_points_to() -> anyhow::Result<()> {
+        use std::os::unix::fs::PermissionsExt;
+        let m = Machine::new(Service::Skip)?;
+        let profile = login_profile(&m.opts.home, &std::env::var("SHELL").unwrap_or_default());
+        let real = m.tmp.path().join("dotfiles/profile");
+        fs::create_dir_all(m.tmp.path().join("dotfiles"))?;
+        fs::write(&real, "umask 022\n")?;
+        fs::set_permissions(&real, fs::Permissions::from_mode(0o600))?;
+        std::os::unix::fs::symlink(&real, &profile)?;
+
+        let (done, said, _) = m.setup();
+        done?;
+        assert!(
+            fs::symlink_metadata(&profile)?.file_type().is_symlink(),
+            "{said:#?}"
+        );
+        let text = fs::read_to_string(&real)?;
+        assert!(text.starts_with("umask 022\nexport PATH="), "{text}");
+        assert!(text.contains(PATH_MARK), "{text}");
+        assert_eq!(fs::metadata(&real)?.permissions().mode() & 0o777, 0o600);
+
+        uninstall(&m.paths, &mut |_| {})?;
+        assert!(fs::symlink_metadata(&profile)?.file_type().is_symlink());
+        assert_eq!(fs::read_to_string(&real)?, "umask 022\n");
+        Ok(())
+    }
 
     #[test]
     fn the_unit_runs_the_installed_kith_even_from_a_path_with_spaces() {

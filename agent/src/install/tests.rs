@@ -488,3 +488,131 @@ fn copilot_install_and_uninstall_refuse_a_kith_json_kith_did_not_write() -> anyh
     }
     Ok(())
 }
+
+/// Gemini CLI settings with comments, which Gemini reads and keeps.
+const GEMINI_COMMENTED: &str = r#"// Gemini CLI settings (JSON with comments)
+{
+  "general": {
+    "preferredEditor": "vim" // or "code"
+  },
+  /* Light theme
+     in the day. */
+  "ui": {"theme": "GitHub"} // "http://not/a/comment" stays as text
+}
+"#;
+
+/// Regression: a `settings.json` with comments was refused as invalid JSON,
+/// so the Gemini hook could never be installed there.
+#[test]
+fn gemini_install_keeps_the_users_comments_and_uninstall_restores_them() -> anyhow::Result<()> {
+    let (_tmp, paths) = device()?;
+    let file = paths.gemini_dir.join("settings.json");
+    fs::create_dir_all(&paths.gemini_dir)?;
+    fs::write(&file, GEMINI_COMMENTED)?;
+    let kith = Path::new(KITH);
+
+    assert!(install(&paths, Agent::Gemini, kith, true)?.changed);
+    let once = fs::read_to_string(&file)?;
+    let hooks_at = once.find("\"hooks\"").unwrap_or(once.len());
+    assert_eq!(
+        &once[..hooks_at],
+        "// Gemini CLI settings (JSON with comments)\n{\n  \"general\": {\n    \
+         \"preferredEditor\": \"vim\" // or \"code\"\n  },\n  /* Light theme\n     in the day. */\n  \
+         \"ui\": {\"theme\": \"GitHub\"}, // \"http://not/a/comment\" stays as text\n  ",
+        "every comment stays where it was: {once}"
+    );
+    assert!(once.ends_with("}\n"), "{once}");
+    let v: Value = serde_json::from_str(&super::jsonc::strip_comments(&once))?;
+    assert_eq!(v["general"]["preferredEditor"], "vim");
+    assert_eq!(v["ui"]["theme"], "GitHub");
+    for event in ["AfterAgent", "PreCompress", "SessionEnd"] {
+        assert_eq!(
+            v["hooks"][event],
+            json!([{"hooks": [{"type": "command", "command": "/usr/local/bin/kith hook", "timeout": 10000}]}]),
+            "{event}"
+        );
+    }
+    assert!(
+        !install(&paths, Agent::Gemini, kith, true)?.changed,
+        "second install"
+    );
+    assert_eq!(fs::read_to_string(&file)?, once);
+
+    assert!(install(&paths, Agent::Gemini, kith, false)?.changed);
+    assert_eq!(
+        fs::read_to_string(&file)?,
+        GEMINI_COMMENTED,
+        "uninstall restores it byte for byte"
+    );
+    Ok(())
+}
+
+#[test]
+fn gemini_install_refuses_rather_than_drop_comments_inside_hooks() -> anyhow::Result<()> {
+    let (_tmp, paths) = device()?;
+    let file = paths.gemini_dir.join("settings.json");
+    fs::create_dir_all(&paths.gemini_dir)?;
+    let text = "{\n  \"hooks\": {\n    // my sound\n    \"AfterAgent\": []\n  }\n}\n";
+    fs::write(&file, text)?;
+    let err = install(&paths, Agent::Gemini, Path::new(KITH), true)
+        .err()
+        .ok_or_else(|| anyhow::anyhow!("installed over comments inside hooks"))?;
+    let said = err.to_string();
+    assert!(matches!(err, Error::Refused(_)), "{said}");
+    for part in [
+        file.display().to_string().as_str(),
+        "comments inside \"hooks\"",
+        "`kith install gemini`",
+    ] {
+        assert!(said.contains(part), "{part}: {said}");
+    }
+    assert_eq!(fs::read_to_string(&file)?, text, "left as it was");
+    // Nothing of kith's to remove: nothing to lose either.
+    assert!(!install(&paths, Agent::Gemini, Path::new(KITH), false)?.changed);
+
+    // Settings that are not JSON even without their comments name the file.
+    fs::write(&file, "// mine\n{ not json")?;
+    let said = install(&paths, Agent::Gemini, Path::new(KITH), true)
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(said.contains(&file.display().to_string()), "{said}");
+    assert!(
+        said.contains("line 2"),
+        "the line as the user sees it: {said}"
+    );
+    Ok(())
+}
+
+/// Regression: a settings file kept as a symlink (GNU stow, home-manager)
+/// was replaced by a regular file holding the hook.
+#[test]
+fn install_writes_through_a_symlinked_settings_file() -> anyhow::Result<()> {
+    let (tmp, paths) = device()?;
+    let dotfiles = tmp.path().join("dotfiles/claude");
+    fs::create_dir_all(&dotfiles)?;
+    fs::create_dir_all(&paths.claude_dir)?;
+    let real = dotfiles.join("settings.json");
+    fs::write(&real, SETTINGS)?;
+    fs::set_permissions(&real, fs::Permissions::from_mode(0o600))?;
+    let link = paths.claude_dir.join("settings.json");
+    std::os::unix::fs::symlink("../dotfiles/claude/settings.json", &link)?;
+
+    assert!(install(&paths, Agent::ClaudeCode, Path::new(KITH), true)?.changed);
+    assert!(fs::symlink_metadata(&link)?.file_type().is_symlink());
+    assert_eq!(
+        fs::read_link(&link)?,
+        Path::new("../dotfiles/claude/settings.json")
+    );
+    let v: Value = serde_json::from_str(&fs::read_to_string(&real)?)?;
+    assert_eq!(
+        v["hooks"]["SessionEnd"][0]["hooks"][0]["command"],
+        "/usr/local/bin/kith hook"
+    );
+    assert_eq!(fs::metadata(&real)?.permissions().mode() & 0o777, 0o600);
+
+    assert!(install(&paths, Agent::ClaudeCode, Path::new(KITH), false)?.changed);
+    assert!(fs::symlink_metadata(&link)?.file_type().is_symlink());
+    assert_eq!(fs::read_to_string(&real)?, SETTINGS);
+    Ok(())
+}
