@@ -206,6 +206,14 @@ fn decide_and_store(state: &AppState, viewer: &Viewer, d: Delta) -> Result<(Inge
     else {
         return Err(Error::Unauthorized);
     };
+    // The token was checked when the request came; its body may have taken
+    // long enough for the machine to be revoked since.
+    if registry
+        .machine_auth(user, machine_name)?
+        .is_none_or(|m| m.revoked_at.is_some())
+    {
+        return Err(Error::Unauthorized);
+    }
     let same_bytes = |run: &StoredRun, what: &str| -> Result<(IngestResponse, bool)> {
         // A delta stored without its forgotten lines holds other bytes, but
         // its chain hash covers the whole delta sent.

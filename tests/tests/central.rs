@@ -530,6 +530,48 @@ fn revoked_token_is_refused_at_once() -> Result<()> {
     Ok(())
 }
 
+/// A delta whose body was still on its way when its machine was revoked is
+/// refused when it arrives, and nothing of it is stored.
+#[test]
+fn a_delta_in_flight_when_its_machine_is_revoked_is_refused() -> Result<()> {
+    use std::io::{Read, Write};
+    let central = Central::start()?;
+    let token = central.register("alice.test", "laptop")?;
+    let body = delta("late", 0, &line("sent as the laptop was revoked", 0)).to_string();
+    let (head, tail) = body.split_at(body.len() / 2);
+    let addr = central.url.trim_start_matches("http://");
+    let mut tcp = std::net::TcpStream::connect(addr)?;
+    write!(
+        tcp,
+        "POST /api/runs HTTP/1.1\r\nhost: {addr}\r\nauthorization: Bearer {token}\r\n\
+         content-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{head}",
+        body.len()
+    )?;
+    tcp.flush()?;
+    // The token was good when the request began.
+    std::thread::sleep(Duration::from_millis(300));
+    admin(
+        &central.data_dir,
+        &[
+            "machine",
+            "revoke",
+            "--user",
+            "alice.test",
+            "--name",
+            "laptop",
+        ],
+    )?;
+    tcp.write_all(tail.as_bytes())?;
+    let mut answer = String::new();
+    tcp.read_to_string(&mut answer)?;
+    assert!(answer.starts_with("HTTP/1.1 401"), "{answer}");
+    // Nothing of it is stored: alice's other machine finds no conversation.
+    let desk = central.client(&central.register("alice.test", "desk")?);
+    let listed = desk.get("/api/conversations")?.body;
+    assert_eq!(listed["conversations"], serde_json::json!([]), "{listed}");
+    Ok(())
+}
+
 #[test]
 fn service_endpoints_describe_themselves() -> Result<()> {
     let central = Central::start()?;

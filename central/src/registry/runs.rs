@@ -233,11 +233,17 @@ impl Registry {
     }
 
     /// Inserts the run and its indexing job in one transaction, and
-    /// applies `supersede`.
+    /// applies `supersede`. A run of a machine revoked by then (its delta
+    /// was on its way) is quarantined: only its owner reads it.
     pub fn insert_run(&self, new: &NewRun<'_>) -> Result<()> {
         let mut conn = self.conn();
         let tx = conn.transaction()?;
         write_run(&tx, new, &INSERT_RUN)?;
+        tx.prepare_cached(
+            "UPDATE runs SET quarantined = 1 WHERE id = ?1 AND EXISTS (
+                 SELECT 1 FROM machines WHERE id = ?2 AND revoked_at IS NOT NULL)",
+        )?
+        .execute(params![new.meta.id, new.meta.machine_id])?;
         supersede(&tx, new.meta)?;
         tx.commit()?;
         Ok(())
