@@ -39,6 +39,10 @@ pub fn forget(state: &AppState, who: Forgetter<'_>, name: &str) -> Result<Forget
         let _forgetting = state.indexer().forgetting();
         state.index().delete_runs(&run_ids)?;
     }
+    // Chunks of a run forgotten before it was indexed: never indexed now.
+    for id in &run_ids {
+        state.indexer().take_chunks(id);
+    }
     for run in &set.runs {
         state.store().remove_run(&run.blob_path)?;
     }

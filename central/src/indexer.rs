@@ -46,17 +46,29 @@ pub struct Indexer {
     /// (each of the vectorizer's lanes watches it).
     indexed: Arc<watch::Sender<u64>>,
     /// Chunks ingest made from the transcript it parsed, by run id, so a
-    /// delta is parsed once; a run not here (central restarted, reindex)
-    /// is read from its blob and parsed again.
-    chunked: Arc<Mutex<HashMap<String, Vec<Chunk>>>>,
+    /// delta is parsed once; a run not here (central restarted, reindex,
+    /// too much waiting already) is read from its blob and parsed again.
+    chunked: Arc<Mutex<HandedOver>>,
     /// Held shared while a worker writes runs' chunks or vectors into the
     /// index, exclusively while a forget takes runs out: a worker that read
     /// a run before it was forgotten cannot put it back after.
     writes: Arc<RwLock<()>>,
 }
 
-/// Most runs whose chunks wait in memory for the indexer.
-const MAX_HANDED_OVER: usize = 1024;
+/// Most text of chunks that waits in memory for the indexer: a lagging
+/// indexer (Meilisearch down, a backfill) holds at most this much of it.
+const MAX_HANDED_OVER_BYTES: usize = 64 << 20;
+
+/// The chunks waiting for the indexer, and the bytes of their text.
+#[derive(Default)]
+struct HandedOver {
+    runs: HashMap<String, Vec<Chunk>>,
+    bytes: usize,
+}
+
+fn text_bytes(chunks: &[Chunk]) -> usize {
+    chunks.iter().map(|c| c.text.len()).sum()
+}
 
 impl Default for Indexer {
     fn default() -> Self {
@@ -71,13 +83,27 @@ impl Default for Indexer {
 }
 
 impl Indexer {
-    /// Keeps the chunks ingest made of a run for its indexing (unless many
-    /// wait already: the indexer then parses the blob).
+    /// Keeps the chunks ingest made of a run for its indexing (unless
+    /// `MAX_HANDED_OVER_BYTES` wait already: the indexer then parses the
+    /// blob).
     pub fn hand_over(&self, run_id: &str, chunks: Vec<Chunk>) {
-        let mut chunked = lock(&self.chunked);
-        if chunked.len() < MAX_HANDED_OVER {
-            chunked.insert(run_id.to_owned(), chunks);
+        let mut waiting = lock(&self.chunked);
+        let bytes = text_bytes(&chunks);
+        if waiting.bytes + bytes <= MAX_HANDED_OVER_BYTES {
+            waiting.bytes += bytes;
+            if let Some(old) = waiting.runs.insert(run_id.to_owned(), chunks) {
+                waiting.bytes -= text_bytes(&old);
+            }
         }
+    }
+
+    /// The chunks handed over for `run_id`, no longer kept: to index them,
+    /// or because the run will not be indexed (not stored, forgotten).
+    pub fn take_chunks(&self, run_id: &str) -> Option<Vec<Chunk>> {
+        let mut waiting = lock(&self.chunked);
+        let chunks = waiting.runs.remove(run_id)?;
+        waiting.bytes -= text_bytes(&chunks);
+        Some(chunks)
     }
 
     /// A worker's hold on the index while it writes runs into it.
@@ -88,10 +114,6 @@ impl Indexer {
     /// A forget's hold on the index: no worker writes meanwhile.
     pub fn forgetting(&self) -> RwLockWriteGuard<'_, ()> {
         self.writes.write().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn take_chunks(&self, run_id: &str) -> Option<Vec<Chunk>> {
-        lock(&self.chunked).remove(run_id)
     }
 
     /// A run was accepted: index it soon.
@@ -367,5 +389,34 @@ mod tests {
         });
         tokio::task::yield_now().await;
         assert_eq!(waited(indexer).await, MAX_QUIET_WAIT, "a burst");
+    }
+
+    #[test]
+    fn chunks_wait_in_memory_up_to_a_size_not_a_count() {
+        let chunks = |mib: usize| {
+            vec![Chunk {
+                chunk_idx: 0,
+                role: kith_shared::transcript::Role::User,
+                text: "x".repeat(mib << 20),
+                line_start: 1,
+                line_end: 1,
+                timestamp: None,
+            }]
+        };
+        let indexer = Indexer::default();
+        indexer.hand_over("r-big", chunks(40));
+        indexer.hand_over("r-more", chunks(30));
+        // Past 64 MiB the run is left to be parsed from its blob.
+        assert!(indexer.take_chunks("r-more").is_none());
+        assert!(indexer.take_chunks("r-big").is_some());
+        assert!(indexer.take_chunks("r-big").is_none(), "taken once");
+        // Taken, its bytes are free again.
+        indexer.hand_over("r-more", chunks(30));
+        assert!(indexer.take_chunks("r-more").is_some());
+        // Many small runs all wait, past the old count of 1,024.
+        for i in 0..2000 {
+            indexer.hand_over(&format!("r{i}"), chunks(0));
+        }
+        assert!(indexer.take_chunks("r1999").is_some());
     }
 }

@@ -468,13 +468,17 @@ fn decide_and_store(state: &AppState, viewer: &Viewer, d: Delta) -> Result<(Inge
     );
     // Before the job exists, so the indexer never parses what ingest did.
     state.indexer().hand_over(&meta.id, d.chunks);
-    registry.insert_run(&NewRun {
+    let inserted = registry.insert_run(&NewRun {
         meta: &meta,
         ancestry: &ancestry,
         blob_path: &blob_path,
         idempotency_key: idempotency_key.as_deref(),
         lane: Lane::Realtime,
-    })?;
+    });
+    if let Err(e) = inserted {
+        state.indexer().take_chunks(&meta.id);
+        return Err(e);
+    }
     tracing::info!(run_id = %meta.id, user = %meta.user_id, bytes = meta.jsonl_bytes, "run accepted");
     Ok((response(&meta, IngestStatus::Accepted), true))
 }
