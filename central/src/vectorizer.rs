@@ -7,13 +7,13 @@
 //! registry (`embedded_model` differs from the current model), so a crash
 //! or a model change simply means more work here.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use kith_shared::ids::RunId;
 
-use crate::embed::{EmbedQueue, Lane};
+use crate::embed::{EmbedError, EmbedQueue, Lane};
 use crate::error::{Error, Result};
 use crate::index::ChunkVector;
 use crate::registry::Lane as RunLane;
@@ -29,6 +29,9 @@ const VECTORS_PER_WRITE: usize = 128;
 /// Runs captured this recently (of a transcript being written) ride the
 /// realtime lane.
 const REALTIME_WINDOW_MINUTES: i64 = 10;
+/// How long a run whose text the embedder refused waits before it is tried
+/// again, while the runs behind it are embedded.
+const SET_ASIDE: Duration = Duration::from_secs(10 * 60);
 
 /// Benchmarks only: when set, document chunks get hashed stand-in vectors
 /// (see `standin_vector`) instead of the model's, so a million-chunk corpus
@@ -48,6 +51,29 @@ pub fn realtime_since() -> String {
 /// on the realtime lane for ten minutes turns up in the bulk lane's query).
 #[derive(Clone, Default)]
 struct InFlight(Arc<Mutex<HashSet<RunId>>>);
+
+/// Runs whose text the embedder refused (a chunk over a server's token
+/// limit, a model that fails on it), with when: both loops pass them by
+/// for `SET_ASIDE`, so one run never holds up its lane.
+#[derive(Default)]
+struct SetAside(Mutex<HashMap<RunId, Instant>>);
+
+impl SetAside {
+    fn put(&self, id: RunId) {
+        lock(&self.0).insert(id, Instant::now());
+    }
+
+    /// Whether `id` still waits; forgets those whose wait is over.
+    fn holds(&self, id: &RunId) -> bool {
+        let mut aside = lock(&self.0);
+        aside.retain(|_, since| since.elapsed() < SET_ASIDE);
+        aside.contains_key(id)
+    }
+
+    fn len(&self) -> usize {
+        lock(&self.0).len()
+    }
+}
 
 impl InFlight {
     /// Takes `id` unless the other loop has it; released when dropped.
@@ -80,10 +106,16 @@ pub async fn run(state: AppState, queue: EmbedQueue) {
             queue.model_id()
         );
     }
-    let in_flight = InFlight::default();
+    let (in_flight, aside) = (InFlight::default(), SetAside::default());
     tokio::join!(
-        lane_loop(&state, &queue, RunLane::Realtime, &in_flight, standin),
-        lane_loop(&state, &queue, RunLane::Bulk, &in_flight, standin),
+        lane_loop(
+            &state,
+            &queue,
+            RunLane::Realtime,
+            (&in_flight, &aside),
+            standin
+        ),
+        lane_loop(&state, &queue, RunLane::Bulk, (&in_flight, &aside), standin),
     );
 }
 
@@ -91,13 +123,13 @@ async fn lane_loop(
     state: &AppState,
     queue: &EmbedQueue,
     lane: RunLane,
-    in_flight: &InFlight,
+    skip: (&InFlight, &SetAside),
     standin: bool,
 ) {
     let mut commits = state.indexer().commits();
     let mut backoff = Duration::from_secs(1);
     loop {
-        match round(state, queue, lane, in_flight, standin).await {
+        match round(state, queue, lane, skip, standin).await {
             Ok(0) => {
                 // Also poll now and then: runs age out of the realtime
                 // lane, and the CLI's reindex writes from another process.
@@ -120,15 +152,17 @@ async fn round(
     state: &AppState,
     queue: &EmbedQueue,
     lane: RunLane,
-    in_flight: &InFlight,
+    (in_flight, aside): (&InFlight, &SetAside),
     standin: bool,
 ) -> Result<usize> {
     let model = queue.model_id().to_owned();
     let s = state.clone();
     let m = model.clone();
+    // Enough runs that those set aside leave a round's worth.
+    let limit = RUNS_PER_ROUND.saturating_add(u32::try_from(aside.len()).unwrap_or(u32::MAX));
     let runs = tokio::task::spawn_blocking(move || {
         s.registry()
-            .runs_to_embed(&m, lane, &realtime_since(), RUNS_PER_ROUND)
+            .runs_to_embed(&m, lane, &realtime_since(), limit)
     })
     .await??;
     let queue_lane = match lane {
@@ -136,7 +170,7 @@ async fn round(
         RunLane::Bulk => Lane::IngestBulk,
     };
     let mut n = 0;
-    'runs: for (run_id, indexed_at) in runs {
+    'runs: for (run_id, indexed_at) in runs.into_iter().filter(|(id, _)| !aside.holds(id)) {
         let Some(_claim) = in_flight.claim(&run_id) else {
             continue;
         };
@@ -152,13 +186,22 @@ async fn round(
                     .map(|t| standin_vector(t, queue.dim()))
                     .collect()
             } else {
-                queue
-                    .embed(queue_lane, texts)
-                    .await
-                    .map_err(|e| Error::Unavailable {
-                        code: "embedder_unavailable",
-                        message: e.to_string(),
-                    })?
+                match queue.embed(queue_lane, texts).await {
+                    Ok(vectors) => vectors,
+                    // This run's text, not the embedder: the others go on.
+                    Err(e @ (EmbedError::BadResponse { .. } | EmbedError::Inference(_))) => {
+                        tracing::warn!(run_id = %run_id, error = %e, retry_in_s = SET_ASIDE.as_secs(),
+                            "the embedder refused a chunk of this run; embedding the others");
+                        aside.put(run_id.clone());
+                        continue 'runs;
+                    }
+                    Err(e) => {
+                        return Err(Error::Unavailable {
+                            code: "embedder_unavailable",
+                            message: e.to_string(),
+                        })
+                    }
+                }
             };
             let items: Vec<ChunkVector> = batch
                 .iter()

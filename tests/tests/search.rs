@@ -663,6 +663,53 @@ fn embedder_down_keyword_still_answers_semantic_says_why_and_recovers() -> Resul
     Ok(())
 }
 
+/// A run whose text the embedding server refuses (a chunk over its token
+/// limit) is passed by: the runs behind it get their vectors, and it gets
+/// none.
+#[test]
+fn a_run_the_embedder_refuses_does_not_hold_up_the_others() -> Result<()> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    let url = format!("http://{}", listener.local_addr()?);
+    let _ollama = StandIn::start(listener, |body| {
+        let request: serde_json::Value = serde_json::from_slice(body).ok()?;
+        let inputs = request["input"].as_array().cloned().unwrap_or_default();
+        if inputs
+            .iter()
+            .any(|t| t.as_str().unwrap_or_default().contains("oversized"))
+        {
+            return Some(json_response(
+                "400 Bad Request",
+                &json!({"error": "input length exceeds the context length"}),
+            ));
+        }
+        let vectors = vec![json!([1.0, 0.5, 0.25, 0.125]); inputs.len()];
+        Some(json_response(
+            "200 OK",
+            &json!({"model": request["model"], "embeddings": vectors}),
+        ))
+    })?;
+    let central = Central::start_with(&[
+        ("KITH_EMBED_PROVIDER", "ollama"),
+        ("KITH_EMBED_URL", url.as_str()),
+    ])?;
+    let alice = central.client(&central.register("alice.test", "laptop")?);
+    // The refused run is the newest: each round of its lane starts with it.
+    let earlier = post_run(&alice, "a", "the walrus deploy checklist")?;
+    let refused = post_run(&alice, "b", "an oversized tool output")?;
+    alice.wait_embedded(&earlier, Duration::from_secs(60))?;
+    let later = post_run(&alice, "c", "the pelican cache warmup")?;
+    alice.wait_embedded(&later, Duration::from_secs(60))?;
+    let run = alice.get(&format!("/api/runs/{refused}"))?.body;
+    assert!(run["embedded_at"].is_null(), "{run}");
+    // Its text is still found by keyword.
+    let kw = alice.post(
+        "/api/search",
+        &json!({"query": "oversized", "mode": "keyword"}),
+    )?;
+    assert_eq!(run_ids(&kw.body), vec![refused]);
+    Ok(())
+}
+
 /// A killed central whose data directory holds one indexed run of alice's
 /// ("quokka"), with her token and the run id: what the repair tests break.
 fn one_indexed_run() -> Result<(Central, String, String)> {
