@@ -10,6 +10,9 @@ use kith_shared::ids::{MachineId, UserId};
 
 /// A session unused this long is over (the next request signs in again).
 pub const SESSION_IDLE_DAYS: u32 = 14;
+/// A session this old is over, however often it is used: a stolen cookie
+/// does not last for ever.
+pub const SESSION_MAX_DAYS: u32 = 90;
 
 /// A one-time sign-in link is valid this long.
 const LINK_TTL_SECONDS: u32 = 300;
@@ -33,13 +36,14 @@ fn machine_live(table: &str) -> String {
 
 impl Registry {
     /// Records a new session by the sha256 of its cookie value, and forgets
-    /// sessions idle past their expiry.
+    /// sessions idle past their expiry or older than `SESSION_MAX_DAYS`.
     pub fn start_session(&self, id_sha256: &str, who: &SignedIn) -> Result<()> {
         let conn = self.conn();
         conn.execute(
             &format!(
-                "DELETE FROM web_sessions WHERE last_seen_at <= {}",
-                idle_cutoff()
+                "DELETE FROM web_sessions WHERE last_seen_at <= {} OR created_at <= {}",
+                idle_cutoff(),
+                days_ago(SESSION_MAX_DAYS)
             ),
             [],
         )?;
@@ -66,9 +70,10 @@ impl Registry {
             .query_row(
                 &format!(
                     "UPDATE web_sessions SET last_seen_at = {NOW_SQL}
-                     WHERE id_sha256 = ?1 AND last_seen_at > {} AND {}
+                     WHERE id_sha256 = ?1 AND last_seen_at > {} AND created_at > {} AND {}
                      RETURNING user_id",
                     idle_cutoff(),
+                    days_ago(SESSION_MAX_DAYS),
                     machine_live("web_sessions")
                 ),
                 [id_sha256],
@@ -165,7 +170,12 @@ impl Registry {
 
 /// The `last_seen_at` at or before which a session is over.
 fn idle_cutoff() -> String {
-    format!("strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '-{SESSION_IDLE_DAYS} days')")
+    days_ago(SESSION_IDLE_DAYS)
+}
+
+/// SQL for the instant `days` days ago.
+fn days_ago(days: u32) -> String {
+    format!("strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '-{days} days')")
 }
 
 #[cfg(test)]
@@ -242,6 +252,14 @@ mod tests {
             [],
         )?;
         assert_eq!(registry.viewer_by_session("s-2")?, None);
+        // Used every day but started past the limit: over too.
+        registry.start_session("s-old", viewer)?;
+        registry.conn().execute(
+            "UPDATE web_sessions SET created_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '-91 days')
+             WHERE id_sha256 = 's-old'",
+            [],
+        )?;
+        assert_eq!(registry.viewer_by_session("s-old")?, None);
         registry.start_session("s-3", viewer)?;
         registry.start_session("s-4", viewer)?;
         assert_eq!(registry.end_sessions_of(&viewer.user)?, 2);
