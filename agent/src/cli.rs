@@ -224,7 +224,8 @@ pub fn main() -> ExitCode {
             ExitCode::FAILURE
         }
         Err(e) => {
-            eprintln!("kith: {e:#}");
+            // It may quote central's text (a name, a title, an error body).
+            eprintln!("kith: {}", crate::family::printable(&format!("{e:#}")));
             ExitCode::FAILURE
         }
     }

@@ -505,10 +505,11 @@ pub fn run(cmd: FamilyCommand, remote: &Remote<'_>) -> Result<()> {
                 } else {
                     "as it is now"
                 };
-                println!(
+                let said = format!(
                     "shared {} with {} {reach} (grant {})",
                     share.scope, share.grantee, share.id
                 );
+                println!("{}", printable(&said));
                 Ok(())
             };
             match cmd {
