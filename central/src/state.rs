@@ -42,6 +42,8 @@ struct Shared {
     seen: Mutex<HashMap<MachineId, String>>,
     /// Failed web sign-ins, by handle and by address.
     sign_in_limits: SignInLimits,
+    /// The turns of the conversations read last.
+    turns: crate::tree::TurnsCache,
 }
 
 impl AppState {
@@ -72,6 +74,7 @@ impl AppState {
                 ingest_gate: Arc::default(),
                 seen: Mutex::new(HashMap::new()),
                 sign_in_limits: SignInLimits::default(),
+                turns: crate::tree::TurnsCache::default(),
                 config,
             }),
         };
@@ -135,6 +138,10 @@ impl AppState {
 
     pub fn sign_in_limits(&self) -> &SignInLimits {
         &self.shared.sign_in_limits
+    }
+
+    pub fn turns_cache(&self) -> &crate::tree::TurnsCache {
+        &self.shared.turns
     }
 
     /// The gate, held until the returned guard drops: move it into the

@@ -5,7 +5,8 @@
 //! `&Viewer`, and every run it reads came through the registry's readable
 //! predicate.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
 
 use kith_proto::{
     Conversation, ConversationResponse, ConversationTurn, ConversationsResponse,
@@ -83,17 +84,94 @@ pub fn conversation(
     })
 }
 
+/// The turns of the conversations read last, each by the runs they were
+/// made of (what a viewer may read of it, in order; a run's bytes never
+/// change), so that paging through a long conversation parses it once.
+/// Holds at most `TURNS_CACHE_BYTES` of text.
+#[derive(Default)]
+pub struct TurnsCache(Mutex<VecDeque<Cached>>);
+
+struct Cached {
+    runs: Vec<String>,
+    turns: Arc<Vec<ConversationTurn>>,
+    bytes: usize,
+}
+
+const TURNS_CACHE_BYTES: usize = 128 << 20;
+
+impl TurnsCache {
+    fn get(&self, runs: &[String]) -> Option<Arc<Vec<ConversationTurn>>> {
+        let mut cached = crate::state::lock(&self.0);
+        let at = cached.iter().position(|c| c.runs == runs)?;
+        let hit = cached.remove(at)?;
+        let turns = hit.turns.clone();
+        cached.push_front(hit);
+        Some(turns)
+    }
+
+    fn put(&self, runs: Vec<String>, turns: Arc<Vec<ConversationTurn>>) {
+        let bytes: usize = turns
+            .iter()
+            .map(|t| {
+                t.text.len()
+                    + t.tool
+                        .as_ref()
+                        .map_or(0, |c| c.input.len() + c.output.len())
+            })
+            .sum();
+        if bytes > TURNS_CACHE_BYTES {
+            return;
+        }
+        let mut cached = crate::state::lock(&self.0);
+        cached.push_front(Cached { runs, turns, bytes });
+        let mut total = 0;
+        cached.retain(|c| {
+            total += c.bytes;
+            total <= TURNS_CACHE_BYTES
+        });
+    }
+}
+
 /// The turns of one conversation in byte order across its deltas, from
 /// `offset`, at most `limit`; a gap where bytes are missing or unreadable.
 pub fn turns(
     registry: &Registry,
     store: &BlobStore,
+    cache: &TurnsCache,
     viewer: &Viewer,
     name: &str,
     offset: u64,
     limit: usize,
 ) -> Result<TurnsResponse> {
     let (id, runs) = readable_conversation(registry, viewer, name, "turns")?;
+    let key: Vec<String> = runs.iter().map(|r| r.meta.id.clone()).collect();
+    let turns = match cache.get(&key) {
+        Some(turns) => turns,
+        None => {
+            let turns = Arc::new(all_turns(store, &runs)?);
+            cache.put(key, turns.clone());
+            turns
+        }
+    };
+    let total = turns.len() as u64;
+    let page: Vec<ConversationTurn> = turns
+        .iter()
+        .skip(usize::try_from(offset).unwrap_or(usize::MAX))
+        .take(limit)
+        .cloned()
+        .collect();
+    let next = offset + page.len() as u64;
+    Ok(TurnsResponse {
+        conversation_id: id.to_string(),
+        turns: page,
+        total,
+        next_offset: (next < total).then_some(next),
+    })
+}
+
+/// Every turn of a conversation's `runs` (in byte order), parsed from
+/// their blobs; a gap where bytes are missing.
+fn all_turns(store: &BlobStore, runs: &[StoredRun]) -> Result<Vec<ConversationTurn>> {
     let blobs = runs
         .iter()
         .map(|run| store.read_jsonl(&run.blob_path))
@@ -116,19 +194,7 @@ pub fn turns(
         end = meta.to_offset;
         turns.extend(conversation::turns_of(&meta.id, run_turns));
     }
-    let total = turns.len() as u64;
-    let page: Vec<ConversationTurn> = turns
-        .into_iter()
-        .skip(offset as usize)
-        .take(limit)
-        .collect();
-    let next = offset + page.len() as u64;
-    Ok(TurnsResponse {
-        conversation_id: id.to_string(),
-        turns: page,
-        total,
-        next_offset: (next < total).then_some(next),
-    })
+    Ok(turns)
 }
 
 /// The runs of one conversation in byte order, for its exact bytes.
@@ -411,5 +477,39 @@ mod tests {
             shape(&shape_tree(partial)),
             vec![("c".to_string(), 0), ("d".to_string(), 1)]
         );
+    }
+
+    #[test]
+    fn the_turns_cache_keeps_what_was_read_last_up_to_its_size() {
+        let turns = |text_bytes: usize| {
+            Arc::new(vec![ConversationTurn {
+                run_id: "r1".into(),
+                line_start: 1,
+                line_end: 1,
+                role: "user".into(),
+                text: "x".repeat(text_bytes),
+                timestamp: None,
+                tool: None,
+                subagent: None,
+            }])
+        };
+        let key = |ids: &[&str]| ids.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let cache = TurnsCache::default();
+        cache.put(key(&["r1", "r2"]), turns(10));
+        assert!(cache.get(&key(&["r1", "r2"])).is_some());
+        // Another viewer's readable runs of the conversation: another entry.
+        assert!(cache.get(&key(&["r1"])).is_none());
+        // Past the size, the least recently read go first.
+        cache.put(key(&["big"]), turns(TURNS_CACHE_BYTES - 10));
+        assert!(
+            cache.get(&key(&["r1", "r2"])).is_some(),
+            "still within the size"
+        );
+        cache.put(key(&["more"]), turns(20));
+        assert!(cache.get(&key(&["more"])).is_some());
+        assert!(cache.get(&key(&["big"])).is_none(), "the least recent went");
+        // One conversation larger than the whole cache is not kept.
+        cache.put(key(&["huge"]), turns(TURNS_CACHE_BYTES + 1));
+        assert!(cache.get(&key(&["huge"])).is_none());
     }
 }

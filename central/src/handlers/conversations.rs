@@ -119,7 +119,8 @@ pub async fn turns(
     let offset = q.offset.unwrap_or(0);
     let limit = q.limit.unwrap_or(200).clamp(1, 1000) as usize;
     let res = tokio::task::spawn_blocking(move || {
-        crate::tree::turns(state.registry(), state.store(), &viewer, &id, offset, limit)
+        let (registry, store, cache) = (state.registry(), state.store(), state.turns_cache());
+        crate::tree::turns(registry, store, cache, &viewer, &id, offset, limit)
     })
     .await??;
     Ok(Json(res))

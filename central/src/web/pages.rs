@@ -233,6 +233,7 @@ pub async fn conversation(
         let turns = crate::tree::turns(
             state.registry(),
             state.store(),
+            state.turns_cache(),
             &viewer,
             &c.conversation.id,
             offset,
