@@ -602,6 +602,13 @@ fn conformance_a_chunk_with_every_word_is_found_past_each_words_own_matches() ->
             !snippets.iter().any(|s| s.contains("bob")),
             "{b}: {snippets:?}"
         );
+        // Typed with a dash, as a flag is, a word is still that word.
+        let dashed = search(
+            &alice,
+            json!({"query": "tokio -runtime panic", "mode": "keyword", "limit": 5}),
+        )?;
+        let first = dashed["hits"][0]["snippet"].as_str().unwrap_or_default();
+        assert!(every(first), "{b}: {dashed}");
         // Bob, asking the same, finds his own and none of Alice's.
         let his = search(
             &bob,

@@ -484,9 +484,12 @@ impl MeiliIndex {
         let mut asks = Vec::with_capacity(terms.len() + 2);
         if !terms.is_empty() {
             asks.push(Ask::count());
-            asks.extend(terms.iter().map(|t| Ask::text(&t.ask, limit)));
+            // A deep page's pool is shared among the words (each answer
+            // carries its chunks' text), never fewer than a first page's.
+            let per_word = (limit / terms.len()).max(limit.min(crate::search::fusion::POOL));
+            asks.extend(terms.iter().map(|t| Ask::text(&t.ask, per_word)));
             if terms.len() > 1 {
-                asks.push(Ask::every_word(query, limit));
+                asks.push(Ask::every_word(&bm25::every_word_query(query), limit));
             }
         }
         if let Some(v) = vector {

@@ -54,6 +54,25 @@ pub fn terms(query: &str) -> Vec<Term> {
     kept
 }
 
+/// `query` as Meilisearch is asked it when every word must match: its
+/// "quoted phrases" in quotes and its other words as plain words, so that
+/// `-rf` (Meilisearch's "without rf") and an unclosed quote read as the
+/// embedded index reads them.
+pub fn every_word_query(query: &str) -> String {
+    pieces(query)
+        .into_iter()
+        .map(|(piece, quoted)| {
+            if quoted {
+                format!("\"{piece}\"")
+            } else {
+                piece.trim_start_matches('-').to_owned()
+            }
+        })
+        .filter(|p| !p.is_empty() && p != "\"\"")
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// Every term of `query`, distinct, in order.
 fn all_terms(query: &str) -> Vec<Term> {
     let mut surface = surface();
@@ -272,6 +291,24 @@ mod tests {
         assert!(terms("?! ...").is_empty());
         let long: String = (0..40).map(|i| format!("word{i} ")).collect();
         assert_eq!(terms(&long).len(), MAX_TERMS);
+    }
+
+    #[test]
+    fn the_every_word_query_has_no_syntax_but_phrases() {
+        assert_eq!(
+            every_word_query("rm -rf node_modules --force"),
+            "rm rf node_modules force"
+        );
+        assert_eq!(
+            every_word_query(r#"say "connection refused" now"#),
+            r#"say "connection refused" now"#
+        );
+        // An unclosed quote quotes nothing; a lone dash is nothing.
+        assert_eq!(
+            every_word_query(r#"say "hello world - "#),
+            "say hello world"
+        );
+        assert_eq!(every_word_query(r#""" -"#), "");
     }
 
     #[test]
