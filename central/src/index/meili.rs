@@ -122,12 +122,15 @@ pub struct MeiliIndex {
     /// The attached model and its dimension: what `put_vectors` writes and
     /// what semantic search ranks.
     model: RwLock<Option<(String, usize)>>,
-    /// Held by `commit` while it replaces runs' chunks and by `put_vectors`
-    /// from reading the chunks' texts until its update is done: a vector
-    /// made from a text a commit has since replaced (or deleted) is never
-    /// written onto the new document, where its `vector_model` would say
-    /// the new text has its vector (a partial update of a deleted document
-    /// would even make one of the vector alone).
+    /// Held by `commit` while it replaces runs' chunks, by `delete_runs`
+    /// and `drop_all_vectors` while they delete or rewrite documents, and by
+    /// `put_vectors` from reading the chunks' texts until its update is
+    /// done: a vector made from a text a commit has since replaced (or
+    /// deleted) is never written onto the new document, where its
+    /// `vector_model` would say the new text has its vector (a partial
+    /// update of a deleted document would even make one of the vector
+    /// alone), and a document deleted is never written back. Taken after
+    /// `ready`, never the other way round.
     vector_writes: Mutex<()>,
 }
 
@@ -366,8 +369,11 @@ impl MeiliIndex {
     }
 
     /// Rewrites every document with `{"default": null}` vectors (a model
-    /// with another dimension replaces them all).
+    /// with another dimension replaces them all). Holds `vector_writes`
+    /// throughout, as `commit` and `delete_runs` do: a page read before a
+    /// document was replaced or deleted must not be written back after.
     fn drop_all_vectors(&self) -> Result<()> {
+        let _vectors = self.vector_writes.lock().unwrap_or_else(|p| p.into_inner());
         let mut offset = 0;
         loop {
             let page = self.call(
@@ -850,6 +856,7 @@ impl SearchIndex for MeiliIndex {
             return Ok(());
         }
         self.ensure_ready()?;
+        let _vectors = self.vector_writes.lock().unwrap_or_else(|p| p.into_inner());
         self.delete_chunks_of(run_ids, "deleting forgotten chunks")
     }
 
