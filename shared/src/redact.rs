@@ -916,20 +916,27 @@ const AFTER_NEEDLE: usize = 512;
 /// a value: followed (after the rest of the name, a closing quote, spaces)
 /// by `=` or `:`, or a flag (`--name value`). Most needles of names are
 /// words (`input_tokens` as a key, "the token limit"), and this spares
-/// them the regex, and its compiling.
+/// them the regex, and its compiling. A name runs at most `BEFORE_NEEDLE`
+/// bytes either side of its needle: a longer run of letters (a page of
+/// `keykeykey…`) names nothing, and is not read again for each needle in
+/// it.
 fn names_something(content: &[u8], at: &Range<usize>) -> bool {
     let name_byte = |b: &u8| b.is_ascii_alphanumeric() || b"_.-".contains(b);
-    let start = at.start
-        - content[..at.start]
-            .iter()
-            .rev()
+    let run = |bytes: &mut dyn Iterator<Item = &u8>| {
+        bytes
+            .take(BEFORE_NEEDLE + 1)
             .take_while(|b| name_byte(b))
-            .count();
-    let mut i = at.end
-        + content[at.end..]
-            .iter()
-            .take_while(|b| name_byte(b))
-            .count();
+            .count()
+    };
+    let (before, after) = (
+        run(&mut content[..at.start].iter().rev()),
+        run(&mut content[at.end..].iter()),
+    );
+    if before > BEFORE_NEEDLE || after > BEFORE_NEEDLE {
+        return false;
+    }
+    let start = at.start - before;
+    let mut i = at.end + after;
     while i < content.len() && b"\\\"'".contains(&content[i]) {
         i += 1;
     }
@@ -1355,6 +1362,29 @@ mod tests {
             .unwrap_or_default()
             .to_owned();
         (line, content, out.counts)
+    }
+
+    #[test]
+    fn a_page_of_secret_name_words_names_nothing_and_a_real_name_still_does() {
+        // A fetched page of `keykeykey…`: thousands of `key` needles, each
+        // once read as a name (every needle re-read the whole run).
+        let run = "key".repeat(10_000);
+        let (_, content, counts) =
+            redacted(&format!("{run} then api_key=sk_live_abcdefghijklmnop1234"));
+        assert!(content.starts_with(&run[..300]), "the run is kept");
+        assert!(
+            !content.contains("sk_live_abcdefghijklmnop1234"),
+            "{counts:?}"
+        );
+        // A name up to 256 bytes before its needle still names its value.
+        let long = format!("{}_password=hunter2hunter2", "a".repeat(200));
+        let (_, content, _) = redacted(&long);
+        assert!(!content.contains("hunter2hunter2"), "{content}");
+        let at = long.find("password").unwrap_or_default();
+        assert!(names_something(long.as_bytes(), &(at..at + 8)));
+        let longer = format!("{}_password=hunter2", "a".repeat(300));
+        let at = longer.find("password").unwrap_or_default();
+        assert!(!names_something(longer.as_bytes(), &(at..at + 8)));
     }
 
     #[test]
