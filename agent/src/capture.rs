@@ -92,6 +92,14 @@ impl Capture {
         // follows a symlinked folder and a hook naming the real path must not
         // capture the same file twice.
         let given = path;
+        // Aider writes its history into the project, which a cloned
+        // repository controls: a link there could name any file this user
+        // may read. Only a history that is a file of its own is captured.
+        if runtime == AgentRuntime::Aider
+            && std::fs::symlink_metadata(given).is_ok_and(|m| m.file_type().is_symlink())
+        {
+            return Ok(Captured::default());
+        }
         let canonical = std::fs::canonicalize(path);
         let path = canonical.as_deref().unwrap_or(path);
         // An exclusion may name either path.

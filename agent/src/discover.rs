@@ -102,7 +102,9 @@ pub fn all(paths: &Paths, aider_roots: &[PathBuf]) -> Vec<Source> {
         aider_dirs(aider_roots)
             .into_iter()
             .map(|dir| dir.join(AIDER_HISTORY))
-            .filter(|p| p.is_file())
+            // A file of its own, not a link a repository could point
+            // anywhere (`capture` refuses one too).
+            .filter(|p| std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_file()))
             .map(|path| Source {
                 runtime: AgentRuntime::Aider,
                 path,

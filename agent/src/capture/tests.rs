@@ -793,3 +793,24 @@ fn an_aider_history_is_spooled_as_text_with_its_secrets_masked() -> anyhow::Resu
     assert!(spooled.iter().any(|(_, r)| !r.redactions.is_empty()));
     Ok(())
 }
+
+/// A repository can commit its Aider history as a link to any file: kith
+/// captures a history that is a file of its own, never what a link names.
+#[test]
+fn an_aider_history_that_is_a_link_is_not_followed() -> anyhow::Result<()> {
+    let device = Device::new()?;
+    let secret = device.tmp.path().join("notes.txt");
+    fs::write(&secret, "password s3cr3tPw\n")?;
+    let project = device.tmp.path().join("src/cloned");
+    fs::create_dir_all(&project)?;
+    let history = project.join(discover::AIDER_HISTORY);
+    std::os::unix::fs::symlink(&secret, &history)?;
+    let source = device.file(&history);
+    assert_eq!(source.runtime, AgentRuntime::Aider);
+    assert_eq!(device.capture.file(&source)?.deltas, 0);
+    assert!(device.spooled()?.is_empty(), "nothing of the linked file");
+    assert!(discover::aider_dirs(std::slice::from_ref(&project)).contains(&project));
+    let found = discover::all(&device.paths, &[project]);
+    assert!(!found.iter().any(|s| s.path == history), "{found:?}");
+    Ok(())
+}
