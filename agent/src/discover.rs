@@ -357,20 +357,25 @@ pub fn peek(paths: &Paths, runtime: AgentRuntime, path: &Path) -> Peek {
             parent: gemini_parent_id(path).and_then(|id| find_gemini_session(path, id)),
             cwd: None,
         },
-        AgentRuntime::Copilot => Peek {
-            conversation_id: lines
+        AgentRuntime::Copilot => {
+            let start = lines
                 .iter()
-                .find(|v| v.get("type").and_then(Value::as_str) == Some("session.start"))
-                .and_then(|v| v.pointer("/data/sessionId"))
-                .and_then(Value::as_str)
-                .map(str::to_owned)
-                .or_else(|| {
+                .find(|v| v.get("type").and_then(Value::as_str) == Some("session.start"));
+            let at = |pointer: &str| {
+                start
+                    .and_then(|v| v.pointer(pointer))
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+            };
+            Peek {
+                conversation_id: at("/data/sessionId").or_else(|| {
                     let dir = path.parent()?.file_name()?.to_str()?;
                     Some(dir.to_owned())
                 }),
-            parent: None,
-            cwd: None,
-        },
+                parent: None,
+                cwd: at("/data/context/cwd"),
+            }
+        }
         AgentRuntime::Cursor => Peek {
             conversation_id: Some(fallback.to_owned()),
             parent: cursor_parent(path),
@@ -384,7 +389,12 @@ pub fn peek(paths: &Paths, runtime: AgentRuntime, path: &Path) -> Peek {
         AgentRuntime::OpenCode => Peek {
             conversation_id: Some(fallback.to_owned()),
             parent: opencode_parent(path),
-            cwd: None,
+            // The session row, the journal's first line (`mirror::opencode`).
+            cwd: lines
+                .first()
+                .and_then(|v| v.pointer("/data/directory"))
+                .and_then(Value::as_str)
+                .map(str::to_owned),
         },
         AgentRuntime::Other => Peek::default(),
     }
@@ -655,6 +665,42 @@ mod tests {
             &src.join("a").join(AIDER_HISTORY),
         );
         assert_eq!(peek.cwd, Some(src.join("a").display().to_string()));
+        Ok(())
+    }
+
+    /// Copilot CLI and OpenCode name their working folder too, so an
+    /// exclusion by folder holds for them as for the others.
+    #[test]
+    fn copilot_and_opencode_transcripts_name_their_folder() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let paths = Paths::under(dir.path());
+        let copilot = dir.path().join("events.jsonl");
+        std::fs::write(
+            &copilot,
+            concat!(
+                r#"{"type":"session.start","data":{"sessionId":"s1","context":{"cwd":"/home/sam/secret-project","branch":"main"}}}"#,
+                "\n"
+            ),
+        )?;
+        let peeked = peek(&paths, AgentRuntime::Copilot, &copilot);
+        assert_eq!(peeked.cwd.as_deref(), Some("/home/sam/secret-project"));
+        assert_eq!(peeked.conversation_id.as_deref(), Some("s1"));
+        let opencode = dir.path().join("ses_1.jsonl");
+        std::fs::write(
+            &opencode,
+            concat!(
+                r#"{"kind":"session","id":"ses_1","data":{"id":"ses_1","directory":"/home/sam/secret-project"}}"#,
+                "\n"
+            ),
+        )?;
+        let peeked = peek(&paths, AgentRuntime::OpenCode, &opencode);
+        assert_eq!(peeked.cwd.as_deref(), Some("/home/sam/secret-project"));
+        // A line without one names none.
+        std::fs::write(
+            &opencode,
+            "{\"kind\":\"session\",\"id\":\"ses_1\",\"data\":{}}\n",
+        )?;
+        assert_eq!(peek(&paths, AgentRuntime::OpenCode, &opencode).cwd, None);
         Ok(())
     }
 }
