@@ -197,9 +197,24 @@ fn redact_in_pieces(
 fn redact_lines(bytes: &mut [u8], lines: Lines, extra: &Extra) -> BTreeMap<Kind, u64> {
     let mut counts = BTreeMap::new();
     let mut start = 0;
+    // In text (Aider's markdown) a private key's lines are lines of their
+    // own: from a BEGIN line without its END, every line is the key's body
+    // up to the END.
+    let mut in_key = false;
     loop {
         let end = memchr(b'\n', &bytes[start..]).map_or(bytes.len(), |i| start + i);
-        redact_line(&mut bytes[start..end], lines, &mut counts);
+        let line = &mut bytes[start..end];
+        let mut body = 0;
+        if in_key {
+            let ends = key_end_in(line);
+            body = ends.unwrap_or(line.len());
+            in_key = ends.is_none();
+            write_mask(&mut line[..body], Kind::PrivateKey);
+        }
+        let rest = &mut line[body..];
+        let opens = lines == Lines::Text && opens_key(rest);
+        redact_line(rest, lines, &mut counts);
+        in_key |= opens;
         if !extra.is_empty() {
             redact_extra(&mut bytes[start..end], lines, extra, &mut counts);
         }
@@ -208,6 +223,23 @@ fn redact_lines(bytes: &mut [u8], lines: Lines, extra: &Extra) -> BTreeMap<Kind,
         }
         start = end + 1;
     }
+}
+
+/// Whether `line` begins a private key it does not end.
+fn opens_key(line: &[u8]) -> bool {
+    private_key_bounds().is_some_and(|(begin, end)| {
+        begin
+            .find_iter(line)
+            .last()
+            .is_some_and(|b| end.find_at(line, b.end()).is_none())
+    })
+}
+
+/// Where the END marker of a private key in `line` ends, if it has one.
+fn key_end_in(line: &[u8]) -> Option<usize> {
+    private_key_bounds()
+        .and_then(|(_, end)| end.find(line))
+        .map(|m| m.end())
 }
 
 fn redact_line(line: &mut [u8], lines: Lines, counts: &mut BTreeMap<Kind, u64>) {
@@ -1362,6 +1394,37 @@ mod tests {
             .unwrap_or_default()
             .to_owned();
         (line, content, out.counts)
+    }
+
+    /// Aider's markdown holds a pasted key as lines of their own: every
+    /// line of its body is masked, not only the BEGIN line.
+    #[test]
+    fn a_private_key_across_text_lines_is_masked_to_its_end() {
+        let body = [
+            "MIIEpAIBAAKCAQEA1x2y3zQWERTYasdfgh",
+            "k9+/Zx0yWq8bV3nP1mQ7",
+            "Tr5sLd==",
+        ];
+        let input = format!(
+            "#### deploy with this key\n\n-----BEGIN RSA PRIVATE KEY-----\n{}\n-----END RSA PRIVATE KEY----- done\nthanks, deployed\n",
+            body.join("\n")
+        );
+        let out = redact_with(input.clone().into_bytes(), Lines::Text, &Extra::default());
+        assert_eq!(out.text.len(), input.len());
+        for line in body {
+            assert!(!out.text.contains(line), "{}", out.text);
+        }
+        for kept in ["#### deploy with this key", " done\nthanks, deployed\n"] {
+            assert!(out.text.contains(kept), "{}", out.text);
+        }
+        // In JSON lines a key is inside one string: the next line is not it.
+        let json = "{\"a\":\"-----BEGIN RSA PRIVATE KEY-----\"}\n{\"b\":\"next line\"}\n";
+        let out = redact_with(json.as_bytes().to_vec(), Lines::Json, &Extra::default());
+        assert!(
+            out.text.ends_with("{\"b\":\"next line\"}\n"),
+            "{}",
+            out.text
+        );
     }
 
     #[test]
