@@ -180,7 +180,9 @@ impl Capture {
                 // A parent we cannot capture still leaves the child capturable.
                 let _ =
                     self.file_locked(discover::runtime_of(&self.paths, parent), parent, depth + 1);
-                self.cursor(parent)
+                // Its cursor is keyed by its real path, as every cursor.
+                let parent = std::fs::canonicalize(parent).unwrap_or_else(|_| parent.clone());
+                self.cursor(&parent)
                     .ok()
                     .flatten()
                     .and_then(|p| p.spooled.run_id)

@@ -211,7 +211,10 @@ pub fn report(paths: &Paths, settings: &Settings) -> Report {
         let Some((_, cov)) = sources.iter_mut().find(|(r, _)| *r == source.runtime) else {
             continue;
         };
-        let cursor = cursors.load(&source.path).ok().flatten();
+        // Capture keys a cursor by the transcript's real path (a symlinked
+        // `~/.claude` names it another way).
+        let real = std::fs::canonicalize(&source.path).unwrap_or_else(|_| source.path.clone());
+        let cursor = cursors.load(&real).ok().flatten();
         if !rules.exclude.is_empty() {
             let cwd = cursor
                 .as_ref()
@@ -580,6 +583,37 @@ mod tests {
         assert_eq!(json["sources"][6]["runtime"], "aider");
         assert_eq!(json["sources"][6]["at_risk"], serde_json::Value::Null);
         assert_eq!(json["sources"][6]["files"], 1);
+        Ok(())
+    }
+
+    /// A symlinked agent folder (`~/.claude` kept in a dotfiles repository):
+    /// the transcript's cursor is found by its real path, as capture keys it.
+    #[test]
+    fn a_transcript_under_a_symlinked_folder_counts_what_was_accepted() -> anyhow::Result<()> {
+        let tmp = tempfile::tempdir()?;
+        let paths = Paths::under(tmp.path());
+        let real = tmp.path().join("dotfiles/claude");
+        std::fs::create_dir_all(real.join("projects/-p"))?;
+        std::fs::create_dir_all(paths.claude_dir.parent().unwrap_or(tmp.path()))?;
+        std::os::unix::fs::symlink(&real, &paths.claude_dir)?;
+        let file = paths.claude_dir.join("projects/-p/s.jsonl");
+        std::fs::write(&file, "{}\n{}\n")?;
+        let canonical = std::fs::canonicalize(&file)?;
+        let meta = std::fs::metadata(&canonical)?;
+        let file_id = (meta.dev(), meta.ino());
+        let mut cursor =
+            crate::cursor::Cursor::start(&canonical, AgentRuntime::ClaudeCode, file_id, 0);
+        cursor.size = 6;
+        cursor.spooled.offset = 6;
+        cursor.accepted.offset = 6;
+        crate::cursor::Cursors::new(&paths.state_dir).save(&cursor)?;
+        let settings = Settings::load(&paths, &crate::settings::Flags::default())?;
+        let json = report(&paths, &settings).to_json();
+        let claude = &json["sources"][0];
+        assert_eq!(claude["runtime"], "claude-code");
+        assert_eq!(claude["files"], 1);
+        assert_eq!(claude["bytes_accepted"], 6, "{claude}");
+        assert_eq!(claude["bytes_pending"], 0, "{claude}");
         Ok(())
     }
 }
