@@ -330,15 +330,30 @@ impl Capture {
     }
 }
 
+/// The longest line kith reads: past it, no central (64 MiB bodies by
+/// default, the line JSON-escaped in it) would take the line anyway.
+const MAX_LINE: usize = 64 << 20;
+
 /// The next delta's original bytes from `offset`: complete lines, at most
 /// `MAX_DELTA` unless one line alone is longer. `None` while only a partial
-/// line follows.
+/// line follows; an error for a line past `MAX_LINE` (a file without line
+/// ends is not read whole into memory).
 fn next_delta(f: &mut File, path: &Path, offset: u64, size: u64) -> Result<Option<Vec<u8>>> {
     let chunk = |at: u64| (size - at).min(MAX_DELTA as u64);
     let mut buf = read_at(f, path, offset, chunk(offset))?;
     let mut end = delta_end(&buf, MAX_DELTA);
     // One line longer than MAX_DELTA: read on until it ends.
     while end.is_none() && offset + (buf.len() as u64) < size {
+        if buf.len() >= MAX_LINE {
+            return Err(Error::Invalid {
+                what: "transcript",
+                path: path.to_owned(),
+                reason: format!(
+                    "a line at byte {offset} runs past {} MiB; kith sends lines up to that",
+                    MAX_LINE >> 20
+                ),
+            });
+        }
         let at = offset + buf.len() as u64;
         let more = read_at(f, path, at, chunk(at))?;
         if more.is_empty() {

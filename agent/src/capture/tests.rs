@@ -814,3 +814,32 @@ fn an_aider_history_that_is_a_link_is_not_followed() -> anyhow::Result<()> {
     assert!(!found.iter().any(|s| s.path == history), "{found:?}");
     Ok(())
 }
+
+/// A transcript whose last line never ends (a file without line ends) is
+/// read up to `MAX_LINE`, not whole: the lines before it are captured, and
+/// the rest is an error naming the line's length.
+#[test]
+fn a_line_past_the_longest_kith_sends_is_an_error_not_a_whole_file_in_memory() -> anyhow::Result<()>
+{
+    let device = Device::new()?;
+    let dir = device.paths.claude_dir.join("projects/-p");
+    fs::create_dir_all(&dir)?;
+    let path = dir.join("endless.jsonl");
+    let first = "{\"type\":\"user\",\"message\":{\"content\":\"hello\"}}\n";
+    let mut file = fs::File::create(&path)?;
+    file.write_all(first.as_bytes())?;
+    let block = vec![b'a'; 1 << 20];
+    for _ in 0..(MAX_LINE >> 20) + 2 {
+        file.write_all(&block)?;
+    }
+    drop(file);
+    let said = match device.capture.file(&device.file(&path)) {
+        Ok(c) => format!("captured {c:?}"),
+        Err(e) => e.to_string(),
+    };
+    assert!(said.contains("runs past 64 MiB"), "{said}");
+    let spooled = device.spooled()?;
+    let text: String = spooled.iter().map(|(_, r)| r.jsonl.as_str()).collect();
+    assert_eq!(text, first);
+    Ok(())
+}
