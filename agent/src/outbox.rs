@@ -125,9 +125,17 @@ impl Outbox {
     /// Spools one delta, not fsynced (see the module notes). An error (a
     /// full disk) leaves no entry behind.
     pub fn push(&self, header: &Header, request: &IngestRequest) -> Result<PathBuf> {
+        // After every entry waiting, whatever the clock says now (it may
+        // have stepped back since another kith spooled them).
+        let after = self
+            .names()
+            .iter()
+            .filter_map(|n| n.to_str()?.split('-').next()?.parse::<u64>().ok())
+            .max()
+            .unwrap_or(0);
         let path = self.dir.join(format!(
             "{:020}-{}-{}.delta",
-            sortable_now(),
+            sortable_now(after),
             cursor::key(&header.file),
             header.run_id
         ));
@@ -157,12 +165,12 @@ impl Outbox {
         let identity = cursor.source_identity();
         let mut names = self.names();
         names.retain(|n| n.to_string_lossy().contains(&tag));
-        names.sort_unstable();
+        // The furthest along the file, not the last by name.
         names
             .iter()
-            .rev()
             .filter_map(|n| self.header(&self.dir.join(n)).ok())
-            .find(|h| h.source_identity == identity)
+            .filter(|h| h.source_identity == identity)
+            .max_by_key(|h| h.to_offset)
     }
 
     /// The entries spooled after `entry` from the same transcript (its key
@@ -332,15 +340,16 @@ fn invalid(path: &Path, e: &serde_json::Error) -> Error {
     }
 }
 
-/// Nanoseconds since the epoch, strictly increasing within this process, so
-/// a session's delta always sorts before its subagent's.
-fn sortable_now() -> u64 {
+/// Nanoseconds since the epoch, strictly increasing within this process
+/// (so a session's delta always sorts before its subagent's) and past
+/// `after`.
+fn sortable_now(after: u64) -> u64 {
     static LAST: AtomicU64 = AtomicU64::new(0);
     let now = time::OffsetDateTime::now_utc().unix_timestamp_nanos();
     let now = u64::try_from(now).unwrap_or(0);
     let mut last = LAST.load(Ordering::Relaxed);
     loop {
-        let next = now.max(last + 1);
+        let next = now.max(last + 1).max(after.saturating_add(1));
         match LAST.compare_exchange(last, next, Ordering::Relaxed, Ordering::Relaxed) {
             Ok(_) => return next,
             Err(seen) => last = seen,

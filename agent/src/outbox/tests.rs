@@ -400,3 +400,43 @@ fn an_empty_entry_sets_aside_what_followed_it_and_the_chain_resumes_where_it_beg
     assert_eq!((a.epoch, a.accepted.offset), (0, 16));
     Ok(())
 }
+
+/// The clock stepped back (an NTP correction) while deltas waited: a new
+/// entry still sorts after them, and the newest of a chain is the one
+/// furthest along the file, whatever the names say.
+#[test]
+fn a_clock_stepped_back_keeps_the_entries_in_file_order() -> anyhow::Result<()> {
+    let d = device()?;
+    let outbox = d.capture.outbox();
+    // Spooled by a kith whose clock was a year ahead.
+    let ahead = 365 * 86_400 * 1_000_000_000u64;
+    for entry in outbox.entries() {
+        let name = entry
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default();
+        let (stamp, rest) = name.split_once('-').unwrap_or_default();
+        let later = stamp.parse::<u64>()? + ahead;
+        fs::rename(&entry, entry.with_file_name(format!("{later:020}-{rest}")))?;
+    }
+    fs::write(&d.a.path, "{\"n\":1}\n{\"n\":3}\n{\"n\":4}\n")?;
+    d.capture.file(&d.a)?;
+    let files: Vec<(PathBuf, u64)> = outbox
+        .entries()
+        .iter()
+        .map(|e| outbox.read(e).map(|(h, _)| (h.file, h.to_offset)))
+        .collect::<Result<_>>()?;
+    assert_eq!(
+        files,
+        vec![
+            (d.a.path.clone(), 8),
+            (d.b.path.clone(), 8),
+            (d.a.path.clone(), 16),
+            (d.a.path.clone(), 24)
+        ],
+        "the new delta last, sent after the ones before it"
+    );
+    let newest = outbox.newest_of(&d.cursor(&d.a)?).map(|h| h.to_offset);
+    assert_eq!(newest, Some(24));
+    Ok(())
+}
