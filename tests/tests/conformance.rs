@@ -1462,6 +1462,34 @@ fn conformance_reindex_fills_an_empty_index() -> Result<()> {
     Ok(())
 }
 
+/// A Meilisearch index deleted while central runs: a search answers 503
+/// naming what to do (reindex), not a server error.
+#[test]
+fn conformance_a_lost_meilisearch_index_is_named() -> Result<()> {
+    skipped(
+        "conformance_a_lost_meilisearch_index_is_named",
+        "embedded",
+        "the embedded index is central's own files",
+    );
+    for backend in backends()? {
+        let Some(guard) = &backend._cleanup else {
+            continue;
+        };
+        let b = backend.name;
+        let s = backend.start(&[])?;
+        let alice = s.client("alice.test", "laptop")?;
+        let run = ingest(&alice, "a", "the walrus migration failed", json!({}))?;
+        let query = json!({"query": "walrus", "mode": "keyword"});
+        assert_eq!(run_ids(&search(&alice, query.clone())?), [run], "{b}");
+        guard.delete()?;
+        let r = alice.post("/api/search", &query)?;
+        assert_eq!(r.status, 503, "{b}: {r:?}");
+        let said = r.body["error"]["message"].as_str().unwrap_or_default();
+        assert!(said.contains("kith-central reindex"), "{b}: {said}");
+    }
+    Ok(())
+}
+
 /// A Meilisearch server of this test's own, or why there is none (said).
 fn own_meili(test: &str) -> Result<Option<Meili>> {
     match find_bin() {

@@ -214,6 +214,9 @@ impl MeiliIndex {
                 .await
         })?;
         match task {
+            Task::Failed { content } if content.error.error_code == ErrorCode::IndexNotFound => {
+                Err(self.index_lost(what))
+            }
             Task::Failed { content } => Err(Error::Internal(format!(
                 "Meilisearch at {} failed {what}: {}",
                 self.url, content.error
@@ -273,10 +276,21 @@ impl MeiliIndex {
         }
     }
 
+    /// The index was deleted while central ran (another tool, a
+    /// Meilisearch data folder made anew): every search and write fails
+    /// until it is rebuilt, which is the operator's to start.
+    fn index_lost(&self, what: &str) -> Error {
+        self.unavailable(format!(
+            "has no index {} ({what}): stop central and run `kith-central reindex`",
+            self.index.uid
+        ))
+    }
+
     /// Down, slow, refusing the key or failing inside: unavailable (503).
     /// A request Meilisearch calls invalid is a bug in kith: internal.
     fn sdk_error(&self, what: &str, e: SdkError) -> Error {
         match &e {
+            _ if is_index_not_found(&e) => self.index_lost(what),
             SdkError::Meilisearch(MeilisearchError {
                 error_type: ErrorType::InvalidRequest,
                 ..
