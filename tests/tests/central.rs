@@ -27,6 +27,12 @@ fn admin(data: &std::path::Path, args: &[&str]) -> Result<(String, String)> {
     Ok((stdout, stderr))
 }
 
+/// `kith-central machine revoke` of `user`'s machine `name`.
+fn revoke(data: &std::path::Path, user: &str, name: &str) -> Result<()> {
+    admin(data, &["machine", "revoke", "--user", user, "--name", name])?;
+    Ok(())
+}
+
 /// A central holding alice's one run of `text`, indexed, then stopped:
 /// central, alice and the run's id.
 fn one_indexed_run(text: &str) -> Result<(Central, Api, String)> {
@@ -499,17 +505,7 @@ fn revoked_token_is_refused_at_once() -> Result<()> {
     let token = central.register("alice.test", "laptop")?;
     let alice = central.client(&token);
     assert_eq!(alice.get("/api/status")?.status, 200);
-    admin(
-        &central.data_dir,
-        &[
-            "machine",
-            "revoke",
-            "--user",
-            "alice.test",
-            "--name",
-            "laptop",
-        ],
-    )?;
+    revoke(&central.data_dir, "alice.test", "laptop")?;
     let r = alice.get("/api/status")?;
     assert_eq!((r.status, r.code()), (401, "unauthorized"));
     // A second machine of the same name is refused while the first is live only.
@@ -550,17 +546,7 @@ fn a_delta_in_flight_when_its_machine_is_revoked_is_refused() -> Result<()> {
     tcp.flush()?;
     // The token was good when the request began.
     std::thread::sleep(Duration::from_millis(300));
-    admin(
-        &central.data_dir,
-        &[
-            "machine",
-            "revoke",
-            "--user",
-            "alice.test",
-            "--name",
-            "laptop",
-        ],
-    )?;
+    revoke(&central.data_dir, "alice.test", "laptop")?;
     tcp.write_all(tail.as_bytes())?;
     let mut answer = String::new();
     tcp.read_to_string(&mut answer)?;

@@ -99,6 +99,16 @@ fn session_cookie(b: &Browser<'_>) -> Result<kith_tests::browser::Cookie> {
 }
 
 /// A plain HTTP client that does not follow redirects (to see them).
+/// The `name=value` of the first cookie `res` sets ("" when none).
+fn set_cookie(res: &reqwest::blocking::Response) -> String {
+    res.headers()
+        .get("set-cookie")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .unwrap_or_default()
+        .to_owned()
+}
+
 fn http() -> Result<reqwest::blocking::Client> {
     Ok(reqwest::blocking::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
@@ -377,14 +387,7 @@ fn scenario(alice_b: &Browser<'_>, bob_b: &Browser<'_>, dave_b: &Browser<'_>) ->
     // A session made with the link of dave's second machine.
     let laptop_token = kith_tests::register_local(&data, "dave.local", "laptop")?;
     let session_of = |link: &str| -> Result<String> {
-        let res = http()?.get(link).send()?;
-        let cookie = res
-            .headers()
-            .get("set-cookie")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.split(';').next())
-            .unwrap_or_default()
-            .to_owned();
+        let cookie = set_cookie(&http()?.get(link).send()?);
         ensure!(cookie.starts_with("kith_session="), "{cookie}");
         Ok(cookie)
     };
@@ -438,13 +441,7 @@ fn scenario(alice_b: &Browser<'_>, bob_b: &Browser<'_>, dave_b: &Browser<'_>) ->
     let client = http()?;
     let attempt = |handle: &str, password: &str| -> Result<(u16, String)> {
         let form = client.get(format!("{base}/signin")).send()?;
-        let cookie = form
-            .headers()
-            .get("set-cookie")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.split(';').next())
-            .unwrap_or_default()
-            .to_owned();
+        let cookie = set_cookie(&form);
         let page = form.text()?;
         let csrf = page
             .split("name=\"csrf\" value=\"")
