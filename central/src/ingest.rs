@@ -248,11 +248,14 @@ fn decide_and_store(state: &AppState, viewer: &Viewer, d: Delta) -> Result<(Inge
     // lead a delta that starts its source or follows a forgotten run; one
     // that continues a live run holds them by chance (Aider's "#### yes")
     // and keeps them.
-    let continues_live = d.req.from_offset > 0
-        && registry
-            .source_run_ending_at(user, &d.req.source_identity, d.req.from_offset)?
-            .is_some();
-    let (n_forgotten, forgotten_run) = if continues_live {
+    // The live run the delta continues, if any: also its chain's previous
+    // run below (a delta that loses forgotten lines continues none).
+    let live = if d.req.from_offset > 0 {
+        registry.source_run_ending_at(user, &d.req.source_identity, d.req.from_offset)?
+    } else {
+        None
+    };
+    let (n_forgotten, forgotten_run) = if live.is_some() {
         (0, None)
     } else {
         registry.forgotten_prefix(user.as_str(), d.req.jsonl.as_bytes())?
@@ -311,7 +314,7 @@ fn decide_and_store(state: &AppState, viewer: &Viewer, d: Delta) -> Result<(Inge
         }
         (None, None)
     } else {
-        let prev = registry.source_run_ending_at(user, &req.source_identity, req.from_offset)?;
+        let prev = live;
         let tombstone = match prev {
             Some(_) => None,
             None => registry.tombstone_ending_at(
