@@ -35,6 +35,7 @@ use std::fs;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use kith_proto::{IngestRequest, IngestResponse};
@@ -110,6 +111,9 @@ pub struct Outbox {
     last_error: PathBuf,
     /// When central last accepted a delta from this machine (`kith status`).
     last_sent: PathBuf,
+    /// The latest time in the names of the entries waiting when this outbox
+    /// first spooled: its entries sort after them (`push`).
+    waiting: OnceLock<u64>,
 }
 
 impl Outbox {
@@ -119,20 +123,23 @@ impl Outbox {
             rejected: state_dir.join("rejected"),
             last_error: state_dir.join("last_error"),
             last_sent: state_dir.join("last_sent"),
+            waiting: OnceLock::new(),
         }
     }
 
     /// Spools one delta, not fsynced (see the module notes). An error (a
     /// full disk) leaves no entry behind.
     pub fn push(&self, header: &Header, request: &IngestRequest) -> Result<PathBuf> {
-        // After every entry waiting, whatever the clock says now (it may
-        // have stepped back since another kith spooled them).
-        let after = self
-            .names()
-            .iter()
-            .filter_map(|n| n.to_str()?.split('-').next()?.parse::<u64>().ok())
-            .max()
-            .unwrap_or(0);
+        // After every entry waiting when this outbox first spooled,
+        // whatever the clock says now (it may have stepped back since
+        // another kith spooled them); `sortable_now` keeps order after that.
+        let after = *self.waiting.get_or_init(|| {
+            self.names()
+                .iter()
+                .filter_map(|n| n.to_str()?.split('-').next()?.parse::<u64>().ok())
+                .max()
+                .unwrap_or(0)
+        });
         let path = self.dir.join(format!(
             "{:020}-{}-{}.delta",
             sortable_now(after),
@@ -165,12 +172,12 @@ impl Outbox {
         let identity = cursor.source_identity();
         let mut names = self.names();
         names.retain(|n| n.to_string_lossy().contains(&tag));
-        // The furthest along the file, not the last by name.
+        names.sort_unstable();
         names
             .iter()
+            .rev()
             .filter_map(|n| self.header(&self.dir.join(n)).ok())
-            .filter(|h| h.source_identity == identity)
-            .max_by_key(|h| h.to_offset)
+            .find(|h| h.source_identity == identity)
     }
 
     /// The entries spooled after `entry` from the same transcript (its key

@@ -402,8 +402,8 @@ fn an_empty_entry_sets_aside_what_followed_it_and_the_chain_resumes_where_it_beg
 }
 
 /// The clock stepped back (an NTP correction) while deltas waited: a new
-/// entry still sorts after them, and the newest of a chain is the one
-/// furthest along the file, whatever the names say.
+/// entry still sorts after them, so the newest of a chain by name is the
+/// one furthest along the file.
 #[test]
 fn a_clock_stepped_back_keeps_the_entries_in_file_order() -> anyhow::Result<()> {
     let d = device()?;
@@ -419,8 +419,9 @@ fn a_clock_stepped_back_keeps_the_entries_in_file_order() -> anyhow::Result<()> 
         let later = stamp.parse::<u64>()? + ahead;
         fs::rename(&entry, entry.with_file_name(format!("{later:020}-{rest}")))?;
     }
+    // The next hook, a process of its own, spools with the clock as it is.
     fs::write(&d.a.path, "{\"n\":1}\n{\"n\":3}\n{\"n\":4}\n")?;
-    d.capture.file(&d.a)?;
+    Capture::new(&d.paths, Duration::from_secs(5)).file(&d.a)?;
     let files: Vec<(PathBuf, u64)> = outbox
         .entries()
         .iter()
