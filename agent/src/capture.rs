@@ -180,9 +180,7 @@ impl Capture {
                 // A parent we cannot capture still leaves the child capturable.
                 let _ =
                     self.file_locked(discover::runtime_of(&self.paths, parent), parent, depth + 1);
-                // Its cursor is keyed by its real path, as every cursor.
-                let parent = std::fs::canonicalize(parent).unwrap_or_else(|_| parent.clone());
-                self.cursor(&parent)
+                self.cursor(parent)
                     .ok()
                     .flatten()
                     .and_then(|p| p.spooled.run_id)

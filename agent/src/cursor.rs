@@ -122,8 +122,11 @@ impl Cursors {
         self.dir.join(format!("{}.json", key(transcript)))
     }
 
+    /// The cursor of `transcript`, by its real path (as capture keys every
+    /// cursor: a symlinked agent folder names the file another way).
     pub fn load(&self, transcript: &Path) -> Result<Option<Cursor>> {
-        let file = self.file_of(transcript);
+        let real = std::fs::canonicalize(transcript);
+        let file = self.file_of(real.as_deref().unwrap_or(transcript));
         self.read(&file)?
             .map(|bytes| newest(&file, &bytes))
             .transpose()

@@ -211,10 +211,7 @@ pub fn report(paths: &Paths, settings: &Settings) -> Report {
         let Some((_, cov)) = sources.iter_mut().find(|(r, _)| *r == source.runtime) else {
             continue;
         };
-        // Capture keys a cursor by the transcript's real path (a symlinked
-        // `~/.claude` names it another way).
-        let real = std::fs::canonicalize(&source.path).unwrap_or_else(|_| source.path.clone());
-        let cursor = cursors.load(&real).ok().flatten();
+        let cursor = cursors.load(&source.path).ok().flatten();
         if !rules.exclude.is_empty() {
             let cwd = cursor
                 .as_ref()
