@@ -39,10 +39,12 @@ pub fn forget(state: &AppState, who: Forgetter<'_>, name: &str) -> Result<Forget
         let _forgetting = state.indexer().forgetting();
         state.index().delete_runs(&run_ids)?;
     }
-    // Chunks of a run forgotten before it was indexed: never indexed now.
+    // Nothing of them stays in memory: chunks waiting for the indexer, the
+    // turns of the conversation read last.
     for id in &run_ids {
         state.indexer().take_chunks(id);
     }
+    state.turns_cache().forget(&run_ids);
     for run in &set.runs {
         state.store().remove_run(&run.blob_path)?;
     }

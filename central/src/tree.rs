@@ -109,6 +109,12 @@ impl TurnsCache {
         Some(turns)
     }
 
+    /// Drops what holds any of `runs` (forgotten: their text leaves memory
+    /// too).
+    pub fn forget(&self, runs: &[String]) {
+        crate::state::lock(&self.0).retain(|c| !c.runs.iter().any(|r| runs.contains(r)));
+    }
+
     fn put(&self, runs: Vec<String>, turns: Arc<Vec<ConversationTurn>>) {
         let bytes: usize = turns
             .iter()
@@ -508,6 +514,10 @@ mod tests {
         cache.put(key(&["more"]), turns(20));
         assert!(cache.get(&key(&["more"])).is_some());
         assert!(cache.get(&key(&["big"])).is_none(), "the least recent went");
+        // A forgotten run's conversation leaves it; the others stay.
+        cache.forget(&key(&["more"]));
+        assert!(cache.get(&key(&["more"])).is_none());
+        assert!(cache.get(&key(&["r1", "r2"])).is_some());
         // One conversation larger than the whole cache is not kept.
         cache.put(key(&["huge"]), turns(TURNS_CACHE_BYTES + 1));
         assert!(cache.get(&key(&["huge"])).is_none());
