@@ -237,7 +237,11 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
                         s.index().clear()?;
                         drop(s);
                         eprintln!("{why}; building it anew");
-                        crate::index::embedded::remove_keeping_vectors(&config.index_dir())?;
+                        // Its folder goes too (a server backend's index was
+                        // just emptied).
+                        if config.search.backend == crate::index::SearchBackend::Embedded {
+                            crate::index::embedded::remove_keeping_vectors(&config.index_dir())?;
+                        }
                         AppState::open(config)?
                     }
                 },

@@ -17,6 +17,7 @@ use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
 
 use crate::error::{Error, Result};
+use crate::index::Standing;
 use crate::ingest::format_of;
 use crate::registry::{Indexed, PendingJob, StoredRun};
 use crate::state::{lock, AppState};
@@ -238,7 +239,7 @@ fn index_one(state: &AppState, job: &PendingJob, chains: &mut Vec<Indexed>) -> R
     let handed_over = state.indexer().take_chunks(&meta.id);
     let format = format_of(meta.agent_runtime);
     if format.folds() {
-        return index_chain(state, format, &meta, job.superseded, chains);
+        return index_chain(state, format, &meta, &job.standing, chains);
     }
     let chunks = match handed_over {
         Some(chunks) => chunks,
@@ -248,9 +249,7 @@ fn index_one(state: &AppState, job: &PendingJob, chains: &mut Vec<Indexed>) -> R
             chunk_turns(&parsed.turns, &ChunkConfig::default())
         }
     };
-    state
-        .index()
-        .put_run(&meta, &job.ancestry, job.superseded, &chunks)?;
+    state.index().put_run(&meta, &job.standing, &chunks)?;
     Ok(Indexed {
         run: job.run_id.clone(),
         n_chunks: chunks.len() as u64,
@@ -275,13 +274,14 @@ fn run_meta(state: &AppState, blob_path: &str) -> Result<RunMeta> {
 /// chain, whatever order its jobs run in, so the last indexing is always of
 /// the latest state. A run whose chunks come out as they were last put
 /// (their digest) is left as it is, vectors included: a long session
-/// appended to costs its changed runs, not all of them. Answers `meta`'s own
-/// run as indexed (a chain is superseded, or not, as a whole).
+/// appended to costs its changed runs, not all of them (a run whose standing
+/// changed has a job of its own). Answers `meta`'s own run as indexed (a
+/// chain is superseded, or not, as a whole).
 fn index_chain(
     state: &AppState,
     format: Format,
     meta: &RunMeta,
-    superseded: bool,
+    standing: &Standing,
     chains: &mut Vec<Indexed>,
 ) -> Result<Indexed> {
     let mut own = None;
@@ -290,20 +290,21 @@ fn index_chain(
         let indexed = Indexed {
             run: id,
             n_chunks: chunks.len() as u64,
-            digest: Some(chunks_digest(superseded, &chunks)),
+            digest: Some(chunks_digest(standing.superseded, &chunks)),
         };
         if run.meta.id == meta.id {
-            state
-                .index()
-                .put_run(meta, &run.ancestry, superseded, &chunks)?;
+            state.index().put_run(meta, standing, &chunks)?;
             own = Some(indexed);
         } else if state.registry().chunks_digest(&indexed.run)? != indexed.digest {
-            state.index().put_run(
-                &run_meta(state, &run.blob_path)?,
-                &run.ancestry,
-                superseded,
-                &chunks,
-            )?;
+            let theirs = Standing {
+                ancestry: run.ancestry,
+                superseded: standing.superseded,
+                quarantined: run.quarantined,
+                captured_ms: run.captured_ms,
+            };
+            state
+                .index()
+                .put_run(&run_meta(state, &run.blob_path)?, &theirs, &chunks)?;
             chains.push(indexed);
         }
     }

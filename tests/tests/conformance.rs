@@ -865,6 +865,124 @@ fn conformance_others_private_runs_never_move_a_viewers_ranking() -> Result<()> 
     Ok(())
 }
 
+/// What a grant does not cover never moves the grantee's scores either: the
+/// turns captured after a conversation was shared as it was (no `follow`),
+/// and the runs of a quarantined machine, were hidden from every read but
+/// counted in the grantee's BM25 statistics (both backends).
+#[test]
+fn conformance_what_a_grant_does_not_cover_never_moves_a_grantees_scores() -> Result<()> {
+    for backend in backends()? {
+        let b = backend.name;
+        let s = backend.start(&[])?;
+        let bob = s.client("bob.test", "desktop")?;
+        let alice = s.client("alice.test", "laptop")?;
+        let query = "quokka lantern";
+        let rank = || -> Result<Vec<(String, f64)>> {
+            Ok(ranking(&search(
+                &alice,
+                json!({"query": query, "mode": "keyword", "limit": 20}),
+            )?))
+        };
+
+        let one = claude_user_line(
+            "the quokka migration broke the lantern cache",
+            "2026-05-11T08:00:00Z",
+        );
+        let two = claude_user_line(
+            "lantern cache warmed after the deploy",
+            "2026-05-11T08:01:00Z",
+        );
+        let first = post_delta(&bob, &delta("bob-session", 0, &one))?;
+        post_delta(&bob, &delta("bob-session", one.len() as u64, &two))?;
+        let conversation = bob.get(&format!("/api/conversations/{first}"))?.body["conversation"]
+            ["id"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let res = bob.post(
+            "/api/shares",
+            &json!({"scope": format!("conversation:{conversation}"), "with": "alice.test"}),
+        )?;
+        ensure!(res.status == 201, "{b}: share: {res:?}");
+        let shared = rank()?;
+        ensure!(
+            shared.len() == 2,
+            "{b}: alice reads the two shared turns: {shared:?}"
+        );
+
+        // Captured after the grant (its time is kept to the millisecond).
+        std::thread::sleep(Duration::from_millis(5));
+        let later: String = (0..12)
+            .map(|i| {
+                claude_user_line(
+                    &format!("quokka {i}: quokka quokka, private"),
+                    "2026-05-11T08:02:00Z",
+                )
+            })
+            .collect();
+        post_delta(
+            &bob,
+            &delta("bob-session", (one.len() + two.len()) as u64, &later),
+        )?;
+        assert_eq!(
+            rank()?,
+            shared,
+            "{b}: turns captured after a snapshot share moved alice's scores"
+        );
+
+        // Runs of bob's second machine shared by tag, then that machine
+        // quarantined.
+        let phone = s.client("bob.test", "phone")?;
+        for i in 0..6 {
+            let text = format!("quokka notes {i}: the quokka lantern again");
+            ingest(&phone, &format!("p{i}"), &text, json!({"tags": ["family"]}))?;
+        }
+        let res = bob.post(
+            "/api/shares",
+            &json!({"scope": "tag:family", "with": "alice.test"}),
+        )?;
+        ensure!(res.status == 201, "{b}: share: {res:?}");
+        let with_phone = rank()?;
+        ensure!(
+            with_phone.len() == shared.len() + 6,
+            "{b}: alice reads the phone's runs while they are shared: {with_phone:?}"
+        );
+        let out = backend.admin(
+            &s.central.data_dir,
+            &[
+                "machine",
+                "revoke",
+                "--user",
+                "bob.test",
+                "--name",
+                "phone",
+                "--quarantine-since",
+                "2000-01-01T00:00:00Z",
+            ],
+        )?;
+        ensure!(out.status.success(), "{b}: revoke: {out:?}");
+        // The runs leave alice's reads at once; the index follows within a
+        // few seconds (the indexer polls for jobs another process wrote).
+        let mut now = rank()?;
+        for _ in 0..100 {
+            if now == shared {
+                break;
+            }
+            ensure!(
+                now.iter().all(|(c, _)| shared.iter().any(|(s, _)| s == c)),
+                "{b}: alice reads a quarantined run: {now:?}"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+            now = rank()?;
+        }
+        assert_eq!(
+            now, shared,
+            "{b}: quarantined runs still count in alice's scores"
+        );
+    }
+    Ok(())
+}
+
 #[test]
 fn conformance_semantic_and_hybrid_modes() -> Result<()> {
     let Some(models) = model_dir() else {

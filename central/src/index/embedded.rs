@@ -36,7 +36,7 @@ use super::vectors::{self, chunk_key, KeyMap, Unsynced, VectorStore};
 use super::words::{self, text_start};
 use super::{
     chunk_id, normalize_prefix, path_prefixes, split_chunk_id, ChunkVector, Filters, IndexHit,
-    SearchIndex,
+    SearchIndex, Standing,
 };
 use crate::error::{Error, Result};
 use crate::registry::GrantScope;
@@ -71,6 +71,17 @@ struct Fields {
     intent: Field,
     /// 1 for a chunk of a superseded chain (`Filters::include_superseded`).
     superseded: Field,
+    /// `None` in an index an older kith-central built (`outdated`).
+    standing: Option<StandingFields>,
+}
+
+/// What a grantee's readability reads beyond owner and scope.
+#[derive(Clone, Copy)]
+struct StandingFields {
+    /// 1 for a chunk of a quarantined run.
+    quarantined: Field,
+    /// `Standing::captured_ms`.
+    captured_ms: Field,
 }
 
 pub struct EmbeddedIndex {
@@ -106,7 +117,10 @@ const WORDS: &str = "en_base_stem";
 /// as it was built; `reindex` rebuilds it with `WORDS`.
 const STEMS: &str = "en_stem";
 
-fn schema(words: &str) -> (Schema, Fields) {
+/// The schema of an index whose text is read by the analyzer `words`; with
+/// `standing`, the fields of a run's quarantine and capture time too (an
+/// index an older kith-central built has neither).
+fn schema(words: &str, standing: bool) -> (Schema, Fields) {
     let mut b = Schema::builder();
     let text_opts = TextOptions::default()
         .set_indexing_options(
@@ -135,6 +149,10 @@ fn schema(words: &str) -> (Schema, Fields) {
         line_end: b.add_u64_field("line_end", STORED),
         intent: b.add_text_field("intent", STORED),
         superseded: b.add_u64_field("superseded", INDEXED),
+        standing: standing.then(|| StandingFields {
+            quarantined: b.add_u64_field("quarantined", INDEXED),
+            captured_ms: b.add_i64_field("captured_ms", INDEXED),
+        }),
     };
     (b.build(), fields)
 }
@@ -144,7 +162,7 @@ impl EmbeddedIndex {
     /// something that is not a compatible index is an error naming `reindex`.
     pub fn open(dir: &Path) -> Result<Self> {
         std::fs::create_dir_all(dir)?;
-        let (schema, fields) = schema(WORDS);
+        let (schema, fields) = schema(WORDS, true);
         let corrupt = |e: tantivy::TantivyError| {
             Error::Unavailable {
             code: "index_unavailable",
@@ -155,16 +173,27 @@ impl EmbeddedIndex {
         }
         };
         let directory = MmapDirectory::open(dir).map_err(|e| corrupt(e.into()))?;
-        let index = if Index::exists(&directory).map_err(|e| corrupt(e.into()))? {
+        let (index, fields) = if Index::exists(&directory).map_err(|e| corrupt(e.into()))? {
             let index = Index::open(directory).map_err(corrupt)?;
-            if index.schema() != schema && index.schema() != self::schema(STEMS).0 {
-                return Err(corrupt(tantivy::TantivyError::SchemaError(
+            // This kith-central's schema, or one an older one built, which
+            // opens and searches as it was built until `reindex`.
+            let fields = [
+                self::schema(WORDS, true),
+                self::schema(WORDS, false),
+                self::schema(STEMS, false),
+            ]
+            .into_iter()
+            .find_map(|(s, f)| (index.schema() == s).then_some(f))
+            .ok_or_else(|| {
+                corrupt(tantivy::TantivyError::SchemaError(
                     "its schema is not this kith-central's".into(),
-                )));
-            }
-            index
+                ))
+            })?;
+            (index, fields)
         } else {
-            Index::create(directory, schema, IndexSettings::default()).map_err(corrupt)?
+            let index =
+                Index::create(directory, schema, IndexSettings::default()).map_err(corrupt)?;
+            (index, fields)
         };
         index.tokenizers().register(WORDS, words::analyzer());
         let reader = index
@@ -580,11 +609,29 @@ impl EmbeddedIndex {
                 GrantScope::Run(id) => exact(f.ancestry, id),
                 GrantScope::Tag(tag) => exact(f.tags, tag),
             };
-            let both: Box<dyn Query> = Box::new(BooleanQuery::new(vec![
+            let mut covered = vec![
                 (Occur::Must, exact(f.owner, &grant.grantor)),
                 (Occur::Must, scope),
-            ]));
-            readable.push((Occur::Should, both));
+            ];
+            if let Some(sf) = f.standing {
+                covered.push((
+                    Occur::MustNot,
+                    Box::new(TermQuery::new(
+                        Term::from_field_u64(sf.quarantined, 1),
+                        IndexRecordOption::Basic,
+                    )),
+                ));
+                if let Some(until) = grant.captured_until_ms {
+                    covered.push((
+                        Occur::Must,
+                        Box::new(RangeQuery::new(
+                            Bound::Unbounded,
+                            Bound::Included(Term::from_field_i64(sf.captured_ms, until)),
+                        )),
+                    ));
+                }
+            }
+            readable.push((Occur::Should, Box::new(BooleanQuery::new(covered))));
         }
         let mut out: Vec<(Occur, Box<dyn Query>)> =
             vec![(Occur::Must, Box::new(BooleanQuery::new(readable)))];
@@ -656,13 +703,7 @@ impl SearchIndex for EmbeddedIndex {
         "embedded"
     }
 
-    fn put_run(
-        &self,
-        run: &RunMeta,
-        ancestry: &str,
-        superseded: bool,
-        chunks: &[Chunk],
-    ) -> Result<()> {
+    fn put_run(&self, run: &RunMeta, standing: &Standing, chunks: &[Chunk]) -> Result<()> {
         let f = &self.fields;
         self.invalidate_rewritten(&run.id, chunks)?;
         let started_ms = kith_shared::timestamp::parse(&run.started_at)
@@ -676,7 +717,7 @@ impl SearchIndex for EmbeddedIndex {
                 doc.add_text(f.chunk_id, id);
                 doc.add_text(f.run_id, &run.id);
                 doc.add_text(f.owner, &run.user_id);
-                for id in ancestry.split('|').filter(|s| !s.is_empty()) {
+                for id in standing.ancestry.split('|').filter(|s| !s.is_empty()) {
                     doc.add_text(f.ancestry, id);
                 }
                 doc.add_text(f.machine, &run.machine);
@@ -700,7 +741,11 @@ impl SearchIndex for EmbeddedIndex {
                 if let Some(i) = &run.intent {
                     doc.add_text(f.intent, i);
                 }
-                doc.add_u64(f.superseded, u64::from(superseded));
+                doc.add_u64(f.superseded, u64::from(standing.superseded));
+                if let Some(sf) = f.standing {
+                    doc.add_u64(sf.quarantined, u64::from(standing.quarantined));
+                    doc.add_i64(sf.captured_ms, standing.captured_ms);
+                }
                 writer.add_document(doc).map_err(index_err)?;
             }
             Ok(())
@@ -962,9 +1007,17 @@ impl SearchIndex for EmbeddedIndex {
                 .map(|o| o.tokenizer().to_owned()),
             _ => None,
         };
-        (words.as_deref() == Some(STEMS)).then(|| {
-            "the search index matches words by their stem only, as an older kith-central built it \
-             (\"win\" does not find \"won\")"
+        if words.as_deref() == Some(STEMS) {
+            return Some(
+                "the search index matches words by their stem only, as an older kith-central \
+                 built it (\"win\" does not find \"won\")"
+                    .to_owned(),
+            );
+        }
+        self.fields.standing.is_none().then(|| {
+            "the search index does not know which runs are quarantined or when each was \
+             captured, as an older kith-central built it (such runs count in the keyword \
+             scores of those they are shared with, though never shown)"
                 .to_owned()
         })
     }
@@ -1120,6 +1173,13 @@ mod tests {
     use kith_shared::transcript::Role;
     use serde_json::json;
 
+    fn placed(ancestry: &str) -> Standing {
+        Standing {
+            ancestry: ancestry.to_owned(),
+            ..Standing::default()
+        }
+    }
+
     fn run(id: &str, owner: &str) -> RunMeta {
         serde_json::from_value(json!({
             "id": id, "user_id": owner, "machine_id": "m1", "machine": "box",
@@ -1165,7 +1225,7 @@ mod tests {
                 line_end: 0,
                 timestamp: None,
             };
-            index.put_run(&run(id, "u1"), &format!("|{id}|"), false, &[chunk])?;
+            index.put_run(&run(id, "u1"), &placed(&format!("|{id}|")), &[chunk])?;
         }
         index.commit()
     }
@@ -1256,7 +1316,7 @@ mod tests {
     #[test]
     fn an_index_of_stems_only_keeps_working_until_built_anew() -> Result<()> {
         let dir = tempfile::tempdir()?;
-        Index::create_in_dir(dir.path(), schema(STEMS).0).map_err(index_err)?;
+        Index::create_in_dir(dir.path(), schema(STEMS, false).0).map_err(index_err)?;
         std::fs::write(dir.path().join("vectors-m.bin"), b"kept")?;
         let texts = [("won", "Nate won the regional tournament")];
         {
@@ -1272,6 +1332,29 @@ mod tests {
             .map(|e| e.map(|e| e.file_name().to_string_lossy().into_owned()))
             .collect::<std::io::Result<_>>()?;
         assert_eq!(left, ["vectors-m.bin"]);
+        let index = EmbeddedIndex::open(dir.path())?;
+        assert_eq!(index.outdated(), None);
+        put_texts(&index, &texts)?;
+        assert_eq!(found(&index, "win")?, ["won"]);
+        Ok(())
+    }
+
+    /// An index built before chunks said whether their run is quarantined
+    /// and when it was captured opens and searches as it was built, and
+    /// says it is outdated until `reindex` builds it anew.
+    #[test]
+    fn an_index_without_standing_keeps_working_until_built_anew() -> Result<()> {
+        let dir = tempfile::tempdir()?;
+        Index::create_in_dir(dir.path(), schema(WORDS, false).0).map_err(index_err)?;
+        let texts = [("won", "Nate won the regional tournament")];
+        {
+            let index = EmbeddedIndex::open(dir.path())?;
+            let why = index.outdated().unwrap_or_default();
+            assert!(why.contains("quarantined"), "{why}");
+            put_texts(&index, &texts)?;
+            assert_eq!(found(&index, "win")?, ["won"]);
+        }
+        remove_keeping_vectors(dir.path())?;
         let index = EmbeddedIndex::open(dir.path())?;
         assert_eq!(index.outdated(), None);
         put_texts(&index, &texts)?;
@@ -1298,8 +1381,8 @@ mod tests {
     fn chunks_to_embed_are_the_indexed_texts_without_a_vector() -> Result<()> {
         let dir = tempfile::tempdir()?;
         let index = EmbeddedIndex::open(dir.path())?;
-        index.put_run(&run("r1", "u1"), "|r1|", false, &chunks(3, " of r1"))?;
-        index.put_run(&run("r2", "u1"), "|r2|", false, &chunks(2, " of r2"))?;
+        index.put_run(&run("r1", "u1"), &placed("|r1|"), &chunks(3, " of r1"))?;
+        index.put_run(&run("r2", "u1"), &placed("|r2|"), &chunks(2, " of r2"))?;
         index.commit()?;
         let r1 = |idx: &[u32]| -> Vec<(String, String)> {
             idx.iter()
@@ -1323,7 +1406,7 @@ mod tests {
         let dir = tempfile::tempdir()?;
         let index = EmbeddedIndex::open(dir.path())?;
         index.attach_vectors("m", 4)?;
-        index.put_run(&run("r1", "u1"), "|r1|", false, &chunks(2, ""))?;
+        index.put_run(&run("r1", "u1"), &placed("|r1|"), &chunks(2, ""))?;
         index.commit()?;
         let v = vector("r1", 0, "chunk 0", [1.0, 0.0, 0.0, 0.0]);
         index.put_vectors(std::slice::from_ref(&v))?;
@@ -1354,14 +1437,14 @@ mod tests {
         let dir = tempfile::tempdir()?;
         let index = EmbeddedIndex::open(dir.path())?;
         index.attach_vectors("m", 4)?;
-        index.put_run(&run("r1", "u1"), "|r1|", false, &chunks(2, " draft"))?;
+        index.put_run(&run("r1", "u1"), &placed("|r1|"), &chunks(2, " draft"))?;
         index.commit()?;
         let old = |i: u32| vector("r1", i, &format!("chunk {i} draft"), [1.0, 0.0, 0.0, 0.0]);
         index.put_vectors(&[old(0), old(1)])?;
         assert!(index.chunks_to_embed("r1")?.is_empty());
         let mut again = chunks(2, " draft");
         again[1].text = "chunk 1 rewritten".into();
-        index.put_run(&run("r1", "u1"), "|r1|", false, &again)?;
+        index.put_run(&run("r1", "u1"), &placed("|r1|"), &again)?;
         // Embedded from the old text before the put, arriving before and
         // after its commit.
         index.put_vectors(&[old(1)])?;
@@ -1376,9 +1459,9 @@ mod tests {
         assert_eq!(index.chunks_to_embed("r1")?, rewritten);
         // A chunk the run no longer has loses its vector too, so the run
         // growing back to it later embeds the new text.
-        index.put_run(&run("r1", "u1"), "|r1|", false, &again[..1])?;
+        index.put_run(&run("r1", "u1"), &placed("|r1|"), &again[..1])?;
         index.commit()?;
-        index.put_run(&run("r1", "u1"), "|r1|", false, &again)?;
+        index.put_run(&run("r1", "u1"), &placed("|r1|"), &again)?;
         index.commit()?;
         assert_eq!(index.chunks_to_embed("r1")?, rewritten);
         index.put_vectors(&[vector("r1", 1, "chunk 1 rewritten", [0.0, 1.0, 0.0, 0.0])])?;
@@ -1420,8 +1503,7 @@ mod tests {
             index
                 .put_run(
                     &run(&run_id, owner),
-                    &format!("|{run_id}|"),
-                    false,
+                    &placed(&format!("|{run_id}|")),
                     &chunks(per_run, ""),
                 )
                 .unwrap_or_else(|e| panic!("{e}"));
@@ -1442,7 +1524,11 @@ mod tests {
         for r in 2..12 {
             let run_id = format!("r{r}");
             index
-                .put_run(&run(&run_id, "ubob"), &format!("|{run_id}|"), false, &again)
+                .put_run(
+                    &run(&run_id, "ubob"),
+                    &placed(&format!("|{run_id}|")),
+                    &again,
+                )
                 .unwrap_or_else(|e| panic!("{e}"));
         }
         index.commit().unwrap_or_else(|e| panic!("{e}"));
@@ -1480,6 +1566,7 @@ mod tests {
                 .map(|r| crate::registry::Grant {
                     grantor: "ubob".into(),
                     scope: GrantScope::Run(format!("r{r}")),
+                    captured_until_ms: None,
                 })
                 .collect(),
         );
@@ -1572,7 +1659,11 @@ mod tests {
                 })
                 .collect();
             index
-                .put_run(&run(run_id, owner), &format!("|{run_id}|"), false, &chunks)
+                .put_run(
+                    &run(run_id, owner),
+                    &placed(&format!("|{run_id}|")),
+                    &chunks,
+                )
                 .unwrap_or_else(|e| panic!("{e}"));
             owner_of.insert(run_id.to_owned(), owner);
         };
@@ -1597,6 +1688,7 @@ mod tests {
             vec![crate::registry::Grant {
                 grantor: "ubob".into(),
                 scope: GrantScope::Run("rb2".into()),
+                captured_until_ms: None,
             }],
         );
         let may_read = |who: &str, run_id: &str| match who {
@@ -1709,7 +1801,7 @@ mod tests {
         };
         let put = |index: &EmbeddedIndex, id: &str, owner: &str| {
             index
-                .put_run(&run(id, owner), &format!("|{id}|"), false, &texts(id))
+                .put_run(&run(id, owner), &placed(&format!("|{id}|")), &texts(id))
                 .unwrap_or_else(|e| panic!("{e}"));
             index.commit().unwrap_or_else(|e| panic!("{e}"));
         };

@@ -50,6 +50,7 @@ use serde::Deserialize;
 
 use super::{
     chunk_id, split_chunk_id, words, ChunkVector, Filters, IndexHit, SearchConfig, SearchIndex,
+    Standing,
 };
 use crate::error::{Error, Result};
 use crate::registry::Viewer;
@@ -820,20 +821,14 @@ impl SearchIndex for MeiliIndex {
         "meilisearch"
     }
 
-    fn put_run(
-        &self,
-        run: &RunMeta,
-        ancestry: &str,
-        superseded: bool,
-        chunks: &[Chunk],
-    ) -> Result<()> {
+    fn put_run(&self, run: &RunMeta, standing: &Standing, chunks: &[Chunk]) -> Result<()> {
         let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
         pending.runs.push(run.id.clone());
         // A run put twice before one commit keeps only its last chunks.
         pending.docs.retain(|d| d.run_id != run.id);
         pending
             .docs
-            .extend(schema::chunk_docs(run, ancestry, superseded, chunks));
+            .extend(schema::chunk_docs(run, standing, chunks));
         Ok(())
     }
 
@@ -1064,6 +1059,28 @@ impl SearchIndex for MeiliIndex {
 
     fn check_settings(&self) -> Result<Vec<String>> {
         self.settings_drift()
+    }
+
+    fn outdated(&self) -> Option<String> {
+        // A document an older kith-central put has no `captured_ms`.
+        let older = self.call(
+            "looking for older documents",
+            REQUEST_TIMEOUT,
+            |index| async move {
+                let mut query = DocumentsQuery::new(&index);
+                query
+                    .with_filter("captured_ms NOT EXISTS")
+                    .with_fields(["id"])
+                    .with_limit(1);
+                query.execute::<serde::de::IgnoredAny>().await
+            },
+        );
+        matches!(older, Ok(page) if page.total > 0).then(|| {
+            "the index holds chunks that do not say whether their run is quarantined or when it \
+             was captured, as an older kith-central put them (such runs count in the keyword \
+             scores of those they are shared with, though never shown)"
+                .to_owned()
+        })
     }
 }
 

@@ -3,9 +3,10 @@
 //! state, rebuilt from the blob store by `reindex`.
 //!
 //! Privacy lives here too: every indexed chunk carries its run's owner, tags
-//! and ancestry, and every search takes the `Viewer` (user and grants) and
-//! applies it inside the engine, so no backend returns what the viewer may
-//! not read.
+//! and `Standing` (ancestry, quarantine, capture time), and every search
+//! takes the `Viewer` (user and grants) and applies it inside the engine,
+//! so no backend returns, or counts in a score, what the viewer may not
+//! read.
 
 pub mod base_form;
 pub mod embedded;
@@ -92,6 +93,23 @@ pub struct Filters {
     pub include_superseded: bool,
 }
 
+/// Where a run stands in the registry, as the index's readability filter
+/// reads it: copied from the run's row each time the run is indexed (a
+/// quarantine queues its runs again).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Standing {
+    /// `|root|...|self|`: a run grant on an ancestor covers the run.
+    pub ancestry: String,
+    /// A run of a chain a later capture of its transcript replaced
+    /// (searched only when asked).
+    pub superseded: bool,
+    /// Readable by its owner alone (`machine revoke --quarantine-since`).
+    pub quarantined: bool,
+    /// When central stored it, in milliseconds since the epoch: a run grant
+    /// that does not follow covers the runs captured by its own time.
+    pub captured_ms: i64,
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct IndexHit {
     pub run_id: String,
@@ -115,17 +133,9 @@ pub trait SearchIndex: Send + Sync {
     /// Backend name for `/api/status` and search responses.
     fn name(&self) -> &'static str;
 
-    /// Replaces every chunk of `run` with `chunks` (not visible before
-    /// `commit`). `ancestry` is `|root|...|self|` (grants on an ancestor
-    /// cover the run); `superseded` marks a run of a chain a later capture
-    /// of its transcript replaced (searched only when asked).
-    fn put_run(
-        &self,
-        run: &RunMeta,
-        ancestry: &str,
-        superseded: bool,
-        chunks: &[Chunk],
-    ) -> Result<()>;
+    /// Replaces every chunk of `run` with `chunks`, standing as `standing`
+    /// says (not visible before `commit`).
+    fn put_run(&self, run: &RunMeta, standing: &Standing, chunks: &[Chunk]) -> Result<()>;
 
     /// Makes all puts so far durable and searchable.
     fn commit(&self) -> Result<()>;

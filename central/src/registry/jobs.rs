@@ -3,8 +3,9 @@
 
 use rusqlite::{params, OptionalExtension};
 
-use super::{parse_id, to_i64, Registry};
+use super::{epoch_ms_of, parse_id, to_i64, Registry};
 use crate::error::Result;
+use crate::index::Standing;
 use kith_shared::ids::{RunId, UserId};
 
 /// A run as the index now holds it: its chunks, and (for a run of a chain
@@ -21,9 +22,8 @@ pub struct Indexed {
 pub struct PendingJob {
     pub run_id: RunId,
     pub blob_path: String,
-    pub ancestry: String,
-    /// The run's chain was superseded (`runs.superseded`).
-    pub superseded: bool,
+    /// The run's row as the index filters on it.
+    pub standing: Standing,
     /// Counts the job's enqueues: one enqueued again while a batch indexes
     /// it is left for the next batch (`finish_jobs`).
     pub version: i64,
@@ -84,8 +84,9 @@ impl Registry {
     pub fn pending_jobs_below(&self, limit: u32, max_attempts: i64) -> Result<Vec<PendingJob>> {
         let conn = self.reader();
         let mut stmt = conn.prepare_cached(
-            "SELECT j.run_id, r.blob_path, r.ancestry, r.superseded, j.version FROM index_jobs j
-             JOIN runs r ON r.id = j.run_id
+            "SELECT j.run_id, r.blob_path, r.ancestry, r.superseded, r.quarantined, r.captured_at,
+                    j.version
+             FROM index_jobs j JOIN runs r ON r.id = j.run_id
              WHERE j.attempts < ?2
              ORDER BY CASE j.lane WHEN 'ingest-realtime' THEN 0 ELSE 1 END, j.enqueued_at, j.run_id
              LIMIT ?1",
@@ -97,20 +98,28 @@ impl Registry {
                     r.get::<_, String>(1)?,
                     r.get::<_, String>(2)?,
                     r.get::<_, bool>(3)?,
-                    r.get::<_, i64>(4)?,
+                    r.get::<_, bool>(4)?,
+                    r.get::<_, String>(5)?,
+                    r.get::<_, i64>(6)?,
                 ))
             })?
             .collect::<rusqlite::Result<Vec<_>>>()?;
         rows.into_iter()
-            .map(|(id, blob_path, ancestry, superseded, version)| {
-                Ok(PendingJob {
-                    run_id: parse_id(RunId::parse(&id))?,
-                    blob_path,
-                    ancestry,
-                    superseded,
-                    version,
-                })
-            })
+            .map(
+                |(id, blob_path, ancestry, superseded, quarantined, captured_at, version)| {
+                    Ok(PendingJob {
+                        run_id: parse_id(RunId::parse(&id))?,
+                        blob_path,
+                        standing: Standing {
+                            ancestry,
+                            superseded,
+                            quarantined,
+                            captured_ms: epoch_ms_of(&captured_at)?,
+                        },
+                        version,
+                    })
+                },
+            )
             .collect()
     }
 

@@ -394,6 +394,13 @@ fn parse_id<T>(r: std::result::Result<T, kith_shared::ids::IdError>) -> Result<T
     r.map_err(|e| Error::Internal(format!("registry holds an {e}")))
 }
 
+/// A timestamp the registry wrote, in milliseconds since the epoch.
+fn epoch_ms_of(at: &str) -> Result<i64> {
+    kith_shared::timestamp::parse(at)
+        .map(kith_shared::timestamp::epoch_ms)
+        .ok_or_else(|| Error::Internal(format!("registry holds the time {at:?}")))
+}
+
 /// SQLite integers are i64; offsets beyond i64::MAX cannot occur (files are
 /// far smaller), so saturate rather than wrap.
 fn to_i64(v: u64) -> i64 {

@@ -7,7 +7,7 @@ use kith_proto::{AgentRuntime, RunMeta};
 use kith_shared::ids::{RunId, UserId};
 use rusqlite::{params, Connection};
 
-use super::{readable, to_i64, Lane, Registry, Viewer, GRANT_COVERS_RUN};
+use super::{epoch_ms_of, readable, to_i64, Lane, Registry, Viewer, GRANT_COVERS_RUN};
 use crate::error::Result;
 
 /// What the registry knows of one stored run beyond its metadata.
@@ -19,6 +19,10 @@ pub struct StoredRun {
     /// Blob path relative to the data directory.
     pub blob_path: String,
     pub idempotency_key: Option<String>,
+    /// Readable by its owner alone.
+    pub quarantined: bool,
+    /// When central stored it, in milliseconds since the epoch.
+    pub captured_ms: i64,
 }
 
 /// A run to insert, with the durable indexing job that goes with it.
@@ -381,24 +385,37 @@ impl Registry {
     ) -> Result<Vec<StoredRun>> {
         let conn = self.reader();
         let mut stmt = conn.prepare_cached(&format!(
-            "SELECT meta_json, indexed_at, embedded_at, blob_path, idempotency_key, ancestry FROM runs {clause}"
+            "SELECT meta_json, indexed_at, embedded_at, blob_path, idempotency_key, ancestry,
+                    quarantined, captured_at
+             FROM runs {clause}"
         ))?;
         let rows = stmt
             .query_map(args, |r| {
                 Ok((
-                    r.get::<_, String>(0)?,
-                    r.get::<_, Option<String>>(1)?,
-                    r.get::<_, Option<String>>(2)?,
+                    (
+                        r.get::<_, String>(0)?,
+                        r.get::<_, Option<String>>(1)?,
+                        r.get::<_, Option<String>>(2)?,
+                    ),
                     r.get::<_, String>(3)?,
                     r.get::<_, Option<String>>(4)?,
                     r.get::<_, String>(5)?,
+                    r.get::<_, bool>(6)?,
+                    r.get::<_, String>(7)?,
                 ))
             })?
             .collect::<rusqlite::Result<Vec<_>>>()?;
         drop(stmt);
         rows.into_iter()
             .map(
-                |(meta_json, indexed_at, embedded_at, blob_path, idempotency_key, ancestry)| {
+                |(
+                    (meta_json, indexed_at, embedded_at),
+                    blob_path,
+                    idempotency_key,
+                    ancestry,
+                    quarantined,
+                    captured_at,
+                )| {
                     let mut meta: RunMeta = serde_json::from_str(&meta_json)?;
                     meta.indexed_at = indexed_at;
                     meta.embedded_at = embedded_at;
@@ -410,6 +427,8 @@ impl Registry {
                         blob_path,
                         idempotency_key,
                         ancestry,
+                        quarantined,
+                        captured_ms: epoch_ms_of(&captured_at)?,
                     })
                 },
             )

@@ -3,7 +3,7 @@
 
 use rusqlite::{params, OptionalExtension};
 
-use super::{Registry, NOW_SQL};
+use super::{epoch_ms_of, Registry, NOW_SQL};
 use crate::error::Result;
 use crate::registry::Viewer;
 use kith_shared::ids::UserId;
@@ -47,6 +47,10 @@ impl GrantScope {
 pub struct Grant {
     pub grantor: String,
     pub scope: GrantScope,
+    /// A run grant that does not follow (a snapshot) covers the runs
+    /// captured by this time, in milliseconds since the epoch; `None`
+    /// covers them whenever captured.
+    pub captured_until_ms: Option<i64>,
 }
 
 /// A grant as listed, with handles.
@@ -157,7 +161,8 @@ impl Registry {
     pub fn grants_to(&self, viewer: &Viewer) -> Result<Vec<Grant>> {
         let conn = self.reader();
         let mut stmt = conn.prepare_cached(&format!(
-            "SELECT grantor, scope_kind, scope_value FROM shares WHERE grantee = ?1 AND revoked_at IS NULL
+            "SELECT grantor, scope_kind, scope_value, follow, created_at FROM shares
+             WHERE grantee = ?1 AND revoked_at IS NULL
                AND (expires_at IS NULL OR expires_at > {NOW_SQL})"
         ))?;
         let rows = stmt
@@ -166,20 +171,29 @@ impl Registry {
                     r.get::<_, String>(0)?,
                     r.get::<_, String>(1)?,
                     r.get::<_, String>(2)?,
+                    r.get::<_, bool>(3)?,
+                    r.get::<_, String>(4)?,
                 ))
             })?
             .collect::<rusqlite::Result<Vec<_>>>()?;
-        Ok(rows
-            .into_iter()
-            .map(|(grantor, kind, value)| Grant {
-                grantor,
-                scope: if kind == "run" {
-                    GrantScope::Run(value)
+        rows.into_iter()
+            .map(|(grantor, kind, value, follow, created_at)| {
+                let (scope, snapshot) = if kind == "run" {
+                    (GrantScope::Run(value), !follow)
                 } else {
-                    GrantScope::Tag(value)
-                },
+                    (GrantScope::Tag(value), false)
+                };
+                let captured_until_ms = match snapshot {
+                    true => Some(epoch_ms_of(&created_at)?),
+                    false => None,
+                };
+                Ok(Grant {
+                    grantor,
+                    scope,
+                    captured_until_ms,
+                })
             })
-            .collect())
+            .collect()
     }
 
     /// Records that `viewer` read `run_id` of `owner` (no-op for one's own runs).
@@ -224,11 +238,25 @@ impl Registry {
 
     /// Hides (or, with `on = false`, releases) a machine's runs captured at or
     /// after `since` from everyone but their owner; returns how many changed.
+    /// Reads see the change at once; each changed run is queued for indexing
+    /// again, so that the index's copy follows and the runs stop (or start)
+    /// counting in grantees' keyword scores.
     pub fn quarantine(&self, machine_id: &str, since: &str, on: bool) -> Result<usize> {
-        Ok(self.conn().execute(
-            "UPDATE runs SET quarantined = ?3 WHERE machine_id = ?1 AND captured_at >= ?2",
-            params![machine_id, since, on],
-        )?)
+        let mut conn = self.conn();
+        let tx = conn.transaction()?;
+        let changed: Vec<String> = tx
+            .prepare(
+                "UPDATE runs SET quarantined = ?3
+                 WHERE machine_id = ?1 AND captured_at >= ?2 AND quarantined != ?3 RETURNING id",
+            )?
+            .query_map(params![machine_id, since, on], |r| r.get(0))?
+            .collect::<rusqlite::Result<_>>()?;
+        let now = kith_shared::timestamp::now();
+        for run in &changed {
+            super::jobs::enqueue(&tx, run, super::Lane::Bulk, &now)?;
+        }
+        tx.commit()?;
+        Ok(changed.len())
     }
 
     /// The id of a user's machine by name, revoked or not.

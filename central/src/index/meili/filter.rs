@@ -29,8 +29,9 @@ fn eq(attribute: &str, value: &str) -> String {
 
 /// What the viewer may read, as the index knows it: its own chunks, and the
 /// chunks of each grantor covered by a grant (a run subtree through
-/// `ancestry`, or a tag). The registry re-checks expiry and quarantine on
-/// every hit afterwards.
+/// `ancestry`, or a tag), not quarantined, captured by a snapshot's time.
+/// The registry re-checks every hit afterwards. A document put by an older
+/// kith-central has neither field: as before, it counts until `reindex`.
 pub fn readable_by(viewer: &Viewer) -> String {
     let mut any = vec![eq("owner", viewer.user_id().as_str())];
     for grant in viewer.grants() {
@@ -38,7 +39,17 @@ pub fn readable_by(viewer: &Viewer) -> String {
             GrantScope::Run(id) => eq("ancestry", id),
             GrantScope::Tag(tag) => eq("tags", tag),
         };
-        any.push(format!("({} AND {scope})", eq("owner", &grant.grantor)));
+        let mut covered = format!(
+            "({} AND {scope} AND NOT quarantined = true",
+            eq("owner", &grant.grantor)
+        );
+        if let Some(until) = grant.captured_until_ms {
+            covered.push_str(&format!(
+                " AND (captured_ms <= {until} OR captured_ms NOT EXISTS)"
+            ));
+        }
+        covered.push(')');
+        any.push(covered);
     }
     format!("({})", any.join(" OR "))
 }
@@ -154,16 +165,29 @@ mod tests {
             Grant {
                 grantor: "ubob".into(),
                 scope: GrantScope::Run("r1".into()),
+                captured_until_ms: None,
+            },
+            Grant {
+                grantor: "ubob".into(),
+                scope: GrantScope::Run("r7".into()),
+                captured_until_ms: Some(1_700_000_000_000),
             },
             Grant {
                 grantor: "ucarol".into(),
                 scope: GrantScope::Tag("family".into()),
+                captured_until_ms: None,
             },
         ];
         assert_eq!(readable_by(&viewer(vec![])), r#"(owner = "ualice")"#);
         assert_eq!(
             readable_by(&viewer(grants)),
-            r#"(owner = "ualice" OR (owner = "ubob" AND ancestry = "r1") OR (owner = "ucarol" AND tags = "family"))"#
+            concat!(
+                r#"(owner = "ualice""#,
+                r#" OR (owner = "ubob" AND ancestry = "r1" AND NOT quarantined = true)"#,
+                r#" OR (owner = "ubob" AND ancestry = "r7" AND NOT quarantined = true"#,
+                r#" AND (captured_ms <= 1700000000000 OR captured_ms NOT EXISTS))"#,
+                r#" OR (owner = "ucarol" AND tags = "family" AND NOT quarantined = true))"#,
+            )
         );
     }
 
@@ -214,10 +238,12 @@ mod tests {
             let benign_grant = Grant {
                 grantor: "ubob".into(),
                 scope: GrantScope::Tag("t".into()),
+                captured_until_ms: None,
             };
             let hostile_grant = Grant {
                 grantor: value.into(),
                 scope: GrantScope::Tag(value.into()),
+                captured_until_ms: None,
             };
             let benign_filters = Filters {
                 machine: Some("m".into()),

@@ -12,7 +12,7 @@ use meilisearch_sdk::settings::{
 };
 use serde::{Deserialize, Serialize};
 
-use crate::index::{chunk_id, path_prefixes};
+use crate::index::{chunk_id, path_prefixes, Standing};
 
 /// The one embedder kith configures: vectors come from kith's own embed
 /// queue (`userProvided`), never from Meilisearch.
@@ -35,6 +35,8 @@ pub const FILTERABLE: &[&str] = &[
     "started_ms",
     "vector_model",
     "superseded",
+    "quarantined",
+    "captured_ms",
 ];
 pub const SORTABLE: &[&str] = &["started_ms"];
 /// The fields a hit needs (never `_vectors`: hundreds of floats per hit).
@@ -85,6 +87,11 @@ pub struct ChunkDoc {
     pub intent: Option<String>,
     /// A chunk of a superseded chain: searched only when asked.
     pub superseded: bool,
+    /// A chunk of a quarantined run: readable by its owner alone.
+    pub quarantined: bool,
+    /// When central stored the run, in milliseconds since the epoch (a
+    /// snapshot grant covers the runs captured by its time).
+    pub captured_ms: i64,
     /// Always `{"default": null}`: "no vector yet" (a document replaced
     /// with text only loses its old vector). Sent whether or not the index
     /// has the embedder yet: Meilisearch refuses to add a `userProvided`
@@ -136,15 +143,11 @@ pub struct HitDoc {
 }
 
 /// The documents of one run's chunks.
-pub fn chunk_docs(
-    run: &RunMeta,
-    ancestry: &str,
-    superseded: bool,
-    chunks: &[Chunk],
-) -> Vec<ChunkDoc> {
+pub fn chunk_docs(run: &RunMeta, standing: &Standing, chunks: &[Chunk]) -> Vec<ChunkDoc> {
     let started_ms =
         kith_shared::timestamp::parse(&run.started_at).map_or(0, kith_shared::timestamp::epoch_ms);
-    let ancestry: Vec<String> = ancestry
+    let ancestry: Vec<String> = standing
+        .ancestry
         .split('|')
         .filter(|s| !s.is_empty())
         .map(str::to_owned)
@@ -170,7 +173,9 @@ pub fn chunk_docs(
             line_start: chunk.line_start,
             line_end: chunk.line_end,
             intent: run.intent.clone(),
-            superseded,
+            superseded: standing.superseded,
+            quarantined: standing.quarantined,
+            captured_ms: standing.captured_ms,
             vectors: NO_VECTOR,
             vector_model: None,
         })
@@ -258,12 +263,13 @@ mod tests {
 
     #[test]
     fn a_chunk_document_carries_every_filter_field() {
-        let docs = chunk_docs(
-            &run(),
-            "|r1|r2|",
-            false,
-            &[chunk(0, "hello"), chunk(1, "again")],
-        );
+        let standing = Standing {
+            ancestry: "|r1|r2|".into(),
+            superseded: false,
+            quarantined: true,
+            captured_ms: 1_778_486_500_000,
+        };
+        let docs = chunk_docs(&run(), &standing, &[chunk(0, "hello"), chunk(1, "again")]);
         assert_eq!(docs.len(), 2);
         let v = serde_json::to_value(&docs[0]).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(
@@ -276,6 +282,7 @@ mod tests {
                 "started_ms": 1_778_486_400_000_i64, "started_at": "2026-05-11T08:00:00.000Z",
                 "role": "user", "text": "hello", "line_start": 3, "line_end": 4,
                 "intent": "fix the build", "superseded": false,
+                "quarantined": true, "captured_ms": 1_778_486_500_000_i64,
                 "_vectors": {"default": null}, "vector_model": null,
             })
         );
