@@ -162,7 +162,8 @@ pub fn redact_with(mut bytes: Vec<u8>, lines: Lines, extra: &Extra) -> Redacted 
 const PARALLEL_MIN: usize = 1 << 20;
 
 /// Redacts `bytes` in place, cut after a `\n` into up to `n_pieces` pieces
-/// of about the same length, each on its own thread.
+/// of about the same length, each on its own thread. In text a cut never
+/// falls inside a private key: its lines are masked by what opened it.
 fn redact_in_pieces(
     bytes: &mut [u8],
     n_pieces: usize,
@@ -177,7 +178,14 @@ fn redact_in_pieces(
             let Some(cut) = rest.get(piece_len..).and_then(|tail| memchr(b'\n', tail)) else {
                 break;
             };
-            let (piece, tail) = rest.split_at_mut(piece_len + cut + 1);
+            let mut len = piece_len + cut + 1;
+            if lines == Lines::Text {
+                match past_open_key(rest, len) {
+                    Some(past) if past < rest.len() => len = past,
+                    _ => break,
+                }
+            }
+            let (piece, tail) = rest.split_at_mut(len);
             others.push(scope.spawn(move || redact_lines(piece, lines, extra)));
             rest = tail;
         }
@@ -223,6 +231,24 @@ fn redact_lines(bytes: &mut [u8], lines: Lines, extra: &Extra) -> BTreeMap<Kind,
         }
         start = end + 1;
     }
+}
+
+/// Where text may be cut at `at` (just after a `\n`) without cutting a
+/// private key: `at` itself, or after the line where the key open there
+/// ends; `None` when it never ends. As `redact_lines` reads keys: the last
+/// BEGIN before `at` is open unless an END follows it.
+fn past_open_key(text: &[u8], at: usize) -> Option<usize> {
+    let Some((begin, end)) = private_key_bounds() else {
+        return Some(at);
+    };
+    let Some(opened) = begin.find_iter(&text[..at]).last() else {
+        return Some(at);
+    };
+    if end.find_at(&text[..at], opened.end()).is_some() {
+        return Some(at);
+    }
+    let ends = end.find_at(text, at)?.end();
+    Some(memchr(b'\n', &text[ends..]).map_or(text.len(), |i| ends + i + 1))
 }
 
 /// Whether `line` begins a private key it does not end.
@@ -1600,6 +1626,51 @@ mod tests {
             );
             assert_eq!(pieces, whole, "{n_pieces}");
         }
+    }
+
+    /// A backfill of Aider's markdown is redacted in pieces: a key pasted
+    /// across a cut is still masked to its end.
+    #[test]
+    fn a_private_key_across_a_cut_between_pieces_is_masked_whole() {
+        let mut delta = Vec::new();
+        for i in 0..200 {
+            delta.extend_from_slice(format!("#### note {i}, nothing secret\n").as_bytes());
+            if i % 40 == 7 {
+                delta.extend_from_slice(b"-----BEGIN OPENSSH PRIVATE KEY-----\n");
+                for j in 0..30 {
+                    delta.extend_from_slice(
+                        format!("b3BlbnNzaC1rZXktdjEAAAAABG5vbmU{j:04}\n").as_bytes(),
+                    );
+                }
+                delta.extend_from_slice(b"-----END OPENSSH PRIVATE KEY-----\n");
+            }
+        }
+        let mut whole = delta.clone();
+        let want = redact_in_pieces(&mut whole, 1, Lines::Text, &Extra::default());
+        assert!(!String::from_utf8_lossy(&whole).contains("b3BlbnNzaC1rZXktdjEAAAAABG5vbmU"));
+        assert!(String::from_utf8_lossy(&whole).contains("#### note 199, nothing secret\n"));
+        // Every cut a piece length can make, including inside each key.
+        for n_pieces in [2, 3, 7, 50, 5000] {
+            let mut pieces = delta.clone();
+            assert_eq!(
+                redact_in_pieces(&mut pieces, n_pieces, Lines::Text, &Extra::default()),
+                want,
+                "{n_pieces}"
+            );
+            assert_eq!(pieces, whole, "{n_pieces}");
+        }
+        // A key that never ends is one piece to the end of the delta.
+        let mut open = delta.clone();
+        open.extend_from_slice(b"-----BEGIN RSA PRIVATE KEY-----\n");
+        open.extend(
+            std::iter::repeat_n(b"MIIEpAIBAAKCAQEA1x2y3zQWERTY\n".as_slice(), 500).flatten(),
+        );
+        let mut whole = open.clone();
+        redact_in_pieces(&mut whole, 1, Lines::Text, &Extra::default());
+        let mut pieces = open.clone();
+        redact_in_pieces(&mut pieces, 7, Lines::Text, &Extra::default());
+        assert_eq!(pieces, whole);
+        assert!(!String::from_utf8_lossy(&pieces).contains("MIIEpAIBAAKCAQEA1x2y3zQWERTY"));
     }
 
     #[test]
