@@ -176,9 +176,12 @@ fn setup_on(
     }
 }
 
-/// Undoes what `setup.json` records, newest step first.
+/// Undoes what `setup.json` records, newest step first. A hook it cannot
+/// take out (its file no longer parses) is named and the rest still undone,
+/// but the binary that hook runs stays, and so does the record of it, so
+/// that `kith setup --uninstall` finishes once the file is mended.
 pub fn uninstall(paths: &Paths, say: &mut dyn FnMut(&str)) -> Result<()> {
-    let manifest = Manifest::load(paths)?;
+    let mut manifest = Manifest::load(paths)?;
     if manifest == Manifest::default() {
         say("kith setup changed nothing here; nothing to undo");
         return Ok(());
@@ -197,16 +200,26 @@ pub fn uninstall(paths: &Paths, say: &mut dyn FnMut(&str)) -> Result<()> {
         .binary
         .clone()
         .unwrap_or_else(|| PathBuf::from("kith"));
+    let mut kept = Vec::new();
     for (agent, name) in AGENTS {
-        if manifest.hooks.iter().any(|h| h == name) {
-            let outcome = crate::install::install(paths, agent, &kith, false)?;
-            say(&format!("{name}: {outcome}"));
-            // A file that held only kith's hook goes as it came.
-            let emptied =
-                fs::read_to_string(&outcome.file).is_ok_and(|t| matches!(t.trim(), "" | "{}"));
-            if emptied && manifest.created.contains(&outcome.file) {
-                remove(&outcome.file, say)?;
+        if !manifest.hooks.iter().any(|h| h == name) {
+            continue;
+        }
+        let outcome = match crate::install::install(paths, agent, &kith, false) {
+            Ok(outcome) => outcome,
+            Err(e @ (Error::Refused(_) | Error::Invalid { .. })) => {
+                say(&format!("warning: {name}: kith's hook is still there: {e}"));
+                kept.push(name.to_owned());
+                continue;
             }
+            Err(e) => return Err(e),
+        };
+        say(&format!("{name}: {outcome}"));
+        // A file that held only kith's hook goes as it came.
+        let emptied =
+            fs::read_to_string(&outcome.file).is_ok_and(|t| matches!(t.trim(), "" | "{}"));
+        if emptied && manifest.created.contains(&outcome.file) {
+            remove(&outcome.file, say)?;
         }
     }
     if let Some(profile) = &manifest.profile {
@@ -226,6 +239,21 @@ pub fn uninstall(paths: &Paths, say: &mut dyn FnMut(&str)) -> Result<()> {
         if kept.is_empty() && manifest.created.contains(profile) {
             remove(profile, say)?;
         }
+    }
+    if !kept.is_empty() {
+        manifest = Manifest {
+            hooks: kept,
+            service: None,
+            profile: None,
+            ..manifest
+        };
+        manifest.save(paths)?;
+        return Err(Error::Refused(format!(
+            "kith's hook is still in the settings of {} (see above), so kith stays at {}; \
+             once the file is mended, `kith setup --uninstall` takes out the rest",
+            manifest.hooks.join(", "),
+            kith.display()
+        )));
     }
     if let Some(binary) = &manifest.binary {
         remove(binary, say)?;
@@ -789,6 +817,59 @@ mod tests {
             Some(restart),
             "new unit"
         );
+        Ok(())
+    }
+
+    /// Regression: one agent config that no longer parsed stopped `kith
+    /// setup --uninstall` there, leaving the other hooks, the PATH line and
+    /// the record; removing the binary while a hook still runs it would
+    /// break every turn of that agent.
+    #[test]
+    fn uninstall_goes_past_a_hook_it_cannot_take_out_and_finishes_once_mended() -> anyhow::Result<()>
+    {
+        let m = Machine::new(Service::WriteOnly)?;
+        fs::create_dir_all(&m.paths.claude_dir)?;
+        fs::create_dir_all(&m.paths.gemini_dir)?;
+        let (done, said, _) = m.setup();
+        done.map_err(|e| anyhow::anyhow!("{e}: {said:#?}"))?;
+        let claude = m.paths.claude_dir.join("settings.json");
+        let gemini = m.paths.gemini_dir.join("settings.json");
+        let installed = fs::read_to_string(&claude)?;
+        assert!(installed.contains("kith hook"), "{installed}");
+        assert!(fs::read_to_string(&gemini)?.contains("kith hook"));
+        let kith = m.opts.bin_dir.join("kith");
+        let profile = Manifest::load(&m.paths)?.profile;
+
+        let broken = installed.replacen('{', "{ ,", 1);
+        fs::write(&claude, &broken)?;
+        let mut said = Vec::new();
+        let done = uninstall(&m.paths, &mut |l: &str| said.push(l.to_owned()));
+        let err = done.err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(
+            err.contains("claude-code") && err.contains("--uninstall"),
+            "{err}"
+        );
+        assert!(
+            said.iter().any(|l| l.starts_with("warning: claude-code:")),
+            "{said:#?}"
+        );
+        // Everything else is undone; the hook left still finds its kith.
+        assert!(!gemini.exists(), "gemini's file held only kith's hook");
+        assert!(!m.tmp.path().join("units/kith-watch.service").exists());
+        if let Some(profile) = &profile {
+            assert!(!fs::read_to_string(profile)
+                .unwrap_or_default()
+                .contains(PATH_MARK));
+        }
+        assert_eq!(fs::read_to_string(&claude)?, broken);
+        assert!(kith.exists(), "a hook still runs it");
+        assert_eq!(Manifest::load(&m.paths)?.hooks, ["claude-code"]);
+
+        fs::write(&claude, &installed)?;
+        uninstall(&m.paths, &mut |_| {})?;
+        assert!(!claude.exists(), "claude's file held only kith's hook");
+        assert!(!kith.exists());
+        assert_eq!(Manifest::load(&m.paths)?, Manifest::default());
         Ok(())
     }
 
