@@ -232,16 +232,17 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
             let state = match AppState::open(config.clone()) {
                 Ok(s) => match s.index().outdated() {
                     None => s,
+                    // A server backend's documents are all put anew below.
+                    Some(why) if config.search.backend != crate::index::SearchBackend::Embedded => {
+                        eprintln!("{why}; building it anew");
+                        s
+                    }
                     Some(why) => {
                         // Fails, as any reindex, while a server writes to it.
                         s.index().clear()?;
                         drop(s);
                         eprintln!("{why}; building it anew");
-                        // Its folder goes too (a server backend's index was
-                        // just emptied).
-                        if config.search.backend == crate::index::SearchBackend::Embedded {
-                            crate::index::embedded::remove_keeping_vectors(&config.index_dir())?;
-                        }
+                        crate::index::embedded::remove_keeping_vectors(&config.index_dir())?;
                         AppState::open(config)?
                     }
                 },

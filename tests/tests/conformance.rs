@@ -979,6 +979,33 @@ fn conformance_what_a_grant_does_not_cover_never_moves_a_grantees_scores() -> Re
             now, shared,
             "{b}: quarantined runs still count in alice's scores"
         );
+
+        // Released, they are found again as before.
+        let out = backend.admin(
+            &s.central.data_dir,
+            &[
+                "machine", "release", "--user", "bob.test", "--name", "phone",
+            ],
+        )?;
+        ensure!(out.status.success(), "{b}: release: {out:?}");
+        // (Put again, equal scores may come in another order.)
+        let by_chunk = |mut hits: Vec<(String, f64)>| {
+            hits.sort_by(|a, b| a.0.cmp(&b.0));
+            hits
+        };
+        let with_phone = by_chunk(with_phone);
+        for _ in 0..100 {
+            if by_chunk(now.clone()) == with_phone {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+            now = rank()?;
+        }
+        assert_eq!(
+            by_chunk(now),
+            with_phone,
+            "{b}: released runs are not found again"
+        );
     }
     Ok(())
 }

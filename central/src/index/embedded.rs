@@ -151,7 +151,7 @@ fn schema(words: &str, standing: bool) -> (Schema, Fields) {
         superseded: b.add_u64_field("superseded", INDEXED),
         standing: standing.then(|| StandingFields {
             quarantined: b.add_u64_field("quarantined", INDEXED),
-            captured_ms: b.add_i64_field("captured_ms", INDEXED),
+            captured_ms: b.add_i64_field("captured_ms", INDEXED | FAST),
         }),
     };
     (b.build(), fields)
@@ -162,7 +162,6 @@ impl EmbeddedIndex {
     /// something that is not a compatible index is an error naming `reindex`.
     pub fn open(dir: &Path) -> Result<Self> {
         std::fs::create_dir_all(dir)?;
-        let (schema, fields) = schema(WORDS, true);
         let corrupt = |e: tantivy::TantivyError| {
             Error::Unavailable {
             code: "index_unavailable",
@@ -178,9 +177,9 @@ impl EmbeddedIndex {
             // This kith-central's schema, or one an older one built, which
             // opens and searches as it was built until `reindex`.
             let fields = [
-                self::schema(WORDS, true),
-                self::schema(WORDS, false),
-                self::schema(STEMS, false),
+                schema(WORDS, true),
+                schema(WORDS, false),
+                schema(STEMS, false),
             ]
             .into_iter()
             .find_map(|(s, f)| (index.schema() == s).then_some(f))
@@ -191,6 +190,7 @@ impl EmbeddedIndex {
             })?;
             (index, fields)
         } else {
+            let (schema, fields) = schema(WORDS, true);
             let index =
                 Index::create(directory, schema, IndexSettings::default()).map_err(corrupt)?;
             (index, fields)

@@ -1062,20 +1062,18 @@ impl SearchIndex for MeiliIndex {
     }
 
     fn outdated(&self) -> Option<String> {
-        // A document an older kith-central put has no `captured_ms`.
-        let older = self.call(
-            "looking for older documents",
-            REQUEST_TIMEOUT,
-            |index| async move {
-                let mut query = DocumentsQuery::new(&index);
-                query
-                    .with_filter("captured_ms NOT EXISTS")
-                    .with_fields(["id"])
-                    .with_limit(1);
-                query.execute::<serde::de::IgnoredAny>().await
-            },
-        );
-        matches!(older, Ok(page) if page.total > 0).then(|| {
+        // A document an older kith-central put has no `captured_ms`. Counted
+        // by the index's field distribution, which (unlike a filter) needs
+        // no setting this kith-central may not have applied yet.
+        let stats = self
+            .call(
+                "reading the index's fields",
+                REQUEST_TIMEOUT,
+                |index| async move { index.get_stats().await },
+            )
+            .ok()?;
+        let with_field = stats.field_distribution.get("captured_ms").copied();
+        (with_field.unwrap_or(0) < stats.number_of_documents).then(|| {
             "the index holds chunks that do not say whether their run is quarantined or when it \
              was captured, as an older kith-central put them (such runs count in the keyword \
              scores of those they are shared with, though never shown)"

@@ -103,7 +103,8 @@ pub struct Standing {
     /// A run of a chain a later capture of its transcript replaced
     /// (searched only when asked).
     pub superseded: bool,
-    /// Readable by its owner alone (`machine revoke --quarantine-since`).
+    /// Readable by its owner alone: captured by a revoked machine, or
+    /// quarantined by `machine revoke --quarantine-since`.
     pub quarantined: bool,
     /// When central stored it, in milliseconds since the epoch: a run grant
     /// that does not follow covers the runs captured by its own time.
@@ -225,7 +226,8 @@ pub trait SearchIndex: Send + Sync {
     }
 
     /// Why `reindex` must build this index anew rather than refill it (it
-    /// reads words as an older kith-central did), if it must.
+    /// reads words as an older kith-central did, or its chunks lack their
+    /// run's `Standing`), if it must.
     fn outdated(&self) -> Option<String> {
         None
     }

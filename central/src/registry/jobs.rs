@@ -3,7 +3,7 @@
 
 use rusqlite::{params, OptionalExtension};
 
-use super::{epoch_ms_of, parse_id, to_i64, Registry};
+use super::{epoch_ms_or, parse_id, to_i64, Registry};
 use crate::error::Result;
 use crate::index::Standing;
 use kith_shared::ids::{RunId, UserId};
@@ -114,7 +114,7 @@ impl Registry {
                             ancestry,
                             superseded,
                             quarantined,
-                            captured_ms: epoch_ms_of(&captured_at)?,
+                            captured_ms: epoch_ms_or(&captured_at, 0),
                         },
                         version,
                     })

@@ -394,11 +394,11 @@ fn parse_id<T>(r: std::result::Result<T, kith_shared::ids::IdError>) -> Result<T
     r.map_err(|e| Error::Internal(format!("registry holds an {e}")))
 }
 
-/// A timestamp the registry wrote, in milliseconds since the epoch.
-fn epoch_ms_of(at: &str) -> Result<i64> {
-    kith_shared::timestamp::parse(at)
-        .map(kith_shared::timestamp::epoch_ms)
-        .ok_or_else(|| Error::Internal(format!("registry holds the time {at:?}")))
+/// A timestamp the registry wrote, in milliseconds since the epoch, for the
+/// index's filter (which may admit more than `readable`, never less): a
+/// time that does not parse reads as `or`.
+fn epoch_ms_or(at: &str, or: i64) -> i64 {
+    kith_shared::timestamp::parse(at).map_or(or, kith_shared::timestamp::epoch_ms)
 }
 
 /// SQLite integers are i64; offsets beyond i64::MAX cannot occur (files are

@@ -7,7 +7,7 @@ use kith_proto::{AgentRuntime, RunMeta};
 use kith_shared::ids::{RunId, UserId};
 use rusqlite::{params, Connection};
 
-use super::{epoch_ms_of, readable, to_i64, Lane, Registry, Viewer, GRANT_COVERS_RUN};
+use super::{epoch_ms_or, readable, to_i64, Lane, Registry, Viewer, GRANT_COVERS_RUN};
 use crate::error::Result;
 
 /// What the registry knows of one stored run beyond its metadata.
@@ -428,7 +428,7 @@ impl Registry {
                         idempotency_key,
                         ancestry,
                         quarantined,
-                        captured_ms: epoch_ms_of(&captured_at)?,
+                        captured_ms: epoch_ms_or(&captured_at, 0),
                     })
                 },
             )

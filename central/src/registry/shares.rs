@@ -3,7 +3,7 @@
 
 use rusqlite::{params, OptionalExtension};
 
-use super::{epoch_ms_of, Registry, NOW_SQL};
+use super::{epoch_ms_or, Registry, NOW_SQL};
 use crate::error::Result;
 use crate::registry::Viewer;
 use kith_shared::ids::UserId;
@@ -176,24 +176,21 @@ impl Registry {
                 ))
             })?
             .collect::<rusqlite::Result<Vec<_>>>()?;
-        rows.into_iter()
+        Ok(rows
+            .into_iter()
             .map(|(grantor, kind, value, follow, created_at)| {
                 let (scope, snapshot) = if kind == "run" {
                     (GrantScope::Run(value), !follow)
                 } else {
                     (GrantScope::Tag(value), false)
                 };
-                let captured_until_ms = match snapshot {
-                    true => Some(epoch_ms_of(&created_at)?),
-                    false => None,
-                };
-                Ok(Grant {
+                Grant {
                     grantor,
                     scope,
-                    captured_until_ms,
-                })
+                    captured_until_ms: snapshot.then(|| epoch_ms_or(&created_at, i64::MAX)),
+                }
             })
-            .collect()
+            .collect())
     }
 
     /// Records that `viewer` read `run_id` of `owner` (no-op for one's own runs).
