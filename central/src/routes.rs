@@ -108,7 +108,10 @@ fn pages() -> Router<AppState> {
         .route("/machines/revoke", post(actions::revoke_machine))
         .route("/admin", get(pages::admin))
         .route("/signin", get(actions::signin_form).post(actions::signin))
-        .route("/signin/link", get(actions::signin_link))
+        .route(
+            "/signin/link",
+            get(actions::signin_link_form).post(actions::signin_link),
+        )
         .route("/signout", post(actions::signout))
         .route("/signout/everywhere", post(actions::signout_everywhere))
         .route("/assets/kith.css", get(assets::css))

@@ -109,6 +109,25 @@ fn set_cookie(res: &reqwest::blocking::Response) -> String {
         .to_owned()
 }
 
+/// The value of the hidden input `name` in a page ("" when none).
+fn hidden(page: &str, name: &str) -> String {
+    page.split(&format!("name=\"{name}\" value=\""))
+        .nth(1)
+        .and_then(|s| s.split('"').next())
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// Opens a `kith web` link in a browser and signs in on the page it shows.
+fn open_link(b: &Browser<'_>, link: &str, handle: &str) -> Result<()> {
+    b.goto(link)?;
+    let page = b.text()?;
+    ensure!(page.contains(&format!("Sign in as {handle}")), "{page}");
+    b.click("#signin-link")?;
+    b.wait(".who")?;
+    Ok(())
+}
+
 fn http() -> Result<reqwest::blocking::Client> {
     Ok(reqwest::blocking::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
@@ -373,7 +392,7 @@ fn scenario(alice_b: &Browser<'_>, bob_b: &Browser<'_>, dave_b: &Browser<'_>) ->
         Ok(link)
     };
     let link = web_link(&dave_token)?;
-    dave_b.goto(&link)?;
+    open_link(dave_b, &link, "dave.local")?;
     ensure!(
         dave_b.text_of(".who")? == "dave.local",
         "{}",
@@ -386,12 +405,39 @@ fn scenario(alice_b: &Browser<'_>, bob_b: &Browser<'_>, dave_b: &Browser<'_>) ->
 
     // A session made with the link of dave's second machine.
     let laptop_token = kith_tests::register_local(&data, "dave.local", "laptop")?;
+    let confirm =
+        |signin_cookie: &str, csrf: &str, token: &str| -> Result<reqwest::blocking::Response> {
+            Ok(http()?
+                .post(format!("{base}/signin/link"))
+                .header("cookie", signin_cookie)
+                .form(&[("csrf", csrf), ("token", token)])
+                .send()?)
+        };
     let session_of = |link: &str| -> Result<String> {
-        let cookie = set_cookie(&http()?.get(link).send()?);
+        let page = http()?.get(link).send()?;
+        ensure!(page.status() == 200, "{link}: {}", page.status());
+        let signin = set_cookie(&page);
+        let html = page.text()?;
+        let res = confirm(&signin, &hidden(&html, "csrf"), &hidden(&html, "token"))?;
+        let cookie = set_cookie(&res);
         ensure!(cookie.starts_with("kith_session="), "{cookie}");
         Ok(cookie)
     };
-    let other = session_of(&web_link(&laptop_token)?)?;
+    // Opening a link signs nobody in and spends nothing (a link previewer
+    // fetches it), nor does a form another site posts without the page's
+    // cookie (it would sign the browser in to dave's account).
+    let laptop_link = web_link(&laptop_token)?;
+    let preview = http()?.get(&laptop_link).send()?;
+    ensure!(
+        set_cookie(&preview).starts_with("kith_signin="),
+        "{:?}",
+        preview.headers()
+    );
+    let token = laptop_link.split("token=").nth(1).unwrap_or_default();
+    let forged = confirm("", "0", token)?;
+    ensure!(forged.status() == 400, "a forged form: {}", forged.status());
+    ensure!(!set_cookie(&forged).starts_with("kith_session="));
+    let other = session_of(&laptop_link)?;
     let page = |cookie: &str| -> Result<u16> {
         Ok(http()?
             .get(format!("{base}/recent"))
@@ -426,7 +472,7 @@ fn scenario(alice_b: &Browser<'_>, bob_b: &Browser<'_>, dave_b: &Browser<'_>) ->
     );
 
     // Signing out everywhere ends dave's other sessions too.
-    dave_b.goto(&web_link(&laptop_token)?)?;
+    open_link(dave_b, &web_link(&laptop_token)?, "dave.local")?;
     ensure!(dave_b.text_of(".who")? == "dave.local");
     dave_b.goto(&format!("{base}/machines"))?;
     dave_b.click("form.everywhere button")?;
@@ -442,13 +488,7 @@ fn scenario(alice_b: &Browser<'_>, bob_b: &Browser<'_>, dave_b: &Browser<'_>) ->
     let attempt = |handle: &str, password: &str| -> Result<(u16, String)> {
         let form = client.get(format!("{base}/signin")).send()?;
         let cookie = set_cookie(&form);
-        let page = form.text()?;
-        let csrf = page
-            .split("name=\"csrf\" value=\"")
-            .nth(1)
-            .and_then(|s| s.split('"').next())
-            .unwrap_or_default()
-            .to_owned();
+        let csrf = hidden(&form.text()?, "csrf");
         let res = client
             .post(format!("{base}/signin"))
             .header("cookie", cookie)

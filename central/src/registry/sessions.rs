@@ -119,6 +119,25 @@ impl Registry {
         )?)
     }
 
+    /// The handle a sign-in link would sign in, if the link exists, has not
+    /// expired, was never used and its machine is not revoked; the link
+    /// stays unused (the page that asks to confirm).
+    pub fn sign_in_link_handle(&self, token_sha256: &str) -> Result<Option<String>> {
+        Ok(self
+            .reader()
+            .query_row(
+                &format!(
+                    "SELECT u.handle FROM web_links JOIN users u ON u.id = web_links.user_id
+                     WHERE token_sha256 = ?1 AND used_at IS NULL AND expires_at > {NOW_SQL}
+                       AND {}",
+                    machine_live("web_links")
+                ),
+                [token_sha256],
+                |r| r.get(0),
+            )
+            .optional()?)
+    }
+
     /// Uses a sign-in link: who it signs in, if the link exists, has not
     /// expired, was never used and its machine is not revoked; it is used
     /// from now on either way.

@@ -1,7 +1,9 @@
 //! The forms (`POST`) and the sign-in: with the member's PDS password or a
 //! one-time link, then sign out (here or everywhere), share a conversation,
 //! revoke a share, revoke a machine. Every form but the sign-in carries the
-//! session's CSRF token; the sign-in form carries its own cookie's.
+//! session's CSRF token; the sign-in forms (password, and the link's
+//! confirmation) carry their own cookie's, so no other site can sign a
+//! browser in to someone else's account.
 
 use std::net::SocketAddr;
 
@@ -13,7 +15,7 @@ use kith_proto::ShareRequest;
 use serde::Deserialize;
 
 use super::session::{clear_cookie, Secret, WebSession, COOKIE, COOKIE_MAX_AGE, SIGNIN_COOKIE};
-use super::view::SignInPage;
+use super::view::{SignInLinkPage, SignInPage};
 use super::{render, PageResult};
 use crate::error::Error;
 use crate::pds::Password;
@@ -63,14 +65,7 @@ pub async fn signin(
     headers: HeaderMap,
     Form(form): Form<SignInForm>,
 ) -> PageResult {
-    Secret::from_cookie(&headers, SIGNIN_COOKIE)
-        .ok_or_else(|| {
-            Error::bad_request(
-                "csrf_refused",
-                "the sign-in form expired or did not come from this site; reload it",
-            )
-        })?
-        .check_csrf(&form.csrf)?;
+    signin_cookie(&headers)?.check_csrf(&form.csrf)?;
     let handle = form.handle.trim().trim_start_matches('@').to_owned();
     let password = Password::new(form.password);
     // Not a handle: nothing to try, count or show back.
@@ -166,20 +161,70 @@ pub struct LinkQuery {
     token: String,
 }
 
-/// Signs in with a one-time link from `kith web` (valid minutes, used once).
-pub async fn signin_link(State(state): State<AppState>, Query(q): Query<LinkQuery>) -> PageResult {
-    let used = || {
-        Error::bad_request(
-            "link_used",
-            "this sign-in link was used already, expired, is not one, or its machine was revoked; run `kith web` again",
-        )
-    };
-    let hash = Secret::parse(&q.token).ok_or_else(used)?.sha256();
+fn link_used() -> Error {
+    Error::bad_request(
+        "link_used",
+        "this sign-in link was used already, expired, is not one, or its machine was revoked; run `kith web` again",
+    )
+}
+
+/// The page a one-time link from `kith web` opens (valid minutes): whom it
+/// signs in, and a button that does. Opening it uses nothing, so a link
+/// previewer that fetches it does not spend it, and a link sent by someone
+/// else says whose account it is before anything happens.
+pub async fn signin_link_form(
+    State(state): State<AppState>,
+    Query(q): Query<LinkQuery>,
+) -> PageResult {
+    let hash = Secret::parse(&q.token).ok_or_else(link_used)?.sha256();
+    let handle = tokio::task::spawn_blocking(move || state.registry().sign_in_link_handle(&hash))
+        .await??
+        .ok_or_else(link_used)?;
+    let secret = Secret::generate()?;
+    let mut res = render(&SignInLinkPage {
+        chrome: None,
+        handle,
+        token: q.token,
+        csrf: secret.csrf(),
+    });
+    set_cookie(
+        &mut res,
+        &secret.cookie(SIGNIN_COOKIE, SIGNIN_COOKIE_MAX_AGE),
+    );
+    Ok(res)
+}
+
+#[derive(Deserialize)]
+pub struct LinkForm {
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    token: String,
+}
+
+/// Signs in with a one-time link, from its page's form (used once).
+pub async fn signin_link(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Form(form): Form<LinkForm>,
+) -> PageResult {
+    signin_cookie(&headers)?.check_csrf(&form.csrf)?;
+    let hash = Secret::parse(&form.token).ok_or_else(link_used)?.sha256();
     let s = state.clone();
     let who = tokio::task::spawn_blocking(move || s.registry().redeem_sign_in_link(&hash))
         .await??
-        .ok_or_else(used)?;
+        .ok_or_else(link_used)?;
     start_session(&state, who).await
+}
+
+/// The sign-in forms' cookie, or why a form is refused without it.
+fn signin_cookie(headers: &HeaderMap) -> Result<Secret, Error> {
+    Secret::from_cookie(headers, SIGNIN_COOKIE).ok_or_else(|| {
+        Error::bad_request(
+            "csrf_refused",
+            "the sign-in form expired or did not come from this site; reload it",
+        )
+    })
 }
 
 #[derive(Deserialize)]

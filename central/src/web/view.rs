@@ -30,6 +30,16 @@ pub struct SignInPage {
     pub handle: String,
 }
 
+/// The page a `kith web` link opens: the handle it signs in, and a button.
+#[derive(Template)]
+#[template(path = "signin_link.html")]
+pub struct SignInLinkPage {
+    pub chrome: Option<Chrome>,
+    pub handle: String,
+    pub token: String,
+    pub csrf: String,
+}
+
 #[derive(Template)]
 #[template(path = "search.html")]
 pub struct SearchPage {
