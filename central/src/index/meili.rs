@@ -303,7 +303,28 @@ impl MeiliIndex {
     /// Makes sure the index exists with kith's settings and, once a model
     /// is attached, the embedder; at most once per process unless it fails.
     fn ensure_ready(&self) -> Result<()> {
-        let mut ready = self.ready.lock().unwrap_or_else(|p| p.into_inner());
+        self.set_up_once(self.ready.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// `ensure_ready` for a search, which does not queue behind a set-up
+    /// under way (settings on a large index, or an embedder, can take
+    /// minutes: each waiting search would hold a thread that long): it is
+    /// answered unavailable at once, so the caller can say so and retry.
+    fn ready_to_search(&self) -> Result<()> {
+        let ready = match self.ready.try_lock() {
+            Ok(ready) => ready,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => {
+                return Err(self.unavailable(
+                    "is applying kith's settings to the index; search again in a moment".into(),
+                ))
+            }
+        };
+        self.set_up_once(ready)
+    }
+
+    /// Sets the index up unless `ready` says it is.
+    fn set_up_once(&self, mut ready: std::sync::MutexGuard<'_, bool>) -> Result<()> {
         if !*ready {
             self.set_up()?;
             *ready = true;
@@ -435,7 +456,7 @@ impl MeiliIndex {
         filters: &Filters,
         asks: Vec<Ask>,
     ) -> Result<Vec<SearchResults<HitDoc>>> {
-        self.ensure_ready()?;
+        self.ready_to_search()?;
         // One filter for every ask without clauses of its own.
         let shared = filter::search_filter(viewer, filters, &[]);
         let asks: Vec<(Ask, String)> = asks
@@ -1131,6 +1152,45 @@ mod tests {
         assert_eq!(err.code(), "search_backend_unavailable");
         // attach_vectors lets central start while the server is down.
         assert!(index.attach_vectors("m", 4).is_ok());
+    }
+
+    /// Regression: a search waited behind a set-up under way (settings on a
+    /// large index can take minutes), each holding a thread meanwhile. It is
+    /// answered unavailable at once instead.
+    #[test]
+    fn a_search_during_a_set_up_is_unavailable_at_once() {
+        // A server that takes connections and never answers.
+        let hung = std::net::TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("{e}"));
+        let config = SearchConfig {
+            backend: super::super::SearchBackend::Meilisearch,
+            url: format!(
+                "http://{}/",
+                hung.local_addr().unwrap_or_else(|e| panic!("{e}"))
+            ),
+            api_key: Some(MeiliKey::new("sekrit-key").unwrap_or_else(|e| panic!("{e}"))),
+            ..SearchConfig::default()
+        };
+        let index =
+            std::sync::Arc::new(MeiliIndex::open(&config).unwrap_or_else(|e| panic!("{e}")));
+        let setting_up = std::thread::spawn({
+            let index = std::sync::Arc::clone(&index);
+            move || index.ensure_ready()
+        });
+        while index.ready.try_lock().is_ok() {
+            std::thread::yield_now();
+        }
+        let err = index
+            .keyword(&viewer(), "anything", &Filters::default(), 10)
+            .err()
+            .unwrap_or_else(|| panic!("a search during the set-up succeeded"));
+        assert_eq!(err.code(), "search_backend_unavailable");
+        let message = err.body().error.message;
+        assert!(message.contains("applying kith's settings"), "{message}");
+        drop(hung);
+        let set_up = setting_up
+            .join()
+            .unwrap_or_else(|_| panic!("set-up panicked"));
+        assert!(set_up.is_err(), "no server answered");
     }
 
     /// Regression: the indexer calls the index from inside central's
