@@ -235,20 +235,23 @@ fn redact_lines(bytes: &mut [u8], lines: Lines, extra: &Extra) -> BTreeMap<Kind,
 
 /// Where text may be cut at `at` (just after a `\n`) without cutting a
 /// private key: `at` itself, or after the line where the key open there
-/// ends; `None` when it never ends. As `redact_lines` reads keys: the last
-/// BEGIN before `at` is open unless an END follows it.
-fn past_open_key(text: &[u8], at: usize) -> Option<usize> {
+/// ends (and again, if that line opens another); `None` when one never
+/// ends. As `redact_lines` reads keys: the last BEGIN before a cut is open
+/// unless an END follows it.
+fn past_open_key(text: &[u8], mut at: usize) -> Option<usize> {
     let Some((begin, end)) = private_key_bounds() else {
         return Some(at);
     };
-    let Some(opened) = begin.find_iter(&text[..at]).last() else {
-        return Some(at);
-    };
-    if end.find_at(&text[..at], opened.end()).is_some() {
-        return Some(at);
+    loop {
+        let Some(opened) = begin.find_iter(&text[..at]).last() else {
+            return Some(at);
+        };
+        if end.find_at(&text[..at], opened.end()).is_some() {
+            return Some(at);
+        }
+        let ends = end.find_at(text, at)?.end();
+        at = memchr(b'\n', &text[ends..]).map_or(text.len(), |i| ends + i + 1);
     }
-    let ends = end.find_at(text, at)?.end();
-    Some(memchr(b'\n', &text[ends..]).map_or(text.len(), |i| ends + i + 1))
 }
 
 /// Whether `line` begins a private key it does not end.
@@ -1636,7 +1639,16 @@ mod tests {
         for i in 0..200 {
             delta.extend_from_slice(format!("#### note {i}, nothing secret\n").as_bytes());
             if i % 40 == 7 {
+                // The second key begins on the line the first one ends.
                 delta.extend_from_slice(b"-----BEGIN OPENSSH PRIVATE KEY-----\n");
+                for j in 0..30 {
+                    delta.extend_from_slice(
+                        format!("MIIEpAIBAAKCAQEA1x2y3zQWERTY{j:04}\n").as_bytes(),
+                    );
+                }
+                delta.extend_from_slice(
+                    b"-----END OPENSSH PRIVATE KEY----- -----BEGIN OPENSSH PRIVATE KEY-----\n",
+                );
                 for j in 0..30 {
                     delta.extend_from_slice(
                         format!("b3BlbnNzaC1rZXktdjEAAAAABG5vbmU{j:04}\n").as_bytes(),
@@ -1647,10 +1659,15 @@ mod tests {
         }
         let mut whole = delta.clone();
         let want = redact_in_pieces(&mut whole, 1, Lines::Text, &Extra::default());
-        assert!(!String::from_utf8_lossy(&whole).contains("b3BlbnNzaC1rZXktdjEAAAAABG5vbmU"));
+        for body in [
+            "b3BlbnNzaC1rZXktdjEAAAAABG5vbmU",
+            "MIIEpAIBAAKCAQEA1x2y3zQWERTY",
+        ] {
+            assert!(!String::from_utf8_lossy(&whole).contains(body), "{body}");
+        }
         assert!(String::from_utf8_lossy(&whole).contains("#### note 199, nothing secret\n"));
         // Every cut a piece length can make, including inside each key.
-        for n_pieces in [2, 3, 7, 50, 5000] {
+        for n_pieces in [2, 3, 7, 50, 400] {
             let mut pieces = delta.clone();
             assert_eq!(
                 redact_in_pieces(&mut pieces, n_pieces, Lines::Text, &Extra::default()),
