@@ -177,7 +177,8 @@ fn setup_on(
 }
 
 /// Undoes what `setup.json` records, newest step first. A hook it cannot
-/// take out (its file no longer parses) is named and the rest still undone,
+/// take out (its file no longer parses, or holds more than kith wrote) is
+/// named and the rest still undone,
 /// but the binary that hook runs stays, and so does the record of it, so
 /// that `kith setup --uninstall` finishes once the file is mended.
 pub fn uninstall(paths: &Paths, say: &mut dyn FnMut(&str)) -> Result<()> {
@@ -208,7 +209,9 @@ pub fn uninstall(paths: &Paths, say: &mut dyn FnMut(&str)) -> Result<()> {
         let outcome = match crate::install::install(paths, agent, &kith, false) {
             Ok(outcome) => outcome,
             Err(e @ (Error::Refused(_) | Error::Invalid { .. })) => {
-                say(&format!("warning: {name}: kith's hook is still there: {e}"));
+                say(&format!(
+                    "warning: {name}: kith's hook could not be taken out: {e}"
+                ));
                 kept.push(name.to_owned());
                 continue;
             }
@@ -249,10 +252,10 @@ pub fn uninstall(paths: &Paths, say: &mut dyn FnMut(&str)) -> Result<()> {
         };
         manifest.save(paths)?;
         return Err(Error::Refused(format!(
-            "kith's hook is still in the settings of {} (see above), so kith stays at {}; \
-             once the file is mended, `kith setup --uninstall` takes out the rest",
+            "kith's hook could not be taken out of the settings of {} (see above), so {kith} \
+             stays; once that is settled, `{kith} setup --uninstall` takes out the rest",
             manifest.hooks.join(", "),
-            kith.display()
+            kith = kith.display()
         )));
     }
     if let Some(binary) = &manifest.binary {
