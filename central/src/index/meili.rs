@@ -33,7 +33,8 @@ mod schema;
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::{Mutex, RwLock};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, RwLock, TryLockError};
 use std::time::Duration;
 
 use kith_proto::{AgentRuntime, RunMeta};
@@ -118,8 +119,10 @@ pub struct MeiliIndex {
     url: String,
     /// Chunks put since the last commit, and the runs they replace.
     pending: Mutex<Pending>,
-    /// Whether the index exists with kith's settings in this process.
-    ready: Mutex<bool>,
+    /// Whether the index exists with kith's settings in this process (read
+    /// without a lock by every call), and the lock a set-up holds.
+    ready: AtomicBool,
+    setting_up: Mutex<()>,
     /// The attached model and its dimension: what `put_vectors` writes and
     /// what semantic search ranks.
     model: RwLock<Option<(String, usize)>>,
@@ -164,7 +167,8 @@ impl MeiliIndex {
             index: client.index(&config.index),
             url,
             pending: Mutex::new(Pending::default()),
-            ready: Mutex::new(false),
+            ready: AtomicBool::new(false),
+            setting_up: Mutex::new(()),
             model: RwLock::new(None),
             vector_writes: Mutex::new(()),
         })
@@ -303,31 +307,48 @@ impl MeiliIndex {
     /// Makes sure the index exists with kith's settings and, once a model
     /// is attached, the embedder; at most once per process unless it fails.
     fn ensure_ready(&self) -> Result<()> {
-        self.set_up_once(self.ready.lock().unwrap_or_else(|p| p.into_inner()))
+        self.set_up_unless_ready(true, false)
     }
 
-    /// `ensure_ready` for a search, which does not queue behind a set-up
-    /// under way (settings on a large index, or an embedder, can take
-    /// minutes: each waiting search would hold a thread that long): it is
-    /// answered unavailable at once, so the caller can say so and retry.
+    /// `ensure_ready` for a search, which does not queue behind another
+    /// call's set-up under way (settings on a large index, or a server that
+    /// does not answer, can take minutes: each waiting search would hold a
+    /// thread that long): it is answered unavailable at once, to retry.
     fn ready_to_search(&self) -> Result<()> {
-        let ready = match self.ready.try_lock() {
-            Ok(ready) => ready,
-            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
-            Err(std::sync::TryLockError::WouldBlock) => {
+        self.set_up_unless_ready(false, false)
+    }
+
+    /// Sets the index up again (a model attached, the index deleted).
+    fn set_up_anew(&self) -> Result<()> {
+        self.set_up_unless_ready(true, true)
+    }
+
+    /// Sets the index up unless it is ready (or, `anew`, whether or not),
+    /// one set-up at a time; `wait`s for one under way or is unavailable.
+    fn set_up_unless_ready(&self, wait: bool, anew: bool) -> Result<()> {
+        if !anew && self.ready.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let _setting_up = match self.setting_up.try_lock() {
+            Ok(guard) => guard,
+            Err(TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(TryLockError::WouldBlock) if wait => {
+                self.setting_up.lock().unwrap_or_else(|p| p.into_inner())
+            }
+            Err(TryLockError::WouldBlock) => {
                 return Err(self.unavailable(
-                    "is applying kith's settings to the index; search again in a moment".into(),
+                    "is being set up for kith by another request (its settings, or a server \
+                     that does not answer yet); search again in a moment"
+                        .into(),
                 ))
             }
         };
-        self.set_up_once(ready)
-    }
-
-    /// Sets the index up unless `ready` says it is.
-    fn set_up_once(&self, mut ready: std::sync::MutexGuard<'_, bool>) -> Result<()> {
-        if !*ready {
+        if anew {
+            self.ready.store(false, Ordering::Release);
+        }
+        if !self.ready.load(Ordering::Acquire) {
             self.set_up()?;
-            *ready = true;
+            self.ready.store(true, Ordering::Release);
         }
         Ok(())
     }
@@ -901,8 +922,7 @@ impl SearchIndex for MeiliIndex {
                 move |index| async move { index.client.delete_index(&index.uid).await },
             )?;
         }
-        *self.ready.lock().unwrap_or_else(|p| p.into_inner()) = false;
-        self.ensure_ready()
+        self.set_up_anew()
     }
 
     /// Ranked by central over Meilisearch's matches for each word (see
@@ -976,8 +996,7 @@ impl SearchIndex for MeiliIndex {
 
     fn attach_vectors(&self, model_id: &str, dim: usize) -> Result<()> {
         *self.model.write().unwrap_or_else(|p| p.into_inner()) = Some((model_id.to_owned(), dim));
-        *self.ready.lock().unwrap_or_else(|p| p.into_inner()) = false;
-        match self.ensure_ready() {
+        match self.set_up_anew() {
             Err(Error::Unavailable { message, .. }) => {
                 // Central still starts; the embedder is set on first use.
                 tracing::warn!(error = %message, "meilisearch is unavailable; indexing waits for it");
@@ -1176,7 +1195,7 @@ mod tests {
             let index = std::sync::Arc::clone(&index);
             move || index.ensure_ready()
         });
-        while index.ready.try_lock().is_ok() {
+        while index.setting_up.try_lock().is_ok() {
             std::thread::yield_now();
         }
         let err = index
@@ -1185,12 +1204,17 @@ mod tests {
             .unwrap_or_else(|| panic!("a search during the set-up succeeded"));
         assert_eq!(err.code(), "search_backend_unavailable");
         let message = err.body().error.message;
-        assert!(message.contains("applying kith's settings"), "{message}");
+        assert!(message.contains("being set up"), "{message}");
         drop(hung);
         let set_up = setting_up
             .join()
             .unwrap_or_else(|_| panic!("set-up panicked"));
         assert!(set_up.is_err(), "no server answered");
+        // Once set up, a search never waits for the lock, nor is refused
+        // because another call holds it.
+        index.ready.store(true, Ordering::Release);
+        let _held = index.setting_up.lock();
+        assert!(index.ready_to_search().is_ok());
     }
 
     /// Regression: the indexer calls the index from inside central's
