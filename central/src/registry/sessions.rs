@@ -34,6 +34,16 @@ fn machine_live(table: &str) -> String {
     )
 }
 
+/// Over `web_links`: the link whose token's sha256 is `?1` exists, was
+/// never used, has not expired, and its machine is not revoked.
+fn link_live() -> String {
+    format!(
+        "web_links.token_sha256 = ?1 AND web_links.used_at IS NULL
+           AND web_links.expires_at > {NOW_SQL} AND {}",
+        machine_live("web_links")
+    )
+}
+
 impl Registry {
     /// Records a new session by the sha256 of its cookie value, and forgets
     /// sessions idle past their expiry or older than `SESSION_MAX_DAYS`.
@@ -128,9 +138,8 @@ impl Registry {
             .query_row(
                 &format!(
                     "SELECT u.handle FROM web_links JOIN users u ON u.id = web_links.user_id
-                     WHERE token_sha256 = ?1 AND used_at IS NULL AND expires_at > {NOW_SQL}
-                       AND {}",
-                    machine_live("web_links")
+                     WHERE {}",
+                    link_live()
                 ),
                 [token_sha256],
                 |r| r.get(0),
@@ -146,11 +155,9 @@ impl Registry {
             .conn()
             .query_row(
                 &format!(
-                    "UPDATE web_links SET used_at = {NOW_SQL}
-                     WHERE token_sha256 = ?1 AND used_at IS NULL AND expires_at > {NOW_SQL}
-                       AND {}
+                    "UPDATE web_links SET used_at = {NOW_SQL} WHERE {}
                      RETURNING user_id, machine_id",
-                    machine_live("web_links")
+                    link_live()
                 ),
                 [token_sha256],
                 |r| Ok((r.get(0)?, r.get(1)?)),
