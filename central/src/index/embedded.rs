@@ -176,18 +176,15 @@ impl EmbeddedIndex {
             let index = Index::open(directory).map_err(corrupt)?;
             // This kith-central's schema, or one an older one built, which
             // opens and searches as it was built until `reindex`.
-            let fields = [
-                schema(WORDS, true),
-                schema(WORDS, false),
-                schema(STEMS, false),
-            ]
-            .into_iter()
-            .find_map(|(s, f)| (index.schema() == s).then_some(f))
-            .ok_or_else(|| {
-                corrupt(tantivy::TantivyError::SchemaError(
-                    "its schema is not this kith-central's".into(),
-                ))
-            })?;
+            let fields = [(WORDS, true), (WORDS, false), (STEMS, true), (STEMS, false)]
+                .into_iter()
+                .map(|(words, standing)| schema(words, standing))
+                .find_map(|(s, f)| (index.schema() == s).then_some(f))
+                .ok_or_else(|| {
+                    corrupt(tantivy::TantivyError::SchemaError(
+                        "its schema is not this kith-central's".into(),
+                    ))
+                })?;
             (index, fields)
         } else {
             let (schema, fields) = schema(WORDS, true);
