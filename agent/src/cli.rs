@@ -676,14 +676,29 @@ fn watch(paths: &Paths, settings: &Settings) -> Result<()> {
         )
         .collect();
     eprintln!("kith: watching {} (Ctrl-C to stop)", roots.join(", "));
-    crate::watch::run(
+    let ended = crate::watch::run(
         paths,
         settings,
         crate::watch::Timing::default(),
         &stop,
         |line| eprintln!("kith: {line}"),
     )?;
-    Ok(())
+    match ended {
+        crate::watch::Ended::Stopped => Ok(()),
+        crate::watch::Ended::Replaced(program) => {
+            // The same process goes on as the new program (a service
+            // manager sees no restart), with the same arguments.
+            use std::os::unix::process::CommandExt;
+            eprintln!(
+                "kith: {} was replaced (an upgrade); running the new one",
+                program.display()
+            );
+            let err = std::process::Command::new(&program)
+                .args(std::env::args_os().skip(1))
+                .exec();
+            Err(err).with_context(|| format!("running {}", program.display()))
+        }
+    }
 }
 
 #[cfg(test)]

@@ -8,7 +8,8 @@
 //! A root that appears later (an agent installed after `kith watch`
 //! started) is picked up within seconds; a full rescan now and then catches
 //! anything the watcher missed (queue overflow). Stops cleanly when `stop`
-//! is set (SIGINT / SIGTERM).
+//! is set (SIGINT / SIGTERM), or, on Linux, when its own program file was
+//! replaced (an upgrade), for the caller to run the new one.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -52,18 +53,28 @@ impl Default for Timing {
     }
 }
 
+/// Why `run` returned.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Ended {
+    /// `stop` was set.
+    Stopped,
+    /// The program file at this path is no longer the one running: a
+    /// package upgrade or `kith setup` put a new `kith` there.
+    Replaced(PathBuf),
+}
+
 const LOCK_WAIT: Duration = Duration::from_secs(5);
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Runs until `stop` is set. `report` receives one line per notable event
-/// (errors, central's state changing).
+/// Runs until `stop` is set or the program is replaced. `report` receives
+/// one line per notable event (errors, central's state changing).
 pub fn run(
     paths: &Paths,
     settings: &Settings,
     timing: Timing,
     stop: &AtomicBool,
     mut report: impl FnMut(&str),
-) -> Result<()> {
+) -> Result<Ended> {
     let capture = Capture::new(paths, LOCK_WAIT).with_rules(settings.rules.clone());
     let aider_roots = settings.aider_roots();
     capture.discard_excluded()?;
@@ -87,6 +98,9 @@ pub fn run(
     while !stop.load(Ordering::SeqCst) {
         let now = Instant::now();
         if now >= next_roots {
+            if let Some(path) = replaced_program() {
+                return Ok(Ended::Replaced(path));
+            }
             // A few stats: cheap enough to do every couple of seconds, and
             // inotify cannot watch a folder that does not exist yet.
             let agents = discover::roots(paths)
@@ -189,7 +203,16 @@ pub fn run(
             next_replay = Instant::now() + timing.replay_every;
         }
     }
-    Ok(())
+    Ok(Ended::Stopped)
+}
+
+/// Where this program's file is, when the file there is no longer the one
+/// running (it was replaced, so the kernel names the running one deleted);
+/// `None` while it is the same, when nothing is there now, or off Linux.
+fn replaced_program() -> Option<PathBuf> {
+    let exe = std::fs::read_link("/proc/self/exe").ok()?;
+    let path = PathBuf::from(exe.to_str()?.strip_suffix(" (deleted)")?);
+    path.is_file().then_some(path)
 }
 
 /// Replays the outbox; a line when it could not finish.

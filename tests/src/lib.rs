@@ -79,7 +79,12 @@ impl Home {
 
     /// `kith ARGS` on this machine: stdin empty, stdout and stderr piped.
     pub fn kith(&self, args: &[&str]) -> Command {
-        let mut cmd = Command::new(bin("kith"));
+        self.kith_from(&bin("kith"), args)
+    }
+
+    /// `kith ARGS` as `kith`, run from the file `program` (a copy).
+    pub fn kith_from(&self, program: &Path, args: &[&str]) -> Command {
+        let mut cmd = Command::new(program);
         cmd.args(args).env("HOME", self.root());
         for var in KITH_ENVIRONMENT {
             cmd.env_remove(var);

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use kith_shared::fixtures;
 use kith_tests::{Api, Central, Home, PrivateCa};
 
@@ -389,6 +389,68 @@ fn watch_picks_up_an_agent_installed_after_it_started() -> Result<()> {
         .unwrap_or_default();
     // Far under the ten-minute rescan: the new root is watched within seconds.
     let got = wait_for(&api, name, bytes.len() as u64, Duration::from_secs(30))?;
+    assert!(got.iter().any(|c| c.1 == bytes.len() as u64), "{got:?}");
+    Ok(())
+}
+
+/// Regression: a package upgrade put a new `kith` on disk and `kith watch`
+/// went on running the old one until the next login. It runs the new one
+/// in its place (the same process, so a service manager sees no restart),
+/// which captures on.
+#[test]
+fn watch_runs_the_new_kith_when_its_program_is_replaced() -> Result<()> {
+    let central = Central::start()?;
+    let token = central.register("alice.test", "laptop")?;
+    let api = central.client(&token);
+    let machine = Machine::new()?;
+    std::fs::create_dir_all(machine.path(".claude/projects"))?;
+    let bin_dir = tempfile::tempdir()?;
+    let program = bin_dir.path().join("kith");
+    std::fs::copy(kith_tests::bin("kith"), &program)?;
+    let mut cmd = machine.home.kith_from(&program, &["watch"]);
+    cmd.env("KITH_CENTRAL_URL", &central.url)
+        .env("KITH_TOKEN", &token)
+        .stderr(Stdio::piped());
+    let mut watch = KillOnDrop(cmd.spawn()?);
+    let pid = watch.0.id();
+    let said = std::io::BufReader::new(watch.0.stderr.take().context("stderr")?);
+    let (tx, lines) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufRead::lines(said).map_while(std::result::Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let next = |want: &str| -> Result<String> {
+        loop {
+            let line = lines.recv_timeout(Duration::from_secs(30))?;
+            if line.contains(want) {
+                return Ok(line);
+            }
+        }
+    };
+    next("watching")?;
+
+    // The upgrade: a new file renamed over the old, as dpkg and `kith
+    // setup` write it.
+    let new = bin_dir.path().join("kith.new");
+    std::fs::copy(kith_tests::bin("kith"), &new)?;
+    std::fs::rename(&new, &program)?;
+    let line = next("was replaced")?;
+    assert!(line.contains(&*program.display().to_string()), "{line}");
+    next("watching")?;
+    let exe = std::fs::read_link(format!("/proc/{pid}/exe"))?;
+    assert_eq!(exe, program, "the same process runs the new file");
+
+    let dest = machine.path(".claude/projects/proj/after-upgrade.jsonl");
+    std::fs::create_dir_all(dest.parent().unwrap_or(Path::new(".")))?;
+    let bytes = kith_tests::claude_user_line("captured after the upgrade", "2026-05-11T08:00:00Z");
+    std::fs::write(&dest, &bytes)?;
+    let got = wait_for(
+        &api,
+        "after-upgrade.jsonl",
+        bytes.len() as u64,
+        Duration::from_secs(30),
+    )?;
     assert!(got.iter().any(|c| c.1 == bytes.len() as u64), "{got:?}");
     Ok(())
 }
