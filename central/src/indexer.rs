@@ -3,7 +3,7 @@
 //! deleted only after the index commit, so a crash at any point redoes, never
 //! loses, work; on start the worker resumes whatever is pending.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Duration;
@@ -206,7 +206,7 @@ pub fn index_batch(state: &AppState) -> Result<usize> {
         return Ok(0);
     }
     let mut done: Vec<(Indexed, i64)> = Vec::with_capacity(jobs.len());
-    let mut chains: Vec<Indexed> = Vec::new();
+    let mut chains = Chains::default();
     for job in &jobs {
         match index_one(state, job, &mut chains) {
             Ok(indexed) => done.push((indexed, job.version)),
@@ -221,14 +221,30 @@ pub fn index_batch(state: &AppState) -> Result<usize> {
     // would skip that run for good.
     state
         .registry()
-        .finish_jobs(&done, &chains, &kith_shared::timestamp::now())?;
+        .finish_jobs(&done, &chains.others, &kith_shared::timestamp::now())?;
     tracing::debug!(n_runs = done.len(), "indexed batch");
     Ok(jobs.len())
 }
 
+/// Each run of a chain and its chunks (`chain_chunks`).
+pub type ChainChunks = Vec<(StoredRun, Vec<Chunk>)>;
+
+/// The chains of folding formats one batch read: each read and parsed once
+/// however many of its runs the batch indexes (a backlog, a reindex), and
+/// each run put once.
+#[derive(Default)]
+struct Chains {
+    /// By owner and source identity, as `chain_chunks` read them.
+    read: HashMap<(String, String), ChainChunks>,
+    /// Runs put in this batch.
+    put: HashSet<String>,
+    /// The runs put beside the jobs' own, for `finish_jobs`.
+    others: Vec<Indexed>,
+}
+
 /// Puts one run's chunks in the index (and, for a format that folds, the
 /// other runs of its chain whose chunks changed, into `chains`).
-fn index_one(state: &AppState, job: &PendingJob, chains: &mut Vec<Indexed>) -> Result<Indexed> {
+fn index_one(state: &AppState, job: &PendingJob, chains: &mut Chains) -> Result<Indexed> {
     let meta = run_meta(state, &job.blob_path)?;
     if meta.id != job.run_id.as_str() {
         return Err(Error::Internal(format!(
@@ -275,37 +291,50 @@ fn run_meta(state: &AppState, blob_path: &str) -> Result<RunMeta> {
 /// the latest state. A run whose chunks come out as they were last put
 /// (their digest) is left as it is, vectors included: a long session
 /// appended to costs its changed runs, not all of them (a run whose standing
-/// changed has a job of its own). Answers `meta`'s own run as indexed (a
-/// chain is superseded, or not, as a whole).
+/// changed has a job of its own). A chain is read once a batch: a later job
+/// of it puts only its own run, if not put yet. Answers `meta`'s own run as
+/// indexed (a chain is superseded, or not, as a whole).
 fn index_chain(
     state: &AppState,
     format: Format,
     meta: &RunMeta,
     standing: &Standing,
-    chains: &mut Vec<Indexed>,
+    chains: &mut Chains,
 ) -> Result<Indexed> {
+    let Chains { read, put, others } = chains;
+    let key = (meta.user_id.clone(), meta.source_identity.clone());
+    let first = !read.contains_key(&key);
+    if first {
+        read.insert(key.clone(), chain_chunks(state, format, meta)?);
+    }
     let mut own = None;
-    for (run, chunks) in chain_chunks(state, format, meta)? {
+    for (run, chunks) in &read[&key] {
         let id = RunId::parse(&run.meta.id).map_err(|e| Error::Internal(e.to_string()))?;
         let indexed = Indexed {
             run: id,
             n_chunks: chunks.len() as u64,
-            digest: Some(chunks_digest(standing.superseded, &chunks)),
+            digest: Some(chunks_digest(standing.superseded, chunks)),
         };
         if run.meta.id == meta.id {
-            state.index().put_run(meta, standing, &chunks)?;
+            if put.insert(meta.id.clone()) {
+                state.index().put_run(meta, standing, chunks)?;
+            }
             own = Some(indexed);
-        } else if state.registry().chunks_digest(&indexed.run)? != indexed.digest {
+        } else if first
+            && !put.contains(&run.meta.id)
+            && state.registry().chunks_digest(&indexed.run)? != indexed.digest
+        {
             let theirs = Standing {
-                ancestry: run.ancestry,
+                ancestry: run.ancestry.clone(),
                 superseded: standing.superseded,
                 quarantined: run.quarantined,
                 captured_ms: run.captured_ms,
             };
             state
                 .index()
-                .put_run(&run_meta(state, &run.blob_path)?, &theirs, &chunks)?;
-            chains.push(indexed);
+                .put_run(&run_meta(state, &run.blob_path)?, &theirs, chunks)?;
+            put.insert(run.meta.id.clone());
+            others.push(indexed);
         }
     }
     own.ok_or_else(|| Error::Internal(format!("run {} is not in its own chain", meta.id)))
@@ -334,11 +363,7 @@ fn chunks_digest(superseded: bool, chunks: &[Chunk]) -> String {
 
 /// The chunks of every run of `meta`'s source chain, read as one
 /// transcript (`transcript::parse_chain`), in byte order.
-pub fn chain_chunks(
-    state: &AppState,
-    format: Format,
-    meta: &RunMeta,
-) -> Result<Vec<(StoredRun, Vec<Chunk>)>> {
+pub fn chain_chunks(state: &AppState, format: Format, meta: &RunMeta) -> Result<ChainChunks> {
     let user = UserId::parse(&meta.user_id).map_err(|e| Error::Internal(e.to_string()))?;
     let runs =
         state
