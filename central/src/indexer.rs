@@ -302,28 +302,35 @@ fn index_chain(
     chains: &mut Chains,
 ) -> Result<Indexed> {
     let Chains { read, put, others } = chains;
-    let key = (meta.user_id.clone(), meta.source_identity.clone());
-    let first = !read.contains_key(&key);
-    if first {
-        read.insert(key.clone(), chain_chunks(state, format, meta)?);
-    }
-    let mut own = None;
-    for (run, chunks) in &read[&key] {
-        let id = RunId::parse(&run.meta.id).map_err(|e| Error::Internal(e.to_string()))?;
-        let indexed = Indexed {
-            run: id,
+    let indexed = |run: &StoredRun, chunks: &[Chunk]| -> Result<Indexed> {
+        Ok(Indexed {
+            run: RunId::parse(&run.meta.id).map_err(|e| Error::Internal(e.to_string()))?,
             n_chunks: chunks.len() as u64,
             digest: Some(chunks_digest(standing.superseded, chunks)),
-        };
+        })
+    };
+    let not_in_chain = || Error::Internal(format!("run {} is not in its own chain", meta.id));
+    let key = (meta.user_id.clone(), meta.source_identity.clone());
+    if let Some(chain) = read.get(&key) {
+        // An earlier job of this batch read it and put its changed runs.
+        let (run, chunks) = chain
+            .iter()
+            .find(|(run, _)| run.meta.id == meta.id)
+            .ok_or_else(not_in_chain)?;
+        if put.insert(meta.id.clone()) {
+            state.index().put_run(meta, standing, chunks)?;
+        }
+        return indexed(run, chunks);
+    }
+    let chain = chain_chunks(state, format, meta)?;
+    let mut own = None;
+    let mut theirs_put = Vec::new();
+    for (run, chunks) in &chain {
+        let this = indexed(run, chunks)?;
         if run.meta.id == meta.id {
-            if put.insert(meta.id.clone()) {
-                state.index().put_run(meta, standing, chunks)?;
-            }
-            own = Some(indexed);
-        } else if first
-            && !put.contains(&run.meta.id)
-            && state.registry().chunks_digest(&indexed.run)? != indexed.digest
-        {
+            state.index().put_run(meta, standing, chunks)?;
+            own = Some(this);
+        } else if state.registry().chunks_digest(&this.run)? != this.digest {
             let theirs = Standing {
                 ancestry: run.ancestry.clone(),
                 superseded: standing.superseded,
@@ -333,11 +340,17 @@ fn index_chain(
             state
                 .index()
                 .put_run(&run_meta(state, &run.blob_path)?, &theirs, chunks)?;
-            put.insert(run.meta.id.clone());
-            others.push(indexed);
+            theirs_put.push(run.meta.id.clone());
+            others.push(this);
         }
     }
-    own.ok_or_else(|| Error::Internal(format!("run {} is not in its own chain", meta.id)))
+    let own = own.ok_or_else(not_in_chain)?;
+    // Kept for the batch's later jobs only once all of it was put: after a
+    // failure, the next job of the chain reads and puts it again.
+    put.insert(meta.id.clone());
+    put.extend(theirs_put);
+    read.insert(key, chain);
+    Ok(own)
 }
 
 /// sha256 over what a run's index entry is made of.
