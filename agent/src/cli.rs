@@ -676,28 +676,34 @@ fn watch(paths: &Paths, settings: &Settings) -> Result<()> {
         )
         .collect();
     eprintln!("kith: watching {} (Ctrl-C to stop)", roots.join(", "));
-    let ended = crate::watch::run(
-        paths,
-        settings,
-        crate::watch::Timing::default(),
-        &stop,
-        |line| eprintln!("kith: {line}"),
-    )?;
-    match ended {
-        crate::watch::Ended::Stopped => Ok(()),
-        crate::watch::Ended::Replaced(program) => {
-            // The same process goes on as the new program (a service
-            // manager sees no restart), with the same arguments.
-            use std::os::unix::process::CommandExt;
-            eprintln!(
-                "kith: {} was replaced (an upgrade); running the new one",
-                program.display()
-            );
-            let err = std::process::Command::new(&program)
-                .args(std::env::args_os().skip(1))
-                .exec();
-            Err(err).with_context(|| format!("running {}", program.display()))
+    let mut timing = crate::watch::Timing::default();
+    loop {
+        let ended = crate::watch::run(paths, settings, timing, &stop, |line| {
+            eprintln!("kith: {line}")
+        })?;
+        let crate::watch::Ended::Replaced(program) = ended else {
+            return Ok(());
+        };
+        // A stop asked for meanwhile is kept, not handed to a new program.
+        if stop.load(std::sync::atomic::Ordering::SeqCst) {
+            return Ok(());
         }
+        // The same process goes on as the new program (a service manager
+        // sees no restart), with the same arguments; if it cannot, this
+        // one goes on watching as it is.
+        use std::os::unix::process::CommandExt;
+        eprintln!(
+            "kith: {} was replaced (an upgrade); running the new one",
+            program.display()
+        );
+        let err = std::process::Command::new(&program)
+            .args(std::env::args_os().skip(1))
+            .exec();
+        eprintln!(
+            "kith: could not run {}: {err}; watching on as before",
+            program.display()
+        );
+        timing.follow_upgrades = false;
     }
 }
 

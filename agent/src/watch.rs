@@ -37,8 +37,11 @@ pub struct Timing {
     pub replay_every: Duration,
     /// How often every transcript is looked at anyway.
     pub rescan_every: Duration,
-    /// How often the agents' roots are checked for having appeared (or gone).
+    /// How often the agents' roots are checked for having appeared (or gone),
+    /// and the program for having been replaced.
     pub roots_every: Duration,
+    /// Whether a replaced program ends the run (`Ended::Replaced`).
+    pub follow_upgrades: bool,
 }
 
 impl Default for Timing {
@@ -49,6 +52,7 @@ impl Default for Timing {
             replay_every: Duration::from_secs(30),
             rescan_every: Duration::from_secs(600),
             roots_every: Duration::from_secs(2),
+            follow_upgrades: true,
         }
     }
 }
@@ -98,7 +102,7 @@ pub fn run(
     while !stop.load(Ordering::SeqCst) {
         let now = Instant::now();
         if now >= next_roots {
-            if let Some(path) = replaced_program() {
+            if let Some(path) = replaced_program().filter(|_| timing.follow_upgrades) {
                 return Ok(Ended::Replaced(path));
             }
             // A few stats: cheap enough to do every couple of seconds, and
@@ -206,13 +210,35 @@ pub fn run(
     Ok(Ended::Stopped)
 }
 
-/// Where this program's file is, when the file there is no longer the one
-/// running (it was replaced, so the kernel names the running one deleted);
-/// `None` while it is the same, when nothing is there now, or off Linux.
+/// Where this program's file is, when another program is there now (it was
+/// replaced, so the kernel names the running one deleted), complete (an
+/// executable ELF file left alone for a second: not one still being
+/// written); `None` otherwise, and off Linux.
 fn replaced_program() -> Option<PathBuf> {
+    use std::io::Read;
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
     let exe = std::fs::read_link("/proc/self/exe").ok()?;
-    let path = PathBuf::from(exe.to_str()?.strip_suffix(" (deleted)")?);
-    path.is_file().then_some(path)
+    let named = exe.as_os_str().as_encoded_bytes();
+    let path = match named.strip_suffix(b" (deleted)") {
+        // Whatever its name, `/proc/self/exe` opens the running file.
+        Some(_) => PathBuf::from(exe.to_str()?.strip_suffix(" (deleted)")?),
+        None => return None,
+    };
+    let running = std::fs::metadata("/proc/self/exe").ok()?;
+    let there = std::fs::metadata(&path).ok()?;
+    let settled = there
+        .modified()
+        .ok()
+        .and_then(|t| t.elapsed().ok())
+        .is_some_and(|age| age >= Duration::from_secs(1));
+    let mut magic = [0u8; 4];
+    let elf = std::fs::File::open(&path)
+        .and_then(|mut f| f.read_exact(&mut magic))
+        .is_ok()
+        && magic == *b"\x7fELF";
+    let other = (there.dev(), there.ino()) != (running.dev(), running.ino());
+    (other && there.is_file() && there.permissions().mode() & 0o111 != 0 && settled && elf)
+        .then_some(path)
 }
 
 /// Replays the outbox; a line when it could not finish.

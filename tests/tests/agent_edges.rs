@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, ensure, Context, Result};
 use kith_shared::fixtures;
 use kith_tests::{Api, Central, Home, PrivateCa};
 
@@ -397,6 +397,7 @@ fn watch_picks_up_an_agent_installed_after_it_started() -> Result<()> {
 /// went on running the old one until the next login. It runs the new one
 /// in its place (the same process, so a service manager sees no restart),
 /// which captures on.
+#[cfg(target_os = "linux")]
 #[test]
 fn watch_runs_the_new_kith_when_its_program_is_replaced() -> Result<()> {
     let central = Central::start()?;
@@ -430,9 +431,22 @@ fn watch_runs_the_new_kith_when_its_program_is_replaced() -> Result<()> {
     };
     next("watching")?;
 
+    // What is not a complete program (an install cut short, a script) is
+    // not run: the old one goes on.
+    let new = bin_dir.path().join("kith.new");
+    std::fs::write(&new, "#!/bin/sh\nexit 0\n")?;
+    std::fs::set_permissions(&new, std::os::unix::fs::PermissionsExt::from_mode(0o755))?;
+    std::fs::rename(&new, &program)?;
+    let deadline = Instant::now() + Duration::from_secs(4);
+    while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+        if let Ok(line) = lines.recv_timeout(left) {
+            ensure!(!line.contains("was replaced"), "{line}");
+        }
+    }
+    ensure!(watch.0.try_wait()?.is_none(), "watch stopped");
+
     // The upgrade: a new file renamed over the old, as dpkg and `kith
     // setup` write it.
-    let new = bin_dir.path().join("kith.new");
     std::fs::copy(kith_tests::bin("kith"), &new)?;
     std::fs::rename(&new, &program)?;
     let line = next("was replaced")?;
