@@ -60,7 +60,8 @@ pub enum FamilyCommand {
     #[command(subcommand)]
     Tag(TagCommand),
     /// Open the web page, signed in: asks central for a one-time link
-    /// (valid 5 minutes) and opens it in your browser.
+    /// (valid 5 minutes) and opens it in your browser, where a button
+    /// signs you in.
     Web {
         /// Print the link instead of opening it.
         #[arg(long)]
