@@ -504,7 +504,9 @@ fn service(
     };
     let same = fs::read_to_string(&file).is_ok_and(|old| old == text);
     if !same {
-        write_file(&file, text.as_bytes(), 0o644, Durability::Durable)?;
+        // Through a link (a unit kept with the user's dotfiles), as the
+        // profile is.
+        write_through(&file, text.as_bytes(), 0o644, Durability::Durable)?;
         say(&format!("wrote {}", file.display()));
     }
     let was_enabled = manifest.service.as_ref().is_some_and(|s| s.enabled);
@@ -873,6 +875,34 @@ mod tests {
         assert!(!claude.exists(), "claude's file held only kith's hook");
         assert!(!kith.exists());
         assert_eq!(Manifest::load(&m.paths)?, Manifest::default());
+        Ok(())
+    }
+
+    /// Regression: a unit file kept as a symlink (with the user's dotfiles)
+    /// was replaced by a regular file.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_unit_goes_into_the_file_a_symlinked_unit_points_to() -> anyhow::Result<()> {
+        let m = Machine::new(Service::WriteOnly)?;
+        let units = m.tmp.path().join("units");
+        let real = m.tmp.path().join("dotfiles/kith-watch.service");
+        fs::create_dir_all(&units)?;
+        fs::create_dir_all(m.tmp.path().join("dotfiles"))?;
+        fs::write(&real, "[Service]\nExecStart=/old/kith watch\n")?;
+        let unit = units.join("kith-watch.service");
+        std::os::unix::fs::symlink(&real, &unit)?;
+
+        let (done, said, _) = m.setup();
+        done.map_err(|e| anyhow::anyhow!("{e}: {said:#?}"))?;
+        assert!(
+            fs::symlink_metadata(&unit)?.file_type().is_symlink(),
+            "{said:#?}"
+        );
+        let text = fs::read_to_string(&real)?;
+        assert!(
+            text.contains(" watch") && !text.contains("/old/kith"),
+            "{text}"
+        );
         Ok(())
     }
 
