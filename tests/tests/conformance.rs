@@ -1010,6 +1010,65 @@ fn conformance_what_a_grant_does_not_cover_never_moves_a_grantees_scores() -> Re
     Ok(())
 }
 
+/// A user's strings (tags, machine names, folders) are matched exactly on
+/// both backends, in filters and in tag grants. Meilisearch compares
+/// strings ignoring case and never matches one past ~468 bytes: a grant of
+/// `family` counted bob's private `Family` runs in alice's scores, a
+/// `--machine desktop` search found `Desktop`'s runs, and a deep folder
+/// found nothing.
+#[test]
+fn conformance_strings_are_matched_exactly() -> Result<()> {
+    for backend in backends()? {
+        let b = backend.name;
+        let s = backend.start(&[])?;
+        let bob = s.client("bob.test", "desktop")?;
+        let alice = s.client("alice.test", "laptop")?;
+        let deep = format!("/home/bob/{}", "nested-folder/".repeat(40));
+        let family = ingest(
+            &bob,
+            "family",
+            "the quokka lantern, family notes",
+            json!({"tags": ["family"], "cwd": deep}),
+        )?;
+        let res = bob.post(
+            "/api/shares",
+            &json!({"scope": "tag:family", "with": "alice.test"}),
+        )?;
+        ensure!(res.status == 201, "{b}: share: {res:?}");
+        let rank = || -> Result<Vec<(String, f64)>> {
+            Ok(ranking(&search(
+                &alice,
+                json!({"query": "quokka lantern", "mode": "keyword", "limit": 20}),
+            )?))
+        };
+        let shared = rank()?;
+        ensure!(shared.len() == 1, "{b}: {shared:?}");
+
+        let other = s.client("bob.test", "Desktop")?;
+        let private = ingest(
+            &other,
+            "private",
+            "quokka quokka lantern lantern, private notes",
+            json!({"tags": ["Family"], "cwd": "/home/bob"}),
+        )?;
+        assert_eq!(rank()?, shared, "{b}: a `Family` run moved alice's scores");
+        for (filters, want) in [
+            (json!({"tags": ["family"]}), &family),
+            (json!({"tags": ["Family"]}), &private),
+            (json!({"machine": "desktop"}), &family),
+            (json!({"machine": "Desktop"}), &private),
+            (json!({"cwd_prefix": deep}), &family),
+        ] {
+            assert_eq!(
+                keyword(&bob, "quokka", filters.clone())?,
+                vec![want.clone()],
+                "{b}: {filters}"
+            );
+        }
+    }
+    Ok(())
+}
+
 #[test]
 fn conformance_semantic_and_hybrid_modes() -> Result<()> {
     let Some(models) = model_dir() else {

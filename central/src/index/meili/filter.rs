@@ -3,6 +3,7 @@
 //! so the escaping that keeps a hostile value from changing the expression
 //! is tested without a server.
 
+use super::schema::key;
 use crate::index::{normalize_prefix, Filters};
 use crate::registry::GrantScope;
 use crate::registry::Viewer;
@@ -27,6 +28,18 @@ fn eq(attribute: &str, value: &str) -> String {
     format!("{attribute} = {}", quote(value))
 }
 
+/// `attribute` is exactly `value`, as a user's string (a tag, a machine, a
+/// path), through its `schema::key` in `keyed`: Meilisearch compares
+/// strings loosely (`schema::key`). A document put by an older kith-central
+/// has no keys and is compared loosely, as then, until `reindex`.
+fn exactly(keyed: &str, attribute: &str, value: &str) -> String {
+    format!(
+        "({keyed} = {} OR ({keyed} NOT EXISTS AND {}))",
+        quote(&key(value)),
+        eq(attribute, value)
+    )
+}
+
 /// What the viewer may read, as the index knows it: its own chunks, and the
 /// chunks of each grantor covered by a grant (a run subtree through
 /// `ancestry`, or a tag), not quarantined, captured by a snapshot's time.
@@ -37,7 +50,7 @@ pub fn readable_by(viewer: &Viewer) -> String {
     for grant in viewer.grants() {
         let scope = match &grant.scope {
             GrantScope::Run(id) => eq("ancestry", id),
-            GrantScope::Tag(tag) => eq("tags", tag),
+            GrantScope::Tag(tag) => exactly("tag_keys", "tags", tag),
         };
         let mut covered = format!(
             "({} AND {scope} AND NOT quarantined = true",
@@ -62,7 +75,7 @@ pub fn search_filter(viewer: &Viewer, filters: &Filters, extra: &[String]) -> St
         all.push(eq("runtime", rt.as_str()));
     }
     if let Some(m) = &filters.machine {
-        all.push(eq("machine", m));
+        all.push(exactly("machine_key", "machine", m));
     }
     if let Some(c) = &filters.conversation_id {
         all.push(eq("conversation_id", c));
@@ -75,12 +88,12 @@ pub fn search_filter(viewer: &Viewer, filters: &Filters, extra: &[String]) -> St
         all.push(format!("root_run_id IN [{}]", list.join(", ")));
     }
     for t in &filters.tags {
-        all.push(eq("tags", t));
+        all.push(exactly("tag_keys", "tags", t));
     }
     if let Some(p) = &filters.cwd_prefix {
         // `cwd_prefixes` holds every ancestor of the run's cwd, so a prefix
         // matches whole path components only (`/home/a` not `/home/ab`).
-        all.push(eq("cwd_prefixes", &normalize_prefix(p)));
+        all.push(exactly("cwd_keys", "cwd_prefixes", &normalize_prefix(p)));
     }
     if let Some(since) = filters.since_ms {
         all.push(format!("started_ms >= {since}"));
@@ -181,13 +194,29 @@ mod tests {
         assert_eq!(readable_by(&viewer(vec![])), r#"(owner = "ualice")"#);
         assert_eq!(
             readable_by(&viewer(grants)),
-            concat!(
+            [
                 r#"(owner = "ualice""#,
                 r#" OR (owner = "ubob" AND ancestry = "r1" AND NOT quarantined = true)"#,
                 r#" OR (owner = "ubob" AND ancestry = "r7" AND NOT quarantined = true"#,
                 r#" AND (captured_ms <= 1700000000000 OR captured_ms NOT EXISTS))"#,
-                r#" OR (owner = "ucarol" AND tags = "family" AND NOT quarantined = true))"#,
-            )
+                r#" OR (owner = "ucarol" AND "#,
+                &exactly("tag_keys", "tags", "family"),
+                " AND NOT quarantined = true))",
+            ]
+            .concat()
+        );
+    }
+
+    /// A user's string is compared by its key, and loosely only in a
+    /// document put before keys existed.
+    #[test]
+    fn a_users_string_is_matched_by_its_key() {
+        let k = key("Family");
+        assert_eq!(k.len(), 64);
+        assert_ne!(k, key("family"));
+        assert_eq!(
+            exactly("tag_keys", "tags", "Family"),
+            format!(r#"(tag_keys = "{k}" OR (tag_keys NOT EXISTS AND tags = "Family"))"#)
         );
     }
 
@@ -207,13 +236,19 @@ mod tests {
         };
         assert_eq!(
             search_filter(&viewer(vec![]), &filters, &[vector_model_is("m@1")]),
-            concat!(
-                r#"(owner = "ualice") AND runtime = "codex" AND machine = "laptop""#,
-                r#" AND conversation_id = "c1" AND root_run_id = "r0""#,
-                r#" AND tags = "a" AND tags = "b" AND cwd_prefixes = "/home/alice""#,
-                r#" AND started_ms >= 1000 AND started_ms < 2000 AND NOT superseded = true"#,
+            [
+                r#"(owner = "ualice") AND runtime = "codex" AND "#,
+                &exactly("machine_key", "machine", "laptop"),
+                r#" AND conversation_id = "c1" AND root_run_id = "r0" AND "#,
+                &exactly("tag_keys", "tags", "a"),
+                " AND ",
+                &exactly("tag_keys", "tags", "b"),
+                " AND ",
+                &exactly("cwd_keys", "cwd_prefixes", "/home/alice"),
+                " AND started_ms >= 1000 AND started_ms < 2000 AND NOT superseded = true",
                 r#" AND vector_model = "m@1""#,
-            )
+            ]
+            .concat()
         );
         let everything = Filters {
             include_superseded: true,

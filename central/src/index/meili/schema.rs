@@ -37,6 +37,9 @@ pub const FILTERABLE: &[&str] = &[
     "superseded",
     "quarantined",
     "captured_ms",
+    "machine_key",
+    "tag_keys",
+    "cwd_keys",
 ];
 pub const SORTABLE: &[&str] = &["started_ms"];
 /// The fields a hit needs (never `_vectors`: hundreds of floats per hit).
@@ -92,6 +95,11 @@ pub struct ChunkDoc {
     /// When central stored the run, in milliseconds since the epoch (a
     /// snapshot grant covers the runs captured by its time).
     pub captured_ms: i64,
+    /// `key` of `machine`, of each tag and of each cwd prefix: what filters
+    /// compare, as Meilisearch compares strings loosely (`filter::exactly`).
+    pub machine_key: String,
+    pub tag_keys: Vec<String>,
+    pub cwd_keys: Vec<String>,
     /// Always `{"default": null}`: "no vector yet" (a document replaced
     /// with text only loses its old vector). Sent whether or not the index
     /// has the embedder yet: Meilisearch refuses to add a `userProvided`
@@ -142,6 +150,14 @@ pub struct HitDoc {
     pub runtime: String,
 }
 
+/// A filter value as the documents hold it for an exact match: its sha256,
+/// in hex. Meilisearch compares filter strings ignoring case, Unicode form
+/// and surrounding spaces, and a value past ~468 bytes never matches; two
+/// different values have different keys, of 64 plain characters.
+pub fn key(value: &str) -> String {
+    kith_shared::hash::sha256_hex(value.as_bytes())
+}
+
 /// The documents of one run's chunks.
 pub fn chunk_docs(run: &RunMeta, standing: &Standing, chunks: &[Chunk]) -> Vec<ChunkDoc> {
     let started_ms =
@@ -176,6 +192,9 @@ pub fn chunk_docs(run: &RunMeta, standing: &Standing, chunks: &[Chunk]) -> Vec<C
             superseded: standing.superseded,
             quarantined: standing.quarantined,
             captured_ms: standing.captured_ms,
+            machine_key: key(&run.machine),
+            tag_keys: run.tags.iter().map(|t| key(t)).collect(),
+            cwd_keys: cwd_prefixes.iter().map(|p| key(p)).collect(),
             vectors: NO_VECTOR,
             vector_model: None,
         })
@@ -283,6 +302,8 @@ mod tests {
                 "role": "user", "text": "hello", "line_start": 3, "line_end": 4,
                 "intent": "fix the build", "superseded": false,
                 "quarantined": true, "captured_ms": 1_778_486_500_000_i64,
+                "machine_key": key("laptop"), "tag_keys": [key("work")],
+                "cwd_keys": (["/", "/home", "/home/alice", "/home/alice/proj"].map(key)),
                 "_vectors": {"default": null}, "vector_model": null,
             })
         );
