@@ -310,46 +310,28 @@ pub fn peek(paths: &Paths, runtime: AgentRuntime, path: &Path) -> Peek {
             }
         }
         AgentRuntime::Codex => {
-            let meta = lines
-                .iter()
-                .find(|v| v.get("type").and_then(Value::as_str) == Some("session_meta"))
-                .and_then(|v| v.get("payload"));
-            let id = meta
-                .and_then(|m| m.get("id"))
-                .and_then(Value::as_str)
-                .map(str::to_owned)
-                .or_else(|| {
-                    fallback
-                        .get(fallback.len().checked_sub(36)?..)
-                        .map(str::to_owned)
-                });
+            let meta = first_of_type(&lines, "session_meta").and_then(|v| v.get("payload"));
+            let id = string_at(meta, "/id").or_else(|| {
+                fallback
+                    .get(fallback.len().checked_sub(36)?..)
+                    .map(str::to_owned)
+            });
             let parent_thread = meta
                 .and_then(|m| m.pointer("/source/subagent/thread_spawn/parent_thread_id"))
                 .and_then(Value::as_str);
             Peek {
                 conversation_id: id,
                 parent: parent_thread.and_then(|t| find_rollout(paths, t)),
-                cwd: meta
-                    .and_then(|m| m.get("cwd"))
-                    .and_then(Value::as_str)
-                    .map(str::to_owned),
+                cwd: string_at(meta, "/cwd"),
             }
         }
         AgentRuntime::Pi => {
-            let header = lines
-                .iter()
-                .find(|v| v.get("type").and_then(Value::as_str) == Some("session"));
-            let header_str = |key: &str| {
-                header
-                    .and_then(|v| v.get(key))
-                    .and_then(Value::as_str)
-                    .map(str::to_owned)
-            };
+            let header = first_of_type(&lines, "session");
             Peek {
-                conversation_id: header_str("id")
+                conversation_id: string_at(header, "/id")
                     .or_else(|| fallback.rsplit_once('_').map(|(_, id)| id.to_owned())),
                 parent: None,
-                cwd: header_str("cwd"),
+                cwd: string_at(header, "/cwd"),
             }
         }
         AgentRuntime::Gemini => Peek {
@@ -358,22 +340,14 @@ pub fn peek(paths: &Paths, runtime: AgentRuntime, path: &Path) -> Peek {
             cwd: None,
         },
         AgentRuntime::Copilot => {
-            let start = lines
-                .iter()
-                .find(|v| v.get("type").and_then(Value::as_str) == Some("session.start"));
-            let at = |pointer: &str| {
-                start
-                    .and_then(|v| v.pointer(pointer))
-                    .and_then(Value::as_str)
-                    .map(str::to_owned)
-            };
+            let start = first_of_type(&lines, "session.start");
             Peek {
-                conversation_id: at("/data/sessionId").or_else(|| {
+                conversation_id: string_at(start, "/data/sessionId").or_else(|| {
                     let dir = path.parent()?.file_name()?.to_str()?;
                     Some(dir.to_owned())
                 }),
                 parent: None,
-                cwd: at("/data/context/cwd"),
+                cwd: string_at(start, "/data/context/cwd"),
             }
         }
         AgentRuntime::Cursor => Peek {
@@ -390,11 +364,7 @@ pub fn peek(paths: &Paths, runtime: AgentRuntime, path: &Path) -> Peek {
             conversation_id: Some(fallback.to_owned()),
             parent: opencode_parent(path),
             // The session row, the journal's first line (`mirror::opencode`).
-            cwd: lines
-                .first()
-                .and_then(|v| v.pointer("/data/directory"))
-                .and_then(Value::as_str)
-                .map(str::to_owned),
+            cwd: string_at(lines.first(), "/data/directory"),
         },
         AgentRuntime::Other => Peek::default(),
     }
@@ -407,6 +377,18 @@ fn opencode_parent(path: &Path) -> Option<PathBuf> {
     let first = first_lines(path).into_iter().next()?;
     let parent = first.get("parent_id")?.as_str()?;
     plain_id(parent).then(|| path.with_file_name(format!("{parent}.jsonl")))
+}
+
+/// The first record whose `type` is `kind`.
+fn first_of_type<'a>(lines: &'a [Value], kind: &str) -> Option<&'a Value> {
+    lines
+        .iter()
+        .find(|v| v.get("type").and_then(Value::as_str) == Some(kind))
+}
+
+/// The string at `pointer` in `record`, if both are there.
+fn string_at(record: Option<&Value>, pointer: &str) -> Option<String> {
+    record?.pointer(pointer)?.as_str().map(str::to_owned)
 }
 
 fn str_of(v: &Value, key: &str) -> Option<String> {
