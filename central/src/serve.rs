@@ -129,7 +129,9 @@ fn start_embedder(config: &Config) -> std::result::Result<EmbedQueue, NoEmbedder
     let no = |e: EmbedError| NoEmbedder {
         ask_again: matches!(
             e,
-            EmbedError::Unavailable { .. } | EmbedError::BadResponse { .. }
+            EmbedError::Unavailable { .. }
+                | EmbedError::BadResponse { .. }
+                | EmbedError::Refused { .. }
         ),
         why: e.to_string(),
     };

@@ -189,7 +189,9 @@ async fn round(
                 match queue.embed(queue_lane, texts).await {
                     Ok(vectors) => vectors,
                     // This run's text, not the embedder: the others go on.
-                    Err(e @ (EmbedError::BadResponse { .. } | EmbedError::Inference(_))) => {
+                    // (A bad key, a wrong model, a server down: the whole
+                    // lane waits, below.)
+                    Err(e @ EmbedError::Refused { .. }) => {
                         tracing::warn!(run_id = %run_id, error = %e, retry_in_s = SET_ASIDE.as_secs(),
                             "the embedder refused a chunk of this run; embedding the others");
                         aside.put(run_id.clone());

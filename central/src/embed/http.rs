@@ -212,6 +212,16 @@ impl HttpEmbedder {
                 url: self.shown_url.clone(),
                 reason,
             }
+        } else if matches!(
+            status,
+            StatusCode::BAD_REQUEST
+                | StatusCode::PAYLOAD_TOO_LARGE
+                | StatusCode::UNPROCESSABLE_ENTITY
+        ) {
+            EmbedError::Refused {
+                url: self.shown_url.clone(),
+                reason,
+            }
         } else {
             EmbedError::BadResponse {
                 url: self.shown_url.clone(),
@@ -296,6 +306,8 @@ mod tests {
         Unauthorised,
         /// 503.
         Overloaded,
+        /// 413 for an input of more than three words, else `Good`.
+        TooLong,
     }
 
     /// Starts the fake on 127.0.0.1:0 in its own thread; returns its URL.
@@ -363,6 +375,13 @@ mod tests {
                     Json(json!({"error": "busy"})),
                 )
             }
+            Mode::TooLong if inputs.iter().any(|t| t.split_whitespace().count() > 3) => {
+                return (
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    Json(json!({"error": "input exceeds the context length"})),
+                )
+            }
+            Mode::TooLong => {}
         }
         if uri.path() == "/api/embed" {
             (
@@ -480,6 +499,18 @@ mod tests {
             matches!(err, Err(EmbedError::BadResponse { .. })),
             "{err:?}"
         );
+        Ok(())
+    }
+
+    /// A text the server refuses is the input's fault (the vectorizer sets
+    /// that run aside); a bad key is not (`errors_never_contain_the_key`).
+    #[test]
+    fn a_refused_input_is_refused_not_a_bad_server() -> anyhow::Result<()> {
+        let (url, _) = fake(Mode::TooLong)?;
+        let e = HttpEmbedder::connect(HttpApi::Ollama, &url, "m", None)?;
+        assert!(e.embed(&["short text"]).is_ok());
+        let err = e.embed(&["a text far too long for it"]).map(|_| ());
+        assert!(matches!(err, Err(EmbedError::Refused { .. })), "{err:?}");
         Ok(())
     }
 

@@ -56,6 +56,10 @@ pub enum EmbedError {
     /// The embedding server answered, but not with usable vectors.
     #[error("embedding server {url} gave a bad response: {reason}")]
     BadResponse { url: String, reason: String },
+    /// The embedding server refused these texts (HTTP 400, 413 or 422: too
+    /// long for its model, say): the input, not the server.
+    #[error("embedding server {url} refused the input: {reason}")]
+    Refused { url: String, reason: String },
     /// The model (files, runtime library, tokenizer) could not be loaded.
     #[error("embedding model could not be loaded: {0}")]
     ModelLoad(String),
