@@ -39,16 +39,17 @@ pub fn forget(state: &AppState, who: Forgetter<'_>, name: &str) -> Result<Forget
         let _forgetting = state.indexer().forgetting();
         state.index().delete_runs(&run_ids)?;
     }
-    // Nothing of them stays in memory: chunks waiting for the indexer, the
-    // turns of the conversation read last.
     for id in &run_ids {
         state.indexer().take_chunks(id);
     }
-    state.turns_cache().forget(&run_ids);
     for run in &set.runs {
         state.store().remove_run(&run.blob_path)?;
     }
     registry.finish_forget(&run_ids)?;
+    // Nothing of them stays in memory: chunks waiting for the indexer (above)
+    // and the turns of the conversation read last, dropped once the runs
+    // can no longer be read (a read meanwhile could have kept them again).
+    state.turns_cache().forget(&run_ids);
     tracing::info!(
         conversation = %set.conversation,
         n_runs = run_ids.len(),
