@@ -134,7 +134,7 @@ pub struct MeiliIndex {
     /// `vector_model` would say the new text has its vector (a partial
     /// update of a deleted document would even make one of the vector
     /// alone), and a document deleted is never written back. Taken after
-    /// `ready`, never the other way round.
+    /// `setting_up`, never the other way round.
     vector_writes: Mutex<()>,
 }
 
@@ -307,7 +307,11 @@ impl MeiliIndex {
     /// Makes sure the index exists with kith's settings and, once a model
     /// is attached, the embedder; at most once per process unless it fails.
     fn ensure_ready(&self) -> Result<()> {
-        self.set_up_unless_ready(true, false)
+        if self.ready.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let _setting_up = self.setting_up.lock().unwrap_or_else(|p| p.into_inner());
+        self.set_up_unless_ready()
     }
 
     /// `ensure_ready` for a search, which does not queue behind another
@@ -315,26 +319,12 @@ impl MeiliIndex {
     /// does not answer, can take minutes: each waiting search would hold a
     /// thread that long): it is answered unavailable at once, to retry.
     fn ready_to_search(&self) -> Result<()> {
-        self.set_up_unless_ready(false, false)
-    }
-
-    /// Sets the index up again (a model attached, the index deleted).
-    fn set_up_anew(&self) -> Result<()> {
-        self.set_up_unless_ready(true, true)
-    }
-
-    /// Sets the index up unless it is ready (or, `anew`, whether or not),
-    /// one set-up at a time; `wait`s for one under way or is unavailable.
-    fn set_up_unless_ready(&self, wait: bool, anew: bool) -> Result<()> {
-        if !anew && self.ready.load(Ordering::Acquire) {
+        if self.ready.load(Ordering::Acquire) {
             return Ok(());
         }
         let _setting_up = match self.setting_up.try_lock() {
             Ok(guard) => guard,
             Err(TryLockError::Poisoned(p)) => p.into_inner(),
-            Err(TryLockError::WouldBlock) if wait => {
-                self.setting_up.lock().unwrap_or_else(|p| p.into_inner())
-            }
             Err(TryLockError::WouldBlock) => {
                 return Err(self.unavailable(
                     "is being set up for kith by another request (its settings, or a server \
@@ -343,9 +333,18 @@ impl MeiliIndex {
                 ))
             }
         };
-        if anew {
-            self.ready.store(false, Ordering::Release);
-        }
+        self.set_up_unless_ready()
+    }
+
+    /// Sets the index up again (a model attached, the index deleted).
+    fn set_up_anew(&self) -> Result<()> {
+        let _setting_up = self.setting_up.lock().unwrap_or_else(|p| p.into_inner());
+        self.ready.store(false, Ordering::Release);
+        self.set_up_unless_ready()
+    }
+
+    /// With `setting_up` held: sets the index up unless another call did.
+    fn set_up_unless_ready(&self) -> Result<()> {
         if !self.ready.load(Ordering::Acquire) {
             self.set_up()?;
             self.ready.store(true, Ordering::Release);

@@ -199,9 +199,9 @@ mod tests {
                 r#" OR (owner = "ubob" AND ancestry = "r1" AND NOT quarantined = true)"#,
                 r#" OR (owner = "ubob" AND ancestry = "r7" AND NOT quarantined = true"#,
                 r#" AND (captured_ms <= 1700000000000 OR captured_ms NOT EXISTS))"#,
-                r#" OR (owner = "ucarol" AND "#,
-                &exactly("tag_keys", "tags", "family"),
-                " AND NOT quarantined = true))",
+                r#" OR (owner = "ucarol" AND (tag_keys = "#,
+                r#""d34a569ab7aaa54dacd715ae64953455d86b768846cd0085ef4e9e7471489b7b""#,
+                r#" OR (tag_keys NOT EXISTS AND tags = "family")) AND NOT quarantined = true))"#,
             ]
             .concat()
         );
@@ -237,14 +237,16 @@ mod tests {
         assert_eq!(
             search_filter(&viewer(vec![]), &filters, &[vector_model_is("m@1")]),
             [
-                r#"(owner = "ualice") AND runtime = "codex" AND "#,
-                &exactly("machine_key", "machine", "laptop"),
-                r#" AND conversation_id = "c1" AND root_run_id = "r0" AND "#,
-                &exactly("tag_keys", "tags", "a"),
-                " AND ",
-                &exactly("tag_keys", "tags", "b"),
-                " AND ",
-                &exactly("cwd_keys", "cwd_prefixes", "/home/alice"),
+                r#"(owner = "ualice") AND runtime = "codex" AND (machine_key = "#,
+                r#""5eec0dc419aa8337bf725f026fda9c78c1cb1c642eeaff9d6e1112f37783e942""#,
+                r#" OR (machine_key NOT EXISTS AND machine = "laptop"))"#,
+                r#" AND conversation_id = "c1" AND root_run_id = "r0" AND (tag_keys = "#,
+                r#""ca978112ca1bbdcafac231b39a23dc4da786eff8147c4e72b9807785afee48bb""#,
+                r#" OR (tag_keys NOT EXISTS AND tags = "a")) AND (tag_keys = "#,
+                r#""3e23e8160039594a33894f6564e1b1348bbd7a0088d42c4acb73eeaed59c009d""#,
+                r#" OR (tag_keys NOT EXISTS AND tags = "b")) AND (cwd_keys = "#,
+                r#""612b6fc44e3094a36043870b929ac5fb00daf8513229001e92a639fb827cac26""#,
+                r#" OR (cwd_keys NOT EXISTS AND cwd_prefixes = "/home/alice"))"#,
                 " AND started_ms >= 1000 AND started_ms < 2000 AND NOT superseded = true",
                 r#" AND vector_model = "m@1""#,
             ]

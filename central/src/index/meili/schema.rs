@@ -169,6 +169,9 @@ pub fn chunk_docs(run: &RunMeta, standing: &Standing, chunks: &[Chunk]) -> Vec<C
         .map(str::to_owned)
         .collect();
     let cwd_prefixes = run.cwd.as_deref().map(path_prefixes).unwrap_or_default();
+    let machine_key = key(&run.machine);
+    let tag_keys: Vec<String> = run.tags.iter().map(|t| key(t)).collect();
+    let cwd_keys: Vec<String> = cwd_prefixes.iter().map(|p| key(p)).collect();
     chunks
         .iter()
         .map(|chunk| ChunkDoc {
@@ -192,9 +195,9 @@ pub fn chunk_docs(run: &RunMeta, standing: &Standing, chunks: &[Chunk]) -> Vec<C
             superseded: standing.superseded,
             quarantined: standing.quarantined,
             captured_ms: standing.captured_ms,
-            machine_key: key(&run.machine),
-            tag_keys: run.tags.iter().map(|t| key(t)).collect(),
-            cwd_keys: cwd_prefixes.iter().map(|p| key(p)).collect(),
+            machine_key: machine_key.clone(),
+            tag_keys: tag_keys.clone(),
+            cwd_keys: cwd_keys.clone(),
             vectors: NO_VECTOR,
             vector_model: None,
         })
