@@ -239,19 +239,14 @@ fn redact_lines(bytes: &mut [u8], lines: Lines, extra: &Extra) -> BTreeMap<Kind,
 /// ends. As `redact_lines` reads keys: the last BEGIN before a cut is open
 /// unless an END follows it.
 fn past_open_key(text: &[u8], mut at: usize) -> Option<usize> {
-    let Some((begin, end)) = private_key_bounds() else {
-        return Some(at);
-    };
-    loop {
-        let Some(opened) = begin.find_iter(&text[..at]).last() else {
-            return Some(at);
-        };
-        if end.find_at(&text[..at], opened.end()).is_some() {
-            return Some(at);
-        }
-        let ends = end.find_at(text, at)?.end();
-        at = memchr(b'\n', &text[ends..]).map_or(text.len(), |i| ends + i + 1);
+    // Only what follows the last END moved past can open another key.
+    let mut from = 0;
+    while opens_key(&text[from..at]) {
+        let (_, end) = private_key_bounds()?;
+        from = end.find_at(text, at)?.end();
+        at = memchr(b'\n', &text[from..]).map_or(text.len(), |i| from + i + 1);
     }
+    Some(at)
 }
 
 /// Whether `line` begins a private key it does not end.
