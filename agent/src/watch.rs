@@ -216,26 +216,22 @@ pub fn run(
 /// written); `None` otherwise, and off Linux.
 fn replaced_program() -> Option<PathBuf> {
     use std::io::Read;
+    use std::os::unix::ffi::OsStrExt;
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
     let exe = std::fs::read_link("/proc/self/exe").ok()?;
-    let named = exe.as_os_str().as_encoded_bytes();
-    let path = match named.strip_suffix(b" (deleted)") {
-        // Whatever its name, `/proc/self/exe` opens the running file.
-        Some(_) => PathBuf::from(exe.to_str()?.strip_suffix(" (deleted)")?),
-        None => return None,
-    };
+    let named = exe.as_os_str().as_bytes().strip_suffix(b" (deleted)")?;
+    let path = PathBuf::from(std::ffi::OsStr::from_bytes(named));
+    // Whatever its name, `/proc/self/exe` opens the running file.
     let running = std::fs::metadata("/proc/self/exe").ok()?;
-    let there = std::fs::metadata(&path).ok()?;
+    let mut file = std::fs::File::open(&path).ok()?;
+    let there = file.metadata().ok()?;
     let settled = there
         .modified()
         .ok()
         .and_then(|t| t.elapsed().ok())
         .is_some_and(|age| age >= Duration::from_secs(1));
     let mut magic = [0u8; 4];
-    let elf = std::fs::File::open(&path)
-        .and_then(|mut f| f.read_exact(&mut magic))
-        .is_ok()
-        && magic == *b"\x7fELF";
+    let elf = file.read_exact(&mut magic).is_ok() && magic == *b"\x7fELF";
     let other = (there.dev(), there.ino()) != (running.dev(), running.ino());
     (other && there.is_file() && there.permissions().mode() & 0o111 != 0 && settled && elf)
         .then_some(path)
