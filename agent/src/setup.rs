@@ -201,7 +201,7 @@ pub fn uninstall(paths: &Paths, say: &mut dyn FnMut(&str)) -> Result<()> {
         .binary
         .clone()
         .unwrap_or_else(|| PathBuf::from("kith"));
-    let mut kept = Vec::new();
+    let mut hooks_left = Vec::new();
     for (agent, name) in AGENTS {
         if !manifest.hooks.iter().any(|h| h == name) {
             continue;
@@ -212,7 +212,7 @@ pub fn uninstall(paths: &Paths, say: &mut dyn FnMut(&str)) -> Result<()> {
                 say(&format!(
                     "warning: {name}: kith's hook could not be taken out: {e}"
                 ));
-                kept.push(name.to_owned());
+                hooks_left.push(name.to_owned());
                 continue;
             }
             Err(e) => return Err(e),
@@ -243,9 +243,9 @@ pub fn uninstall(paths: &Paths, say: &mut dyn FnMut(&str)) -> Result<()> {
             remove(profile, say)?;
         }
     }
-    if !kept.is_empty() {
+    if !hooks_left.is_empty() {
         manifest = Manifest {
-            hooks: kept,
+            hooks: hooks_left,
             service: None,
             profile: None,
             ..manifest
