@@ -192,8 +192,27 @@ impl Capture {
         let mut captured = Captured::default();
         let mut offset = cursor.spooled.offset;
         while offset < now.size {
-            let Some(delta) = next_delta(&mut f, path, offset, now.size)? else {
-                break;
+            let delta = match next_delta(&mut f, path, offset, now.size)? {
+                Next::Delta(delta) => delta,
+                Next::Partial => break,
+                Next::TooLong => {
+                    // Central could never take this line, nor the chain past
+                    // it: the file waits until it is replaced or rewritten,
+                    // instead of reading the line again at every capture.
+                    let why = format!(
+                        "a line at byte {offset} runs past {} MiB; kith sends lines up to that",
+                        MAX_LINE >> 20
+                    );
+                    self.cursors.update(path, Durability::Durable, |c| {
+                        c.parked = Some(why.clone());
+                        c.last_error = Some(why.clone());
+                    })?;
+                    return Err(Error::Invalid {
+                        what: "transcript",
+                        path: path.to_owned(),
+                        reason: why,
+                    });
+                }
             };
             let len = delta.len() as u64;
             self.spool(&mut cursor, &mut f, delta, parent_run.as_deref())?;
@@ -332,25 +351,26 @@ impl Capture {
 /// default, the line JSON-escaped in it) would take the line anyway.
 const MAX_LINE: usize = 64 << 20;
 
-/// The next delta's original bytes from `offset`: complete lines, at most
-/// `MAX_DELTA` unless one line alone is longer. `None` while only a partial
-/// line follows; an error for a line past `MAX_LINE` (a file without line
-/// ends is not read whole into memory).
-fn next_delta(f: &mut File, path: &Path, offset: u64, size: u64) -> Result<Option<Vec<u8>>> {
+/// What follows `offset` in a transcript.
+enum Next {
+    /// The next delta's original bytes: complete lines, at most `MAX_DELTA`
+    /// unless one line alone is longer.
+    Delta(Vec<u8>),
+    /// Only a partial line, so far.
+    Partial,
+    /// A line past `MAX_LINE` (read no further: a file without line ends is
+    /// not read whole into memory).
+    TooLong,
+}
+
+fn next_delta(f: &mut File, path: &Path, offset: u64, size: u64) -> Result<Next> {
     let chunk = |at: u64| (size - at).min(MAX_DELTA as u64);
     let mut buf = read_at(f, path, offset, chunk(offset))?;
     let mut end = delta_end(&buf, MAX_DELTA);
     // One line longer than MAX_DELTA: read on until it ends.
     while end.is_none() && offset + (buf.len() as u64) < size {
         if buf.len() >= MAX_LINE {
-            return Err(Error::Invalid {
-                what: "transcript",
-                path: path.to_owned(),
-                reason: format!(
-                    "a line at byte {offset} runs past {} MiB; kith sends lines up to that",
-                    MAX_LINE >> 20
-                ),
-            });
+            return Ok(Next::TooLong);
         }
         let at = offset + buf.len() as u64;
         let more = read_at(f, path, at, chunk(at))?;
@@ -364,10 +384,13 @@ fn next_delta(f: &mut File, path: &Path, offset: u64, size: u64) -> Result<Optio
             .position(|&b| b == b'\n')
             .map(|i| had + i + 1);
     }
-    Ok(end.map(|end| {
-        buf.truncate(end);
-        buf
-    }))
+    Ok(match end {
+        Some(end) => {
+            buf.truncate(end);
+            Next::Delta(buf)
+        }
+        None => Next::Partial,
+    })
 }
 
 fn read_at(f: &mut File, path: &Path, offset: u64, len: u64) -> Result<Vec<u8>> {

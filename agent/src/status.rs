@@ -42,8 +42,8 @@ pub struct Coverage {
     pub bytes_accepted: u64,
     pub bytes_pending: u64,
     pub last_error: Option<String>,
-    /// Files whose capture waits until they change (central refused them).
-    pub parked: Vec<PathBuf>,
+    /// Files whose capture waits until they change, and why.
+    pub parked: Vec<(PathBuf, String)>,
     /// How the agent deletes its own transcripts; `None` when it keeps them.
     pub cleanup: Option<Cleanup>,
     /// Transcripts the cleanup may delete soon that central lacks in part.
@@ -233,8 +233,8 @@ pub fn report(paths: &Paths, settings: &Settings) -> Report {
             if let Some(e) = &c.last_error {
                 cov.last_error = Some(format!("{}: {e}", source.path.display()));
             }
-            if c.parked.is_some() {
-                cov.parked.push(source.path.clone());
+            if let Some(why) = &c.parked {
+                cov.parked.push((source.path.clone(), why.clone()));
             }
         }
         cov.files += 1;
@@ -326,7 +326,7 @@ impl Report {
                 "bytes_accepted": c.bytes_accepted,
                 "bytes_pending": c.bytes_pending,
                 "last_error": c.last_error,
-                "parked": c.parked,
+                "parked": c.parked.iter().map(|(p, _)| p).collect::<Vec<_>>(),
                 "cleanup": c.cleanup.map(|k| json!({
                     "setting": k.setting, "after_hours": k.after.as_secs() / 3600,
                 })),
@@ -365,12 +365,8 @@ impl fmt::Display for Report {
             if let Some(e) = &c.last_error {
                 writeln!(f, "  last error: {e}")?;
             }
-            for p in &c.parked {
-                writeln!(
-                    f,
-                    "  waiting until it changes (central refused it): {}",
-                    p.display()
-                )?;
+            for (p, why) in &c.parked {
+                writeln!(f, "  waiting until it changes: {} ({why})", p.display())?;
             }
         }
         for e in &self.excluded {

@@ -816,11 +816,13 @@ fn an_aider_history_that_is_a_link_is_not_followed() -> anyhow::Result<()> {
 }
 
 /// A transcript whose last line never ends (a file without line ends) is
-/// read up to `MAX_LINE`, not whole: the lines before it are captured, and
-/// the rest is an error naming the line's length.
+/// read up to `MAX_LINE`, not whole: the lines before it are captured, the
+/// rest is an error naming the line, and the file waits (shown by `kith
+/// status`) until it is replaced, instead of being read again at every
+/// capture.
 #[test]
-fn a_line_past_the_longest_kith_sends_is_an_error_not_a_whole_file_in_memory() -> anyhow::Result<()>
-{
+fn a_line_past_the_longest_kith_sends_parks_the_file_not_a_whole_file_in_memory(
+) -> anyhow::Result<()> {
     let device = Device::new()?;
     let dir = device.paths.claude_dir.join("projects/-p");
     fs::create_dir_all(&dir)?;
@@ -833,13 +835,43 @@ fn a_line_past_the_longest_kith_sends_is_an_error_not_a_whole_file_in_memory() -
         file.write_all(&block)?;
     }
     drop(file);
-    let said = match device.capture.file(&device.file(&path)) {
+    let source = device.file(&path);
+    let said = match device.capture.file(&source) {
         Ok(c) => format!("captured {c:?}"),
         Err(e) => e.to_string(),
     };
-    assert!(said.contains("runs past 64 MiB"), "{said}");
+    let why = format!("a line at byte {} runs past 64 MiB", first.len());
+    assert!(said.contains(&why), "{said}");
     let spooled = device.spooled()?;
     let text: String = spooled.iter().map(|(_, r)| r.jsonl.as_str()).collect();
     assert_eq!(text, first);
+
+    // Parked: the next capture reads nothing, however the file grows.
+    fs::OpenOptions::new()
+        .append(true)
+        .open(&path)?
+        .write_all(b"\n{\"type\":\"user\"}\n")?;
+    assert_eq!(device.capture.file(&source)?, Captured::default());
+    assert_eq!(device.spooled()?.len(), spooled.len());
+    let settings = crate::settings::Settings {
+        file: device.paths.config_dir.join("config.toml"),
+        central_url: None,
+        rules: Rules::default(),
+        aider_roots: Vec::new(),
+    };
+    let status = crate::status::report(&device.paths, &settings).to_string();
+    assert!(
+        status.contains(&format!("waiting until it changes: {}", path.display()))
+            && status.contains(&why),
+        "{status}"
+    );
+
+    // Replaced by another file: captured again, from its start.
+    let tmp = dir.join("endless.new");
+    fs::write(&tmp, first)?;
+    fs::rename(&tmp, &path)?;
+    assert_eq!(device.capture.file(&source)?.deltas, 1);
+    let status = crate::status::report(&device.paths, &settings).to_string();
+    assert!(!status.contains("waiting until it changes"), "{status}");
     Ok(())
 }
