@@ -1,6 +1,7 @@
 //! kith-central end to end: the real binary on loopback, driven over HTTP.
 
 use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Result;
@@ -841,6 +842,61 @@ fn the_data_directory_is_private_whatever_the_umask() -> Result<()> {
     Ok(())
 }
 
+/// Writes a blob as the store writes one, beside the first blob of `like`
+/// (a run of the same owner and machine, whose metadata it copies), with no
+/// registry row: what a crash between the two writes leaves. Its run id and
+/// folder.
+fn orphan_blob(
+    data: &Path,
+    like: &str,
+    source: &str,
+    jsonl: &str,
+    key: &str,
+) -> Result<(String, PathBuf)> {
+    let first_meta = std::fs::read_dir(data.join("runs"))?
+        .flatten()
+        .flat_map(|user| {
+            std::fs::read_dir(user.path())
+                .into_iter()
+                .flatten()
+                .flatten()
+        })
+        .flat_map(|month| {
+            std::fs::read_dir(month.path())
+                .into_iter()
+                .flatten()
+                .flatten()
+        })
+        .map(|f| f.path())
+        .find(|p| {
+            p.to_string_lossy()
+                .ends_with(&format!("{like}.metadata.json"))
+        })
+        .ok_or_else(|| anyhow::anyhow!("no metadata file"))?;
+    let dir = first_meta
+        .parent()
+        .ok_or_else(|| anyhow::anyhow!("no folder"))?
+        .to_owned();
+    // Another id of the same shape (its last digit changed).
+    let (stem, last) = like.split_at(like.len() - 1);
+    let orphan_id = format!("{stem}{}", if last == "0" { "1" } else { "0" });
+    let mut meta: Value = serde_json::from_slice(&std::fs::read(&first_meta)?)?;
+    meta["id"] = json!(orphan_id);
+    meta["root_run_id"] = json!(orphan_id);
+    meta["source_identity"] = json!(source);
+    meta["to_offset"] = json!(jsonl.len());
+    meta["jsonl_bytes"] = json!(jsonl.len());
+    meta["jsonl_sha256"] = json!(sha256_hex(jsonl.as_bytes()));
+    meta["chain_sha256"] = json!(chain_next(None, &sha256_hex(jsonl.as_bytes())));
+    meta["idempotency_key"] = json!(key);
+    std::fs::write(dir.join(format!("{orphan_id}.jsonl")), jsonl)?;
+    std::fs::write(
+        dir.join(format!("{orphan_id}.metadata.json")),
+        serde_json::to_vec(&meta)?,
+    )?;
+    Ok((orphan_id, dir))
+}
+
 /// Issue #22: a crash between writing a delta's blob and its registry row
 /// left a blob no run pointed at; the client's retry (same Idempotency-Key,
 /// no run id) was stored a second time, and `reindex` then held both. At
@@ -863,45 +919,8 @@ fn a_blob_without_its_registry_row_is_adopted_by_its_key_never_doubled() -> Resu
 
     // The crash: a second delta's blob written as the store writes one
     // (with its key), no registry row, and a temp file cut short.
-    let first_meta = std::fs::read_dir(data.join("runs"))?
-        .flatten()
-        .flat_map(|user| {
-            std::fs::read_dir(user.path())
-                .into_iter()
-                .flatten()
-                .flatten()
-        })
-        .flat_map(|month| {
-            std::fs::read_dir(month.path())
-                .into_iter()
-                .flatten()
-                .flatten()
-        })
-        .map(|f| f.path())
-        .find(|p| p.to_string_lossy().ends_with(".metadata.json"))
-        .ok_or_else(|| anyhow::anyhow!("no metadata file"))?;
-    let dir = first_meta
-        .parent()
-        .ok_or_else(|| anyhow::anyhow!("no folder"))?
-        .to_owned();
     let jsonl = line("the okapi ledger, second part", 1);
-    // Another id of the same shape (its last digit changed).
-    let (stem, last) = first_id.split_at(first_id.len() - 1);
-    let orphan_id = format!("{stem}{}", if last == "0" { "1" } else { "0" });
-    let mut meta: Value = serde_json::from_slice(&std::fs::read(&first_meta)?)?;
-    meta["id"] = json!(orphan_id);
-    meta["root_run_id"] = json!(orphan_id);
-    meta["source_identity"] = json!("s2");
-    meta["to_offset"] = json!(jsonl.len());
-    meta["jsonl_bytes"] = json!(jsonl.len());
-    meta["jsonl_sha256"] = json!(sha256_hex(jsonl.as_bytes()));
-    meta["chain_sha256"] = json!(chain_next(None, &sha256_hex(jsonl.as_bytes())));
-    meta["idempotency_key"] = json!("key-2");
-    std::fs::write(dir.join(format!("{orphan_id}.jsonl")), &jsonl)?;
-    std::fs::write(
-        dir.join(format!("{orphan_id}.metadata.json")),
-        serde_json::to_vec(&meta)?,
-    )?;
+    let (orphan_id, dir) = orphan_blob(&data, &first_id, "s2", &jsonl, "key-2")?;
     std::fs::write(dir.join(".tmp-0123456789abcdef"), "cut sh")?;
     let doctor = run_central(&data, &["doctor"])?;
     let said = String::from_utf8_lossy(&doctor.stdout);
@@ -1125,6 +1144,53 @@ fn quarantine_hides_a_revoked_machines_runs_from_others_until_released() -> Resu
     assert!(audit.body["entries"]
         .as_array()
         .is_some_and(|e| e.iter().any(|x| x["reader"] == "bob.test")));
+    Ok(())
+}
+
+/// A blob whose registry row a crash lost, of a machine revoked since,
+/// comes back with `reindex` quarantined, as its delta would have been had
+/// it arrived after the revocation: only its owner reads it.
+#[test]
+fn reindex_quarantines_a_revoked_machines_run_it_finds_only_in_the_blobs() -> Result<()> {
+    let mut central = Central::start()?;
+    let alice = central.client(&central.register("alice.test", "laptop")?);
+    let bob = central.client(&central.register("bob.test", "desktop")?);
+    let first = family_run(&alice, "s", "the octopus plan")?;
+    share_family(&alice, "bob.test")?;
+    central.kill()?;
+    let data = central.data_dir.clone();
+    let (orphan, _) = orphan_blob(
+        &data,
+        &first,
+        "s2",
+        &line("the octopus plan, part two", 1),
+        "k",
+    )?;
+    admin(
+        &data,
+        &[
+            "machine",
+            "revoke",
+            "--user",
+            "alice.test",
+            "--name",
+            "laptop",
+        ],
+    )?;
+    admin(&data, &["reindex"])?;
+    central.restart()?;
+    assert_eq!(
+        bob.get(&format!("/api/runs/{first}"))?.status,
+        200,
+        "a run captured before the revocation stays shared"
+    );
+    assert_eq!(
+        bob.get(&format!("/api/runs/{orphan}"))?.status,
+        404,
+        "the adopted run is quarantined"
+    );
+    let alice2 = central.client(&central.register("alice.test", "phone")?);
+    assert_eq!(alice2.get(&format!("/api/runs/{orphan}"))?.status, 200);
     Ok(())
 }
 

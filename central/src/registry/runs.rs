@@ -95,6 +95,17 @@ static REPLACE_RUN: LazyLock<String> = LazyLock::new(|| {
     )
 });
 
+/// Quarantines a run new to the catalog whose machine is revoked (its
+/// delta was on its way): only its owner reads it.
+fn quarantine_if_revoked(tx: &rusqlite::Transaction<'_>, meta: &RunMeta) -> Result<()> {
+    tx.prepare_cached(
+        "UPDATE runs SET quarantined = 1 WHERE id = ?1 AND EXISTS (
+             SELECT 1 FROM machines WHERE id = ?2 AND revoked_at IS NOT NULL)",
+    )?
+    .execute(params![meta.id, meta.machine_id])?;
+    Ok(())
+}
+
 /// Runs `sql` (`INSERT_RUN` or `REPLACE_RUN`) for one run, and writes its
 /// indexing job, inside the caller's transaction.
 fn write_run(tx: &rusqlite::Transaction<'_>, new: &NewRun<'_>, sql: &str) -> Result<()> {
@@ -243,11 +254,7 @@ impl Registry {
         let mut conn = self.conn();
         let tx = conn.transaction()?;
         write_run(&tx, new, &INSERT_RUN)?;
-        tx.prepare_cached(
-            "UPDATE runs SET quarantined = 1 WHERE id = ?1 AND EXISTS (
-                 SELECT 1 FROM machines WHERE id = ?2 AND revoked_at IS NOT NULL)",
-        )?
-        .execute(params![new.meta.id, new.meta.machine_id])?;
+        quarantine_if_revoked(&tx, new.meta)?;
         supersede(&tx, new.meta)?;
         tx.commit()?;
         Ok(())
@@ -258,12 +265,13 @@ impl Registry {
     /// catalog already holds keeps what its blob does not say: when central
     /// captured it, its quarantine and its idempotency key (a reindex must
     /// not show a quarantined run to others again); its index and vector
-    /// state start over.
+    /// state start over. A run it did not hold is quarantined when its
+    /// machine is revoked, as if its delta arrived now.
     pub fn replace_runs(&self, runs: &[NewRun<'_>]) -> Result<()> {
         let mut conn = self.conn();
         let tx = conn.transaction()?;
         tx.execute("DELETE FROM index_jobs", [])?;
-        let known: Vec<String> = tx
+        let known: std::collections::HashSet<String> = tx
             .prepare("SELECT id FROM runs")?
             .query_map([], |r| r.get(0))?
             .collect::<rusqlite::Result<_>>()?;
@@ -274,6 +282,9 @@ impl Registry {
         }
         for new in runs {
             write_run(&tx, new, &REPLACE_RUN)?;
+            if !known.contains(&new.meta.id) {
+                quarantine_if_revoked(&tx, new.meta)?;
+            }
         }
         tx.commit()?;
         Ok(())
