@@ -2186,6 +2186,59 @@ fn conformance_a_vector_of_a_rewritten_text_is_made_again() -> Result<()> {
     Ok(())
 }
 
+/// A run put again for its standing alone (a tag edit) keeps its vectors:
+/// the model is not asked for its text again, and a semantic search with
+/// the new tag finds it. (A rewritten text is embedded again: above.)
+#[test]
+fn conformance_a_tag_edit_keeps_the_vectors() -> Result<()> {
+    for backend in backends()? {
+        let b = backend.name;
+        let embedder = HeldEmbedder::start("no text holds this")?;
+        let (central, _tmp) = start_with(&backend, &embedder)?;
+        let alice = central.client(&central.register("alice.test", "laptop")?);
+        let run = ingest(&alice, "a", "the pelican budget for the lake", json!({}))?;
+        let before = alice.wait_embedded(&run, EMBEDDED_WITHIN)?;
+        let asked = embedder.inputs();
+        assert!(
+            asked.iter().any(|t| t.contains("pelican budget")),
+            "{b}: {asked:?}"
+        );
+        let conversation = before["conversation"].as_str().unwrap_or_default();
+        let tagged = alice.post(
+            &format!("/api/conversations/{conversation}/tags"),
+            &json!({"add": ["birds"]}),
+        )?;
+        assert_eq!(tagged.status, 200, "{b}: {tagged:?}");
+        // Indexed again (with the tag), then its vectors are accounted for.
+        let deadline = std::time::Instant::now() + INDEXED_WITHIN;
+        loop {
+            let r = alice.get(&format!("/api/runs/{run}"))?;
+            if r.body["indexed_at"] != before["indexed_at"] && r.body["embedded_at"].is_string() {
+                break;
+            }
+            ensure!(
+                std::time::Instant::now() < deadline,
+                "{b}: not indexed again: {r:?}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert_eq!(embedder.inputs(), asked, "{b}: nothing embedded again");
+        let sem = search(
+            &alice,
+            json!({"query": "pelican budget", "mode": "semantic",
+                   "filters": {"tags": ["birds"]}}),
+        )?;
+        assert_eq!(run_ids(&sem), vec![run], "{b}: {sem}");
+        let untagged = search(
+            &alice,
+            json!({"query": "pelican budget", "mode": "semantic",
+                   "filters": {"tags": ["fish"]}}),
+        )?;
+        assert!(run_ids(&untagged).is_empty(), "{b}: {untagged}");
+    }
+    Ok(())
+}
+
 /// Facet filters keep exactly the conversations in which a run the viewer
 /// may read did the thing (every run of such a conversation, none of any
 /// other), in keyword and hybrid mode: a file by its whole path or a suffix

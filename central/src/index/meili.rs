@@ -31,7 +31,7 @@ mod filter;
 mod http;
 mod schema;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, RwLock, TryLockError};
@@ -256,6 +256,38 @@ impl MeiliIndex {
             },
         )?;
         Ok(page.results.into_iter().map(|d| (d.id, d.text)).collect())
+    }
+
+    /// The indexed chunks of `runs`, by id.
+    fn chunks_of(&self, runs: &[String]) -> Result<HashMap<String, ToEmbedDoc>> {
+        let mut out = HashMap::new();
+        for ids in runs.chunks(DOCS_PER_REQUEST) {
+            let docs = self.texts_where(filter::runs_filter(ids), "reading replaced chunks")?;
+            out.extend(docs.into_iter().map(|d| (d.id.clone(), d)));
+        }
+        Ok(out)
+    }
+
+    /// Every chunk `filter` matches: its id, text and vector's model.
+    fn texts_where(&self, filter: String, what: &str) -> Result<Vec<ToEmbedDoc>> {
+        let mut out = Vec::new();
+        loop {
+            let (filter, offset) = (filter.clone(), out.len());
+            let page = self.call(what, REQUEST_TIMEOUT, move |index| async move {
+                let mut query = DocumentsQuery::new(&index);
+                query
+                    .with_filter(&filter)
+                    .with_fields(["id", "text", "vector_model"])
+                    .with_offset(offset)
+                    .with_limit(DOCS_PER_REQUEST);
+                query.execute::<ToEmbedDoc>().await
+            })?;
+            let n = page.results.len();
+            out.extend(page.results);
+            if n < DOCS_PER_REQUEST {
+                return Ok(out);
+            }
+        }
     }
 
     /// Deletes every chunk of `runs`, waiting for each task.
@@ -883,13 +915,43 @@ impl SearchIndex for MeiliIndex {
         }
         self.ensure_ready()?;
         let _vectors = self.vector_writes.lock().unwrap_or_else(|p| p.into_inner());
-        // Old chunks of these runs go first (a run indexed again may have
-        // fewer chunks); Meilisearch runs an index's tasks in order.
-        self.delete_chunks_of(&runs, "deleting replaced chunks")?;
-        for batch in docs.chunks(DOCS_PER_REQUEST) {
+        // A run is put again when its standing changes (a tag edit, a
+        // quarantine) as well as its text: a chunk whose text stayed keeps
+        // its vector (a partial update leaves `_vectors` as it is), the
+        // others are replaced without one, and chunks the runs no longer
+        // have go.
+        let had = self.chunks_of(&runs)?;
+        let new_ids: HashSet<&str> = docs.iter().map(|d| d.id.as_str()).collect();
+        let gone: Vec<String> = had
+            .keys()
+            .filter(|id| !new_ids.contains(id.as_str()))
+            .cloned()
+            .collect();
+        let (kept, replaced): (Vec<ChunkDoc>, Vec<ChunkDoc>) = docs.into_iter().partition(|d| {
+            had.get(&d.id)
+                .is_some_and(|old| old.vector_model.is_some() && old.text == d.text)
+        });
+        for batch in gone.chunks(DOCS_PER_REQUEST) {
+            let batch = batch.to_vec();
+            self.write(
+                "deleting replaced chunks",
+                WRITE_TIMEOUT,
+                move |index| async move { index.delete_documents(&batch).await },
+            )?;
+        }
+        for batch in replaced.chunks(DOCS_PER_REQUEST) {
             let batch = batch.to_vec();
             self.write("adding chunks", WRITE_TIMEOUT, move |index| async move {
                 index.add_or_replace(&batch, Some(PRIMARY_KEY)).await
+            })?;
+        }
+        for batch in kept.chunks(DOCS_PER_REQUEST) {
+            let batch = batch
+                .iter()
+                .map(schema::without_vector)
+                .collect::<Result<Vec<_>>>()?;
+            self.write("updating chunks", WRITE_TIMEOUT, move |index| async move {
+                index.add_or_update(&batch, Some(PRIMARY_KEY)).await
             })?;
         }
         Ok(())
@@ -1038,35 +1100,12 @@ impl SearchIndex for MeiliIndex {
     fn chunks_to_embed(&self, run_id: &str) -> Result<Vec<(String, String)>> {
         let model = self.attached_model().ok();
         let filter = format!("run_id = {}", filter::quote(run_id));
-        let mut out = Vec::new();
-        let mut offset = 0;
-        loop {
-            let filter = filter.clone();
-            let page = self.call(
-                "reading a run's chunks",
-                REQUEST_TIMEOUT,
-                move |index| async move {
-                    let mut query = DocumentsQuery::new(&index);
-                    query
-                        .with_filter(&filter)
-                        .with_fields(["id", "text", "vector_model"])
-                        .with_offset(offset)
-                        .with_limit(DOCS_PER_REQUEST);
-                    query.execute::<ToEmbedDoc>().await
-                },
-            )?;
-            let n = page.results.len();
-            out.extend(
-                page.results
-                    .into_iter()
-                    .filter(|d| model.is_none() || d.vector_model != model)
-                    .map(|d| (d.id, d.text)),
-            );
-            if n < DOCS_PER_REQUEST {
-                return Ok(out);
-            }
-            offset += n;
-        }
+        Ok(self
+            .texts_where(filter, "reading a run's chunks")?
+            .into_iter()
+            .filter(|d| model.is_none() || d.vector_model != model)
+            .map(|d| (d.id, d.text))
+            .collect())
     }
 
     fn n_chunks(&self) -> Result<u64> {

@@ -11,6 +11,7 @@ use meilisearch_sdk::settings::{
     TypoToleranceSettings,
 };
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use crate::index::{chunk_id, path_prefixes, Standing};
 
@@ -109,6 +110,19 @@ pub struct ChunkDoc {
     pub vectors: NoVector,
     /// Which model's vector the chunk holds; null until `put_vectors`.
     pub vector_model: Option<String>,
+}
+
+/// `doc` as a partial update that leaves the chunk's vector, and the model
+/// it came from, as they are.
+pub fn without_vector(doc: &ChunkDoc) -> crate::error::Result<serde_json::Map<String, Value>> {
+    let Value::Object(mut fields) = serde_json::to_value(doc)? else {
+        return Err(crate::error::Error::Internal(
+            "a chunk document is not an object".into(),
+        ));
+    };
+    fields.remove("_vectors");
+    fields.remove("vector_model");
+    Ok(fields)
 }
 
 /// `{"default": null}`. (`"_vectors": null` fails a whole batch.)
