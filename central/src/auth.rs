@@ -49,10 +49,13 @@ impl FromRequestParts<AppState> for Viewer {
             .map(|(_, t)| Token::new(t.trim().to_owned()))
             .filter(|t| !t.expose().is_empty())
             .ok_or(Error::Unauthorized)?;
-        let viewer = state
-            .registry()
-            .viewer_by_token(&token.sha256())?
-            .ok_or(Error::Unauthorized)?;
+        // Off the async workers: a registry read can wait behind a long one.
+        let registry = state.clone();
+        let viewer = tokio::task::spawn_blocking(move || {
+            registry.registry().viewer_by_token(&token.sha256())
+        })
+        .await??
+        .ok_or(Error::Unauthorized)?;
         if let Some(machine) = viewer.machine_id() {
             state.note_seen(machine);
         }

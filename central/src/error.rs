@@ -68,6 +68,16 @@ impl Error {
         Self::NotFound { what: "run" }
     }
 
+    /// A run's blob that could not be read: gone means the run is (a forget
+    /// deletes the blobs just before the rows), anything else is an error.
+    pub fn reading_blob(e: std::io::Error) -> Self {
+        if e.kind() == std::io::ErrorKind::NotFound {
+            Self::run_not_found()
+        } else {
+            e.into()
+        }
+    }
+
     pub fn status(&self) -> StatusCode {
         match self {
             Self::BadRequest { .. } => StatusCode::BAD_REQUEST,

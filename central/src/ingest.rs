@@ -42,6 +42,8 @@ use crate::store::{BlobMeta, BlobStore};
 
 const MAX_SOURCE_IDENTITY: usize = 1024;
 const MAX_FIELD_LEN: usize = 4096;
+/// The most kinds of redaction a delta may count (the agent knows 23).
+const MAX_REDACTION_KINDS: usize = 64;
 
 /// A delta that passed every check that needs no stored state.
 struct Delta {
@@ -126,6 +128,15 @@ fn validate(req: IngestRequest, idempotency_key: Option<String>) -> Result<Delta
                 format!("{name} is longer than {MAX_FIELD_LEN} bytes"),
             ));
         }
+    }
+    // Kinds of secret masked, with counts: a few dozen short names.
+    if req.redactions.len() > MAX_REDACTION_KINDS
+        || req.redactions.keys().any(|k| k.is_empty() || k.len() > 64)
+    {
+        return Err(Error::bad_request(
+            "invalid_redactions",
+            format!("redactions must name at most {MAX_REDACTION_KINDS} kinds of 1-64 bytes"),
+        ));
     }
     if let Some(key) = &idempotency_key {
         if key.is_empty() || key.len() > 256 {

@@ -34,14 +34,31 @@ pub const MAX_HEADER_BYTES: usize = 32 * 1024;
 /// and its connection back, instead of holding it for ever.
 pub const BODY_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// The largest body of any request but a delta (a search, a tag edit, a
+/// share, a web form: a few KiB of JSON each). Parsed, a body of many short
+/// strings takes ten times its size; a delta's limit is the configured one.
+pub const MAX_REQUEST_BYTES: usize = 1024 * 1024;
+
+/// The body limit of a request to `path`, `ingest` being the configured one.
+pub fn body_limit(ingest: usize, path: &str) -> usize {
+    if path == "/api/runs" {
+        ingest
+    } else {
+        ingest.min(MAX_REQUEST_BYTES)
+    }
+}
+
 pub fn app(state: AppState) -> Router {
-    let limit = state.config().max_body_bytes;
+    let ingest = state.config().max_body_bytes;
     Router::new()
         .route("/healthz", get(meta::healthz))
         .route("/metrics", get(meta::metrics))
         .route("/api/openapi.json", get(meta::openapi))
         .route("/api/status", get(meta::status))
-        .route("/api/runs", post(runs::post))
+        .route(
+            "/api/runs",
+            post(runs::post).layer(DefaultBodyLimit::max(body_limit(ingest, "/api/runs"))),
+        )
         .route("/api/runs/forest", get(runs::forest))
         .route("/api/runs/{id}", get(runs::get))
         .route("/api/runs/{id}/jsonl", get(runs::jsonl))
@@ -64,8 +81,8 @@ pub fn app(state: AppState) -> Router {
         .fallback(|| async { Error::NotFound { what: "route" } })
         .method_not_allowed_fallback(|| async { Error::MethodNotAllowed })
         // The limit applies to the decompressed body, so a small zstd bomb
-        // cannot expand past it.
-        .layer(DefaultBodyLimit::max(limit))
+        // cannot expand past it. (A delta's route sets its own.)
+        .layer(DefaultBodyLimit::max(body_limit(ingest, "")))
         .layer(RequestDecompressionLayer::new().gzip(true).zstd(true))
         .layer(RequestBodyTimeoutLayer::new(BODY_READ_TIMEOUT))
         // One line per request at debug (method, path, status, latency; no
@@ -81,15 +98,13 @@ pub fn app(state: AppState) -> Router {
         )
         .layer(middleware::from_fn(
             move |req: Request, next: Next| async move {
+                let limit = body_limit(ingest, req.uri().path());
                 match check_head(&req, limit) {
-                    Ok(()) => next.run(req).await,
+                    Ok(()) => with_error_body(next.run(req).await, limit),
                     Err(e) => e.into_response(),
                 }
             },
         ))
-        .layer(middleware::map_response(move |res: Response| async move {
-            with_error_body(res, limit)
-        }))
         .with_state(state)
 }
 
@@ -128,7 +143,7 @@ const PAGE_BODY_LIMIT: usize = 16 * 1024;
 /// bearer looked up: a target or headers over their limits, or a declared
 /// `Content-Length` over the body limit (a compressed body that long
 /// decompresses longer still, but for a few bytes of framing).
-fn check_head(req: &Request, body_limit: usize) -> Result<(), Error> {
+fn check_head(req: &Request, limit: usize) -> Result<(), Error> {
     let target = req.uri().path_and_query().map_or(0, |pq| pq.as_str().len());
     if target > MAX_URI_BYTES {
         return Err(Error::UriTooLong {
@@ -150,15 +165,15 @@ fn check_head(req: &Request, body_limit: usize) -> Result<(), Error> {
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > body_limit as u64) {
-        return Err(Error::PayloadTooLarge { limit: body_limit });
+    if declared.is_some_and(|n| n > limit as u64) {
+        return Err(Error::PayloadTooLarge { limit });
     }
     Ok(())
 }
 
 /// A refusal made below the handlers comes without a body: it gets kith's,
 /// keeping its headers (`Allow`, `Accept-Encoding`).
-fn with_error_body(res: Response, body_limit: usize) -> Response {
+fn with_error_body(res: Response, limit: usize) -> Response {
     let status = res.status();
     if !status.is_client_error()
         || res.headers().contains_key(header::CONTENT_TYPE)
@@ -169,7 +184,7 @@ fn with_error_body(res: Response, body_limit: usize) -> Response {
     let error = match status {
         StatusCode::BAD_REQUEST => Error::bad_request("bad_request", "the request is malformed"),
         StatusCode::METHOD_NOT_ALLOWED => Error::MethodNotAllowed,
-        StatusCode::PAYLOAD_TOO_LARGE => Error::PayloadTooLarge { limit: body_limit },
+        StatusCode::PAYLOAD_TOO_LARGE => Error::PayloadTooLarge { limit },
         StatusCode::URI_TOO_LONG => Error::UriTooLong {
             limit: MAX_URI_BYTES,
         },

@@ -181,7 +181,8 @@ fn all_turns(store: &BlobStore, runs: &[StoredRun]) -> Result<Vec<ConversationTu
     let blobs = runs
         .iter()
         .map(|run| store.read_jsonl(&run.blob_path))
-        .collect::<std::io::Result<Vec<_>>>()?;
+        .collect::<std::io::Result<Vec<_>>>()
+        .map_err(Error::reading_blob)?;
     let deltas: Vec<&[u8]> = blobs.iter().map(Vec::as_slice).collect();
     // A conversation is one agent's transcript: its first run's runtime.
     let format = runs

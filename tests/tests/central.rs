@@ -293,6 +293,7 @@ fn bad_input_gets_a_clear_error_and_stores_nothing() -> Result<()> {
         ("unknown bearer", http.post(&url).bearer_auth("kith_0000").json(&delta("s", 0, "{}\n")), 401, "unauthorized"),
         ("traversal in path", http.get(alice.url("/api/runs/..%2F..%2Fetc%2Fpasswd")).bearer_auth(&token), 400, "invalid_id"),
         ("dots in path", http.get(alice.url("/api/runs/r1.jsonl/descendants")).bearer_auth(&token), 400, "invalid_id"),
+        ("too many redaction kinds", http.post(&url).bearer_auth(&token).json(&json!({"jsonl":"{}\n","agent_runtime":"pi","source_identity":"s","from_offset":0,"to_offset":3,"redactions":(0..65).map(|i| (format!("k{i}"), json!(1))).collect::<serde_json::Map<_, _>>()})), 400, "invalid_redactions"),
         ("unknown parent", http.post(&url).bearer_auth(&token).json(&json!({"jsonl":"{}\n","agent_runtime":"pi","source_identity":"s","from_offset":0,"to_offset":3,"parent_run_id":"rnope"})), 400, "unknown_parent"),
     ];
     for (what, req, status, code) in cases {
@@ -330,6 +331,43 @@ fn bad_input_gets_a_clear_error_and_stores_nothing() -> Result<()> {
     )?;
     assert_eq!((r.status, r.code()), (413, "payload_too_large"), "{r:?}");
     assert_eq!(stored_files(&central), Vec::<String>::new());
+    Ok(())
+}
+
+/// Only a delta may be as large as the configured limit: any other body
+/// (here a tag edit of a few million empty strings, which would take ten
+/// times its size once parsed) is refused past 1 MiB.
+#[test]
+fn only_a_delta_may_be_larger_than_a_mebibyte() -> Result<()> {
+    let central = Central::start()?;
+    let alice = central.client(&central.register("alice.test", "laptop")?);
+    let pad = "x".repeat(1_500_000);
+    let run = alice.post("/api/runs", &delta("s", 0, &line(&pad, 0)))?;
+    assert_eq!(run.status, 202, "a delta of 1.5 MB is taken");
+    let id = run.body["run_id"].as_str().unwrap_or_default().to_owned();
+    let conversation = alice.wait_indexed(&id, Duration::from_secs(10))?["conversation"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let tags = json!({"add": vec![""; 600_000]});
+    for (path, body) in [
+        (format!("/api/conversations/{conversation}/tags"), tags),
+        ("/api/search".to_owned(), json!({"query": pad})),
+    ] {
+        let r = alice.post(&path, &body)?;
+        assert_eq!(
+            (r.status, r.code()),
+            (413, "payload_too_large"),
+            "{path}: {r:?}"
+        );
+        let said = r.body["error"]["message"].as_str().unwrap_or_default();
+        assert!(said.contains("1048576"), "{path}: {said}");
+    }
+    let tagged = alice.post(
+        &format!("/api/conversations/{conversation}/tags"),
+        &json!({"add": ["kept"]}),
+    )?;
+    assert_eq!(tagged.status, 200, "a small edit still goes: {tagged:?}");
     Ok(())
 }
 

@@ -194,7 +194,13 @@ pub async fn tags(
     Path(id): Path<String>,
     ApiJson(req): ApiJson<TagsRequest>,
 ) -> Result<Json<TagsResponse>> {
-    let res = tokio::task::spawn_blocking(move || crate::tagging::edit(&state, &viewer, &id, &req))
-        .await??;
+    // Not beside a forget of the conversation (its rewritten metadata would
+    // outlive the run) nor a delta deciding its tags.
+    let gate = state.ingest_gate().await;
+    let res = tokio::task::spawn_blocking(move || {
+        let _gate = gate;
+        crate::tagging::edit(&state, &viewer, &id, &req)
+    })
+    .await??;
     Ok(Json(res))
 }

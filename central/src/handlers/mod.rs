@@ -30,12 +30,14 @@ where
     type Rejection = Error;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let limit = crate::routes::body_limit(
+            AppState::from_ref(state).config().max_body_bytes,
+            req.uri().path(),
+        );
         match axum::Json::<T>::from_request(req, state).await {
             Ok(axum::Json(v)) => Ok(Self(v)),
             Err(rejection) => Err(match rejection.status() {
-                StatusCode::PAYLOAD_TOO_LARGE => Error::PayloadTooLarge {
-                    limit: AppState::from_ref(state).config().max_body_bytes,
-                },
+                StatusCode::PAYLOAD_TOO_LARGE => Error::PayloadTooLarge { limit },
                 StatusCode::UNSUPPORTED_MEDIA_TYPE => Error::UnsupportedMediaType {
                     message: rejection.body_text(),
                 },

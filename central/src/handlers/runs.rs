@@ -67,7 +67,9 @@ pub async fn jsonl(
 ) -> Result<Response> {
     let s = state.clone();
     let run = tokio::task::spawn_blocking(move || read_run(&s, &viewer, &id, "jsonl")).await??;
-    let file = tokio::fs::File::open(state.store().absolute(&run.blob_path)).await?;
+    let file = tokio::fs::File::open(state.store().absolute(&run.blob_path))
+        .await
+        .map_err(Error::reading_blob)?;
     Ok((
         [
             (header::CONTENT_TYPE, "application/x-ndjson".to_owned()),
