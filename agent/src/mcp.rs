@@ -174,7 +174,8 @@ enum Runtime {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct SearchArgs {
-    /// What to look for, in plain words ("why did the migration fail"). A
+    /// What to look for, in plain words ("why did the migration fail"; at
+    /// most 4096 bytes). A
     /// time in the words ("on 7 March, 2024", "yesterday", "last week",
     /// "in June") ranks what happened then first; `since`/`until` keep only
     /// that time.
@@ -216,7 +217,9 @@ struct ReadArgs {
     id: Option<String>,
     /// Only these lines of the cited run, like "12-40" (overrides the citation's lines).
     lines: Option<String>,
-    /// Only these turns of the conversation, 1-based, like "1-20".
+    /// Only these turns, 1-based, like "1-20": of the conversation, or with
+    /// a citation of the turns it cites. An answer cut to max_tokens says
+    /// which turns to ask for next.
     turns: Option<String>,
     /// Tool calls with their input and output instead of one line each.
     tools: Option<bool>,
@@ -231,7 +234,8 @@ struct RecentArgs {
     project: Option<String>,
     /// Only conversations active since then: 30m, 12h, 7d, 2w or RFC 3339.
     since: Option<String>,
-    /// How many conversations, 1 to 200 (default 10).
+    /// How many conversations, 1 to 200 (default 10), each with the number
+    /// of its subagents.
     limit: Option<u32>,
     /// Most tokens the answer may hold (default 4000, at most 32000).
     max_tokens: Option<u32>,
@@ -240,7 +244,7 @@ struct RecentArgs {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct ContextArgs {
-    /// The task at hand, in plain words.
+    /// The task at hand, in plain words (at most 4096 bytes).
     task: String,
     /// Most tokens the pack may hold (default 4000, at most 32000).
     budget_tokens: Option<u32>,
@@ -414,37 +418,61 @@ impl Kith {
             (None, Some((from, _))) => from - 1,
             _ => 0,
         };
-        let mut turns = self
+        let (mut turns, total) = self
             .turns_until(&conversation.id, start, |turns| {
                 match (&cited, turns_range) {
                     (Some(c), _) => past_run(turns, &c.run),
-                    (None, Some((from, to))) => turns.len() as u64 > to - from,
-                    (None, None) => tokens::approx(&render::read(conversation, turns, tools)) > max,
+                    (None, Some((from, to))) => {
+                        turns.len() as u64 > to - from
+                            || tokens::approx(&render::read(
+                                conversation,
+                                &found.subagents,
+                                turns,
+                                tools,
+                            )) > max
+                    }
+                    (None, None) => {
+                        tokens::approx(&render::read(conversation, &found.subagents, turns, tools))
+                            > max
+                    }
                 }
             })
             .await?;
-        if let (Some(c), Some((from, to))) = (&cited, lines) {
-            turns.retain(|t| t.run_id == c.run && t.line_start <= to && from <= t.line_end);
+        if let Some(c) = &cited {
+            if let Some((from, to)) = lines {
+                turns.retain(|t| t.run_id == c.run && t.line_start <= to && from <= t.line_end);
+            }
+            if let Some((from, to)) = turns_range {
+                let skip = usize::try_from(from - 1).unwrap_or(usize::MAX);
+                let take = usize::try_from(to - from + 1).unwrap_or(usize::MAX);
+                turns = turns.into_iter().skip(skip).take(take).collect();
+            }
+            let text = render::read(conversation, &found.subagents, &turns, tools);
+            return Ok(render::bounded(&text, max));
         }
-        if let Some((from, to)) = turns_range {
-            let skip = if cited.is_some() { from - 1 } else { 0 };
-            let skip = usize::try_from(skip).unwrap_or(usize::MAX);
-            let take = usize::try_from(to - from + 1).unwrap_or(usize::MAX);
-            turns = turns.into_iter().skip(skip).take(take).collect();
-        }
-        let text = render::read(conversation, &turns, tools);
-        Ok(render::bounded(&text, max))
+        // Whole turns within the budget, and where to read on.
+        let (from, to) = turns_range.unwrap_or((1, total.max(1)));
+        turns.truncate(usize::try_from(to - from + 1).unwrap_or(usize::MAX));
+        Ok(render::read_page(
+            conversation,
+            &found.subagents,
+            &turns,
+            render::Page { from, to, total },
+            tools,
+            max,
+        ))
     }
 
     /// A conversation's turns from `offset`, a page at a time, until the
     /// conversation ends or `enough` says the turns read suffice (a long
-    /// conversation is not read whole for a few of its turns).
+    /// conversation is not read whole for a few of its turns); and how many
+    /// turns it has.
     async fn turns_until(
         &self,
         id: &str,
         mut offset: u64,
         enough: impl Fn(&[ConversationTurn]) -> bool,
-    ) -> std::result::Result<Vec<ConversationTurn>, Failure> {
+    ) -> std::result::Result<(Vec<ConversationTurn>, u64), Failure> {
         let mut turns = Vec::new();
         loop {
             let page: TurnsResponse = self
@@ -461,7 +489,7 @@ impl Kith {
             turns.extend(page.turns);
             match page.next_offset {
                 Some(next) if next > offset && !enough(&turns) => offset = next,
-                _ => return Ok(turns),
+                _ => return Ok((turns, page.total)),
             }
         }
     }

@@ -347,10 +347,20 @@ fn a_long_conversation_is_read_in_the_part_asked_for() -> Result<()> {
     for i in [2221, 2223, 2] {
         assert!(!cited.contains(&step(i)), "{cited}");
     }
+    // Whole turns within the budget, and the turns to ask for next.
     let start = ok(&r[3]);
     assert!(start.contains(&step(2)), "{start}");
-    assert!(start.contains("cut to max_tokens=200"), "{start}");
-    assert!(!start.contains(&step(2500)), "{start}");
+    let shown: u32 = start
+        .split_once("[turns 1-")
+        .and_then(|(_, rest)| rest.split_once(" of 2500 shown (max_tokens=200)"))
+        .and_then(|(n, _)| n.parse().ok())
+        .with_context(|| format!("no note of the turns shown: {start}"))?;
+    assert!(
+        start.ends_with(&format!("read on with turns \"{}-2500\"]\n", shown + 1)),
+        "{start}"
+    );
+    assert!(start.contains(&step(shown)), "{start}");
+    assert!(!start.contains(&step(shown + 1)), "{start}");
     Ok(())
 }
 

@@ -95,23 +95,32 @@ pub fn search(res: &SearchResponse) -> String {
     out
 }
 
-/// Conversations, newest first: id, title, who, when, files touched.
+/// Conversations, newest first: id, title, who, when, how many subagents
+/// (`read` names them), files touched.
 pub fn recent(res: &ConversationsResponse) -> String {
     let mut out = String::new();
     if res.conversations.is_empty() {
         out.push_str("no conversations\n");
         return out;
     }
-    for c in &res.conversations {
+    // Each conversation is followed by its subagents' (depth > 0).
+    let list = &res.conversations;
+    for (i, c) in list.iter().enumerate().filter(|(_, c)| c.depth == 0) {
+        let subagents = list[i + 1..].iter().take_while(|s| s.depth > 0).count();
         let _ = writeln!(
             out,
-            "{} {} ({}, {}, {}, {} turns)",
+            "{} {} ({}, {}, {}, {} turns{})",
             c.id,
             title(c.title.as_deref()),
             c.owner,
             c.machine,
             day(&c.last_activity_at),
-            c.turn_count
+            c.turn_count,
+            match subagents {
+                0 => String::new(),
+                1 => ", 1 subagent".to_owned(),
+                n => format!(", {n} subagents"),
+            }
         );
         if !c.files_touched.is_empty() {
             let shown: Vec<&str> = c.files_touched.iter().take(8).map(String::as_str).collect();
@@ -127,8 +136,13 @@ pub fn recent(res: &ConversationsResponse) -> String {
     out
 }
 
-/// One conversation's heading and the turns asked for.
-pub fn read(c: &Conversation, turns: &[ConversationTurn], tools: bool) -> String {
+/// One conversation's heading, its subagents' ids, and the turns asked for.
+pub fn read(
+    c: &Conversation,
+    subagents: &[Conversation],
+    turns: &[ConversationTurn],
+    tools: bool,
+) -> String {
     let mut out = format!(
         "# {} ({}, {}, {}, {}{})\n",
         title(c.title.as_deref()),
@@ -141,6 +155,22 @@ pub fn read(c: &Conversation, turns: &[ConversationTurn], tools: bool) -> String
             .map(|d| format!(", {d}"))
             .unwrap_or_default()
     );
+    for sub in subagents.iter().take(MAX_SUBAGENTS_LISTED) {
+        let _ = writeln!(
+            out,
+            "subagent {} {} ({} turns)",
+            sub.id,
+            title(sub.title.as_deref()),
+            sub.turn_count
+        );
+    }
+    if subagents.len() > MAX_SUBAGENTS_LISTED {
+        let _ = writeln!(
+            out,
+            "(+{} more subagents)",
+            subagents.len() - MAX_SUBAGENTS_LISTED
+        );
+    }
     if turns.is_empty() {
         out.push_str("no turns in that range\n");
         return out;
@@ -150,6 +180,74 @@ pub fn read(c: &Conversation, turns: &[ConversationTurn], tools: bool) -> String
         &c.inline_subagents,
         ShowOptions { tools },
     ));
+    out
+}
+
+/// Subagents named in a `read`'s heading; the rest are counted.
+const MAX_SUBAGENTS_LISTED: usize = 20;
+
+/// The turns a `read` asked for: `from` to `to` (1-based) of `total`.
+#[derive(Debug, Clone, Copy)]
+pub struct Page {
+    pub from: u64,
+    pub to: u64,
+    pub total: u64,
+}
+
+/// `read` of as many whole turns of `turns` (turns `page.from` on) as fit
+/// `max_tokens`, and, when that is not all of them, which turns to ask for
+/// next. A first turn longer than the budget is cut.
+pub fn read_page(
+    c: &Conversation,
+    subagents: &[Conversation],
+    turns: &[ConversationTurn],
+    page: Page,
+    tools: bool,
+    max_tokens: u32,
+) -> String {
+    let whole = read(c, subagents, turns, tools);
+    if tokens::approx(&whole) <= max_tokens {
+        return whole;
+    }
+    let last = page.to.min(page.total);
+    let note = |shown: u64| {
+        let next = page.from + shown;
+        let on = if next <= last {
+            format!("; read on with turns \"{next}-{last}\"")
+        } else {
+            String::new()
+        };
+        format!(
+            "[turns {}-{} of {} shown (max_tokens={max_tokens}){on}]\n",
+            page.from,
+            next - 1,
+            page.total
+        )
+    };
+    // The most turns that fit beside their note (rendering is linear in
+    // the turns, so a binary search).
+    let fits = |n: usize| {
+        let text = read(c, subagents, &turns[..n], tools);
+        tokens::approx(&text) + tokens::approx(&note(n as u64)) <= max_tokens
+    };
+    let (mut lo, mut hi) = (0, turns.len());
+    while lo < hi {
+        let mid = (lo + hi).div_ceil(2);
+        if fits(mid) {
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    let mut out = if lo == 0 {
+        // The first turn alone is over the budget: cut, and the next one on.
+        lo = 1;
+        let room = max_tokens.saturating_sub(tokens::approx(&note(1)));
+        bounded(&read(c, subagents, &turns[..1], tools), room) + "\n"
+    } else {
+        read(c, subagents, &turns[..lo], tools)
+    };
+    out.push_str(&note(lo as u64));
     out
 }
 
@@ -189,6 +287,121 @@ mod tests {
         ] {
             assert_eq!(Citation::parse(bad), None, "{bad}");
         }
+    }
+
+    fn conversation(id: &str, depth: u32) -> Conversation {
+        serde_json::from_value(serde_json::json!({
+            "id": id, "title": format!("the {id} session"), "owner": "alice.test",
+            "machine": "laptop", "agent_runtime": "claude-code", "session_id": null,
+            "cwd": "/p", "git_branch": null, "model": null,
+            "started_at": "2026-05-11T08:00:00Z", "last_activity_at": "2026-05-11T09:00:00Z",
+            "turn_count": 3, "delta_count": 1, "parent_id": null, "depth": depth,
+            "files_touched": [], "tools_used": [], "commands": [], "tags": [],
+            "run_ids": [], "inline_subagents": [],
+        }))
+        .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn turn(i: u64, text: &str) -> ConversationTurn {
+        ConversationTurn {
+            run_id: "r1".into(),
+            line_start: i,
+            line_end: i,
+            role: "user".into(),
+            text: text.into(),
+            timestamp: None,
+            tool: None,
+            subagent: None,
+        }
+    }
+
+    /// `recent` lists conversations of their own, each with how many
+    /// subagents it has, never a subagent as one more session.
+    #[test]
+    fn recent_counts_subagents_under_their_session() {
+        let res = ConversationsResponse {
+            conversations: vec![
+                conversation("c1", 0),
+                conversation("c1a", 1),
+                conversation("c1b", 2),
+                conversation("c2", 0),
+                conversation("c3", 0),
+                conversation("c3a", 1),
+            ],
+            next_cursor: None,
+        };
+        let text = recent(&res);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 3, "{text}");
+        assert!(lines[0].starts_with("c1 ") && lines[0].ends_with("3 turns, 2 subagents)"));
+        assert!(lines[1].starts_with("c2 ") && lines[1].ends_with("3 turns)"));
+        assert!(lines[2].starts_with("c3 ") && lines[2].ends_with("3 turns, 1 subagent)"));
+    }
+
+    /// A page of `read` holds whole turns within the budget and names the
+    /// turns to ask for next; a first turn over the budget is cut, with the
+    /// same pointer on. The heading names the subagents.
+    #[test]
+    fn a_read_page_is_whole_turns_and_says_where_to_read_on() {
+        let c = conversation("c1", 0);
+        let subs = [conversation("c1a", 1)];
+        let turns: Vec<ConversationTurn> = (1..=50)
+            .map(|i| {
+                turn(
+                    i,
+                    &format!("step {i} of the ferret rollout, checked and noted"),
+                )
+            })
+            .collect();
+        let page = Page {
+            from: 11,
+            to: 60,
+            total: 60,
+        };
+        let all = read_page(&c, &subs, &turns, page, false, 32_000);
+        assert!(
+            all.contains("subagent c1a the c1a session (3 turns)"),
+            "{all}"
+        );
+        assert!(
+            all.contains("step 50 of") && !all.contains("[turns"),
+            "{all}"
+        );
+        assert!(tokens::approx(&all) > 500, "{}", tokens::approx(&all));
+        for max in [120, 300, 500] {
+            let text = read_page(&c, &subs, &turns, page, false, max);
+            assert!(tokens::approx(&text) <= max, "{max}: {text}");
+            let shown: u64 = text
+                .split_once("[turns 11-")
+                .and_then(|(_, rest)| rest.split_once(" of 60 shown"))
+                .and_then(|(n, _)| n.parse().ok())
+                .unwrap_or_else(|| panic!("{max}: {text}"));
+            let step = |i: u64| format!("step {} of", i - 10);
+            assert!(text.contains(&step(shown)), "{max}: {text}");
+            assert!(!text.contains(&step(shown + 1)), "{max}: {text}");
+            assert!(
+                text.ends_with(&format!("read on with turns \"{}-60\"]\n", shown + 1)),
+                "{max}: {text}"
+            );
+        }
+        let long = [turn(1, &"word ".repeat(5_000))];
+        let text = read_page(
+            &c,
+            &[],
+            &long,
+            Page {
+                from: 7,
+                to: 9,
+                total: 9,
+            },
+            false,
+            200,
+        );
+        assert!(tokens::approx(&text) <= 200, "{text}");
+        assert!(
+            text.ends_with("[turns 7-7 of 9 shown (max_tokens=200); read on with turns \"8-9\"]\n"),
+            "{text}"
+        );
     }
 
     #[test]
