@@ -1298,7 +1298,8 @@ fn every_refusal_has_the_error_body() -> Result<()> {
     let small = serde_json::to_vec(&delta("s", 0, "{}\n"))?;
     let too_many_tags: Vec<String> = (0..65).map(|i| format!("t{i}")).collect();
 
-    let cases: Vec<(&str, reqwest::blocking::RequestBuilder, u16, &str)> = vec![
+    let cases: Vec<(&str, reqwest::blocking::RequestBuilder, u16, &str)> =
+        vec![
         (
             "method on a public path",
             http.delete(alice.url("/healthz")),
@@ -1351,6 +1352,18 @@ fn every_refusal_has_the_error_body() -> Result<()> {
             )),
             413,
             "payload_too_large",
+        ),
+        (
+            "an id that is not text",
+            http.get(alice.url("/api/conversations/%FF")).bearer_auth(&token),
+            400,
+            "invalid_id",
+        ),
+        (
+            "a share id that is not text",
+            http.delete(alice.url("/api/shares/%FF%FE")).bearer_auth(&token),
+            400,
+            "invalid_id",
         ),
         (
             "bad query",

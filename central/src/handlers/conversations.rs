@@ -3,7 +3,7 @@
 //! conversation id, or a unique prefix of either.
 
 use axum::body::Body;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -14,7 +14,7 @@ use kith_proto::{
 };
 use tokio_util::io::ReaderStream;
 
-use super::{ApiJson, ApiQuery};
+use super::{ApiJson, ApiQuery, IdPath};
 use crate::error::{Error, Result};
 use crate::registry::Viewer;
 use crate::registry::{ConversationFilter, Facets, Forgetter};
@@ -98,7 +98,7 @@ pub fn facets(values: [&Option<String>; 6], machine: &Option<String>) -> Result<
 pub async fn get(
     State(state): State<AppState>,
     viewer: Viewer,
-    Path(id): Path<String>,
+    IdPath(id): IdPath,
 ) -> Result<Json<ConversationResponse>> {
     let res = tokio::task::spawn_blocking(move || {
         crate::tree::conversation(state.registry(), &viewer, &id)
@@ -113,7 +113,7 @@ pub async fn get(
 pub async fn turns(
     State(state): State<AppState>,
     viewer: Viewer,
-    Path(id): Path<String>,
+    IdPath(id): IdPath,
     ApiQuery(q): ApiQuery<TurnsQuery>,
 ) -> Result<Json<TurnsResponse>> {
     let offset = q.offset.unwrap_or(0);
@@ -132,7 +132,7 @@ pub async fn turns(
 pub async fn jsonl(
     State(state): State<AppState>,
     viewer: Viewer,
-    Path(id): Path<String>,
+    IdPath(id): IdPath,
 ) -> Result<Response> {
     let s = state.clone();
     let runs = tokio::task::spawn_blocking(move || {
@@ -170,7 +170,7 @@ pub async fn jsonl(
 pub async fn delete(
     State(state): State<AppState>,
     viewer: Viewer,
-    Path(id): Path<String>,
+    IdPath(id): IdPath,
 ) -> Result<Json<ForgetResponse>> {
     // No delta of the chain is accepted while it goes (it would hang
     // under a run being deleted); the next one continues the tombstone.
@@ -191,7 +191,7 @@ pub async fn delete(
 pub async fn tags(
     State(state): State<AppState>,
     viewer: Viewer,
-    Path(id): Path<String>,
+    IdPath(id): IdPath,
     ApiJson(req): ApiJson<TagsRequest>,
 ) -> Result<Json<TagsResponse>> {
     // Not beside a forget of the conversation (its rewritten metadata would

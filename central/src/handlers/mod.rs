@@ -64,6 +64,21 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for ApiQuery<T> {
 /// A run id from the path, validated (this is the path-traversal check).
 pub struct RunPath(pub RunId);
 
+/// A path's `{id}` as sent (a conversation id or prefix, a share id), or
+/// kith's error body when it is not text (`%FF`).
+pub struct IdPath(pub String);
+
+impl<S: Send + Sync> FromRequestParts<S> for IdPath {
+    type Rejection = Error;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        axum::extract::Path::<String>::from_request_parts(parts, state)
+            .await
+            .map(|axum::extract::Path(id)| Self(id))
+            .map_err(|r| Error::bad_request("invalid_id", r.body_text()))
+    }
+}
+
 impl<S: Send + Sync> FromRequestParts<S> for RunPath {
     type Rejection = Error;
 

@@ -5,7 +5,7 @@ use axum::http::StatusCode;
 use axum::Json;
 use kith_proto::{AuditEntry, AuditResponse, ErrorBody, Share, ShareRequest, SharesResponse};
 
-use super::ApiJson;
+use super::{ApiJson, IdPath};
 use crate::error::{Error, Result};
 use crate::registry::Viewer;
 use crate::registry::{Revoked, ShareRow};
@@ -44,7 +44,7 @@ pub async fn index(State(state): State<AppState>, viewer: Viewer) -> Result<Json
 pub async fn delete(
     State(state): State<AppState>,
     viewer: Viewer,
-    axum::extract::Path(id): axum::extract::Path<String>,
+    IdPath(id): IdPath,
 ) -> Result<StatusCode> {
     let revoked =
         tokio::task::spawn_blocking(move || state.registry().revoke_share(&viewer, &id)).await??;

@@ -195,19 +195,27 @@ impl Registry {
 
     /// Records that `viewer` read `run_id` of `owner` (no-op for one's own runs).
     pub fn audit_read(&self, viewer: &Viewer, owner: &str, run_id: &str, what: &str) -> Result<()> {
-        if viewer.user_id().as_str() == owner {
+        self.audit_reads(viewer, &[(owner, run_id)], what)
+    }
+
+    /// Records that `viewer` read each `(owner, run_id)` of `reads`, in one
+    /// transaction (one sync for a page of hits); one's own runs are not
+    /// recorded.
+    pub fn audit_reads(&self, viewer: &Viewer, reads: &[(&str, &str)], what: &str) -> Result<()> {
+        let reader = viewer.user_id().as_str();
+        if reads.iter().all(|(owner, _)| *owner == reader) {
             return Ok(());
         }
-        self.conn().execute(
-            "INSERT INTO audit (owner, reader, run_id, what, at) VALUES (?1, ?2, ?3, ?4, ?5)",
-            params![
-                owner,
-                viewer.user_id().as_str(),
-                run_id,
-                what,
-                kith_shared::timestamp::now()
-            ],
-        )?;
+        let at = kith_shared::timestamp::now();
+        let mut conn = self.conn();
+        let tx = conn.transaction()?;
+        for (owner, run_id) in reads.iter().filter(|(owner, _)| *owner != reader) {
+            tx.prepare_cached(
+                "INSERT INTO audit (owner, reader, run_id, what, at) VALUES (?1, ?2, ?3, ?4, ?5)",
+            )?
+            .execute(params![owner, reader, run_id, what, at])?;
+        }
+        tx.commit()?;
         Ok(())
     }
 

@@ -70,14 +70,12 @@ pub(crate) fn audit_shown<'a>(
     shown: impl Iterator<Item = &'a String>,
 ) -> Result<()> {
     let mut seen = HashSet::new();
-    for run in shown.filter_map(|id| runs.get(id)) {
-        if seen.insert(run.id.as_str()) {
-            state
-                .registry()
-                .audit_read(viewer, &run.user_id, &run.id, "search_hit")?;
-        }
-    }
-    Ok(())
+    let reads: Vec<(&str, &str)> = shown
+        .filter_map(|id| runs.get(id))
+        .filter(|run| seen.insert(run.id.as_str()))
+        .map(|run| (run.user_id.as_str(), run.id.as_str()))
+        .collect();
+    state.registry().audit_reads(viewer, &reads, "search_hit")
 }
 
 /// A search as `viewer`, nothing audited, with the runs of the hits it

@@ -277,11 +277,13 @@ pub async fn raw(
     session: WebSession,
     Path(id): Path<String>,
 ) -> PageResult {
-    Ok(
-        crate::handlers::conversations::jsonl(State(state), session.viewer, Path(id))
-            .await?
-            .into_response(),
+    Ok(crate::handlers::conversations::jsonl(
+        State(state),
+        session.viewer,
+        crate::handlers::IdPath(id),
     )
+    .await?
+    .into_response())
 }
 
 /// Shared with me, and my shares (with revoke).
