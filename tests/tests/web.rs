@@ -134,6 +134,76 @@ fn http() -> Result<reqwest::blocking::Client> {
         .build()?)
 }
 
+/// A machine's token is an app password on the PDS, so the sign-in form
+/// takes it: the session it opens is that machine's and ends when the
+/// machine is revoked, and a revoked machine's token signs nothing in,
+/// even while the PDS still takes it (here its revocation there failed).
+#[test]
+fn a_machine_token_signs_in_only_while_its_machine_lives() -> Result<()> {
+    const GINA: (&str, &str) = ("gina.test", "gina-pds-pass-1");
+    let pds = Pds::shared()?;
+    let central = Central::start()?;
+    let (data, base) = (central.data_dir.clone(), central.url.clone());
+    member(pds, &data, GINA)?;
+    let token = machine(&data, GINA, "laptop")?;
+    let client = http()?;
+    let sign_in = |password: &str| -> Result<(u16, String)> {
+        let form = client.get(format!("{base}/signin")).send()?;
+        let cookie = set_cookie(&form);
+        let csrf = hidden(&form.text()?, "csrf");
+        let res = client
+            .post(format!("{base}/signin"))
+            .header("cookie", cookie)
+            .form(&[
+                ("csrf", csrf.as_str()),
+                ("handle", GINA.0),
+                ("password", password),
+            ])
+            .send()?;
+        Ok((res.status().as_u16(), set_cookie(&res)))
+    };
+    let recent = |cookie: &str| -> Result<u16> {
+        Ok(client
+            .get(format!("{base}/recent"))
+            .header("cookie", cookie)
+            .send()?
+            .status()
+            .as_u16())
+    };
+    let (status, by_token) = sign_in(&token)?;
+    ensure!(
+        status == 303 && by_token.starts_with("kith_session="),
+        "{status} {by_token}"
+    );
+    ensure!(recent(&by_token)? == 200);
+    // Revoked without the main password: kith stops taking the token, the
+    // PDS still does.
+    let revoke = run_central_with(
+        &data,
+        &["machine", "revoke", "--user", GINA.0, "--name", "laptop"],
+        &[],
+        "",
+    )?;
+    ensure!(!revoke.status.success(), "the PDS step needs the password");
+    ensure!(central.client(&token).get("/api/status")?.status == 401);
+    ensure!(
+        pds.login_status(GINA.0, &token)? == 200,
+        "the PDS still takes it"
+    );
+    ensure!(
+        recent(&by_token)? == 303,
+        "the machine's session ended with it"
+    );
+    let (status, cookie) = sign_in(&token)?;
+    ensure!(
+        status == 401 && !cookie.starts_with("kith_session="),
+        "{status} {cookie}"
+    );
+    let (status, by_password) = sign_in(GINA.1)?;
+    ensure!(status == 303 && recent(&by_password)? == 200, "{status}");
+    Ok(())
+}
+
 #[test]
 fn family_uses_the_web_page_in_a_real_browser() -> Result<()> {
     let shots = tempfile::tempdir()?;

@@ -95,6 +95,26 @@ impl Registry {
         Ok(Some(viewer))
     }
 
+    /// The machine of `user_id` whose token's sha256 is `token_sha256`
+    /// (revoked or not), and whether it is revoked.
+    pub fn machine_of_token(
+        &self,
+        user_id: &UserId,
+        token_sha256: &str,
+    ) -> Result<Option<(MachineId, bool)>> {
+        let row: Option<(String, bool)> = self
+            .reader()
+            .query_row(
+                "SELECT id, revoked_at IS NOT NULL FROM machines
+                 WHERE user_id = ?1 AND token_sha256 = ?2",
+                params![user_id.as_str(), token_sha256],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()?;
+        row.map(|(id, revoked)| Ok((parse_id(MachineId::parse(&id))?, revoked)))
+            .transpose()
+    }
+
     /// Marks a machine revoked; returns false when no live machine matched.
     pub fn revoke_machine(&self, user_id: &UserId, name: &str, at: &str) -> Result<bool> {
         let n = self.conn().execute(

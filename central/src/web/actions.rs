@@ -12,6 +12,7 @@ use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::Form;
 use kith_proto::ShareRequest;
+use kith_shared::hash::sha256_hex;
 use serde::Deserialize;
 
 use super::session::{clear_cookie, Secret, WebSession, COOKIE, COOKIE_MAX_AGE, SIGNIN_COOKIE};
@@ -134,11 +135,24 @@ pub async fn signin(
         tracing::warn!(handle = %handle, "the PDS signed in a different DID than the registry holds");
         return refused();
     }
+    // A machine's token is an app password the PDS takes too: the session
+    // it opens is that machine's (it ends when the machine is revoked), and
+    // a revoked machine's signs nothing in, even while the PDS still takes it.
+    let s = state.clone();
+    let (user_id, hash) = (user.id.clone(), sha256_hex(password.expose().as_bytes()));
+    let machine =
+        match tokio::task::spawn_blocking(move || s.registry().machine_of_token(&user_id, &hash))
+            .await??
+        {
+            Some((_, true)) => return refused(),
+            Some((machine, false)) => Some(machine),
+            None => None,
+        };
     limits.release(attempt);
     tracing::info!(handle = %handle, "web sign-in");
     let who = SignedIn {
         user: user.id,
-        machine: None,
+        machine,
     };
     start_session(&state, who).await
 }
