@@ -362,7 +362,7 @@ fn run(command: Command, paths: &Paths, dirs: &DirArgs, flags: &Flags) -> Result
             Ok(())
         }
         Command::Backfill => backfill(paths, &settings()?),
-        Command::Watch => watch(paths, &settings()?),
+        Command::Watch => watch(paths, &settings()?, settings),
         Command::Status { json } => {
             let settings = settings()?;
             let report = crate::status::report(paths, &settings);
@@ -657,7 +657,11 @@ fn progress(len: usize, what: &'static str) -> indicatif::ProgressBar {
     bar
 }
 
-fn watch(paths: &Paths, settings: &Settings) -> Result<()> {
+fn watch(
+    paths: &Paths,
+    settings: &Settings,
+    load: impl Fn() -> crate::error::Result<Settings>,
+) -> Result<()> {
     use signal_hook::consts::{SIGINT, SIGTERM};
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [SIGINT, SIGTERM] {
@@ -678,7 +682,7 @@ fn watch(paths: &Paths, settings: &Settings) -> Result<()> {
     eprintln!("kith: watching {} (Ctrl-C to stop)", roots.join(", "));
     let mut timing = crate::watch::Timing::default();
     loop {
-        let ended = crate::watch::run(paths, settings, timing, &stop, |line| {
+        let ended = crate::watch::run(paths, &load, timing, &stop, |line| {
             eprintln!("kith: {line}")
         })?;
         let crate::watch::Ended::Replaced(program) = ended else {

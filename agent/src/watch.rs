@@ -72,15 +72,22 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Runs until `stop` is set or the program is replaced. `report` receives
 /// one line per notable event (errors, central's state changing).
+/// `config.toml` is read by `load`, again whenever it changes: a new
+/// exclusion or redaction applies from then on (what an exclusion now
+/// covers is dropped from the outbox unsent), and while the file does not
+/// parse nothing is captured or sent, as for a hook.
 pub fn run(
     paths: &Paths,
-    settings: &Settings,
+    load: impl Fn() -> Result<Settings>,
     timing: Timing,
     stop: &AtomicBool,
     mut report: impl FnMut(&str),
 ) -> Result<Ended> {
-    let capture = Capture::new(paths, LOCK_WAIT).with_rules(settings.rules.clone());
-    let aider_roots = settings.aider_roots();
+    let mut settings = load()?;
+    let mut config_seen = stamp(&settings.file);
+    let mut config_error: Option<String> = None;
+    let mut capture = Capture::new(paths, LOCK_WAIT).with_rules(settings.rules.clone());
+    let mut aider_roots = settings.aider_roots();
     capture.discard_excluded()?;
     let (tx, rx) = mpsc::channel();
     let mut watcher = notify::recommended_watcher(tx).map_err(|e| {
@@ -104,6 +111,33 @@ pub fn run(
         if now >= next_roots {
             if let Some(path) = replaced_program().filter(|_| timing.follow_upgrades) {
                 return Ok(Ended::Replaced(path));
+            }
+            let seen = stamp(&settings.file);
+            if seen != config_seen {
+                config_seen = seen;
+                match load() {
+                    Ok(new) => {
+                        settings = new;
+                        capture = Capture::new(paths, LOCK_WAIT).with_rules(settings.rules.clone());
+                        aider_roots = settings.aider_roots();
+                        config_error = None;
+                        say(format!(
+                            "{} changed: its rules apply",
+                            settings.file.display()
+                        ));
+                        if let Err(e) = capture.discard_excluded() {
+                            say(format!("dropping what is now excluded: {e}"));
+                        }
+                        // What waited meanwhile, and what the rules now reach.
+                        next_rescan = now;
+                    }
+                    Err(e) => {
+                        say(format!(
+                            "{e}; nothing is captured or sent until it is mended"
+                        ));
+                        config_error = Some(e.to_string());
+                    }
+                }
             }
             // A few stats: cheap enough to do every couple of seconds, and
             // inotify cannot watch a folder that does not exist yet.
@@ -169,6 +203,9 @@ pub fn run(
             Err(mpsc::RecvTimeoutError::Timeout) => {}
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
         }
+        if config_error.is_some() {
+            continue;
+        }
         let quiet: Vec<PathBuf> = pending
             .iter()
             .filter(|(_, (first, last))| {
@@ -201,13 +238,21 @@ pub fn run(
             }
         }
         if (captured || Instant::now() >= next_replay) && !capture.outbox().is_empty() {
-            if let Some(line) = replay(paths, settings, stop) {
+            if let Some(line) = replay(paths, &settings, stop) {
                 say(line);
             }
             next_replay = Instant::now() + timing.replay_every;
         }
     }
     Ok(Ended::Stopped)
+}
+
+/// What tells a changed `config.toml` (written in place or replaced, or
+/// created or removed).
+fn stamp(file: &std::path::Path) -> Option<(Option<std::time::SystemTime>, u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(file).ok()?;
+    Some((meta.modified().ok(), meta.len(), meta.ino()))
 }
 
 /// Where this program's file is, when another program is there now (it was

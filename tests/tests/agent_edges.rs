@@ -393,6 +393,91 @@ fn watch_picks_up_an_agent_installed_after_it_started() -> Result<()> {
     Ok(())
 }
 
+/// Regression: `kith watch` read config.toml once, so an exclusion added
+/// while it ran (a private project noticed) was obeyed by the hooks and not
+/// by the service, which went on sending. It reads the file again when it
+/// changes; while the file does not parse nothing is captured.
+#[test]
+fn watch_applies_a_config_change_at_once() -> Result<()> {
+    let central = Central::start()?;
+    let token = central.register("alice.test", "laptop")?;
+    let api = central.client(&token);
+    let machine = Machine::new()?;
+    let projects = machine.path(".claude/projects");
+    for dir in ["kept", "secret"] {
+        std::fs::create_dir_all(projects.join(dir))?;
+    }
+    let mut cmd = machine.command(&["watch"]);
+    cmd.env("KITH_CENTRAL_URL", &central.url)
+        .env("KITH_TOKEN", &token)
+        .stderr(Stdio::piped());
+    let mut watch = KillOnDrop(cmd.spawn()?);
+    let said = std::io::BufReader::new(watch.0.stderr.take().context("stderr")?);
+    let (tx, lines) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufRead::lines(said).map_while(std::result::Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let next = |want: &str| -> Result<String> {
+        loop {
+            let line = lines.recv_timeout(Duration::from_secs(30))?;
+            if line.contains(want) {
+                return Ok(line);
+            }
+        }
+    };
+    next("watching")?;
+    let line = |text: &str| kith_tests::claude_user_line(text, "2026-05-11T08:00:00Z");
+    let append = |path: &Path, text: &str| -> Result<()> {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)?;
+        f.write_all(line(text).as_bytes())?;
+        Ok(())
+    };
+    let secret = projects.join("secret/diary.jsonl");
+    append(&secret, "the first diary entry")?;
+    let first = line("the first diary entry").len() as u64;
+    let got = wait_for(&api, "diary.jsonl", first, Duration::from_secs(30))?;
+    ensure!(got.iter().any(|c| c.1 == first), "{got:?}");
+
+    let config = machine.path(".config/kith/config.toml");
+    std::fs::create_dir_all(config.parent().unwrap_or(Path::new(".")))?;
+    std::fs::write(&config, "exclude = [\"~/.claude/projects/secret/**\"]\n")?;
+    next("its rules apply")?;
+    append(&secret, "the second diary entry, private now")?;
+    // Past the debounce: the secret file's change is handled before the
+    // kept file's is made.
+    std::thread::sleep(Duration::from_millis(1500));
+    let kept = projects.join("kept/notes.jsonl");
+    append(&kept, "notes anyone may see")?;
+    let len = line("notes anyone may see").len() as u64;
+    let got = wait_for(&api, "notes.jsonl", len, Duration::from_secs(30))?;
+    ensure!(got.iter().any(|c| c.1 == len), "{got:?}");
+    let diary = chains_of(&api, "diary.jsonl")?;
+    ensure!(diary.len() == 1 && diary[0].1 == first, "{diary:?}");
+
+    // A config that does not parse stops capture until it is mended.
+    std::fs::write(&config, "exclude = [\n")?;
+    next("until it is mended")?;
+    let later = projects.join("kept/later.jsonl");
+    append(&later, "written while the config was broken")?;
+    std::thread::sleep(Duration::from_secs(3));
+    ensure!(
+        chains_of(&api, "later.jsonl")?.is_empty(),
+        "captured with a broken config"
+    );
+    std::fs::write(&config, "exclude = [\"~/.claude/projects/secret/**\"]\n")?;
+    next("its rules apply")?;
+    let len = line("written while the config was broken").len() as u64;
+    let got = wait_for(&api, "later.jsonl", len, Duration::from_secs(30))?;
+    ensure!(got.iter().any(|c| c.1 == len), "{got:?}");
+    Ok(())
+}
+
 /// Regression: a package upgrade put a new `kith` on disk and `kith watch`
 /// went on running the old one until the next login. It runs the new one
 /// in its place (the same process, so a service manager sees no restart),
