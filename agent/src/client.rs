@@ -22,9 +22,22 @@ use crate::outbox::{self, Delivery, Header, Replayed};
 #[derive(Debug)]
 pub struct Client {
     http: reqwest::Client,
-    /// Drives `http` inside each call; nothing runs between calls.
-    runtime: Runtime,
+    /// Drives `http` inside each call; nothing runs between calls. Only
+    /// `drop` takes it.
+    runtime: Option<Runtime>,
     auth: Auth,
+}
+
+impl Drop for Client {
+    /// Without waiting for what a request left running: a name lookup
+    /// (`getaddrinfo`, on a blocking thread) outlives the request's timeout
+    /// when DNS does not answer, and a runtime dropped the usual way waits
+    /// for it, holding up the hook the agent waits on.
+    fn drop(&mut self) {
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
+    }
 }
 
 impl Client {
@@ -46,9 +59,15 @@ impl Client {
         let http = http.build().map_err(|e| central(without_url(&e)))?;
         Ok(Self {
             http,
-            runtime,
+            runtime: Some(runtime),
             auth: auth.clone(),
         })
+    }
+
+    fn runtime(&self) -> &Runtime {
+        self.runtime
+            .as_ref()
+            .unwrap_or_else(|| unreachable!("only drop takes the runtime"))
     }
 
     pub fn central_url(&self) -> &str {
@@ -60,7 +79,7 @@ impl Client {
         if timeout.is_zero() {
             return Delivery::NotNow("out of time; the rest waits in the outbox".into());
         }
-        self.runtime
+        self.runtime()
             .block_on(self.post_run(header, zstd_body, timeout))
     }
 
@@ -139,7 +158,7 @@ impl Client {
 
     /// `GET /api/status` with this token: who central thinks we are.
     pub fn status(&self, timeout: Duration) -> Result<StatusResponse> {
-        self.runtime.block_on(self.get_status(timeout))
+        self.runtime().block_on(self.get_status(timeout))
     }
 
     async fn get_status(&self, timeout: Duration) -> Result<StatusResponse> {
@@ -266,5 +285,39 @@ impl Budget {
         self.until
             .saturating_duration_since(Instant::now())
             .min(self.per_request)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    /// A lookup still running (a resolver that never answers) does not hold
+    /// up dropping the client, so the hook ends when its time is up.
+    #[test]
+    fn dropping_a_client_leaves_a_stuck_lookup_behind() -> anyhow::Result<()> {
+        let client = Client::new(&Auth {
+            central_url: "http://central.invalid".into(),
+            token: crate::config::Secret::new("kith_test".into()),
+            ca_cert: None,
+        })?;
+        let released = Arc::new(AtomicBool::new(false));
+        let stuck = released.clone();
+        client.runtime().spawn_blocking(move || {
+            while !stuck.load(Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        });
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            drop(client);
+            let _ = tx.send(());
+        });
+        let dropped = rx.recv_timeout(Duration::from_secs(30)).is_ok();
+        released.store(true, Ordering::SeqCst);
+        assert!(dropped, "dropping the client waited for the blocking task");
+        Ok(())
     }
 }

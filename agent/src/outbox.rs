@@ -130,20 +130,26 @@ impl Outbox {
     /// Spools one delta, not fsynced (see the module notes). An error (a
     /// full disk) leaves no entry behind.
     pub fn push(&self, header: &Header, request: &IngestRequest) -> Result<PathBuf> {
-        // After every entry waiting when this outbox first spooled,
-        // whatever the clock says now (it may have stepped back since
-        // another kith spooled them); `sortable_now` keeps order after that.
-        let after = *self.waiting.get_or_init(|| {
-            self.names()
-                .iter()
-                .filter_map(|n| n.to_str()?.split('-').next()?.parse::<u64>().ok())
-                .max()
-                .unwrap_or(0)
-        });
+        // After every entry waiting when this outbox first spooled, and
+        // every entry of this transcript waiting now (another kith process
+        // may have spooled one since), whatever the clock says now (it may
+        // have stepped back since); `sortable_now` keeps order after that.
+        let stamp = |n: &std::ffi::OsString| n.to_str()?.split('-').next()?.parse::<u64>().ok();
+        let waiting = *self
+            .waiting
+            .get_or_init(|| self.names().iter().filter_map(stamp).max().unwrap_or(0));
+        let key = cursor::key(&header.file);
+        let tag = format!("-{key}-");
+        let of_transcript = self
+            .names()
+            .iter()
+            .filter(|n| n.to_string_lossy().contains(&tag))
+            .filter_map(stamp)
+            .max()
+            .unwrap_or(0);
         let path = self.dir.join(format!(
-            "{:020}-{}-{}.delta",
-            sortable_now(after),
-            cursor::key(&header.file),
+            "{:020}-{key}-{}.delta",
+            sortable_now(waiting.max(of_transcript)),
             header.run_id
         ));
         // Serialized straight into the compressor: no copy of the JSON, which

@@ -31,12 +31,17 @@ pub fn session_start(remote: &Remote<'_>) -> String {
 
 fn recent(remote: &Remote<'_>, project: &str) -> anyhow::Result<String> {
     let http = remote.client_within(Duration::from_secs(5))?;
-    let res: ConversationsResponse = remote
+    let res = remote
         .send(
             http.get(remote.url("/api/conversations"))
                 .query(&[("project", project), ("limit", &RECENT.to_string())]),
-        )?
-        .json()?;
+        )
+        .and_then(|res| Ok(res.json::<ConversationsResponse>()?));
+    // Not dropped: dropping joins the client's thread, which waits for a
+    // name lookup still running past the timeout (DNS that never answers);
+    // the hook's process ends now and takes the thread with it.
+    std::mem::forget(http);
+    let res = res?;
     if res.conversations.is_empty() {
         return Ok(String::new());
     }

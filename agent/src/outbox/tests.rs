@@ -441,3 +441,46 @@ fn a_clock_stepped_back_keeps_the_entries_in_file_order() -> anyhow::Result<()> 
     assert_eq!(newest, Some(24));
     Ok(())
 }
+
+/// A long-running kith (`kith watch`) that spooled before another process
+/// spooled the next delta of a transcript with a clock ahead of its own (or
+/// before its own clock stepped back) still spools that transcript's next
+/// delta after it: a chain is sent in file order.
+#[test]
+fn a_long_running_kith_spools_after_a_newer_entry_of_the_same_transcript() -> anyhow::Result<()> {
+    let d = device()?;
+    let outbox = d.capture.outbox();
+    // A hook, a process of its own whose clock is a year ahead, spools a's
+    // third delta.
+    fs::write(&d.a.path, "{\"n\":1}\n{\"n\":3}\n{\"n\":4}\n")?;
+    Capture::new(&d.paths, Duration::from_secs(5)).file(&d.a)?;
+    let ahead = 365 * 86_400 * 1_000_000_000u64;
+    let newest = outbox
+        .entries()
+        .pop()
+        .ok_or_else(|| anyhow::anyhow!("no entry"))?;
+    let name = newest
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or_default();
+    let (stamp, rest) = name.split_once('-').unwrap_or_default();
+    let later = stamp.parse::<u64>()? + ahead;
+    fs::rename(
+        &newest,
+        newest.with_file_name(format!("{later:020}-{rest}")),
+    )?;
+    // The watch, whose outbox spooled before, spools the fourth.
+    fs::write(&d.a.path, "{\"n\":1}\n{\"n\":3}\n{\"n\":4}\n{\"n\":5}\n")?;
+    d.capture.file(&d.a)?;
+    let of_a: Vec<u64> = outbox
+        .entries()
+        .iter()
+        .map(|e| outbox.read(e).map(|(h, _)| (h.file, h.to_offset)))
+        .collect::<Result<Vec<_>>>()?
+        .into_iter()
+        .filter(|(file, _)| *file == d.a.path)
+        .map(|(_, to)| to)
+        .collect();
+    assert_eq!(of_a, [8, 16, 24, 32], "a's deltas in file order");
+    Ok(())
+}
