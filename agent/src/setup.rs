@@ -182,19 +182,28 @@ fn setup_on(
 /// but the binary that hook runs stays, and so does the record of it, so
 /// that `kith setup --uninstall` finishes once the file is mended.
 pub fn uninstall(paths: &Paths, say: &mut dyn FnMut(&str)) -> Result<()> {
+    let mut manager = run;
+    uninstall_on(paths, &mut manager, say)
+}
+
+fn uninstall_on(paths: &Paths, manager: &mut Manager<'_>, say: &mut dyn FnMut(&str)) -> Result<()> {
     let mut manifest = Manifest::load(paths)?;
     if manifest == Manifest::default() {
         say("kith setup changed nothing here; nothing to undo");
         return Ok(());
     }
     if let Some(service) = &manifest.service {
-        if service.enabled {
-            disable(&service.file, say);
+        // Stopped whoever enabled it: setup, or the user after
+        // `--no-enable` (or a failed enable), with the command setup gave
+        // (which links the unit into `default.target.wants`).
+        let enabled = service.enabled || enabled_by_user(&service.file);
+        if enabled {
+            disable(&service.file, manager, say);
         }
         remove(&service.file, say)?;
-        if !cfg!(target_os = "macos") && service.enabled {
+        if !cfg!(target_os = "macos") && enabled {
             // So the manager forgets the unit it no longer has a file for.
-            let _ = systemctl(&["daemon-reload"]);
+            let _ = manager("systemctl", &["--user", "daemon-reload"]);
         }
     }
     let kith = manifest
@@ -579,22 +588,30 @@ fn enable(
     }
 }
 
-fn disable(file: &Path, say: &mut dyn FnMut(&str)) {
+/// Whether the user enabled the service setup wrote: systemd links an
+/// enabled unit into the `.wants` folder of its target, beside it.
+fn enabled_by_user(unit: &Path) -> bool {
+    let Some(dir) = unit.parent() else {
+        return false;
+    };
+    cfg!(not(target_os = "macos"))
+        && fs::read_link(dir.join("default.target.wants/kith-watch.service"))
+            .is_ok_and(|target| dir.join(target) == unit)
+}
+
+fn disable(file: &Path, manager: &mut Manager<'_>, say: &mut dyn FnMut(&str)) {
     let done = if cfg!(target_os = "macos") {
-        run("launchctl", &["unload", "-w", &file.to_string_lossy()])
+        manager("launchctl", &["unload", "-w", &file.to_string_lossy()])
     } else {
-        systemctl(&["disable", "--now", "kith-watch.service"])
+        manager(
+            "systemctl",
+            &["--user", "disable", "--now", "kith-watch.service"],
+        )
     };
     match done {
         Ok(()) => say("stopped and disabled the `kith watch` service"),
         Err(why) => say(&format!("could not disable the service ({why})")),
     }
-}
-
-fn systemctl(args: &[&str]) -> std::result::Result<(), String> {
-    let mut all = vec!["--user"];
-    all.extend_from_slice(args);
-    run("systemctl", &all)
 }
 
 /// Runs a service manager command; `Err` is what it said (or why it could
@@ -670,6 +687,21 @@ mod tests {
                 manager: &mut manager,
             };
             let done = setup_on(&self.paths, &self.opts, &mut host, &mut |l: &str| {
+                said.push(l.to_owned())
+            });
+            (done, said, commands)
+        }
+
+        /// Runs `setup --uninstall`; what it said and the service manager
+        /// commands it ran.
+        fn uninstall(&self) -> (Result<()>, Vec<String>, Vec<String>) {
+            let mut said = Vec::new();
+            let mut commands = Vec::new();
+            let mut manager = |program: &str, args: &[&str]| {
+                commands.push(format!("{program} {}", args.join(" ")));
+                Ok(())
+            };
+            let done = uninstall_on(&self.paths, &mut manager, &mut |l: &str| {
                 said.push(l.to_owned())
             });
             (done, said, commands)
@@ -847,8 +879,7 @@ mod tests {
 
         let broken = installed.replacen('{', "{ ,", 1);
         fs::write(&claude, &broken)?;
-        let mut said = Vec::new();
-        let done = uninstall(&m.paths, &mut |l: &str| said.push(l.to_owned()));
+        let (done, said, _) = m.uninstall();
         let err = done.err().map(|e| e.to_string()).unwrap_or_default();
         assert!(
             err.contains("claude-code") && err.contains("--uninstall"),
@@ -871,10 +902,49 @@ mod tests {
         assert_eq!(Manifest::load(&m.paths)?.hooks, ["claude-code"]);
 
         fs::write(&claude, &installed)?;
-        uninstall(&m.paths, &mut |_| {})?;
+        m.uninstall().0?;
         assert!(!claude.exists(), "claude's file held only kith's hook");
         assert!(!kith.exists());
         assert_eq!(Manifest::load(&m.paths)?, Manifest::default());
+        Ok(())
+    }
+
+    /// Regression: a service setup wrote but did not enable (`--no-enable`,
+    /// or a failed enable) and the user then enabled went on running after
+    /// `--uninstall` took its file away. It is stopped whoever enabled it;
+    /// one nobody enabled (another kith-watch may run on this machine) is
+    /// left to the service manager.
+    #[cfg(not(target_os = "macos"))]
+    #[test]
+    fn uninstall_stops_a_service_the_user_enabled() -> anyhow::Result<()> {
+        let disable = "systemctl --user disable --now kith-watch.service";
+        for user_enabled in [true, false] {
+            let m = Machine::new(Service::WriteOnly)?;
+            m.setup().0?;
+            let service = Manifest::load(&m.paths)?.service;
+            assert!(service.as_ref().is_some_and(|s| !s.enabled));
+            let unit = m.tmp.path().join("units/kith-watch.service");
+            if user_enabled {
+                // What `systemctl --user enable` does.
+                let wants = m.tmp.path().join("units/default.target.wants");
+                fs::create_dir_all(&wants)?;
+                std::os::unix::fs::symlink(&unit, wants.join("kith-watch.service"))?;
+            }
+            let (done, said, commands) = m.uninstall();
+            done?;
+            let expected: &[&str] = if user_enabled {
+                &[disable, "systemctl --user daemon-reload"]
+            } else {
+                &[]
+            };
+            assert_eq!(commands, expected, "{said:#?}");
+            assert_eq!(
+                said.iter().any(|l| l.contains("stopped and disabled")),
+                user_enabled,
+                "{said:#?}"
+            );
+            assert!(!unit.exists());
+        }
         Ok(())
     }
 
@@ -930,7 +1000,7 @@ mod tests {
         assert!(text.contains(PATH_MARK), "{text}");
         assert_eq!(fs::metadata(&real)?.permissions().mode() & 0o777, 0o600);
 
-        uninstall(&m.paths, &mut |_| {})?;
+        m.uninstall().0?;
         assert!(fs::symlink_metadata(&profile)?.file_type().is_symlink());
         assert_eq!(fs::read_to_string(&real)?, "umask 022\n");
         Ok(())
