@@ -30,7 +30,7 @@ pub use forgotten::{line_hashes, ForgetSet, Forgetter, Tombstone};
 pub use jobs::{Indexed, Lane, PendingJob};
 pub use machines::{MachineAuth, MachineRow};
 pub use runs::{ancestry_of, ForestFilter, NewRun, StoredRun};
-pub use sessions::{SignedIn, SESSION_IDLE_DAYS};
+pub use sessions::{SignedIn, SESSION_MAX_DAYS};
 pub use shares::{Grant, GrantScope, Revoked, ShareRow};
 pub use users::UserRow;
 pub use viewer::Viewer;

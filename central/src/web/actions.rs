@@ -78,7 +78,7 @@ pub async fn signin(
         );
     }
     let limits = state.sign_in_limits();
-    let attempt = match limits.begin(&handle, peer.ip()) {
+    let attempt = match limits.begin(&handle, super::limits::client_addr(peer.ip(), &headers)) {
         Ok(attempt) => attempt,
         Err(wait) => {
             let minutes = wait.as_secs().div_ceil(60).max(1);

@@ -66,6 +66,24 @@ impl SignInLimits {
     }
 }
 
+/// The address a sign-in is counted against: the peer's, or, when the peer
+/// is this host (a TLS proxy in front of central, as deployed), the address
+/// that proxy appended last to `X-Forwarded-For`; otherwise every visitor
+/// would share the proxy's address and its limit.
+pub fn client_addr(peer: IpAddr, headers: &axum::http::HeaderMap) -> IpAddr {
+    if !peer.is_loopback() {
+        return peer;
+    }
+    headers
+        .get_all("x-forwarded-for")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .next_back()
+        .and_then(|last| last.trim().parse().ok())
+        .unwrap_or(peer)
+}
+
 /// A sign-in under way, counted as failed until released.
 #[derive(Debug)]
 pub struct Attempt {
@@ -83,6 +101,32 @@ fn keys(handle: &str, addr: IpAddr) -> [String; 2] {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Behind a proxy on this host, visitors are told apart by the address
+    /// the proxy forwards (the last one, which it appended); a header from
+    /// a visitor reaching central directly counts for nothing.
+    #[test]
+    fn the_address_behind_a_local_proxy_is_the_forwarded_one() {
+        use axum::http::{HeaderMap, HeaderValue};
+        let proxy: IpAddr = [127, 0, 0, 1].into();
+        let direct: IpAddr = [192, 0, 2, 7].into();
+        let mut headers = HeaderMap::new();
+        assert_eq!(client_addr(proxy, &headers), proxy);
+        headers.insert(
+            "x-forwarded-for",
+            HeaderValue::from_static("203.0.113.9, 198.51.100.4"),
+        );
+        assert_eq!(
+            client_addr(proxy, &headers),
+            IpAddr::from([198, 51, 100, 4])
+        );
+        assert_eq!(client_addr(direct, &headers), direct);
+        headers.insert(
+            "x-forwarded-for",
+            HeaderValue::from_static("not an address"),
+        );
+        assert_eq!(client_addr(proxy, &headers), proxy);
+    }
 
     #[test]
     fn refuses_a_handle_or_an_address_after_too_many_failures() {

@@ -10,7 +10,7 @@ use kith_shared::hash::sha256_hex;
 
 use super::PageError;
 use crate::error::{Error, Result};
-use crate::registry::{Viewer, SESSION_IDLE_DAYS};
+use crate::registry::{Viewer, SESSION_MAX_DAYS};
 use crate::state::AppState;
 
 /// The session cookie.
@@ -101,9 +101,10 @@ pub fn clear_cookie(name: &str) -> String {
     format!("{name}=; Path=/; HttpOnly; Secure; SameSite=Lax; Max-Age=0")
 }
 
-/// How long the browser keeps the session cookie (the registry ends an idle
-/// session at the same age).
-pub const COOKIE_MAX_AGE: u32 = SESSION_IDLE_DAYS * 24 * 60 * 60;
+/// How long the browser keeps the session cookie: as long as a session may
+/// last at all (it is set once, at sign-in); the registry ends a session
+/// idle for `SESSION_IDLE_DAYS` sooner.
+pub const COOKIE_MAX_AGE: u32 = SESSION_MAX_DAYS * 24 * 60 * 60;
 
 /// A signed-in browser: its viewer and its session's secret. Without a
 /// live session, the page redirects to the sign-in form.
@@ -148,6 +149,9 @@ mod tests {
         for flag in ["HttpOnly", "Secure", "SameSite=Lax", "Path=/"] {
             assert!(cookie.contains(flag), "{cookie}");
         }
+        // Kept as long as a session may last (set once, at sign-in): a daily
+        // user is not signed out when the idle limit passes after sign-in.
+        assert!(cookie.ends_with("Max-Age=7776000"), "{cookie}");
         let mut headers = HeaderMap::new();
         let sent = format!("other=1; {COOKIE}={}", s.expose());
         headers.insert(
