@@ -138,15 +138,28 @@ impl TurnsCache {
     }
 }
 
+/// Where a page of turns starts.
+#[derive(Debug, Clone, Copy)]
+pub enum PageStart<'a> {
+    Offset(u64),
+    /// The page (of `limit` turns from the first) holding the turn of run
+    /// `run` at `line` (a search hit's place); the first page when no turn
+    /// is there.
+    Holding {
+        run: &'a str,
+        line: u64,
+    },
+}
+
 /// The turns of one conversation in byte order across its deltas, from
-/// `offset`, at most `limit`; a gap where bytes are missing or unreadable.
+/// `start`, at most `limit`; a gap where bytes are missing or unreadable.
 pub fn turns(
     registry: &Registry,
     store: &BlobStore,
     cache: &TurnsCache,
     viewer: &Viewer,
     name: &str,
-    offset: u64,
+    start: PageStart<'_>,
     limit: usize,
 ) -> Result<TurnsResponse> {
     let (id, runs) = readable_conversation(registry, viewer, name, "turns")?;
@@ -160,6 +173,13 @@ pub fn turns(
         }
     };
     let total = turns.len() as u64;
+    let offset = match start {
+        PageStart::Offset(offset) => offset,
+        PageStart::Holding { run, line } => turns
+            .iter()
+            .position(|t| t.run_id == run && t.line_start <= line && line <= t.line_end)
+            .map_or(0, |i| (i - i % limit.max(1)) as u64),
+    };
     let page: Vec<ConversationTurn> = turns
         .iter()
         .skip(usize::try_from(offset).unwrap_or(usize::MAX))

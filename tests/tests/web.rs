@@ -134,6 +134,78 @@ fn http() -> Result<reqwest::blocking::Client> {
         .build()?)
 }
 
+/// A search hit deep in a long conversation opens the page of the reader
+/// that holds its turn (the reader shows 500 turns a page), with a link to
+/// the turns before it.
+#[test]
+fn a_hit_deep_in_a_long_conversation_opens_the_page_that_holds_it() -> Result<()> {
+    let central = Central::start()?;
+    let base = central.url.clone();
+    let token = kith_tests::register_local(&central.data_dir, "ivy.local", "laptop")?;
+    let api = central.client(&token);
+    let lines: Vec<String> = (1..=1200)
+        .map(|i| {
+            let word = if i == 1100 { "zeppelin" } else { "routine" };
+            claude_user_line(
+                &format!("turn {i}: the {word} check"),
+                &format!(
+                    "2026-05-03T{:02}:{:02}:{:02}Z",
+                    i / 3600,
+                    i / 60 % 60,
+                    i % 60
+                ),
+            )
+        })
+        .collect();
+    conversation(&api, "ivy-long", &lines)?;
+    // Signed in with a one-time link, as `kith web` opens it.
+    let link = api.post("/api/web/link", &json!({}))?;
+    ensure!(link.status == 201, "{link:?}");
+    let client = http()?;
+    let page = client
+        .get(format!(
+            "{base}{}",
+            link.body["path"].as_str().unwrap_or_default()
+        ))
+        .send()?;
+    let signin = set_cookie(&page);
+    let html = page.text()?;
+    let res = client
+        .post(format!("{base}/signin/link"))
+        .header("cookie", signin)
+        .form(&[
+            ("csrf", hidden(&html, "csrf").as_str()),
+            ("token", hidden(&html, "token").as_str()),
+        ])
+        .send()?;
+    let cookie = set_cookie(&res);
+    ensure!(cookie.starts_with("kith_session="), "{cookie}");
+    let get = |path: &str| -> Result<String> {
+        let res = client
+            .get(format!("{base}{path}"))
+            .header("cookie", &cookie)
+            .send()?;
+        ensure!(res.status() == 200, "{path}: {}", res.status());
+        Ok(res.text()?)
+    };
+    let results = get("/?q=zeppelin&mode=keyword")?;
+    let href = results
+        .split("class=\"hit\" href=\"")
+        .nth(1)
+        .and_then(|s| s.split('"').next())
+        .context("no hit")?
+        .replace("&#38;", "&");
+    let reader = get(&href)?;
+    ensure!(reader.contains("turn 1100: the zeppelin check"), "{href}");
+    ensure!(!reader.contains("turn 999: "), "{href}: only its page");
+    ensure!(reader.contains("Earlier turns"), "{href}");
+    let first = href.split('?').next().unwrap_or_default();
+    let start = get(first)?;
+    ensure!(start.contains("turn 1: ") && !start.contains("zeppelin"));
+    ensure!(!start.contains("Earlier turns"));
+    Ok(())
+}
+
 /// A machine's token is an app password on the PDS, so the sign-in form
 /// takes it: the session it opens is that machine's and ends when the
 /// machine is revoked, and a revoked machine's token signs nothing in,

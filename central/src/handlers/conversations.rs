@@ -120,7 +120,8 @@ pub async fn turns(
     let limit = q.limit.unwrap_or(200).clamp(1, 1000) as usize;
     let res = tokio::task::spawn_blocking(move || {
         let (registry, store, cache) = (state.registry(), state.store(), state.turns_cache());
-        crate::tree::turns(registry, store, cache, &viewer, &id, offset, limit)
+        let start = crate::tree::PageStart::Offset(offset);
+        crate::tree::turns(registry, store, cache, &viewer, &id, start, limit)
     })
     .await??;
     Ok(Json(res))

@@ -181,6 +181,9 @@ pub async fn search(
 pub struct PageQuery {
     cursor: Option<String>,
     offset: Option<u64>,
+    /// A search hit's place (`run`, `line`): the page holding it.
+    run: Option<String>,
+    line: Option<u64>,
 }
 
 /// Recent conversations, subagents under them.
@@ -227,16 +230,19 @@ pub async fn conversation(
     Query(page): Query<PageQuery>,
 ) -> PageResult {
     let viewer = session.viewer.clone();
-    let offset = page.offset.unwrap_or(0);
     let (c, turns) = tokio::task::spawn_blocking(move || {
         let c = crate::tree::conversation(state.registry(), &viewer, &id)?;
+        let start = match (&page.run, page.line, page.offset) {
+            (Some(run), Some(line), None) => crate::tree::PageStart::Holding { run, line },
+            (_, _, offset) => crate::tree::PageStart::Offset(offset.unwrap_or(0)),
+        };
         let turns = crate::tree::turns(
             state.registry(),
             state.store(),
             state.turns_cache(),
             &viewer,
             &c.conversation.id,
-            offset,
+            start,
             TURNS_PER_PAGE,
         )?;
         Ok::<_, Error>((c, turns))
@@ -255,6 +261,13 @@ pub async fn conversation(
         csrf: session.csrf(),
         own,
         total: turns.total,
+        prev: {
+            let first = turns.next_offset.unwrap_or(turns.total) - turns.turns.len() as u64;
+            (first > 0).then(|| {
+                let o = first.saturating_sub(TURNS_PER_PAGE as u64);
+                format!("/c/{id}?offset={o}")
+            })
+        },
         next: turns.next_offset.map(|o| format!("/c/{id}?offset={o}")),
         turns: turns
             .turns

@@ -74,6 +74,7 @@ pub struct ConversationPage {
     pub own: bool,
     pub total: u64,
     pub turns: Vec<TurnView>,
+    pub prev: Option<String>,
     pub next: Option<String>,
     pub subagents: Vec<ConversationView>,
     /// Subagents whose turns are inside this conversation's own (Copilot's).
@@ -170,14 +171,16 @@ pub struct HitView {
     pub role: String,
     /// The inline subagent whose turns hold the hit, by name.
     pub subagent: Option<String>,
-    /// The turn's anchor on the conversation page.
-    pub anchor: String,
+    /// The hit on its conversation's page: the page holding its turn, at
+    /// the turn's anchor.
+    pub href: String,
     /// The snippet's pieces, each marked when it matched.
     pub snippet: Vec<(String, bool)>,
 }
 
 impl From<SearchGroup> for GroupView {
     fn from(g: SearchGroup) -> Self {
+        let group = g.conversation_id.clone();
         Self {
             title: g.title.unwrap_or_else(|| "(untitled)".to_owned()),
             when: when(&g.last_activity_at),
@@ -190,7 +193,13 @@ impl From<SearchGroup> for GroupView {
                 .into_iter()
                 .map(|h| HitView {
                     subagent: h.subagent.map(|s| s.name.unwrap_or(s.id)),
-                    anchor: anchor(&h.run_id, h.line_start),
+                    href: format!(
+                        "/c/{}?run={}&line={}#{}",
+                        h.conversation_id.as_deref().unwrap_or(&group),
+                        h.run_id,
+                        h.line_start,
+                        anchor(&h.run_id, h.line_start)
+                    ),
                     snippet: highlights(&h.snippet),
                     role: h.role,
                 })
@@ -420,6 +429,7 @@ mod tests {
             own: true,
             total: 0,
             turns: Vec::new(),
+            prev: None,
             next: None,
             subagents: Vec::new(),
             inline,
