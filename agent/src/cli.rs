@@ -61,7 +61,7 @@ struct DirArgs {
     /// Cursors and the outbox [env: KITH_STATE_DIR; default ~/.local/state/kith]
     #[arg(long, global = true, value_name = "DIR")]
     state_dir: Option<PathBuf>,
-    /// Claude Code's folder [env: KITH_CLAUDE_DIR; default ~/.claude]
+    /// Claude Code's folder [env: KITH_CLAUDE_DIR, CLAUDE_CONFIG_DIR; default ~/.claude]
     #[arg(long, global = true, value_name = "DIR")]
     claude_dir: Option<PathBuf>,
     /// Codex's folder [env: KITH_CODEX_DIR, CODEX_HOME; default ~/.codex]

@@ -120,8 +120,9 @@ fn pick(
 pub type PathOrigins = [(&'static str, Origin); 9];
 
 impl Paths {
-    /// Flag > `KITH_*` > XDG base directory variable > default (Codex also
-    /// honours `CODEX_HOME`, Copilot CLI `COPILOT_HOME`, each agent's own).
+    /// Flag > `KITH_*` > XDG base directory variable > default (Claude Code
+    /// also honours `CLAUDE_CONFIG_DIR`, Codex `CODEX_HOME`, Copilot CLI
+    /// `COPILOT_HOME`, each agent's own).
     pub fn resolve(o: PathOverrides) -> Self {
         Self::resolve_traced(o).0
     }
@@ -146,7 +147,7 @@ impl Paths {
         let (claude_dir, claude_o) = pick(
             o.claude_dir,
             "--claude-dir",
-            &[("KITH_CLAUDE_DIR", "")],
+            &[("KITH_CLAUDE_DIR", ""), ("CLAUDE_CONFIG_DIR", "")],
             &home,
             ".claude",
         );

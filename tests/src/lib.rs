@@ -36,8 +36,8 @@ pub fn bin(name: &str) -> PathBuf {
 
 /// A machine's HOME in a temporary folder, and `kith` commands that see
 /// only it: none of the variables of the test's own environment that would
-/// point kith elsewhere (its folders, its central, XDG, CODEX_HOME,
-/// COPILOT_HOME, TLS trust) is passed on.
+/// point kith elsewhere (its folders, its central, XDG, CLAUDE_CONFIG_DIR,
+/// CODEX_HOME, COPILOT_HOME, TLS trust) is passed on.
 pub struct Home(tempfile::TempDir);
 
 /// What the environment may set that moves kith; a `Home`'s commands clear it.
@@ -57,6 +57,7 @@ const KITH_ENVIRONMENT: &[&str] = &[
     "KITH_AIDER_ROOTS",
     "XDG_CONFIG_HOME",
     "XDG_STATE_HOME",
+    "CLAUDE_CONFIG_DIR",
     "CODEX_HOME",
     "COPILOT_HOME",
     "SSL_CERT_FILE",

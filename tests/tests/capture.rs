@@ -48,6 +48,7 @@ impl Device {
             .env_remove("KITH_STATE_DIR")
             .env_remove("XDG_CONFIG_HOME")
             .env_remove("XDG_STATE_HOME")
+            .env_remove("CLAUDE_CONFIG_DIR")
             .env_remove("CODEX_HOME");
         cmd
     }

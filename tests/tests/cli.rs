@@ -362,6 +362,26 @@ fn config_shows_every_setting_with_where_it_came_from() -> Result<()> {
         "{c}"
     );
     ensure!(c["token"] == json!({"origin": "env KITH_TOKEN"}), "{c}");
+    // Claude Code's own variable moves its folder, under kith's.
+    let c = config(&[], &[("CLAUDE_CONFIG_DIR", "/work/claude")])?;
+    ensure!(
+        c["dirs"]["claude_dir"]["origin"] == "env CLAUDE_CONFIG_DIR"
+            && c["dirs"]["claude_dir"]["value"]
+                .as_str()
+                .is_some_and(|v| v.starts_with("/work/claude")),
+        "{c}"
+    );
+    let c = config(
+        &[],
+        &[
+            ("CLAUDE_CONFIG_DIR", "/work/claude"),
+            ("KITH_CLAUDE_DIR", "/work/k"),
+        ],
+    )?;
+    ensure!(
+        c["dirs"]["claude_dir"]["origin"] == "env KITH_CLAUDE_DIR",
+        "{c}"
+    );
     // Aider's roots: the file's, then the environment's.
     let c = config(&[], &[("KITH_AIDER_ROOTS", "/work/a:/work/b")])?;
     ensure!(

@@ -243,6 +243,7 @@ fn as_user(mut cmd: Command, home: &Path, path: &str) -> Result<String> {
     for (k, _) in std::env::vars() {
         if k.starts_with("KITH_")
             || k.starts_with("XDG_")
+            || k == "CLAUDE_CONFIG_DIR"
             || k == "CODEX_HOME"
             || k == "COPILOT_HOME"
             || k == "PREFIX"
