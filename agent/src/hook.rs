@@ -70,8 +70,9 @@ pub(crate) fn read_payload() -> Vec<u8> {
     read_within(&stdin, STDIN_WAIT, MAX_PAYLOAD)
 }
 
-/// At most `max` bytes of `input`, read up to its end; nothing if the end
-/// does not come within `wait` (a writer that never closes the pipe). Read on
+/// At most `max` bytes of `input`, read up to its end, or what came within
+/// `wait` (a writer that sent its payload and never closed the pipe: the
+/// parser decides whether it is whole). Read on
 /// this thread, polling before each read: a reader thread would first have to
 /// be scheduled, and on a busy machine the hook waited for that.
 fn read_within(input: impl AsFd, wait: Duration, max: usize) -> Vec<u8> {
@@ -80,10 +81,10 @@ fn read_within(input: impl AsFd, wait: Duration, max: usize) -> Vec<u8> {
     while buf.len() < max {
         let left = until.saturating_duration_since(Instant::now());
         let Ok(left) = Timespec::try_from(left) else {
-            return Vec::new();
+            return buf;
         };
         match poll(&mut [PollFd::new(&input, PollFlags::IN)], Some(&left)) {
-            Ok(0) => return Vec::new(),
+            Ok(0) => return buf,
             Ok(_) | Err(Errno::INTR) => {}
             Err(_) => return buf,
         }

@@ -229,6 +229,24 @@ impl Outbox {
             .collect()
     }
 
+    /// Removes the temp files of entries whose writing was cut short (a
+    /// hook killed by its agent's timeout mid-write): a delta's bytes that
+    /// would otherwise stay on disk for good. A temp file lives for the
+    /// moment of one write, so one this old is no write's any more.
+    fn remove_stale_temps(&self) {
+        const STALE: Duration = Duration::from_secs(600);
+        for entry in fs::read_dir(&self.dir).into_iter().flatten().flatten() {
+            let stale = entry.file_name().to_string_lossy().starts_with(".tmp-")
+                && entry
+                    .metadata()
+                    .and_then(|m| m.modified())
+                    .is_ok_and(|t| t.elapsed().is_ok_and(|age| age > STALE));
+            if stale {
+                let _ = fs::remove_file(entry.path());
+            }
+        }
+    }
+
     pub fn len(&self) -> usize {
         self.names().len()
     }
@@ -430,6 +448,7 @@ pub fn replay(
         Err(e) => return Err(e),
     };
     let outbox = Outbox::new(state_dir);
+    outbox.remove_stale_temps();
     let cursors = Cursors::new(state_dir);
     let mut done = Replayed::default();
     // Chains whose earlier delta was refused: their later deltas follow it.

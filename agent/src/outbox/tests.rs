@@ -484,3 +484,26 @@ fn a_long_running_kith_spools_after_a_newer_entry_of_the_same_transcript() -> an
     assert_eq!(of_a, [8, 16, 24, 32], "a's deltas in file order");
     Ok(())
 }
+
+/// A temp file a hook killed mid-write left in the outbox (a delta's bytes)
+/// is removed at the next replay once it is old; one being written now is
+/// not.
+#[test]
+fn a_replay_removes_the_temp_files_of_cut_short_writes() -> anyhow::Result<()> {
+    let d = device()?;
+    let dir = d.paths.state_dir.join("outbox");
+    let old = dir.join(".tmp-4242-0123456789abcdef");
+    let fresh = dir.join(".tmp-4243-0123456789abcdef");
+    for path in [&old, &fresh] {
+        fs::write(path, "{\"jsonl\":\"half a delta")?;
+    }
+    fs::File::options()
+        .write(true)
+        .open(&old)?
+        .set_modified(std::time::SystemTime::now() - Duration::from_secs(3600))?;
+    d.replay(receipt)?;
+    assert!(!old.exists(), "an hour-old temp file stays");
+    assert!(fresh.exists(), "a write under way lost its temp file");
+    assert!(d.capture.outbox().is_empty(), "the deltas were sent");
+    Ok(())
+}
