@@ -50,6 +50,7 @@ pub fn body_limit(ingest: usize, path: &str) -> usize {
 
 pub fn app(state: AppState) -> Router {
     let ingest = state.config().max_body_bytes;
+    let plain_http = state.config().insecure_http;
     Router::new()
         .route("/healthz", get(meta::healthz))
         .route("/metrics", get(meta::metrics))
@@ -96,6 +97,13 @@ pub fn app(state: AppState) -> Router {
                 .on_response(DefaultOnResponse::new().level(Level::DEBUG))
                 .on_failure(DefaultOnFailure::new().level(Level::WARN)),
         )
+        .layer(middleware::map_response(move |res: Response| async move {
+            if plain_http {
+                without_secure_cookies(res)
+            } else {
+                res
+            }
+        }))
         .layer(middleware::from_fn(
             move |req: Request, next: Next| async move {
                 let limit = body_limit(ingest, req.uri().path());
@@ -169,6 +177,29 @@ fn check_head(req: &Request, limit: usize) -> Result<(), Error> {
         return Err(Error::PayloadTooLarge { limit });
     }
     Ok(())
+}
+
+/// Served over plain HTTP (`--insecure-http`, on a network address), a
+/// browser drops a `Secure` cookie, so no sign-in would hold: the cookies go
+/// without the flag (and as plainly as everything else on that link).
+fn without_secure_cookies(mut res: Response) -> Response {
+    let cookies: Vec<_> = res
+        .headers()
+        .get_all(header::SET_COOKIE)
+        .iter()
+        .cloned()
+        .collect();
+    res.headers_mut().remove(header::SET_COOKIE);
+    for cookie in cookies {
+        let plain = cookie
+            .to_str()
+            .ok()
+            .map(|c| c.replace("; Secure", ""))
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(cookie);
+        res.headers_mut().append(header::SET_COOKIE, plain);
+    }
+    res
 }
 
 /// A refusal made below the handlers comes without a body: it gets kith's,
@@ -346,6 +377,36 @@ mod tests {
     async fn body_of(res: Response) -> serde_json::Value {
         let bytes = to_bytes(res.into_body(), 1 << 16).await.unwrap_or_default();
         serde_json::from_slice(&bytes).unwrap_or_default()
+    }
+
+    /// Over plain HTTP every cookie goes without `Secure` (a browser would
+    /// drop it), each kept otherwise as it was.
+    #[test]
+    fn plain_http_cookies_lose_only_the_secure_flag() {
+        let mut res = StatusCode::SEE_OTHER.into_response();
+        for cookie in [
+            "kith_session=ab; Path=/; HttpOnly; Secure; SameSite=Lax; Max-Age=7776000",
+            "kith_signin=; Path=/; HttpOnly; Secure; SameSite=Lax; Max-Age=0",
+        ] {
+            res.headers_mut().append(
+                header::SET_COOKIE,
+                axum::http::HeaderValue::from_static(cookie),
+            );
+        }
+        let res = without_secure_cookies(res);
+        let cookies: Vec<&str> = res
+            .headers()
+            .get_all(header::SET_COOKIE)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .collect();
+        assert_eq!(
+            cookies,
+            [
+                "kith_session=ab; Path=/; HttpOnly; SameSite=Lax; Max-Age=7776000",
+                "kith_signin=; Path=/; HttpOnly; SameSite=Lax; Max-Age=0",
+            ]
+        );
     }
 
     /// A bodiless refusal gets kith's body and keeps its headers; answers
