@@ -216,8 +216,18 @@ fn capture_and_send(paths: &Paths, settings: &Settings, targets: &[Source]) -> R
             }
         };
         for source in &resolved {
-            if let Err(e) = capture.file(source) {
-                log(paths, &format!("capture {}: {e}", source.path.display()));
+            match capture.file(source) {
+                Ok(_) => {}
+                // Another kith (a backfill, `kith watch`) holds the state:
+                // each further capture (and the exclusions' sweep) would
+                // wait as long again, and the agent waits on this hook. The
+                // holder, the next hook or the watch captures and sends
+                // what is left.
+                Err(e @ Error::Busy { .. }) => {
+                    log(paths, &format!("capture {}: {e}", source.path.display()));
+                    return Ok(());
+                }
+                Err(e) => log(paths, &format!("capture {}: {e}", source.path.display())),
             }
         }
     }

@@ -338,3 +338,24 @@ fn copilot_payloads_name_the_sessions_events_file() -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// With the state held by another kith (a backfill), a hook naming several
+/// transcripts waits for it once, not once for each (the agent waits on
+/// the hook), and leaves them for the holder or the next hook.
+#[test]
+fn a_hook_waits_for_a_held_state_once() -> anyhow::Result<()> {
+    let (_tmp, paths, session, subagent, _) = device()?;
+    let settings = Settings {
+        file: paths.config_dir.join("config.toml"),
+        central_url: None,
+        rules: crate::settings::Rules::default(),
+        aider_roots: Vec::new(),
+    };
+    let held = crate::config::Lock::state(&paths.state_dir, Duration::ZERO)?;
+    capture_and_send(&paths, &settings, &[claude(&session), claude(&subagent)])?;
+    drop(held);
+    let log = fs::read_to_string(log_path(&paths))?;
+    assert_eq!(log.matches("another kith is working").count(), 1, "{log}");
+    assert!(Capture::new(&paths, LOCK_WAIT).outbox().is_empty());
+    Ok(())
+}
