@@ -319,6 +319,15 @@ pub enum Durability {
     Advisory,
 }
 
+/// What tells that a file changed (written in place or replaced, created or
+/// removed): its inode, size and modification time; `None` when it is not
+/// there.
+pub fn file_stamp(path: &Path) -> Option<(u64, u64, Option<std::time::SystemTime>)> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = fs::metadata(path).ok()?;
+    Some((meta.ino(), meta.len(), meta.modified().ok()))
+}
+
 /// Writes `bytes` to `path` atomically with mode 0600 and `Durable`.
 pub fn write_private(path: &Path, bytes: &[u8]) -> Result<()> {
     write_file(path, bytes, 0o600, Durability::Durable)

@@ -122,27 +122,38 @@ pub(crate) fn edit_file(
     file: &Path,
     new_mode: u32,
     remove_empty: bool,
-    edit: impl FnOnce(&str) -> Result<Option<String>>,
+    edit: impl Fn(&str) -> Result<Option<String>>,
     add: bool,
 ) -> Result<Outcome> {
-    let (text, mode) = match fs::read_to_string(file) {
-        Ok(text) => {
-            let mode = fs::metadata(file).at("stat", file)?.permissions().mode();
-            (text, mode & 0o777)
+    // The agent may rewrite its file meanwhile (Claude Code saves
+    // `.claude.json` often): an edit of a file that changed since it was read
+    // is made again on the new text, so neither side's change is lost.
+    let mut tries = 0;
+    let (new, mode) = loop {
+        tries += 1;
+        let seen = crate::config::file_stamp(file);
+        let (text, mode) = match fs::read_to_string(file) {
+            Ok(text) => {
+                let mode = fs::metadata(file).at("stat", file)?.permissions().mode();
+                (text, mode & 0o777)
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => (String::new(), new_mode),
+            Err(e) => return Err(e).at("read", file),
+        };
+        // The edits know the file only by its name: errors name it in full.
+        let new = edit(&text).map_err(|e| match e {
+            Error::Refused(why) => Error::Refused(format!("{}: {why}", file.display())),
+            Error::Invalid { what, reason, .. } => Error::Invalid {
+                what,
+                path: file.to_owned(),
+                reason,
+            },
+            e => e,
+        })?;
+        if new.is_none() || crate::config::file_stamp(file) == seen || tries == 5 {
+            break (new, mode);
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => (String::new(), new_mode),
-        Err(e) => return Err(e).at("read", file),
     };
-    // The edits know the file only by its name: errors name it in full.
-    let new = edit(&text).map_err(|e| match e {
-        Error::Refused(why) => Error::Refused(format!("{}: {why}", file.display())),
-        Error::Invalid { what, reason, .. } => Error::Invalid {
-            what,
-            path: file.to_owned(),
-            reason,
-        },
-        e => e,
-    })?;
     let changed = new.is_some();
     match new {
         Some(new) if new.is_empty() && remove_empty => fs::remove_file(file).at("remove", file)?,

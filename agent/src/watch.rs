@@ -84,7 +84,7 @@ pub fn run(
     mut report: impl FnMut(&str),
 ) -> Result<Ended> {
     let mut settings = load()?;
-    let mut config_seen = stamp(&settings.file);
+    let mut config_seen = crate::config::file_stamp(&settings.file);
     let mut config_error: Option<String> = None;
     let mut capture = Capture::new(paths, LOCK_WAIT).with_rules(settings.rules.clone());
     let mut aider_roots = settings.aider_roots();
@@ -112,7 +112,7 @@ pub fn run(
             if let Some(path) = replaced_program().filter(|_| timing.follow_upgrades) {
                 return Ok(Ended::Replaced(path));
             }
-            let seen = stamp(&settings.file);
+            let seen = crate::config::file_stamp(&settings.file);
             if seen != config_seen {
                 config_seen = seen;
                 match load() {
@@ -245,14 +245,6 @@ pub fn run(
         }
     }
     Ok(Ended::Stopped)
-}
-
-/// What tells a changed `config.toml` (written in place or replaced, or
-/// created or removed).
-fn stamp(file: &std::path::Path) -> Option<(Option<std::time::SystemTime>, u64, u64)> {
-    use std::os::unix::fs::MetadataExt;
-    let meta = std::fs::metadata(file).ok()?;
-    Some((meta.modified().ok(), meta.len(), meta.ino()))
 }
 
 /// Where this program's file is, when another program is there now (it was

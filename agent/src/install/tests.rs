@@ -616,3 +616,35 @@ fn install_writes_through_a_symlinked_settings_file() -> anyhow::Result<()> {
     assert_eq!(fs::read_to_string(&real)?, SETTINGS);
     Ok(())
 }
+
+/// The agent saved its settings while kith edited them (Claude Code writes
+/// `.claude.json` often): the edit is made again on what the agent wrote,
+/// so both changes are kept.
+#[test]
+fn an_edit_of_a_file_the_agent_saved_meanwhile_is_made_again_on_its_text() -> anyhow::Result<()> {
+    let tmp = tempfile::tempdir()?;
+    let file = tmp.path().join("settings.json");
+    fs::write(&file, "theme=dark\n")?;
+    let edits = std::cell::Cell::new(0);
+    let outcome = edit_file(
+        &file,
+        0o644,
+        false,
+        |text| {
+            edits.set(edits.get() + 1);
+            if edits.get() == 1 {
+                // The agent's own save, between kith's read and its write.
+                fs::write(&file, "theme=light\nfont=mono\n").at("write", &file)?;
+            }
+            Ok(Some(format!("{text}hook=kith\n")))
+        },
+        true,
+    )?;
+    assert!(outcome.changed);
+    assert_eq!(edits.get(), 2);
+    assert_eq!(
+        fs::read_to_string(&file)?,
+        "theme=light\nfont=mono\nhook=kith\n"
+    );
+    Ok(())
+}
