@@ -210,9 +210,16 @@ fn uninstall_on(paths: &Paths, manager: &mut Manager<'_>, say: &mut dyn FnMut(&s
         .binary
         .clone()
         .unwrap_or_else(|| PathBuf::from("kith"));
+    // Setup's hooks, and those `kith install` added since that run the
+    // binary about to go (a hook left running a removed kith would fail
+    // every turn of its agent).
+    let runs_kith = |file: &Path| {
+        fs::read_to_string(file).is_ok_and(|text| text.contains(&*kith.to_string_lossy()))
+    };
     let mut hooks_left = Vec::new();
     for (agent, name) in AGENTS {
-        if !manifest.hooks.iter().any(|h| h == name) {
+        let recorded = manifest.hooks.iter().any(|h| h == name);
+        if !recorded && !runs_kith(&crate::install::config_file(paths, agent)) {
             continue;
         }
         let outcome = match crate::install::install(paths, agent, &kith, false) {
@@ -232,6 +239,27 @@ fn uninstall_on(paths: &Paths, manager: &mut Manager<'_>, say: &mut dyn FnMut(&s
             fs::read_to_string(&outcome.file).is_ok_and(|t| matches!(t.trim(), "" | "{}"));
         if emptied && manifest.created.contains(&outcome.file) {
             remove(&outcome.file, say)?;
+        }
+    }
+    // MCP servers `kith install --mcp` added that run it.
+    for (agent, name) in AGENTS {
+        let Some(file) = crate::install::mcp::config_file(paths, agent) else {
+            continue;
+        };
+        if !runs_kith(&file) {
+            continue;
+        }
+        match crate::install::mcp::install(paths, agent, &kith, false) {
+            Ok(outcome) => say(&format!("{name}: {outcome}")),
+            Err(e @ (Error::Refused(_) | Error::Invalid { .. })) => {
+                say(&format!(
+                    "warning: {name}: kith's MCP server could not be taken out: {e}"
+                ));
+                if !hooks_left.iter().any(|h| h == name) {
+                    hooks_left.push(name.to_owned());
+                }
+            }
+            Err(e) => return Err(e),
         }
     }
     if let Some(profile) = &manifest.profile {
@@ -906,6 +934,42 @@ mod tests {
         assert!(!claude.exists(), "claude's file held only kith's hook");
         assert!(!kith.exists());
         assert_eq!(Manifest::load(&m.paths)?, Manifest::default());
+        Ok(())
+    }
+
+    /// Regression: a hook or MCP server `kith install` added after setup
+    /// (an agent installed later) stayed when `--uninstall` removed the
+    /// binary it runs, and failed every turn of its agent. Every entry that
+    /// runs that binary goes with it.
+    #[test]
+    fn uninstall_takes_out_what_kith_install_added_since() -> anyhow::Result<()> {
+        use crate::install::{self, mcp, Agent};
+        let m = Machine::new(Service::Skip)?;
+        fs::create_dir_all(&m.paths.claude_dir)?;
+        m.setup().0?;
+        let kith = m.opts.bin_dir.join("kith");
+        // Gemini CLI installed later, and the MCP server asked for.
+        fs::create_dir_all(&m.paths.gemini_dir)?;
+        let gemini = install::config_file(&m.paths, Agent::Gemini);
+        fs::write(&gemini, "{\n  \"theme\": \"dark\"\n}\n")?;
+        install::install(&m.paths, Agent::Gemini, &kith, true)?;
+        let servers = mcp::install(&m.paths, Agent::ClaudeCode, &kith, true)?.file;
+        let kith_text = kith.display().to_string();
+        for file in [&gemini, &servers] {
+            assert!(
+                fs::read_to_string(file)?.contains(&kith_text),
+                "{}",
+                file.display()
+            );
+        }
+        let (done, said, _) = m.uninstall();
+        done.map_err(|e| anyhow::anyhow!("{e}: {said:#?}"))?;
+        for file in [&gemini, &servers] {
+            let text = fs::read_to_string(file).unwrap_or_default();
+            assert!(!text.contains(&kith_text), "{}: {text}", file.display());
+        }
+        assert!(fs::read_to_string(&gemini)?.contains("\"theme\": \"dark\""));
+        assert!(!kith.exists());
         Ok(())
     }
 

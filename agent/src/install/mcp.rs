@@ -23,15 +23,25 @@ pub const MCP_AGENTS: &str =
 /// The server's name in each agent's configuration.
 const NAME: &str = "kith";
 
+/// The file holding `agent`'s MCP servers, for the agents that take kith's.
+pub fn config_file(paths: &Paths, agent: Agent) -> Option<PathBuf> {
+    match agent {
+        Agent::ClaudeCode => Some(claude_json(&paths.claude_dir)),
+        Agent::Codex => Some(paths.codex_dir.join("config.toml")),
+        Agent::Pi | Agent::Gemini | Agent::Cursor | Agent::Copilot => None,
+    }
+}
+
 /// Adds (`add`) or removes the `kith mcp` server for `agent`.
 pub fn install(paths: &Paths, agent: Agent, kith: &Path, add: bool) -> Result<Outcome> {
-    let (file, edit): (PathBuf, super::Edit) = match agent {
-        Agent::ClaudeCode => (claude_json(&paths.claude_dir), claude_servers),
-        Agent::Codex => (paths.codex_dir.join("config.toml"), codex_servers),
+    let edit: super::Edit = match agent {
+        Agent::ClaudeCode => claude_servers,
+        Agent::Codex => codex_servers,
         Agent::Pi | Agent::Gemini | Agent::Cursor | Agent::Copilot => {
             return Err(Error::Refused(MCP_AGENTS.into()))
         }
     };
+    let file = config_file(paths, agent).ok_or_else(|| Error::Refused(MCP_AGENTS.into()))?;
     // .claude.json holds Claude's own state too: private to the user.
     let outcome = super::edit_file(&file, 0o600, false, |text| edit(text, kith, add), add)?;
     Ok(Outcome {
