@@ -34,6 +34,8 @@ use render::Citation;
 pub const DEFAULT_MAX_TOKENS: u32 = 4000;
 /// The largest budget a caller may ask for (central's context pack limit).
 pub const MAX_TOKENS: u32 = 32_000;
+/// The smallest: room for the note that says an answer was cut.
+const MIN_TOKENS: u32 = 20;
 
 /// Serves MCP on stdin/stdout until the client closes them. The agents
 /// start it with pipes, which `stdio_pipes` reads on the IO driver rather
@@ -204,7 +206,7 @@ struct SearchArgs {
     machine: Option<String>,
     /// How many conversations, 1 to 100 (default 10).
     limit: Option<u32>,
-    /// Most tokens the answer may hold (default 4000, at most 32000).
+    /// Most tokens the answer may hold (default 4000; 20 to 32000).
     max_tokens: Option<u32>,
 }
 
@@ -223,7 +225,7 @@ struct ReadArgs {
     turns: Option<String>,
     /// Tool calls with their input and output instead of one line each.
     tools: Option<bool>,
-    /// Most tokens the answer may hold (default 4000, at most 32000).
+    /// Most tokens the answer may hold (default 4000; 20 to 32000).
     max_tokens: Option<u32>,
 }
 
@@ -237,7 +239,7 @@ struct RecentArgs {
     /// How many conversations, 1 to 200 (default 10), each with the number
     /// of its subagents.
     limit: Option<u32>,
-    /// Most tokens the answer may hold (default 4000, at most 32000).
+    /// Most tokens the answer may hold (default 4000; 20 to 32000).
     max_tokens: Option<u32>,
 }
 
@@ -570,15 +572,15 @@ pub fn pack_text(res: &ContextResponse) -> String {
     out
 }
 
-/// A caller's budget, 1 to `MAX_TOKENS`.
+/// A caller's budget, `MIN_TOKENS` to `MAX_TOKENS`.
 fn budget(asked: Option<u32>) -> std::result::Result<u32, Failure> {
     let max = asked.unwrap_or(DEFAULT_MAX_TOKENS);
-    if (1..=MAX_TOKENS).contains(&max) {
+    if (MIN_TOKENS..=MAX_TOKENS).contains(&max) {
         Ok(max)
     } else {
         Err(Failure::new(
             "invalid_budget",
-            format!("max_tokens must be 1 to {MAX_TOKENS}, not {max}"),
+            format!("max_tokens must be {MIN_TOKENS} to {MAX_TOKENS}, not {max}"),
         ))
     }
 }
@@ -708,6 +710,20 @@ mod tests {
             Some(100),
         ));
         assert_eq!((text.as_str(), is_error), ("no such run (not_found)", true));
+    }
+
+    /// Regression: `max_tokens: 1` was taken, and the note saying the answer
+    /// was cut (15 tokens) was past it. The smallest budget holds the note.
+    #[test]
+    fn the_smallest_budget_holds_the_cut_note() {
+        assert_eq!(
+            budget(Some(MIN_TOKENS - 1)).map_err(|f| f.code),
+            Err("invalid_budget".to_owned())
+        );
+        let text = "a line of an answer\n".repeat(1000);
+        let cut = render::bounded(&text, MIN_TOKENS);
+        assert!(tokens::approx(&cut) <= MIN_TOKENS, "{cut}");
+        assert!(cut.ends_with("a larger max_tokens]"), "{cut}");
     }
 
     /// Regression: `since: "5000000d"` panicked the request's task (a date
