@@ -206,8 +206,8 @@ pub fn read_page(
     max_tokens: u32,
 ) -> String {
     let whole = read(c, subagents, turns, tools);
-    if tokens::approx(&whole) <= max_tokens {
-        return whole;
+    if tokens::approx(&whole) <= max_tokens || turns.is_empty() {
+        return bounded(&whole, max_tokens);
     }
     let last = page.to.min(page.total);
     let note = |shown: u64| {
@@ -384,6 +384,20 @@ mod tests {
                 "{max}: {text}"
             );
         }
+        // No turns at all, and a budget the heading alone is past.
+        let none = read_page(
+            &c,
+            &subs,
+            &[],
+            Page {
+                from: 9,
+                to: 9,
+                total: 3,
+            },
+            false,
+            20,
+        );
+        assert!(tokens::approx(&none) <= 20, "{none}");
         let long = [turn(1, &"word ".repeat(5_000))];
         let text = read_page(
             &c,
