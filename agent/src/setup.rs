@@ -4,7 +4,9 @@
 //! agent whose folder exists, and writes (and enables) a user service that
 //! runs `kith watch`: a systemd user unit on Linux, a launchd agent on
 //! macOS. What it changed is recorded in `<state>/setup.json`, so that
-//! `kith setup --uninstall` removes exactly that and nothing the user had.
+//! `kith setup --uninstall` removes that and nothing the user had, besides
+//! the hooks and MCP servers `kith install` added since that run the binary
+//! it removes.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -212,9 +214,16 @@ fn uninstall_on(paths: &Paths, manager: &mut Manager<'_>, say: &mut dyn FnMut(&s
         .unwrap_or_else(|| PathBuf::from("kith"));
     // Setup's hooks, and those `kith install` added since that run the
     // binary about to go (a hook left running a removed kith would fail
-    // every turn of its agent).
+    // every turn of its agent): the file names it as a command, quoted,
+    // alone or before its arguments.
     let runs_kith = |file: &Path| {
-        fs::read_to_string(file).is_ok_and(|text| text.contains(&*kith.to_string_lossy()))
+        let Some(binary) = &manifest.binary else {
+            return false;
+        };
+        let binary = binary.to_string_lossy();
+        fs::read_to_string(file).is_ok_and(|text| {
+            text.contains(&format!("\"{binary}\"")) || text.contains(&format!("\"{binary} "))
+        })
     };
     let mut hooks_left = Vec::new();
     for (agent, name) in AGENTS {
