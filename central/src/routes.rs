@@ -9,7 +9,7 @@
 
 use axum::body::HttpBody;
 use axum::extract::{DefaultBodyLimit, Request};
-use axum::http::{header, StatusCode};
+use axum::http::{header, HeaderMap, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
@@ -97,17 +97,16 @@ pub fn app(state: AppState) -> Router {
                 .on_response(DefaultOnResponse::new().level(Level::DEBUG))
                 .on_failure(DefaultOnFailure::new().level(Level::WARN)),
         )
-        .layer(middleware::map_response(move |res: Response| async move {
-            if plain_http {
-                without_secure_cookies(res)
-            } else {
-                res
-            }
-        }))
         .layer(middleware::from_fn(
             move |req: Request, next: Next| async move {
                 let limit = body_limit(ingest, req.uri().path());
+                // Plain HTTP to the browser, unless a proxy in front says
+                // the browser came over HTTPS.
+                let plain = plain_http && !forwarded_https(req.headers());
                 match check_head(&req, limit) {
+                    Ok(()) if plain => {
+                        without_secure_cookies(with_error_body(next.run(req).await, limit))
+                    }
                     Ok(()) => with_error_body(next.run(req).await, limit),
                     Err(e) => e.into_response(),
                 }
@@ -177,6 +176,14 @@ fn check_head(req: &Request, limit: usize) -> Result<(), Error> {
         return Err(Error::PayloadTooLarge { limit });
     }
     Ok(())
+}
+
+/// Whether a proxy in front says the browser came over HTTPS.
+fn forwarded_https(headers: &HeaderMap) -> bool {
+    headers
+        .get("x-forwarded-proto")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("https"))
 }
 
 /// Served over plain HTTP (`--insecure-http`, on a network address), a
@@ -407,6 +414,20 @@ mod tests {
                 "kith_signin=; Path=/; HttpOnly; SameSite=Lax; Max-Age=0",
             ]
         );
+        // Behind a TLS proxy on another host the browser came over HTTPS:
+        // the flag stays.
+        let mut headers = HeaderMap::new();
+        assert!(!forwarded_https(&headers));
+        headers.insert(
+            "x-forwarded-proto",
+            axum::http::HeaderValue::from_static("HTTPS"),
+        );
+        assert!(forwarded_https(&headers));
+        headers.insert(
+            "x-forwarded-proto",
+            axum::http::HeaderValue::from_static("http"),
+        );
+        assert!(!forwarded_https(&headers));
     }
 
     /// A bodiless refusal gets kith's body and keeps its headers; answers

@@ -71,7 +71,8 @@ impl SignInLimits {
 /// that proxy appended last to `X-Forwarded-For`; otherwise every visitor
 /// would share the proxy's address and its limit.
 pub fn client_addr(peer: IpAddr, headers: &axum::http::HeaderMap) -> IpAddr {
-    if !peer.is_loopback() {
+    // An IPv4 proxy reaching a `[::]` listener shows as `::ffff:127.0.0.1`.
+    if !peer.to_canonical().is_loopback() {
         return peer;
     }
     headers
@@ -121,6 +122,11 @@ mod tests {
             IpAddr::from([198, 51, 100, 4])
         );
         assert_eq!(client_addr(direct, &headers), direct);
+        let mapped: IpAddr = "::ffff:127.0.0.1".parse().unwrap_or(proxy);
+        assert_eq!(
+            client_addr(mapped, &headers),
+            IpAddr::from([198, 51, 100, 4])
+        );
         headers.insert(
             "x-forwarded-for",
             HeaderValue::from_static("not an address"),
