@@ -150,8 +150,14 @@ pub(crate) fn edit_file(
             },
             e => e,
         })?;
-        if new.is_none() || crate::config::file_stamp(file) == seen || tries == 5 {
+        if new.is_none() || crate::config::file_stamp(file) == seen {
             break (new, mode);
+        }
+        if tries == 5 {
+            return Err(Error::Refused(format!(
+                "{}: it kept changing while kith edited it (the agent saving it?); try again",
+                file.display()
+            )));
         }
     };
     let changed = new.is_some();

@@ -113,7 +113,12 @@ pub fn run(
                 return Ok(Ended::Replaced(path));
             }
             let seen = crate::config::file_stamp(&settings.file);
-            if seen != config_seen {
+            // Read again once it stood still for a second: a save that
+            // truncates first must not be read empty (no exclusions).
+            let settled = seen.as_ref().is_none_or(|(_, _, modified)| {
+                modified.is_none_or(|t| !t.elapsed().is_ok_and(|age| age < Duration::from_secs(1)))
+            });
+            if seen != config_seen && settled {
                 config_seen = seen;
                 match load() {
                     Ok(new) => {
