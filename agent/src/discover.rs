@@ -95,7 +95,8 @@ pub fn all(paths: &Paths, aider_roots: &[PathBuf]) -> Vec<Source> {
         let mut files = Vec::new();
         walk(&root, &mut files);
         files.retain(|p| is_transcript_of(runtime, p));
-        files.sort_by_key(|p| (is_subagent(runtime, p), p.clone()));
+        // Cached: telling a subagent may read the file's first lines.
+        files.sort_by_cached_key(|p| (is_subagent(runtime, p), p.clone()));
         out.extend(files.into_iter().map(|path| Source { runtime, path }));
     }
     out.extend(
@@ -526,6 +527,21 @@ pub fn open_regular(path: &Path) -> std::io::Result<Option<File>> {
         .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
         .open(path)?;
     Ok(file.metadata()?.is_file().then_some(file))
+}
+
+/// The bytes of the regular file at `path`, at most `limit` of them (an
+/// error past that); `None` when it is not a regular file (a FIFO, a
+/// device, a folder), which is never waited on.
+pub fn read_regular(path: &Path, limit: u64) -> std::io::Result<Option<Vec<u8>>> {
+    let Some(file) = open_regular(path)? else {
+        return Ok(None);
+    };
+    let mut bytes = Vec::new();
+    file.take(limit + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > limit {
+        return Err(std::io::Error::other(format!("larger than {limit} bytes")));
+    }
+    Ok(Some(bytes))
 }
 
 /// Up to `PEEK_LINES` complete first lines that parse as JSON objects.

@@ -99,7 +99,12 @@ pub(super) fn refresh(paths: &Paths, source: &Path) -> Result<Option<PathBuf>> {
     if meta.len() > MAX_SOURCE {
         return Err(invalid(source, "larger than 256 MiB"));
     }
-    let text = std::io::read_to_string(file).at("read", source)?;
+    // Bounded by what was read, not the stat: the file may grow meanwhile.
+    let text =
+        std::io::read_to_string(std::io::Read::take(file, MAX_SOURCE + 1)).at("read", source)?;
+    if text.len() as u64 > MAX_SOURCE {
+        return Err(invalid(source, "larger than 256 MiB"));
+    }
     let session = match Session::parse(&text) {
         Ok(s) => s,
         // Gemini CLI mid-rewrite, or a file it cannot read either: the next

@@ -654,8 +654,13 @@ fn message_folder(storage: &Path, id: &str) -> Option<String> {
     Some(dir.file_name()?.to_str()?.to_owned())
 }
 
+/// The most a storage file may hold: far past a message or a part, and
+/// what a line of the journal may hold (`capture::MAX_LINE`).
+const MAX_STORAGE_FILE: u64 = 64 << 20;
+
 fn json_of(path: &Path) -> Option<serde_json::Value> {
-    serde_json::from_slice(&std::fs::read(path).ok()?).ok()
+    let bytes = crate::discover::read_regular(path, MAX_STORAGE_FILE).ok()??;
+    serde_json::from_slice(&bytes).ok()
 }
 
 /// Whether the storage file at `path` says it is `id`.
@@ -693,8 +698,14 @@ fn stem(path: &Path) -> String {
 /// A storage file read: its JSON and its `id` (else its name), `None`
 /// when it is gone, or why it cannot be read now.
 fn read_storage(path: &Path) -> Option<std::result::Result<(Box<RawValue>, String), String>> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(text) => text,
+    // A FIFO or device named like a storage file is not one (and is never
+    // waited on with the state lock held).
+    let text = match crate::discover::read_regular(path, MAX_STORAGE_FILE) {
+        Ok(Some(bytes)) => match String::from_utf8(bytes) {
+            Ok(text) => text,
+            Err(_) => return Some(Err(format!("{}: not UTF-8", path.display()))),
+        },
+        Ok(None) => return None,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
         Err(e) => return Some(Err(format!("{}: {e}", path.display()))),
     };
@@ -738,7 +749,10 @@ fn refresh_legacy(paths: &Paths, session: &str) -> Result<Vec<PathBuf>> {
                 .record(),
             );
         }
-        Some(Err(reason)) => reasons.push(reason),
+        // Torn mid-rewrite: nothing of the session this time. Its journal
+        // must begin with its session line (its folder, for `exclude`, and
+        // its parent are read from that line alone).
+        Some(Err(reason)) => return skipped(&session_file, "OpenCode session", vec![reason]),
         None => return Ok(Vec::new()),
     }
     let mut waiting = false;

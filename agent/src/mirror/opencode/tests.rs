@@ -555,3 +555,58 @@ fn a_sessions_diffs_are_not_journalled() -> Result<()> {
     );
     Ok(())
 }
+
+/// Regression: a session file torn mid-rewrite at a session's first refresh
+/// was left out and its messages journalled anyway, so the journal began
+/// without its session line, from which capture reads the session's folder
+/// (what `exclude` matches) and its parent, for good. Nothing is written
+/// until the session file reads whole.
+#[test]
+fn a_torn_session_file_writes_no_journal_without_its_session_line() -> Result<()> {
+    let m = Machine::new();
+    let tree = storage(&m.paths);
+    copy_tree(&kith_shared::fixtures::path("opencode/storage"), &tree);
+    let session_file = tree
+        .join("session/3f8a1c2e9b")
+        .join(format!("{LEGACY}.json"));
+    let whole = std::fs::read_to_string(&session_file).expect("the session file");
+    std::fs::write(&session_file, &whole[..whole.len() / 2]).expect("torn");
+    let said = refresh(&m.paths, &session_file)
+        .expect_err("torn")
+        .to_string();
+    assert!(said.contains("not JSON"), "{said}");
+    assert!(
+        !m.journal(LEGACY).exists(),
+        "a journal without its session line"
+    );
+    std::fs::write(&session_file, &whole).expect("whole again");
+    assert_eq!(refresh(&m.paths, &session_file)?, [m.journal(LEGACY)]);
+    assert!(
+        m.lines(LEGACY)[0].contains("\"kind\":\"session\""),
+        "{:?}",
+        m.lines(LEGACY)
+    );
+    Ok(())
+}
+
+/// A FIFO named like a storage file (`mkfifo …/m.json`) is not read: a
+/// refresh neither waits on it (with the state lock held) nor fails.
+#[test]
+fn a_fifo_in_the_storage_tree_is_not_waited_on() -> Result<()> {
+    let m = Machine::new();
+    let tree = storage(&m.paths);
+    copy_tree(&kith_shared::fixtures::path("opencode/storage"), &tree);
+    let fifo = tree.join("message").join(LEGACY).join("msg_zz.json");
+    rustix::fs::mkfifoat(
+        rustix::fs::CWD,
+        &fifo,
+        rustix::fs::Mode::from_raw_mode(0o600),
+    )
+    .expect("a FIFO");
+    let session_file = tree
+        .join("session/3f8a1c2e9b")
+        .join(format!("{LEGACY}.json"));
+    assert_eq!(refresh(&m.paths, &session_file)?, [m.journal(LEGACY)]);
+    assert_eq!(m.turns(LEGACY).len(), 3);
+    Ok(())
+}
