@@ -191,6 +191,8 @@ impl Capture {
         let seen_size = std::mem::replace(&mut cursor.size, now.size);
         let mut captured = Captured::default();
         let mut offset = cursor.spooled.offset;
+        // Read at the first delta: what its entry must sort after.
+        let mut spool_after = None;
         while offset < now.size {
             let delta = match next_delta(&mut f, path, offset, now.size)? {
                 Next::Delta(delta) => delta,
@@ -215,7 +217,8 @@ impl Capture {
                 }
             };
             let len = delta.len() as u64;
-            self.spool(&mut cursor, &mut f, delta, parent_run.as_deref())?;
+            let after = *spool_after.get_or_insert_with(|| self.outbox.newest_stamp_of(path));
+            self.spool(&mut cursor, &mut f, delta, parent_run.as_deref(), after)?;
             offset += len;
             captured += Captured {
                 deltas: 1,
@@ -279,6 +282,7 @@ impl Capture {
         f: &mut File,
         original: Vec<u8>,
         lineage_parent: Option<&str>,
+        after: u64,
     ) -> Result<()> {
         let from = cursor.spooled.offset;
         let to = from + original.len() as u64;
@@ -328,7 +332,7 @@ impl Capture {
             started_at: None,
             redactions: redacted.counts,
         };
-        self.outbox.push(&header, &request)?;
+        self.outbox.push(&header, &request, after)?;
         cursor.spooled = Mark {
             offset: to,
             chain_sha256: Some(chain),

@@ -129,27 +129,32 @@ impl Outbox {
 
     /// Spools one delta, not fsynced (see the module notes). An error (a
     /// full disk) leaves no entry behind.
-    pub fn push(&self, header: &Header, request: &IngestRequest) -> Result<PathBuf> {
-        // After every entry waiting when this outbox first spooled, and
-        // every entry of this transcript waiting now (another kith process
-        // may have spooled one since), whatever the clock says now (it may
-        // have stepped back since); `sortable_now` keeps order after that.
-        let stamp = |n: &std::ffi::OsString| n.to_str()?.split('-').next()?.parse::<u64>().ok();
-        let waiting = *self
-            .waiting
-            .get_or_init(|| self.names().iter().filter_map(stamp).max().unwrap_or(0));
-        let key = cursor::key(&header.file);
-        let tag = format!("-{key}-");
-        let of_transcript = self
-            .names()
+    /// The newest time in the names of `transcript`'s entries waiting now:
+    /// what its next entry must sort after (`push`), read once each time
+    /// capture takes the state lock (no other kith spools meanwhile).
+    pub fn newest_stamp_of(&self, transcript: &Path) -> u64 {
+        let tag = format!("-{}-", cursor::key(transcript));
+        self.names()
             .iter()
             .filter(|n| n.to_string_lossy().contains(&tag))
             .filter_map(stamp)
             .max()
-            .unwrap_or(0);
+            .unwrap_or(0)
+    }
+
+    /// `after` is `newest_stamp_of` the transcript.
+    pub fn push(&self, header: &Header, request: &IngestRequest, after: u64) -> Result<PathBuf> {
+        // After every entry waiting when this outbox first spooled, and
+        // every entry of this transcript another kith spooled since,
+        // whatever the clock says now (it may have stepped back since);
+        // `sortable_now` keeps order after that.
+        let waiting = *self
+            .waiting
+            .get_or_init(|| self.names().iter().filter_map(stamp).max().unwrap_or(0));
         let path = self.dir.join(format!(
-            "{:020}-{key}-{}.delta",
-            sortable_now(waiting.max(of_transcript)),
+            "{:020}-{}-{}.delta",
+            sortable_now(waiting.max(after)),
+            cursor::key(&header.file),
             header.run_id
         ));
         // Serialized straight into the compressor: no copy of the JSON, which
@@ -374,6 +379,11 @@ fn invalid(path: &Path, e: &serde_json::Error) -> Error {
 /// Nanoseconds since the epoch, strictly increasing within this process
 /// (so a session's delta always sorts before its subagent's) and past
 /// `after`.
+/// The time an entry's name starts with.
+fn stamp(name: &std::ffi::OsString) -> Option<u64> {
+    name.to_str()?.split('-').next()?.parse().ok()
+}
+
 fn sortable_now(after: u64) -> u64 {
     static LAST: AtomicU64 = AtomicU64::new(0);
     let now = time::OffsetDateTime::now_utc().unix_timestamp_nanos();
