@@ -248,6 +248,7 @@ pub fn resolve(paths: &Paths, source: Source) -> Result<Vec<Source>> {
 /// would look alike.
 pub struct Stamp {
     path: PathBuf,
+    journal: PathBuf,
     now: String,
     settled: bool,
 }
@@ -260,6 +261,7 @@ impl Stamp {
         path.push(".seen");
         Stamp {
             path: PathBuf::from(path),
+            journal: journal.to_owned(),
             now: format!(
                 "{} {}.{} {}",
                 source.len(),
@@ -275,9 +277,11 @@ impl Stamp {
         }
     }
 
-    /// Whether the journal was brought up to the source as it is now.
+    /// Whether the journal is there, brought up to the source as it is now
+    /// (a journal removed meanwhile is written again).
     pub fn unchanged(&self) -> bool {
-        std::fs::read_to_string(&self.path).is_ok_and(|was| was == self.now)
+        self.journal.is_file()
+            && std::fs::read_to_string(&self.path).is_ok_and(|was| was == self.now)
     }
 
     /// Records that the journal is up to the source as it is now.

@@ -129,6 +129,8 @@ fn a_stamp_matches_only_the_settled_source_it_was_recorded_for() -> Result<()> {
     f.set_modified(old).expect("mtime");
     let settled = Stamp::of(&std::fs::metadata(&source).expect("stat"), &journal);
     settled.record()?;
+    assert!(!settled.unchanged(), "no journal yet: it is written");
+    std::fs::write(&journal, "{}\n").expect("a journal");
     assert!(settled.unchanged());
     // Rewritten with the same size: its time differs.
     std::fs::write(&source, "[]").expect("written");
