@@ -409,24 +409,9 @@ fn watch_applies_a_config_change_at_once() -> Result<()> {
     }
     let mut cmd = machine.command(&["watch"]);
     cmd.env("KITH_CENTRAL_URL", &central.url)
-        .env("KITH_TOKEN", &token)
-        .stderr(Stdio::piped());
-    let mut watch = KillOnDrop(cmd.spawn()?);
-    let said = std::io::BufReader::new(watch.0.stderr.take().context("stderr")?);
-    let (tx, lines) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in std::io::BufRead::lines(said).map_while(std::result::Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
-    let next = |want: &str| -> Result<String> {
-        loop {
-            let line = lines.recv_timeout(Duration::from_secs(30))?;
-            if line.contains(want) {
-                return Ok(line);
-            }
-        }
-    };
+        .env("KITH_TOKEN", &token);
+    let (_watch, said) = Said::spawn(cmd)?;
+    let next = |want: &str| said.next(want);
     next("watching")?;
     let line = |text: &str| kith_tests::claude_user_line(text, "2026-05-11T08:00:00Z");
     let append = |path: &Path, text: &str| -> Result<()> {
@@ -495,25 +480,11 @@ fn watch_runs_the_new_kith_when_its_program_is_replaced() -> Result<()> {
     std::fs::copy(kith_tests::bin("kith"), &program)?;
     let mut cmd = machine.home.kith_from(&program, &["watch"]);
     cmd.env("KITH_CENTRAL_URL", &central.url)
-        .env("KITH_TOKEN", &token)
-        .stderr(Stdio::piped());
-    let mut watch = KillOnDrop(cmd.spawn()?);
+        .env("KITH_TOKEN", &token);
+    let (mut watch, said) = Said::spawn(cmd)?;
     let pid = watch.0.id();
-    let said = std::io::BufReader::new(watch.0.stderr.take().context("stderr")?);
-    let (tx, lines) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in std::io::BufRead::lines(said).map_while(std::result::Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
-    let next = |want: &str| -> Result<String> {
-        loop {
-            let line = lines.recv_timeout(Duration::from_secs(30))?;
-            if line.contains(want) {
-                return Ok(line);
-            }
-        }
-    };
+    let lines = &said.0;
+    let next = |want: &str| said.next(want);
     next("watching")?;
 
     // What is not a complete program (an install cut short, a script) is
@@ -564,6 +535,34 @@ fn watch_runs_the_new_kith_when_its_program_is_replaced() -> Result<()> {
     )?;
     assert!(got.iter().any(|c| c.1 == bytes.len() as u64), "{got:?}");
     Ok(())
+}
+
+/// What a background kith says on stderr, line by line.
+struct Said(std::sync::mpsc::Receiver<String>);
+
+impl Said {
+    /// Spawns `cmd`, its stderr read as it comes.
+    fn spawn(mut cmd: Command) -> Result<(KillOnDrop, Said)> {
+        let mut child = KillOnDrop(cmd.stderr(Stdio::piped()).spawn()?);
+        let said = std::io::BufReader::new(child.0.stderr.take().context("stderr")?);
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufRead::lines(said).map_while(std::result::Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        Ok((child, Said(lines)))
+    }
+
+    /// The next line holding `want` (within 30 s).
+    fn next(&self, want: &str) -> Result<String> {
+        loop {
+            let line = self.0.recv_timeout(Duration::from_secs(30))?;
+            if line.contains(want) {
+                return Ok(line);
+            }
+        }
+    }
 }
 
 /// A background kith, killed with the test.

@@ -128,6 +128,28 @@ fn open_link(b: &Browser<'_>, link: &str, handle: &str) -> Result<()> {
     Ok(())
 }
 
+/// The password sign-in form, filled and posted as a browser does (with
+/// the form page's cookie and CSRF token).
+fn post_sign_in(
+    client: &reqwest::blocking::Client,
+    base: &str,
+    handle: &str,
+    password: &str,
+) -> Result<reqwest::blocking::Response> {
+    let form = client.get(format!("{base}/signin")).send()?;
+    let cookie = set_cookie(&form);
+    let csrf = hidden(&form.text()?, "csrf");
+    Ok(client
+        .post(format!("{base}/signin"))
+        .header("cookie", cookie)
+        .form(&[
+            ("csrf", csrf.as_str()),
+            ("handle", handle),
+            ("password", password),
+        ])
+        .send()?)
+}
+
 fn http() -> Result<reqwest::blocking::Client> {
     Ok(reqwest::blocking::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
@@ -220,18 +242,7 @@ fn a_machine_token_signs_in_only_while_its_machine_lives() -> Result<()> {
     let token = machine(&data, GINA, "laptop")?;
     let client = http()?;
     let sign_in = |password: &str| -> Result<(u16, String)> {
-        let form = client.get(format!("{base}/signin")).send()?;
-        let cookie = set_cookie(&form);
-        let csrf = hidden(&form.text()?, "csrf");
-        let res = client
-            .post(format!("{base}/signin"))
-            .header("cookie", cookie)
-            .form(&[
-                ("csrf", csrf.as_str()),
-                ("handle", GINA.0),
-                ("password", password),
-            ])
-            .send()?;
+        let res = post_sign_in(&client, &base, GINA.0, password)?;
         Ok((res.status().as_u16(), set_cookie(&res)))
     };
     let recent = |cookie: &str| -> Result<u16> {
@@ -628,18 +639,7 @@ fn scenario(alice_b: &Browser<'_>, bob_b: &Browser<'_>, dave_b: &Browser<'_>) ->
     // the right password waits.
     let client = http()?;
     let attempt = |handle: &str, password: &str| -> Result<(u16, String)> {
-        let form = client.get(format!("{base}/signin")).send()?;
-        let cookie = set_cookie(&form);
-        let csrf = hidden(&form.text()?, "csrf");
-        let res = client
-            .post(format!("{base}/signin"))
-            .header("cookie", cookie)
-            .form(&[
-                ("csrf", csrf.as_str()),
-                ("handle", handle),
-                ("password", password),
-            ])
-            .send()?;
+        let res = post_sign_in(&client, &base, handle, password)?;
         Ok((res.status().as_u16(), res.text()?))
     };
     for i in 0..5 {
