@@ -149,11 +149,22 @@ pub fn sync(
             Seen::Other => {}
         }
     }
-    let mut new: Vec<String> = records
+    // A key given twice (two files claiming one id) is one record: its
+    // first place, its last line (both, appended at each refresh, would
+    // grow the journal for ever).
+    let mut latest: HashMap<&str, &str> = records
         .iter()
-        .filter(|r| last.get(&r.key).copied().flatten() != Some(r.line.as_str()))
-        .map(|r| r.line.clone())
+        .map(|r| (r.key.as_str(), r.line.as_str()))
         .collect();
+    let mut new: Vec<String> = Vec::new();
+    for r in records {
+        let Some(line) = latest.remove(r.key.as_str()) else {
+            continue;
+        };
+        if last.get(&r.key).copied().flatten() != Some(line) {
+            new.push(line.to_owned());
+        }
+    }
     let present: std::collections::HashSet<&str> = records.iter().map(|r| r.key.as_str()).collect();
     new.extend(
         order

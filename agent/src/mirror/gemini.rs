@@ -151,14 +151,27 @@ impl Session {
             return Err("no sessionId".into());
         }
         let metadata = compact(&serde_json::to_string(&top).map_err(|e| e.to_string())?);
-        let messages = messages
-            .iter()
-            .filter_map(|raw| {
-                let id = serde_json::from_str::<Id>(raw.get()).ok()?.id?;
-                Some((id, compact(raw.get())))
-            })
-            .collect();
-        Ok(Session { metadata, messages })
+        // An id listed twice is one message, as central folds a journal:
+        // its first place, its last text (else each refresh would append
+        // both again).
+        let mut listed: Vec<(String, String)> = Vec::new();
+        for raw in &messages {
+            let Some(id) = serde_json::from_str::<Id>(raw.get())
+                .ok()
+                .and_then(|m| m.id)
+            else {
+                continue;
+            };
+            let line = compact(raw.get());
+            match listed.iter_mut().find(|(m, _)| *m == id) {
+                Some(known) => known.1 = line,
+                None => listed.push((id, line)),
+            }
+        }
+        Ok(Session {
+            metadata,
+            messages: listed,
+        })
     }
 }
 
@@ -316,6 +329,19 @@ mod tests {
                     r#"{"$rewindTo":"b"}"#,
                     r#"{"id":"c","type":"user","content":"instead"}"#,
                 ],
+            ),
+            (
+                "an id listed twice: one message, its last text",
+                vec![("a", "hi"), ("c", "instead"), ("c", "instead, again")],
+                vec![
+                    r#"{"$set":{"lastUpdated":"3","sessionId":"s1"}}"#,
+                    r#"{"id":"c","type":"user","content":"instead, again"}"#,
+                ],
+            ),
+            (
+                "the same file again",
+                vec![("a", "hi"), ("c", "instead"), ("c", "instead, again")],
+                vec![],
             ),
         ];
         let mut journal: Vec<String> = Vec::new();

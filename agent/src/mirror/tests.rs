@@ -21,6 +21,20 @@ fn removal(key: &str) -> String {
     format!(r#"{{"gone":"{key}"}}"#)
 }
 
+/// Two records of one key (two storage files claiming one id) are one:
+/// its last line, appended once, not both again at every refresh.
+#[test]
+fn a_key_given_twice_is_appended_once() -> Result<()> {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let mut j = Journal::open(&dir.path().join("s.jsonl"))?;
+    let (a1, a2) = (r#"{"k":"a","v":1}"#, r#"{"k":"a","v":2}"#);
+    let records = [rec("a", a1), rec("a", a2)];
+    assert_eq!(sync(&mut j, &records, read, removal)?, 1);
+    assert_eq!(j.lines(), [a2]);
+    assert_eq!(sync(&mut j, &records, read, removal)?, 0);
+    Ok(())
+}
+
 #[test]
 fn sync_appends_what_changed_and_removes_what_went_away() -> Result<()> {
     let dir = tempfile::tempdir().expect("a temp dir");
