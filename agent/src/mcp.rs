@@ -206,6 +206,9 @@ struct SearchArgs {
     machine: Option<String>,
     /// How many conversations, 1 to 100 (default 10).
     limit: Option<u32>,
+    /// How many of the best conversations to skip: the next page starts at
+    /// offset + limit (at most 1000).
+    offset: Option<u32>,
     /// Most tokens the answer may hold (default 4000; 20 to 32000).
     max_tokens: Option<u32>,
 }
@@ -369,6 +372,7 @@ impl Kith {
                 ..SearchFilters::default()
             },
             limit: a.limit,
+            offset: a.offset.unwrap_or(0),
             group: GroupBy::Conversation,
             ..SearchRequest::default()
         };

@@ -215,6 +215,7 @@ fn an_agent_reads_through_kith_mcp_what_its_owner_may_read() -> Result<()> {
         "runtime",
         "machine",
         "limit",
+        "offset",
         "max_tokens",
     ] {
         assert!(
@@ -386,6 +387,9 @@ fn bad_calls_are_mcp_errors_and_the_server_keeps_serving() -> Result<()> {
             {"op": "call", "tool": "read", "args": {"id": "c0000000000000000000000000000000"}},
             {"op": "call", "tool": "search", "args": {"query": "   "}},
             {"op": "call", "tool": "search", "args": {"query": "pelican cache", "mode": "keyword", "max_tokens": 30}},
+            {"op": "call", "tool": "search", "args": {"query": "pelican cache", "mode": "keyword", "limit": 1}},
+            {"op": "call", "tool": "search", "args": {"query": "pelican cache", "mode": "keyword", "limit": 1, "offset": 1}},
+            {"op": "call", "tool": "search", "args": {"query": "pelican", "offset": 5000}},
         ]),
     )?;
     // Arguments that do not fit the schema, and a tool that is not there.
@@ -415,6 +419,14 @@ fn bad_calls_are_mcp_errors_and_the_server_keeps_serving() -> Result<()> {
     let small = ok(&r[10]);
     assert!(kith_shared::tokens::approx(small) <= 30, "{small}");
     assert!(small.contains("max_tokens=30"), "{small}");
+    // The next page starts past the best conversation; past the most
+    // central pages, its error.
+    let title = "how does the pelican cache behave on deploy?";
+    let first = ok(&r[11]);
+    assert!(first.contains(title), "{first}");
+    let next = ok(&r[12]);
+    assert!(!next.contains(title), "{next}");
+    tool_error(&r[13], "invalid_offset");
 
     // A dead central: a clear error per call, and the server still answers.
     let dead = {
