@@ -226,6 +226,14 @@ pub fn source_folders(paths: &Paths) -> Vec<(PathBuf, notify::RecursiveMode)> {
     opencode::folders(paths)
 }
 
+/// Whether `dir` is one a mirror makes for every message (OpenCode's old
+/// storage tree keeps each message's parts in a folder of its own): a new
+/// one starts no rescan, since its message's file changing refreshes the
+/// whole session (and the periodic rescan catches the rest).
+pub fn holds_sources(paths: &Paths, dir: &Path) -> bool {
+    opencode::holds(paths, dir)
+}
+
 /// Refreshes every mirrored source (`kith capture`); the sources whose
 /// refresh failed, with why.
 pub fn refresh_all(paths: &Paths) -> Vec<(PathBuf, crate::Error)> {

@@ -194,7 +194,7 @@ pub fn run(
                     if discover::is_transcript(paths, &path) || mirror::is_source(paths, &path) {
                         let now = Instant::now();
                         pending.entry(path).or_insert((now, now)).1 = now;
-                    } else if path.is_dir() {
+                    } else if path.is_dir() && !mirror::holds_sources(paths, &path) {
                         // A new folder (a day of Codex sessions, subagents/):
                         // its files may predate the watch on it.
                         next_rescan = Instant::now();

@@ -64,6 +64,12 @@ pub(super) fn folders(paths: &Paths) -> Vec<(PathBuf, RecursiveMode)> {
     ]
 }
 
+/// Whether `dir` is a message's folder of parts in the storage tree (or
+/// inside one).
+pub(super) fn holds(paths: &Paths, dir: &Path) -> bool {
+    dir.starts_with(storage(paths).join("part"))
+}
+
 /// The database, if there is one; else every session file of the storage
 /// tree (OpenCode v1.2 copies the tree into the database and leaves it, so
 /// once there is a database the tree is history it already holds).

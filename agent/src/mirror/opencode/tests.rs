@@ -610,3 +610,21 @@ fn a_fifo_in_the_storage_tree_is_not_waited_on() -> Result<()> {
     assert_eq!(m.turns(LEGACY).len(), 3);
     Ok(())
 }
+
+/// Only the folder a message's parts get (one per message) starts no
+/// rescan when it appears; a session's new folders still do.
+#[test]
+fn only_a_messages_part_folder_is_held_without_a_rescan() {
+    let m = Machine::new();
+    let tree = storage(&m.paths);
+    assert!(crate::mirror::holds_sources(
+        &m.paths,
+        &tree.join("part/msg_1")
+    ));
+    for dir in ["message/ses_1", "session/3f8a1c2e9b", "", "../part"] {
+        assert!(
+            !crate::mirror::holds_sources(&m.paths, &tree.join(dir)),
+            "{dir}"
+        );
+    }
+}
