@@ -228,6 +228,28 @@ fn a_hit_deep_in_a_long_conversation_opens_the_page_that_holds_it() -> Result<()
     Ok(())
 }
 
+/// A PDS that does not answer: the sign-in page says so plainly, without
+/// its address or the HTTP client's reason (whoever sees this page is not
+/// signed in), and the attempt counts as no failure.
+#[test]
+fn a_pds_that_does_not_answer_is_named_without_its_address() -> Result<()> {
+    const HAL: (&str, &str) = ("hal.test", "hal-pds-pass-1");
+    let mut pds = Pds::start()?;
+    let central = Central::start()?;
+    member(&pds, &central.data_dir, HAL)?;
+    let address = pds.url.trim_start_matches("http://").to_owned();
+    pds.kill()?;
+    let client = http()?;
+    for _ in 0..6 {
+        let res = post_sign_in(&client, &central.url, HAL.0, HAL.1)?;
+        ensure!(res.status() == 503, "{}", res.status());
+        let page = res.text()?;
+        ensure!(page.contains("Your PDS did not answer"), "{page}");
+        ensure!(!page.contains(&address), "the page names the PDS: {page}");
+    }
+    Ok(())
+}
+
 /// A machine's token is an app password on the PDS, so the sign-in form
 /// takes it: the session it opens is that machine's and ends when the
 /// machine is revoked, and a revoked machine's token signs nothing in,

@@ -25,6 +25,9 @@ use crate::state::AppState;
 
 /// How long the sign-in form's cookie lives.
 const SIGNIN_COOKIE_MAX_AGE: u32 = 60 * 60;
+/// How long a sign-in for a handle central does not know waits before it is
+/// refused: about what a PDS's `createSession` takes to refuse a password.
+const UNKNOWN_HANDLE_WAIT: std::time::Duration = std::time::Duration::from_millis(400);
 
 /// The sign-in form, with a fresh CSRF cookie.
 pub async fn signin_form() -> PageResult {
@@ -103,6 +106,9 @@ pub async fn signin(
     let h = handle.clone();
     let Some(user) = tokio::task::spawn_blocking(move || s.registry().user_by_handle(&h)).await??
     else {
+        // As long as a PDS takes to refuse a password: how soon the answer
+        // comes must not tell an outsider which handles are the family's.
+        tokio::time::sleep(UNKNOWN_HANDLE_WAIT).await;
         return refused();
     };
     let Some(pds_url) = &user.pds_url else {
@@ -123,9 +129,12 @@ pub async fn signin(
         }) => return refused(),
         Err(e @ Error::Unavailable { .. }) => {
             limits.release(attempt);
+            // Its address and the reason are the operator's to read, not a
+            // visitor's who is not signed in.
+            tracing::warn!(handle = %handle, error = %e, "a PDS did not answer a sign-in");
             return signin_page(
                 StatusCode::SERVICE_UNAVAILABLE,
-                Some(e.to_string()),
+                Some("Your PDS did not answer; try again in a moment.".to_owned()),
                 &handle,
             );
         }
