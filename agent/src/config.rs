@@ -328,6 +328,15 @@ pub fn file_stamp(path: &Path) -> Option<(u64, u64, Option<std::time::SystemTime
     Some((meta.ino(), meta.len(), meta.modified().ok()))
 }
 
+/// Whether the file `meta` describes was left alone for at least `d`: one
+/// changed since (or dated in the future) may still be being written.
+pub fn left_alone_for(meta: &fs::Metadata, d: std::time::Duration) -> bool {
+    meta.modified()
+        .ok()
+        .and_then(|t| t.elapsed().ok())
+        .is_some_and(|age| age >= d)
+}
+
 /// Writes `bytes` to `path` atomically with mode 0600 and `Durable`.
 pub fn write_private(path: &Path, bytes: &[u8]) -> Result<()> {
     write_file(path, bytes, 0o600, Durability::Durable)

@@ -288,11 +288,7 @@ impl Stamp {
                 source.mtime_nsec(),
                 source.ino()
             ),
-            settled: source
-                .modified()
-                .ok()
-                .and_then(|m| m.elapsed().ok())
-                .is_some_and(|age| age >= Duration::from_secs(1)),
+            settled: crate::config::left_alone_for(source, Duration::from_secs(1)),
         }
     }
 

@@ -244,8 +244,7 @@ impl Outbox {
             let stale = entry.file_name().to_string_lossy().starts_with(".tmp-")
                 && entry
                     .metadata()
-                    .and_then(|m| m.modified())
-                    .is_ok_and(|t| t.elapsed().is_ok_and(|age| age > STALE));
+                    .is_ok_and(|m| crate::config::left_alone_for(&m, STALE));
             if stale {
                 let _ = fs::remove_file(entry.path());
             }

@@ -115,8 +115,8 @@ pub fn run(
             let seen = crate::config::file_stamp(&settings.file);
             // Read again once it stood still for a second: a save that
             // truncates first must not be read empty (no exclusions).
-            let settled = seen.as_ref().is_none_or(|(_, _, modified)| {
-                modified.is_none_or(|t| !t.elapsed().is_ok_and(|age| age < Duration::from_secs(1)))
+            let settled = std::fs::metadata(&settings.file).map_or(true, |m| {
+                crate::config::left_alone_for(&m, Duration::from_secs(1))
             });
             if seen != config_seen && settled {
                 config_seen = seen;
@@ -267,11 +267,7 @@ fn replaced_program() -> Option<PathBuf> {
     let running = std::fs::metadata("/proc/self/exe").ok()?;
     let mut file = std::fs::File::open(&path).ok()?;
     let there = file.metadata().ok()?;
-    let settled = there
-        .modified()
-        .ok()
-        .and_then(|t| t.elapsed().ok())
-        .is_some_and(|age| age >= Duration::from_secs(1));
+    let settled = crate::config::left_alone_for(&there, Duration::from_secs(1));
     let mut magic = [0u8; 4];
     let elf = file.read_exact(&mut magic).is_ok() && magic == *b"\x7fELF";
     let other = (there.dev(), there.ino()) != (running.dev(), running.ino());
