@@ -271,34 +271,67 @@ impl MeiliIndex {
     /// Every chunk `filter` matches: its id, text and vector's model.
     fn texts_where(&self, filter: String, what: &str) -> Result<Vec<ToEmbedDoc>> {
         let mut out = Vec::new();
+        self.each_page(
+            what,
+            Some(filter),
+            Some(&["id", "text", "vector_model"]),
+            |page| {
+                out.extend(page);
+                Ok(())
+            },
+        )?;
+        Ok(out)
+    }
+
+    /// Reads the documents `filter` matches (all of them without one), a
+    /// page at a time, with only `fields` when given, handing each page to
+    /// `each`.
+    fn each_page<T>(
+        &self,
+        what: &str,
+        filter: Option<String>,
+        fields: Option<&'static [&'static str]>,
+        mut each: impl FnMut(Vec<T>) -> Result<()>,
+    ) -> Result<()>
+    where
+        T: serde::de::DeserializeOwned + Send + Sync + 'static,
+    {
+        let mut offset = 0;
         loop {
-            let (filter, offset) = (filter.clone(), out.len());
+            let filter = filter.clone();
             let page = self.call(what, REQUEST_TIMEOUT, move |index| async move {
                 let mut query = DocumentsQuery::new(&index);
-                query
-                    .with_filter(&filter)
-                    .with_fields(["id", "text", "vector_model"])
-                    .with_offset(offset)
-                    .with_limit(DOCS_PER_REQUEST);
-                query.execute::<ToEmbedDoc>().await
+                if let Some(filter) = &filter {
+                    query.with_filter(filter);
+                }
+                if let Some(fields) = fields {
+                    query.with_fields(fields.iter().copied());
+                }
+                query.with_offset(offset).with_limit(DOCS_PER_REQUEST);
+                query.execute::<T>().await
             })?;
             let n = page.results.len();
-            out.extend(page.results);
+            each(page.results)?;
             if n < DOCS_PER_REQUEST {
-                return Ok(out);
+                return Ok(());
             }
+            offset += n;
         }
     }
 
-    /// Deletes every chunk of `runs`, waiting for each task.
-    fn delete_chunks_of(&self, runs: &[String], what: &str) -> Result<()> {
+    /// Deletes every chunk of `runs` (forgotten), waiting for each task.
+    fn delete_chunks_of(&self, runs: &[String]) -> Result<()> {
         for ids in runs.chunks(DOCS_PER_REQUEST) {
             let filter = filter::runs_filter(ids);
-            self.write(what, WRITE_TIMEOUT, move |index| async move {
-                let mut query = DocumentDeletionQuery::new(&index);
-                query.with_filter(&filter);
-                index.delete_documents_with(&query).await
-            })?;
+            self.write(
+                "deleting forgotten chunks",
+                WRITE_TIMEOUT,
+                move |index| async move {
+                    let mut query = DocumentDeletionQuery::new(&index);
+                    query.with_filter(&filter);
+                    index.delete_documents_with(&query).await
+                },
+            )?;
         }
         Ok(())
     }
@@ -462,39 +495,27 @@ impl MeiliIndex {
     /// document was replaced or deleted must not be written back after.
     fn drop_all_vectors(&self) -> Result<()> {
         let _vectors = self.vector_writes.lock().unwrap_or_else(|p| p.into_inner());
-        let mut offset = 0;
-        loop {
-            let page = self.call(
-                "reading documents",
-                REQUEST_TIMEOUT,
-                move |index| async move {
-                    let mut query = DocumentsQuery::new(&index);
-                    query.with_offset(offset).with_limit(DOCS_PER_REQUEST);
-                    query
-                        .execute::<serde_json::Map<String, serde_json::Value>>()
-                        .await
-                },
-            )?;
-            let n = page.results.len();
-            let docs: Vec<_> = page
-                .results
-                .into_iter()
-                .map(|mut doc| {
-                    doc.insert("_vectors".into(), serde_json::json!({ EMBEDDER: null }));
-                    doc.insert("vector_model".into(), serde_json::Value::Null);
-                    doc
-                })
-                .collect();
-            if !docs.is_empty() {
+        self.each_page(
+            "reading documents",
+            None,
+            None,
+            |page: Vec<serde_json::Map<String, serde_json::Value>>| {
+                let docs: Vec<_> = page
+                    .into_iter()
+                    .map(|mut doc| {
+                        doc.insert("_vectors".into(), serde_json::json!({ EMBEDDER: null }));
+                        doc.insert("vector_model".into(), serde_json::Value::Null);
+                        doc
+                    })
+                    .collect();
+                if docs.is_empty() {
+                    return Ok(());
+                }
                 self.write("dropping vectors", WRITE_TIMEOUT, move |index| async move {
                     index.add_or_replace(&docs, Some(PRIMARY_KEY)).await
-                })?;
-            }
-            if n < DOCS_PER_REQUEST {
-                return Ok(());
-            }
-            offset += n;
-        }
+                })
+            },
+        )
     }
 
     /// The searches of `asks`, each filtered by what the viewer may read
@@ -969,7 +990,7 @@ impl SearchIndex for MeiliIndex {
         }
         self.ensure_ready()?;
         let _vectors = self.vector_writes.lock().unwrap_or_else(|p| p.into_inner());
-        self.delete_chunks_of(run_ids, "deleting forgotten chunks")
+        self.delete_chunks_of(run_ids)
     }
 
     fn clear(&self) -> Result<()> {
@@ -1140,9 +1161,11 @@ impl SearchIndex for MeiliIndex {
     }
 
     fn outdated(&self) -> Option<String> {
-        // A document an older kith-central put has no `captured_ms`. Counted
-        // by the index's field distribution, which (unlike a filter) needs
-        // no setting this kith-central may not have applied yet.
+        // A document an older kith-central put has no `captured_ms` or no
+        // `machine_key` (its strings are then matched loosely, grants
+        // included). Counted by the index's field distribution, which
+        // (unlike a filter) needs no setting this kith-central may not have
+        // applied yet.
         let stats = self
             .call(
                 "reading the index's fields",
@@ -1150,11 +1173,12 @@ impl SearchIndex for MeiliIndex {
                 |index| async move { index.get_stats().await },
             )
             .ok()?;
-        let with_field = stats.field_distribution.get("captured_ms").copied();
-        (with_field.unwrap_or(0) < stats.number_of_documents).then(|| {
-            "the index holds chunks that do not say whether their run is quarantined or when it \
-             was captured, as an older kith-central put them (such runs count in the keyword \
-             scores of those they are shared with, though never shown)"
+        let with = |field: &str| stats.field_distribution.get(field).copied().unwrap_or(0);
+        (with("captured_ms").min(with("machine_key")) < stats.number_of_documents).then(|| {
+            "the index holds chunks an older kith-central put: they do not say whether their \
+             run is quarantined or when it was captured, or compare tags, machines and folders \
+             loosely (such runs can count in the keyword scores of those they are shared with, \
+             though never shown)"
                 .to_owned()
         })
     }
