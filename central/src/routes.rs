@@ -39,9 +39,13 @@ pub const BODY_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_sec
 /// strings takes ten times its size; a delta's limit is the configured one.
 pub const MAX_REQUEST_BYTES: usize = 1024 * 1024;
 
+/// The route that takes deltas: the one whose body may be as large as
+/// configured.
+const INGEST_PATH: &str = "/api/runs";
+
 /// The body limit of a request to `path`, `ingest` being the configured one.
 pub fn body_limit(ingest: usize, path: &str) -> usize {
-    if path == "/api/runs" {
+    if path == INGEST_PATH {
         ingest
     } else {
         ingest.min(MAX_REQUEST_BYTES)
@@ -57,8 +61,8 @@ pub fn app(state: AppState) -> Router {
         .route("/api/openapi.json", get(meta::openapi))
         .route("/api/status", get(meta::status))
         .route(
-            "/api/runs",
-            post(runs::post).layer(DefaultBodyLimit::max(body_limit(ingest, "/api/runs"))),
+            INGEST_PATH,
+            post(runs::post).layer(DefaultBodyLimit::max(ingest)),
         )
         .route("/api/runs/forest", get(runs::forest))
         .route("/api/runs/{id}", get(runs::get))
@@ -83,7 +87,7 @@ pub fn app(state: AppState) -> Router {
         .method_not_allowed_fallback(|| async { Error::MethodNotAllowed })
         // The limit applies to the decompressed body, so a small zstd bomb
         // cannot expand past it. (A delta's route sets its own.)
-        .layer(DefaultBodyLimit::max(body_limit(ingest, "")))
+        .layer(DefaultBodyLimit::max(ingest.min(MAX_REQUEST_BYTES)))
         .layer(RequestDecompressionLayer::new().gzip(true).zstd(true))
         .layer(RequestBodyTimeoutLayer::new(BODY_READ_TIMEOUT))
         // One line per request at debug (method, path, status, latency; no

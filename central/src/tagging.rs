@@ -13,13 +13,12 @@ use crate::error::{Error, Result};
 use crate::registry::Viewer;
 use crate::state::AppState;
 
-pub fn edit(
-    state: &AppState,
-    viewer: &Viewer,
-    name: &str,
-    req: &TagsRequest,
-) -> Result<TagsResponse> {
-    let rule = || Error::bad_request("invalid_tags", kith_shared::tags::rule());
+fn rule() -> Error {
+    Error::bad_request("invalid_tags", kith_shared::tags::rule())
+}
+
+/// What needs no stored state: some tag named, each a valid one.
+pub fn check(req: &TagsRequest) -> Result<()> {
     if req.add.is_empty() && req.remove.is_empty() {
         return Err(Error::bad_request(
             "invalid_tags",
@@ -29,6 +28,16 @@ pub fn edit(
     if !kith_shared::tags::valid(&req.add) || !kith_shared::tags::valid(&req.remove) {
         return Err(rule());
     }
+    Ok(())
+}
+
+/// Applies `req` (which passed `check`) to the conversation `name`.
+pub fn edit(
+    state: &AppState,
+    viewer: &Viewer,
+    name: &str,
+    req: &TagsRequest,
+) -> Result<TagsResponse> {
     let registry = state.registry();
     let id = registry.resolve_conversation(viewer, name)?;
     let runs: Vec<_> = registry

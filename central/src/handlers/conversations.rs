@@ -195,6 +195,7 @@ pub async fn tags(
     IdPath(id): IdPath,
     ApiJson(req): ApiJson<TagsRequest>,
 ) -> Result<Json<TagsResponse>> {
+    crate::tagging::check(&req)?;
     // Not beside a forget of the conversation (its rewritten metadata would
     // outlive the run) nor a delta deciding its tags.
     let gate = state.ingest_gate().await;

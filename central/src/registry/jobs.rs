@@ -127,8 +127,8 @@ impl Registry {
     /// `PendingJob::version`): their runs are searchable, with `n_chunks`
     /// chunks each; a job enqueued again meanwhile stays. One transaction (one sync of the log) for a whole
     /// indexing batch. A run indexed again (a superseded chain, a tag edit)
-    /// waits for vectors again: a server backend's new documents have none
-    /// (the embedded one keeps the vectors of the chunks whose text stayed).
+    /// waits for vectors again: both backends keep the vectors of the chunks
+    /// whose text stayed, and the vectorizer embeds the rest.
     ///
     /// `chain` are the other runs of re-indexed chains (`indexer::index_chain`)
     /// whose chunks changed: indexed again as well (a vectorizer still

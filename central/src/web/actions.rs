@@ -12,7 +12,6 @@ use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::Form;
 use kith_proto::ShareRequest;
-use kith_shared::hash::sha256_hex;
 use serde::Deserialize;
 
 use super::session::{clear_cookie, Secret, WebSession, COOKIE, COOKIE_MAX_AGE, SIGNIN_COOKIE};
@@ -148,7 +147,8 @@ pub async fn signin(
     // it opens is that machine's (it ends when the machine is revoked), and
     // a revoked machine's signs nothing in, even while the PDS still takes it.
     let s = state.clone();
-    let (user_id, hash) = (user.id.clone(), sha256_hex(password.expose().as_bytes()));
+    let hash = crate::auth::Token::new(password.expose().to_owned()).sha256();
+    let user_id = user.id.clone();
     let machine =
         match tokio::task::spawn_blocking(move || s.registry().machine_of_token(&user_id, &hash))
             .await??
