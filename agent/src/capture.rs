@@ -353,7 +353,7 @@ impl Capture {
 
 /// The longest line kith reads: past it, no central (64 MiB bodies by
 /// default, the line JSON-escaped in it) would take the line anyway.
-const MAX_LINE: usize = 64 << 20;
+pub(crate) const MAX_LINE: usize = 64 << 20;
 
 /// What follows `offset` in a transcript.
 enum Next {

@@ -533,15 +533,20 @@ pub fn open_regular(path: &Path) -> std::io::Result<Option<File>> {
 /// error past that); `None` when it is not a regular file (a FIFO, a
 /// device, a folder), which is never waited on.
 pub fn read_regular(path: &Path, limit: u64) -> std::io::Result<Option<Vec<u8>>> {
-    let Some(file) = open_regular(path)? else {
-        return Ok(None);
-    };
+    open_regular(path)?
+        .map(|file| read_bounded(file, limit))
+        .transpose()
+}
+
+/// All of `file` from where it stands, or an error once past `limit` bytes
+/// (bounded by what is read, not by a stat: the file may grow meanwhile).
+pub fn read_bounded(file: impl Read, limit: u64) -> std::io::Result<Vec<u8>> {
     let mut bytes = Vec::new();
     file.take(limit + 1).read_to_end(&mut bytes)?;
     if bytes.len() as u64 > limit {
         return Err(std::io::Error::other(format!("larger than {limit} bytes")));
     }
-    Ok(Some(bytes))
+    Ok(bytes)
 }
 
 /// Up to `PEEK_LINES` complete first lines that parse as JSON objects.

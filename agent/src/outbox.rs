@@ -375,14 +375,14 @@ fn invalid(path: &Path, e: &serde_json::Error) -> Error {
     }
 }
 
-/// Nanoseconds since the epoch, strictly increasing within this process
-/// (so a session's delta always sorts before its subagent's) and past
-/// `after`.
 /// The time an entry's name starts with.
 fn stamp(name: &std::ffi::OsString) -> Option<u64> {
     name.to_str()?.split('-').next()?.parse().ok()
 }
 
+/// Nanoseconds since the epoch, strictly increasing within this process
+/// (so a session's delta always sorts before its subagent's) and past
+/// `after`.
 fn sortable_now(after: u64) -> u64 {
     static LAST: AtomicU64 = AtomicU64::new(0);
     let now = time::OffsetDateTime::now_utc().unix_timestamp_nanos();

@@ -99,12 +99,8 @@ pub(super) fn refresh(paths: &Paths, source: &Path) -> Result<Option<PathBuf>> {
     if meta.len() > MAX_SOURCE {
         return Err(invalid(source, "larger than 256 MiB"));
     }
-    // Bounded by what was read, not the stat: the file may grow meanwhile.
-    let text =
-        std::io::read_to_string(std::io::Read::take(file, MAX_SOURCE + 1)).at("read", source)?;
-    if text.len() as u64 > MAX_SOURCE {
-        return Err(invalid(source, "larger than 256 MiB"));
-    }
+    let bytes = crate::discover::read_bounded(file, MAX_SOURCE).at("read", source)?;
+    let text = String::from_utf8(bytes).map_err(|_| invalid(source, "not UTF-8"))?;
     let session = match Session::parse(&text) {
         Ok(s) => s,
         // Gemini CLI mid-rewrite, or a file it cannot read either: the next
@@ -162,16 +158,21 @@ impl Session {
             else {
                 continue;
             };
-            let line = compact(raw.get());
-            match listed.iter_mut().find(|(m, _)| *m == id) {
-                Some(known) => known.1 = line,
-                None => listed.push((id, line)),
-            }
+            put(&mut listed, id, compact(raw.get()));
         }
         Ok(Session {
             metadata,
             messages: listed,
         })
+    }
+}
+
+/// A message into `messages`: in the place of an earlier one of its id,
+/// else last (Gemini CLI's fold: a message keeps its first place).
+fn put(messages: &mut Vec<(String, String)>, id: String, line: String) {
+    match messages.iter_mut().find(|(m, _)| *m == id) {
+        Some(known) => known.1 = line,
+        None => messages.push((id, line)),
     }
 }
 
@@ -211,10 +212,7 @@ impl Folded {
                     f.messages.truncate(i);
                 }
             } else if let Some(id) = keys.id {
-                match f.position(&id) {
-                    Some(i) => f.messages[i].1 = line.clone(),
-                    None => f.messages.push((id, line.clone())),
-                }
+                put(&mut f.messages, id, line.clone());
             } else if keys.session_id.is_some() {
                 f.metadata = Some(line.clone());
             }

@@ -661,8 +661,8 @@ fn message_folder(storage: &Path, id: &str) -> Option<String> {
 }
 
 /// The most a storage file may hold: far past a message or a part, and
-/// what a line of the journal may hold (`capture::MAX_LINE`).
-const MAX_STORAGE_FILE: u64 = 64 << 20;
+/// what a line of the journal may hold.
+const MAX_STORAGE_FILE: u64 = crate::capture::MAX_LINE as u64;
 
 fn json_of(path: &Path) -> Option<serde_json::Value> {
     let bytes = crate::discover::read_regular(path, MAX_STORAGE_FILE).ok()??;
