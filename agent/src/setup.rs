@@ -963,6 +963,9 @@ mod tests {
         fs::write(&gemini, "{\n  \"theme\": \"dark\"\n}\n")?;
         install::install(&m.paths, Agent::Gemini, &kith, true)?;
         let servers = mcp::install(&m.paths, Agent::ClaudeCode, &kith, true)?.file;
+        // Cursor's hook runs another kith, which stays installed.
+        let other = Path::new("/opt/other/kith");
+        let cursor = install::install(&m.paths, Agent::Cursor, other, true)?.file;
         let kith_text = kith.display().to_string();
         for file in [&gemini, &servers] {
             assert!(
@@ -978,6 +981,7 @@ mod tests {
             assert!(!text.contains(&kith_text), "{}: {text}", file.display());
         }
         assert!(fs::read_to_string(&gemini)?.contains("\"theme\": \"dark\""));
+        assert!(fs::read_to_string(&cursor)?.contains("/opt/other/kith hook"));
         assert!(!kith.exists());
         Ok(())
     }

@@ -404,7 +404,9 @@ fn watch_applies_a_config_change_at_once() -> Result<()> {
     let api = central.client(&token);
     let machine = Machine::new()?;
     let projects = machine.path(".claude/projects");
-    for dir in ["kept", "secret"] {
+    // The open project's folder sorts after the secret one: a watch that
+    // captured both in one pass would spool the secret file's delta first.
+    for dir in ["secret", "work"] {
         std::fs::create_dir_all(projects.join(dir))?;
     }
     let mut cmd = machine.command(&["watch"]);
@@ -437,7 +439,7 @@ fn watch_applies_a_config_change_at_once() -> Result<()> {
     // Past the debounce: the secret file's change is handled before the
     // kept file's is made.
     std::thread::sleep(Duration::from_millis(1500));
-    let kept = projects.join("kept/notes.jsonl");
+    let kept = projects.join("work/notes.jsonl");
     append(&kept, "notes anyone may see")?;
     let len = line("notes anyone may see").len() as u64;
     let got = wait_for(&api, "notes.jsonl", len, Duration::from_secs(30))?;
@@ -448,7 +450,7 @@ fn watch_applies_a_config_change_at_once() -> Result<()> {
     // A config that does not parse stops capture until it is mended.
     std::fs::write(&config, "exclude = [\n")?;
     next("until it is mended")?;
-    let later = projects.join("kept/later.jsonl");
+    let later = projects.join("work/later.jsonl");
     append(&later, "written while the config was broken")?;
     std::thread::sleep(Duration::from_secs(3));
     ensure!(
@@ -502,6 +504,12 @@ fn watch_runs_the_new_kith_when_its_program_is_replaced() -> Result<()> {
     let new = bin_dir.path().join("kith.new");
     std::fs::write(&new, "#!/bin/sh\nexit 0\n")?;
     std::fs::set_permissions(&new, std::os::unix::fs::PermissionsExt::from_mode(0o755))?;
+    // Left alone for an hour: only its not being a program keeps it from
+    // running.
+    std::fs::File::options()
+        .write(true)
+        .open(&new)?
+        .set_modified(std::time::SystemTime::now() - Duration::from_secs(3600))?;
     std::fs::rename(&new, &program)?;
     stays(&mut watch)?;
     // Nor is one whose file changed under a second ago (here: in the future).

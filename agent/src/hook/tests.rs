@@ -190,6 +190,13 @@ fn the_payload_is_read_to_its_end_and_a_pipe_left_open_is_not_waited_on() -> any
     );
     assert!(started.elapsed() < wait * 5, "{:?}", started.elapsed());
     drop(writer);
+    // A payload cut short that way names no transcript.
+    let (mut writer, reader) = UnixStream::pair()?;
+    writer.write_all(b"{\"session_id\":\"s\",\"transcript_path\":\"/tmp/x.jsonl")?;
+    let cut = read_within(&reader, wait, MAX_PAYLOAD);
+    let (_tmp, paths, ..) = device()?;
+    assert!(targets(&paths, None, None, &cut).is_empty(), "{cut:?}");
+    drop(writer);
     Ok(())
 }
 

@@ -648,3 +648,31 @@ fn an_edit_of_a_file_the_agent_saved_meanwhile_is_made_again_on_its_text() -> an
     );
     Ok(())
 }
+
+/// Settings the agent keeps rewriting while kith edits them are left as the
+/// agent wrote them, with an error saying why, rather than overwritten.
+#[test]
+fn an_edit_of_a_file_that_keeps_changing_is_refused() -> anyhow::Result<()> {
+    let tmp = tempfile::tempdir()?;
+    let file = tmp.path().join("settings.json");
+    fs::write(&file, "theme=dark\n")?;
+    let saves = std::cell::Cell::new(0);
+    let done = edit_file(
+        &file,
+        0o644,
+        false,
+        |text| {
+            saves.set(saves.get() + 1);
+            let agent = format!("theme=dark\nsave={}\n", saves.get());
+            fs::write(&file, &agent).at("write", &file)?;
+            Ok(Some(format!("{text}hook=kith\n")))
+        },
+        true,
+    );
+    let said = done.err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(said.contains("kept changing"), "{said}");
+    let left = fs::read_to_string(&file)?;
+    assert!(!left.contains("hook=kith"), "{left}");
+    assert_eq!(left, format!("theme=dark\nsave={}\n", saves.get()));
+    Ok(())
+}
