@@ -12,10 +12,11 @@ use clap::{Parser, Subcommand};
 use kith_shared::ids::{MachineId, UserId};
 
 use crate::auth::Token;
+use crate::config::SearchBackend;
 use crate::config::{Config, Overrides, DEFAULT_CONFIG};
-use crate::index::SearchBackend;
 use crate::pds::{self, Password};
-use crate::registry::{Registry, UserRow};
+use crate::privacy::Operator;
+use crate::registry::{Forgetter, Registry, UserRow};
 use crate::state::{open_registry, AppState};
 
 #[derive(Debug, Parser)]
@@ -233,7 +234,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
                 Ok(s) => match s.index().outdated() {
                     None => s,
                     // A server backend's documents are all put anew below.
-                    Some(why) if config.search.backend != crate::index::SearchBackend::Embedded => {
+                    Some(why) if config.search.backend != SearchBackend::Embedded => {
                         eprintln!("{why}; building it anew");
                         s
                     }
@@ -258,7 +259,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
                 }
                 Err(e) => return Err(e.into()),
             };
-            let report = crate::maintenance::reindex(&state)?;
+            let report = crate::maintenance::reindex(&state, &Operator::for_operator_commands())?;
             for s in &report.skipped {
                 eprintln!("skipped {s}");
             }
@@ -270,7 +271,8 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Forget { id } => {
             let state = AppState::open(config)?;
-            let res = crate::forget::forget(&state, crate::registry::Forgetter::Admin, &id)?;
+            let operator = Operator::for_operator_commands();
+            let res = crate::forget::forget(&state, Forgetter::Admin(&operator), &id)?;
             println!(
                 "forgot conversation {} ({} conversations, {} runs)",
                 res.conversation, res.n_conversations, res.n_runs
@@ -279,7 +281,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Doctor => {
             let state = AppState::open(config)?;
-            let report = crate::maintenance::doctor(&state)?;
+            let report = crate::maintenance::doctor(&state, &Operator::for_operator_commands())?;
             if report.is_empty() {
                 println!("no drift: blobs, registry and index agree");
                 return Ok(());

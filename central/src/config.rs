@@ -6,9 +6,6 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use crate::index::meili::MeiliKey;
-use crate::index::{SearchBackend, SearchConfig};
-
 /// The commented example configuration; every value in it is the default.
 pub const DEFAULT_CONFIG: &str = include_str!("../default-config.toml");
 
@@ -241,6 +238,89 @@ fn expand_home(path: &Path, env: &impl Fn(&str) -> Option<String>) -> PathBuf {
     match (path.strip_prefix("~"), env("HOME")) {
         (Ok(rest), Some(home)) => Path::new(&home).join(rest),
         _ => path.to_owned(),
+    }
+}
+
+/// Which backend holds the index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum SearchBackend {
+    /// tantivy under `<data>/index/`, in process.
+    #[default]
+    Embedded,
+    /// A Meilisearch server (`url`).
+    Meilisearch,
+}
+
+/// The `[search]` section of central's configuration.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SearchConfig {
+    pub backend: SearchBackend,
+    /// Meilisearch's base URL.
+    pub url: String,
+    /// File holding the Meilisearch API key (a file, so the key stays out
+    /// of the config and the process list).
+    pub api_key_file: Option<PathBuf>,
+    /// Meilisearch index uid; one per kith-central (tests use unique ones).
+    pub index: String,
+    /// The key itself, from `KITH_MEILI_KEY`; never read from the file.
+    #[serde(skip)]
+    pub api_key: Option<MeiliKey>,
+}
+
+impl Default for SearchConfig {
+    fn default() -> Self {
+        Self {
+            backend: SearchBackend::default(),
+            url: "http://127.0.0.1:7700".to_owned(),
+            api_key_file: None,
+            index: "kith-chunks".to_owned(),
+            api_key: None,
+        }
+    }
+}
+
+/// The Meilisearch API key. `Debug` never shows it and it has no `Display`,
+/// so it cannot reach a log line or an error message.
+#[derive(Clone, PartialEq, Eq)]
+pub struct MeiliKey(String);
+
+impl MeiliKey {
+    /// A key, trimmed; it becomes an HTTP header, so it must be visible ASCII.
+    pub fn new(key: &str) -> crate::error::Result<Self> {
+        let key = key.trim();
+        if key.is_empty() || !key.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err(crate::error::Error::Internal(
+                "the Meilisearch API key must be non-empty printable ASCII".into(),
+            ));
+        }
+        Ok(Self(key.to_owned()))
+    }
+
+    /// Reads a key file (a file, so the key stays out of config files and
+    /// the process list).
+    pub fn read(path: &std::path::Path) -> crate::error::Result<Self> {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            crate::error::Error::Internal(format!(
+                "cannot read the Meilisearch key file {}: {e}",
+                path.display()
+            ))
+        })?;
+        Self::new(&text)
+    }
+}
+
+impl MeiliKey {
+    /// The key itself, for the one header that carries it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for MeiliKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("MeiliKey(***)")
     }
 }
 

@@ -13,10 +13,11 @@
 use std::collections::{BTreeSet, HashMap};
 use std::fmt;
 
-use kith_proto::{Conversation, ConversationTurn, InlineSubagent, RunMeta, ToolCall};
+use kith_proto::{Conversation, ConversationTurn, InlineSubagent, ToolCall};
 use kith_shared::transcript::{Role, Turn};
 
 use crate::error::{Error, Result};
+use crate::run::Run;
 
 /// A conversation's id: `c` and 32 hex digits derived from its first run's
 /// id, so a reindex from the blobs finds the same id, and a short prefix is
@@ -72,7 +73,7 @@ pub const MIN_PREFIX: usize = 4;
 /// The conversation of a run, computed from the runs before it: a delta
 /// that continues a delta of the same source belongs to its conversation;
 /// any other run starts one.
-pub fn conversation_of(run: &RunMeta, previous_of_source: Option<&RunMeta>) -> ConversationId {
+pub fn conversation_of(run: &Run, previous_of_source: Option<&Run>) -> ConversationId {
     previous_of_source
         .and_then(|p| p.conversation.as_deref())
         .map_or_else(
@@ -84,8 +85,8 @@ pub fn conversation_of(run: &RunMeta, previous_of_source: Option<&RunMeta>) -> C
 /// The conversation of every run of `runs`, for runs stored before kith
 /// recorded it: walk up `parent_run_id` while the parent is a delta of the
 /// same source.
-pub fn conversations_of(runs: &[&RunMeta]) -> HashMap<String, ConversationId> {
-    let by_id: HashMap<&str, &RunMeta> = runs.iter().map(|r| (r.id.as_str(), *r)).collect();
+pub fn conversations_of(runs: &[&Run]) -> HashMap<String, ConversationId> {
+    let by_id: HashMap<&str, &Run> = runs.iter().map(|r| (r.id.as_str(), *r)).collect();
     runs.iter()
         .map(|run| {
             if let Some(c) = &run.conversation {
@@ -113,7 +114,7 @@ pub struct ConversationRuns<'a> {
     pub id: &'a ConversationId,
     /// The owner's handle.
     pub owner: &'a str,
-    pub runs: &'a [&'a RunMeta],
+    pub runs: &'a [&'a Run],
     /// The conversation this one's first run hangs under, if readable.
     pub parent_id: Option<ConversationId>,
     pub depth: u32,
@@ -142,7 +143,7 @@ pub fn fold(c: &ConversationRuns<'_>) -> Option<Conversation> {
         let last = run.ended_at.as_ref().unwrap_or(&run.started_at);
         last_activity_at = last_activity_at.max(last.clone());
     }
-    let first_some = |f: fn(&RunMeta) -> Option<&String>| c.runs.iter().find_map(|r| f(r)).cloned();
+    let first_some = |f: fn(&Run) -> Option<&String>| c.runs.iter().find_map(|r| f(r)).cloned();
     Some(Conversation {
         id: c.id.to_string(),
         title: first_some(|r| r.title.as_ref()),
@@ -171,7 +172,7 @@ pub fn fold(c: &ConversationRuns<'_>) -> Option<Conversation> {
 /// The inline subagents of a conversation's runs, each folded over its
 /// spans (one a delta it ran in): the first name and description, turns
 /// added up, the widest time span. In order of first appearance.
-fn inline_subagents(runs: &[&RunMeta]) -> Vec<InlineSubagent> {
+fn inline_subagents(runs: &[&Run]) -> Vec<InlineSubagent> {
     let mut out: Vec<InlineSubagent> = Vec::new();
     for span in runs.iter().flat_map(|r| &r.subagent_spans) {
         let at = match out.iter().position(|s| s.id == span.id) {
@@ -208,9 +209,9 @@ fn inline_subagents(runs: &[&RunMeta]) -> Vec<InlineSubagent> {
 /// (a conversation, then each conversation its runs spawned, by start). A
 /// conversation whose parent is not among `runs` starts at depth 0. `runs`
 /// must be sorted by `started_at`.
-pub fn shape<'a>(runs: &[&'a RunMeta]) -> Vec<(ConversationId, u32, Vec<&'a RunMeta>)> {
+pub fn shape<'a>(runs: &[&'a Run]) -> Vec<(ConversationId, u32, Vec<&'a Run>)> {
     let mut order: Vec<ConversationId> = Vec::new();
-    let mut members: HashMap<ConversationId, Vec<&'a RunMeta>> = HashMap::new();
+    let mut members: HashMap<ConversationId, Vec<&'a Run>> = HashMap::new();
     let of_run = conversations_of(runs);
     for run in runs {
         let c = of_run[&run.id].clone();
@@ -260,7 +261,7 @@ pub fn shape<'a>(runs: &[&'a RunMeta]) -> Vec<(ConversationId, u32, Vec<&'a RunM
 
 /// The parent conversation of each conversation `shape` returned.
 pub fn parents(
-    shaped: &[(ConversationId, u32, Vec<&RunMeta>)],
+    shaped: &[(ConversationId, u32, Vec<&Run>)],
 ) -> HashMap<ConversationId, ConversationId> {
     let mut stack: Vec<(&ConversationId, u32)> = Vec::new();
     let mut out = HashMap::new();
@@ -328,10 +329,10 @@ pub fn gap(next_run_id: &str, from: u64, to: u64) -> ConversationTurn {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kith_proto::{AgentRuntime, RunLinks};
+    use kith_proto::AgentRuntime;
 
-    fn run(id: &str, parent: Option<&str>, source: &str, from: u64, started: &str) -> RunMeta {
-        RunMeta {
+    fn run(id: &str, parent: Option<&str>, source: &str, from: u64, started: &str) -> Run {
+        Run {
             id: id.into(),
             user_id: "u1".into(),
             machine_id: "m1".into(),
@@ -346,7 +347,6 @@ mod tests {
             git_branch: None,
             intent: None,
             tags: vec![],
-            readable_by: vec![],
             started_at: started.into(),
             ended_at: None,
             turn_count: 2,
@@ -364,9 +364,6 @@ mod tests {
             from_offset: from,
             to_offset: from + 10,
             redactions: Default::default(),
-            indexed_at: None,
-            embedded_at: None,
-            _links: RunLinks::for_run(id),
         }
     }
 
@@ -396,7 +393,7 @@ mod tests {
             run("s3", Some("s2"), "sub-b", 10, "2026-01-01T00:00:06Z"),
             run("r4", Some("r3"), "main", 30, "2026-01-01T00:00:07Z"),
         ];
-        let refs: Vec<&RunMeta> = runs.iter().collect();
+        let refs: Vec<&Run> = runs.iter().collect();
         let shaped = shape(&refs);
         let view: Vec<(u32, Vec<&str>)> = shaped
             .iter()
@@ -465,7 +462,7 @@ mod tests {
             span("a2", Some("task"), 1, "T07", "T07"),
         ];
         let id = ConversationId::of_head("r1");
-        let folded = |runs: &[&RunMeta]| {
+        let folded = |runs: &[&Run]| {
             fold(&ConversationRuns {
                 id: &id,
                 owner: "alice",
@@ -521,7 +518,7 @@ mod tests {
     #[test]
     fn a_subagent_without_its_parent_is_a_conversation_of_its_own() {
         let runs = [run("s1", Some("r2"), "sub-a", 0, "2026-01-01T00:00:03Z")];
-        let refs: Vec<&RunMeta> = runs.iter().collect();
+        let refs: Vec<&Run> = runs.iter().collect();
         let shaped = shape(&refs);
         assert_eq!(shaped.len(), 1);
         assert_eq!(shaped[0].1, 0);

@@ -5,17 +5,18 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use indicatif::{ProgressBar, ProgressStyle};
-use kith_proto::RunMeta;
 use kith_shared::chunk::{chunk_turns, ChunkConfig, CHUNKING_VERSION};
 use kith_shared::hash::sha256_hex;
 use kith_shared::ids::RunId;
 use kith_shared::transcript;
 
 use crate::error::Result;
-use crate::indexer::index_batch;
-use crate::ingest::format_of;
+use crate::indexer::worker::{chain_chunks, index_batch};
+use crate::privacy::Operator;
 use crate::registry::{ancestry_of, Lane, NewRun};
+use crate::run::Run;
 use crate::state::AppState;
+use crate::store::RunRecord;
 
 #[derive(Debug, Default)]
 pub struct ReindexReport {
@@ -37,11 +38,11 @@ fn progress(len: u64, what: &str) -> ProgressBar {
 }
 
 /// Rebuilds the run catalog and the search index from the blobs.
-pub fn reindex(state: &AppState) -> Result<ReindexReport> {
+pub fn reindex(state: &AppState, operator: &Operator) -> Result<ReindexReport> {
     let store = state.store();
-    let files = store.metadata_files()?;
+    let files = store.metadata_files(operator)?;
     let mut report = ReindexReport::default();
-    let mut runs: Vec<(RunMeta, String, Option<String>)> = Vec::new();
+    let mut runs: Vec<(Run, String, Option<String>)> = Vec::new();
     let bar = progress(files.len() as u64, "reading");
     for path in &files {
         bar.inc(1);
@@ -57,7 +58,7 @@ pub fn reindex(state: &AppState) -> Result<ReindexReport> {
                 continue;
             }
         };
-        let meta = blob.meta;
+        let meta = blob.run;
         match store.read_jsonl(&rel) {
             Ok(bytes) if sha256_hex(&bytes) == meta.jsonl_sha256 => {
                 runs.push((meta, rel, blob.idempotency_key))
@@ -72,7 +73,7 @@ pub fn reindex(state: &AppState) -> Result<ReindexReport> {
     // Blobs stored before central recorded a run's conversation say it
     // through their chain of deltas.
     let conversations = {
-        let metas: Vec<&RunMeta> = runs.iter().map(|(m, ..)| m).collect();
+        let metas: Vec<&Run> = runs.iter().map(|(m, ..)| m).collect();
         crate::conversation::conversations_of(&metas)
     };
     for (meta, ..) in &mut runs {
@@ -89,8 +90,8 @@ pub fn reindex(state: &AppState) -> Result<ReindexReport> {
     let rows: Vec<NewRun<'_>> = runs
         .iter()
         .zip(&ancestries)
-        .map(|((meta, rel, key), ancestry)| NewRun {
-            meta,
+        .map(|((run, rel, key), ancestry)| NewRun {
+            run,
             ancestry,
             blob_path: rel,
             idempotency_key: key.as_deref(),
@@ -135,7 +136,7 @@ pub struct Recovery {
 /// client's retry is answered `already_indexed` with that run instead of
 /// storing the delta twice. A blob that does not match its metadata is
 /// left for `doctor` to name.
-pub fn recover(state: &AppState) -> Result<Recovery> {
+pub fn recover(state: &AppState, operator: &Operator) -> Result<Recovery> {
     let store = state.store();
     let mut recovery = Recovery::default();
     for temp in store.leftover_temps()? {
@@ -144,12 +145,12 @@ pub fn recover(state: &AppState) -> Result<Recovery> {
     }
     let registered: HashSet<String> = state
         .registry()
-        .all_blob_paths()?
+        .all_blob_paths(operator)?
         .into_iter()
         .map(|(_, path)| path)
         .collect();
     let mut orphans = Vec::new();
-    for path in store.metadata_files()? {
+    for path in store.metadata_files(operator)? {
         let Some(rel) = store.jsonl_for_metadata(&path) else {
             continue;
         };
@@ -164,27 +165,27 @@ pub fn recover(state: &AppState) -> Result<Recovery> {
             }
         };
         match store.read_jsonl(&rel) {
-            Ok(bytes) if sha256_hex(&bytes) == blob.meta.jsonl_sha256 => orphans.push((blob, rel)),
+            Ok(bytes) if sha256_hex(&bytes) == blob.run.jsonl_sha256 => orphans.push((blob, rel)),
             _ => tracing::warn!(blob = %rel, "blob that does not match its metadata not adopted"),
         }
     }
     // Run ids start with their time: a parent before its children.
-    orphans.sort_by(|a, b| a.0.meta.id.cmp(&b.0.meta.id));
+    orphans.sort_by(|a, b| a.0.run.id.cmp(&b.0.run.id));
     for (blob, rel) in orphans {
-        let parent = match blob.meta.parent_run_id.as_deref().map(RunId::parse) {
-            Some(Ok(id)) => state.registry().run_by_id_any_owner(&id)?,
+        let parent = match blob.run.parent_run_id.as_deref().map(RunId::parse) {
+            Some(Ok(id)) => state.registry().run_by_id_any_owner(operator, &id)?,
             _ => None,
         };
-        let ancestry = ancestry_of(parent.as_ref().map(|p| p.ancestry.as_str()), &blob.meta.id);
+        let ancestry = ancestry_of(parent.as_ref().map(|p| p.ancestry.as_str()), &blob.run.id);
         let adopted = state.registry().insert_run(&NewRun {
-            meta: &blob.meta,
+            run: &blob.run,
             ancestry: &ancestry,
             blob_path: &rel,
             idempotency_key: blob.idempotency_key.as_deref(),
             lane: Lane::Bulk,
         });
         match adopted {
-            Ok(()) => recovery.adopted.push(blob.meta.id),
+            Ok(()) => recovery.adopted.push(blob.run.id),
             // Its key taken by a run stored since: `doctor` names the blob.
             Err(e) => tracing::warn!(blob = %rel, error = %e, "blob not adopted"),
         }
@@ -247,11 +248,11 @@ fn ancestry_from(parents: &HashMap<&str, Option<&str>>, id: &str) -> String {
 pub type DoctorReport = BTreeMap<&'static str, Vec<String>>;
 
 /// Compares blobs, registry and index; an empty report means no drift.
-pub fn doctor(state: &AppState) -> Result<DoctorReport> {
+pub fn doctor(state: &AppState, operator: &Operator) -> Result<DoctorReport> {
     let store = state.store();
     let mut report = DoctorReport::new();
     let mut blob_paths = HashSet::new();
-    for path in store.metadata_files()? {
+    for path in store.metadata_files(operator)? {
         if let Some(rel) = store.jsonl_for_metadata(&path) {
             blob_paths.insert(rel);
         }
@@ -262,7 +263,7 @@ pub fn doctor(state: &AppState) -> Result<DoctorReport> {
             .or_default()
             .push(temp.display().to_string());
     }
-    let registered = state.registry().all_blob_paths()?;
+    let registered = state.registry().all_blob_paths(operator)?;
     let registered_paths: HashSet<&str> = registered.iter().map(|(_, p)| p.as_str()).collect();
     for path in &blob_paths {
         if !registered_paths.contains(path.as_str()) {
@@ -306,10 +307,10 @@ pub fn doctor(state: &AppState) -> Result<DoctorReport> {
                 continue;
             }
         };
-        let meta: Option<RunMeta> =
-            std::fs::read(store.absolute(rel).with_extension("metadata.json"))
-                .ok()
-                .and_then(|b| serde_json::from_slice(&b).ok());
+        let meta: Option<Run> = std::fs::read(store.absolute(rel).with_extension("metadata.json"))
+            .ok()
+            .and_then(|b| RunRecord::read(&b).ok())
+            .map(|r| r.run);
         let Some(meta) = meta else {
             report
                 .entry("run_without_metadata")
@@ -326,12 +327,12 @@ pub fn doctor(state: &AppState) -> Result<DoctorReport> {
         if older.is_some() {
             continue;
         }
-        let format = format_of(meta.agent_runtime);
+        let format = meta.format();
         let expected = if format.folds() {
-            // Indexed as its chain reads whole (`indexer::chain_chunks`).
-            crate::indexer::chain_chunks(state, format, &meta)?
+            // Indexed as its chain reads whole (`indexer::worker::chain_chunks`).
+            chain_chunks(state, format, &meta)?
                 .into_iter()
-                .find(|(run, _)| run.meta.id == meta.id)
+                .find(|(run, _)| run.run.id == meta.id)
                 .map_or(0, |(_, chunks)| chunks.len())
         } else {
             chunk_turns(

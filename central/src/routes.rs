@@ -7,13 +7,15 @@
 //! Hyper's own refusals (a request it cannot parse, a head over ~400 KB)
 //! happen before any of this and stay bodiless.
 
+use std::sync::Arc;
+
 use axum::body::HttpBody;
 use axum::extract::{DefaultBodyLimit, Request};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
-use axum::Router;
+use axum::{Extension, Router};
 use tower_http::decompression::RequestDecompressionLayer;
 use tower_http::timeout::RequestBodyTimeoutLayer;
 use tower_http::trace::{DefaultOnFailure, DefaultOnResponse, TraceLayer};
@@ -22,35 +24,11 @@ use utoipa::OpenApi;
 
 use crate::error::Error;
 use crate::handlers::{context, conversations, meta, runs, search, shares, web};
+use crate::http_limits::{
+    body_limit, BODY_READ_TIMEOUT, MAX_HEADER_BYTES, MAX_REQUEST_BYTES, MAX_URI_BYTES,
+};
 use crate::state::AppState;
 use crate::web::{actions, assets, pages};
-
-/// The longest request target (path and query) served.
-pub const MAX_URI_BYTES: usize = 8 * 1024;
-/// The most bytes of header names and values served.
-pub const MAX_HEADER_BYTES: usize = 32 * 1024;
-/// The longest a request body may pause between two reads (nginx's
-/// `client_body_timeout`): a client that stops sending mid-body gets a 400
-/// and its connection back, instead of holding it for ever.
-pub const BODY_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
-
-/// The largest body of any request but a delta (a search, a tag edit, a
-/// share, a web form: a few KiB of JSON each). Parsed, a body of many short
-/// strings takes ten times its size; a delta's limit is the configured one.
-pub const MAX_REQUEST_BYTES: usize = 1024 * 1024;
-
-/// The route that takes deltas: the one whose body may be as large as
-/// configured.
-const INGEST_PATH: &str = "/api/runs";
-
-/// The body limit of a request to `path`, `ingest` being the configured one.
-pub fn body_limit(ingest: usize, path: &str) -> usize {
-    if path == INGEST_PATH {
-        ingest
-    } else {
-        ingest.min(MAX_REQUEST_BYTES)
-    }
-}
 
 pub fn app(state: AppState) -> Router {
     let ingest = state.config().max_body_bytes;
@@ -61,7 +39,7 @@ pub fn app(state: AppState) -> Router {
         .route("/api/openapi.json", get(meta::openapi))
         .route("/api/status", get(meta::status))
         .route(
-            INGEST_PATH,
+            crate::http_limits::INGEST_PATH,
             post(runs::post).layer(DefaultBodyLimit::max(ingest)),
         )
         .route("/api/runs/forest", get(runs::forest))
@@ -87,6 +65,7 @@ pub fn app(state: AppState) -> Router {
         .method_not_allowed_fallback(|| async { Error::MethodNotAllowed })
         // The limit applies to the decompressed body, so a small zstd bomb
         // cannot expand past it. (A delta's route sets its own.)
+        .layer(Extension(meta::ApiDoc(Arc::new(api_doc()))))
         .layer(DefaultBodyLimit::max(ingest.min(MAX_REQUEST_BYTES)))
         .layer(RequestDecompressionLayer::new().gzip(true).zstd(true))
         .layer(RequestBodyTimeoutLayer::new(BODY_READ_TIMEOUT))
@@ -277,7 +256,7 @@ fn with_error_body(res: Response, limit: usize) -> Response {
 struct Paths;
 
 /// The OpenAPI document of the whole HTTP API.
-pub fn openapi() -> utoipa::openapi::OpenApi {
+pub fn api_doc() -> utoipa::openapi::OpenApi {
     let mut doc = kith_proto::ApiDoc::openapi();
     doc.merge(Paths::openapi());
     declare_refusals(&mut doc);

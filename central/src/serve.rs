@@ -7,10 +7,11 @@ use std::time::Duration;
 
 use tokio::net::TcpListener;
 
+use crate::config::SearchBackend;
 use crate::config::{Config, PlainHttp, TlsConfig};
 use crate::embed::{EmbedError, EmbedQueue};
 use crate::error::{Error, Result};
-use crate::index::SearchBackend;
+use crate::privacy::Operator;
 use crate::state::AppState;
 
 /// Failpoint: when set, `serve` does not start the indexer, so accepted runs
@@ -39,7 +40,9 @@ pub async fn serve(
             let embedder = start_embedder(&config);
             let ask_again = matches!(&embedder, Err(e) if e.ask_again);
             let state = AppState::open_with(config.clone(), embedder.map_err(|e| e.why))?;
-            let recovered = crate::maintenance::recover(&state)?;
+            // Mending after a crash reads every member's runs.
+            let operator = Operator::for_operator_commands();
+            let recovered = crate::maintenance::recover(&state, &operator)?;
             if recovered.temps_removed > 0 || !recovered.adopted.is_empty() {
                 tracing::warn!(
                     temps_removed = recovered.temps_removed,
@@ -75,7 +78,7 @@ pub async fn serve(
         // Crash tests use this to hold work in the durable queue.
         tracing::warn!("{FAILPOINT_INDEXER_PAUSED} is set: the indexer does not run");
     } else {
-        state.indexer().clone().spawn(state.clone())?;
+        crate::indexer::worker::spawn(state.clone())?;
     }
     tokio::spawn(flush_seen_forever(state.clone()));
     let app = crate::routes::app(state.clone());

@@ -3,12 +3,13 @@
 //! their runs), resolve the grantee, record the grant with its cut-off (a
 //! snapshot unless it follows). Reads pick it up at once through `readable`.
 
-use kith_proto::ShareRequest;
+use kith_proto::{AuditEntry, AuditResponse, Share, ShareRequest, SharesResponse};
 use kith_shared::ids::RunId;
 
 use crate::error::{Error, Result};
+use crate::privacy::GrantScope;
 use crate::registry::Viewer;
-use crate::registry::{GrantScope, Registry, ShareRow};
+use crate::registry::{Registry, ShareRow};
 
 pub fn grant(registry: &Registry, viewer: &Viewer, req: &ShareRequest) -> Result<ShareRow> {
     let scope = match req.scope.split_once(':') {
@@ -26,7 +27,7 @@ pub fn grant(registry: &Registry, viewer: &Viewer, req: &ShareRequest) -> Result
                 RunId::parse(id).map_err(|e| Error::bad_request("invalid_id", e.to_string()))?;
             registry
                 .run(viewer, &id)?
-                .filter(|r| r.meta.user_id == viewer.user_id().as_str())
+                .filter(|r| r.run.user_id == viewer.user_id().as_str())
                 .ok_or_else(Error::run_not_found)?;
         }
         GrantScope::Tag(tag) => {
@@ -86,10 +87,62 @@ fn conversation_head(registry: &Registry, viewer: &Viewer, name: &str) -> Result
     registry
         .conversation_runs(viewer, &id)?
         .into_iter()
-        .filter(|r| r.meta.user_id == viewer.user_id().as_str())
-        .min_by_key(|r| r.meta.from_offset)
-        .map(|r| r.meta.id)
+        .filter(|r| r.run.user_id == viewer.user_id().as_str())
+        .min_by_key(|r| r.run.from_offset)
+        .map(|r| r.run.id)
         .ok_or(Error::NotFound {
             what: "conversation",
         })
+}
+
+/// The grants the viewer gave and those it received, newest first.
+pub fn list(registry: &Registry, viewer: &Viewer) -> Result<SharesResponse> {
+    Ok(SharesResponse {
+        given: registry
+            .list_shares(viewer, true)?
+            .into_iter()
+            .map(to_wire)
+            .collect(),
+        received: registry
+            .list_shares(viewer, false)?
+            .into_iter()
+            .map(to_wire)
+            .collect(),
+    })
+}
+
+/// Reads of the viewer's runs by others, and forgets, newest first.
+pub fn audit(registry: &Registry, viewer: &Viewer) -> Result<AuditResponse> {
+    Ok(AuditResponse {
+        entries: registry
+            .audit_of(viewer, 1000)?
+            .into_iter()
+            .map(|(reader, run_id, what, at)| AuditEntry {
+                reader,
+                run_id,
+                what,
+                at,
+            })
+            .collect(),
+    })
+}
+
+/// A grant as the API shows it.
+pub fn to_wire(s: ShareRow) -> Share {
+    Share {
+        id: s.id,
+        grantor: s.grantor,
+        grantee: s.grantee,
+        scope: s.scope,
+        state: match (&s.revoked_at, &s.expires_at) {
+            (Some(_), _) => "revoked",
+            (None, Some(at)) if *at <= kith_shared::timestamp::now() => "expired",
+            _ => "active",
+        }
+        .to_owned(),
+        created_at: s.created_at,
+        expires_at: s.expires_at,
+        revoked_at: s.revoked_at,
+        follow: s.follow,
+    }
 }

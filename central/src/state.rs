@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use kith_shared::ids::{MachineId, RunId};
 
@@ -16,7 +16,8 @@ use crate::indexer::Indexer;
 use crate::metrics::Metrics;
 use crate::registry::Registry;
 use crate::store::BlobStore;
-use crate::web::SignInLimits;
+use crate::sync::lock;
+use crate::web::limits::SignInLimits;
 
 #[derive(Clone)]
 pub struct AppState {
@@ -43,7 +44,7 @@ struct Shared {
     /// Failed web sign-ins, by handle and by address.
     sign_in_limits: SignInLimits,
     /// The turns of the conversations read last.
-    turns: crate::tree::TurnsCache,
+    turns: crate::turns_cache::TurnsCache,
 }
 
 impl AppState {
@@ -74,7 +75,7 @@ impl AppState {
                 ingest_gate: Arc::default(),
                 seen: Mutex::new(HashMap::new()),
                 sign_in_limits: SignInLimits::default(),
-                turns: crate::tree::TurnsCache::default(),
+                turns: crate::turns_cache::TurnsCache::default(),
                 config,
             }),
         };
@@ -140,7 +141,7 @@ impl AppState {
         &self.shared.sign_in_limits
     }
 
-    pub fn turns_cache(&self) -> &crate::tree::TurnsCache {
+    pub fn turns_cache(&self) -> &crate::turns_cache::TurnsCache {
         &self.shared.turns
     }
 
@@ -165,11 +166,6 @@ impl AppState {
         let batch = std::mem::take(&mut *lock(&self.shared.seen));
         self.registry().touch_machines(&batch)
     }
-}
-
-/// A poisoned lock still holds a whole value (each is replaced whole).
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// The registry file of a data directory, 0600 (SQLite gives its `-wal`

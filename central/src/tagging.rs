@@ -7,7 +7,9 @@
 
 use std::collections::BTreeSet;
 
-use kith_proto::{RunMeta, TagsRequest, TagsResponse};
+use kith_proto::{TagsRequest, TagsResponse};
+
+use crate::run::Run;
 
 use crate::error::{Error, Result};
 use crate::registry::Viewer;
@@ -43,7 +45,7 @@ pub fn edit(
     let runs: Vec<_> = registry
         .conversation_runs(viewer, &id)?
         .into_iter()
-        .filter(|r| r.meta.user_id == viewer.user_id().as_str())
+        .filter(|r| r.run.user_id == viewer.user_id().as_str())
         .collect();
     if runs.is_empty() {
         return Err(Error::NotFound {
@@ -53,11 +55,11 @@ pub fn edit(
     let mut metas = Vec::with_capacity(runs.len());
     for run in &runs {
         let mut blob = state.store().run_metadata(&run.blob_path)?;
-        let mut tags: BTreeSet<String> = std::mem::take(&mut blob.meta.tags).into_iter().collect();
+        let mut tags: BTreeSet<String> = std::mem::take(&mut blob.run.tags).into_iter().collect();
         tags.extend(req.add.iter().cloned());
         tags.retain(|t| !req.remove.contains(t));
-        blob.meta.tags = tags.into_iter().collect();
-        if !kith_shared::tags::valid(&blob.meta.tags) {
+        blob.run.tags = tags.into_iter().collect();
+        if !kith_shared::tags::valid(&blob.run.tags) {
             return Err(rule());
         }
         metas.push((run.blob_path.as_str(), blob));
@@ -67,7 +69,7 @@ pub fn edit(
     for (blob_path, blob) in &metas {
         state.store().rewrite_metadata(blob_path, blob)?;
     }
-    let metas: Vec<RunMeta> = metas.into_iter().map(|(_, b)| b.meta).collect();
+    let metas: Vec<Run> = metas.into_iter().map(|(_, b)| b.run).collect();
     registry.retag(viewer, &metas)?;
     state.indexer().wake();
     let tags: BTreeSet<&String> = metas.iter().flat_map(|m| &m.tags).collect();

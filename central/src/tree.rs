@@ -5,8 +5,8 @@
 //! `&Viewer`, and every run it reads came through the registry's readable
 //! predicate.
 
-use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex};
+use std::collections::HashMap;
+use std::sync::Arc;
 
 use kith_proto::{
     Conversation, ConversationResponse, ConversationTurn, ConversationsResponse,
@@ -18,7 +18,9 @@ use crate::conversation::{self, ConversationId, ConversationRuns};
 use crate::error::{Error, Result};
 use crate::registry::Viewer;
 use crate::registry::{ConversationFilter, ForestFilter, Registry, StoredRun};
+use crate::run::Run;
 use crate::store::BlobStore;
+use crate::turns_cache::TurnsCache;
 
 /// Recent conversations matching `filter`, each tree's conversations
 /// depth-first (subagents after their parent, `depth` > 0).
@@ -63,7 +65,7 @@ pub fn conversation(
     name: &str,
 ) -> Result<ConversationResponse> {
     let (id, runs) = readable_conversation(registry, viewer, name, "conversation")?;
-    let root = &runs[0].meta.root_run_id;
+    let root = &runs[0].run.root_run_id;
     let tree = registry.tree_runs_lean(viewer, root)?;
     let mut all = tree_conversations(&tree, &registry.handles()?);
     let at = all
@@ -82,60 +84,6 @@ pub fn conversation(
         conversation,
         subagents,
     })
-}
-
-/// The turns of the conversations read last, each by the runs they were
-/// made of (what a viewer may read of it, in order; a run's bytes never
-/// change), so that paging through a long conversation parses it once.
-/// Holds at most `TURNS_CACHE_BYTES` of text.
-#[derive(Default)]
-pub struct TurnsCache(Mutex<VecDeque<Cached>>);
-
-struct Cached {
-    runs: Vec<String>,
-    turns: Arc<Vec<ConversationTurn>>,
-    bytes: usize,
-}
-
-const TURNS_CACHE_BYTES: usize = 128 << 20;
-
-impl TurnsCache {
-    fn get(&self, runs: &[String]) -> Option<Arc<Vec<ConversationTurn>>> {
-        let mut cached = crate::state::lock(&self.0);
-        let at = cached.iter().position(|c| c.runs == runs)?;
-        let hit = cached.remove(at)?;
-        let turns = hit.turns.clone();
-        cached.push_front(hit);
-        Some(turns)
-    }
-
-    /// Drops what holds any of `runs` (forgotten: their text leaves memory
-    /// too).
-    pub fn forget(&self, runs: &[String]) {
-        crate::state::lock(&self.0).retain(|c| !c.runs.iter().any(|r| runs.contains(r)));
-    }
-
-    fn put(&self, runs: Vec<String>, turns: Arc<Vec<ConversationTurn>>) {
-        let bytes: usize = turns
-            .iter()
-            .map(|t| {
-                t.text.len()
-                    + t.tool
-                        .as_ref()
-                        .map_or(0, |c| c.input.len() + c.output.len())
-            })
-            .sum();
-        if bytes > TURNS_CACHE_BYTES {
-            return;
-        }
-        let mut cached = crate::state::lock(&self.0);
-        cached.push_front(Cached { runs, turns, bytes });
-        let mut total = 0;
-        cached.retain(|c| {
-            total += c.bytes;
-            total <= TURNS_CACHE_BYTES
-        });
-    }
 }
 
 /// Where a page of turns starts.
@@ -163,7 +111,7 @@ pub fn turns(
     limit: usize,
 ) -> Result<TurnsResponse> {
     let (id, runs) = readable_conversation(registry, viewer, name, "turns")?;
-    let key: Vec<String> = runs.iter().map(|r| r.meta.id.clone()).collect();
+    let key: Vec<String> = runs.iter().map(|r| r.run.id.clone()).collect();
     let turns = match cache.get(&key) {
         Some(turns) => turns,
         None => {
@@ -207,14 +155,12 @@ fn all_turns(store: &BlobStore, runs: &[StoredRun]) -> Result<Vec<ConversationTu
     // A conversation is one agent's transcript: its first run's runtime.
     let format = runs
         .first()
-        .map_or(kith_shared::transcript::Format::Other, |r| {
-            crate::ingest::format_of(r.meta.agent_runtime)
-        });
+        .map_or(kith_shared::transcript::Format::Other, |r| r.run.format());
     let parsed = kith_shared::transcript::parse_chain(format, &deltas);
     let mut turns: Vec<ConversationTurn> = Vec::new();
     let mut end = 0;
     for (run, run_turns) in runs.iter().zip(parsed) {
-        let meta = &run.meta;
+        let meta = &run.run;
         if meta.from_offset != end {
             turns.push(conversation::gap(&meta.id, end, meta.from_offset));
         }
@@ -243,17 +189,17 @@ fn readable_conversation(
 ) -> Result<(ConversationId, Vec<StoredRun>)> {
     let id = registry.resolve_conversation(viewer, name)?;
     let mut runs = registry.conversation_runs(viewer, &id)?;
-    runs.sort_by_key(|r| r.meta.from_offset);
+    runs.sort_by_key(|r| r.run.from_offset);
     let first = runs.first().ok_or(Error::NotFound {
         what: "conversation",
     })?;
-    registry.audit_read(viewer, &first.meta.user_id, &first.meta.id, what)?;
+    registry.audit_read(viewer, &first.run.user_id, &first.run.id, what)?;
     Ok((id, runs))
 }
 
 /// The conversations of one tree's readable runs, depth-first, folded.
 fn tree_conversations(runs: &[StoredRun], handles: &HashMap<String, String>) -> Vec<Conversation> {
-    let metas: Vec<&RunMeta> = runs.iter().map(|r| &r.meta).collect();
+    let metas: Vec<&Run> = runs.iter().map(|r| &r.run).collect();
     let shaped = conversation::shape(&metas);
     let parents = conversation::parents(&shaped);
     shaped
@@ -280,8 +226,8 @@ pub fn descendants(
     id: &RunId,
 ) -> Result<DescendantsResponse> {
     let run = registry.run(viewer, id)?.ok_or_else(Error::run_not_found)?;
-    registry.audit_read(viewer, &run.meta.user_id, &run.meta.id, "descendants")?;
-    let runs = registry.tree_runs(viewer, &run.meta.root_run_id)?;
+    registry.audit_read(viewer, &run.run.user_id, &run.run.id, "descendants")?;
+    let runs = registry.tree_runs(viewer, &run.run.root_run_id)?;
     Ok(DescendantsResponse {
         runs: shape_subtree(as_seen_by(viewer, runs), id.as_str()),
     })
@@ -289,11 +235,11 @@ pub fn descendants(
 
 /// One run's metadata as the viewer may see it (`as_seen_by`).
 pub fn run_meta(registry: &Registry, viewer: &Viewer, run: StoredRun) -> Result<RunMeta> {
-    if run.meta.user_id == viewer.user_id().as_str() {
-        return Ok(run.meta);
+    if run.run.user_id == viewer.user_id().as_str() {
+        return Ok(run.to_wire());
     }
-    let id = run.meta.id.clone();
-    let tree = registry.tree_runs(viewer, &run.meta.root_run_id)?;
+    let id = run.run.id.clone();
+    let tree = registry.tree_runs(viewer, &run.run.root_run_id)?;
     as_seen_by(viewer, tree)
         .into_iter()
         .find(|m| m.id == id)
@@ -305,10 +251,10 @@ pub fn run_meta(registry: &Registry, viewer: &Viewer, run: StoredRun) -> Result<
 /// grantees), and no parent or root it may not read (the nearest readable
 /// ancestor stands as root).
 pub fn as_seen_by(viewer: &Viewer, runs: Vec<StoredRun>) -> Vec<RunMeta> {
-    let shown: std::collections::HashSet<String> = runs.iter().map(|r| r.meta.id.clone()).collect();
+    let shown: std::collections::HashSet<String> = runs.iter().map(|r| r.run.id.clone()).collect();
     runs.into_iter()
         .map(|run| {
-            let mut meta = run.meta;
+            let mut meta = run.to_wire();
             if meta.user_id == viewer.user_id().as_str() {
                 return meta;
             }
@@ -527,7 +473,10 @@ mod tests {
         // Another viewer's readable runs of the conversation: another entry.
         assert!(cache.get(&key(&["r1"])).is_none());
         // Past the size, the least recently read go first.
-        cache.put(key(&["big"]), turns(TURNS_CACHE_BYTES - 10));
+        cache.put(
+            key(&["big"]),
+            turns(crate::turns_cache::TURNS_CACHE_BYTES - 10),
+        );
         assert!(
             cache.get(&key(&["r1", "r2"])).is_some(),
             "still within the size"
@@ -540,7 +489,10 @@ mod tests {
         assert!(cache.get(&key(&["more"])).is_none());
         assert!(cache.get(&key(&["r1", "r2"])).is_some());
         // One conversation larger than the whole cache is not kept.
-        cache.put(key(&["huge"]), turns(TURNS_CACHE_BYTES + 1));
+        cache.put(
+            key(&["huge"]),
+            turns(crate::turns_cache::TURNS_CACHE_BYTES + 1),
+        );
         assert!(cache.get(&key(&["huge"])).is_none());
     }
 }

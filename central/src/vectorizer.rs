@@ -17,7 +17,8 @@ use crate::embed::{EmbedError, EmbedQueue, Lane};
 use crate::error::{Error, Result};
 use crate::index::ChunkVector;
 use crate::registry::Lane as RunLane;
-use crate::state::{lock, AppState};
+use crate::state::AppState;
+use crate::sync::lock;
 
 /// Runs fetched per registry query.
 const RUNS_PER_ROUND: u32 = 16;

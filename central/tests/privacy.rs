@@ -315,14 +315,15 @@ async fn one_world(seed: u64) {
                 &format!("sexpired{seed}"),
                 &user_ids[grantor],
                 &user_ids[grantee],
-                &kith_central::registry::GrantScope::Tag(tags[rng.below(3)].to_owned()),
+                &kith_central::privacy::GrantScope::Tag(tags[rng.below(3)].to_owned()),
                 Some("2020-01-01T00:00:00.000Z"),
                 true,
             )
             .unwrap_or_else(|e| panic!("{e}"));
         std::thread::sleep(std::time::Duration::from_millis(3));
     }
-    while kith_central::indexer::index_batch(&state).unwrap_or_else(|e| panic!("{e}")) > 0 {}
+    while kith_central::indexer::worker::index_batch(&state).unwrap_or_else(|e| panic!("{e}")) > 0 {
+    }
 
     // Tag edits after indexing: the owner's add or remove changes what a tag
     // grant covers (in the registry and, once indexed again, in search);
@@ -381,7 +382,8 @@ async fn one_world(seed: u64) {
             }
         }
     }
-    while kith_central::indexer::index_batch(&state).unwrap_or_else(|e| panic!("{e}")) > 0 {}
+    while kith_central::indexer::worker::index_batch(&state).unwrap_or_else(|e| panic!("{e}")) > 0 {
+    }
 
     // Quarantine one user's machine: those runs are hidden from others.
     let q = rng.below(n_users);

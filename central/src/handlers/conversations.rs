@@ -20,9 +20,6 @@ use crate::registry::Viewer;
 use crate::registry::{ConversationFilter, Facets, Forgetter};
 use crate::state::AppState;
 
-/// Longest path, command or other filter value.
-pub const MAX_FILTER_BYTES: usize = 4096;
-
 #[utoipa::path(get, path = "/api/conversations", params(ConversationsQuery),
     responses((status = 200, body = ConversationsResponse), (status = 400, body = ErrorBody),
         (status = 401, body = ErrorBody)))]
@@ -41,7 +38,7 @@ pub async fn index(
             .transpose()
     };
     let filter = ConversationFilter {
-        facets: facets(
+        facets: Facets::checked(
             [
                 &q.file, &q.tool, &q.command, &q.project, &q.branch, &q.owner,
             ],
@@ -63,33 +60,6 @@ pub async fn index(
     })
     .await??;
     Ok(Json(res))
-}
-
-/// The facet filters of a request, each bounded: `[file, tool, command,
-/// project, branch, owner]`, and `machine` (checked here, matched elsewhere).
-pub fn facets(values: [&Option<String>; 6], machine: &Option<String>) -> Result<Facets> {
-    for v in values.iter().copied().chain([machine]).flatten() {
-        if v.len() > MAX_FILTER_BYTES {
-            return Err(Error::bad_request(
-                "filter_too_long",
-                format!("a filter value is at most {MAX_FILTER_BYTES} bytes"),
-            ));
-        }
-    }
-    let [file, tool, command, project, branch, owner] = values.map(|v| {
-        v.as_deref()
-            .map(str::trim)
-            .filter(|v| !v.is_empty())
-            .map(str::to_owned)
-    });
-    Ok(Facets {
-        file,
-        tool,
-        command,
-        project,
-        branch,
-        owner,
-    })
 }
 
 #[utoipa::path(get, path = "/api/conversations/{id}", params(("id" = String, Path)),
@@ -135,17 +105,23 @@ pub async fn jsonl(
     viewer: Viewer,
     IdPath(id): IdPath,
 ) -> Result<Response> {
+    conversation_bytes(&state, viewer, id).await
+}
+
+/// A conversation's exact bytes as the viewer may read them, one delta's
+/// file after another (each opened when the stream reaches it): the JSON
+/// route and the web page's raw view.
+pub async fn conversation_bytes(state: &AppState, viewer: Viewer, id: String) -> Result<Response> {
     let s = state.clone();
     let runs = tokio::task::spawn_blocking(move || {
         crate::tree::conversation_blobs(s.registry(), &viewer, &id)
     })
     .await??;
-    let length: u64 = runs.iter().map(|r| r.meta.jsonl_bytes).sum();
+    let length: u64 = runs.iter().map(|r| r.run.jsonl_bytes).sum();
     let paths: Vec<std::path::PathBuf> = runs
         .iter()
         .map(|r| state.store().absolute(&r.blob_path))
         .collect();
-    // Each delta's file is opened when the stream reaches it.
     let body = futures_util::stream::iter(paths)
         .then(|path| async move { tokio::fs::File::open(path).await.map(ReaderStream::new) })
         .flat_map(|opened| match opened {

@@ -3,6 +3,7 @@
 use axum::extract::State;
 use axum::http::header;
 use axum::response::IntoResponse;
+use axum::Extension;
 use axum::Json;
 use kith_proto::{Counts, ErrorBody, LaneDepths, StatusResponse};
 use kith_shared::ids::UserId;
@@ -128,6 +129,11 @@ pub async fn metrics(State(state): State<AppState>, viewer: Viewer) -> Result<im
 }
 
 #[utoipa::path(get, path = "/api/openapi.json", responses((status = 200, body = Object)))]
-pub async fn openapi() -> impl IntoResponse {
-    Json(crate::routes::openapi())
+pub async fn openapi(Extension(doc): Extension<ApiDoc>) -> impl IntoResponse {
+    Json(doc.0.as_ref().clone())
 }
+
+/// The OpenAPI document, built once by `routes` (which knows every route)
+/// and handed to `openapi`.
+#[derive(Clone)]
+pub struct ApiDoc(pub std::sync::Arc<utoipa::openapi::OpenApi>);

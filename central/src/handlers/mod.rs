@@ -30,7 +30,7 @@ where
     type Rejection = Error;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        let limit = crate::routes::body_limit(
+        let limit = crate::http_limits::body_limit(
             AppState::from_ref(state).config().max_body_bytes,
             req.uri().path(),
         );

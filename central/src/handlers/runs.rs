@@ -73,7 +73,7 @@ pub async fn jsonl(
     Ok((
         [
             (header::CONTENT_TYPE, "application/x-ndjson".to_owned()),
-            (header::CONTENT_LENGTH, run.meta.jsonl_bytes.to_string()),
+            (header::CONTENT_LENGTH, run.run.jsonl_bytes.to_string()),
         ],
         Body::from_stream(ReaderStream::new(file)),
     )
@@ -89,7 +89,7 @@ fn read_run(state: &AppState, viewer: &Viewer, id: &RunId, what: &str) -> Result
         .ok_or_else(Error::run_not_found)?;
     state
         .registry()
-        .audit_read(viewer, &run.meta.user_id, &run.meta.id, what)?;
+        .audit_read(viewer, &run.run.user_id, &run.run.id, what)?;
     Ok(run)
 }
 

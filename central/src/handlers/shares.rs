@@ -3,12 +3,12 @@
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
-use kith_proto::{AuditEntry, AuditResponse, ErrorBody, Share, ShareRequest, SharesResponse};
+use kith_proto::{AuditResponse, ErrorBody, Share, ShareRequest, SharesResponse};
 
 use super::{ApiJson, IdPath};
 use crate::error::{Error, Result};
+use crate::registry::Revoked;
 use crate::registry::Viewer;
-use crate::registry::{Revoked, ShareRow};
 use crate::state::AppState;
 
 #[utoipa::path(post, path = "/api/shares", request_body = ShareRequest,
@@ -21,22 +21,14 @@ pub async fn post(
     let share =
         tokio::task::spawn_blocking(move || crate::sharing::grant(state.registry(), &viewer, &req))
             .await??;
-    Ok((StatusCode::CREATED, Json(to_dto(share))))
+    Ok((StatusCode::CREATED, Json(crate::sharing::to_wire(share))))
 }
 
 #[utoipa::path(get, path = "/api/shares", responses((status = 200, body = SharesResponse)))]
 pub async fn index(State(state): State<AppState>, viewer: Viewer) -> Result<Json<SharesResponse>> {
-    let (given, received) = tokio::task::spawn_blocking(move || {
-        Ok::<_, Error>((
-            state.registry().list_shares(&viewer, true)?,
-            state.registry().list_shares(&viewer, false)?,
-        ))
-    })
-    .await??;
-    Ok(Json(SharesResponse {
-        given: given.into_iter().map(to_dto).collect(),
-        received: received.into_iter().map(to_dto).collect(),
-    }))
+    let res = tokio::task::spawn_blocking(move || crate::sharing::list(state.registry(), &viewer))
+        .await??;
+    Ok(Json(res))
 }
 
 #[utoipa::path(delete, path = "/api/shares/{id}", params(("id" = String, Path)),
@@ -60,36 +52,7 @@ pub async fn delete(
 
 #[utoipa::path(get, path = "/api/audit", responses((status = 200, body = AuditResponse)))]
 pub async fn audit(State(state): State<AppState>, viewer: Viewer) -> Result<Json<AuditResponse>> {
-    let rows =
-        tokio::task::spawn_blocking(move || state.registry().audit_of(&viewer, 1000)).await??;
-    Ok(Json(AuditResponse {
-        entries: rows
-            .into_iter()
-            .map(|(reader, run_id, what, at)| AuditEntry {
-                reader,
-                run_id,
-                what,
-                at,
-            })
-            .collect(),
-    }))
-}
-
-fn to_dto(s: ShareRow) -> Share {
-    Share {
-        id: s.id,
-        grantor: s.grantor,
-        grantee: s.grantee,
-        scope: s.scope,
-        state: match (&s.revoked_at, &s.expires_at) {
-            (Some(_), _) => "revoked",
-            (None, Some(at)) if *at <= kith_shared::timestamp::now() => "expired",
-            _ => "active",
-        }
-        .to_owned(),
-        created_at: s.created_at,
-        expires_at: s.expires_at,
-        revoked_at: s.revoked_at,
-        follow: s.follow,
-    }
+    let res = tokio::task::spawn_blocking(move || crate::sharing::audit(state.registry(), &viewer))
+        .await??;
+    Ok(Json(res))
 }

@@ -8,9 +8,9 @@ use std::collections::HashMap;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, Mutex, RwLock};
 
-use kith_proto::{AgentRuntime, RunMeta};
+use kith_proto::AgentRuntime;
 use kith_shared::chunk::Chunk;
 use tantivy::collector::{Collector, DocSetCollector, SegmentCollector};
 use tantivy::directory::MmapDirectory;
@@ -39,9 +39,10 @@ use super::{
     SearchIndex, Standing,
 };
 use crate::error::{Error, Result};
-use crate::registry::GrantScope;
-use crate::registry::Viewer;
-use crate::search::fusion;
+use crate::index::fusion;
+use crate::privacy::{self, Readability, Rule};
+use crate::run::Run;
+use crate::sync::{lock, read, write};
 
 /// Memory budget of the tantivy writer (split across its threads).
 const WRITER_HEAP_BYTES: usize = 64 * 1024 * 1024;
@@ -385,7 +386,7 @@ impl EmbeddedIndex {
     fn first_readable(
         &self,
         searcher: &tantivy::Searcher,
-        viewer: &Viewer,
+        viewer: &Readability,
         filters: &Filters,
         ranked: &[(u64, f32)],
         limit: usize,
@@ -491,7 +492,7 @@ impl EmbeddedIndex {
     fn keyword_ranked(
         &self,
         searcher: &tantivy::Searcher,
-        viewer: &Viewer,
+        viewer: &Readability,
         query: &str,
         filters: &Filters,
         limit: usize,
@@ -519,7 +520,7 @@ impl EmbeddedIndex {
     fn semantic_ranked(
         &self,
         searcher: &tantivy::Searcher,
-        viewer: &Viewer,
+        viewer: &Readability,
         vector: &[f32],
         filters: &Filters,
         limit: usize,
@@ -569,11 +570,11 @@ impl EmbeddedIndex {
     fn allowed_docs(
         &self,
         searcher: &tantivy::Searcher,
-        viewer: &Viewer,
+        viewer: &Readability,
         filters: &Filters,
     ) -> Result<Vec<Arc<allowed::Allowed>>> {
         // Everything `filter_queries` reads.
-        let key = format!("{:?} {:?} {filters:?}", viewer.user_id(), viewer.grants());
+        let key = format!("{viewer:?} {filters:?}");
         self.allowed
             .get(key, searcher.segment_readers(), || {
                 BooleanQuery::new(self.filter_queries(viewer, filters))
@@ -582,7 +583,67 @@ impl EmbeddedIndex {
             .map_err(index_err)
     }
 
-    fn filter_queries(&self, viewer: &Viewer, filters: &Filters) -> Vec<(Occur, Box<dyn Query>)> {
+    /// `privacy::Rule` as a tantivy query; `None` admits every document (a
+    /// condition on a field an index built by an older kith-central lacks:
+    /// such an index counts it until `reindex`, and the registry re-checks
+    /// every hit).
+    fn render(&self, rule: &Rule) -> Option<Box<dyn Query>> {
+        let f = &self.fields;
+        let exact = |field: Field, value: &str| -> Option<Box<dyn Query>> {
+            Some(Box::new(TermQuery::new(
+                Term::from_field_text(field, value),
+                IndexRecordOption::Basic,
+            )))
+        };
+        match rule {
+            Rule::Any(rules) => {
+                let any: Option<Vec<_>> = rules
+                    .iter()
+                    .map(|r| Some((Occur::Should, self.render(r)?)))
+                    .collect();
+                Some(Box::new(BooleanQuery::new(any?)))
+            }
+            Rule::All(rules) => {
+                let mut all: Vec<(Occur, Box<dyn Query>)> = Vec::new();
+                for rule in rules {
+                    if let Rule::NotQuarantined = rule {
+                        if let Some(sf) = f.standing {
+                            let quarantined = Term::from_field_u64(sf.quarantined, 1);
+                            all.push((
+                                Occur::MustNot,
+                                Box::new(TermQuery::new(quarantined, IndexRecordOption::Basic)),
+                            ));
+                        }
+                    } else if let Some(q) = self.render(rule) {
+                        all.push((Occur::Must, q));
+                    }
+                }
+                if all.iter().all(|(occur, _)| *occur == Occur::MustNot) {
+                    if all.is_empty() {
+                        return None;
+                    }
+                    // A boolean query of exclusions alone matches nothing.
+                    all.push((Occur::Must, Box::new(AllQuery)));
+                }
+                Some(Box::new(BooleanQuery::new(all)))
+            }
+            Rule::NotQuarantined => self.render(&Rule::All(vec![Rule::NotQuarantined])),
+            Rule::Owner(user) => exact(f.owner, user),
+            Rule::InSubtree(run) => exact(f.ancestry, run),
+            Rule::Tagged(tag) => exact(f.tags, tag),
+            Rule::CapturedBy(at) => f.standing.map(|sf| {
+                let until = Term::from_field_i64(sf.captured_ms, privacy::epoch_ms_or_max(at));
+                Box::new(RangeQuery::new(Bound::Unbounded, Bound::Included(until)))
+                    as Box<dyn Query>
+            }),
+        }
+    }
+
+    fn filter_queries(
+        &self,
+        viewer: &Readability,
+        filters: &Filters,
+    ) -> Vec<(Occur, Box<dyn Query>)> {
         let f = &self.fields;
         let term = |field: Field, value: &str| -> (Occur, Box<dyn Query>) {
             (
@@ -593,45 +654,10 @@ impl EmbeddedIndex {
                 )),
             )
         };
-        let exact = |field: Field, value: &str| -> Box<dyn Query> {
-            Box::new(TermQuery::new(
-                Term::from_field_text(field, value),
-                IndexRecordOption::Basic,
-            ))
-        };
-        let mut readable: Vec<(Occur, Box<dyn Query>)> =
-            vec![(Occur::Should, exact(f.owner, viewer.user_id().as_str()))];
-        for grant in viewer.grants() {
-            let scope = match &grant.scope {
-                GrantScope::Run(id) => exact(f.ancestry, id),
-                GrantScope::Tag(tag) => exact(f.tags, tag),
-            };
-            let mut covered = vec![
-                (Occur::Must, exact(f.owner, &grant.grantor)),
-                (Occur::Must, scope),
-            ];
-            if let Some(sf) = f.standing {
-                covered.push((
-                    Occur::MustNot,
-                    Box::new(TermQuery::new(
-                        Term::from_field_u64(sf.quarantined, 1),
-                        IndexRecordOption::Basic,
-                    )),
-                ));
-                if let Some(until) = grant.captured_until_ms {
-                    covered.push((
-                        Occur::Must,
-                        Box::new(RangeQuery::new(
-                            Bound::Unbounded,
-                            Bound::Included(Term::from_field_i64(sf.captured_ms, until)),
-                        )),
-                    ));
-                }
-            }
-            readable.push((Occur::Should, Box::new(BooleanQuery::new(covered))));
+        let mut out: Vec<(Occur, Box<dyn Query>)> = Vec::new();
+        if let Some(readable) = self.render(&viewer.rule()) {
+            out.push((Occur::Must, readable));
         }
-        let mut out: Vec<(Occur, Box<dyn Query>)> =
-            vec![(Occur::Must, Box::new(BooleanQuery::new(readable)))];
         if let Some(rt) = filters.runtime {
             out.push(term(f.runtime, rt.as_str()));
         }
@@ -679,18 +705,6 @@ impl EmbeddedIndex {
     }
 }
 
-fn read<T>(lock: &RwLock<T>) -> RwLockReadGuard<'_, T> {
-    lock.read().unwrap_or_else(|p| p.into_inner())
-}
-
-fn write<T>(lock: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
-    lock.write().unwrap_or_else(|p| p.into_inner())
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|p| p.into_inner())
-}
-
 fn index_err(e: tantivy::TantivyError) -> Error {
     Error::Internal(format!("search index: {e}"))
 }
@@ -700,7 +714,7 @@ impl SearchIndex for EmbeddedIndex {
         "embedded"
     }
 
-    fn put_run(&self, run: &RunMeta, standing: &Standing, chunks: &[Chunk]) -> Result<()> {
+    fn put_run(&self, run: &Run, standing: &Standing, chunks: &[Chunk]) -> Result<()> {
         let f = &self.fields;
         self.invalidate_rewritten(&run.id, chunks)?;
         let started_ms = kith_shared::timestamp::parse(&run.started_at)
@@ -814,7 +828,7 @@ impl SearchIndex for EmbeddedIndex {
     /// the ones it returns (`highlight`).
     fn keyword(
         &self,
-        viewer: &Viewer,
+        viewer: &Readability,
         query: &str,
         filters: &Filters,
         limit: usize,
@@ -841,7 +855,7 @@ impl SearchIndex for EmbeddedIndex {
 
     fn semantic(
         &self,
-        viewer: &Viewer,
+        viewer: &Readability,
         vector: &[f32],
         filters: &Filters,
         limit: usize,
@@ -858,7 +872,7 @@ impl SearchIndex for EmbeddedIndex {
     /// at 1M chunks.
     fn hybrid(
         &self,
-        viewer: &Viewer,
+        viewer: &Readability,
         query: &str,
         vector: &[f32],
         filters: &Filters,
@@ -1168,7 +1182,6 @@ mod tests {
     use super::*;
 
     use kith_shared::transcript::Role;
-    use serde_json::json;
 
     fn placed(ancestry: &str) -> Standing {
         Standing {
@@ -1177,25 +1190,12 @@ mod tests {
         }
     }
 
-    fn run(id: &str, owner: &str) -> RunMeta {
-        serde_json::from_value(json!({
-            "id": id, "user_id": owner, "machine_id": "m1", "machine": "box",
-            "agent_runtime": "claude-code", "agent_version": null, "model": null,
-            "conversation_id": null, "parent_run_id": null, "root_run_id": id,
-            "cwd": null, "git_branch": null, "intent": null,
-            "tags": [], "readable_by": [owner],
-            "started_at": "2026-05-11T08:00:00.000Z", "ended_at": null,
-            "turn_count": 1, "tool_call_count": 0, "files_touched": [], "tools_used": [],
-            "jsonl_bytes": 1, "jsonl_sha256": "x", "chain_sha256": "x",
-            "source_identity": id, "from_offset": 0, "to_offset": 1, "redactions": {},
-            "indexed_at": null, "embedded_at": null,
-            "_links": {"self": "", "jsonl": "", "descendants": ""}
-        }))
-        .unwrap_or_else(|e| panic!("{e}"))
+    fn run(id: &str, owner: &str) -> Run {
+        Run::for_tests(id, owner)
     }
 
-    fn viewer(user: &str) -> Viewer {
-        Viewer::for_tests(user, Vec::new())
+    fn viewer(user: &str) -> Readability {
+        Readability::for_tests(user, Vec::new())
     }
 
     fn chunks(n: usize, suffix: &str) -> Vec<Chunk> {
@@ -1539,13 +1539,13 @@ mod tests {
             .retain(|k| !cut.contains(k));
         // carol reads bob's re-indexed runs through grants, nothing else.
         let shared_with_carol = |run_id: &str| (2..12).any(|r| run_id == format!("r{r}"));
-        let carol = Viewer::for_tests(
+        let carol = Readability::for_tests(
             "ucarol",
             (2..12)
-                .map(|r| crate::registry::Grant {
+                .map(|r| crate::privacy::Grant {
                     grantor: "ubob".into(),
-                    scope: GrantScope::Run(format!("r{r}")),
-                    captured_until_ms: None,
+                    scope: crate::privacy::GrantScope::Run(format!("r{r}")),
+                    captured_until: None,
                 })
                 .collect(),
         );
@@ -1662,12 +1662,12 @@ mod tests {
         put("ra1", "ualice", 200);
         index.commit().unwrap_or_else(|e| panic!("{e}"));
 
-        let carol = Viewer::for_tests(
+        let carol = Readability::for_tests(
             "ucarol",
-            vec![crate::registry::Grant {
+            vec![crate::privacy::Grant {
                 grantor: "ubob".into(),
-                scope: GrantScope::Run("rb2".into()),
-                captured_until_ms: None,
+                scope: crate::privacy::GrantScope::Run("rb2".into()),
+                captured_until: None,
             }],
         );
         let may_read = |who: &str, run_id: &str| match who {

@@ -37,7 +37,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, RwLock, TryLockError};
 use std::time::Duration;
 
-use kith_proto::{AgentRuntime, RunMeta};
+use kith_proto::AgentRuntime;
 use kith_shared::chunk::Chunk;
 use meilisearch_sdk::client::Client;
 use meilisearch_sdk::documents::{DocumentDeletionQuery, DocumentsQuery};
@@ -50,12 +50,13 @@ use meilisearch_sdk::tasks::Task;
 use serde::Deserialize;
 
 use super::{
-    chunk_id, split_chunk_id, words, ChunkVector, Filters, IndexHit, SearchConfig, SearchIndex,
-    Standing,
+    chunk_id, split_chunk_id, words, ChunkVector, Filters, IndexHit, SearchIndex, Standing,
 };
+use crate::config::{MeiliKey, SearchConfig};
 use crate::error::{Error, Result};
-use crate::registry::Viewer;
-use crate::search::fusion;
+use crate::index::fusion;
+use crate::privacy::Readability;
+use crate::run::Run;
 use http::Http;
 use schema::{ChunkDoc, HitDoc, VectorDoc, WithVector, EMBEDDER, PRIMARY_KEY};
 
@@ -73,42 +74,6 @@ const SETTINGS_TIMEOUT: Duration = Duration::from_secs(600);
 const POLL_INTERVAL: Duration = Duration::from_millis(25);
 /// Documents per write request.
 const DOCS_PER_REQUEST: usize = 1000;
-
-/// The Meilisearch API key. `Debug` never shows it and it has no `Display`,
-/// so it cannot reach a log line or an error message.
-#[derive(Clone, PartialEq, Eq)]
-pub struct MeiliKey(String);
-
-impl MeiliKey {
-    /// A key, trimmed; it becomes an HTTP header, so it must be visible ASCII.
-    pub fn new(key: &str) -> Result<Self> {
-        let key = key.trim();
-        if key.is_empty() || !key.bytes().all(|b| b.is_ascii_graphic()) {
-            return Err(Error::Internal(
-                "the Meilisearch API key must be non-empty printable ASCII".into(),
-            ));
-        }
-        Ok(Self(key.to_owned()))
-    }
-
-    /// Reads a key file (a file, so the key stays out of config files and
-    /// the process list).
-    pub fn read(path: &std::path::Path) -> Result<Self> {
-        let text = std::fs::read_to_string(path).map_err(|e| {
-            Error::Internal(format!(
-                "cannot read the Meilisearch key file {}: {e}",
-                path.display()
-            ))
-        })?;
-        Self::new(&text)
-    }
-}
-
-impl std::fmt::Debug for MeiliKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("MeiliKey(***)")
-    }
-}
 
 pub struct MeiliIndex {
     /// Runs the SDK's futures (see the module doc). `None` only in `drop`.
@@ -156,7 +121,7 @@ impl MeiliIndex {
         let url = config.url.trim_end_matches('/').to_owned();
         let http = Http::new(key.as_ref())
             .map_err(|e| Error::Internal(format!("Meilisearch client for {url}: {e}")))?;
-        let client = Client::new_with_client(url.clone(), key.map(|k| k.0), http);
+        let client = Client::new_with_client(url.clone(), key.map(|k| k.expose().to_owned()), http);
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("kith-meili")
@@ -525,7 +490,7 @@ impl MeiliIndex {
     /// own, sent beside the rest: the two run at once.
     fn multi_search(
         &self,
-        viewer: &Viewer,
+        viewer: &Readability,
         filters: &Filters,
         asks: Vec<Ask>,
     ) -> Result<Vec<SearchResults<HitDoc>>> {
@@ -589,7 +554,7 @@ impl MeiliIndex {
     /// (however deep in each word's own matches), and the vector search.
     fn sides(
         &self,
-        viewer: &Viewer,
+        viewer: &Readability,
         query: &str,
         vector: Option<&[f32]>,
         filters: &Filters,
@@ -601,7 +566,7 @@ impl MeiliIndex {
             asks.push(Ask::count());
             // A deep page's pool is shared among the words (each answer
             // carries its chunks' text), never fewer than a first page's.
-            let per_word = (limit / terms.len()).max(limit.min(crate::search::fusion::POOL));
+            let per_word = (limit / terms.len()).max(limit.min(crate::index::fusion::POOL));
             asks.extend(terms.iter().map(|t| Ask::text(&t.ask, per_word)));
             if terms.len() > 1 {
                 asks.push(Ask::every_word(&bm25::every_word_query(query), limit));
@@ -915,7 +880,7 @@ impl SearchIndex for MeiliIndex {
         "meilisearch"
     }
 
-    fn put_run(&self, run: &RunMeta, standing: &Standing, chunks: &[Chunk]) -> Result<()> {
+    fn put_run(&self, run: &Run, standing: &Standing, chunks: &[Chunk]) -> Result<()> {
         let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
         pending.runs.push(run.id.clone());
         // A run put twice before one commit keeps only its last chunks.
@@ -1011,7 +976,7 @@ impl SearchIndex for MeiliIndex {
     /// `bm25`), as many asked per word as a hybrid search asks per side.
     fn keyword(
         &self,
-        viewer: &Viewer,
+        viewer: &Readability,
         query: &str,
         filters: &Filters,
         limit: usize,
@@ -1031,7 +996,7 @@ impl SearchIndex for MeiliIndex {
 
     fn semantic(
         &self,
-        viewer: &Viewer,
+        viewer: &Readability,
         vector: &[f32],
         filters: &Filters,
         limit: usize,
@@ -1043,7 +1008,7 @@ impl SearchIndex for MeiliIndex {
     /// the embedded index does (`search::fusion`).
     fn hybrid(
         &self,
-        viewer: &Viewer,
+        viewer: &Readability,
         query: &str,
         vector: &[f32],
         filters: &Filters,
@@ -1188,8 +1153,8 @@ impl SearchIndex for MeiliIndex {
 mod tests {
     use super::*;
 
-    fn viewer() -> Viewer {
-        Viewer::for_tests("ualice", Vec::new())
+    fn viewer() -> Readability {
+        Readability::for_tests("ualice", Vec::new())
     }
 
     #[test]

@@ -10,58 +10,25 @@
 
 pub mod base_form;
 pub mod embedded;
+pub mod fusion;
 pub mod meili;
 pub mod vectors;
 pub mod words;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use kith_proto::{AgentRuntime, RunMeta};
+use kith_proto::AgentRuntime;
 use kith_shared::chunk::Chunk;
-use serde::Deserialize;
 
+use crate::config::{SearchBackend, SearchConfig};
 use crate::error::Result;
-use crate::registry::Viewer;
+use crate::privacy::Readability;
+use crate::run::Run;
 
-/// Which backend holds the index.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
-#[serde(rename_all = "lowercase")]
-pub enum SearchBackend {
-    /// tantivy under `<data>/index/`, in process.
-    #[default]
-    Embedded,
-    /// A Meilisearch server (`url`).
-    Meilisearch,
-}
-
-/// The `[search]` section of central's configuration.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct SearchConfig {
-    pub backend: SearchBackend,
-    /// Meilisearch's base URL.
-    pub url: String,
-    /// File holding the Meilisearch API key (a file, so the key stays out
-    /// of the config and the process list).
-    pub api_key_file: Option<PathBuf>,
-    /// Meilisearch index uid; one per kith-central (tests use unique ones).
-    pub index: String,
-    /// The key itself, from `KITH_MEILI_KEY`; never read from the file.
-    #[serde(skip)]
-    pub api_key: Option<meili::MeiliKey>,
-}
-
-impl Default for SearchConfig {
-    fn default() -> Self {
-        Self {
-            backend: SearchBackend::default(),
-            url: "http://127.0.0.1:7700".to_owned(),
-            api_key_file: None,
-            index: "kith-chunks".to_owned(),
-            api_key: None,
-        }
-    }
-}
+/// Most hits a search asks an index for (a grouped search ranks this many
+/// at most; within what Meilisearch lets a search page through,
+/// `meili::schema`).
+pub const MAX_GROUP_POOL: usize = 2000;
 
 /// Opens the configured backend; `dir` is where the embedded one lives.
 pub fn open(config: &SearchConfig, dir: &Path) -> Result<Box<dyn SearchIndex>> {
@@ -136,7 +103,7 @@ pub trait SearchIndex: Send + Sync {
 
     /// Replaces every chunk of `run` with `chunks`, standing as `standing`
     /// says (not visible before `commit`).
-    fn put_run(&self, run: &RunMeta, standing: &Standing, chunks: &[Chunk]) -> Result<()>;
+    fn put_run(&self, run: &Run, standing: &Standing, chunks: &[Chunk]) -> Result<()>;
 
     /// Makes all puts so far durable and searchable.
     fn commit(&self) -> Result<()>;
@@ -162,7 +129,7 @@ pub trait SearchIndex: Send + Sync {
     /// the registry, which also knows expiry and quarantine.)
     fn keyword(
         &self,
-        viewer: &Viewer,
+        viewer: &Readability,
         query: &str,
         filters: &Filters,
         limit: usize,
@@ -177,7 +144,7 @@ pub trait SearchIndex: Send + Sync {
     /// ranking. Errors with `embedder_unavailable` before `attach_vectors`.
     fn semantic(
         &self,
-        viewer: &Viewer,
+        viewer: &Readability,
         vector: &[f32],
         filters: &Filters,
         limit: usize,
@@ -211,7 +178,7 @@ pub trait SearchIndex: Send + Sync {
     /// embedded one reading documents only for what it returns).
     fn hybrid(
         &self,
-        viewer: &Viewer,
+        viewer: &Readability,
         query: &str,
         vector: &[f32],
         filters: &Filters,

@@ -6,14 +6,18 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use kith_proto::{AgentRuntime, RunMeta};
+use kith_proto::AgentRuntime;
 use kith_shared::ids::RunId;
-use rusqlite::params_from_iter;
 
-use super::{readable, Registry, StoredRun};
+use super::{Registry, Sql, StoredRun};
 use crate::conversation::{self, ConversationId, MIN_PREFIX};
 use crate::error::{Error, Result};
 use crate::registry::Viewer;
+use crate::run::Run;
+use crate::store::RunRecord;
+
+/// Longest path, command or other filter value.
+pub const MAX_FILTER_BYTES: usize = 4096;
 
 /// Filters on what a conversation's runs did, each matched by at least one
 /// run the viewer may read.
@@ -33,6 +37,33 @@ pub struct Facets {
 }
 
 impl Facets {
+    /// The facet filters of a request, each bounded: `[file, tool, command,
+    /// project, branch, owner]`, and `machine` (checked here, matched elsewhere).
+    pub fn checked(values: [&Option<String>; 6], machine: &Option<String>) -> Result<Self> {
+        for v in values.iter().copied().chain([machine]).flatten() {
+            if v.len() > MAX_FILTER_BYTES {
+                return Err(Error::bad_request(
+                    "filter_too_long",
+                    format!("a filter value is at most {MAX_FILTER_BYTES} bytes"),
+                ));
+            }
+        }
+        let [file, tool, command, project, branch, owner] = values.map(|v| {
+            v.as_deref()
+                .map(str::trim)
+                .filter(|v| !v.is_empty())
+                .map(str::to_owned)
+        });
+        Ok(Self {
+            file,
+            tool,
+            command,
+            project,
+            branch,
+            owner,
+        })
+    }
+
     pub fn is_empty(&self) -> bool {
         *self == Self::default()
     }
@@ -100,29 +131,6 @@ pub struct ConversationFilter {
     pub limit: u32,
 }
 
-/// Where `conversation_roots` puts each value, numbering the `?n` of
-/// clauses written with `?1`.
-struct Sql {
-    text: String,
-    args: Vec<String>,
-}
-
-impl Sql {
-    fn new(viewer: &Viewer, select: &str) -> Self {
-        Self {
-            text: format!("{select} WHERE {}", readable(1)),
-            args: vec![viewer.user_id().to_string()],
-        }
-    }
-
-    fn and(&mut self, clause: &str, value: String) {
-        self.args.push(value);
-        let n = self.args.len();
-        self.text.push_str(" AND ");
-        self.text.push_str(&clause.replace("?1", &format!("?{n}")));
-    }
-}
-
 impl Registry {
     /// The conversation `name` names for the viewer: a whole run id (its
     /// conversation), a conversation id, or a unique prefix of either (git
@@ -153,16 +161,16 @@ impl Registry {
         } else {
             "id"
         };
+        let mut sql = Sql::readable_runs("SELECT DISTINCT conversation FROM runs", viewer);
+        sql.and(
+            &format!("substr({column}, 1, length(?1)) = ?1"),
+            name.to_owned(),
+        )
+        .push(" LIMIT 11");
         let conn = self.reader();
-        let mut stmt = conn.prepare_cached(&format!(
-            "SELECT DISTINCT conversation FROM runs
-             WHERE substr({column}, 1, length(?2)) = ?2 AND {} LIMIT 11",
-            readable(1)
-        ))?;
+        let mut stmt = conn.prepare_cached(sql.text())?;
         let found: Vec<String> = stmt
-            .query_map(rusqlite::params![viewer.user_id().as_str(), name], |r| {
-                r.get(0)
-            })?
+            .query_map(sql.params(), |r| r.get(0))?
             .collect::<rusqlite::Result<_>>()?;
         match found.as_slice() {
             [] => Err(Error::NotFound {
@@ -190,13 +198,12 @@ impl Registry {
         viewer: &Viewer,
         id: &ConversationId,
     ) -> Result<Vec<StoredRun>> {
-        self.query_runs_lean(
-            &format!(
-                "WHERE conversation = ?1 AND {} ORDER BY started_at, id",
-                readable(2)
-            ),
-            rusqlite::params![id.as_str(), viewer.user_id().as_str()],
-        )
+        let mut sql = Sql::new("WHERE conversation = ");
+        sql.bind(id.as_str().to_owned())
+            .push(" AND ")
+            .readable_by(viewer)
+            .push(" ORDER BY started_at, id");
+        self.query_runs_lean(&sql)
     }
 
     /// Trees (by root run) with a readable run matching `filter`, most
@@ -206,9 +213,9 @@ impl Registry {
         viewer: &Viewer,
         filter: &ConversationFilter,
     ) -> Result<Vec<(String, String)>> {
-        let mut sql = Sql::new(
-            viewer,
+        let mut sql = Sql::readable_runs(
             "SELECT root_run_id, MAX(COALESCE(json_extract(meta_json, '$.ended_at'), started_at)) AS last FROM runs",
+            viewer,
         );
         if let Some(rt) = filter.runtime {
             sql.and("agent_runtime = ?1", rt.as_str().to_owned());
@@ -226,7 +233,7 @@ impl Registry {
             let list = serde_json::to_string(&roots)?;
             sql.and("root_run_id IN (SELECT value FROM json_each(?1))", list);
         }
-        sql.text.push_str(" GROUP BY root_run_id HAVING 1");
+        sql.push(" GROUP BY root_run_id HAVING 1");
         if let Some(since) = &filter.since {
             sql.and("last >= ?1", since.clone());
         }
@@ -234,23 +241,22 @@ impl Registry {
             sql.and("last < ?1", until.clone());
         }
         if let Some((last, root)) = &filter.after {
-            sql.args.push(last.clone());
-            sql.args.push(root.clone());
-            let (a, b) = (sql.args.len() - 1, sql.args.len());
-            sql.text.push_str(&format!(
-                " AND (last < ?{a} OR (last = ?{a} AND root_run_id < ?{b}))"
-            ));
+            sql.push(" AND (last < ")
+                .bind(last.clone())
+                .push(" OR (last = ")
+                .bind(last.clone())
+                .push(" AND root_run_id < ")
+                .bind(root.clone())
+                .push("))");
         }
-        sql.text.push_str(&format!(
+        sql.push(&format!(
             " ORDER BY last DESC, root_run_id DESC LIMIT {}",
             filter.limit
         ));
         let conn = self.reader();
-        let mut stmt = conn.prepare(&sql.text)?;
+        let mut stmt = conn.prepare(sql.text())?;
         let rows = stmt
-            .query_map(params_from_iter(sql.args.iter()), |r| {
-                Ok((r.get(0)?, r.get(1)?))
-            })?
+            .query_map(sql.params(), |r| Ok((r.get(0)?, r.get(1)?)))?
             .collect::<rusqlite::Result<_>>()?;
         Ok(rows)
     }
@@ -260,12 +266,12 @@ impl Registry {
     pub fn facet_roots(&self, viewer: &Viewer, facets: &Facets) -> Result<Option<Vec<String>>> {
         let mut result: Option<BTreeSet<String>> = None;
         for (clause, value) in facets.clauses() {
-            let mut sql = Sql::new(viewer, "SELECT DISTINCT root_run_id FROM runs");
+            let mut sql = Sql::readable_runs("SELECT DISTINCT root_run_id FROM runs", viewer);
             sql.and(clause, value);
             let conn = self.reader();
-            let mut stmt = conn.prepare_cached(&sql.text)?;
+            let mut stmt = conn.prepare_cached(sql.text())?;
             let roots: BTreeSet<String> = stmt
-                .query_map(params_from_iter(sql.args.iter()), |r| r.get(0))?
+                .query_map(sql.params(), |r| r.get(0))?
                 .collect::<rusqlite::Result<_>>()?;
             result = Some(match result {
                 None => roots,
@@ -296,17 +302,17 @@ impl Registry {
         if pending == 0 {
             return Ok(());
         }
-        let metas: Vec<RunMeta> = {
+        let metas: Vec<Run> = {
             let conn = self.conn();
             let mut stmt = conn.prepare("SELECT meta_json FROM runs")?;
             let rows = stmt
                 .query_map([], |r| r.get::<_, String>(0))?
                 .collect::<rusqlite::Result<Vec<_>>>()?;
             rows.iter()
-                .map(|json| serde_json::from_str(json))
-                .collect::<std::result::Result<_, _>>()?
+                .map(|json| Ok(RunRecord::read(json.as_bytes())?.run))
+                .collect::<Result<_>>()?
         };
-        let refs: Vec<&RunMeta> = metas.iter().collect();
+        let refs: Vec<&Run> = metas.iter().collect();
         let found = conversation::conversations_of(&refs);
         let mut conn = self.conn();
         let tx = conn.transaction()?;
@@ -318,7 +324,7 @@ impl Registry {
                 .execute(rusqlite::params![
                     meta.id,
                     id.as_str(),
-                    serde_json::to_string(&meta)?
+                    RunRecord::catalog_json(&meta)?
                 ])?;
         }
         tx.commit()?;
@@ -327,14 +333,14 @@ impl Registry {
 }
 
 fn conversation_column(run: &StoredRun) -> Result<ConversationId> {
-    run.meta
+    run.run
         .conversation
         .as_deref()
         .map(ConversationId::parse)
         .unwrap_or_else(|| {
             Err(Error::Internal(format!(
                 "run {} has no conversation",
-                run.meta.id
+                run.run.id
             )))
         })
 }

@@ -9,16 +9,17 @@
 
 use rusqlite::{params, OptionalExtension};
 
-use super::{owned, to_i64, Registry, StoredRun, Viewer};
+use super::{to_i64, Registry, Sql, StoredRun, Viewer};
 use crate::conversation::ConversationId;
 use crate::error::{Error, Result};
+use crate::privacy::Operator;
 
 /// Who asks to forget: the owner through a token, or the operator on the
 /// server (`kith-central forget`).
 #[derive(Debug, Clone, Copy)]
 pub enum Forgetter<'a> {
     Owner(&'a Viewer),
-    Admin,
+    Admin(&'a Operator),
 }
 
 impl Forgetter<'_> {
@@ -26,7 +27,7 @@ impl Forgetter<'_> {
     pub fn audit_name(&self) -> String {
         match self {
             Forgetter::Owner(v) => v.user_id().to_string(),
-            Forgetter::Admin => "kith-central".to_owned(),
+            Forgetter::Admin(_) => "kith-central".to_owned(),
         }
     }
 }
@@ -41,14 +42,14 @@ pub struct ForgetSet {
 
 impl ForgetSet {
     pub fn run_ids(&self) -> Vec<String> {
-        self.runs.iter().map(|r| r.meta.id.clone()).collect()
+        self.runs.iter().map(|r| r.run.id.clone()).collect()
     }
 
     pub fn n_conversations(&self) -> usize {
         let mut ids: Vec<&str> = self
             .runs
             .iter()
-            .filter_map(|r| r.meta.conversation.as_deref())
+            .filter_map(|r| r.run.conversation.as_deref())
             .collect();
         ids.sort_unstable();
         ids.dedup();
@@ -83,13 +84,17 @@ impl Registry {
         let not_found = || Error::NotFound {
             what: "conversation",
         };
-        let (conversation, owner_clause, owner) = match who {
-            Forgetter::Owner(viewer) => (
-                self.resolve_conversation(viewer, name)?,
-                owned(2),
-                viewer.user_id().to_string(),
-            ),
-            Forgetter::Admin => {
+        let mut first = Sql::new("WHERE conversation = ");
+        let conversation = match who {
+            Forgetter::Owner(viewer) => {
+                let id = self.resolve_conversation(viewer, name)?;
+                first
+                    .bind(id.as_str().to_owned())
+                    .push(" AND ")
+                    .owned_by(viewer);
+                id
+            }
+            Forgetter::Admin(_) => {
                 let found: Option<String> = self
                     .reader()
                     .prepare_cached(
@@ -98,23 +103,24 @@ impl Registry {
                     .query_row([name.trim()], |r| r.get(0))
                     .optional()?;
                 let id = ConversationId::parse(&found.ok_or_else(not_found)?)?;
-                (id, "?2 = ''".to_owned(), String::new())
+                first.bind(id.as_str().to_owned());
+                id
             }
         };
         // The conversation's first delta: every later delta and every
         // subagent descends from it.
+        first.push(" ORDER BY from_offset LIMIT 1");
         let first = self
-            .query_runs_lean(
-                &format!("WHERE conversation = ?1 AND {owner_clause} ORDER BY from_offset LIMIT 1"),
-                params![conversation.as_str(), owner],
-            )?
+            .query_runs_lean(&first)?
             .into_iter()
             .next()
             .ok_or_else(not_found)?;
-        let runs = self.query_runs_lean(
-            "WHERE user_id = ?1 AND instr(ancestry, '|' || ?2 || '|') > 0 ORDER BY started_at, id",
-            params![first.meta.user_id, first.meta.id],
-        )?;
+        let mut runs = Sql::new("WHERE user_id = ");
+        runs.bind(first.run.user_id.clone())
+            .push(" AND instr(ancestry, ")
+            .bind(format!("|{}|", first.run.id))
+            .push(") > 0 ORDER BY started_at, id");
+        let runs = self.query_runs_lean(&runs)?;
         Ok(ForgetSet { conversation, runs })
     }
 
@@ -128,7 +134,7 @@ impl Registry {
         let mut conn = self.conn();
         let tx = conn.transaction()?;
         for (run, hashes) in set.runs.iter().zip(lines) {
-            let m = &run.meta;
+            let m = &run.run;
             for hash in hashes {
                 tx.prepare_cached(
                     "INSERT OR IGNORE INTO forgotten_lines (user_id, line_sha256, run_id)
@@ -154,7 +160,7 @@ impl Registry {
             tx.prepare_cached("DELETE FROM index_jobs WHERE run_id = ?1")?
                 .execute([&m.id])?;
         }
-        if let Some(owner) = set.runs.first().map(|r| r.meta.user_id.as_str()) {
+        if let Some(owner) = set.runs.first().map(|r| r.run.user_id.as_str()) {
             tx.execute(
                 "INSERT INTO audit (owner, reader, run_id, what, at) VALUES (?1, ?2, ?3, 'forget', ?4)",
                 params![owner, by, set.conversation.as_str(), now],

@@ -9,7 +9,7 @@ use crate::index::Standing;
 use kith_shared::ids::{RunId, UserId};
 
 /// A run as the index now holds it: its chunks, and (for a run of a chain
-/// that `indexer::index_chain` reads whole) their digest.
+/// that `indexer::worker::index_chain` reads whole) their digest.
 #[derive(Debug, Clone)]
 pub struct Indexed {
     pub run: RunId,
@@ -130,7 +130,7 @@ impl Registry {
     /// waits for vectors again: both backends keep the vectors of the chunks
     /// whose text stayed, and the vectorizer embeds the rest.
     ///
-    /// `chain` are the other runs of re-indexed chains (`indexer::index_chain`)
+    /// `chain` are the other runs of re-indexed chains (`indexer::worker::index_chain`)
     /// whose chunks changed: indexed again as well (a vectorizer still
     /// embedding their old chunks must not record them as embedded, see
     /// `set_embedded`), with their counts and digests, and their vectors to

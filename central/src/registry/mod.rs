@@ -4,15 +4,18 @@
 //!
 //! Every method is synchronous and holds the connection lock only for its own
 //! statements; async callers run them on the blocking pool. Reads of runs take
-//! a `&Viewer` and filter in SQL: there is no unfiltered run read here.
+//! a `&Viewer` and filter in SQL by its `privacy::Rule` (`Sql::readable_by`);
+//! the few that must see every member's runs take a `privacy::Operator`.
 
 use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
 
 use kith_shared::ids::UserId;
+use rusqlite::types::Value;
 use rusqlite::{params, Connection};
 
 use crate::error::{Error, Result};
+use crate::privacy::{Operator, Rule};
 
 mod conversations;
 mod forgotten;
@@ -25,13 +28,13 @@ mod tags;
 mod users;
 mod viewer;
 
-pub use conversations::{ConversationFilter, Facets};
+pub use conversations::{ConversationFilter, Facets, MAX_FILTER_BYTES};
 pub use forgotten::{line_hashes, ForgetSet, Forgetter, Tombstone};
 pub use jobs::{Indexed, Lane, PendingJob};
 pub use machines::{MachineAuth, MachineRow};
 pub use runs::{ancestry_of, ForestFilter, NewRun, StoredRun};
 pub use sessions::{SignedIn, SESSION_MAX_DAYS};
-pub use shares::{Grant, GrantScope, Revoked, ShareRow};
+pub use shares::{Revoked, ShareRow};
 pub use users::UserRow;
 pub use viewer::Viewer;
 
@@ -92,7 +95,7 @@ CREATE TABLE IF NOT EXISTS runs (
     -- rewrite or truncation captured again): left out of search by default.
     superseded INTEGER NOT NULL DEFAULT 0,
     -- sha256 of the chunks a re-indexed chain last gave this run
-    -- (`indexer::index_chain`): unchanged, the run is not indexed again.
+    -- (`indexer::worker::index_chain`): unchanged, the run is not indexed again.
     chunks_digest TEXT
 );
 CREATE INDEX IF NOT EXISTS runs_source ON runs (user_id, source_identity, from_offset);
@@ -229,12 +232,12 @@ impl Registry {
     /// The connection for writes (and reads that must see a transaction's
     /// own writes).
     fn conn(&self) -> MutexGuard<'_, Connection> {
-        lock(&self.conn)
+        crate::sync::lock(&self.conn)
     }
 
     /// The connection for reads.
     fn reader(&self) -> MutexGuard<'_, Connection> {
-        lock(&self.reader)
+        crate::sync::lock(&self.reader)
     }
 
     pub fn counts(&self) -> Result<RegistryCounts> {
@@ -302,7 +305,7 @@ impl Registry {
     }
 
     /// Every run's id and blob path, for `doctor`.
-    pub fn all_blob_paths(&self) -> Result<Vec<(String, String)>> {
+    pub fn all_blob_paths(&self, _: &Operator) -> Result<Vec<(String, String)>> {
         let conn = self.reader();
         let mut stmt = conn.prepare("SELECT id, blob_path FROM runs ORDER BY id")?;
         let rows = stmt
@@ -351,41 +354,101 @@ fn migrate(conn: &Connection) -> Result<()> {
     Ok(())
 }
 
-fn lock(conn: &Mutex<Connection>) -> MutexGuard<'_, Connection> {
-    // A panic while holding the lock cannot leave SQLite half-written
-    // (statements are atomic), so a poisoned lock is still usable.
-    conn.lock().unwrap_or_else(|p| p.into_inner())
+/// A statement under construction: its text, and the values it binds,
+/// numbered `?1`, `?2`, ... in the order they were bound. Reads of runs
+/// put the privacy rule in it with `readable_by` (or `owned_by`); its text
+/// depends only on the shape of the viewer's grants, so statements stay
+/// prepared across requests (preparing cost more than running).
+pub(super) struct Sql {
+    text: String,
+    args: Vec<Value>,
 }
 
-/// The SQL predicate "the viewer may read this run", over the `runs` table,
-/// with the viewer's user id as parameter `?n`: the owner always; anyone
-/// else through a live grant of the owner (`GRANT_COVERS_RUN`), unless the
-/// run is quarantined. Every run read goes through it; nothing may bypass it.
-fn readable(n: usize) -> String {
-    format!(
-        "({} OR (runs.quarantined = 0 AND EXISTS (
-            SELECT 1 FROM shares s WHERE s.grantee = ?{n} AND s.grantor = runs.user_id
-              AND {GRANT_COVERS_RUN})))",
-        owned(n)
-    )
-}
+impl Sql {
+    pub(super) fn new(text: &str) -> Self {
+        Self {
+            text: text.to_owned(),
+            args: Vec::new(),
+        }
+    }
 
-/// The SQL predicate "the viewer owns this run", over the `runs` table,
-/// with the viewer's user id as parameter `?n`: who may forget it, and the
-/// first way to read it.
-fn owned(n: usize) -> String {
-    format!("runs.user_id = ?{n}")
-}
+    /// `SELECT ... FROM runs WHERE <what the viewer may read>`.
+    pub(super) fn readable_runs(select: &str, viewer: &Viewer) -> Self {
+        let mut sql = Self::new(select);
+        sql.push(" WHERE ");
+        sql.readable_by(viewer);
+        sql
+    }
 
-/// Over a grant `s` of the run's owner and the `runs` row: the grant is live
-/// and covers the run. A run grant covers the run and its descendants as
-/// they were when it was given (deltas captured by then), or also those
-/// captured later when it follows; a tag grant covers every run with the tag.
-const GRANT_COVERS_RUN: &str = "s.revoked_at IS NULL
-    AND (s.expires_at IS NULL OR s.expires_at > strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
-    AND ((s.scope_kind = 'run' AND instr(runs.ancestry, '|' || s.scope_value || '|') > 0
-          AND (s.follow = 1 OR runs.captured_at <= s.created_at))
-      OR (s.scope_kind = 'tag' AND instr(runs.tags_key, '|' || s.scope_value || '|') > 0))";
+    pub(super) fn push(&mut self, text: &str) -> &mut Self {
+        self.text.push_str(text);
+        self
+    }
+
+    /// Binds `value` and writes its `?n`.
+    pub(super) fn bind(&mut self, value: impl Into<Value>) -> &mut Self {
+        self.args.push(value.into());
+        let n = self.args.len();
+        self.text.push_str(&format!("?{n}"));
+        self
+    }
+
+    /// ` AND clause`, where `?1` in `clause` stands for `value`.
+    pub(super) fn and(&mut self, clause: &str, value: impl Into<Value>) -> &mut Self {
+        self.args.push(value.into());
+        let n = self.args.len();
+        self.text.push_str(" AND ");
+        self.text.push_str(&clause.replace("?1", &format!("?{n}")));
+        self
+    }
+
+    /// What `viewer` may read (`privacy::Rule`), over the `runs` table.
+    pub(super) fn readable_by(&mut self, viewer: &Viewer) -> &mut Self {
+        self.rule(&viewer.readability().rule())
+    }
+
+    /// What `viewer` owns, over the `runs` table.
+    pub(super) fn owned_by(&mut self, viewer: &Viewer) -> &mut Self {
+        self.rule(&viewer.readability().owned())
+    }
+
+    fn rule(&mut self, rule: &Rule) -> &mut Self {
+        match rule {
+            Rule::Any(rules) => self.join(rules, " OR "),
+            Rule::All(rules) => self.join(rules, " AND "),
+            Rule::Owner(user) => self.push("runs.user_id = ").bind(user.clone()),
+            Rule::InSubtree(run) => self
+                .push("instr(runs.ancestry, ")
+                .bind(format!("|{run}|"))
+                .push(") > 0"),
+            Rule::Tagged(tag) => self
+                .push("instr(runs.tags_key, ")
+                .bind(format!("|{tag}|"))
+                .push(") > 0"),
+            Rule::NotQuarantined => self.push("runs.quarantined = 0"),
+            Rule::CapturedBy(at) => self.push("runs.captured_at <= ").bind(at.clone()),
+        }
+    }
+
+    fn join(&mut self, rules: &[Rule], op: &str) -> &mut Self {
+        self.push("(");
+        for (i, rule) in rules.iter().enumerate() {
+            if i > 0 {
+                self.push(op);
+            }
+            self.rule(rule);
+        }
+        self.push(")")
+    }
+
+    pub(super) fn text(&self) -> &str {
+        &self.text
+    }
+
+    pub(super) fn params(&self) -> impl rusqlite::Params + '_ {
+        rusqlite::params_from_iter(self.args.iter())
+    }
+}
 
 /// Now, in kith's canonical timestamp form, computed by SQLite.
 const NOW_SQL: &str = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')";

@@ -1,20 +1,29 @@
 //! The `runs` table: the run catalog (derived from the blobs; `reindex`
-//! rebuilds it), read only through the `readable` predicate.
+//! rebuilds it), read only through the privacy rule (`Sql::readable_by`,
+//! `Sql::owned_by`) or with an `Operator`.
 
+use std::collections::HashMap;
 use std::sync::LazyLock;
 
-use kith_proto::{AgentRuntime, RunMeta};
+use kith_proto::AgentRuntime;
 use kith_shared::ids::{RunId, UserId};
-use rusqlite::{params, Connection};
+use rusqlite::params;
 
-use super::{epoch_ms_or, readable, to_i64, Lane, Registry, Viewer, GRANT_COVERS_RUN};
+use super::{epoch_ms_or, to_i64, Lane, Registry, Sql, Viewer};
 use crate::error::Result;
+use crate::privacy::{Grant, Operator, Readability, RunFacts};
+use crate::run::{Run, Shown};
+use crate::store::RunRecord;
 
-/// What the registry knows of one stored run beyond its metadata.
+/// A stored run, and what the registry knows of it beyond its record.
 #[derive(Debug, Clone)]
 pub struct StoredRun {
-    /// With `readable_by` as of now: the owner and every live grantee.
-    pub meta: RunMeta,
+    pub run: Run,
+    /// The owner and every live grantee, as of the read (the owner alone
+    /// in a lean read: `query_runs_lean`).
+    pub readable_by: Vec<String>,
+    pub indexed_at: Option<String>,
+    pub embedded_at: Option<String>,
     pub ancestry: String,
     /// Blob path relative to the data directory.
     pub blob_path: String,
@@ -25,9 +34,20 @@ pub struct StoredRun {
     pub captured_ms: i64,
 }
 
+impl StoredRun {
+    /// The run as the API shows it.
+    pub fn to_wire(&self) -> kith_proto::RunMeta {
+        self.run.to_wire(Shown {
+            readable_by: self.readable_by.clone(),
+            indexed_at: self.indexed_at.clone(),
+            embedded_at: self.embedded_at.clone(),
+        })
+    }
+}
+
 /// A run to insert, with the durable indexing job that goes with it.
 pub struct NewRun<'a> {
-    pub meta: &'a RunMeta,
+    pub run: &'a Run,
     /// `|root|...|parent|self|`; see `ancestry_of`.
     pub ancestry: &'a str,
     pub blob_path: &'a str,
@@ -97,7 +117,7 @@ static REPLACE_RUN: LazyLock<String> = LazyLock::new(|| {
 
 /// Quarantines a run new to the catalog whose machine is revoked (its
 /// delta was on its way): only its owner reads it.
-fn quarantine_if_revoked(tx: &rusqlite::Transaction<'_>, meta: &RunMeta) -> Result<()> {
+fn quarantine_if_revoked(tx: &rusqlite::Transaction<'_>, meta: &Run) -> Result<()> {
     tx.prepare_cached(
         "UPDATE runs SET quarantined = 1 WHERE id = ?1 AND EXISTS (
              SELECT 1 FROM machines WHERE id = ?2 AND revoked_at IS NOT NULL)",
@@ -109,8 +129,8 @@ fn quarantine_if_revoked(tx: &rusqlite::Transaction<'_>, meta: &RunMeta) -> Resu
 /// Runs `sql` (`INSERT_RUN` or `REPLACE_RUN`) for one run, and writes its
 /// indexing job, inside the caller's transaction.
 fn write_run(tx: &rusqlite::Transaction<'_>, new: &NewRun<'_>, sql: &str) -> Result<()> {
-    let meta = new.meta;
-    let meta_json = serde_json::to_string(meta)?;
+    let meta = new.run;
+    let meta_json = RunRecord::catalog_json(meta)?;
     tx.prepare_cached(sql)?.execute(params![
         meta.id,
         meta.user_id,
@@ -147,7 +167,7 @@ fn transcript_of(source_identity: &str) -> Option<&str> {
 /// starts (offset 0) supersedes every other chain of the same owner's
 /// transcript; their runs are indexed again, marked. A run of a chain
 /// superseded already is superseded too (a late delta of the old chain).
-fn supersede(tx: &rusqlite::Transaction<'_>, meta: &RunMeta) -> Result<()> {
+fn supersede(tx: &rusqlite::Transaction<'_>, meta: &Run) -> Result<()> {
     tx.prepare_cached(
         "UPDATE runs SET superseded = 1 WHERE id = ?1 AND EXISTS (
             SELECT 1 FROM runs o WHERE o.user_id = ?2 AND o.source_identity = ?3
@@ -182,18 +202,27 @@ fn supersede(tx: &rusqlite::Transaction<'_>, meta: &RunMeta) -> Result<()> {
     Ok(())
 }
 
-/// The owner and the users a live grant lets read a run, by user id.
-fn readers(conn: &Connection, run_id: &str, owner: &str) -> Result<Vec<String>> {
-    let mut stmt = conn.prepare_cached(&format!(
-        "SELECT DISTINCT s.grantee FROM runs JOIN shares s ON s.grantor = runs.user_id
-         WHERE runs.id = ?1 AND runs.quarantined = 0 AND {GRANT_COVERS_RUN}
-         ORDER BY s.grantee"
-    ))?;
-    let mut out = vec![owner.to_owned()];
-    for grantee in stmt.query_map(params![run_id], |r| r.get::<_, String>(0))? {
-        out.push(grantee?);
+/// The owner and the users a live grant of the owner lets read the run
+/// (`grants`: the owner's, with their grantees), by user id.
+fn readers(run: &RunFacts<'_>, grants: &[(String, Grant)]) -> Vec<String> {
+    let mut grantees: Vec<&str> = grants.iter().map(|(g, _)| g.as_str()).collect();
+    grantees.sort_unstable();
+    grantees.dedup();
+    let mut out = vec![run.owner.to_owned()];
+    for grantee in grantees {
+        let Ok(id) = UserId::parse(grantee) else {
+            continue;
+        };
+        let held = grants
+            .iter()
+            .filter(|(g, _)| g == grantee)
+            .map(|(_, grant)| grant.clone())
+            .collect();
+        if Readability::new(id, held).rule().admits(run) {
+            out.push(grantee.to_owned());
+        }
     }
-    Ok(out)
+    out
 }
 
 /// The ancestry string of a run: its parent's ancestry plus itself.
@@ -202,49 +231,71 @@ pub fn ancestry_of(parent_ancestry: Option<&str>, run_id: &str) -> String {
 }
 
 impl Registry {
-    /// Any run with this id, whoever owns it (ingest must refuse to reuse it).
-    pub fn run_by_id_any_owner(&self, id: &RunId) -> Result<Option<StoredRun>> {
-        self.query_runs("WHERE id = ?1", params![id.as_str()])
-            .map(|v| v.into_iter().next())
+    /// Any run with this id, whoever owns it (a reindex adopting a blob).
+    pub fn run_by_id_any_owner(&self, _: &Operator, id: &RunId) -> Result<Option<StoredRun>> {
+        let mut sql = Sql::new("WHERE id = ");
+        sql.bind(id.to_string());
+        self.query_runs(&sql).map(|v| v.into_iter().next())
     }
 
-    pub fn run_by_idempotency_key(&self, user: &UserId, key: &str) -> Result<Option<StoredRun>> {
-        self.query_runs(
-            "WHERE user_id = ?1 AND idempotency_key = ?2",
-            params![user.as_str(), key],
-        )
-        .map(|v| v.into_iter().next())
+    /// Every run of one owner's source chain, in offset order (the indexer
+    /// reads a chain whole).
+    pub fn chain_runs(&self, _: &Operator, owner: &UserId, source: &str) -> Result<Vec<StoredRun>> {
+        let mut sql = Sql::new("WHERE user_id = ");
+        sql.bind(owner.to_string())
+            .and("source_identity = ?1", source.to_owned())
+            .push(" ORDER BY from_offset");
+        self.query_runs(&sql)
     }
 
-    /// Runs of one source chain whose byte range overlaps `[from, to)`, or
-    /// that start at `from`, in offset order.
+    /// One of the viewer's own runs, by id.
+    pub fn owned_run(&self, viewer: &Viewer, id: &RunId) -> Result<Option<StoredRun>> {
+        let mut sql = Sql::new("WHERE id = ");
+        sql.bind(id.to_string()).push(" AND ").owned_by(viewer);
+        self.query_runs(&sql).map(|v| v.into_iter().next())
+    }
+
+    /// The viewer's run sent with this `Idempotency-Key`.
+    pub fn run_by_idempotency_key(&self, viewer: &Viewer, key: &str) -> Result<Option<StoredRun>> {
+        let mut sql = Sql::new("WHERE idempotency_key = ");
+        sql.bind(key.to_owned()).push(" AND ").owned_by(viewer);
+        self.query_runs(&sql).map(|v| v.into_iter().next())
+    }
+
+    /// The viewer's runs of one source chain whose byte range overlaps
+    /// `[from, to)`, or that start at `from`, in offset order.
     pub fn source_runs_overlapping(
         &self,
-        user: &UserId,
+        viewer: &Viewer,
         source: &str,
         from: u64,
         to: u64,
     ) -> Result<Vec<StoredRun>> {
-        self.query_runs(
-            "WHERE user_id = ?1 AND source_identity = ?2
-               AND ((from_offset < ?4 AND to_offset > ?3) OR from_offset = ?3)
-             ORDER BY from_offset",
-            params![user.as_str(), source, to_i64(from), to_i64(to)],
-        )
+        let mut sql = Sql::new("WHERE ");
+        sql.owned_by(viewer)
+            .and("source_identity = ?1", source.to_owned())
+            .push(" AND ((from_offset < ")
+            .bind(to_i64(to))
+            .push(" AND to_offset > ")
+            .bind(to_i64(from))
+            .push(") OR from_offset = ")
+            .bind(to_i64(from))
+            .push(") ORDER BY from_offset");
+        self.query_runs(&sql)
     }
 
-    /// The run of a source chain that ends exactly at `offset`.
+    /// The viewer's run of a source chain that ends exactly at `offset`.
     pub fn source_run_ending_at(
         &self,
-        user: &UserId,
+        viewer: &Viewer,
         source: &str,
         offset: u64,
     ) -> Result<Option<StoredRun>> {
-        self.query_runs(
-            "WHERE user_id = ?1 AND source_identity = ?2 AND to_offset = ?3",
-            params![user.as_str(), source, to_i64(offset)],
-        )
-        .map(|v| v.into_iter().next())
+        let mut sql = Sql::new("WHERE ");
+        sql.owned_by(viewer)
+            .and("source_identity = ?1", source.to_owned())
+            .and("to_offset = ?1", to_i64(offset));
+        self.query_runs(&sql).map(|v| v.into_iter().next())
     }
 
     /// Inserts the run and its indexing job in one transaction, and
@@ -254,8 +305,8 @@ impl Registry {
         let mut conn = self.conn();
         let tx = conn.transaction()?;
         write_run(&tx, new, &INSERT_RUN)?;
-        quarantine_if_revoked(&tx, new.meta)?;
-        supersede(&tx, new.meta)?;
+        quarantine_if_revoked(&tx, new.run)?;
+        supersede(&tx, new.run)?;
         tx.commit()?;
         Ok(())
     }
@@ -276,14 +327,14 @@ impl Registry {
             .query_map([], |r| r.get(0))?
             .collect::<rusqlite::Result<_>>()?;
         let kept: std::collections::HashSet<&str> =
-            runs.iter().map(|r| r.meta.id.as_str()).collect();
+            runs.iter().map(|r| r.run.id.as_str()).collect();
         for id in known.iter().filter(|id| !kept.contains(id.as_str())) {
             tx.execute("DELETE FROM runs WHERE id = ?1", [id])?;
         }
         for new in runs {
             write_run(&tx, new, &REPLACE_RUN)?;
-            if !known.contains(&new.meta.id) {
-                quarantine_if_revoked(&tx, new.meta)?;
+            if !known.contains(&new.run.id) {
+                quarantine_if_revoked(&tx, new.run)?;
             }
         }
         tx.commit()?;
@@ -291,33 +342,28 @@ impl Registry {
     }
 
     pub fn run(&self, viewer: &Viewer, id: &RunId) -> Result<Option<StoredRun>> {
-        self.query_runs(
-            &format!("WHERE id = ?1 AND {}", readable(2)),
-            params![id.as_str(), viewer.user_id().as_str()],
-        )
-        .map(|v| v.into_iter().next())
+        let mut sql = Sql::new("WHERE id = ");
+        sql.bind(id.to_string()).push(" AND ").readable_by(viewer);
+        self.query_runs(&sql).map(|v| v.into_iter().next())
     }
 
     /// `tree_runs` without `readable_by` (see `query_runs_lean`).
     pub fn tree_runs_lean(&self, viewer: &Viewer, root: &str) -> Result<Vec<StoredRun>> {
-        self.query_runs_lean(
-            &format!(
-                "WHERE root_run_id = ?1 AND {} ORDER BY started_at, id",
-                readable(2)
-            ),
-            params![root, viewer.user_id().as_str()],
-        )
+        self.query_runs_lean(&Self::tree_sql(viewer, root))
     }
 
     /// Every run of one tree the viewer may read, by `started_at`.
     pub fn tree_runs(&self, viewer: &Viewer, root: &str) -> Result<Vec<StoredRun>> {
-        self.query_runs(
-            &format!(
-                "WHERE root_run_id = ?1 AND {} ORDER BY started_at, id",
-                readable(2)
-            ),
-            params![root, viewer.user_id().as_str()],
-        )
+        self.query_runs(&Self::tree_sql(viewer, root))
+    }
+
+    fn tree_sql(viewer: &Viewer, root: &str) -> Sql {
+        let mut sql = Sql::new("WHERE root_run_id = ");
+        sql.bind(root.to_owned())
+            .push(" AND ")
+            .readable_by(viewer)
+            .push(" ORDER BY started_at, id");
+        sql
     }
 
     /// Roots of the most recently active trees that match `filter`, with
@@ -327,96 +373,78 @@ impl Registry {
         viewer: &Viewer,
         filter: &ForestFilter,
     ) -> Result<Vec<(String, String)>> {
-        let mut sql = format!(
-            "SELECT root_run_id, MAX(started_at) AS last FROM runs WHERE {}",
-            readable(1)
+        let mut sql = Sql::readable_runs(
+            "SELECT root_run_id, MAX(started_at) AS last FROM runs",
+            viewer,
         );
-        let mut args: Vec<String> = vec![viewer.user_id().to_string()];
-        let mut push = |sql: &mut String, clause: &str, value: String| {
-            args.push(value);
-            sql.push_str(&clause.replace('?', &format!("?{}", args.len())));
-        };
         if let Some(since) = &filter.since {
-            push(&mut sql, " AND started_at >= ?", since.clone());
+            sql.and("started_at >= ?1", since.clone());
         }
         if let Some(rt) = filter.runtime {
-            push(&mut sql, " AND agent_runtime = ?", rt.as_str().to_owned());
+            sql.and("agent_runtime = ?1", rt.as_str().to_owned());
         }
         if let Some(m) = &filter.machine {
-            push(
-                &mut sql,
-                " AND machine_id IN (SELECT id FROM machines WHERE name = ?)",
+            sql.and(
+                "machine_id IN (SELECT id FROM machines WHERE name = ?1)",
                 m.clone(),
             );
         }
         if let Some(root) = &filter.root {
-            push(&mut sql, " AND root_run_id = ?", root.to_string());
+            sql.and("root_run_id = ?1", root.to_string());
         }
-        sql.push_str(&format!(
+        sql.push(&format!(
             " GROUP BY root_run_id ORDER BY last DESC LIMIT {}",
             filter.limit
         ));
         let conn = self.reader();
-        let mut stmt = conn.prepare(&sql)?;
+        let mut stmt = conn.prepare(sql.text())?;
         let rows = stmt
-            .query_map(rusqlite::params_from_iter(args.iter()), |r| {
-                Ok((r.get(0)?, r.get(1)?))
-            })?
+            .query_map(sql.params(), |r| Ok((r.get(0)?, r.get(1)?)))?
             .collect::<rusqlite::Result<_>>()?;
         Ok(rows)
     }
 
-    /// `clause` is one of a few fixed strings (values go in `args`), so
-    /// the prepared statements stay cached: preparing the readability
-    /// clause cost more than running it (a search re-checks every hit's run).
-    pub(super) fn query_runs(
-        &self,
-        clause: &str,
-        args: impl rusqlite::Params,
-    ) -> Result<Vec<StoredRun>> {
-        self.query(clause, args, true)
+    /// The runs `sql` (a `WHERE` clause and what follows) selects, each
+    /// with `readable_by` as of now.
+    pub(super) fn query_runs(&self, sql: &Sql) -> Result<Vec<StoredRun>> {
+        self.query(sql, true)
     }
 
     /// `query_runs` without each run's `readable_by` (left as stored: the
-    /// owner), for reads that fold facts or read bytes: it costs a query a
-    /// run, and a long conversation has hundreds.
-    pub(super) fn query_runs_lean(
-        &self,
-        clause: &str,
-        args: impl rusqlite::Params,
-    ) -> Result<Vec<StoredRun>> {
-        self.query(clause, args, false)
+    /// owner), for reads that fold facts or read bytes: it costs a query an
+    /// owner, and a long conversation has hundreds of runs.
+    pub(super) fn query_runs_lean(&self, sql: &Sql) -> Result<Vec<StoredRun>> {
+        self.query(sql, false)
     }
 
-    fn query(
-        &self,
-        clause: &str,
-        args: impl rusqlite::Params,
-        with_readers: bool,
-    ) -> Result<Vec<StoredRun>> {
-        let conn = self.reader();
-        let mut stmt = conn.prepare_cached(&format!(
-            "SELECT meta_json, indexed_at, embedded_at, blob_path, idempotency_key, ancestry,
-                    quarantined, captured_at
-             FROM runs {clause}"
-        ))?;
-        let rows = stmt
-            .query_map(args, |r| {
-                Ok((
-                    (
-                        r.get::<_, String>(0)?,
-                        r.get::<_, Option<String>>(1)?,
-                        r.get::<_, Option<String>>(2)?,
-                    ),
-                    r.get::<_, String>(3)?,
-                    r.get::<_, Option<String>>(4)?,
-                    r.get::<_, String>(5)?,
-                    r.get::<_, bool>(6)?,
-                    r.get::<_, String>(7)?,
-                ))
-            })?
-            .collect::<rusqlite::Result<Vec<_>>>()?;
-        drop(stmt);
+    fn query(&self, sql: &Sql, with_readers: bool) -> Result<Vec<StoredRun>> {
+        let rows = {
+            let conn = self.reader();
+            let mut stmt = conn.prepare_cached(&format!(
+                "SELECT meta_json, indexed_at, embedded_at, blob_path, idempotency_key, ancestry,
+                        quarantined, captured_at
+                 FROM runs {}",
+                sql.text()
+            ))?;
+            let rows = stmt
+                .query_map(sql.params(), |r| {
+                    Ok((
+                        (
+                            r.get::<_, String>(0)?,
+                            r.get::<_, Option<String>>(1)?,
+                            r.get::<_, Option<String>>(2)?,
+                        ),
+                        r.get::<_, String>(3)?,
+                        r.get::<_, Option<String>>(4)?,
+                        r.get::<_, String>(5)?,
+                        r.get::<_, bool>(6)?,
+                        r.get::<_, String>(7)?,
+                    ))
+                })?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            rows
+        };
+        let mut grants_of: HashMap<String, Vec<(String, Grant)>> = HashMap::new();
         rows.into_iter()
             .map(
                 |(
@@ -427,14 +455,28 @@ impl Registry {
                     quarantined,
                     captured_at,
                 )| {
-                    let mut meta: RunMeta = serde_json::from_str(&meta_json)?;
-                    meta.indexed_at = indexed_at;
-                    meta.embedded_at = embedded_at;
-                    if with_readers {
-                        meta.readable_by = readers(&conn, &meta.id, &meta.user_id)?;
-                    }
+                    let run = RunRecord::read(meta_json.as_bytes())?.run;
+                    let readable_by = if with_readers {
+                        if !grants_of.contains_key(&run.user_id) {
+                            let grants = self.grants_from(&run.user_id)?;
+                            grants_of.insert(run.user_id.clone(), grants);
+                        }
+                        let facts = RunFacts {
+                            owner: &run.user_id,
+                            ancestry: &ancestry,
+                            tags: &run.tags,
+                            quarantined,
+                            captured_at: &captured_at,
+                        };
+                        readers(&facts, &grants_of[&run.user_id])
+                    } else {
+                        vec![run.user_id.clone()]
+                    };
                     Ok(StoredRun {
-                        meta,
+                        run,
+                        readable_by,
+                        indexed_at,
+                        embedded_at,
                         blob_path,
                         idempotency_key,
                         ancestry,

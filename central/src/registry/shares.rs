@@ -3,55 +3,11 @@
 
 use rusqlite::{params, OptionalExtension};
 
-use super::{epoch_ms_or, Registry, NOW_SQL};
+use super::Registry;
 use crate::error::Result;
+use crate::privacy::{Grant, GrantScope, LIVE_GRANT};
 use crate::registry::Viewer;
 use kith_shared::ids::UserId;
-
-/// What a grant covers.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum GrantScope {
-    /// The run and its descendants.
-    Run(String),
-    /// Every run of the grantor with this tag.
-    Tag(String),
-}
-
-impl GrantScope {
-    /// `run:<id>` or `tag:<tag>`.
-    pub fn parse(s: &str) -> Option<Self> {
-        let (kind, value) = s.split_once(':')?;
-        let ok = !value.is_empty() && value.len() <= 128 && !value.contains('|');
-        match kind {
-            "run" if ok => Some(Self::Run(value.to_owned())),
-            "tag" if ok => Some(Self::Tag(value.to_owned())),
-            _ => None,
-        }
-    }
-
-    fn parts(&self) -> (&'static str, &str) {
-        match self {
-            Self::Run(v) => ("run", v),
-            Self::Tag(v) => ("tag", v),
-        }
-    }
-
-    pub fn render(&self) -> String {
-        let (k, v) = self.parts();
-        format!("{k}:{v}")
-    }
-}
-
-/// A live grant the viewer received (for filtering index hits).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Grant {
-    pub grantor: String,
-    pub scope: GrantScope,
-    /// A run grant that does not follow (a snapshot) covers the runs
-    /// captured by this time, in milliseconds since the epoch; `None`
-    /// covers them whenever captured.
-    pub captured_until_ms: Option<i64>,
-}
 
 /// A grant as listed, with handles.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -159,38 +115,51 @@ impl Registry {
 
     /// Live grants the viewer received.
     pub fn grants_to(&self, viewer: &Viewer) -> Result<Vec<Grant>> {
+        Ok(self
+            .live_grants("s.grantee", viewer.user_id().as_str())?
+            .into_iter()
+            .map(|(_, grant)| grant)
+            .collect())
+    }
+
+    /// Live grants `owner` gave, each with its grantee.
+    pub(super) fn grants_from(&self, owner: &str) -> Result<Vec<(String, Grant)>> {
+        self.live_grants("s.grantor", owner)
+    }
+
+    /// Live grants whose `side` (`s.grantor` or `s.grantee`) is `user`,
+    /// each with its grantee.
+    fn live_grants(&self, side: &str, user: &str) -> Result<Vec<(String, Grant)>> {
         let conn = self.reader();
         let mut stmt = conn.prepare_cached(&format!(
-            "SELECT grantor, scope_kind, scope_value, follow, created_at FROM shares
-             WHERE grantee = ?1 AND revoked_at IS NULL
-               AND (expires_at IS NULL OR expires_at > {NOW_SQL})"
+            "SELECT s.grantee, s.grantor, s.scope_kind, s.scope_value, s.follow, s.created_at
+             FROM shares s WHERE {side} = ?1 AND {LIVE_GRANT}"
         ))?;
         let rows = stmt
-            .query_map([viewer.user_id().as_str()], |r| {
+            .query_map([user], |r| {
+                let grantee: String = r.get(0)?;
+                let grantor: String = r.get(1)?;
+                let (kind, value): (String, String) = (r.get(2)?, r.get(3)?);
+                let follow: bool = r.get(4)?;
+                let created_at: String = r.get(5)?;
+                let scope = if kind == "run" {
+                    GrantScope::Run(value)
+                } else {
+                    GrantScope::Tag(value)
+                };
+                // A run grant that does not follow is a snapshot.
+                let snapshot = matches!(scope, GrantScope::Run(_)) && !follow;
                 Ok((
-                    r.get::<_, String>(0)?,
-                    r.get::<_, String>(1)?,
-                    r.get::<_, String>(2)?,
-                    r.get::<_, bool>(3)?,
-                    r.get::<_, String>(4)?,
+                    grantee,
+                    Grant {
+                        grantor,
+                        scope,
+                        captured_until: snapshot.then_some(created_at),
+                    },
                 ))
             })?
-            .collect::<rusqlite::Result<Vec<_>>>()?;
-        Ok(rows
-            .into_iter()
-            .map(|(grantor, kind, value, follow, created_at)| {
-                let (scope, snapshot) = if kind == "run" {
-                    (GrantScope::Run(value), !follow)
-                } else {
-                    (GrantScope::Tag(value), false)
-                };
-                Grant {
-                    grantor,
-                    scope,
-                    captured_until_ms: snapshot.then(|| epoch_ms_or(&created_at, i64::MAX)),
-                }
-            })
-            .collect())
+            .collect::<rusqlite::Result<_>>()?;
+        Ok(rows)
     }
 
     /// Records that `viewer` read `run_id` of `owner` (no-op for one's own runs).

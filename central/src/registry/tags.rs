@@ -3,7 +3,8 @@
 //! queue the run for indexing (and its vectors for checking) again, so the
 //! index's copy of the tags follows; `indexed_at` is unset until it has.
 
-use kith_proto::RunMeta;
+use crate::run::Run;
+use crate::store::RunRecord;
 use rusqlite::params;
 
 use super::{Lane, Registry, Viewer};
@@ -13,7 +14,7 @@ impl Registry {
     /// Writes the tags of `runs` (each the viewer's own, with its new tags)
     /// and queues each for indexing, in one transaction. A run that is not
     /// the viewer's changes nothing and fails the whole edit.
-    pub fn retag(&self, viewer: &Viewer, runs: &[RunMeta]) -> Result<()> {
+    pub fn retag(&self, viewer: &Viewer, runs: &[Run]) -> Result<()> {
         let mut conn = self.conn();
         let tx = conn.transaction()?;
         for meta in runs {
@@ -26,7 +27,7 @@ impl Registry {
                 .execute(params![
                     meta.id,
                     viewer.user_id().as_str(),
-                    serde_json::to_string(meta)?,
+                    RunRecord::catalog_json(meta)?,
                     format!("|{}|", meta.tags.join("|")),
                 ])?;
             if changed != 1 {

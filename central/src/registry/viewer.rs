@@ -6,7 +6,7 @@
 
 use kith_shared::ids::{MachineId, UserId};
 
-use super::Grant;
+use crate::privacy::{Grant, Readability};
 
 /// The authenticated user (and machine, for a token) behind a request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -17,8 +17,9 @@ pub struct Viewer {
     machine: Option<(MachineId, String)>,
     handle: String,
     is_admin: bool,
-    /// Live grants this user received, as of this request.
-    grants: Vec<Grant>,
+    /// What this user may read: its own runs and its live grants, as of
+    /// this request.
+    readability: Readability,
 }
 
 impl Viewer {
@@ -31,16 +32,16 @@ impl Viewer {
         is_admin: bool,
     ) -> Self {
         Self {
+            readability: Readability::new(user_id.clone(), Vec::new()),
             user_id,
             machine,
             handle,
             is_admin,
-            grants: Vec::new(),
         }
     }
 
     pub(super) fn set_grants(&mut self, grants: Vec<Grant>) {
-        self.grants = grants;
+        self.readability = Readability::new(self.user_id.clone(), grants);
     }
 
     pub fn user_id(&self) -> &UserId {
@@ -63,21 +64,8 @@ impl Viewer {
         self.is_admin
     }
 
-    pub fn grants(&self) -> &[Grant] {
-        &self.grants
-    }
-
-    /// A viewer for the unit tests of the index backends, which have no
-    /// registry.
-    #[cfg(test)]
-    pub fn for_tests(user: &str, grants: Vec<Grant>) -> Self {
-        let mut v = Self::new(
-            UserId::parse(user).unwrap_or_else(|_| UserId::from_uuid_bytes([0; 16])),
-            Some((MachineId::from_uuid_bytes([0; 16]), "test".into())),
-            user.into(),
-            false,
-        );
-        v.grants = grants;
-        v
+    /// What this viewer may read (`privacy`): every read of runs renders it.
+    pub fn readability(&self) -> &Readability {
+        &self.readability
     }
 }

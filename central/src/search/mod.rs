@@ -10,7 +10,7 @@
 //! `degraded`.
 
 pub mod aggregate;
-pub mod fusion;
+mod plan;
 pub mod rerank;
 pub mod when;
 
@@ -20,30 +20,22 @@ use std::time::Instant;
 use kith_shared::ids::RunId;
 
 use kith_proto::{
-    GroupBy, RunLinks, RunMeta, SearchGroup, SearchHit, SearchMode, SearchRequest, SearchResponse,
+    GroupBy, RunLinks, SearchGroup, SearchHit, SearchMode, SearchRequest, SearchResponse,
     SearchTiming,
 };
 
 use crate::embed::Lane;
 use crate::error::{Error, Result};
-use crate::index::{Filters, IndexHit};
+use crate::index::{fusion, Filters, IndexHit, MAX_GROUP_POOL};
 use crate::registry::Viewer;
+use crate::run::Run;
 use crate::state::AppState;
 
-pub const DEFAULT_LIMIT: u32 = 10;
-/// Larger limits are clamped to this, not refused.
-pub const MAX_LIMIT: u32 = 100;
-pub const MAX_OFFSET: u32 = 1000;
-pub const MAX_QUERY_BYTES: usize = 4096;
+use plan::Plan;
+pub use plan::{MAX_LIMIT, MAX_OFFSET};
+
 /// Hits shown per conversation when hits are grouped.
-pub const HITS_PER_GROUP: usize = 3;
-/// Hits fetched per conversation asked for, to fill groups; doubled while
-/// the hits fall in fewer conversations than the page reaches.
-const GROUP_POOL_FACTOR: usize = 5;
-/// Most hits a grouped search ranks (within what Meilisearch lets a search
-/// page through, `index::meili::schema`).
-pub const MAX_GROUP_POOL: usize = 2000;
-const _: () = assert!((MAX_OFFSET + MAX_LIMIT) as usize <= MAX_GROUP_POOL);
+const HITS_PER_GROUP: usize = 3;
 
 /// A search as `viewer`, its reads of others' runs audited: the runs of
 /// the hits it answers (the page, or the groups' hits), each once.
@@ -87,80 +79,30 @@ pub(crate) async fn search_unaudited(
     req: SearchRequest,
 ) -> Result<(SearchResponse, HitRuns)> {
     let started = Instant::now();
-    let query = req.query.trim().to_owned();
-    if query.is_empty() {
-        return Err(Error::bad_request("empty_query", "query must not be empty"));
-    }
-    if query.len() > MAX_QUERY_BYTES {
-        return Err(Error::bad_request(
-            "query_too_long",
-            format!(
-                "query is {} bytes; the limit is {MAX_QUERY_BYTES}",
-                query.len()
-            ),
-        ));
-    }
-    if req.offset > MAX_OFFSET {
-        return Err(Error::bad_request(
-            "invalid_offset",
-            format!("offset must be at most {MAX_OFFSET}"),
-        ));
-    }
-    let limit = req.limit.unwrap_or(DEFAULT_LIMIT).clamp(1, MAX_LIMIT);
-    let filters = resolve_filters(&req.filters)?;
-    let facets = crate::handlers::conversations::facets(
-        [
-            &req.filters.file,
-            &req.filters.tool,
-            &req.filters.command,
-            &None,
-            &req.filters.branch,
-            &req.filters.owner,
-        ],
-        &req.filters.machine,
-    )?;
-    let group = req.group;
-    let rerank = rerank::Rerank::of(&req)?;
-    // Grouped conversations are ordered by their hits' scores unless a
-    // re-rank ordered hits by something else (diversity).
-    let by_score = rerank.is_none_or(|r| r.keeps_score_order());
+    let Plan {
+        mode,
+        group,
+        typed: _,
+        query,
+        timed,
+        keyword: keyword_query,
+        keyword_typed,
+        filters,
+        facets,
+        rerank,
+        by_score,
+        offset,
+        limit,
+        reach,
+        want,
+    } = plan::plan(&req, time::OffsetDateTime::now_utc().date())?;
     state.metrics().searched();
     // Embedding for ingest waits until this search has answered.
     let _hold = state.embed().map(|queue| queue.hold());
-    let reach = (limit + req.offset) as usize;
-    let want = match group {
-        GroupBy::None => reach,
-        GroupBy::Conversation => (reach * GROUP_POOL_FACTOR).min(MAX_GROUP_POOL),
-    };
-    // A time the query names ranks what happened then first (see `when`),
-    // unless the caller chose a time range: a date's runs (its words are
-    // not searched within its window), or a month's hits, any year.
-    let timed =
-        when::named(&query).filter(|_| filters.since_ms.is_none() && filters.until_ms.is_none());
-    let typed = query.clone();
-    let query = match &timed {
-        Some(when::Named::Window(d)) => d.rest.clone(),
-        _ => query,
-    };
-
-    // What the keyword side searches for, and what the hits returned are
-    // highlighted with: the question words leave a hybrid query's keyword
-    // side (see fusion); a semantic search has none.
-    let keyword_of = |q: &str| match req.mode {
-        SearchMode::Keyword => Some(q.to_owned()),
-        SearchMode::Hybrid => Some(fusion::without_question_words(q)),
-        SearchMode::Semantic => None,
-    };
-    let keyword_query = keyword_of(&query);
-    // Outside a date's window, the keyword side ranks hits by the query as
-    // typed: the words may be what the text says ("our trip last year").
-    // The query vector is of the query without the date, inside the window
-    // and out.
-    let keyword_typed = keyword_of(&typed);
     // The query vector, when the mode needs one and an embedder can give it.
     let mut timing = SearchTiming::default();
     let mut degraded = None;
-    let vector = match (req.mode, state.embed()) {
+    let vector = match (mode, state.embed()) {
         (SearchMode::Keyword, _) => None,
         (mode, None) => {
             let why = state
@@ -190,7 +132,7 @@ pub(crate) async fn search_unaudited(
     // embedded first: while the model has both cores, a search beside it
     // slows the embedding more than it saves.
     let search_started = Instant::now();
-    let (s, v, mode, asked) = (state.clone(), viewer.clone(), req.mode, query.clone());
+    let (s, v, asked) = (state.clone(), viewer.clone(), query.clone());
     let found = tokio::task::spawn_blocking(move || {
         let index = s.index();
         // Facets name conversations: the trees with a readable run that
@@ -204,8 +146,8 @@ pub(crate) async fn search_unaudited(
             let Some(first) = runs.first() else {
                 return Ok((Vec::new(), HashMap::new(), 0));
             };
-            filters.root_run_id = Some(first.meta.root_run_id.clone());
-            filters.conversation_id = first.meta.conversation_id.clone();
+            filters.root_run_id = Some(first.run.root_run_id.clone());
+            filters.conversation_id = first.run.conversation_id.clone();
         }
         if let Some(roots) = s.registry().facet_roots(&v, &facets)? {
             if roots.is_empty() {
@@ -219,12 +161,19 @@ pub(crate) async fn search_unaudited(
         let ranked = |filters: &Filters, text: &str, want: usize| {
             let pool = rerank.map_or(want, |r| r.pool(want));
             let mut hits = match (mode, vector.as_deref()) {
-                (SearchMode::Semantic, Some(vec)) => index.semantic(&v, vec, filters, pool),
-                (SearchMode::Hybrid, Some(vec)) => {
-                    index.hybrid(&v, text, vec, filters, pool, fusion::DENSE_WEIGHT)
+                (SearchMode::Semantic, Some(vec)) => {
+                    index.semantic(v.readability(), vec, filters, pool)
                 }
+                (SearchMode::Hybrid, Some(vec)) => index.hybrid(
+                    v.readability(),
+                    text,
+                    vec,
+                    filters,
+                    pool,
+                    fusion::DENSE_WEIGHT,
+                ),
                 // Keyword, and hybrid without a query vector (its keyword side).
-                _ => index.keyword(&v, text, filters, pool),
+                _ => index.keyword(v.readability(), text, filters, pool),
             }?;
             // A question asking when ranks the hits that say when first.
             when::lift_timed(&asked, &mut hits);
@@ -288,7 +237,6 @@ pub(crate) async fn search_unaudited(
     let (hits, runs, leading) = found;
     let search_ms = ms(search_started);
     let (s, v) = (state.clone(), viewer.clone());
-    let (offset, limit) = (req.offset as usize, limit as usize);
     let (hits, groups, runs) = tokio::task::spawn_blocking(move || {
         let handles = s.registry().handles()?;
         let hits: Vec<SearchHit> = hits
@@ -332,7 +280,7 @@ fn trees(hits: &[IndexHit], runs: &HitRuns) -> usize {
 }
 
 /// The runs of the hits, by id.
-pub(crate) type HitRuns = HashMap<String, RunMeta>;
+pub(crate) type HitRuns = HashMap<String, Run>;
 
 /// Keeps only hits whose run the registry says the viewer may read now
 /// (expiry and quarantine included); returns the kept hits and their runs.
@@ -356,7 +304,7 @@ fn recheck(
                 verdicts.insert(hit.run_id.clone(), run.is_some());
                 match run {
                     Some(run) => {
-                        runs.insert(hit.run_id.clone(), run.meta);
+                        runs.insert(hit.run_id.clone(), run.run);
                         true
                     }
                     None => false,
@@ -433,7 +381,7 @@ fn group_hits(
                     .transpose()?
                     .flatten();
                 let top = root
-                    .and_then(|r| r.meta.conversation)
+                    .and_then(|r| r.run.conversation)
                     .or_else(|| run.conversation.clone())
                     .unwrap_or_else(|| run.id.clone());
                 top_of.insert(run.root_run_id.clone(), top.clone());
@@ -516,7 +464,7 @@ pub(crate) fn conversation_facts(
         return Ok(None);
     };
     let runs = registry.conversation_runs(viewer, &id)?;
-    let metas: Vec<&RunMeta> = runs.iter().map(|r| &r.meta).collect();
+    let metas: Vec<&Run> = runs.iter().map(|r| &r.run).collect();
     Ok(crate::conversation::fold(
         &crate::conversation::ConversationRuns {
             id: &id,
@@ -529,54 +477,6 @@ pub(crate) fn conversation_facts(
             depth: 0,
         },
     ))
-}
-
-fn resolve_filters(f: &kith_proto::SearchFilters) -> Result<Filters> {
-    let max = crate::handlers::conversations::MAX_FILTER_BYTES;
-    for v in [&f.conversation_id, &f.root_run_id, &f.cwd_prefix]
-        .into_iter()
-        .flatten()
-        .chain(&f.tags)
-    {
-        if v.len() > max {
-            return Err(Error::bad_request(
-                "filter_too_long",
-                format!("a filter value is at most {max} bytes"),
-            ));
-        }
-    }
-    if !kith_shared::tags::valid(&f.tags) {
-        return Err(Error::bad_request(
-            "invalid_filter",
-            format!("filters.tags: {}", kith_shared::tags::rule()),
-        ));
-    }
-    let time = |name: &str, v: &Option<String>| -> Result<Option<i64>> {
-        v.as_deref()
-            .map(|s| {
-                kith_shared::timestamp::parse(s)
-                    .map(kith_shared::timestamp::epoch_ms)
-                    .ok_or_else(|| {
-                        Error::bad_request(
-                            "invalid_filter",
-                            format!("filters.{name} must be RFC 3339"),
-                        )
-                    })
-            })
-            .transpose()
-    };
-    Ok(Filters {
-        runtime: f.runtime,
-        machine: f.machine.clone(),
-        conversation_id: f.conversation_id.clone(),
-        root_run_id: f.root_run_id.clone(),
-        tags: f.tags.clone(),
-        cwd_prefix: f.cwd_prefix.clone(),
-        since_ms: time("since", &f.since)?,
-        until_ms: time("until", &f.until)?,
-        roots: None,
-        include_superseded: f.include_superseded,
-    })
 }
 
 fn unavailable(why: &str) -> Error {

@@ -308,7 +308,12 @@ pub enum Named {
 /// else a month without a year. A date with a year that the calendar does
 /// not hold ("31 February, 2023") names neither.
 pub fn named(query: &str) -> Option<Named> {
-    if let Some(dated) = find(query) {
+    named_at(query, time::OffsetDateTime::now_utc().date())
+}
+
+/// `named`, with `today` given.
+pub fn named_at(query: &str, today: time::Date) -> Option<Named> {
+    if let Some(dated) = find_at(query, today) {
         return Some(Named::Window(dated));
     }
     if DATE.is_match(query) {

@@ -6,7 +6,7 @@ use std::net::IpAddr;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use crate::state::lock;
+use crate::sync::lock;
 
 /// How long a failure counts.
 pub const WINDOW: Duration = Duration::from_secs(15 * 60);

@@ -5,7 +5,6 @@
 use std::collections::HashMap;
 
 use axum::extract::{Path, Query, State};
-use axum::response::IntoResponse;
 use kith_proto::{AgentRuntime, GroupBy, SearchFilters, SearchMode, SearchRequest};
 use serde::Deserialize;
 
@@ -290,19 +289,14 @@ pub async fn raw(
     session: WebSession,
     Path(id): Path<String>,
 ) -> PageResult {
-    Ok(crate::handlers::conversations::jsonl(
-        State(state),
-        session.viewer,
-        crate::handlers::IdPath(id),
-    )
-    .await?
-    .into_response())
+    Ok(crate::handlers::conversations::conversation_bytes(&state, session.viewer, id).await?)
 }
 
 /// Shared with me, and my shares (with revoke).
 pub async fn shares(State(state): State<AppState>, session: WebSession) -> PageResult {
-    let axum::Json(res) =
-        crate::handlers::shares::index(State(state), session.viewer.clone()).await?;
+    let viewer = session.viewer.clone();
+    let res = tokio::task::spawn_blocking(move || crate::sharing::list(state.registry(), &viewer))
+        .await??;
     Ok(render(&SharesPage {
         chrome: session.chrome(),
         csrf: session.csrf(),
@@ -313,29 +307,30 @@ pub async fn shares(State(state): State<AppState>, session: WebSession) -> PageR
 
 /// Who read my runs, each run named by its conversation's title.
 pub async fn audit(State(state): State<AppState>, session: WebSession) -> PageResult {
-    let axum::Json(res) =
-        crate::handlers::shares::audit(State(state.clone()), session.viewer.clone()).await?;
     let viewer = session.viewer.clone();
     let rows = tokio::task::spawn_blocking(move || {
+        let res = crate::sharing::audit(state.registry(), &viewer)?;
         // The runs are the viewer's own: reading their titles audits nothing.
         let mut titles: HashMap<String, String> = HashMap::new();
-        res.entries
-            .into_iter()
-            .map(|e| {
-                let title = titles
-                    .entry(e.run_id.clone())
-                    .or_insert_with(|| {
-                        crate::tree::conversation(state.registry(), &viewer, &e.run_id)
-                            .ok()
-                            .and_then(|c| c.conversation.title)
-                            .unwrap_or_else(|| e.run_id.clone())
-                    })
-                    .clone();
-                (super::view::when(&e.at), e.reader, e.what, e.run_id, title)
-            })
-            .collect()
+        Ok::<_, crate::error::Error>(
+            res.entries
+                .into_iter()
+                .map(|e| {
+                    let title = titles
+                        .entry(e.run_id.clone())
+                        .or_insert_with(|| {
+                            crate::tree::conversation(state.registry(), &viewer, &e.run_id)
+                                .ok()
+                                .and_then(|c| c.conversation.title)
+                                .unwrap_or_else(|| e.run_id.clone())
+                        })
+                        .clone();
+                    (super::view::when(&e.at), e.reader, e.what, e.run_id, title)
+                })
+                .collect(),
+        )
     })
-    .await?;
+    .await??;
     Ok(render(&AuditPage {
         chrome: session.chrome(),
         rows,

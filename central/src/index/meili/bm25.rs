@@ -49,7 +49,7 @@ pub fn terms(query: &str) -> Vec<Term> {
     if all.len() <= MAX_TERMS {
         return all;
     }
-    let mut kept = all_terms(&crate::search::fusion::content_words(query));
+    let mut kept = all_terms(&crate::index::fusion::content_words(query));
     kept.truncate(MAX_TERMS);
     kept
 }

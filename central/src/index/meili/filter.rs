@@ -5,8 +5,7 @@
 
 use super::schema::key;
 use crate::index::{normalize_prefix, Filters};
-use crate::registry::GrantScope;
-use crate::registry::Viewer;
+use crate::privacy::{self, Readability, Rule};
 
 /// A value as a Meilisearch filter string literal: double-quoted, with `\`
 /// and `"` escaped. Meilisearch's parser unescapes `\"` inside the quotes and
@@ -40,36 +39,38 @@ fn exactly(keyed: &str, attribute: &str, value: &str) -> String {
     )
 }
 
-/// What the viewer may read, as the index knows it: its own chunks, and the
-/// chunks of each grantor covered by a grant (a run subtree through
-/// `ancestry`, or a tag), not quarantined, captured by a snapshot's time.
-/// The registry re-checks every hit afterwards. A document put by an older
-/// kith-central has neither field: as before, it counts until `reindex`.
-pub fn readable_by(viewer: &Viewer) -> String {
-    let mut any = vec![eq("owner", viewer.user_id().as_str())];
-    for grant in viewer.grants() {
-        let scope = match &grant.scope {
-            GrantScope::Run(id) => eq("ancestry", id),
-            GrantScope::Tag(tag) => exactly("tag_keys", "tags", tag),
-        };
-        let mut covered = format!(
-            "({} AND {scope} AND NOT quarantined = true",
-            eq("owner", &grant.grantor)
-        );
-        if let Some(until) = grant.captured_until_ms {
-            covered.push_str(&format!(
-                " AND (captured_ms <= {until} OR captured_ms NOT EXISTS)"
-            ));
-        }
-        covered.push(')');
-        any.push(covered);
+/// What the viewer may read, as the index knows it: `privacy::Rule`
+/// written as a Meilisearch filter. The registry re-checks every hit
+/// afterwards. A document put by an older kith-central has no capture time:
+/// as before, it counts until `reindex`.
+pub fn readable_by(readability: &Readability) -> String {
+    render(&readability.rule())
+}
+
+fn render(rule: &Rule) -> String {
+    let join = |rules: &[Rule], op: &str| {
+        let parts: Vec<String> = rules.iter().map(render).collect();
+        format!("({})", parts.join(op))
+    };
+    match rule {
+        Rule::Any(rules) => join(rules, " OR "),
+        Rule::All(rules) => join(rules, " AND "),
+        Rule::Owner(user) => eq("owner", user),
+        Rule::InSubtree(run) => eq("ancestry", run),
+        Rule::Tagged(tag) => exactly("tag_keys", "tags", tag),
+        // `NOT x = true`, not `x = false`: a document put before the field
+        // existed has none.
+        Rule::NotQuarantined => "NOT quarantined = true".to_owned(),
+        Rule::CapturedBy(at) => format!(
+            "(captured_ms <= {} OR captured_ms NOT EXISTS)",
+            privacy::epoch_ms_or_max(at)
+        ),
     }
-    format!("({})", any.join(" OR "))
 }
 
 /// The whole filter of a search: readability AND every requested filter
 /// AND `extra` (backend-internal conditions such as the vector model).
-pub fn search_filter(viewer: &Viewer, filters: &Filters, extra: &[String]) -> String {
+pub fn search_filter(viewer: &Readability, filters: &Filters, extra: &[String]) -> String {
     let mut all = vec![readable_by(viewer)];
     if let Some(rt) = filters.runtime {
         all.push(eq("runtime", rt.as_str()));
@@ -125,11 +126,13 @@ pub fn vector_model_is(model: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::registry::Grant;
+    use crate::privacy::{Grant, GrantScope};
     use kith_proto::AgentRuntime;
+    use kith_shared::ids::UserId;
 
-    fn viewer(grants: Vec<Grant>) -> Viewer {
-        Viewer::for_tests("ualice", grants)
+    fn viewer(grants: Vec<Grant>) -> Readability {
+        let alice = UserId::parse("ualice").unwrap_or_else(|e| panic!("{e}"));
+        Readability::new(alice, grants)
     }
 
     /// The filter with every quoted literal replaced by `?`, honouring
@@ -178,30 +181,30 @@ mod tests {
             Grant {
                 grantor: "ubob".into(),
                 scope: GrantScope::Run("r1".into()),
-                captured_until_ms: None,
+                captured_until: None,
             },
             Grant {
                 grantor: "ubob".into(),
                 scope: GrantScope::Run("r7".into()),
-                captured_until_ms: Some(1_700_000_000_000),
+                captured_until: Some("2023-11-14T22:13:20.000Z".into()),
             },
             Grant {
                 grantor: "ucarol".into(),
                 scope: GrantScope::Tag("family".into()),
-                captured_until_ms: None,
+                captured_until: None,
             },
         ];
-        assert_eq!(readable_by(&viewer(vec![])), r#"(owner = "ualice")"#);
+        assert_eq!(readable_by(&viewer(vec![])), r#"owner = "ualice""#);
         assert_eq!(
             readable_by(&viewer(grants)),
             [
-                r#"(owner = "ualice""#,
-                r#" OR (owner = "ubob" AND ancestry = "r1" AND NOT quarantined = true)"#,
-                r#" OR (owner = "ubob" AND ancestry = "r7" AND NOT quarantined = true"#,
+                r#"(owner = "ualice" OR (NOT quarantined = true"#,
+                r#" AND ((owner = "ubob" AND ancestry = "r1")"#,
+                r#" OR (owner = "ubob" AND ancestry = "r7""#,
                 r#" AND (captured_ms <= 1700000000000 OR captured_ms NOT EXISTS))"#,
                 r#" OR (owner = "ucarol" AND (tag_keys = "#,
                 r#""d34a569ab7aaa54dacd715ae64953455d86b768846cd0085ef4e9e7471489b7b""#,
-                r#" OR (tag_keys NOT EXISTS AND tags = "family")) AND NOT quarantined = true))"#,
+                r#" OR (tag_keys NOT EXISTS AND tags = "family"))))))"#,
             ]
             .concat()
         );
@@ -237,7 +240,7 @@ mod tests {
         assert_eq!(
             search_filter(&viewer(vec![]), &filters, &[vector_model_is("m@1")]),
             [
-                r#"(owner = "ualice") AND runtime = "codex" AND (machine_key = "#,
+                r#"owner = "ualice" AND runtime = "codex" AND (machine_key = "#,
                 r#""5eec0dc419aa8337bf725f026fda9c78c1cb1c642eeaff9d6e1112f37783e942""#,
                 r#" OR (machine_key NOT EXISTS AND machine = "laptop"))"#,
                 r#" AND conversation_id = "c1" AND root_run_id = "r0" AND (tag_keys = "#,
@@ -258,7 +261,7 @@ mod tests {
         };
         assert_eq!(
             search_filter(&viewer(vec![]), &everything, &[]),
-            r#"(owner = "ualice")"#
+            r#"owner = "ualice""#
         );
     }
 
@@ -275,12 +278,12 @@ mod tests {
             let benign_grant = Grant {
                 grantor: "ubob".into(),
                 scope: GrantScope::Tag("t".into()),
-                captured_until_ms: None,
+                captured_until: None,
             };
             let hostile_grant = Grant {
                 grantor: value.into(),
                 scope: GrantScope::Tag(value.into()),
-                captured_until_ms: None,
+                captured_until: None,
             };
             let benign_filters = Filters {
                 machine: Some("m".into()),

@@ -24,7 +24,7 @@ impl Http {
         let mut headers = HeaderMap::new();
         if let Some(key) = key {
             // `MeiliKey` is visible ASCII, so this is a valid header value.
-            if let Ok(mut bearer) = HeaderValue::from_str(&format!("Bearer {}", key.0)) {
+            if let Ok(mut bearer) = HeaderValue::from_str(&format!("Bearer {}", key.expose())) {
                 bearer.set_sensitive(true);
                 headers.insert(AUTHORIZATION, bearer);
             }

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use kith_proto::RunMeta;
+use crate::run::Run;
 use kith_shared::chunk::Chunk;
 use meilisearch_sdk::settings::{
     Embedder, EmbedderSource, MinWordSizeForTypos, PaginationSetting, Settings,
@@ -56,12 +56,12 @@ pub const RETRIEVED: &[&str] = &[
     "machine",
     "runtime",
 ];
-/// Search asks for at most `search::MAX_GROUP_POOL` hits (a grouped
+/// Search asks for at most `index::MAX_GROUP_POOL` hits (a grouped
 /// page's pool; a ranked page asks `offset + limit`, at most 1,100);
 /// Meilisearch's default cap is 1,000. It caps the hits a search can page
 /// through, not `estimatedTotalHits` (measured on Meilisearch 1.50: 30 of
 /// 30 with a cap of 10), so the counts BM25 reads stay whole.
-const MAX_TOTAL_HITS: usize = crate::search::MAX_GROUP_POOL;
+const MAX_TOTAL_HITS: usize = super::super::MAX_GROUP_POOL;
 
 /// One chunk as a Meilisearch document. Field names match `FILTERABLE`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -173,7 +173,7 @@ pub fn key(value: &str) -> String {
 }
 
 /// The documents of one run's chunks.
-pub fn chunk_docs(run: &RunMeta, standing: &Standing, chunks: &[Chunk]) -> Vec<ChunkDoc> {
+pub fn chunk_docs(run: &Run, standing: &Standing, chunks: &[Chunk]) -> Vec<ChunkDoc> {
     let started_ms =
         kith_shared::timestamp::parse(&run.started_at).map_or(0, kith_shared::timestamp::epoch_ms);
     let ancestry: Vec<String> = standing
@@ -268,20 +268,16 @@ mod tests {
     use kith_shared::transcript::Role;
     use serde_json::json;
 
-    fn run() -> RunMeta {
-        let mut run: RunMeta = serde_json::from_value(json!({
-            "id": "r2", "user_id": "ualice", "machine_id": "m1", "machine": "laptop",
-            "agent_runtime": "codex", "agent_version": null, "model": null,
-            "conversation_id": "c1", "parent_run_id": "r1", "root_run_id": "r1",
-            "cwd": "/home/alice/proj", "git_branch": null, "intent": "fix the build",
-            "tags": ["work"], "readable_by": ["ualice"],
-            "started_at": "2026-05-11T08:00:00.000Z", "ended_at": null,
-            "turn_count": 1, "tool_call_count": 0, "files_touched": [], "tools_used": [],
-            "jsonl_bytes": 1, "jsonl_sha256": "x", "chain_sha256": "x",
-            "source_identity": "s", "from_offset": 0, "to_offset": 1, "redactions": {},
-            "indexed_at": null, "embedded_at": null, "_links": {"self": "", "jsonl": "", "descendants": ""}
-        }))
-        .unwrap_or_else(|e| panic!("{e}"));
+    fn run() -> Run {
+        let mut run = Run::for_tests("r2", "ualice");
+        run.machine = "laptop".into();
+        run.conversation_id = Some("c1".into());
+        run.parent_run_id = Some("r1".into());
+        run.root_run_id = "r1".into();
+        run.cwd = Some("/home/alice/proj".into());
+        run.intent = Some("fix the build".into());
+        run.tags = vec!["work".into()];
+        run.source_identity = "s".into();
         run.agent_runtime = AgentRuntime::Codex;
         run
     }

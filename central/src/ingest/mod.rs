@@ -24,21 +24,21 @@
 //! forgotten chain start a conversation of their own; the receipt's chain
 //! hash is always the one the agent computed, so its cursor moves on.
 
-use std::collections::BTreeMap;
+mod decide;
 
-use kith_proto::{AgentRuntime, IngestRequest, IngestResponse, IngestStatus, RunLinks, RunMeta};
+use kith_proto::{IngestRequest, IngestResponse, IngestStatus, RunLinks};
 use kith_shared::chunk::{chunk_turns, Chunk, ChunkConfig};
 use kith_shared::hash::{chain_next, sha256_hex};
 use kith_shared::ids::{RunId, UserId};
-use kith_shared::transcript::{self, Format};
+use kith_shared::transcript;
 use kith_shared::{jsonl, timestamp};
 
-use crate::conversation::conversation_of;
 use crate::error::{Error, Result};
 use crate::registry::Viewer;
 use crate::registry::{ancestry_of, Lane, NewRun, StoredRun};
+use crate::run::Run;
 use crate::state::AppState;
-use crate::store::{BlobMeta, BlobStore};
+use crate::store::{BlobStore, RunRecord};
 
 const MAX_SOURCE_IDENTITY: usize = 1024;
 const MAX_FIELD_LEN: usize = 4096;
@@ -91,7 +91,7 @@ pub async fn ingest(
 
 fn validate(req: IngestRequest, idempotency_key: Option<String>) -> Result<Delta> {
     let bytes = req.jsonl.as_bytes();
-    let format = format_of(req.agent_runtime);
+    let format = crate::run::format_of(req.agent_runtime);
     jsonl::check(bytes, format.lines())
         .map_err(|e| Error::bad_request("invalid_jsonl", e.to_string()))?;
     let len = bytes.len() as u64;
@@ -179,6 +179,19 @@ fn validate(req: IngestRequest, idempotency_key: Option<String>) -> Result<Delta
     })
 }
 
+impl Delta {
+    /// What the rules read of the delta.
+    fn sent(&self) -> decide::Sent<'_> {
+        decide::Sent {
+            from_offset: self.req.from_offset,
+            to_offset: self.req.to_offset,
+            sha256: &self.sha256,
+            prev_sha256: self.req.prev_sha256.as_deref(),
+            stripped: self.agent_chain.is_some(),
+        }
+    }
+}
+
 /// The delta without its first bytes, up to `at`, which were forgotten: it
 /// starts a conversation of its own there, and its receipt still carries
 /// the chain hash the agent computed over all of it.
@@ -204,11 +217,8 @@ fn without_forgotten(d: Delta, at: u64) -> Result<Delta> {
     Ok(stripped)
 }
 
-pub fn format_of(runtime: AgentRuntime) -> Format {
-    Format::of_runtime(runtime.as_str())
-}
-
-/// Returns the answer and whether anything new was stored.
+/// Returns the answer and whether anything new was stored: gathers what
+/// each rule needs (`decide`) and does what it says.
 fn decide_and_store(state: &AppState, viewer: &Viewer, d: Delta) -> Result<(IngestResponse, bool)> {
     let registry = state.registry();
     let user = &viewer.user_id();
@@ -225,23 +235,12 @@ fn decide_and_store(state: &AppState, viewer: &Viewer, d: Delta) -> Result<(Inge
     {
         return Err(Error::Unauthorized);
     }
-    let same_bytes = |run: &StoredRun, what: &str| -> Result<(IngestResponse, bool)> {
-        // A delta stored without its forgotten lines holds other bytes, but
-        // its chain hash covers the whole delta sent.
-        let same = run.meta.jsonl_sha256 == d.sha256
-            || run.meta.chain_sha256 == chain_next(d.req.prev_sha256.as_deref(), &d.sha256);
-        if same && run.meta.user_id == user.as_str() {
-            Ok((already(run), false))
-        } else {
-            Err(Error::conflict(
-                "run_conflict",
-                format!("{what} was already used for other bytes"),
-            ))
-        }
-    };
+
+    // Rule 1: a retry by key or id.
     if let Some(key) = &d.idempotency_key {
-        if let Some(run) = registry.run_by_idempotency_key(user, key)? {
-            return same_bytes(&run, "this Idempotency-Key");
+        if let Some(run) = registry.run_by_idempotency_key(viewer, key)? {
+            let same = decide::retry(&d.sent(), &run, "this Idempotency-Key")?;
+            return Ok((already(same), false));
         }
     }
     let run_id = d
@@ -250,8 +249,11 @@ fn decide_and_store(state: &AppState, viewer: &Viewer, d: Delta) -> Result<(Inge
         .map(|id| own_run_id(user, id))
         .transpose()?;
     if let Some(id) = &run_id {
-        if let Some(run) = registry.run_by_id_any_owner(id)? {
-            return same_bytes(&run, "this run_id");
+        if let Some(run) = registry.owned_run(viewer, id)? {
+            return Ok((
+                already(decide::retry(&d.sent(), &run, "this run_id")?),
+                false,
+            ));
         }
     }
 
@@ -259,10 +261,8 @@ fn decide_and_store(state: &AppState, viewer: &Viewer, d: Delta) -> Result<(Inge
     // lead a delta that starts its source or follows a forgotten run; one
     // that continues a live run holds them by chance (Aider's "#### yes")
     // and keeps them.
-    // The live run the delta continues, if any: also its chain's previous
-    // run below (a delta that loses forgotten lines continues none).
     let live = if d.req.from_offset > 0 {
-        registry.source_run_ending_at(user, &d.req.source_identity, d.req.from_offset)?
+        registry.source_run_ending_at(viewer, &d.req.source_identity, d.req.from_offset)?
     } else {
         None
     };
@@ -280,221 +280,144 @@ fn decide_and_store(state: &AppState, viewer: &Viewer, d: Delta) -> Result<(Inge
         d
     };
 
+    // Rules 2-4: where the delta goes in its chain.
     let req = &d.req;
     let overlapping = registry.source_runs_overlapping(
-        user,
+        viewer,
         &req.source_identity,
         req.from_offset,
         req.to_offset,
     )?;
-    if let Some(first) = overlapping.first() {
-        if first.meta.from_offset == req.from_offset
-            && (first.meta.jsonl_sha256 == d.sha256
-                || state
-                    .store()
-                    .read_jsonl(&first.blob_path)?
-                    .starts_with(req.jsonl.as_bytes()))
-        {
-            return Ok((already(first), false));
+    let first_holds_the_bytes = match overlapping.first() {
+        Some(first) if first.run.from_offset == req.from_offset => state
+            .store()
+            .read_jsonl(&first.blob_path)?
+            .starts_with(req.jsonl.as_bytes()),
+        _ => false,
+    };
+    let tombstone = match &live {
+        None if req.from_offset > 0 => {
+            registry.tombstone_ending_at(user.as_str(), &req.source_identity, req.from_offset)?
         }
-        return Err(Error::conflict(
-            "range_overlap",
-            format!(
-                "bytes {}..{} of this source overlap the accepted run {} ({}..{}); resend from offset {}",
-                req.from_offset,
-                req.to_offset,
-                first.meta.id,
-                first.meta.from_offset,
-                first.meta.to_offset,
-                overlapping.last().map_or(req.from_offset, |r| r.meta.to_offset),
-            ),
-        ));
-    }
-
-    // The chain hash the delta extends: its previous run's, or, after a
-    // forgotten range, the forgotten run's (the new run starts a
-    // conversation of its own).
-    let (previous, chain_before) = if d.agent_chain.is_some() {
-        (None, None)
-    } else if req.from_offset == 0 {
-        if req.prev_sha256.is_some() {
-            return Err(Error::conflict(
-                "chain_mismatch",
-                "a delta starting at offset 0 has no prev_sha256",
-            ));
-        }
-        (None, None)
-    } else {
-        let prev = live;
-        let tombstone = match prev {
-            Some(_) => None,
-            None => registry.tombstone_ending_at(
-                user.as_str(),
-                &req.source_identity,
-                req.from_offset,
-            )?,
-        };
-        let (what, chain) = match (&prev, &tombstone) {
-            (Some(prev), _) => (&prev.meta.id, &prev.meta.chain_sha256),
-            (None, Some(t)) => (&t.run_id, &t.chain_sha256),
-            (None, None) => {
-                return Err(Error::conflict(
-                    "chain_gap",
-                    format!(
-                        "no accepted delta of this source ends at offset {}",
-                        req.from_offset
-                    ),
-                ))
-            }
-        };
-        if req.prev_sha256.as_ref().is_some_and(|p| p != chain) {
-            return Err(Error::conflict(
-                "chain_mismatch",
-                format!("prev_sha256 does not match the chain hash of run {what}"),
-            ));
-        }
-        let chain = chain.clone();
-        (prev, Some(chain))
+        _ => None,
+    };
+    let sent = d.sent();
+    let placement = decide::place(
+        &sent,
+        &decide::Place {
+            overlapping: &overlapping,
+            first_holds_the_bytes,
+            live: live.as_ref(),
+            tombstone: tombstone.as_ref(),
+        },
+    )?;
+    let (previous, chain_before) = match placement {
+        decide::Placement::Already(run) => return Ok((already(run), false)),
+        decide::Placement::Extends {
+            previous,
+            chain_before,
+        } => (previous, chain_before),
     };
 
-    // The parent named by the client's id for it, or by central's.
-    let own_run = |id: &RunId| -> Result<Option<StoredRun>> {
-        Ok(registry
-            .run(viewer, id)?
-            .filter(|r| r.meta.user_id == user.as_str()))
-    };
-    let parent = match &d.parent_run_id {
+    // Rule 5: the parent named by the client's id for it, or by central's.
+    let named_parent = match &d.parent_run_id {
+        None => None,
         Some(id) => {
             let own = own_run_id(user, id)?;
             // The previous delta, or the parent session, was forgotten.
-            if registry.forgot(user.as_str(), own.as_str())?
-                || registry.forgot(user.as_str(), id.as_str())?
-            {
-                None
-            } else {
-                let found = match own_run(&own)? {
-                    Some(run) => Some(run),
-                    None => own_run(id)?,
-                };
-                Some(found.ok_or_else(|| {
-                    Error::bad_request(
-                        "unknown_parent",
-                        format!("parent run {id} is not one of yours"),
-                    )
-                })?)
-            }
+            Some(
+                if registry.forgot(user.as_str(), own.as_str())?
+                    || registry.forgot(user.as_str(), id.as_str())?
+                {
+                    None
+                } else {
+                    Some(match registry.owned_run(viewer, &own)? {
+                        Some(run) => Some(run),
+                        None => registry.owned_run(viewer, id)?,
+                    })
+                },
+            )
         }
-        None => previous.clone(),
     };
+    let named = match &named_parent {
+        None => decide::NamedParent::None,
+        Some(None) => decide::NamedParent::Forgotten,
+        Some(Some(found)) => decide::NamedParent::Found(found.as_ref()),
+    };
+    let asked = d
+        .parent_run_id
+        .as_ref()
+        .map(ToString::to_string)
+        .unwrap_or_default();
+    let parent = decide::parent(named, previous, &asked)?;
 
     let run_id = match run_id {
         Some(id) => id,
         None => state.new_run_id()?,
     };
-    let started_at = d
-        .started_at
-        .or_else(|| {
-            d.parsed
-                .started_at
-                .as_deref()
-                .and_then(timestamp::normalize)
-        })
-        .unwrap_or_else(timestamp::now);
     let chain_sha256 = d
         .agent_chain
         .clone()
         .unwrap_or_else(|| chain_next(chain_before.as_deref(), &d.sha256));
-    let root_run_id = parent
-        .as_ref()
-        .map_or_else(|| run_id.to_string(), |p| p.meta.root_run_id.clone());
-    let parsed = d.parsed;
-    // What a session says once (its id, place, branch, model) is said in
-    // its first delta: later deltas of the same transcript inherit it.
-    let inherited = |own: Option<String>, of: fn(&RunMeta) -> &Option<String>| {
-        own.or_else(|| previous.as_ref().and_then(|p| of(&p.meta).clone()))
+    let origin = decide::Origin {
+        run_id: run_id.as_str(),
+        user_id: user.as_str(),
+        machine_id: machine_id.as_str(),
+        machine: machine_name,
+        req,
+        started_at: d.started_at.clone(),
     };
-    let mut meta = RunMeta {
-        id: run_id.to_string(),
-        user_id: user.to_string(),
-        machine_id: machine_id.to_string(),
-        machine: machine_name.to_owned(),
-        agent_runtime: req.agent_runtime,
-        agent_version: inherited(req.agent_version.clone().or(parsed.agent_version), |m| {
-            &m.agent_version
-        }),
-        model: inherited(parsed.model, |m| &m.model),
-        conversation_id: inherited(req.conversation_id.clone().or(parsed.session_id), |m| {
-            &m.conversation_id
-        }),
-        parent_run_id: parent.as_ref().map(|p| p.meta.id.clone()),
-        root_run_id,
-        cwd: inherited(req.cwd.clone().or(parsed.cwd), |m| &m.cwd),
-        git_branch: inherited(req.git_branch.clone().or(parsed.git_branch), |m| {
-            &m.git_branch
-        }),
-        intent: parsed.intent,
-        tags: req.tags.clone(),
-        readable_by: vec![user.to_string()],
-        ended_at: parsed.ended_at.as_deref().and_then(timestamp::normalize),
-        started_at,
-        turn_count: parsed.turns.len() as u64,
-        tool_call_count: parsed.tool_call_count,
-        files_touched: parsed.files_touched,
-        tools_used: parsed.tools_used,
-        commands: parsed.commands,
-        title: parsed.title,
-        conversation: None,
-        subagent_spans: parsed.subagents,
-        jsonl_bytes: req.jsonl.len() as u64,
-        jsonl_sha256: d.sha256,
-        chain_sha256,
-        source_identity: req.source_identity.clone(),
-        from_offset: req.from_offset,
-        to_offset: req.to_offset,
-        redactions: req
-            .redactions
-            .clone()
-            .into_iter()
-            .collect::<BTreeMap<_, _>>(),
-        indexed_at: None,
-        embedded_at: None,
-        _links: RunLinks::for_run(run_id.as_str()),
-    };
-    meta.conversation =
-        Some(conversation_of(&meta, previous.as_ref().map(|p| &p.meta)).to_string());
-    let blob_path = BlobStore::jsonl_path(user, timestamp::month(&meta.started_at), &run_id);
-    let blob_meta = BlobMeta {
-        meta,
-        idempotency_key: d.idempotency_key,
-    };
-    state.store().write_run(
-        &blob_path,
+    let run = decide::new_run(&origin, d.parsed, &d.sha256, chain_sha256, parent, previous);
+    store(
+        state,
+        run,
+        d.idempotency_key,
+        parent,
         req.jsonl.as_bytes(),
-        &serde_json::to_vec_pretty(&blob_meta)?,
-    )?;
-    let BlobMeta {
-        meta,
+        d.chunks,
+    )
+}
+
+/// Writes a new run's blob and record, hands its chunks to the indexer,
+/// and records it with its indexing job.
+fn store(
+    state: &AppState,
+    run: Run,
+    idempotency_key: Option<String>,
+    parent: Option<&StoredRun>,
+    jsonl: &[u8],
+    chunks: Vec<Chunk>,
+) -> Result<(IngestResponse, bool)> {
+    let user = UserId::parse(&run.user_id).map_err(|e| Error::Internal(e.to_string()))?;
+    let id = RunId::parse(&run.id).map_err(|e| Error::Internal(e.to_string()))?;
+    let blob_path = BlobStore::jsonl_path(&user, timestamp::month(&run.started_at), &id);
+    let record = RunRecord {
+        run,
         idempotency_key,
-    } = blob_meta;
-    let ancestry = ancestry_of(
-        parent.as_ref().map(|p| p.ancestry.as_str()),
-        run_id.as_str(),
-    );
+    };
+    state
+        .store()
+        .write_run(&blob_path, jsonl, &record.write()?)?;
+    let RunRecord {
+        run,
+        idempotency_key,
+    } = record;
+    let ancestry = ancestry_of(parent.map(|p| p.ancestry.as_str()), &run.id);
     // Before the job exists, so the indexer never parses what ingest did.
-    state.indexer().hand_over(&meta.id, d.chunks);
-    let inserted = registry.insert_run(&NewRun {
-        meta: &meta,
+    state.indexer().hand_over(&run.id, chunks);
+    let inserted = state.registry().insert_run(&NewRun {
+        run: &run,
         ancestry: &ancestry,
         blob_path: &blob_path,
         idempotency_key: idempotency_key.as_deref(),
         lane: Lane::Realtime,
     });
     if let Err(e) = inserted {
-        state.indexer().take_chunks(&meta.id);
+        state.indexer().take_chunks(&run.id);
         return Err(e);
     }
-    tracing::info!(run_id = %meta.id, user = %meta.user_id, bytes = meta.jsonl_bytes, "run accepted");
-    Ok((response(&meta, IngestStatus::Accepted), true))
+    tracing::info!(run_id = %run.id, user = %run.user_id, bytes = run.jsonl_bytes, "run accepted");
+    Ok((response(&run, IngestStatus::Accepted), true))
 }
 
 /// The id central stores a client's run id `client` under: a hash of the
@@ -531,16 +454,16 @@ fn forgotten(d: &Delta, run_id: String) -> IngestResponse {
 }
 
 fn already(run: &StoredRun) -> IngestResponse {
-    response(&run.meta, IngestStatus::AlreadyIndexed)
+    response(&run.run, IngestStatus::AlreadyIndexed)
 }
 
-fn response(meta: &RunMeta, status: IngestStatus) -> IngestResponse {
+fn response(meta: &Run, status: IngestStatus) -> IngestResponse {
     IngestResponse {
         run_id: meta.id.clone(),
         status,
         jsonl_bytes: meta.jsonl_bytes,
         jsonl_sha256: meta.jsonl_sha256.clone(),
         chain_sha256: meta.chain_sha256.clone(),
-        _links: meta._links.clone(),
+        _links: RunLinks::for_run(&meta.id),
     }
 }

@@ -1,32 +1,25 @@
 //! The authoritative blob store: `<data>/runs/<user_id>/<yyyy-mm>/<run_id>.jsonl`
 //! and `<run_id>.metadata.json`. Files are written to a temp file, fsynced and
 //! renamed into place, then the directory is fsynced; nothing is ever
-//! rewritten in place (a tag edit replaces the metadata file whole).
+//! rewritten in place (a tag edit replaces the metadata file whole). The
+//! metadata is a versioned record (`record`).
+
+pub mod record;
+
+pub use record::RunRecord;
 
 use std::fs::{self, File};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
-use kith_proto::RunMeta;
 use kith_shared::ids::{RunId, UserId};
-use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::privacy::Operator;
 
 /// How the names of files being written start: one left behind is a write
 /// a crash cut short (`serve` removes them at start, `doctor` names them).
 pub const TEMP_PREFIX: &str = ".tmp-";
-
-/// A run's `.metadata.json`: its metadata, and the `Idempotency-Key` it was
-/// sent with, so a blob whose registry row was never written (a crash
-/// between the two writes) is adopted with its key and a retry finds it.
-#[derive(Serialize, Deserialize)]
-pub struct BlobMeta {
-    #[serde(flatten)]
-    pub meta: RunMeta,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub idempotency_key: Option<String>,
-}
 
 #[derive(Debug, Clone)]
 pub struct BlobStore {
@@ -94,17 +87,16 @@ impl BlobStore {
         Ok(())
     }
 
-    /// A run's metadata and the key it was sent with, by its jsonl's
-    /// relative path.
-    pub fn run_metadata(&self, jsonl_rel: &str) -> Result<BlobMeta> {
+    /// A run's record, by its jsonl's relative path.
+    pub fn run_metadata(&self, jsonl_rel: &str) -> Result<RunRecord> {
         self.read_metadata(&metadata_path(&self.absolute(jsonl_rel)))
     }
 
     /// Replaces a run's metadata (a tag edit), atomically; the jsonl is
     /// never touched.
-    pub fn rewrite_metadata(&self, jsonl_rel: &str, blob: &BlobMeta) -> Result<()> {
+    pub fn rewrite_metadata(&self, jsonl_rel: &str, record: &RunRecord) -> Result<()> {
         let path = metadata_path(&self.absolute(jsonl_rel));
-        write_atomic(&path, &serde_json::to_vec_pretty(blob)?)?;
+        write_atomic(&path, &record.write()?)?;
         sync_dir(path.parent().unwrap_or(Path::new(".")))?;
         Ok(())
     }
@@ -117,8 +109,9 @@ impl BlobStore {
         fs::read(self.absolute(relative))
     }
 
-    /// Every `*.metadata.json` under `runs/`, for `reindex` and `doctor`.
-    pub fn metadata_files(&self) -> io::Result<Vec<PathBuf>> {
+    /// Every `*.metadata.json` under `runs/`, every member's, for
+    /// `reindex`, `doctor` and the recovery at start.
+    pub fn metadata_files(&self, _: &Operator) -> io::Result<Vec<PathBuf>> {
         self.files_named(|name| name.ends_with(".metadata.json"))
     }
 
@@ -127,9 +120,9 @@ impl BlobStore {
         self.files_named(|name| name.starts_with(TEMP_PREFIX))
     }
 
-    /// A metadata file's run and the key it was sent with.
-    pub fn read_metadata(&self, path: &Path) -> Result<BlobMeta> {
-        Ok(serde_json::from_slice(&fs::read(path)?)?)
+    /// A metadata file's record.
+    pub fn read_metadata(&self, path: &Path) -> Result<RunRecord> {
+        RunRecord::read(&fs::read(path)?)
     }
 
     /// Files under `runs/` whose name passes `wanted`, sorted.
@@ -219,7 +212,9 @@ mod tests {
             })
         ));
         assert_eq!(store.read_jsonl(&rel).unwrap_or_default(), b"{}\n");
-        let metas = store.metadata_files().unwrap_or_default();
+        let metas = store
+            .metadata_files(&Operator::for_operator_commands())
+            .unwrap_or_default();
         assert_eq!(metas.len(), 1);
         assert_eq!(
             store.jsonl_for_metadata(&metas[0]).as_deref(),
