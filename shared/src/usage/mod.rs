@@ -489,3 +489,6 @@ fn checked_cost(usd: f64, tokens: &Tokens) -> Result<Option<f64>, Refused> {
     }
     Ok((usd > 0.0 || tokens.is_zero()).then_some(usd))
 }
+
+#[cfg(test)]
+mod tests;
