@@ -1,6 +1,6 @@
 //! Pure code that both the device agent and central use: ids, hashing, JSONL
-//! line checks, transcript formats -> turns, chunking, redaction and
-//! token counts. No IO
+//! line checks, transcript formats -> turns, chunking, redaction,
+//! token counts and usage (what the agents' models were paid for). No IO
 //! (but for `fixtures`, the tests' transcripts, built only for tests).
 
 pub mod chunk;
@@ -14,3 +14,4 @@ pub mod tags;
 pub mod timestamp;
 pub mod tokens;
 pub mod transcript;
+pub mod usage;

@@ -205,7 +205,7 @@ impl Reader {
 
 /// The session header's time as RFC 3339, for exactly
 /// `# aider chat started at YYYY-MM-DD HH:MM:SS`.
-fn session_start(line: &str) -> Option<String> {
+pub(crate) fn session_start(line: &str) -> Option<String> {
     let at = line.strip_prefix(HEADER)?.trim_end();
     let digits = |s: &str| !s.is_empty() && s.bytes().all(|c| c.is_ascii_digit());
     let (date, time) = at.split_once(' ')?;

@@ -21,6 +21,9 @@ use serde_json::Value;
 
 use builder::Builder;
 
+/// Aider's session header time, which usage facts are dated by too.
+pub(crate) use aider::session_start;
+
 use crate::jsonl::Lines;
 
 /// Which agent wrote the bytes.
@@ -226,7 +229,7 @@ trait Records {
 
 /// The lines of `bytes`, without their `\n`: a trailing newline ends the
 /// last line, it does not start another.
-fn lines(bytes: &[u8]) -> impl Iterator<Item = &[u8]> {
+pub(crate) fn lines(bytes: &[u8]) -> impl Iterator<Item = &[u8]> {
     let body = bytes.strip_suffix(b"\n").unwrap_or(bytes);
     (!bytes.is_empty())
         .then(|| body.split(|&c| c == b'\n'))
@@ -258,7 +261,7 @@ fn read(mut format: impl Records, bytes: &[u8]) -> Transcript {
 /// keeps what came before it; one from half an emoji is read again from
 /// that record on, mended (`mend_lone_surrogates`), so only such a line
 /// is scanned for it.
-fn each_record(line: &[u8], mut each: impl FnMut(Value)) {
+pub(crate) fn each_record(line: &[u8], mut each: impl FnMut(Value)) {
     let mut read = 0;
     for record in serde_json::Deserializer::from_slice(line).into_iter::<Value>() {
         match record {
