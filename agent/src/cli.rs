@@ -225,7 +225,10 @@ pub fn main() -> ExitCode {
         }
         Err(e) => {
             // It may quote central's text (a name, a title, an error body).
-            eprintln!("kith: {}", crate::family::printable(&format!("{e:#}")));
+            eprintln!(
+                "kith: {}",
+                crate::render::term::printable(&format!("{e:#}"))
+            );
             ExitCode::FAILURE
         }
     }

@@ -265,6 +265,16 @@ fn without_url(e: &reqwest::Error) -> String {
     s
 }
 
+/// A name as one URL path segment: a person may type anything.
+pub(crate) fn path_part(name: &str) -> String {
+    name.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' => (b as char).to_string(),
+            other => format!("%{other:02X}"),
+        })
+        .collect()
+}
+
 /// A time budget shared by several requests (a hook has ~1.5 s in all).
 #[derive(Debug, Clone, Copy)]
 pub struct Budget {

@@ -3,7 +3,6 @@
 //! module asks it and renders the answer for a person (grouped, relative
 //! times, highlighted snippets) or for a script (`--json`).
 
-use std::borrow::Cow;
 use std::fmt::Write as _;
 use std::io::{IsTerminal, Write as _};
 use std::path::PathBuf;
@@ -17,7 +16,10 @@ use kith_proto::{
 };
 use time::OffsetDateTime;
 
-use crate::conversation;
+use crate::client::path_part;
+use crate::render::conversation;
+use crate::render::term::{age, one_line, printable, Style};
+use crate::when::{parse_expires, parse_since, WHEN_HINT};
 
 /// `kith search | tree | show`.
 #[derive(Debug, clap::Subcommand)]
@@ -577,7 +579,7 @@ pub fn run(cmd: FamilyCommand, remote: &Remote<'_>) -> Result<()> {
             if json {
                 writeln!(stdout, "{}", serde_json::to_string(&res)?)?;
             } else {
-                write!(stdout, "{}", printable(&crate::mcp::pack_text(&res)))?;
+                write!(stdout, "{}", printable(&crate::render::plain::pack(&res)))?;
             }
         }
         FamilyCommand::Audit { json } => {
@@ -746,16 +748,6 @@ fn all_turns(
             _ => return Ok(turns),
         }
     }
-}
-
-/// A name as one URL path segment: a person may type anything.
-pub(crate) fn path_part(name: &str) -> String {
-    name.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' => (b as char).to_string(),
-            other => format!("%{other:02X}"),
-        })
-        .collect()
 }
 
 /// `--project` as central compares it: an absolute path.
@@ -936,143 +928,6 @@ pub fn render_run(
     out
 }
 
-/// How old `ts` is, in the largest whole unit: `5s`, `3m`, `4h`, `2d`, `3w`, `5mo`, `2y`.
-pub fn age(ts: &str, now: OffsetDateTime) -> String {
-    let Some(t) = kith_shared::timestamp::parse(ts) else {
-        return "?".into();
-    };
-    let secs = (now - t).whole_seconds().max(0);
-    let (n, unit) = match secs {
-        s if s < 60 => (s, "s"),
-        s if s < 3600 => (s / 60, "m"),
-        s if s < 86_400 => (s / 3600, "h"),
-        s if s < 14 * 86_400 => (s / 86_400, "d"),
-        s if s < 60 * 86_400 => (s / (7 * 86_400), "w"),
-        s if s < 365 * 86_400 => (s / (30 * 86_400), "mo"),
-        s => (s / (365 * 86_400), "y"),
-    };
-    format!("{n}{unit} ago")
-}
-
-/// What `--since`, `--until` and `--expires` accept, for their errors.
-pub const WHEN_HINT: &str = "use 30m, 12h, 7d, 2w or RFC 3339, within the years 0 to 9999";
-
-/// `--since` as a person writes it (`30m`, `12h`, `7d`, `2w`, or RFC 3339)
-/// -> canonical RFC 3339; `None` for anything else, a duration too long
-/// included.
-pub fn parse_since(s: &str, now: OffsetDateTime) -> Option<String> {
-    if let Some(t) = kith_shared::timestamp::normalize(s) {
-        return Some(t);
-    }
-    rfc3339(now.checked_sub(duration(s)?)?)
-}
-
-/// `--expires` as a person writes it (`12h`, `7d`, or RFC 3339) -> RFC 3339.
-pub fn parse_expires(s: &str, now: OffsetDateTime) -> Option<String> {
-    if let Some(t) = kith_shared::timestamp::normalize(s) {
-        return Some(t);
-    }
-    rfc3339(now.checked_add(duration(s)?)?)
-}
-
-/// `t` in canonical RFC 3339, which has only the years 0 to 9999.
-fn rfc3339(t: OffsetDateTime) -> Option<String> {
-    (0..=9999)
-        .contains(&t.year())
-        .then(|| kith_shared::timestamp::render(t))
-}
-
-/// `30m`, `12h`, `7d`, `2w`.
-fn duration(s: &str) -> Option<time::Duration> {
-    let (num, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit())?);
-    let n: i64 = num.parse().ok()?;
-    let unit_secs = match unit {
-        "s" => 1,
-        "m" | "min" => 60,
-        "h" => 3600,
-        "d" => 86_400,
-        "w" => 7 * 86_400,
-        _ => return None,
-    };
-    Some(time::Duration::seconds(n.checked_mul(unit_secs)?))
-}
-
-/// Terminal styling, off when stdout is not a terminal or NO_COLOR is set.
-#[derive(Debug, Clone, Copy)]
-pub struct Style {
-    pub color: bool,
-}
-
-impl Style {
-    pub fn detect() -> Self {
-        Self {
-            color: std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
-        }
-    }
-
-    /// `s` (made printable: it may hold central's text) in the style of `code`.
-    fn paint(self, code: &str, s: &str) -> String {
-        let s = printable(s);
-        if self.color {
-            format!("\x1b[{code}m{s}\x1b[0m")
-        } else {
-            s.into_owned()
-        }
-    }
-
-    pub(crate) fn bold(self, s: &str) -> String {
-        self.paint("1", s)
-    }
-
-    pub(crate) fn dim(self, s: &str) -> String {
-        self.paint("2", s)
-    }
-
-    /// Central marks matches with `«` `»`: bold-yellow on a terminal, kept
-    /// as is otherwise (so piped output still shows them).
-    pub(crate) fn highlight(self, snippet: &str) -> String {
-        let snippet = printable(snippet);
-        if !self.color {
-            return snippet.into_owned();
-        }
-        snippet.replace('«', "\x1b[1;33m").replace('»', "\x1b[0m")
-    }
-}
-
-/// Text from central as a terminal may show it. A control character (ESC,
-/// BEL, CSI U+009B, ...), which a terminal would obey rather than show (a
-/// transcript could clear the screen or set the clipboard), is written out
-/// as an escape like `\u{1b}`; `\n` and `\t` stay, and a `\r\n` line end
-/// is `\n`.
-pub(crate) fn printable(s: &str) -> Cow<'_, str> {
-    if !s.chars().any(|c| c.is_control() && c != '\n' && c != '\t') {
-        return Cow::Borrowed(s);
-    }
-    let mut out = String::with_capacity(s.len());
-    let mut chars = s.chars().peekable();
-    while let Some(c) = chars.next() {
-        match c {
-            '\n' | '\t' => out.push(c),
-            '\r' if chars.peek() == Some(&'\n') => {}
-            c if c.is_control() => out.extend(c.escape_debug()),
-            c => out.push(c),
-        }
-    }
-    Cow::Owned(out)
-}
-
-/// `s` on one printable line of at most `max_chars`, cut with `…`.
-pub(crate) fn one_line(s: &str, max_chars: usize) -> String {
-    let flat = s.split_whitespace().collect::<Vec<_>>().join(" ");
-    let flat = printable(&flat);
-    if flat.chars().count() > max_chars {
-        let cut: String = flat.chars().take(max_chars.saturating_sub(1)).collect();
-        format!("{cut}…")
-    } else {
-        flat.into_owned()
-    }
-}
-
 /// Search hits grouped by run, in the order of each run's best hit.
 pub fn render_search(res: &SearchResponse, style: Style, now: OffsetDateTime) -> String {
     let mut out = String::new();
@@ -1197,6 +1052,7 @@ fn print_tree(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::render::term::tests::assert_only_own_styling;
     use kith_proto::{RunLinks, SearchTiming, Tree, TreeRun};
     use time::macros::datetime;
 
@@ -1332,42 +1188,10 @@ mod tests {
         );
     }
 
-    /// `out` with kith's own styling taken out holds no control character
-    /// but line ends: nothing from central is obeyed by the terminal.
-    fn assert_only_own_styling(out: &str) {
-        let plain = ["\x1b[1;33m", "\x1b[0m", "\x1b[1m", "\x1b[2m"]
-            .iter()
-            .fold(out.to_owned(), |o, code| o.replace(code, ""));
-        assert!(
-            !plain.chars().any(|c| c.is_control() && c != '\n'),
-            "{plain:?}"
-        );
-    }
-
     /// Regression: central's text reached the terminal raw, so a transcript
     /// holding `ESC ] 52` set the clipboard and `ESC [2J` cleared the screen.
     #[test]
-    fn control_characters_from_central_are_shown_not_obeyed() {
-        let cases = [
-            ("plain text", "plain text"),
-            ("two\nlines\tand a tab", "two\nlines\tand a tab"),
-            ("crlf\r\nend", "crlf\nend"),
-            (
-                "clip\x1b]52;c;aGk=\x07board",
-                "clip\\u{1b}]52;c;aGk=\\u{7}board",
-            ),
-            ("\x1b[2Jcleared", "\\u{1b}[2Jcleared"),
-            ("csi\u{9b}31mred", "csi\\u{9b}31mred"),
-            (
-                "cr\rbs\x08 del\x7f nul\0",
-                "cr\\rbs\\u{8} del\\u{7f} nul\\0",
-            ),
-            ("«ünïcode» \"quoted\" \\ …", "«ünïcode» \"quoted\" \\ …"),
-        ];
-        for (input, want) in cases {
-            assert_eq!(printable(input), want, "{input:?}");
-        }
-
+    fn search_shows_control_characters_from_central_not_obeys_them() {
         let mut h = hit("run-a", (1, 2), "user", "set \x1b]52;c;aGk=\x07«clipboard»");
         h.machine = "lap\x1b[2Jtop".into();
         h.intent = Some("title \u{9b}31m".into());
@@ -1381,8 +1205,12 @@ mod tests {
             "{out:?}"
         );
         assert_only_own_styling(&out);
+    }
 
-        // `kith show --lines`: the turns of a transcript, and the run's facts.
+    /// The same regression for `kith show --lines`: the turns of a
+    /// transcript, and the run's facts.
+    #[test]
+    fn show_shows_control_characters_from_central_not_obeys_them() {
         let mut run = meta(
             "r1",
             "lap\x07top",
@@ -1593,74 +1421,6 @@ mod tests {
                 ),
                 (got, want) => panic!("{input:?}: got {got:?}, want {want:?}"),
             }
-        }
-    }
-
-    #[test]
-    fn ages_use_the_largest_whole_unit() {
-        let cases = [
-            ("2026-05-11T11:59:30Z", "30s ago"),
-            ("2026-05-11T11:00:00Z", "1h ago"),
-            ("2026-05-09T12:00:00Z", "2d ago"),
-            ("2026-04-01T12:00:00Z", "5w ago"),
-            ("2025-05-11T12:00:00Z", "1y ago"),
-            ("2026-05-12T12:00:00Z", "0s ago"),
-            ("garbage", "?"),
-        ];
-        for (ts, want) in cases {
-            assert_eq!(age(ts, NOW), want, "{ts}");
-        }
-    }
-
-    #[test]
-    fn since_accepts_durations_and_timestamps() {
-        assert_eq!(
-            parse_since("7d", NOW).as_deref(),
-            Some("2026-05-04T12:00:00.000Z")
-        );
-        assert_eq!(
-            parse_since("30m", NOW).as_deref(),
-            Some("2026-05-11T11:30:00.000Z")
-        );
-        assert_eq!(
-            parse_since("2026-01-01T00:00:00Z", NOW).as_deref(),
-            Some("2026-01-01T00:00:00.000Z")
-        );
-        for bad in ["", "7", "d", "7y", "soon"] {
-            assert_eq!(parse_since(bad, NOW), None, "{bad}");
-        }
-    }
-
-    /// Regression: `--since 5000000d` panicked (a date before the year
-    /// -9999), `999999999999999d` overflowed into a wrapped duration, and
-    /// `1000000d` gave the year -712, which no RFC 3339 time has.
-    #[test]
-    fn a_duration_past_the_calendar_is_refused_not_a_panic() {
-        let cases: &[(&str, Option<&str>, Option<&str>)] = &[
-            (
-                "730000d",
-                Some("0027-09-08T12:00:00.000Z"),
-                Some("4025-01-11T12:00:00.000Z"),
-            ),
-            ("1000000d", None, Some("4764-04-07T12:00:00.000Z")),
-            ("2900000d", None, Some("9966-04-16T12:00:00.000Z")),
-            ("5000000d", None, None),
-            ("999999999999999d", None, None),
-            ("15250284452472w", None, None),
-            ("9223372036854775807s", None, None),
-            ("99999999999999999999s", None, None),
-        ];
-        for (input, since, expires) in cases {
-            assert_eq!(
-                parse_since(input, NOW).as_deref(),
-                *since,
-                "--since {input}"
-            );
-            assert_eq!(
-                parse_expires(input, NOW).as_deref(),
-                *expires,
-                "--expires {input}"
-            );
         }
     }
 }

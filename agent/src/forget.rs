@@ -7,7 +7,8 @@ use std::io::{BufRead, IsTerminal, Write};
 use anyhow::{bail, Result};
 use kith_proto::{ConversationResponse, ForgetResponse};
 
-use crate::family::{path_part, Remote};
+use crate::client::path_part;
+use crate::family::Remote;
 
 pub fn run(remote: &Remote<'_>, id: &str, yes: bool) -> Result<()> {
     let http = remote.client()?;

@@ -5,8 +5,6 @@
 //! a tool error carrying the API's error code; the server keeps serving.
 //! Every answer fits the caller's token budget (default 4,000).
 
-pub mod render;
-
 use std::path::Path;
 use std::time::Duration;
 
@@ -27,8 +25,10 @@ use serde::Deserialize;
 use time::OffsetDateTime;
 
 use crate::config::{Auth, Paths};
+use crate::render::plain::{self, Citation};
+use crate::render::term::one_line;
 use crate::settings::Settings;
-use render::Citation;
+use crate::when::{parse_since, WHEN_HINT};
 
 /// Tokens an answer may hold when the caller does not say.
 pub const DEFAULT_MAX_TOKENS: u32 = 4000;
@@ -85,7 +85,7 @@ fn answer(result: std::result::Result<String, Failure>, max_tokens: Option<u32>)
         Err(f) => {
             let max = budget(max_tokens).unwrap_or(DEFAULT_MAX_TOKENS);
             let text = format!("{} ({})", f.message, f.code);
-            CallToolResult::error(vec![ContentBlock::text(render::bounded(&text, max))])
+            CallToolResult::error(vec![ContentBlock::text(plain::bounded(&text, max))])
         }
     })
 }
@@ -380,7 +380,7 @@ impl Kith {
             .central
             .send(self.central.post("/api/search").json(&req))
             .await?;
-        Ok(render::bounded(&render::search(&res), max))
+        Ok(plain::bounded(&plain::search(&res), max))
     }
 
     async fn read_text(&self, a: ReadArgs) -> std::result::Result<String, Failure> {
@@ -413,7 +413,7 @@ impl Kith {
             .central
             .send(self.central.get(&format!(
                 "/api/conversations/{}",
-                crate::family::path_part(&id)
+                crate::client::path_part(&id)
             )))
             .await?;
         let tools = a.tools.unwrap_or(false);
@@ -430,7 +430,7 @@ impl Kith {
                     (Some(c), _) => past_run(turns, &c.run),
                     (None, Some((from, to))) => {
                         turns.len() as u64 > to - from
-                            || tokens::approx(&render::read(
+                            || tokens::approx(&plain::read(
                                 conversation,
                                 &found.subagents,
                                 turns,
@@ -438,7 +438,7 @@ impl Kith {
                             )) > max
                     }
                     (None, None) => {
-                        tokens::approx(&render::read(conversation, &found.subagents, turns, tools))
+                        tokens::approx(&plain::read(conversation, &found.subagents, turns, tools))
                             > max
                     }
                 }
@@ -453,17 +453,17 @@ impl Kith {
                 let take = usize::try_from(to - from + 1).unwrap_or(usize::MAX);
                 turns = turns.into_iter().skip(skip).take(take).collect();
             }
-            let text = render::read(conversation, &found.subagents, &turns, tools);
-            return Ok(render::bounded(&text, max));
+            let text = plain::read(conversation, &found.subagents, &turns, tools);
+            return Ok(plain::bounded(&text, max));
         }
         // Whole turns within the budget, and where to read on.
         let (from, to) = turns_range.unwrap_or((1, total.max(1)));
         turns.truncate(usize::try_from(to - from + 1).unwrap_or(usize::MAX));
-        Ok(render::read_page(
+        Ok(plain::read_page(
             conversation,
             &found.subagents,
             &turns,
-            render::Page { from, to, total },
+            plain::Page { from, to, total },
             tools,
             max,
         ))
@@ -487,7 +487,7 @@ impl Kith {
                     self.central
                         .get(&format!(
                             "/api/conversations/{}/turns",
-                            crate::family::path_part(id)
+                            crate::client::path_part(id)
                         ))
                         .query(&[("offset", offset.to_string()), ("limit", "1000".into())]),
                 )
@@ -514,7 +514,7 @@ impl Kith {
             .central
             .send(self.central.get("/api/conversations").query(&query))
             .await?;
-        Ok(render::bounded(&render::recent(&res), max))
+        Ok(plain::bounded(&plain::recent(&res), max))
     }
 
     async fn context_text(&self, a: ContextArgs) -> std::result::Result<String, Failure> {
@@ -530,7 +530,7 @@ impl Kith {
             .central
             .send(self.central.post("/api/context").json(&req))
             .await?;
-        Ok(pack_text(&res))
+        Ok(plain::pack(&res))
     }
 
     async fn status_text(&self) -> String {
@@ -557,23 +557,8 @@ impl Kith {
             ),
             Err(f) => format!("central: {} ({})\n", f.message, f.code),
         };
-        render::bounded(&format!("{local}{central}"), DEFAULT_MAX_TOKENS)
+        plain::bounded(&format!("{local}{central}"), DEFAULT_MAX_TOKENS)
     }
-}
-
-/// `kith context`'s and the `context` tool's text: the pack, or why it is
-/// empty.
-pub fn pack_text(res: &ContextResponse) -> String {
-    let mut out = String::new();
-    if let Some(why) = &res.degraded {
-        out.push_str(&format!("note: {why}\n"));
-    }
-    if res.passages.is_empty() {
-        out.push_str("nothing in the archive fits this task\n");
-    } else {
-        out.push_str(&res.pack);
-    }
-    out
 }
 
 /// A caller's budget, `MIN_TOKENS` to `MAX_TOKENS`.
@@ -591,7 +576,7 @@ fn budget(asked: Option<u32>) -> std::result::Result<u32, Failure> {
 
 /// A caller's argument as an error quotes it: on one line, shortened.
 fn quoted(arg: &str) -> String {
-    format!("{:?}", crate::family::one_line(arg, 80))
+    format!("{:?}", one_line(arg, 80))
 }
 
 /// `c` as the citation it should be.
@@ -625,10 +610,10 @@ fn when(
     now: OffsetDateTime,
 ) -> std::result::Result<Option<String>, Failure> {
     v.map(|s| {
-        crate::family::parse_since(&s, now).ok_or_else(|| {
+        parse_since(&s, now).ok_or_else(|| {
             Failure::new(
                 "invalid_arguments",
-                format!("{name} {}: {}", quoted(&s), crate::family::WHEN_HINT),
+                format!("{name} {}: {}", quoted(&s), WHEN_HINT),
             )
         })
     })
@@ -725,7 +710,7 @@ mod tests {
             Err("invalid_budget".to_owned())
         );
         let text = "a line of an answer\n".repeat(1000);
-        let cut = render::bounded(&text, MIN_TOKENS);
+        let cut = plain::bounded(&text, MIN_TOKENS);
         assert!(tokens::approx(&cut) <= MIN_TOKENS, "{cut}");
         assert!(cut.ends_with("a larger max_tokens]"), "{cut}");
     }
@@ -740,10 +725,7 @@ mod tests {
                 panic!("{huge}: {got:?}");
             };
             assert_eq!(f.code, "invalid_arguments");
-            assert_eq!(
-                f.message,
-                format!("since \"{huge}\": {}", crate::family::WHEN_HINT)
-            );
+            assert_eq!(f.message, format!("since \"{huge}\": {}", WHEN_HINT));
         }
         let week = when("until", Some("7d".into()), NOW).map_err(|f| f.message);
         assert_eq!(week, Ok(Some("2026-05-04T12:00:00.000Z".into())));

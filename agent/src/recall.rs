@@ -47,7 +47,7 @@ fn recent(remote: &Remote<'_>, project: &str) -> anyhow::Result<String> {
     }
     let block = format!(
         "Recent work in this project (kith; `kith show ID` or the kith MCP tools read more):\n{}",
-        crate::mcp::render::recent(&res)
+        crate::render::plain::recent(&res)
     );
-    Ok(crate::mcp::render::bounded(&block, MAX_TOKENS))
+    Ok(crate::render::plain::bounded(&block, MAX_TOKENS))
 }

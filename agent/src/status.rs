@@ -281,7 +281,7 @@ impl Report {
             Login::LoggedIn(s) => format!("{} on {} · logged in", s.user, s.machine),
         };
         let sent = match &self.last_sent {
-            Some(at) => crate::family::age(at, now),
+            Some(at) => crate::render::term::age(at, now),
             None => "never".to_owned(),
         };
         let mut line = format!(

@@ -11,7 +11,7 @@ use kith_proto::{
 };
 use time::OffsetDateTime;
 
-use crate::family::{age, one_line, printable, Style};
+use super::term::{age, one_line, printable, Style};
 
 /// Characters of an id shown where a person can copy it (git's short ids).
 pub const SHORT_ID: usize = 12;

@@ -1,14 +1,17 @@
-//! What `kith mcp`'s tools print: compact plain text for an agent's
-//! context, every passage with the citation `read` follows back, each
-//! answer cut to the caller's token budget. Pure.
+//! Text for an agent's context window, as `kith mcp`'s tools and `kith
+//! context` print it: compact and uncoloured, every passage with the
+//! citation `read` follows back, each answer cut to the caller's token
+//! budget. Pure.
 
 use std::fmt::Write as _;
 
-use kith_proto::{Conversation, ConversationTurn, ConversationsResponse, SearchResponse};
+use kith_proto::{
+    ContextResponse, Conversation, ConversationTurn, ConversationsResponse, SearchResponse,
+};
 use kith_shared::tokens;
 
-use crate::conversation::ShowOptions;
-use crate::family::one_line;
+use super::conversation::{self, ShowOptions};
+use super::term::one_line;
 
 /// `kith://<conversation>/<run>#L<start>-L<end>`: a run's lines within a
 /// conversation, as search hits and context passages cite them.
@@ -52,6 +55,21 @@ pub fn bounded(text: &str, max_tokens: u32) -> String {
     let head = tokens::prefix(text, room);
     let head = head.rfind('\n').map_or(head, |i| &head[..=i]);
     format!("{head}{note}")
+}
+
+/// A context pack (`kith context`, the `context` tool): the pack, or why
+/// it is empty.
+pub fn pack(res: &ContextResponse) -> String {
+    let mut out = String::new();
+    if let Some(why) = &res.degraded {
+        out.push_str(&format!("note: {why}\n"));
+    }
+    if res.passages.is_empty() {
+        out.push_str("nothing in the archive fits this task\n");
+    } else {
+        out.push_str(&res.pack);
+    }
+    out
 }
 
 /// Search hits by conversation: a heading per conversation, then each hit
@@ -175,7 +193,7 @@ pub fn read(
         out.push_str("no turns in that range\n");
         return out;
     }
-    out.push_str(&crate::conversation::render_turns(
+    out.push_str(&conversation::render_turns(
         turns,
         &c.inline_subagents,
         ShowOptions { tools },
