@@ -33,6 +33,7 @@ use crate::error::{Error, IoContext, Result};
 use crate::outbox::{Header, Outbox};
 use crate::plan::{delta_end, plan, Observed, Plan, MAX_DELTA, TAIL_WINDOW};
 use crate::settings::Rules;
+use crate::untrusted::{open_regular, MAX_LINE};
 
 /// How deep a chain of parents (subagent -> session -> ...) is followed.
 const MAX_PARENT_DEPTH: u32 = 4;
@@ -120,7 +121,7 @@ impl Capture {
         {
             return Ok(Captured::default());
         }
-        let mut f = match discover::open_regular(path) {
+        let mut f = match open_regular(path) {
             Ok(Some(f)) => f,
             // Not a regular file (a FIFO, socket, device, folder): not a
             // transcript, whatever its name.
@@ -350,10 +351,6 @@ impl Capture {
         &self.outbox
     }
 }
-
-/// The longest line kith reads: past it, no central (64 MiB bodies by
-/// default, the line JSON-escaped in it) would take the line anyway.
-pub(crate) const MAX_LINE: usize = 64 << 20;
 
 /// What follows `offset` in a transcript.
 enum Next {

@@ -8,21 +8,20 @@
 //! (`projects/<slug>/agent-transcripts/**/*.jsonl`, subagents in
 //! `<session>/subagents/`), Aider (`.aider.chat.history.md` in a configured
 //! project folder, or in the folders one level under a configured root),
-//! and the journals kith keeps of OpenCode's sessions (`mirror`); and,
-//! from a peek at a file's first lines, its
+//! and the journals kith keeps of the transcripts `mirror` copies (under
+//! `<state>/journals/<runtime>/`: where they are is decided here, what is
+//! in them there); and, from a peek at a file's first lines, its
 //! conversation id and the transcript it hangs under. No full parse: only
-//! the few keys needed.
+//! the few keys needed. Files are read through `untrusted`.
 
-use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use kith_proto::AgentRuntime;
 use serde_json::Value;
 
 use crate::config::Paths;
-use crate::mirror;
+use crate::untrusted::{open_regular, plain_id};
 
 /// A transcript on disk.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,7 +45,7 @@ pub fn roots(paths: &Paths) -> Vec<(AgentRuntime, PathBuf)> {
         (AgentRuntime::Gemini, paths.gemini_dir.join("tmp")),
         (
             AgentRuntime::Gemini,
-            mirror::journals_root(paths, AgentRuntime::Gemini),
+            journals_root(paths, AgentRuntime::Gemini),
         ),
         (
             AgentRuntime::Copilot,
@@ -55,9 +54,21 @@ pub fn roots(paths: &Paths) -> Vec<(AgentRuntime, PathBuf)> {
         (AgentRuntime::Cursor, paths.cursor_dir.join("projects")),
         (
             AgentRuntime::OpenCode,
-            mirror::journals_root(paths, AgentRuntime::OpenCode),
+            journals_root(paths, AgentRuntime::OpenCode),
         ),
     ]
+}
+
+/// Where the journals of `runtime` live (`mirror` writes them).
+pub fn journals_root(paths: &Paths, runtime: AgentRuntime) -> PathBuf {
+    paths.state_dir.join("journals").join(runtime.as_str())
+}
+
+/// The runtime whose journals hold `path`, if it is in a journal folder.
+pub fn runtime_of_journal(paths: &Paths, path: &Path) -> Option<AgentRuntime> {
+    let rest = path.strip_prefix(paths.state_dir.join("journals")).ok()?;
+    let slug = rest.components().next()?.as_os_str().to_str()?;
+    AgentRuntime::parse(slug)
 }
 
 /// The folders that may hold an Aider history: each configured root that is
@@ -122,7 +133,7 @@ pub fn runtime_of(paths: &Paths, path: &Path) -> AgentRuntime {
         .unwrap_or_default();
     if name == AIDER_HISTORY {
         AgentRuntime::Aider
-    } else if let Some(runtime) = mirror::runtime_of_journal(paths, path) {
+    } else if let Some(runtime) = runtime_of_journal(paths, path) {
         runtime
     } else if path.starts_with(&paths.gemini_dir) {
         AgentRuntime::Gemini
@@ -198,13 +209,6 @@ fn is_claude_subagent(path: &Path) -> bool {
         .and_then(|n| n.to_str())
         .is_some_and(|n| n.starts_with("agent-"));
     in_subagents(path) || side_by_side
-}
-
-/// Agent ids, session ids and thread ids end up in paths: only plain ones.
-pub fn plain_id(s: &str) -> bool {
-    (1..=128).contains(&s.len())
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
 }
 
 /// The Codex rollout of a thread (`rollout-<time>-<thread id>.jsonl`),
@@ -513,42 +517,6 @@ fn claude_parent(path: &Path, session_id: Option<&str>) -> Option<PathBuf> {
     (parent != path).then_some(parent)
 }
 
-/// Opens a transcript for reading if it is a regular file (symlinks
-/// followed); `Ok(None)` for anything else. A FIFO, socket or device can sit
-/// where a transcript is expected: opening a FIFO waits for a writer, which
-/// would hang a hook and stall `kith watch` holding the state lock, so the
-/// open never blocks and the file type is checked on what was opened.
-pub fn open_regular(path: &Path) -> std::io::Result<Option<File>> {
-    if !std::fs::metadata(path)?.is_file() {
-        return Ok(None);
-    }
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
-        .open(path)?;
-    Ok(file.metadata()?.is_file().then_some(file))
-}
-
-/// The bytes of the regular file at `path`, at most `limit` of them (an
-/// error past that); `None` when it is not a regular file (a FIFO, a
-/// device, a folder), which is never waited on.
-pub fn read_regular(path: &Path, limit: u64) -> std::io::Result<Option<Vec<u8>>> {
-    open_regular(path)?
-        .map(|file| read_bounded(file, limit))
-        .transpose()
-}
-
-/// All of `file` from where it stands, or an error once past `limit` bytes
-/// (bounded by what is read, not by a stat: the file may grow meanwhile).
-pub fn read_bounded(file: impl Read, limit: u64) -> std::io::Result<Vec<u8>> {
-    let mut bytes = Vec::new();
-    file.take(limit + 1).read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > limit {
-        return Err(std::io::Error::other(format!("larger than {limit} bytes")));
-    }
-    Ok(bytes)
-}
-
 /// Up to `PEEK_LINES` complete first lines that parse as JSON objects.
 fn first_lines(path: &Path) -> Vec<Value> {
     let Ok(Some(file)) = open_regular(path) else {
@@ -568,18 +536,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn ids_that_could_leave_a_folder_are_refused() {
-        for bad in ["", "..", "a/b", "../x", "a b", "a.jsonl"] {
-            assert!(!plain_id(bad), "{bad}");
-        }
-        assert!(plain_id("019e1625-789d-76c0-80ab-3724b5ddb799"));
-    }
-
-    #[test]
     fn an_opencode_journal_hangs_under_the_session_its_first_line_names() {
         let dir = tempfile::tempdir().expect("a temp dir");
         let paths = Paths::under(dir.path());
-        let root = mirror::journals_root(&paths, AgentRuntime::OpenCode);
+        let root = journals_root(&paths, AgentRuntime::OpenCode);
         std::fs::create_dir_all(&root).expect("the journals");
         let cases = [
             (

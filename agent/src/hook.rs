@@ -183,7 +183,7 @@ fn from_hook_payload(paths: &Paths, v: &Value) -> Vec<Source> {
         &main,
     ) {
         (Some(p), _, _) => Some(PathBuf::from(p)),
-        (None, Some(agent), Some(main)) if discover::plain_id(agent) => {
+        (None, Some(agent), Some(main)) if crate::untrusted::plain_id(agent) => {
             let guess = main
                 .with_extension("")
                 .join("subagents")

@@ -28,6 +28,7 @@ pub mod render;
 pub mod settings;
 pub mod setup;
 pub mod status;
+pub mod untrusted;
 pub mod watch;
 pub mod when;
 

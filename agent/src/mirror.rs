@@ -28,7 +28,7 @@ use std::time::Duration;
 use kith_proto::AgentRuntime;
 
 use crate::config::{private_dir, Lock, Paths};
-use crate::discover::Source;
+use crate::discover::{self, Source};
 use crate::error::{IoContext, Result};
 
 /// How long a refresh waits for another kith process's capture.
@@ -178,19 +178,7 @@ pub fn sync(
 
 /// `<state>/journals/<runtime slug>/<rel>`.
 pub fn journal_path(paths: &Paths, runtime: AgentRuntime, rel: &Path) -> PathBuf {
-    journals_root(paths, runtime).join(rel)
-}
-
-/// Where the journals of `runtime` live.
-pub fn journals_root(paths: &Paths, runtime: AgentRuntime) -> PathBuf {
-    paths.state_dir.join("journals").join(runtime.as_str())
-}
-
-/// The runtime whose journals hold `path`, if it is in a journal folder.
-pub fn runtime_of_journal(paths: &Paths, path: &Path) -> Option<AgentRuntime> {
-    let rest = path.strip_prefix(paths.state_dir.join("journals")).ok()?;
-    let slug = rest.components().next()?.as_os_str().to_str()?;
-    AgentRuntime::parse(slug)
+    discover::journals_root(paths, runtime).join(rel)
 }
 
 /// Whether a change to `path` is one a mirror reads.
@@ -252,7 +240,7 @@ pub fn resolve(paths: &Paths, source: Source) -> Result<Vec<Source>> {
     Ok(refresh(paths, &source.path)?
         .into_iter()
         .map(|path| Source {
-            runtime: runtime_of_journal(paths, &path).unwrap_or(source.runtime),
+            runtime: discover::runtime_of_journal(paths, &path).unwrap_or(source.runtime),
             path,
         })
         .collect())

@@ -242,7 +242,7 @@ pub fn report(paths: &Paths, settings: &Settings) -> Report {
         cov.bytes_accepted += accepted;
         cov.bytes_pending += meta.len() - accepted;
         // A journal is kith's own copy: the agent's cleanup never deletes it.
-        let journal = crate::mirror::runtime_of_journal(paths, &source.path).is_some();
+        let journal = discover::runtime_of_journal(paths, &source.path).is_some();
         if let Some(cleanup) = cov.cleanup.filter(|_| !journal) {
             let horizon = cleanup
                 .after
