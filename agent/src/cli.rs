@@ -402,7 +402,7 @@ fn run(command: Command, paths: &Paths, dirs: &DirArgs, flags: &Flags) -> Result
         }
         Command::Setup(args) => setup(paths, args),
         Command::Forget { id, yes } => {
-            let auth = Auth::load(paths, &settings()?)?;
+            let auth = settings()?.auth(paths)?;
             crate::forget::run(
                 &Remote {
                     central_url: &auth.central_url,
@@ -455,7 +455,7 @@ fn run(command: Command, paths: &Paths, dirs: &DirArgs, flags: &Flags) -> Result
         Command::Mcp => crate::mcp::run(paths, &settings()?),
         // A SessionStart hook prints what it can and never fails the session.
         Command::Family(FamilyCommand::Context { hook: true, .. }) => {
-            let auth = settings().and_then(|s| Auth::load(paths, &s));
+            let auth = settings().and_then(|s| s.auth(paths));
             if let Ok(auth) = auth {
                 let remote = Remote {
                     central_url: &auth.central_url,
@@ -467,7 +467,7 @@ fn run(command: Command, paths: &Paths, dirs: &DirArgs, flags: &Flags) -> Result
             Ok(())
         }
         Command::Family(cmd) => {
-            let auth = Auth::load(paths, &settings()?)?;
+            let auth = settings()?.auth(paths)?;
             crate::family::run(
                 cmd,
                 &Remote {
@@ -608,7 +608,7 @@ fn backfill(paths: &Paths, settings: &Settings) -> Result<()> {
         println!("discarded {discarded} waiting deltas of transcripts now excluded");
     }
     let waiting = capture.outbox().len();
-    let auth = match Auth::load(paths, settings) {
+    let auth = match settings.auth(paths) {
         Ok(auth) => auth,
         Err(e) => bail!("{e}; {waiting} deltas wait in the outbox"),
     };

@@ -1,8 +1,9 @@
 //! Where the agent keeps things and how it reaches central: the folders (from
 //! flags, `KITH_*` variables, `XDG_CONFIG_HOME`/`XDG_STATE_HOME` or the XDG
-//! defaults), the central URL (see `settings`) and token (`KITH_TOKEN` over
-//! `auth.json`, mode 0600), atomic private file writes, and the locks between
-//! kith processes.
+//! defaults), the login `kith login` stores (`auth.json`, mode 0600; which
+//! URL and token apply is `settings`' to say), atomic private file writes,
+//! and the locks between kith processes. Imports nothing of kith's but its
+//! error.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
@@ -13,7 +14,6 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, IoContext, Result};
-use crate::settings::Settings;
 
 /// A token. `Debug` never shows it, and nothing formats it into a message.
 #[derive(Clone, Serialize, Deserialize)]
@@ -243,25 +243,6 @@ pub struct Auth {
 }
 
 impl Auth {
-    /// The central `settings` names (see `Settings::central_url` for the
-    /// order), with `KITH_TOKEN` over `auth.json`'s token.
-    pub fn load(paths: &Paths, settings: &Settings) -> Result<Self> {
-        let file = Self::read(paths)?;
-        let ca_cert = file.as_ref().and_then(|a| a.ca_cert.clone());
-        let token = match std::env::var("KITH_TOKEN").ok().filter(|v| !v.is_empty()) {
-            Some(token) => Some(Secret::new(token)),
-            None => file.map(|a| a.token),
-        };
-        match (&settings.central_url, token) {
-            (Some(url), Some(token)) => Ok(Self {
-                central_url: url.value.trim_end_matches('/').to_owned(),
-                token,
-                ca_cert,
-            }),
-            _ => Err(Error::NotLoggedIn),
-        }
-    }
-
     /// `auth.json` as `kith login` wrote it, if it exists.
     pub fn read(paths: &Paths) -> Result<Option<Self>> {
         let path = paths.auth_file();

@@ -20,7 +20,7 @@ use serde_json::Value;
 
 use crate::capture::Capture;
 use crate::client::{Budget, Client};
-use crate::config::{Auth, Paths};
+use crate::config::Paths;
 use crate::discover::{self, Source};
 use crate::error::{Error, Result};
 use crate::mirror;
@@ -235,7 +235,7 @@ fn capture_and_send(paths: &Paths, settings: &Settings, targets: &[Source]) -> R
     if capture.outbox().is_empty() {
         return Ok(());
     }
-    let auth = Auth::load(paths, settings)?;
+    let auth = settings.auth(paths)?;
     let replayed = Client::new(&auth)?.flush(
         &paths.state_dir,
         Budget::new(NETWORK_BUDGET, NETWORK_BUDGET),

@@ -41,7 +41,7 @@ const MIN_TOKENS: u32 = 20;
 /// start it with pipes, which `stdio_pipes` reads on the IO driver rather
 /// than handing each message to a blocking thread.
 pub fn run(paths: &Paths, settings: &Settings) -> Result<()> {
-    let auth = Auth::load(paths, settings)?;
+    let auth = settings.auth(paths)?;
     let server = Kith::new(paths.clone(), settings.clone(), &auth)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use crate::config::{Auth, Origin, Paths};
+use crate::config::{Auth, Origin, Paths, Secret};
 use crate::error::{Error, IoContext, Result};
 use crate::glob::Glob;
 use kith_shared::redact::Extra;
@@ -137,6 +137,26 @@ impl Settings {
     /// The Aider roots, without their origins.
     pub fn aider_roots(&self) -> Vec<PathBuf> {
         self.aider_roots.iter().map(|r| r.value.clone()).collect()
+    }
+
+    /// The login to use: the central these settings name (see
+    /// `central_url` for the order), with `KITH_TOKEN` over `auth.json`'s
+    /// token.
+    pub fn auth(&self, paths: &Paths) -> Result<Auth> {
+        let file = Auth::read(paths)?;
+        let ca_cert = file.as_ref().and_then(|a| a.ca_cert.clone());
+        let token = match std::env::var("KITH_TOKEN").ok().filter(|v| !v.is_empty()) {
+            Some(token) => Some(Secret::new(token)),
+            None => file.map(|a| a.token),
+        };
+        match (&self.central_url, token) {
+            (Some(url), Some(token)) => Ok(Auth {
+                central_url: url.value.trim_end_matches('/').to_owned(),
+                token,
+                ca_cert,
+            }),
+            _ => Err(Error::NotLoggedIn),
+        }
     }
 }
 

@@ -18,7 +18,7 @@ use serde_json::json;
 use time::OffsetDateTime;
 
 use crate::client::Client;
-use crate::config::{Auth, Paths};
+use crate::config::Paths;
 use crate::cursor::Cursors;
 use crate::discover;
 use crate::outbox::Outbox;
@@ -171,7 +171,7 @@ fn runtimes() -> impl Iterator<Item = AgentRuntime> {
 
 /// Central's view of this machine, waiting at most `CENTRAL_WAIT`.
 fn login(paths: &Paths, settings: &Settings) -> Login {
-    let auth = match Auth::load(paths, settings) {
+    let auth = match settings.auth(paths) {
         Ok(auth) => auth,
         Err(crate::Error::NotLoggedIn) => return Login::NotLoggedIn,
         Err(e) => return Login::Unreachable(e.to_string()),

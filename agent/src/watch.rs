@@ -21,7 +21,7 @@ use notify::{RecursiveMode, Watcher};
 
 use crate::capture::Capture;
 use crate::client::{Budget, Client};
-use crate::config::{Auth, Paths};
+use crate::config::Paths;
 use crate::discover::{self, Source};
 use crate::error::Result;
 use crate::mirror;
@@ -277,7 +277,7 @@ fn replaced_program() -> Option<PathBuf> {
 
 /// Replays the outbox; a line when it could not finish.
 fn replay(paths: &Paths, settings: &Settings, stop: &AtomicBool) -> Option<String> {
-    let auth = match Auth::load(paths, settings) {
+    let auth = match settings.auth(paths) {
         Ok(auth) => auth,
         Err(e) => return Some(e.to_string()),
     };
