@@ -21,7 +21,7 @@ use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use crate::capture::{Capture, Captured};
 use crate::client::{Budget, Client};
 use crate::config::{Auth, PathOverrides, Paths, Secret};
-use crate::family::{FamilyCommand, Refusal, Remote};
+use crate::family::FamilyCommand;
 use crate::install::Agent;
 use crate::settings::{Flags, Settings};
 
@@ -253,14 +253,8 @@ fn error_json(code: &str, message: &str) -> serde_json::Value {
 /// else the agent's.
 fn error_code(e: &anyhow::Error) -> &str {
     for cause in e.chain() {
-        if let Some(refusal) = cause.downcast_ref::<Refusal>() {
-            return &refusal.code;
-        }
         if let Some(e) = cause.downcast_ref::<crate::Error>() {
             return e.code();
-        }
-        if cause.downcast_ref::<reqwest::Error>().is_some() {
-            return "central_unreachable";
         }
     }
     "error"
@@ -403,15 +397,7 @@ fn run(command: Command, paths: &Paths, dirs: &DirArgs, flags: &Flags) -> Result
         Command::Setup(args) => setup(paths, args),
         Command::Forget { id, yes } => {
             let auth = settings()?.auth(paths)?;
-            crate::forget::run(
-                &Remote {
-                    central_url: &auth.central_url,
-                    token: auth.token.expose(),
-                    certificates: crate::client::trusted_certificates(&auth)?,
-                },
-                &id,
-                yes,
-            )
+            crate::forget::run(&Client::new(&auth)?, &id, yes)
         }
         Command::Install {
             agent,
@@ -457,25 +443,13 @@ fn run(command: Command, paths: &Paths, dirs: &DirArgs, flags: &Flags) -> Result
         Command::Family(FamilyCommand::Context { hook: true, .. }) => {
             let auth = settings().and_then(|s| s.auth(paths));
             if let Ok(auth) = auth {
-                let remote = Remote {
-                    central_url: &auth.central_url,
-                    token: auth.token.expose(),
-                    certificates: crate::client::trusted_certificates(&auth).unwrap_or_default(),
-                };
-                print!("{}", crate::recall::session_start(&remote));
+                print!("{}", crate::recall::session_start(&auth));
             }
             Ok(())
         }
         Command::Family(cmd) => {
             let auth = settings()?.auth(paths)?;
-            crate::family::run(
-                cmd,
-                &Remote {
-                    central_url: &auth.central_url,
-                    token: auth.token.expose(),
-                    certificates: crate::client::trusted_certificates(&auth)?,
-                },
-            )
+            crate::family::run(cmd, &Client::new(&auth)?)
         }
     }
 }

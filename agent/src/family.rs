@@ -8,15 +8,15 @@ use std::io::{IsTerminal, Write as _};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{bail, Context, Result};
 use kith_proto::{
-    AgentRuntime, ConversationResponse, ConversationTurn, ConversationsResponse, ErrorBody,
-    ForestResponse, GroupBy, RunMeta, SearchFilters, SearchHit, SearchMode, SearchRequest,
-    SearchResponse, TagsRequest, TagsResponse, TurnsResponse,
+    AgentRuntime, ConversationResponse, ConversationTurn, ConversationsResponse, ForestResponse,
+    GroupBy, RunMeta, SearchFilters, SearchHit, SearchMode, SearchRequest, SearchResponse,
+    TagsRequest, TagsResponse, TurnsResponse,
 };
 use time::OffsetDateTime;
 
-use crate::client::path_part;
+use crate::client::{path_part, Client};
 use crate::render::conversation;
 use crate::render::term::{age, one_line, printable, Style};
 use crate::when::{parse_expires, parse_since, WHEN_HINT};
@@ -268,14 +268,6 @@ impl FamilyCommand {
     }
 }
 
-/// Central's refusal, kept whole so that `--json` passes its code on.
-#[derive(Debug, thiserror::Error)]
-#[error("{message} ({code})")]
-pub struct Refusal {
-    pub code: String,
-    pub message: String,
-}
-
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
 pub enum GroupArg {
     Conversation,
@@ -289,65 +281,8 @@ pub enum ModeArg {
     Semantic,
 }
 
-/// Central's address, this machine's token, and the private CA trusted for
-/// central (`kith login --ca-cert`).
-pub struct Remote<'a> {
-    pub central_url: &'a str,
-    pub token: &'a str,
-    pub certificates: Vec<reqwest::Certificate>,
-}
-
-impl Remote<'_> {
-    pub(crate) fn client(&self) -> Result<reqwest::blocking::Client> {
-        self.client_within(Duration::from_secs(30))
-    }
-
-    /// A client trusting the private CA, whose requests end after `timeout`.
-    pub(crate) fn client_within(&self, timeout: Duration) -> Result<reqwest::blocking::Client> {
-        let mut builder = reqwest::blocking::Client::builder().timeout(timeout);
-        for cert in &self.certificates {
-            builder = builder.add_root_certificate(cert.clone());
-        }
-        Ok(builder.build()?)
-    }
-
-    pub(crate) fn url(&self, path: &str) -> String {
-        format!("{}{path}", self.central_url.trim_end_matches('/'))
-    }
-
-    /// Sends and turns an error answer into its one-line reason.
-    pub(crate) fn send(
-        &self,
-        req: reqwest::blocking::RequestBuilder,
-    ) -> Result<reqwest::blocking::Response> {
-        let res = req.bearer_auth(self.token).send().map_err(|e| {
-            anyhow!(
-                "cannot reach central at {}: {}",
-                self.central_url,
-                crate::client::unreachable(&e)
-            )
-        })?;
-        if res.status().is_success() {
-            return Ok(res);
-        }
-        let status = res.status();
-        Err(match res.json::<ErrorBody>() {
-            Ok(body) => Refusal {
-                code: body.error.code,
-                message: body.error.message,
-            },
-            Err(_) => Refusal {
-                code: format!("http_{}", status.as_u16()),
-                message: format!("central answered {status}"),
-            },
-        }
-        .into())
-    }
-}
-
-pub fn run(cmd: FamilyCommand, remote: &Remote<'_>) -> Result<()> {
+pub fn run(cmd: FamilyCommand, client: &Client) -> Result<()> {
     let now = OffsetDateTime::now_utc();
-    let http = remote.client()?;
     let mut stdout = std::io::stdout().lock();
     match cmd {
         FamilyCommand::Search(args) => {
@@ -416,16 +351,12 @@ pub fn run(cmd: FamilyCommand, remote: &Remote<'_>) -> Result<()> {
                     GroupArg::None => GroupBy::None,
                 },
             };
-            let res: SearchResponse = remote
-                .send(http.post(remote.url("/api/search")).json(&req))?
-                .json()?;
+            let res: SearchResponse = client.json(client.post("/api/search").json(&req))?;
             if json {
                 writeln!(stdout, "{}", serde_json::to_string(&res)?)?;
             } else if req.group == GroupBy::Conversation {
-                let me: Option<kith_proto::StatusResponse> = remote
-                    .send(http.get(remote.url("/api/status")))
-                    .ok()
-                    .and_then(|r| r.json().ok());
+                let me: Option<kith_proto::StatusResponse> =
+                    client.json(client.get("/api/status")).ok();
                 let me = me.map(|s| s.user);
                 let text = conversation::render_groups(&res, me.as_deref(), Style::detect(), now);
                 write!(stdout, "{text}")?;
@@ -436,9 +367,8 @@ pub fn run(cmd: FamilyCommand, remote: &Remote<'_>) -> Result<()> {
         FamilyCommand::Tree {
             id: Some(id), json, ..
         } => {
-            let found: ConversationResponse = remote
-                .send(http.get(remote.url(&format!("/api/conversations/{}", path_part(&id)))))?
-                .json()?;
+            let found: ConversationResponse =
+                client.json(client.get(&format!("/api/conversations/{}", path_part(&id))))?;
             // The listing's shape, so a script reads one kind of document.
             let res = ConversationsResponse {
                 conversations: std::iter::once(found.conversation)
@@ -464,9 +394,8 @@ pub fn run(cmd: FamilyCommand, remote: &Remote<'_>) -> Result<()> {
                 ));
             }
             if deltas {
-                let forest: ForestResponse = remote
-                    .send(http.get(remote.url("/api/runs/forest")).query(&query))?
-                    .json()?;
+                let forest: ForestResponse =
+                    client.json(client.get("/api/runs/forest").query(&query))?;
                 if json {
                     writeln!(stdout, "{}", serde_json::to_string(&forest)?)?;
                 } else {
@@ -477,9 +406,8 @@ pub fn run(cmd: FamilyCommand, remote: &Remote<'_>) -> Result<()> {
             if let Some(c) = cursor {
                 query.push(("cursor", c));
             }
-            let res: ConversationsResponse = remote
-                .send(http.get(remote.url("/api/conversations")).query(&query))?
-                .json()?;
+            let res: ConversationsResponse =
+                client.json(client.get("/api/conversations").query(&query))?;
             print_tree(&mut stdout, &res, json, now)?;
         }
         FamilyCommand::Share(cmd) => {
@@ -500,9 +428,8 @@ pub fn run(cmd: FamilyCommand, remote: &Remote<'_>) -> Result<()> {
                     expires_at,
                     follow,
                 };
-                let share: kith_proto::Share = remote
-                    .send(http.post(remote.url("/api/shares")).json(&req))?
-                    .json()?;
+                let share: kith_proto::Share =
+                    client.json(client.post("/api/shares").json(&req))?;
                 let reach = if share.follow {
                     "and what comes after"
                 } else {
@@ -532,14 +459,11 @@ pub fn run(cmd: FamilyCommand, remote: &Remote<'_>) -> Result<()> {
                     grant(format!("tag:{tag}"), with, expires, true)?
                 }
                 ShareCommand::Revoke { id } => {
-                    remote.send(
-                        http.delete(remote.url(&format!("/api/shares/{}", path_part(&id)))),
-                    )?;
+                    client.send(client.delete(&format!("/api/shares/{}", path_part(&id))))?;
                     writeln!(stdout, "revoked grant {id}")?;
                 }
                 ShareCommand::List { json } => {
-                    let res: kith_proto::SharesResponse =
-                        remote.send(http.get(remote.url("/api/shares")))?.json()?;
+                    let res: kith_proto::SharesResponse = client.json(client.get("/api/shares"))?;
                     if json {
                         writeln!(stdout, "{}", serde_json::to_string(&res)?)?;
                     } else {
@@ -549,10 +473,8 @@ pub fn run(cmd: FamilyCommand, remote: &Remote<'_>) -> Result<()> {
             }
         }
         FamilyCommand::Web { print } => {
-            let link: kith_proto::SignInLink = remote
-                .send(http.post(remote.url("/api/web/link")))?
-                .json()?;
-            let url = remote.url(&link.path);
+            let link: kith_proto::SignInLink = client.json(client.post("/api/web/link"))?;
+            let url = client.link(&link.path);
             if print || open_in_browser(&url).is_err() {
                 writeln!(stdout, "{url}")?;
                 writeln!(stdout, "works once, until {}", link.expires_at)?;
@@ -573,9 +495,8 @@ pub fn run(cmd: FamilyCommand, remote: &Remote<'_>) -> Result<()> {
                     ..SearchFilters::default()
                 },
             };
-            let res: kith_proto::ContextResponse = remote
-                .send(http.post(remote.url("/api/context")).json(&req))?
-                .json()?;
+            let res: kith_proto::ContextResponse =
+                client.json(client.post("/api/context").json(&req))?;
             if json {
                 writeln!(stdout, "{}", serde_json::to_string(&res)?)?;
             } else {
@@ -583,8 +504,7 @@ pub fn run(cmd: FamilyCommand, remote: &Remote<'_>) -> Result<()> {
             }
         }
         FamilyCommand::Audit { json } => {
-            let res: kith_proto::AuditResponse =
-                remote.send(http.get(remote.url("/api/audit")))?.json()?;
+            let res: kith_proto::AuditResponse = client.json(client.get("/api/audit"))?;
             if json {
                 writeln!(stdout, "{}", serde_json::to_string(&res)?)?;
                 return Ok(());
@@ -614,8 +534,8 @@ pub fn run(cmd: FamilyCommand, remote: &Remote<'_>) -> Result<()> {
                     },
                 ),
             };
-            let url = remote.url(&format!("/api/conversations/{}/tags", path_part(&id)));
-            let res: TagsResponse = remote.send(http.post(url).json(&req))?.json()?;
+            let path = format!("/api/conversations/{}/tags", path_part(&id));
+            let res: TagsResponse = client.json(client.post(&path).json(&req))?;
             let tags = if res.tags.is_empty() {
                 "no tags".to_owned()
             } else {
@@ -634,9 +554,7 @@ pub fn run(cmd: FamilyCommand, remote: &Remote<'_>) -> Result<()> {
             ..
         } => {
             let (from, to) = parse_lines(&lines)?;
-            let bytes = remote
-                .send(http.get(remote.url(&format!("/api/runs/{}/jsonl", path_part(&id)))))?
-                .bytes()?;
+            let bytes = client.bytes(client.get(&format!("/api/runs/{}/jsonl", path_part(&id))))?;
             if raw {
                 for (i, line) in bytes.split_inclusive(|&b| b == b'\n').enumerate() {
                     let n = i as u64 + 1;
@@ -646,9 +564,8 @@ pub fn run(cmd: FamilyCommand, remote: &Remote<'_>) -> Result<()> {
                 }
                 return Ok(());
             }
-            let meta: RunMeta = remote
-                .send(http.get(remote.url(&format!("/api/runs/{}", path_part(&id)))))?
-                .json()?;
+            let meta: RunMeta =
+                client.json(client.get(&format!("/api/runs/{}", path_part(&id))))?;
             write!(
                 stdout,
                 "{}",
@@ -656,10 +573,8 @@ pub fn run(cmd: FamilyCommand, remote: &Remote<'_>) -> Result<()> {
             )?;
         }
         FamilyCommand::Show { id, raw: true, .. } => {
-            let mut res = remote.send(
-                http.get(remote.url(&format!("/api/conversations/{}/jsonl", path_part(&id)))),
-            )?;
-            std::io::copy(&mut res, &mut stdout)?;
+            let path = format!("/api/conversations/{}/jsonl", path_part(&id));
+            std::io::copy(&mut client.body(client.get(&path))?, &mut stdout)?;
         }
         FamilyCommand::Show {
             id,
@@ -668,11 +583,10 @@ pub fn run(cmd: FamilyCommand, remote: &Remote<'_>) -> Result<()> {
             subagent,
             ..
         } => {
-            let mut found: ConversationResponse = remote
-                .send(http.get(remote.url(&format!("/api/conversations/{}", path_part(&id)))))?
-                .json()?;
+            let mut found: ConversationResponse =
+                client.json(client.get(&format!("/api/conversations/{}", path_part(&id))))?;
             let main_id = found.conversation.id.clone();
-            let mut turns = all_turns(remote, &http, &main_id)?;
+            let mut turns = all_turns(client, &main_id)?;
             if let Some(name) = subagent {
                 let agent = conversation::find_inline(&found.conversation, &name)?;
                 turns.retain(|t| t.subagent.as_deref() == Some(agent.as_str()));
@@ -691,14 +605,13 @@ pub fn run(cmd: FamilyCommand, remote: &Remote<'_>) -> Result<()> {
             for sub in &found.subagents {
                 let parent_run = match sub.run_ids.first() {
                     Some(run) => {
-                        remote
-                            .send(http.get(remote.url(&format!("/api/runs/{run}"))))?
-                            .json::<RunMeta>()?
+                        client
+                            .json::<RunMeta>(client.get(&format!("/api/runs/{run}")))?
                             .parent_run_id
                     }
                     None => None,
                 };
-                subs.push((sub, all_turns(remote, &http, &sub.id)?, parent_run));
+                subs.push((sub, all_turns(client, &sub.id)?, parent_run));
             }
             let reads: Vec<conversation::Read<'_>> = subs
                 .iter()
@@ -728,20 +641,15 @@ pub fn run(cmd: FamilyCommand, remote: &Remote<'_>) -> Result<()> {
 }
 
 /// Every turn of one conversation, page by page.
-fn all_turns(
-    remote: &Remote<'_>,
-    http: &reqwest::blocking::Client,
-    id: &str,
-) -> Result<Vec<ConversationTurn>> {
+fn all_turns(client: &Client, id: &str) -> Result<Vec<ConversationTurn>> {
     let mut turns = Vec::new();
     let mut offset = 0;
     loop {
-        let page: TurnsResponse = remote
-            .send(
-                http.get(remote.url(&format!("/api/conversations/{}/turns", path_part(id))))
-                    .query(&[("offset", offset.to_string()), ("limit", "1000".to_owned())]),
-            )?
-            .json()?;
+        let page: TurnsResponse = client.json(
+            client
+                .get(&format!("/api/conversations/{}/turns", path_part(id)))
+                .query(&[("offset", offset.to_string()), ("limit", "1000".to_owned())]),
+        )?;
         turns.extend(page.turns);
         match page.next_offset {
             Some(next) if next > offset => offset = next,

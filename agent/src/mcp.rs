@@ -6,13 +6,12 @@
 //! Every answer fits the caller's token budget (default 4,000).
 
 use std::path::Path;
-use std::time::Duration;
 
 use anyhow::{Context as _, Result};
 use kith_proto::{
     AgentRuntime, ContextRequest, ContextResponse, ConversationResponse, ConversationTurn,
-    ConversationsResponse, ErrorBody, GroupBy, SearchFilters, SearchMode, SearchRequest,
-    SearchResponse, StatusResponse, TurnsResponse,
+    ConversationsResponse, GroupBy, SearchFilters, SearchMode, SearchRequest, SearchResponse,
+    StatusResponse, TurnsResponse,
 };
 use kith_shared::tokens;
 use rmcp::handler::server::router::tool::ToolRouter;
@@ -20,10 +19,10 @@ use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{CallToolResult, ContentBlock, Implementation, ServerCapabilities, ServerConfig};
 use rmcp::schemars::{self, JsonSchema};
 use rmcp::{tool, tool_handler, tool_router, ServerHandler, ServiceExt};
-use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use time::OffsetDateTime;
 
+use crate::client::{path_part, Central};
 use crate::config::{Auth, Paths};
 use crate::render::plain::{self, Citation};
 use crate::render::term::one_line;
@@ -74,6 +73,16 @@ impl Failure {
     }
 }
 
+/// A request to central that failed, as `kith` words it.
+impl From<crate::Error> for Failure {
+    fn from(e: crate::Error) -> Self {
+        match e {
+            crate::Error::Answered { code, message } => Self { code, message },
+            other => Self::new(other.code(), other.to_string()),
+        }
+    }
+}
+
 type ToolResult = std::result::Result<CallToolResult, rmcp::ErrorData>;
 
 /// A tool's text, or its failure as an MCP tool error within the budget
@@ -88,57 +97,6 @@ fn answer(result: std::result::Result<String, Failure>, max_tokens: Option<u32>)
             CallToolResult::error(vec![ContentBlock::text(plain::bounded(&text, max))])
         }
     })
-}
-
-/// Central over HTTP with this machine's token (only ever in the
-/// `Authorization` header).
-#[derive(Clone)]
-struct Central {
-    http: reqwest::Client,
-    url: String,
-    auth: Auth,
-}
-
-impl Central {
-    async fn send<T: DeserializeOwned>(
-        &self,
-        req: reqwest::RequestBuilder,
-    ) -> std::result::Result<T, Failure> {
-        let unreachable = |e: reqwest::Error| {
-            let why = if e.is_timeout() {
-                "timed out"
-            } else {
-                "no answer"
-            };
-            Failure::new(
-                "central_unreachable",
-                format!("cannot reach central at {} ({why})", self.url),
-            )
-        };
-        let res = req
-            .bearer_auth(self.auth.token.expose())
-            .send()
-            .await
-            .map_err(unreachable)?;
-        let status = res.status();
-        if !status.is_success() {
-            return Err(match res.json::<ErrorBody>().await {
-                Ok(body) => Failure::new(&body.error.code, body.error.message),
-                Err(_) => Failure::new("central_error", format!("central answered {status}")),
-            });
-        }
-        res.json::<T>()
-            .await
-            .map_err(|e| Failure::new("central_error", format!("unreadable answer: {e}")))
-    }
-
-    fn get(&self, path: &str) -> reqwest::RequestBuilder {
-        self.http.get(format!("{}{path}", self.url))
-    }
-
-    fn post(&self, path: &str) -> reqwest::RequestBuilder {
-        self.http.post(format!("{}{path}", self.url))
-    }
 }
 
 #[derive(Clone)]
@@ -264,19 +222,8 @@ struct StatusArgs {}
 #[tool_router]
 impl Kith {
     pub fn new(paths: Paths, settings: Settings, auth: &Auth) -> Result<Self> {
-        let mut http = reqwest::Client::builder()
-            .user_agent(concat!("kith-mcp/", env!("CARGO_PKG_VERSION")))
-            .timeout(Duration::from_secs(30));
-        for cert in crate::client::trusted_certificates(auth)? {
-            http = http.add_root_certificate(cert);
-        }
-        let http = http.build()?;
         Ok(Self {
-            central: Central {
-                http,
-                url: auth.central_url.trim_end_matches('/').to_owned(),
-                auth: auth.clone(),
-            },
+            central: Central::new(auth)?,
             paths,
             settings,
             tool_router: Self::tool_router(),
@@ -378,7 +325,7 @@ impl Kith {
         };
         let res: SearchResponse = self
             .central
-            .send(self.central.post("/api/search").json(&req))
+            .json(self.central.post("/api/search").json(&req))
             .await?;
         Ok(plain::bounded(&plain::search(&res), max))
     }
@@ -411,10 +358,10 @@ impl Kith {
         let turns_range = a.turns.as_deref().map(|t| range("turns", t)).transpose()?;
         let found: ConversationResponse = self
             .central
-            .send(self.central.get(&format!(
-                "/api/conversations/{}",
-                crate::client::path_part(&id)
-            )))
+            .json(
+                self.central
+                    .get(&format!("/api/conversations/{}", path_part(&id))),
+            )
             .await?;
         let tools = a.tools.unwrap_or(false);
         let conversation = &found.conversation;
@@ -483,12 +430,9 @@ impl Kith {
         loop {
             let page: TurnsResponse = self
                 .central
-                .send(
+                .json(
                     self.central
-                        .get(&format!(
-                            "/api/conversations/{}/turns",
-                            crate::client::path_part(id)
-                        ))
+                        .get(&format!("/api/conversations/{}/turns", path_part(id)))
                         .query(&[("offset", offset.to_string()), ("limit", "1000".into())]),
                 )
                 .await?;
@@ -512,7 +456,7 @@ impl Kith {
         }
         let res: ConversationsResponse = self
             .central
-            .send(self.central.get("/api/conversations").query(&query))
+            .json(self.central.get("/api/conversations").query(&query))
             .await?;
         Ok(plain::bounded(&plain::recent(&res), max))
     }
@@ -528,7 +472,7 @@ impl Kith {
         };
         let res: ContextResponse = self
             .central
-            .send(self.central.post("/api/context").json(&req))
+            .json(self.central.post("/api/context").json(&req))
             .await?;
         Ok(plain::pack(&res))
     }
@@ -542,12 +486,13 @@ impl Kith {
         .unwrap_or_else(|_| "local status unavailable\n".to_owned());
         let central = match self
             .central
-            .send::<StatusResponse>(self.central.get("/api/status"))
+            .json::<StatusResponse>(self.central.get("/api/status"))
             .await
+            .map_err(Failure::from)
         {
             Ok(s) => format!(
                 "central {}: {} as {} on machine {}; {} runs, {} chunks, {} waiting to be indexed\n",
-                self.central.url,
+                self.central.url(),
                 s.version,
                 s.user,
                 s.machine,

@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use kith_proto::ConversationsResponse;
 
-use crate::family::Remote;
+use crate::client::Client;
+use crate::config::Auth;
 
 /// Most tokens the block may cost a new session.
 pub const MAX_TOKENS: u32 = 800;
@@ -17,7 +18,7 @@ pub const MAX_TOKENS: u32 = 800;
 const RECENT: u32 = 8;
 
 /// The block for the session whose hook payload is on stdin, or nothing.
-pub fn session_start(remote: &Remote<'_>) -> String {
+pub fn session_start(auth: &Auth) -> String {
     let payload = crate::hook::read_payload();
     let cwd = serde_json::from_slice::<serde_json::Value>(&payload)
         .ok()
@@ -26,22 +27,16 @@ pub fn session_start(remote: &Remote<'_>) -> String {
     let Some(cwd) = cwd else {
         return String::new();
     };
-    recent(remote, &cwd.to_string_lossy()).unwrap_or_default()
+    recent(auth, &cwd.to_string_lossy()).unwrap_or_default()
 }
 
-fn recent(remote: &Remote<'_>, project: &str) -> anyhow::Result<String> {
-    let http = remote.client_within(Duration::from_secs(5))?;
-    let res = remote
-        .send(
-            http.get(remote.url("/api/conversations"))
-                .query(&[("project", project), ("limit", &RECENT.to_string())]),
-        )
-        .and_then(|res| Ok(res.json::<ConversationsResponse>()?));
-    // Not dropped: dropping joins the client's thread, which waits for a
-    // name lookup still running past the timeout (DNS that never answers);
-    // the hook's process ends now and takes the thread with it.
-    std::mem::forget(http);
-    let res = res?;
+fn recent(auth: &Auth, project: &str) -> crate::Result<String> {
+    let client = Client::new(auth)?.within(Duration::from_secs(5));
+    let res: ConversationsResponse = client.json(
+        client
+            .get("/api/conversations")
+            .query(&[("project", project), ("limit", &RECENT.to_string())]),
+    )?;
     if res.conversations.is_empty() {
         return Ok(String::new());
     }
