@@ -20,8 +20,8 @@ use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use crate::capture::{Capture, Captured};
 use crate::client::{Budget, Client};
+use crate::commands::FamilyCommand;
 use crate::config::{Auth, PathOverrides, Paths, Secret};
-use crate::family::FamilyCommand;
 use crate::install::Agent;
 use crate::settings::{Flags, Settings};
 
@@ -397,7 +397,7 @@ fn run(command: Command, paths: &Paths, dirs: &DirArgs, flags: &Flags) -> Result
         Command::Setup(args) => setup(paths, args),
         Command::Forget { id, yes } => {
             let auth = settings()?.auth(paths)?;
-            crate::forget::run(&Client::new(&auth)?, &id, yes)
+            crate::commands::forget::run(&Client::new(&auth)?, &id, yes)
         }
         Command::Install {
             agent,
@@ -440,16 +440,16 @@ fn run(command: Command, paths: &Paths, dirs: &DirArgs, flags: &Flags) -> Result
         }
         Command::Mcp => crate::mcp::run(paths, &settings()?),
         // A SessionStart hook prints what it can and never fails the session.
-        Command::Family(FamilyCommand::Context { hook: true, .. }) => {
+        Command::Family(FamilyCommand::Context(args)) if args.hook => {
             let auth = settings().and_then(|s| s.auth(paths));
             if let Ok(auth) = auth {
-                print!("{}", crate::recall::session_start(&auth));
+                print!("{}", crate::commands::context::session_start(&auth));
             }
             Ok(())
         }
         Command::Family(cmd) => {
             let auth = settings()?.auth(paths)?;
-            crate::family::run(cmd, &Client::new(&auth)?)
+            crate::commands::run(cmd, &Client::new(&auth)?)
         }
     }
 }

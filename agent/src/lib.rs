@@ -1,6 +1,8 @@
 //! kith's device side: capture (hook, watch, backfill) through cursors and an
 //! outbox, configured by `settings` (config.toml), login, install, status,
-//! and the family CLI (search, tree, show, share, tag, audit).
+//! the commands that ask central (`commands`: search, tree, show, share, tag,
+//! audit, web, context, forget) and `kith mcp`, both printing through
+//! `render`.
 //!
 //! A delta travels `discover` -> `plan` (pure: what to send) -> `capture`
 //! (read, redact, spool) -> `outbox` -> `client` (central). Only `capture`
@@ -9,13 +11,12 @@
 pub mod capture;
 pub mod cli;
 pub mod client;
+pub mod commands;
 pub mod config;
 pub mod cursor;
 pub mod discover;
 pub mod effective;
 pub mod error;
-pub mod family;
-pub mod forget;
 pub mod glob;
 pub mod hook;
 pub mod install;
@@ -23,7 +24,6 @@ pub mod mcp;
 pub mod mirror;
 pub mod outbox;
 pub mod plan;
-pub mod recall;
 pub mod render;
 pub mod settings;
 pub mod setup;
