@@ -292,7 +292,7 @@ impl Capture {
         } else {
             tail_hash(f, &cursor.path, to)?
         };
-        let lines = Format::of_runtime(cursor.runtime.as_str()).lines();
+        let lines = Format::of(cursor.runtime).lines();
         let redacted = redact_with(original, lines, &self.rules.redact);
         let chain = chain_next(
             cursor.spooled.chain_sha256.as_deref(),

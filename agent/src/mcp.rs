@@ -5,6 +5,7 @@
 //! a tool error carrying the API's error code; the server keeps serving.
 //! Every answer fits the caller's token budget (default 4,000).
 
+use std::borrow::Cow;
 use std::path::Path;
 
 use anyhow::{Context as _, Result};
@@ -17,7 +18,7 @@ use kith_shared::tokens;
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{CallToolResult, ContentBlock, Implementation, ServerCapabilities, ServerConfig};
-use rmcp::schemars::{self, JsonSchema};
+use rmcp::schemars::{self, JsonSchema, Schema, SchemaGenerator};
 use rmcp::{tool, tool_handler, tool_router, ServerHandler, ServiceExt};
 use serde::Deserialize;
 use time::OffsetDateTime;
@@ -116,19 +117,21 @@ enum Mode {
     Semantic,
 }
 
-#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
-#[serde(rename_all = "kebab-case")]
-enum Runtime {
-    ClaudeCode,
-    Codex,
-    Pi,
-    Gemini,
-    Copilot,
-    Cursor,
-    #[serde(rename = "opencode")]
-    OpenCode,
-    Aider,
-    Other,
+/// The schema of `search`'s `runtime`: the names of `AgentRuntime::ALL`
+/// (the argument itself deserializes as an `AgentRuntime`).
+struct RuntimeName;
+
+impl JsonSchema for RuntimeName {
+    fn schema_name() -> Cow<'static, str> {
+        "Runtime".into()
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "enum": AgentRuntime::ALL.map(AgentRuntime::as_str),
+        })
+    }
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -159,7 +162,8 @@ struct SearchArgs {
     /// Only before then: 30m, 12h, 7d, 2w (ago) or an RFC 3339 time.
     until: Option<String>,
     /// Only this agent: claude-code, codex, pi, gemini, copilot, cursor, aider, opencode or other.
-    runtime: Option<Runtime>,
+    #[schemars(with = "Option<RuntimeName>")]
+    runtime: Option<AgentRuntime>,
     /// Only this machine (its name).
     machine: Option<String>,
     /// How many conversations, 1 to 100 (default 10).
@@ -296,17 +300,7 @@ impl Kith {
                 Mode::Semantic => SearchMode::Semantic,
             },
             filters: SearchFilters {
-                runtime: a.runtime.map(|r| match r {
-                    Runtime::ClaudeCode => AgentRuntime::ClaudeCode,
-                    Runtime::Codex => AgentRuntime::Codex,
-                    Runtime::Pi => AgentRuntime::Pi,
-                    Runtime::Gemini => AgentRuntime::Gemini,
-                    Runtime::Copilot => AgentRuntime::Copilot,
-                    Runtime::Cursor => AgentRuntime::Cursor,
-                    Runtime::OpenCode => AgentRuntime::OpenCode,
-                    Runtime::Aider => AgentRuntime::Aider,
-                    Runtime::Other => AgentRuntime::Other,
-                }),
+                runtime: a.runtime,
                 machine: a.machine,
                 since: when("since", a.since, now)?,
                 until: when("until", a.until, now)?,
@@ -674,6 +668,30 @@ mod tests {
         }
         let week = when("until", Some("7d".into()), NOW).map_err(|f| f.message);
         assert_eq!(week, Ok(Some("2026-05-04T12:00:00.000Z".into())));
+    }
+
+    /// `runtime` offers every agent kith knows by the name central takes
+    /// (`AgentRuntime` is the one list of agents), and its words name each.
+    #[test]
+    fn search_offers_every_runtime() -> anyhow::Result<()> {
+        let schema = rmcp::handler::server::common::schema_for_type::<SearchArgs>();
+        let schema = serde_json::Value::Object((*schema).clone());
+        let names = AgentRuntime::ALL.map(AgentRuntime::as_str);
+        assert_eq!(
+            schema["$defs"]["Runtime"]["enum"],
+            serde_json::json!(names),
+            "{schema}"
+        );
+        let said = schema["properties"]["runtime"]["description"]
+            .as_str()
+            .unwrap_or_default();
+        for name in names {
+            assert!(said.contains(name), "{name} is not in {said:?}");
+        }
+        let args: SearchArgs =
+            serde_json::from_value(serde_json::json!({"query": "q", "runtime": "opencode"}))?;
+        assert_eq!(args.runtime, Some(AgentRuntime::OpenCode));
+        Ok(())
     }
 
     #[test]

@@ -253,6 +253,22 @@ mod tests {
     const NOW: OffsetDateTime = datetime!(2026-05-11 12:00:00 UTC);
     const PLAIN: Style = Style { color: false };
 
+    /// `--runtime`'s help names every agent (`AgentRuntime` is the one list).
+    #[test]
+    fn runtime_help_names_every_agent() {
+        use clap::Args as _;
+        let cmd = SearchArgs::augment_args(clap::Command::new("search"));
+        let help = cmd
+            .get_arguments()
+            .find(|a| a.get_id() == "runtime")
+            .and_then(|a| a.get_help())
+            .map(ToString::to_string)
+            .unwrap_or_default();
+        for runtime in AgentRuntime::ALL {
+            assert!(help.contains(runtime.as_str()), "{runtime:?}: {help}");
+        }
+    }
+
     fn hit(run: &str, lines: (u64, u64), role: &str, snippet: &str) -> SearchHit {
         let (machine, runtime, started_at, intent) = match run {
             "run-a" => (

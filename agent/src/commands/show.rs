@@ -218,7 +218,7 @@ pub fn render_run(
     style: Style,
     now: OffsetDateTime,
 ) -> String {
-    let format = kith_shared::transcript::Format::of_runtime(meta.agent_runtime.as_str());
+    let format = kith_shared::transcript::Format::of(meta.agent_runtime);
     let parsed = kith_shared::transcript::parse(format, bytes);
     let mut out = String::new();
     let _ = writeln!(
