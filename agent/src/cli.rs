@@ -31,7 +31,7 @@ use crate::settings::{Flags, Settings};
     version,
     about = "kith: your coding agents' memory, across the family's machines"
 )]
-pub struct Cli {
+pub(crate) struct Cli {
     #[command(flatten)]
     dirs: DirArgs,
     #[command(flatten)]
@@ -73,7 +73,7 @@ struct DirArgs {
 }
 
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// Store central's URL and this machine's token (from KITH_TOKEN or a prompt).
     Login {
         /// Central's URL, like https://kith.example.com.
@@ -155,7 +155,7 @@ pub enum Command {
 }
 
 #[derive(Debug, Args)]
-pub struct SetupArgs {
+pub(crate) struct SetupArgs {
     /// Where kith goes [default: $PREFIX/bin when PREFIX is set, else where
     /// this kith is when that is on PATH, else ~/.local/bin]
     #[arg(long, value_name = "DIR")]
@@ -173,7 +173,7 @@ pub struct SetupArgs {
 
 /// The shells `kith completions` writes for.
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
-pub enum Shell {
+pub(crate) enum Shell {
     Bash,
     Zsh,
     Fish,

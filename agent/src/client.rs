@@ -36,7 +36,7 @@ const TIMEOUT: Duration = Duration::from_secs(30);
 /// Central, asked with this machine's token. Cheap to clone (the
 /// connection pool is shared).
 #[derive(Debug, Clone)]
-pub struct Central {
+pub(crate) struct Central {
     http: reqwest::Client,
     /// Without a trailing `/`: paths are appended.
     url: String,
@@ -46,7 +46,7 @@ pub struct Central {
 }
 
 impl Central {
-    pub fn new(auth: &Auth) -> Result<Self> {
+    pub(crate) fn new(auth: &Auth) -> Result<Self> {
         let mut http =
             reqwest::Client::builder().user_agent(concat!("kith/", env!("CARGO_PKG_VERSION")));
         for cert in trusted_certificates(auth)? {
@@ -65,28 +65,28 @@ impl Central {
     }
 
     /// The same central, each request given at most `timeout`.
-    pub fn within(self, timeout: Duration) -> Self {
+    pub(crate) fn within(self, timeout: Duration) -> Self {
         Self { timeout, ..self }
     }
 
-    pub fn url(&self) -> &str {
+    pub(crate) fn url(&self) -> &str {
         &self.url
     }
 
     /// The address of `path` on central (which starts with `/`).
-    pub fn link(&self, path: &str) -> String {
+    pub(crate) fn link(&self, path: &str) -> String {
         format!("{}{path}", self.url)
     }
 
-    pub fn get(&self, path: &str) -> RequestBuilder {
+    pub(crate) fn get(&self, path: &str) -> RequestBuilder {
         self.request(Method::GET, path)
     }
 
-    pub fn post(&self, path: &str) -> RequestBuilder {
+    pub(crate) fn post(&self, path: &str) -> RequestBuilder {
         self.request(Method::POST, path)
     }
 
-    pub fn delete(&self, path: &str) -> RequestBuilder {
+    pub(crate) fn delete(&self, path: &str) -> RequestBuilder {
         self.request(Method::DELETE, path)
     }
 
@@ -99,7 +99,7 @@ impl Central {
 
     /// Sends `req` (built by this `Central`); any answer but a success is
     /// central's refusal.
-    pub async fn send(&self, req: RequestBuilder) -> Result<Response> {
+    pub(crate) async fn send(&self, req: RequestBuilder) -> Result<Response> {
         let res = req.send().await.map_err(|e| self.failed(unreachable(&e)))?;
         let status = res.status();
         if status.is_success() {
@@ -118,7 +118,7 @@ impl Central {
     }
 
     /// Sends `req` and reads its answer as a `T`.
-    pub async fn json<T: DeserializeOwned>(&self, req: RequestBuilder) -> Result<T> {
+    pub(crate) async fn json<T: DeserializeOwned>(&self, req: RequestBuilder) -> Result<T> {
         self.send(req)
             .await?
             .json()
@@ -138,7 +138,7 @@ impl Central {
 /// `Central` for a caller without a runtime: each call runs on the
 /// caller's thread.
 #[derive(Debug)]
-pub struct Client {
+pub(crate) struct Client {
     central: Central,
     /// Drives `central` inside each call; nothing runs between calls. Only
     /// `drop` takes it.
@@ -158,7 +158,7 @@ impl Drop for Client {
 }
 
 impl Client {
-    pub fn new(auth: &Auth) -> Result<Self> {
+    pub(crate) fn new(auth: &Auth) -> Result<Self> {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_io()
             .enable_time()
@@ -174,7 +174,7 @@ impl Client {
     }
 
     /// The same client, each request given at most `timeout`.
-    pub fn within(mut self, timeout: Duration) -> Self {
+    pub(crate) fn within(mut self, timeout: Duration) -> Self {
         self.central = self.central.clone().within(timeout);
         self
     }
@@ -189,34 +189,34 @@ impl Client {
         self.runtime().block_on(future)
     }
 
-    pub fn link(&self, path: &str) -> String {
+    pub(crate) fn link(&self, path: &str) -> String {
         self.central.link(path)
     }
 
-    pub fn get(&self, path: &str) -> RequestBuilder {
+    pub(crate) fn get(&self, path: &str) -> RequestBuilder {
         self.central.get(path)
     }
 
-    pub fn post(&self, path: &str) -> RequestBuilder {
+    pub(crate) fn post(&self, path: &str) -> RequestBuilder {
         self.central.post(path)
     }
 
-    pub fn delete(&self, path: &str) -> RequestBuilder {
+    pub(crate) fn delete(&self, path: &str) -> RequestBuilder {
         self.central.delete(path)
     }
 
     /// `Central::send`, the answer's body left unread.
-    pub fn send(&self, req: RequestBuilder) -> Result<()> {
+    pub(crate) fn send(&self, req: RequestBuilder) -> Result<()> {
         self.block_on(self.central.send(req)).map(drop)
     }
 
     /// `Central::json`.
-    pub fn json<T: DeserializeOwned>(&self, req: RequestBuilder) -> Result<T> {
+    pub(crate) fn json<T: DeserializeOwned>(&self, req: RequestBuilder) -> Result<T> {
         self.block_on(self.central.json(req))
     }
 
     /// The whole body of the answer to `req`.
-    pub fn bytes(&self, req: RequestBuilder) -> Result<Vec<u8>> {
+    pub(crate) fn bytes(&self, req: RequestBuilder) -> Result<Vec<u8>> {
         self.block_on(async {
             let res = self.central.send(req).await?;
             let bytes = res.bytes().await.map_err(|e| {
@@ -228,7 +228,7 @@ impl Client {
     }
 
     /// The body of the answer to `req`, read as it arrives.
-    pub fn body(&self, req: RequestBuilder) -> Result<Body<'_>> {
+    pub(crate) fn body(&self, req: RequestBuilder) -> Result<Body<'_>> {
         let res = self.block_on(self.central.send(req))?;
         Ok(Body {
             client: self,
@@ -238,7 +238,12 @@ impl Client {
         })
     }
     /// One delivery, given at most `timeout` (connect to last byte).
-    pub fn deliver(&self, header: &Header, zstd_body: Vec<u8>, timeout: Duration) -> Delivery {
+    pub(crate) fn deliver(
+        &self,
+        header: &Header,
+        zstd_body: Vec<u8>,
+        timeout: Duration,
+    ) -> Delivery {
         if timeout.is_zero() {
             return Delivery::NotNow("out of time; the rest waits in the outbox".into());
         }
@@ -311,14 +316,19 @@ impl Client {
     }
 
     /// Replays the outbox to central within `budget`.
-    pub fn flush(&self, state_dir: &Path, budget: Budget, lock_wait: Duration) -> Result<Replayed> {
+    pub(crate) fn flush(
+        &self,
+        state_dir: &Path,
+        budget: Budget,
+        lock_wait: Duration,
+    ) -> Result<Replayed> {
         outbox::replay(state_dir, lock_wait, |header, body| {
             self.deliver(header, body, budget.next())
         })
     }
 
     /// `GET /api/status` with this token: who central thinks we are.
-    pub fn status(&self, timeout: Duration) -> Result<StatusResponse> {
+    pub(crate) fn status(&self, timeout: Duration) -> Result<StatusResponse> {
         self.block_on(self.get_status(timeout))
     }
 
@@ -349,7 +359,7 @@ impl Client {
 
 /// An answer's body read as it arrives, each chunk fetched on the client's
 /// thread when the last one is used up.
-pub struct Body<'a> {
+pub(crate) struct Body<'a> {
     client: &'a Client,
     res: Response,
     chunk: Vec<u8>,
@@ -384,7 +394,7 @@ async fn error_body(res: Response) -> Option<ErrorBody> {
 /// The certificates `kith login --ca-cert` stored with the login, trusted
 /// in addition to the system's store (which honours `SSL_CERT_FILE`) and the
 /// bundled roots.
-pub fn trusted_certificates(auth: &Auth) -> Result<Vec<reqwest::Certificate>> {
+pub(crate) fn trusted_certificates(auth: &Auth) -> Result<Vec<reqwest::Certificate>> {
     let Some(pem) = &auth.ca_cert else {
         return Ok(Vec::new());
     };
@@ -395,7 +405,9 @@ pub fn trusted_certificates(auth: &Auth) -> Result<Vec<reqwest::Certificate>> {
 }
 
 /// Every certificate in a PEM bundle; a file with none is an error.
-pub fn parse_certificates(pem: &[u8]) -> std::result::Result<Vec<reqwest::Certificate>, String> {
+pub(crate) fn parse_certificates(
+    pem: &[u8],
+) -> std::result::Result<Vec<reqwest::Certificate>, String> {
     let certs = reqwest::Certificate::from_pem_bundle(pem).map_err(|e| e.to_string())?;
     if certs.is_empty() {
         return Err("no PEM certificate in it".into());
@@ -405,7 +417,7 @@ pub fn parse_certificates(pem: &[u8]) -> std::result::Result<Vec<reqwest::Certif
 
 /// Why a request got no answer, in a user's words. A certificate central's
 /// is refused for says so (and what to do), not "unreachable".
-pub fn unreachable(e: &reqwest::Error) -> String {
+pub(crate) fn unreachable(e: &reqwest::Error) -> String {
     if let Some(cert) = certificate_error(e) {
         format!(
             "its TLS certificate is not trusted ({cert}); if a private CA signed it, \
@@ -463,13 +475,13 @@ pub(crate) fn path_part(name: &str) -> String {
 
 /// A time budget shared by several requests (a hook has ~1.5 s in all).
 #[derive(Debug, Clone, Copy)]
-pub struct Budget {
+pub(crate) struct Budget {
     until: Instant,
     per_request: Duration,
 }
 
 impl Budget {
-    pub fn new(total: Duration, per_request: Duration) -> Self {
+    pub(crate) fn new(total: Duration, per_request: Duration) -> Self {
         Self {
             until: Instant::now() + total,
             per_request,
@@ -477,7 +489,7 @@ impl Budget {
     }
 
     /// The timeout for the next request: what is left, at most `per_request`.
-    pub fn next(&self) -> Duration {
+    pub(crate) fn next(&self) -> Duration {
         self.until
             .saturating_duration_since(Instant::now())
             .min(self.per_request)

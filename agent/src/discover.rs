@@ -25,19 +25,19 @@ use crate::untrusted::{open_regular, plain_id};
 
 /// A transcript on disk.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Source {
-    pub runtime: AgentRuntime,
-    pub path: PathBuf,
+pub(crate) struct Source {
+    pub(crate) runtime: AgentRuntime,
+    pub(crate) path: PathBuf,
 }
 
 /// The file aider appends a project's chat to, in the project's folder
 /// (aider's `--chat-history-file` can name another; kith looks for this one).
-pub const AIDER_HISTORY: &str = ".aider.chat.history.md";
+pub(crate) const AIDER_HISTORY: &str = ".aider.chat.history.md";
 
 /// Where each agent keeps its transcripts, and where kith keeps the journals
 /// of those it mirrors (`mirror`), each runtime's roots together (Aider's
 /// histories are in the projects: [`aider_dirs`]).
-pub fn roots(paths: &Paths) -> Vec<(AgentRuntime, PathBuf)> {
+pub(crate) fn roots(paths: &Paths) -> Vec<(AgentRuntime, PathBuf)> {
     vec![
         (AgentRuntime::ClaudeCode, paths.claude_dir.join("projects")),
         (AgentRuntime::Codex, paths.codex_dir.join("sessions")),
@@ -60,12 +60,12 @@ pub fn roots(paths: &Paths) -> Vec<(AgentRuntime, PathBuf)> {
 }
 
 /// Where the journals of `runtime` live (`mirror` writes them).
-pub fn journals_root(paths: &Paths, runtime: AgentRuntime) -> PathBuf {
+pub(crate) fn journals_root(paths: &Paths, runtime: AgentRuntime) -> PathBuf {
     paths.state_dir.join("journals").join(runtime.as_str())
 }
 
 /// The runtime whose journals hold `path`, if it is in a journal folder.
-pub fn runtime_of_journal(paths: &Paths, path: &Path) -> Option<AgentRuntime> {
+pub(crate) fn runtime_of_journal(paths: &Paths, path: &Path) -> Option<AgentRuntime> {
     let rest = path.strip_prefix(paths.state_dir.join("journals")).ok()?;
     let slug = rest.components().next()?.as_os_str().to_str()?;
     AgentRuntime::parse(slug)
@@ -75,7 +75,7 @@ pub fn runtime_of_journal(paths: &Paths, path: &Path) -> Option<AgentRuntime> {
 /// a folder (a project) and the folders directly under it (a folder of
 /// projects), hidden ones left out. Never deeper: a folder of big
 /// repositories is not walked.
-pub fn aider_dirs(aider_roots: &[PathBuf]) -> Vec<PathBuf> {
+pub(crate) fn aider_dirs(aider_roots: &[PathBuf]) -> Vec<PathBuf> {
     let mut out = Vec::new();
     for root in aider_roots.iter().filter(|r| r.is_dir()) {
         out.push(root.clone());
@@ -100,7 +100,7 @@ pub fn aider_dirs(aider_roots: &[PathBuf]) -> Vec<PathBuf> {
 /// Every transcript under the roots; within a root, sessions before their
 /// subagents (capture also fetches a missing parent itself); then the Aider
 /// histories in `aider_dirs(aider_roots)`.
-pub fn all(paths: &Paths, aider_roots: &[PathBuf]) -> Vec<Source> {
+pub(crate) fn all(paths: &Paths, aider_roots: &[PathBuf]) -> Vec<Source> {
     let mut out = Vec::new();
     for (runtime, root) in roots(paths) {
         let mut files = Vec::new();
@@ -126,7 +126,7 @@ pub fn all(paths: &Paths, aider_roots: &[PathBuf]) -> Vec<Source> {
 }
 
 /// Which agent wrote the transcript at `path`, from where it lives.
-pub fn runtime_of(paths: &Paths, path: &Path) -> AgentRuntime {
+pub(crate) fn runtime_of(paths: &Paths, path: &Path) -> AgentRuntime {
     let name = path
         .file_name()
         .and_then(|n| n.to_str())
@@ -153,7 +153,7 @@ pub fn runtime_of(paths: &Paths, path: &Path) -> AgentRuntime {
 /// Whether `path` is a transcript kith captures: a `.jsonl` file where its
 /// agent keeps sessions (the agents' homes also hold logs and caches), or an
 /// Aider history.
-pub fn is_transcript(paths: &Paths, path: &Path) -> bool {
+pub(crate) fn is_transcript(paths: &Paths, path: &Path) -> bool {
     is_transcript_of(runtime_of(paths, path), path)
 }
 
@@ -213,7 +213,7 @@ fn is_claude_subagent(path: &Path) -> bool {
 
 /// The Codex rollout of a thread (`rollout-<time>-<thread id>.jsonl`),
 /// newest day folders first.
-pub fn find_rollout(paths: &Paths, thread_id: &str) -> Option<PathBuf> {
+pub(crate) fn find_rollout(paths: &Paths, thread_id: &str) -> Option<PathBuf> {
     if !plain_id(thread_id) {
         return None;
     }
@@ -247,7 +247,7 @@ fn collect_dirs(dir: &Path, depth: u32, out: &mut Vec<PathBuf>) {
 }
 
 /// Copilot CLI's `session-state/<session id>/events.jsonl`, when it is there.
-pub fn find_copilot_session(paths: &Paths, session_id: &str) -> Option<PathBuf> {
+pub(crate) fn find_copilot_session(paths: &Paths, session_id: &str) -> Option<PathBuf> {
     if !plain_id(session_id) {
         return None;
     }
@@ -260,7 +260,7 @@ pub fn find_copilot_session(paths: &Paths, session_id: &str) -> Option<PathBuf> 
 }
 
 /// The Claude Code session file `<session id>.jsonl` in any project folder.
-pub fn find_claude_session(paths: &Paths, session_id: &str) -> Option<PathBuf> {
+pub(crate) fn find_claude_session(paths: &Paths, session_id: &str) -> Option<PathBuf> {
     if !plain_id(session_id) {
         return None;
     }
@@ -274,15 +274,15 @@ pub fn find_claude_session(paths: &Paths, session_id: &str) -> Option<PathBuf> {
 
 /// What a transcript's first lines say.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Peek {
+pub(crate) struct Peek {
     /// Claude `sessionId`, Codex `session_meta.payload.id`, pi header `id`.
-    pub conversation_id: Option<String>,
+    pub(crate) conversation_id: Option<String>,
     /// The transcript this one hangs under.
-    pub parent: Option<PathBuf>,
+    pub(crate) parent: Option<PathBuf>,
     /// The folder the agent worked in: Claude's `cwd` on its lines, Codex's
     /// `session_meta.payload.cwd`, pi's header `cwd`, the folder holding an
     /// Aider history.
-    pub cwd: Option<String>,
+    pub(crate) cwd: Option<String>,
 }
 
 /// Lines and bytes a peek reads at most (Codex's first line carries the base
@@ -292,7 +292,7 @@ const PEEK_BYTES: u64 = 1 << 20;
 
 /// Reads the first lines of `path` for its conversation id, parent and
 /// working folder.
-pub fn peek(paths: &Paths, runtime: AgentRuntime, path: &Path) -> Peek {
+pub(crate) fn peek(paths: &Paths, runtime: AgentRuntime, path: &Path) -> Peek {
     let lines = first_lines(path);
     let first_str = |key: &str| {
         lines
@@ -435,7 +435,7 @@ fn find_gemini_session(subagent: &Path, session_id: &str) -> Option<PathBuf> {
 /// `<session>/subagents/*.jsonl` (beside the session's file, or around it
 /// in the layout that keeps each session in a folder). A hook names only
 /// the session; its subagents wrote beside it.
-pub fn subagents_of(runtime: AgentRuntime, main: &Path) -> Vec<PathBuf> {
+pub(crate) fn subagents_of(runtime: AgentRuntime, main: &Path) -> Vec<PathBuf> {
     let dirs = match runtime {
         AgentRuntime::Gemini => first_lines(main)
             .first()
@@ -470,7 +470,7 @@ pub fn subagents_of(runtime: AgentRuntime, main: &Path) -> Vec<PathBuf> {
 
 /// A Cursor session's transcript by its conversation id, in any project:
 /// `agent-transcripts/<id>.jsonl` or `agent-transcripts/<id>/<id>.jsonl`.
-pub fn find_cursor_session(paths: &Paths, conversation_id: &str) -> Option<PathBuf> {
+pub(crate) fn find_cursor_session(paths: &Paths, conversation_id: &str) -> Option<PathBuf> {
     if !plain_id(conversation_id) {
         return None;
     }

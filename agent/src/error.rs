@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, thiserror::Error)]
-pub enum Error {
+pub(crate) enum Error {
     #[error("cannot {what} {}: {source}", path.display())]
     Io {
         what: &'static str,
@@ -39,7 +39,7 @@ pub enum Error {
 
 impl Error {
     /// A stable snake_case code, for `--json` errors.
-    pub fn code(&self) -> &str {
+    pub(crate) fn code(&self) -> &str {
         match self {
             Self::Io { .. } => "io_error",
             Self::Invalid { .. } => "invalid_file",
@@ -52,10 +52,10 @@ impl Error {
     }
 }
 
-pub type Result<T, E = Error> = std::result::Result<T, E>;
+pub(crate) type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Names the file an IO error happened on.
-pub trait IoContext<T> {
+pub(crate) trait IoContext<T> {
     fn at(self, what: &'static str, path: &Path) -> Result<T>;
 }
 

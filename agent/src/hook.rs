@@ -27,7 +27,7 @@ use crate::mirror;
 use crate::settings::{Flags, Settings};
 
 /// All the time a hook gives central, over every delivery.
-pub const NETWORK_BUDGET: Duration = Duration::from_millis(1500);
+pub(crate) const NETWORK_BUDGET: Duration = Duration::from_millis(1500);
 /// How long a hook waits for another kith holding the state lock.
 const LOCK_WAIT: Duration = Duration::from_millis(1000);
 /// How long a hook waits for its payload on stdin.
@@ -38,7 +38,12 @@ const MAX_PAYLOAD: usize = 1 << 20;
 const MAX_LOG: u64 = 1 << 20;
 
 /// Runs the hook. Never panics out and never returns an error.
-pub fn run(paths: &Paths, flags: &Flags, pi_file: Option<PathBuf>, argument: Option<String>) {
+pub(crate) fn run(
+    paths: &Paths,
+    flags: &Flags,
+    pi_file: Option<PathBuf>,
+    argument: Option<String>,
+) {
     let outcome = catch_unwind(AssertUnwindSafe(|| {
         let stdin = if pi_file.is_none() && argument.is_none() {
             read_payload()
@@ -101,7 +106,7 @@ fn read_within(input: impl AsFd, wait: Duration, max: usize) -> Vec<u8> {
 }
 
 /// The transcripts a hook call names, each session before its subagent.
-pub fn targets(
+pub(crate) fn targets(
     paths: &Paths,
     pi_file: Option<&Path>,
     argument: Option<&str>,
@@ -258,7 +263,7 @@ fn capture_and_send(paths: &Paths, settings: &Settings, targets: &[Source]) -> R
 }
 
 /// The hook's log; `kith status` names it.
-pub fn log_path(paths: &Paths) -> PathBuf {
+pub(crate) fn log_path(paths: &Paths) -> PathBuf {
     paths.state_dir.join("hook.log")
 }
 

@@ -31,16 +31,16 @@ use crate::settings::Settings;
 use crate::when::{parse_since, WHEN_HINT};
 
 /// Tokens an answer may hold when the caller does not say.
-pub const DEFAULT_MAX_TOKENS: u32 = 4000;
+pub(crate) const DEFAULT_MAX_TOKENS: u32 = 4000;
 /// The largest budget a caller may ask for (central's context pack limit).
-pub const MAX_TOKENS: u32 = 32_000;
+pub(crate) const MAX_TOKENS: u32 = 32_000;
 /// The smallest: room for the note that says an answer was cut.
 const MIN_TOKENS: u32 = 20;
 
 /// Serves MCP on stdin/stdout until the client closes them. The agents
 /// start it with pipes, which `stdio_pipes` reads on the IO driver rather
 /// than handing each message to a blocking thread.
-pub fn run(paths: &Paths, settings: &Settings) -> Result<()> {
+pub(crate) fn run(paths: &Paths, settings: &Settings) -> Result<()> {
     let auth = settings.auth(paths)?;
     let server = Kith::new(paths.clone(), settings.clone(), &auth)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -101,7 +101,7 @@ fn answer(result: std::result::Result<String, Failure>, max_tokens: Option<u32>)
 }
 
 #[derive(Clone)]
-pub struct Kith {
+pub(crate) struct Kith {
     central: Central,
     paths: Paths,
     /// For the local half of `status` (exclusions, the first line).
@@ -225,7 +225,7 @@ struct StatusArgs {}
 
 #[tool_router]
 impl Kith {
-    pub fn new(paths: Paths, settings: Settings, auth: &Auth) -> Result<Self> {
+    pub(crate) fn new(paths: Paths, settings: Settings, auth: &Auth) -> Result<Self> {
         Ok(Self {
             central: Central::new(auth)?,
             paths,

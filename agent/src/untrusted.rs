@@ -11,10 +11,10 @@ use std::path::Path;
 
 /// The longest line kith reads: past it, no central (64 MiB bodies by
 /// default, the line JSON-escaped in it) would take the line anyway.
-pub const MAX_LINE: usize = 64 << 20;
+pub(crate) const MAX_LINE: usize = 64 << 20;
 
 /// Agent ids, session ids and thread ids end up in paths: only plain ones.
-pub fn plain_id(s: &str) -> bool {
+pub(crate) fn plain_id(s: &str) -> bool {
     (1..=128).contains(&s.len())
         && s.bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
@@ -25,7 +25,7 @@ pub fn plain_id(s: &str) -> bool {
 /// where a transcript is expected: opening a FIFO waits for a writer, which
 /// would hang a hook and stall `kith watch` holding the state lock, so the
 /// open never blocks and the file type is checked on what was opened.
-pub fn open_regular(path: &Path) -> std::io::Result<Option<File>> {
+pub(crate) fn open_regular(path: &Path) -> std::io::Result<Option<File>> {
     if !std::fs::metadata(path)?.is_file() {
         return Ok(None);
     }
@@ -39,7 +39,7 @@ pub fn open_regular(path: &Path) -> std::io::Result<Option<File>> {
 /// The bytes of the regular file at `path`, at most `limit` of them (an
 /// error past that); `None` when it is not a regular file (a FIFO, a
 /// device, a folder), which is never waited on.
-pub fn read_regular(path: &Path, limit: u64) -> std::io::Result<Option<Vec<u8>>> {
+pub(crate) fn read_regular(path: &Path, limit: u64) -> std::io::Result<Option<Vec<u8>>> {
     open_regular(path)?
         .map(|file| read_bounded(file, limit))
         .transpose()
@@ -47,7 +47,7 @@ pub fn read_regular(path: &Path, limit: u64) -> std::io::Result<Option<Vec<u8>>>
 
 /// All of `file` from where it stands, or an error once past `limit` bytes
 /// (bounded by what is read, not by a stat: the file may grow meanwhile).
-pub fn read_bounded(file: impl Read, limit: u64) -> std::io::Result<Vec<u8>> {
+pub(crate) fn read_bounded(file: impl Read, limit: u64) -> std::io::Result<Vec<u8>> {
     let mut bytes = Vec::new();
     file.take(limit + 1).read_to_end(&mut bytes)?;
     if bytes.len() as u64 > limit {

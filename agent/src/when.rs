@@ -6,12 +6,12 @@
 use time::OffsetDateTime;
 
 /// What `--since`, `--until` and `--expires` accept, for their errors.
-pub const WHEN_HINT: &str = "use 30m, 12h, 7d, 2w or RFC 3339, within the years 0 to 9999";
+pub(crate) const WHEN_HINT: &str = "use 30m, 12h, 7d, 2w or RFC 3339, within the years 0 to 9999";
 
 /// `--since` as a person writes it (`30m`, `12h`, `7d`, `2w`, or RFC 3339)
 /// -> canonical RFC 3339; `None` for anything else, a duration too long
 /// included.
-pub fn parse_since(s: &str, now: OffsetDateTime) -> Option<String> {
+pub(crate) fn parse_since(s: &str, now: OffsetDateTime) -> Option<String> {
     if let Some(t) = kith_shared::timestamp::normalize(s) {
         return Some(t);
     }
@@ -19,7 +19,7 @@ pub fn parse_since(s: &str, now: OffsetDateTime) -> Option<String> {
 }
 
 /// `--expires` as a person writes it (`12h`, `7d`, or RFC 3339) -> RFC 3339.
-pub fn parse_expires(s: &str, now: OffsetDateTime) -> Option<String> {
+pub(crate) fn parse_expires(s: &str, now: OffsetDateTime) -> Option<String> {
     if let Some(t) = kith_shared::timestamp::normalize(s) {
         return Some(t);
     }

@@ -9,13 +9,13 @@ use crate::render::term::printable;
 
 /// `kith audit`'s flags.
 #[derive(Debug, clap::Args)]
-pub struct AuditArgs {
+pub(crate) struct AuditArgs {
     /// One JSON document ({"entries": [...]}).
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
 }
 
-pub fn run(args: AuditArgs, client: &Client) -> Result<()> {
+pub(crate) fn run(args: AuditArgs, client: &Client) -> Result<()> {
     let mut stdout = std::io::stdout().lock();
     let res: kith_proto::AuditResponse = client.json(client.get("/api/audit"))?;
     if args.json {

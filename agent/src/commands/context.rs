@@ -21,7 +21,7 @@ use crate::render::term::printable;
 
 /// `kith context`'s task, budget and output.
 #[derive(Debug, clap::Args)]
-pub struct ContextArgs {
+pub(crate) struct ContextArgs {
     /// The task, in your own words.
     #[arg(required_unless_present = "hook")]
     task: Option<String>,
@@ -33,14 +33,14 @@ pub struct ContextArgs {
     project: Option<PathBuf>,
     /// Central's answer (the pack and its passages) as one JSON document.
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
     /// As Claude Code's SessionStart hook: recent work in the session's
     /// folder (at most 800 tokens); always exits 0.
     #[arg(long, conflicts_with_all = ["task", "json"])]
-    pub hook: bool,
+    pub(crate) hook: bool,
 }
 
-pub fn run(args: ContextArgs, client: &Client) -> Result<()> {
+pub(crate) fn run(args: ContextArgs, client: &Client) -> Result<()> {
     let mut stdout = std::io::stdout().lock();
     let ContextArgs {
         task,
@@ -72,7 +72,7 @@ const HOOK_MAX_TOKENS: u32 = 800;
 const RECENT: u32 = 8;
 
 /// The block for the session whose hook payload is on stdin, or nothing.
-pub fn session_start(auth: &Auth) -> String {
+pub(crate) fn session_start(auth: &Auth) -> String {
     let payload = crate::hook::read_payload();
     let cwd = serde_json::from_slice::<serde_json::Value>(&payload)
         .ok()

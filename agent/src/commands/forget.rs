@@ -9,7 +9,7 @@ use kith_proto::{ConversationResponse, ForgetResponse};
 
 use crate::client::{path_part, Client};
 
-pub fn run(client: &Client, id: &str, yes: bool) -> Result<()> {
+pub(crate) fn run(client: &Client, id: &str, yes: bool) -> Result<()> {
     let found: ConversationResponse =
         client.json(client.get(&format!("/api/conversations/{}", path_part(id))))?;
     let c = &found.conversation;

@@ -5,15 +5,15 @@
 //! (also the SessionStart hook) and `forget`. Central does the work; every
 //! request goes through `client`.
 
-pub mod audit;
-pub mod context;
-pub mod forget;
-pub mod search;
-pub mod share;
-pub mod show;
-pub mod tag;
-pub mod tree;
-pub mod web;
+mod audit;
+pub(crate) mod context;
+pub(crate) mod forget;
+mod search;
+mod share;
+mod show;
+mod tag;
+mod tree;
+mod web;
 
 use anyhow::{Context, Result};
 
@@ -22,7 +22,7 @@ use crate::client::Client;
 /// The commands `kith` flattens among its own (`forget` is `cli`'s: it
 /// comes before `mcp` in the help).
 #[derive(Debug, clap::Subcommand)]
-pub enum FamilyCommand {
+pub(crate) enum FamilyCommand {
     /// Search everything you may read, from any machine.
     Search(Box<search::SearchArgs>),
     /// Recent conversations, their subagents under them.
@@ -50,7 +50,7 @@ pub enum FamilyCommand {
 
 impl FamilyCommand {
     /// Whether the command was asked for JSON.
-    pub fn json(&self) -> bool {
+    pub(crate) fn json(&self) -> bool {
         match self {
             Self::Search(args) => args.json,
             Self::Tree(args) => args.json,
@@ -63,7 +63,7 @@ impl FamilyCommand {
     }
 }
 
-pub fn run(cmd: FamilyCommand, client: &Client) -> Result<()> {
+pub(crate) fn run(cmd: FamilyCommand, client: &Client) -> Result<()> {
     match cmd {
         FamilyCommand::Search(args) => search::run(*args, client),
         FamilyCommand::Tree(args) => tree::run(args, client),

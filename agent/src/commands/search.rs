@@ -20,7 +20,7 @@ use crate::when::{parse_since, WHEN_HINT};
 
 /// `kith search`'s question, filters and output.
 #[derive(Debug, clap::Args)]
-pub struct SearchArgs {
+pub(crate) struct SearchArgs {
     /// What you remember, in your own words; a time in them ("yesterday",
     /// "last week", "on 7 March, 2024", "in June") ranks what happened then
     /// first.
@@ -79,23 +79,23 @@ pub struct SearchArgs {
     include_superseded: bool,
     /// Central's whole answer as one JSON document, for scripts and agents.
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
-pub enum GroupArg {
+pub(crate) enum GroupArg {
     Conversation,
     None,
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
-pub enum ModeArg {
+pub(crate) enum ModeArg {
     Hybrid,
     Keyword,
     Semantic,
 }
 
-pub fn run(args: SearchArgs, client: &Client) -> Result<()> {
+pub(crate) fn run(args: SearchArgs, client: &Client) -> Result<()> {
     let now = OffsetDateTime::now_utc();
     let mut stdout = std::io::stdout().lock();
     let SearchArgs {
@@ -176,7 +176,7 @@ pub fn run(args: SearchArgs, client: &Client) -> Result<()> {
 }
 
 /// Search hits grouped by run, in the order of each run's best hit.
-pub fn render_search(res: &SearchResponse, style: Style, now: OffsetDateTime) -> String {
+pub(crate) fn render_search(res: &SearchResponse, style: Style, now: OffsetDateTime) -> String {
     let mut out = String::new();
     if let Some(why) = &res.degraded {
         let _ = writeln!(out, "{}", style.dim(&format!("note: {why}")));

@@ -12,7 +12,7 @@ use crate::render::term::printable;
 use crate::when::{parse_expires, WHEN_HINT};
 
 #[derive(Debug, clap::Subcommand)]
-pub enum ShareCommand {
+pub(crate) enum ShareCommand {
     /// Let another family member read a conversation and its subagents, as
     /// it is now (later turns too with --follow).
     Conversation {
@@ -67,7 +67,7 @@ pub enum ShareCommand {
     },
 }
 
-pub fn run(cmd: ShareCommand, client: &Client) -> Result<()> {
+pub(crate) fn run(cmd: ShareCommand, client: &Client) -> Result<()> {
     let mut stdout = std::io::stdout().lock();
     match cmd {
         ShareCommand::Conversation {
@@ -134,7 +134,7 @@ fn grant(
 }
 
 /// Grants in aligned columns: direction, scope, who, state, until, id.
-pub fn render_shares(res: &kith_proto::SharesResponse) -> String {
+pub(crate) fn render_shares(res: &kith_proto::SharesResponse) -> String {
     let mut rows = vec![[
         "".to_owned(),
         "SCOPE".to_owned(),

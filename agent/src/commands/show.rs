@@ -16,7 +16,7 @@ use crate::render::term::{age, printable, Style};
 
 /// `kith show`'s conversation and how to show it.
 #[derive(Debug, clap::Args)]
-pub struct ShowArgs {
+pub(crate) struct ShowArgs {
     /// A conversation id, one of its run ids, or a unique prefix.
     id: String,
     /// The exact bytes of the conversation's transcript, as captured.
@@ -30,14 +30,14 @@ pub struct ShowArgs {
     lines: Option<String>,
     /// The conversation, its subagents and its turns as one JSON document.
     #[arg(long, conflicts_with_all = ["raw", "lines"])]
-    pub json: bool,
+    pub(crate) json: bool,
     /// Only the turns of one subagent inside the conversation's own
     /// transcript (Copilot CLI): its name or id, as `kith tree` shows.
     #[arg(long, conflicts_with_all = ["raw", "lines"])]
     subagent: Option<String>,
 }
 
-pub fn run(args: ShowArgs, client: &Client) -> Result<()> {
+pub(crate) fn run(args: ShowArgs, client: &Client) -> Result<()> {
     let ShowArgs {
         id,
         raw,
@@ -210,7 +210,7 @@ fn parse_lines(s: &str) -> Result<(u64, u64)> {
 }
 
 /// A run's turns, readable: a header, then each turn with its line range.
-pub fn render_run(
+pub(crate) fn render_run(
     meta: &RunMeta,
     bytes: &[u8],
     from: u64,

@@ -9,7 +9,7 @@ use kith_proto::{TagsRequest, TagsResponse};
 use crate::client::{path_part, Client};
 
 #[derive(Debug, clap::Subcommand)]
-pub enum TagCommand {
+pub(crate) enum TagCommand {
     /// Tag every run of one of your conversations.
     Add {
         /// A conversation id, one of its run ids, or a unique prefix.
@@ -28,7 +28,7 @@ pub enum TagCommand {
     },
 }
 
-pub fn run(cmd: TagCommand, client: &Client) -> Result<()> {
+pub(crate) fn run(cmd: TagCommand, client: &Client) -> Result<()> {
     let mut stdout = std::io::stdout().lock();
     let (id, req) = match cmd {
         TagCommand::Add { id, tags } => (

@@ -17,7 +17,7 @@ use crate::when::{parse_since, WHEN_HINT};
 
 /// `kith tree`'s flags.
 #[derive(Debug, clap::Args)]
-pub struct TreeArgs {
+pub(crate) struct TreeArgs {
     /// Only this conversation and its subagents (a conversation id, one
     /// of its run ids, or a unique prefix).
     #[arg(conflicts_with_all = ["since", "cursor", "deltas"])]
@@ -36,10 +36,10 @@ pub struct TreeArgs {
     deltas: bool,
     /// One JSON document, for scripts.
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
 }
 
-pub fn run(args: TreeArgs, client: &Client) -> Result<()> {
+pub(crate) fn run(args: TreeArgs, client: &Client) -> Result<()> {
     let now = OffsetDateTime::now_utc();
     let mut stdout = std::io::stdout().lock();
     let TreeArgs {
@@ -88,7 +88,7 @@ pub fn run(args: TreeArgs, client: &Client) -> Result<()> {
 }
 
 /// The forest as indented trees: machine badge, runtime, turns, age, first prompt.
-pub fn render_tree(forest: &ForestResponse, style: Style, now: OffsetDateTime) -> String {
+pub(crate) fn render_tree(forest: &ForestResponse, style: Style, now: OffsetDateTime) -> String {
     let mut out = String::new();
     if forest.trees.is_empty() {
         let _ = writeln!(out, "no runs yet");

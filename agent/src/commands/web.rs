@@ -11,13 +11,13 @@ use crate::client::Client;
 
 /// `kith web`'s flags.
 #[derive(Debug, clap::Args)]
-pub struct WebArgs {
+pub(crate) struct WebArgs {
     /// Print the link instead of opening it.
     #[arg(long)]
     print: bool,
 }
 
-pub fn run(args: WebArgs, client: &Client) -> Result<()> {
+pub(crate) fn run(args: WebArgs, client: &Client) -> Result<()> {
     let mut stdout = std::io::stdout().lock();
     let link: kith_proto::SignInLink = client.json(client.post("/api/web/link"))?;
     let url = client.link(&link.path);

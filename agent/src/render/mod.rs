@@ -5,6 +5,6 @@
 //! budget. Commands, `kith mcp` and `kith status` import these; these import
 //! no command.
 
-pub mod conversation;
-pub mod plain;
-pub mod term;
+pub(crate) mod conversation;
+pub(crate) mod plain;
+pub(crate) mod term;

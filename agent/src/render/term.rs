@@ -12,12 +12,12 @@ use time::OffsetDateTime;
 
 /// Terminal styling, off when stdout is not a terminal or NO_COLOR is set.
 #[derive(Debug, Clone, Copy)]
-pub struct Style {
-    pub color: bool,
+pub(crate) struct Style {
+    pub(crate) color: bool,
 }
 
 impl Style {
-    pub fn detect() -> Self {
+    pub(crate) fn detect() -> Self {
         Self {
             color: std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
         }
@@ -87,7 +87,7 @@ pub(crate) fn one_line(s: &str, max_chars: usize) -> String {
 }
 
 /// How old `ts` is, in the largest whole unit: `5s`, `3m`, `4h`, `2d`, `3w`, `5mo`, `2y`.
-pub fn age(ts: &str, now: OffsetDateTime) -> String {
+pub(crate) fn age(ts: &str, now: OffsetDateTime) -> String {
     let Some(t) = kith_shared::timestamp::parse(ts) else {
         return "?".into();
     };
