@@ -237,6 +237,7 @@ impl Client {
             at: 0,
         })
     }
+
     /// One delivery, given at most `timeout` (connect to last byte).
     pub(crate) fn deliver(
         &self,

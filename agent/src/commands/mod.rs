@@ -86,7 +86,17 @@ fn absolute(path: &std::path::Path) -> Result<String> {
 #[cfg(test)]
 pub(crate) mod tests {
     use kith_proto::{AgentRuntime, RunLinks, RunMeta};
+    use time::macros::datetime;
+    use time::OffsetDateTime;
 
+    use crate::render::term::Style;
+
+    /// The time the commands' tests render at.
+    pub(crate) const NOW: OffsetDateTime = datetime!(2026-05-11 12:00:00 UTC);
+    /// A terminal without colour: what a test compares text with.
+    pub(crate) const PLAIN: Style = Style { color: false };
+
+    /// A run of `runtime` on `machine`, with nothing else known of it.
     pub(crate) fn meta(
         id: &str,
         machine: &str,

@@ -246,12 +246,9 @@ pub(crate) fn render_search(res: &SearchResponse, style: Style, now: OffsetDateT
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::commands::tests::{NOW, PLAIN};
     use crate::render::term::tests::assert_only_own_styling;
     use kith_proto::{RunLinks, SearchTiming};
-    use time::macros::datetime;
-
-    const NOW: OffsetDateTime = datetime!(2026-05-11 12:00:00 UTC);
-    const PLAIN: Style = Style { color: false };
 
     /// `--runtime`'s help names every agent (`AgentRuntime` is the one list).
     #[test]

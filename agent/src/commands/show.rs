@@ -253,16 +253,12 @@ pub(crate) fn render_run(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::commands::tests::{meta, NOW, PLAIN};
     use crate::render::term::tests::assert_only_own_styling;
     use kith_proto::AgentRuntime;
-    use time::macros::datetime;
 
-    use crate::commands::tests::meta;
-
-    const NOW: OffsetDateTime = datetime!(2026-05-11 12:00:00 UTC);
-    const PLAIN: Style = Style { color: false };
-
-    /// The same regression for `kith show --lines`: the turns of a
+    /// Regression: central's text reached the terminal raw (see
+    /// `render::term`), here in `kith show --lines`: the turns of a
     /// transcript, and the run's facts.
     #[test]
     fn show_shows_control_characters_from_central_not_obeys_them() {

@@ -143,13 +143,8 @@ fn print_tree(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::commands::tests::{meta, NOW, PLAIN};
     use kith_proto::{AgentRuntime, Tree, TreeRun};
-    use time::macros::datetime;
-
-    use crate::commands::tests::meta;
-
-    const NOW: OffsetDateTime = datetime!(2026-05-11 12:00:00 UTC);
-    const PLAIN: Style = Style { color: false };
 
     #[test]
     fn tree_indents_each_run_under_its_parent() {
