@@ -33,15 +33,16 @@ use crate::error::{Error, IoContext, Result};
 use crate::outbox::{Header, Outbox};
 use crate::plan::{delta_end, plan, Observed, Plan, MAX_DELTA, TAIL_WINDOW};
 use crate::settings::Rules;
+use crate::untrusted::{open_regular, MAX_LINE};
 
 /// How deep a chain of parents (subagent -> session -> ...) is followed.
 const MAX_PARENT_DEPTH: u32 = 4;
 
 /// What one capture spooled.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct Captured {
-    pub deltas: u64,
-    pub bytes: u64,
+pub(crate) struct Captured {
+    pub(crate) deltas: u64,
+    pub(crate) bytes: u64,
 }
 
 impl std::ops::AddAssign for Captured {
@@ -52,7 +53,7 @@ impl std::ops::AddAssign for Captured {
 }
 
 #[derive(Debug, Clone)]
-pub struct Capture {
+pub(crate) struct Capture {
     paths: Paths,
     cursors: Cursors,
     outbox: Outbox,
@@ -63,7 +64,7 @@ pub struct Capture {
 }
 
 impl Capture {
-    pub fn new(paths: &Paths, lock_wait: Duration) -> Self {
+    pub(crate) fn new(paths: &Paths, lock_wait: Duration) -> Self {
         Self {
             paths: paths.clone(),
             cursors: Cursors::new(&paths.state_dir),
@@ -74,7 +75,7 @@ impl Capture {
     }
 
     /// Applies `config.toml`'s exclusions and tag rules.
-    pub fn with_rules(mut self, rules: Rules) -> Self {
+    pub(crate) fn with_rules(mut self, rules: Rules) -> Self {
         self.rules = rules;
         self
     }
@@ -82,7 +83,7 @@ impl Capture {
     /// Spools the new complete lines of one transcript. At a chain start the
     /// transcript it hangs under is captured first, so the first delta can
     /// name that transcript's latest run as its parent.
-    pub fn file(&self, source: &Source) -> Result<Captured> {
+    pub(crate) fn file(&self, source: &Source) -> Result<Captured> {
         let _lock = Lock::state(&self.paths.state_dir, self.lock_wait)?;
         self.file_locked(source.runtime, &source.path, 0)
     }
@@ -120,7 +121,7 @@ impl Capture {
         {
             return Ok(Captured::default());
         }
-        let mut f = match discover::open_regular(path) {
+        let mut f = match open_regular(path) {
             Ok(Some(f)) => f,
             // Not a regular file (a FIFO, socket, device, folder): not a
             // transcript, whatever its name.
@@ -233,7 +234,7 @@ impl Capture {
 
     /// Drops deltas spooled before an exclusion covering their transcript
     /// was added: nothing excluded is sent. The number dropped.
-    pub fn discard_excluded(&self) -> Result<usize> {
+    pub(crate) fn discard_excluded(&self) -> Result<usize> {
         if self.rules.exclude.is_empty() {
             return Ok(0);
         }
@@ -252,7 +253,7 @@ impl Capture {
 
     /// A transcript's cursor: its file, caught up with the newest delta of
     /// its chain still waiting in the outbox.
-    pub fn cursor(&self, transcript: &Path) -> Result<Option<Cursor>> {
+    pub(crate) fn cursor(&self, transcript: &Path) -> Result<Option<Cursor>> {
         let mut cursor = self.cursors.load(transcript)?;
         if let Some(c) = &mut cursor {
             if let Some(newest) = self.outbox.newest_of(c) {
@@ -291,7 +292,7 @@ impl Capture {
         } else {
             tail_hash(f, &cursor.path, to)?
         };
-        let lines = Format::of_runtime(cursor.runtime.as_str()).lines();
+        let lines = Format::of(cursor.runtime).lines();
         let redacted = redact_with(original, lines, &self.rules.redact);
         let chain = chain_next(
             cursor.spooled.chain_sha256.as_deref(),
@@ -342,18 +343,15 @@ impl Capture {
         Ok(())
     }
 
-    pub fn cursors(&self) -> &Cursors {
+    #[cfg(test)]
+    pub(crate) fn cursors(&self) -> &Cursors {
         &self.cursors
     }
 
-    pub fn outbox(&self) -> &Outbox {
+    pub(crate) fn outbox(&self) -> &Outbox {
         &self.outbox
     }
 }
-
-/// The longest line kith reads: past it, no central (64 MiB bodies by
-/// default, the line JSON-escaped in it) would take the line anyway.
-pub(crate) const MAX_LINE: usize = 64 << 20;
 
 /// What follows `offset` in a transcript.
 enum Next {

@@ -20,8 +20,8 @@ use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use crate::capture::{Capture, Captured};
 use crate::client::{Budget, Client};
+use crate::commands::FamilyCommand;
 use crate::config::{Auth, PathOverrides, Paths, Secret};
-use crate::family::{FamilyCommand, Refusal, Remote};
 use crate::install::Agent;
 use crate::settings::{Flags, Settings};
 
@@ -31,7 +31,7 @@ use crate::settings::{Flags, Settings};
     version,
     about = "kith: your coding agents' memory, across the family's machines"
 )]
-pub struct Cli {
+pub(crate) struct Cli {
     #[command(flatten)]
     dirs: DirArgs,
     #[command(flatten)]
@@ -73,7 +73,7 @@ struct DirArgs {
 }
 
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// Store central's URL and this machine's token (from KITH_TOKEN or a prompt).
     Login {
         /// Central's URL, like https://kith.example.com.
@@ -155,7 +155,7 @@ pub enum Command {
 }
 
 #[derive(Debug, Args)]
-pub struct SetupArgs {
+pub(crate) struct SetupArgs {
     /// Where kith goes [default: $PREFIX/bin when PREFIX is set, else where
     /// this kith is when that is on PATH, else ~/.local/bin]
     #[arg(long, value_name = "DIR")]
@@ -173,7 +173,7 @@ pub struct SetupArgs {
 
 /// The shells `kith completions` writes for.
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
-pub enum Shell {
+pub(crate) enum Shell {
     Bash,
     Zsh,
     Fish,
@@ -225,7 +225,10 @@ pub fn main() -> ExitCode {
         }
         Err(e) => {
             // It may quote central's text (a name, a title, an error body).
-            eprintln!("kith: {}", crate::family::printable(&format!("{e:#}")));
+            eprintln!(
+                "kith: {}",
+                crate::render::term::printable(&format!("{e:#}"))
+            );
             ExitCode::FAILURE
         }
     }
@@ -250,14 +253,8 @@ fn error_json(code: &str, message: &str) -> serde_json::Value {
 /// else the agent's.
 fn error_code(e: &anyhow::Error) -> &str {
     for cause in e.chain() {
-        if let Some(refusal) = cause.downcast_ref::<Refusal>() {
-            return &refusal.code;
-        }
         if let Some(e) = cause.downcast_ref::<crate::Error>() {
             return e.code();
-        }
-        if cause.downcast_ref::<reqwest::Error>().is_some() {
-            return "central_unreachable";
         }
     }
     "error"
@@ -399,16 +396,8 @@ fn run(command: Command, paths: &Paths, dirs: &DirArgs, flags: &Flags) -> Result
         }
         Command::Setup(args) => setup(paths, args),
         Command::Forget { id, yes } => {
-            let auth = Auth::load(paths, &settings()?)?;
-            crate::forget::run(
-                &Remote {
-                    central_url: &auth.central_url,
-                    token: auth.token.expose(),
-                    certificates: crate::client::trusted_certificates(&auth)?,
-                },
-                &id,
-                yes,
-            )
+            let auth = settings()?.auth(paths)?;
+            crate::commands::forget::run(&Client::new(&auth)?, &id, yes)
         }
         Command::Install {
             agent,
@@ -451,28 +440,16 @@ fn run(command: Command, paths: &Paths, dirs: &DirArgs, flags: &Flags) -> Result
         }
         Command::Mcp => crate::mcp::run(paths, &settings()?),
         // A SessionStart hook prints what it can and never fails the session.
-        Command::Family(FamilyCommand::Context { hook: true, .. }) => {
-            let auth = settings().and_then(|s| Auth::load(paths, &s));
+        Command::Family(FamilyCommand::Context(args)) if args.hook => {
+            let auth = settings().and_then(|s| s.auth(paths));
             if let Ok(auth) = auth {
-                let remote = Remote {
-                    central_url: &auth.central_url,
-                    token: auth.token.expose(),
-                    certificates: crate::client::trusted_certificates(&auth).unwrap_or_default(),
-                };
-                print!("{}", crate::recall::session_start(&remote));
+                print!("{}", crate::commands::context::session_start(&auth));
             }
             Ok(())
         }
         Command::Family(cmd) => {
-            let auth = Auth::load(paths, &settings()?)?;
-            crate::family::run(
-                cmd,
-                &Remote {
-                    central_url: &auth.central_url,
-                    token: auth.token.expose(),
-                    certificates: crate::client::trusted_certificates(&auth)?,
-                },
-            )
+            let auth = settings()?.auth(paths)?;
+            crate::commands::run(cmd, &Client::new(&auth)?)
         }
     }
 }
@@ -605,7 +582,7 @@ fn backfill(paths: &Paths, settings: &Settings) -> Result<()> {
         println!("discarded {discarded} waiting deltas of transcripts now excluded");
     }
     let waiting = capture.outbox().len();
-    let auth = match Auth::load(paths, settings) {
+    let auth = match settings.auth(paths) {
         Ok(auth) => auth,
         Err(e) => bail!("{e}; {waiting} deltas wait in the outbox"),
     };

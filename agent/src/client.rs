@@ -1,31 +1,148 @@
-//! HTTP to central: delivering one spooled delta (`POST /api/runs`, zstd
-//! body, run id as `Idempotency-Key`) and checking a token (`GET
-//! /api/status`). Every answer is mapped to what the outbox should do; the
-//! token goes only into the `Authorization` header.
+//! HTTP to central, the one way kith asks it. `Central` builds every
+//! request (central's URL; this machine's token, only ever in the
+//! `Authorization` header; the private CA `kith login --ca-cert` stored,
+//! trusted beside the system's roots) and reads every failed answer into the
+//! crate's one error: `Error::Central` when nothing usable came back,
+//! `Error::Answered` with central's error body (`kith_proto::ErrorBody`).
+//! `Client` runs it on the caller's thread, for every command but `kith
+//! mcp` (which has a runtime of its own), and on it: delivering one spooled
+//! delta (`POST /api/runs`, zstd body, run id as `Idempotency-Key`), every
+//! answer mapped to what the outbox should do, and checking a token (`GET
+//! /api/status`).
 //!
 //! Requests run on the caller's thread, on a current-thread runtime: a hook is
 //! a short process on a busy machine, and `reqwest::blocking` hands every
 //! request to a runtime thread of its own, which then has to wait its turn
 //! for a core (several milliseconds under load, per request).
 
+use std::future::Future;
+use std::io::Read;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use kith_proto::{ErrorBody, IngestResponse, StatusResponse};
-use reqwest::{Response, StatusCode};
+use reqwest::{Method, RequestBuilder, Response, StatusCode};
+use serde::de::DeserializeOwned;
 use tokio::runtime::Runtime;
 
-use crate::config::Auth;
+use crate::config::{Auth, Secret};
 use crate::error::{Error, Result};
 use crate::outbox::{self, Delivery, Header, Replayed};
 
-#[derive(Debug)]
-pub struct Client {
+/// How long a request may take, connect to last byte, unless its caller
+/// says otherwise.
+const TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Central, asked with this machine's token. Cheap to clone (the
+/// connection pool is shared).
+#[derive(Debug, Clone)]
+pub(crate) struct Central {
     http: reqwest::Client,
-    /// Drives `http` inside each call; nothing runs between calls. Only
+    /// Without a trailing `/`: paths are appended.
+    url: String,
+    token: Secret,
+    /// Each request's time, unless the request sets its own.
+    timeout: Duration,
+}
+
+impl Central {
+    pub(crate) fn new(auth: &Auth) -> Result<Self> {
+        let mut http =
+            reqwest::Client::builder().user_agent(concat!("kith/", env!("CARGO_PKG_VERSION")));
+        for cert in trusted_certificates(auth)? {
+            http = http.add_root_certificate(cert);
+        }
+        let http = http.build().map_err(|e| Error::Central {
+            url: auth.central_url.clone(),
+            reason: without_url(&e),
+        })?;
+        Ok(Self {
+            http,
+            url: auth.central_url.trim_end_matches('/').to_owned(),
+            token: auth.token.clone(),
+            timeout: TIMEOUT,
+        })
+    }
+
+    /// The same central, each request given at most `timeout`.
+    pub(crate) fn within(self, timeout: Duration) -> Self {
+        Self { timeout, ..self }
+    }
+
+    pub(crate) fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The address of `path` on central (which starts with `/`).
+    pub(crate) fn link(&self, path: &str) -> String {
+        format!("{}{path}", self.url)
+    }
+
+    pub(crate) fn get(&self, path: &str) -> RequestBuilder {
+        self.request(Method::GET, path)
+    }
+
+    pub(crate) fn post(&self, path: &str) -> RequestBuilder {
+        self.request(Method::POST, path)
+    }
+
+    pub(crate) fn delete(&self, path: &str) -> RequestBuilder {
+        self.request(Method::DELETE, path)
+    }
+
+    fn request(&self, method: Method, path: &str) -> RequestBuilder {
+        self.http
+            .request(method, self.link(path))
+            .bearer_auth(self.token.expose())
+            .timeout(self.timeout)
+    }
+
+    /// Sends `req` (built by this `Central`); any answer but a success is
+    /// central's refusal.
+    pub(crate) async fn send(&self, req: RequestBuilder) -> Result<Response> {
+        let res = req.send().await.map_err(|e| self.failed(unreachable(&e)))?;
+        let status = res.status();
+        if status.is_success() {
+            return Ok(res);
+        }
+        Err(match error_body(res).await {
+            Some(body) => Error::Answered {
+                code: body.error.code,
+                message: body.error.message,
+            },
+            None => Error::Answered {
+                code: format!("http_{}", status.as_u16()),
+                message: format!("central answered {status}"),
+            },
+        })
+    }
+
+    /// Sends `req` and reads its answer as a `T`.
+    pub(crate) async fn json<T: DeserializeOwned>(&self, req: RequestBuilder) -> Result<T> {
+        self.send(req)
+            .await?
+            .json()
+            .await
+            .map_err(|e| self.failed(format!("unreadable answer: {}", without_url(&e))))
+    }
+
+    /// Nothing usable came back, for `reason`.
+    fn failed(&self, reason: String) -> Error {
+        Error::Central {
+            url: self.url.clone(),
+            reason,
+        }
+    }
+}
+
+/// `Central` for a caller without a runtime: each call runs on the
+/// caller's thread.
+#[derive(Debug)]
+pub(crate) struct Client {
+    central: Central,
+    /// Drives `central` inside each call; nothing runs between calls. Only
     /// `drop` takes it.
     runtime: Option<Runtime>,
-    auth: Auth,
 }
 
 impl Drop for Client {
@@ -41,27 +158,25 @@ impl Drop for Client {
 }
 
 impl Client {
-    pub fn new(auth: &Auth) -> Result<Self> {
-        let central = |reason: String| Error::Central {
-            url: auth.central_url.clone(),
-            reason,
-        };
+    pub(crate) fn new(auth: &Auth) -> Result<Self> {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_io()
             .enable_time()
             .build()
-            .map_err(|e| central(format!("cannot start the HTTP runtime: {e}")))?;
-        let mut http =
-            reqwest::Client::builder().user_agent(concat!("kith/", env!("CARGO_PKG_VERSION")));
-        for cert in trusted_certificates(auth)? {
-            http = http.add_root_certificate(cert);
-        }
-        let http = http.build().map_err(|e| central(without_url(&e)))?;
+            .map_err(|e| Error::Central {
+                url: auth.central_url.clone(),
+                reason: format!("cannot start the HTTP runtime: {e}"),
+            })?;
         Ok(Self {
-            http,
+            central: Central::new(auth)?,
             runtime: Some(runtime),
-            auth: auth.clone(),
         })
+    }
+
+    /// The same client, each request given at most `timeout`.
+    pub(crate) fn within(mut self, timeout: Duration) -> Self {
+        self.central = self.central.clone().within(timeout);
+        self
     }
 
     fn runtime(&self) -> &Runtime {
@@ -70,24 +185,76 @@ impl Client {
             .unwrap_or_else(|| unreachable!("only drop takes the runtime"))
     }
 
-    pub fn central_url(&self) -> &str {
-        &self.auth.central_url
+    fn block_on<F: Future>(&self, future: F) -> F::Output {
+        self.runtime().block_on(future)
+    }
+
+    pub(crate) fn link(&self, path: &str) -> String {
+        self.central.link(path)
+    }
+
+    pub(crate) fn get(&self, path: &str) -> RequestBuilder {
+        self.central.get(path)
+    }
+
+    pub(crate) fn post(&self, path: &str) -> RequestBuilder {
+        self.central.post(path)
+    }
+
+    pub(crate) fn delete(&self, path: &str) -> RequestBuilder {
+        self.central.delete(path)
+    }
+
+    /// `Central::send`, the answer's body left unread.
+    pub(crate) fn send(&self, req: RequestBuilder) -> Result<()> {
+        self.block_on(self.central.send(req)).map(drop)
+    }
+
+    /// `Central::json`.
+    pub(crate) fn json<T: DeserializeOwned>(&self, req: RequestBuilder) -> Result<T> {
+        self.block_on(self.central.json(req))
+    }
+
+    /// The whole body of the answer to `req`.
+    pub(crate) fn bytes(&self, req: RequestBuilder) -> Result<Vec<u8>> {
+        self.block_on(async {
+            let res = self.central.send(req).await?;
+            let bytes = res.bytes().await.map_err(|e| {
+                self.central
+                    .failed(format!("the answer broke off: {}", without_url(&e)))
+            })?;
+            Ok(bytes.to_vec())
+        })
+    }
+
+    /// The body of the answer to `req`, read as it arrives.
+    pub(crate) fn body(&self, req: RequestBuilder) -> Result<Body<'_>> {
+        let res = self.block_on(self.central.send(req))?;
+        Ok(Body {
+            client: self,
+            res,
+            chunk: Vec::new(),
+            at: 0,
+        })
     }
 
     /// One delivery, given at most `timeout` (connect to last byte).
-    pub fn deliver(&self, header: &Header, zstd_body: Vec<u8>, timeout: Duration) -> Delivery {
+    pub(crate) fn deliver(
+        &self,
+        header: &Header,
+        zstd_body: Vec<u8>,
+        timeout: Duration,
+    ) -> Delivery {
         if timeout.is_zero() {
             return Delivery::NotNow("out of time; the rest waits in the outbox".into());
         }
-        self.runtime()
-            .block_on(self.post_run(header, zstd_body, timeout))
+        self.block_on(self.post_run(header, zstd_body, timeout))
     }
 
     async fn post_run(&self, header: &Header, zstd_body: Vec<u8>, timeout: Duration) -> Delivery {
         let sent = self
-            .http
-            .post(format!("{}/api/runs", self.auth.central_url))
-            .bearer_auth(self.auth.token.expose())
+            .central
+            .post("/api/runs")
             .header("Idempotency-Key", &header.run_id)
             .header("Content-Type", "application/json")
             .header("Content-Encoding", "zstd")
@@ -100,7 +267,7 @@ impl Client {
             Err(e) => {
                 return Delivery::NotNow(format!(
                     "central at {}: {}",
-                    self.auth.central_url,
+                    self.central.url,
                     unreachable(&e)
                 ))
             }
@@ -123,7 +290,7 @@ impl Client {
             (StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN, _) => {
                 Delivery::Unauthorized(format!(
                 "central refused this machine's token ({status}); run `kith login --central {}`",
-                self.auth.central_url
+                self.central.url
             ))
             }
             // Only central's own refusals (with its error body) set deltas
@@ -144,32 +311,33 @@ impl Client {
             )),
             (_, None) => Delivery::NotNow(format!(
                 "{} answered {status} to POST /api/runs; is that kith-central?",
-                self.auth.central_url
+                self.central.url
             )),
         }
     }
 
     /// Replays the outbox to central within `budget`.
-    pub fn flush(&self, state_dir: &Path, budget: Budget, lock_wait: Duration) -> Result<Replayed> {
+    pub(crate) fn flush(
+        &self,
+        state_dir: &Path,
+        budget: Budget,
+        lock_wait: Duration,
+    ) -> Result<Replayed> {
         outbox::replay(state_dir, lock_wait, |header, body| {
             self.deliver(header, body, budget.next())
         })
     }
 
     /// `GET /api/status` with this token: who central thinks we are.
-    pub fn status(&self, timeout: Duration) -> Result<StatusResponse> {
-        self.runtime().block_on(self.get_status(timeout))
+    pub(crate) fn status(&self, timeout: Duration) -> Result<StatusResponse> {
+        self.block_on(self.get_status(timeout))
     }
 
     async fn get_status(&self, timeout: Duration) -> Result<StatusResponse> {
-        let central = |reason: String| Error::Central {
-            url: self.auth.central_url.clone(),
-            reason,
-        };
+        let central = |reason: String| self.central.failed(reason);
         let res = self
-            .http
-            .get(format!("{}/api/status", self.auth.central_url))
-            .bearer_auth(self.auth.token.expose())
+            .central
+            .get("/api/status")
             .timeout(timeout)
             .send()
             .await
@@ -190,6 +358,35 @@ impl Client {
     }
 }
 
+/// An answer's body read as it arrives, each chunk fetched on the client's
+/// thread when the last one is used up.
+pub(crate) struct Body<'a> {
+    client: &'a Client,
+    res: Response,
+    chunk: Vec<u8>,
+    /// How much of `chunk` was read.
+    at: usize,
+}
+
+impl Read for Body<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        while self.at == self.chunk.len() {
+            match self.client.block_on(self.res.chunk()) {
+                Ok(Some(chunk)) => {
+                    self.chunk = chunk.to_vec();
+                    self.at = 0;
+                }
+                Ok(None) => return Ok(0),
+                Err(e) => return Err(std::io::Error::other(e)),
+            }
+        }
+        let n = buf.len().min(self.chunk.len() - self.at);
+        buf[..n].copy_from_slice(&self.chunk[self.at..self.at + n]);
+        self.at += n;
+        Ok(n)
+    }
+}
+
 /// Central's `{"error": {"code", "message"}}`, if that is what came back.
 async fn error_body(res: Response) -> Option<ErrorBody> {
     res.json::<ErrorBody>().await.ok()
@@ -198,7 +395,7 @@ async fn error_body(res: Response) -> Option<ErrorBody> {
 /// The certificates `kith login --ca-cert` stored with the login, trusted
 /// in addition to the system's store (which honours `SSL_CERT_FILE`) and the
 /// bundled roots.
-pub fn trusted_certificates(auth: &Auth) -> Result<Vec<reqwest::Certificate>> {
+pub(crate) fn trusted_certificates(auth: &Auth) -> Result<Vec<reqwest::Certificate>> {
     let Some(pem) = &auth.ca_cert else {
         return Ok(Vec::new());
     };
@@ -209,7 +406,9 @@ pub fn trusted_certificates(auth: &Auth) -> Result<Vec<reqwest::Certificate>> {
 }
 
 /// Every certificate in a PEM bundle; a file with none is an error.
-pub fn parse_certificates(pem: &[u8]) -> std::result::Result<Vec<reqwest::Certificate>, String> {
+pub(crate) fn parse_certificates(
+    pem: &[u8],
+) -> std::result::Result<Vec<reqwest::Certificate>, String> {
     let certs = reqwest::Certificate::from_pem_bundle(pem).map_err(|e| e.to_string())?;
     if certs.is_empty() {
         return Err("no PEM certificate in it".into());
@@ -219,7 +418,7 @@ pub fn parse_certificates(pem: &[u8]) -> std::result::Result<Vec<reqwest::Certif
 
 /// Why a request got no answer, in a user's words. A certificate central's
 /// is refused for says so (and what to do), not "unreachable".
-pub fn unreachable(e: &reqwest::Error) -> String {
+pub(crate) fn unreachable(e: &reqwest::Error) -> String {
     if let Some(cert) = certificate_error(e) {
         format!(
             "its TLS certificate is not trusted ({cert}); if a private CA signed it, \
@@ -265,15 +464,25 @@ fn without_url(e: &reqwest::Error) -> String {
     s
 }
 
+/// A name as one URL path segment: a person may type anything.
+pub(crate) fn path_part(name: &str) -> String {
+    name.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' => (b as char).to_string(),
+            other => format!("%{other:02X}"),
+        })
+        .collect()
+}
+
 /// A time budget shared by several requests (a hook has ~1.5 s in all).
 #[derive(Debug, Clone, Copy)]
-pub struct Budget {
+pub(crate) struct Budget {
     until: Instant,
     per_request: Duration,
 }
 
 impl Budget {
-    pub fn new(total: Duration, per_request: Duration) -> Self {
+    pub(crate) fn new(total: Duration, per_request: Duration) -> Self {
         Self {
             until: Instant::now() + total,
             per_request,
@@ -281,7 +490,7 @@ impl Budget {
     }
 
     /// The timeout for the next request: what is left, at most `per_request`.
-    pub fn next(&self) -> Duration {
+    pub(crate) fn next(&self) -> Duration {
         self.until
             .saturating_duration_since(Instant::now())
             .min(self.per_request)

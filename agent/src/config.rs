@@ -1,8 +1,9 @@
 //! Where the agent keeps things and how it reaches central: the folders (from
 //! flags, `KITH_*` variables, `XDG_CONFIG_HOME`/`XDG_STATE_HOME` or the XDG
-//! defaults), the central URL (see `settings`) and token (`KITH_TOKEN` over
-//! `auth.json`, mode 0600), atomic private file writes, and the locks between
-//! kith processes.
+//! defaults), the login `kith login` stores (`auth.json`, mode 0600; which
+//! URL and token apply is `settings`' to say), atomic private file writes,
+//! and the locks between kith processes. Imports nothing of kith's but its
+//! error.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
@@ -13,20 +14,19 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, IoContext, Result};
-use crate::settings::Settings;
 
 /// A token. `Debug` never shows it, and nothing formats it into a message.
 #[derive(Clone, Serialize, Deserialize)]
 #[serde(transparent)]
-pub struct Secret(String);
+pub(crate) struct Secret(String);
 
 impl Secret {
-    pub fn new(s: String) -> Self {
+    pub(crate) fn new(s: String) -> Self {
         Self(s)
     }
 
     /// For the `Authorization` header only.
-    pub fn expose(&self) -> &str {
+    pub(crate) fn expose(&self) -> &str {
         &self.0
     }
 }
@@ -39,37 +39,37 @@ impl std::fmt::Debug for Secret {
 
 /// Every folder kith reads or writes, resolved once before any work.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Paths {
+pub(crate) struct Paths {
     /// `config.toml`, `auth.json`.
-    pub config_dir: PathBuf,
+    pub(crate) config_dir: PathBuf,
     /// Cursors, outbox, rejected deltas, the hook log, the lock.
-    pub state_dir: PathBuf,
+    pub(crate) state_dir: PathBuf,
     /// Claude Code's home (`projects/` holds the transcripts).
-    pub claude_dir: PathBuf,
+    pub(crate) claude_dir: PathBuf,
     /// Codex's home (`sessions/YYYY/MM/DD/`).
-    pub codex_dir: PathBuf,
+    pub(crate) codex_dir: PathBuf,
     /// pi's agent folder (`sessions/`, `extensions/`).
-    pub pi_dir: PathBuf,
+    pub(crate) pi_dir: PathBuf,
     /// Gemini CLI's home (`tmp/<project>/chats/`) [env: KITH_GEMINI_DIR].
-    pub gemini_dir: PathBuf,
+    pub(crate) gemini_dir: PathBuf,
     /// Copilot CLI's home (`session-state/<id>/events.jsonl`, `hooks/`)
     /// [env: KITH_COPILOT_DIR, COPILOT_HOME].
-    pub copilot_dir: PathBuf,
+    pub(crate) copilot_dir: PathBuf,
     /// Cursor's home (`projects/<slug>/agent-transcripts/`) [env: KITH_CURSOR_DIR].
-    pub cursor_dir: PathBuf,
+    pub(crate) cursor_dir: PathBuf,
     /// OpenCode's data folder (`opencode.db`, or `storage/` before v1.2)
     /// [env: KITH_OPENCODE_DIR].
-    pub opencode_dir: PathBuf,
+    pub(crate) opencode_dir: PathBuf,
 }
 
 /// Explicit choices (flags); `None` falls back to the environment.
 #[derive(Debug, Clone, Default)]
-pub struct PathOverrides {
-    pub config_dir: Option<PathBuf>,
-    pub state_dir: Option<PathBuf>,
-    pub claude_dir: Option<PathBuf>,
-    pub codex_dir: Option<PathBuf>,
-    pub pi_dir: Option<PathBuf>,
+pub(crate) struct PathOverrides {
+    pub(crate) config_dir: Option<PathBuf>,
+    pub(crate) state_dir: Option<PathBuf>,
+    pub(crate) claude_dir: Option<PathBuf>,
+    pub(crate) codex_dir: Option<PathBuf>,
+    pub(crate) pi_dir: Option<PathBuf>,
 }
 
 fn env_path(name: &str) -> Option<PathBuf> {
@@ -80,7 +80,7 @@ fn env_path(name: &str) -> Option<PathBuf> {
 
 /// Where a setting's value came from, as `kith config` shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Origin {
+pub(crate) enum Origin {
     Default,
     /// `config.toml`, or `auth.json` (written by `kith login`).
     File(PathBuf),
@@ -117,18 +117,18 @@ fn pick(
 }
 
 /// Where each folder of `Paths` came from, by the folder's name.
-pub type PathOrigins = [(&'static str, Origin); 9];
+pub(crate) type PathOrigins = [(&'static str, Origin); 9];
 
 impl Paths {
     /// Flag > `KITH_*` > XDG base directory variable > default (Claude Code
     /// also honours `CLAUDE_CONFIG_DIR`, Codex `CODEX_HOME`, Copilot CLI
     /// `COPILOT_HOME`, each agent's own).
-    pub fn resolve(o: PathOverrides) -> Self {
+    pub(crate) fn resolve(o: PathOverrides) -> Self {
         Self::resolve_traced(o).0
     }
 
     /// `resolve`, also saying where each folder came from.
-    pub fn resolve_traced(o: PathOverrides) -> (Self, PathOrigins) {
+    pub(crate) fn resolve_traced(o: PathOverrides) -> (Self, PathOrigins) {
         let home = env_path("HOME").unwrap_or_else(|| PathBuf::from("."));
         let (config_dir, config_o) = pick(
             o.config_dir,
@@ -207,12 +207,9 @@ impl Paths {
         (paths, origins)
     }
 
-    pub fn from_env() -> Self {
-        Self::resolve(PathOverrides::default())
-    }
-
-    /// Everything under one folder (tests, and a sandboxed device).
-    pub fn under(root: &Path) -> Self {
+    /// Everything under one folder: a device of a test's own.
+    #[cfg(test)]
+    pub(crate) fn under(root: &Path) -> Self {
         Self {
             config_dir: root.join("config"),
             state_dir: root.join("state"),
@@ -226,44 +223,25 @@ impl Paths {
         }
     }
 
-    pub fn auth_file(&self) -> PathBuf {
+    pub(crate) fn auth_file(&self) -> PathBuf {
         self.config_dir.join("auth.json")
     }
 }
 
 /// Central's URL and this machine's token.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Auth {
-    pub central_url: String,
-    pub token: Secret,
+pub(crate) struct Auth {
+    pub(crate) central_url: String,
+    pub(crate) token: Secret,
     /// PEM certificates of the private CA that signed central's certificate
     /// (`kith login --ca-cert`), trusted beside the system's store.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ca_cert: Option<String>,
+    pub(crate) ca_cert: Option<String>,
 }
 
 impl Auth {
-    /// The central `settings` names (see `Settings::central_url` for the
-    /// order), with `KITH_TOKEN` over `auth.json`'s token.
-    pub fn load(paths: &Paths, settings: &Settings) -> Result<Self> {
-        let file = Self::read(paths)?;
-        let ca_cert = file.as_ref().and_then(|a| a.ca_cert.clone());
-        let token = match std::env::var("KITH_TOKEN").ok().filter(|v| !v.is_empty()) {
-            Some(token) => Some(Secret::new(token)),
-            None => file.map(|a| a.token),
-        };
-        match (&settings.central_url, token) {
-            (Some(url), Some(token)) => Ok(Self {
-                central_url: url.value.trim_end_matches('/').to_owned(),
-                token,
-                ca_cert,
-            }),
-            _ => Err(Error::NotLoggedIn),
-        }
-    }
-
     /// `auth.json` as `kith login` wrote it, if it exists.
-    pub fn read(paths: &Paths) -> Result<Option<Self>> {
+    pub(crate) fn read(paths: &Paths) -> Result<Option<Self>> {
         let path = paths.auth_file();
         match fs::read(&path) {
             Ok(bytes) => Ok(Some(serde_json::from_slice(&bytes).map_err(|e| {
@@ -279,7 +257,7 @@ impl Auth {
     }
 
     /// Writes `auth.json` (0600), keeping the previous one as `auth.json.bak`.
-    pub fn save(&self, paths: &Paths) -> Result<()> {
+    pub(crate) fn save(&self, paths: &Paths) -> Result<()> {
         let path = paths.auth_file();
         match fs::read(&path) {
             Ok(old) => write_private(&path.with_extension("json.bak"), &old)?,
@@ -296,7 +274,7 @@ impl Auth {
 }
 
 /// Creates `dir` (and parents) readable by the owner only.
-pub fn private_dir(dir: &Path) -> Result<()> {
+pub(crate) fn private_dir(dir: &Path) -> Result<()> {
     fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
@@ -307,7 +285,7 @@ pub fn private_dir(dir: &Path) -> Result<()> {
 /// How much of a write must survive a crash. Each fsync costs a hook 0.2 to
 /// 10 ms here, so each file gets only the guarantee it needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Durability {
+pub(crate) enum Durability {
     /// File and folder synced: after a crash the new file is there.
     Durable,
     /// File synced, folder not: after a crash the file is the old one or the
@@ -322,7 +300,7 @@ pub enum Durability {
 /// What tells that a file changed (written in place or replaced, created or
 /// removed): its inode, size and modification time; `None` when it is not
 /// there.
-pub fn file_stamp(path: &Path) -> Option<(u64, u64, Option<std::time::SystemTime>)> {
+pub(crate) fn file_stamp(path: &Path) -> Option<(u64, u64, Option<std::time::SystemTime>)> {
     use std::os::unix::fs::MetadataExt;
     let meta = fs::metadata(path).ok()?;
     Some((meta.ino(), meta.len(), meta.modified().ok()))
@@ -330,7 +308,7 @@ pub fn file_stamp(path: &Path) -> Option<(u64, u64, Option<std::time::SystemTime
 
 /// Whether the file `meta` describes was left alone for at least `d`: one
 /// changed since (or dated in the future) may still be being written.
-pub fn left_alone_for(meta: &fs::Metadata, d: std::time::Duration) -> bool {
+pub(crate) fn left_alone_for(meta: &fs::Metadata, d: std::time::Duration) -> bool {
     meta.modified()
         .ok()
         .and_then(|t| t.elapsed().ok())
@@ -338,14 +316,19 @@ pub fn left_alone_for(meta: &fs::Metadata, d: std::time::Duration) -> bool {
 }
 
 /// Writes `bytes` to `path` atomically with mode 0600 and `Durable`.
-pub fn write_private(path: &Path, bytes: &[u8]) -> Result<()> {
+pub(crate) fn write_private(path: &Path, bytes: &[u8]) -> Result<()> {
     write_file(path, bytes, 0o600, Durability::Durable)
 }
 
 /// Writes `bytes` to `path` atomically: a temp file in the same folder,
 /// (fsync,) rename, (fsync of the folder). Readers see the old file or the
 /// new one, never a torn one; a full disk leaves the old file in place.
-pub fn write_file(path: &Path, bytes: &[u8], mode: u32, durability: Durability) -> Result<()> {
+pub(crate) fn write_file(
+    path: &Path,
+    bytes: &[u8],
+    mode: u32,
+    durability: Durability,
+) -> Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     private_dir(dir)?;
     let tmp = dir.join(format!(
@@ -382,7 +365,12 @@ pub fn write_file(path: &Path, bytes: &[u8], mode: u32, durability: Durability) 
 /// home-manager), to the file it finally points to, beside that file, so the
 /// link stays a link. For the user's own files (agent configs, the login
 /// profile); kith's state files are never links and take `write_file`.
-pub fn write_through(path: &Path, bytes: &[u8], mode: u32, durability: Durability) -> Result<()> {
+pub(crate) fn write_through(
+    path: &Path,
+    bytes: &[u8],
+    mode: u32,
+    durability: Durability,
+) -> Result<()> {
     write_file(&link_target(path)?, bytes, mode, durability)
 }
 
@@ -423,16 +411,16 @@ fn link_target(path: &Path) -> Result<PathBuf> {
 ///   of a chain reach central in order. Never taken while holding the state
 ///   lock.
 #[derive(Debug)]
-pub struct Lock {
+pub(crate) struct Lock {
     _file: File,
 }
 
 impl Lock {
-    pub fn state(state_dir: &Path, wait: Duration) -> Result<Self> {
+    pub(crate) fn state(state_dir: &Path, wait: Duration) -> Result<Self> {
         Self::acquire(&state_dir.join("lock"), wait)
     }
 
-    pub fn sending(state_dir: &Path, wait: Duration) -> Result<Self> {
+    pub(crate) fn sending(state_dir: &Path, wait: Duration) -> Result<Self> {
         Self::acquire(&state_dir.join("send.lock"), wait)
     }
 

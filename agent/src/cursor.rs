@@ -16,56 +16,61 @@ use crate::error::{Error, IoContext, Result};
 
 /// A point in a source's chain.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Mark {
+pub(crate) struct Mark {
     /// Byte offset in the source file (original bytes, before redaction).
-    pub offset: u64,
+    pub(crate) offset: u64,
     /// `kith_shared::hash` chain over the deltas up to `offset`; `None` at 0.
-    pub chain_sha256: Option<String>,
+    pub(crate) chain_sha256: Option<String>,
     /// The run that ends at `offset`: the next delta's parent.
-    pub run_id: Option<String>,
+    pub(crate) run_id: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Cursor {
-    pub path: PathBuf,
-    pub runtime: AgentRuntime,
+pub(crate) struct Cursor {
+    pub(crate) path: PathBuf,
+    pub(crate) runtime: AgentRuntime,
     /// File identity when this chain started; another inode is another file.
-    pub dev: u64,
-    pub ino: u64,
+    pub(crate) dev: u64,
+    pub(crate) ino: u64,
     /// Size when last looked at: a smaller file was truncated or rewritten.
-    pub size: u64,
+    pub(crate) size: u64,
     /// Chain generation; every new chain of this path bumps it, so each chain
     /// has its own `source_identity`.
-    pub epoch: u64,
+    pub(crate) epoch: u64,
     /// End of the bytes written to the outbox. The cursor file is written
     /// when a chain starts and when central accepts a delta, so its copy can
     /// lag behind deltas still in the outbox; `Capture::cursor` catches it up.
-    pub spooled: Mark,
+    pub(crate) spooled: Mark,
     /// End of the bytes central acknowledged (202) on this chain.
-    pub accepted: Mark,
+    pub(crate) accepted: Mark,
     /// sha256 of the up to `plan::TAIL_WINDOW` bytes before `spooled.offset`:
     /// one small read detects a rewrite, whatever the file's size.
-    pub tail_sha256: Option<String>,
+    pub(crate) tail_sha256: Option<String>,
     /// The agent's own session / thread id, peeked when the chain started.
-    pub conversation_id: Option<String>,
+    pub(crate) conversation_id: Option<String>,
     /// The transcript this one hangs under (a subagent's session, a Codex
     /// child's parent rollout), found when the chain started.
-    pub parent_path: Option<PathBuf>,
+    pub(crate) parent_path: Option<PathBuf>,
     /// The folder the agent worked in, peeked once it is on a line: what
     /// `exclude` and the tag rules match.
-    pub cwd: Option<String>,
+    pub(crate) cwd: Option<String>,
     /// Central refused this chain (409): the next capture starts a new one.
-    pub restart: Option<String>,
+    pub(crate) restart: Option<String>,
     /// Central can never take this chain's next bytes (400, 413): capture
     /// waits until the file is replaced or rewritten. Shown by `kith status`.
-    pub parked: Option<String>,
+    pub(crate) parked: Option<String>,
     /// The last thing that went wrong for this file, for `kith status`.
-    pub last_error: Option<String>,
+    pub(crate) last_error: Option<String>,
 }
 
 impl Cursor {
     /// A chain that starts at byte 0 of the file as it is now.
-    pub fn start(path: &Path, runtime: AgentRuntime, (dev, ino): (u64, u64), epoch: u64) -> Self {
+    pub(crate) fn start(
+        path: &Path,
+        runtime: AgentRuntime,
+        (dev, ino): (u64, u64),
+        epoch: u64,
+    ) -> Self {
         Self {
             path: path.to_owned(),
             runtime,
@@ -86,7 +91,7 @@ impl Cursor {
     }
 
     /// Path + file identity + epoch: what central chains deltas by.
-    pub fn source_identity(&self) -> String {
+    pub(crate) fn source_identity(&self) -> String {
         format!(
             "{}#{}:{}:{}",
             self.path.display(),
@@ -99,7 +104,7 @@ impl Cursor {
 
 /// A transcript's short name in kith's state: its cursor file's stem, also
 /// part of its outbox entries' names.
-pub fn key(transcript: &Path) -> String {
+pub(crate) fn key(transcript: &Path) -> String {
     let mut key = sha256_hex(transcript.as_os_str().as_encoded_bytes());
     key.truncate(32);
     key
@@ -107,12 +112,12 @@ pub fn key(transcript: &Path) -> String {
 
 /// The cursors folder.
 #[derive(Debug, Clone)]
-pub struct Cursors {
+pub(crate) struct Cursors {
     dir: PathBuf,
 }
 
 impl Cursors {
-    pub fn new(state_dir: &Path) -> Self {
+    pub(crate) fn new(state_dir: &Path) -> Self {
         Self {
             dir: state_dir.join("cursors"),
         }
@@ -124,7 +129,7 @@ impl Cursors {
 
     /// The cursor of `transcript`, by its real path (as capture keys every
     /// cursor: a symlinked agent folder names the file another way).
-    pub fn load(&self, transcript: &Path) -> Result<Option<Cursor>> {
+    pub(crate) fn load(&self, transcript: &Path) -> Result<Option<Cursor>> {
         let real = std::fs::canonicalize(transcript);
         let file = self.file_of(real.as_deref().unwrap_or(transcript));
         self.read(&file)?
@@ -133,7 +138,7 @@ impl Cursors {
     }
 
     /// Saves durably.
-    pub fn save(&self, cursor: &Cursor) -> Result<()> {
+    pub(crate) fn save(&self, cursor: &Cursor) -> Result<()> {
         let file = self.file_of(&cursor.path);
         let existing = self.read(&file)?;
         write(&file, existing.as_deref(), cursor, Durability::Durable)
@@ -141,7 +146,7 @@ impl Cursors {
 
     /// Loads, changes and saves one cursor, reading its file once (callers
     /// hold the state lock).
-    pub fn update(
+    pub(crate) fn update(
         &self,
         transcript: &Path,
         durability: Durability,
@@ -166,7 +171,8 @@ impl Cursors {
     }
 
     /// Every cursor; unreadable ones are skipped.
-    pub fn all(&self) -> Vec<Cursor> {
+    #[cfg(test)]
+    pub(crate) fn all(&self) -> Vec<Cursor> {
         let Ok(entries) = fs::read_dir(&self.dir) else {
             return Vec::new();
         };
@@ -236,13 +242,13 @@ mod slots {
     const SUM: usize = 64;
     const HEADER: usize = SUM + 8 + 4;
 
-    pub struct Overwrite {
-        pub offset: u64,
-        pub slot: Vec<u8>,
+    pub(crate) struct Overwrite {
+        pub(crate) offset: u64,
+        pub(crate) slot: Vec<u8>,
     }
 
     /// The newest valid copy.
-    pub fn newest(file: &[u8]) -> Result<Cursor, String> {
+    pub(crate) fn newest(file: &[u8]) -> Result<Cursor, String> {
         if file.first() == Some(&b'{') {
             return serde_json::from_slice(file).map_err(|e| e.to_string());
         }
@@ -258,7 +264,7 @@ mod slots {
     /// Where and what to write to save `json` over the older copy of `file`,
     /// or `None` when the file must be written whole (older format, no
     /// whole copy, or too small a slot).
-    pub fn overwrite(file: &[u8], json: &[u8]) -> Option<Overwrite> {
+    pub(crate) fn overwrite(file: &[u8], json: &[u8]) -> Option<Overwrite> {
         let [first, second] = halves(file)?;
         let seq = |half: &[u8]| checked(half).map(|(seq, _)| seq);
         let (a, b) = (seq(first), seq(second));
@@ -276,7 +282,7 @@ mod slots {
     }
 
     /// A new file holding `json` in its first slot.
-    pub fn new_file(json: &[u8]) -> Vec<u8> {
+    pub(crate) fn new_file(json: &[u8]) -> Vec<u8> {
         let size = (HEADER + json.len()).next_power_of_two().max(MIN_SLOT);
         let mut file = slot(1, json);
         file.resize(2 * size, 0);

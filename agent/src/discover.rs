@@ -8,37 +8,36 @@
 //! (`projects/<slug>/agent-transcripts/**/*.jsonl`, subagents in
 //! `<session>/subagents/`), Aider (`.aider.chat.history.md` in a configured
 //! project folder, or in the folders one level under a configured root),
-//! and the journals kith keeps of OpenCode's sessions (`mirror`); and,
-//! from a peek at a file's first lines, its
+//! and the journals kith keeps of the transcripts `mirror` copies (under
+//! `<state>/journals/<runtime>/`: where they are is decided here, what is
+//! in them there); and, from a peek at a file's first lines, its
 //! conversation id and the transcript it hangs under. No full parse: only
-//! the few keys needed.
+//! the few keys needed. Files are read through `untrusted`.
 
-use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use kith_proto::AgentRuntime;
 use serde_json::Value;
 
 use crate::config::Paths;
-use crate::mirror;
+use crate::untrusted::{open_regular, plain_id};
 
 /// A transcript on disk.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Source {
-    pub runtime: AgentRuntime,
-    pub path: PathBuf,
+pub(crate) struct Source {
+    pub(crate) runtime: AgentRuntime,
+    pub(crate) path: PathBuf,
 }
 
 /// The file aider appends a project's chat to, in the project's folder
 /// (aider's `--chat-history-file` can name another; kith looks for this one).
-pub const AIDER_HISTORY: &str = ".aider.chat.history.md";
+pub(crate) const AIDER_HISTORY: &str = ".aider.chat.history.md";
 
 /// Where each agent keeps its transcripts, and where kith keeps the journals
 /// of those it mirrors (`mirror`), each runtime's roots together (Aider's
 /// histories are in the projects: [`aider_dirs`]).
-pub fn roots(paths: &Paths) -> Vec<(AgentRuntime, PathBuf)> {
+pub(crate) fn roots(paths: &Paths) -> Vec<(AgentRuntime, PathBuf)> {
     vec![
         (AgentRuntime::ClaudeCode, paths.claude_dir.join("projects")),
         (AgentRuntime::Codex, paths.codex_dir.join("sessions")),
@@ -46,7 +45,7 @@ pub fn roots(paths: &Paths) -> Vec<(AgentRuntime, PathBuf)> {
         (AgentRuntime::Gemini, paths.gemini_dir.join("tmp")),
         (
             AgentRuntime::Gemini,
-            mirror::journals_root(paths, AgentRuntime::Gemini),
+            journals_root(paths, AgentRuntime::Gemini),
         ),
         (
             AgentRuntime::Copilot,
@@ -55,16 +54,28 @@ pub fn roots(paths: &Paths) -> Vec<(AgentRuntime, PathBuf)> {
         (AgentRuntime::Cursor, paths.cursor_dir.join("projects")),
         (
             AgentRuntime::OpenCode,
-            mirror::journals_root(paths, AgentRuntime::OpenCode),
+            journals_root(paths, AgentRuntime::OpenCode),
         ),
     ]
+}
+
+/// Where the journals of `runtime` live (`mirror` writes them).
+pub(crate) fn journals_root(paths: &Paths, runtime: AgentRuntime) -> PathBuf {
+    paths.state_dir.join("journals").join(runtime.as_str())
+}
+
+/// The runtime whose journals hold `path`, if it is in a journal folder.
+pub(crate) fn runtime_of_journal(paths: &Paths, path: &Path) -> Option<AgentRuntime> {
+    let rest = path.strip_prefix(paths.state_dir.join("journals")).ok()?;
+    let slug = rest.components().next()?.as_os_str().to_str()?;
+    AgentRuntime::parse(slug)
 }
 
 /// The folders that may hold an Aider history: each configured root that is
 /// a folder (a project) and the folders directly under it (a folder of
 /// projects), hidden ones left out. Never deeper: a folder of big
 /// repositories is not walked.
-pub fn aider_dirs(aider_roots: &[PathBuf]) -> Vec<PathBuf> {
+pub(crate) fn aider_dirs(aider_roots: &[PathBuf]) -> Vec<PathBuf> {
     let mut out = Vec::new();
     for root in aider_roots.iter().filter(|r| r.is_dir()) {
         out.push(root.clone());
@@ -89,7 +100,7 @@ pub fn aider_dirs(aider_roots: &[PathBuf]) -> Vec<PathBuf> {
 /// Every transcript under the roots; within a root, sessions before their
 /// subagents (capture also fetches a missing parent itself); then the Aider
 /// histories in `aider_dirs(aider_roots)`.
-pub fn all(paths: &Paths, aider_roots: &[PathBuf]) -> Vec<Source> {
+pub(crate) fn all(paths: &Paths, aider_roots: &[PathBuf]) -> Vec<Source> {
     let mut out = Vec::new();
     for (runtime, root) in roots(paths) {
         let mut files = Vec::new();
@@ -115,14 +126,14 @@ pub fn all(paths: &Paths, aider_roots: &[PathBuf]) -> Vec<Source> {
 }
 
 /// Which agent wrote the transcript at `path`, from where it lives.
-pub fn runtime_of(paths: &Paths, path: &Path) -> AgentRuntime {
+pub(crate) fn runtime_of(paths: &Paths, path: &Path) -> AgentRuntime {
     let name = path
         .file_name()
         .and_then(|n| n.to_str())
         .unwrap_or_default();
     if name == AIDER_HISTORY {
         AgentRuntime::Aider
-    } else if let Some(runtime) = mirror::runtime_of_journal(paths, path) {
+    } else if let Some(runtime) = runtime_of_journal(paths, path) {
         runtime
     } else if path.starts_with(&paths.gemini_dir) {
         AgentRuntime::Gemini
@@ -142,7 +153,7 @@ pub fn runtime_of(paths: &Paths, path: &Path) -> AgentRuntime {
 /// Whether `path` is a transcript kith captures: a `.jsonl` file where its
 /// agent keeps sessions (the agents' homes also hold logs and caches), or an
 /// Aider history.
-pub fn is_transcript(paths: &Paths, path: &Path) -> bool {
+pub(crate) fn is_transcript(paths: &Paths, path: &Path) -> bool {
     is_transcript_of(runtime_of(paths, path), path)
 }
 
@@ -200,16 +211,9 @@ fn is_claude_subagent(path: &Path) -> bool {
     in_subagents(path) || side_by_side
 }
 
-/// Agent ids, session ids and thread ids end up in paths: only plain ones.
-pub fn plain_id(s: &str) -> bool {
-    (1..=128).contains(&s.len())
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-}
-
 /// The Codex rollout of a thread (`rollout-<time>-<thread id>.jsonl`),
 /// newest day folders first.
-pub fn find_rollout(paths: &Paths, thread_id: &str) -> Option<PathBuf> {
+pub(crate) fn find_rollout(paths: &Paths, thread_id: &str) -> Option<PathBuf> {
     if !plain_id(thread_id) {
         return None;
     }
@@ -243,7 +247,7 @@ fn collect_dirs(dir: &Path, depth: u32, out: &mut Vec<PathBuf>) {
 }
 
 /// Copilot CLI's `session-state/<session id>/events.jsonl`, when it is there.
-pub fn find_copilot_session(paths: &Paths, session_id: &str) -> Option<PathBuf> {
+pub(crate) fn find_copilot_session(paths: &Paths, session_id: &str) -> Option<PathBuf> {
     if !plain_id(session_id) {
         return None;
     }
@@ -256,7 +260,7 @@ pub fn find_copilot_session(paths: &Paths, session_id: &str) -> Option<PathBuf> 
 }
 
 /// The Claude Code session file `<session id>.jsonl` in any project folder.
-pub fn find_claude_session(paths: &Paths, session_id: &str) -> Option<PathBuf> {
+pub(crate) fn find_claude_session(paths: &Paths, session_id: &str) -> Option<PathBuf> {
     if !plain_id(session_id) {
         return None;
     }
@@ -270,15 +274,15 @@ pub fn find_claude_session(paths: &Paths, session_id: &str) -> Option<PathBuf> {
 
 /// What a transcript's first lines say.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Peek {
+pub(crate) struct Peek {
     /// Claude `sessionId`, Codex `session_meta.payload.id`, pi header `id`.
-    pub conversation_id: Option<String>,
+    pub(crate) conversation_id: Option<String>,
     /// The transcript this one hangs under.
-    pub parent: Option<PathBuf>,
+    pub(crate) parent: Option<PathBuf>,
     /// The folder the agent worked in: Claude's `cwd` on its lines, Codex's
     /// `session_meta.payload.cwd`, pi's header `cwd`, the folder holding an
     /// Aider history.
-    pub cwd: Option<String>,
+    pub(crate) cwd: Option<String>,
 }
 
 /// Lines and bytes a peek reads at most (Codex's first line carries the base
@@ -288,7 +292,7 @@ const PEEK_BYTES: u64 = 1 << 20;
 
 /// Reads the first lines of `path` for its conversation id, parent and
 /// working folder.
-pub fn peek(paths: &Paths, runtime: AgentRuntime, path: &Path) -> Peek {
+pub(crate) fn peek(paths: &Paths, runtime: AgentRuntime, path: &Path) -> Peek {
     let lines = first_lines(path);
     let first_str = |key: &str| {
         lines
@@ -431,7 +435,7 @@ fn find_gemini_session(subagent: &Path, session_id: &str) -> Option<PathBuf> {
 /// `<session>/subagents/*.jsonl` (beside the session's file, or around it
 /// in the layout that keeps each session in a folder). A hook names only
 /// the session; its subagents wrote beside it.
-pub fn subagents_of(runtime: AgentRuntime, main: &Path) -> Vec<PathBuf> {
+pub(crate) fn subagents_of(runtime: AgentRuntime, main: &Path) -> Vec<PathBuf> {
     let dirs = match runtime {
         AgentRuntime::Gemini => first_lines(main)
             .first()
@@ -466,7 +470,7 @@ pub fn subagents_of(runtime: AgentRuntime, main: &Path) -> Vec<PathBuf> {
 
 /// A Cursor session's transcript by its conversation id, in any project:
 /// `agent-transcripts/<id>.jsonl` or `agent-transcripts/<id>/<id>.jsonl`.
-pub fn find_cursor_session(paths: &Paths, conversation_id: &str) -> Option<PathBuf> {
+pub(crate) fn find_cursor_session(paths: &Paths, conversation_id: &str) -> Option<PathBuf> {
     if !plain_id(conversation_id) {
         return None;
     }
@@ -513,42 +517,6 @@ fn claude_parent(path: &Path, session_id: Option<&str>) -> Option<PathBuf> {
     (parent != path).then_some(parent)
 }
 
-/// Opens a transcript for reading if it is a regular file (symlinks
-/// followed); `Ok(None)` for anything else. A FIFO, socket or device can sit
-/// where a transcript is expected: opening a FIFO waits for a writer, which
-/// would hang a hook and stall `kith watch` holding the state lock, so the
-/// open never blocks and the file type is checked on what was opened.
-pub fn open_regular(path: &Path) -> std::io::Result<Option<File>> {
-    if !std::fs::metadata(path)?.is_file() {
-        return Ok(None);
-    }
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
-        .open(path)?;
-    Ok(file.metadata()?.is_file().then_some(file))
-}
-
-/// The bytes of the regular file at `path`, at most `limit` of them (an
-/// error past that); `None` when it is not a regular file (a FIFO, a
-/// device, a folder), which is never waited on.
-pub fn read_regular(path: &Path, limit: u64) -> std::io::Result<Option<Vec<u8>>> {
-    open_regular(path)?
-        .map(|file| read_bounded(file, limit))
-        .transpose()
-}
-
-/// All of `file` from where it stands, or an error once past `limit` bytes
-/// (bounded by what is read, not by a stat: the file may grow meanwhile).
-pub fn read_bounded(file: impl Read, limit: u64) -> std::io::Result<Vec<u8>> {
-    let mut bytes = Vec::new();
-    file.take(limit + 1).read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > limit {
-        return Err(std::io::Error::other(format!("larger than {limit} bytes")));
-    }
-    Ok(bytes)
-}
-
 /// Up to `PEEK_LINES` complete first lines that parse as JSON objects.
 fn first_lines(path: &Path) -> Vec<Value> {
     let Ok(Some(file)) = open_regular(path) else {
@@ -568,18 +536,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn ids_that_could_leave_a_folder_are_refused() {
-        for bad in ["", "..", "a/b", "../x", "a b", "a.jsonl"] {
-            assert!(!plain_id(bad), "{bad}");
-        }
-        assert!(plain_id("019e1625-789d-76c0-80ab-3724b5ddb799"));
-    }
-
-    #[test]
     fn an_opencode_journal_hangs_under_the_session_its_first_line_names() {
         let dir = tempfile::tempdir().expect("a temp dir");
         let paths = Paths::under(dir.path());
-        let root = mirror::journals_root(&paths, AgentRuntime::OpenCode);
+        let root = journals_root(&paths, AgentRuntime::OpenCode);
         std::fs::create_dir_all(&root).expect("the journals");
         let cases = [
             (

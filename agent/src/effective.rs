@@ -9,12 +9,12 @@ use serde_json::{json, Value};
 use crate::config::{Origin, PathOrigins, Paths};
 use crate::settings::Settings;
 
-pub struct Effective<'a> {
-    pub paths: &'a Paths,
-    pub origins: &'a PathOrigins,
-    pub settings: &'a Settings,
+pub(crate) struct Effective<'a> {
+    pub(crate) paths: &'a Paths,
+    pub(crate) origins: &'a PathOrigins,
+    pub(crate) settings: &'a Settings,
     /// Where the token comes from; `None` when there is none.
-    pub token: Option<Origin>,
+    pub(crate) token: Option<Origin>,
 }
 
 impl Effective<'_> {
@@ -79,7 +79,7 @@ impl Effective<'_> {
         rows
     }
 
-    pub fn to_json(&self) -> Value {
+    pub(crate) fn to_json(&self) -> Value {
         let origin = |o: &Origin| o.to_string();
         let dirs: serde_json::Map<String, Value> = self
             .origins

@@ -1,10 +1,11 @@
-//! The one error type of the capture side: what went wrong, on which file,
-//! worded for the one-line reason `kith` prints. Never carries a token.
+//! The agent's one error type: what went wrong, on which file or with
+//! central, worded for the one-line reason `kith` prints, with a stable code
+//! for `--json` and `kith mcp`. Never carries a token.
 
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, thiserror::Error)]
-pub enum Error {
+pub(crate) enum Error {
     #[error("cannot {what} {}: {source}", path.display())]
     Io {
         what: &'static str,
@@ -23,30 +24,38 @@ pub enum Error {
     NotLoggedIn,
     #[error("another kith is working on {} right now; try again in a moment", path.display())]
     Busy { path: PathBuf },
+    /// Nothing usable came back from central: no answer (down, too slow, a
+    /// certificate not trusted), or one that does not read.
     #[error("central at {url}: {reason}")]
     Central { url: String, reason: String },
+    /// Central's refusal: the code and message of its error body
+    /// (`kith_proto::ErrorBody`), or `http_<status>` when the body was not
+    /// kith's (a proxy's page).
+    #[error("{message} ({code})")]
+    Answered { code: String, message: String },
     #[error("{0}")]
     Refused(String),
 }
 
 impl Error {
     /// A stable snake_case code, for `--json` errors.
-    pub fn code(&self) -> &'static str {
+    pub(crate) fn code(&self) -> &str {
         match self {
             Self::Io { .. } => "io_error",
             Self::Invalid { .. } => "invalid_file",
             Self::NotLoggedIn => "not_logged_in",
             Self::Busy { .. } => "busy",
             Self::Central { .. } => "central_unreachable",
+            Self::Answered { code, .. } => code,
             Self::Refused(_) => "refused",
         }
     }
 }
 
-pub type Result<T, E = Error> = std::result::Result<T, E>;
+pub(crate) type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Names the file an IO error happened on.
-pub trait IoContext<T> {
+pub(crate) trait IoContext<T> {
     fn at(self, what: &'static str, path: &Path) -> Result<T>;
 }
 

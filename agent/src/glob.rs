@@ -7,7 +7,7 @@ use std::fmt;
 use std::path::{Component, Path};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Glob {
+pub(crate) struct Glob {
     /// As written in the configuration, for `kith config` and `kith status`.
     text: String,
     /// The absolute pattern's names, `~` expanded.
@@ -18,7 +18,7 @@ impl Glob {
     /// Refuses a glob that is not absolute once `~/` is expanded (or does not
     /// start with `**/`, anywhere): a relative one would depend on the
     /// folder kith happens to run in.
-    pub fn new(text: &str, home: &Path) -> Result<Self, String> {
+    pub(crate) fn new(text: &str, home: &Path) -> Result<Self, String> {
         let expanded = match text.strip_prefix("~/") {
             Some(rest) => format!("{}/{rest}", home.display()),
             None if text == "~" => home.display().to_string(),
@@ -40,13 +40,13 @@ impl Glob {
         })
     }
 
-    pub fn as_str(&self) -> &str {
+    pub(crate) fn as_str(&self) -> &str {
         &self.text
     }
 
     /// Whether `path` (absolute; compared by its names, without touching
     /// the disk) matches.
-    pub fn matches(&self, path: &Path) -> bool {
+    pub(crate) fn matches(&self, path: &Path) -> bool {
         let names: Vec<String> = path
             .components()
             .filter_map(|c| match c {

@@ -20,14 +20,14 @@ use serde_json::Value;
 
 use crate::capture::Capture;
 use crate::client::{Budget, Client};
-use crate::config::{Auth, Paths};
+use crate::config::Paths;
 use crate::discover::{self, Source};
 use crate::error::{Error, Result};
 use crate::mirror;
 use crate::settings::{Flags, Settings};
 
 /// All the time a hook gives central, over every delivery.
-pub const NETWORK_BUDGET: Duration = Duration::from_millis(1500);
+pub(crate) const NETWORK_BUDGET: Duration = Duration::from_millis(1500);
 /// How long a hook waits for another kith holding the state lock.
 const LOCK_WAIT: Duration = Duration::from_millis(1000);
 /// How long a hook waits for its payload on stdin.
@@ -38,7 +38,12 @@ const MAX_PAYLOAD: usize = 1 << 20;
 const MAX_LOG: u64 = 1 << 20;
 
 /// Runs the hook. Never panics out and never returns an error.
-pub fn run(paths: &Paths, flags: &Flags, pi_file: Option<PathBuf>, argument: Option<String>) {
+pub(crate) fn run(
+    paths: &Paths,
+    flags: &Flags,
+    pi_file: Option<PathBuf>,
+    argument: Option<String>,
+) {
     let outcome = catch_unwind(AssertUnwindSafe(|| {
         let stdin = if pi_file.is_none() && argument.is_none() {
             read_payload()
@@ -101,7 +106,7 @@ fn read_within(input: impl AsFd, wait: Duration, max: usize) -> Vec<u8> {
 }
 
 /// The transcripts a hook call names, each session before its subagent.
-pub fn targets(
+pub(crate) fn targets(
     paths: &Paths,
     pi_file: Option<&Path>,
     argument: Option<&str>,
@@ -183,7 +188,7 @@ fn from_hook_payload(paths: &Paths, v: &Value) -> Vec<Source> {
         &main,
     ) {
         (Some(p), _, _) => Some(PathBuf::from(p)),
-        (None, Some(agent), Some(main)) if discover::plain_id(agent) => {
+        (None, Some(agent), Some(main)) if crate::untrusted::plain_id(agent) => {
             let guess = main
                 .with_extension("")
                 .join("subagents")
@@ -235,7 +240,7 @@ fn capture_and_send(paths: &Paths, settings: &Settings, targets: &[Source]) -> R
     if capture.outbox().is_empty() {
         return Ok(());
     }
-    let auth = Auth::load(paths, settings)?;
+    let auth = settings.auth(paths)?;
     let replayed = Client::new(&auth)?.flush(
         &paths.state_dir,
         Budget::new(NETWORK_BUDGET, NETWORK_BUDGET),
@@ -258,7 +263,7 @@ fn capture_and_send(paths: &Paths, settings: &Settings, targets: &[Source]) -> R
 }
 
 /// The hook's log; `kith status` names it.
-pub fn log_path(paths: &Paths) -> PathBuf {
+pub(crate) fn log_path(paths: &Paths) -> PathBuf {
     paths.state_dir.join("hook.log")
 }
 

@@ -32,10 +32,10 @@ use crate::config::{write_through, Durability, Paths};
 use crate::error::{Error, IoContext, Result};
 
 mod jsonc;
-pub mod mcp;
+pub(crate) mod mcp;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Agent {
+pub(crate) enum Agent {
     ClaudeCode,
     Codex,
     Pi,
@@ -46,12 +46,12 @@ pub enum Agent {
 
 /// What an install or uninstall did, for the one line `kith` prints.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Outcome {
+pub(crate) struct Outcome {
     /// What was added or removed: "kith's hook", "the kith MCP server".
-    pub what: &'static str,
-    pub file: PathBuf,
-    pub changed: bool,
-    pub add: bool,
+    pub(crate) what: &'static str,
+    pub(crate) file: PathBuf,
+    pub(crate) changed: bool,
+    pub(crate) add: bool,
 }
 
 impl std::fmt::Display for Outcome {
@@ -71,7 +71,7 @@ type Edit = fn(&str, &Path, bool) -> Result<Option<String>>;
 
 /// Adds (`add`) or removes kith's hook for `agent`; `kith` is the binary the
 /// hook runs. Removing also removes the recall hook.
-pub fn install(paths: &Paths, agent: Agent, kith: &Path, add: bool) -> Result<Outcome> {
+pub(crate) fn install(paths: &Paths, agent: Agent, kith: &Path, add: bool) -> Result<Outcome> {
     let file = config_file(paths, agent);
     let edit: Edit = match agent {
         Agent::ClaudeCode => claude_settings,
@@ -100,7 +100,7 @@ pub fn install(paths: &Paths, agent: Agent, kith: &Path, add: bool) -> Result<Ou
 
 /// Adds (`add`) or removes Claude Code's SessionStart hook that runs
 /// `kith context --hook` (`kith install claude-code --recall-on-start`).
-pub fn install_recall(paths: &Paths, kith: &Path, add: bool) -> Result<Outcome> {
+pub(crate) fn install_recall(paths: &Paths, kith: &Path, add: bool) -> Result<Outcome> {
     let file = paths.claude_dir.join("settings.json");
     let outcome = edit_file(
         &file,
@@ -176,7 +176,7 @@ pub(crate) fn edit_file(
 }
 
 /// The file kith's hook for `agent` lives in.
-pub fn config_file(paths: &Paths, agent: Agent) -> PathBuf {
+pub(crate) fn config_file(paths: &Paths, agent: Agent) -> PathBuf {
     match agent {
         Agent::ClaudeCode => paths.claude_dir.join("settings.json"),
         Agent::Codex => paths.codex_dir.join("config.toml"),
@@ -319,7 +319,7 @@ fn gemini_settings(text: &str, kith: &Path, add: bool) -> Result<Option<String>>
 
 /// Claude's settings with (or without) `kith context --hook` on
 /// SessionStart; `None` when nothing changes.
-pub fn claude_recall(text: &str, kith: &Path, add: bool) -> Result<Option<String>> {
+pub(crate) fn claude_recall(text: &str, kith: &Path, add: bool) -> Result<Option<String>> {
     settings_hooks(
         CLAUDE.what,
         text,

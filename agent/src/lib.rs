@@ -1,33 +1,42 @@
 //! kith's device side: capture (hook, watch, backfill) through cursors and an
 //! outbox, configured by `settings` (config.toml), login, install, status,
-//! and the family CLI (search, tree, show, share, tag, audit).
+//! the commands that ask central (`commands`: search, tree, show, share, tag,
+//! audit, web, context, forget) and `kith mcp`, both printing through
+//! `render`.
 //!
 //! A delta travels `discover` -> `plan` (pure: what to send) -> `capture`
 //! (read, redact, spool) -> `outbox` -> `client` (central). Only `capture`
 //! and `outbox::replay` move cursors, and only under the state lock.
+//!
+//! Every module is the crate's own: the library's face is `main`, which
+//! the `kith` binary runs.
 
-pub mod capture;
-pub mod cli;
-pub mod client;
-pub mod config;
-pub mod conversation;
-pub mod cursor;
-pub mod discover;
-pub mod effective;
-pub mod error;
-pub mod family;
-pub mod forget;
-pub mod glob;
-pub mod hook;
-pub mod install;
-pub mod mcp;
-pub mod mirror;
-pub mod outbox;
-pub mod plan;
-pub mod recall;
-pub mod settings;
-pub mod setup;
-pub mod status;
-pub mod watch;
+#![warn(unreachable_pub)]
 
-pub use error::{Error, Result};
+mod capture;
+mod cli;
+mod client;
+mod commands;
+mod config;
+mod cursor;
+mod discover;
+mod effective;
+mod error;
+mod glob;
+mod hook;
+mod install;
+mod mcp;
+mod mirror;
+mod outbox;
+mod plan;
+mod render;
+mod settings;
+mod setup;
+mod status;
+mod untrusted;
+mod watch;
+mod when;
+
+use error::{Error, Result};
+
+pub use cli::main;

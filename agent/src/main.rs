@@ -1,5 +1,6 @@
-//! `kith`: see `kith_agent::cli`.
+//! `kith`: the program is the `kith_agent` library's (`cli` parses the
+//! command line and dispatches).
 
 fn main() -> std::process::ExitCode {
-    kith_agent::cli::main()
+    kith_agent::main()
 }

@@ -5,43 +5,43 @@
 //! a tool error carrying the API's error code; the server keeps serving.
 //! Every answer fits the caller's token budget (default 4,000).
 
-pub mod render;
-
+use std::borrow::Cow;
 use std::path::Path;
-use std::time::Duration;
 
 use anyhow::{Context as _, Result};
 use kith_proto::{
     AgentRuntime, ContextRequest, ContextResponse, ConversationResponse, ConversationTurn,
-    ConversationsResponse, ErrorBody, GroupBy, SearchFilters, SearchMode, SearchRequest,
-    SearchResponse, StatusResponse, TurnsResponse,
+    ConversationsResponse, GroupBy, SearchFilters, SearchMode, SearchRequest, SearchResponse,
+    StatusResponse, TurnsResponse,
 };
 use kith_shared::tokens;
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{CallToolResult, ContentBlock, Implementation, ServerCapabilities, ServerConfig};
-use rmcp::schemars::{self, JsonSchema};
+use rmcp::schemars::{self, JsonSchema, Schema, SchemaGenerator};
 use rmcp::{tool, tool_handler, tool_router, ServerHandler, ServiceExt};
-use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use time::OffsetDateTime;
 
+use crate::client::{path_part, Central};
 use crate::config::{Auth, Paths};
+use crate::render::plain::{self, Citation};
+use crate::render::term::one_line;
 use crate::settings::Settings;
-use render::Citation;
+use crate::when::{parse_since, WHEN_HINT};
 
 /// Tokens an answer may hold when the caller does not say.
-pub const DEFAULT_MAX_TOKENS: u32 = 4000;
+pub(crate) const DEFAULT_MAX_TOKENS: u32 = 4000;
 /// The largest budget a caller may ask for (central's context pack limit).
-pub const MAX_TOKENS: u32 = 32_000;
+pub(crate) const MAX_TOKENS: u32 = 32_000;
 /// The smallest: room for the note that says an answer was cut.
 const MIN_TOKENS: u32 = 20;
 
 /// Serves MCP on stdin/stdout until the client closes them. The agents
 /// start it with pipes, which `stdio_pipes` reads on the IO driver rather
 /// than handing each message to a blocking thread.
-pub fn run(paths: &Paths, settings: &Settings) -> Result<()> {
-    let auth = Auth::load(paths, settings)?;
+pub(crate) fn run(paths: &Paths, settings: &Settings) -> Result<()> {
+    let auth = settings.auth(paths)?;
     let server = Kith::new(paths.clone(), settings.clone(), &auth)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -74,6 +74,16 @@ impl Failure {
     }
 }
 
+/// A request to central that failed, as `kith` words it.
+impl From<crate::Error> for Failure {
+    fn from(e: crate::Error) -> Self {
+        match e {
+            crate::Error::Answered { code, message } => Self { code, message },
+            other => Self::new(other.code(), other.to_string()),
+        }
+    }
+}
+
 type ToolResult = std::result::Result<CallToolResult, rmcp::ErrorData>;
 
 /// A tool's text, or its failure as an MCP tool error within the budget
@@ -85,64 +95,13 @@ fn answer(result: std::result::Result<String, Failure>, max_tokens: Option<u32>)
         Err(f) => {
             let max = budget(max_tokens).unwrap_or(DEFAULT_MAX_TOKENS);
             let text = format!("{} ({})", f.message, f.code);
-            CallToolResult::error(vec![ContentBlock::text(render::bounded(&text, max))])
+            CallToolResult::error(vec![ContentBlock::text(plain::bounded(&text, max))])
         }
     })
 }
 
-/// Central over HTTP with this machine's token (only ever in the
-/// `Authorization` header).
 #[derive(Clone)]
-struct Central {
-    http: reqwest::Client,
-    url: String,
-    auth: Auth,
-}
-
-impl Central {
-    async fn send<T: DeserializeOwned>(
-        &self,
-        req: reqwest::RequestBuilder,
-    ) -> std::result::Result<T, Failure> {
-        let unreachable = |e: reqwest::Error| {
-            let why = if e.is_timeout() {
-                "timed out"
-            } else {
-                "no answer"
-            };
-            Failure::new(
-                "central_unreachable",
-                format!("cannot reach central at {} ({why})", self.url),
-            )
-        };
-        let res = req
-            .bearer_auth(self.auth.token.expose())
-            .send()
-            .await
-            .map_err(unreachable)?;
-        let status = res.status();
-        if !status.is_success() {
-            return Err(match res.json::<ErrorBody>().await {
-                Ok(body) => Failure::new(&body.error.code, body.error.message),
-                Err(_) => Failure::new("central_error", format!("central answered {status}")),
-            });
-        }
-        res.json::<T>()
-            .await
-            .map_err(|e| Failure::new("central_error", format!("unreadable answer: {e}")))
-    }
-
-    fn get(&self, path: &str) -> reqwest::RequestBuilder {
-        self.http.get(format!("{}{path}", self.url))
-    }
-
-    fn post(&self, path: &str) -> reqwest::RequestBuilder {
-        self.http.post(format!("{}{path}", self.url))
-    }
-}
-
-#[derive(Clone)]
-pub struct Kith {
+pub(crate) struct Kith {
     central: Central,
     paths: Paths,
     /// For the local half of `status` (exclusions, the first line).
@@ -158,19 +117,21 @@ enum Mode {
     Semantic,
 }
 
-#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
-#[serde(rename_all = "kebab-case")]
-enum Runtime {
-    ClaudeCode,
-    Codex,
-    Pi,
-    Gemini,
-    Copilot,
-    Cursor,
-    #[serde(rename = "opencode")]
-    OpenCode,
-    Aider,
-    Other,
+/// The schema of `search`'s `runtime`: the names of `AgentRuntime::ALL`
+/// (the argument itself deserializes as an `AgentRuntime`).
+struct RuntimeName;
+
+impl JsonSchema for RuntimeName {
+    fn schema_name() -> Cow<'static, str> {
+        "Runtime".into()
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "enum": AgentRuntime::ALL.map(AgentRuntime::as_str),
+        })
+    }
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -201,7 +162,8 @@ struct SearchArgs {
     /// Only before then: 30m, 12h, 7d, 2w (ago) or an RFC 3339 time.
     until: Option<String>,
     /// Only this agent: claude-code, codex, pi, gemini, copilot, cursor, aider, opencode or other.
-    runtime: Option<Runtime>,
+    #[schemars(with = "Option<RuntimeName>")]
+    runtime: Option<AgentRuntime>,
     /// Only this machine (its name).
     machine: Option<String>,
     /// How many conversations, 1 to 100 (default 10).
@@ -263,20 +225,9 @@ struct StatusArgs {}
 
 #[tool_router]
 impl Kith {
-    pub fn new(paths: Paths, settings: Settings, auth: &Auth) -> Result<Self> {
-        let mut http = reqwest::Client::builder()
-            .user_agent(concat!("kith-mcp/", env!("CARGO_PKG_VERSION")))
-            .timeout(Duration::from_secs(30));
-        for cert in crate::client::trusted_certificates(auth)? {
-            http = http.add_root_certificate(cert);
-        }
-        let http = http.build()?;
+    pub(crate) fn new(paths: Paths, settings: Settings, auth: &Auth) -> Result<Self> {
         Ok(Self {
-            central: Central {
-                http,
-                url: auth.central_url.trim_end_matches('/').to_owned(),
-                auth: auth.clone(),
-            },
+            central: Central::new(auth)?,
             paths,
             settings,
             tool_router: Self::tool_router(),
@@ -349,17 +300,7 @@ impl Kith {
                 Mode::Semantic => SearchMode::Semantic,
             },
             filters: SearchFilters {
-                runtime: a.runtime.map(|r| match r {
-                    Runtime::ClaudeCode => AgentRuntime::ClaudeCode,
-                    Runtime::Codex => AgentRuntime::Codex,
-                    Runtime::Pi => AgentRuntime::Pi,
-                    Runtime::Gemini => AgentRuntime::Gemini,
-                    Runtime::Copilot => AgentRuntime::Copilot,
-                    Runtime::Cursor => AgentRuntime::Cursor,
-                    Runtime::OpenCode => AgentRuntime::OpenCode,
-                    Runtime::Aider => AgentRuntime::Aider,
-                    Runtime::Other => AgentRuntime::Other,
-                }),
+                runtime: a.runtime,
                 machine: a.machine,
                 since: when("since", a.since, now)?,
                 until: when("until", a.until, now)?,
@@ -378,9 +319,9 @@ impl Kith {
         };
         let res: SearchResponse = self
             .central
-            .send(self.central.post("/api/search").json(&req))
+            .json(self.central.post("/api/search").json(&req))
             .await?;
-        Ok(render::bounded(&render::search(&res), max))
+        Ok(plain::bounded(&plain::search(&res), max))
     }
 
     async fn read_text(&self, a: ReadArgs) -> std::result::Result<String, Failure> {
@@ -411,10 +352,10 @@ impl Kith {
         let turns_range = a.turns.as_deref().map(|t| range("turns", t)).transpose()?;
         let found: ConversationResponse = self
             .central
-            .send(self.central.get(&format!(
-                "/api/conversations/{}",
-                crate::family::path_part(&id)
-            )))
+            .json(
+                self.central
+                    .get(&format!("/api/conversations/{}", path_part(&id))),
+            )
             .await?;
         let tools = a.tools.unwrap_or(false);
         let conversation = &found.conversation;
@@ -430,7 +371,7 @@ impl Kith {
                     (Some(c), _) => past_run(turns, &c.run),
                     (None, Some((from, to))) => {
                         turns.len() as u64 > to - from
-                            || tokens::approx(&render::read(
+                            || tokens::approx(&plain::read(
                                 conversation,
                                 &found.subagents,
                                 turns,
@@ -438,7 +379,7 @@ impl Kith {
                             )) > max
                     }
                     (None, None) => {
-                        tokens::approx(&render::read(conversation, &found.subagents, turns, tools))
+                        tokens::approx(&plain::read(conversation, &found.subagents, turns, tools))
                             > max
                     }
                 }
@@ -453,17 +394,17 @@ impl Kith {
                 let take = usize::try_from(to - from + 1).unwrap_or(usize::MAX);
                 turns = turns.into_iter().skip(skip).take(take).collect();
             }
-            let text = render::read(conversation, &found.subagents, &turns, tools);
-            return Ok(render::bounded(&text, max));
+            let text = plain::read(conversation, &found.subagents, &turns, tools);
+            return Ok(plain::bounded(&text, max));
         }
         // Whole turns within the budget, and where to read on.
         let (from, to) = turns_range.unwrap_or((1, total.max(1)));
         turns.truncate(usize::try_from(to - from + 1).unwrap_or(usize::MAX));
-        Ok(render::read_page(
+        Ok(plain::read_page(
             conversation,
             &found.subagents,
             &turns,
-            render::Page { from, to, total },
+            plain::Page { from, to, total },
             tools,
             max,
         ))
@@ -483,12 +424,9 @@ impl Kith {
         loop {
             let page: TurnsResponse = self
                 .central
-                .send(
+                .json(
                     self.central
-                        .get(&format!(
-                            "/api/conversations/{}/turns",
-                            crate::family::path_part(id)
-                        ))
+                        .get(&format!("/api/conversations/{}/turns", path_part(id)))
                         .query(&[("offset", offset.to_string()), ("limit", "1000".into())]),
                 )
                 .await?;
@@ -512,9 +450,9 @@ impl Kith {
         }
         let res: ConversationsResponse = self
             .central
-            .send(self.central.get("/api/conversations").query(&query))
+            .json(self.central.get("/api/conversations").query(&query))
             .await?;
-        Ok(render::bounded(&render::recent(&res), max))
+        Ok(plain::bounded(&plain::recent(&res), max))
     }
 
     async fn context_text(&self, a: ContextArgs) -> std::result::Result<String, Failure> {
@@ -528,9 +466,9 @@ impl Kith {
         };
         let res: ContextResponse = self
             .central
-            .send(self.central.post("/api/context").json(&req))
+            .json(self.central.post("/api/context").json(&req))
             .await?;
-        Ok(pack_text(&res))
+        Ok(plain::pack(&res))
     }
 
     async fn status_text(&self) -> String {
@@ -542,12 +480,13 @@ impl Kith {
         .unwrap_or_else(|_| "local status unavailable\n".to_owned());
         let central = match self
             .central
-            .send::<StatusResponse>(self.central.get("/api/status"))
+            .json::<StatusResponse>(self.central.get("/api/status"))
             .await
+            .map_err(Failure::from)
         {
             Ok(s) => format!(
                 "central {}: {} as {} on machine {}; {} runs, {} chunks, {} waiting to be indexed\n",
-                self.central.url,
+                self.central.url(),
                 s.version,
                 s.user,
                 s.machine,
@@ -557,23 +496,8 @@ impl Kith {
             ),
             Err(f) => format!("central: {} ({})\n", f.message, f.code),
         };
-        render::bounded(&format!("{local}{central}"), DEFAULT_MAX_TOKENS)
+        plain::bounded(&format!("{local}{central}"), DEFAULT_MAX_TOKENS)
     }
-}
-
-/// `kith context`'s and the `context` tool's text: the pack, or why it is
-/// empty.
-pub fn pack_text(res: &ContextResponse) -> String {
-    let mut out = String::new();
-    if let Some(why) = &res.degraded {
-        out.push_str(&format!("note: {why}\n"));
-    }
-    if res.passages.is_empty() {
-        out.push_str("nothing in the archive fits this task\n");
-    } else {
-        out.push_str(&res.pack);
-    }
-    out
 }
 
 /// A caller's budget, `MIN_TOKENS` to `MAX_TOKENS`.
@@ -591,7 +515,7 @@ fn budget(asked: Option<u32>) -> std::result::Result<u32, Failure> {
 
 /// A caller's argument as an error quotes it: on one line, shortened.
 fn quoted(arg: &str) -> String {
-    format!("{:?}", crate::family::one_line(arg, 80))
+    format!("{:?}", one_line(arg, 80))
 }
 
 /// `c` as the citation it should be.
@@ -625,10 +549,10 @@ fn when(
     now: OffsetDateTime,
 ) -> std::result::Result<Option<String>, Failure> {
     v.map(|s| {
-        crate::family::parse_since(&s, now).ok_or_else(|| {
+        parse_since(&s, now).ok_or_else(|| {
             Failure::new(
                 "invalid_arguments",
-                format!("{name} {}: {}", quoted(&s), crate::family::WHEN_HINT),
+                format!("{name} {}: {}", quoted(&s), WHEN_HINT),
             )
         })
     })
@@ -725,7 +649,7 @@ mod tests {
             Err("invalid_budget".to_owned())
         );
         let text = "a line of an answer\n".repeat(1000);
-        let cut = render::bounded(&text, MIN_TOKENS);
+        let cut = plain::bounded(&text, MIN_TOKENS);
         assert!(tokens::approx(&cut) <= MIN_TOKENS, "{cut}");
         assert!(cut.ends_with("a larger max_tokens]"), "{cut}");
     }
@@ -740,13 +664,34 @@ mod tests {
                 panic!("{huge}: {got:?}");
             };
             assert_eq!(f.code, "invalid_arguments");
-            assert_eq!(
-                f.message,
-                format!("since \"{huge}\": {}", crate::family::WHEN_HINT)
-            );
+            assert_eq!(f.message, format!("since \"{huge}\": {}", WHEN_HINT));
         }
         let week = when("until", Some("7d".into()), NOW).map_err(|f| f.message);
         assert_eq!(week, Ok(Some("2026-05-04T12:00:00.000Z".into())));
+    }
+
+    /// `runtime` offers every agent kith knows by the name central takes
+    /// (`AgentRuntime` is the one list of agents), and its words name each.
+    #[test]
+    fn search_offers_every_runtime() -> anyhow::Result<()> {
+        let schema = rmcp::handler::server::common::schema_for_type::<SearchArgs>();
+        let schema = serde_json::Value::Object((*schema).clone());
+        let names = AgentRuntime::ALL.map(AgentRuntime::as_str);
+        assert_eq!(
+            schema["$defs"]["Runtime"]["enum"],
+            serde_json::json!(names),
+            "{schema}"
+        );
+        let said = schema["properties"]["runtime"]["description"]
+            .as_str()
+            .unwrap_or_default();
+        for name in names {
+            assert!(said.contains(name), "{name} is not in {said:?}");
+        }
+        let args: SearchArgs =
+            serde_json::from_value(serde_json::json!({"query": "q", "runtime": "opencode"}))?;
+        assert_eq!(args.runtime, Some(AgentRuntime::OpenCode));
+        Ok(())
     }
 
     #[test]

@@ -28,7 +28,7 @@ use std::time::Duration;
 use kith_proto::AgentRuntime;
 
 use crate::config::{private_dir, Lock, Paths};
-use crate::discover::Source;
+use crate::discover::{self, Source};
 use crate::error::{IoContext, Result};
 
 /// How long a refresh waits for another kith process's capture.
@@ -37,14 +37,14 @@ const LOCK_WAIT: Duration = Duration::from_secs(10);
 /// One record of a rewritten source: a stable key and its current line (one
 /// JSON object, no newline).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Record {
-    pub key: String,
-    pub line: String,
+pub(crate) struct Record {
+    pub(crate) key: String,
+    pub(crate) line: String,
 }
 
 /// What a journal line says about a key.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Seen {
+pub(crate) enum Seen {
     Put(String),
     Removed(String),
     Other,
@@ -52,7 +52,7 @@ pub enum Seen {
 
 /// An append-only JSONL journal and the lines it holds.
 #[derive(Debug)]
-pub struct Journal {
+pub(crate) struct Journal {
     path: PathBuf,
     lines: Vec<String>,
 }
@@ -61,7 +61,7 @@ impl Journal {
     /// Reads the journal at `path` (none yet: empty). A last line without
     /// its newline is a crash mid-append: it is cut, on disk too, and the
     /// next refresh appends it again whole.
-    pub fn open(path: &Path) -> Result<Journal> {
+    pub(crate) fn open(path: &Path) -> Result<Journal> {
         let mut bytes = Vec::new();
         match File::open(path) {
             Ok(mut f) => {
@@ -89,13 +89,13 @@ impl Journal {
         })
     }
 
-    pub fn lines(&self) -> &[String] {
+    pub(crate) fn lines(&self) -> &[String] {
         &self.lines
     }
 
     /// Appends `lines` in one write and syncs it; creates the folder (0700)
     /// and the file (0600) if needed.
-    pub fn append(&mut self, lines: &[String]) -> Result<()> {
+    pub(crate) fn append(&mut self, lines: &[String]) -> Result<()> {
         if lines.is_empty() {
             return Ok(());
         }
@@ -128,7 +128,7 @@ impl Journal {
 /// `records` no longer has (in the order the journal first saw them).
 /// `read` tells what a journal line says. Returns how many lines were
 /// appended.
-pub fn sync(
+pub(crate) fn sync(
     journal: &mut Journal,
     records: &[Record],
     read: impl Fn(&str) -> Seen,
@@ -177,30 +177,18 @@ pub fn sync(
 }
 
 /// `<state>/journals/<runtime slug>/<rel>`.
-pub fn journal_path(paths: &Paths, runtime: AgentRuntime, rel: &Path) -> PathBuf {
-    journals_root(paths, runtime).join(rel)
-}
-
-/// Where the journals of `runtime` live.
-pub fn journals_root(paths: &Paths, runtime: AgentRuntime) -> PathBuf {
-    paths.state_dir.join("journals").join(runtime.as_str())
-}
-
-/// The runtime whose journals hold `path`, if it is in a journal folder.
-pub fn runtime_of_journal(paths: &Paths, path: &Path) -> Option<AgentRuntime> {
-    let rest = path.strip_prefix(paths.state_dir.join("journals")).ok()?;
-    let slug = rest.components().next()?.as_os_str().to_str()?;
-    AgentRuntime::parse(slug)
+pub(crate) fn journal_path(paths: &Paths, runtime: AgentRuntime, rel: &Path) -> PathBuf {
+    discover::journals_root(paths, runtime).join(rel)
 }
 
 /// Whether a change to `path` is one a mirror reads.
-pub fn is_source(paths: &Paths, path: &Path) -> bool {
+pub(crate) fn is_source(paths: &Paths, path: &Path) -> bool {
     gemini::is_source(paths, path) || opencode::is_source(paths, path)
 }
 
 /// Refreshes the journals fed by a changed source file and returns them
 /// (grown or not: one a crash left uncaptured is captured with them).
-pub fn refresh(paths: &Paths, source: &Path) -> Result<Vec<PathBuf>> {
+pub(crate) fn refresh(paths: &Paths, source: &Path) -> Result<Vec<PathBuf>> {
     let gemini = gemini::is_source(paths, source);
     if !gemini && !opencode::is_source(paths, source) {
         return Ok(Vec::new());
@@ -214,7 +202,7 @@ pub fn refresh(paths: &Paths, source: &Path) -> Result<Vec<PathBuf>> {
 }
 
 /// Every mirrored source on this machine.
-pub fn sources(paths: &Paths) -> Vec<PathBuf> {
+pub(crate) fn sources(paths: &Paths) -> Vec<PathBuf> {
     let mut out = gemini::sources(paths);
     out.extend(opencode::sources(paths));
     out
@@ -222,7 +210,7 @@ pub fn sources(paths: &Paths) -> Vec<PathBuf> {
 
 /// Folders holding mirrored sources outside the transcript roots, for
 /// `kith watch`, each with whether its subfolders are watched too.
-pub fn source_folders(paths: &Paths) -> Vec<(PathBuf, notify::RecursiveMode)> {
+pub(crate) fn source_folders(paths: &Paths) -> Vec<(PathBuf, notify::RecursiveMode)> {
     opencode::folders(paths)
 }
 
@@ -230,13 +218,13 @@ pub fn source_folders(paths: &Paths) -> Vec<(PathBuf, notify::RecursiveMode)> {
 /// storage tree keeps each message's parts in a folder of its own): a new
 /// one starts no rescan, since its message's file changing refreshes the
 /// whole session (and the periodic rescan catches the rest).
-pub fn holds_sources(paths: &Paths, dir: &Path) -> bool {
+pub(crate) fn holds_sources(paths: &Paths, dir: &Path) -> bool {
     opencode::holds(paths, dir)
 }
 
 /// Refreshes every mirrored source (`kith capture`); the sources whose
 /// refresh failed, with why.
-pub fn refresh_all(paths: &Paths) -> Vec<(PathBuf, crate::Error)> {
+pub(crate) fn refresh_all(paths: &Paths) -> Vec<(PathBuf, crate::Error)> {
     sources(paths)
         .into_iter()
         .filter_map(|source| refresh(paths, &source).err().map(|e| (source, e)))
@@ -245,14 +233,14 @@ pub fn refresh_all(paths: &Paths) -> Vec<(PathBuf, crate::Error)> {
 
 /// The transcripts to capture for `source`: itself, or the journals it
 /// feeds once refreshed.
-pub fn resolve(paths: &Paths, source: Source) -> Result<Vec<Source>> {
+pub(crate) fn resolve(paths: &Paths, source: Source) -> Result<Vec<Source>> {
     if !is_source(paths, &source.path) {
         return Ok(vec![source]);
     }
     Ok(refresh(paths, &source.path)?
         .into_iter()
         .map(|path| Source {
-            runtime: runtime_of_journal(paths, &path).unwrap_or(source.runtime),
+            runtime: discover::runtime_of_journal(paths, &path).unwrap_or(source.runtime),
             path,
         })
         .collect())
@@ -265,7 +253,7 @@ pub fn resolve(paths: &Paths, source: Source) -> Result<Vec<Source>> {
 /// nothing. A file changed within the last second is not stamped: two
 /// rewrites of the same size inside one tick of the file system's clock
 /// would look alike.
-pub struct Stamp {
+pub(crate) struct Stamp {
     path: PathBuf,
     journal: PathBuf,
     now: String,
@@ -274,7 +262,7 @@ pub struct Stamp {
 
 impl Stamp {
     /// The stamp of `source` as it is now, for the journal at `journal`.
-    pub fn of(source: &std::fs::Metadata, journal: &Path) -> Stamp {
+    pub(crate) fn of(source: &std::fs::Metadata, journal: &Path) -> Stamp {
         use std::os::unix::fs::MetadataExt;
         let mut path = journal.as_os_str().to_owned();
         path.push(".seen");
@@ -294,13 +282,13 @@ impl Stamp {
 
     /// Whether the journal is there, brought up to the source as it is now
     /// (a journal removed meanwhile is written again).
-    pub fn unchanged(&self) -> bool {
+    pub(crate) fn unchanged(&self) -> bool {
         self.journal.is_file()
             && std::fs::read_to_string(&self.path).is_ok_and(|was| was == self.now)
     }
 
     /// Records that the journal is up to the source as it is now.
-    pub fn record(&self) -> Result<()> {
+    pub(crate) fn record(&self) -> Result<()> {
         if !self.settled {
             return Ok(());
         }
@@ -316,7 +304,7 @@ impl Stamp {
 /// `json` on one line: whitespace outside strings dropped, everything else
 /// (key order, number spelling, escapes) byte for byte. A JSON string
 /// cannot hold a raw newline, so the result has none.
-pub fn compact(json: &str) -> String {
+pub(crate) fn compact(json: &str) -> String {
     let mut out = String::with_capacity(json.len());
     let (mut in_string, mut escaped) = (false, false);
     for c in json.chars() {

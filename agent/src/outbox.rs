@@ -47,23 +47,23 @@ use crate::error::{Error, IoContext, Result};
 
 /// What an entry is about, readable without decompressing the body.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Header {
+pub(crate) struct Header {
     /// The transcript (its cursor's key).
-    pub file: PathBuf,
-    pub source_identity: String,
-    pub from_offset: u64,
-    pub to_offset: u64,
+    pub(crate) file: PathBuf,
+    pub(crate) source_identity: String,
+    pub(crate) from_offset: u64,
+    pub(crate) to_offset: u64,
     /// Also the `Idempotency-Key`.
-    pub run_id: String,
+    pub(crate) run_id: String,
     /// The chain hash after this delta, as the agent computed it; central's
     /// receipt must say the same.
-    pub chain_sha256: String,
+    pub(crate) chain_sha256: String,
     /// The cursor's `tail_sha256` and `size` after this delta (absent from
     /// entries of kith versions that wrote the cursor for every delta).
     #[serde(default)]
-    pub tail_sha256: Option<String>,
+    pub(crate) tail_sha256: Option<String>,
     #[serde(default)]
-    pub size: u64,
+    pub(crate) size: u64,
 }
 
 /// An entry's first line: its header and the length of the body after it,
@@ -89,7 +89,7 @@ impl Header {
 
     /// Moves `c`'s spooled mark to the end of this delta, if the delta is on
     /// c's chain, ahead of the mark, and says what the cursor needs.
-    pub fn advance(&self, c: &mut Cursor) {
+    pub(crate) fn advance(&self, c: &mut Cursor) {
         if self.source_identity == c.source_identity()
             && self.to_offset > c.spooled.offset
             && self.tail_sha256.is_some()
@@ -105,7 +105,7 @@ impl Header {
 const MAX_HEADER: u64 = 64 * 1024;
 
 #[derive(Debug, Clone)]
-pub struct Outbox {
+pub(crate) struct Outbox {
     dir: PathBuf,
     rejected: PathBuf,
     last_error: PathBuf,
@@ -117,7 +117,7 @@ pub struct Outbox {
 }
 
 impl Outbox {
-    pub fn new(state_dir: &Path) -> Self {
+    pub(crate) fn new(state_dir: &Path) -> Self {
         Self {
             dir: state_dir.join("outbox"),
             rejected: state_dir.join("rejected"),
@@ -132,7 +132,7 @@ impl Outbox {
     /// The newest time in the names of `transcript`'s entries waiting now:
     /// what its next entry must sort after (`push`), read once each time
     /// capture takes the state lock (no other kith spools meanwhile).
-    pub fn newest_stamp_of(&self, transcript: &Path) -> u64 {
+    pub(crate) fn newest_stamp_of(&self, transcript: &Path) -> u64 {
         let tag = format!("-{}-", cursor::key(transcript));
         self.names()
             .iter()
@@ -143,7 +143,12 @@ impl Outbox {
     }
 
     /// `after` is `newest_stamp_of` the transcript.
-    pub fn push(&self, header: &Header, request: &IngestRequest, after: u64) -> Result<PathBuf> {
+    pub(crate) fn push(
+        &self,
+        header: &Header,
+        request: &IngestRequest,
+        after: u64,
+    ) -> Result<PathBuf> {
         // After every entry waiting when this outbox first spooled, and
         // every entry of this transcript another kith spooled since,
         // whatever the clock says now (it may have stepped back since);
@@ -178,7 +183,7 @@ impl Outbox {
     }
 
     /// The newest whole entry of `cursor`'s chain, if any is waiting.
-    pub fn newest_of(&self, cursor: &Cursor) -> Option<Header> {
+    pub(crate) fn newest_of(&self, cursor: &Cursor) -> Option<Header> {
         let tag = format!("-{}-", cursor::key(&cursor.path));
         let identity = cursor.source_identity();
         let mut names = self.names();
@@ -215,7 +220,7 @@ impl Outbox {
     }
 
     /// Entry files, oldest first.
-    pub fn entries(&self) -> Vec<PathBuf> {
+    pub(crate) fn entries(&self) -> Vec<PathBuf> {
         let mut names = self.names();
         // By name: the same order as by path, without comparing every
         // component of two long paths (a deep outbox is sorted per hook).
@@ -251,11 +256,11 @@ impl Outbox {
         }
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.names().len()
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
@@ -273,7 +278,7 @@ impl Outbox {
     }
 
     /// The header and the compressed body, if the entry is whole.
-    pub fn read(&self, entry: &Path) -> Result<(Header, Vec<u8>)> {
+    pub(crate) fn read(&self, entry: &Path) -> Result<(Header, Vec<u8>)> {
         let bytes = fs::read(entry).at("read", entry)?;
         let split = bytes
             .iter()
@@ -285,14 +290,15 @@ impl Outbox {
     }
 
     /// The request as it will be sent.
-    pub fn request(&self, entry: &Path) -> Result<IngestRequest> {
+    #[cfg(test)]
+    pub(crate) fn request(&self, entry: &Path) -> Result<IngestRequest> {
         let (_, body) = self.read(entry)?;
         let json = zstd::decode_all(body.as_slice()).at("decompress", entry)?;
         serde_json::from_slice(&json).map_err(|e| invalid(entry, &e))
     }
 
     /// Moves an entry to `rejected/`, with `<name>.reason` beside it.
-    pub fn reject(&self, entry: &Path, reason: &str) -> Result<()> {
+    pub(crate) fn reject(&self, entry: &Path, reason: &str) -> Result<()> {
         let name = entry.file_name().unwrap_or_default();
         let dest = self.rejected.join(name);
         private_dir(&self.rejected)?;
@@ -300,7 +306,7 @@ impl Outbox {
         write_private(&dest.with_extension("reason"), reason.as_bytes())
     }
 
-    pub fn rejected(&self) -> usize {
+    pub(crate) fn rejected(&self) -> usize {
         fs::read_dir(&self.rejected)
             .into_iter()
             .flatten()
@@ -310,7 +316,7 @@ impl Outbox {
     }
 
     /// Why the last replay stopped, if it did.
-    pub fn last_error(&self) -> Option<String> {
+    pub(crate) fn last_error(&self) -> Option<String> {
         fs::read_to_string(&self.last_error).ok()
     }
 
@@ -324,7 +330,7 @@ impl Outbox {
     }
 
     /// When central last accepted a delta (RFC 3339), if it ever did.
-    pub fn last_sent(&self) -> Option<String> {
+    pub(crate) fn last_sent(&self) -> Option<String> {
         fs::read_to_string(&self.last_sent)
             .ok()
             .map(|t| t.trim().to_owned())
@@ -399,7 +405,7 @@ fn sortable_now(after: u64) -> u64 {
 
 /// Central's answer to one delivery, as the replay needs it.
 #[derive(Debug, Clone)]
-pub enum Delivery {
+pub(crate) enum Delivery {
     Accepted(IngestResponse),
     /// Not reachable, too slow, 429, or not kith-central answering: try
     /// again later.
@@ -419,15 +425,15 @@ pub enum Delivery {
 
 /// What one replay did.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct Replayed {
-    pub accepted: usize,
-    pub rejected: usize,
+pub(crate) struct Replayed {
+    pub(crate) accepted: usize,
+    pub(crate) rejected: usize,
     /// Why it stopped before the outbox was empty.
-    pub stopped: Option<String>,
+    pub(crate) stopped: Option<String>,
     /// It stopped because central refused the token (401).
-    pub token_refused: bool,
+    pub(crate) token_refused: bool,
     /// Another kith process is replaying; it will deliver these too.
-    pub busy: bool,
+    pub(crate) busy: bool,
 }
 
 /// Transcripts whose delta central failed on, one after another, before a
@@ -441,7 +447,7 @@ const MAX_FAILED_IN_A_ROW: usize = 3;
 /// or it stops). A delta central fails on (a 5xx) holds back only its own
 /// transcript's later deltas. The state lock is held only for each entry's
 /// bookkeeping, never across a request.
-pub fn replay(
+pub(crate) fn replay(
     state_dir: &Path,
     lock_wait: Duration,
     mut deliver: impl FnMut(&Header, Vec<u8>) -> Delivery,
@@ -599,7 +605,7 @@ pub fn replay(
 /// replay is sending one meanwhile, and does nothing while another kith
 /// replays (it discards them next time). The transcripts' cursors fall back
 /// to their files' marks, as for a lost entry.
-pub fn discard(
+pub(crate) fn discard(
     state_dir: &Path,
     lock_wait: Duration,
     drop: impl Fn(&Header) -> bool,

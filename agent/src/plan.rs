@@ -9,26 +9,26 @@
 use crate::cursor::Cursor;
 
 /// Bytes before the spooled offset whose hash detects a rewritten file.
-pub const TAIL_WINDOW: u64 = 4096;
+pub(crate) const TAIL_WINDOW: u64 = 4096;
 
 /// Deltas are cut at a line boundary once this long, so a backlog travels in
 /// pieces central's body limit (64 MiB by default, JSON-escaped) takes; a
 /// single longer line travels alone.
-pub const MAX_DELTA: usize = 8 << 20;
+pub(crate) const MAX_DELTA: usize = 8 << 20;
 
 /// The file as it is now.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Observed {
-    pub dev: u64,
-    pub ino: u64,
-    pub size: u64,
+pub(crate) struct Observed {
+    pub(crate) dev: u64,
+    pub(crate) ino: u64,
+    pub(crate) size: u64,
     /// sha256 of the `TAIL_WINDOW` bytes before the cursor's spooled offset;
     /// `None` when there is no cursor or the file is shorter than that.
-    pub tail_sha256: Option<String>,
+    pub(crate) tail_sha256: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Plan {
+pub(crate) enum Plan {
     /// Nothing new, or only a partial line, or the chain is parked.
     Nothing,
     /// Continue the chain with the complete lines after `from`.
@@ -38,7 +38,7 @@ pub enum Plan {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Why {
+pub(crate) enum Why {
     /// No cursor yet.
     New,
     /// Another file now lives at the path (different dev/inode).
@@ -51,7 +51,7 @@ pub enum Why {
     Refused(String),
 }
 
-pub fn plan(cursor: Option<&Cursor>, now: &Observed) -> Plan {
+pub(crate) fn plan(cursor: Option<&Cursor>, now: &Observed) -> Plan {
     let Some(c) = cursor else {
         return if now.size > 0 {
             Plan::Start { why: Why::New }
@@ -82,7 +82,7 @@ pub fn plan(cursor: Option<&Cursor>, now: &Observed) -> Plan {
 /// Where the next delta in `buf` (bytes from the delta's start) ends: after
 /// the last `\n` within `max` bytes, else after the first `\n` beyond (a line
 /// longer than `max` travels alone); `None` when no line is complete yet.
-pub fn delta_end(buf: &[u8], max: usize) -> Option<usize> {
+pub(crate) fn delta_end(buf: &[u8], max: usize) -> Option<usize> {
     let head = &buf[..buf.len().min(max)];
     if let Some(i) = head.iter().rposition(|&b| b == b'\n') {
         return Some(i + 1);

@@ -25,12 +25,12 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use crate::config::{Auth, Origin, Paths};
+use crate::config::{Auth, Origin, Paths, Secret};
 use crate::error::{Error, IoContext, Result};
 use crate::glob::Glob;
 use kith_shared::redact::Extra;
 
-pub const FILE_NAME: &str = "config.toml";
+pub(crate) const FILE_NAME: &str = "config.toml";
 
 /// `config.toml` as written.
 #[derive(Debug, Default, Deserialize)]
@@ -63,33 +63,33 @@ struct TagRuleFile {
 
 /// A value and where it came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Sourced<T> {
-    pub value: T,
-    pub origin: Origin,
+pub(crate) struct Sourced<T> {
+    pub(crate) value: T,
+    pub(crate) origin: Origin,
 }
 
 /// Runs of transcripts whose agent worked in `project` get `tags`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TagRule {
-    pub project: Glob,
-    pub tags: Vec<String>,
+pub(crate) struct TagRule {
+    pub(crate) project: Glob,
+    pub(crate) tags: Vec<String>,
 }
 
 /// What capture applies to every transcript.
 #[derive(Debug, Clone, Default)]
-pub struct Rules {
+pub(crate) struct Rules {
     /// From the file, `KITH_EXCLUDE` and `--exclude` together: a later
     /// source adds exclusions and never lifts one.
-    pub exclude: Vec<Sourced<Glob>>,
-    pub tags: Vec<TagRule>,
+    pub(crate) exclude: Vec<Sourced<Glob>>,
+    pub(crate) tags: Vec<TagRule>,
     /// Masked in every delta, after the built-in secret rules.
-    pub redact: Extra,
+    pub(crate) redact: Extra,
 }
 
 impl Rules {
     /// The glob that keeps a transcript back, by its own path or by the
     /// folder its agent worked in.
-    pub fn excluded(&self, path: &Path, cwd: Option<&Path>) -> Option<&Glob> {
+    pub(crate) fn excluded(&self, path: &Path, cwd: Option<&Path>) -> Option<&Glob> {
         self.exclude
             .iter()
             .map(|g| &g.value)
@@ -97,7 +97,7 @@ impl Rules {
     }
 
     /// The tags of every rule whose project holds `cwd`, each once, sorted.
-    pub fn tags_for(&self, cwd: Option<&Path>) -> Vec<String> {
+    pub(crate) fn tags_for(&self, cwd: Option<&Path>) -> Vec<String> {
         let Some(cwd) = cwd else {
             return Vec::new();
         };
@@ -113,30 +113,50 @@ impl Rules {
 
 /// The settings flags can give.
 #[derive(Debug, Clone, Default)]
-pub struct Flags {
-    pub central_url: Option<String>,
-    pub exclude: Vec<String>,
+pub(crate) struct Flags {
+    pub(crate) central_url: Option<String>,
+    pub(crate) exclude: Vec<String>,
 }
 
 /// Everything the agent was configured with, resolved before any work.
 #[derive(Debug, Clone)]
-pub struct Settings {
+pub(crate) struct Settings {
     /// Where `config.toml` is (or would be).
-    pub file: PathBuf,
+    pub(crate) file: PathBuf,
     /// `--central-url` > `KITH_CENTRAL_URL` > `config.toml` > `auth.json`
     /// (written by `kith login`).
-    pub central_url: Option<Sourced<String>>,
-    pub rules: Rules,
+    pub(crate) central_url: Option<Sourced<String>>,
+    pub(crate) rules: Rules,
     /// Folders holding an Aider project's `.aider.chat.history.md`, or
     /// projects one level down (`discover::aider_dirs`): the file's, then
     /// `KITH_AIDER_ROOTS`'s (colon-separated), together.
-    pub aider_roots: Vec<Sourced<PathBuf>>,
+    pub(crate) aider_roots: Vec<Sourced<PathBuf>>,
 }
 
 impl Settings {
     /// The Aider roots, without their origins.
-    pub fn aider_roots(&self) -> Vec<PathBuf> {
+    pub(crate) fn aider_roots(&self) -> Vec<PathBuf> {
         self.aider_roots.iter().map(|r| r.value.clone()).collect()
+    }
+
+    /// The login to use: the central these settings name (see
+    /// `central_url` for the order), with `KITH_TOKEN` over `auth.json`'s
+    /// token.
+    pub(crate) fn auth(&self, paths: &Paths) -> Result<Auth> {
+        let file = Auth::read(paths)?;
+        let ca_cert = file.as_ref().and_then(|a| a.ca_cert.clone());
+        let token = match std::env::var("KITH_TOKEN").ok().filter(|v| !v.is_empty()) {
+            Some(token) => Some(Secret::new(token)),
+            None => file.map(|a| a.token),
+        };
+        match (&self.central_url, token) {
+            (Some(url), Some(token)) => Ok(Auth {
+                central_url: url.value.trim_end_matches('/').to_owned(),
+                token,
+                ca_cert,
+            }),
+            _ => Err(Error::NotLoggedIn),
+        }
     }
 }
 
@@ -153,7 +173,7 @@ struct Layers<'a> {
 }
 
 impl Settings {
-    pub fn load(paths: &Paths, flags: &Flags) -> Result<Self> {
+    pub(crate) fn load(paths: &Paths, flags: &Flags) -> Result<Self> {
         let file = paths.config_dir.join(FILE_NAME);
         let config = match std::fs::read_to_string(&file) {
             Ok(text) => toml::from_str(&text).map_err(|e| invalid(&file, e.message()))?,

@@ -20,17 +20,17 @@ use crate::install::Agent;
 
 /// What to set up, from the command line.
 #[derive(Debug, Clone)]
-pub struct Options {
+pub(crate) struct Options {
     /// Where `kith` goes.
-    pub bin_dir: PathBuf,
+    pub(crate) bin_dir: PathBuf,
     /// The user's home (profile files, the service's folder).
-    pub home: PathBuf,
-    pub service: Service,
+    pub(crate) home: PathBuf,
+    pub(crate) service: Service,
 }
 
 /// How far the `kith watch` service step goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Service {
+pub(crate) enum Service {
     /// No service at all (`--no-service`).
     Skip,
     /// The unit or plist is written, not enabled (`--no-enable`).
@@ -41,24 +41,24 @@ pub enum Service {
 
 /// What `kith setup` changed, kept for `--uninstall`. Each run adds to it.
 #[derive(Debug, Default, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Manifest {
+pub(crate) struct Manifest {
     /// The binary setup copied (absent when `kith` already ran from there).
-    pub binary: Option<PathBuf>,
+    pub(crate) binary: Option<PathBuf>,
     /// The profile file setup added the PATH line to.
-    pub profile: Option<PathBuf>,
+    pub(crate) profile: Option<PathBuf>,
     /// The agents whose hook setup installed.
-    pub hooks: Vec<String>,
+    pub(crate) hooks: Vec<String>,
     /// Files that did not exist before setup wrote them (agent configs, the
     /// profile): removed again when nothing else was added to them.
-    pub created: Vec<PathBuf>,
+    pub(crate) created: Vec<PathBuf>,
     /// The service file setup wrote, and whether it enabled it.
-    pub service: Option<ServiceFile>,
+    pub(crate) service: Option<ServiceFile>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ServiceFile {
-    pub file: PathBuf,
-    pub enabled: bool,
+pub(crate) struct ServiceFile {
+    pub(crate) file: PathBuf,
+    pub(crate) enabled: bool,
 }
 
 const AGENTS: [(Agent, &str); 6] = [
@@ -93,7 +93,7 @@ type Manager<'a> = dyn FnMut(&str, &[&str]) -> std::result::Result<(), String> +
 /// run and setup succeeds. Any other failure fails setup: an agent's after
 /// every agent was tried and what was done is recorded, the others (the
 /// binary, the profile, the service file) at once.
-pub fn setup(paths: &Paths, opts: &Options, say: &mut dyn FnMut(&str)) -> Result<()> {
+pub(crate) fn setup(paths: &Paths, opts: &Options, say: &mut dyn FnMut(&str)) -> Result<()> {
     let exe = std::env::current_exe()
         .map_err(|e| Error::Refused(format!("cannot tell where this kith is: {e}")))?;
     let config = std::env::var_os("XDG_CONFIG_HOME")
@@ -183,7 +183,7 @@ fn setup_on(
 /// named and the rest still undone,
 /// but the binary that hook runs stays, and so does the record of it, so
 /// that `kith setup --uninstall` finishes once the file is mended.
-pub fn uninstall(paths: &Paths, say: &mut dyn FnMut(&str)) -> Result<()> {
+pub(crate) fn uninstall(paths: &Paths, say: &mut dyn FnMut(&str)) -> Result<()> {
     let mut manager = run;
     uninstall_on(paths, &mut manager, say)
 }
@@ -388,7 +388,7 @@ fn path_has(dir: &Path) -> bool {
 /// Where `kith` goes when no folder is given: where it runs from when that
 /// is on PATH already (a package's /usr/bin, `cargo install`'s
 /// ~/.cargo/bin), else `~/.local/bin`.
-pub fn default_bin_dir(home: &Path) -> PathBuf {
+pub(crate) fn default_bin_dir(home: &Path) -> PathBuf {
     std::env::current_exe()
         .ok()
         .and_then(|exe| exe.canonicalize().ok())

@@ -18,7 +18,7 @@ use serde_json::json;
 use time::OffsetDateTime;
 
 use crate::client::Client;
-use crate::config::{Auth, Paths};
+use crate::config::Paths;
 use crate::cursor::Cursors;
 use crate::discover;
 use crate::outbox::Outbox;
@@ -35,35 +35,35 @@ const WARN_DAYS_AHEAD: u64 = 3;
 const CENTRAL_WAIT: Duration = Duration::from_secs(3);
 
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct Coverage {
+pub(crate) struct Coverage {
     /// Transcripts found (those `exclude` keeps back are not counted).
-    pub files: u64,
-    pub bytes_on_disk: u64,
-    pub bytes_accepted: u64,
-    pub bytes_pending: u64,
-    pub last_error: Option<String>,
+    pub(crate) files: u64,
+    pub(crate) bytes_on_disk: u64,
+    pub(crate) bytes_accepted: u64,
+    pub(crate) bytes_pending: u64,
+    pub(crate) last_error: Option<String>,
     /// Files whose capture waits until they change, and why.
-    pub parked: Vec<(PathBuf, String)>,
+    pub(crate) parked: Vec<(PathBuf, String)>,
     /// How the agent deletes its own transcripts; `None` when it keeps them.
-    pub cleanup: Option<Cleanup>,
+    pub(crate) cleanup: Option<Cleanup>,
     /// Transcripts the cleanup may delete soon that central lacks in part.
-    pub at_risk: Vec<PathBuf>,
+    pub(crate) at_risk: Vec<PathBuf>,
 }
 
 /// An agent's own deletion of old transcripts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Cleanup {
+pub(crate) struct Cleanup {
     /// The agent, as its users name it.
-    pub agent: &'static str,
+    pub(crate) agent: &'static str,
     /// The setting that decides it.
-    pub setting: &'static str,
+    pub(crate) setting: &'static str,
     /// Age (since the last change) at which a transcript goes.
-    pub after: Duration,
+    pub(crate) after: Duration,
 }
 
 impl Cleanup {
     /// The agent's cleanup as this machine configures it.
-    pub fn of(paths: &Paths, runtime: AgentRuntime) -> Option<Self> {
+    pub(crate) fn of(paths: &Paths, runtime: AgentRuntime) -> Option<Self> {
         match runtime {
             AgentRuntime::ClaudeCode => Some(Self {
                 agent: "Claude Code",
@@ -92,7 +92,7 @@ impl Cleanup {
 
 /// What central says about this machine, if it can be asked.
 #[derive(Debug, Clone)]
-pub enum Login {
+pub(crate) enum Login {
     NotLoggedIn,
     /// A token is stored, but central did not answer (or refused it).
     Unreachable(String),
@@ -101,30 +101,30 @@ pub enum Login {
 
 /// One exclusion and how many transcripts on disk it keeps back.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Excluded {
-    pub glob: String,
-    pub origin: String,
-    pub transcripts: u64,
+pub(crate) struct Excluded {
+    pub(crate) glob: String,
+    pub(crate) origin: String,
+    pub(crate) transcripts: u64,
 }
 
 #[derive(Debug, Clone)]
-pub struct Report {
-    pub central_url: Option<String>,
-    pub login: Login,
+pub(crate) struct Report {
+    pub(crate) central_url: Option<String>,
+    pub(crate) login: Login,
     /// When central last accepted a delta from here (RFC 3339).
-    pub last_sent: Option<String>,
-    pub sources: Vec<(AgentRuntime, Coverage)>,
+    pub(crate) last_sent: Option<String>,
+    pub(crate) sources: Vec<(AgentRuntime, Coverage)>,
     /// Every exclusion, also those that match nothing yet.
-    pub excluded: Vec<Excluded>,
-    pub outbox: usize,
-    pub rejected: usize,
+    pub(crate) excluded: Vec<Excluded>,
+    pub(crate) outbox: usize,
+    pub(crate) rejected: usize,
     /// Why the last replay stopped (central down, token refused).
-    pub last_error: Option<String>,
-    pub state_dir: PathBuf,
+    pub(crate) last_error: Option<String>,
+    pub(crate) state_dir: PathBuf,
 }
 
 /// Claude Code's `cleanupPeriodDays` from `settings.json` (default 30).
-pub fn cleanup_days(claude_dir: &Path) -> u64 {
+pub(crate) fn cleanup_days(claude_dir: &Path) -> u64 {
     std::fs::read(claude_dir.join("settings.json"))
         .ok()
         .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
@@ -136,7 +136,7 @@ pub fn cleanup_days(claude_dir: &Path) -> u64 {
 /// Gemini CLI's `general.sessionRetention` from `settings.json`: `None` when
 /// `enabled` is false, else `maxAge` (`<n>h`, `d`, `w` or `m`, a month being
 /// 30 days; default 30 days). Its `maxCount` is not read.
-pub fn gemini_retention(gemini_dir: &Path) -> Option<Duration> {
+pub(crate) fn gemini_retention(gemini_dir: &Path) -> Option<Duration> {
     let settings = std::fs::read(gemini_dir.join("settings.json"))
         .ok()
         .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok());
@@ -171,7 +171,7 @@ fn runtimes() -> impl Iterator<Item = AgentRuntime> {
 
 /// Central's view of this machine, waiting at most `CENTRAL_WAIT`.
 fn login(paths: &Paths, settings: &Settings) -> Login {
-    let auth = match Auth::load(paths, settings) {
+    let auth = match settings.auth(paths) {
         Ok(auth) => auth,
         Err(crate::Error::NotLoggedIn) => return Login::NotLoggedIn,
         Err(e) => return Login::Unreachable(e.to_string()),
@@ -182,7 +182,7 @@ fn login(paths: &Paths, settings: &Settings) -> Login {
     }
 }
 
-pub fn report(paths: &Paths, settings: &Settings) -> Report {
+pub(crate) fn report(paths: &Paths, settings: &Settings) -> Report {
     let cursors = Cursors::new(&paths.state_dir);
     let outbox = Outbox::new(&paths.state_dir);
     let mut sources: Vec<(AgentRuntime, Coverage)> = runtimes()
@@ -242,7 +242,7 @@ pub fn report(paths: &Paths, settings: &Settings) -> Report {
         cov.bytes_accepted += accepted;
         cov.bytes_pending += meta.len() - accepted;
         // A journal is kith's own copy: the agent's cleanup never deletes it.
-        let journal = crate::mirror::runtime_of_journal(paths, &source.path).is_some();
+        let journal = discover::runtime_of_journal(paths, &source.path).is_some();
         if let Some(cleanup) = cov.cleanup.filter(|_| !journal) {
             let horizon = cleanup
                 .after
@@ -273,7 +273,7 @@ pub fn report(paths: &Paths, settings: &Settings) -> Report {
 impl Report {
     /// The line atuin users look for first: where this machine sends, as
     /// whom, whether that works, and what is still on its way.
-    pub fn first_line(&self, now: OffsetDateTime) -> String {
+    pub(crate) fn first_line(&self, now: OffsetDateTime) -> String {
         let url = self.central_url.as_deref().unwrap_or("(none)");
         let who = match &self.login {
             Login::NotLoggedIn => "not logged in".to_owned(),
@@ -281,7 +281,7 @@ impl Report {
             Login::LoggedIn(s) => format!("{} on {} · logged in", s.user, s.machine),
         };
         let sent = match &self.last_sent {
-            Some(at) => crate::family::age(at, now),
+            Some(at) => crate::render::term::age(at, now),
             None => "never".to_owned(),
         };
         let mut line = format!(
@@ -297,7 +297,7 @@ impl Report {
         line
     }
 
-    pub fn to_json(&self) -> serde_json::Value {
+    pub(crate) fn to_json(&self) -> serde_json::Value {
         let (login, central) = match &self.login {
             Login::NotLoggedIn => ("not_logged_in", None),
             Login::Unreachable(why) => ("unreachable", Some(json!({"error": why}))),

@@ -21,27 +21,27 @@ use notify::{RecursiveMode, Watcher};
 
 use crate::capture::Capture;
 use crate::client::{Budget, Client};
-use crate::config::{Auth, Paths};
+use crate::config::Paths;
 use crate::discover::{self, Source};
 use crate::error::Result;
 use crate::mirror;
 use crate::settings::Settings;
 
 #[derive(Debug, Clone, Copy)]
-pub struct Timing {
+pub(crate) struct Timing {
     /// A file is captured once no event touched it for this long.
-    pub debounce: Duration,
+    pub(crate) debounce: Duration,
     /// ... or once it has waited this long, however busy it is.
-    pub max_wait: Duration,
+    pub(crate) max_wait: Duration,
     /// How often the outbox is retried when nothing changes.
-    pub replay_every: Duration,
+    pub(crate) replay_every: Duration,
     /// How often every transcript is looked at anyway.
-    pub rescan_every: Duration,
+    pub(crate) rescan_every: Duration,
     /// How often the agents' roots are checked for having appeared (or gone),
     /// and the program for having been replaced.
-    pub roots_every: Duration,
+    pub(crate) roots_every: Duration,
     /// Whether a replaced program ends the run (`Ended::Replaced`).
-    pub follow_upgrades: bool,
+    pub(crate) follow_upgrades: bool,
 }
 
 impl Default for Timing {
@@ -59,7 +59,7 @@ impl Default for Timing {
 
 /// Why `run` returned.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Ended {
+pub(crate) enum Ended {
     /// `stop` was set.
     Stopped,
     /// The program file at this path is no longer the one running: a
@@ -76,7 +76,7 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// exclusion or redaction applies from then on (what an exclusion now
 /// covers is dropped from the outbox unsent), and while the file does not
 /// parse nothing is captured or sent, as for a hook.
-pub fn run(
+pub(crate) fn run(
     paths: &Paths,
     load: impl Fn() -> Result<Settings>,
     timing: Timing,
@@ -277,7 +277,7 @@ fn replaced_program() -> Option<PathBuf> {
 
 /// Replays the outbox; a line when it could not finish.
 fn replay(paths: &Paths, settings: &Settings, stop: &AtomicBool) -> Option<String> {
-    let auth = match Auth::load(paths, settings) {
+    let auth = match settings.auth(paths) {
         Ok(auth) => auth,
         Err(e) => return Some(e.to_string()),
     };

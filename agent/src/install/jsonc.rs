@@ -13,7 +13,7 @@ use serde_json::value::RawValue;
 /// `text` with every comment's characters turned into spaces (its line
 /// breaks kept), so it has the same length, lines and byte offsets: a parse
 /// error's line and column, and a member's byte range, hold for both.
-pub fn strip_comments(text: &str) -> String {
+pub(crate) fn strip_comments(text: &str) -> String {
     #[derive(Clone, Copy, PartialEq, Eq)]
     enum State {
         Code,
@@ -84,7 +84,7 @@ pub fn strip_comments(text: &str) -> String {
 /// when `edited` has none. Everything else in `text`, comments included,
 /// stays byte for byte. `None` when the member holds comments, which its
 /// new text would lose.
-pub fn splice_member(
+pub(crate) fn splice_member(
     text: &str,
     plain: &str,
     key: &str,

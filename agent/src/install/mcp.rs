@@ -17,14 +17,14 @@ use crate::config::Paths;
 use crate::error::{Error, Result};
 
 /// The agents `--mcp` registers with.
-pub const MCP_AGENTS: &str =
+pub(crate) const MCP_AGENTS: &str =
     "--mcp is for claude-code and codex (kith captures pi, Gemini CLI, Cursor and Copilot CLI without it)";
 
 /// The server's name in each agent's configuration.
 const NAME: &str = "kith";
 
 /// The file holding `agent`'s MCP servers, for the agents that take kith's.
-pub fn config_file(paths: &Paths, agent: Agent) -> Option<PathBuf> {
+pub(crate) fn config_file(paths: &Paths, agent: Agent) -> Option<PathBuf> {
     match agent {
         Agent::ClaudeCode => Some(claude_json(&paths.claude_dir)),
         Agent::Codex => Some(paths.codex_dir.join("config.toml")),
@@ -33,7 +33,7 @@ pub fn config_file(paths: &Paths, agent: Agent) -> Option<PathBuf> {
 }
 
 /// Adds (`add`) or removes the `kith mcp` server for `agent`.
-pub fn install(paths: &Paths, agent: Agent, kith: &Path, add: bool) -> Result<Outcome> {
+pub(crate) fn install(paths: &Paths, agent: Agent, kith: &Path, add: bool) -> Result<Outcome> {
     let edit: super::Edit = match agent {
         Agent::ClaudeCode => claude_servers,
         Agent::Codex => codex_servers,

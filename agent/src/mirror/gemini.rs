@@ -19,6 +19,7 @@ use serde_json::value::RawValue;
 use super::{compact, journal_path, Journal, Stamp};
 use crate::config::Paths;
 use crate::error::{Error, IoContext, Result};
+use crate::untrusted::{open_regular, read_bounded};
 
 /// Larger legacy files are refused (a session this size is far past what
 /// Gemini CLI itself loads).
@@ -85,7 +86,7 @@ pub(super) fn refresh(paths: &Paths, source: &Path) -> Result<Option<PathBuf>> {
         return Ok(None);
     };
     // Gone (what was mirrored stays), or not a regular file: nothing to read.
-    let file = match crate::discover::open_regular(source) {
+    let file = match open_regular(source) {
         Ok(Some(file)) => file,
         Ok(None) => return Ok(None),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -99,7 +100,7 @@ pub(super) fn refresh(paths: &Paths, source: &Path) -> Result<Option<PathBuf>> {
     if meta.len() > MAX_SOURCE {
         return Err(invalid(source, "larger than 256 MiB"));
     }
-    let bytes = crate::discover::read_bounded(file, MAX_SOURCE).at("read", source)?;
+    let bytes = read_bounded(file, MAX_SOURCE).at("read", source)?;
     let text = String::from_utf8(bytes).map_err(|_| invalid(source, "not UTF-8"))?;
     let session = match Session::parse(&text) {
         Ok(s) => s,

@@ -35,8 +35,8 @@ use serde_json::value::RawValue;
 
 use super::{journal_path, sync, Journal, Record, Seen};
 use crate::config::Paths;
-use crate::discover::plain_id;
 use crate::error::{Error, Result};
+use crate::untrusted::{plain_id, read_regular, MAX_LINE};
 
 /// How long a read waits for OpenCode to finish a write that locks the
 /// database (a WAL checkpoint; plain reads never wait in WAL mode).
@@ -662,10 +662,10 @@ fn message_folder(storage: &Path, id: &str) -> Option<String> {
 
 /// The most a storage file may hold: far past a message or a part, and
 /// what a line of the journal may hold.
-const MAX_STORAGE_FILE: u64 = crate::capture::MAX_LINE as u64;
+const MAX_STORAGE_FILE: u64 = MAX_LINE as u64;
 
 fn json_of(path: &Path) -> Option<serde_json::Value> {
-    let bytes = crate::discover::read_regular(path, MAX_STORAGE_FILE).ok()??;
+    let bytes = read_regular(path, MAX_STORAGE_FILE).ok()??;
     serde_json::from_slice(&bytes).ok()
 }
 
@@ -706,7 +706,7 @@ fn stem(path: &Path) -> String {
 fn read_storage(path: &Path) -> Option<std::result::Result<(Box<RawValue>, String), String>> {
     // A FIFO or device named like a storage file is not one (and is never
     // waited on with the state lock held).
-    let text = match crate::discover::read_regular(path, MAX_STORAGE_FILE) {
+    let text = match read_regular(path, MAX_STORAGE_FILE) {
         Ok(Some(bytes)) => match String::from_utf8(bytes) {
             Ok(text) => text,
             Err(_) => return Some(Err(format!("{}: not UTF-8", path.display()))),

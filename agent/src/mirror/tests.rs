@@ -117,14 +117,17 @@ fn a_torn_last_line_is_cut_and_appended_again_whole() -> Result<()> {
 fn journals_name_their_runtime() {
     let paths = Paths::under(Path::new("/home/u"));
     let j = journal_path(&paths, AgentRuntime::Gemini, Path::new("p/chats/s.jsonl"));
-    assert_eq!(runtime_of_journal(&paths, &j), Some(AgentRuntime::Gemini));
+    assert_eq!(
+        crate::discover::runtime_of_journal(&paths, &j),
+        Some(AgentRuntime::Gemini)
+    );
     assert_eq!(
         crate::discover::runtime_of(&paths, &j),
         AgentRuntime::Gemini
     );
     assert!(crate::discover::is_transcript(&paths, &j));
     assert_eq!(
-        runtime_of_journal(&paths, Path::new("/home/u/state/outbox/x")),
+        crate::discover::runtime_of_journal(&paths, Path::new("/home/u/state/outbox/x")),
         None
     );
 }

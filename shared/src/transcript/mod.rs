@@ -17,6 +17,7 @@ mod opencode;
 mod pi;
 pub(crate) mod text;
 
+use kith_proto::AgentRuntime;
 use serde_json::Value;
 
 use builder::Builder;
@@ -26,7 +27,7 @@ pub(crate) use aider::session_start;
 
 use crate::jsonl::Lines;
 
-/// Which agent wrote the bytes.
+/// Which agent wrote the bytes: a parser for each `AgentRuntime` ([`Format::of`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
     ClaudeCode,
@@ -48,20 +49,26 @@ pub enum Format {
 }
 
 impl Format {
-    /// The format of the runtime named `slug` (`kith_proto::AgentRuntime::as_str`);
+    /// The format `runtime` writes. `AgentRuntime` is the one list of
+    /// agents: a new one is a variant there, then its parser here.
+    pub fn of(runtime: AgentRuntime) -> Self {
+        match runtime {
+            AgentRuntime::ClaudeCode => Self::ClaudeCode,
+            AgentRuntime::Codex => Self::Codex,
+            AgentRuntime::Pi => Self::Pi,
+            AgentRuntime::Gemini => Self::Gemini,
+            AgentRuntime::Copilot => Self::Copilot,
+            AgentRuntime::Cursor => Self::Cursor,
+            AgentRuntime::Aider => Self::Aider,
+            AgentRuntime::OpenCode => Self::OpenCode,
+            AgentRuntime::Other => Self::Other,
+        }
+    }
+
+    /// The format of the runtime named `slug` (`AgentRuntime::as_str`);
     /// generic JSONL for a name no parser knows.
     pub fn of_runtime(slug: &str) -> Self {
-        match slug {
-            "claude-code" => Self::ClaudeCode,
-            "codex" => Self::Codex,
-            "pi" => Self::Pi,
-            "gemini" => Self::Gemini,
-            "copilot" => Self::Copilot,
-            "cursor" => Self::Cursor,
-            "aider" => Self::Aider,
-            "opencode" => Self::OpenCode,
-            _ => Self::Other,
-        }
+        AgentRuntime::parse(slug).map_or(Self::Other, Self::of)
     }
 
     /// What its lines hold: the one place that decides how a delta is
@@ -399,6 +406,20 @@ pub(crate) mod tests {
             .collect();
         assert_eq!(render(&t), want, "input:\n{input}");
         t
+    }
+
+    /// Every agent has its format, and a name no agent has is generic JSONL.
+    #[test]
+    fn each_runtime_names_its_format() {
+        for runtime in AgentRuntime::ALL {
+            assert_eq!(
+                Format::of_runtime(runtime.as_str()),
+                Format::of(runtime),
+                "{runtime:?}"
+            );
+        }
+        assert_eq!(Format::of(AgentRuntime::OpenCode), Format::OpenCode);
+        assert_eq!(Format::of_runtime("claude"), Format::Other);
     }
 
     pub(crate) fn format_of(runtime: &str) -> Format {

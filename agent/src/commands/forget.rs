@@ -7,13 +7,11 @@ use std::io::{BufRead, IsTerminal, Write};
 use anyhow::{bail, Result};
 use kith_proto::{ConversationResponse, ForgetResponse};
 
-use crate::family::{path_part, Remote};
+use crate::client::{path_part, Client};
 
-pub fn run(remote: &Remote<'_>, id: &str, yes: bool) -> Result<()> {
-    let http = remote.client()?;
-    let found: ConversationResponse = remote
-        .send(http.get(remote.url(&format!("/api/conversations/{}", path_part(id)))))?
-        .json()?;
+pub(crate) fn run(client: &Client, id: &str, yes: bool) -> Result<()> {
+    let found: ConversationResponse =
+        client.json(client.get(&format!("/api/conversations/{}", path_part(id))))?;
     let c = &found.conversation;
     if !yes {
         let stdin = std::io::stdin();
@@ -40,9 +38,8 @@ pub fn run(remote: &Remote<'_>, id: &str, yes: bool) -> Result<()> {
             bail!("not forgotten");
         }
     }
-    let res: ForgetResponse = remote
-        .send(http.delete(remote.url(&format!("/api/conversations/{}", path_part(&c.id)))))?
-        .json()?;
+    let res: ForgetResponse =
+        client.json(client.delete(&format!("/api/conversations/{}", path_part(&c.id))))?;
     println!(
         "forgot conversation {} ({} conversations, {} runs); central will not take its bytes again",
         res.conversation, res.n_conversations, res.n_runs

@@ -1,26 +1,29 @@
-//! What `kith mcp`'s tools print: compact plain text for an agent's
-//! context, every passage with the citation `read` follows back, each
-//! answer cut to the caller's token budget. Pure.
+//! Text for an agent's context window, as `kith mcp`'s tools and `kith
+//! context` print it: compact and uncoloured, every passage with the
+//! citation `read` follows back, each answer cut to the caller's token
+//! budget. Pure.
 
 use std::fmt::Write as _;
 
-use kith_proto::{Conversation, ConversationTurn, ConversationsResponse, SearchResponse};
+use kith_proto::{
+    ContextResponse, Conversation, ConversationTurn, ConversationsResponse, SearchResponse,
+};
 use kith_shared::tokens;
 
-use crate::conversation::ShowOptions;
-use crate::family::one_line;
+use super::conversation::{self, ShowOptions};
+use super::term::one_line;
 
 /// `kith://<conversation>/<run>#L<start>-L<end>`: a run's lines within a
 /// conversation, as search hits and context passages cite them.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Citation {
-    pub conversation: String,
-    pub run: String,
-    pub lines: (u64, u64),
+pub(crate) struct Citation {
+    pub(crate) conversation: String,
+    pub(crate) run: String,
+    pub(crate) lines: (u64, u64),
 }
 
 impl Citation {
-    pub fn parse(s: &str) -> Option<Self> {
+    pub(crate) fn parse(s: &str) -> Option<Self> {
         let rest = s.trim().strip_prefix("kith://")?;
         let (path, lines) = rest.split_once("#L")?;
         let (conversation, run) = path.split_once('/')?;
@@ -43,7 +46,7 @@ impl std::fmt::Display for Citation {
 }
 
 /// `text` within `max_tokens`, cut at a line and saying so.
-pub fn bounded(text: &str, max_tokens: u32) -> String {
+pub(crate) fn bounded(text: &str, max_tokens: u32) -> String {
     if tokens::approx(text) <= max_tokens {
         return text.to_owned();
     }
@@ -54,9 +57,24 @@ pub fn bounded(text: &str, max_tokens: u32) -> String {
     format!("{head}{note}")
 }
 
+/// A context pack (`kith context`, the `context` tool): the pack, or why
+/// it is empty.
+pub(crate) fn pack(res: &ContextResponse) -> String {
+    let mut out = String::new();
+    if let Some(why) = &res.degraded {
+        out.push_str(&format!("note: {why}\n"));
+    }
+    if res.passages.is_empty() {
+        out.push_str("nothing in the archive fits this task\n");
+    } else {
+        out.push_str(&res.pack);
+    }
+    out
+}
+
 /// Search hits by conversation: a heading per conversation, then each hit
 /// as its citation and snippet.
-pub fn search(res: &SearchResponse) -> String {
+pub(crate) fn search(res: &SearchResponse) -> String {
     let mut out = String::new();
     if let Some(why) = &res.degraded {
         let _ = writeln!(out, "note: {why}");
@@ -97,7 +115,7 @@ pub fn search(res: &SearchResponse) -> String {
 
 /// Conversations, newest first: id, title, who, when, how many subagents
 /// (`read` names them), files touched.
-pub fn recent(res: &ConversationsResponse) -> String {
+pub(crate) fn recent(res: &ConversationsResponse) -> String {
     let mut out = String::new();
     if res.conversations.is_empty() {
         out.push_str("no conversations\n");
@@ -137,7 +155,7 @@ pub fn recent(res: &ConversationsResponse) -> String {
 }
 
 /// One conversation's heading, its subagents' ids, and the turns asked for.
-pub fn read(
+pub(crate) fn read(
     c: &Conversation,
     subagents: &[Conversation],
     turns: &[ConversationTurn],
@@ -175,7 +193,7 @@ pub fn read(
         out.push_str("no turns in that range\n");
         return out;
     }
-    out.push_str(&crate::conversation::render_turns(
+    out.push_str(&conversation::render_turns(
         turns,
         &c.inline_subagents,
         ShowOptions { tools },
@@ -188,16 +206,16 @@ const MAX_SUBAGENTS_LISTED: usize = 20;
 
 /// The turns a `read` asked for: `from` to `to` (1-based) of `total`.
 #[derive(Debug, Clone, Copy)]
-pub struct Page {
-    pub from: u64,
-    pub to: u64,
-    pub total: u64,
+pub(crate) struct Page {
+    pub(crate) from: u64,
+    pub(crate) to: u64,
+    pub(crate) total: u64,
 }
 
 /// `read` of as many whole turns of `turns` (turns `page.from` on) as fit
 /// `max_tokens`, and, when that is not all of them, which turns to ask for
 /// next. A first turn longer than the budget is cut.
-pub fn read_page(
+pub(crate) fn read_page(
     c: &Conversation,
     subagents: &[Conversation],
     turns: &[ConversationTurn],

@@ -11,33 +11,33 @@ use kith_proto::{
 };
 use time::OffsetDateTime;
 
-use crate::family::{age, one_line, printable, Style};
+use super::term::{age, one_line, printable, Style};
 
 /// Characters of an id shown where a person can copy it (git's short ids).
-pub const SHORT_ID: usize = 12;
+pub(crate) const SHORT_ID: usize = 12;
 
-pub fn short(id: &str) -> &str {
+pub(crate) fn short(id: &str) -> &str {
     id.get(..SHORT_ID).unwrap_or(id)
 }
 
 /// One conversation of a `kith show`, with the turns central gave for it.
-pub struct Read<'a> {
-    pub conversation: &'a Conversation,
-    pub turns: &'a [ConversationTurn],
+pub(crate) struct Read<'a> {
+    pub(crate) conversation: &'a Conversation,
+    pub(crate) turns: &'a [ConversationTurn],
     /// The run its first delta hangs under (a subagent's place in its parent).
-    pub parent_run: Option<&'a str>,
+    pub(crate) parent_run: Option<&'a str>,
 }
 
 /// How much of each turn `kith show` prints.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct ShowOptions {
+pub(crate) struct ShowOptions {
     /// Tool calls with their output, not one line each.
-    pub tools: bool,
+    pub(crate) tools: bool,
 }
 
 /// A whole conversation: a header, then its turns in order; each subagent
 /// conversation indented right after the turns of the delta that spawned it.
-pub fn render_show(
+pub(crate) fn render_show(
     main: &Read<'_>,
     subagents: &[Read<'_>],
     options: ShowOptions,
@@ -80,7 +80,7 @@ pub fn render_show(
 
 /// Turns alone, uncoloured, as `kith show` prints them (for `kith mcp`);
 /// `inline` names the conversation's inline subagents.
-pub fn render_turns(
+pub(crate) fn render_turns(
     turns: &[ConversationTurn],
     inline: &[InlineSubagent],
     options: ShowOptions,
@@ -185,7 +185,7 @@ fn header(out: &mut String, c: &Conversation, style: Style, now: OffsetDateTime)
 }
 
 /// What continues this session in its own agent.
-pub fn resume_hint(c: &Conversation, session: &str) -> String {
+pub(crate) fn resume_hint(c: &Conversation, session: &str) -> String {
     match c.agent_runtime {
         kith_proto::AgentRuntime::ClaudeCode => format!("claude --resume {session}"),
         kith_proto::AgentRuntime::Codex => format!("codex resume {session}"),
@@ -256,7 +256,7 @@ fn inline_name(s: Option<&InlineSubagent>, id: &str) -> String {
 
 /// The id of the inline subagent of `c` that `name` names: its id, a prefix
 /// of its id, or its name when only one has that name.
-pub fn find_inline(c: &Conversation, name: &str) -> Result<String> {
+pub(crate) fn find_inline(c: &Conversation, name: &str) -> Result<String> {
     let all = &c.inline_subagents;
     let by_id: Vec<&InlineSubagent> = all.iter().filter(|s| s.id.starts_with(name)).collect();
     let by_name: Vec<&InlineSubagent> = all
@@ -285,7 +285,11 @@ fn title_of(c: &Conversation) -> String {
 }
 
 /// `kith tree`: one line per conversation, its subagents indented under it.
-pub fn render_tree(res: &ConversationsResponse, style: Style, now: OffsetDateTime) -> String {
+pub(crate) fn render_tree(
+    res: &ConversationsResponse,
+    style: Style,
+    now: OffsetDateTime,
+) -> String {
     let mut out = String::new();
     if res.conversations.is_empty() {
         let _ = writeln!(out, "no conversations yet");
@@ -360,7 +364,7 @@ fn span(start: &str, end: &str, now: OffsetDateTime) -> String {
 
 /// `kith search` by conversation: title, owner when not you, where and when,
 /// the best hits with their lines, and the command that reads it.
-pub fn render_groups(
+pub(crate) fn render_groups(
     res: &SearchResponse,
     me: Option<&str>,
     style: Style,
