@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::Result;
 use kith_shared::hash::{chain_next, sha256_hex};
-use kith_tests::{claude_user_line, delta, run_central, Api, Central};
+use kith_tests::{claude_user_line, delta, one_indexed_run, run_central, Api, Central};
 use serde_json::{json, Value};
 
 const T0: &str = "2026-05-11T08:00:00.000Z";
@@ -32,18 +32,6 @@ fn admin(data: &std::path::Path, args: &[&str]) -> Result<(String, String)> {
 fn revoke(data: &std::path::Path, user: &str, name: &str) -> Result<()> {
     admin(data, &["machine", "revoke", "--user", user, "--name", name])?;
     Ok(())
-}
-
-/// A central holding alice's one run of `text`, indexed, then stopped:
-/// central, alice and the run's id.
-fn one_indexed_run(text: &str) -> Result<(Central, Api, String)> {
-    let mut central = Central::start()?;
-    let alice = central.client(&central.register("alice.test", "laptop")?);
-    let r = alice.post("/api/runs", &delta("s", 0, &line(text, 0)))?;
-    let id = r.body["run_id"].as_str().unwrap_or_default().to_owned();
-    alice.wait_indexed(&id, Duration::from_secs(10))?;
-    central.kill()?;
-    Ok((central, alice, id))
 }
 
 /// Files under `<data>/runs`, to prove a rejected request left nothing behind.
