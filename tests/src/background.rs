@@ -1,8 +1,10 @@
 //! A program running beside a test (a `kith watch`, a server that is
 //! expected to refuse or to listen): what it says on stderr, line by line
-//! as it comes. It is SIGKILLed with the test, as a crash would end it.
+//! as it comes, and the signals that it is ready, with deadlines. It is
+//! SIGKILLed with the test, as a crash would end it.
 
 use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
@@ -59,6 +61,24 @@ impl Background {
             }
         }
     }
+
+    /// Waits until the program watches the folder `dir` for changes (holds
+    /// an inotify watch on it): what `kith watch` does once it has looked
+    /// at its roots, after it said "watching". A file made in `dir` from
+    /// then on is an event it sees, not something its first pass finds.
+    pub fn wait_watching(&mut self, dir: &Path) -> Result<()> {
+        let deadline = Instant::now() + SAYS_WITHIN;
+        while !watches(self.pid(), dir)? {
+            if !self.running()? {
+                bail!("it ended before it watched {}", dir.display());
+            }
+            if Instant::now() > deadline {
+                bail!("{} was not watched within {SAYS_WITHIN:?}", dir.display());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Ok(())
+    }
 }
 
 impl Drop for Background {
@@ -80,4 +100,30 @@ pub fn lines_of(pipe: impl Read + Send + 'static) -> Receiver<String> {
         }
     });
     rx
+}
+
+/// Whether process `pid` holds an inotify watch on `dir`, from the watches
+/// Linux lists in `/proc/<pid>/fdinfo` (`inotify wd:N ino:<hex> ...`). By
+/// inode number: the folders a test watches are in one temporary folder,
+/// on one file system.
+fn watches(pid: u32, dir: &Path) -> Result<bool> {
+    use std::os::unix::fs::MetadataExt;
+    let ino = std::fs::metadata(dir)
+        .with_context(|| format!("{} is not there to watch", dir.display()))?
+        .ino();
+    let want = format!(" ino:{ino:x} ");
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fdinfo"))?;
+    for fd in fds.flatten() {
+        // An fd closed since it was listed has no info: not a watch.
+        let Ok(info) = std::fs::read_to_string(fd.path()) else {
+            continue;
+        };
+        if info
+            .lines()
+            .any(|l| l.starts_with("inotify ") && l.contains(&want))
+        {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }

@@ -3,8 +3,9 @@
 //! before the tests) on loopback, in temporary directories, and talks to
 //! them over real HTTP. A `Home` is a machine's HOME, a `Machine` one
 //! logged in to a `Central`, which an `Api` calls; a `Background` is a
-//! program running beside a test. The other real servers: `meili`, `pds`,
-//! `browser` (Chromium); a `StandIn` for one that cannot run here.
+//! program running beside a test, waited on by what it says or does, never
+//! by a fixed sleep. The other real servers: `meili`, `pds`, `browser`
+//! (Chromium); a `StandIn` for one that cannot run here.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -262,13 +262,15 @@ fn a_fifo_or_socket_named_like_a_transcript_hangs_nothing() -> Result<()> {
 
     // A FIFO appearing while `kith watch` runs: watch goes on capturing
     // what is written after it.
-    let _watch = Background::spawn(env(machine.command(&["watch"])))?;
-    std::thread::sleep(Duration::from_secs(2));
+    let mut watch = Background::spawn(env(machine.command(&["watch"])))?;
+    watch.wait_watching(folder)?;
     let made = Command::new("mkfifo")
         .arg(folder.join("fifo2.jsonl"))
         .status()?;
     assert!(made.success());
-    std::thread::sleep(Duration::from_secs(1));
+    // The transcript follows at once: watch takes what changed in name
+    // order, and the FIFO's event came first, so a watch that hangs on the
+    // FIFO never captures the transcript.
     let later = machine.claude_transcript("-home-sam-src-tally/later.jsonl")?;
     let len = std::fs::metadata(&later)?.len();
     let got = wait_for(&api, "later.jsonl", len, Duration::from_secs(30))?;
@@ -347,8 +349,9 @@ fn watch_picks_up_an_agent_installed_after_it_started() -> Result<()> {
     let mut cmd = machine.command(&["watch"]);
     cmd.env("KITH_CENTRAL_URL", &central.url)
         .env("KITH_TOKEN", &token);
-    let _watch = Background::spawn(cmd)?;
-    std::thread::sleep(Duration::from_secs(2));
+    let mut watch = Background::spawn(cmd)?;
+    // Its first look at the roots is done: the one root there is watched.
+    watch.wait_watching(&machine.path(".claude/projects"))?;
 
     // Codex is installed: ~/.codex/sessions appears with a first session.
     let rel = CODEX.trim_start_matches("codex/");
@@ -409,9 +412,10 @@ fn watch_applies_a_config_change_at_once() -> Result<()> {
     std::fs::write(&config, "exclude = [\"~/.claude/projects/secret/**\"]\n")?;
     next("its rules apply")?;
     append(&secret, "the second diary entry, private now")?;
-    // Past the debounce: the secret file's change is handled before the
-    // kept file's is made.
-    std::thread::sleep(Duration::from_millis(1500));
+    // The kept file's line follows at once: watch takes what changed in
+    // name order (secret/ before work/), so once the kept line is in
+    // central, the secret file's change was handled, in this pass or one
+    // before.
     let kept = projects.join("work/notes.jsonl");
     append(&kept, "notes anyone may see")?;
     let len = line("notes anyone may see").len() as u64;
@@ -425,6 +429,8 @@ fn watch_applies_a_config_change_at_once() -> Result<()> {
     next("until it is mended")?;
     let later = projects.join("work/later.jsonl");
     append(&later, "written while the config was broken")?;
+    // What the test shows is an absence: nothing arrives in a window past
+    // the longest watch waits before it captures a changed file (2 s).
     std::thread::sleep(Duration::from_secs(3));
     ensure!(
         chains_of(&api, "later.jsonl")?.is_empty(),
@@ -461,7 +467,9 @@ fn watch_runs_the_new_kith_when_its_program_is_replaced() -> Result<()> {
     watch.next("watching")?;
 
     // What is not a complete program (an install cut short, a script) is
-    // not run: the old one goes on.
+    // not run: the old one goes on. An absence, seen over a window past
+    // the 2 s at which watch looks at its program and the 1 s a new file
+    // must have been left alone.
     let stays = |watch: &mut Background| -> Result<()> {
         let deadline = Instant::now() + Duration::from_secs(4);
         while let Some(left) = deadline.checked_duration_since(Instant::now()) {

@@ -1154,9 +1154,9 @@ fn watch_captures_an_aider_history_in_a_new_project() -> Result<()> {
     std::fs::create_dir_all(m.machine.home.path("src"))?;
     let mut cmd = m.machine.command(&["watch"]);
     cmd.env("KITH_AIDER_ROOTS", m.machine.home.path("src"));
-    let watch = Background::spawn(cmd)?;
-    // Give the watch a moment to start before the project appears.
-    std::thread::sleep(Duration::from_millis(500));
+    let mut watch = Background::spawn(cmd)?;
+    // The root is watched before the project appears in it.
+    watch.wait_watching(&m.machine.home.path("src"))?;
     m.write(AIDER, 0, AIDER_SECOND_SESSION)?;
     m.write(AIDER, AIDER_SECOND_SESSION, usize::MAX)?;
     let want = fixtures::read(AIDER).len() as u64;

@@ -666,7 +666,8 @@ fn soak_twenty_growing_transcripts_through_central_crashes_lose_and_duplicate_no
     let device = Device::new()?;
     let project = device.path(".claude/projects/-soak");
     std::fs::create_dir_all(&project)?;
-    let watch = device.watch(&central.url, &token)?;
+    let mut watch = device.watch(&central.url, &token)?;
+    watch.wait_watching(&project)?;
 
     let sources = [WORK, AGENT, COMPACT_AGENT, SHORT];
     let stop = Arc::new(AtomicBool::new(false));
@@ -689,6 +690,8 @@ fn soak_twenty_growing_transcripts_through_central_crashes_lose_and_duplicate_no
                 }
                 rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1);
                 let split = (rng >> 33) as usize % (line.len() + 1);
+                // An agent's pace: part of a line, a pause, the rest, a
+                // longer pause.
                 file.write_all(&line[..split])?;
                 std::thread::sleep(Duration::from_millis(5 + (rng >> 60)));
                 file.write_all(&line[split..])?;
@@ -698,7 +701,8 @@ fn soak_twenty_growing_transcripts_through_central_crashes_lose_and_duplicate_no
         }));
     }
 
-    // Three crashes while the transcripts grow; central is up at the end.
+    // Three crashes while the transcripts grow, at 2, 5 and 8 s, each an
+    // outage of 0.8 s; the writers stop at 11 s, central up.
     let started = Instant::now();
     for crash_at in [2, 5, 8] {
         std::thread::sleep(Duration::from_secs(crash_at).saturating_sub(started.elapsed()));
@@ -823,17 +827,19 @@ fn watch_is_idle_when_nothing_changes() -> Result<()> {
     std::fs::copy(fixtures::path(SHORT), &file)?;
     let watch = device.watch(&central.url, &token)?;
     let api = central.client(&token);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while chain_of(&api.chains()?, &file).is_empty() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    let captured = !chain_of(&api.chains()?, &file).is_empty();
-    std::thread::sleep(Duration::from_secs(1));
+    let bytes = std::fs::read(&file)?;
+    // Measured from when central holds the whole file: watch's one capture
+    // is done, and nothing changes from then on.
+    let missing = wait_for_chains(&api, &[(&file, &bytes)], Duration::from_secs(30))?;
     let before = cpu_seconds(watch.pid())?;
+    // The window measured.
     std::thread::sleep(Duration::from_secs(3));
     let used = cpu_seconds(watch.pid())? - before;
     drop(watch);
-    assert!(captured, "watch captured the transcript");
+    assert!(
+        missing.is_empty(),
+        "watch captured the transcript: {missing:?}"
+    );
     assert!(used < 1.0, "an idle watch used {used} CPU seconds in 3 s");
     Ok(())
 }

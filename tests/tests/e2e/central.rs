@@ -564,15 +564,25 @@ fn a_delta_in_flight_when_its_machine_is_revoked_is_refused() -> Result<()> {
     let (head, tail) = body.split_at(body.len() / 2);
     let addr = central.url.trim_start_matches("http://");
     let mut tcp = std::net::TcpStream::connect(addr)?;
+    tcp.set_read_timeout(Some(Duration::from_secs(30)))?;
     write!(
         tcp,
         "POST /api/runs HTTP/1.1\r\nhost: {addr}\r\nauthorization: Bearer {token}\r\n\
-         content-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{head}",
+         content-type: application/json\r\ncontent-length: {}\r\nexpect: 100-continue\r\n\
+         connection: close\r\n\r\n{head}",
         body.len()
     )?;
     tcp.flush()?;
-    // The token was good when the request began.
-    std::thread::sleep(Duration::from_millis(300));
+    // The token was good when the request began: central took it and
+    // asked for the body, which its HTTP server says with `100 Continue`
+    // (sent when the handler first reads the body, after the token was
+    // checked).
+    let mut interim = [0u8; 25];
+    tcp.read_exact(&mut interim)?;
+    assert_eq!(
+        String::from_utf8_lossy(&interim),
+        "HTTP/1.1 100 Continue\r\n\r\n"
+    );
     revoke(&central.data_dir, "alice.test", "laptop")?;
     tcp.write_all(tail.as_bytes())?;
     let mut answer = String::new();

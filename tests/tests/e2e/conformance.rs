@@ -899,7 +899,8 @@ fn conformance_what_a_grant_does_not_cover_never_moves_a_grantees_scores() -> Re
             "{b}: alice reads the two shared turns: {shared:?}"
         );
 
-        // Captured after the grant (its time is kept to the millisecond).
+        // Captured after the grant: a clock that must pass, as its time is
+        // kept to the millisecond.
         std::thread::sleep(Duration::from_millis(5));
         let later: String = (0..12)
             .map(|i| {
@@ -1823,6 +1824,8 @@ fn conformance_search_server_restarted_mid_ingest() -> Result<()> {
         let r = alice.post("/api/runs", &body)?;
         assert_eq!(r.status, 202, "{word}: {r:?}");
         ids.push(r.body["run_id"].as_str().unwrap_or_default().to_owned());
+        // An agent's pace: the runs arrive while Meilisearch is up, down
+        // and starting again, not all before the indexer looks.
         std::thread::sleep(Duration::from_millis(100));
     }
     for id in &ids {

@@ -77,7 +77,8 @@ fn a_conversation_is_shared_as_it_is_now_unless_the_grant_follows() -> Result<()
     )?;
     assert_eq!(grant["follow"], false);
     assert_eq!(grant["state"], "active");
-    // Capture and grant times are kept to the millisecond.
+    // A clock that must pass: capture and grant times are kept to the
+    // millisecond, and the note is captured after the grant.
     std::thread::sleep(Duration::from_millis(5));
     let note = claude_user_line("private walrus note for me only", "2026-05-01T10:02:00Z");
     let later = post(&alice, s.source, s.end, &note, None)?;
