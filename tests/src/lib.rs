@@ -4,8 +4,9 @@
 //! them over real HTTP. A `Home` is a machine's HOME, a `Machine` one
 //! logged in to a `Central`, which an `Api` calls; a `Background` is a
 //! program running beside a test, waited on by what it says or does, never
-//! by a fixed sleep. The other real servers: `meili`, `pds`, `browser`
-//! (Chromium); a `StandIn` for one that cannot run here.
+//! by a fixed sleep; `needs` says what a test lacks. The other real servers:
+//! `meili`, `pds`, `browser` (Chromium); a `StandIn` for one that cannot
+//! run here.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -20,6 +21,7 @@ pub mod central;
 pub mod locomo;
 pub mod machine;
 pub mod meili;
+pub mod needs;
 pub mod pds;
 pub mod stand_in;
 
@@ -29,6 +31,7 @@ pub use central::{
     central_command, one_indexed_run, register_local, run_central, Central, PrivateCa,
 };
 pub use machine::{described, stop_payload, Machine};
+pub use needs::model_dir;
 pub use stand_in::{json_response, StandIn};
 
 /// Directory holding the workspace's built binaries: next to this
@@ -141,18 +144,6 @@ pub fn run_with_input(mut cmd: Command, stdin: &[u8]) -> Result<Output> {
 /// with the LoCoMo evaluation data; a user's clone does not have it.
 pub fn reference_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared")
-}
-
-/// `Some(dir)` when the embedded model is installed (tests/run.sh installs
-/// it); semantic tests say they did not run and return when it is not.
-pub fn model_dir() -> Option<String> {
-    let dir = std::env::var("KITH_MODEL_DIR")
-        .ok()
-        .filter(|d| !d.is_empty());
-    if dir.is_none() {
-        eprintln!("KITH_MODEL_DIR is not set: semantic search tests did not run (tests/run.sh installs the model)");
-    }
-    dir
 }
 
 /// An ingest body for `jsonl` at `from` of `source`.

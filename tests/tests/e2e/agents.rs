@@ -494,7 +494,7 @@ fn gemini_legacy_json_rewritten_whole_across_a_central_restart() -> Result<()> {
 /// again (and so moved) gets new ones.
 #[test]
 fn a_gemini_delta_reindexes_only_the_runs_it_changed() -> Result<()> {
-    kith_tests::model_dir().context("needs the embedding model (tests/run.sh installs it)")?;
+    kith_tests::model_dir()?.context("needs the embedding model (tests/run.sh installs it)")?;
     let m = Machine::new()?;
     let file = m
         .machine

@@ -1577,7 +1577,7 @@ fn a_debug_log_has_a_line_per_request_and_never_the_token() -> Result<()> {
 /// warning, so that the log is kith's own.
 #[test]
 fn the_log_read_from_a_pipe_has_no_colour_codes_and_no_onnx_info() -> Result<()> {
-    let model = kith_tests::model_dir();
+    let model = kith_tests::model_dir()?;
     let mut central = Central::start()?;
     let alice = central.client(&central.register("alice.test", "laptop")?);
     let r = alice.post(

@@ -8,17 +8,20 @@
 //! unreachable server is then a failure, not a skip. (`tests/run.sh` starts
 //! one and sets both.) The tests that stop and start the search server
 //! under central start Meilisearch processes of their own
-//! (`kith_tests::meili`); they say why when they cannot.
+//! (`kith_tests::meili`); they say why when they cannot. With
+//! `KITH_REQUIRE_MEILI=1` (tests/run.sh sets it when it found Meilisearch)
+//! a missing server or binary fails the test instead.
 
 use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, Once};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{bail, ensure, Context, Result};
 use kith_tests::meili::{find_bin, Meili};
+use kith_tests::needs::{missing, REQUIRE_MEILI};
 use kith_tests::{
     bin, claude_user_line, delta, hit_run_ids, json_response, model_dir, Api, Central, StandIn,
 };
@@ -51,14 +54,11 @@ fn backends() -> Result<Vec<Backend>> {
         .ok()
         .filter(|u| !u.is_empty())
     else {
-        static SAID: Once = Once::new();
-        // Written past the test harness's capture, so it shows in every run.
-        SAID.call_once(|| {
-            let _ = writeln!(
-                std::io::stderr(),
-                "KITH_TEST_MEILI_URL is not set: the Meilisearch conformance run did not run (embedded only)"
-            );
-        });
+        missing(
+            REQUIRE_MEILI,
+            "the test on Meilisearch",
+            "KITH_TEST_MEILI_URL is not set (tests/run.sh starts a Meilisearch when it finds one)",
+        )?;
         return Ok(out);
     };
     let key = std::env::var("KITH_TEST_MEILI_KEY")
@@ -791,7 +791,7 @@ fn ranking(body: &Value) -> Vec<(String, f64)> {
 /// private runs must move neither bob's scores nor his order, in any mode.
 #[test]
 fn conformance_others_private_runs_never_move_a_viewers_ranking() -> Result<()> {
-    let models = model_dir();
+    let models = model_dir()?;
     for backend in backends()? {
         let b = backend.name;
         let s = backend.start(&[])?;
@@ -1061,7 +1061,7 @@ fn conformance_strings_are_matched_exactly() -> Result<()> {
 
 #[test]
 fn conformance_semantic_and_hybrid_modes() -> Result<()> {
-    let Some(models) = model_dir() else {
+    let Some(models) = model_dir()? else {
         return Ok(());
     };
     for backend in backends()? {
@@ -1150,7 +1150,7 @@ fn conformance_semantic_and_hybrid_modes() -> Result<()> {
 /// doctor finds nothing left.
 #[test]
 fn conformance_forget_leaves_nothing_searchable() -> Result<()> {
-    let models = model_dir();
+    let models = model_dir()?;
     let mut modes = modes(&models);
     if models.is_some() {
         modes.push("semantic");
@@ -1258,7 +1258,7 @@ fn conformance_forget_leaves_nothing_searchable() -> Result<()> {
 /// transcript, and another person's same path, are untouched.
 #[test]
 fn conformance_superseded_chains_leave_search_unless_asked() -> Result<()> {
-    let models = model_dir();
+    let models = model_dir()?;
     let mut modes = modes(&models);
     if models.is_some() {
         modes.push("semantic");
@@ -1387,7 +1387,7 @@ fn conformance_replay_and_reindex_do_not_duplicate() -> Result<()> {
 
 #[test]
 fn conformance_reembed_after_a_model_change() -> Result<()> {
-    let Some(models) = model_dir() else {
+    let Some(models) = model_dir()? else {
         return Ok(());
     };
     for backend in backends()? {
@@ -1502,7 +1502,7 @@ fn conformance_ranking_on_a_labelled_set() -> Result<()> {
             "git",
         ),
     ];
-    let models = model_dir();
+    let models = model_dir()?;
     for backend in backends()? {
         let b = backend.name;
         let extra: Vec<(&str, &str)> = models
@@ -1549,7 +1549,7 @@ fn conformance_ranking_on_a_labelled_set() -> Result<()> {
 /// model then gives the rebuilt chunks their vectors.
 #[test]
 fn conformance_reindex_fills_an_empty_index() -> Result<()> {
-    let models = model_dir();
+    let models = model_dir()?;
     for backend in backends()? {
         let b = backend.name;
         let tmp = tempfile::tempdir()?;
@@ -1679,12 +1679,13 @@ fn conformance_a_lost_meilisearch_index_is_named() -> Result<()> {
     Ok(())
 }
 
-/// A Meilisearch server of this test's own, or why there is none (said).
-fn own_meili(test: &str) -> Result<Option<Meili>> {
+/// A Meilisearch server of this test's own, or none (said, or a failure
+/// when `KITH_REQUIRE_MEILI=1`).
+fn own_meili() -> Result<Option<Meili>> {
     match find_bin() {
         Ok(_) => Ok(Some(Meili::stopped()?)),
         Err(why) => {
-            skipped(test, "meilisearch", &why);
+            missing(REQUIRE_MEILI, "the test", &why)?;
             Ok(None)
         }
     }
@@ -1717,7 +1718,7 @@ fn conformance_search_server_down_at_start() -> Result<()> {
         "embedded",
         "the embedded index lives in central's own process; it cannot be down while central runs",
     );
-    let Some(mut meili) = own_meili(test)? else {
+    let Some(mut meili) = own_meili()? else {
         return Ok(());
     };
     let index = unique_index_name();
@@ -1792,11 +1793,11 @@ fn conformance_search_server_restarted_mid_ingest() -> Result<()> {
         "embedded",
         "the embedded index lives in central's own process; a crash of central mid-ingest is central::crash_after_202_loses_nothing_and_indexing_resumes",
     );
-    let Some(mut meili) = own_meili(test)? else {
+    let Some(mut meili) = own_meili()? else {
         return Ok(());
     };
     meili.run()?;
-    let models = model_dir();
+    let models = model_dir()?;
     let index = unique_index_name();
     let mut env = meili.central_env(&index).to_vec();
     if let Some(m) = &models {
@@ -2234,7 +2235,7 @@ fn conformance_a_tag_edit_keeps_the_vectors() -> Result<()> {
 /// by handle. Bob's private run does all of it and is never found.
 #[test]
 fn conformance_facet_filters_keep_exactly_the_matching_conversations() -> Result<()> {
-    let models = model_dir();
+    let models = model_dir()?;
     for backend in backends()? {
         let b = backend.name;
         let extra: Vec<(&str, &str)> = models
@@ -2432,7 +2433,7 @@ fn conformance_facet_filters_keep_exactly_the_matching_conversations() -> Result
 /// that edited it, that run (and only it, not its private parent) is found.
 #[test]
 fn conformance_a_facet_never_reveals_a_private_run() -> Result<()> {
-    let models = model_dir();
+    let models = model_dir()?;
     for backend in backends()? {
         let b = backend.name;
         let extra: Vec<(&str, &str)> = models

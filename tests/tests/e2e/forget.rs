@@ -97,15 +97,13 @@ fn stored(data: &Path, word: &str) -> Result<bool> {
 }
 
 /// The search modes this machine can run: semantic and hybrid need the
-/// embedding model.
-fn modes() -> Vec<&'static str> {
-    match model_dir() {
+/// embedding model (without it, forget is checked by keyword search only,
+/// and that is said).
+fn modes() -> Result<Vec<&'static str>> {
+    Ok(match model_dir()? {
         Some(_) => vec!["keyword", "semantic", "hybrid"],
-        None => {
-            eprintln!("KITH_MODEL_DIR is not set: forget checked by keyword search only");
-            vec!["keyword"]
-        }
-    }
+        None => vec!["keyword"],
+    })
 }
 
 #[test]
@@ -141,7 +139,7 @@ fn a_forgotten_conversation_is_gone_everywhere_and_its_bytes_never_come_back() -
     alice.text(&["backfill"])?;
     let (forgotten, runs) = conversation_of(&alice_api, 1)?;
     let (other, other_runs) = conversation_of(&alice_api, 2)?;
-    let modes = modes();
+    let modes = modes()?;
     for id in runs.iter().chain(&other_runs) {
         if modes.len() > 1 {
             alice_api.wait_embedded(id, Duration::from_secs(120))?;
@@ -343,7 +341,7 @@ fn a_rewritten_transcript_retires_its_older_capture_from_search() -> Result<()> 
     let api = central.client(&token);
     let alice = Machine::new(&central, &token)?;
     let file = session(&alice, 5);
-    let semantic = model_dir().is_some();
+    let semantic = model_dir()?.is_some();
     let mut captures = Vec::new();
     for (word, in_place) in [("okapi", false), ("gazelle", false), ("ibex", true)] {
         let said = format!("total the {word} ledger for march");
@@ -375,7 +373,7 @@ fn a_rewritten_transcript_retires_its_older_capture_from_search() -> Result<()> 
         captures.push((word, newest));
     }
     let (newest_word, newest) = captures.last().cloned().context("captures")?;
-    for mode in modes() {
+    for mode in modes()? {
         ensure!(
             found(&alice, "ledger", mode)? == vec![newest.clone()],
             "{mode}: only the newest capture by default"

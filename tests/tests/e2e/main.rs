@@ -11,7 +11,10 @@
 //! What some tests need is installed by `tests/run.sh`: the embedding model
 //! (`KITH_MODEL_DIR`), a Meilisearch server (`KITH_TEST_MEILI_URL`, or a
 //! binary for the tests that stop and start their own), a PDS, Chromium and
-//! two Python venvs.
+//! two Python venvs. Without the model or Meilisearch, the part of a test
+//! that needs it says on stderr that it did not run; with
+//! `KITH_REQUIRE_MODEL=1` or `KITH_REQUIRE_MEILI=1` (which `tests/run.sh`
+//! sets when it has them) it fails the test instead.
 
 mod agent_edges;
 mod agents;

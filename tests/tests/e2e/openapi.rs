@@ -44,7 +44,7 @@ fn openapi_declares_the_bearer_scheme_ids_and_refusals() -> Result<()> {
     // With the embedder, so semantic and hybrid searches are exercised too
     // (without one, semantic search answers its documented 503).
     anyhow::ensure!(
-        kith_tests::model_dir().is_some(),
+        kith_tests::model_dir()?.is_some(),
         "the embedding model is missing: run tests/run.sh (it installs the model and sets KITH_MODEL_DIR)"
     );
     let central = Central::start()?;
@@ -92,7 +92,7 @@ fn schemathesis_finds_no_server_error_and_no_schema_violation() -> Result<()> {
     // With the embedder, so semantic and hybrid searches are exercised too
     // (without one, semantic search answers its documented 503).
     anyhow::ensure!(
-        kith_tests::model_dir().is_some(),
+        kith_tests::model_dir()?.is_some(),
         "the embedding model is missing: run tests/run.sh (it installs the model and sets KITH_MODEL_DIR)"
     );
     let central = Central::start()?;

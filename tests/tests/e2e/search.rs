@@ -35,7 +35,7 @@ fn keyword_runs(
 
 #[test]
 fn semantic_and_hybrid_find_meaning_not_just_words() -> Result<()> {
-    if model_dir().is_none() {
+    if model_dir()?.is_none() {
         return Ok(());
     }
     let central = Central::start()?;
@@ -495,7 +495,7 @@ fn embedded_per_lane(api: &kith_tests::Api) -> Result<(u64, u64)> {
 #[test]
 fn live_turns_ride_the_realtime_lane_history_the_bulk_lane_and_status_counts_what_waits(
 ) -> Result<()> {
-    if model_dir().is_none() {
+    if model_dir()?.is_none() {
         return Ok(());
     }
     let tmp = tempfile::tempdir()?;
