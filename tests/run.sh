@@ -19,9 +19,12 @@ need "test -x /usr/bin/chromium && test -x /usr/bin/chromedriver" chromium chrom
 KITH_MODEL_DIR="$(deploy/install-model.sh "${KITH_MODEL_DIR:-$HOME/.local/share/kith/models}" | tail -n 1)"
 export KITH_MODEL_DIR
 export KITH_REQUIRE_MODEL=1
-# schemathesis (pinned PyPI) in a venv of its own for tests/tests/e2e/openapi.rs;
-# made again when the requirements change.
-st_venv=target/schemathesis-venv
+# The Python venvs go in the target folder, where the tests look for them
+# (kith_tests::target_dir): $CARGO_TARGET_DIR when it is set.
+target="${CARGO_TARGET_DIR:-target}"
+# schemathesis (pinned PyPI) in a venv of its own for the openapi tests
+# (tests/tests/e2e/openapi.rs); made again when the requirements change.
+st_venv=$target/schemathesis-venv
 if ! cmp -s tests/schemathesis/requirements.txt "$st_venv/requirements.txt"; then
   python3 -m venv "$st_venv"
   "$st_venv/bin/pip" install --quiet -r tests/schemathesis/requirements.txt
@@ -33,9 +36,9 @@ if [ -x deploy/pds/install.sh ]; then
 fi
 
 # The official Python MCP SDK (pinned, PyPI) that drives `kith mcp` in
-# tests/tests/e2e/mcp.rs, in a venv under target/ (made once, kept while
-# the pin is unchanged).
-mcp_venv=target/mcp-venv
+# tests/tests/e2e/mcp.rs, in a venv in the target folder (made once, kept
+# while the pin is unchanged).
+mcp_venv=$target/mcp-venv
 if ! cmp -s tests/mcp/requirements.txt "$mcp_venv/requirements.txt" 2>/dev/null; then
   rm -rf "$mcp_venv"
   python3 -m venv "$mcp_venv"

@@ -51,6 +51,13 @@ pub fn bin(name: &str) -> PathBuf {
     bin_dir().join(name)
 }
 
+/// The target folder the binaries were built in (`$CARGO_TARGET_DIR`, else
+/// `target/`), where tests/run.sh makes the tests' Python venvs.
+pub fn target_dir() -> PathBuf {
+    let bins = bin_dir();
+    bins.parent().map(Path::to_path_buf).unwrap_or(bins)
+}
+
 /// A machine's HOME in a temporary folder, and `kith` commands that see
 /// only it: none of the variables of the test's own environment that would
 /// point kith elsewhere (its folders, its central, XDG, CLAUDE_CONFIG_DIR,
