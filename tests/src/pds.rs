@@ -1,5 +1,5 @@
 //! A real AT Protocol PDS with its own in-memory PLC directory on loopback,
-//! for the identity tests: `deploy/pds/launch.mjs` under the Node 22 that
+//! for the identity and web tests: `deploy/pds/launch.mjs` under the Node 22 that
 //! `deploy/pds/install.sh` installs (run here once per test binary; fast when
 //! already installed).
 
@@ -128,8 +128,9 @@ impl Pds {
         })
     }
 
-    /// One PDS for the whole test binary, for tests that do not stop it
-    /// (each uses its own handles).
+    /// One PDS for the whole test binary, for tests that do not stop it:
+    /// the identity and web tests use it at once, so each test's handles
+    /// (and their emails) are its own across both.
     pub fn shared() -> Result<&'static Pds> {
         static SHARED: OnceLock<Result<Pds, String>> = OnceLock::new();
         SHARED

@@ -636,7 +636,7 @@ fn main() -> Result<()> {
         // ...and once every vector is in (idle).
         let embed_started = Instant::now();
         let lanes_before = embedded_per_lane(&capi)?;
-        if kith_tests::model_dir().is_some() {
+        if kith_tests::model_dir()?.is_some() {
             for id in &ids {
                 capi.wait_embedded(id, Duration::from_secs(7200))?;
             }
@@ -699,7 +699,7 @@ fn main() -> Result<()> {
 
     // Contention needs real vectors: the quick corpus has them; a full run
     // embeds a small corpus of its own first.
-    if kith_tests::model_dir().is_some() && size != Size::Smoke {
+    if kith_tests::model_dir()?.is_some() && size != Size::Smoke {
         let (mut c, t) = if standin {
             let c = Central::start()?;
             let t = c.register_admin("bench.test", "bench")?;
@@ -766,7 +766,7 @@ fn locomo_quality(dir: &std::path::Path, size: Size) -> Result<Value> {
         &["keyword", "semantic", "hybrid"]
     };
     let runs = locomo::ingest(&eval_api, &sessions)?;
-    if kith_tests::model_dir().is_some() && size != Size::Smoke {
+    if kith_tests::model_dir()?.is_some() && size != Size::Smoke {
         for id in runs.keys() {
             eval_api.wait_embedded(id, Duration::from_secs(1800))?;
         }
@@ -1021,7 +1021,7 @@ mod backends {
             self.ingest_s += secs;
             self.bytes += bytes;
             let t0 = Instant::now();
-            if kith_tests::model_dir().is_some() {
+            if kith_tests::model_dir()?.is_some() {
                 for (i, id) in ids.iter().enumerate() {
                     let left = deadline.saturating_duration_since(Instant::now());
                     if self.api.wait_embedded(id, left).is_err() {

@@ -105,7 +105,7 @@ fn main() -> Result<()> {
         split.name()
     );
     let runs = locomo::ingest(&api, &sessions)?;
-    if kith_tests::model_dir().is_some() {
+    if kith_tests::model_dir()?.is_some() {
         for id in runs.keys() {
             api.wait_embedded(id, std::time::Duration::from_secs(1800))?;
         }

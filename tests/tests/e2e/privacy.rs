@@ -261,8 +261,9 @@ async fn one_world(seed: u64) {
         if phase == 1 {
             break;
         }
-        // Capture and grant times are kept to the millisecond: the grants
-        // fall strictly between the two phases' runs.
+        // A clock that must pass: capture and grant times are kept to the
+        // millisecond, and the grants fall strictly between the two
+        // phases' runs.
         std::thread::sleep(std::time::Duration::from_millis(3));
         for _ in 0..(4 + rng.below(6)) {
             let grantor = rng.below(n_users);
@@ -320,6 +321,7 @@ async fn one_world(seed: u64) {
                 true,
             )
             .unwrap_or_else(|e| panic!("{e}"));
+        // And the next phase's runs are captured strictly after them.
         std::thread::sleep(std::time::Duration::from_millis(3));
     }
     while kith_central::indexer::worker::index_batch(&state).unwrap_or_else(|e| panic!("{e}")) > 0 {

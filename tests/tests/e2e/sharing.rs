@@ -22,9 +22,7 @@ fn post(api: &Api, source: &str, from: u64, jsonl: &str, parent: Option<&str>) -
     if let Some(p) = parent {
         body["parent_run_id"] = json!(p);
     }
-    let res = api.post("/api/runs", &body)?;
-    anyhow::ensure!(res.status == 202, "ingest: {res:?}", res = res.body);
-    Ok(res.body["run_id"].as_str().unwrap_or_default().to_owned())
+    api.ingest(&body)
 }
 
 fn session(alice: &Api) -> Result<Session> {
@@ -40,17 +38,6 @@ fn session(alice: &Api) -> Result<Session> {
         source,
         end: (one.len() + two.len()) as u64,
     })
-}
-
-/// Bob's keyword hits for `word`, as run ids.
-fn found(bob: &Api, word: &str) -> Result<Vec<String>> {
-    let res = bob.post("/api/search", &json!({"query": word, "mode": "keyword"}))?;
-    Ok(res.body["hits"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|h| h["run_id"].as_str().map(str::to_owned))
-        .collect())
 }
 
 fn turn_texts(api: &Api, id: &str) -> Result<Vec<String>> {
@@ -90,13 +77,14 @@ fn a_conversation_is_shared_as_it_is_now_unless_the_grant_follows() -> Result<()
     )?;
     assert_eq!(grant["follow"], false);
     assert_eq!(grant["state"], "active");
-    // Capture and grant times are kept to the millisecond.
+    // A clock that must pass: capture and grant times are kept to the
+    // millisecond, and the note is captured after the grant.
     std::thread::sleep(Duration::from_millis(5));
     let note = claude_user_line("private walrus note for me only", "2026-05-01T10:02:00Z");
     let later = post(&alice, s.source, s.end, &note, None)?;
     alice.wait_indexed(&later, Duration::from_secs(30))?;
 
-    let bobs = found(&bob, "walrus")?;
+    let bobs = bob.keyword("walrus")?;
     assert!(
         bobs.contains(&s.first) && bobs.contains(&s.second),
         "{bobs:?}"
@@ -105,7 +93,7 @@ fn a_conversation_is_shared_as_it_is_now_unless_the_grant_follows() -> Result<()
         !bobs.contains(&later),
         "a later turn is not shared: {bobs:?}"
     );
-    assert!(found(&bob, "private")?.is_empty());
+    assert!(bob.keyword("private")?.is_empty());
     let texts = turn_texts(&bob, &conversation)?;
     assert!(
         texts.iter().any(|t| t.contains("walrus schema agreed")),
@@ -145,9 +133,9 @@ fn a_conversation_is_shared_as_it_is_now_unless_the_grant_follows() -> Result<()
         json!({"scope": format!("conversation:{conversation}"), "with": "carol.test", "follow": true}),
     )?;
     assert_eq!(grant["follow"], true);
-    assert!(found(&carol, "private")?.contains(&later));
+    assert!(carol.keyword("private")?.contains(&later));
     assert!(
-        !found(&bob, "private")?.contains(&later),
+        !bob.keyword("private")?.contains(&later),
         "bob's grant is unchanged"
     );
     Ok(())

@@ -8,18 +8,23 @@
 //! unreachable server is then a failure, not a skip. (`tests/run.sh` starts
 //! one and sets both.) The tests that stop and start the search server
 //! under central start Meilisearch processes of their own
-//! (`kith_tests::meili`); they say why when they cannot.
+//! (`kith_tests::meili`); they say why when they cannot. With
+//! `KITH_REQUIRE_MEILI=1` (tests/run.sh sets it when it found Meilisearch)
+//! a missing server or binary fails the test instead.
 
 use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, Once};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{bail, ensure, Context, Result};
 use kith_tests::meili::{find_bin, Meili};
-use kith_tests::{bin, claude_user_line, delta, json_response, model_dir, Api, Central, StandIn};
+use kith_tests::needs::{missing, REQUIRE_MEILI};
+use kith_tests::{
+    bin, claude_user_line, delta, hit_run_ids, json_response, model_dir, Api, Central, StandIn,
+};
 use serde_json::{json, Value};
 
 const INDEXED_WITHIN: Duration = Duration::from_secs(30);
@@ -49,14 +54,11 @@ fn backends() -> Result<Vec<Backend>> {
         .ok()
         .filter(|u| !u.is_empty())
     else {
-        static SAID: Once = Once::new();
-        // Written past the test harness's capture, so it shows in every run.
-        SAID.call_once(|| {
-            let _ = writeln!(
-                std::io::stderr(),
-                "KITH_TEST_MEILI_URL is not set: the Meilisearch conformance run did not run (embedded only)"
-            );
-        });
+        missing(
+            REQUIRE_MEILI,
+            "the test on Meilisearch",
+            "KITH_TEST_MEILI_URL is not set (tests/run.sh starts a Meilisearch when it finds one)",
+        )?;
         return Ok(out);
     };
     let key = std::env::var("KITH_TEST_MEILI_KEY")
@@ -233,11 +235,7 @@ fn ingest_codex(api: &Api, source: &str, text: &str, commands: &[&str]) -> Resul
 
 /// Posts one delta and waits until central indexed it; returns its run id.
 fn post_delta(api: &Api, body: &Value) -> Result<String> {
-    let r = api.post("/api/runs", body)?;
-    if r.status != 202 {
-        bail!("ingest of {} answered {r:?}", body["source_identity"]);
-    }
-    let id = r.body["run_id"].as_str().unwrap_or_default().to_owned();
+    let id = api.ingest(body)?;
     api.wait_indexed(&id, INDEXED_WITHIN)?;
     Ok(id)
 }
@@ -323,15 +321,6 @@ fn search(api: &Api, body: Value) -> Result<Value> {
     Ok(r.body)
 }
 
-fn run_ids(body: &Value) -> Vec<String> {
-    body["hits"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|h| h["run_id"].as_str().map(str::to_owned))
-        .collect()
-}
-
 fn chunk_ids(body: &Value) -> Vec<String> {
     body["hits"]
         .as_array()
@@ -343,7 +332,7 @@ fn chunk_ids(body: &Value) -> Vec<String> {
 
 /// Run ids of a keyword search for `query` with `filters`.
 fn keyword(api: &Api, query: &str, filters: Value) -> Result<Vec<String>> {
-    let mut ids = run_ids(&search(
+    let mut ids = hit_run_ids(&search(
         api,
         json!({"query": query, "mode": "keyword", "filters": filters, "limit": 100}),
     )?);
@@ -367,7 +356,7 @@ fn found(api: &Api, mode: &str, query: &str, filters: &Value) -> Result<Vec<Stri
     if !body["degraded"].is_null() {
         bail!("{mode} search {query:?} fell back: {body}");
     }
-    let mut ids = run_ids(&body);
+    let mut ids = hit_run_ids(&body);
     ids.sort();
     ids.dedup();
     Ok(ids)
@@ -405,7 +394,7 @@ fn conformance_ingest_keyword_and_hit_shape() -> Result<()> {
         ingest(&alice, "b", "an unrelated note about gardening", json!({}))?;
 
         let body = search(&alice, json!({"query": "frobnicator", "mode": "keyword"}))?;
-        assert_eq!(run_ids(&body), vec![id.clone()], "{b}: {body}");
+        assert_eq!(hit_run_ids(&body), vec![id.clone()], "{b}: {body}");
         assert_eq!(body["backend"], b, "{b}");
         let hit = &body["hits"][0];
         assert_eq!(hit["chunk_id"], format!("{id}-0"), "{b}: {hit}");
@@ -449,7 +438,7 @@ fn conformance_ingest_keyword_and_hit_shape() -> Result<()> {
 
         let none = search(&alice, json!({"query": "xylophone", "mode": "keyword"}))?;
         assert!(
-            run_ids(&none).is_empty(),
+            hit_run_ids(&none).is_empty(),
             "{b}: a word nobody wrote finds nothing: {none}"
         );
     }
@@ -508,7 +497,7 @@ fn conformance_a_question_finds_its_answer_by_keyword() -> Result<()> {
             &alice,
             json!({"query": "When did Melanie go camping?", "mode": "keyword", "limit": 10}),
         )?;
-        let ranked = run_ids(&body);
+        let ranked = hit_run_ids(&body);
         assert_eq!(ranked.first(), Some(&answer), "{b}: {ranked:?}");
         assert!(asking.iter().all(|r| ranked.contains(r)), "{b}: {ranked:?}");
         assert!(!ranked.contains(&campus), "{b}: {ranked:?}");
@@ -538,7 +527,7 @@ fn conformance_a_long_query_finds_its_last_words() -> Result<()> {
         let task = "I would like it if we could go over what it is that we did to \
                     the thing and then see what we can do with the retry backoff";
         let body = search(&alice, json!({"query": task, "mode": "keyword"}))?;
-        let ranked = run_ids(&body);
+        let ranked = hit_run_ids(&body);
         assert_eq!(ranked.first(), Some(&answer), "{b}: {body}");
         assert!(ranked.contains(&near), "{b}: {body}");
         assert!(!ranked.contains(&other), "{b}: {body}");
@@ -802,7 +791,7 @@ fn ranking(body: &Value) -> Vec<(String, f64)> {
 /// private runs must move neither bob's scores nor his order, in any mode.
 #[test]
 fn conformance_others_private_runs_never_move_a_viewers_ranking() -> Result<()> {
-    let models = model_dir();
+    let models = model_dir()?;
     for backend in backends()? {
         let b = backend.name;
         let s = backend.start(&[])?;
@@ -910,7 +899,8 @@ fn conformance_what_a_grant_does_not_cover_never_moves_a_grantees_scores() -> Re
             "{b}: alice reads the two shared turns: {shared:?}"
         );
 
-        // Captured after the grant (its time is kept to the millisecond).
+        // Captured after the grant: a clock that must pass, as its time is
+        // kept to the millisecond.
         std::thread::sleep(Duration::from_millis(5));
         let later: String = (0..12)
             .map(|i| {
@@ -1071,7 +1061,7 @@ fn conformance_strings_are_matched_exactly() -> Result<()> {
 
 #[test]
 fn conformance_semantic_and_hybrid_modes() -> Result<()> {
-    let Some(models) = model_dir() else {
+    let Some(models) = model_dir()? else {
         return Ok(());
     };
     for backend in backends()? {
@@ -1104,7 +1094,7 @@ fn conformance_semantic_and_hybrid_modes() -> Result<()> {
 
         let q = "how do I fix the failing compilation";
         let sem = search(&alice, json!({"query": q, "mode": "semantic"}))?;
-        assert_eq!(run_ids(&sem).first(), Some(&ci), "{b}: {sem}");
+        assert_eq!(hit_run_ids(&sem).first(), Some(&ci), "{b}: {sem}");
         // A semantic score is the cosine on both backends, so an unrelated
         // chunk scores near 0 (Meilisearch's own score is half a point up).
         let pasta_score = sem["hits"]
@@ -1118,28 +1108,28 @@ fn conformance_semantic_and_hybrid_modes() -> Result<()> {
             "{b}: {pasta_score:?} {sem}"
         );
         assert!(
-            !run_ids(&sem).contains(&bobs),
+            !hit_run_ids(&sem).contains(&bobs),
             "{b}: bob's run never appears for alice"
         );
         let kw = search(&alice, json!({"query": q, "mode": "keyword"}))?;
         assert!(
-            !run_ids(&kw).contains(&pasta),
+            !hit_run_ids(&kw).contains(&pasta),
             "{b}: keyword does not find meaning: {kw}"
         );
 
         let hybrid = search(&alice, json!({"query": "pasta basil", "mode": "hybrid"}))?;
-        assert_eq!(run_ids(&hybrid).first(), Some(&pasta), "{b}: {hybrid}");
+        assert_eq!(hit_run_ids(&hybrid).first(), Some(&pasta), "{b}: {hybrid}");
         assert!(hybrid["degraded"].is_null(), "{b}");
-        assert!(!run_ids(&hybrid).contains(&bobs), "{b}");
+        assert!(!hit_run_ids(&hybrid).contains(&bobs), "{b}");
         // And the other way: bob finds his run, and none of alice's.
         let bobs_hybrid = search(&bob, json!({"query": q, "mode": "hybrid"}))?;
         assert_eq!(
-            run_ids(&bobs_hybrid).first(),
+            hit_run_ids(&bobs_hybrid).first(),
             Some(&bobs),
             "{b}: {bobs_hybrid}"
         );
         assert!(
-            !run_ids(&bobs_hybrid).contains(&ci) && !run_ids(&bobs_hybrid).contains(&pasta),
+            !hit_run_ids(&bobs_hybrid).contains(&ci) && !hit_run_ids(&bobs_hybrid).contains(&pasta),
             "{b}: alice's runs never appear for bob: {bobs_hybrid}"
         );
         let filtered = search(
@@ -1147,7 +1137,7 @@ fn conformance_semantic_and_hybrid_modes() -> Result<()> {
             json!({"query": q, "mode": "hybrid", "filters": {"machine": "nowhere"}}),
         )?;
         assert!(
-            run_ids(&filtered).is_empty(),
+            hit_run_ids(&filtered).is_empty(),
             "{b}: filters apply to hybrid: {filtered}"
         );
     }
@@ -1160,7 +1150,7 @@ fn conformance_semantic_and_hybrid_modes() -> Result<()> {
 /// doctor finds nothing left.
 #[test]
 fn conformance_forget_leaves_nothing_searchable() -> Result<()> {
-    let models = model_dir();
+    let models = model_dir()?;
     let mut modes = modes(&models);
     if models.is_some() {
         modes.push("semantic");
@@ -1268,7 +1258,7 @@ fn conformance_forget_leaves_nothing_searchable() -> Result<()> {
 /// transcript, and another person's same path, are untouched.
 #[test]
 fn conformance_superseded_chains_leave_search_unless_asked() -> Result<()> {
-    let models = model_dir();
+    let models = model_dir()?;
     let mut modes = modes(&models);
     if models.is_some() {
         modes.push("semantic");
@@ -1307,14 +1297,9 @@ fn conformance_superseded_chains_leave_search_unless_asked() -> Result<()> {
             "the gazelle ledger totals",
             json!({}),
         )?;
-        let settled = std::time::Instant::now() + INDEXED_WITHIN;
-        while alice.get("/api/status")?.body["counts"]["pending_index_jobs"] != 0 {
-            assert!(
-                std::time::Instant::now() < settled,
-                "{b}: indexing did not settle"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        alice
+            .wait_settled(INDEXED_WITHIN)
+            .with_context(|| b.to_string())?;
         if models.is_some() {
             for id in [&old, &other, &new] {
                 alice.wait_embedded(id, EMBEDDED_WITHIN)?;
@@ -1402,7 +1387,7 @@ fn conformance_replay_and_reindex_do_not_duplicate() -> Result<()> {
 
 #[test]
 fn conformance_reembed_after_a_model_change() -> Result<()> {
-    let Some(models) = model_dir() else {
+    let Some(models) = model_dir()? else {
         return Ok(());
     };
     for backend in backends()? {
@@ -1471,7 +1456,7 @@ fn conformance_reembed_after_a_model_change() -> Result<()> {
                 .ends_with("@128"),
             "{b}: {sem}"
         );
-        assert_eq!(run_ids(&sem).first(), Some(&ci), "{b}: {sem}");
+        assert_eq!(hit_run_ids(&sem).first(), Some(&ci), "{b}: {sem}");
         let mut ids = chunk_ids(&sem);
         ids.sort();
         ids.dedup();
@@ -1517,7 +1502,7 @@ fn conformance_ranking_on_a_labelled_set() -> Result<()> {
             "git",
         ),
     ];
-    let models = model_dir();
+    let models = model_dir()?;
     for backend in backends()? {
         let b = backend.name;
         let extra: Vec<(&str, &str)> = models
@@ -1533,7 +1518,7 @@ fn conformance_ranking_on_a_labelled_set() -> Result<()> {
         for (q, label) in queries {
             let body = search(&alice, json!({"query": q, "mode": "keyword"}))?;
             assert_eq!(
-                run_ids(&body).first(),
+                hit_run_ids(&body).first(),
                 id_of.get(label),
                 "{b}: keyword {q:?}: {body}"
             );
@@ -1548,7 +1533,7 @@ fn conformance_ranking_on_a_labelled_set() -> Result<()> {
             for mode in ["semantic", "hybrid"] {
                 let body = search(&alice, json!({"query": q, "mode": mode}))?;
                 assert_eq!(
-                    run_ids(&body).first(),
+                    hit_run_ids(&body).first(),
                     id_of.get(label),
                     "{b}: {mode} {q:?}: {body}"
                 );
@@ -1564,7 +1549,7 @@ fn conformance_ranking_on_a_labelled_set() -> Result<()> {
 /// model then gives the rebuilt chunks their vectors.
 #[test]
 fn conformance_reindex_fills_an_empty_index() -> Result<()> {
-    let models = model_dir();
+    let models = model_dir()?;
     for backend in backends()? {
         let b = backend.name;
         let tmp = tempfile::tempdir()?;
@@ -1658,7 +1643,7 @@ fn conformance_reindex_fills_an_empty_index() -> Result<()> {
             json!({"query": "balancing the accounts", "mode": "semantic"}),
         )?;
         assert_eq!(
-            sorted(&run_ids(&sem).iter().collect::<Vec<_>>()),
+            sorted(&hit_run_ids(&sem).iter().collect::<Vec<_>>()),
             sorted(&[&root, &child]),
             "{b}: vectors for the rebuilt chunks, never bob's: {sem}"
         );
@@ -1684,7 +1669,7 @@ fn conformance_a_lost_meilisearch_index_is_named() -> Result<()> {
         let alice = s.client("alice.test", "laptop")?;
         let run = ingest(&alice, "a", "the walrus migration failed", json!({}))?;
         let query = json!({"query": "walrus", "mode": "keyword"});
-        assert_eq!(run_ids(&search(&alice, query.clone())?), [run], "{b}");
+        assert_eq!(hit_run_ids(&search(&alice, query.clone())?), [run], "{b}");
         guard.delete()?;
         let r = alice.post("/api/search", &query)?;
         assert_eq!(r.status, 503, "{b}: {r:?}");
@@ -1694,12 +1679,13 @@ fn conformance_a_lost_meilisearch_index_is_named() -> Result<()> {
     Ok(())
 }
 
-/// A Meilisearch server of this test's own, or why there is none (said).
-fn own_meili(test: &str) -> Result<Option<Meili>> {
+/// A Meilisearch server of this test's own, or none (said, or a failure
+/// when `KITH_REQUIRE_MEILI=1`).
+fn own_meili() -> Result<Option<Meili>> {
     match find_bin() {
         Ok(_) => Ok(Some(Meili::stopped()?)),
         Err(why) => {
-            skipped(test, "meilisearch", &why);
+            missing(REQUIRE_MEILI, "the test", &why)?;
             Ok(None)
         }
     }
@@ -1732,7 +1718,7 @@ fn conformance_search_server_down_at_start() -> Result<()> {
         "embedded",
         "the embedded index lives in central's own process; it cannot be down while central runs",
     );
-    let Some(mut meili) = own_meili(test)? else {
+    let Some(mut meili) = own_meili()? else {
         return Ok(());
     };
     let index = unique_index_name();
@@ -1805,13 +1791,13 @@ fn conformance_search_server_restarted_mid_ingest() -> Result<()> {
     skipped(
         test,
         "embedded",
-        "the embedded index lives in central's own process; a crash of central mid-ingest is tests/tests/central.rs's",
+        "the embedded index lives in central's own process; a crash of central mid-ingest is central::crash_after_202_loses_nothing_and_indexing_resumes",
     );
-    let Some(mut meili) = own_meili(test)? else {
+    let Some(mut meili) = own_meili()? else {
         return Ok(());
     };
     meili.run()?;
-    let models = model_dir();
+    let models = model_dir()?;
     let index = unique_index_name();
     let mut env = meili.central_env(&index).to_vec();
     if let Some(m) = &models {
@@ -1839,6 +1825,8 @@ fn conformance_search_server_restarted_mid_ingest() -> Result<()> {
         let r = alice.post("/api/runs", &body)?;
         assert_eq!(r.status, 202, "{word}: {r:?}");
         ids.push(r.body["run_id"].as_str().unwrap_or_default().to_owned());
+        // An agent's pace: the runs arrive while Meilisearch is up, down
+        // and starting again, not all before the indexer looks.
         std::thread::sleep(Duration::from_millis(100));
     }
     for id in &ids {
@@ -1872,7 +1860,7 @@ fn conformance_search_server_restarted_mid_ingest() -> Result<()> {
             &alice,
             json!({"query": "pelican migration log", "mode": "semantic", "limit": 50}),
         )?;
-        let mut got = run_ids(&sem);
+        let mut got = hit_run_ids(&sem);
         got.sort();
         assert_eq!(got, want, "every run has its vector, once: {sem}");
     }
@@ -1947,16 +1935,16 @@ fn conformance_text_is_found_before_its_vector_exists() -> Result<()> {
             "{b}: the query has its vector: {hybrid}"
         );
         assert!(
-            run_ids(&hybrid).contains(&without),
+            hit_run_ids(&hybrid).contains(&without),
             "{b}: hybrid finds the text without a vector: {hybrid}"
         );
-        assert!(!run_ids(&hybrid).contains(&bobs), "{b}: {hybrid}");
+        assert!(!hit_run_ids(&hybrid).contains(&bobs), "{b}: {hybrid}");
         let sem = search(
             &alice,
             json!({"query": "quokka roster", "mode": "semantic"}),
         )?;
         assert_eq!(
-            run_ids(&sem),
+            hit_run_ids(&sem),
             vec![with_vector.clone()],
             "{b}: semantic ranks only chunks with a vector: {sem}"
         );
@@ -2228,13 +2216,13 @@ fn conformance_a_tag_edit_keeps_the_vectors() -> Result<()> {
             json!({"query": "pelican budget", "mode": "semantic",
                    "filters": {"tags": ["birds"]}}),
         )?;
-        assert_eq!(run_ids(&sem), vec![run], "{b}: {sem}");
+        assert_eq!(hit_run_ids(&sem), vec![run], "{b}: {sem}");
         let untagged = search(
             &alice,
             json!({"query": "pelican budget", "mode": "semantic",
                    "filters": {"tags": ["fish"]}}),
         )?;
-        assert!(run_ids(&untagged).is_empty(), "{b}: {untagged}");
+        assert!(hit_run_ids(&untagged).is_empty(), "{b}: {untagged}");
     }
     Ok(())
 }
@@ -2247,7 +2235,7 @@ fn conformance_a_tag_edit_keeps_the_vectors() -> Result<()> {
 /// by handle. Bob's private run does all of it and is never found.
 #[test]
 fn conformance_facet_filters_keep_exactly_the_matching_conversations() -> Result<()> {
-    let models = model_dir();
+    let models = model_dir()?;
     for backend in backends()? {
         let b = backend.name;
         let extra: Vec<(&str, &str)> = models
@@ -2445,7 +2433,7 @@ fn conformance_facet_filters_keep_exactly_the_matching_conversations() -> Result
 /// that edited it, that run (and only it, not its private parent) is found.
 #[test]
 fn conformance_a_facet_never_reveals_a_private_run() -> Result<()> {
-    let models = model_dir();
+    let models = model_dir()?;
     for backend in backends()? {
         let b = backend.name;
         let extra: Vec<(&str, &str)> = models
@@ -2496,7 +2484,7 @@ fn conformance_a_facet_never_reveals_a_private_run() -> Result<()> {
                 json!({"query": w, "mode": mode, "filters": filters,
                        "group": "conversation", "limit": 100}),
             )?;
-            let mut ids = run_ids(&body);
+            let mut ids = hit_run_ids(&body);
             ids.sort();
             ids.dedup();
             Ok(ids)

@@ -1,7 +1,6 @@
 //! Capture end to end: the real `kith` binary on real transcripts against a
 //! real `kith-central`, through outages, restarts and rewritten files.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -10,7 +9,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use kith_shared::fixtures::{self, Fixture};
-use kith_tests::{bin, json_response, Api, Central, StandIn};
+use kith_tests::{
+    bin, chain_of, json_response, run_with_input, stop_payload, Api, Background, Central, Home,
+    StandIn,
+};
 
 /// The repository's transcripts these tests write (`kith_shared::fixtures`).
 const SHORT: &str = "claude-code/-home-sam-src-tally/3f1c2a4e-8b7d-4e21-9c55-0a6b1d2e7f90.jsonl";
@@ -23,49 +25,20 @@ const PI: &str = "pi/--home-sam-src-notes-site--/2026-05-07T19-20-07-530Z_e5b2c8
 
 /// A family machine: a HOME with agent folders, and kith's own dirs.
 struct Device {
-    home: tempfile::TempDir,
+    home: Home,
 }
 
 impl Device {
     fn new() -> Result<Self> {
-        Ok(Self {
-            home: tempfile::tempdir()?,
-        })
+        Ok(Self { home: Home::new()? })
     }
 
     fn path(&self, rel: &str) -> PathBuf {
-        self.home.path().join(rel)
-    }
-
-    /// `program` with this device's HOME and central, and nothing inherited
-    /// that would point kith elsewhere.
-    fn command(&self, program: impl AsRef<std::ffi::OsStr>, central: &str, token: &str) -> Command {
-        let mut cmd = Command::new(program);
-        cmd.env("HOME", self.home.path())
-            .env("KITH_CENTRAL_URL", central)
-            .env("KITH_TOKEN", token)
-            .env_remove("KITH_CONFIG_DIR")
-            .env_remove("KITH_STATE_DIR")
-            .env_remove("XDG_CONFIG_HOME")
-            .env_remove("XDG_STATE_HOME")
-            .env_remove("CLAUDE_CONFIG_DIR")
-            .env_remove("CODEX_HOME");
-        cmd
+        self.home.path(rel)
     }
 
     fn kith(&self, central: &str, token: &str, args: &[&str], stdin: &[u8]) -> Result<Output> {
-        use std::io::Write;
-        let mut child = self
-            .command(bin("kith"), central, token)
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()?;
-        if let Some(mut i) = child.stdin.take() {
-            i.write_all(stdin)?;
-        }
-        Ok(child.wait_with_output()?)
+        run_with_input(self.home.kith_at(central, token, args), stdin)
     }
 
     /// Lays out every fixture of both sets as the agents would have written
@@ -90,79 +63,10 @@ impl Device {
         Ok(dest)
     }
 
-    /// `kith watch` for this device, killed when dropped.
-    fn watch(&self, central: &str, token: &str) -> Result<Watch> {
-        let child = self
-            .command(bin("kith"), central, token)
-            .arg("watch")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()?;
-        Ok(Watch(child))
+    /// `kith watch` for this device, SIGKILLed (a crash) when dropped.
+    fn watch(&self, central: &str, token: &str) -> Result<Background> {
+        Background::spawn(self.home.kith_at(central, token, &["watch"]))
     }
-}
-
-/// A running `kith watch`; SIGKILLed (a crash) when dropped.
-struct Watch(std::process::Child);
-
-impl Watch {
-    fn pid(&self) -> u32 {
-        self.0.id()
-    }
-}
-
-impl Drop for Watch {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Central's copy of every source chain: source_identity -> concatenated
-/// run blobs in offset order, checked to chain without gaps.
-fn fetch_chains(api: &Api) -> Result<BTreeMap<String, Vec<u8>>> {
-    let forest = api.get("/api/runs/forest?limit=500")?;
-    let mut runs: Vec<(String, u64, u64, String)> = Vec::new();
-    for tree in forest.body["trees"].as_array().into_iter().flatten() {
-        for r in tree["runs"].as_array().into_iter().flatten() {
-            let run = &r["run"];
-            runs.push((
-                run["source_identity"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_owned(),
-                run["from_offset"].as_u64().unwrap_or(0),
-                run["to_offset"].as_u64().unwrap_or(0),
-                run["id"].as_str().unwrap_or_default().to_owned(),
-            ));
-        }
-    }
-    runs.sort();
-    let mut out: BTreeMap<String, Vec<u8>> = BTreeMap::new();
-    for (source, from, to, id) in runs {
-        let (status, bytes) = api.get_bytes(&format!("/api/runs/{id}/jsonl"))?;
-        assert_eq!(status, 200);
-        let chain = out.entry(source).or_default();
-        assert_eq!(
-            chain.len() as u64,
-            from,
-            "no gap and no overlap in the chain"
-        );
-        assert_eq!(bytes.len() as u64, to - from);
-        chain.extend(bytes);
-    }
-    Ok(out)
-}
-
-/// The chain whose source identity names `path`.
-fn chain_of<'a>(chains: &'a BTreeMap<String, Vec<u8>>, path: &Path) -> Vec<&'a Vec<u8>> {
-    let prefix = format!("{}#", path.display());
-    chains
-        .iter()
-        .filter(|(k, _)| k.starts_with(&prefix))
-        .map(|(_, v)| v)
-        .collect()
 }
 
 /// Equal except where redaction masked a secret with `*`.
@@ -179,7 +83,7 @@ type Missing = Vec<(PathBuf, Vec<usize>, usize)>;
 fn wait_for_chains(api: &Api, want: &[(&Path, &[u8])], within: Duration) -> Result<Missing> {
     let deadline = Instant::now() + within;
     loop {
-        let chains = fetch_chains(api)?;
+        let chains = api.chains()?;
         let mut missing = Vec::new();
         for (file, want) in want {
             let got = chain_of(&chains, file);
@@ -209,7 +113,7 @@ fn every_fixture_is_captured_byte_identical() -> Result<()> {
         String::from_utf8_lossy(&out.stderr)
     );
 
-    let chains = fetch_chains(&api)?;
+    let chains = api.chains()?;
     let mut exact = 0;
     for (src, dest) in &placed {
         let want = std::fs::read(src)?;
@@ -274,7 +178,7 @@ fn appends_through_outages_and_rewrites_lose_nothing_and_store_nothing_twice() -
     let out = device.kith(&central.url, &token, &["hook"], payload.as_bytes())?;
     assert_eq!(out.status.code(), Some(0));
     let api = central.client(&token);
-    let chains = fetch_chains(&api)?;
+    let chains = api.chains()?;
     let got = chain_of(&chains, &file);
     assert_eq!(got.len(), 1);
     assert!(
@@ -291,7 +195,7 @@ fn appends_through_outages_and_rewrites_lose_nothing_and_store_nothing_twice() -
     std::fs::write(&file, &other)?;
     let out = device.kith(&central.url, &token, &["hook"], payload.as_bytes())?;
     assert_eq!(out.status.code(), Some(0));
-    let chains = fetch_chains(&api)?;
+    let chains = api.chains()?;
     let mut got: Vec<Vec<u8>> = chain_of(&chains, &file).into_iter().cloned().collect();
     got.sort_by_key(Vec::len);
     assert!(
@@ -309,7 +213,7 @@ fn appends_through_outages_and_rewrites_lose_nothing_and_store_nothing_twice() -
         .map_or(0, |i| i + 1)];
     std::fs::write(&file, regrown)?;
     device.kith(&central.url, &token, &["hook"], payload.as_bytes())?;
-    let chains = fetch_chains(&api)?;
+    let chains = api.chains()?;
     assert_eq!(chain_of(&chains, &file).len(), 3);
     Ok(())
 }
@@ -414,11 +318,6 @@ fn outage(session: u32) -> Result<Outage> {
     })
 }
 
-fn stop_payload(file: &Path) -> String {
-    serde_json::json!({"session_id": "s", "transcript_path": file, "hook_event_name": "Stop"})
-        .to_string()
-}
-
 /// The bytes `kith status` counts as accepted by central for `runtime`.
 fn accepted_bytes(status: &str, runtime: &str) -> Option<u64> {
     let row: Vec<&str> = status
@@ -476,7 +375,7 @@ fn a_central_that_never_answers_leaves_the_delta_in_the_outbox() -> Result<()> {
         stdout.contains("captured 0 new bytes") && stdout.contains("central accepted 1 deltas"),
         "the spooled delta is what arrives: {stdout}"
     );
-    let chains = fetch_chains(&central.client(&token))?;
+    let chains = central.client(&token).chains()?;
     let got = chain_of(&chains, &file);
     assert_eq!(got.len(), 1);
     assert!(got[0] == &source, "central holds the file's bytes");
@@ -551,7 +450,7 @@ fn a_central_answering_500_moves_no_cursor_and_loses_nothing() -> Result<()> {
         Some(source.len() as u64),
         "{status}"
     );
-    let chains = fetch_chains(&central.client(&token))?;
+    let chains = central.client(&token).chains()?;
     let got = chain_of(&chains, &file);
     assert_eq!(got.len(), 1, "one chain: the 500s broke nothing");
     assert!(got[0] == &source, "every byte exactly once");
@@ -741,7 +640,7 @@ fn appends_through_central_and_watch_restarts_lose_and_duplicate_nothing() -> Re
     append(7)?;
     delivered(PIECES)?;
 
-    let chains = fetch_chains(&api)?;
+    let chains = api.chains()?;
     for (src, dest) in &files {
         assert!(
             chain_of(&chains, dest) == [src],
@@ -767,7 +666,8 @@ fn soak_twenty_growing_transcripts_through_central_crashes_lose_and_duplicate_no
     let device = Device::new()?;
     let project = device.path(".claude/projects/-soak");
     std::fs::create_dir_all(&project)?;
-    let watch = device.watch(&central.url, &token)?;
+    let mut watch = device.watch(&central.url, &token)?;
+    watch.wait_watching(&project)?;
 
     let sources = [WORK, AGENT, COMPACT_AGENT, SHORT];
     let stop = Arc::new(AtomicBool::new(false));
@@ -790,6 +690,8 @@ fn soak_twenty_growing_transcripts_through_central_crashes_lose_and_duplicate_no
                 }
                 rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1);
                 let split = (rng >> 33) as usize % (line.len() + 1);
+                // An agent's pace: part of a line, a pause, the rest, a
+                // longer pause.
                 file.write_all(&line[..split])?;
                 std::thread::sleep(Duration::from_millis(5 + (rng >> 60)));
                 file.write_all(&line[split..])?;
@@ -799,7 +701,8 @@ fn soak_twenty_growing_transcripts_through_central_crashes_lose_and_duplicate_no
         }));
     }
 
-    // Three crashes while the transcripts grow; central is up at the end.
+    // Three crashes while the transcripts grow, at 2, 5 and 8 s, each an
+    // outage of 0.8 s; the writers stop at 11 s, central up.
     let started = Instant::now();
     for crash_at in [2, 5, 8] {
         std::thread::sleep(Duration::from_secs(crash_at).saturating_sub(started.elapsed()));
@@ -873,9 +776,12 @@ fn a_full_disk_under_the_outbox_is_a_clear_error_and_loses_nothing() -> Result<(
         echo "second=$?"
     "#;
     let out = device
-        .command("unshare", &central.url, &token)
+        .home
+        .command("unshare")
         .args(["-rm", "sh", "-c", script])
         .env("KITH", bin("kith"))
+        .env("KITH_CENTRAL_URL", &central.url)
+        .env("KITH_TOKEN", &token)
         .env("KITH_STATE_DIR", &state)
         .stdin(Stdio::null())
         .output()?;
@@ -892,7 +798,7 @@ fn a_full_disk_under_the_outbox_is_a_clear_error_and_loses_nothing() -> Result<(
     );
     assert!(stdout.contains("second=0"), "{stdout}\n{stderr}");
 
-    let chains = fetch_chains(&central.client(&token))?;
+    let chains = central.client(&token).chains()?;
     let got = chain_of(&chains, &file);
     assert_eq!(got.len(), 1, "one chain: the failed attempt left no trace");
     assert!(same_but_masked(got[0], &source), "every byte exactly once");
@@ -921,17 +827,19 @@ fn watch_is_idle_when_nothing_changes() -> Result<()> {
     std::fs::copy(fixtures::path(SHORT), &file)?;
     let watch = device.watch(&central.url, &token)?;
     let api = central.client(&token);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while chain_of(&fetch_chains(&api)?, &file).is_empty() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    let captured = !chain_of(&fetch_chains(&api)?, &file).is_empty();
-    std::thread::sleep(Duration::from_secs(1));
+    let bytes = std::fs::read(&file)?;
+    // Measured from when central holds the whole file: watch's one capture
+    // is done, and nothing changes from then on.
+    let missing = wait_for_chains(&api, &[(&file, &bytes)], Duration::from_secs(30))?;
     let before = cpu_seconds(watch.pid())?;
+    // The window measured.
     std::thread::sleep(Duration::from_secs(3));
     let used = cpu_seconds(watch.pid())? - before;
     drop(watch);
-    assert!(captured, "watch captured the transcript");
+    assert!(
+        missing.is_empty(),
+        "watch captured the transcript: {missing:?}"
+    );
     assert!(used < 1.0, "an idle watch used {used} CPU seconds in 3 s");
     Ok(())
 }

@@ -19,9 +19,11 @@ use kith_tests::pds::{run_central_with, Pds};
 use kith_tests::{bin, claude_user_line, delta, Api, Central};
 use serde_json::json;
 
-const ALICE: (&str, &str) = ("alice.test", "alice-pds-pass-1");
-const BOB: (&str, &str) = ("bob.test", "bob-pds-pass-1");
-const CAROL: (&str, &str) = ("carol.test", "carol-pds-pass-1");
+// Handles are unique in the test binary: the PDS these tests share
+// (`Pds::shared`) serves the identity tests' members too.
+const ALICE: (&str, &str) = ("alice-web.test", "alice-pds-pass-1");
+const BOB: (&str, &str) = ("bob-web.test", "bob-pds-pass-1");
+const CAROL: (&str, &str) = ("carol-web.test", "carol-pds-pass-1");
 
 /// Adds a PDS member to central; registers a machine for them if `machine`.
 fn member(pds: &Pds, data: &Path, (handle, password): (&str, &str)) -> Result<()> {
@@ -256,7 +258,7 @@ fn a_pds_that_does_not_answer_is_named_without_its_address() -> Result<()> {
 /// even while the PDS still takes it (here its revocation there failed).
 #[test]
 fn a_machine_token_signs_in_only_while_its_machine_lives() -> Result<()> {
-    const GINA: (&str, &str) = ("gina.test", "gina-pds-pass-1");
+    const GINA: (&str, &str) = ("gina-web.test", "gina-pds-pass-1");
     let pds = Pds::shared()?;
     let central = Central::start()?;
     let (data, base) = (central.data_dir.clone(), central.url.clone());

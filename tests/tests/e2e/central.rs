@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::Result;
 use kith_shared::hash::{chain_next, sha256_hex};
-use kith_tests::{claude_user_line, delta, run_central, Api, Central};
+use kith_tests::{claude_user_line, delta, one_indexed_run, run_central, Api, Central};
 use serde_json::{json, Value};
 
 const T0: &str = "2026-05-11T08:00:00.000Z";
@@ -32,18 +32,6 @@ fn admin(data: &std::path::Path, args: &[&str]) -> Result<(String, String)> {
 fn revoke(data: &std::path::Path, user: &str, name: &str) -> Result<()> {
     admin(data, &["machine", "revoke", "--user", user, "--name", name])?;
     Ok(())
-}
-
-/// A central holding alice's one run of `text`, indexed, then stopped:
-/// central, alice and the run's id.
-fn one_indexed_run(text: &str) -> Result<(Central, Api, String)> {
-    let mut central = Central::start()?;
-    let alice = central.client(&central.register("alice.test", "laptop")?);
-    let r = alice.post("/api/runs", &delta("s", 0, &line(text, 0)))?;
-    let id = r.body["run_id"].as_str().unwrap_or_default().to_owned();
-    alice.wait_indexed(&id, Duration::from_secs(10))?;
-    central.kill()?;
-    Ok((central, alice, id))
 }
 
 /// Files under `<data>/runs`, to prove a rejected request left nothing behind.
@@ -350,17 +338,28 @@ fn only_a_delta_may_be_larger_than_a_mebibyte() -> Result<()> {
         .unwrap_or_default()
         .to_owned();
     let tags = json!({"add": vec![""; 600_000]});
+    let addr = central.url.trim_start_matches("http://");
     for (path, body) in [
         (format!("/api/conversations/{conversation}/tags"), tags),
         ("/api/search".to_owned(), json!({"query": pad})),
     ] {
-        let r = alice.post(&path, &body)?;
-        assert_eq!(
-            (r.status, r.code()),
-            (413, "payload_too_large"),
-            "{path}: {r:?}"
+        // Refused on its declared length. Asked as a client that waits for
+        // `100 Continue` before it sends a body: one still writing 2 MB when
+        // central answers and closes can lose the answer to a broken pipe.
+        let head = format!(
+            "POST {path} HTTP/1.1\r\nhost: {addr}\r\nauthorization: Bearer {}\r\n\
+             content-type: application/json\r\ncontent-length: {}\r\n\
+             expect: 100-continue\r\nconnection: close\r\n\r\n",
+            alice.token,
+            body.to_string().len()
         );
-        let said = r.body["error"]["message"].as_str().unwrap_or_default();
+        let (status, answer) = raw_exchange(addr, &head, Duration::from_secs(30))?;
+        assert_eq!(
+            (status, answer["error"]["code"].as_str()),
+            (413, Some("payload_too_large")),
+            "{path}: {answer}"
+        );
+        let said = answer["error"]["message"].as_str().unwrap_or_default();
         assert!(said.contains("1048576"), "{path}: {said}");
     }
     let tagged = alice.post(
@@ -576,15 +575,25 @@ fn a_delta_in_flight_when_its_machine_is_revoked_is_refused() -> Result<()> {
     let (head, tail) = body.split_at(body.len() / 2);
     let addr = central.url.trim_start_matches("http://");
     let mut tcp = std::net::TcpStream::connect(addr)?;
+    tcp.set_read_timeout(Some(Duration::from_secs(30)))?;
     write!(
         tcp,
         "POST /api/runs HTTP/1.1\r\nhost: {addr}\r\nauthorization: Bearer {token}\r\n\
-         content-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{head}",
+         content-type: application/json\r\ncontent-length: {}\r\nexpect: 100-continue\r\n\
+         connection: close\r\n\r\n{head}",
         body.len()
     )?;
     tcp.flush()?;
-    // The token was good when the request began.
-    std::thread::sleep(Duration::from_millis(300));
+    // The token was good when the request began: central took it and
+    // asked for the body, which its HTTP server says with `100 Continue`
+    // (sent when the handler first reads the body, after the token was
+    // checked).
+    let mut interim = [0u8; 25];
+    tcp.read_exact(&mut interim)?;
+    assert_eq!(
+        String::from_utf8_lossy(&interim),
+        "HTTP/1.1 100 Continue\r\n\r\n"
+    );
     revoke(&central.data_dir, "alice.test", "laptop")?;
     tcp.write_all(tail.as_bytes())?;
     let mut answer = String::new();
@@ -1579,7 +1588,7 @@ fn a_debug_log_has_a_line_per_request_and_never_the_token() -> Result<()> {
 /// warning, so that the log is kith's own.
 #[test]
 fn the_log_read_from_a_pipe_has_no_colour_codes_and_no_onnx_info() -> Result<()> {
-    let model = kith_tests::model_dir();
+    let model = kith_tests::model_dir()?;
     let mut central = Central::start()?;
     let alice = central.client(&central.register("alice.test", "laptop")?);
     let r = alice.post(

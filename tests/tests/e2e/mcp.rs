@@ -15,10 +15,11 @@ use serde_json::{json, Value};
 
 /// The venv tests/run.sh creates with the pinned MCP SDK.
 fn python() -> Result<PathBuf> {
-    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/mcp-venv/bin/python");
+    let venv = kith_tests::target_dir().join("mcp-venv/bin/python");
     if !venv.exists() {
         bail!(
-            "{} is missing: run tests/run.sh (it creates the venv with tests/mcp/requirements.txt)",
+            "{} is missing: run tests/run.sh (it creates the venv with tests/mcp/requirements.txt \
+             in the target folder, $CARGO_TARGET_DIR or target/)",
             venv.display()
         );
     }

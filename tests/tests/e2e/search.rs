@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use kith_tests::{
-    claude_user_line, delta, json_response, model_dir, run_central, Central, StandIn,
+    claude_user_line, delta, hit_run_ids, json_response, model_dir, one_indexed_run, run_central,
+    Central, StandIn,
 };
 use serde_json::json;
 
@@ -14,9 +15,7 @@ fn post_run(api: &kith_tests::Api, source: &str, text: &str) -> Result<String> {
 }
 
 fn post_run_at(api: &kith_tests::Api, source: &str, text: &str, ts: &str) -> Result<String> {
-    let r = api.post("/api/runs", &delta(source, 0, &claude_user_line(text, ts)))?;
-    assert_eq!(r.status, 202, "{r:?}");
-    Ok(r.body["run_id"].as_str().unwrap_or_default().to_owned())
+    api.ingest(&delta(source, 0, &claude_user_line(text, ts)))
 }
 
 /// The runs of `api`'s keyword search for `query` within `filters`, in
@@ -31,21 +30,12 @@ fn keyword_runs(
         &json!({"query": query, "mode": "keyword", "filters": filters}),
     )?;
     assert_eq!(r.status, 200, "{query}: {r:?}");
-    Ok(run_ids(&r.body))
-}
-
-fn run_ids(body: &serde_json::Value) -> Vec<String> {
-    body["hits"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|h| h["run_id"].as_str().map(str::to_owned))
-        .collect()
+    Ok(hit_run_ids(&r.body))
 }
 
 #[test]
 fn semantic_and_hybrid_find_meaning_not_just_words() -> Result<()> {
-    if model_dir().is_none() {
+    if model_dir()?.is_none() {
         return Ok(());
     }
     let central = Central::start()?;
@@ -75,9 +65,9 @@ fn semantic_and_hybrid_find_meaning_not_just_words() -> Result<()> {
     let q = "how do I fix the failing compilation";
     let sem = alice.post("/api/search", &json!({"query": q, "mode": "semantic"}))?;
     assert_eq!(sem.status, 200, "{sem:?}");
-    assert_eq!(run_ids(&sem.body).first(), Some(&ci), "{sem:?}");
+    assert_eq!(hit_run_ids(&sem.body).first(), Some(&ci), "{sem:?}");
     assert!(
-        !run_ids(&sem.body).contains(&bobs),
+        !hit_run_ids(&sem.body).contains(&bobs),
         "bob's run never appears for alice"
     );
     assert_eq!(sem.body["embedder"], "all-minilm-l6-v2-int8");
@@ -87,9 +77,13 @@ fn semantic_and_hybrid_find_meaning_not_just_words() -> Result<()> {
         "/api/search",
         &json!({"query": "pasta basil", "mode": "hybrid"}),
     )?;
-    assert_eq!(run_ids(&hybrid.body).first(), Some(&pasta), "{hybrid:?}");
+    assert_eq!(
+        hit_run_ids(&hybrid.body).first(),
+        Some(&pasta),
+        "{hybrid:?}"
+    );
     assert!(hybrid.body["degraded"].is_null());
-    assert!(!run_ids(&hybrid.body).contains(&bobs));
+    assert!(!hit_run_ids(&hybrid.body).contains(&bobs));
     // The fused hits are highlighted after fusion: the matching words of the
     // top hit, the start of the text of a hit no word matched.
     let snippet = |i: usize| {
@@ -102,7 +96,7 @@ fn semantic_and_hybrid_find_meaning_not_just_words() -> Result<()> {
         "{hybrid:?}"
     );
     // alice has two runs: the semantic side brings the CI run in too.
-    let i = run_ids(&hybrid.body)
+    let i = hit_run_ids(&hybrid.body)
         .iter()
         .position(|r| *r == ci)
         .ok_or_else(|| anyhow::anyhow!("the CI run is missing: {hybrid:?}"))?;
@@ -124,7 +118,7 @@ fn keyword_is_immediate_and_bad_queries_get_clear_errors() -> Result<()> {
     let search = |body: serde_json::Value| alice.post("/api/search", &body);
 
     let ok = search(json!({"query": "frobnicator", "mode": "keyword"}))?;
-    assert_eq!(run_ids(&ok.body), vec![id.clone()]);
+    assert_eq!(hit_run_ids(&ok.body), vec![id.clone()]);
     for (what, body, status, code) in [
         ("empty", json!({"query": "   "}), 400, "empty_query"),
         (
@@ -167,10 +161,10 @@ fn keyword_is_immediate_and_bad_queries_get_clear_errors() -> Result<()> {
     ] {
         let r = search(json!({"query": q, "mode": "keyword"}))?;
         assert_eq!(r.status, 200, "{q}: {r:?}");
-        assert_eq!(run_ids(&r.body), vec![id.clone()], "{q}");
+        assert_eq!(hit_run_ids(&r.body), vec![id.clone()], "{q}");
     }
     let r = search(json!({"query": "* ( :", "mode": "keyword"}))?;
-    assert_eq!((r.status, run_ids(&r.body).len()), (200, 0), "{r:?}");
+    assert_eq!((r.status, hit_run_ids(&r.body).len()), (200, 0), "{r:?}");
     // Limits are clamped to 1..=100: one run of 120 long turns holds 120
     // chunks that match.
     let turns: String = (0..120)
@@ -189,7 +183,7 @@ fn keyword_is_immediate_and_bad_queries_get_clear_errors() -> Result<()> {
     for (limit, n) in [(0, 1), (7, 7), (100, 100), (10_000, 100)] {
         let r = search(json!({"query": "frobnicator", "mode": "keyword", "limit": limit}))?;
         assert_eq!(
-            (r.status, run_ids(&r.body).len()),
+            (r.status, hit_run_ids(&r.body).len()),
             (200, n),
             "limit {limit}"
         );
@@ -197,15 +191,15 @@ fn keyword_is_immediate_and_bad_queries_get_clear_errors() -> Result<()> {
     // Filters with values nothing has match nothing.
     let none =
         search(json!({"query": "frobnicator", "mode": "keyword", "filters": {"machine": "nope"}}))?;
-    assert_eq!(run_ids(&none.body).len(), 0);
+    assert_eq!(hit_run_ids(&none.body).len(), 0);
     let mine = search(
         json!({"query": "frobnicator", "mode": "keyword", "limit": 100, "filters": {"machine": "laptop", "runtime": "claude-code"}}),
     )?;
-    assert_eq!(run_ids(&mine.body).len(), 100);
+    assert_eq!(hit_run_ids(&mine.body).len(), 100);
     let codex = search(
         json!({"query": "frobnicator", "mode": "keyword", "filters": {"runtime": "codex"}}),
     )?;
-    assert_eq!(run_ids(&codex.body).len(), 0);
+    assert_eq!(hit_run_ids(&codex.body).len(), 0);
     Ok(())
 }
 
@@ -278,7 +272,7 @@ fn a_date_in_the_query_ranks_that_time_first() -> Result<()> {
         "/api/search",
         &json!({"query": "payments deploy on 7 March, 2024", "mode": "keyword"}),
     )?;
-    assert_eq!(run_ids(&r.body), [bobs], "{r:?}");
+    assert_eq!(hit_run_ids(&r.body), [bobs], "{r:?}");
     Ok(())
 }
 
@@ -386,7 +380,7 @@ fn grouped_conversations_rank_by_several_matches_not_one_stray_chunk() -> Result
         Ok(r.body)
     };
     // The stray chunk is the best hit on its own...
-    let hits = run_ids(&search("flamingo", "none")?);
+    let hits = hit_run_ids(&search("flamingo", "none")?);
     assert_eq!(hits.len(), 4, "{hits:?}");
     assert_eq!(hits[0], stray);
     // ...but grouped, the conversation that matches three times leads.
@@ -443,7 +437,7 @@ fn recency_and_diversity_rerank_only_when_asked() -> Result<()> {
     let ask = |extra: serde_json::Value| -> Result<Vec<String>> {
         let r = search(extra)?;
         assert_eq!(r.status, 200, "{r:?}");
-        Ok(run_ids(&r.body))
+        Ok(hit_run_ids(&r.body))
     };
     let (old, copy, other) = (old.as_str(), copy.as_str(), other.as_str());
     // By relevance alone, the two old pastes lead.
@@ -475,7 +469,7 @@ fn recency_and_diversity_rerank_only_when_asked() -> Result<()> {
         &json!({"query": "payments deploy crashloopbackoff", "mode": "keyword",
                 "recency_half_life_days": 30, "diversity": 0.7}),
     )?;
-    assert_eq!(run_ids(&r.body), [bobs], "{r:?}");
+    assert_eq!(hit_run_ids(&r.body), [bobs], "{r:?}");
     Ok(())
 }
 
@@ -501,7 +495,7 @@ fn embedded_per_lane(api: &kith_tests::Api) -> Result<(u64, u64)> {
 #[test]
 fn live_turns_ride_the_realtime_lane_history_the_bulk_lane_and_status_counts_what_waits(
 ) -> Result<()> {
-    if model_dir().is_none() {
+    if model_dir()?.is_none() {
         return Ok(());
     }
     let tmp = tempfile::tempdir()?;
@@ -608,7 +602,7 @@ fn embedder_down_keyword_still_answers_semantic_says_why_and_recovers() -> Resul
         "/api/search",
         &json!({"query": "zanzibar", "mode": "keyword"}),
     )?;
-    assert_eq!(run_ids(&kw.body), vec![id.clone()]);
+    assert_eq!(hit_run_ids(&kw.body), vec![id.clone()]);
     let semantic = json!({"query": "zanzibar", "mode": "semantic"});
     let sem = alice.post("/api/search", &semantic)?;
     assert_eq!(
@@ -625,7 +619,7 @@ fn embedder_down_keyword_still_answers_semantic_says_why_and_recovers() -> Resul
         &json!({"query": "zanzibar", "mode": "hybrid"}),
     )?;
     assert_eq!(hybrid.status, 200);
-    assert_eq!(run_ids(&hybrid.body), vec![id.clone()]);
+    assert_eq!(hit_run_ids(&hybrid.body), vec![id.clone()]);
     assert!(hybrid.body["hits"][0]["snippet"]
         .as_str()
         .unwrap_or_default()
@@ -642,7 +636,7 @@ fn embedder_down_keyword_still_answers_semantic_says_why_and_recovers() -> Resul
     let deadline = std::time::Instant::now() + Duration::from_secs(90);
     let found = loop {
         let sem = alice.post("/api/search", &semantic)?;
-        if sem.status == 200 && !run_ids(&sem.body).is_empty() {
+        if sem.status == 200 && !hit_run_ids(&sem.body).is_empty() {
             break sem;
         }
         assert!(
@@ -651,7 +645,7 @@ fn embedder_down_keyword_still_answers_semantic_says_why_and_recovers() -> Resul
         );
         std::thread::sleep(Duration::from_millis(200));
     };
-    assert_eq!(run_ids(&found.body), vec![id]);
+    assert_eq!(hit_run_ids(&found.body), vec![id]);
     assert!(found.body["degraded"].is_null(), "{found:?}");
     let status = alice.get("/api/status")?;
     assert!(
@@ -706,19 +700,8 @@ fn a_run_the_embedder_refuses_does_not_hold_up_the_others() -> Result<()> {
         "/api/search",
         &json!({"query": "oversized", "mode": "keyword"}),
     )?;
-    assert_eq!(run_ids(&kw.body), vec![refused]);
+    assert_eq!(hit_run_ids(&kw.body), vec![refused]);
     Ok(())
-}
-
-/// A killed central whose data directory holds one indexed run of alice's
-/// ("quokka"), with her token and the run id: what the repair tests break.
-fn one_indexed_run() -> Result<(Central, String, String)> {
-    let mut central = Central::start()?;
-    let alice = central.client(&central.register("alice.test", "laptop")?);
-    let id = post_run(&alice, "a", "quokka onboarding checklist")?;
-    alice.wait_indexed(&id, Duration::from_secs(10))?;
-    central.kill()?;
-    Ok((central, alice.token, id))
 }
 
 /// `reindex` succeeds, and a central started after it finds the run again.
@@ -734,13 +717,14 @@ fn reindex_finds(data: &std::path::Path, token: &str, id: &str) -> Result<()> {
         "/api/search",
         &json!({"query": "quokka", "mode": "keyword"}),
     )?;
-    assert_eq!(run_ids(&r.body), vec![id.to_owned()]);
+    assert_eq!(hit_run_ids(&r.body), vec![id.to_owned()]);
     Ok(())
 }
 
 #[test]
 fn an_index_chunked_by_an_older_kith_is_served_and_doctor_names_reindex() -> Result<()> {
-    let (central, token, id) = one_indexed_run()?;
+    let (central, alice, id) = one_indexed_run("quokka onboarding checklist")?;
+    let token = alice.token;
     let data = &central.data_dir;
     // What an index built before chunking version 2 looks like: its runs
     // keep their chunks, and central serves them as they are.
@@ -750,7 +734,7 @@ fn an_index_chunked_by_an_older_kith_is_served_and_doctor_names_reindex() -> Res
         "/api/search",
         &json!({"query": "quokka", "mode": "keyword"}),
     )?;
-    assert_eq!(run_ids(&r.body), vec![id.clone()]);
+    assert_eq!(hit_run_ids(&r.body), vec![id.clone()]);
     drop(older);
     let doctor = run_central(data, &["doctor"])?;
     let out = String::from_utf8_lossy(&doctor.stdout);
@@ -785,7 +769,8 @@ fn a_corrupt_or_missing_index_is_named_and_reindex_fixes_it() -> Result<()> {
         ),
         ("missing", &missing),
     ] {
-        let (central, token, id) = one_indexed_run()?;
+        let (central, alice, id) = one_indexed_run("quokka onboarding checklist")?;
+        let token = alice.token;
         let data = &central.data_dir;
         break_it(data)?;
         let err = Central::start_on(data, &[])

@@ -2,13 +2,13 @@
 //! and the shipped systemd unit), and `kith setup` putting the binary, the
 //! agents' hooks and the user service in place and taking them away again.
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
+use kith_tests::background::lines_of;
 use kith_tests::bin;
 
 /// How a `kith-central serve` ended up: refused (its exit code and what it
@@ -35,15 +35,7 @@ fn serve(args: &[&str], env: &[(&str, &str)]) -> Result<Served> {
     }
     cmd.envs(env.iter().copied());
     let mut child = cmd.spawn().context("cannot start kith-central")?;
-    let stderr = child.stderr.take().context("no stderr")?;
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(|l| l.ok()) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
+    let rx = lines_of(child.stderr.take().context("no stderr")?);
     let deadline = Instant::now() + Duration::from_secs(30);
     let mut said = Vec::new();
     loop {

@@ -7,95 +7,21 @@
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::process::Output;
 use std::time::Duration;
 
 use anyhow::{ensure, Context, Result};
-use kith_tests::{run_with_input, Api, Central, Home};
+use kith_tests::{str_of, Api, Central, Machine};
 use serde_json::{json, Value};
 
-/// One person's machine: a HOME with the agents' folders and kith's own,
-/// pointed at one central with one token.
-struct Device {
-    home: Home,
-    central: String,
-    token: String,
+/// Sends what a hook left in the outbox (a hook gives central 1.5 s).
+fn flush(device: &Machine) -> Result<()> {
+    device.ok(&["backfill"]).map(drop)
 }
 
-impl Device {
-    fn new(central: &Central, token: &str) -> Result<Self> {
-        let (central, token) = (central.url.clone(), token.to_owned());
-        Ok(Self {
-            home: Home::new()?,
-            central,
-            token,
-        })
-    }
-
-    fn path(&self, rel: &str) -> PathBuf {
-        self.home.path(rel)
-    }
-
-    fn kith(&self, args: &[&str], stdin: &[u8]) -> Result<Output> {
-        run_with_input(self.home.kith_at(&self.central, &self.token, args), stdin)
-    }
-
-    /// The stdout of a command that must succeed.
-    fn ok(&self, args: &[&str]) -> Result<Vec<u8>> {
-        let out = self.kith(args, b"")?;
-        let err = String::from_utf8_lossy(&out.stderr);
-        ensure!(out.status.success(), "kith {args:?} failed: {err}");
-        Ok(out.stdout)
-    }
-
-    fn text(&self, args: &[&str]) -> Result<String> {
-        Ok(String::from_utf8(self.ok(args)?)?)
-    }
-
-    fn json(&self, args: &[&str]) -> Result<Value> {
-        let out = self.ok(args)?;
-        let said = String::from_utf8_lossy(&out);
-        serde_json::from_slice(&out).with_context(|| format!("kith {args:?} printed {said}"))
-    }
-
-    /// The stderr of a command that must fail and print nothing.
-    fn fails(&self, args: &[&str]) -> Result<String> {
-        let out = self.kith(args, b"")?;
-        ensure!(!out.status.success(), "kith {args:?} succeeded");
-        ensure!(out.stdout.is_empty(), "kith {args:?} printed something");
-        Ok(String::from_utf8_lossy(&out.stderr).into_owned())
-    }
-
-    /// `kith hook` as an agent runs it: it always exits 0.
-    fn hook(&self, args: &[&str], stdin: &Value) -> Result<()> {
-        let args = [&["hook"], args].concat();
-        let out = self.kith(&args, stdin.to_string().as_bytes())?;
-        ensure!(out.status.code() == Some(0), "kith {args:?} failed");
-        Ok(())
-    }
-
-    /// Claude Code's Stop hook for `s`, or SubagentStop when `agent` is given.
-    fn claude_stop(&self, s: &Claude, agent: Option<&Claude>) -> Result<()> {
-        let mut payload = json!({"session_id": s.session, "transcript_path": s.file,
-                                 "cwd": s.cwd, "hook_event_name": "Stop"});
-        if let Some(a) = agent {
-            payload["hook_event_name"] = json!("SubagentStop");
-            payload["agent_id"] = json!(a.agent);
-            payload["agent_transcript_path"] = json!(a.file);
-        }
-        self.hook(&[], &payload)
-    }
-
-    /// Sends what a hook left in the outbox (a hook gives central 1.5 s).
-    fn flush(&self) -> Result<()> {
-        self.ok(&["backfill"]).map(drop)
-    }
-
-    /// Every conversation `kith tree --json` lists.
-    fn tree(&self) -> Result<Vec<Value>> {
-        let tree = self.json(&["tree", "--json"])?;
-        Ok(items(&tree["conversations"]))
-    }
+/// Every conversation `kith tree --json` lists.
+fn tree_of(device: &Machine) -> Result<Vec<Value>> {
+    let tree = device.json(&["tree", "--json"])?;
+    Ok(items(&tree["conversations"]))
 }
 
 fn append(file: &Path, lines: &[Value]) -> Result<()> {
@@ -131,8 +57,21 @@ struct Claude {
 }
 
 impl Claude {
+    /// Claude Code's Stop hook for this session on `device`, or
+    /// SubagentStop when `agent` is given.
+    fn stop(&self, device: &Machine, agent: Option<&Claude>) -> Result<()> {
+        let mut payload = json!({"session_id": self.session, "transcript_path": self.file,
+                                 "cwd": self.cwd, "hook_event_name": "Stop"});
+        if let Some(a) = agent {
+            payload["hook_event_name"] = json!("SubagentStop");
+            payload["agent_id"] = json!(a.agent);
+            payload["agent_transcript_path"] = json!(a.file);
+        }
+        device.hook(&[], &payload)
+    }
+
     /// Session `n` of `device` in the project `cwd`.
-    fn session(device: &Device, n: u32, cwd: &str) -> Self {
+    fn session(device: &Machine, n: u32, cwd: &str) -> Self {
         let session = format!("5e551011-0000-4000-8000-{n:012}");
         let file = format!(".claude/projects/{}/{session}.jsonl", cwd.replace('/', "-"));
         let (cwd, file) = (cwd.to_owned(), device.path(&file));
@@ -224,10 +163,6 @@ fn of_session<'a>(list: &'a [Value], session: &str) -> Vec<&'a Value> {
     list.iter().filter(|c| c["session_id"] == session).collect()
 }
 
-fn str_of(v: &Value, key: &str) -> String {
-    v[key].as_str().unwrap_or_default().to_owned()
-}
-
 fn run_ids(c: &Value) -> Vec<String> {
     let ids = c["run_ids"].as_array().into_iter().flatten();
     ids.filter_map(|r| r.as_str().map(str::to_owned)).collect()
@@ -279,12 +214,12 @@ fn wait_all_indexed(api: &Api) -> Result<()> {
 }
 
 /// `kith search WORD --json --mode keyword` with `extra` flags.
-fn search(device: &Device, word: &str, extra: &[&str]) -> Result<Value> {
+fn search(device: &Machine, word: &str, extra: &[&str]) -> Result<Value> {
     device.json(&[&["search", word, "--json", "--mode", "keyword"], extra].concat())
 }
 
 /// Conversation ids of the groups `search` returns, each with hits.
-fn found(device: &Device, word: &str, extra: &[&str]) -> Result<BTreeSet<String>> {
+fn found(device: &Machine, word: &str, extra: &[&str]) -> Result<BTreeSet<String>> {
     let res = search(device, word, extra)?;
     let groups = items(&res["groups"]);
     let empty = groups.iter().any(|g| items(&g["hits"]).is_empty());
@@ -301,7 +236,7 @@ fn a_claude_session_hooked_every_turn_with_two_subagents_is_one_conversation() -
     let central = Central::start()?;
     let token = central.register("alice.test", "laptop")?;
     let api = central.client(&token);
-    let alice = Device::new(&central, &token)?;
+    let alice = Machine::new(&central, &token)?;
     let mut main = Claude::session(&alice, 1, "/home/alice/proj");
     let mut helpers = Vec::new();
     for k in 1..=6 {
@@ -322,16 +257,16 @@ fn a_claude_session_hooked_every_turn_with_two_subagents_is_one_conversation() -
         let said = format!("turn {k} asks about heron{k}");
         main.turn(&said, &calls, &format!("turn {k} answer names kestrel{k}"))?;
         let spawned = (k == 3 || k == 4).then(|| &helpers[k as usize - 3]);
-        alice.claude_stop(&main, spawned)?;
+        main.stop(&alice, spawned)?;
     }
     let mut other = Claude::session(&alice, 2, "/home/alice/other");
     other.turn("an unrelated session about zebras", &[], "zebras noted")?;
-    alice.claude_stop(&other, None)?;
-    alice.flush()?;
+    other.stop(&alice, None)?;
+    flush(&alice)?;
 
     // `kith tree`: one conversation for the session, right before its two
     // subagents; the other session beside it.
-    let tree = alice.tree()?;
+    let tree = tree_of(&alice)?;
     let roots = tree.iter().filter(|c| c["depth"] == 0).count();
     assert_eq!(roots, 2, "a conversation per session: {tree:#?}");
     let mine = of_session(&tree, &main.session);
@@ -511,7 +446,7 @@ fn pi_turn(id: &str, k: u32, said: &str, answer: &str) -> Vec<Value> {
 fn codex_and_pi_sessions_hooked_every_turn_are_one_conversation_each() -> Result<()> {
     let central = Central::start()?;
     let token = central.register("alice.test", "laptop")?;
-    let alice = Device::new(&central, &token)?;
+    let alice = Machine::new(&central, &token)?;
     let thread = "019e1625-789d-76c0-80ab-3724b5ddb799";
     let rollout = format!(".codex/sessions/2026/05/11/rollout-2026-05-11T12-00-00-{thread}.jsonl");
     let rollout = alice.path(&rollout);
@@ -531,9 +466,9 @@ fn codex_and_pi_sessions_hooked_every_turn_are_one_conversation_each() -> Result
         append(&pi, &pi_turn(pi_id, k, &said, &answer))?;
         alice.hook(&["--pi", &pi.to_string_lossy()], &Value::Null)?;
     }
-    alice.flush()?;
+    flush(&alice)?;
 
-    let tree = alice.tree()?;
+    let tree = tree_of(&alice)?;
     assert_eq!(tree.len(), 2, "one conversation per session: {tree:#?}");
     let cases = [
         (thread, &rollout, "codex", ["puffin", "gannet"], "ibis"),
@@ -565,7 +500,7 @@ fn facet_filters_keep_exactly_the_conversations_that_did_the_thing() -> Result<(
     let token = central.register("alice.test", "laptop")?;
     central.register("bob.test", "desktop")?;
     let api = central.client(&token);
-    let alice = Device::new(&central, &token)?;
+    let alice = Machine::new(&central, &token)?;
     let mut parser = Claude::session(&alice, 3, "/home/alice/proj");
     let file = "/home/alice/proj/src/parser.rs";
     let test = json!({"command": "cargo test --release"});
@@ -575,7 +510,7 @@ fn facet_filters_keep_exactly_the_conversations_that_did_the_thing() -> Result<(
         ("Bash", test, "ok"),
     ];
     parser.turn("the quokka parser drops a token", &tools, "fixed it")?;
-    alice.claude_stop(&parser, None)?;
+    parser.stop(&alice, None)?;
     let mut docs = Claude::session(&alice, 4, "/home/alice/site");
     let file = "/home/alice/site/docs/readme.md";
     let write = json!({"file_path": file, "content": "# site"});
@@ -586,10 +521,10 @@ fn facet_filters_keep_exactly_the_conversations_that_did_the_thing() -> Result<(
         ("Bash", ls, "readme.md"),
     ];
     docs.turn("the quokka readme is stale", &tools, "refreshed it")?;
-    alice.claude_stop(&docs, None)?;
-    alice.flush()?;
+    docs.stop(&alice, None)?;
+    flush(&alice)?;
     wait_all_indexed(&api)?;
-    let tree = alice.tree()?;
+    let tree = tree_of(&alice)?;
     let a = str_of(of_session(&tree, &parser.session)[0], "id");
     let b = str_of(of_session(&tree, &docs.session)[0], "id");
     let (only_a, only_b, both, none) = (set(&[&a]), set(&[&b]), set(&[&a, &b]), set(&[]));
@@ -656,13 +591,13 @@ fn another_persons_conversation_is_absent_by_every_name() -> Result<()> {
     let alice_token = central.register("alice.test", "laptop")?;
     let bob_token = central.register("bob.test", "desktop")?;
     let (alice_api, bob_api) = (central.client(&alice_token), central.client(&bob_token));
-    let alice = Device::new(&central, &alice_token)?;
-    let bob = Device::new(&central, &bob_token)?;
+    let alice = Machine::new(&central, &alice_token)?;
+    let bob = Machine::new(&central, &bob_token)?;
     let mut hers = Claude::session(&alice, 5, "/home/alice/proj");
     for k in 1..=2 {
         let tools = [edit("/home/alice/proj/src/parser.rs")];
         hers.turn(&format!("the quokka parser, part {k}"), &tools, "fixed it")?;
-        alice.claude_stop(&hers, None)?;
+        hers.stop(&alice, None)?;
     }
     let mut his = Claude::session(&bob, 6, "/home/bob/proj");
     his.turn(
@@ -670,15 +605,15 @@ fn another_persons_conversation_is_absent_by_every_name() -> Result<()> {
         &[edit("/home/bob/proj/notes.md")],
         "saved",
     )?;
-    bob.claude_stop(&his, None)?;
-    alice.flush()?;
-    bob.flush()?;
+    his.stop(&bob, None)?;
+    flush(&alice)?;
+    flush(&bob)?;
     wait_all_indexed(&alice_api)?;
     wait_all_indexed(&bob_api)?;
-    let her_tree = alice.tree()?;
+    let her_tree = tree_of(&alice)?;
     let her = of_session(&her_tree, &hers.session)[0];
     let (her_id, her_runs) = (str_of(her, "id"), run_ids(her));
-    let his_tree = bob.tree()?;
+    let his_tree = tree_of(&bob)?;
     let his_id = str_of(of_session(&his_tree, &his.session)[0], "id");
 
     assert_eq!(keys(&his_tree, "id"), set(&[&his_id]), "bob's own only");

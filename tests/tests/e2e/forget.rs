@@ -9,68 +9,27 @@
 //! (still shown, and found with `--include-superseded`).
 
 use std::path::{Path, PathBuf};
-use std::process::Output;
 use std::time::Duration;
 
 use anyhow::{ensure, Context, Result};
-use kith_tests::{model_dir, run_central, Api, Central, Home};
+use kith_tests::{model_dir, run_central, Api, Central, Machine};
 use serde_json::{json, Value};
 
-/// One person's machine: a HOME with Claude Code's folder and kith's own.
-struct Device {
-    home: Home,
-    central: String,
-    token: String,
+/// A Claude Code session file of `device`.
+fn session(device: &Machine, n: u32) -> PathBuf {
+    device.path(&format!(
+        ".claude/projects/-home-alice-proj/5e551011-0000-4000-8000-{n:012}.jsonl"
+    ))
 }
 
-impl Device {
-    fn new(central: &Central, token: &str) -> Result<Self> {
-        Ok(Self {
-            home: Home::new()?,
-            central: central.url.clone(),
-            token: token.to_owned(),
-        })
-    }
-
-    fn kith(&self, args: &[&str]) -> Result<Output> {
-        Ok(self
-            .home
-            .kith_at(&self.central, &self.token, args)
-            .output()?)
-    }
-
-    /// The stdout of a command that must succeed.
-    fn ok(&self, args: &[&str]) -> Result<String> {
-        let out = self.kith(args)?;
-        let err = String::from_utf8_lossy(&out.stderr);
-        ensure!(out.status.success(), "kith {args:?} failed: {err}");
-        Ok(String::from_utf8(out.stdout)?)
-    }
-
-    /// The stderr of a command that must fail.
-    fn fails(&self, args: &[&str]) -> Result<String> {
-        let out = self.kith(args)?;
-        ensure!(!out.status.success(), "kith {args:?} succeeded");
-        Ok(String::from_utf8_lossy(&out.stderr).into_owned())
-    }
-
-    /// A Claude Code session file of this machine.
-    fn session(&self, n: u32) -> PathBuf {
-        self.home.root().join(format!(
-            ".claude/projects/-home-alice-proj/5e551011-0000-4000-8000-{n:012}.jsonl"
-        ))
-    }
-
-    /// Ids of the conversations a search for `word` in `mode` finds.
-    fn found(&self, word: &str, mode: &str) -> Result<Vec<String>> {
-        let out = self.ok(&["search", word, "--json", "--mode", mode])?;
-        let res: Value = serde_json::from_str(&out).with_context(|| out.clone())?;
-        let groups = res["groups"].as_array().cloned().unwrap_or_default();
-        Ok(groups
-            .iter()
-            .filter_map(|g| g["conversation_id"].as_str().map(str::to_owned))
-            .collect())
-    }
+/// Ids of the conversations `device`'s search for `word` in `mode` finds.
+fn found(device: &Machine, word: &str, mode: &str) -> Result<Vec<String>> {
+    let res = device.json(&["search", word, "--json", "--mode", mode])?;
+    let groups = res["groups"].as_array().cloned().unwrap_or_default();
+    Ok(groups
+        .iter()
+        .filter_map(|g| g["conversation_id"].as_str().map(str::to_owned))
+        .collect())
 }
 
 /// Appends one turn (the person says `said`, the agent answers `answer`)
@@ -138,15 +97,13 @@ fn stored(data: &Path, word: &str) -> Result<bool> {
 }
 
 /// The search modes this machine can run: semantic and hybrid need the
-/// embedding model.
-fn modes() -> Vec<&'static str> {
-    match model_dir() {
+/// embedding model (without it, forget is checked by keyword search only,
+/// and that is said).
+fn modes() -> Result<Vec<&'static str>> {
+    Ok(match model_dir()? {
         Some(_) => vec!["keyword", "semantic", "hybrid"],
-        None => {
-            eprintln!("KITH_MODEL_DIR is not set: forget checked by keyword search only");
-            vec!["keyword"]
-        }
-    }
+        None => vec!["keyword"],
+    })
 }
 
 #[test]
@@ -155,9 +112,9 @@ fn a_forgotten_conversation_is_gone_everywhere_and_its_bytes_never_come_back() -
     let alice_token = central.register("alice.test", "laptop")?;
     let bob_token = central.register("bob.test", "desktop")?;
     let (alice_api, bob_api) = (central.client(&alice_token), central.client(&bob_token));
-    let alice = Device::new(&central, &alice_token)?;
-    let bob = Device::new(&central, &bob_token)?;
-    let (secret, kept) = (alice.session(1), alice.session(2));
+    let alice = Machine::new(&central, &alice_token)?;
+    let bob = Machine::new(&central, &bob_token)?;
+    let (secret, kept) = (session(&alice, 1), session(&alice, 2));
     turn(
         &secret,
         1,
@@ -179,10 +136,10 @@ fn a_forgotten_conversation_is_gone_everywhere_and_its_bytes_never_come_back() -
         "plan the narwhal release",
         "the narwhal release ships on friday after the migration",
     )?;
-    alice.ok(&["backfill"])?;
+    alice.text(&["backfill"])?;
     let (forgotten, runs) = conversation_of(&alice_api, 1)?;
     let (other, other_runs) = conversation_of(&alice_api, 2)?;
-    let modes = modes();
+    let modes = modes()?;
     for id in runs.iter().chain(&other_runs) {
         if modes.len() > 1 {
             alice_api.wait_embedded(id, Duration::from_secs(120))?;
@@ -190,14 +147,14 @@ fn a_forgotten_conversation_is_gone_everywhere_and_its_bytes_never_come_back() -
             alice_api.wait_indexed(id, Duration::from_secs(60))?;
         }
     }
-    alice.ok(&["share", "conversation", &forgotten, "--with", "bob.test"])?;
+    alice.text(&["share", "conversation", &forgotten, "--with", "bob.test"])?;
     for mode in &modes {
         ensure!(
-            alice.found("pangolin", mode)?.contains(&forgotten),
+            found(&alice, "pangolin", mode)?.contains(&forgotten),
             "{mode}"
         );
     }
-    ensure!(bob.found("pangolin", "keyword")? == vec![forgotten.clone()]);
+    ensure!(found(&bob, "pangolin", "keyword")? == vec![forgotten.clone()]);
 
     // Bob may read it, but it is not his to forget: 404, and it stays.
     let refused = bob.fails(&["forget", &forgotten, "--yes"])?;
@@ -217,7 +174,7 @@ fn a_forgotten_conversation_is_gone_everywhere_and_its_bytes_never_come_back() -
         unknown.status == 404 && unknown.body == r.body,
         "another's conversation answers like an unknown one: {r:?} {unknown:?}"
     );
-    ensure!(alice.found("pangolin", "keyword")? == vec![forgotten.clone()]);
+    ensure!(found(&alice, "pangolin", "keyword")? == vec![forgotten.clone()]);
     // Without a terminal, kith wants --yes.
     let asked = alice.fails(&["forget", &forgotten])?;
     ensure!(asked.contains("--yes"), "{asked}");
@@ -228,12 +185,12 @@ fn a_forgotten_conversation_is_gone_everywhere_and_its_bytes_never_come_back() -
             == 200
     );
 
-    let said = alice.ok(&["forget", &forgotten[..12], "--yes"])?;
+    let said = alice.text(&["forget", &forgotten[..12], "--yes"])?;
     ensure!(said.contains(&forgotten), "{said}");
 
     for (who, device, api) in [("alice", &alice, &alice_api), ("bob", &bob, &bob_api)] {
         for mode in &modes {
-            let found = device.found("pangolin", mode)?;
+            let found = found(device, "pangolin", mode)?;
             ensure!(!found.contains(&forgotten), "{who} {mode}: {found:?}");
         }
         let show = device.fails(&["show", &forgotten])?;
@@ -246,17 +203,17 @@ fn a_forgotten_conversation_is_gone_everywhere_and_its_bytes_never_come_back() -
             let r = api.get(&format!("/api/runs/{run}"))?;
             ensure!(r.status == 404, "{who} run {run}: {r:?}");
         }
-        let tree = device.ok(&["tree", "--json"])?;
+        let tree = device.text(&["tree", "--json"])?;
         ensure!(!tree.contains(&forgotten), "{who}: {tree}");
     }
     // The other conversation is untouched.
     for mode in &modes {
         ensure!(
-            alice.found("narwhal", mode)? == vec![other.clone()],
+            found(&alice, "narwhal", mode)? == vec![other.clone()],
             "{mode}"
         );
     }
-    ensure!(alice.ok(&["show", &other])?.contains("narwhal release"));
+    ensure!(alice.text(&["show", &other])?.contains("narwhal release"));
     let audit = alice_api.get("/api/audit")?;
     let entries = audit.body["entries"]
         .as_array()
@@ -272,7 +229,7 @@ fn a_forgotten_conversation_is_gone_everywhere_and_its_bytes_never_come_back() -
 
     // Capturing the file again sends nothing of it; a later turn is a
     // conversation of its own.
-    alice.ok(&["backfill"])?;
+    alice.text(&["backfill"])?;
     turn(
         &secret,
         1,
@@ -280,24 +237,24 @@ fn a_forgotten_conversation_is_gone_everywhere_and_its_bytes_never_come_back() -
         "and the quokka exporter?",
         "the quokka exporter was fine",
     )?;
-    alice.ok(&["backfill"])?;
+    alice.text(&["backfill"])?;
     let (after, after_runs) = conversation_of(&alice_api, 1)?;
     ensure!(after != forgotten);
     for id in &after_runs {
         alice_api.wait_indexed(id, Duration::from_secs(60))?;
     }
-    ensure!(alice.found("quokka", "keyword")? == vec![after.clone()]);
-    ensure!(alice.found("pangolin", "keyword")?.is_empty());
+    ensure!(found(&alice, "quokka", "keyword")? == vec![after.clone()]);
+    ensure!(found(&alice, "pangolin", "keyword")?.is_empty());
     ensure!(!stored(&central.data_dir, "pangolin")?);
-    let status = alice.ok(&["status"])?;
+    let status = alice.text(&["status"])?;
     ensure!(!status.contains("refused"), "{status}");
 
     // A machine that lost its cursors sends the whole file again: the
     // forgotten lines are dropped, the rest is known.
     std::fs::remove_dir_all(alice.home.root().join(".local/state/kith"))?;
-    alice.ok(&["backfill"])?;
+    alice.text(&["backfill"])?;
     ensure!(!stored(&central.data_dir, "pangolin")?);
-    ensure!(alice.found("pangolin", "keyword")?.is_empty());
+    ensure!(found(&alice, "pangolin", "keyword")?.is_empty());
 
     central.kill()?;
     let doctor = run_central(&central.data_dir, &["doctor"])?;
@@ -314,15 +271,15 @@ fn the_operator_forgets_any_conversation_and_doctor_finds_nothing_left() -> Resu
     let mut central = Central::start()?;
     let token = central.register("alice.test", "laptop")?;
     let api = central.client(&token);
-    let alice = Device::new(&central, &token)?;
+    let alice = Machine::new(&central, &token)?;
     turn(
-        &alice.session(3),
+        &session(&alice, 3),
         3,
         0,
         "where is the capybara cache",
         "the capybara cache lives in /var/cache",
     )?;
-    alice.ok(&["backfill"])?;
+    alice.text(&["backfill"])?;
     let (id, runs) = conversation_of(&api, 3)?;
     for run in &runs {
         api.wait_indexed(run, Duration::from_secs(60))?;
@@ -352,7 +309,7 @@ fn the_operator_forgets_any_conversation_and_doctor_finds_nothing_left() -> Resu
     let api = central.client(&token);
     let r = api.get(&format!("/api/conversations/{id}"))?;
     ensure!(r.status == 404, "{r:?}");
-    ensure!(alice.found("capybara", "keyword")?.is_empty());
+    ensure!(found(&alice, "capybara", "keyword")?.is_empty());
     let audit = api.get("/api/audit")?;
     ensure!(
         audit.body["entries"][0]["reader"] == "kith-central",
@@ -377,27 +334,14 @@ fn rewrite(file: &Path, n: u32, said: &str, answer: &str, in_place: bool) -> Res
     Ok(std::fs::rename(&fresh, file)?)
 }
 
-/// Waits until central has no indexing left to do.
-fn wait_settled(api: &Api) -> Result<()> {
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    loop {
-        let s = api.get("/api/status")?;
-        if s.body["counts"]["pending_index_jobs"] == 0 {
-            return Ok(());
-        }
-        ensure!(std::time::Instant::now() < deadline, "{s:?}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 #[test]
 fn a_rewritten_transcript_retires_its_older_capture_from_search() -> Result<()> {
     let central = Central::start()?;
     let token = central.register("alice.test", "laptop")?;
     let api = central.client(&token);
-    let alice = Device::new(&central, &token)?;
-    let file = alice.session(5);
-    let semantic = model_dir().is_some();
+    let alice = Machine::new(&central, &token)?;
+    let file = session(&alice, 5);
+    let semantic = model_dir()?.is_some();
     let mut captures = Vec::new();
     for (word, in_place) in [("okapi", false), ("gazelle", false), ("ibex", true)] {
         let said = format!("total the {word} ledger for march");
@@ -407,8 +351,8 @@ fn a_rewritten_transcript_retires_its_older_capture_from_search() -> Result<()> 
         } else {
             rewrite(&file, 5, &said, &answer, in_place)?;
         }
-        alice.ok(&["backfill"])?;
-        wait_settled(&api)?;
+        alice.text(&["backfill"])?;
+        api.wait_settled(Duration::from_secs(60))?;
         let now = api.get("/api/conversations")?.body["conversations"]
             .as_array()
             .cloned()
@@ -429,19 +373,19 @@ fn a_rewritten_transcript_retires_its_older_capture_from_search() -> Result<()> 
         captures.push((word, newest));
     }
     let (newest_word, newest) = captures.last().cloned().context("captures")?;
-    for mode in modes() {
+    for mode in modes()? {
         ensure!(
-            alice.found("ledger", mode)? == vec![newest.clone()],
+            found(&alice, "ledger", mode)? == vec![newest.clone()],
             "{mode}: only the newest capture by default"
         );
     }
-    ensure!(alice.found(newest_word, "keyword")? == vec![newest.clone()]);
+    ensure!(found(&alice, newest_word, "keyword")? == vec![newest.clone()]);
     for (word, id) in &captures[..captures.len() - 1] {
         ensure!(
-            alice.found(word, "keyword")?.is_empty(),
+            found(&alice, word, "keyword")?.is_empty(),
             "{word} is retired"
         );
-        let out = alice.ok(&[
+        let out = alice.text(&[
             "search",
             word,
             "--json",
@@ -453,10 +397,12 @@ fn a_rewritten_transcript_retires_its_older_capture_from_search() -> Result<()> 
             out.contains(id.as_str()),
             "{word} with --include-superseded: {out}"
         );
-        ensure!(alice.ok(&["show", id])?.contains(&format!("{word} ledger")));
+        ensure!(alice
+            .text(&["show", id])?
+            .contains(&format!("{word} ledger")));
     }
     if semantic {
-        let out = alice.ok(&[
+        let out = alice.text(&[
             "search",
             "ledger",
             "--json",

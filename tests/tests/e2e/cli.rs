@@ -4,101 +4,54 @@
 //! first line, `--json` on every read command (errors too), completions.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 use std::time::Duration;
 
 use anyhow::{ensure, Context, Result};
-use kith_tests::{Api, Central, Home};
+use kith_tests::{described, Api, Central, Home, Machine};
 use serde_json::{json, Value};
 
-/// A machine: a HOME with Claude Code's folder, kith's folders in their
-/// default places, and nothing inherited that would point kith elsewhere.
-struct Device {
-    home: Home,
+/// A Claude Code session of `home` whose agent worked in `~/<project>`,
+/// saying `text`.
+fn session(home: &Home, project: &str, session: &str, text: &str) -> Result<PathBuf> {
+    let cwd = home.path(project);
+    let folder = home
+        .path(".claude/projects")
+        .join(cwd.display().to_string().replace(['/', '.'], "-"));
+    std::fs::create_dir_all(&folder)?;
+    let line = json!({
+        "type": "user", "uuid": "u1", "parentUuid": null, "sessionId": session,
+        "timestamp": "2026-05-01T10:00:00.000Z", "cwd": cwd,
+        "message": {"role": "user", "content": text},
+    });
+    let path = folder.join(format!("{session}.jsonl"));
+    std::fs::write(&path, format!("{line}\n"))?;
+    Ok(path)
 }
 
-impl Device {
-    fn new() -> Result<Self> {
-        Ok(Self { home: Home::new()? })
-    }
-
-    fn path(&self, rel: &str) -> PathBuf {
-        self.home.path(rel)
-    }
-
-    fn command(&self, args: &[&str]) -> Command {
-        self.home.kith(args)
-    }
-
-    /// `kith ARGS` logged in to `central` with `token` (through the env).
-    fn kith(&self, central: &str, token: &str, args: &[&str]) -> Result<Output> {
-        Ok(self
-            .command(args)
-            .env("KITH_CENTRAL_URL", central)
-            .env("KITH_TOKEN", token)
-            .output()?)
-    }
-
-    /// A Claude Code session whose agent worked in `~/<project>`, saying `text`.
-    fn session(&self, project: &str, session: &str, text: &str) -> Result<PathBuf> {
-        let cwd = self.path(project);
-        let folder = self
-            .path(".claude/projects")
-            .join(cwd.display().to_string().replace(['/', '.'], "-"));
-        std::fs::create_dir_all(&folder)?;
-        let line = json!({
-            "type": "user", "uuid": "u1", "parentUuid": null, "sessionId": session,
-            "timestamp": "2026-05-01T10:00:00.000Z", "cwd": cwd,
-            "message": {"role": "user", "content": text},
-        });
-        let path = folder.join(format!("{session}.jsonl"));
-        std::fs::write(&path, format!("{line}\n"))?;
-        Ok(path)
-    }
-
-    fn config(&self, toml: &str) -> Result<()> {
-        std::fs::create_dir_all(self.path(".config/kith"))?;
-        std::fs::write(self.path(".config/kith/config.toml"), toml)?;
-        Ok(())
-    }
+/// `home`'s `config.toml`.
+fn config(home: &Home, toml: &str) -> Result<()> {
+    std::fs::create_dir_all(home.path(".config/kith"))?;
+    std::fs::write(home.path(".config/kith/config.toml"), toml)?;
+    Ok(())
 }
 
-fn stdout(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
+/// The stdout of a finished `kith`, which must have succeeded.
 fn ok(out: Output) -> Result<String> {
-    ensure!(
-        out.status.success(),
-        "exit {:?}\nstdout: {}\nstderr: {}",
-        out.status.code(),
-        stdout(&out),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Ok(stdout(&out))
+    ensure!(out.status.success(), "{}", described(&out));
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 fn parse(text: &str) -> Result<Value> {
     serde_json::from_str(text.trim()).with_context(|| format!("not one JSON document: {text}"))
 }
 
-/// The run ids a keyword search finds for `word`.
-fn found(api: &Api, word: &str) -> Result<Vec<String>> {
-    let res = api.post("/api/search", &json!({"query": word, "mode": "keyword"}))?;
-    ensure!(res.status == 200, "search: {res:?}");
-    Ok(res.body["hits"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|h| h["run_id"].as_str().map(str::to_owned))
-        .collect())
-}
-
-/// `found`, once indexing has caught up: polls until `word` is found.
+/// The runs a keyword search finds for `word`, once indexing has caught
+/// up: polls until `word` is found.
 fn found_soon(api: &Api, word: &str) -> Result<Vec<String>> {
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     loop {
-        let runs = found(api, word)?;
+        let runs = api.keyword(word)?;
         if !runs.is_empty() || std::time::Instant::now() > deadline {
             return Ok(runs);
         }
@@ -134,18 +87,21 @@ fn an_excluded_project_never_reaches_central_and_tag_rules_tag_the_rest() -> Res
     let central = Central::start()?;
     let token = central.register("alice.local", "laptop")?;
     let alice = central.client(&token);
-    let device = Device::new()?;
-    device.session(
+    let device = Machine::new(&central, &token)?;
+    session(
+        &device.home,
         "secret-project/api",
         "11111111-1111-4111-8111-111111111111",
         "quokkasecret plans",
     )?;
-    device.session(
+    session(
+        &device.home,
         "work/site",
         "22222222-2222-4222-8222-222222222222",
         "quokkaopen plans",
     )?;
-    device.config(
+    config(
+        &device.home,
         r#"
         exclude = ["~/secret-project/**"]
         [[tag]]
@@ -153,12 +109,12 @@ fn an_excluded_project_never_reaches_central_and_tag_rules_tag_the_rest() -> Res
         tags = ["work"]
         "#,
     )?;
-    ok(device.kith(&central.url, &token, &["backfill"])?)?;
+    device.text(&["backfill"])?;
 
     let open = found_soon(&alice, "quokkaopen")?;
     ensure!(open.len() == 1, "the open project is there: {open:?}");
     ensure!(
-        found(&alice, "quokkasecret")?.is_empty(),
+        alice.keyword("quokkasecret")?.is_empty(),
         "the excluded project is not"
     );
     let run = alice.wait_indexed(&open[0], Duration::from_secs(30))?;
@@ -169,17 +125,13 @@ fn an_excluded_project_never_reaches_central_and_tag_rules_tag_the_rest() -> Res
         "nothing of it was ever spooled"
     );
 
-    let status = ok(device.kith(&central.url, &token, &["status"])?)?;
+    let status = device.text(&["status"])?;
     ensure!(
         status.contains("excluded: ~/secret-project/** (file ")
             && status.contains("1 transcripts never read nor sent"),
         "{status}"
     );
-    let status = parse(&ok(device.kith(
-        &central.url,
-        &token,
-        &["status", "--json"],
-    )?)?)?;
+    let status = parse(&device.text(&["status", "--json"])?)?;
     ensure!(
         status["excluded"]
             == json!([{"glob": "~/secret-project/**", "transcripts": 1,
@@ -192,8 +144,8 @@ fn an_excluded_project_never_reaches_central_and_tag_rules_tag_the_rest() -> Res
     );
 
     // A configuration that does not parse stops capture, and says where.
-    device.config("exclude = [\"relative/**\"]")?;
-    let out = device.kith(&central.url, &token, &["backfill"])?;
+    config(&device.home, "exclude = [\"relative/**\"]")?;
+    let out = device.kith(&["backfill"], b"")?;
     ensure!(out.status.code() == Some(1), "{out:?}");
     let err = String::from_utf8_lossy(&out.stderr);
     ensure!(
@@ -209,37 +161,30 @@ fn tags_are_the_owners_to_set_show_everywhere_and_share() -> Result<()> {
     let alice_token = central.register("alice.local", "laptop")?;
     let bob_token = central.register("bob.local", "desk")?;
     let bob = central.client(&bob_token);
-    let alice_dev = Device::new()?;
-    let bob_dev = Device::new()?;
-    alice_dev.session(
+    let alice_dev = Machine::new(&central, &alice_token)?;
+    let bob_dev = Machine::new(&central, &bob_token)?;
+    session(
+        &alice_dev.home,
         "home/garden",
         "33333333-3333-4333-8333-333333333333",
         "wombatgarden layout",
     )?;
-    ok(alice_dev.kith(&central.url, &alice_token, &["backfill"])?)?;
+    alice_dev.text(&["backfill"])?;
     let alice = central.client(&alice_token);
     let runs = found_soon(&alice, "wombatgarden")?;
     ensure!(runs.len() == 1, "{runs:?}");
     let run = &runs[0];
 
     // Nobody shares a tag no run has yet.
-    let out = alice_dev.kith(
-        &central.url,
-        &alice_token,
-        &["share", "tag", "family", "--with", "bob.local"],
-    )?;
+    let out = alice_dev.kith(&["share", "tag", "family", "--with", "bob.local"], b"")?;
     ensure!(out.status.code() == Some(1), "{out:?}");
 
-    let said = ok(alice_dev.kith(
-        &central.url,
-        &alice_token,
-        &["tag", "add", run, "family", "garden"],
-    )?)?;
+    let said = alice_dev.text(&["tag", "add", run, "family", "garden"])?;
     ensure!(said.contains("(1 runs) has tags family, garden"), "{said}");
     alice.wait_indexed(run, Duration::from_secs(30))?;
 
     // Bob cannot tag Alice's conversation, readable or not.
-    let out = bob_dev.kith(&central.url, &bob_token, &["tag", "add", run, "mine"])?;
+    let out = bob_dev.kith(&["tag", "add", run, "mine"], b"")?;
     ensure!(out.status.code() == Some(1), "{out:?}");
     ensure!(
         String::from_utf8_lossy(&out.stderr).contains("conversation_not_found"),
@@ -247,55 +192,39 @@ fn tags_are_the_owners_to_set_show_everywhere_and_share() -> Result<()> {
     );
 
     // The tags show in show, tree and search, as text and JSON.
-    let shown = parse(&ok(alice_dev.kith(
-        &central.url,
-        &alice_token,
-        &["show", run, "--json"],
-    )?)?)?;
+    let shown = parse(&alice_dev.text(&["show", run, "--json"])?)?;
     ensure!(
         shown["conversation"]["tags"] == json!(["family", "garden"]),
         "{shown}"
     );
-    let tree = ok(alice_dev.kith(&central.url, &alice_token, &["tree"])?)?;
+    let tree = alice_dev.text(&["tree"])?;
     ensure!(tree.contains("#family #garden"), "{tree}");
-    let text = ok(alice_dev.kith(&central.url, &alice_token, &["show", run])?)?;
+    let text = alice_dev.text(&["show", run])?;
     ensure!(text.contains("#family #garden"), "{text}");
-    let search = ok(alice_dev.kith(&central.url, &alice_token, &["search", "wombatgarden"])?)?;
+    let search = alice_dev.text(&["search", "wombatgarden"])?;
     ensure!(search.contains("#family #garden"), "{search}");
-    let search = parse(&ok(alice_dev.kith(
-        &central.url,
-        &alice_token,
-        &["search", "wombatgarden", "--json"],
-    )?)?)?;
+    let search = parse(&alice_dev.text(&["search", "wombatgarden", "--json"])?)?;
     ensure!(
         search["groups"][0]["tags"] == json!(["family", "garden"]),
         "{search}"
     );
 
     // A tag grant covers the tagged run; taking the tag off ends that.
-    ensure!(found(&bob, "wombatgarden")?.is_empty());
-    ok(alice_dev.kith(
-        &central.url,
-        &alice_token,
-        &["share", "tag", "family", "--with", "bob.local"],
-    )?)?;
-    ensure!(found(&bob, "wombatgarden")? == runs, "shared by its tag");
+    ensure!(bob.keyword("wombatgarden")?.is_empty());
+    alice_dev.text(&["share", "tag", "family", "--with", "bob.local"])?;
+    ensure!(bob.keyword("wombatgarden")? == runs, "shared by its tag");
     ensure!(bob.get(&format!("/api/runs/{run}"))?.status == 200);
-    let said = ok(alice_dev.kith(
-        &central.url,
-        &alice_token,
-        &["tag", "remove", run, "family"],
-    )?)?;
+    let said = alice_dev.text(&["tag", "remove", run, "family"])?;
     ensure!(said.contains("has tags garden"), "{said}");
     ensure!(bob.get(&format!("/api/runs/{run}"))?.status == 404);
     alice.wait_indexed(run, Duration::from_secs(30))?;
-    ensure!(found(&bob, "wombatgarden")?.is_empty(), "no longer shared");
+    ensure!(bob.keyword("wombatgarden")?.is_empty(), "no longer shared");
     Ok(())
 }
 
 #[test]
 fn config_shows_every_setting_with_where_it_came_from() -> Result<()> {
-    let device = Device::new()?;
+    let device = Home::new()?;
     let xdg = device.path("xdg-config");
     std::fs::create_dir_all(xdg.join("kith"))?;
     std::fs::write(
@@ -307,7 +236,7 @@ fn config_shows_every_setting_with_where_it_came_from() -> Result<()> {
     let config = |extra: &[&str], env: &[(&str, &str)]| -> Result<Value> {
         let mut args = vec!["config", "--json"];
         args.extend_from_slice(extra);
-        let mut cmd = device.command(&args);
+        let mut cmd = device.kith(&args);
         cmd.env("XDG_CONFIG_HOME", &xdg)
             .env("XDG_STATE_HOME", device.path("xdg-state"));
         for (k, v) in env {
@@ -399,7 +328,7 @@ fn config_shows_every_setting_with_where_it_came_from() -> Result<()> {
     )?;
     ensure!(c["central_url"]["origin"] == "flag --central-url", "{c}");
 
-    let mut cmd = device.command(&["config"]);
+    let mut cmd = device.kith(&["config"]);
     cmd.env("XDG_CONFIG_HOME", &xdg)
         .env("KITH_TOKEN", "kith_not_shown_anywhere");
     let text = ok(cmd.output()?)?;
@@ -420,18 +349,19 @@ fn config_shows_every_setting_with_where_it_came_from() -> Result<()> {
 fn read_commands_speak_json_and_so_do_their_errors() -> Result<()> {
     let central = Central::start()?;
     let token = central.register("alice.local", "laptop")?;
-    let device = Device::new()?;
-    device.session(
+    let device = Machine::new(&central, &token)?;
+    session(
+        &device.home,
         "proj",
         "44444444-4444-4444-8444-444444444444",
         "numbat question",
     )?;
-    ok(device.kith(&central.url, &token, &["backfill"])?)?;
+    device.text(&["backfill"])?;
     let run = found_soon(&central.client(&token), "numbat")?
         .pop()
         .context("captured")?;
 
-    let status = ok(device.kith(&central.url, &token, &["status"])?)?;
+    let status = device.text(&["status"])?;
     let first = status.lines().next().unwrap_or_default();
     ensure!(
         first.starts_with(&format!(
@@ -442,11 +372,7 @@ fn read_commands_speak_json_and_so_do_their_errors() -> Result<()> {
         "{first}"
     );
     ensure!(!first.contains("last send never"), "{first}");
-    let status = parse(&ok(device.kith(
-        &central.url,
-        &token,
-        &["status", "--json"],
-    )?)?)?;
+    let status = parse(&device.text(&["status", "--json"])?)?;
     ensure!(
         status["login"] == "logged_in" && status["central"]["user"] == "alice.local",
         "{status}"
@@ -460,7 +386,7 @@ fn read_commands_speak_json_and_so_do_their_errors() -> Result<()> {
         vec!["audit", "--json"],
         vec!["config", "--json"],
     ] {
-        let doc = parse(&ok(device.kith(&central.url, &token, &args)?)?)?;
+        let doc = parse(&device.text(&args)?)?;
         ensure!(doc.is_object(), "{args:?}: {doc}");
         ensure!(doc.get("error").is_none(), "{args:?}: {doc}");
     }
@@ -468,7 +394,7 @@ fn read_commands_speak_json_and_so_do_their_errors() -> Result<()> {
     // Errors: kith's error body as the one line on stderr, nothing on
     // stdout, the same exit codes.
     let error = |args: &[&str], token: &str, exit: i32| -> Result<String> {
-        let out = device.kith(&central.url, token, args)?;
+        let out = device.home.kith_at(&central.url, token, args).output()?;
         ensure!(out.status.code() == Some(exit), "{args:?}: {out:?}");
         ensure!(out.stdout.is_empty(), "{args:?}: {out:?}");
         let doc = parse(&String::from_utf8_lossy(&out.stderr))?;
@@ -478,12 +404,12 @@ fn read_commands_speak_json_and_so_do_their_errors() -> Result<()> {
     ensure!(error(&["show", unknown, "--json"], &token, 1)? == "conversation_not_found");
     ensure!(error(&["tree", "--json"], "kith_wrong", 1)? == "unauthorized");
     ensure!(error(&["tree", "--bogus", "--json"], &token, 2)? == "usage");
-    let out = device.command(&["audit", "--json"]).output()?;
+    let out = device.home.kith(&["audit", "--json"]).output()?;
     ensure!(out.status.code() == Some(1), "{out:?}");
     let err = String::from_utf8_lossy(&out.stderr);
     ensure!(parse(&err)?["error"]["code"] == "not_logged_in", "{err}");
     // Without --json, a usage error is clap's text, exit 2.
-    let out = device.command(&["tree", "--bogus"]).output()?;
+    let out = device.home.kith(&["tree", "--bogus"]).output()?;
     ensure!(
         out.status.code() == Some(2) && out.stdout.is_empty(),
         "{out:?}"
@@ -498,14 +424,14 @@ fn read_commands_speak_json_and_so_do_their_errors() -> Result<()> {
 
 #[test]
 fn completions_cover_every_subcommand_for_each_shell() -> Result<()> {
-    let device = Device::new()?;
+    let device = Home::new()?;
     for shell in ["bash", "zsh", "fish"] {
-        let script = ok(device.command(&["completions", shell]).output()?)?;
+        let script = ok(device.kith(&["completions", shell]).output()?)?;
         for sub in ["search", "tag", "share", "status", "config", "completions"] {
             ensure!(script.contains(sub), "{shell}: no {sub}");
         }
     }
-    let out = device.command(&["completions", "tcsh"]).output()?;
+    let out = device.kith(&["completions", "tcsh"]).output()?;
     ensure!(out.status.code() == Some(2), "{out:?}");
     Ok(())
 }

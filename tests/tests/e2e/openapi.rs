@@ -8,29 +8,28 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 use anyhow::{bail, Result};
-use kith_tests::{bin_dir, claude_user_line, delta, Central};
+use kith_tests::{claude_user_line, delta, target_dir, Central};
 use serde_json::Value;
 
 /// Generated requests per operation and phase: about a minute in all.
 const EXAMPLES_PER_OPERATION: &str = "20";
 
 /// schemathesis's `st`: `KITH_SCHEMATHESIS`, else the venv tests/run.sh
-/// makes beside the binaries.
+/// makes in the target folder.
 fn schemathesis() -> Result<PathBuf> {
+    let venv = target_dir().join("schemathesis-venv");
     let st = match std::env::var_os("KITH_SCHEMATHESIS") {
         Some(path) => PathBuf::from(path),
-        None => bin_dir()
-            .parent()
-            .map(|target| target.join("schemathesis-venv/bin/st"))
-            .unwrap_or_default(),
+        None => venv.join("bin/st"),
     };
     if !st.is_file() {
         bail!(
             "schemathesis is not installed at {}: tests/run.sh installs it \
-             (python3 -m venv target/schemathesis-venv && \
-             target/schemathesis-venv/bin/pip install -r tests/schemathesis/requirements.txt), \
+             (python3 -m venv {venv} && \
+             {venv}/bin/pip install -r tests/schemathesis/requirements.txt), \
              or set KITH_SCHEMATHESIS to its `st`",
-            st.display()
+            st.display(),
+            venv = venv.display(),
         );
     }
     Ok(st)
@@ -44,7 +43,7 @@ fn openapi_declares_the_bearer_scheme_ids_and_refusals() -> Result<()> {
     // With the embedder, so semantic and hybrid searches are exercised too
     // (without one, semantic search answers its documented 503).
     anyhow::ensure!(
-        kith_tests::model_dir().is_some(),
+        kith_tests::model_dir()?.is_some(),
         "the embedding model is missing: run tests/run.sh (it installs the model and sets KITH_MODEL_DIR)"
     );
     let central = Central::start()?;
@@ -92,7 +91,7 @@ fn schemathesis_finds_no_server_error_and_no_schema_violation() -> Result<()> {
     // With the embedder, so semantic and hybrid searches are exercised too
     // (without one, semantic search answers its documented 503).
     anyhow::ensure!(
-        kith_tests::model_dir().is_some(),
+        kith_tests::model_dir()?.is_some(),
         "the embedding model is missing: run tests/run.sh (it installs the model and sets KITH_MODEL_DIR)"
     );
     let central = Central::start()?;

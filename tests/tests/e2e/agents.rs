@@ -14,7 +14,7 @@ use std::time::Duration;
 use anyhow::{ensure, Context, Result};
 use kith_shared::fixtures;
 use kith_shared::transcript::{self, Format};
-use kith_tests::{run_central, run_with_input, Api, Central, Home};
+use kith_tests::{run_central, str_of, Api, Background, Central};
 use serde_json::{json, Value};
 
 const GEMINI: &str = "gemini/tally/chats/session-2026-05-13T09-14-7c1e4a2b.jsonl";
@@ -31,10 +31,11 @@ const AIDER_SECOND_SESSION: usize = 47;
 /// A machine with one agent's sessions and the real `kith`, sending to a
 /// central that is killed and restarted while the session is written.
 struct Machine {
-    home: Home,
+    /// The machine, logged in to `central` (a restarted central listens on
+    /// the same address).
+    machine: kith_tests::Machine,
     _data: tempfile::TempDir,
     central: Central,
-    token: String,
     api: Api,
 }
 
@@ -45,40 +46,30 @@ impl Machine {
         let token = central.register("me.test", "laptop")?;
         let api = central.client(&token);
         Ok(Self {
-            home: Home::new()?,
+            machine: kith_tests::Machine::new(&central, &token)?,
             _data: data,
             central,
-            token,
             api,
         })
     }
 
     fn kith(&self, args: &[&str]) -> Result<Output> {
-        self.kith_with(args, b"")
-    }
-
-    fn kith_with(&self, args: &[&str], stdin: &[u8]) -> Result<Output> {
-        run_with_input(
-            self.home.kith_at(&self.central.url, &self.token, args),
-            stdin,
-        )
+        self.machine.kith(args, b"")
     }
 
     fn ok(&self, args: &[&str]) -> Result<Vec<u8>> {
-        let out = self.kith(args)?;
-        let err = String::from_utf8_lossy(&out.stderr);
-        ensure!(out.status.success(), "kith {args:?} failed: {err}");
-        Ok(out.stdout)
+        self.machine.ok(args)
     }
 
     /// Where the agent writes the repository fixture `rel` (Aider: in the
     /// project, `~/src/<project>/`).
     fn dest(&self, rel: &str) -> PathBuf {
         if let Some(project) = rel.strip_prefix("aider/") {
-            return self.home.path("src").join(project);
+            return self.machine.home.path("src").join(project);
         }
         let f = fixtures::get(rel);
-        self.home
+        self.machine
+            .home
             .root()
             .join(fixtures::sessions_folder(f.runtime))
             .join(f.layout)
@@ -177,21 +168,16 @@ impl Machine {
     }
 
     /// `kith hook` with an agent's hook `payload` on stdin, as the agent
-    /// runs it: exit 0 and nothing on stdout (a stop hook's stdout can
-    /// continue the conversation).
+    /// runs it (exit 0, nothing on stdout).
     fn hook(&self, payload: &Value) -> Result<()> {
-        let out = self.kith_with(&["hook"], payload.to_string().as_bytes())?;
-        assert_eq!(out.status.code(), Some(0));
-        let said = String::from_utf8_lossy(&out.stdout);
-        assert!(said.is_empty(), "{said:?}");
-        Ok(())
+        self.machine.hook(&[], payload)
     }
 
     /// Waits (30 s at most) until a keyword search finds `word`.
     fn wait_found(&self, word: &str) -> Result<()> {
         let deadline = std::time::Instant::now() + Duration::from_secs(30);
         while self.found(word)?.is_empty() {
-            let log = std::fs::read_to_string(self.home.path(".local/state/kith/hook.log"));
+            let log = std::fs::read_to_string(self.machine.home.path(".local/state/kith/hook.log"));
             ensure!(
                 std::time::Instant::now() < deadline,
                 "{word} never found; hook log: {log:?}"
@@ -237,10 +223,6 @@ impl Machine {
             .map(|c| (str_of(c, "id"), str_of(c, "parent_id")))
             .collect())
     }
-}
-
-fn str_of(v: &Value, key: &str) -> String {
-    v[key].as_str().unwrap_or_default().to_owned()
 }
 
 fn format_of(rel: &str) -> Format {
@@ -396,7 +378,7 @@ fn gemini_legacy(messages: &[&Value]) -> Result<Vec<u8>> {
 #[test]
 fn gemini_legacy_json_rewritten_whole_across_a_central_restart() -> Result<()> {
     let mut m = Machine::new()?;
-    let chats = m.home.path(".gemini/tmp/tally/chats");
+    let chats = m.machine.home.path(".gemini/tmp/tally/chats");
     std::fs::create_dir_all(&chats)?;
     let file = chats.join("session-2025-12-06T18-25-7c1e4a2b.json");
     let ask = gemini_message("m1", "user", "Please add a parser for tally receipts", 25);
@@ -471,7 +453,7 @@ fn gemini_legacy_json_rewritten_whole_across_a_central_restart() -> Result<()> {
     m.assert_covered("gemini", 1)?;
 
     // Nothing captured is lost: the journal kith sent holds every version.
-    let journal = m.home.path(
+    let journal = m.machine.home.path(
         ".local/state/kith/journals/gemini/tally/chats/session-2025-12-06T18-25-7c1e4a2b.jsonl",
     );
     let kept = std::fs::read_to_string(&journal)?;
@@ -485,7 +467,7 @@ fn gemini_legacy_json_rewritten_whole_across_a_central_restart() -> Result<()> {
     let rel = "gemini/git-ai-project__git-ai__gemini-session-simple.json";
     if let Some(bytes) = fixtures::third_party(rel) {
         let m = Machine::new()?;
-        let chats = m.home.path(".gemini/tmp/p/chats");
+        let chats = m.machine.home.path(".gemini/tmp/p/chats");
         std::fs::create_dir_all(&chats)?;
         std::fs::write(chats.join("session-2025-12-06T18-25-18f475c0.json"), &bytes)?;
         m.ok(&["backfill"])?;
@@ -512,9 +494,10 @@ fn gemini_legacy_json_rewritten_whole_across_a_central_restart() -> Result<()> {
 /// again (and so moved) gets new ones.
 #[test]
 fn a_gemini_delta_reindexes_only_the_runs_it_changed() -> Result<()> {
-    kith_tests::model_dir().context("needs the embedding model (tests/run.sh installs it)")?;
+    kith_tests::model_dir()?.context("needs the embedding model (tests/run.sh installs it)")?;
     let m = Machine::new()?;
     let file = m
+        .machine
         .home
         .path(".gemini/tmp/tally/chats/session-2026-05-13T09-14-3d9e1b7a.jsonl");
     std::fs::create_dir_all(file.parent().context("a folder")?)?;
@@ -611,7 +594,7 @@ fn a_gemini_delta_reindexes_only_the_runs_it_changed() -> Result<()> {
 #[test]
 fn gemini_legacy_rewrites_reach_central_through_the_hook_and_watch() -> Result<()> {
     let m = Machine::new()?;
-    let chats = m.home.path(".gemini/tmp/tally/chats");
+    let chats = m.machine.home.path(".gemini/tmp/tally/chats");
     std::fs::create_dir_all(&chats)?;
     let file = chats.join("session-2025-12-06T18-25-7c1e4a2b.json");
     let ask = gemini_message("m1", "user", "Please add a parser for tally receipts", 25);
@@ -626,10 +609,7 @@ fn gemini_legacy_rewrites_reach_central_through_the_hook_and_watch() -> Result<(
     m.hook(&payload)?;
     m.wait_found("quokka")?;
 
-    let mut cmd = m.home.kith_at(&m.central.url, &m.token, &["watch"]);
-    cmd.stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null());
-    let watch = Watch(cmd.spawn()?);
+    let watch = m.machine.watch()?;
     let edited = gemini_message("m2", "gemini", "Here is the wombat parser.", 26);
     std::fs::write(&file, gemini_legacy(&[&ask, &edited])?)?;
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
@@ -805,6 +785,7 @@ fn copilot_subagent_is_a_node_under_its_session() -> Result<()> {
         fixtures::third_party("copilot/qiaolei81__copilot-session-viewer__events.jsonl")
     {
         let dest = m
+            .machine
             .home
             .root()
             .join(".copilot/session-state/030f200c-c26f-4ef0-9099-6d1156c83631");
@@ -858,8 +839,9 @@ fn cursor_transcript_and_its_subagent_across_a_central_restart() -> Result<()> {
 fn gemini_after_agent_hook_captures_the_session_it_names() -> Result<()> {
     let m = Machine::new()?;
     m.ok(&["install", "gemini"])?;
-    let settings: Value =
-        serde_json::from_slice(&std::fs::read(m.home.root().join(".gemini/settings.json"))?)?;
+    let settings: Value = serde_json::from_slice(&std::fs::read(
+        m.machine.home.root().join(".gemini/settings.json"),
+    )?)?;
     let command = settings["hooks"]["AfterAgent"][0]["hooks"][0]["command"].clone();
     assert!(
         command.as_str().is_some_and(|c| c.ends_with("kith hook")),
@@ -893,7 +875,7 @@ fn gemini_after_agent_hook_captures_the_session_it_names() -> Result<()> {
     );
 
     m.ok(&["uninstall", "gemini"])?;
-    let settings = std::fs::read_to_string(m.home.root().join(".gemini/settings.json"))?;
+    let settings = std::fs::read_to_string(m.machine.home.root().join(".gemini/settings.json"))?;
     assert!(!settings.contains("kith"), "{settings}");
     Ok(())
 }
@@ -908,7 +890,7 @@ fn gemini_after_agent_hook_captures_the_session_it_names() -> Result<()> {
 fn cursor_stop_hook_captures_the_conversation_and_its_subagent() -> Result<()> {
     let m = Machine::new()?;
     m.ok(&["install", "cursor"])?;
-    let file = m.home.root().join(".cursor/hooks.json");
+    let file = m.machine.home.root().join(".cursor/hooks.json");
     let hooks: Value = serde_json::from_slice(&std::fs::read(&file)?)?;
     assert_eq!(hooks["version"], 1, "{hooks}");
     let command = hooks["hooks"]["stop"][0]["command"].clone();
@@ -954,7 +936,7 @@ fn cursor_stop_hook_captures_the_conversation_and_its_subagent() -> Result<()> {
 fn copilot_agent_stop_hook_captures_the_session_it_names() -> Result<()> {
     let m = Machine::new()?;
     m.ok(&["install", "copilot"])?;
-    let file = m.home.root().join(".copilot/hooks/kith.json");
+    let file = m.machine.home.root().join(".copilot/hooks/kith.json");
     let hooks: Value = serde_json::from_slice(&std::fs::read(&file)?)?;
     assert_eq!(hooks["version"], 1, "{hooks}");
     for event in ["agentStop", "sessionEnd"] {
@@ -998,8 +980,8 @@ fn copilot_agent_stop_hook_captures_the_session_it_names() -> Result<()> {
     }
 
     // Copilot's home moved by COPILOT_HOME: kith's file goes there.
-    let moved = m.home.path("copilot-home");
-    let mut install = m.home.kith(&["install", "copilot"]);
+    let moved = m.machine.home.path("copilot-home");
+    let mut install = m.machine.home.kith(&["install", "copilot"]);
     install.env("COPILOT_HOME", &moved);
     let out = install.output()?;
     ensure!(
@@ -1018,10 +1000,7 @@ fn copilot_agent_stop_hook_captures_the_session_it_names() -> Result<()> {
 #[test]
 fn watch_captures_copilot_and_cursor_and_nothing_else_in_their_folders() -> Result<()> {
     let m = Machine::new()?;
-    let mut cmd = m.home.kith_at(&m.central.url, &m.token, &["watch"]);
-    cmd.stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null());
-    let watch = Watch(cmd.spawn()?);
+    let watch = m.machine.watch()?;
     m.write(COPILOT, 0, 9)?;
     m.write(CURSOR, 0, 2)?;
     let decoys = [
@@ -1030,7 +1009,7 @@ fn watch_captures_copilot_and_cursor_and_nothing_else_in_their_folders() -> Resu
     ];
     for decoy in decoys {
         let line = "{\"role\":\"user\",\"message\":{\"content\":[{\"type\":\"text\",\"text\":\"decoy\"}]}}\n";
-        std::fs::write(m.home.root().join(decoy), line)?;
+        std::fs::write(m.machine.home.root().join(decoy), line)?;
     }
     m.write(COPILOT, 9, usize::MAX)?;
     m.write(CURSOR, 2, usize::MAX)?;
@@ -1089,19 +1068,22 @@ fn watch_captures_copilot_and_cursor_and_nothing_else_in_their_folders() -> Resu
 #[test]
 fn aider_history_of_two_sessions_across_a_central_restart() -> Result<()> {
     let mut m = Machine::new()?;
-    std::fs::create_dir_all(m.home.path(".config/kith"))?;
+    std::fs::create_dir_all(m.machine.home.path(".config/kith"))?;
     std::fs::write(
-        m.home.path(".config/kith/config.toml"),
+        m.machine.home.path(".config/kith/config.toml"),
         "[aider]\nroots = [\"~/src\"]\n",
     )?;
     // Beside the history, in the same folder: not a transcript.
     std::fs::create_dir_all(m.dest(AIDER).parent().context("a folder")?)?;
-    std::fs::write(m.home.path("src/tally/NOTES.md"), "#### decoy heading  \n")?;
+    std::fs::write(
+        m.machine.home.path("src/tally/NOTES.md"),
+        "#### decoy heading  \n",
+    )?;
     let conversation = m.capture_across_a_restart(AIDER, AIDER_SECOND_SESSION, &[])?;
     assert_eq!(conversation["agent_runtime"], "aider");
     assert_eq!(
         conversation["cwd"],
-        m.home.path("src/tally").display().to_string(),
+        m.machine.home.path("src/tally").display().to_string(),
         "the project folder: {conversation}"
     );
     assert_eq!(conversation["delta_count"].as_u64(), Some(2));
@@ -1169,14 +1151,12 @@ fn aider_history_of_two_sessions_across_a_central_restart() -> Result<()> {
 #[test]
 fn watch_captures_an_aider_history_in_a_new_project() -> Result<()> {
     let m = Machine::new()?;
-    std::fs::create_dir_all(m.home.path("src"))?;
-    let mut cmd = m.home.kith_at(&m.central.url, &m.token, &["watch"]);
-    cmd.env("KITH_AIDER_ROOTS", m.home.path("src"))
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null());
-    let watch = Watch(cmd.spawn()?);
-    // Give the watch a moment to start before the project appears.
-    std::thread::sleep(Duration::from_millis(500));
+    std::fs::create_dir_all(m.machine.home.path("src"))?;
+    let mut cmd = m.machine.command(&["watch"]);
+    cmd.env("KITH_AIDER_ROOTS", m.machine.home.path("src"));
+    let mut watch = Background::spawn(cmd)?;
+    // The root is watched before the project appears in it.
+    watch.wait_watching(&m.machine.home.path("src"))?;
     m.write(AIDER, 0, AIDER_SECOND_SESSION)?;
     m.write(AIDER, AIDER_SECOND_SESSION, usize::MAX)?;
     let want = fixtures::read(AIDER).len() as u64;
@@ -1327,7 +1307,11 @@ fn pairs(turns: &[(&str, &str)]) -> Vec<(String, String)> {
 #[test]
 fn opencode_db_rows_changed_by_another_process_across_a_central_restart() -> Result<()> {
     let mut m = Machine::new()?;
-    let db = m.home.root().join(".local/share/opencode/opencode.db");
+    let db = m
+        .machine
+        .home
+        .root()
+        .join(".local/share/opencode/opencode.db");
     let mut oc = OpenCode::start(&db)?;
     let at = 1778490001000;
     oc.write(vec![
@@ -1502,12 +1486,9 @@ fn opencode_db_rows_changed_by_another_process_across_a_central_restart() -> Res
 #[test]
 fn watch_follows_opencode_storage_files_and_database_rows() -> Result<()> {
     let m = Machine::new()?;
-    let storage = m.home.root().join(".local/share/opencode/storage");
+    let storage = m.machine.home.root().join(".local/share/opencode/storage");
     let fixture = fixtures::path("opencode/storage");
-    let mut cmd = m.home.kith_at(&m.central.url, &m.token, &["watch"]);
-    cmd.stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null());
-    let watch = Watch(cmd.spawn()?);
+    let watch = m.machine.watch()?;
     // OpenCode writes a question before its answer; a copy file by file in
     // directory order need not (a refresh between could see the answer
     // first), so the tree appears whole.
@@ -1615,14 +1596,4 @@ fn copy_tree(from: &std::path::Path, to: &std::path::Path) -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// A running `kith watch`, killed with the test.
-struct Watch(std::process::Child);
-
-impl Drop for Watch {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }

@@ -8,9 +8,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, ensure, Context, Result};
+use anyhow::{bail, ensure, Result};
 use kith_shared::fixtures;
-use kith_tests::{Api, Central, Home, PrivateCa};
+use kith_tests::{described, stop_payload, Api, Background, Central, Home, PrivateCa};
 
 const CLAUDE: &str = "claude-code/-home-sam-src-tally/3f1c2a4e-8b7d-4e21-9c55-0a6b1d2e7f90.jsonl";
 const CODEX: &str =
@@ -85,46 +85,15 @@ fn finish(mut child: Child, within: Duration) -> Result<Output> {
     Ok(child.wait_with_output()?)
 }
 
-fn text(out: &Output) -> String {
-    format!(
-        "status {:?}\nstdout: {}\nstderr: {}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
-fn stop_payload(file: &Path) -> Vec<u8> {
-    serde_json::json!({"session_id": "s", "transcript_path": file, "hook_event_name": "Stop"})
-        .to_string()
-        .into_bytes()
-}
-
-/// Central's chains as (source identity, bytes held), from the run forest.
-fn chains(api: &Api) -> Result<Vec<(String, u64)>> {
-    let forest = api.get("/api/runs/forest?limit=500")?;
-    let mut out: Vec<(String, u64)> = Vec::new();
-    for tree in forest.body["trees"].as_array().into_iter().flatten() {
-        for r in tree["runs"].as_array().into_iter().flatten() {
-            let run = &r["run"];
-            let source = run["source_identity"].as_str().unwrap_or_default();
-            let len =
-                run["to_offset"].as_u64().unwrap_or(0) - run["from_offset"].as_u64().unwrap_or(0);
-            match out.iter_mut().find(|(s, _)| s == source) {
-                Some((_, held)) => *held += len,
-                None => out.push((source.to_owned(), len)),
-            }
-        }
-    }
-    Ok(out)
-}
-
-/// The chains whose source is a file named `name`.
+/// The chains central holds whose source is a file named `name`: (source
+/// identity, bytes held).
 fn chains_of(api: &Api, name: &str) -> Result<Vec<(String, u64)>> {
     let suffix = format!("/{name}#");
-    Ok(chains(api)?
+    Ok(api
+        .chains()?
         .into_iter()
         .filter(|(s, _)| s.contains(&suffix))
+        .map(|(s, bytes)| (s, bytes.len() as u64))
         .collect())
 }
 
@@ -155,7 +124,7 @@ fn login_trusts_a_private_ca_and_a_certificate_error_is_named_as_one() -> Result
     // Not trusted: the error says certificate, and nothing is stored.
     let laptop = Machine::new()?;
     let out = laptop.login(&central.url, &token, &[], &[])?;
-    let said = text(&out);
+    let said = described(&out);
     assert!(!out.status.success(), "{said}");
     assert!(said.contains("certificate"), "{said}");
     assert!(said.contains("--ca-cert"), "{said}");
@@ -172,25 +141,29 @@ fn login_trusts_a_private_ca_and_a_certificate_error_is_named_as_one() -> Result
         &["--ca-cert", &junk.display().to_string()],
         &[],
     )?;
-    assert!(!out.status.success(), "{}", text(&out));
-    assert!(text(&out).contains("no PEM certificate"), "{}", text(&out));
+    assert!(!out.status.success(), "{}", described(&out));
+    assert!(
+        described(&out).contains("no PEM certificate"),
+        "{}",
+        described(&out)
+    );
 
     // --ca-cert: logged in, and the CA stays with the login for capture and
     // the family commands.
     let ca_arg = ca.ca.display().to_string();
     let out = laptop.login(&central.url, &token, &["--ca-cert", &ca_arg], &[])?;
-    assert!(out.status.success(), "{}", text(&out));
+    assert!(out.status.success(), "{}", described(&out));
     let auth = std::fs::read_to_string(laptop.path(".config/kith/auth.json"))?;
     assert!(auth.contains("BEGIN CERTIFICATE"), "{auth}");
     let file = laptop.claude_transcript("-home-sam-src-tally/3f1c2a4e.jsonl")?;
     let out = laptop.run(laptop.command(&["backfill"]), Duration::from_secs(120))?;
-    assert!(out.status.success(), "{}", text(&out));
+    assert!(out.status.success(), "{}", described(&out));
     let out = laptop.run(laptop.command(&["tree"]), Duration::from_secs(60))?;
-    assert!(out.status.success(), "{}", text(&out));
+    assert!(out.status.success(), "{}", described(&out));
     assert!(
-        text(&out).contains("tally import"),
+        described(&out).contains("tally import"),
         "the conversation's title: {}",
-        text(&out)
+        described(&out)
     );
     // So does the recall hook a new session of an agent runs.
     let payload = serde_json::json!({
@@ -204,7 +177,7 @@ fn login_trusts_a_private_ca_and_a_certificate_error_is_named_as_one() -> Result
     assert!(
         block.starts_with("Recent work in this project") && block.contains("tally import"),
         "{}",
-        text(&out)
+        described(&out)
     );
     let api = central.client(&token);
     let trusted = reqwest::blocking::Client::builder()
@@ -232,7 +205,7 @@ fn login_trusts_a_private_ca_and_a_certificate_error_is_named_as_one() -> Result
         &[],
         &[("SSL_CERT_FILE", &ca.ca)],
     )?;
-    assert!(out.status.success(), "{}", text(&out));
+    assert!(out.status.success(), "{}", described(&out));
     let auth = std::fs::read_to_string(desktop.path(".config/kith/auth.json"))?;
     assert!(
         !auth.contains("BEGIN CERTIFICATE"),
@@ -267,15 +240,15 @@ fn a_fifo_or_socket_named_like_a_transcript_hangs_nothing() -> Result<()> {
         {
             use std::io::Write;
             let mut stdin = child.stdin.take().expect("piped");
-            stdin.write_all(&stop_payload(&folder.join(special)))?;
+            stdin.write_all(stop_payload(&folder.join(special)).as_bytes())?;
         }
         let out = finish(child, Duration::from_secs(30))?;
-        assert_eq!(out.status.code(), Some(0), "{special}: {}", text(&out));
+        assert_eq!(out.status.code(), Some(0), "{special}: {}", described(&out));
     }
 
     // Backfill walks past them and captures the real transcript.
     let out = machine.run(env(machine.command(&["backfill"])), Duration::from_secs(60))?;
-    assert!(out.status.success(), "{}", text(&out));
+    assert!(out.status.success(), "{}", described(&out));
     let len = std::fs::metadata(&real)?.len();
     assert_eq!(
         chains_of(&api, "real.jsonl")?
@@ -289,13 +262,15 @@ fn a_fifo_or_socket_named_like_a_transcript_hangs_nothing() -> Result<()> {
 
     // A FIFO appearing while `kith watch` runs: watch goes on capturing
     // what is written after it.
-    let _watch = KillOnDrop(env(machine.command(&["watch"])).spawn()?);
-    std::thread::sleep(Duration::from_secs(2));
+    let mut watch = Background::spawn(env(machine.command(&["watch"])))?;
+    watch.wait_watching(folder)?;
     let made = Command::new("mkfifo")
         .arg(folder.join("fifo2.jsonl"))
         .status()?;
     assert!(made.success());
-    std::thread::sleep(Duration::from_secs(1));
+    // The transcript follows at once: watch takes what changed in name
+    // order, and the FIFO's event came first, so a watch that hangs on the
+    // FIFO never captures the transcript.
     let later = machine.claude_transcript("-home-sam-src-tally/later.jsonl")?;
     let len = std::fs::metadata(&later)?.len();
     let got = wait_for(&api, "later.jsonl", len, Duration::from_secs(30))?;
@@ -341,10 +316,10 @@ fn a_transcript_reached_through_a_symlinked_folder_is_captured_once() -> Result<
                 .stdin
                 .take()
                 .expect("piped")
-                .write_all(&stop_payload(file))?;
+                .write_all(stop_payload(file).as_bytes())?;
         }
         let out = finish(child, Duration::from_secs(60))?;
-        assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+        assert_eq!(out.status.code(), Some(0), "{}", described(&out));
         Ok(())
     };
     // First turn named through the link, the second through the real path.
@@ -374,8 +349,9 @@ fn watch_picks_up_an_agent_installed_after_it_started() -> Result<()> {
     let mut cmd = machine.command(&["watch"]);
     cmd.env("KITH_CENTRAL_URL", &central.url)
         .env("KITH_TOKEN", &token);
-    let _watch = KillOnDrop(cmd.spawn()?);
-    std::thread::sleep(Duration::from_secs(2));
+    let mut watch = Background::spawn(cmd)?;
+    // Its first look at the roots is done: the one root there is watched.
+    watch.wait_watching(&machine.path(".claude/projects"))?;
 
     // Codex is installed: ~/.codex/sessions appears with a first session.
     let rel = CODEX.trim_start_matches("codex/");
@@ -412,8 +388,8 @@ fn watch_applies_a_config_change_at_once() -> Result<()> {
     let mut cmd = machine.command(&["watch"]);
     cmd.env("KITH_CENTRAL_URL", &central.url)
         .env("KITH_TOKEN", &token);
-    let (_watch, said) = Said::spawn(cmd)?;
-    let next = |want: &str| said.next(want);
+    let watch = Background::spawn(cmd)?;
+    let next = |want: &str| watch.next(want);
     next("watching")?;
     let line = |text: &str| kith_tests::claude_user_line(text, "2026-05-11T08:00:00Z");
     let append = |path: &Path, text: &str| -> Result<()> {
@@ -436,9 +412,10 @@ fn watch_applies_a_config_change_at_once() -> Result<()> {
     std::fs::write(&config, "exclude = [\"~/.claude/projects/secret/**\"]\n")?;
     next("its rules apply")?;
     append(&secret, "the second diary entry, private now")?;
-    // Past the debounce: the secret file's change is handled before the
-    // kept file's is made.
-    std::thread::sleep(Duration::from_millis(1500));
+    // The kept file's line follows at once: watch takes what changed in
+    // name order (secret/ before work/), so once the kept line is in
+    // central, the secret file's change was handled, in this pass or one
+    // before.
     let kept = projects.join("work/notes.jsonl");
     append(&kept, "notes anyone may see")?;
     let len = line("notes anyone may see").len() as u64;
@@ -452,6 +429,8 @@ fn watch_applies_a_config_change_at_once() -> Result<()> {
     next("until it is mended")?;
     let later = projects.join("work/later.jsonl");
     append(&later, "written while the config was broken")?;
+    // What the test shows is an absence: nothing arrives in a window past
+    // the longest watch waits before it captures a changed file (2 s).
     std::thread::sleep(Duration::from_secs(3));
     ensure!(
         chains_of(&api, "later.jsonl")?.is_empty(),
@@ -483,22 +462,22 @@ fn watch_runs_the_new_kith_when_its_program_is_replaced() -> Result<()> {
     let mut cmd = machine.home.kith_from(&program, &["watch"]);
     cmd.env("KITH_CENTRAL_URL", &central.url)
         .env("KITH_TOKEN", &token);
-    let (mut watch, said) = Said::spawn(cmd)?;
-    let pid = watch.0.id();
-    let lines = &said.0;
-    let next = |want: &str| said.next(want);
-    next("watching")?;
+    let mut watch = Background::spawn(cmd)?;
+    let pid = watch.pid();
+    watch.next("watching")?;
 
     // What is not a complete program (an install cut short, a script) is
-    // not run: the old one goes on.
-    let stays = |watch: &mut KillOnDrop| -> Result<()> {
+    // not run: the old one goes on. An absence, seen over a window past
+    // the 2 s at which watch looks at its program and the 1 s a new file
+    // must have been left alone.
+    let stays = |watch: &mut Background| -> Result<()> {
         let deadline = Instant::now() + Duration::from_secs(4);
         while let Some(left) = deadline.checked_duration_since(Instant::now()) {
-            if let Ok(line) = lines.recv_timeout(left) {
+            if let Ok(line) = watch.said.recv_timeout(left) {
                 ensure!(!line.contains("was replaced"), "{line}");
             }
         }
-        ensure!(watch.0.try_wait()?.is_none(), "watch stopped");
+        ensure!(watch.running()?, "watch stopped");
         Ok(())
     };
     let new = bin_dir.path().join("kith.new");
@@ -525,9 +504,9 @@ fn watch_runs_the_new_kith_when_its_program_is_replaced() -> Result<()> {
     // setup` write it.
     std::fs::copy(kith_tests::bin("kith"), &new)?;
     std::fs::rename(&new, &program)?;
-    let line = next("was replaced")?;
+    let line = watch.next("was replaced")?;
     assert!(line.contains(&*program.display().to_string()), "{line}");
-    next("watching")?;
+    watch.next("watching")?;
     let exe = std::fs::read_link(format!("/proc/{pid}/exe"))?;
     assert_eq!(exe, program, "the same process runs the new file");
 
@@ -543,42 +522,4 @@ fn watch_runs_the_new_kith_when_its_program_is_replaced() -> Result<()> {
     )?;
     assert!(got.iter().any(|c| c.1 == bytes.len() as u64), "{got:?}");
     Ok(())
-}
-
-/// What a background kith says on stderr, line by line.
-struct Said(std::sync::mpsc::Receiver<String>);
-
-impl Said {
-    /// Spawns `cmd`, its stderr read as it comes.
-    fn spawn(mut cmd: Command) -> Result<(KillOnDrop, Said)> {
-        let mut child = KillOnDrop(cmd.stderr(Stdio::piped()).spawn()?);
-        let said = std::io::BufReader::new(child.0.stderr.take().context("stderr")?);
-        let (tx, lines) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in std::io::BufRead::lines(said).map_while(std::result::Result::ok) {
-                let _ = tx.send(line);
-            }
-        });
-        Ok((child, Said(lines)))
-    }
-
-    /// The next line holding `want` (within 30 s).
-    fn next(&self, want: &str) -> Result<String> {
-        loop {
-            let line = self.0.recv_timeout(Duration::from_secs(30))?;
-            if line.contains(want) {
-                return Ok(line);
-            }
-        }
-    }
-}
-
-/// A background kith, killed with the test.
-struct KillOnDrop(Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
