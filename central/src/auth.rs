@@ -48,14 +48,14 @@ impl FromRequestParts<AppState> for Viewer {
             .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
             .map(|(_, t)| Token::new(t.trim().to_owned()))
             .filter(|t| !t.expose().is_empty())
-            .ok_or(Error::Unauthorized)?;
+            .ok_or(Error::Unauthenticated)?;
         // Off the async workers: a registry read can wait behind a long one.
         let registry = state.clone();
         let viewer = tokio::task::spawn_blocking(move || {
             registry.registry().viewer_by_token(&token.sha256())
         })
         .await??
-        .ok_or(Error::Unauthorized)?;
+        .ok_or(Error::Unauthenticated)?;
         if let Some(machine) = viewer.machine_id() {
             state.note_seen(machine);
         }

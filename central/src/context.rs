@@ -10,7 +10,7 @@ use std::collections::HashMap;
 
 use kith_proto::{ContextRequest, ContextResponse, GroupBy, SearchMode, SearchRequest};
 
-use crate::error::{Error, Result};
+use crate::error::{Code, Error, Result};
 use crate::registry::Viewer;
 use crate::state::AppState;
 
@@ -27,8 +27,8 @@ pub async fn context(
 ) -> Result<ContextResponse> {
     let budget = req.budget_tokens.unwrap_or(DEFAULT_BUDGET);
     if !(1..=MAX_BUDGET).contains(&budget) {
-        return Err(Error::bad_request(
-            "invalid_budget",
+        return Err(Error::invalid(
+            Code::InvalidBudget,
             format!("budget_tokens must be 1 to {MAX_BUDGET}, not {budget}"),
         ));
     }

@@ -16,7 +16,7 @@ use std::fmt;
 use kith_proto::{Conversation, ConversationTurn, InlineSubagent, ToolCall};
 use kith_shared::transcript::{Role, Turn};
 
-use crate::error::{Error, Result};
+use crate::error::{Code, Error, Result};
 use crate::run::Run;
 
 /// A conversation's id: `c` and 32 hex digits derived from its first run's
@@ -39,8 +39,8 @@ impl ConversationId {
         if is_prefix(s) && s.len() == ID_LEN {
             Ok(Self(s.to_owned()))
         } else {
-            Err(Error::bad_request(
-                "invalid_id",
+            Err(Error::invalid(
+                Code::InvalidId,
                 "a conversation id is 'c' and 32 hex digits",
             ))
         }

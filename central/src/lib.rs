@@ -12,6 +12,7 @@ pub mod embed;
 pub mod error;
 pub mod forget;
 pub mod handlers;
+pub mod http_error;
 pub mod http_limits;
 pub mod index;
 pub mod indexer;

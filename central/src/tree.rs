@@ -15,7 +15,7 @@ use kith_proto::{
 use kith_shared::ids::RunId;
 
 use crate::conversation::{self, ConversationId, ConversationRuns};
-use crate::error::{Error, Result};
+use crate::error::{Code, Error, Result};
 use crate::registry::Viewer;
 use crate::registry::{ConversationFilter, ForestFilter, Registry, StoredRun};
 use crate::run::Run;
@@ -54,7 +54,7 @@ pub fn parse_cursor(cursor: &str) -> Result<(String, String)> {
                 && RunId::parse(root).is_ok()
         })
         .map(|(last, root)| (last.to_owned(), root.to_owned()))
-        .ok_or_else(|| Error::bad_request("invalid_cursor", "cursor is not one this API gave"))
+        .ok_or_else(|| Error::invalid(Code::InvalidCursor, "cursor is not one this API gave"))
 }
 
 /// One conversation, by any name `resolve_conversation` takes, with its
@@ -190,9 +190,7 @@ fn readable_conversation(
     let id = registry.resolve_conversation(viewer, name)?;
     let mut runs = registry.conversation_runs(viewer, &id)?;
     runs.sort_by_key(|r| r.run.from_offset);
-    let first = runs.first().ok_or(Error::NotFound {
-        what: "conversation",
-    })?;
+    let first = runs.first().ok_or_else(Error::conversation_not_found)?;
     registry.audit_read(viewer, &first.run.user_id, &first.run.id, what)?;
     Ok((id, runs))
 }

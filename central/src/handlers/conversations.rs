@@ -15,7 +15,7 @@ use kith_proto::{
 use tokio_util::io::ReaderStream;
 
 use super::{ApiJson, ApiQuery, IdPath};
-use crate::error::{Error, Result};
+use crate::error::{Code, Error, Result};
 use crate::registry::Viewer;
 use crate::registry::{ConversationFilter, Facets, Forgetter};
 use crate::state::AppState;
@@ -32,7 +32,7 @@ pub async fn index(
         v.as_deref()
             .map(|s| {
                 kith_shared::timestamp::normalize(s).ok_or_else(|| {
-                    Error::bad_request("invalid_query", format!("{name} must be RFC 3339"))
+                    Error::invalid(Code::InvalidQuery, format!("{name} must be RFC 3339"))
                 })
             })
             .transpose()

@@ -15,7 +15,7 @@ use axum::http::StatusCode;
 use kith_shared::ids::RunId;
 use serde::de::DeserializeOwned;
 
-use crate::error::Error;
+use crate::error::{Code, Error};
 use crate::state::AppState;
 
 /// `axum::Json` whose rejections are kith's error body.
@@ -37,11 +37,11 @@ where
         match axum::Json::<T>::from_request(req, state).await {
             Ok(axum::Json(v)) => Ok(Self(v)),
             Err(rejection) => Err(match rejection.status() {
-                StatusCode::PAYLOAD_TOO_LARGE => Error::PayloadTooLarge { limit },
-                StatusCode::UNSUPPORTED_MEDIA_TYPE => Error::UnsupportedMediaType {
+                StatusCode::PAYLOAD_TOO_LARGE => Error::BodyTooLarge { limit },
+                StatusCode::UNSUPPORTED_MEDIA_TYPE => Error::UnreadableBody {
                     message: rejection.body_text(),
                 },
-                _ => Error::bad_request("invalid_json", rejection.body_text()),
+                _ => Error::invalid(Code::InvalidJson, rejection.body_text()),
             }),
         }
     }
@@ -57,7 +57,7 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for ApiQuery<T> {
         axum::extract::Query::<T>::from_request_parts(parts, state)
             .await
             .map(|q| Self(q.0))
-            .map_err(|r| Error::bad_request("invalid_query", r.body_text()))
+            .map_err(|r| Error::invalid(Code::InvalidQuery, r.body_text()))
     }
 }
 
@@ -75,7 +75,7 @@ impl<S: Send + Sync> FromRequestParts<S> for IdPath {
         axum::extract::Path::<String>::from_request_parts(parts, state)
             .await
             .map(|axum::extract::Path(id)| Self(id))
-            .map_err(|r| Error::bad_request("invalid_id", r.body_text()))
+            .map_err(|r| Error::invalid(Code::InvalidId, r.body_text()))
     }
 }
 
@@ -86,9 +86,9 @@ impl<S: Send + Sync> FromRequestParts<S> for RunPath {
         let axum::extract::Path(raw) =
             axum::extract::Path::<String>::from_request_parts(parts, state)
                 .await
-                .map_err(|r| Error::bad_request("invalid_id", r.body_text()))?;
+                .map_err(|r| Error::invalid(Code::InvalidId, r.body_text()))?;
         RunId::parse(&raw)
             .map(Self)
-            .map_err(|e| Error::bad_request("invalid_id", e.to_string()))
+            .map_err(|e| Error::invalid(Code::InvalidId, e.to_string()))
     }
 }

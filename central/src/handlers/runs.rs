@@ -14,7 +14,7 @@ use kith_shared::ids::RunId;
 use tokio_util::io::ReaderStream;
 
 use super::{ApiJson, ApiQuery, RunPath};
-use crate::error::{Error, Result};
+use crate::error::{Code, Error, Result};
 use crate::registry::Viewer;
 use crate::registry::{ForestFilter, StoredRun};
 use crate::state::AppState;
@@ -33,7 +33,7 @@ pub async fn post(
         Some(v) => Some(
             v.to_str()
                 .map_err(|_| {
-                    Error::bad_request("invalid_idempotency_key", "Idempotency-Key must be ASCII")
+                    Error::invalid(Code::InvalidIdempotencyKey, "Idempotency-Key must be ASCII")
                 })?
                 .to_owned(),
         ),
@@ -116,14 +116,14 @@ pub async fn forest(
 ) -> Result<Json<ForestResponse>> {
     let since = match &q.since {
         Some(s) => Some(kith_shared::timestamp::normalize(s).ok_or_else(|| {
-            Error::bad_request("invalid_query", "since must be an RFC 3339 timestamp")
+            Error::invalid(Code::InvalidQuery, "since must be an RFC 3339 timestamp")
         })?),
         None => None,
     };
     let root = match &q.root {
         Some(r) => Some(
             kith_shared::ids::RunId::parse(r)
-                .map_err(|e| Error::bad_request("invalid_id", e.to_string()))?,
+                .map_err(|e| Error::invalid(Code::InvalidId, e.to_string()))?,
         ),
         None => None,
     };

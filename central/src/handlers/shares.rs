@@ -6,7 +6,7 @@ use axum::Json;
 use kith_proto::{AuditResponse, ErrorBody, Share, ShareRequest, SharesResponse};
 
 use super::{ApiJson, IdPath};
-use crate::error::{Error, Result};
+use crate::error::{Code, Error, Result};
 use crate::registry::Revoked;
 use crate::registry::Viewer;
 use crate::state::AppState;
@@ -43,10 +43,10 @@ pub async fn delete(
     match revoked {
         Revoked::Now => Ok(StatusCode::NO_CONTENT),
         Revoked::Already => Err(Error::conflict(
-            "already_revoked",
+            Code::AlreadyRevoked,
             "this grant was already revoked",
         )),
-        Revoked::NoSuchGrant => Err(Error::NotFound { what: "share" }),
+        Revoked::NoSuchGrant => Err(Error::not_found("share")),
     }
 }
 

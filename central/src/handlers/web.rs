@@ -19,7 +19,7 @@ pub async fn link(
 ) -> Result<(StatusCode, Json<SignInLink>)> {
     // Only a machine's token asks for a link (a browser signs in once).
     if viewer.machine_id().is_none() {
-        return Err(Error::Unauthorized);
+        return Err(Error::Unauthenticated);
     }
     let secret = Secret::generate()?;
     let hash = secret.sha256();

@@ -25,7 +25,7 @@ use kith_proto::{
 };
 
 use crate::embed::Lane;
-use crate::error::{Error, Result};
+use crate::error::{Code, Error, Result};
 use crate::index::{fusion, Filters, IndexHit, MAX_GROUP_POOL};
 use crate::registry::Viewer;
 use crate::run::Run;
@@ -480,10 +480,10 @@ pub(crate) fn conversation_facts(
 }
 
 fn unavailable(why: &str) -> Error {
-    Error::Unavailable {
-        code: "embedder_unavailable",
-        message: format!("semantic search is unavailable ({why}); keyword search still answers"),
-    }
+    Error::unavailable(
+        Code::EmbedderUnavailable,
+        format!("semantic search is unavailable ({why}); keyword search still answers"),
+    )
 }
 
 fn ms(since: Instant) -> f64 {

@@ -18,7 +18,7 @@ use time::OffsetDateTime;
 
 use kith_proto::SearchRequest;
 
-use crate::error::{Error, Result};
+use crate::error::{Code, Error, Result};
 use crate::index::IndexHit;
 
 /// Candidates asked of the index when re-ranking (at least the hits wanted):
@@ -41,16 +41,16 @@ impl Rerank {
     pub fn of(req: &SearchRequest) -> Result<Option<Self>> {
         if let Some(days) = req.recency_half_life_days {
             if !(days.is_finite() && days > 0.0) {
-                return Err(Error::bad_request(
-                    "invalid_recency",
+                return Err(Error::invalid(
+                    Code::InvalidRecency,
                     "recency_half_life_days must be a number of days above 0",
                 ));
             }
         }
         let diversity = req.diversity.unwrap_or(0.0);
         if !(0.0..=1.0).contains(&diversity) {
-            return Err(Error::bad_request(
-                "invalid_diversity",
+            return Err(Error::invalid(
+                Code::InvalidDiversity,
                 "diversity must be between 0 (relevance alone) and 1",
             ));
         }

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 use kith_shared::ids::{RunId, UserId};
 
-use crate::error::{Error, Result};
+use crate::error::{Code, Error, Result};
 use crate::privacy::Operator;
 
 /// How the names of files being written start: one left behind is a write
@@ -58,7 +58,7 @@ impl BlobStore {
             Ok(existing) if existing == jsonl => {}
             Ok(_) => {
                 return Err(Error::conflict(
-                    "run_conflict",
+                    Code::RunConflict,
                     "a run with this id is already stored with other bytes",
                 ))
             }
@@ -207,7 +207,7 @@ mod tests {
         assert!(matches!(
             err,
             Err(Error::Conflict {
-                code: "run_conflict",
+                code: Code::RunConflict,
                 ..
             })
         ));

@@ -17,7 +17,7 @@ use serde::Deserialize;
 use super::session::{clear_cookie, Secret, WebSession, COOKIE, COOKIE_MAX_AGE, SIGNIN_COOKIE};
 use super::view::{SignInLinkPage, SignInPage};
 use super::{render, PageResult};
-use crate::error::Error;
+use crate::error::{Code, Error};
 use crate::pds::Password;
 use crate::registry::{Revoked, SignedIn};
 use crate::state::AppState;
@@ -122,8 +122,8 @@ pub async fn signin(
     };
     let did = match crate::pds::check_app_password(pds_url, &handle, &password).await {
         Ok(did) => did,
-        Err(Error::BadRequest {
-            code: "wrong_password",
+        Err(Error::Invalid {
+            code: Code::WrongPassword,
             ..
         }) => return refused(),
         Err(e @ Error::Unavailable { .. }) => {
@@ -185,8 +185,8 @@ pub struct LinkQuery {
 }
 
 fn link_used() -> Error {
-    Error::bad_request(
-        "link_used",
+    Error::invalid(
+        Code::LinkUsed,
         "this sign-in link was used already, expired, is not one, or its machine was revoked; run `kith web` again",
     )
 }
@@ -243,8 +243,8 @@ pub async fn signin_link(
 /// The sign-in forms' cookie, or why a form is refused without it.
 fn signin_cookie(headers: &HeaderMap) -> Result<Secret, Error> {
     Secret::from_cookie(headers, SIGNIN_COOKIE).ok_or_else(|| {
-        Error::bad_request(
-            "csrf_refused",
+        Error::invalid(
+            Code::CsrfRefused,
             "the sign-in form expired or did not come from this site; reload it",
         )
     })
@@ -312,9 +312,7 @@ pub async fn share(
                 .parse()
                 .ok()
                 .filter(|d| (1..=3650).contains(d))
-                .ok_or_else(|| {
-                    Error::bad_request("invalid_expiry", "expiry is a number of days")
-                })?;
+                .ok_or_else(|| Error::invalid(Code::InvalidExpiry, "expiry is a number of days"))?;
             let at = time::OffsetDateTime::now_utc() + time::Duration::days(days);
             Some(kith_shared::timestamp::render(at))
         }
@@ -344,7 +342,7 @@ pub async fn revoke_share(
         tokio::task::spawn_blocking(move || state.registry().revoke_share(&viewer, &id)).await??;
     match revoked {
         Revoked::Now | Revoked::Already => Ok(Redirect::to("/shares").into_response()),
-        Revoked::NoSuchGrant => Err(Error::NotFound { what: "share" }.into()),
+        Revoked::NoSuchGrant => Err(Error::not_found("share").into()),
     }
 }
 
@@ -369,7 +367,7 @@ pub async fn revoke_machine(
     })
     .await??;
     if !revoked {
-        return Err(Error::NotFound { what: "machine" }.into());
+        return Err(Error::not_found("machine").into());
     }
     Ok(Redirect::to("/machines").into_response())
 }

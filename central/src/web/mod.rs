@@ -20,6 +20,7 @@ use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
 
 use crate::error::Error;
+use crate::http_error;
 
 pub use limits::SignInLimits;
 
@@ -46,12 +47,12 @@ pub type PageResult = Result<Response, PageError>;
 impl IntoResponse for PageError {
     fn into_response(self) -> Response {
         let e = self.0;
-        if matches!(e, Error::Unauthorized) {
+        if matches!(e, Error::Unauthenticated) {
             return Redirect::to("/signin").into_response();
         }
-        let status = e.status();
+        let status = http_error::status(e.kind());
         if status.is_server_error() {
-            tracing::error!(code = e.code(), error = %e, "page failed");
+            tracing::error!(code = e.code().name(), error = %e, "page failed");
         }
         let heading = match &e {
             Error::NotFound { .. } => "Not found".to_owned(),
@@ -66,7 +67,7 @@ impl IntoResponse for PageError {
                 "There is nothing here you may read: it does not exist, or it was not shared with you."
                     .to_owned()
             }
-            _ => e.body().error.message,
+            _ => http_error::body(&e).error.message,
         };
         let page = view::ErrorPage {
             chrome: None,

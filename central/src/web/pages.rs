@@ -14,7 +14,7 @@ use super::view::{
     MachinesPage, SearchPage, ShareView, SharesPage, TurnView,
 };
 use super::{render, PageResult};
-use crate::error::Error;
+use crate::error::{Code, Error};
 use crate::registry::ConversationFilter;
 use crate::state::AppState;
 
@@ -89,8 +89,8 @@ fn date(name: &str, v: &str, through: bool) -> Result<Option<String>, Error> {
     kith_shared::timestamp::normalize(&full)
         .map(Some)
         .ok_or_else(|| {
-            Error::bad_request(
-                "invalid_query",
+            Error::invalid(
+                Code::InvalidQuery,
                 format!("{name} must be a date like 2026-05-01 or an RFC 3339 time"),
             )
         })
@@ -109,7 +109,10 @@ pub async fn search(
     let runtime = match given(&form.runtime) {
         Some(r) => Some(AgentRuntime::parse(&r).ok_or_else(|| {
             let known = AgentRuntime::ALL.map(AgentRuntime::as_str).join(", ");
-            Error::bad_request("invalid_query", format!("runtime must be one of {known}"))
+            Error::invalid(
+                Code::InvalidQuery,
+                format!("runtime must be one of {known}"),
+            )
         })?),
         None => None,
     };
@@ -359,7 +362,7 @@ pub async fn machines(State(state): State<AppState>, session: WebSession) -> Pag
 /// Every user and machine, for an admin; "not found" for anyone else.
 pub async fn admin(State(state): State<AppState>, session: WebSession) -> PageResult {
     if !session.viewer.is_admin() {
-        return Err(Error::NotFound { what: "page" }.into());
+        return Err(Error::not_found("page").into());
     }
     let (users, machines) = tokio::task::spawn_blocking(move || {
         Ok::<_, Error>((

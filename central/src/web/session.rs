@@ -9,7 +9,7 @@ use axum::http::{header, HeaderMap};
 use kith_shared::hash::sha256_hex;
 
 use super::PageError;
-use crate::error::{Error, Result};
+use crate::error::{Code, Error, Result};
 use crate::registry::{Viewer, SESSION_MAX_DAYS};
 use crate::state::AppState;
 
@@ -88,8 +88,8 @@ impl Secret {
         if same {
             Ok(())
         } else {
-            Err(Error::bad_request(
-                "csrf_refused",
+            Err(Error::invalid(
+                Code::CsrfRefused,
                 "this form is stale or did not come from this site; reload the page and try again",
             ))
         }
@@ -126,12 +126,12 @@ impl FromRequestParts<AppState> for WebSession {
         parts: &mut Parts,
         state: &AppState,
     ) -> Result<Self, Self::Rejection> {
-        let secret = Secret::from_cookie(&parts.headers, COOKIE).ok_or(Error::Unauthorized)?;
+        let secret = Secret::from_cookie(&parts.headers, COOKIE).ok_or(Error::Unauthenticated)?;
         let hash = secret.sha256();
         let state = state.clone();
         let viewer = tokio::task::spawn_blocking(move || state.registry().viewer_by_session(&hash))
             .await??
-            .ok_or(Error::Unauthorized)?;
+            .ok_or(Error::Unauthenticated)?;
         Ok(Self { viewer, secret })
     }
 }
