@@ -9,19 +9,19 @@ use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 
 /// A bearer token. `Debug` never shows it.
-pub struct Token(String);
+pub(crate) struct Token(String);
 
 impl Token {
-    pub fn new(s: String) -> Self {
+    pub(crate) fn new(s: String) -> Self {
         Self(s)
     }
 
-    pub fn expose(&self) -> &str {
+    pub(crate) fn expose(&self) -> &str {
         &self.0
     }
 
     /// What the registry stores and looks up: hex sha256 of the token.
-    pub fn sha256(&self) -> String {
+    pub(crate) fn sha256(&self) -> String {
         kith_shared::hash::sha256_hex(self.0.as_bytes())
     }
 }

@@ -16,7 +16,7 @@ use crate::state::AppState;
 
 /// Failpoint: when set, `serve` does not start the indexer, so accepted runs
 /// stay queued (what a crash right after the 202 looks like).
-pub const FAILPOINT_INDEXER_PAUSED: &str = "KITH_FAILPOINT_INDEXER_PAUSED";
+pub(crate) const FAILPOINT_INDEXER_PAUSED: &str = "KITH_FAILPOINT_INDEXER_PAUSED";
 
 /// What `main` and the tests both call.
 pub async fn serve(

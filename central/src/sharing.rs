@@ -11,7 +11,7 @@ use crate::privacy::GrantScope;
 use crate::registry::Viewer;
 use crate::registry::{Registry, ShareRow};
 
-pub fn grant(registry: &Registry, viewer: &Viewer, req: &ShareRequest) -> Result<ShareRow> {
+pub(crate) fn grant(registry: &Registry, viewer: &Viewer, req: &ShareRequest) -> Result<ShareRow> {
     let scope = match req.scope.split_once(':') {
         Some(("conversation", name)) => GrantScope::Run(conversation_head(registry, viewer, name)?),
         _ => GrantScope::parse(&req.scope).ok_or_else(|| {
@@ -94,7 +94,7 @@ fn conversation_head(registry: &Registry, viewer: &Viewer, name: &str) -> Result
 }
 
 /// The grants the viewer gave and those it received, newest first.
-pub fn list(registry: &Registry, viewer: &Viewer) -> Result<SharesResponse> {
+pub(crate) fn list(registry: &Registry, viewer: &Viewer) -> Result<SharesResponse> {
     Ok(SharesResponse {
         given: registry
             .list_shares(viewer, true)?
@@ -110,7 +110,7 @@ pub fn list(registry: &Registry, viewer: &Viewer) -> Result<SharesResponse> {
 }
 
 /// Reads of the viewer's runs by others, and forgets, newest first.
-pub fn audit(registry: &Registry, viewer: &Viewer) -> Result<AuditResponse> {
+pub(crate) fn audit(registry: &Registry, viewer: &Viewer) -> Result<AuditResponse> {
     Ok(AuditResponse {
         entries: registry
             .audit_of(viewer, 1000)?
@@ -126,7 +126,7 @@ pub fn audit(registry: &Registry, viewer: &Viewer) -> Result<AuditResponse> {
 }
 
 /// A grant as the API shows it.
-pub fn to_wire(s: ShareRow) -> Share {
+pub(crate) fn to_wire(s: ShareRow) -> Share {
     Share {
         id: s.id,
         grantor: s.grantor,

@@ -20,7 +20,7 @@ fn rule() -> Error {
 }
 
 /// What needs no stored state: some tag named, each a valid one.
-pub fn check(req: &TagsRequest) -> Result<()> {
+pub(crate) fn check(req: &TagsRequest) -> Result<()> {
     if req.add.is_empty() && req.remove.is_empty() {
         return Err(Error::invalid(
             Code::InvalidTags,
@@ -34,7 +34,7 @@ pub fn check(req: &TagsRequest) -> Result<()> {
 }
 
 /// Applies `req` (which passed `check`) to the conversation `name`.
-pub fn edit(
+pub(crate) fn edit(
     state: &AppState,
     viewer: &Viewer,
     name: &str,

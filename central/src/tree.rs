@@ -24,7 +24,7 @@ use crate::turns_cache::TurnsCache;
 
 /// Recent conversations matching `filter`, each tree's conversations
 /// depth-first (subagents after their parent, `depth` > 0).
-pub fn conversations(
+pub(crate) fn conversations(
     registry: &Registry,
     viewer: &Viewer,
     filter: &ConversationFilter,
@@ -46,7 +46,7 @@ pub fn conversations(
 }
 
 /// Reads a cursor `conversations` gave.
-pub fn parse_cursor(cursor: &str) -> Result<(String, String)> {
+pub(crate) fn parse_cursor(cursor: &str) -> Result<(String, String)> {
     cursor
         .split_once('~')
         .filter(|(last, root)| {
@@ -59,7 +59,7 @@ pub fn parse_cursor(cursor: &str) -> Result<(String, String)> {
 
 /// One conversation, by any name `resolve_conversation` takes, with its
 /// subagent conversations.
-pub fn conversation(
+pub(crate) fn conversation(
     registry: &Registry,
     viewer: &Viewer,
     name: &str,
@@ -88,7 +88,7 @@ pub fn conversation(
 
 /// Where a page of turns starts.
 #[derive(Debug, Clone, Copy)]
-pub enum PageStart<'a> {
+pub(crate) enum PageStart<'a> {
     Offset(u64),
     /// The page (of `limit` turns from the first) holding the turn of run
     /// `run` at `line` (a search hit's place); the first page when no turn
@@ -101,7 +101,7 @@ pub enum PageStart<'a> {
 
 /// The turns of one conversation in byte order across its deltas, from
 /// `start`, at most `limit`; a gap where bytes are missing or unreadable.
-pub fn turns(
+pub(crate) fn turns(
     registry: &Registry,
     store: &BlobStore,
     cache: &TurnsCache,
@@ -171,7 +171,7 @@ fn all_turns(store: &BlobStore, runs: &[StoredRun]) -> Result<Vec<ConversationTu
 }
 
 /// The runs of one conversation in byte order, for its exact bytes.
-pub fn conversation_blobs(
+pub(crate) fn conversation_blobs(
     registry: &Registry,
     viewer: &Viewer,
     name: &str,
@@ -218,7 +218,7 @@ fn tree_conversations(runs: &[StoredRun], handles: &HashMap<String, String>) -> 
         .collect()
 }
 
-pub fn descendants(
+pub(crate) fn descendants(
     registry: &Registry,
     viewer: &Viewer,
     id: &RunId,
@@ -232,7 +232,7 @@ pub fn descendants(
 }
 
 /// One run's metadata as the viewer may see it (`as_seen_by`).
-pub fn run_meta(registry: &Registry, viewer: &Viewer, run: StoredRun) -> Result<RunMeta> {
+pub(crate) fn run_meta(registry: &Registry, viewer: &Viewer, run: StoredRun) -> Result<RunMeta> {
     if run.run.user_id == viewer.user_id().as_str() {
         return Ok(run.to_wire());
     }
@@ -248,7 +248,7 @@ pub fn run_meta(registry: &Registry, viewer: &Viewer, run: StoredRun) -> Result<
 /// another's run, only the owner and itself as readers (never the other
 /// grantees), and no parent or root it may not read (the nearest readable
 /// ancestor stands as root).
-pub fn as_seen_by(viewer: &Viewer, runs: Vec<StoredRun>) -> Vec<RunMeta> {
+pub(crate) fn as_seen_by(viewer: &Viewer, runs: Vec<StoredRun>) -> Vec<RunMeta> {
     let shown: std::collections::HashSet<String> = runs.iter().map(|r| r.run.id.clone()).collect();
     runs.into_iter()
         .map(|run| {
@@ -271,7 +271,7 @@ pub fn as_seen_by(viewer: &Viewer, runs: Vec<StoredRun>) -> Vec<RunMeta> {
         .collect()
 }
 
-pub fn forest(
+pub(crate) fn forest(
     registry: &Registry,
     viewer: &Viewer,
     filter: &ForestFilter,
@@ -295,7 +295,7 @@ pub fn forest(
 
 /// `top` and everything below it, ordered by `started_at` (then id), each
 /// with its depth below `top`. `runs` must be sorted by `started_at`, id.
-pub fn shape_subtree(runs: Vec<RunMeta>, top: &str) -> Vec<TreeRun> {
+pub(crate) fn shape_subtree(runs: Vec<RunMeta>, top: &str) -> Vec<TreeRun> {
     let mut depth: HashMap<String, u32> = HashMap::from([(top.to_owned(), 0)]);
     // A child never starts before its parent is stored, but clocks differ
     // between machines: iterate until no new run joins the subtree.
@@ -325,7 +325,7 @@ pub fn shape_subtree(runs: Vec<RunMeta>, top: &str) -> Vec<TreeRun> {
 /// A whole tree in depth-first order, children by `started_at`. Runs whose
 /// parent is not among `runs` (not readable by this viewer) start their own
 /// branch at depth 0.
-pub fn shape_tree(runs: Vec<RunMeta>) -> Vec<TreeRun> {
+pub(crate) fn shape_tree(runs: Vec<RunMeta>) -> Vec<TreeRun> {
     let ids: std::collections::HashSet<&str> = runs.iter().map(|r| r.id.as_str()).collect();
     let mut children: HashMap<Option<String>, Vec<usize>> = HashMap::new();
     for (i, r) in runs.iter().enumerate() {

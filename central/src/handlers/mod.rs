@@ -1,13 +1,13 @@
 //! HTTP handlers, one file per resource, named by verb. Each extracts, makes
 //! one domain call and returns a DTO.
 
-pub mod context;
-pub mod conversations;
-pub mod meta;
-pub mod runs;
-pub mod search;
-pub mod shares;
-pub mod web;
+pub(crate) mod context;
+pub(crate) mod conversations;
+pub(crate) mod meta;
+pub(crate) mod runs;
+pub(crate) mod search;
+pub(crate) mod shares;
+pub(crate) mod web;
 
 use axum::extract::{FromRef, FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
@@ -19,7 +19,7 @@ use crate::error::{Code, Error};
 use crate::state::AppState;
 
 /// `axum::Json` whose rejections are kith's error body.
-pub struct ApiJson<T>(pub T);
+pub(crate) struct ApiJson<T>(pub T);
 
 impl<T, S> FromRequest<S> for ApiJson<T>
 where
@@ -48,7 +48,7 @@ where
 }
 
 /// `axum::extract::Query` whose rejections are kith's error body.
-pub struct ApiQuery<T>(pub T);
+pub(crate) struct ApiQuery<T>(pub T);
 
 impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for ApiQuery<T> {
     type Rejection = Error;
@@ -62,11 +62,11 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for ApiQuery<T> {
 }
 
 /// A run id from the path, validated (this is the path-traversal check).
-pub struct RunPath(pub RunId);
+pub(crate) struct RunPath(pub RunId);
 
 /// A path's `{id}` as sent (a conversation id or prefix, a share id), or
 /// kith's error body when it is not text (`%FF`).
-pub struct IdPath(pub String);
+pub(crate) struct IdPath(pub String);
 
 impl<S: Send + Sync> FromRequestParts<S> for IdPath {
     type Rejection = Error;

@@ -13,7 +13,7 @@ use crate::web::session::Secret;
 
 #[utoipa::path(post, path = "/api/web/link",
     responses((status = 201, body = SignInLink), (status = 401, body = ErrorBody)))]
-pub async fn link(
+pub(crate) async fn link(
     State(state): State<AppState>,
     viewer: Viewer,
 ) -> Result<(StatusCode, Json<SignInLink>)> {

@@ -85,7 +85,7 @@ struct StandingFields {
     captured_ms: Field,
 }
 
-pub struct EmbeddedIndex {
+pub(crate) struct EmbeddedIndex {
     index: Index,
     fields: Fields,
     reader: IndexReader,
@@ -161,7 +161,7 @@ fn schema(words: &str, standing: bool) -> (Schema, Fields) {
 impl EmbeddedIndex {
     /// Opens the index in `dir`, creating it if needed. A directory holding
     /// something that is not a compatible index is an error naming `reindex`.
-    pub fn open(dir: &Path) -> Result<Self> {
+    pub(crate) fn open(dir: &Path) -> Result<Self> {
         std::fs::create_dir_all(dir)?;
         let corrupt = |e: tantivy::TantivyError| {
             Error::unavailable(
@@ -1036,7 +1036,7 @@ impl SearchIndex for EmbeddedIndex {
 /// Removes the keyword index in `dir` and keeps the vectors (`vectors-*`),
 /// so `reindex` builds the index anew without embedding every chunk again:
 /// the chunks it puts again have the same ids and texts.
-pub fn remove_keeping_vectors(dir: &Path) -> std::io::Result<()> {
+pub(crate) fn remove_keeping_vectors(dir: &Path) -> std::io::Result<()> {
     remove_where(dir, |name| !is_vectors(name))
 }
 

@@ -75,7 +75,7 @@ const POLL_INTERVAL: Duration = Duration::from_millis(25);
 /// Documents per write request.
 const DOCS_PER_REQUEST: usize = 1000;
 
-pub struct MeiliIndex {
+pub(crate) struct MeiliIndex {
     /// Runs the SDK's futures (see the module doc). `None` only in `drop`.
     rt: Option<tokio::runtime::Runtime>,
     /// The index, and through its `client` the server.
@@ -112,7 +112,7 @@ struct Pending {
 impl MeiliIndex {
     /// A handle on the configured server and index. No network call: see
     /// the module doc.
-    pub fn open(config: &SearchConfig) -> Result<Self> {
+    pub(crate) fn open(config: &SearchConfig) -> Result<Self> {
         let key = match (&config.api_key, &config.api_key_file) {
             (Some(key), _) => Some(key.clone()),
             (None, Some(path)) => Some(MeiliKey::read(path)?),

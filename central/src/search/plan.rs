@@ -10,11 +10,11 @@ use crate::error::{Code, Error, Result};
 use crate::index::{fusion, Filters, MAX_GROUP_POOL};
 use crate::registry::Facets;
 
-pub const DEFAULT_LIMIT: u32 = 10;
+pub(super) const DEFAULT_LIMIT: u32 = 10;
 /// Larger limits are clamped to this, not refused.
-pub const MAX_LIMIT: u32 = 100;
-pub const MAX_OFFSET: u32 = 1000;
-pub const MAX_QUERY_BYTES: usize = 4096;
+pub(crate) const MAX_LIMIT: u32 = 100;
+pub(crate) const MAX_OFFSET: u32 = 1000;
+pub(super) const MAX_QUERY_BYTES: usize = 4096;
 /// Hits fetched per conversation asked for, to fill groups; doubled while
 /// the hits fall in fewer conversations than the page reaches.
 const GROUP_POOL_FACTOR: usize = 5;

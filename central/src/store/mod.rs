@@ -4,9 +4,9 @@
 //! rewritten in place (a tag edit replaces the metadata file whole). The
 //! metadata is a versioned record (`record`).
 
-pub mod record;
+pub(crate) mod record;
 
-pub use record::RunRecord;
+pub(crate) use record::RunRecord;
 
 use std::fs::{self, File};
 use std::io::{self, Write};
@@ -19,7 +19,7 @@ use crate::privacy::Operator;
 
 /// How the names of files being written start: one left behind is a write
 /// a crash cut short (`serve` removes them at start, `doctor` names them).
-pub const TEMP_PREFIX: &str = ".tmp-";
+pub(crate) const TEMP_PREFIX: &str = ".tmp-";
 
 #[derive(Debug, Clone)]
 pub struct BlobStore {

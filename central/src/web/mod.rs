@@ -8,11 +8,11 @@
 //! through the JSON handlers' own functions with it. There is no privacy
 //! rule here: what a page cannot read is "not found", as in the API.
 
-pub mod actions;
-pub mod assets;
-pub mod limits;
-pub mod pages;
-pub mod session;
+pub(crate) mod actions;
+pub(crate) mod assets;
+pub(crate) mod limits;
+pub(crate) mod pages;
+pub(crate) mod session;
 mod view;
 
 use askama::Template;
@@ -22,13 +22,11 @@ use axum::response::{IntoResponse, Redirect, Response};
 use crate::error::Error;
 use crate::http_error;
 
-pub use limits::SignInLimits;
-
 /// Changes the assets' URLs with each release (they are cached for a day).
-pub const ASSET_VERSION: &str = env!("CARGO_PKG_VERSION");
+pub(crate) const ASSET_VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// A page, or why there is none: any error of the domain, shown as HTML.
-pub struct PageError(Error);
+pub(crate) struct PageError(Error);
 
 impl From<Error> for PageError {
     fn from(e: Error) -> Self {
@@ -42,7 +40,7 @@ impl From<tokio::task::JoinError> for PageError {
     }
 }
 
-pub type PageResult = Result<Response, PageError>;
+pub(crate) type PageResult = Result<Response, PageError>;
 
 impl IntoResponse for PageError {
     fn into_response(self) -> Response {
@@ -80,7 +78,7 @@ impl IntoResponse for PageError {
 
 /// A template as an HTML response (a template that fails to render is a
 /// bug: logged, and a bare 500).
-pub fn render<T: Template>(page: &T) -> Response {
+pub(crate) fn render<T: Template>(page: &T) -> Response {
     match page.render() {
         Ok(html) => ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], html).into_response(),
         Err(e) => {

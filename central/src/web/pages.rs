@@ -34,7 +34,7 @@ impl WebSession {
 /// The search form's fields (every one optional: an empty form is the
 /// start page).
 #[derive(Debug, Default, Deserialize)]
-pub struct SearchForm {
+pub(crate) struct SearchForm {
     #[serde(default)]
     q: String,
     #[serde(default)]
@@ -96,7 +96,7 @@ fn date(name: &str, v: &str, through: bool) -> Result<Option<String>, Error> {
         })
 }
 
-pub async fn search(
+pub(crate) async fn search(
     State(state): State<AppState>,
     session: WebSession,
     Query(form): Query<SearchForm>,
@@ -180,7 +180,7 @@ pub async fn search(
 }
 
 #[derive(Debug, Default, Deserialize)]
-pub struct PageQuery {
+pub(crate) struct PageQuery {
     cursor: Option<String>,
     offset: Option<u64>,
     /// A search hit's place (`run`, `line`): the page holding it.
@@ -189,7 +189,7 @@ pub struct PageQuery {
 }
 
 /// Recent conversations, subagents under them.
-pub async fn recent(
+pub(crate) async fn recent(
     State(state): State<AppState>,
     session: WebSession,
     Query(page): Query<PageQuery>,
@@ -225,7 +225,7 @@ pub async fn recent(
 
 /// One conversation: its turns in order across its deltas, and its
 /// subagents.
-pub async fn conversation(
+pub(crate) async fn conversation(
     State(state): State<AppState>,
     session: WebSession,
     Path(id): Path<String>,
@@ -287,7 +287,7 @@ pub async fn conversation(
 }
 
 /// The conversation's exact bytes, as `GET /api/conversations/{id}/jsonl`.
-pub async fn raw(
+pub(crate) async fn raw(
     State(state): State<AppState>,
     session: WebSession,
     Path(id): Path<String>,
@@ -296,7 +296,7 @@ pub async fn raw(
 }
 
 /// Shared with me, and my shares (with revoke).
-pub async fn shares(State(state): State<AppState>, session: WebSession) -> PageResult {
+pub(crate) async fn shares(State(state): State<AppState>, session: WebSession) -> PageResult {
     let viewer = session.viewer.clone();
     let res = tokio::task::spawn_blocking(move || crate::sharing::list(state.registry(), &viewer))
         .await??;
@@ -309,7 +309,7 @@ pub async fn shares(State(state): State<AppState>, session: WebSession) -> PageR
 }
 
 /// Who read my runs, each run named by its conversation's title.
-pub async fn audit(State(state): State<AppState>, session: WebSession) -> PageResult {
+pub(crate) async fn audit(State(state): State<AppState>, session: WebSession) -> PageResult {
     let viewer = session.viewer.clone();
     let rows = tokio::task::spawn_blocking(move || {
         let res = crate::sharing::audit(state.registry(), &viewer)?;
@@ -341,7 +341,7 @@ pub async fn audit(State(state): State<AppState>, session: WebSession) -> PageRe
 }
 
 /// My machines, with revoke.
-pub async fn machines(State(state): State<AppState>, session: WebSession) -> PageResult {
+pub(crate) async fn machines(State(state): State<AppState>, session: WebSession) -> PageResult {
     let me = session.viewer.user_id().clone();
     let mine = me.clone();
     let machines = tokio::task::spawn_blocking(move || state.registry().list_machines())
@@ -360,7 +360,7 @@ pub async fn machines(State(state): State<AppState>, session: WebSession) -> Pag
 }
 
 /// Every user and machine, for an admin; "not found" for anyone else.
-pub async fn admin(State(state): State<AppState>, session: WebSession) -> PageResult {
+pub(crate) async fn admin(State(state): State<AppState>, session: WebSession) -> PageResult {
     if !session.viewer.is_admin() {
         return Err(Error::not_found("page").into());
     }
