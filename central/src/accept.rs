@@ -23,18 +23,18 @@ use tower::ServiceExt;
 
 /// Connections served at once; the next waits in the listen backlog until
 /// one ends (an idle one ends after `HEADER_READ_TIMEOUT`).
-pub const MAX_CONNECTIONS: usize = 1024;
+pub(crate) const MAX_CONNECTIONS: usize = 1024;
 
 /// How long a client has to send a request's headers, counted from the
 /// connection's start or the end of its previous response.
-pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How long a client has to complete the TLS handshake.
 const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Serves `app` on every connection `listener` accepts until `shutdown`
 /// resolves, then waits for the requests in flight.
-pub async fn serve(
+pub(crate) async fn serve(
     listener: TcpListener,
     tls: Option<tokio_rustls::TlsAcceptor>,
     app: axum::Router,

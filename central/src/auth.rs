@@ -9,19 +9,19 @@ use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 
 /// A bearer token. `Debug` never shows it.
-pub struct Token(String);
+pub(crate) struct Token(String);
 
 impl Token {
-    pub fn new(s: String) -> Self {
+    pub(crate) fn new(s: String) -> Self {
         Self(s)
     }
 
-    pub fn expose(&self) -> &str {
+    pub(crate) fn expose(&self) -> &str {
         &self.0
     }
 
     /// What the registry stores and looks up: hex sha256 of the token.
-    pub fn sha256(&self) -> String {
+    pub(crate) fn sha256(&self) -> String {
         kith_shared::hash::sha256_hex(self.0.as_bytes())
     }
 }
@@ -48,14 +48,14 @@ impl FromRequestParts<AppState> for Viewer {
             .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
             .map(|(_, t)| Token::new(t.trim().to_owned()))
             .filter(|t| !t.expose().is_empty())
-            .ok_or(Error::Unauthorized)?;
+            .ok_or(Error::Unauthenticated)?;
         // Off the async workers: a registry read can wait behind a long one.
         let registry = state.clone();
         let viewer = tokio::task::spawn_blocking(move || {
             registry.registry().viewer_by_token(&token.sha256())
         })
         .await??
-        .ok_or(Error::Unauthorized)?;
+        .ok_or(Error::Unauthenticated)?;
         if let Some(machine) = viewer.machine_id() {
             state.note_seen(machine);
         }

@@ -249,7 +249,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
                 },
                 Err(
                     e @ crate::error::Error::Unavailable {
-                        code: "index_unavailable",
+                        code: crate::error::Code::IndexUnavailable,
                         ..
                     },
                 ) => {

@@ -4,31 +4,31 @@
 //! with its citation, its conversation's title, who and when. No model
 //! writes anything: the pack is what the agents wrote, cited.
 
-pub mod pack;
+pub(crate) mod pack;
 
 use std::collections::HashMap;
 
 use kith_proto::{ContextRequest, ContextResponse, GroupBy, SearchMode, SearchRequest};
 
-use crate::error::{Error, Result};
+use crate::error::{Code, Error, Result};
 use crate::registry::Viewer;
 use crate::state::AppState;
 
-pub const DEFAULT_BUDGET: u32 = 4000;
-pub const MAX_BUDGET: u32 = 32_000;
+pub(crate) const DEFAULT_BUDGET: u32 = 4000;
+pub(crate) const MAX_BUDGET: u32 = 32_000;
 /// Hits a pack is chosen from: search's largest page. A 4,000-token pack
 /// holds 15-40 passages; the rest make room for near-copies left out.
 const CANDIDATES: u32 = crate::search::MAX_LIMIT;
 
-pub async fn context(
+pub(crate) async fn context(
     state: &AppState,
     viewer: &Viewer,
     req: ContextRequest,
 ) -> Result<ContextResponse> {
     let budget = req.budget_tokens.unwrap_or(DEFAULT_BUDGET);
     if !(1..=MAX_BUDGET).contains(&budget) {
-        return Err(Error::bad_request(
-            "invalid_budget",
+        return Err(Error::invalid(
+            Code::InvalidBudget,
             format!("budget_tokens must be 1 to {MAX_BUDGET}, not {budget}"),
         ));
     }

@@ -16,7 +16,7 @@ use std::fmt;
 use kith_proto::{Conversation, ConversationTurn, InlineSubagent, ToolCall};
 use kith_shared::transcript::{Role, Turn};
 
-use crate::error::{Error, Result};
+use crate::error::{Code, Error, Result};
 use crate::run::Run;
 
 /// A conversation's id: `c` and 32 hex digits derived from its first run's
@@ -39,8 +39,8 @@ impl ConversationId {
         if is_prefix(s) && s.len() == ID_LEN {
             Ok(Self(s.to_owned()))
         } else {
-            Err(Error::bad_request(
-                "invalid_id",
+            Err(Error::invalid(
+                Code::InvalidId,
                 "a conversation id is 'c' and 32 hex digits",
             ))
         }
@@ -58,7 +58,7 @@ impl fmt::Display for ConversationId {
 }
 
 /// Whether `s` can start a conversation id: `c` and lowercase hex digits.
-pub fn is_prefix(s: &str) -> bool {
+pub(crate) fn is_prefix(s: &str) -> bool {
     s.len() <= ID_LEN
         && s.strip_prefix('c').is_some_and(|hex| {
             hex.bytes()
@@ -68,12 +68,12 @@ pub fn is_prefix(s: &str) -> bool {
 
 /// What a name given by a person can be: a whole run id, or a prefix of a
 /// conversation id or of a run id (at least 4 characters).
-pub const MIN_PREFIX: usize = 4;
+pub(crate) const MIN_PREFIX: usize = 4;
 
 /// The conversation of a run, computed from the runs before it: a delta
 /// that continues a delta of the same source belongs to its conversation;
 /// any other run starts one.
-pub fn conversation_of(run: &Run, previous_of_source: Option<&Run>) -> ConversationId {
+pub(crate) fn conversation_of(run: &Run, previous_of_source: Option<&Run>) -> ConversationId {
     previous_of_source
         .and_then(|p| p.conversation.as_deref())
         .map_or_else(
@@ -85,7 +85,7 @@ pub fn conversation_of(run: &Run, previous_of_source: Option<&Run>) -> Conversat
 /// The conversation of every run of `runs`, for runs stored before kith
 /// recorded it: walk up `parent_run_id` while the parent is a delta of the
 /// same source.
-pub fn conversations_of(runs: &[&Run]) -> HashMap<String, ConversationId> {
+pub(crate) fn conversations_of(runs: &[&Run]) -> HashMap<String, ConversationId> {
     let by_id: HashMap<&str, &Run> = runs.iter().map(|r| (r.id.as_str(), *r)).collect();
     runs.iter()
         .map(|run| {
@@ -110,7 +110,7 @@ pub fn conversations_of(runs: &[&Run]) -> HashMap<String, ConversationId> {
 
 /// One conversation's runs that a viewer may read, in byte order, and who
 /// wrote them.
-pub struct ConversationRuns<'a> {
+pub(crate) struct ConversationRuns<'a> {
     pub id: &'a ConversationId,
     /// The owner's handle.
     pub owner: &'a str,
@@ -122,7 +122,7 @@ pub struct ConversationRuns<'a> {
 
 /// The facts of a conversation, folded from its readable runs: the first
 /// run names its title, session and place; counts add up; lists merge.
-pub fn fold(c: &ConversationRuns<'_>) -> Option<Conversation> {
+pub(crate) fn fold(c: &ConversationRuns<'_>) -> Option<Conversation> {
     let first = c.runs.first()?;
     let mut files = BTreeSet::new();
     let mut tools = BTreeSet::new();
@@ -209,7 +209,7 @@ fn inline_subagents(runs: &[&Run]) -> Vec<InlineSubagent> {
 /// (a conversation, then each conversation its runs spawned, by start). A
 /// conversation whose parent is not among `runs` starts at depth 0. `runs`
 /// must be sorted by `started_at`.
-pub fn shape<'a>(runs: &[&'a Run]) -> Vec<(ConversationId, u32, Vec<&'a Run>)> {
+pub(crate) fn shape<'a>(runs: &[&'a Run]) -> Vec<(ConversationId, u32, Vec<&'a Run>)> {
     let mut order: Vec<ConversationId> = Vec::new();
     let mut members: HashMap<ConversationId, Vec<&'a Run>> = HashMap::new();
     let of_run = conversations_of(runs);
@@ -260,7 +260,7 @@ pub fn shape<'a>(runs: &[&'a Run]) -> Vec<(ConversationId, u32, Vec<&'a Run>)> {
 }
 
 /// The parent conversation of each conversation `shape` returned.
-pub fn parents(
+pub(crate) fn parents(
     shaped: &[(ConversationId, u32, Vec<&Run>)],
 ) -> HashMap<ConversationId, ConversationId> {
     let mut stack: Vec<(&ConversationId, u32)> = Vec::new();
@@ -279,7 +279,7 @@ pub fn parents(
 
 /// One delta's turns as the API shows them: a tool turn's first line is
 /// its call, the lines after it the result.
-pub fn turns_of(run_id: &str, turns: Vec<Turn>) -> Vec<ConversationTurn> {
+pub(crate) fn turns_of(run_id: &str, turns: Vec<Turn>) -> Vec<ConversationTurn> {
     turns
         .into_iter()
         .map(|t| {
@@ -313,7 +313,7 @@ pub fn turns_of(run_id: &str, turns: Vec<Turn>) -> Vec<ConversationTurn> {
 /// The marker before a delta that does not start where the last one shown
 /// ended: bytes `from..to` of the transcript were not captured, or the
 /// viewer may not read them.
-pub fn gap(next_run_id: &str, from: u64, to: u64) -> ConversationTurn {
+pub(crate) fn gap(next_run_id: &str, from: u64, to: u64) -> ConversationTurn {
     ConversationTurn {
         run_id: next_run_id.to_owned(),
         line_start: 0,

@@ -18,7 +18,7 @@ use crate::state::AppState;
 /// Forgets the conversation `name` names for `who`. Blocking: call from a
 /// blocking thread, holding the ingest gate (a delta continuing the chain
 /// meanwhile would hang under a run that is going).
-pub fn forget(state: &AppState, who: Forgetter<'_>, name: &str) -> Result<ForgetResponse> {
+pub(crate) fn forget(state: &AppState, who: Forgetter<'_>, name: &str) -> Result<ForgetResponse> {
     let registry = state.registry();
     let set = registry.forget_set(who, name)?;
     let run_ids = set.run_ids();

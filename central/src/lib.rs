@@ -2,39 +2,42 @@
 //! the authoritative record, indexes them and answers searches, showing each
 //! viewer only what they may read. `main.rs` is a thin wrapper over `cli`.
 
-pub mod accept;
-pub mod auth;
+#![warn(unreachable_pub)]
+
+mod accept;
+mod auth;
 pub mod cli;
 pub mod config;
-pub mod context;
-pub mod conversation;
-pub mod embed;
+mod context;
+mod conversation;
+mod embed;
 pub mod error;
-pub mod forget;
-pub mod handlers;
-pub mod http_limits;
-pub mod index;
+mod forget;
+mod handlers;
+mod http_error;
+mod http_limits;
+mod index;
 pub mod indexer;
 pub mod ingest;
-pub mod maintenance;
-pub mod metrics;
+mod maintenance;
+mod metrics;
 pub mod pds;
-pub mod priority;
+mod priority;
 pub mod privacy;
-pub mod private;
+mod private;
 pub mod registry;
 pub mod routes;
-pub mod run;
-pub mod search;
-pub mod serve;
-pub mod sharing;
+mod run;
+mod search;
+mod serve;
+mod sharing;
 pub mod state;
-pub mod store;
-pub mod sync;
-pub mod tagging;
-pub mod tree;
-pub mod turns_cache;
+mod store;
+mod sync;
+mod tagging;
+mod tree;
+mod turns_cache;
 pub mod vectorizer;
-pub mod web;
+mod web;
 
 pub use serve::serve;

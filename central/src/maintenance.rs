@@ -19,7 +19,7 @@ use crate::state::AppState;
 use crate::store::RunRecord;
 
 #[derive(Debug, Default)]
-pub struct ReindexReport {
+pub(crate) struct ReindexReport {
     pub n_runs: u64,
     pub n_chunks: u64,
     /// Blobs that could not be used, with why.
@@ -38,7 +38,7 @@ fn progress(len: u64, what: &str) -> ProgressBar {
 }
 
 /// Rebuilds the run catalog and the search index from the blobs.
-pub fn reindex(state: &AppState, operator: &Operator) -> Result<ReindexReport> {
+pub(crate) fn reindex(state: &AppState, operator: &Operator) -> Result<ReindexReport> {
     let store = state.store();
     let files = store.metadata_files(operator)?;
     let mut report = ReindexReport::default();
@@ -123,7 +123,7 @@ pub fn reindex(state: &AppState, operator: &Operator) -> Result<ReindexReport> {
 
 /// What `recover` found and mended at start.
 #[derive(Debug, Default)]
-pub struct Recovery {
+pub(crate) struct Recovery {
     /// Temp files of writes a crash cut short, removed.
     pub temps_removed: usize,
     /// Runs whose blob was written but not their registry row, now rows.
@@ -136,7 +136,7 @@ pub struct Recovery {
 /// client's retry is answered `already_indexed` with that run instead of
 /// storing the delta twice. A blob that does not match its metadata is
 /// left for `doctor` to name.
-pub fn recover(state: &AppState, operator: &Operator) -> Result<Recovery> {
+pub(crate) fn recover(state: &AppState, operator: &Operator) -> Result<Recovery> {
     let store = state.store();
     let mut recovery = Recovery::default();
     for temp in store.leftover_temps()? {
@@ -217,7 +217,7 @@ fn stamp_chunking(state: &AppState) -> Result<()> {
 /// older kith-central. They keep those chunks (the vectorizer embeds the
 /// texts the index holds) and are found as before; `reindex` chunks them
 /// again. An empty index is stamped with this version.
-pub fn older_chunking(state: &AppState) -> Result<Option<u32>> {
+pub(crate) fn older_chunking(state: &AppState) -> Result<Option<u32>> {
     let built = chunking_stamp(state);
     if built == Some(CHUNKING_VERSION) {
         return Ok(None);
@@ -245,10 +245,10 @@ fn ancestry_from(parents: &HashMap<&str, Option<&str>>, id: &str) -> String {
 }
 
 /// One kind of drift and the runs (or files) that show it.
-pub type DoctorReport = BTreeMap<&'static str, Vec<String>>;
+pub(crate) type DoctorReport = BTreeMap<&'static str, Vec<String>>;
 
 /// Compares blobs, registry and index; an empty report means no drift.
-pub fn doctor(state: &AppState, operator: &Operator) -> Result<DoctorReport> {
+pub(crate) fn doctor(state: &AppState, operator: &Operator) -> Result<DoctorReport> {
     let store = state.store();
     let mut report = DoctorReport::new();
     let mut blob_paths = HashSet::new();

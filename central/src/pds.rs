@@ -20,7 +20,7 @@ use atrium_api::types::string::Handle;
 use atrium_api::xrpc::error::{Error as XrpcError, XrpcErrorKind};
 use atrium_xrpc_client::reqwest::{ReqwestClient, ReqwestClientBuilder};
 
-use crate::error::{Error, Result};
+use crate::error::{Code, Error, Result};
 
 /// A password (the account's main password or an app password). `Debug`
 /// never shows it; [`Password::expose`] is the one way to read it.
@@ -73,8 +73,8 @@ pub async fn resolve_handle(pds_url: &str, handle: &str) -> Result<String> {
     match res {
         Ok(out) => Ok(out.data.did.as_str().to_owned()),
         Err(e) => Err(match classify(&e) {
-            Failure::Status(400 | 404, _) => Error::bad_request(
-                "handle_not_found",
+            Failure::Status(400 | 404, _) => Error::invalid(
+                Code::HandleNotFound,
                 format!("the handle {handle} does not resolve on the PDS at {base}"),
             ),
             f => failed(&base, "resolveHandle", f),
@@ -110,8 +110,8 @@ pub async fn create_app_password(
             secret: Password::new(out.data.password),
         }),
         Err(e) => Err(match classify(&e) {
-            Failure::Status(400, code) if code == "InvalidToken" => Error::bad_request(
-                "main_password_required",
+            Failure::Status(400, code) if code == "InvalidToken" => Error::invalid(
+                Code::MainPasswordRequired,
                 format!(
                     "the PDS at {base} will not create app passwords from this login: \
                      give {handle}'s main password, not an app password"
@@ -122,7 +122,7 @@ pub async fn create_app_password(
             Failure::Status(500, code) => {
                 if has_app_password(&agent, name).await {
                     Error::conflict(
-                        "app_password_exists",
+                        Code::AppPasswordExists,
                         format!(
                             "an app password with this name already exists on the PDS ({name:?})"
                         ),
@@ -147,10 +147,10 @@ pub async fn check_app_password(
     let agent = login(&base, handle, app_password).await?;
     match agent.did().await {
         Some(did) => Ok(did.as_str().to_owned()),
-        None => Err(Error::Unavailable {
-            code: "pds_failed",
-            message: format!("the PDS at {base} returned a session without a DID"),
-        }),
+        None => Err(Error::unavailable(
+            Code::PdsFailed,
+            format!("the PDS at {base} returned a session without a DID"),
+        )),
     }
 }
 
@@ -187,8 +187,8 @@ async fn login(base: &str, handle: &str, password: &Password) -> Result<Agent> {
     match agent.login(handle, password.expose()).await {
         Ok(_) => Ok(agent),
         Err(e) => Err(match classify(&e) {
-            Failure::Status(401, _) => Error::bad_request(
-                "wrong_password",
+            Failure::Status(401, _) => Error::invalid(
+                Code::WrongPassword,
                 format!(
                     "the PDS at {base} refused the password for {handle} (AuthenticationRequired)"
                 ),
@@ -224,8 +224,8 @@ fn base_url(pds_url: &str) -> Result<String> {
         Some(host) if !host.is_empty() && !host.contains(char::is_whitespace) => {
             Ok(base.to_owned())
         }
-        _ => Err(Error::bad_request(
-            "pds_url_invalid",
+        _ => Err(Error::invalid(
+            Code::PdsUrlInvalid,
             format!("the PDS URL must look like https://pds.example.com, not {pds_url:?}"),
         )),
     }
@@ -238,8 +238,8 @@ pub fn is_handle(s: &str) -> bool {
 
 fn parse_handle(handle: &str) -> Result<Handle> {
     Handle::new(handle.to_owned()).map_err(|why| {
-        Error::bad_request(
-            "handle_invalid",
+        Error::invalid(
+            Code::HandleInvalid,
             format!("{handle:?} is not an AT Protocol handle ({why})"),
         )
     })
@@ -301,10 +301,10 @@ fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
 fn failed(base: &str, call: &str, f: Failure) -> Error {
     let message = match f {
         Failure::Unreachable(reason) => {
-            return Error::Unavailable {
-                code: "pds_unreachable",
-                message: format!("cannot reach the PDS at {base}: {reason}"),
-            }
+            return Error::unavailable(
+                Code::PdsUnreachable,
+                format!("cannot reach the PDS at {base}: {reason}"),
+            )
         }
         Failure::Status(status, code) if code.is_empty() => {
             format!("the PDS at {base} failed {call}: HTTP {status}")
@@ -316,8 +316,5 @@ fn failed(base: &str, call: &str, f: Failure) -> Error {
             format!("{base} answered {call} with something else than XRPC; is it a PDS?")
         }
     };
-    Error::Unavailable {
-        code: "pds_failed",
-        message,
-    }
+    Error::unavailable(Code::PdsFailed, message)
 }

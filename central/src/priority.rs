@@ -6,14 +6,14 @@
 
 /// The embedding model's worker and ONNX Runtime's threads, and ANN
 /// training. Queries also preempt the model in the embed queue.
-pub const MODEL: i32 = 10;
+pub(crate) const MODEL: i32 = 10;
 
 /// The indexing thread (and the index writer's threads it starts): above
 /// the model, so text stays searchable first.
-pub const INDEX: i32 = 5;
+pub(crate) const INDEX: i32 = 5;
 
 /// Lowers the calling thread's CPU priority to `nice`.
-pub fn lower(nice: i32) {
+pub(crate) fn lower(nice: i32) {
     if let Err(e) = rustix::process::setpriority_process(None, nice) {
         tracing::debug!("cannot lower a background thread's CPU priority: {e}");
     }

@@ -8,12 +8,12 @@ use std::io;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 
-pub const DIR_MODE: u32 = 0o700;
-pub const FILE_MODE: u32 = 0o600;
+pub(crate) const DIR_MODE: u32 = 0o700;
+pub(crate) const FILE_MODE: u32 = 0o600;
 
 /// Creates `dir` and any missing parents as 0700, and makes `dir` itself
 /// 0700 if it already existed (a data directory made by hand, say).
-pub fn create_dir_all(dir: &Path) -> io::Result<()> {
+pub(crate) fn create_dir_all(dir: &Path) -> io::Result<()> {
     fs::DirBuilder::new()
         .recursive(true)
         .mode(DIR_MODE)
@@ -22,7 +22,7 @@ pub fn create_dir_all(dir: &Path) -> io::Result<()> {
 }
 
 /// A new file, 0600, that must not exist yet.
-pub fn create_new(path: &Path) -> io::Result<fs::File> {
+pub(crate) fn create_new(path: &Path) -> io::Result<fs::File> {
     let file = OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -35,7 +35,7 @@ pub fn create_new(path: &Path) -> io::Result<fs::File> {
 }
 
 /// Makes an existing file or folder `mode`; a missing one is left missing.
-pub fn restrict(path: &Path, mode: u32) -> io::Result<()> {
+pub(crate) fn restrict(path: &Path, mode: u32) -> io::Result<()> {
     match fs::set_permissions(path, Permissions::from_mode(mode)) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
         other => other,

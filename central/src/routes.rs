@@ -22,7 +22,7 @@ use tower_http::trace::{DefaultOnFailure, DefaultOnResponse, TraceLayer};
 use tracing::Level;
 use utoipa::OpenApi;
 
-use crate::error::Error;
+use crate::error::{Code, Error};
 use crate::handlers::{context, conversations, meta, runs, search, shares, web};
 use crate::http_limits::{
     body_limit, BODY_READ_TIMEOUT, MAX_HEADER_BYTES, MAX_REQUEST_BYTES, MAX_URI_BYTES,
@@ -61,7 +61,7 @@ pub fn app(state: AppState) -> Router {
         .route("/api/audit", get(shares::audit))
         .route("/api/web/link", post(web::link))
         .merge(pages())
-        .fallback(|| async { Error::NotFound { what: "route" } })
+        .fallback(|| async { Error::not_found("route") })
         .method_not_allowed_fallback(|| async { Error::MethodNotAllowed })
         // The limit applies to the decompressed body, so a small zstd bomb
         // cannot expand past it. (A delta's route sets its own.)
@@ -156,7 +156,7 @@ fn check_head(req: &Request, limit: usize) -> Result<(), Error> {
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|n| n > limit as u64) {
-        return Err(Error::PayloadTooLarge { limit });
+        return Err(Error::BodyTooLarge { limit });
     }
     Ok(())
 }
@@ -203,13 +203,13 @@ fn with_error_body(res: Response, limit: usize) -> Response {
         return res;
     }
     let error = match status {
-        StatusCode::BAD_REQUEST => Error::bad_request("bad_request", "the request is malformed"),
+        StatusCode::BAD_REQUEST => Error::invalid(Code::BadRequest, "the request is malformed"),
         StatusCode::METHOD_NOT_ALLOWED => Error::MethodNotAllowed,
-        StatusCode::PAYLOAD_TOO_LARGE => Error::PayloadTooLarge { limit },
+        StatusCode::PAYLOAD_TOO_LARGE => Error::BodyTooLarge { limit },
         StatusCode::URI_TOO_LONG => Error::UriTooLong {
             limit: MAX_URI_BYTES,
         },
-        StatusCode::UNSUPPORTED_MEDIA_TYPE => Error::UnsupportedMediaType {
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => Error::UnreadableBody {
             message: "the body must be JSON, sent as is or with Content-Encoding gzip or zstd"
                 .into(),
         },
@@ -418,14 +418,17 @@ mod tests {
     #[tokio::test]
     async fn bodiless_refusals_get_the_error_body() {
         let cases = [
-            (StatusCode::BAD_REQUEST, "bad_request"),
-            (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
-            (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
-            (StatusCode::URI_TOO_LONG, "uri_too_long"),
-            (StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type"),
+            (StatusCode::BAD_REQUEST, Code::BadRequest),
+            (StatusCode::METHOD_NOT_ALLOWED, Code::MethodNotAllowed),
+            (StatusCode::PAYLOAD_TOO_LARGE, Code::PayloadTooLarge),
+            (StatusCode::URI_TOO_LONG, Code::UriTooLong),
+            (
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                Code::UnsupportedMediaType,
+            ),
             (
                 StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
-                "headers_too_large",
+                Code::HeadersTooLarge,
             ),
         ];
         for (status, code) in cases {
@@ -439,7 +442,7 @@ mod tests {
             assert_eq!(out.headers()[header::ALLOW], "GET,HEAD");
             assert_eq!(out.headers()[header::CONTENT_TYPE], "application/json");
             let body = body_of(out).await;
-            assert_eq!(body["error"]["code"], code, "{status}");
+            assert_eq!(body["error"]["code"], code.name(), "{status}");
             if status == StatusCode::PAYLOAD_TOO_LARGE {
                 assert!(body["error"]["message"]
                     .as_str()
@@ -449,7 +452,10 @@ mod tests {
         }
         let has_body = Error::run_not_found().into_response();
         let out = with_error_body(has_body, 4096);
-        assert_eq!(body_of(out).await["error"]["code"], "run_not_found");
+        assert_eq!(
+            body_of(out).await["error"]["code"],
+            Code::RunNotFound.name()
+        );
         let ok = with_error_body(StatusCode::NO_CONTENT.into_response(), 4096);
         assert_eq!(ok.status(), StatusCode::NO_CONTENT);
         assert!(!ok.headers().contains_key(header::CONTENT_TYPE));

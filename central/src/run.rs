@@ -113,7 +113,7 @@ impl Run {
 }
 
 /// How the bytes of an agent's runs read.
-pub fn format_of(runtime: AgentRuntime) -> Format {
+pub(crate) fn format_of(runtime: AgentRuntime) -> Format {
     Format::of_runtime(runtime.as_str())
 }
 

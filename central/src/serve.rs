@@ -10,13 +10,13 @@ use tokio::net::TcpListener;
 use crate::config::SearchBackend;
 use crate::config::{Config, PlainHttp, TlsConfig};
 use crate::embed::{EmbedError, EmbedQueue};
-use crate::error::{Error, Result};
+use crate::error::{Code, Error, Result};
 use crate::privacy::Operator;
 use crate::state::AppState;
 
 /// Failpoint: when set, `serve` does not start the indexer, so accepted runs
 /// stay queued (what a crash right after the 202 looks like).
-pub const FAILPOINT_INDEXER_PAUSED: &str = "KITH_FAILPOINT_INDEXER_PAUSED";
+pub(crate) const FAILPOINT_INDEXER_PAUSED: &str = "KITH_FAILPOINT_INDEXER_PAUSED";
 
 /// What `main` and the tests both call.
 pub async fn serve(
@@ -109,13 +109,13 @@ fn refuse_a_lost_index(config: &Config) -> Result<()> {
     {
         return Ok(());
     }
-    Err(Error::Unavailable {
-        code: "index_unavailable",
-        message: format!(
+    Err(Error::unavailable(
+        Code::IndexUnavailable,
+        format!(
             "the search index in {} is missing, though runs were indexed; run `kith-central reindex` to rebuild it",
             dir.display()
         ),
-    })
+    ))
 }
 
 /// Why central has no embedder (it then serves keyword search only).

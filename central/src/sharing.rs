@@ -6,17 +6,17 @@
 use kith_proto::{AuditEntry, AuditResponse, Share, ShareRequest, SharesResponse};
 use kith_shared::ids::RunId;
 
-use crate::error::{Error, Result};
+use crate::error::{Code, Error, Result};
 use crate::privacy::GrantScope;
 use crate::registry::Viewer;
 use crate::registry::{Registry, ShareRow};
 
-pub fn grant(registry: &Registry, viewer: &Viewer, req: &ShareRequest) -> Result<ShareRow> {
+pub(crate) fn grant(registry: &Registry, viewer: &Viewer, req: &ShareRequest) -> Result<ShareRow> {
     let scope = match req.scope.split_once(':') {
         Some(("conversation", name)) => GrantScope::Run(conversation_head(registry, viewer, name)?),
         _ => GrantScope::parse(&req.scope).ok_or_else(|| {
-            Error::bad_request(
-                "invalid_scope",
+            Error::invalid(
+                Code::InvalidScope,
                 "scope must be conversation:<id>, run:<run id> or tag:<tag>",
             )
         })?,
@@ -24,7 +24,7 @@ pub fn grant(registry: &Registry, viewer: &Viewer, req: &ShareRequest) -> Result
     match &scope {
         GrantScope::Run(id) => {
             let id =
-                RunId::parse(id).map_err(|e| Error::bad_request("invalid_id", e.to_string()))?;
+                RunId::parse(id).map_err(|e| Error::invalid(Code::InvalidId, e.to_string()))?;
             registry
                 .run(viewer, &id)?
                 .filter(|r| r.run.user_id == viewer.user_id().as_str())
@@ -32,8 +32,8 @@ pub fn grant(registry: &Registry, viewer: &Viewer, req: &ShareRequest) -> Result
         }
         GrantScope::Tag(tag) => {
             if !registry.has_tag(viewer, tag)? {
-                return Err(Error::bad_request(
-                    "unknown_tag",
+                return Err(Error::invalid(
+                    Code::UnknownTag,
                     format!("none of your runs has the tag {tag:?}: nothing would be shared"),
                 ));
             }
@@ -41,21 +41,21 @@ pub fn grant(registry: &Registry, viewer: &Viewer, req: &ShareRequest) -> Result
     }
     let grantee = registry
         .user_id_by_handle(&req.with)?
-        .ok_or(Error::NotFound { what: "user" })?;
+        .ok_or(Error::not_found("user"))?;
     if &grantee == viewer.user_id() {
-        return Err(Error::bad_request(
-            "invalid_grantee",
+        return Err(Error::invalid(
+            Code::InvalidGrantee,
             "you can already read your own runs",
         ));
     }
     let expires_at = match &req.expires_at {
         Some(t) => {
             let at = kith_shared::timestamp::normalize(t).ok_or_else(|| {
-                Error::bad_request("invalid_timestamp", "expires_at must be RFC 3339")
+                Error::invalid(Code::InvalidTimestamp, "expires_at must be RFC 3339")
             })?;
             if at <= kith_shared::timestamp::now() {
-                return Err(Error::bad_request(
-                    "invalid_expiry",
+                return Err(Error::invalid(
+                    Code::InvalidExpiry,
                     format!("expires_at {at} is not in the future"),
                 ));
             }
@@ -90,13 +90,11 @@ fn conversation_head(registry: &Registry, viewer: &Viewer, name: &str) -> Result
         .filter(|r| r.run.user_id == viewer.user_id().as_str())
         .min_by_key(|r| r.run.from_offset)
         .map(|r| r.run.id)
-        .ok_or(Error::NotFound {
-            what: "conversation",
-        })
+        .ok_or_else(Error::conversation_not_found)
 }
 
 /// The grants the viewer gave and those it received, newest first.
-pub fn list(registry: &Registry, viewer: &Viewer) -> Result<SharesResponse> {
+pub(crate) fn list(registry: &Registry, viewer: &Viewer) -> Result<SharesResponse> {
     Ok(SharesResponse {
         given: registry
             .list_shares(viewer, true)?
@@ -112,7 +110,7 @@ pub fn list(registry: &Registry, viewer: &Viewer) -> Result<SharesResponse> {
 }
 
 /// Reads of the viewer's runs by others, and forgets, newest first.
-pub fn audit(registry: &Registry, viewer: &Viewer) -> Result<AuditResponse> {
+pub(crate) fn audit(registry: &Registry, viewer: &Viewer) -> Result<AuditResponse> {
     Ok(AuditResponse {
         entries: registry
             .audit_of(viewer, 1000)?
@@ -128,7 +126,7 @@ pub fn audit(registry: &Registry, viewer: &Viewer) -> Result<AuditResponse> {
 }
 
 /// A grant as the API shows it.
-pub fn to_wire(s: ShareRow) -> Share {
+pub(crate) fn to_wire(s: ShareRow) -> Share {
     Share {
         id: s.id,
         grantor: s.grantor,

@@ -11,19 +11,19 @@ use kith_proto::{TagsRequest, TagsResponse};
 
 use crate::run::Run;
 
-use crate::error::{Error, Result};
+use crate::error::{Code, Error, Result};
 use crate::registry::Viewer;
 use crate::state::AppState;
 
 fn rule() -> Error {
-    Error::bad_request("invalid_tags", kith_shared::tags::rule())
+    Error::invalid(Code::InvalidTags, kith_shared::tags::rule())
 }
 
 /// What needs no stored state: some tag named, each a valid one.
-pub fn check(req: &TagsRequest) -> Result<()> {
+pub(crate) fn check(req: &TagsRequest) -> Result<()> {
     if req.add.is_empty() && req.remove.is_empty() {
-        return Err(Error::bad_request(
-            "invalid_tags",
+        return Err(Error::invalid(
+            Code::InvalidTags,
             "name a tag to add or remove",
         ));
     }
@@ -34,7 +34,7 @@ pub fn check(req: &TagsRequest) -> Result<()> {
 }
 
 /// Applies `req` (which passed `check`) to the conversation `name`.
-pub fn edit(
+pub(crate) fn edit(
     state: &AppState,
     viewer: &Viewer,
     name: &str,
@@ -48,9 +48,7 @@ pub fn edit(
         .filter(|r| r.run.user_id == viewer.user_id().as_str())
         .collect();
     if runs.is_empty() {
-        return Err(Error::NotFound {
-            what: "conversation",
-        });
+        return Err(Error::conversation_not_found());
     }
     let mut metas = Vec::with_capacity(runs.len());
     for run in &runs {

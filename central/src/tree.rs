@@ -15,7 +15,7 @@ use kith_proto::{
 use kith_shared::ids::RunId;
 
 use crate::conversation::{self, ConversationId, ConversationRuns};
-use crate::error::{Error, Result};
+use crate::error::{Code, Error, Result};
 use crate::registry::Viewer;
 use crate::registry::{ConversationFilter, ForestFilter, Registry, StoredRun};
 use crate::run::Run;
@@ -24,7 +24,7 @@ use crate::turns_cache::TurnsCache;
 
 /// Recent conversations matching `filter`, each tree's conversations
 /// depth-first (subagents after their parent, `depth` > 0).
-pub fn conversations(
+pub(crate) fn conversations(
     registry: &Registry,
     viewer: &Viewer,
     filter: &ConversationFilter,
@@ -46,7 +46,7 @@ pub fn conversations(
 }
 
 /// Reads a cursor `conversations` gave.
-pub fn parse_cursor(cursor: &str) -> Result<(String, String)> {
+pub(crate) fn parse_cursor(cursor: &str) -> Result<(String, String)> {
     cursor
         .split_once('~')
         .filter(|(last, root)| {
@@ -54,12 +54,12 @@ pub fn parse_cursor(cursor: &str) -> Result<(String, String)> {
                 && RunId::parse(root).is_ok()
         })
         .map(|(last, root)| (last.to_owned(), root.to_owned()))
-        .ok_or_else(|| Error::bad_request("invalid_cursor", "cursor is not one this API gave"))
+        .ok_or_else(|| Error::invalid(Code::InvalidCursor, "cursor is not one this API gave"))
 }
 
 /// One conversation, by any name `resolve_conversation` takes, with its
 /// subagent conversations.
-pub fn conversation(
+pub(crate) fn conversation(
     registry: &Registry,
     viewer: &Viewer,
     name: &str,
@@ -88,7 +88,7 @@ pub fn conversation(
 
 /// Where a page of turns starts.
 #[derive(Debug, Clone, Copy)]
-pub enum PageStart<'a> {
+pub(crate) enum PageStart<'a> {
     Offset(u64),
     /// The page (of `limit` turns from the first) holding the turn of run
     /// `run` at `line` (a search hit's place); the first page when no turn
@@ -101,7 +101,7 @@ pub enum PageStart<'a> {
 
 /// The turns of one conversation in byte order across its deltas, from
 /// `start`, at most `limit`; a gap where bytes are missing or unreadable.
-pub fn turns(
+pub(crate) fn turns(
     registry: &Registry,
     store: &BlobStore,
     cache: &TurnsCache,
@@ -171,7 +171,7 @@ fn all_turns(store: &BlobStore, runs: &[StoredRun]) -> Result<Vec<ConversationTu
 }
 
 /// The runs of one conversation in byte order, for its exact bytes.
-pub fn conversation_blobs(
+pub(crate) fn conversation_blobs(
     registry: &Registry,
     viewer: &Viewer,
     name: &str,
@@ -190,9 +190,7 @@ fn readable_conversation(
     let id = registry.resolve_conversation(viewer, name)?;
     let mut runs = registry.conversation_runs(viewer, &id)?;
     runs.sort_by_key(|r| r.run.from_offset);
-    let first = runs.first().ok_or(Error::NotFound {
-        what: "conversation",
-    })?;
+    let first = runs.first().ok_or_else(Error::conversation_not_found)?;
     registry.audit_read(viewer, &first.run.user_id, &first.run.id, what)?;
     Ok((id, runs))
 }
@@ -220,7 +218,7 @@ fn tree_conversations(runs: &[StoredRun], handles: &HashMap<String, String>) -> 
         .collect()
 }
 
-pub fn descendants(
+pub(crate) fn descendants(
     registry: &Registry,
     viewer: &Viewer,
     id: &RunId,
@@ -234,7 +232,7 @@ pub fn descendants(
 }
 
 /// One run's metadata as the viewer may see it (`as_seen_by`).
-pub fn run_meta(registry: &Registry, viewer: &Viewer, run: StoredRun) -> Result<RunMeta> {
+pub(crate) fn run_meta(registry: &Registry, viewer: &Viewer, run: StoredRun) -> Result<RunMeta> {
     if run.run.user_id == viewer.user_id().as_str() {
         return Ok(run.to_wire());
     }
@@ -250,7 +248,7 @@ pub fn run_meta(registry: &Registry, viewer: &Viewer, run: StoredRun) -> Result<
 /// another's run, only the owner and itself as readers (never the other
 /// grantees), and no parent or root it may not read (the nearest readable
 /// ancestor stands as root).
-pub fn as_seen_by(viewer: &Viewer, runs: Vec<StoredRun>) -> Vec<RunMeta> {
+pub(crate) fn as_seen_by(viewer: &Viewer, runs: Vec<StoredRun>) -> Vec<RunMeta> {
     let shown: std::collections::HashSet<String> = runs.iter().map(|r| r.run.id.clone()).collect();
     runs.into_iter()
         .map(|run| {
@@ -273,7 +271,7 @@ pub fn as_seen_by(viewer: &Viewer, runs: Vec<StoredRun>) -> Vec<RunMeta> {
         .collect()
 }
 
-pub fn forest(
+pub(crate) fn forest(
     registry: &Registry,
     viewer: &Viewer,
     filter: &ForestFilter,
@@ -297,7 +295,7 @@ pub fn forest(
 
 /// `top` and everything below it, ordered by `started_at` (then id), each
 /// with its depth below `top`. `runs` must be sorted by `started_at`, id.
-pub fn shape_subtree(runs: Vec<RunMeta>, top: &str) -> Vec<TreeRun> {
+pub(crate) fn shape_subtree(runs: Vec<RunMeta>, top: &str) -> Vec<TreeRun> {
     let mut depth: HashMap<String, u32> = HashMap::from([(top.to_owned(), 0)]);
     // A child never starts before its parent is stored, but clocks differ
     // between machines: iterate until no new run joins the subtree.
@@ -327,7 +325,7 @@ pub fn shape_subtree(runs: Vec<RunMeta>, top: &str) -> Vec<TreeRun> {
 /// A whole tree in depth-first order, children by `started_at`. Runs whose
 /// parent is not among `runs` (not readable by this viewer) start their own
 /// branch at depth 0.
-pub fn shape_tree(runs: Vec<RunMeta>) -> Vec<TreeRun> {
+pub(crate) fn shape_tree(runs: Vec<RunMeta>) -> Vec<TreeRun> {
     let ids: std::collections::HashSet<&str> = runs.iter().map(|r| r.id.as_str()).collect();
     let mut children: HashMap<Option<String>, Vec<usize>> = HashMap::new();
     for (i, r) in runs.iter().enumerate() {

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use kith_shared::ids::RunId;
 
 use crate::embed::{EmbedError, EmbedQueue, Lane};
-use crate::error::{Error, Result};
+use crate::error::{Code, Error, Result};
 use crate::index::ChunkVector;
 use crate::registry::Lane as RunLane;
 use crate::state::AppState;
@@ -199,10 +199,7 @@ async fn round(
                         continue 'runs;
                     }
                     Err(e) => {
-                        return Err(Error::Unavailable {
-                            code: "embedder_unavailable",
-                            message: e.to_string(),
-                        })
+                        return Err(Error::unavailable(Code::EmbedderUnavailable, e.to_string()))
                     }
                 }
             };

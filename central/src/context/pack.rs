@@ -20,12 +20,12 @@ const MIN_CUT_TOKENS: u32 = 40;
 const TITLE_CHARS: usize = 80;
 
 /// `kith://<conversation>/<run>#L<start>-L<end>`.
-pub fn citation(conversation: &str, run: &str, start: u64, end: u64) -> String {
+pub(crate) fn citation(conversation: &str, run: &str, start: u64, end: u64) -> String {
     format!("kith://{conversation}/{run}#L{start}-L{end}")
 }
 
 #[derive(Debug, Default)]
-pub struct Packed {
+pub(crate) struct Packed {
     pub passages: Vec<ContextPassage>,
     /// The passages rendered one after another.
     pub text: String,
@@ -33,7 +33,7 @@ pub struct Packed {
 
 /// The best `hits` (in rank order) that fit `budget` tokens, near-copies
 /// and overlapping line ranges of one run left out.
-pub fn pack(
+pub(crate) fn pack(
     hits: &[SearchHit],
     budget: u32,
     mut title_of: impl FnMut(&str) -> Result<Option<String>>,

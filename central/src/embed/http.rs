@@ -25,7 +25,7 @@ const MAX_ERROR_BODY: usize = 200;
 
 /// The two wire protocols.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum HttpApi {
+pub(crate) enum HttpApi {
     /// `POST {url}/api/embed {model, input}` -> `{embeddings}`.
     Ollama,
     /// `POST {url}/v1/embeddings {model, input}` -> `{data: [{embedding, index}]}`.
@@ -35,11 +35,11 @@ pub enum HttpApi {
 /// A bearer key. Its `Debug` is redacted and it has no `Display`, so it
 /// cannot end up in a log line or an error by accident.
 #[derive(Clone)]
-pub struct ApiKey(String);
+pub(crate) struct ApiKey(String);
 
 impl ApiKey {
     /// Reads a key from a file, trimmed (a trailing newline is common).
-    pub fn read(path: &Path) -> Result<Self, EmbedError> {
+    pub(crate) fn read(path: &Path) -> Result<Self, EmbedError> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| EmbedError::Config(format!("api key file {}: {e}", path.display())))?;
         let key = text.trim();
@@ -52,8 +52,9 @@ impl ApiKey {
         Ok(Self(key.to_owned()))
     }
 
-    /// A key held in memory (tests, callers that read it elsewhere).
-    pub fn new(key: impl Into<String>) -> Self {
+    /// A key held in memory, for the tests.
+    #[cfg(test)]
+    pub(crate) fn new(key: impl Into<String>) -> Self {
         Self(key.into())
     }
 }
@@ -65,7 +66,7 @@ impl fmt::Debug for ApiKey {
 }
 
 /// An embedder on a remote (or local) HTTP server.
-pub struct HttpEmbedder {
+pub(crate) struct HttpEmbedder {
     api: HttpApi,
     client: Client,
     /// The full endpoint.
@@ -108,7 +109,7 @@ impl HttpEmbedder {
     /// Connects to the server and asks for one vector to learn the model's
     /// dimension, so a wrong URL or model name fails here, at start-up.
     /// Blocking; not from inside the async executor.
-    pub fn connect(
+    pub(crate) fn connect(
         api: HttpApi,
         url: &str,
         model: &str,

@@ -5,7 +5,7 @@
 use super::{l2_normalise, EmbedError, Embedder};
 
 /// Wraps an embedder and cuts its vectors to `dim` components.
-pub struct Matryoshka {
+pub(crate) struct Matryoshka {
     /// The embedder whose vectors are cut.
     inner: Box<dyn Embedder>,
     /// Components kept.
@@ -17,7 +17,7 @@ pub struct Matryoshka {
 impl Matryoshka {
     /// Fails when `dim` is zero or not smaller than the inner dimension
     /// (truncating to the full size would only rename the model).
-    pub fn new(inner: Box<dyn Embedder>, dim: usize) -> Result<Self, EmbedError> {
+    pub(crate) fn new(inner: Box<dyn Embedder>, dim: usize) -> Result<Self, EmbedError> {
         if dim == 0 || dim >= inner.dim() {
             return Err(EmbedError::Config(format!(
                 "truncate_dim must be between 1 and {} for {} (got {dim})",

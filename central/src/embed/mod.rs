@@ -18,10 +18,10 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 
-pub use http::{ApiKey, HttpApi, HttpEmbedder};
-pub use matryoshka::Matryoshka;
-pub use onnx::OnnxEmbedder;
-pub use queue::{EmbedQueue, Embedded, Lane, LaneDepths, MAX_BATCH};
+pub(crate) use http::{ApiKey, HttpApi, HttpEmbedder};
+pub(crate) use matryoshka::Matryoshka;
+pub(crate) use onnx::OnnxEmbedder;
+pub(crate) use queue::{EmbedQueue, Lane, MAX_BATCH};
 
 /// Turns texts into vectors. Implementations block while they work.
 pub trait Embedder: Send + Sync {
@@ -129,7 +129,7 @@ impl Default for EmbedConfig {
 
 /// `$KITH_MODEL_DIR`, else `$XDG_DATA_HOME/kith/models`, else
 /// `~/.local/share/kith/models`, the same default as deploy/install-model.sh.
-pub fn default_model_dir() -> PathBuf {
+pub(crate) fn default_model_dir() -> PathBuf {
     let var = |name| std::env::var_os(name).filter(|d| !d.is_empty());
     if let Some(dir) = var("KITH_MODEL_DIR") {
         return PathBuf::from(dir);
@@ -150,7 +150,7 @@ const OPENAI_MODEL: &str = "text-embedding-3-small";
 ///
 /// Blocking: loads the model or asks the server for one vector to learn its
 /// dimension, so call it from `spawn_blocking` or a plain thread.
-pub fn build(config: &EmbedConfig) -> Result<Option<Box<dyn Embedder>>, EmbedError> {
+pub(crate) fn build(config: &EmbedConfig) -> Result<Option<Box<dyn Embedder>>, EmbedError> {
     let embedder: Box<dyn Embedder> = match config.provider {
         Provider::None => return Ok(None),
         Provider::Embedded => Box::new(OnnxEmbedder::load(&config.model_dir)?),
@@ -181,7 +181,7 @@ pub fn build(config: &EmbedConfig) -> Result<Option<Box<dyn Embedder>>, EmbedErr
 }
 
 /// Scales `v` to unit length; a zero vector stays zero.
-pub fn l2_normalise(v: &mut [f32]) {
+pub(crate) fn l2_normalise(v: &mut [f32]) {
     let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
     if norm > 0.0 {
         v.iter_mut().for_each(|x| *x /= norm);
@@ -189,7 +189,8 @@ pub fn l2_normalise(v: &mut [f32]) {
 }
 
 /// Cosine similarity of two L2-normalised vectors.
-pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
+#[cfg(test)]
+pub(crate) fn cosine(a: &[f32], b: &[f32]) -> f32 {
     a.iter().zip(b).map(|(x, y)| x * y).sum()
 }
 

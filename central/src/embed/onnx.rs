@@ -23,14 +23,14 @@ use super::wordpiece::WordPiece;
 use super::{l2_normalise, EmbedError, Embedder};
 
 /// What `model_id()` reports for this model.
-pub const MODEL_ID: &str = "all-minilm-l6-v2-int8";
+pub(super) const MODEL_ID: &str = "all-minilm-l6-v2-int8";
 /// Folder under the model dir that deploy/install-model.sh fills.
-pub const MODEL_SUBDIR: &str = "all-minilm-l6-v2";
+pub(super) const MODEL_SUBDIR: &str = "all-minilm-l6-v2";
 /// The model's output width.
 const DIM: usize = 384;
 /// Token window, `[CLS]` and `[SEP]` included. The model was trained at 256;
 /// longer chunks are cut (chunk near the window, notes/embeddings.md).
-pub const MAX_TOKENS: usize = 256;
+pub(super) const MAX_TOKENS: usize = 256;
 /// Intra-op threads: both cores for one batch, since there is one model
 /// writer at a time (notes/embeddings.md: 16.7 vs 11.0 chunks/s, 2.2 vs
 /// 3.7 ms per query, against one thread).
@@ -62,7 +62,7 @@ const INSTALLED_FILES: [(&str, &str); 4] = [
 ];
 
 /// all-MiniLM-L6-v2 in process.
-pub struct OnnxEmbedder {
+pub(crate) struct OnnxEmbedder {
     /// `Session::run` takes `&mut`; the queue has one worker, so the lock is
     /// never contended in service.
     session: Mutex<Session>,
@@ -78,7 +78,7 @@ pub struct OnnxEmbedder {
 impl OnnxEmbedder {
     /// Loads the model from `model_dir/all-minilm-l6-v2/` after checking the
     /// installed files. Blocking: hashes ~50 MB and builds the session.
-    pub fn load(model_dir: &Path) -> Result<Self, EmbedError> {
+    pub(crate) fn load(model_dir: &Path) -> Result<Self, EmbedError> {
         let dir = model_dir.join(MODEL_SUBDIR);
         verify_install(&dir, model_dir)?;
         let tokenizer_json = fs::read(dir.join("tokenizer.json")).map_err(|e| {

@@ -27,7 +27,7 @@ use super::{EmbedError, Embedder};
 /// (`Embedder::max_batch`): an embedding server gets several texts per
 /// request. A query waits at most for the one batch in flight to stop.
 /// Longer requests are split into batches of this size.
-pub const MAX_BATCH: usize = 4;
+pub(crate) const MAX_BATCH: usize = 4;
 
 /// Jobs a lane holds before callers wait for room.
 const LANE_CAPACITY: usize = 64;

@@ -26,7 +26,7 @@ use super::EmbedError;
 
 /// A BERT WordPiece tokenizer for one vocabulary.
 #[derive(Debug)]
-pub struct WordPiece {
+pub(super) struct WordPiece {
     /// Pieces that may start a word.
     starts: HashMap<String, u32>,
     /// Pieces that continue a word, stored without their `##` prefix so a
@@ -93,7 +93,7 @@ fn max_input_chars() -> usize {
 impl WordPiece {
     /// Reads the vocabulary and settings from a Hugging Face `tokenizer.json`
     /// whose model is WordPiece.
-    pub fn from_tokenizer_json(bytes: &[u8]) -> Result<Self, EmbedError> {
+    pub(super) fn from_tokenizer_json(bytes: &[u8]) -> Result<Self, EmbedError> {
         let file: TokenizerFile = serde_json::from_slice(bytes)
             .map_err(|e| EmbedError::ModelLoad(format!("tokenizer.json is not readable: {e}")))?;
         if file.model.kind != "WordPiece" {
@@ -146,7 +146,7 @@ impl WordPiece {
     /// Token ids of `text` as one sequence, `[CLS]` first and `[SEP]` last,
     /// at most `max_len` ids in all (the word pieces past the window are
     /// dropped, as the reference's truncation does).
-    pub fn encode(&self, text: &str, max_len: usize) -> Vec<u32> {
+    pub(super) fn encode(&self, text: &str, max_len: usize) -> Vec<u32> {
         let budget = max_len.saturating_sub(2);
         let mut ids = Vec::with_capacity(budget.min(text.len()) + 2);
         ids.push(self.cls);

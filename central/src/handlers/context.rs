@@ -11,7 +11,7 @@ use crate::state::AppState;
 
 #[utoipa::path(post, path = "/api/context", request_body = ContextRequest,
     responses((status = 200, body = ContextResponse), (status = 400, body = ErrorBody), (status = 503, body = ErrorBody)))]
-pub async fn post(
+pub(crate) async fn post(
     State(state): State<AppState>,
     viewer: Viewer,
     ApiJson(req): ApiJson<ContextRequest>,

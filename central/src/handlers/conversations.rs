@@ -15,7 +15,7 @@ use kith_proto::{
 use tokio_util::io::ReaderStream;
 
 use super::{ApiJson, ApiQuery, IdPath};
-use crate::error::{Error, Result};
+use crate::error::{Code, Error, Result};
 use crate::registry::Viewer;
 use crate::registry::{ConversationFilter, Facets, Forgetter};
 use crate::state::AppState;
@@ -23,7 +23,7 @@ use crate::state::AppState;
 #[utoipa::path(get, path = "/api/conversations", params(ConversationsQuery),
     responses((status = 200, body = ConversationsResponse), (status = 400, body = ErrorBody),
         (status = 401, body = ErrorBody)))]
-pub async fn index(
+pub(crate) async fn index(
     State(state): State<AppState>,
     viewer: Viewer,
     ApiQuery(q): ApiQuery<ConversationsQuery>,
@@ -32,7 +32,7 @@ pub async fn index(
         v.as_deref()
             .map(|s| {
                 kith_shared::timestamp::normalize(s).ok_or_else(|| {
-                    Error::bad_request("invalid_query", format!("{name} must be RFC 3339"))
+                    Error::invalid(Code::InvalidQuery, format!("{name} must be RFC 3339"))
                 })
             })
             .transpose()
@@ -65,7 +65,7 @@ pub async fn index(
 #[utoipa::path(get, path = "/api/conversations/{id}", params(("id" = String, Path)),
     responses((status = 200, body = ConversationResponse), (status = 400, body = ErrorBody),
         (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
-pub async fn get(
+pub(crate) async fn get(
     State(state): State<AppState>,
     viewer: Viewer,
     IdPath(id): IdPath,
@@ -80,7 +80,7 @@ pub async fn get(
 #[utoipa::path(get, path = "/api/conversations/{id}/turns", params(("id" = String, Path), TurnsQuery),
     responses((status = 200, body = TurnsResponse), (status = 400, body = ErrorBody),
         (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
-pub async fn turns(
+pub(crate) async fn turns(
     State(state): State<AppState>,
     viewer: Viewer,
     IdPath(id): IdPath,
@@ -100,7 +100,7 @@ pub async fn turns(
 #[utoipa::path(get, path = "/api/conversations/{id}/jsonl", params(("id" = String, Path)),
     responses((status = 200, content_type = "application/x-ndjson", body = String),
         (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
-pub async fn jsonl(
+pub(crate) async fn jsonl(
     State(state): State<AppState>,
     viewer: Viewer,
     IdPath(id): IdPath,
@@ -111,7 +111,11 @@ pub async fn jsonl(
 /// A conversation's exact bytes as the viewer may read them, one delta's
 /// file after another (each opened when the stream reaches it): the JSON
 /// route and the web page's raw view.
-pub async fn conversation_bytes(state: &AppState, viewer: Viewer, id: String) -> Result<Response> {
+pub(crate) async fn conversation_bytes(
+    state: &AppState,
+    viewer: Viewer,
+    id: String,
+) -> Result<Response> {
     let s = state.clone();
     let runs = tokio::task::spawn_blocking(move || {
         crate::tree::conversation_blobs(s.registry(), &viewer, &id)
@@ -144,7 +148,7 @@ pub async fn conversation_bytes(state: &AppState, viewer: Viewer, id: String) ->
 #[utoipa::path(delete, path = "/api/conversations/{id}", params(("id" = String, Path)),
     responses((status = 200, body = ForgetResponse), (status = 400, body = ErrorBody),
         (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
-pub async fn delete(
+pub(crate) async fn delete(
     State(state): State<AppState>,
     viewer: Viewer,
     IdPath(id): IdPath,
@@ -165,7 +169,7 @@ pub async fn delete(
     request_body = TagsRequest,
     responses((status = 200, body = TagsResponse), (status = 400, body = ErrorBody),
         (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)))]
-pub async fn tags(
+pub(crate) async fn tags(
     State(state): State<AppState>,
     viewer: Viewer,
     IdPath(id): IdPath,

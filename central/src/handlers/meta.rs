@@ -13,7 +13,7 @@ use crate::registry::{Holdings, Viewer};
 use crate::state::AppState;
 
 #[utoipa::path(get, path = "/healthz", responses((status = 200, body = String)))]
-pub async fn healthz() -> &'static str {
+pub(crate) async fn healthz() -> &'static str {
     "ok\n"
 }
 
@@ -21,7 +21,10 @@ pub async fn healthz() -> &'static str {
 /// learns nothing of what others hold or when they last captured.
 #[utoipa::path(get, path = "/api/status",
     responses((status = 200, body = StatusResponse), (status = 401, body = ErrorBody)))]
-pub async fn status(State(state): State<AppState>, viewer: Viewer) -> Result<Json<StatusResponse>> {
+pub(crate) async fn status(
+    State(state): State<AppState>,
+    viewer: Viewer,
+) -> Result<Json<StatusResponse>> {
     let s = state.clone();
     let user = viewer.user_id().clone();
     let admin = viewer.is_admin();
@@ -103,7 +106,10 @@ fn lane_depths(state: &AppState, user: Option<&UserId>, jobs: (u64, u64)) -> Res
 #[utoipa::path(get, path = "/metrics",
     responses((status = 200, body = String), (status = 401, body = ErrorBody),
               (status = 403, body = ErrorBody)))]
-pub async fn metrics(State(state): State<AppState>, viewer: Viewer) -> Result<impl IntoResponse> {
+pub(crate) async fn metrics(
+    State(state): State<AppState>,
+    viewer: Viewer,
+) -> Result<impl IntoResponse> {
     if !viewer.is_admin() {
         return Err(Error::AdminOnly { what: "/metrics" });
     }
@@ -129,11 +135,11 @@ pub async fn metrics(State(state): State<AppState>, viewer: Viewer) -> Result<im
 }
 
 #[utoipa::path(get, path = "/api/openapi.json", responses((status = 200, body = Object)))]
-pub async fn openapi(Extension(doc): Extension<ApiDoc>) -> impl IntoResponse {
+pub(crate) async fn openapi(Extension(doc): Extension<ApiDoc>) -> impl IntoResponse {
     Json(doc.0.as_ref().clone())
 }
 
 /// The OpenAPI document, built once by `routes` (which knows every route)
 /// and handed to `openapi`.
 #[derive(Clone)]
-pub struct ApiDoc(pub std::sync::Arc<utoipa::openapi::OpenApi>);
+pub(crate) struct ApiDoc(pub std::sync::Arc<utoipa::openapi::OpenApi>);

@@ -1,13 +1,13 @@
 //! HTTP handlers, one file per resource, named by verb. Each extracts, makes
 //! one domain call and returns a DTO.
 
-pub mod context;
-pub mod conversations;
-pub mod meta;
-pub mod runs;
-pub mod search;
-pub mod shares;
-pub mod web;
+pub(crate) mod context;
+pub(crate) mod conversations;
+pub(crate) mod meta;
+pub(crate) mod runs;
+pub(crate) mod search;
+pub(crate) mod shares;
+pub(crate) mod web;
 
 use axum::extract::{FromRef, FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
@@ -15,11 +15,11 @@ use axum::http::StatusCode;
 use kith_shared::ids::RunId;
 use serde::de::DeserializeOwned;
 
-use crate::error::Error;
+use crate::error::{Code, Error};
 use crate::state::AppState;
 
 /// `axum::Json` whose rejections are kith's error body.
-pub struct ApiJson<T>(pub T);
+pub(crate) struct ApiJson<T>(pub T);
 
 impl<T, S> FromRequest<S> for ApiJson<T>
 where
@@ -37,18 +37,18 @@ where
         match axum::Json::<T>::from_request(req, state).await {
             Ok(axum::Json(v)) => Ok(Self(v)),
             Err(rejection) => Err(match rejection.status() {
-                StatusCode::PAYLOAD_TOO_LARGE => Error::PayloadTooLarge { limit },
-                StatusCode::UNSUPPORTED_MEDIA_TYPE => Error::UnsupportedMediaType {
+                StatusCode::PAYLOAD_TOO_LARGE => Error::BodyTooLarge { limit },
+                StatusCode::UNSUPPORTED_MEDIA_TYPE => Error::UnreadableBody {
                     message: rejection.body_text(),
                 },
-                _ => Error::bad_request("invalid_json", rejection.body_text()),
+                _ => Error::invalid(Code::InvalidJson, rejection.body_text()),
             }),
         }
     }
 }
 
 /// `axum::extract::Query` whose rejections are kith's error body.
-pub struct ApiQuery<T>(pub T);
+pub(crate) struct ApiQuery<T>(pub T);
 
 impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for ApiQuery<T> {
     type Rejection = Error;
@@ -57,16 +57,16 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for ApiQuery<T> {
         axum::extract::Query::<T>::from_request_parts(parts, state)
             .await
             .map(|q| Self(q.0))
-            .map_err(|r| Error::bad_request("invalid_query", r.body_text()))
+            .map_err(|r| Error::invalid(Code::InvalidQuery, r.body_text()))
     }
 }
 
 /// A run id from the path, validated (this is the path-traversal check).
-pub struct RunPath(pub RunId);
+pub(crate) struct RunPath(pub RunId);
 
 /// A path's `{id}` as sent (a conversation id or prefix, a share id), or
 /// kith's error body when it is not text (`%FF`).
-pub struct IdPath(pub String);
+pub(crate) struct IdPath(pub String);
 
 impl<S: Send + Sync> FromRequestParts<S> for IdPath {
     type Rejection = Error;
@@ -75,7 +75,7 @@ impl<S: Send + Sync> FromRequestParts<S> for IdPath {
         axum::extract::Path::<String>::from_request_parts(parts, state)
             .await
             .map(|axum::extract::Path(id)| Self(id))
-            .map_err(|r| Error::bad_request("invalid_id", r.body_text()))
+            .map_err(|r| Error::invalid(Code::InvalidId, r.body_text()))
     }
 }
 
@@ -86,9 +86,9 @@ impl<S: Send + Sync> FromRequestParts<S> for RunPath {
         let axum::extract::Path(raw) =
             axum::extract::Path::<String>::from_request_parts(parts, state)
                 .await
-                .map_err(|r| Error::bad_request("invalid_id", r.body_text()))?;
+                .map_err(|r| Error::invalid(Code::InvalidId, r.body_text()))?;
         RunId::parse(&raw)
             .map(Self)
-            .map_err(|e| Error::bad_request("invalid_id", e.to_string()))
+            .map_err(|e| Error::invalid(Code::InvalidId, e.to_string()))
     }
 }

@@ -14,7 +14,7 @@ use kith_shared::ids::RunId;
 use tokio_util::io::ReaderStream;
 
 use super::{ApiJson, ApiQuery, RunPath};
-use crate::error::{Error, Result};
+use crate::error::{Code, Error, Result};
 use crate::registry::Viewer;
 use crate::registry::{ForestFilter, StoredRun};
 use crate::state::AppState;
@@ -23,7 +23,7 @@ use crate::state::AppState;
     params(("Idempotency-Key" = Option<String>, Header, description = "makes a replay safe")),
     responses((status = 202, body = IngestResponse), (status = 400, body = ErrorBody),
         (status = 401, body = ErrorBody), (status = 409, body = ErrorBody), (status = 413, body = ErrorBody)))]
-pub async fn post(
+pub(crate) async fn post(
     State(state): State<AppState>,
     viewer: Viewer,
     headers: HeaderMap,
@@ -33,7 +33,7 @@ pub async fn post(
         Some(v) => Some(
             v.to_str()
                 .map_err(|_| {
-                    Error::bad_request("invalid_idempotency_key", "Idempotency-Key must be ASCII")
+                    Error::invalid(Code::InvalidIdempotencyKey, "Idempotency-Key must be ASCII")
                 })?
                 .to_owned(),
         ),
@@ -45,7 +45,7 @@ pub async fn post(
 
 #[utoipa::path(get, path = "/api/runs/{id}", params(("id" = String, Path)),
     responses((status = 200, body = RunMeta), (status = 404, body = ErrorBody)))]
-pub async fn get(
+pub(crate) async fn get(
     State(state): State<AppState>,
     viewer: Viewer,
     RunPath(id): RunPath,
@@ -60,7 +60,7 @@ pub async fn get(
 
 #[utoipa::path(get, path = "/api/runs/{id}/jsonl", params(("id" = String, Path)),
     responses((status = 200, content_type = "application/x-ndjson", body = String), (status = 404, body = ErrorBody)))]
-pub async fn jsonl(
+pub(crate) async fn jsonl(
     State(state): State<AppState>,
     viewer: Viewer,
     RunPath(id): RunPath,
@@ -95,7 +95,7 @@ fn read_run(state: &AppState, viewer: &Viewer, id: &RunId, what: &str) -> Result
 
 #[utoipa::path(get, path = "/api/runs/{id}/descendants", params(("id" = String, Path)),
     responses((status = 200, body = DescendantsResponse), (status = 404, body = ErrorBody)))]
-pub async fn descendants(
+pub(crate) async fn descendants(
     State(state): State<AppState>,
     viewer: Viewer,
     RunPath(id): RunPath,
@@ -109,21 +109,21 @@ pub async fn descendants(
 
 #[utoipa::path(get, path = "/api/runs/forest", params(ForestQuery),
     responses((status = 200, body = ForestResponse), (status = 400, body = ErrorBody)))]
-pub async fn forest(
+pub(crate) async fn forest(
     State(state): State<AppState>,
     viewer: Viewer,
     ApiQuery(q): ApiQuery<ForestQuery>,
 ) -> Result<Json<ForestResponse>> {
     let since = match &q.since {
         Some(s) => Some(kith_shared::timestamp::normalize(s).ok_or_else(|| {
-            Error::bad_request("invalid_query", "since must be an RFC 3339 timestamp")
+            Error::invalid(Code::InvalidQuery, "since must be an RFC 3339 timestamp")
         })?),
         None => None,
     };
     let root = match &q.root {
         Some(r) => Some(
             kith_shared::ids::RunId::parse(r)
-                .map_err(|e| Error::bad_request("invalid_id", e.to_string()))?,
+                .map_err(|e| Error::invalid(Code::InvalidId, e.to_string()))?,
         ),
         None => None,
     };

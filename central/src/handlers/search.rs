@@ -11,7 +11,7 @@ use crate::state::AppState;
 
 #[utoipa::path(post, path = "/api/search", request_body = SearchRequest,
     responses((status = 200, body = SearchResponse), (status = 400, body = ErrorBody), (status = 503, body = ErrorBody)))]
-pub async fn post(
+pub(crate) async fn post(
     State(state): State<AppState>,
     viewer: Viewer,
     ApiJson(req): ApiJson<SearchRequest>,

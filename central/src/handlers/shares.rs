@@ -6,14 +6,14 @@ use axum::Json;
 use kith_proto::{AuditResponse, ErrorBody, Share, ShareRequest, SharesResponse};
 
 use super::{ApiJson, IdPath};
-use crate::error::{Error, Result};
+use crate::error::{Code, Error, Result};
 use crate::registry::Revoked;
 use crate::registry::Viewer;
 use crate::state::AppState;
 
 #[utoipa::path(post, path = "/api/shares", request_body = ShareRequest,
     responses((status = 201, body = Share), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
-pub async fn post(
+pub(crate) async fn post(
     State(state): State<AppState>,
     viewer: Viewer,
     ApiJson(req): ApiJson<ShareRequest>,
@@ -25,7 +25,10 @@ pub async fn post(
 }
 
 #[utoipa::path(get, path = "/api/shares", responses((status = 200, body = SharesResponse)))]
-pub async fn index(State(state): State<AppState>, viewer: Viewer) -> Result<Json<SharesResponse>> {
+pub(crate) async fn index(
+    State(state): State<AppState>,
+    viewer: Viewer,
+) -> Result<Json<SharesResponse>> {
     let res = tokio::task::spawn_blocking(move || crate::sharing::list(state.registry(), &viewer))
         .await??;
     Ok(Json(res))
@@ -33,7 +36,7 @@ pub async fn index(State(state): State<AppState>, viewer: Viewer) -> Result<Json
 
 #[utoipa::path(delete, path = "/api/shares/{id}", params(("id" = String, Path)),
     responses((status = 204), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
-pub async fn delete(
+pub(crate) async fn delete(
     State(state): State<AppState>,
     viewer: Viewer,
     IdPath(id): IdPath,
@@ -43,15 +46,18 @@ pub async fn delete(
     match revoked {
         Revoked::Now => Ok(StatusCode::NO_CONTENT),
         Revoked::Already => Err(Error::conflict(
-            "already_revoked",
+            Code::AlreadyRevoked,
             "this grant was already revoked",
         )),
-        Revoked::NoSuchGrant => Err(Error::NotFound { what: "share" }),
+        Revoked::NoSuchGrant => Err(Error::not_found("share")),
     }
 }
 
 #[utoipa::path(get, path = "/api/audit", responses((status = 200, body = AuditResponse)))]
-pub async fn audit(State(state): State<AppState>, viewer: Viewer) -> Result<Json<AuditResponse>> {
+pub(crate) async fn audit(
+    State(state): State<AppState>,
+    viewer: Viewer,
+) -> Result<Json<AuditResponse>> {
     let res = tokio::task::spawn_blocking(move || crate::sharing::audit(state.registry(), &viewer))
         .await??;
     Ok(Json(res))

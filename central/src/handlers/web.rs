@@ -13,13 +13,13 @@ use crate::web::session::Secret;
 
 #[utoipa::path(post, path = "/api/web/link",
     responses((status = 201, body = SignInLink), (status = 401, body = ErrorBody)))]
-pub async fn link(
+pub(crate) async fn link(
     State(state): State<AppState>,
     viewer: Viewer,
 ) -> Result<(StatusCode, Json<SignInLink>)> {
     // Only a machine's token asks for a link (a browser signs in once).
     if viewer.machine_id().is_none() {
-        return Err(Error::Unauthorized);
+        return Err(Error::Unauthenticated);
     }
     let secret = Secret::generate()?;
     let hash = secret.sha256();

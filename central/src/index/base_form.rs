@@ -19,10 +19,10 @@ use tantivy::tokenizer::{Token, TokenFilter, TokenStream, Tokenizer};
 macro_rules! forms {
     ($(($form:literal, $base:literal)),* $(,)?) => {
         /// (irregular form, base form) pairs.
-        pub const FORMS: &[(&str, &str)] = &[$(($form, $base)),*];
+        pub(crate) const FORMS: &[(&str, &str)] = &[$(($form, $base)),*];
 
         /// The base form of an irregular `word` (lowercase), if it is one.
-        pub fn base_form(word: &str) -> Option<&'static str> {
+        pub(crate) fn base_form(word: &str) -> Option<&'static str> {
             Some(match word {
                 $($form => $base,)*
                 _ => return None,
@@ -150,7 +150,7 @@ forms![
 /// forms) as a synonym of every other, as the embedded index reads them as
 /// one word ("went" finds "go" and "gone", "go" finds both): for
 /// Meilisearch, which stems nothing and reads synonyms at query time.
-pub fn synonyms() -> HashMap<String, Vec<String>> {
+pub(crate) fn synonyms() -> HashMap<String, Vec<String>> {
     let mut families: HashMap<&str, Vec<&str>> = HashMap::new();
     for (form, base) in FORMS {
         families
@@ -176,7 +176,7 @@ pub fn synonyms() -> HashMap<String, Vec<String>> {
 /// The token filter: each token in the table becomes its base form.
 /// Tokens are expected lowercase.
 #[derive(Clone, Copy, Default)]
-pub struct BaseForm;
+pub(crate) struct BaseForm;
 
 impl TokenFilter for BaseForm {
     type Tokenizer<T: Tokenizer> = BaseFormFilter<T>;
@@ -187,7 +187,7 @@ impl TokenFilter for BaseForm {
 }
 
 #[derive(Clone)]
-pub struct BaseFormFilter<T> {
+pub(crate) struct BaseFormFilter<T> {
     inner: T,
 }
 
@@ -201,7 +201,7 @@ impl<T: Tokenizer> Tokenizer for BaseFormFilter<T> {
     }
 }
 
-pub struct BaseFormStream<T> {
+pub(crate) struct BaseFormStream<T> {
     tail: T,
 }
 

@@ -38,7 +38,7 @@ use super::{
     chunk_id, normalize_prefix, path_prefixes, split_chunk_id, ChunkVector, Filters, IndexHit,
     SearchIndex, Standing,
 };
-use crate::error::{Error, Result};
+use crate::error::{Code, Error, Result};
 use crate::index::fusion;
 use crate::privacy::{self, Readability, Rule};
 use crate::run::Run;
@@ -85,7 +85,7 @@ struct StandingFields {
     captured_ms: Field,
 }
 
-pub struct EmbeddedIndex {
+pub(crate) struct EmbeddedIndex {
     index: Index,
     fields: Fields,
     reader: IndexReader,
@@ -161,16 +161,16 @@ fn schema(words: &str, standing: bool) -> (Schema, Fields) {
 impl EmbeddedIndex {
     /// Opens the index in `dir`, creating it if needed. A directory holding
     /// something that is not a compatible index is an error naming `reindex`.
-    pub fn open(dir: &Path) -> Result<Self> {
+    pub(crate) fn open(dir: &Path) -> Result<Self> {
         std::fs::create_dir_all(dir)?;
         let corrupt = |e: tantivy::TantivyError| {
-            Error::Unavailable {
-            code: "index_unavailable",
-            message: format!(
-                "the search index in {} cannot be opened ({e}); run `kith-central reindex` to rebuild it",
-                dir.display()
-            ),
-        }
+            Error::unavailable(
+                Code::IndexUnavailable,
+                format!(
+                    "the search index in {} cannot be opened ({e}); run `kith-central reindex` to rebuild it",
+                    dir.display()
+                ),
+            )
         };
         let directory = MmapDirectory::open(dir).map_err(|e| corrupt(e.into()))?;
         let (index, fields) = if Index::exists(&directory).map_err(|e| corrupt(e.into()))? {
@@ -295,10 +295,10 @@ impl EmbeddedIndex {
         let writer = match guard.as_mut() {
             Some(w) => w,
             None => guard.insert(self.index.writer_with_num_threads(1, WRITER_HEAP_BYTES).map_err(|e| {
-                Error::Unavailable {
-                    code: "index_busy",
-                    message: format!("cannot write the search index ({e}); is another kith-central using this data directory?"),
-                }
+                Error::unavailable(
+                    Code::IndexBusy,
+                    format!("cannot write the search index ({e}); is another kith-central using this data directory?"),
+                )
             })?),
         };
         f(writer)
@@ -525,9 +525,11 @@ impl EmbeddedIndex {
         filters: &Filters,
         limit: usize,
     ) -> Result<Vec<(DocAddress, f32)>> {
-        let no_vectors = || Error::Unavailable {
-            code: "embedder_unavailable",
-            message: "no vectors: no embedder is attached".into(),
+        let no_vectors = || {
+            Error::unavailable(
+                Code::EmbedderUnavailable,
+                "no vectors: no embedder is attached",
+            )
         };
         let candidates = {
             let guard = read(&self.vectors);
@@ -913,11 +915,8 @@ impl SearchIndex for EmbeddedIndex {
     }
 
     fn attach_vectors(&self, model_id: &str, dim: usize) -> Result<()> {
-        let store =
-            VectorStore::open(&self.dir, model_id, dim).map_err(|e| Error::Unavailable {
-                code: "index_unavailable",
-                message: e.to_string(),
-            })?;
+        let store = VectorStore::open(&self.dir, model_id, dim)
+            .map_err(|e| Error::unavailable(Code::IndexUnavailable, e.to_string()))?;
         *write(&self.vectors) = Some(store);
         self.train_ann_when_due();
         Ok(())
@@ -1037,7 +1036,7 @@ impl SearchIndex for EmbeddedIndex {
 /// Removes the keyword index in `dir` and keeps the vectors (`vectors-*`),
 /// so `reindex` builds the index anew without embedding every chunk again:
 /// the chunks it puts again have the same ids and texts.
-pub fn remove_keeping_vectors(dir: &Path) -> std::io::Result<()> {
+pub(crate) fn remove_keeping_vectors(dir: &Path) -> std::io::Result<()> {
     remove_where(dir, |name| !is_vectors(name))
 }
 

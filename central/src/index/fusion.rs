@@ -17,10 +17,10 @@ use std::hash::Hash;
 /// 0.3 -> 0.750, 0.55 -> 0.735, 0.7 -> 0.670; with question words dropped
 /// from the keyword side: 0.3 -> 0.763, 0.4 -> 0.760). Greedy diversity by
 /// line overlap (MMR-like) lowered it (0.745-0.748) and was left out.
-pub const DENSE_WEIGHT: f32 = 0.3;
+pub(crate) const DENSE_WEIGHT: f32 = 0.3;
 
 /// Candidates taken from each side before fusion (at least).
-pub const POOL: usize = 50;
+pub(crate) const POOL: usize = 50;
 
 fn min_max<K>(ranked: &[(K, f32)]) -> impl Fn(f32) -> f32 {
     let lo = ranked.iter().map(|r| r.1).fold(f32::INFINITY, f32::min);
@@ -30,7 +30,7 @@ fn min_max<K>(ranked: &[(K, f32)]) -> impl Fn(f32) -> f32 {
 
 /// Fuses two ranked lists of chunks (by key) into one, best first (equal
 /// scores by key).
-pub fn fuse<K: Copy + Eq + Hash + Ord>(
+pub(crate) fn fuse<K: Copy + Eq + Hash + Ord>(
     keyword: &[(K, f32)],
     semantic: &[(K, f32)],
     dense_weight: f32,
@@ -54,9 +54,9 @@ fn best_first<K: Ord>(a: &(K, f32), b: &(K, f32)) -> std::cmp::Ordering {
 
 /// Weight of the chunk before's fused score in a chunk's score (see
 /// `lift_by_neighbours`).
-pub const PREVIOUS_NEIGHBOUR: f32 = 0.8;
+pub(crate) const PREVIOUS_NEIGHBOUR: f32 = 0.8;
 /// Weight of the chunk after's fused score in a chunk's score.
-pub const NEXT_NEIGHBOUR: f32 = 0.5;
+pub(crate) const NEXT_NEIGHBOUR: f32 = 0.5;
 
 /// Neighbour lift: a chunk scores at least `PREVIOUS_NEIGHBOUR` times the
 /// fused score of the chunk just before it in the same run, and
@@ -78,7 +78,7 @@ pub const NEXT_NEIGHBOUR: f32 = 0.5;
 /// without 0.763; max(prev 0.6) 0.779; max(prev 0.8, next 0.5) 0.782;
 /// max(prev 0.7, next 0.3) 0.778; additive (+0.5 prev) 0.777, (+0.3 next
 /// alone) 0.761. Single-hop questions gain most (0.866 -> 0.899).
-pub fn lift_by_neighbours<K: Copy + Eq + Hash + Ord, E>(
+pub(crate) fn lift_by_neighbours<K: Copy + Eq + Hash + Ord, E>(
     fused: &[(K, f32)],
     limit: usize,
     mut neighbours: impl FnMut(K) -> Result<(Option<K>, Option<K>), E>,
@@ -118,7 +118,7 @@ const QUESTION_WORDS: &[&str] = &[
 /// The keyword side of a hybrid query: the question without its question
 /// words (the whole query when nothing else is left). On the LoCoMo dev half
 /// this lifts hybrid Recall@10 from 0.750 to 0.763.
-pub fn without_question_words(query: &str) -> String {
+pub(crate) fn without_question_words(query: &str) -> String {
     without(query, &[QUESTION_WORDS])
 }
 
@@ -134,7 +134,7 @@ const STOPWORDS: &[&str] = &[
 /// The query without question words and stopwords (the whole query when
 /// nothing else is left): what a hit's highlights mark, and the words a
 /// long query keeps first on Meilisearch (`index::meili::bm25::terms`).
-pub fn content_words(query: &str) -> String {
+pub(crate) fn content_words(query: &str) -> String {
     without(query, &[QUESTION_WORDS, STOPWORDS])
 }
 

@@ -53,7 +53,7 @@ use super::{
     chunk_id, split_chunk_id, words, ChunkVector, Filters, IndexHit, SearchIndex, Standing,
 };
 use crate::config::{MeiliKey, SearchConfig};
-use crate::error::{Error, Result};
+use crate::error::{Code, Error, Result};
 use crate::index::fusion;
 use crate::privacy::Readability;
 use crate::run::Run;
@@ -75,7 +75,7 @@ const POLL_INTERVAL: Duration = Duration::from_millis(25);
 /// Documents per write request.
 const DOCS_PER_REQUEST: usize = 1000;
 
-pub struct MeiliIndex {
+pub(crate) struct MeiliIndex {
     /// Runs the SDK's futures (see the module doc). `None` only in `drop`.
     rt: Option<tokio::runtime::Runtime>,
     /// The index, and through its `client` the server.
@@ -112,7 +112,7 @@ struct Pending {
 impl MeiliIndex {
     /// A handle on the configured server and index. No network call: see
     /// the module doc.
-    pub fn open(config: &SearchConfig) -> Result<Self> {
+    pub(crate) fn open(config: &SearchConfig) -> Result<Self> {
         let key = match (&config.api_key, &config.api_key_file) {
             (Some(key), _) => Some(key.clone()),
             (None, Some(path)) => Some(MeiliKey::read(path)?),
@@ -302,13 +302,13 @@ impl MeiliIndex {
     }
 
     fn unavailable(&self, why: String) -> Error {
-        Error::Unavailable {
-            code: "search_backend_unavailable",
-            message: format!(
+        Error::unavailable(
+            Code::SearchBackendUnavailable,
+            format!(
                 "search backend unavailable: Meilisearch at {} {why}",
                 self.url
             ),
-        }
+        )
     }
 
     /// The index was deleted while central ran (another tool, a
@@ -618,9 +618,11 @@ impl MeiliIndex {
             .unwrap_or_else(|p| p.into_inner())
             .as_ref()
             .map(|(m, _)| m.clone())
-            .ok_or_else(|| Error::Unavailable {
-                code: "embedder_unavailable",
-                message: "no vectors: no embedder is attached".into(),
+            .ok_or_else(|| {
+                Error::unavailable(
+                    Code::EmbedderUnavailable,
+                    "no vectors: no embedder is attached",
+                )
             })
     }
 
@@ -1184,9 +1186,12 @@ mod tests {
             .keyword(&viewer(), "anything", &Filters::default(), 10)
             .err()
             .unwrap_or_else(|| panic!("a search without a server succeeded"));
-        assert_eq!(err.code(), "search_backend_unavailable");
-        assert_eq!(err.status(), axum::http::StatusCode::SERVICE_UNAVAILABLE);
-        let message = err.body().error.message;
+        assert_eq!(err.code(), Code::SearchBackendUnavailable);
+        assert_eq!(
+            crate::http_error::status(err.kind()),
+            axum::http::StatusCode::SERVICE_UNAVAILABLE
+        );
+        let message = crate::http_error::body(&err).error.message;
         assert!(message.contains("http://127.0.0.1:9"), "{message}");
         assert!(!message.contains("sekrit"), "{message}");
         assert!(index.commit().is_ok(), "nothing pending: nothing to send");
@@ -1195,7 +1200,7 @@ mod tests {
             .chunks_to_embed("r1")
             .err()
             .unwrap_or_else(|| panic!("read a run's chunks without a server"));
-        assert_eq!(err.code(), "search_backend_unavailable");
+        assert_eq!(err.code(), Code::SearchBackendUnavailable);
         // attach_vectors lets central start while the server is down.
         assert!(index.attach_vectors("m", 4).is_ok());
     }
@@ -1229,8 +1234,8 @@ mod tests {
             .keyword(&viewer(), "anything", &Filters::default(), 10)
             .err()
             .unwrap_or_else(|| panic!("a search during the set-up succeeded"));
-        assert_eq!(err.code(), "search_backend_unavailable");
-        let message = err.body().error.message;
+        assert_eq!(err.code(), Code::SearchBackendUnavailable);
+        let message = crate::http_error::body(&err).error.message;
         assert!(message.contains("being set up"), "{message}");
         drop(hung);
         let set_up = setting_up
@@ -1269,6 +1274,6 @@ mod tests {
             err
         });
         let err = err.unwrap_or_else(|| panic!("a search without a server succeeded"));
-        assert_eq!(err.code(), "search_backend_unavailable");
+        assert_eq!(err.code(), Code::SearchBackendUnavailable);
     }
 }

@@ -8,12 +8,12 @@
 //! so no backend returns, or counts in a score, what the viewer may not
 //! read.
 
-pub mod base_form;
-pub mod embedded;
-pub mod fusion;
-pub mod meili;
-pub mod vectors;
-pub mod words;
+pub(crate) mod base_form;
+pub(crate) mod embedded;
+pub(crate) mod fusion;
+pub(crate) mod meili;
+pub(crate) mod vectors;
+pub(crate) mod words;
 
 use std::path::Path;
 
@@ -28,10 +28,10 @@ use crate::run::Run;
 /// Most hits a search asks an index for (a grouped search ranks this many
 /// at most; within what Meilisearch lets a search page through,
 /// `meili::schema`).
-pub const MAX_GROUP_POOL: usize = 2000;
+pub(crate) const MAX_GROUP_POOL: usize = 2000;
 
 /// Opens the configured backend; `dir` is where the embedded one lives.
-pub fn open(config: &SearchConfig, dir: &Path) -> Result<Box<dyn SearchIndex>> {
+pub(crate) fn open(config: &SearchConfig, dir: &Path) -> Result<Box<dyn SearchIndex>> {
     Ok(match config.backend {
         SearchBackend::Embedded => Box::new(embedded::EmbeddedIndex::open(dir)?),
         SearchBackend::Meilisearch => Box::new(meili::MeiliIndex::open(config)?),
@@ -209,19 +209,19 @@ pub struct ChunkVector {
 }
 
 /// Chunk id: the run id and the chunk's index in the run.
-pub fn chunk_id(run_id: &str, chunk_idx: u32) -> String {
+pub(crate) fn chunk_id(run_id: &str, chunk_idx: u32) -> String {
     format!("{run_id}-{chunk_idx}")
 }
 
 /// The run id and index of a chunk id.
-pub fn split_chunk_id(id: &str) -> Option<(&str, u32)> {
+pub(crate) fn split_chunk_id(id: &str) -> Option<(&str, u32)> {
     let (run, idx) = id.rsplit_once('-')?;
     Some((run, idx.parse().ok()?))
 }
 
 /// Every ancestor of a path, itself included, without trailing slashes
 /// (`/a/b` -> `/`, `/a`, `/a/b`), so a path-prefix filter is one term lookup.
-pub fn path_prefixes(path: &str) -> Vec<String> {
+pub(crate) fn path_prefixes(path: &str) -> Vec<String> {
     let trimmed = path.trim_end_matches('/');
     let mut out = Vec::new();
     if path.starts_with('/') {
@@ -239,7 +239,7 @@ pub fn path_prefixes(path: &str) -> Vec<String> {
 }
 
 /// The form `path_prefixes` stores a filter value in.
-pub fn normalize_prefix(prefix: &str) -> String {
+pub(crate) fn normalize_prefix(prefix: &str) -> String {
     let t = prefix.trim_end_matches('/');
     if t.is_empty() && prefix.starts_with('/') {
         "/".to_owned()

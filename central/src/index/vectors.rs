@@ -33,7 +33,7 @@ const MAGIC: &[u8; 8] = b"KITHVEC1";
 const IVF_MAGIC: &[u8; 8] = b"KITHIVF1";
 
 /// Below this many vectors, search is exact.
-pub const ANN_MIN: usize = 50_000;
+pub(crate) const ANN_MIN: usize = 50_000;
 /// Lists a query probes: with `sqrt(n) / 2` lists, `2 * NPROBE / sqrt(n)`
 /// of the store (5% at 1M vectors).
 const NPROBE: usize = 24;
@@ -43,7 +43,7 @@ const KMEANS_ROUNDS: usize = 8;
 const SAMPLE_PER_LIST: usize = 32;
 /// Vectors assigned per step while training, each step taking the read
 /// lock only to copy their codes.
-pub const ASSIGN_STEP: usize = 4096;
+pub(crate) const ASSIGN_STEP: usize = 4096;
 /// A saved index is used while the vector file holds at most this many
 /// records per 100 vectors it knows, and the other way round: new vectors
 /// find their list by a scan of every centroid while the store opens (~2 s
@@ -54,7 +54,7 @@ const IVF_STALE_PERCENT: usize = 105;
 const IVF_RESAVE_PERCENT: usize = 104;
 
 /// A chunk's key: the first 8 bytes of sha256(chunk_id), little-endian.
-pub fn chunk_key(chunk_id: &str) -> u64 {
+pub(crate) fn chunk_key(chunk_id: &str) -> u64 {
     use sha2::{Digest, Sha256};
     let d = Sha256::digest(chunk_id.as_bytes());
     let mut b = [0u8; 8];
@@ -65,7 +65,7 @@ pub fn chunk_key(chunk_id: &str) -> u64 {
 /// Chunk keys are sha256 prefixes, uniform already: hashing them again for a
 /// map is wasted work.
 #[derive(Default)]
-pub struct KeyHasher(u64);
+pub(crate) struct KeyHasher(u64);
 
 impl Hasher for KeyHasher {
     fn finish(&self) -> u64 {
@@ -84,7 +84,7 @@ impl Hasher for KeyHasher {
 }
 
 /// A map keyed by chunk key.
-pub type KeyMap<V> = HashMap<u64, V, BuildHasherDefault<KeyHasher>>;
+pub(crate) type KeyMap<V> = HashMap<u64, V, BuildHasherDefault<KeyHasher>>;
 
 /// Symmetric int8 quantisation: `v[i] ≈ out[i] * scale`.
 fn quantize(v: &[f32], out: &mut [i8]) -> f32 {
@@ -159,7 +159,7 @@ impl Probe {
 }
 
 /// Unit-length centroids of the IVF lists, int8 like the vectors.
-pub struct Centroids {
+pub(crate) struct Centroids {
     dim: usize,
     codes: Vec<i8>,
     scales: Vec<f32>,
@@ -196,7 +196,7 @@ impl Centroids {
     }
 
     /// The list of each vector in `codes` (`dim` codes each).
-    pub fn assign(&self, codes: &[i8]) -> Vec<u32> {
+    pub(crate) fn assign(&self, codes: &[i8]) -> Vec<u32> {
         codes
             .chunks_exact(self.dim)
             .map(|c| self.nearest(c))
@@ -222,10 +222,10 @@ impl List {
 
 /// Where to resume copying codes out for assignment: (list, position).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Cursor(usize, usize);
+pub(crate) struct Cursor(usize, usize);
 
 /// What training needs, copied out of the store under its read lock.
-pub struct AnnSample {
+pub(crate) struct AnnSample {
     generation: u64,
     dim: usize,
     n_lists: usize,
@@ -235,13 +235,13 @@ pub struct AnnSample {
 }
 
 impl AnnSample {
-    pub fn generation(&self) -> u64 {
+    pub(crate) fn generation(&self) -> u64 {
         self.generation
     }
 
     /// Spherical k-means over the sample: centroids are unit-length means of
     /// their members, seeded from evenly spread sample vectors.
-    pub fn train(&self) -> Centroids {
+    pub(crate) fn train(&self) -> Centroids {
         let dim = self.dim;
         let n = self.scales.len();
         let k = self.n_lists.min(n).max(1);
@@ -293,7 +293,7 @@ impl AnnSample {
     }
 }
 
-pub struct VectorStore {
+pub(crate) struct VectorStore {
     path: PathBuf,
     model_id: String,
     dim: usize,
@@ -314,7 +314,7 @@ pub struct VectorStore {
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum VectorError {
+pub(crate) enum VectorError {
     #[error("vector file {path}: {source}")]
     Io { path: PathBuf, source: io::Error },
     #[error("vector file {path} is not a kith vector file for {model_id} ({dim} dimensions); run `kith-central reindex`")]
@@ -330,7 +330,7 @@ pub enum VectorError {
 impl VectorStore {
     /// Opens (or creates) the vector file of `model_id` in `dir`. A torn
     /// last record (crash mid-append) is dropped.
-    pub fn open(dir: &Path, model_id: &str, dim: usize) -> Result<Self, VectorError> {
+    pub(crate) fn open(dir: &Path, model_id: &str, dim: usize) -> Result<Self, VectorError> {
         let safe: String = model_id
             .chars()
             .map(|c| {
@@ -546,29 +546,25 @@ impl VectorStore {
         l.codes.truncate(last * dim);
     }
 
-    pub fn model_id(&self) -> &str {
+    pub(crate) fn model_id(&self) -> &str {
         &self.model_id
     }
 
-    pub fn dim(&self) -> usize {
+    pub(crate) fn dim(&self) -> usize {
         self.dim
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.at.len()
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.at.is_empty()
-    }
-
-    pub fn contains(&self, key: u64) -> bool {
+    pub(crate) fn contains(&self, key: u64) -> bool {
         self.at.contains_key(&key)
     }
 
     /// Adds (or replaces) vectors; durable after `flush`. An all-zero
     /// vector (no embedder gives one) would read back as a removal.
-    pub fn put(&mut self, items: &[(u64, Vec<f32>)]) -> Result<(), VectorError> {
+    pub(crate) fn put(&mut self, items: &[(u64, Vec<f32>)]) -> Result<(), VectorError> {
         for (_, v) in items {
             if v.len() != self.dim {
                 return Err(VectorError::Dim {
@@ -589,7 +585,7 @@ impl VectorStore {
     /// key with an all-zero vector) is appended for each, durable after
     /// `flush`, so that a restart does not bring them back. Returns how
     /// many went.
-    pub fn invalidate(&mut self, keys: &[u64]) -> Result<usize, VectorError> {
+    pub(crate) fn invalidate(&mut self, keys: &[u64]) -> Result<usize, VectorError> {
         let zero = vec![0.0; self.dim];
         let mut n = 0;
         for &key in keys {
@@ -624,7 +620,7 @@ impl VectorStore {
         Ok(())
     }
 
-    pub fn flush(&mut self) -> Result<(), VectorError> {
+    pub(crate) fn flush(&mut self) -> Result<(), VectorError> {
         match self.write_out()? {
             Some(synced) => synced.sync(),
             None => Ok(()),
@@ -634,7 +630,7 @@ impl VectorStore {
     /// Writes the appended records to the file (not yet synced): `flush`
     /// in two halves, so a caller can sync after releasing the lock that
     /// searches wait on.
-    pub fn write_out(&mut self) -> Result<Option<Unsynced>, VectorError> {
+    pub(crate) fn write_out(&mut self) -> Result<Option<Unsynced>, VectorError> {
         let Some(out) = self.out.as_mut() else {
             return Ok(None);
         };
@@ -651,7 +647,7 @@ impl VectorStore {
     }
 
     /// Removes every vector.
-    pub fn clear(&mut self) -> Result<(), VectorError> {
+    pub(crate) fn clear(&mut self) -> Result<(), VectorError> {
         self.out = None;
         self.lists = vec![List::default()];
         self.centroids = None;
@@ -675,7 +671,7 @@ impl VectorStore {
     /// leave memory, and the file is written again without their records
     /// (temp file, sync, rename), so no vector of forgotten text stays on
     /// disk. Returns how many went. O(file) when any go, nothing otherwise.
-    pub fn retain(&mut self, keep: impl Fn(u64) -> bool) -> Result<usize, VectorError> {
+    pub(crate) fn retain(&mut self, keep: impl Fn(u64) -> bool) -> Result<usize, VectorError> {
         let gone: std::collections::HashSet<u64> =
             self.at.keys().copied().filter(|k| !keep(*k)).collect();
         if gone.is_empty() {
@@ -729,7 +725,7 @@ impl VectorStore {
 
     /// The `k` vectors among `keys` most similar to `query`, best first, as
     /// (key, cosine); keys without a vector are skipped. Exact.
-    pub fn top_k(
+    pub(crate) fn top_k(
         &self,
         query: &[f32],
         k: usize,
@@ -757,7 +753,7 @@ impl VectorStore {
     /// The `n` vectors most similar to `query` by the IVF index, best first,
     /// unfiltered: the caller keeps those its viewer may read. `None` until
     /// an index is trained.
-    pub fn ann_candidates(&self, query: &[f32], n: usize) -> Option<Vec<(u64, f32)>> {
+    pub(crate) fn ann_candidates(&self, query: &[f32], n: usize) -> Option<Vec<(u64, f32)>> {
         let centroids = self.centroids.as_ref()?;
         if query.len() != self.dim {
             return Some(Vec::new());
@@ -780,7 +776,7 @@ impl VectorStore {
 
     /// Whether an ANN index is due: none yet and `ANN_MIN` vectors, or the
     /// store has grown 4x since the last one.
-    pub fn ann_due(&self) -> bool {
+    pub(crate) fn ann_due(&self) -> bool {
         match self.centroids {
             None => self.len() >= ANN_MIN,
             Some(_) => self.len() >= 4 * self.trained_at,
@@ -789,7 +785,7 @@ impl VectorStore {
 
     /// A training sample, when an index is due: vectors spread evenly over
     /// the store.
-    pub fn ann_sample(&self) -> Option<AnnSample> {
+    pub(crate) fn ann_sample(&self) -> Option<AnnSample> {
         self.ann_due().then(|| {
             let n_lists = ((self.len() as f64).sqrt() as usize / 2).clamp(16, 2048);
             // Positions j * len / n: an even spread that a whole-number
@@ -821,7 +817,7 @@ impl VectorStore {
     /// where to continue; `None` when the store changed generation. Vectors
     /// moved meanwhile may be skipped or seen twice: `install_ann` assigns
     /// whatever has no list yet.
-    pub fn assign_step(
+    pub(crate) fn assign_step(
         &self,
         generation: u64,
         from: Cursor,
@@ -853,7 +849,7 @@ impl VectorStore {
     /// A vector replaced after its assignment (the same chunk embedded
     /// again, after its text changed) keeps the list of its old value.
     /// Returns whether it installed the index.
-    pub fn install_ann(
+    pub(crate) fn install_ann(
         &mut self,
         generation: u64,
         centroids: Centroids,
@@ -888,13 +884,13 @@ impl VectorStore {
 }
 
 /// Records written to a vector file but not yet on disk.
-pub struct Unsynced {
+pub(crate) struct Unsynced {
     file: File,
     path: PathBuf,
 }
 
 impl Unsynced {
-    pub fn sync(self) -> Result<(), VectorError> {
+    pub(crate) fn sync(self) -> Result<(), VectorError> {
         self.file.sync_data().map_err(|source| VectorError::Io {
             path: self.path,
             source,
@@ -906,7 +902,7 @@ impl Unsynced {
 /// the lock only to copy codes out and, at the end, to regroup the store.
 /// Returns the number of vectors indexed, `None` when no index was due or
 /// the store was cleared meanwhile.
-pub fn train_ann(lock: &RwLock<Option<VectorStore>>) -> Option<usize> {
+pub(crate) fn train_ann(lock: &RwLock<Option<VectorStore>>) -> Option<usize> {
     let read = || lock.read().unwrap_or_else(|p| p.into_inner());
     let sample = read().as_ref()?.ann_sample()?;
     let generation = sample.generation();
@@ -940,7 +936,7 @@ pub fn train_ann(lock: &RwLock<Option<VectorStore>>) -> Option<usize> {
 /// what the saved file names (new vectors join their lists as they come,
 /// but past `IVF_STALE_PERCENT` a restart would ignore the file and train
 /// again). Returns whether it saved.
-pub fn resave_ann(lock: &RwLock<Option<VectorStore>>) -> bool {
+pub(crate) fn resave_ann(lock: &RwLock<Option<VectorStore>>) -> bool {
     let due =
         |s: &VectorStore| s.centroids.is_some() && s.len() * 100 >= s.saved_at * IVF_RESAVE_PERCENT;
     if !lock
@@ -1352,7 +1348,7 @@ pub(crate) mod tests {
         let saved = std::fs::read(&ivf).unwrap_or_else(|e| panic!("{e}"));
         s.clear().unwrap_or_else(|e| panic!("{e}"));
         assert!(s.ann_candidates(&queries[0], 1).is_none());
-        assert!(s.is_empty());
+        assert_eq!(s.len(), 0);
         assert!(!ivf.exists(), "the saved index goes with the vectors");
 
         // A saved index for far more vectors than the file holds (one left

@@ -19,7 +19,7 @@ const SNIPPET_CHARS: usize = 240;
 /// The analyzer of chunk text: words lowercased, an irregular form as its
 /// base form ("won" as "win", `base_form`), then the English (Snowball)
 /// stem.
-pub fn analyzer() -> TextAnalyzer {
+pub(crate) fn analyzer() -> TextAnalyzer {
     TextAnalyzer::builder(SimpleTokenizer::default())
         .filter(RemoveLongFilter::limit(40))
         .filter(LowerCaser)
@@ -29,7 +29,7 @@ pub fn analyzer() -> TextAnalyzer {
 }
 
 /// The words of `text` as `analyzer` reads them, in order.
-pub fn tokens(analyzer: &mut TextAnalyzer, text: &str) -> Vec<String> {
+pub(crate) fn tokens(analyzer: &mut TextAnalyzer, text: &str) -> Vec<String> {
     let mut stream = analyzer.token_stream(text);
     let mut out = Vec::new();
     while stream.advance() {
@@ -40,7 +40,7 @@ pub fn tokens(analyzer: &mut TextAnalyzer, text: &str) -> Vec<String> {
 
 /// The pieces of a typed query: each "quoted phrase" (`true`) and each
 /// word outside quotes (`false`); an unclosed quote quotes nothing.
-pub fn pieces(query: &str) -> Vec<(&str, bool)> {
+pub(crate) fn pieces(query: &str) -> Vec<(&str, bool)> {
     let parts: Vec<&str> = query.split('"').collect();
     let mut out = Vec::new();
     for (i, part) in parts.iter().enumerate() {
@@ -54,10 +54,10 @@ pub fn pieces(query: &str) -> Vec<(&str, bool)> {
 }
 
 /// Snippets of texts around the words of one query, read by `analyzer`.
-pub struct Snippets(SnippetGenerator);
+pub(crate) struct Snippets(SnippetGenerator);
 
 impl Snippets {
-    pub fn new(query: &str, mut analyzer: TextAnalyzer) -> Self {
+    pub(crate) fn new(query: &str, mut analyzer: TextAnalyzer) -> Self {
         let words: BTreeMap<String, f32> = tokens(&mut analyzer, query)
             .into_iter()
             .map(|w| (w, 1.0))
@@ -72,7 +72,7 @@ impl Snippets {
         ))
     }
 
-    pub fn of(&self, text: &str) -> String {
+    pub(crate) fn of(&self, text: &str) -> String {
         highlight(&self.0.snippet(text), text)
     }
 }
@@ -98,7 +98,7 @@ fn highlight(snippet: &Snippet, text: &str) -> String {
 }
 
 /// A hit's snippet before (or without) highlighting.
-pub fn text_start(text: &str) -> String {
+pub(crate) fn text_start(text: &str) -> String {
     text.chars().take(SNIPPET_CHARS).collect()
 }
 

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use kith_shared::hash::chain_next;
 use kith_shared::timestamp;
 
-use crate::error::{Error, Result};
+use crate::error::{Code, Error, Result};
 use crate::registry::{StoredRun, Tombstone};
 use crate::run::Run;
 
@@ -45,7 +45,7 @@ pub(super) fn retry<'r>(
         Ok(found)
     } else {
         Err(Error::conflict(
-            "run_conflict",
+            Code::RunConflict,
             format!("{what} was already used for other bytes"),
         ))
     }
@@ -92,7 +92,7 @@ pub(super) fn place<'a>(sent: &Sent<'_>, p: &Place<'a>) -> Result<Placement<'a>>
             .last()
             .map_or(sent.from_offset, |r| r.run.to_offset);
         return Err(Error::conflict(
-            "range_overlap",
+            Code::RangeOverlap,
             format!(
                 "bytes {}..{} of this source overlap the accepted run {} ({}..{}); resend from offset {resend_from}",
                 sent.from_offset,
@@ -112,7 +112,7 @@ pub(super) fn place<'a>(sent: &Sent<'_>, p: &Place<'a>) -> Result<Placement<'a>>
     if sent.from_offset == 0 {
         if sent.prev_sha256.is_some() {
             return Err(Error::conflict(
-                "chain_mismatch",
+                Code::ChainMismatch,
                 "a delta starting at offset 0 has no prev_sha256",
             ));
         }
@@ -126,7 +126,7 @@ pub(super) fn place<'a>(sent: &Sent<'_>, p: &Place<'a>) -> Result<Placement<'a>>
         (None, Some(t)) => (&t.run_id, &t.chain_sha256),
         (None, None) => {
             return Err(Error::conflict(
-                "chain_gap",
+                Code::ChainGap,
                 format!(
                     "no accepted delta of this source ends at offset {}",
                     sent.from_offset
@@ -136,7 +136,7 @@ pub(super) fn place<'a>(sent: &Sent<'_>, p: &Place<'a>) -> Result<Placement<'a>>
     };
     if sent.prev_sha256.is_some_and(|p| p != chain) {
         return Err(Error::conflict(
-            "chain_mismatch",
+            Code::ChainMismatch,
             format!("prev_sha256 does not match the chain hash of run {what}"),
         ));
     }
@@ -168,8 +168,8 @@ pub(super) fn parent<'a>(
         NamedParent::None => Ok(previous),
         NamedParent::Forgotten => Ok(None),
         NamedParent::Found(Some(run)) => Ok(Some(run)),
-        NamedParent::Found(None) => Err(Error::bad_request(
-            "unknown_parent",
+        NamedParent::Found(None) => Err(Error::invalid(
+            Code::UnknownParent,
             format!("parent run {asked} is not one of yours"),
         )),
     }
@@ -300,7 +300,13 @@ mod tests {
         let extends = |previous: Option<&'static str>, chain: Option<&str>| {
             (previous, chain.map(str::to_owned))
         };
-        type Want = std::result::Result<(Option<&'static str>, Option<String>), &'static str>;
+        /// Why a delta is not placed: stored already as a run, or refused.
+        #[derive(Debug, PartialEq)]
+        enum Not {
+            Already(String),
+            Refused(Code),
+        }
+        type Want = std::result::Result<(Option<&'static str>, Option<String>), Not>;
         let cases: Vec<(&str, Sent<'static>, Place<'_>, Want)> = vec![
             (
                 "a chain's first delta",
@@ -322,7 +328,7 @@ mod tests {
                     live: None,
                     tombstone: None,
                 },
-                Err("chain_mismatch"),
+                Err(Not::Refused(Code::ChainMismatch)),
             ),
             (
                 "the next delta",
@@ -355,7 +361,7 @@ mod tests {
                     live: Some(&r1),
                     tombstone: None,
                 },
-                Err("chain_mismatch"),
+                Err(Not::Refused(Code::ChainMismatch)),
             ),
             (
                 "a gap",
@@ -366,7 +372,7 @@ mod tests {
                     live: None,
                     tombstone: None,
                 },
-                Err("chain_gap"),
+                Err(Not::Refused(Code::ChainGap)),
             ),
             (
                 "after a forgotten run: its tombstone's chain",
@@ -388,7 +394,7 @@ mod tests {
                     live: None,
                     tombstone: None,
                 },
-                Err("already r1"),
+                Err(Not::Already("r1".into())),
             ),
             (
                 "a shorter retry of a stored delta",
@@ -399,7 +405,7 @@ mod tests {
                     live: None,
                     tombstone: None,
                 },
-                Err("already r1"),
+                Err(Not::Already("r1".into())),
             ),
             (
                 "other bytes over stored ones",
@@ -410,22 +416,20 @@ mod tests {
                     live: None,
                     tombstone: None,
                 },
-                Err("range_overlap"),
+                Err(Not::Refused(Code::RangeOverlap)),
             ),
         ];
         for (what, sent, place_at, want) in cases {
             let got = match place(&sent, &place_at) {
-                Ok(Placement::Already(run)) => Err(format!("already {}", run.run.id)),
+                Ok(Placement::Already(run)) => Err(Not::Already(run.run.id.clone())),
                 Ok(Placement::Extends {
                     previous,
                     chain_before,
                 }) => Ok((previous.map(|p| p.run.id.clone()), chain_before)),
-                Err(Error::Conflict { code, .. }) => Err(code.to_owned()),
+                Err(Error::Conflict { code, .. }) => Err(Not::Refused(code)),
                 Err(e) => panic!("{what}: {e}"),
             };
-            let want = want
-                .map(|(p, c)| (p.map(str::to_owned), c))
-                .map_err(str::to_owned);
+            let want = want.map(|(p, c)| (p.map(str::to_owned), c));
             assert_eq!(got, want, "{what}");
         }
     }
@@ -465,7 +469,7 @@ mod tests {
         assert!(retry(&sent(0, 10, "s1", None), &cut, "this run_id").is_ok());
         let other = retry(&sent(0, 10, "s9", None), &r1, "this Idempotency-Key");
         assert!(
-            matches!(&other, Err(Error::Conflict { code: "run_conflict", message })
+            matches!(&other, Err(Error::Conflict { code: Code::RunConflict, message })
                 if message.contains("Idempotency-Key")),
             "{other:?}"
         );
@@ -491,8 +495,8 @@ mod tests {
         );
         assert!(matches!(
             parent(NamedParent::Found(None), Some(&prev), "rx"),
-            Err(Error::BadRequest {
-                code: "unknown_parent",
+            Err(Error::Invalid {
+                code: Code::UnknownParent,
                 ..
             })
         ));

@@ -33,7 +33,7 @@ use kith_shared::ids::{RunId, UserId};
 use kith_shared::transcript;
 use kith_shared::{jsonl, timestamp};
 
-use crate::error::{Error, Result};
+use crate::error::{Code, Error, Result};
 use crate::registry::Viewer;
 use crate::registry::{ancestry_of, Lane, NewRun, StoredRun};
 use crate::run::Run;
@@ -93,11 +93,11 @@ fn validate(req: IngestRequest, idempotency_key: Option<String>) -> Result<Delta
     let bytes = req.jsonl.as_bytes();
     let format = crate::run::format_of(req.agent_runtime);
     jsonl::check(bytes, format.lines())
-        .map_err(|e| Error::bad_request("invalid_jsonl", e.to_string()))?;
+        .map_err(|e| Error::invalid(Code::InvalidJsonl, e.to_string()))?;
     let len = bytes.len() as u64;
     if req.to_offset.checked_sub(req.from_offset) != Some(len) {
-        return Err(Error::bad_request(
-            "invalid_range",
+        return Err(Error::invalid(
+            Code::InvalidRange,
             format!(
                 "to_offset - from_offset must equal the jsonl length ({len} bytes); got {}..{}",
                 req.from_offset, req.to_offset
@@ -105,16 +105,13 @@ fn validate(req: IngestRequest, idempotency_key: Option<String>) -> Result<Delta
         ));
     }
     if req.source_identity.is_empty() || req.source_identity.len() > MAX_SOURCE_IDENTITY {
-        return Err(Error::bad_request(
-            "invalid_source_identity",
+        return Err(Error::invalid(
+            Code::InvalidSourceIdentity,
             format!("source_identity must be 1-{MAX_SOURCE_IDENTITY} bytes"),
         ));
     }
     if !kith_shared::tags::valid(&req.tags) {
-        return Err(Error::bad_request(
-            "invalid_tags",
-            kith_shared::tags::rule(),
-        ));
+        return Err(Error::invalid(Code::InvalidTags, kith_shared::tags::rule()));
     }
     for (name, value) in [
         ("conversation_id", &req.conversation_id),
@@ -123,8 +120,8 @@ fn validate(req: IngestRequest, idempotency_key: Option<String>) -> Result<Delta
         ("agent_version", &req.agent_version),
     ] {
         if value.as_ref().is_some_and(|v| v.len() > MAX_FIELD_LEN) {
-            return Err(Error::bad_request(
-                "field_too_long",
+            return Err(Error::invalid(
+                Code::FieldTooLong,
                 format!("{name} is longer than {MAX_FIELD_LEN} bytes"),
             ));
         }
@@ -133,15 +130,15 @@ fn validate(req: IngestRequest, idempotency_key: Option<String>) -> Result<Delta
     if req.redactions.len() > MAX_REDACTION_KINDS
         || req.redactions.keys().any(|k| k.is_empty() || k.len() > 64)
     {
-        return Err(Error::bad_request(
-            "invalid_redactions",
+        return Err(Error::invalid(
+            Code::InvalidRedactions,
             format!("redactions must name at most {MAX_REDACTION_KINDS} kinds of 1-64 bytes"),
         ));
     }
     if let Some(key) = &idempotency_key {
         if key.is_empty() || key.len() > 256 {
-            return Err(Error::bad_request(
-                "invalid_idempotency_key",
+            return Err(Error::invalid(
+                Code::InvalidIdempotencyKey,
                 "Idempotency-Key must be 1-256 bytes",
             ));
         }
@@ -150,14 +147,14 @@ fn validate(req: IngestRequest, idempotency_key: Option<String>) -> Result<Delta
         v.as_deref()
             .map(RunId::parse)
             .transpose()
-            .map_err(|e| Error::bad_request("invalid_id", format!("{field}: {e}")))
+            .map_err(|e| Error::invalid(Code::InvalidId, format!("{field}: {e}")))
     };
     let run_id = parse_id("run_id", &req.run_id)?;
     let parent_run_id = parse_id("parent_run_id", &req.parent_run_id)?;
     let started_at = match &req.started_at {
         Some(s) => Some(timestamp::normalize(s).ok_or_else(|| {
-            Error::bad_request(
-                "invalid_timestamp",
+            Error::invalid(
+                Code::InvalidTimestamp,
                 "started_at must be an RFC 3339 timestamp",
             )
         })?),
@@ -225,7 +222,7 @@ fn decide_and_store(state: &AppState, viewer: &Viewer, d: Delta) -> Result<(Inge
     // Only a machine's token ingests; a web session has no machine.
     let (Some(machine_id), Some(machine_name)) = (viewer.machine_id(), viewer.machine_name())
     else {
-        return Err(Error::Unauthorized);
+        return Err(Error::Unauthenticated);
     };
     // The token was checked when the request came; its body may have taken
     // long enough for the machine to be revoked since.
@@ -233,7 +230,7 @@ fn decide_and_store(state: &AppState, viewer: &Viewer, d: Delta) -> Result<(Inge
         .machine_auth(user, machine_name)?
         .is_none_or(|m| m.revoked_at.is_some())
     {
-        return Err(Error::Unauthorized);
+        return Err(Error::Unauthenticated);
     }
 
     // Rule 1: a retry by key or id.

@@ -11,7 +11,7 @@ use kith_shared::ids::RunId;
 
 use super::{Registry, Sql, StoredRun};
 use crate::conversation::{self, ConversationId, MIN_PREFIX};
-use crate::error::{Error, Result};
+use crate::error::{Code, Error, Result};
 use crate::registry::Viewer;
 use crate::run::Run;
 use crate::store::RunRecord;
@@ -42,8 +42,8 @@ impl Facets {
     pub fn checked(values: [&Option<String>; 6], machine: &Option<String>) -> Result<Self> {
         for v in values.iter().copied().chain([machine]).flatten() {
             if v.len() > MAX_FILTER_BYTES {
-                return Err(Error::bad_request(
-                    "filter_too_long",
+                return Err(Error::invalid(
+                    Code::FilterTooLong,
                     format!("a filter value is at most {MAX_FILTER_BYTES} bytes"),
                 ));
             }
@@ -149,8 +149,8 @@ impl Registry {
                 b.is_ascii_digit() || (b'a'..=b'f').contains(&b) || b == b'c' || b == b'r'
             });
         if !valid {
-            return Err(Error::bad_request(
-                "invalid_id",
+            return Err(Error::invalid(
+                Code::InvalidId,
                 format!(
                     "name a conversation by a run id, a conversation id, or at least {MIN_PREFIX} of their first characters"
                 ),
@@ -173,12 +173,10 @@ impl Registry {
             .query_map(sql.params(), |r| r.get(0))?
             .collect::<rusqlite::Result<_>>()?;
         match found.as_slice() {
-            [] => Err(Error::NotFound {
-                what: "conversation",
-            }),
+            [] => Err(Error::conversation_not_found()),
             [one] => ConversationId::parse(one),
             many => Err(Error::conflict(
-                "ambiguous_id",
+                Code::AmbiguousId,
                 format!(
                     "{name} names {} conversations: {}; give more characters",
                     if many.len() > 10 {

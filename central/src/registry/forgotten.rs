@@ -81,9 +81,6 @@ impl Registry {
     /// own it: another's conversation, shared or not, is not found, like an
     /// unknown one. The operator names it by a whole conversation or run id.
     pub fn forget_set(&self, who: Forgetter<'_>, name: &str) -> Result<ForgetSet> {
-        let not_found = || Error::NotFound {
-            what: "conversation",
-        };
         let mut first = Sql::new("WHERE conversation = ");
         let conversation = match who {
             Forgetter::Owner(viewer) => {
@@ -102,7 +99,7 @@ impl Registry {
                     )?
                     .query_row([name.trim()], |r| r.get(0))
                     .optional()?;
-                let id = ConversationId::parse(&found.ok_or_else(not_found)?)?;
+                let id = ConversationId::parse(&found.ok_or_else(Error::conversation_not_found)?)?;
                 first.bind(id.as_str().to_owned());
                 id
             }
@@ -114,7 +111,7 @@ impl Registry {
             .query_runs_lean(&first)?
             .into_iter()
             .next()
-            .ok_or_else(not_found)?;
+            .ok_or_else(Error::conversation_not_found)?;
         let mut runs = Sql::new("WHERE user_id = ");
         runs.bind(first.run.user_id.clone())
             .push(" AND instr(ancestry, ")

@@ -4,7 +4,7 @@
 use rusqlite::{params, OptionalExtension};
 
 use super::{parse_id, Registry, Viewer};
-use crate::error::{Error, Result};
+use crate::error::{Code, Error, Result};
 use kith_shared::ids::{MachineId, UserId};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,7 +54,7 @@ impl Registry {
                 if e.code == rusqlite::ErrorCode::ConstraintViolation =>
             {
                 Err(Error::conflict(
-                    "machine_exists",
+                    Code::MachineExists,
                     format!("this user already has a machine named {name:?}; revoke it or pick another name"),
                 ))
             }

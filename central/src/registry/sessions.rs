@@ -9,7 +9,7 @@ use crate::error::Result;
 use kith_shared::ids::{MachineId, UserId};
 
 /// A session unused this long is over (the next request signs in again).
-pub const SESSION_IDLE_DAYS: u32 = 14;
+pub(super) const SESSION_IDLE_DAYS: u32 = 14;
 /// A session this old is over, however often it is used: a stolen cookie
 /// does not last for ever.
 pub const SESSION_MAX_DAYS: u32 = 90;

@@ -3,7 +3,7 @@
 use rusqlite::{params, OptionalExtension};
 
 use super::Registry;
-use crate::error::{Error, Result};
+use crate::error::{Code, Error, Result};
 use kith_shared::ids::UserId;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,7 +44,7 @@ impl Registry {
         )?;
         if n == 0 {
             return Err(Error::conflict(
-                "user_exists",
+                Code::UserExists,
                 format!("user {} already exists", user.handle),
             ));
         }

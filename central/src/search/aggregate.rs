@@ -11,14 +11,14 @@
 //! kept").
 
 /// Weight of a conversation's other hits beside its best.
-pub const OTHERS_WEIGHT: f32 = 0.1;
+pub(crate) const OTHERS_WEIGHT: f32 = 0.1;
 /// Each further hit counts this much of the one before it.
-pub const OTHERS_DECAY: f32 = 0.5;
+pub(crate) const OTHERS_DECAY: f32 = 0.5;
 
 /// A conversation's score from its hits' scores, best first: the best, plus
 /// `OTHERS_WEIGHT` times (second + `OTHERS_DECAY` × third + `OTHERS_DECAY`²
 /// × fourth …).
-pub fn conversation_score(scores: &[f32]) -> f32 {
+pub(crate) fn conversation_score(scores: &[f32]) -> f32 {
     let Some((&best, others)) = scores.split_first() else {
         return 0.0;
     };
@@ -33,7 +33,7 @@ pub fn conversation_score(scores: &[f32]) -> f32 {
 /// One conversation among the ranked hits: where its first hit stands, and
 /// its hits' scores in rank order.
 #[derive(Debug, Clone, Default)]
-pub struct Group {
+pub(crate) struct Group {
     pub first: usize,
     pub scores: Vec<f32>,
 }
@@ -43,7 +43,7 @@ pub struct Group {
 /// see `when`): a conversation whose first hit is among them stays ahead of
 /// every other. Within a tier, `conversation_score` decides, then the first
 /// hit's place.
-pub fn order(groups: &[Group], leading: usize) -> Vec<usize> {
+pub(crate) fn order(groups: &[Group], leading: usize) -> Vec<usize> {
     let mut keyed: Vec<(bool, f32, usize, usize)> = groups
         .iter()
         .enumerate()

@@ -9,10 +9,10 @@
 //! semantic answers 503 and hybrid falls back to keyword, saying so in
 //! `degraded`.
 
-pub mod aggregate;
+pub(crate) mod aggregate;
 mod plan;
-pub mod rerank;
-pub mod when;
+pub(crate) mod rerank;
+pub(crate) mod when;
 
 use std::collections::{HashMap, HashSet};
 use std::time::Instant;
@@ -25,21 +25,21 @@ use kith_proto::{
 };
 
 use crate::embed::Lane;
-use crate::error::{Error, Result};
+use crate::error::{Code, Error, Result};
 use crate::index::{fusion, Filters, IndexHit, MAX_GROUP_POOL};
 use crate::registry::Viewer;
 use crate::run::Run;
 use crate::state::AppState;
 
 use plan::Plan;
-pub use plan::{MAX_LIMIT, MAX_OFFSET};
+pub(crate) use plan::MAX_LIMIT;
 
 /// Hits shown per conversation when hits are grouped.
 const HITS_PER_GROUP: usize = 3;
 
 /// A search as `viewer`, its reads of others' runs audited: the runs of
 /// the hits it answers (the page, or the groups' hits), each once.
-pub async fn search(
+pub(crate) async fn search(
     state: &AppState,
     viewer: &Viewer,
     req: SearchRequest,
@@ -480,10 +480,10 @@ pub(crate) fn conversation_facts(
 }
 
 fn unavailable(why: &str) -> Error {
-    Error::Unavailable {
-        code: "embedder_unavailable",
-        message: format!("semantic search is unavailable ({why}); keyword search still answers"),
-    }
+    Error::unavailable(
+        Code::EmbedderUnavailable,
+        format!("semantic search is unavailable ({why}); keyword search still answers"),
+    )
 }
 
 fn ms(since: Instant) -> f64 {

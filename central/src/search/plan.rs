@@ -6,15 +6,15 @@
 use kith_proto::{GroupBy, SearchMode, SearchRequest};
 
 use super::{rerank, when};
-use crate::error::{Error, Result};
+use crate::error::{Code, Error, Result};
 use crate::index::{fusion, Filters, MAX_GROUP_POOL};
 use crate::registry::Facets;
 
-pub const DEFAULT_LIMIT: u32 = 10;
+pub(super) const DEFAULT_LIMIT: u32 = 10;
 /// Larger limits are clamped to this, not refused.
-pub const MAX_LIMIT: u32 = 100;
-pub const MAX_OFFSET: u32 = 1000;
-pub const MAX_QUERY_BYTES: usize = 4096;
+pub(crate) const MAX_LIMIT: u32 = 100;
+pub(crate) const MAX_OFFSET: u32 = 1000;
+pub(super) const MAX_QUERY_BYTES: usize = 4096;
 /// Hits fetched per conversation asked for, to fill groups; doubled while
 /// the hits fall in fewer conversations than the page reaches.
 const GROUP_POOL_FACTOR: usize = 5;
@@ -57,11 +57,11 @@ pub(crate) struct Plan {
 pub(crate) fn plan(req: &SearchRequest, today: time::Date) -> Result<Plan> {
     let typed = req.query.trim().to_owned();
     if typed.is_empty() {
-        return Err(Error::bad_request("empty_query", "query must not be empty"));
+        return Err(Error::invalid(Code::EmptyQuery, "query must not be empty"));
     }
     if typed.len() > MAX_QUERY_BYTES {
-        return Err(Error::bad_request(
-            "query_too_long",
+        return Err(Error::invalid(
+            Code::QueryTooLong,
             format!(
                 "query is {} bytes; the limit is {MAX_QUERY_BYTES}",
                 typed.len()
@@ -69,8 +69,8 @@ pub(crate) fn plan(req: &SearchRequest, today: time::Date) -> Result<Plan> {
         ));
     }
     if req.offset > MAX_OFFSET {
-        return Err(Error::bad_request(
-            "invalid_offset",
+        return Err(Error::invalid(
+            Code::InvalidOffset,
             format!("offset must be at most {MAX_OFFSET}"),
         ));
     }
@@ -135,15 +135,15 @@ fn resolve_filters(f: &kith_proto::SearchFilters) -> Result<Filters> {
         .chain(&f.tags)
     {
         if v.len() > max {
-            return Err(Error::bad_request(
-                "filter_too_long",
+            return Err(Error::invalid(
+                Code::FilterTooLong,
                 format!("a filter value is at most {max} bytes"),
             ));
         }
     }
     if !kith_shared::tags::valid(&f.tags) {
-        return Err(Error::bad_request(
-            "invalid_filter",
+        return Err(Error::invalid(
+            Code::InvalidFilter,
             format!("filters.tags: {}", kith_shared::tags::rule()),
         ));
     }
@@ -153,8 +153,8 @@ fn resolve_filters(f: &kith_proto::SearchFilters) -> Result<Filters> {
                 kith_shared::timestamp::parse(s)
                     .map(kith_shared::timestamp::epoch_ms)
                     .ok_or_else(|| {
-                        Error::bad_request(
-                            "invalid_filter",
+                        Error::invalid(
+                            Code::InvalidFilter,
                             format!("filters.{name} must be RFC 3339"),
                         )
                     })
@@ -193,18 +193,18 @@ mod tests {
     #[test]
     fn bad_requests_are_refused_with_their_code() {
         let long = "x".repeat(MAX_QUERY_BYTES + 1);
-        let cases: Vec<(&str, SearchRequest)> = vec![
-            ("empty_query", request("   ")),
-            ("query_too_long", request(&long)),
+        let cases: Vec<(Code, SearchRequest)> = vec![
+            (Code::EmptyQuery, request("   ")),
+            (Code::QueryTooLong, request(&long)),
             (
-                "invalid_offset",
+                Code::InvalidOffset,
                 SearchRequest {
                     offset: MAX_OFFSET + 1,
                     ..request("x")
                 },
             ),
             (
-                "invalid_filter",
+                Code::InvalidFilter,
                 SearchRequest {
                     filters: SearchFilters {
                         since: Some("yesterday".into()),
@@ -214,7 +214,7 @@ mod tests {
                 },
             ),
             (
-                "filter_too_long",
+                Code::FilterTooLong,
                 SearchRequest {
                     filters: SearchFilters {
                         file: Some("f".repeat(5000)),
@@ -226,8 +226,8 @@ mod tests {
         ];
         for (code, req) in cases {
             match plan(&req, today()) {
-                Err(Error::BadRequest { code: got, .. }) => assert_eq!(got, code),
-                other => panic!("{code}: {other:?}"),
+                Err(Error::Invalid { code: got, .. }) => assert_eq!(got, code),
+                other => panic!("{code:?}: {other:?}"),
             }
         }
     }

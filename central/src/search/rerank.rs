@@ -18,7 +18,7 @@ use time::OffsetDateTime;
 
 use kith_proto::SearchRequest;
 
-use crate::error::{Error, Result};
+use crate::error::{Code, Error, Result};
 use crate::index::IndexHit;
 
 /// Candidates asked of the index when re-ranking (at least the hits wanted):
@@ -31,26 +31,26 @@ const MAX_DIVERSE: usize = 100;
 
 /// The re-ranking a request asks for.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Rerank {
+pub(crate) struct Rerank {
     half_life_days: Option<f64>,
     diversity: f32,
 }
 
 impl Rerank {
     /// The re-ranking a request asks for; `None` when it asks for none.
-    pub fn of(req: &SearchRequest) -> Result<Option<Self>> {
+    pub(crate) fn of(req: &SearchRequest) -> Result<Option<Self>> {
         if let Some(days) = req.recency_half_life_days {
             if !(days.is_finite() && days > 0.0) {
-                return Err(Error::bad_request(
-                    "invalid_recency",
+                return Err(Error::invalid(
+                    Code::InvalidRecency,
                     "recency_half_life_days must be a number of days above 0",
                 ));
             }
         }
         let diversity = req.diversity.unwrap_or(0.0);
         if !(0.0..=1.0).contains(&diversity) {
-            return Err(Error::bad_request(
-                "invalid_diversity",
+            return Err(Error::invalid(
+                Code::InvalidDiversity,
                 "diversity must be between 0 (relevance alone) and 1",
             ));
         }
@@ -63,12 +63,12 @@ impl Rerank {
 
     /// Whether the re-ranked hits are in order of their scores (recency
     /// only); diversity orders them by relevance and likeness together.
-    pub fn keeps_score_order(&self) -> bool {
+    pub(crate) fn keeps_score_order(&self) -> bool {
         self.diversity == 0.0
     }
 
     /// How many hits to ask the index for when `want` are returned.
-    pub fn pool(&self, want: usize) -> usize {
+    pub(crate) fn pool(&self, want: usize) -> usize {
         want.max(POOL)
     }
 
@@ -80,7 +80,7 @@ impl Rerank {
     /// hit is the one with the best `(1 - diversity) * relevance -
     /// diversity * likeness` to the hits already chosen, so scores need not
     /// fall down the list.
-    pub fn apply(
+    pub(crate) fn apply(
         &self,
         mut hits: Vec<IndexHit>,
         want: usize,

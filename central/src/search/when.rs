@@ -40,11 +40,11 @@ use crate::index::IndexHit;
 
 /// Days either side of the named date or month: time zones, and a
 /// conversation about a day held the day after.
-pub const SLACK_DAYS: i64 = 3;
+pub(crate) const SLACK_DAYS: i64 = 3;
 
 /// The date a query names, and the query without it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Dated {
+pub(crate) struct Dated {
     /// The query with the date (and a preposition before it) taken out;
     /// the whole query when nothing else is left.
     pub rest: String,
@@ -77,7 +77,7 @@ static DATE: LazyLock<Regex> = LazyLock::new(|| {
 
 /// How much a hit that mentions a time gains when the query asks when:
 /// this share of its score (of its magnitude: a cosine may be negative).
-pub const TIMED_LIFT: f32 = 0.5;
+pub(crate) const TIMED_LIFT: f32 = 0.5;
 
 /// A question asking when: "When did …", "What date …", "How long ago …".
 static ASKS_WHEN: LazyLock<Regex> = LazyLock::new(|| {
@@ -109,19 +109,19 @@ static MENTIONS_TIME: LazyLock<Regex> = LazyLock::new(|| {
 });
 
 /// Whether `query` asks when something happened.
-pub fn asks_when(query: &str) -> bool {
+pub(crate) fn asks_when(query: &str) -> bool {
     ASKS_WHEN.is_match(query)
 }
 
 /// Whether `text` says when something happened.
-pub fn mentions_time(text: &str) -> bool {
+pub(crate) fn mentions_time(text: &str) -> bool {
     MENTIONS_TIME.is_match(text)
 }
 
 /// For a query asking when, lifts the hits that mention a time by
 /// `TIMED_LIFT` and orders the hits by score again (ties keep their order);
 /// any other query's hits are left as they are.
-pub fn lift_timed(query: &str, hits: &mut [IndexHit]) {
+pub(crate) fn lift_timed(query: &str, hits: &mut [IndexHit]) {
     if !asks_when(query) {
         return;
     }
@@ -135,12 +135,13 @@ pub fn lift_timed(query: &str, hits: &mut [IndexHit]) {
 
 /// The first date in `query` that names a real day or month, if any; else
 /// a time it names relative to today (UTC), see `find_relative`.
-pub fn find(query: &str) -> Option<Dated> {
+#[cfg(test)]
+pub(crate) fn find(query: &str) -> Option<Dated> {
     find_at(query, time::OffsetDateTime::now_utc().date())
 }
 
 /// `find`, with `today` given.
-pub fn find_at(query: &str, today: Date) -> Option<Dated> {
+pub(crate) fn find_at(query: &str, today: Date) -> Option<Dated> {
     DATE.captures_iter(query)
         .find_map(|c| {
             let (start, end) = since(&c, window(&c)?, today)?;
@@ -164,7 +165,7 @@ fn since(c: &Captures, (start, end): (Date, Date), today: Date) -> Option<(Date,
 }
 
 /// Days either side of a time named relative to today: time zones.
-pub const RELATIVE_SLACK_DAYS: i64 = 1;
+pub(crate) const RELATIVE_SLACK_DAYS: i64 = 1;
 
 static RELATIVE: LazyLock<Regex> = LazyLock::new(|| {
     let count = "\\d{1,3}|a|an|one|two|three|four|five|six|seven|eight|nine|ten";
@@ -187,7 +188,7 @@ static RELATIVE: LazyLock<Regex> = LazyLock::new(|| {
 /// week), "a month ago" (that month), "last 7 days", "past two weeks",
 /// "last Tuesday" (the latest Tuesday before today). A week, month or year
 /// that is still running ends today, and so does any time after "since".
-pub fn find_relative(query: &str, today: Date) -> Option<Dated> {
+pub(crate) fn find_relative(query: &str, today: Date) -> Option<Dated> {
     let c = RELATIVE.captures(query)?;
     let text = |i: usize| c.get(i).map(|m| m.as_str().to_ascii_lowercase());
     let count = |i: usize| -> Option<i64> {
@@ -299,7 +300,7 @@ fn dated(
 /// today: its runs are searched first) or a month of any year (its runs'
 /// hits lead the ranked hits).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Named {
+pub(crate) enum Named {
     Window(Dated),
     Month(Month),
 }
@@ -307,12 +308,13 @@ pub enum Named {
 /// What time `query` names, if any: a window when it names one (`find`),
 /// else a month without a year. A date with a year that the calendar does
 /// not hold ("31 February, 2023") names neither.
-pub fn named(query: &str) -> Option<Named> {
+#[cfg(test)]
+pub(crate) fn named(query: &str) -> Option<Named> {
     named_at(query, time::OffsetDateTime::now_utc().date())
 }
 
 /// `named`, with `today` given.
-pub fn named_at(query: &str, today: time::Date) -> Option<Named> {
+pub(crate) fn named_at(query: &str, today: time::Date) -> Option<Named> {
     if let Some(dated) = find_at(query, today) {
         return Some(Named::Window(dated));
     }
@@ -338,7 +340,7 @@ fn month_without_year(query: &str) -> Option<Month> {
 
 /// Whether a run started at `started_at` (RFC 3339) falls in `month` of
 /// any year, `SLACK_DAYS` either side.
-pub fn in_month(started_at: &str, month: Month) -> bool {
+pub(crate) fn in_month(started_at: &str, month: Month) -> bool {
     let Some(at) = kith_shared::timestamp::parse(started_at) else {
         return false;
     };

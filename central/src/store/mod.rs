@@ -4,9 +4,9 @@
 //! rewritten in place (a tag edit replaces the metadata file whole). The
 //! metadata is a versioned record (`record`).
 
-pub mod record;
+pub(crate) mod record;
 
-pub use record::RunRecord;
+pub(crate) use record::RunRecord;
 
 use std::fs::{self, File};
 use std::io::{self, Write};
@@ -14,12 +14,12 @@ use std::path::{Path, PathBuf};
 
 use kith_shared::ids::{RunId, UserId};
 
-use crate::error::{Error, Result};
+use crate::error::{Code, Error, Result};
 use crate::privacy::Operator;
 
 /// How the names of files being written start: one left behind is a write
 /// a crash cut short (`serve` removes them at start, `doctor` names them).
-pub const TEMP_PREFIX: &str = ".tmp-";
+pub(crate) const TEMP_PREFIX: &str = ".tmp-";
 
 #[derive(Debug, Clone)]
 pub struct BlobStore {
@@ -58,7 +58,7 @@ impl BlobStore {
             Ok(existing) if existing == jsonl => {}
             Ok(_) => {
                 return Err(Error::conflict(
-                    "run_conflict",
+                    Code::RunConflict,
                     "a run with this id is already stored with other bytes",
                 ))
             }
@@ -207,7 +207,7 @@ mod tests {
         assert!(matches!(
             err,
             Err(Error::Conflict {
-                code: "run_conflict",
+                code: Code::RunConflict,
                 ..
             })
         ));

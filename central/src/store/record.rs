@@ -25,7 +25,7 @@ use crate::error::{Error, Result};
 use crate::run::Run;
 
 /// The version `write` writes.
-pub const VERSION: u32 = 2;
+pub(crate) const VERSION: u32 = 2;
 
 /// A run as its record holds it.
 #[derive(Debug, Clone, PartialEq)]

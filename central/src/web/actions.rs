@@ -17,7 +17,7 @@ use serde::Deserialize;
 use super::session::{clear_cookie, Secret, WebSession, COOKIE, COOKIE_MAX_AGE, SIGNIN_COOKIE};
 use super::view::{SignInLinkPage, SignInPage};
 use super::{render, PageResult};
-use crate::error::Error;
+use crate::error::{Code, Error};
 use crate::pds::Password;
 use crate::registry::{Revoked, SignedIn};
 use crate::state::AppState;
@@ -29,7 +29,7 @@ const SIGNIN_COOKIE_MAX_AGE: u32 = 60 * 60;
 const UNKNOWN_HANDLE_WAIT: std::time::Duration = std::time::Duration::from_millis(400);
 
 /// The sign-in form, with a fresh CSRF cookie.
-pub async fn signin_form() -> PageResult {
+pub(crate) async fn signin_form() -> PageResult {
     signin_page(StatusCode::OK, None, "")
 }
 
@@ -51,7 +51,7 @@ fn signin_page(status: StatusCode, error: Option<String>, handle: &str) -> PageR
 
 /// The sign-in form's fields. `Debug` is not derived: it holds a password.
 #[derive(Deserialize)]
-pub struct SignInForm {
+pub(crate) struct SignInForm {
     #[serde(default)]
     csrf: String,
     #[serde(default)]
@@ -62,7 +62,7 @@ pub struct SignInForm {
 
 /// Signs in with the handle's PDS: one `createSession` there; on success a
 /// session here. Failures are counted per handle and per address.
-pub async fn signin(
+pub(crate) async fn signin(
     State(state): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
@@ -122,8 +122,8 @@ pub async fn signin(
     };
     let did = match crate::pds::check_app_password(pds_url, &handle, &password).await {
         Ok(did) => did,
-        Err(Error::BadRequest {
-            code: "wrong_password",
+        Err(Error::Invalid {
+            code: Code::WrongPassword,
             ..
         }) => return refused(),
         Err(e @ Error::Unavailable { .. }) => {
@@ -179,14 +179,14 @@ async fn start_session(state: &AppState, who: SignedIn) -> PageResult {
 }
 
 #[derive(Deserialize)]
-pub struct LinkQuery {
+pub(crate) struct LinkQuery {
     #[serde(default)]
     token: String,
 }
 
 fn link_used() -> Error {
-    Error::bad_request(
-        "link_used",
+    Error::invalid(
+        Code::LinkUsed,
         "this sign-in link was used already, expired, is not one, or its machine was revoked; run `kith web` again",
     )
 }
@@ -195,7 +195,7 @@ fn link_used() -> Error {
 /// signs in, and a button that does. Opening it uses nothing, so a link
 /// previewer that fetches it does not spend it, and a link sent by someone
 /// else says whose account it is before anything happens.
-pub async fn signin_link_form(
+pub(crate) async fn signin_link_form(
     State(state): State<AppState>,
     Query(q): Query<LinkQuery>,
 ) -> PageResult {
@@ -218,7 +218,7 @@ pub async fn signin_link_form(
 }
 
 #[derive(Deserialize)]
-pub struct LinkForm {
+pub(crate) struct LinkForm {
     #[serde(default)]
     csrf: String,
     #[serde(default)]
@@ -226,7 +226,7 @@ pub struct LinkForm {
 }
 
 /// Signs in with a one-time link, from its page's form (used once).
-pub async fn signin_link(
+pub(crate) async fn signin_link(
     State(state): State<AppState>,
     headers: HeaderMap,
     Form(form): Form<LinkForm>,
@@ -243,21 +243,21 @@ pub async fn signin_link(
 /// The sign-in forms' cookie, or why a form is refused without it.
 fn signin_cookie(headers: &HeaderMap) -> Result<Secret, Error> {
     Secret::from_cookie(headers, SIGNIN_COOKIE).ok_or_else(|| {
-        Error::bad_request(
-            "csrf_refused",
+        Error::invalid(
+            Code::CsrfRefused,
             "the sign-in form expired or did not come from this site; reload it",
         )
     })
 }
 
 #[derive(Deserialize)]
-pub struct CsrfForm {
+pub(crate) struct CsrfForm {
     #[serde(default)]
     csrf: String,
 }
 
 /// Ends this browser's session.
-pub async fn signout(
+pub(crate) async fn signout(
     State(state): State<AppState>,
     session: WebSession,
     Form(form): Form<CsrfForm>,
@@ -271,7 +271,7 @@ pub async fn signout(
 }
 
 /// Ends every session of this member, on every browser.
-pub async fn signout_everywhere(
+pub(crate) async fn signout_everywhere(
     State(state): State<AppState>,
     session: WebSession,
     Form(form): Form<CsrfForm>,
@@ -285,7 +285,7 @@ pub async fn signout_everywhere(
 }
 
 #[derive(Deserialize)]
-pub struct ShareForm {
+pub(crate) struct ShareForm {
     #[serde(default)]
     csrf: String,
     conversation: String,
@@ -299,7 +299,7 @@ pub struct ShareForm {
 }
 
 /// Shares one of my conversations, as `POST /api/shares` does.
-pub async fn share(
+pub(crate) async fn share(
     State(state): State<AppState>,
     session: WebSession,
     Form(form): Form<ShareForm>,
@@ -312,9 +312,7 @@ pub async fn share(
                 .parse()
                 .ok()
                 .filter(|d| (1..=3650).contains(d))
-                .ok_or_else(|| {
-                    Error::bad_request("invalid_expiry", "expiry is a number of days")
-                })?;
+                .ok_or_else(|| Error::invalid(Code::InvalidExpiry, "expiry is a number of days"))?;
             let at = time::OffsetDateTime::now_utc() + time::Duration::days(days);
             Some(kith_shared::timestamp::render(at))
         }
@@ -332,7 +330,7 @@ pub async fn share(
 }
 
 /// Revokes one of my shares.
-pub async fn revoke_share(
+pub(crate) async fn revoke_share(
     State(state): State<AppState>,
     session: WebSession,
     Path(id): Path<String>,
@@ -344,19 +342,19 @@ pub async fn revoke_share(
         tokio::task::spawn_blocking(move || state.registry().revoke_share(&viewer, &id)).await??;
     match revoked {
         Revoked::Now | Revoked::Already => Ok(Redirect::to("/shares").into_response()),
-        Revoked::NoSuchGrant => Err(Error::NotFound { what: "share" }.into()),
+        Revoked::NoSuchGrant => Err(Error::not_found("share").into()),
     }
 }
 
 #[derive(Deserialize)]
-pub struct MachineForm {
+pub(crate) struct MachineForm {
     #[serde(default)]
     csrf: String,
     name: String,
 }
 
 /// Revokes one of my machines: its token stops working at once.
-pub async fn revoke_machine(
+pub(crate) async fn revoke_machine(
     State(state): State<AppState>,
     session: WebSession,
     Form(form): Form<MachineForm>,
@@ -369,7 +367,7 @@ pub async fn revoke_machine(
     })
     .await??;
     if !revoked {
-        return Err(Error::NotFound { what: "machine" }.into());
+        return Err(Error::not_found("machine").into());
     }
     Ok(Redirect::to("/machines").into_response())
 }

@@ -11,7 +11,7 @@ const JS: &str = include_str!("../../assets/kith.js");
 /// A day: the pages name the assets with `?v=` of the release.
 const CACHE: &str = "public, max-age=86400";
 
-pub async fn css() -> Response {
+pub(crate) async fn css() -> Response {
     (
         [
             (header::CONTENT_TYPE, "text/css; charset=utf-8"),
@@ -22,7 +22,7 @@ pub async fn css() -> Response {
         .into_response()
 }
 
-pub async fn js() -> Response {
+pub(crate) async fn js() -> Response {
     (
         [
             (header::CONTENT_TYPE, "text/javascript; charset=utf-8"),
@@ -34,12 +34,13 @@ pub async fn js() -> Response {
 }
 
 /// The policy of every page: its own stylesheet and script only.
-pub const CSP: &str = "default-src 'none'; style-src 'self'; script-src 'self'; img-src 'self'; \
+pub(crate) const CSP: &str =
+    "default-src 'none'; style-src 'self'; script-src 'self'; img-src 'self'; \
      form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 
 /// Adds the page headers to a web response (keeping an asset's cache
 /// header; pages are never cached).
-pub async fn page_headers(mut res: Response) -> Response {
+pub(crate) async fn page_headers(mut res: Response) -> Response {
     let h = res.headers_mut();
     let mut set = |name, value: &'static str| {
         h.insert(name, HeaderValue::from_static(value));

@@ -9,11 +9,11 @@ use std::time::{Duration, Instant};
 use crate::sync::lock;
 
 /// How long a failure counts.
-pub const WINDOW: Duration = Duration::from_secs(15 * 60);
+pub(crate) const WINDOW: Duration = Duration::from_secs(15 * 60);
 /// Failures of one handle within the window before it is refused.
-pub const PER_HANDLE: usize = 5;
+pub(crate) const PER_HANDLE: usize = 5;
 /// Failures from one address within the window before it is refused.
-pub const PER_ADDRESS: usize = 20;
+pub(crate) const PER_ADDRESS: usize = 20;
 
 /// Recent failures by key (`handle:…` or `addr:…`).
 #[derive(Default)]
@@ -70,7 +70,7 @@ impl SignInLimits {
 /// is this host (a TLS proxy in front of central, as deployed), the address
 /// that proxy appended last to `X-Forwarded-For`; otherwise every visitor
 /// would share the proxy's address and its limit.
-pub fn client_addr(peer: IpAddr, headers: &axum::http::HeaderMap) -> IpAddr {
+pub(crate) fn client_addr(peer: IpAddr, headers: &axum::http::HeaderMap) -> IpAddr {
     // An IPv4 proxy reaching a `[::]` listener shows as `::ffff:127.0.0.1`.
     if !peer.to_canonical().is_loopback() {
         return peer;

@@ -8,11 +8,11 @@
 //! through the JSON handlers' own functions with it. There is no privacy
 //! rule here: what a page cannot read is "not found", as in the API.
 
-pub mod actions;
-pub mod assets;
-pub mod limits;
-pub mod pages;
-pub mod session;
+pub(crate) mod actions;
+pub(crate) mod assets;
+pub(crate) mod limits;
+pub(crate) mod pages;
+pub(crate) mod session;
 mod view;
 
 use askama::Template;
@@ -20,14 +20,13 @@ use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
 
 use crate::error::Error;
-
-pub use limits::SignInLimits;
+use crate::http_error;
 
 /// Changes the assets' URLs with each release (they are cached for a day).
-pub const ASSET_VERSION: &str = env!("CARGO_PKG_VERSION");
+pub(crate) const ASSET_VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// A page, or why there is none: any error of the domain, shown as HTML.
-pub struct PageError(Error);
+pub(crate) struct PageError(Error);
 
 impl From<Error> for PageError {
     fn from(e: Error) -> Self {
@@ -41,17 +40,17 @@ impl From<tokio::task::JoinError> for PageError {
     }
 }
 
-pub type PageResult = Result<Response, PageError>;
+pub(crate) type PageResult = Result<Response, PageError>;
 
 impl IntoResponse for PageError {
     fn into_response(self) -> Response {
         let e = self.0;
-        if matches!(e, Error::Unauthorized) {
+        if matches!(e, Error::Unauthenticated) {
             return Redirect::to("/signin").into_response();
         }
-        let status = e.status();
+        let status = http_error::status(e.kind());
         if status.is_server_error() {
-            tracing::error!(code = e.code(), error = %e, "page failed");
+            tracing::error!(code = e.code().name(), error = %e, "page failed");
         }
         let heading = match &e {
             Error::NotFound { .. } => "Not found".to_owned(),
@@ -66,7 +65,7 @@ impl IntoResponse for PageError {
                 "There is nothing here you may read: it does not exist, or it was not shared with you."
                     .to_owned()
             }
-            _ => e.body().error.message,
+            _ => http_error::body(&e).error.message,
         };
         let page = view::ErrorPage {
             chrome: None,
@@ -79,7 +78,7 @@ impl IntoResponse for PageError {
 
 /// A template as an HTML response (a template that fails to render is a
 /// bug: logged, and a bare 500).
-pub fn render<T: Template>(page: &T) -> Response {
+pub(crate) fn render<T: Template>(page: &T) -> Response {
     match page.render() {
         Ok(html) => ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], html).into_response(),
         Err(e) => {

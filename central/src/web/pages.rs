@@ -14,7 +14,7 @@ use super::view::{
     MachinesPage, SearchPage, ShareView, SharesPage, TurnView,
 };
 use super::{render, PageResult};
-use crate::error::Error;
+use crate::error::{Code, Error};
 use crate::registry::ConversationFilter;
 use crate::state::AppState;
 
@@ -34,7 +34,7 @@ impl WebSession {
 /// The search form's fields (every one optional: an empty form is the
 /// start page).
 #[derive(Debug, Default, Deserialize)]
-pub struct SearchForm {
+pub(crate) struct SearchForm {
     #[serde(default)]
     q: String,
     #[serde(default)]
@@ -89,14 +89,14 @@ fn date(name: &str, v: &str, through: bool) -> Result<Option<String>, Error> {
     kith_shared::timestamp::normalize(&full)
         .map(Some)
         .ok_or_else(|| {
-            Error::bad_request(
-                "invalid_query",
+            Error::invalid(
+                Code::InvalidQuery,
                 format!("{name} must be a date like 2026-05-01 or an RFC 3339 time"),
             )
         })
 }
 
-pub async fn search(
+pub(crate) async fn search(
     State(state): State<AppState>,
     session: WebSession,
     Query(form): Query<SearchForm>,
@@ -109,7 +109,10 @@ pub async fn search(
     let runtime = match given(&form.runtime) {
         Some(r) => Some(AgentRuntime::parse(&r).ok_or_else(|| {
             let known = AgentRuntime::ALL.map(AgentRuntime::as_str).join(", ");
-            Error::bad_request("invalid_query", format!("runtime must be one of {known}"))
+            Error::invalid(
+                Code::InvalidQuery,
+                format!("runtime must be one of {known}"),
+            )
         })?),
         None => None,
     };
@@ -177,7 +180,7 @@ pub async fn search(
 }
 
 #[derive(Debug, Default, Deserialize)]
-pub struct PageQuery {
+pub(crate) struct PageQuery {
     cursor: Option<String>,
     offset: Option<u64>,
     /// A search hit's place (`run`, `line`): the page holding it.
@@ -186,7 +189,7 @@ pub struct PageQuery {
 }
 
 /// Recent conversations, subagents under them.
-pub async fn recent(
+pub(crate) async fn recent(
     State(state): State<AppState>,
     session: WebSession,
     Query(page): Query<PageQuery>,
@@ -222,7 +225,7 @@ pub async fn recent(
 
 /// One conversation: its turns in order across its deltas, and its
 /// subagents.
-pub async fn conversation(
+pub(crate) async fn conversation(
     State(state): State<AppState>,
     session: WebSession,
     Path(id): Path<String>,
@@ -284,7 +287,7 @@ pub async fn conversation(
 }
 
 /// The conversation's exact bytes, as `GET /api/conversations/{id}/jsonl`.
-pub async fn raw(
+pub(crate) async fn raw(
     State(state): State<AppState>,
     session: WebSession,
     Path(id): Path<String>,
@@ -293,7 +296,7 @@ pub async fn raw(
 }
 
 /// Shared with me, and my shares (with revoke).
-pub async fn shares(State(state): State<AppState>, session: WebSession) -> PageResult {
+pub(crate) async fn shares(State(state): State<AppState>, session: WebSession) -> PageResult {
     let viewer = session.viewer.clone();
     let res = tokio::task::spawn_blocking(move || crate::sharing::list(state.registry(), &viewer))
         .await??;
@@ -306,7 +309,7 @@ pub async fn shares(State(state): State<AppState>, session: WebSession) -> PageR
 }
 
 /// Who read my runs, each run named by its conversation's title.
-pub async fn audit(State(state): State<AppState>, session: WebSession) -> PageResult {
+pub(crate) async fn audit(State(state): State<AppState>, session: WebSession) -> PageResult {
     let viewer = session.viewer.clone();
     let rows = tokio::task::spawn_blocking(move || {
         let res = crate::sharing::audit(state.registry(), &viewer)?;
@@ -338,7 +341,7 @@ pub async fn audit(State(state): State<AppState>, session: WebSession) -> PageRe
 }
 
 /// My machines, with revoke.
-pub async fn machines(State(state): State<AppState>, session: WebSession) -> PageResult {
+pub(crate) async fn machines(State(state): State<AppState>, session: WebSession) -> PageResult {
     let me = session.viewer.user_id().clone();
     let mine = me.clone();
     let machines = tokio::task::spawn_blocking(move || state.registry().list_machines())
@@ -357,9 +360,9 @@ pub async fn machines(State(state): State<AppState>, session: WebSession) -> Pag
 }
 
 /// Every user and machine, for an admin; "not found" for anyone else.
-pub async fn admin(State(state): State<AppState>, session: WebSession) -> PageResult {
+pub(crate) async fn admin(State(state): State<AppState>, session: WebSession) -> PageResult {
     if !session.viewer.is_admin() {
-        return Err(Error::NotFound { what: "page" }.into());
+        return Err(Error::not_found("page").into());
     }
     let (users, machines) = tokio::task::spawn_blocking(move || {
         Ok::<_, Error>((

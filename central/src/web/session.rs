@@ -9,17 +9,17 @@ use axum::http::{header, HeaderMap};
 use kith_shared::hash::sha256_hex;
 
 use super::PageError;
-use crate::error::{Error, Result};
+use crate::error::{Code, Error, Result};
 use crate::registry::{Viewer, SESSION_MAX_DAYS};
 use crate::state::AppState;
 
 /// The session cookie.
-pub const COOKIE: &str = "kith_session";
+pub(crate) const COOKIE: &str = "kith_session";
 /// The sign-in form's own cookie: its CSRF token before there is a session.
-pub const SIGNIN_COOKIE: &str = "kith_signin";
+pub(crate) const SIGNIN_COOKIE: &str = "kith_signin";
 
 /// A secret a browser holds: 32 random bytes, hex. `Debug` never shows it.
-pub struct Secret(String);
+pub(crate) struct Secret(String);
 
 impl std::fmt::Debug for Secret {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -28,28 +28,28 @@ impl std::fmt::Debug for Secret {
 }
 
 impl Secret {
-    pub fn generate() -> Result<Self> {
+    pub(crate) fn generate() -> Result<Self> {
         let mut bytes = [0u8; 32];
         getrandom::fill(&mut bytes).map_err(|e| Error::Internal(format!("no randomness: {e}")))?;
         Ok(Self(hex::encode(bytes)))
     }
 
-    pub fn expose(&self) -> &str {
+    pub(crate) fn expose(&self) -> &str {
         &self.0
     }
 
     /// What the registry stores and looks up.
-    pub fn sha256(&self) -> String {
+    pub(crate) fn sha256(&self) -> String {
         sha256_hex(self.0.as_bytes())
     }
 
     /// The CSRF token of forms shown to the holder of this secret.
-    pub fn csrf(&self) -> String {
+    pub(crate) fn csrf(&self) -> String {
         sha256_hex(format!("kith-csrf:{}", self.0).as_bytes())
     }
 
     /// `Set-Cookie` for this secret under `name`, for `max_age` seconds.
-    pub fn cookie(&self, name: &str, max_age: u32) -> String {
+    pub(crate) fn cookie(&self, name: &str, max_age: u32) -> String {
         format!(
             "{name}={}; Path=/; HttpOnly; Secure; SameSite=Lax; Max-Age={max_age}",
             self.0
@@ -57,7 +57,7 @@ impl Secret {
     }
 
     /// The secret in a request's cookie `name`, if it looks like one.
-    pub fn from_cookie(headers: &HeaderMap, name: &str) -> Option<Self> {
+    pub(crate) fn from_cookie(headers: &HeaderMap, name: &str) -> Option<Self> {
         headers
             .get_all(header::COOKIE)
             .iter()
@@ -69,14 +69,14 @@ impl Secret {
     }
 
     /// A secret as the browser sends it back, if it looks like one.
-    pub fn parse(s: &str) -> Option<Self> {
+    pub(crate) fn parse(s: &str) -> Option<Self> {
         let s = s.trim();
         (s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit()))
             .then(|| Self(s.to_ascii_lowercase()))
     }
 
     /// Refuses a form whose CSRF token is not this secret's.
-    pub fn check_csrf(&self, given: &str) -> Result<()> {
+    pub(crate) fn check_csrf(&self, given: &str) -> Result<()> {
         let want = self.csrf();
         // Compared without an early exit, so timing says nothing.
         let same = want.len() == given.len()
@@ -88,8 +88,8 @@ impl Secret {
         if same {
             Ok(())
         } else {
-            Err(Error::bad_request(
-                "csrf_refused",
+            Err(Error::invalid(
+                Code::CsrfRefused,
                 "this form is stale or did not come from this site; reload the page and try again",
             ))
         }
@@ -97,24 +97,24 @@ impl Secret {
 }
 
 /// `Set-Cookie` that removes the cookie `name`.
-pub fn clear_cookie(name: &str) -> String {
+pub(crate) fn clear_cookie(name: &str) -> String {
     format!("{name}=; Path=/; HttpOnly; Secure; SameSite=Lax; Max-Age=0")
 }
 
 /// How long the browser keeps the session cookie: as long as a session may
 /// last at all (it is set once, at sign-in); the registry ends a session
 /// idle for `SESSION_IDLE_DAYS` sooner.
-pub const COOKIE_MAX_AGE: u32 = SESSION_MAX_DAYS * 24 * 60 * 60;
+pub(crate) const COOKIE_MAX_AGE: u32 = SESSION_MAX_DAYS * 24 * 60 * 60;
 
 /// A signed-in browser: its viewer and its session's secret. Without a
 /// live session, the page redirects to the sign-in form.
-pub struct WebSession {
+pub(crate) struct WebSession {
     pub viewer: Viewer,
     pub secret: Secret,
 }
 
 impl WebSession {
-    pub fn csrf(&self) -> String {
+    pub(crate) fn csrf(&self) -> String {
         self.secret.csrf()
     }
 }
@@ -126,12 +126,12 @@ impl FromRequestParts<AppState> for WebSession {
         parts: &mut Parts,
         state: &AppState,
     ) -> Result<Self, Self::Rejection> {
-        let secret = Secret::from_cookie(&parts.headers, COOKIE).ok_or(Error::Unauthorized)?;
+        let secret = Secret::from_cookie(&parts.headers, COOKIE).ok_or(Error::Unauthenticated)?;
         let hash = secret.sha256();
         let state = state.clone();
         let viewer = tokio::task::spawn_blocking(move || state.registry().viewer_by_session(&hash))
             .await??
-            .ok_or(Error::Unauthorized)?;
+            .ok_or(Error::Unauthenticated)?;
         Ok(Self { viewer, secret })
     }
 }

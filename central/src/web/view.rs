@@ -7,7 +7,7 @@ use kith_proto::{Conversation, ConversationTurn, InlineSubagent, SearchGroup, Sh
 use crate::registry::{MachineRow, UserRow};
 
 /// The signed-in part of every page's header.
-pub struct Chrome {
+pub(super) struct Chrome {
     pub handle: String,
     pub csrf: String,
     pub is_admin: bool,
@@ -15,7 +15,7 @@ pub struct Chrome {
 
 #[derive(Template)]
 #[template(path = "error.html")]
-pub struct ErrorPage {
+pub(super) struct ErrorPage {
     pub chrome: Option<Chrome>,
     pub heading: String,
     pub message: String,
@@ -23,7 +23,7 @@ pub struct ErrorPage {
 
 #[derive(Template)]
 #[template(path = "signin.html")]
-pub struct SignInPage {
+pub(super) struct SignInPage {
     pub chrome: Option<Chrome>,
     pub error: Option<String>,
     pub csrf: String,
@@ -33,7 +33,7 @@ pub struct SignInPage {
 /// The page a `kith web` link opens: the handle it signs in, and a button.
 #[derive(Template)]
 #[template(path = "signin_link.html")]
-pub struct SignInLinkPage {
+pub(super) struct SignInLinkPage {
     pub chrome: Option<Chrome>,
     pub handle: String,
     pub token: String,
@@ -42,7 +42,7 @@ pub struct SignInLinkPage {
 
 #[derive(Template)]
 #[template(path = "search.html")]
-pub struct SearchPage {
+pub(super) struct SearchPage {
     pub chrome: Option<Chrome>,
     pub q: String,
     /// (value, label, selected)
@@ -56,7 +56,7 @@ pub struct SearchPage {
 
 #[derive(Template)]
 #[template(path = "list.html")]
-pub struct ListPage {
+pub(super) struct ListPage {
     pub chrome: Option<Chrome>,
     pub heading: &'static str,
     pub empty: &'static str,
@@ -66,7 +66,7 @@ pub struct ListPage {
 
 #[derive(Template)]
 #[template(path = "conversation.html")]
-pub struct ConversationPage {
+pub(super) struct ConversationPage {
     pub chrome: Option<Chrome>,
     pub csrf: String,
     pub c: ConversationView,
@@ -83,7 +83,7 @@ pub struct ConversationPage {
 
 #[derive(Template)]
 #[template(path = "shares.html")]
-pub struct SharesPage {
+pub(super) struct SharesPage {
     pub chrome: Option<Chrome>,
     pub csrf: String,
     pub given: Vec<ShareView>,
@@ -92,7 +92,7 @@ pub struct SharesPage {
 
 #[derive(Template)]
 #[template(path = "audit.html")]
-pub struct AuditPage {
+pub(super) struct AuditPage {
     pub chrome: Option<Chrome>,
     /// (at, reader, what, run id, its conversation's title)
     pub rows: Vec<(String, String, String, String, String)>,
@@ -100,7 +100,7 @@ pub struct AuditPage {
 
 #[derive(Template)]
 #[template(path = "machines.html")]
-pub struct MachinesPage {
+pub(super) struct MachinesPage {
     pub chrome: Option<Chrome>,
     pub csrf: String,
     pub heading: &'static str,
@@ -111,7 +111,7 @@ pub struct MachinesPage {
 }
 
 /// One conversation in a list or a page header.
-pub struct ConversationView {
+pub(super) struct ConversationView {
     pub id: String,
     pub title: String,
     pub owner: String,
@@ -138,7 +138,7 @@ impl From<Conversation> for ConversationView {
 }
 
 /// A subagent that ran inside its conversation's transcript.
-pub struct InlineSubagentView {
+pub(super) struct InlineSubagentView {
     pub name: String,
     pub description: Option<String>,
     pub turns: u64,
@@ -157,7 +157,7 @@ impl From<&InlineSubagent> for InlineSubagentView {
 }
 
 /// One conversation's hits.
-pub struct GroupView {
+pub(super) struct GroupView {
     pub conversation_id: String,
     pub title: String,
     pub owner: String,
@@ -167,7 +167,7 @@ pub struct GroupView {
     pub hits: Vec<HitView>,
 }
 
-pub struct HitView {
+pub(super) struct HitView {
     pub role: String,
     /// The inline subagent whose turns hold the hit, by name.
     pub subagent: Option<String>,
@@ -209,7 +209,7 @@ impl From<SearchGroup> for GroupView {
 }
 
 /// One turn of the reader.
-pub struct TurnView {
+pub(super) struct TurnView {
     pub anchor: String,
     /// `12` or `12-20`: the lines of its run's JSONL.
     pub lines: String,
@@ -224,7 +224,7 @@ pub struct TurnView {
 
 impl TurnView {
     /// A turn of a conversation whose inline subagents are `inline`.
-    pub fn new(t: ConversationTurn, inline: &[InlineSubagent]) -> Self {
+    pub(super) fn new(t: ConversationTurn, inline: &[InlineSubagent]) -> Self {
         let subagent = t.subagent.as_deref().map(|id| {
             inline
                 .iter()
@@ -250,13 +250,13 @@ impl TurnView {
 }
 
 /// A paragraph of prose or a fenced code block.
-pub struct Block {
+pub(super) struct Block {
     pub code: bool,
     pub text: String,
 }
 
 /// One grant, as the shares page lists it.
-pub struct ShareView {
+pub(super) struct ShareView {
     pub id: String,
     pub scope: String,
     /// Where the shared conversation or run reads (none for a tag).
@@ -284,18 +284,18 @@ impl From<Share> for ShareView {
 }
 
 /// The id of a turn on its conversation's page: its run and first line.
-pub fn anchor(run_id: &str, line: u64) -> String {
+pub(super) fn anchor(run_id: &str, line: u64) -> String {
     format!("{run_id}-L{line}")
 }
 
 /// A timestamp to the minute, as people read it: `2026-05-01 10:00`.
-pub fn when(ts: &str) -> String {
+pub(super) fn when(ts: &str) -> String {
     let minute = ts.get(..16).unwrap_or(ts);
     minute.replacen('T', " ", 1)
 }
 
 /// A search snippet cut at its `«` `»` match markers.
-pub fn highlights(snippet: &str) -> Vec<(String, bool)> {
+pub(super) fn highlights(snippet: &str) -> Vec<(String, bool)> {
     let mut out = Vec::new();
     let mut rest = snippet;
     while let Some(open) = rest.find('«') {
@@ -322,7 +322,7 @@ pub fn highlights(snippet: &str) -> Vec<(String, bool)> {
 }
 
 /// A turn's text as prose paragraphs and the code blocks fenced in it.
-pub fn blocks(text: &str) -> Vec<Block> {
+pub(super) fn blocks(text: &str) -> Vec<Block> {
     let mut out = Vec::new();
     let mut current = String::new();
     let mut code = false;

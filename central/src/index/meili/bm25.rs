@@ -22,14 +22,14 @@ use crate::index::words::{analyzer, pieces, tokens};
 /// Words (and phrases) of a query that are searched (each is a search of
 /// its own): a longer query leaves out its stopwords and question words,
 /// then its later words.
-pub const MAX_TERMS: usize = 16;
+pub(super) const MAX_TERMS: usize = 16;
 /// BM25's term-frequency saturation and length normalisation (tantivy's).
 const K1: f32 = 1.2;
 const B: f32 = 0.75;
 
 /// One word or phrase of a query.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Term {
+pub(super) struct Term {
     /// What Meilisearch is asked: for a word, the start its forms share,
     /// searched as a prefix ("camp" for "camping" finds "camped";
     /// synonyms give "went" for "go"); for a phrase, the phrase in quotes.
@@ -44,7 +44,7 @@ pub struct Term {
 /// one term, as in the embedded index), at most `MAX_TERMS`: of a longer
 /// query (a task described in a paragraph), the words that say what it is
 /// about.
-pub fn terms(query: &str) -> Vec<Term> {
+pub(super) fn terms(query: &str) -> Vec<Term> {
     let all = all_terms(query);
     if all.len() <= MAX_TERMS {
         return all;
@@ -58,7 +58,7 @@ pub fn terms(query: &str) -> Vec<Term> {
 /// "quoted phrases" in quotes and its other words as plain words, so that
 /// `-rf` (Meilisearch's "without rf") and an unclosed quote read as the
 /// embedded index reads them.
-pub fn every_word_query(query: &str) -> String {
+pub(super) fn every_word_query(query: &str) -> String {
     pieces(query)
         .into_iter()
         .map(|(piece, quoted)| {
@@ -128,7 +128,7 @@ fn prefix_of(word: &str, stem: &str) -> String {
 /// What Meilisearch answered for one term: how many readable chunks match
 /// what it was asked, and which of the candidates it returned.
 #[derive(Debug, Clone, Default)]
-pub struct Answer {
+pub(super) struct Answer {
     pub total: u64,
     pub hits: Vec<usize>,
 }
@@ -140,7 +140,12 @@ pub struct Answer {
 /// prefix or a typo match: "campus" for "camp"), and never fewer than the
 /// candidates holding it; the candidates' mean length as the average.
 /// Candidates holding no term are left out.
-pub fn rank(terms: &[Term], answers: &[Answer], n: u64, texts: &[&str]) -> Vec<(usize, f32)> {
+pub(super) fn rank(
+    terms: &[Term],
+    answers: &[Answer],
+    n: u64,
+    texts: &[&str],
+) -> Vec<(usize, f32)> {
     let mut reader = Reader::default();
     let docs: Vec<Vec<u32>> = texts.iter().map(|t| reader.read(t)).collect();
     let avg_len =

@@ -10,7 +10,7 @@ use crate::privacy::{self, Readability, Rule};
 /// A value as a Meilisearch filter string literal: double-quoted, with `\`
 /// and `"` escaped. Meilisearch's parser unescapes `\"` inside the quotes and
 /// then `\\`, so every value, whatever it holds, stays one literal.
-pub fn quote(value: &str) -> String {
+pub(super) fn quote(value: &str) -> String {
     let mut out = String::with_capacity(value.len() + 2);
     out.push('"');
     for c in value.chars() {
@@ -43,7 +43,7 @@ fn exactly(keyed: &str, attribute: &str, value: &str) -> String {
 /// written as a Meilisearch filter. The registry re-checks every hit
 /// afterwards. A document put by an older kith-central has no capture time:
 /// as before, it counts until `reindex`.
-pub fn readable_by(readability: &Readability) -> String {
+pub(super) fn readable_by(readability: &Readability) -> String {
     render(&readability.rule())
 }
 
@@ -70,7 +70,7 @@ fn render(rule: &Rule) -> String {
 
 /// The whole filter of a search: readability AND every requested filter
 /// AND `extra` (backend-internal conditions such as the vector model).
-pub fn search_filter(viewer: &Readability, filters: &Filters, extra: &[String]) -> String {
+pub(super) fn search_filter(viewer: &Readability, filters: &Filters, extra: &[String]) -> String {
     let mut all = vec![readable_by(viewer)];
     if let Some(rt) = filters.runtime {
         all.push(eq("runtime", rt.as_str()));
@@ -112,14 +112,14 @@ pub fn search_filter(viewer: &Readability, filters: &Filters, extra: &[String]) 
 }
 
 /// The chunks of these runs (to delete them before their replacement).
-pub fn runs_filter(run_ids: &[String]) -> String {
+pub(super) fn runs_filter(run_ids: &[String]) -> String {
     let quoted: Vec<String> = run_ids.iter().map(|id| quote(id)).collect();
     format!("run_id IN [{}]", quoted.join(", "))
 }
 
 /// Only chunks whose vector came from `model` (another model's vectors are
 /// never ranked against this model's query vector).
-pub fn vector_model_is(model: &str) -> String {
+pub(super) fn vector_model_is(model: &str) -> String {
     eq("vector_model", model)
 }
 

@@ -17,13 +17,13 @@ use crate::index::{chunk_id, path_prefixes, Standing};
 
 /// The one embedder kith configures: vectors come from kith's own embed
 /// queue (`userProvided`), never from Meilisearch.
-pub const EMBEDDER: &str = "default";
-pub const PRIMARY_KEY: &str = "id";
+pub(super) const EMBEDDER: &str = "default";
+pub(super) const PRIMARY_KEY: &str = "id";
 
 /// Only the chunk text is searched. Ids, paths, machines and tags are
 /// filter-only, so typo tolerance can never fuzz one id into another.
-pub const SEARCHABLE: &[&str] = &["text"];
-pub const FILTERABLE: &[&str] = &[
+pub(super) const SEARCHABLE: &[&str] = &["text"];
+pub(super) const FILTERABLE: &[&str] = &[
     "owner",
     "ancestry",
     "tags",
@@ -42,9 +42,9 @@ pub const FILTERABLE: &[&str] = &[
     "tag_keys",
     "cwd_keys",
 ];
-pub const SORTABLE: &[&str] = &["started_ms"];
+pub(super) const SORTABLE: &[&str] = &["started_ms"];
 /// The fields a hit needs (never `_vectors`: hundreds of floats per hit).
-pub const RETRIEVED: &[&str] = &[
+pub(super) const RETRIEVED: &[&str] = &[
     "id",
     "run_id",
     "role",
@@ -65,7 +65,7 @@ const MAX_TOTAL_HITS: usize = super::super::MAX_GROUP_POOL;
 
 /// One chunk as a Meilisearch document. Field names match `FILTERABLE`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ChunkDoc {
+pub(super) struct ChunkDoc {
     pub id: String,
     pub run_id: String,
     /// The run's owner: readability starts here.
@@ -114,7 +114,9 @@ pub struct ChunkDoc {
 
 /// `doc` as a partial update that leaves the chunk's vector, and the model
 /// it came from, as they are.
-pub fn without_vector(doc: &ChunkDoc) -> crate::error::Result<serde_json::Map<String, Value>> {
+pub(super) fn without_vector(
+    doc: &ChunkDoc,
+) -> crate::error::Result<serde_json::Map<String, Value>> {
     let Value::Object(mut fields) = serde_json::to_value(doc)? else {
         return Err(crate::error::Error::Internal(
             "a chunk document is not an object".into(),
@@ -127,16 +129,16 @@ pub fn without_vector(doc: &ChunkDoc) -> crate::error::Result<serde_json::Map<St
 
 /// `{"default": null}`. (`"_vectors": null` fails a whole batch.)
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct NoVector {
+pub(super) struct NoVector {
     default: Option<Vec<f32>>,
 }
 
-pub const NO_VECTOR: NoVector = NoVector { default: None };
+pub(super) const NO_VECTOR: NoVector = NoVector { default: None };
 
 /// The partial update that gives a chunk its vector. Owned: it is sent
 /// from the index's own runtime (`MeiliIndex::call`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct VectorDoc {
+pub(super) struct VectorDoc {
     pub id: String,
     #[serde(rename = "_vectors")]
     pub vectors: WithVector,
@@ -144,14 +146,14 @@ pub struct VectorDoc {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct WithVector {
+pub(super) struct WithVector {
     pub default: Vec<f32>,
 }
 
 /// What a hit brings back (`RETRIEVED`).
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default)]
-pub struct HitDoc {
+pub(super) struct HitDoc {
     pub id: String,
     pub run_id: String,
     pub role: String,
@@ -168,12 +170,12 @@ pub struct HitDoc {
 /// in hex. Meilisearch compares filter strings ignoring case, Unicode form
 /// and surrounding spaces, and a value past ~468 bytes never matches; two
 /// different values have different keys, of 64 plain characters.
-pub fn key(value: &str) -> String {
+pub(super) fn key(value: &str) -> String {
     kith_shared::hash::sha256_hex(value.as_bytes())
 }
 
 /// The documents of one run's chunks.
-pub fn chunk_docs(run: &Run, standing: &Standing, chunks: &[Chunk]) -> Vec<ChunkDoc> {
+pub(super) fn chunk_docs(run: &Run, standing: &Standing, chunks: &[Chunk]) -> Vec<ChunkDoc> {
     let started_ms =
         kith_shared::timestamp::parse(&run.started_at).map_or(0, kith_shared::timestamp::epoch_ms);
     let ancestry: Vec<String> = standing
@@ -220,7 +222,7 @@ pub fn chunk_docs(run: &Run, standing: &Standing, chunks: &[Chunk]) -> Vec<Chunk
 
 /// The settings kith applies at start (the embedder comes separately, once
 /// the model's dimension is known). Applying them again changes nothing.
-pub fn base_settings() -> Settings {
+pub(super) fn base_settings() -> Settings {
     Settings::new()
         .with_searchable_attributes(SEARCHABLE)
         .with_filterable_attributes(FILTERABLE)
@@ -250,7 +252,7 @@ fn typo_tolerance() -> TypoToleranceSettings {
 }
 
 /// The `default` embedder with the model's dimension.
-pub fn embedders(dim: usize) -> HashMap<String, Embedder> {
+pub(super) fn embedders(dim: usize) -> HashMap<String, Embedder> {
     HashMap::from([(
         EMBEDDER.to_owned(),
         Embedder {
