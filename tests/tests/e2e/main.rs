@@ -32,4 +32,5 @@ mod openapi;
 mod privacy;
 mod search;
 mod sharing;
+mod upgrade;
 mod web;
