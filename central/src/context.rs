@@ -51,7 +51,10 @@ pub(crate) async fn context(
         let registry = s.registry();
         let handles = registry.handles()?;
         let mut titles: HashMap<String, Option<String>> = HashMap::new();
-        let packed = pack::pack(&found.hits, budget, |conversation| {
+        // Only what clears the relevance floor: a pack of what merely
+        // ranks first would tell an agent something untrue.
+        let strong: Vec<_> = found.hits.iter().filter(|h| !h.weak).cloned().collect();
+        let packed = pack::pack(&strong, budget, |conversation| {
             if let Some(title) = titles.get(conversation) {
                 return Ok(title.clone());
             }
@@ -71,5 +74,6 @@ pub(crate) async fn context(
         passages: packed.passages,
         budget_tokens: budget,
         degraded: found.degraded,
+        nothing_relevant: found.nothing_relevant,
     })
 }

@@ -554,6 +554,19 @@ pub struct SearchHit {
     /// chunk that also holds its parent's turns names none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub subagent: Option<SubagentSpan>,
+    /// Below the relevance floor: the hit holds few of the query's words
+    /// and its meaning is far from the query's (`coverage`, `similarity`).
+    /// A hit ranks among the best there are, not among relevant ones.
+    #[serde(default)]
+    pub weak: bool,
+    /// Share of the query's content words (stemmed) the hit's text holds,
+    /// 0 to 1.
+    #[serde(default)]
+    pub coverage: f32,
+    /// Cosine similarity of the hit's text to the query, when the search
+    /// had a query vector and the hit a vector of the same model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub similarity: Option<f32>,
     pub _links: RunLinks,
 }
 
@@ -576,6 +589,9 @@ pub struct SearchGroup {
     pub tags: Vec<String>,
     /// The best score of its hits.
     pub score: f32,
+    /// Every hit of the group is weak (`SearchHit::weak`).
+    #[serde(default)]
+    pub weak: bool,
     pub hits: Vec<SearchHit>,
 }
 
@@ -603,6 +619,10 @@ pub struct SearchResponse {
     /// embedder is down and hybrid fell back to keyword).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub degraded: Option<String>,
+    /// No hit clears the relevance floor: nothing the viewer may read is
+    /// about the query, and every hit returned is `weak`.
+    #[serde(default)]
+    pub nothing_relevant: bool,
 }
 
 /// `POST /api/context`: the passages most useful for a task, fitted to a
@@ -653,6 +673,10 @@ pub struct ContextResponse {
     /// As in search: set when semantic search was unavailable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub degraded: Option<String>,
+    /// Nothing the viewer may read clears the relevance floor: the pack is
+    /// empty rather than filled with what merely ranks first.
+    #[serde(default)]
+    pub nothing_relevant: bool,
 }
 
 /// Work waiting on each lane of the pipeline.

@@ -601,3 +601,178 @@ mod tests {
         assert!(Split::parse("held-out").is_err());
     }
 }
+
+/// Queries with no answer in any LoCoMo conversation, beside its own
+/// adversarial questions (`adversarial`), for the relevance floor: words
+/// that are no words, and topics the conversations (two friends' chats
+/// about their lives) never touch.
+pub const NONSENSE: &[&str] = &[
+    "xyzzyqwerty",
+    "florbnax quimble",
+    "zzqx vrrmp",
+    "blorptastic wug",
+    "qwfp arst zxcv",
+    "snarfle gronk",
+    "plumbix trevvel",
+    "oobleck quazzle mip",
+    "vlargh",
+    "kriznak dorpel",
+    "mmbrlgh fnord",
+    "tzzt pakwee",
+];
+
+/// Topics absent from every LoCoMo conversation.
+pub const ABSENT: &[&str] = &[
+    "make the importer retry on HTTP 429",
+    "rust borrow checker lifetime error in the parser",
+    "kubernetes ingress TLS certificate renewal",
+    "postgres vacuum autovacuum tuning for large tables",
+    "webpack build fails on a missing loader",
+    "git rebase conflict in the lockfile",
+    "configure the nginx reverse proxy for websockets",
+    "tantivy segment merge policy",
+    "the terraform state lock on S3",
+    "compile the kernel module for the graphics driver",
+    "the quarterly VAT return for the bakery",
+    "replace the alternator on a diesel tractor",
+];
+
+/// The adversarial questions (LoCoMo's category 5) of `dir`'s
+/// conversations: their premise is false (a thing one speaker did asked of
+/// the other), so no turn answers them.
+pub fn adversarial(dir: &Path) -> Result<Vec<Question>> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        if path.extension().is_none_or(|e| e != "json") {
+            continue;
+        }
+        let conv = path
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .unwrap_or_default()
+            .to_owned();
+        let obj: Value = serde_json::from_slice(&std::fs::read(&path)?)?;
+        for qa in obj["qa"].as_array().into_iter().flatten() {
+            if qa["category"].as_u64() == Some(5) {
+                out.push(Question {
+                    conversation: conv.clone(),
+                    category: 5,
+                    text: qa["question"].as_str().unwrap_or_default().to_owned(),
+                    evidence: Vec::new(),
+                });
+            }
+        }
+    }
+    out.sort_by(|a, b| (&a.conversation, &a.text).cmp(&(&b.conversation, &b.text)));
+    Ok(out)
+}
+
+/// One query's top 10 hybrid hits within its conversation, as the
+/// relevance floor sees them: one JSON object with the query (`kind`:
+/// answerable, adversarial, nonsense, absent; `conv`, `q`), the answer's
+/// `nothing_relevant`, the number of evidence turns, and per hit its
+/// `coverage`, `similarity`, `weak` and the evidence turns it holds.
+pub fn floor_hits(
+    api: &Api,
+    sessions: &[Session],
+    runs: &HashMap<String, usize>,
+    q: &Question,
+    kind: &str,
+) -> Result<Value> {
+    let res = search_conversation(api, q, "hybrid", 10, "none")?;
+    let want: HashSet<&str> = q.evidence.iter().map(String::as_str).collect();
+    let hits: Vec<Value> = res["hits"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|hit| {
+            let session = hit["run_id"].as_str().and_then(|id| runs.get(id)).copied();
+            let a = hit["line_start"].as_u64().unwrap_or(0) as usize;
+            let b = hit["line_end"].as_u64().unwrap_or(0) as usize;
+            let evidence: Vec<&str> = session
+                .into_iter()
+                .flat_map(|s| {
+                    (a.max(1)..=b).filter_map(move |line| sessions[s].lines.get(line - 1))
+                })
+                .map(String::as_str)
+                .filter(|dia| want.contains(dia))
+                .collect();
+            json!({
+                "coverage": hit["coverage"],
+                "similarity": hit["similarity"],
+                "weak": hit["weak"],
+                "evidence": evidence,
+            })
+        })
+        .collect();
+    Ok(json!({
+        "kind": kind,
+        "conv": q.conversation,
+        "q": q.text,
+        "n_evidence": want.len(),
+        "nothing_relevant": res["nothing_relevant"],
+        "hits": hits,
+    }))
+}
+
+/// The relevance floor's figures over `rows` (`floor_hits`): per kind of
+/// no-answer query, the share answered "nothing relevant"; for answerable
+/// questions, evidence recall@10 over every hit and over the hits above
+/// the floor, and the share wrongly answered "nothing relevant".
+pub fn floor_summary(rows: &[Value]) -> Value {
+    let mut out = serde_json::Map::new();
+    for kind in ["adversarial", "nonsense", "absent"] {
+        let of: Vec<&Value> = rows.iter().filter(|r| r["kind"] == kind).collect();
+        let empty = of.iter().filter(|r| r["nothing_relevant"] == true).count();
+        out.insert(
+            kind.into(),
+            json!({"queries": of.len(), "nothing_relevant": ratio(empty, of.len())}),
+        );
+    }
+    let no_answer: Vec<&Value> = rows.iter().filter(|r| r["kind"] != "answerable").collect();
+    let empty = no_answer
+        .iter()
+        .filter(|r| r["nothing_relevant"] == true)
+        .count();
+    out.insert(
+        "no_answer".into(),
+        json!({"queries": no_answer.len(), "nothing_relevant": ratio(empty, no_answer.len())}),
+    );
+    let answerable: Vec<&Value> = rows.iter().filter(|r| r["kind"] == "answerable").collect();
+    let recall = |strong_only: bool| {
+        let sum: f64 = answerable
+            .iter()
+            .map(|r| {
+                let found: HashSet<&str> = r["hits"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter(|h| !strong_only || h["weak"] != true)
+                    .flat_map(|h| h["evidence"].as_array().into_iter().flatten())
+                    .filter_map(Value::as_str)
+                    .collect();
+                found.len() as f64 / r["n_evidence"].as_f64().unwrap_or(1.0).max(1.0)
+            })
+            .sum();
+        sum / answerable.len().max(1) as f64
+    };
+    let wrongly = answerable
+        .iter()
+        .filter(|r| r["nothing_relevant"] == true)
+        .count();
+    out.insert(
+        "answerable".into(),
+        json!({
+            "queries": answerable.len(),
+            "recall@10": recall(false),
+            "recall@10_above_floor": recall(true),
+            "nothing_relevant": ratio(wrongly, answerable.len()),
+        }),
+    );
+    Value::Object(out)
+}
+
+fn ratio(n: usize, of: usize) -> f64 {
+    n as f64 / of.max(1) as f64
+}

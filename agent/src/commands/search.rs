@@ -77,6 +77,11 @@ pub(crate) struct SearchArgs {
     /// truncated (searched only when asked; `kith show` reads it either way).
     #[arg(long)]
     include_superseded: bool,
+    /// Also what is below the relevance floor (few of your words, far in
+    /// meaning), labelled weak; by default a search with nothing relevant
+    /// says so instead.
+    #[arg(long)]
+    weak: bool,
     /// Central's whole answer as one JSON document, for scripts and agents.
     #[arg(long)]
     pub(crate) json: bool,
@@ -100,6 +105,7 @@ pub(crate) fn run(args: SearchArgs, client: &Client) -> Result<()> {
     let mut stdout = std::io::stdout().lock();
     let SearchArgs {
         query,
+        weak,
         mode,
         since,
         until,
@@ -164,6 +170,8 @@ pub(crate) fn run(args: SearchArgs, client: &Client) -> Result<()> {
     let res: SearchResponse = client.json(client.post("/api/search").json(&req))?;
     if json {
         writeln!(stdout, "{}", serde_json::to_string(&res)?)?;
+    } else if res.nothing_relevant && !weak {
+        write!(stdout, "{}", nothing_relevant(&res))?;
     } else if req.group == GroupBy::Conversation {
         let me: Option<kith_proto::StatusResponse> = client.json(client.get("/api/status")).ok();
         let me = me.map(|s| s.user);
@@ -173,6 +181,26 @@ pub(crate) fn run(args: SearchArgs, client: &Client) -> Result<()> {
         write!(stdout, "{}", render_search(&res, Style::detect(), now))?;
     }
     Ok(())
+}
+
+/// What a search with nothing above the relevance floor prints instead of
+/// its nearest hits.
+pub(crate) fn nothing_relevant(res: &SearchResponse) -> String {
+    let mut out = String::new();
+    if let Some(why) = &res.degraded {
+        let _ = writeln!(out, "note: {why}");
+    }
+    let _ = writeln!(out, "nothing relevant");
+    if !res.hits.is_empty() {
+        let _ = writeln!(
+            out,
+            "({} weak match{} below the floor; --weak shows {})",
+            res.hits.len(),
+            if res.hits.len() == 1 { "" } else { "es" },
+            if res.hits.len() == 1 { "it" } else { "them" }
+        );
+    }
+    out
 }
 
 /// Search hits grouped by run, in the order of each run's best hit.
@@ -205,9 +233,14 @@ pub(crate) fn render_search(res: &SearchResponse, style: Style, now: OffsetDateT
             style.bold(&format!("[{}]", first.machine)),
             style.bold(&title),
             style.dim(&format!(
-                "{} · {} · {run_id}",
+                "{} · {} · {run_id}{}",
                 first.agent_runtime.as_str(),
-                age(&first.started_at, now)
+                age(&first.started_at, now),
+                if hits.iter().all(|h| h.weak) {
+                    " · weak"
+                } else {
+                    ""
+                }
             )),
         );
         for hit in hits {
@@ -292,6 +325,9 @@ mod tests {
             conversation_id: Some(format!("c{run}")),
             owner: "alice.test".into(),
             subagent: None,
+            weak: false,
+            coverage: 1.0,
+            similarity: None,
             _links: RunLinks::for_run(run),
         }
     }
@@ -307,6 +343,7 @@ mod tests {
             backend: "embedded".into(),
             embedder: "none".into(),
             degraded: None,
+            nothing_relevant: false,
         }
     }
 

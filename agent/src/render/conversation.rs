@@ -400,10 +400,11 @@ pub(crate) fn render_groups(
             style.bold(&format!("[{}]", g.machine)),
             style.bold(&title),
             style.dim(&format!(
-                "{owner}{} · {}{place}{}",
+                "{owner}{} · {}{place}{}{}",
                 g.agent_runtime.as_str(),
                 age(&g.last_activity_at, now),
-                tags_suffix(&g.tags)
+                tags_suffix(&g.tags),
+                if g.weak { " · weak" } else { "" }
             )),
         );
         for hit in &g.hits {
@@ -740,6 +741,9 @@ mod tests {
             conversation_id: None,
             owner: owner.into(),
             subagent: None,
+            weak: false,
+            coverage: 1.0,
+            similarity: None,
             _links: kith_proto::RunLinks::for_run(run),
         };
         let group = |id: &str, owner: &str| kith_proto::SearchGroup {
@@ -755,6 +759,7 @@ mod tests {
             last_activity_at: "2026-03-01T11:00:00.000Z".into(),
             tags: vec![],
             score: 1.0,
+            weak: false,
             hits: vec![hit("r1", owner)],
         };
         let res = SearchResponse {
@@ -767,6 +772,7 @@ mod tests {
             backend: "embedded".into(),
             embedder: "none".into(),
             degraded: None,
+            nothing_relevant: false,
         };
         let text = render_groups(&res, Some("alice.test"), Style { color: false }, NOW);
         let alice = text

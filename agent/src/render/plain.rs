@@ -64,7 +64,9 @@ pub(crate) fn pack(res: &ContextResponse) -> String {
     if let Some(why) = &res.degraded {
         out.push_str(&format!("note: {why}\n"));
     }
-    if res.passages.is_empty() {
+    if res.nothing_relevant {
+        out.push_str("nothing relevant: nothing in the archive is about this task\n");
+    } else if res.passages.is_empty() {
         out.push_str("nothing in the archive fits this task\n");
     } else {
         out.push_str(&res.pack);
@@ -73,7 +75,8 @@ pub(crate) fn pack(res: &ContextResponse) -> String {
 }
 
 /// Search hits by conversation: a heading per conversation, then each hit
-/// as its citation and snippet.
+/// as its citation and snippet. What is below the relevance floor is left
+/// out and counted: an agent takes what it reads as relevant.
 pub(crate) fn search(res: &SearchResponse) -> String {
     let mut out = String::new();
     if let Some(why) = &res.degraded {
@@ -83,7 +86,16 @@ pub(crate) fn search(res: &SearchResponse) -> String {
         out.push_str("no matches\n");
         return out;
     }
-    for g in &res.groups {
+    if res.nothing_relevant {
+        let _ = writeln!(
+            out,
+            "nothing relevant: no conversation you may read is about this ({} weak matches left out)",
+            res.groups.len()
+        );
+        return out;
+    }
+    let weak = res.groups.iter().filter(|g| g.weak).count();
+    for g in res.groups.iter().filter(|g| !g.weak) {
         let _ = writeln!(
             out,
             "## {} ({}, {}, {}, {}{})",
@@ -109,6 +121,12 @@ pub(crate) fn search(res: &SearchResponse) -> String {
             let _ = writeln!(out, "{cite} {}: {}", hit.role, one_line(&hit.snippet, 300));
         }
         out.push('\n');
+    }
+    if weak > 0 {
+        let _ = writeln!(
+            out,
+            "({weak} weak matches below the relevance floor left out)"
+        );
     }
     out
 }

@@ -156,6 +156,9 @@ mod tests {
             conversation_id: Some(format!("c-{run}")),
             owner: "alice.test".into(),
             subagent: None,
+            weak: false,
+            coverage: 1.0,
+            similarity: None,
             _links: RunLinks::for_run(run),
         }
     }

@@ -992,6 +992,19 @@ impl SearchIndex for EmbeddedIndex {
         Ok(self.reader.searcher().num_docs())
     }
 
+    fn similarity(&self, vector: &[f32], chunk_ids: &[String]) -> Result<Vec<Option<f32>>> {
+        let guard = read(&self.vectors);
+        let Some(store) = guard.as_ref() else {
+            return Ok(vec![None; chunk_ids.len()]);
+        };
+        let keys: Vec<u64> = chunk_ids.iter().map(|id| chunk_key(id)).collect();
+        let found: KeyMap<f32> = store
+            .top_k(vector, keys.len(), keys.iter().copied())
+            .into_iter()
+            .collect();
+        Ok(keys.iter().map(|k| found.get(k).copied()).collect())
+    }
+
     fn n_chunks_of_run(&self, run_id: &str) -> Result<u64> {
         // Counted over live documents: `doc_freq` still counts the chunks a
         // run put again (a Gemini chain) replaced, until segments merge.

@@ -40,8 +40,9 @@ use std::time::Duration;
 use kith_proto::AgentRuntime;
 use kith_shared::chunk::Chunk;
 use meilisearch_sdk::client::Client;
-use meilisearch_sdk::documents::{DocumentDeletionQuery, DocumentsQuery};
+use meilisearch_sdk::documents::{DocumentDeletionQuery, DocumentsQuery, DocumentsResults};
 use meilisearch_sdk::errors::{Error as SdkError, ErrorCode, ErrorType, MeilisearchError};
+use meilisearch_sdk::request::{HttpClient, Method};
 use meilisearch_sdk::search::{
     MatchingStrategies, MultiSearchQuery, SearchQuery, SearchResults, Selectors,
 };
@@ -80,6 +81,9 @@ pub(crate) struct MeiliIndex {
     rt: Option<tokio::runtime::Runtime>,
     /// The index, and through its `client` the server.
     index: Index,
+    /// The client the SDK uses, for the one route it does not cover
+    /// (`similarity`).
+    http: Http,
     /// The server's URL, for messages (the key is never in it).
     url: String,
     /// Chunks put since the last commit, and the runs they replace.
@@ -121,6 +125,7 @@ impl MeiliIndex {
         let url = config.url.trim_end_matches('/').to_owned();
         let http = Http::new(key.as_ref())
             .map_err(|e| Error::Internal(format!("Meilisearch client for {url}: {e}")))?;
+        let http_for_reads = http.clone();
         let client = Client::new_with_client(url.clone(), key.map(|k| k.expose().to_owned()), http);
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
@@ -130,6 +135,7 @@ impl MeiliIndex {
         Ok(Self {
             rt: Some(rt),
             index: client.index(&config.index),
+            http: http_for_reads,
             url,
             pending: Mutex::new(Pending::default()),
             ready: AtomicBool::new(false),
@@ -1106,6 +1112,43 @@ impl SearchIndex for MeiliIndex {
         }
     }
 
+    fn similarity(&self, vector: &[f32], chunk_ids: &[String]) -> Result<Vec<Option<f32>>> {
+        let Ok(model) = self.attached_model() else {
+            return Ok(vec![None; chunk_ids.len()]);
+        };
+        if chunk_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        // The SDK's document reads cannot ask for vectors: the route itself.
+        let url = format!("{}/indexes/{}/documents/fetch", self.url, self.index.uid);
+        let body = serde_json::json!({
+            "ids": chunk_ids,
+            "fields": ["id", "vector_model"],
+            "retrieveVectors": true,
+            "limit": chunk_ids.len(),
+        });
+        let http = self.http.clone();
+        let page: DocumentsResults<VectorsOf> = self.call(
+            "reading hits' vectors",
+            REQUEST_TIMEOUT,
+            move |_| async move {
+                http.request::<(), _, _>(&url, Method::Post { query: (), body }, 200)
+                    .await
+            },
+        )?;
+        // Only vectors of the attached model compare with the query's.
+        let by_id: HashMap<String, Vec<f32>> = page
+            .results
+            .into_iter()
+            .filter(|doc| doc.vector_model.as_deref() == Some(model.as_str()))
+            .filter_map(|doc| Some((doc.id, doc.vectors?.embedding()?)))
+            .collect();
+        Ok(chunk_ids
+            .iter()
+            .map(|id| by_id.get(id).map(|v| cosine(vector, v)))
+            .collect())
+    }
+
     fn n_chunks_of_run(&self, run_id: &str) -> Result<u64> {
         let filter = format!("run_id = {}", filter::quote(run_id));
         match self.call(
@@ -1148,6 +1191,47 @@ impl SearchIndex for MeiliIndex {
              though never shown)"
                 .to_owned()
         })
+    }
+}
+
+/// A chunk with the vectors Meilisearch returns for it.
+#[derive(serde::Deserialize)]
+struct VectorsOf {
+    id: String,
+    vector_model: Option<String>,
+    #[serde(rename = "_vectors")]
+    vectors: Option<Embedders>,
+}
+
+/// `_vectors` as Meilisearch returns them: per embedder, the embeddings
+/// (a list of vectors, or one vector) and whether it would regenerate them.
+#[derive(serde::Deserialize)]
+struct Embedders {
+    default: Option<serde_json::Value>,
+}
+
+impl Embedders {
+    /// kith's one vector of the chunk, in whichever shape it came.
+    fn embedding(self) -> Option<Vec<f32>> {
+        let value = self.default?;
+        let embeddings = value.get("embeddings").unwrap_or(&value);
+        let first = match embeddings.as_array()?.first()? {
+            serde_json::Value::Array(inner) => inner.clone(),
+            _ => embeddings.as_array()?.clone(),
+        };
+        first.iter().map(|x| x.as_f64().map(|f| f as f32)).collect()
+    }
+}
+
+/// Cosine similarity of two vectors of the same model.
+fn cosine(a: &[f32], b: &[f32]) -> f32 {
+    let dot: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
+    let norm = |v: &[f32]| v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    let n = norm(a) * norm(b);
+    if n > 0.0 {
+        dot / n
+    } else {
+        0.0
     }
 }
 

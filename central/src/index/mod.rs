@@ -186,6 +186,12 @@ pub trait SearchIndex: Send + Sync {
         semantic_ratio: f32,
     ) -> Result<Vec<IndexHit>>;
 
+    /// The cosine similarity of each chunk of `chunk_ids` to `vector`, in
+    /// order: `None` for a chunk without a vector of the attached model.
+    /// For the relevance floor (`search::relevance`); the caller names only
+    /// chunks its viewer may read (hits already returned).
+    fn similarity(&self, vector: &[f32], chunk_ids: &[String]) -> Result<Vec<Option<f32>>>;
+
     /// Settings that differ from what kith applies, one line each (for
     /// `doctor`); only a server backend has settings to drift.
     fn check_settings(&self) -> Result<Vec<String>> {

@@ -11,6 +11,7 @@
 
 pub(crate) mod aggregate;
 mod plan;
+mod relevance;
 pub(crate) mod rerank;
 pub(crate) mod when;
 
@@ -133,6 +134,7 @@ pub(crate) async fn search_unaudited(
     // slows the embedding more than it saves.
     let search_started = Instant::now();
     let (s, v, asked) = (state.clone(), viewer.clone(), query.clone());
+    let floor_vector = vector.clone();
     let found = tokio::task::spawn_blocking(move || {
         let index = s.index();
         // Facets name conversations: the trees with a readable run that
@@ -237,7 +239,7 @@ pub(crate) async fn search_unaudited(
     let (hits, runs, leading) = found;
     let search_ms = ms(search_started);
     let (s, v) = (state.clone(), viewer.clone());
-    let (hits, groups, runs) = tokio::task::spawn_blocking(move || {
+    let (hits, groups, runs, nothing_relevant) = tokio::task::spawn_blocking(move || {
         let handles = s.registry().handles()?;
         let hits: Vec<SearchHit> = hits
             .into_iter()
@@ -253,7 +255,9 @@ pub(crate) async fn search_unaudited(
                 (hits, groups)
             }
         };
-        Ok::<_, Error>((hits, groups, runs))
+        let (hits, groups, nothing_relevant) =
+            floor(&s, &query, floor_vector.as_deref(), hits, groups);
+        Ok::<_, Error>((hits, groups, runs, nothing_relevant))
     })
     .await??;
     timing.search_ms = search_ms;
@@ -265,8 +269,52 @@ pub(crate) async fn search_unaudited(
         backend: state.index().name().to_owned(),
         embedder: state.embedder_name(),
         degraded,
+        nothing_relevant,
     };
     Ok((found, runs))
+}
+
+/// Holds the answered hits to the relevance floor (`relevance`): each
+/// marked weak or not, a group weak when all its hits are; and whether
+/// nothing clears it.
+fn floor(
+    state: &AppState,
+    query: &str,
+    vector: Option<&[f32]>,
+    mut hits: Vec<SearchHit>,
+    mut groups: Vec<SearchGroup>,
+) -> (Vec<SearchHit>, Vec<SearchGroup>, bool) {
+    let words = relevance::QueryWords::of(query);
+    let chunk_ids: Vec<String> = hits.iter().map(|h| h.chunk_id.clone()).collect();
+    let similarities = match vector {
+        Some(vector) => state
+            .index()
+            .similarity(vector, &chunk_ids)
+            .unwrap_or_else(|e| {
+                tracing::warn!(error = %e, "hits' similarity unread: the floor reads their words only");
+                vec![None; chunk_ids.len()]
+            }),
+        None => vec![None; chunk_ids.len()],
+    };
+    let mut marks: HashMap<String, (f32, Option<f32>)> = HashMap::new();
+    for (hit, similarity) in hits.iter_mut().zip(similarities) {
+        hit.coverage = words.coverage(&hit.text);
+        hit.similarity = similarity;
+        hit.weak = relevance::weak(hit.coverage, similarity);
+        marks.insert(hit.chunk_id.clone(), (hit.coverage, similarity));
+    }
+    for group in &mut groups {
+        for hit in &mut group.hits {
+            if let Some(&(coverage, similarity)) = marks.get(&hit.chunk_id) {
+                hit.coverage = coverage;
+                hit.similarity = similarity;
+                hit.weak = relevance::weak(coverage, similarity);
+            }
+        }
+        group.weak = group.hits.iter().all(|h| h.weak);
+    }
+    let nothing_relevant = hits.iter().all(|h| h.weak);
+    (hits, groups, nothing_relevant)
 }
 
 /// How many conversation trees `hits` come from: no more than the groups
@@ -345,6 +393,9 @@ fn wire_hit(h: IndexHit, runs: &HitRuns, handles: &HashMap<String, String>) -> S
         intent: h.intent,
         machine: h.machine,
         agent_runtime: h.agent_runtime,
+        weak: false,
+        coverage: 0.0,
+        similarity: None,
     }
 }
 
@@ -429,6 +480,7 @@ fn group_hits(
                 last_activity_at: c.last_activity_at,
                 tags: c.tags,
                 score: first.score,
+                weak: false,
                 hits,
             },
             None => SearchGroup {
@@ -444,6 +496,7 @@ fn group_hits(
                 last_activity_at: first.started_at.clone(),
                 tags: Vec::new(),
                 score: first.score,
+                weak: false,
                 hits,
             },
         });

@@ -59,6 +59,9 @@ pub(crate) struct SearchForm {
     since: String,
     #[serde(default)]
     until: String,
+    /// Also what is below the relevance floor.
+    #[serde(default)]
+    weak: String,
 }
 
 /// A filled-in field, trimmed.
@@ -99,6 +102,7 @@ fn date(name: &str, v: &str, through: bool) -> Result<Option<String>, Error> {
 pub(crate) async fn search(
     State(state): State<AppState>,
     session: WebSession,
+    axum::extract::RawQuery(raw): axum::extract::RawQuery,
     Query(form): Query<SearchForm>,
 ) -> PageResult {
     let mode = match form.mode.as_str() {
@@ -131,8 +135,9 @@ pub(crate) async fn search(
     };
     let filters_open = filters != SearchFilters::default();
     let q = form.q.trim().to_owned();
-    let (groups, degraded) = if q.is_empty() {
-        (Vec::new(), None)
+    let show_weak = !form.weak.is_empty();
+    let (groups, degraded, nothing_relevant) = if q.is_empty() {
+        (Vec::new(), None, false)
     } else {
         let req = SearchRequest {
             query: q.clone(),
@@ -143,10 +148,13 @@ pub(crate) async fn search(
             ..SearchRequest::default()
         };
         let res = crate::search::search(&state, &session.viewer, req).await?;
-        (
-            res.groups.into_iter().map(GroupView::from).collect(),
-            res.degraded,
-        )
+        let nothing_relevant = res.nothing_relevant && !show_weak;
+        let groups = if nothing_relevant {
+            Vec::new()
+        } else {
+            res.groups.into_iter().map(GroupView::from).collect()
+        };
+        (groups, res.degraded, nothing_relevant)
     };
     let field = |name, label, value: &str| (name, label, value.to_owned(), "text");
     let day = |name, label, value: &str| (name, label, value.to_owned(), "date");
@@ -174,6 +182,8 @@ pub(crate) async fn search(
         ],
         filters_open,
         degraded,
+        nothing_relevant,
+        weak_href: format!("/?{}&weak=1", raw.unwrap_or_default()),
         groups,
         q,
     }))

@@ -51,6 +51,11 @@ pub(super) struct SearchPage {
     pub filters: Vec<(&'static str, &'static str, String, &'static str)>,
     pub filters_open: bool,
     pub degraded: Option<String>,
+    /// No hit clears the relevance floor (and the weak ones were not asked
+    /// for): the page says so instead of listing them.
+    pub nothing_relevant: bool,
+    /// This search again, weak matches shown.
+    pub weak_href: String,
     pub groups: Vec<GroupView>,
 }
 
@@ -164,6 +169,8 @@ pub(super) struct GroupView {
     pub machine: String,
     pub project: Option<String>,
     pub when: String,
+    /// Below the relevance floor (every hit weak).
+    pub weak: bool,
     pub hits: Vec<HitView>,
 }
 
@@ -188,6 +195,7 @@ impl From<SearchGroup> for GroupView {
             owner: g.owner,
             machine: g.machine,
             project: g.cwd,
+            weak: g.weak,
             hits: g
                 .hits
                 .into_iter()

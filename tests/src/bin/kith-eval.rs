@@ -23,6 +23,14 @@
 //! over stdio (tests/mcp/client.py, in the venv tests/run.sh makes),
 //! timed per call, beside the same search straight to `POST /api/search`.
 //!
+//! `--floor FILE`: the relevance floor instead: each answerable question
+//! of the split, its adversarial ones (LoCoMo category 5) and the
+//! `locomo::NONSENSE` and `locomo::ABSENT` queries asked in each of its
+//! conversations, hybrid, top 10; one JSON line per query to FILE
+//! (`locomo::floor_hits`: each hit's coverage, similarity, weak and the
+//! evidence it holds, for tuning the floor offline) and the figures per
+//! split (`locomo::floor_summary`).
+//!
 //! `--meilisearch`: the same, with central on the Meilisearch backend (a
 //! server of its own, started as the conformance tests start one), whose
 //! engine ranks keyword and hybrid searches itself.
@@ -40,6 +48,7 @@ const MODES: [&str; 3] = ["keyword", "semantic", "hybrid"];
 struct Args {
     split: Split,
     pack: bool,
+    floor: Option<std::path::PathBuf>,
     dump: Option<std::path::PathBuf>,
     meilisearch: bool,
 }
@@ -48,6 +57,7 @@ fn parse_args() -> Result<Args> {
     let mut args = Args {
         split: Split::All,
         pack: false,
+        floor: None,
         dump: None,
         meilisearch: false,
     };
@@ -58,11 +68,12 @@ fn parse_args() -> Result<Args> {
                 args.split = Split::parse(&it.next().context("--split needs a value")?)?;
             }
             "--pack" => args.pack = true,
+            "--floor" => args.floor = Some(it.next().context("--floor needs a file")?.into()),
             "--dump" => args.dump = Some(it.next().context("--dump needs a file")?.into()),
             "--meilisearch" => args.meilisearch = true,
             "-h" | "--help" => {
                 println!(
-                    "usage: kith-eval [--split tune|report|all] [--pack] [--dump FILE] [--meilisearch]\n\
+                    "usage: kith-eval [--split tune|report|all] [--pack] [--dump FILE] [--floor FILE] [--meilisearch]\n\
                      tune: the first {} LoCoMo dev conversations in id order; report: the rest",
                     locomo::TUNE_CONVERSATIONS
                 );
@@ -78,6 +89,7 @@ fn main() -> Result<()> {
     let Args {
         split,
         pack,
+        floor,
         dump,
         meilisearch,
     } = parse_args()?;
@@ -109,6 +121,9 @@ fn main() -> Result<()> {
         for id in runs.keys() {
             api.wait_embedded(id, std::time::Duration::from_secs(1800))?;
         }
+    }
+    if let Some(path) = floor {
+        return relevance_floor(&api, &sessions, &runs, &questions, split, &path);
     }
     let mut scores: BTreeMap<&str, Vec<Scores>> = BTreeMap::new();
     let modes: &[&str] = if pack { &["hybrid"] } else { &MODES };
@@ -189,6 +204,75 @@ fn main() -> Result<()> {
         "results": all,
     });
     println!("{doc}");
+    Ok(())
+}
+
+/// The relevance floor's figures (`--floor`), per split.
+fn relevance_floor(
+    api: &kith_tests::Api,
+    sessions: &[locomo::Session],
+    runs: &std::collections::HashMap<String, usize>,
+    questions: &[locomo::Question],
+    split: Split,
+    path: &std::path::Path,
+) -> Result<()> {
+    use std::io::Write;
+    let convs = split.conversations(sessions);
+    let mut asked: Vec<(&str, locomo::Question)> = questions
+        .iter()
+        .map(|q| ("answerable", q.clone()))
+        .collect();
+    for q in locomo::adversarial(&reference_dir().join("data/locomo-dev"))? {
+        if convs.contains(&q.conversation) {
+            asked.push(("adversarial", q));
+        }
+    }
+    for conv in &convs {
+        for (kind, list) in [("nonsense", locomo::NONSENSE), ("absent", locomo::ABSENT)] {
+            for text in list {
+                asked.push((
+                    kind,
+                    locomo::Question {
+                        conversation: conv.clone(),
+                        category: 0,
+                        text: (*text).to_owned(),
+                        evidence: Vec::new(),
+                    },
+                ));
+            }
+        }
+    }
+    let mut out = std::io::BufWriter::new(
+        std::fs::File::create(path).with_context(|| path.display().to_string())?,
+    );
+    let mut rows = Vec::new();
+    for (kind, q) in &asked {
+        let row = locomo::floor_hits(api, sessions, runs, q, kind)?;
+        writeln!(out, "{row}")?;
+        rows.push(row);
+    }
+    out.flush()?;
+    let shown = match split {
+        Split::All => vec![Split::All, Split::Tune, Split::Report],
+        one => vec![one],
+    };
+    let mut all = serde_json::Map::new();
+    for part in shown {
+        let convs = part.conversations(sessions);
+        let of: Vec<Value> = rows
+            .iter()
+            .filter(|r| convs.iter().any(|c| r["conv"] == c.as_str()))
+            .cloned()
+            .collect();
+        let summary = locomo::floor_summary(&of);
+        println!(
+            "{} split: {}",
+            part.name(),
+            serde_json::to_string_pretty(&summary)?
+        );
+        all.insert(part.name().into(), summary);
+    }
+    println!("{}", Value::Object(all));
     Ok(())
 }
 

@@ -1059,6 +1059,80 @@ fn conformance_strings_are_matched_exactly() -> Result<()> {
     Ok(())
 }
 
+/// A search says when it has nothing: a word no run holds answers
+/// "nothing relevant", its nearest hits all weak, on either side of hybrid
+/// search, and its context pack is empty; a question about what a run
+/// says finds that run above the floor, by its words and by its meaning.
+#[test]
+fn conformance_a_search_with_nothing_relevant_says_so() -> Result<()> {
+    let Some(models) = model_dir()? else {
+        return Ok(());
+    };
+    for backend in backends()? {
+        let b = backend.name;
+        let s = backend.start(&[("KITH_MODEL_DIR", &models)])?;
+        let alice = s.client("alice.test", "laptop")?;
+        let mut ids = Vec::new();
+        for (source, text) in [
+            (
+                "a",
+                "The importer retries after a 429 with exponential backoff",
+            ),
+            (
+                "b",
+                "My favourite pasta recipe needs fresh basil and garlic",
+            ),
+            ("c", "We went camping by the lake with the kids last summer"),
+        ] {
+            ids.push(ingest(&alice, source, text, json!({}))?);
+        }
+        for id in &ids {
+            alice.wait_embedded(id, EMBEDDED_WITHIN)?;
+        }
+        for mode in ["hybrid", "semantic", "keyword"] {
+            let nothing = search(&alice, json!({"query": "xyzzyqwerty", "mode": mode}))?;
+            assert_eq!(nothing["nothing_relevant"], true, "{b} {mode}: {nothing}");
+            let hits = nothing["hits"].as_array().cloned().unwrap_or_default();
+            assert!(
+                hits.iter().all(|h| h["weak"] == true),
+                "{b} {mode}: {nothing}"
+            );
+            if mode != "keyword" {
+                // Semantic search always has a nearest chunk: it is weak.
+                assert!(!hits.is_empty(), "{b} {mode}: {nothing}");
+            }
+        }
+        let found = search(
+            &alice,
+            json!({"query": "make the importer retry on 429", "mode": "hybrid"}),
+        )?;
+        assert_eq!(found["nothing_relevant"], false, "{b}: {found}");
+        assert_eq!(hit_run_ids(&found).first(), Some(&ids[0]), "{b}: {found}");
+        let best = &found["hits"][0];
+        assert_eq!(best["weak"], false, "{b}: {best}");
+        assert!(best["coverage"].as_f64() > Some(0.5), "{b}: {best}");
+        assert!(best["similarity"].as_f64().is_some(), "{b}: {best}");
+        // Meaning alone clears it too: none of the query's words are in the run.
+        let meant = search(
+            &alice,
+            json!({"query": "a tent trip near the water with children", "mode": "hybrid"}),
+        )?;
+        let camping = meant["hits"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|h| h["run_id"] == ids[2].as_str())
+            .cloned()
+            .unwrap_or_default();
+        assert_eq!(camping["weak"], false, "{b}: {meant}");
+        let pack = alice.post("/api/context", &json!({"task": "xyzzyqwerty"}))?;
+        assert_eq!(pack.status, 200, "{b}: {pack:?}");
+        assert_eq!(pack.body["nothing_relevant"], true, "{b}: {pack:?}");
+        assert_eq!(pack.body["passages"], json!([]), "{b}: {pack:?}");
+    }
+    Ok(())
+}
+
 #[test]
 fn conformance_semantic_and_hybrid_modes() -> Result<()> {
     let Some(models) = model_dir()? else {

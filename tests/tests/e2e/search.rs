@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::{ensure, Context, Result};
 use kith_tests::{
     claude_user_line, delta, hit_run_ids, json_response, model_dir, one_indexed_run, run_central,
     Central, StandIn,
@@ -783,5 +783,42 @@ fn a_corrupt_or_missing_index_is_named_and_reindex_fixes_it() -> Result<()> {
         );
         reindex_finds(data, &token, &id)?;
     }
+    Ok(())
+}
+
+/// `kith search` says when nothing is about the question instead of
+/// listing the nearest conversations; `--weak` lists them, labelled; a
+/// question about what a conversation says lists it, not labelled.
+#[test]
+fn kith_search_says_nothing_relevant_and_shows_weak_matches_only_when_asked() -> Result<()> {
+    if model_dir()?.is_none() {
+        return Ok(());
+    }
+    let central = Central::start()?;
+    let token = central.register("alice.test", "laptop")?;
+    let alice = central.client(&token);
+    let run = post_run(
+        &alice,
+        "a",
+        "The importer retries after a 429 with exponential backoff",
+    )?;
+    alice.wait_embedded(&run, Duration::from_secs(60))?;
+    let laptop = kith_tests::Machine::new(&central, &token)?;
+
+    let nothing = laptop.text(&["search", "xyzzyqwerty"])?;
+    ensure!(nothing.starts_with("nothing relevant\n"), "{nothing}");
+    ensure!(nothing.contains("--weak shows"), "{nothing}");
+    ensure!(!nothing.contains("importer"), "no hit listed: {nothing}");
+    let weak = laptop.text(&["search", "xyzzyqwerty", "--weak"])?;
+    ensure!(weak.contains("importer") && weak.contains("weak"), "{weak}");
+    let json = laptop.json(&["search", "xyzzyqwerty", "--json"])?;
+    ensure!(json["nothing_relevant"] == true, "{json}");
+
+    let found = laptop.text(&["search", "make the importer retry on 429"])?;
+    ensure!(found.contains("importer"), "{found}");
+    ensure!(
+        !found.contains("nothing relevant") && !found.contains(" · weak"),
+        "{found}"
+    );
     Ok(())
 }
