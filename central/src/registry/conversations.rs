@@ -133,9 +133,12 @@ pub struct ConversationFilter {
 
 impl Registry {
     /// The conversation `name` names for the viewer: a whole run id (its
-    /// conversation), a conversation id, or a unique prefix of either (git
-    /// style, at least `MIN_PREFIX` characters). Unreadable runs are not
-    /// there: an unknown name and another's private one answer alike.
+    /// conversation), a conversation id, the agent's own session id (what
+    /// search prints beside a hit, and `claude --resume` takes), or a unique
+    /// prefix of any of them (git style, at least `MIN_PREFIX` characters).
+    /// A session id names the session, not its subagents, which carry the
+    /// same id in Claude Code. Unreadable runs are not there: an unknown
+    /// name and another's private one answer alike.
     pub fn resolve_conversation(&self, viewer: &Viewer, name: &str) -> Result<ConversationId> {
         let name = name.trim();
         if let Ok(id) = RunId::parse(name) {
@@ -143,38 +146,44 @@ impl Registry {
                 return conversation_column(&run);
             }
         }
-        let valid = name.len() >= MIN_PREFIX
-            && name.len() <= 128
-            && name.bytes().all(|b| {
-                b.is_ascii_digit() || (b'a'..=b'f').contains(&b) || b == b'c' || b == b'r'
-            });
-        if !valid {
+        let kith_id = name
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b) || b == b'c' || b == b'r');
+        let session_id = name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b':'));
+        if name.len() < MIN_PREFIX || name.len() > 128 || !(kith_id || session_id) {
             return Err(Error::invalid(
                 Code::InvalidId,
                 format!(
-                    "name a conversation by a run id, a conversation id, or at least {MIN_PREFIX} of their first characters"
+                    "name a conversation by its id, a run id, the agent's session id, or at least {MIN_PREFIX} of their first characters"
                 ),
             ));
         }
-        let column = if conversation::is_prefix(name) {
-            "conversation"
-        } else {
-            "id"
-        };
-        let mut sql = Sql::readable_runs("SELECT DISTINCT conversation FROM runs", viewer);
-        sql.and(
-            &format!("substr({column}, 1, length(?1)) = ?1"),
-            name.to_owned(),
-        )
-        .push(" LIMIT 11");
-        let conn = self.reader();
-        let mut stmt = conn.prepare_cached(sql.text())?;
-        let found: Vec<String> = stmt
-            .query_map(sql.params(), |r| r.get(0))?
-            .collect::<rusqlite::Result<_>>()?;
+        let mut found = Vec::new();
+        if kith_id {
+            let column = if conversation::is_prefix(name) {
+                "conversation"
+            } else {
+                "id"
+            };
+            found = self.conversations_where(
+                viewer,
+                &format!("substr({column}, 1, length(?1)) = ?1"),
+                name,
+            )?;
+        }
+        let sessions =
+            self.conversations_where(viewer, "substr(conversation_id, 1, length(?1)) = ?1", name)?;
+        let top_level = sessions.iter().any(|(_, top)| *top);
+        for (id, top) in sessions {
+            if (top || !top_level) && !found.iter().any(|(f, _)| *f == id) {
+                found.push((id, top));
+            }
+        }
         match found.as_slice() {
             [] => Err(Error::conversation_not_found()),
-            [one] => ConversationId::parse(one),
+            [(one, _)] => ConversationId::parse(one),
             many => Err(Error::conflict(
                 Code::AmbiguousId,
                 format!(
@@ -184,10 +193,37 @@ impl Registry {
                     } else {
                         many.len().to_string()
                     },
-                    many.iter().take(10).cloned().collect::<Vec<_>>().join(", ")
+                    many.iter()
+                        .take(10)
+                        .map(|(id, _)| id.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 ),
             )),
         }
+    }
+
+    /// At most 11 conversations with a readable run matching `condition`
+    /// (on `?1` = `name`), each with whether it is a tree's top (not a
+    /// subagent's).
+    fn conversations_where(
+        &self,
+        viewer: &Viewer,
+        condition: &str,
+        name: &str,
+    ) -> Result<Vec<(String, bool)>> {
+        let mut sql = Sql::readable_runs(
+            "SELECT conversation, MAX(id = root_run_id) FROM runs",
+            viewer,
+        );
+        sql.and(condition, name.to_owned())
+            .push(" GROUP BY conversation LIMIT 11");
+        let conn = self.reader();
+        let mut stmt = conn.prepare_cached(sql.text())?;
+        let found = stmt
+            .query_map(sql.params(), |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect::<rusqlite::Result<_>>()?;
+        Ok(found)
     }
 
     /// The runs of one conversation the viewer may read, in start order.

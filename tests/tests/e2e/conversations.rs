@@ -331,6 +331,24 @@ fn a_claude_session_hooked_every_turn_with_two_subagents_is_one_conversation() -
     let files = files.collect::<Result<_, _>>()?;
     assert!(raws == files, "a subagent's --raw is its own transcript");
 
+    // The agent's own session id names the session (its subagents carry
+    // it too, and are not what it names); a prefix two sessions share is
+    // ambiguous between those two, subagents not counted.
+    let shown = alice.text(&["show", &main.session])?;
+    says_all(&shown, &words)?;
+    assert!(!shown.contains("zebras"), "another session: {shown}");
+    let by_session = api.get(&format!("/api/conversations/{}", main.session))?;
+    assert_eq!(by_session.body["conversation"]["id"], id.as_str());
+    let zebras = alice.text(&["show", &other.session])?;
+    assert!(
+        zebras.contains("zebras") && !zebras.contains("heron1"),
+        "{zebras}"
+    );
+    let shared = &main.session[..8];
+    assert!(other.session.starts_with(shared));
+    let err = alice.fails(&["show", shared])?;
+    assert!(err.contains("names 2 conversations"), "{err}");
+
     // What a subagent did counts for the conversation that spawned it.
     wait_all_indexed(&api)?;
     let res = search(&alice, "sandpiper", &["--file", "src/lexer.rs"])?;
