@@ -9,7 +9,7 @@ use kith_shared::ids::RunId;
 use crate::error::{Code, Error, Result};
 use crate::privacy::GrantScope;
 use crate::registry::Viewer;
-use crate::registry::{Registry, ShareRow};
+use crate::registry::{AuditRow, Registry, ShareRow};
 
 pub(crate) fn grant(registry: &Registry, viewer: &Viewer, req: &ShareRequest) -> Result<ShareRow> {
     let scope = match req.scope.split_once(':') {
@@ -109,20 +109,63 @@ pub(crate) fn list(registry: &Registry, viewer: &Viewer) -> Result<SharesRespons
     })
 }
 
-/// Reads of the viewer's runs by others, and forgets, newest first.
+/// Reads of the viewer's runs by others, and forgets, newest first; the
+/// requests of one reading (a conversation's page, its turns, its bytes,
+/// within `READING` of each other) are one entry.
 pub(crate) fn audit(registry: &Registry, viewer: &Viewer) -> Result<AuditResponse> {
     Ok(AuditResponse {
-        entries: registry
-            .audit_of(viewer, 1000)?
-            .into_iter()
-            .map(|(reader, run_id, what, at)| AuditEntry {
-                reader,
-                run_id,
-                what,
-                at,
-            })
-            .collect(),
+        entries: fold_readings(registry.audit_of(viewer, 1000)?),
     })
+}
+
+/// How far apart two requests of one reading may be.
+const READING: time::Duration = time::Duration::minutes(10);
+
+/// Folds audited requests, newest first, into readings: a request joins the
+/// entry before it when the same reader read the same conversation (any
+/// of `read`'s requests) within `READING` of that entry's newest request.
+/// Search hits and forgets stay one entry each: each names what was shown.
+fn fold_readings(rows: Vec<AuditRow>) -> Vec<AuditEntry> {
+    let mut out: Vec<AuditEntry> = Vec::new();
+    for row in rows {
+        let what = match row.what.as_str() {
+            "search_hit" | "forget" => row.what,
+            _ => "read".to_owned(),
+        };
+        let conversation = row
+            .conversation
+            .clone()
+            .unwrap_or_else(|| row.run_id.clone());
+        if let Some(last) = out.last_mut() {
+            let same = last.reader == row.reader
+                && last.what == "read"
+                && what == "read"
+                && last.conversation_id.as_ref().unwrap_or(&last.run_id) == &conversation;
+            let near = match (
+                kith_shared::timestamp::parse(&last.at),
+                kith_shared::timestamp::parse(&row.at),
+            ) {
+                (Some(newest), Some(at)) => newest - at <= READING,
+                _ => false,
+            };
+            if same && near {
+                last.requests += 1;
+                // The reading's first request names its run.
+                last.run_id = row.run_id;
+                continue;
+            }
+        }
+        out.push(AuditEntry {
+            reader: row.reader,
+            run_id: row.run_id,
+            what,
+            at: row.at,
+            conversation_id: row.conversation,
+            title: row.title,
+            requests: 1,
+        });
+    }
+    out
 }
 
 /// A grant as the API shows it.
@@ -142,5 +185,60 @@ pub(crate) fn to_wire(s: ShareRow) -> Share {
         expires_at: s.expires_at,
         revoked_at: s.revoked_at,
         follow: s.follow,
+        conversation_id: s.conversation,
+        title: s.title,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(reader: &str, what: &str, at: &str, conversation: &str) -> AuditRow {
+        AuditRow {
+            reader: reader.into(),
+            run_id: format!("r-{conversation}"),
+            what: what.into(),
+            at: format!("2026-05-01T{at}:00.000Z"),
+            conversation: Some(conversation.into()),
+            title: Some(format!("about {conversation}")),
+        }
+    }
+
+    #[test]
+    fn one_reading_is_one_entry_and_search_hits_and_forgets_stay_apart() {
+        // Newest first, as the audit reads them.
+        let rows = vec![
+            row("bob", "jsonl", "10:09", "c1"),
+            row("bob", "turns", "10:05", "c1"),
+            row("bob", "conversation", "10:00", "c1"),
+            row("bob", "conversation", "09:58", "c2"),
+            row("carol", "conversation", "09:57", "c2"),
+            row("bob", "search_hit", "09:56", "c2"),
+            row("bob", "search_hit", "09:56", "c2"),
+            row("bob", "conversation", "09:40", "c2"),
+        ];
+        let entries = fold_readings(rows);
+        let seen: Vec<(&str, &str, &str, u64)> = entries
+            .iter()
+            .map(|e| {
+                let c = e.conversation_id.as_deref().unwrap_or_default();
+                (e.reader.as_str(), e.what.as_str(), c, e.requests)
+            })
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                ("bob", "read", "c1", 3),
+                ("bob", "read", "c2", 1),
+                ("carol", "read", "c2", 1),
+                ("bob", "search_hit", "c2", 1),
+                ("bob", "search_hit", "c2", 1),
+                // Eighteen minutes after: another reading.
+                ("bob", "read", "c2", 1),
+            ]
+        );
+        assert_eq!(entries[0].at, "2026-05-01T10:09:00.000Z", "the newest");
+        assert_eq!(entries[0].title.as_deref(), Some("about c1"));
     }
 }

@@ -762,6 +762,12 @@ pub struct Share {
     /// `active`, `expired` or `revoked`.
     #[serde(default)]
     pub state: String,
+    /// A run grant's conversation, and the title it had when granted (the
+    /// granted run's own): what the grant covers, by name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversation_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
 }
 
 /// `GET /api/shares`: grants I gave and grants I received.
@@ -788,10 +794,25 @@ pub struct AuditEntry {
     /// Handle of the reader.
     pub reader: String,
     pub run_id: String,
-    /// `get`, `jsonl`, `descendants`, `search_hit`, or `forget` (then
-    /// `reader` is who forgot the conversation `run_id` names).
+    /// `read` (the conversation, its turns, its bytes or its runs),
+    /// `search_hit` (shown in a search or a context pack), or `forget`
+    /// (then `reader` is who forgot the conversation `run_id` names).
     pub what: String,
+    /// The newest of the readings this entry stands for.
     pub at: String,
+    /// The run's conversation and its title (absent once forgotten).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversation_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// Requests this entry stands for: one reading of a conversation (its
+    /// page, its turns, its bytes) within ten minutes is one entry.
+    #[serde(default = "one")]
+    pub requests: u64,
+}
+
+fn one() -> u64 {
+    1
 }
 
 /// `GET /api/audit`: who read my runs, newest first.

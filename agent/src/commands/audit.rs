@@ -1,11 +1,12 @@
-//! `kith audit`: who read your runs, newest first (`GET /api/audit`).
+//! `kith audit`: who read your conversations, newest first, a reading a
+//! line (`GET /api/audit`).
 
 use std::io::Write as _;
 
 use anyhow::Result;
 
 use crate::client::Client;
-use crate::render::term::printable;
+use crate::render::term::{one_line, printable};
 
 /// `kith audit`'s flags.
 #[derive(Debug, clap::Args)]
@@ -26,7 +27,19 @@ pub(crate) fn run(args: AuditArgs, client: &Client) -> Result<()> {
         writeln!(stdout, "nobody else has read your runs")?;
     }
     for e in res.entries {
-        let line = format!("{}  {:<24} {:<10} {}", e.at, e.reader, e.what, e.run_id);
+        let what = match e.what.as_str() {
+            "search_hit" => "found",
+            "forget" => "forgot",
+            _ => "read",
+        };
+        let at = e.at.get(..16).unwrap_or(&e.at).replacen('T', " ", 1);
+        let title = one_line(e.title.as_deref().unwrap_or("untitled"), 60);
+        let id = e.conversation_id.as_deref().unwrap_or(&e.run_id);
+        let line = format!(
+            "{at}  {:<24} {what:<6}  \"{title}\" ({})",
+            e.reader,
+            id.get(..9).unwrap_or(id)
+        );
         writeln!(stdout, "{}", printable(&line))?;
     }
     Ok(())

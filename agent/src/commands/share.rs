@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 use time::OffsetDateTime;
 
 use crate::client::{path_part, Client};
-use crate::render::term::printable;
+use crate::render::term::{one_line, printable};
 use crate::when::{parse_expires, WHEN_HINT};
 
 #[derive(Debug, clap::Subcommand)]
@@ -62,7 +62,8 @@ pub(crate) enum ShareCommand {
     },
     /// Take a grant back; it stops working at once.
     Revoke {
-        /// The grant's id, as `kith share list` shows it.
+        /// The grant's id or a unique prefix (as `kith share list` shows
+        /// it), or a conversation: every grant you gave on it.
         id: String,
     },
 }
@@ -86,8 +87,25 @@ pub(crate) fn run(cmd: ShareCommand, client: &Client) -> Result<()> {
             grant(client, format!("tag:{tag}"), with, expires, true)?
         }
         ShareCommand::Revoke { id } => {
+            let before: kith_proto::SharesResponse = client.json(client.get("/api/shares"))?;
             client.send(client.delete(&format!("/api/shares/{}", path_part(&id))))?;
-            writeln!(stdout, "revoked grant {id}")?;
+            let after: kith_proto::SharesResponse = client.json(client.get("/api/shares"))?;
+            let short = short_ids(&after);
+            for g in after.given.iter().filter(|g| g.state == "revoked") {
+                let was_live = before
+                    .given
+                    .iter()
+                    .any(|b| b.id == g.id && b.state != "revoked");
+                if was_live {
+                    let said = format!(
+                        "revoked {} with {} (grant {})",
+                        covers(g),
+                        g.grantee,
+                        short(&g.id)
+                    );
+                    writeln!(stdout, "{}", printable(&said))?;
+                }
+            }
         }
         ShareCommand::List { json } => {
             let res: kith_proto::SharesResponse = client.json(client.get("/api/shares"))?;
@@ -127,17 +145,62 @@ fn grant(
     };
     let said = format!(
         "shared {} with {} {reach} (grant {})",
-        share.scope, share.grantee, share.id
+        covers(&share),
+        share.grantee,
+        share.id
     );
     println!("{}", printable(&said));
     Ok(())
 }
 
-/// Grants in aligned columns: direction, scope, who, state, until, id.
+/// What a grant covers, by name: a conversation's title and short id, or
+/// a tag.
+fn covers(g: &kith_proto::Share) -> String {
+    match (g.scope.strip_prefix("tag:"), &g.conversation_id) {
+        (Some(tag), _) => format!("everything tagged {tag}"),
+        (None, Some(conversation)) => format!(
+            "\"{}\" ({})",
+            one_line(g.title.as_deref().unwrap_or("untitled"), 50),
+            conversation.get(..9).unwrap_or(conversation)
+        ),
+        (None, None) => g.scope.clone(),
+    }
+}
+
+/// The shortest prefix, at least 9 characters, that tells each of the
+/// listed grants' ids from the others (grant ids begin with their time, so
+/// grants given together share a long prefix).
+fn short_ids(res: &kith_proto::SharesResponse) -> impl Fn(&str) -> String {
+    let mut ids: Vec<&str> = res
+        .given
+        .iter()
+        .chain(&res.received)
+        .map(|g| g.id.as_str())
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    let len = ids
+        .windows(2)
+        .map(|w| {
+            w[0].bytes()
+                .zip(w[1].bytes())
+                .take_while(|(x, y)| x == y)
+                .count()
+                + 1
+        })
+        .max()
+        .unwrap_or(0)
+        .max(9);
+    move |id: &str| id.get(..len).unwrap_or(id).to_owned()
+}
+
+/// Grants in aligned columns: direction, what it covers, who, state,
+/// until, the grant's short id.
 pub(crate) fn render_shares(res: &kith_proto::SharesResponse) -> String {
+    let short = short_ids(res);
     let mut rows = vec![[
         "".to_owned(),
-        "SCOPE".to_owned(),
+        "WHAT".to_owned(),
         "WHO".to_owned(),
         "STATE".to_owned(),
         "UNTIL".to_owned(),
@@ -157,11 +220,11 @@ pub(crate) fn render_shares(res: &kith_proto::SharesResponse) -> String {
             };
             rows.push([
                 dir.to_owned(),
-                printable(&g.scope).into_owned(),
+                printable(&covers(g)).into_owned(),
                 printable(who).into_owned(),
                 state,
                 g.expires_at.clone().unwrap_or_else(|| "-".to_owned()),
-                g.id.clone(),
+                short(&g.id),
             ]);
         }
     }

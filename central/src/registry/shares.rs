@@ -4,7 +4,8 @@
 use rusqlite::{params, OptionalExtension};
 
 use super::Registry;
-use crate::error::Result;
+use crate::conversation::MIN_PREFIX;
+use crate::error::{Code, Error, Result};
 use crate::privacy::{Grant, GrantScope, LIVE_GRANT};
 use crate::registry::Viewer;
 use kith_shared::ids::UserId;
@@ -21,6 +22,20 @@ pub struct ShareRow {
     pub revoked_at: Option<String>,
     /// A run grant that covers deltas captured after it was given.
     pub follow: bool,
+    /// A run grant's conversation and its title (the granted run's own).
+    pub conversation: Option<String>,
+    pub title: Option<String>,
+}
+
+/// One audited request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuditRow {
+    pub reader: String,
+    pub run_id: String,
+    pub what: String,
+    pub at: String,
+    pub conversation: Option<String>,
+    pub title: Option<String>,
 }
 
 /// What revoking a grant found.
@@ -65,25 +80,82 @@ impl Registry {
     }
 
     /// Revokes a grant the viewer gave.
-    pub fn revoke_share(&self, viewer: &Viewer, id: &str) -> Result<Revoked> {
-        let conn = self.conn();
-        let n = conn.execute(
-            "UPDATE shares SET revoked_at = ?3 WHERE id = ?1 AND grantor = ?2 AND revoked_at IS NULL",
-            params![id, viewer.user_id().as_str(), kith_shared::timestamp::now()],
-        )?;
-        if n == 1 {
-            return Ok(Revoked::Now);
+    pub fn revoke_share(&self, viewer: &Viewer, name: &str) -> Result<Revoked> {
+        let ids = self.grants_named(viewer, name)?;
+        if ids.is_empty() {
+            return Ok(Revoked::NoSuchGrant);
         }
-        let known: bool = conn.query_row(
-            "SELECT COUNT(*) FROM shares WHERE id = ?1 AND grantor = ?2",
-            params![id, viewer.user_id().as_str()],
-            |r| r.get::<_, i64>(0).map(|n| n > 0),
-        )?;
-        Ok(if known {
-            Revoked::Already
+        let mut conn = self.conn();
+        let tx = conn.transaction()?;
+        let now = kith_shared::timestamp::now();
+        let mut revoked = 0;
+        for id in &ids {
+            revoked += tx.execute(
+                "UPDATE shares SET revoked_at = ?2 WHERE id = ?1 AND revoked_at IS NULL",
+                params![id, now],
+            )?;
+        }
+        tx.commit()?;
+        Ok(if revoked > 0 {
+            Revoked::Now
         } else {
-            Revoked::NoSuchGrant
+            Revoked::Already
         })
+    }
+
+    /// The grants the viewer gave that `name` names: a grant id, a unique
+    /// prefix of one (at least `MIN_PREFIX` characters), or a conversation
+    /// (as `resolve_conversation` names one: every grant on one of its
+    /// runs).
+    fn grants_named(&self, viewer: &Viewer, name: &str) -> Result<Vec<String>> {
+        let me = viewer.user_id().as_str();
+        let grant_id = name.len() >= MIN_PREFIX
+            && name.strip_prefix('s').is_some_and(|hex| {
+                hex.bytes()
+                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+            });
+        if grant_id {
+            let conn = self.reader();
+            let mut stmt = conn.prepare_cached(
+                "SELECT id FROM shares WHERE grantor = ?1 AND substr(id, 1, length(?2)) = ?2
+                 ORDER BY id LIMIT 11",
+            )?;
+            let found: Vec<String> = stmt
+                .query_map(params![me, name], |r| r.get(0))?
+                .collect::<rusqlite::Result<_>>()?;
+            match found.len() {
+                0 => {}
+                1 => return Ok(found),
+                n => {
+                    return Err(Error::conflict(
+                        Code::AmbiguousId,
+                        format!(
+                            "{name} names {} grants: {}; give more characters",
+                            if n > 10 {
+                                "more than 10".to_owned()
+                            } else {
+                                n.to_string()
+                            },
+                            found[..n.min(10)].join(", ")
+                        ),
+                    ))
+                }
+            }
+        }
+        let conversation = match self.resolve_conversation(viewer, name) {
+            Ok(id) => id,
+            Err(Error::NotFound { .. }) if grant_id => return Ok(Vec::new()),
+            Err(e) => return Err(e),
+        };
+        let conn = self.reader();
+        let mut stmt = conn.prepare_cached(
+            "SELECT s.id FROM shares s JOIN runs r ON r.id = s.scope_value
+             WHERE s.grantor = ?1 AND s.scope_kind = 'run' AND r.conversation = ?2 AND r.user_id = ?1",
+        )?;
+        let found = stmt
+            .query_map(params![me, conversation.as_str()], |r| r.get(0))?
+            .collect::<rusqlite::Result<_>>()?;
+        Ok(found)
     }
 
     /// Grants the viewer gave (`given`) or received, newest first.
@@ -92,8 +164,9 @@ impl Registry {
         let conn = self.reader();
         let mut stmt = conn.prepare(&format!(
             "SELECT s.id, g.handle, r.handle, s.scope_kind || ':' || s.scope_value, s.created_at,
-                    s.expires_at, s.revoked_at, s.follow
+                    s.expires_at, s.revoked_at, s.follow, x.conversation, json_extract(x.meta_json, '$.title')
              FROM shares s JOIN users g ON g.id = s.grantor JOIN users r ON r.id = s.grantee
+             LEFT JOIN runs x ON s.scope_kind = 'run' AND x.id = s.scope_value
              WHERE {side} = ?1 ORDER BY s.created_at DESC, s.id"
         ))?;
         let rows = stmt
@@ -107,6 +180,8 @@ impl Registry {
                     expires_at: r.get(5)?,
                     revoked_at: r.get(6)?,
                     follow: r.get(7)?,
+                    conversation: r.get(8)?,
+                    title: r.get(9)?,
                 })
             })?
             .collect::<rusqlite::Result<_>>()?;
@@ -190,21 +265,25 @@ impl Registry {
 
     /// Reads of the viewer's runs by others, and forgets of its
     /// conversations, newest first, with reader handles (`kith-central`
-    /// for the operator).
-    pub fn audit_of(
-        &self,
-        viewer: &Viewer,
-        limit: u32,
-    ) -> Result<Vec<(String, String, String, String)>> {
+    /// for the operator), each run's conversation and title.
+    pub fn audit_of(&self, viewer: &Viewer, limit: u32) -> Result<Vec<AuditRow>> {
         let conn = self.reader();
         let mut stmt = conn.prepare(
-            "SELECT COALESCE(u.handle, a.reader), a.run_id, a.what, a.at
-             FROM audit a LEFT JOIN users u ON u.id = a.reader
+            "SELECT COALESCE(u.handle, a.reader), a.run_id, a.what, a.at, r.conversation,
+                    json_extract(r.meta_json, '$.title')
+             FROM audit a LEFT JOIN users u ON u.id = a.reader LEFT JOIN runs r ON r.id = a.run_id
              WHERE a.owner = ?1 ORDER BY a.id DESC LIMIT ?2",
         )?;
         let rows = stmt
             .query_map(params![viewer.user_id().as_str(), limit], |r| {
-                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+                Ok(AuditRow {
+                    reader: r.get(0)?,
+                    run_id: r.get(1)?,
+                    what: r.get(2)?,
+                    at: r.get(3)?,
+                    conversation: r.get(4)?,
+                    title: r.get(5)?,
+                })
             })?
             .collect::<rusqlite::Result<_>>()?;
         Ok(rows)

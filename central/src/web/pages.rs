@@ -2,8 +2,6 @@
 //! reader and its raw bytes, shares, the read audit, machines, and the
 //! admin's view. Each reads through the same functions as the JSON API.
 
-use std::collections::HashMap;
-
 use axum::extract::{Path, Query, State};
 use kith_proto::{AgentRuntime, GroupBy, SearchFilters, SearchMode, SearchRequest};
 use serde::Deserialize;
@@ -148,7 +146,8 @@ pub(crate) async fn search(
             ..SearchRequest::default()
         };
         let res = crate::search::search(&state, &session.viewer, req).await?;
-        let nothing_relevant = res.nothing_relevant && !show_weak;
+        // Weak hits only: say so, and offer them; no hit at all is "no results".
+        let nothing_relevant = res.nothing_relevant && !show_weak && !res.groups.is_empty();
         let groups = if nothing_relevant {
             Vec::new()
         } else {
@@ -318,32 +317,33 @@ pub(crate) async fn shares(State(state): State<AppState>, session: WebSession) -
     }))
 }
 
-/// Who read my runs, each run named by its conversation's title.
+/// Who read my runs, each reading named by its conversation's title.
 pub(crate) async fn audit(State(state): State<AppState>, session: WebSession) -> PageResult {
     let viewer = session.viewer.clone();
-    let rows = tokio::task::spawn_blocking(move || {
-        let res = crate::sharing::audit(state.registry(), &viewer)?;
-        // The runs are the viewer's own: reading their titles audits nothing.
-        let mut titles: HashMap<String, String> = HashMap::new();
-        Ok::<_, crate::error::Error>(
-            res.entries
-                .into_iter()
-                .map(|e| {
-                    let title = titles
-                        .entry(e.run_id.clone())
-                        .or_insert_with(|| {
-                            crate::tree::conversation(state.registry(), &viewer, &e.run_id)
-                                .ok()
-                                .and_then(|c| c.conversation.title)
-                                .unwrap_or_else(|| e.run_id.clone())
-                        })
-                        .clone();
-                    (super::view::when(&e.at), e.reader, e.what, e.run_id, title)
-                })
-                .collect(),
-        )
-    })
-    .await??;
+    let res = tokio::task::spawn_blocking(move || crate::sharing::audit(state.registry(), &viewer))
+        .await??;
+    let rows = res
+        .entries
+        .into_iter()
+        .map(|e| {
+            let what = match e.what.as_str() {
+                "search_hit" => "found in a search",
+                "forget" => "forgot",
+                _ => "read",
+            };
+            let title = e
+                .title
+                .unwrap_or_else(|| "an untitled conversation".to_owned());
+            let target = e.conversation_id.unwrap_or(e.run_id);
+            (
+                super::view::when(&e.at),
+                e.reader,
+                what.to_owned(),
+                target,
+                title,
+            )
+        })
+        .collect();
     Ok(render(&AuditPage {
         chrome: session.chrome(),
         rows,

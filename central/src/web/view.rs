@@ -99,7 +99,7 @@ pub(super) struct SharesPage {
 #[template(path = "audit.html")]
 pub(super) struct AuditPage {
     pub chrome: Option<Chrome>,
-    /// (at, reader, what, run id, its conversation's title)
+    /// (at, reader, what, the conversation's id or the run's, its title)
     pub rows: Vec<(String, String, String, String, String)>,
 }
 
@@ -278,10 +278,18 @@ pub(super) struct ShareView {
 
 impl From<Share> for ShareView {
     fn from(s: Share) -> Self {
+        let run = s.scope.strip_prefix("run:").map(str::to_owned);
+        let scope = match (&run, s.scope.strip_prefix("tag:")) {
+            (Some(_), _) => s
+                .title
+                .unwrap_or_else(|| "an untitled conversation".to_owned()),
+            (None, Some(tag)) => format!("everything tagged {tag}"),
+            (None, None) => s.scope.clone(),
+        };
         Self {
-            href: s.scope.strip_prefix("run:").map(|run| format!("/c/{run}")),
+            href: run.map(|run| format!("/c/{}", s.conversation_id.unwrap_or(run))),
             id: s.id,
-            scope: s.scope,
+            scope,
             grantor: s.grantor,
             grantee: s.grantee,
             state: s.state,

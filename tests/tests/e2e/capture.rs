@@ -521,21 +521,66 @@ fn family_cli_shares_a_run_and_the_owner_sees_who_read_it() -> Result<()> {
     assert_eq!(refused.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&refused.stderr).contains("invalid_diversity"));
 
+    // The audit names the conversation by its title and id, a reading a
+    // line: bob's one `show --raw` is one "read", his searches "found".
+    let conversation = tree["conversations"][0]["id"].as_str().unwrap_or_default();
+    let title = tree["conversations"][0]["title"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(!conversation.is_empty() && !title.is_empty(), "{tree:#}");
+    // Lines cut a long title.
+    let title: &str = &title.chars().take(40).collect::<String>();
     let audit = String::from_utf8(run(&alice, &alice_token, &["audit"])?.stdout)?;
-    assert!(audit.contains("bob.test") && audit.contains(&id), "{audit}");
+    let lines: Vec<&str> = audit.lines().collect();
+    let reads = lines.iter().filter(|l| l.contains(" read ")).count();
+    assert_eq!(reads, 1, "one reading, one line: {audit}");
+    assert!(lines.iter().any(|l| l.contains(" found ")), "{audit}");
+    for line in &lines {
+        assert!(
+            line.contains("bob.test") && line.contains(&conversation[..9]),
+            "{audit}"
+        );
+        assert!(line.contains(title) && !line.contains(&id), "{audit}");
+    }
+
+    // `share list` names what a grant covers; a grant is revoked by the
+    // short id the list shows, or by its conversation.
     let list = String::from_utf8(run(&alice, &alice_token, &["share", "list"])?.stdout)?;
+    assert!(list.contains(title) && !list.contains("run:"), "{list}");
     let grant = list
         .split_whitespace()
         .last()
         .unwrap_or_default()
         .to_owned();
-    assert!(run(&alice, &alice_token, &["share", "revoke", &grant])?
-        .status
-        .success());
+    assert!(grant.starts_with('s') && grant.len() < 33, "{list}");
+    let revoked = run(&alice, &alice_token, &["share", "revoke", &grant])?;
+    let said = String::from_utf8_lossy(&revoked.stdout);
+    assert!(revoked.status.success() && said.contains(title), "{said}");
     assert_eq!(
         run(&bob, &bob_token, &["show", &id])?.status.code(),
         Some(1),
         "revoked: gone at once"
+    );
+    let again = &[
+        "share",
+        "conversation",
+        &conversation[..9],
+        "--with",
+        "bob.test",
+    ];
+    assert!(run(&alice, &alice_token, again)?.status.success());
+    assert!(run(&bob, &bob_token, &["show", &id])?.status.success());
+    let revoked = run(
+        &alice,
+        &alice_token,
+        &["share", "revoke", &conversation[..9]],
+    )?;
+    let said = String::from_utf8_lossy(&revoked.stdout);
+    assert!(said.contains(title) && said.contains("bob.test"), "{said}");
+    assert_eq!(said.lines().count(), 1, "the one live grant: {said}");
+    assert_eq!(
+        run(&bob, &bob_token, &["show", &id])?.status.code(),
+        Some(1)
     );
     Ok(())
 }

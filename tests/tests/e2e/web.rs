@@ -495,6 +495,20 @@ fn scenario(alice_b: &Browser<'_>, bob_b: &Browser<'_>, dave_b: &Browser<'_>) ->
     ensure!(bob_b.has("details.filters[open]")?);
     bob_b.goto(&format!("{base}/?q=narwhal&mode=keyword"))?;
     ensure!(bob_b.has("#no-results")?, "{}", bob_b.text()?);
+    // Hits that hold too few of the query's words are below the relevance
+    // floor: the page says nothing is relevant, and shows them, marked
+    // weak, only when asked.
+    bob_b.goto(&format!(
+        "{base}/?q=walrus+xyzzyqwerty+florbnax+quimble&mode=keyword"
+    ))?;
+    ensure!(bob_b.has("#nothing-relevant")?, "{}", bob_b.text()?);
+    ensure!(!bob_b.has("li.group")? && !bob_b.has("#no-results")?);
+    bob_b.click("#nothing-relevant a")?;
+    bob_b.wait("li.group.weak")?;
+    ensure!(bob_b
+        .text_of(".results")?
+        .contains("plan the walrus migration"));
+    ensure!(bob_b.text_of(".results")?.contains("weak match"));
     bob_b.goto(&format!("{base}/c/{private_run}"))?;
     let unreadable = bob_b.text_of("main")?;
     // A run id of the same form that no run has.
