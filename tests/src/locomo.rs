@@ -554,54 +554,6 @@ pub fn pack_score(
     Ok(out)
 }
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn session_times_read_as_rfc3339() {
-        for (text, want) in [
-            ("1:56 pm on 8 May, 2023", Some("2023-05-08T13:56:00.000Z")),
-            (
-                "12:48 am on 1 February, 2023",
-                Some("2023-02-01T00:48:00.000Z"),
-            ),
-            (
-                "12:05 pm on 31 December, 2022",
-                Some("2022-12-31T12:05:00.000Z"),
-            ),
-            ("1:56 pm on 8 Mayo, 2023", None),
-            ("yesterday", None),
-        ] {
-            assert_eq!(super::rfc3339(text).as_deref(), want, "{text}");
-        }
-    }
-
-    #[test]
-    fn the_first_three_conversations_in_id_order_tune_the_rest_report() {
-        use super::{Session, Split};
-        let sessions: Vec<Session> = ["conv-43", "conv-26", "conv-42", "conv-30", "conv-41"]
-            .into_iter()
-            .flat_map(|c| [c, c])
-            .map(|c| Session {
-                conversation: c.to_owned(),
-                number: 1,
-                jsonl: String::new(),
-                lines: Vec::new(),
-                started_at: String::new(),
-            })
-            .collect();
-        assert_eq!(
-            Split::Tune.conversations(&sessions),
-            ["conv-26", "conv-30", "conv-41"]
-        );
-        assert_eq!(
-            Split::Report.conversations(&sessions),
-            ["conv-42", "conv-43"]
-        );
-        assert_eq!(Split::All.conversations(&sessions).len(), 5);
-        assert!(Split::parse("held-out").is_err());
-    }
-}
-
 /// Queries with no answer in any LoCoMo conversation, beside its own
 /// adversarial questions (`adversarial`), for the relevance floor: words
 /// that are no words, and topics the conversations (two friends' chats
@@ -775,4 +727,52 @@ pub fn floor_summary(rows: &[Value]) -> Value {
 
 fn ratio(n: usize, of: usize) -> f64 {
     n as f64 / of.max(1) as f64
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn session_times_read_as_rfc3339() {
+        for (text, want) in [
+            ("1:56 pm on 8 May, 2023", Some("2023-05-08T13:56:00.000Z")),
+            (
+                "12:48 am on 1 February, 2023",
+                Some("2023-02-01T00:48:00.000Z"),
+            ),
+            (
+                "12:05 pm on 31 December, 2022",
+                Some("2022-12-31T12:05:00.000Z"),
+            ),
+            ("1:56 pm on 8 Mayo, 2023", None),
+            ("yesterday", None),
+        ] {
+            assert_eq!(super::rfc3339(text).as_deref(), want, "{text}");
+        }
+    }
+
+    #[test]
+    fn the_first_three_conversations_in_id_order_tune_the_rest_report() {
+        use super::{Session, Split};
+        let sessions: Vec<Session> = ["conv-43", "conv-26", "conv-42", "conv-30", "conv-41"]
+            .into_iter()
+            .flat_map(|c| [c, c])
+            .map(|c| Session {
+                conversation: c.to_owned(),
+                number: 1,
+                jsonl: String::new(),
+                lines: Vec::new(),
+                started_at: String::new(),
+            })
+            .collect();
+        assert_eq!(
+            Split::Tune.conversations(&sessions),
+            ["conv-26", "conv-30", "conv-41"]
+        );
+        assert_eq!(
+            Split::Report.conversations(&sessions),
+            ["conv-42", "conv-43"]
+        );
+        assert_eq!(Split::All.conversations(&sessions).len(), 5);
+        assert!(Split::parse("held-out").is_err());
+    }
 }
