@@ -1,5 +1,8 @@
 //! The `kith` command line: parse (clap), resolve the folders and settings,
-//! dispatch, exit 0 / 1 (one-line reason on stderr) / 2 (usage). A command
+//! dispatch, and exit with one rule: 0 success (a reader that closed the
+//! pipe early included), 2 a command line at fault (clap's usage errors, an
+//! argument kith cannot read, a request central refused as malformed: 400),
+//! 1 any other failure (one-line reason on stderr). A command
 //! given `--json` words that line as kith's error body instead, `{"error":
 //! {"code": ..., "message": ...}}` (still on stderr: stdout holds only the
 //! answer), with the same exit code.
@@ -7,6 +10,7 @@
 //! subcommands go in `Command`.
 
 use std::ffi::OsString;
+use std::io::Write as _;
 use std::io::{BufRead, IsTerminal};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -190,9 +194,36 @@ impl Command {
     }
 }
 
+/// The commands that only ask central: the capture-only flags (which
+/// folders to read, what to exclude) are left out of their help.
+const ASKING: [&str; 9] = [
+    "search", "tree", "share", "audit", "tag", "web", "show", "context", "forget",
+];
+
+/// `Cli`'s command, with the capture-only flags hidden from the asking
+/// commands' help: each gets a hidden copy of them, which clap takes in
+/// place of the global one (the value still reaches `Cli`).
+fn command() -> clap::Command {
+    let cmd = Cli::command();
+    let capture_only: Vec<clap::Arg> = cmd
+        .get_arguments()
+        .filter(|a| a.is_global_set() && a.get_id() != "config_dir" && a.get_id() != "state_dir")
+        .filter(|a| a.get_id() != "central_url")
+        .map(|a| a.clone().global(false).hide(true))
+        .collect();
+    ASKING.iter().fold(cmd, |cmd, name| {
+        cmd.mut_subcommand(name, |sub| sub.args(capture_only.iter().cloned()))
+    })
+}
+
+fn parse(args: &[OsString]) -> Result<Cli, clap::Error> {
+    let matches = command().try_get_matches_from(args)?;
+    Cli::from_arg_matches(&matches)
+}
+
 pub fn main() -> ExitCode {
     let args: Vec<OsString> = std::env::args_os().collect();
-    let cli = match Cli::try_parse_from(&args) {
+    let cli = match parse(&args) {
         Ok(cli) => cli,
         Err(e) => match lenient_hook(&args) {
             // Whatever an agent passes, a hook must not exit 2.
@@ -221,7 +252,7 @@ pub fn main() -> ExitCode {
         Err(e) if closed_pipe(&e) => ExitCode::SUCCESS,
         Err(e) if json => {
             eprintln!("{}", error_json(error_code(&e), &format!("{e:#}")));
-            ExitCode::FAILURE
+            exit_code(&e)
         }
         Err(e) => {
             // It may quote central's text (a name, a title, an error body).
@@ -229,7 +260,7 @@ pub fn main() -> ExitCode {
                 "kith: {}",
                 crate::render::term::printable(&format!("{e:#}"))
             );
-            ExitCode::FAILURE
+            exit_code(&e)
         }
     }
 }
@@ -258,6 +289,15 @@ fn error_code(e: &anyhow::Error) -> &str {
         }
     }
     "error"
+}
+
+/// 2 when the command line was at fault (`Error::is_usage`), else 1.
+fn exit_code(e: &anyhow::Error) -> ExitCode {
+    let usage = e
+        .chain()
+        .filter_map(|cause| cause.downcast_ref::<crate::Error>())
+        .any(crate::Error::is_usage);
+    ExitCode::from(if usage { 2 } else { 1 })
 }
 
 fn closed_pipe(e: &anyhow::Error) -> bool {
@@ -364,9 +404,9 @@ fn run(command: Command, paths: &Paths, dirs: &DirArgs, flags: &Flags) -> Result
             let settings = settings()?;
             let report = crate::status::report(paths, &settings);
             if json {
-                println!("{}", report.to_json());
+                writeln!(std::io::stdout(), "{}", report.to_json())?;
             } else {
-                print!("{report}");
+                write!(std::io::stdout(), "{report}")?;
             }
             Ok(())
         }
@@ -379,9 +419,9 @@ fn run(command: Command, paths: &Paths, dirs: &DirArgs, flags: &Flags) -> Result
                 token: token_origin(paths)?,
             };
             if json {
-                println!("{}", shown.to_json());
+                writeln!(std::io::stdout(), "{}", shown.to_json())?;
             } else {
-                print!("{shown}");
+                write!(std::io::stdout(), "{shown}")?;
             }
             Ok(())
         }
@@ -416,15 +456,24 @@ fn run(command: Command, paths: &Paths, dirs: &DirArgs, flags: &Flags) -> Result
                 bail!(crate::install::mcp::MCP_AGENTS);
             }
             let kith = installed_kith()?;
-            println!("{}", crate::install::install(paths, agent, &kith, true)?);
+            writeln!(
+                std::io::stdout(),
+                "{}",
+                crate::install::install(paths, agent, &kith, true)?
+            )?;
             if mcp {
-                println!(
+                writeln!(
+                    std::io::stdout(),
                     "{}",
                     crate::install::mcp::install(paths, agent, &kith, true)?
-                );
+                )?;
             }
             if recall_on_start {
-                println!("{}", crate::install::install_recall(paths, &kith, true)?);
+                writeln!(
+                    std::io::stdout(),
+                    "{}",
+                    crate::install::install_recall(paths, &kith, true)?
+                )?;
             }
             Ok(())
         }
@@ -435,7 +484,7 @@ fn run(command: Command, paths: &Paths, dirs: &DirArgs, flags: &Flags) -> Result
             } else {
                 crate::install::install(paths, agent, &kith, false)?
             };
-            println!("{outcome}");
+            writeln!(std::io::stdout(), "{outcome}")?;
             Ok(())
         }
         Command::Mcp => crate::mcp::run(paths, &settings()?),
@@ -443,7 +492,11 @@ fn run(command: Command, paths: &Paths, dirs: &DirArgs, flags: &Flags) -> Result
         Command::Family(FamilyCommand::Context(args)) if args.hook => {
             let auth = settings().and_then(|s| s.auth(paths));
             if let Ok(auth) = auth {
-                print!("{}", crate::commands::context::session_start(&auth));
+                write!(
+                    std::io::stdout(),
+                    "{}",
+                    crate::commands::context::session_start(&auth)
+                )?;
             }
             Ok(())
         }
@@ -470,7 +523,10 @@ fn installed_kith() -> Result<PathBuf> {
 }
 
 fn setup(paths: &Paths, args: SetupArgs) -> Result<()> {
-    let say = &mut |line: &str| println!("{line}");
+    // Setting up goes on when nobody reads what it says.
+    let say = &mut |line: &str| {
+        let _ = writeln!(std::io::stdout(), "{line}");
+    };
     if args.uninstall {
         return Ok(crate::setup::uninstall(paths, say)?);
     }
@@ -545,10 +601,13 @@ fn login(paths: &Paths, central: &str, ca_cert: Option<&Path>) -> Result<()> {
     };
     let status = Client::new(&auth)?.status(Duration::from_secs(10))?;
     auth.save(paths)?;
-    println!(
+    writeln!(
+        std::io::stdout(),
         "logged in to {} as {} on machine {}",
-        auth.central_url, status.user, status.machine
-    );
+        auth.central_url,
+        status.user,
+        status.machine
+    )?;
     Ok(())
 }
 
@@ -572,14 +631,18 @@ fn backfill(paths: &Paths, settings: &Settings) -> Result<()> {
         bar.inc(1);
     }
     bar.finish_and_clear();
-    println!(
+    writeln!(
+        std::io::stdout(),
         "captured {} new bytes from {} transcripts",
         total.bytes,
         sources.len()
-    );
+    )?;
     let discarded = capture.discard_excluded()?;
     if discarded > 0 {
-        println!("discarded {discarded} waiting deltas of transcripts now excluded");
+        writeln!(
+            std::io::stdout(),
+            "discarded {discarded} waiting deltas of transcripts now excluded"
+        )?;
     }
     let waiting = capture.outbox().len();
     let auth = match settings.auth(paths) {
@@ -595,25 +658,33 @@ fn backfill(paths: &Paths, settings: &Settings) -> Result<()> {
     })?;
     bar.finish_and_clear();
     if replayed.busy {
-        println!("another kith (kith watch?) is sending the outbox; it delivers these too");
+        writeln!(
+            std::io::stdout(),
+            "another kith (kith watch?) is sending the outbox; it delivers these too"
+        )?;
     }
-    println!(
+    writeln!(
+        std::io::stdout(),
         "central accepted {} deltas; {} waiting in the outbox",
         replayed.accepted,
         capture.outbox().len()
-    );
+    )?;
     if replayed.rejected > 0 {
-        println!(
+        writeln!(
+            std::io::stdout(),
             "central refused {} deltas; they are kept in {} and those files are captured again as new chains (see `kith status`)",
             replayed.rejected,
             paths.state_dir.join("rejected").display()
-        );
+        )?;
     }
     if let Some(why) = replayed.stopped {
         if replayed.token_refused {
             bail!("{why}");
         }
-        println!("central did not take everything yet ({why}); `kith status` shows what waits");
+        writeln!(
+            std::io::stdout(),
+            "central did not take everything yet ({why}); `kith status` shows what waits"
+        )?;
     }
     if failed > 0 {
         bail!("{failed} transcripts could not be captured");

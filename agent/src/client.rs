@@ -107,10 +107,12 @@ impl Central {
         }
         Err(match error_body(res).await {
             Some(body) => Error::Answered {
+                status: status.as_u16(),
                 code: body.error.code,
                 message: body.error.message,
             },
             None => Error::Answered {
+                status: status.as_u16(),
                 code: format!("http_{}", status.as_u16()),
                 message: format!("central answered {status}"),
             },

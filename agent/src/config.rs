@@ -207,6 +207,22 @@ impl Paths {
         (paths, origins)
     }
 
+    /// Every folder, in `PathOrigins`' order: kith's own, then each
+    /// agent's.
+    pub(crate) fn dirs(&self) -> [&PathBuf; 9] {
+        [
+            &self.config_dir,
+            &self.state_dir,
+            &self.claude_dir,
+            &self.codex_dir,
+            &self.pi_dir,
+            &self.gemini_dir,
+            &self.copilot_dir,
+            &self.cursor_dir,
+            &self.opencode_dir,
+        ]
+    }
+
     /// Everything under one folder: a device of a test's own.
     #[cfg(test)]
     pub(crate) fn under(root: &Path) -> Self {

@@ -42,14 +42,7 @@ impl Effective<'_> {
             self.settings.file.display().to_string(),
             exists.into(),
         );
-        let dirs = [
-            &self.paths.config_dir,
-            &self.paths.state_dir,
-            &self.paths.claude_dir,
-            &self.paths.codex_dir,
-            &self.paths.pi_dir,
-        ];
-        for ((name, origin), dir) in self.origins.iter().zip(dirs) {
+        for ((name, origin), dir) in self.origins.iter().zip(self.paths.dirs()) {
             row(name, dir.display().to_string(), origin.to_string());
         }
         for glob in &self.settings.rules.exclude {
@@ -84,13 +77,7 @@ impl Effective<'_> {
         let dirs: serde_json::Map<String, Value> = self
             .origins
             .iter()
-            .zip([
-                &self.paths.config_dir,
-                &self.paths.state_dir,
-                &self.paths.claude_dir,
-                &self.paths.codex_dir,
-                &self.paths.pi_dir,
-            ])
+            .zip(self.paths.dirs())
             .map(|((name, o), dir)| {
                 (
                     (*name).to_owned(),

@@ -32,7 +32,15 @@ pub(crate) enum Error {
     /// (`kith_proto::ErrorBody`), or `http_<status>` when the body was not
     /// kith's (a proxy's page).
     #[error("{message} ({code})")]
-    Answered { code: String, message: String },
+    Answered {
+        status: u16,
+        code: String,
+        message: String,
+    },
+    /// An argument kith cannot use (a time it does not read, a range
+    /// backwards): the command line is wrong, as for clap's own errors.
+    #[error("{0}")]
+    Usage(String),
     #[error("{0}")]
     Refused(String),
 }
@@ -48,6 +56,20 @@ impl Error {
             Self::Central { .. } => "central_unreachable",
             Self::Answered { code, .. } => code,
             Self::Refused(_) => "refused",
+            Self::Usage(_) => "usage",
+        }
+    }
+}
+
+impl Error {
+    /// Whether the command line was at fault: an argument kith refused, or
+    /// one central refused as malformed (400, or a body or path over its
+    /// limit). Such a failure exits 2, like clap's usage errors.
+    pub(crate) fn is_usage(&self) -> bool {
+        match self {
+            Self::Usage(_) => true,
+            Self::Answered { status, .. } => matches!(status, 400 | 413 | 414),
+            _ => false,
         }
     }
 }

@@ -78,7 +78,7 @@ impl Failure {
 impl From<crate::Error> for Failure {
     fn from(e: crate::Error) -> Self {
         match e {
-            crate::Error::Answered { code, message } => Self { code, message },
+            crate::Error::Answered { code, message, .. } => Self { code, message },
             other => Self::new(other.code(), other.to_string()),
         }
     }
@@ -145,9 +145,11 @@ struct SearchArgs {
     query: String,
     /// hybrid (default: words and meaning), keyword (exact words) or semantic.
     mode: Option<Mode>,
-    /// Only conversations in this folder or below it (an absolute path, or relative to where kith mcp runs).
+    /// Only conversations in this folder or below it (an absolute path, or
+    /// relative to where kith mcp runs), or in a folder of this name (no /).
     project: Option<String>,
-    /// Only conversations whose tools touched this file (a path or its last components).
+    /// Only conversations whose tools touched this file (a path or its last
+    /// components), or a file under this folder (ending in /).
     file: Option<String>,
     /// Only conversations that used this tool or skill (Bash, Edit, exec_command, ...).
     tool: Option<String>,
@@ -157,6 +159,8 @@ struct SearchArgs {
     branch: Option<String>,
     /// Only conversations of this family member (a handle).
     owner: Option<String>,
+    /// Only conversations with every one of these tags.
+    tags: Option<Vec<String>>,
     /// Only since then: 30m, 12h, 7d, 2w (ago) or an RFC 3339 time.
     since: Option<String>,
     /// Only before then: 30m, 12h, 7d, 2w (ago) or an RFC 3339 time.
@@ -280,10 +284,12 @@ impl ServerHandler for Kith {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new("kith", env!("CARGO_PKG_VERSION")))
             .with_instructions(
-                "kith is the memory of your owner's coding agents: every Claude Code, Codex and pi \
-                 conversation on their machines and those shared with them. Use `context` with the \
-                 task at the start of work, `search` to find what was done before, and `read` with \
-                 a citation to see the exact turns.",
+                "kith is the memory of your owner's coding agents: every Claude Code, Codex, pi, \
+                 Gemini CLI, Copilot CLI, Cursor, OpenCode and Aider conversation on their machines \
+                 and those shared with them. Use `context` with the task at the start of work, \
+                 `search` to find what was done before (filters: runtime, the agent; project, a \
+                 folder or a folder's name; file; tool; command; branch; owner; tags; machine; \
+                 since and until), and `read` with a citation to see the exact turns.",
             )
     }
 }
@@ -310,6 +316,7 @@ impl Kith {
                 command: a.command,
                 branch: a.branch,
                 owner: a.owner,
+                tags: a.tags.unwrap_or_default(),
                 ..SearchFilters::default()
             },
             limit: a.limit,
@@ -560,7 +567,11 @@ fn when(
 }
 
 /// A project folder as central compares it: absolute.
+/// `project`: a folder's name (no `/`) as given, else its absolute path.
 fn project(p: &str) -> std::result::Result<String, Failure> {
+    if !p.contains('/') && p != "." && p != ".." {
+        return Ok(p.to_owned());
+    }
     std::path::absolute(Path::new(p))
         .map(|p| p.to_string_lossy().into_owned())
         .map_err(|e| Failure::new("invalid_arguments", format!("project {}: {e}", quoted(p))))

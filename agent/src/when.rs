@@ -1,21 +1,40 @@
 //! Times as a person writes them in a flag or a tool argument (`30m`,
-//! `12h`, `7d`, `2w` or RFC 3339) -> the canonical RFC 3339 central takes:
+//! `12h`, `7d`, `2w`, `today`, `yesterday`, a date `2026-02-01` or RFC
+//! 3339) -> the canonical RFC 3339 central takes:
 //! `--since`, `--until` and `--expires` of the CLI, `since` and `until` of
 //! `kith mcp`.
 
 use time::OffsetDateTime;
 
 /// What `--since`, `--until` and `--expires` accept, for their errors.
-pub(crate) const WHEN_HINT: &str = "use 30m, 12h, 7d, 2w or RFC 3339, within the years 0 to 9999";
+pub(crate) const WHEN_HINT: &str =
+    "use 30m, 12h, 7d, 2w, today, yesterday, a date (2026-02-01) or RFC 3339, within the years 0 to 9999";
 
 /// `--since` as a person writes it (`30m`, `12h`, `7d`, `2w`, or RFC 3339)
 /// -> canonical RFC 3339; `None` for anything else, a duration too long
 /// included.
+/// A day (`today`, `yesterday`, `2026-02-01`) is its first instant, in UTC.
 pub(crate) fn parse_since(s: &str, now: OffsetDateTime) -> Option<String> {
+    let s = s.trim();
     if let Some(t) = kith_shared::timestamp::normalize(s) {
         return Some(t);
     }
+    if let Some(day) = day(s, now) {
+        return rfc3339(day.midnight().assume_utc());
+    }
     rfc3339(now.checked_sub(duration(s)?)?)
+}
+
+/// `today`, `yesterday` (of `now`, in UTC) or a date `YYYY-MM-DD`.
+fn day(s: &str, now: OffsetDateTime) -> Option<time::Date> {
+    match s.to_ascii_lowercase().as_str() {
+        "today" => Some(now.date()),
+        "yesterday" => now.date().previous_day(),
+        _ => {
+            let format = time::macros::format_description!("[year]-[month]-[day]");
+            time::Date::parse(s, format).ok()
+        }
+    }
 }
 
 /// `--expires` as a person writes it (`12h`, `7d`, or RFC 3339) -> RFC 3339.
@@ -54,6 +73,20 @@ mod tests {
     use time::macros::datetime;
 
     const NOW: OffsetDateTime = datetime!(2026-05-11 12:00:00 UTC);
+
+    #[test]
+    fn since_accepts_days() {
+        for (input, want) in [
+            ("today", "2026-05-11T00:00:00.000Z"),
+            ("Yesterday", "2026-05-10T00:00:00.000Z"),
+            ("2026-02-01", "2026-02-01T00:00:00.000Z"),
+        ] {
+            assert_eq!(parse_since(input, NOW).as_deref(), Some(want), "{input}");
+        }
+        for bad in ["2026-02-30", "2026-2-1", "tomorrowish", "02/01/2026"] {
+            assert_eq!(parse_since(bad, NOW), None, "{bad}");
+        }
+    }
 
     #[test]
     fn since_accepts_durations_and_timestamps() {

@@ -124,6 +124,8 @@ codes! {
         UnknownParent = "unknown_parent",
         /// A tag share that would cover none of the giver's runs.
         UnknownTag = "unknown_tag",
+        /// A handle no family member has (a share's grantee, an owner filter).
+        UnknownMember = "unknown_member",
         /// A password the PDS refused.
         WrongPassword = "wrong_password",
     }

@@ -54,6 +54,7 @@ pub fn app(state: AppState) -> Router {
         .route("/api/conversations/{id}/turns", get(conversations::turns))
         .route("/api/conversations/{id}/jsonl", get(conversations::jsonl))
         .route("/api/conversations/{id}/tags", post(conversations::tags))
+        .route("/api/tags", get(conversations::tag_list))
         .route("/api/search", post(search::post))
         .route("/api/context", post(context::post))
         .route("/api/shares", post(shares::post).get(shares::index))
@@ -245,6 +246,7 @@ fn with_error_body(res: Response, limit: usize) -> Response {
     conversations::turns,
     conversations::jsonl,
     conversations::tags,
+    conversations::tag_list,
     search::post,
     context::post,
     shares::post,

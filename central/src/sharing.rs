@@ -39,9 +39,7 @@ pub(crate) fn grant(registry: &Registry, viewer: &Viewer, req: &ShareRequest) ->
             }
         }
     }
-    let grantee = registry
-        .user_id_by_handle(&req.with)?
-        .ok_or(Error::not_found("user"))?;
+    let grantee = registry.member(&req.with)?;
     if &grantee == viewer.user_id() {
         return Err(Error::invalid(
             Code::InvalidGrantee,

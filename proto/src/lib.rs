@@ -832,6 +832,20 @@ pub struct TagsRequest {
     pub remove: Vec<String>,
 }
 
+/// `GET /api/tags`: every tag on a conversation the caller may read.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct TagList {
+    /// By name.
+    pub tags: Vec<TagCount>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct TagCount {
+    pub tag: String,
+    /// Conversations carrying it that the caller may read.
+    pub conversations: u64,
+}
+
 /// The conversation's tags after the change.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct TagsResponse {
@@ -906,6 +920,8 @@ pub struct SignInLink {
         ForgetResponse,
         TagsRequest,
         TagsResponse,
+        TagList,
+        TagCount,
         SignInLink
     ))
 )]

@@ -40,9 +40,12 @@ pub(crate) fn run(client: &Client, id: &str, yes: bool) -> Result<()> {
     }
     let res: ForgetResponse =
         client.json(client.delete(&format!("/api/conversations/{}", path_part(&c.id))))?;
-    println!(
+    writeln!(
+        std::io::stdout(),
         "forgot conversation {} ({} conversations, {} runs); central will not take its bytes again",
-        res.conversation, res.n_conversations, res.n_runs
-    );
+        res.conversation,
+        res.n_conversations,
+        res.n_runs
+    )?;
     Ok(())
 }

@@ -4,9 +4,8 @@
 
 use std::fmt::Write as _;
 use std::io::Write as _;
-use std::path::PathBuf;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use kith_proto::{
     AgentRuntime, GroupBy, SearchFilters, SearchHit, SearchMode, SearchRequest, SearchResponse,
 };
@@ -28,10 +27,12 @@ pub(crate) struct SearchArgs {
     /// hybrid (words and meaning), keyword or semantic.
     #[arg(long, value_enum, default_value = "hybrid")]
     mode: ModeArg,
-    /// Only conversations active since then: 30m, 12h, 7d, 2w or an RFC 3339 time.
+    /// Only conversations active since then: 30m, 12h, 7d, 2w, today,
+    /// yesterday, a date (2026-02-01) or an RFC 3339 time.
     #[arg(long)]
     since: Option<String>,
-    /// Only before then: 30m, 12h, 7d, 2w (ago) or an RFC 3339 time.
+    /// Only before then: 30m, 12h, 7d, 2w (ago), today, yesterday, a date or
+    /// an RFC 3339 time.
     #[arg(long)]
     until: Option<String>,
     /// claude-code, codex, pi, gemini, copilot, cursor, aider, opencode or other.
@@ -40,7 +41,8 @@ pub(crate) struct SearchArgs {
     /// A machine name.
     #[arg(long)]
     machine: Option<String>,
-    /// Conversations whose tools touched this file (a path, or its last components).
+    /// Conversations whose tools touched this file (a path, or its last
+    /// components), or a file under this folder (ending in /: src/auth/).
     #[arg(long)]
     file: Option<String>,
     /// Conversations that used this tool or skill (Bash, Edit, exec_command, ...).
@@ -49,9 +51,14 @@ pub(crate) struct SearchArgs {
     /// Conversations that ran a shell command containing this.
     #[arg(long)]
     command: Option<String>,
-    /// Conversations in this folder or below it.
+    /// Conversations in this folder or below it (a path), or in a folder of
+    /// this name (without a /: kith).
     #[arg(long)]
-    project: Option<PathBuf>,
+    project: Option<String>,
+    /// Conversations with this tag (repeatable: every one); `kith tag list`
+    /// shows yours.
+    #[arg(long = "tag", value_name = "TAG")]
+    tags: Vec<String>,
     /// Conversations on this git branch.
     #[arg(long)]
     branch: Option<String>,
@@ -115,6 +122,7 @@ pub(crate) fn run(args: SearchArgs, client: &Client) -> Result<()> {
         tool,
         command,
         project,
+        tags,
         branch,
         owner,
         limit,
@@ -126,14 +134,17 @@ pub(crate) fn run(args: SearchArgs, client: &Client) -> Result<()> {
         json,
     } = args;
     let when = |flag: &str, v: Option<String>| {
-        v.map(|s| parse_since(&s, now).with_context(|| format!("{flag} {s:?}: {WHEN_HINT}")))
-            .transpose()
+        v.map(|s| {
+            parse_since(&s, now)
+                .ok_or_else(|| crate::Error::Usage(format!("{flag} {s:?}: {WHEN_HINT}")))
+        })
+        .transpose()
     };
     let runtime = runtime
         .map(|r| {
-            AgentRuntime::parse(&r).with_context(|| {
+            AgentRuntime::parse(&r).ok_or_else(|| {
                 let known = AgentRuntime::ALL.map(AgentRuntime::as_str).join(", ");
-                format!("--runtime {r:?}: use one of {known}")
+                crate::Error::Usage(format!("--runtime {r:?}: use one of {known}"))
             })
         })
         .transpose()?;
@@ -149,7 +160,8 @@ pub(crate) fn run(args: SearchArgs, client: &Client) -> Result<()> {
             machine,
             since: when("--since", since)?,
             until: when("--until", until)?,
-            cwd_prefix: project.map(|p| absolute(&p)).transpose()?,
+            cwd_prefix: project.map(|p| project_filter(&p)).transpose()?,
+            tags,
             file,
             tool,
             command,
@@ -168,8 +180,18 @@ pub(crate) fn run(args: SearchArgs, client: &Client) -> Result<()> {
         },
     };
     let res: SearchResponse = client.json(client.post("/api/search").json(&req))?;
+    let (since, until) = (&req.filters.since, &req.filters.until);
     if json {
         writeln!(stdout, "{}", serde_json::to_string(&res)?)?;
+    } else if res.hits.is_empty() && (since.is_some() || until.is_some()) {
+        let from = since.as_deref().map(|t| format!(" since {t}"));
+        let to = until.as_deref().map(|t| format!(" before {t}"));
+        writeln!(
+            stdout,
+            "nothing you may read matches{}{}",
+            from.unwrap_or_default(),
+            to.unwrap_or_default()
+        )?;
     } else if res.nothing_relevant && !weak {
         write!(stdout, "{}", nothing_relevant(&res))?;
     } else if req.group == GroupBy::Conversation {
@@ -181,6 +203,16 @@ pub(crate) fn run(args: SearchArgs, client: &Client) -> Result<()> {
         write!(stdout, "{}", render_search(&res, Style::detect(), now))?;
     }
     Ok(())
+}
+
+/// `--project`: a name (no `/`, not `.` or `..`) as given, else the
+/// folder's absolute path.
+fn project_filter(p: &str) -> Result<String> {
+    if p.contains('/') || p == "." || p == ".." {
+        absolute(std::path::Path::new(p))
+    } else {
+        Ok(p.to_owned())
+    }
 }
 
 /// What a search with nothing above the relevance floor prints instead of

@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 use std::io::Write as _;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use time::OffsetDateTime;
 
 use crate::client::{path_part, Client};
@@ -129,7 +129,10 @@ fn grant(
 ) -> Result<()> {
     let now = OffsetDateTime::now_utc();
     let expires_at = expires
-        .map(|e| parse_expires(&e, now).with_context(|| format!("--expires {e:?}: {WHEN_HINT}")))
+        .map(|e| {
+            parse_expires(&e, now)
+                .ok_or_else(|| crate::Error::Usage(format!("--expires {e:?}: {WHEN_HINT}")))
+        })
         .transpose()?;
     let req = kith_proto::ShareRequest {
         scope,
@@ -149,7 +152,7 @@ fn grant(
         share.grantee,
         share.id
     );
-    println!("{}", printable(&said));
+    writeln!(std::io::stdout(), "{}", printable(&said))?;
     Ok(())
 }
 

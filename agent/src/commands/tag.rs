@@ -1,5 +1,6 @@
-//! `kith tag add | remove`: tags on every run of one of your conversations
-//! (`POST /api/conversations/{id}/tags`).
+//! `kith tag add | remove | list`: tags on every run of one of your
+//! conversations (`POST /api/conversations/{id}/tags`), and the tags on
+//! what you may read (`GET /api/tags`).
 
 use std::io::Write as _;
 
@@ -26,11 +27,38 @@ pub(crate) enum TagCommand {
         #[arg(required = true)]
         tags: Vec<String>,
     },
+    /// Every tag on a conversation you may read, with how many carry it.
+    List {
+        /// One JSON document ({"tags": [{"tag", "conversations"}]}).
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 pub(crate) fn run(cmd: TagCommand, client: &Client) -> Result<()> {
     let mut stdout = std::io::stdout().lock();
     let (id, req) = match cmd {
+        TagCommand::List { json } => {
+            let res: kith_proto::TagList = client.json(client.get("/api/tags"))?;
+            if json {
+                writeln!(stdout, "{}", serde_json::to_string(&res)?)?;
+            } else if res.tags.is_empty() {
+                writeln!(
+                    stdout,
+                    "no tags yet: `kith tag add ID TAG` tags a conversation"
+                )?;
+            }
+            for t in &res.tags {
+                let n = t.conversations;
+                let line = format!(
+                    "{}  {n} conversation{}",
+                    t.tag,
+                    if n == 1 { "" } else { "s" }
+                );
+                writeln!(stdout, "{}", crate::render::term::printable(&line))?;
+            }
+            return Ok(());
+        }
         TagCommand::Add { id, tags } => (
             id,
             TagsRequest {

@@ -6,7 +6,7 @@
 use std::fmt::Write as _;
 use std::io::Write as _;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use kith_proto::{ConversationResponse, ConversationsResponse, ForestResponse, RunMeta};
 use time::OffsetDateTime;
 
@@ -67,7 +67,8 @@ pub(crate) fn run(args: TreeArgs, client: &Client) -> Result<()> {
     if let Some(s) = since {
         query.push((
             "since",
-            parse_since(&s, now).with_context(|| format!("--since {s:?}: {WHEN_HINT}"))?,
+            parse_since(&s, now)
+                .ok_or_else(|| crate::Error::Usage(format!("--since {s:?}: {WHEN_HINT}")))?,
         ));
     }
     if deltas {

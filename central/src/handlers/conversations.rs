@@ -10,7 +10,7 @@ use axum::Json;
 use futures_util::StreamExt;
 use kith_proto::{
     ConversationResponse, ConversationsQuery, ConversationsResponse, ErrorBody, ForgetResponse,
-    TagsRequest, TagsResponse, TurnsQuery, TurnsResponse,
+    TagCount, TagList, TagsRequest, TagsResponse, TurnsQuery, TurnsResponse,
 };
 use tokio_util::io::ReaderStream;
 
@@ -185,4 +185,18 @@ pub(crate) async fn tags(
     })
     .await??;
     Ok(Json(res))
+}
+
+#[utoipa::path(get, path = "/api/tags", responses((status = 200, body = TagList)))]
+pub(crate) async fn tag_list(
+    State(state): State<AppState>,
+    viewer: Viewer,
+) -> Result<Json<TagList>> {
+    let tags = tokio::task::spawn_blocking(move || state.registry().tags(&viewer)).await??;
+    Ok(Json(TagList {
+        tags: tags
+            .into_iter()
+            .map(|(tag, conversations)| TagCount { tag, conversations })
+            .collect(),
+    }))
 }

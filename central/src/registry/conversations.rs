@@ -23,13 +23,15 @@ pub const MAX_FILTER_BYTES: usize = 4096;
 /// run the viewer may read.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Facets {
-    /// A whole path, or a suffix of whole path components.
+    /// A whole path, or a suffix of whole path components; ending in `/`,
+    /// a folder the file is under.
     pub file: Option<String>,
     /// A tool or skill name.
     pub tool: Option<String>,
     /// Part of a shell command.
     pub command: Option<String>,
-    /// The working directory or a folder above it (whole components).
+    /// The working directory or a folder above it (whole components), or,
+    /// without a `/`, the name of a folder in its path.
     pub project: Option<String>,
     pub branch: Option<String>,
     /// The owner's handle.
@@ -73,9 +75,17 @@ impl Facets {
     fn clauses(&self) -> Vec<(&'static str, String)> {
         let mut out = Vec::new();
         if let Some(file) = &self.file {
+            let folder = file.ends_with('/') && file.len() > 1;
             out.push((
-                "EXISTS (SELECT 1 FROM json_each(runs.meta_json, '$.files_touched') j
-                   WHERE j.value = ?1 OR substr(j.value, -length(?1) - 1) = '/' || ?1)",
+                if folder {
+                    // A folder: a file under it, the folder given whole or
+                    // as its last components.
+                    "EXISTS (SELECT 1 FROM json_each(runs.meta_json, '$.files_touched') j
+                       WHERE instr('/' || j.value, '/' || ?1 || '/') > 0)"
+                } else {
+                    "EXISTS (SELECT 1 FROM json_each(runs.meta_json, '$.files_touched') j
+                       WHERE j.value = ?1 OR substr(j.value, -length(?1) - 1) = '/' || ?1)"
+                },
                 file.trim_end_matches('/').to_owned(),
             ));
         }
@@ -92,7 +102,13 @@ impl Facets {
                 command.clone(),
             ));
         }
-        if let Some(project) = &self.project {
+        if let Some(name) = self.project.as_ref().filter(|p| !p.contains('/')) {
+            // A name: a folder so named in the working folder's path.
+            out.push((
+                "instr(rtrim(json_extract(runs.meta_json, '$.cwd'), '/') || '/', '/' || ?1 || '/') > 0",
+                name.clone(),
+            ));
+        } else if let Some(project) = &self.project {
             out.push((
                 "(rtrim(json_extract(runs.meta_json, '$.cwd'), '/') = ?1
                   OR substr(json_extract(runs.meta_json, '$.cwd'), 1, length(?1) + 1) = ?1 || '/'
@@ -151,7 +167,7 @@ impl Registry {
             .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b) || b == b'c' || b == b'r');
         let session_id = name
             .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b':'));
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_'));
         if name.len() < MIN_PREFIX || name.len() > 128 || !(kith_id || session_id) {
             return Err(Error::invalid(
                 Code::InvalidId,
@@ -298,6 +314,9 @@ impl Registry {
     /// The trees (by root run) in which a run the viewer may read matches
     /// every facet (each facet by some run), or `None` without facets.
     pub fn facet_roots(&self, viewer: &Viewer, facets: &Facets) -> Result<Option<Vec<String>>> {
+        if let Some(owner) = &facets.owner {
+            self.member(owner)?;
+        }
         let mut result: Option<BTreeSet<String>> = None;
         for (clause, value) in facets.clauses() {
             let mut sql = Sql::readable_runs("SELECT DISTINCT root_run_id FROM runs", viewer);

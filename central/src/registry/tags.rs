@@ -11,6 +11,23 @@ use super::{Lane, Registry, Viewer};
 use crate::error::{Error, Result};
 
 impl Registry {
+    /// Every tag on a run the viewer may read, by name, with how many
+    /// conversations carry it.
+    pub fn tags(&self, viewer: &Viewer) -> Result<Vec<(String, u64)>> {
+        let mut sql = super::Sql::readable_runs(
+            "SELECT j.value, COUNT(DISTINCT runs.conversation)
+             FROM runs, json_each(runs.meta_json, '$.tags') j",
+            viewer,
+        );
+        sql.push(" GROUP BY j.value ORDER BY j.value");
+        let conn = self.reader();
+        let mut stmt = conn.prepare_cached(sql.text())?;
+        let tags = stmt
+            .query_map(sql.params(), |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect::<rusqlite::Result<_>>()?;
+        Ok(tags)
+    }
+
     /// Writes the tags of `runs` (each the viewer's own, with its new tags)
     /// and queues each for indexing, in one transaction. A run that is not
     /// the viewer's changes nothing and fails the whole edit.

@@ -62,6 +62,22 @@ impl Registry {
             .optional()?)
     }
 
+    /// The member whose handle is `handle`, or a refusal naming the
+    /// members it may have meant ("no member bob; did you mean bob.local?").
+    pub fn member(&self, handle: &str) -> Result<UserId> {
+        if let Some(user) = self.user_by_handle(handle)? {
+            return Ok(user.id);
+        }
+        let handles: Vec<String> = self.list_users()?.into_iter().map(|u| u.handle).collect();
+        let near = near_handles(handle, &handles);
+        let message = if near.is_empty() {
+            format!("no member {handle}")
+        } else {
+            format!("no member {handle}; did you mean {}?", near.join(" or "))
+        };
+        Err(Error::invalid(Code::UnknownMember, message))
+    }
+
     pub fn list_users(&self) -> Result<Vec<UserRow>> {
         let conn = self.reader();
         let mut stmt = conn.prepare(
@@ -71,5 +87,57 @@ impl Registry {
             .query_map([], user_row)?
             .collect::<rusqlite::Result<_>>()?;
         Ok(rows)
+    }
+}
+
+/// The handles `given` may have meant: the same first label (`bob` for
+/// `bob.local`), or one or two letters apart, case aside; at most three.
+fn near_handles<'a>(given: &str, handles: &'a [String]) -> Vec<&'a str> {
+    let given = given.trim().to_lowercase();
+    let label = |h: &str| h.split('.').next().unwrap_or_default().to_owned();
+    handles
+        .iter()
+        .filter(|h| {
+            let h = h.to_lowercase();
+            label(&h) == label(&given) || edits(&h, &given) <= 2
+        })
+        .take(3)
+        .map(String::as_str)
+        .collect()
+}
+
+/// Levenshtein distance between `a` and `b`, by characters.
+fn edits(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let next = (diagonal + usize::from(ca != *cb))
+                .min(row[j] + 1)
+                .min(row[j + 1] + 1);
+            diagonal = row[j + 1];
+            row[j + 1] = next;
+        }
+    }
+    row[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_wrong_handle_names_the_members_it_may_mean() {
+        let family = ["alice.local", "bob.local", "bobby.test", "carol.local"].map(String::from);
+        assert_eq!(near_handles("bob", &family), ["bob.local"]);
+        assert_eq!(
+            near_handles("Bob.test", &family),
+            ["bob.local", "bobby.test"]
+        );
+        assert_eq!(near_handles("alise.local", &family), ["alice.local"]);
+        assert!(near_handles("dave", &family).is_empty());
+        assert!(near_handles("", &family).is_empty());
     }
 }

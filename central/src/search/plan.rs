@@ -76,13 +76,17 @@ pub(crate) fn plan(req: &SearchRequest, today: time::Date) -> Result<Plan> {
     }
     let limit = req.limit.unwrap_or(DEFAULT_LIMIT).clamp(1, MAX_LIMIT) as usize;
     let offset = req.offset as usize;
-    let filters = resolve_filters(&req.filters)?;
+    let mut filters = resolve_filters(&req.filters)?;
+    // A project named without a slash ("kith") is a folder of that name
+    // anywhere in the working folder's path, a facet; a path is a prefix
+    // the index filters on.
+    let project_name = filters.cwd_prefix.take_if(|p| !p.contains('/'));
     let facets = Facets::checked(
         [
             &req.filters.file,
             &req.filters.tool,
             &req.filters.command,
-            &None,
+            &project_name,
             &req.filters.branch,
             &req.filters.owner,
         ],

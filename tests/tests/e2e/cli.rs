@@ -175,9 +175,10 @@ fn tags_are_the_owners_to_set_show_everywhere_and_share() -> Result<()> {
     ensure!(runs.len() == 1, "{runs:?}");
     let run = &runs[0];
 
-    // Nobody shares a tag no run has yet.
+    // Nobody shares a tag no run has yet (central refuses the request: 2).
     let out = alice_dev.kith(&["share", "tag", "family", "--with", "bob.local"], b"")?;
-    ensure!(out.status.code() == Some(1), "{out:?}");
+    ensure!(out.status.code() == Some(2), "{out:?}");
+    ensure!(alice_dev.text(&["tag", "list"])?.contains("no tags yet"));
 
     let said = alice_dev.text(&["tag", "add", run, "family", "garden"])?;
     ensure!(said.contains("(1 runs) has tags family, garden"), "{said}");
@@ -209,9 +210,43 @@ fn tags_are_the_owners_to_set_show_everywhere_and_share() -> Result<()> {
         "{search}"
     );
 
+    // `tag list` counts what carries each tag; `--tag` filters by them.
+    let listed = alice_dev.text(&["tag", "list"])?;
+    ensure!(
+        listed == "family  1 conversation\ngarden  1 conversation\n",
+        "{listed}"
+    );
+    let tagged =
+        parse(&alice_dev.text(&["search", "wombatgarden", "--tag", "garden", "--json"])?)?;
+    ensure!(tagged["hits"][0]["run_id"] == run.as_str(), "{tagged}");
+    let other = parse(&alice_dev.text(&["search", "wombatgarden", "--tag", "work", "--json"])?)?;
+    ensure!(other["hits"] == json!([]), "{other}");
+    // A project by its folder's name, not only its path.
+    let by_name =
+        parse(&alice_dev.text(&["search", "wombatgarden", "--project", "garden", "--json"])?)?;
+    ensure!(by_name["hits"][0]["run_id"] == run.as_str(), "{by_name}");
+    let near =
+        parse(&alice_dev.text(&["search", "wombatgarden", "--project", "gard", "--json"])?)?;
+    ensure!(near["hits"] == json!([]), "{near}");
+
+    // A handle no member has is named, with the member meant.
+    let out = alice_dev.kith(&["share", "tag", "family", "--with", "bob"], b"")?;
+    let said = String::from_utf8_lossy(&out.stderr);
+    ensure!(out.status.code() == Some(2), "{out:?}");
+    ensure!(
+        said.contains("no member bob; did you mean bob.local?"),
+        "{said}"
+    );
+    let said = alice_dev.fails(&["search", "wombatgarden", "--owner", "alice"])?;
+    ensure!(said.contains("did you mean alice.local?"), "{said}");
+
     // A tag grant covers the tagged run; taking the tag off ends that.
     ensure!(bob.keyword("wombatgarden")?.is_empty());
+    ensure!(bob_dev.text(&["tag", "list"])?.contains("no tags yet"));
     alice_dev.text(&["share", "tag", "family", "--with", "bob.local"])?;
+    ensure!(bob_dev
+        .text(&["tag", "list"])?
+        .contains("family  1 conversation"));
     ensure!(bob.keyword("wombatgarden")? == runs, "shared by its tag");
     ensure!(bob.get(&format!("/api/runs/{run}"))?.status == 200);
     let said = alice_dev.text(&["tag", "remove", run, "family"])?;
@@ -261,6 +296,14 @@ fn config_shows_every_setting_with_where_it_came_from() -> Result<()> {
         "{c}"
     );
     ensure!(c["dirs"]["claude_dir"]["origin"] == "default", "{c}");
+    // Every agent's folder, not only the first three's.
+    for agent in ["gemini", "copilot", "cursor", "opencode"] {
+        let dir = &c["dirs"][format!("{agent}_dir")];
+        ensure!(
+            dir["origin"] == "default" && dir["value"].is_string(),
+            "{c}"
+        );
+    }
     ensure!(c["token"].is_null(), "{c}");
 
     // file < env < flag; exclusions from every source add up.
@@ -433,5 +476,86 @@ fn completions_cover_every_subcommand_for_each_shell() -> Result<()> {
     }
     let out = device.kith(&["completions", "tcsh"]).output()?;
     ensure!(out.status.code() == Some(2), "{out:?}");
+    Ok(())
+}
+
+/// One exit rule: 0 success (a reader that closed the pipe included), 2 a
+/// command line at fault (clap's, kith's or central's refusal of an
+/// argument), 1 any other failure; and the asking commands' help leaves
+/// the capture-only flags out.
+#[test]
+fn one_exit_rule_a_closed_pipe_is_no_failure_and_help_says_what_applies() -> Result<()> {
+    let central = Central::start()?;
+    let token = central.register("erin.local", "laptop")?;
+    let dev = Machine::new(&central, &token)?;
+    session(
+        &dev.home,
+        "proj",
+        "44444444-4444-4444-8444-444444444444",
+        "quokka notes",
+    )?;
+    dev.text(&["backfill"])?;
+    found_soon(&central.client(&token), "quokka")?;
+
+    let code = |args: &[&str]| -> Result<Option<i32>> { Ok(dev.kith(args, b"")?.status.code()) };
+    ensure!(code(&["search", "quokka"])? == Some(0));
+    ensure!(code(&["search", "quokka", "--since", "yesterday-ish"])? == Some(2));
+    ensure!(code(&["search", "quokka", "--runtime", "emacs"])? == Some(2));
+    ensure!(
+        code(&["search", "quokka", "--diversity", "2"])? == Some(2),
+        "central's 400"
+    );
+    ensure!(code(&["search", "--bogus"])? == Some(2), "clap's");
+    ensure!(
+        code(&["show", &format!("c{}", "0".repeat(32))])? == Some(1),
+        "not found"
+    );
+    let said = dev.fails(&["search", "quokka", "--since", "yesterday-ish"])?;
+    ensure!(
+        said.contains("--since") && said.contains("yesterday"),
+        "{said}"
+    );
+
+    // Days as people write them; a range with nothing in it says so.
+    for since in ["yesterday", "today", "2026-02-01"] {
+        ensure!(
+            code(&["search", "quokka", "--since", since])? == Some(0),
+            "{since}"
+        );
+    }
+    let empty = dev.text(&["search", "quokka", "--since", "2099-01-01"])?;
+    ensure!(
+        empty.trim() == "nothing you may read matches since 2099-01-01T00:00:00.000Z",
+        "{empty}"
+    );
+
+    // `kith status | head -1`: the reader went away; nothing failed.
+    for _ in 0..5 {
+        let mut child = dev
+            .command(&["status"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()?;
+        drop(child.stdout.take());
+        let out = child.wait_with_output()?;
+        ensure!(out.status.code() == Some(0), "{}", described(&out));
+        ensure!(!String::from_utf8_lossy(&out.stderr).contains("panicked"));
+    }
+
+    let help = |args: &[&str]| -> Result<String> { Ok(String::from_utf8(dev.ok(args)?)?) };
+    for cmd in ["search", "show", "share", "audit", "tree"] {
+        let text = help(&[cmd, "--help"])?;
+        for flag in ["--exclude", "--claude-dir", "--codex-dir", "--pi-dir"] {
+            ensure!(
+                !text.contains(flag),
+                "kith {cmd} --help shows {flag}: {text}"
+            );
+        }
+    }
+    let text = help(&["backfill", "--help"])?;
+    ensure!(
+        text.contains("--claude-dir") && text.contains("--exclude"),
+        "{text}"
+    );
     Ok(())
 }

@@ -2426,7 +2426,18 @@ fn conformance_facet_filters_keep_exactly_the_matching_conversations() -> Result
             (json!({"owner": "alice.test"}), alices.clone()),
             (json!({"owner": "bob.test"}), vec![&bobs_shared]),
             (json!({"owner": "carol.test"}), vec![]),
-            (json!({"owner": "nobody.test"}), vec![]),
+            // A folder: the files under it, given whole or by its last
+            // components.
+            (
+                json!({"file": "src/"}),
+                vec![&a1, &a2, &lexer, &bobs_shared],
+            ),
+            (json!({"file": "/w/src/"}), vec![&a1, &a2, &lexer]),
+            (json!({"file": "lib/"}), vec![&notes]),
+            (json!({"file": "rc/"}), vec![]),
+            // A project by its folder's name, anywhere in the path.
+            (json!({"cwd_prefix": "bob"}), vec![&bobs_shared]),
+            (json!({"cwd_prefix": "ob"}), vec![]),
             // Facets together, and with the other filters.
             (
                 json!({"file": "parser.rs", "owner": "bob.test"}),
@@ -2450,6 +2461,27 @@ fn conformance_facet_filters_keep_exactly_the_matching_conversations() -> Result
                 assert!(!got.contains(&bobs_private), "{b}: {mode} {filters}");
             }
         }
+        // A handle no member has is refused, naming who was meant.
+        let res = alice.post(
+            "/api/search",
+            &json!({"query": w, "mode": "keyword", "filters": {"owner": "bob"}}),
+        )?;
+        assert_eq!(
+            (res.status, res.code()),
+            (400, "unknown_member"),
+            "{b}: {res:?}"
+        );
+        let said = res.body["error"]["message"].as_str().unwrap_or_default();
+        assert!(said.contains("did you mean bob.test?"), "{b}: {said}");
+        let res = alice.post(
+            "/api/search",
+            &json!({"query": w, "mode": "keyword", "filters": {"owner": "nobody.test"}}),
+        )?;
+        assert_eq!(res.code(), "unknown_member", "{b}: {res:?}");
+        assert!(
+            !res.body.to_string().contains("did you mean"),
+            "{b}: {res:?}"
+        );
         // Bob's own view: his private run matches, alice's runs never do.
         for mode in modes(&models) {
             assert_eq!(
