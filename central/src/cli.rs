@@ -89,6 +89,13 @@ enum UserCommand {
     },
     /// List users.
     List,
+    /// Make a member an admin (who may see the family's health, register
+    /// and revoke machines); --off takes it back.
+    Admin {
+        handle: String,
+        #[arg(long)]
+        off: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -354,8 +361,13 @@ fn user(config: &Config, cmd: UserCommand) -> anyhow::Result<()> {
     let registry = open_registry(&config.data_dir)?;
     match cmd {
         UserCommand::Add { handle, pds, admin } => {
-            if registry.user_by_handle(&handle)?.is_some() {
-                bail!("user {handle} already exists");
+            if let Some(user) = registry.user_by_handle(&handle)? {
+                let hint = if admin && !user.is_admin {
+                    format!("; `kith-central user admin {handle}` makes them an admin")
+                } else {
+                    String::new()
+                };
+                bail!("user {handle} already exists{hint}");
             }
             let mut row = new_user(&handle, None, admin);
             if let Some(pds_url) = pds {
@@ -371,6 +383,22 @@ fn user(config: &Config, cmd: UserCommand) -> anyhow::Result<()> {
                 }
                 _ => println!("added user {handle} ({})", row.id),
             }
+        }
+        UserCommand::Admin { handle, off } => {
+            let user = registry
+                .user_by_handle(&handle)?
+                .with_context(|| format!("no member {handle} (`kith-central user list`)"))?;
+            let was = user.is_admin;
+            registry.set_admin(&user.id, !off)?;
+            println!(
+                "{handle} {} an admin",
+                match (was, !off) {
+                    (true, true) => "was already",
+                    (false, false) => "was not",
+                    (false, true) => "is now",
+                    (true, false) => "is no longer",
+                }
+            );
         }
         UserCommand::List => {
             for u in registry.list_users()? {

@@ -78,6 +78,15 @@ impl Registry {
         Err(Error::invalid(Code::UnknownMember, message))
     }
 
+    /// Makes `user` an admin, or (`admin` false) a member only.
+    pub fn set_admin(&self, user: &UserId, admin: bool) -> Result<()> {
+        self.conn().execute(
+            "UPDATE users SET is_admin = ?2 WHERE id = ?1",
+            params![user.as_str(), admin],
+        )?;
+        Ok(())
+    }
+
     pub fn list_users(&self) -> Result<Vec<UserRow>> {
         let conn = self.reader();
         let mut stmt = conn.prepare(

@@ -1710,3 +1710,44 @@ fn the_audit_names_the_runs_a_reader_was_shown_and_no_others() -> Result<()> {
     assert_eq!(audited()?.len(), 1 + shown.len());
     Ok(())
 }
+
+/// An existing member is made an admin, and back, while central serves:
+/// `user add --admin` on them says so instead of "already exists" alone.
+#[test]
+fn an_existing_member_is_made_an_admin_and_back() -> Result<()> {
+    let central = Central::start()?;
+    let bob = central.client(&central.register("bob.test", "desk")?);
+    let data = &central.data_dir;
+    assert_eq!(bob.get("/metrics")?.status, 403, "a member");
+    assert!(bob.get("/api/status")?.body["family"].is_null());
+
+    let out = run_central(data, &["user", "add", "--handle", "bob.test", "--admin"])?;
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{said}");
+    assert!(
+        said.contains("already exists") && said.contains("user admin bob.test"),
+        "{said}"
+    );
+
+    let out = run_central(data, &["user", "admin", "bob.test"])?;
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && said.contains("bob.test is now an admin"),
+        "{said}"
+    );
+    assert_eq!(bob.get("/metrics")?.status, 200, "an admin at once");
+    assert!(bob.get("/api/status")?.body["family"].is_object());
+    let listed = run_central(data, &["user", "list"])?;
+    assert!(String::from_utf8_lossy(&listed.stdout).contains(" admin"));
+
+    let out = run_central(data, &["user", "admin", "bob.test", "--off"])?;
+    assert!(String::from_utf8_lossy(&out.stdout).contains("bob.test is no longer an admin"));
+    assert_eq!(bob.get("/metrics")?.status, 403, "a member again");
+    let out = run_central(data, &["user", "admin", "nobody.test"])?;
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && said.contains("no member nobody.test"),
+        "{said}"
+    );
+    Ok(())
+}
