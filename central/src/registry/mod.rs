@@ -260,6 +260,16 @@ impl Registry {
     /// What `user` holds (the whole family's with `None`): machines, runs,
     /// indexed chunks, chunks with vectors of `model`, runs waiting for the
     /// indexer by lane, and when one of them was last indexed.
+    /// The bytes of every transcript central keeps, as captured.
+    pub fn archive_bytes(&self) -> Result<u64> {
+        let total: i64 = self.reader().query_row(
+            "SELECT COALESCE(SUM(json_extract(meta_json, '$.jsonl_bytes')), 0) FROM runs",
+            [],
+            |r| r.get(0),
+        )?;
+        Ok(total.max(0) as u64)
+    }
+
     pub fn holdings(&self, user: Option<&UserId>, model: Option<&str>) -> Result<Holdings> {
         let user = user.map(UserId::as_str);
         let conn = self.reader();

@@ -12,6 +12,7 @@ use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::Form;
 use kith_proto::ShareRequest;
+use kith_shared::ids::UserId;
 use serde::Deserialize;
 
 use super::session::{clear_cookie, Secret, WebSession, COOKIE, COOKIE_MAX_AGE, SIGNIN_COOKIE};
@@ -351,16 +352,30 @@ pub(crate) struct MachineForm {
     #[serde(default)]
     csrf: String,
     name: String,
+    /// Whose machine (a user id): another's only for an admin.
+    #[serde(default)]
+    user: Option<String>,
 }
 
-/// Revokes one of my machines: its token stops working at once.
+/// Revokes one of my machines, or (an admin) anyone's: its token stops
+/// working at once.
 pub(crate) async fn revoke_machine(
     State(state): State<AppState>,
     session: WebSession,
     Form(form): Form<MachineForm>,
 ) -> PageResult {
     session.secret.check_csrf(&form.csrf)?;
-    let user = session.viewer.user_id().clone();
+    let me = session.viewer.user_id().clone();
+    let user = match form.user.as_deref() {
+        None => me.clone(),
+        Some(id) if id == me.as_str() => me.clone(),
+        // Another's machine: "not found" unless an admin asks.
+        Some(id) if session.viewer.is_admin() => {
+            UserId::parse(id).map_err(|_| Error::not_found("machine"))?
+        }
+        Some(_) => return Err(Error::not_found("machine").into()),
+    };
+    let back = if user == me { "/machines" } else { "/admin" };
     let now = kith_shared::timestamp::now();
     let revoked = tokio::task::spawn_blocking(move || {
         state.registry().revoke_machine(&user, &form.name, &now)
@@ -369,7 +384,7 @@ pub(crate) async fn revoke_machine(
     if !revoked {
         return Err(Error::not_found("machine").into());
     }
-    Ok(Redirect::to("/machines").into_response())
+    Ok(Redirect::to(back).into_response())
 }
 
 fn set_cookie(res: &mut Response, cookie: &str) {

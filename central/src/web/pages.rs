@@ -366,6 +366,7 @@ pub(crate) async fn machines(State(state): State<AppState>, session: WebSession)
         users: Vec::new(),
         machines,
         me,
+        health: Vec::new(),
     }))
 }
 
@@ -374,11 +375,34 @@ pub(crate) async fn admin(State(state): State<AppState>, session: WebSession) ->
     if !session.viewer.is_admin() {
         return Err(Error::not_found("page").into());
     }
-    let (users, machines) = tokio::task::spawn_blocking(move || {
-        Ok::<_, Error>((
-            state.registry().list_users()?,
-            state.registry().list_machines()?,
-        ))
+    let (users, machines, health) = tokio::task::spawn_blocking(move || {
+        let registry = state.registry();
+        let model = state.embed().map(|q| q.model_id().to_owned());
+        let all = registry.holdings(None, model.as_deref())?;
+        let health = vec![
+            ("Conversations' deltas", all.runs.to_string()),
+            (
+                "Chunks embedded",
+                format!("{} of {}", all.chunks_embedded, all.chunks),
+            ),
+            (
+                "Waiting to be indexed",
+                format!(
+                    "{} now, {} in the background",
+                    all.realtime_jobs, all.bulk_jobs
+                ),
+            ),
+            (
+                "Last indexed",
+                all.last_indexed_at
+                    .as_deref()
+                    .map_or("never".to_owned(), super::view::when),
+            ),
+            ("Archive", bytes(registry.archive_bytes()?)),
+            ("Search", state.index().name().to_owned()),
+            ("Embedder", state.embedder_name()),
+        ];
+        Ok::<_, Error>((registry.list_users()?, registry.list_machines()?, health))
     })
     .await??;
     Ok(render(&MachinesPage {
@@ -388,7 +412,23 @@ pub(crate) async fn admin(State(state): State<AppState>, session: WebSession) ->
         users,
         machines,
         me: session.viewer.user_id().clone(),
+        health,
     }))
+}
+
+/// A size as people read it: `512 B`, `3.4 MB`, `1.2 GB`.
+fn bytes(n: u64) -> String {
+    const UNITS: [&str; 4] = ["KB", "MB", "GB", "TB"];
+    if n < 1000 {
+        return format!("{n} B");
+    }
+    let mut size = n as f64 / 1000.0;
+    let mut unit = 0;
+    while size >= 1000.0 && unit < UNITS.len() - 1 {
+        size /= 1000.0;
+        unit += 1;
+    }
+    format!("{size:.1} {}", UNITS[unit])
 }
 
 /// A query-string value, percent-encoded.

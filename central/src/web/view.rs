@@ -113,6 +113,8 @@ pub(super) struct MachinesPage {
     pub users: Vec<UserRow>,
     pub machines: Vec<MachineRow>,
     pub me: kith_shared::ids::UserId,
+    /// The family's health, (what, how it stands), for an admin only.
+    pub health: Vec<(&'static str, String)>,
 }
 
 /// One conversation in a list or a page header.

@@ -182,28 +182,7 @@ fn a_hit_deep_in_a_long_conversation_opens_the_page_that_holds_it() -> Result<()
         })
         .collect();
     conversation(&api, "ivy-long", &lines)?;
-    // Signed in with a one-time link, as `kith web` opens it.
-    let link = api.post("/api/web/link", &json!({}))?;
-    ensure!(link.status == 201, "{link:?}");
-    let client = http()?;
-    let page = client
-        .get(format!(
-            "{base}{}",
-            link.body["path"].as_str().unwrap_or_default()
-        ))
-        .send()?;
-    let signin = set_cookie(&page);
-    let html = page.text()?;
-    let res = client
-        .post(format!("{base}/signin/link"))
-        .header("cookie", signin)
-        .form(&[
-            ("csrf", hidden(&html, "csrf").as_str()),
-            ("token", hidden(&html, "token").as_str()),
-        ])
-        .send()?;
-    let cookie = set_cookie(&res);
-    ensure!(cookie.starts_with("kith_session="), "{cookie}");
+    let (client, cookie) = link_session(&base, &api)?;
     let get = |path: &str| -> Result<String> {
         let res = client
             .get(format!("{base}{path}"))
@@ -227,6 +206,132 @@ fn a_hit_deep_in_a_long_conversation_opens_the_page_that_holds_it() -> Result<()
     let start = get(first)?;
     ensure!(start.contains("turn 1: ") && !start.contains("zeppelin"));
     ensure!(!start.contains("Earlier turns"));
+    Ok(())
+}
+
+/// A web session signed in with a one-time link, as `kith web` opens it:
+/// the client and the session's cookie.
+fn link_session(base: &str, api: &Api) -> Result<(reqwest::blocking::Client, String)> {
+    let link = api.post("/api/web/link", &json!({}))?;
+    ensure!(link.status == 201, "{link:?}");
+    let client = http()?;
+    let page = client
+        .get(format!(
+            "{base}{}",
+            link.body["path"].as_str().unwrap_or_default()
+        ))
+        .send()?;
+    let signin = set_cookie(&page);
+    let html = page.text()?;
+    let res = client
+        .post(format!("{base}/signin/link"))
+        .header("cookie", signin)
+        .form(&[
+            ("csrf", hidden(&html, "csrf").as_str()),
+            ("token", hidden(&html, "token").as_str()),
+        ])
+        .send()?;
+    let cookie = set_cookie(&res);
+    ensure!(cookie.starts_with("kith_session="), "{cookie}");
+    Ok((client, cookie))
+}
+
+/// The admin page shows the family's health and revokes any member's
+/// machine; a member can neither see it nor revoke another's machine.
+#[test]
+fn an_admin_sees_the_familys_health_and_revokes_any_machine() -> Result<()> {
+    let central = Central::start()?;
+    let base = central.url.clone();
+    let data = central.data_dir.clone();
+    let admin = central.client(&kith_tests::register_local(&data, "ada.local", "laptop")?);
+    let made = kith_tests::run_central(&data, &["user", "admin", "ada.local"])?;
+    ensure!(made.status.success(), "{made:?}");
+    let joe_token = kith_tests::register_local(&data, "joe.local", "desk")?;
+    let joe = central.client(&joe_token);
+    conversation(
+        &joe,
+        "joe-1",
+        &[claude_user_line("joe's notes", "2026-05-03T10:00:00Z")],
+    )?;
+
+    let (client, cookie) = link_session(&base, &admin)?;
+    let page = client
+        .get(format!("{base}/admin"))
+        .header("cookie", &cookie)
+        .send()?;
+    ensure!(page.status() == 200);
+    let html = page.text()?;
+    for what in [
+        "Health",
+        "Chunks embedded",
+        "Waiting to be indexed",
+        "Archive",
+        "joe.local",
+    ] {
+        ensure!(html.contains(what), "{what} missing: {html}");
+    }
+    ensure!(
+        !html.contains("joe's notes"),
+        "no member's text on the admin page"
+    );
+
+    // A member: no admin page, and another's machine is "not found".
+    let (joe_client, joe_cookie) = link_session(&base, &joe)?;
+    let page = joe_client
+        .get(format!("{base}/admin"))
+        .header("cookie", &joe_cookie)
+        .send()?;
+    ensure!(page.status() == 404);
+    let mine = joe_client
+        .get(format!("{base}/machines"))
+        .header("cookie", &joe_cookie)
+        .send()?;
+    let csrf = hidden(&mine.text()?, "csrf");
+    let users = kith_tests::run_central(&data, &["user", "list"])?;
+    let list = String::from_utf8_lossy(&users.stdout).into_owned();
+    let id_of = |handle: &str| -> String {
+        list.lines()
+            .find(|l| l.starts_with(handle))
+            .and_then(|l| l.split('\t').nth(1))
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let refused = joe_client
+        .post(format!("{base}/machines/revoke"))
+        .header("cookie", &joe_cookie)
+        .form(&[
+            ("csrf", csrf.as_str()),
+            ("name", "laptop"),
+            ("user", &id_of("ada.local")),
+        ])
+        .send()?;
+    ensure!(refused.status() == 404, "{}", refused.status());
+    ensure!(
+        admin.get("/api/status")?.status == 200,
+        "ada's machine lives"
+    );
+
+    // The admin revokes joe's desk: its token stops at once.
+    let page = client
+        .get(format!("{base}/admin"))
+        .header("cookie", &cookie)
+        .send()?;
+    let csrf = hidden(&page.text()?, "csrf");
+    let done = client
+        .post(format!("{base}/machines/revoke"))
+        .header("cookie", &cookie)
+        .form(&[
+            ("csrf", csrf.as_str()),
+            ("name", "desk"),
+            ("user", &id_of("joe.local")),
+        ])
+        .send()?;
+    ensure!(
+        done.status().is_success() || done.status().is_redirection(),
+        "{}",
+        done.status()
+    );
+    ensure!(joe.get("/api/status")?.status == 401, "revoked");
     Ok(())
 }
 
