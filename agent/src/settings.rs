@@ -176,7 +176,7 @@ impl Settings {
     pub(crate) fn load(paths: &Paths, flags: &Flags) -> Result<Self> {
         let file = paths.config_dir.join(FILE_NAME);
         let config = match std::fs::read_to_string(&file) {
-            Ok(text) => toml::from_str(&text).map_err(|e| invalid(&file, e.message()))?,
+            Ok(text) => toml::from_str(&text).map_err(|e| invalid(&file, located(&text, &e)))?,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => FileConfig::default(),
             Err(e) => return Err(e).at("read", &file),
         };
@@ -193,6 +193,33 @@ impl Settings {
             home: &home,
         })
     }
+}
+
+/// A TOML error with where it is: its line, and the table and key it is
+/// in (`line 4, [aider] roots: invalid type ...`).
+fn located(text: &str, e: &toml::de::Error) -> String {
+    let Some(span) = e.span() else {
+        return e.message().to_owned();
+    };
+    let before = &text[..span.start.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let table = before
+        .lines()
+        .rev()
+        .map(str::trim)
+        .find(|l| l.starts_with('['))
+        .map(|l| format!("{l} "));
+    let key = text
+        .lines()
+        .nth(line - 1)
+        .and_then(|l| l.split_once('='))
+        .map(|(k, _)| format!("{}: ", k.trim()))
+        .unwrap_or_default();
+    format!(
+        "line {line}, {}{key}{}",
+        table.unwrap_or_else(|| "top level ".to_owned()),
+        e.message()
+    )
 }
 
 fn invalid(file: &Path, reason: impl Into<String>) -> Error {
@@ -511,5 +538,19 @@ mod tests {
         }
         let bad: std::result::Result<FileConfig, _> = toml::from_str("exclud = []");
         assert!(bad.is_err(), "a misspelt key is an error, not ignored");
+    }
+
+    #[test]
+    fn a_config_error_names_its_line_table_and_key() {
+        let said = |text: &str| {
+            let e = toml::from_str::<FileConfig>(text).expect_err(text);
+            located(text, &e)
+        };
+        let e = said("exclude = []\n\n[aider]\nroots = 3\n");
+        assert!(e.starts_with("line 4, [aider] roots: invalid type"), "{e}");
+        let e = said("exclude = 3\n");
+        assert!(e.starts_with("line 1, top level exclude: invalid type"), "{e}");
+        let e = said("[[tag]]\nproject = 4\n");
+        assert!(e.starts_with("line 2, [[tag]] project: invalid type"), "{e}");
     }
 }
