@@ -549,8 +549,14 @@ mod tests {
         let e = said("exclude = []\n\n[aider]\nroots = 3\n");
         assert!(e.starts_with("line 4, [aider] roots: invalid type"), "{e}");
         let e = said("exclude = 3\n");
-        assert!(e.starts_with("line 1, top level exclude: invalid type"), "{e}");
+        assert!(
+            e.starts_with("line 1, top level exclude: invalid type"),
+            "{e}"
+        );
         let e = said("[[tag]]\nproject = 4\n");
-        assert!(e.starts_with("line 2, [[tag]] project: invalid type"), "{e}");
+        assert!(
+            e.starts_with("line 2, [[tag]] project: invalid type"),
+            "{e}"
+        );
     }
 }

@@ -109,7 +109,15 @@ pub(crate) fn search(res: &SearchResponse) -> String {
                 .map(|c| format!(", {c}"))
                 .unwrap_or_default()
         );
+        // One line a passage: a hit whose lines an earlier hit of the same
+        // run already cites adds nothing an agent should read twice.
+        let mut cited: Vec<(&str, u64, u64)> = Vec::new();
         for hit in &g.hits {
+            let (run, a, b) = (hit.run_id.as_str(), hit.line_start, hit.line_end);
+            if cited.iter().any(|&(r, x, y)| r == run && x <= a && b <= y) {
+                continue;
+            }
+            cited.push((run, a, b));
             let cite = Citation {
                 conversation: hit
                     .conversation_id
@@ -353,6 +361,52 @@ mod tests {
 
     /// `recent` lists conversations of their own, each with how many
     /// subagents it has, never a subagent as one more session.
+    #[test]
+    fn search_cites_each_passage_once() {
+        let hit = |run: &str, lines: (u64, u64), snippet: &str| -> serde_json::Value {
+            serde_json::json!({
+                "run_id": run, "chunk_id": format!("{run}-{}", lines.0), "score": 1.0,
+                "role": "user", "text": snippet, "snippet": snippet,
+                "line_start": lines.0, "line_end": lines.1,
+                "started_at": "2026-03-01T10:00:00.000Z", "intent": null,
+                "machine": "laptop", "agent_runtime": "claude-code",
+                "conversation_id": "c1", "owner": "me.test",
+                "_links": kith_proto::RunLinks::for_run(run),
+            })
+        };
+        let res: SearchResponse = serde_json::from_value(serde_json::json!({
+            "hits": [],
+            "groups": [{
+                "conversation_id": "c1", "title": "t", "owner": "me.test",
+                "machine": "laptop", "agent_runtime": "claude-code", "cwd": null,
+                "git_branch": null, "session_id": null,
+                "started_at": "2026-03-01T10:00:00.000Z",
+                "last_activity_at": "2026-03-01T10:00:00.000Z", "tags": [], "score": 1.0,
+                "hits": [
+                    hit("r1", (3, 8), "first"),
+                    hit("r1", (3, 8), "again"),
+                    hit("r1", (4, 6), "inside"),
+                    hit("r2", (4, 6), "another run"),
+                    hit("r1", (7, 12), "overlapping"),
+                ],
+            }],
+            "timing": {"embed_ms": 0.0, "queued_ms": 0.0, "search_ms": 0.0, "total_ms": 0.0},
+            "backend": "embedded", "embedder": "none",
+        }))
+        .expect("a search response");
+        let out = search(&res);
+        for (said, times) in [
+            ("first", 1),
+            ("again", 0),
+            ("inside", 0),
+            ("another run", 1),
+            ("overlapping", 1),
+        ] {
+            assert_eq!(out.matches(said).count(), times, "{said}: {out}");
+        }
+        assert_eq!(out.matches("#L3-L8").count(), 1, "{out}");
+    }
+
     #[test]
     fn recent_counts_subagents_under_their_session() {
         let res = ConversationsResponse {
