@@ -365,14 +365,38 @@ fn decide_and_store(state: &AppState, viewer: &Viewer, d: Delta) -> Result<(Inge
         started_at: d.started_at.clone(),
     };
     let run = decide::new_run(&origin, d.parsed, &d.sha256, chain_sha256, parent, previous);
-    store(
+    // A tag the conversation's earlier deltas lack (a `[[tag]]` rule added
+    // since it began) tags them too: tags belong to the conversation.
+    let new_tags: Vec<String> = match (previous, &run.conversation) {
+        (Some(previous), Some(_)) => run
+            .tags
+            .iter()
+            .filter(|t| !previous.run.tags.contains(t))
+            .cloned()
+            .collect(),
+        _ => Vec::new(),
+    };
+    let conversation = run.conversation.clone();
+    let stored = store(
         state,
         run,
         d.idempotency_key,
         parent,
         req.jsonl.as_bytes(),
         d.chunks,
-    )
+    )?;
+    if let (false, Some(conversation)) = (new_tags.is_empty(), conversation) {
+        let add = kith_proto::TagsRequest {
+            add: new_tags,
+            remove: Vec::new(),
+        };
+        // The delta is stored: a failure here leaves the earlier deltas as
+        // they were (`kith tag add` mends it), not the delta unacknowledged.
+        if let Err(e) = crate::tagging::edit(state, viewer, &conversation, &add) {
+            tracing::warn!(%conversation, error = %e, "tagging the conversation's earlier deltas failed");
+        }
+    }
+    Ok(stored)
 }
 
 /// Writes a new run's blob and record, hands its chunks to the indexer,

@@ -94,7 +94,7 @@ fn an_excluded_project_never_reaches_central_and_tag_rules_tag_the_rest() -> Res
         "11111111-1111-4111-8111-111111111111",
         "quokkasecret plans",
     )?;
-    session(
+    let site = session(
         &device.home,
         "work/site",
         "22222222-2222-4222-8222-222222222222",
@@ -152,6 +152,28 @@ fn an_excluded_project_never_reaches_central_and_tag_rules_tag_the_rest() -> Res
         err.contains("config.toml") && err.contains("must start with"),
         "{err}"
     );
+
+    // A rule added later tags what the conversation said before it too.
+    config(
+        &device.home,
+        "[[tag]]\nproject = \"~/work/**\"\ntags = [\"work\", \"site\"]\n",
+    )?;
+    let mut text = std::fs::read_to_string(&site)?;
+    text = text
+        .replace("\"u1\"", "\"u2\"")
+        .replace("quokkaopen plans", "quokkalater plans");
+    let mut file = std::fs::OpenOptions::new().append(true).open(&site)?;
+    std::io::Write::write_all(&mut file, text.as_bytes())?;
+    device.text(&["backfill"])?;
+    let later = found_soon(&alice, "quokkalater")?;
+    ensure!(
+        later.len() == 1 && later != open,
+        "a second delta: {later:?}"
+    );
+    for id in [&open[0], &later[0]] {
+        let run = alice.wait_indexed(id, Duration::from_secs(30))?;
+        ensure!(run["tags"] == json!(["site", "work"]), "{id}: {run}");
+    }
     Ok(())
 }
 
