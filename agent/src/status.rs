@@ -121,6 +121,9 @@ pub(crate) struct Report {
     /// Why the last replay stopped (central down, token refused).
     pub(crate) last_error: Option<String>,
     pub(crate) state_dir: PathBuf,
+    /// Whether `[aider] roots` names any folder: Aider's histories are
+    /// looked for only under them.
+    pub(crate) aider_roots: bool,
 }
 
 /// Claude Code's `cleanupPeriodDays` from `settings.json` (default 30).
@@ -267,6 +270,7 @@ pub(crate) fn report(paths: &Paths, settings: &Settings) -> Report {
         rejected: outbox.rejected(),
         last_error: outbox.last_error(),
         state_dir: paths.state_dir.clone(),
+        aider_roots: !settings.aider_roots().is_empty(),
     }
 }
 
@@ -367,6 +371,21 @@ impl fmt::Display for Report {
             }
             for (p, why) in &c.parked {
                 writeln!(f, "  waiting until it changes: {} ({why})", p.display())?;
+            }
+            if *runtime == AgentRuntime::Aider && !self.aider_roots {
+                writeln!(
+                    f,
+                    "  not looked for: name the folders your projects are in as [aider] roots in config.toml (or KITH_AIDER_ROOTS)"
+                )?;
+            }
+            // No hook of theirs runs kith: only `kith watch` (the service
+            // `kith setup` installs) or a backfill captures them.
+            let hookless = matches!(runtime, AgentRuntime::OpenCode | AgentRuntime::Aider);
+            if hookless && c.bytes_pending > 0 {
+                writeln!(
+                    f,
+                    "  captured only by `kith watch` (it has no hook): run `kith setup` for the service, or `kith backfill`"
+                )?;
             }
         }
         for e in &self.excluded {
@@ -576,6 +595,28 @@ mod tests {
         assert_eq!(json["sources"][6]["runtime"], "aider");
         assert_eq!(json["sources"][6]["at_risk"], serde_json::Value::Null);
         assert_eq!(json["sources"][6]["files"], 1);
+        // Aider's history, found under its root and pending: watch captures
+        // it; nothing asks for roots that are there.
+        assert!(shown.contains("captured only by `kith watch`"), "{shown}");
+        assert!(!shown.contains("[aider] roots"), "{shown}");
+        Ok(())
+    }
+
+    #[test]
+    fn status_names_what_aider_needs() -> anyhow::Result<()> {
+        let tmp = tempfile::tempdir()?;
+        let paths = Paths::under(tmp.path());
+        let settings = Settings::load(&paths, &crate::settings::Flags::default())?;
+        let shown = report(&paths, &settings).to_string();
+        let aider = shown
+            .split("\naider ")
+            .nth(1)
+            .unwrap_or_else(|| panic!("no aider row: {shown}"));
+        assert!(aider.contains("[aider] roots in config.toml"), "{shown}");
+        assert!(
+            !shown.contains("captured only by"),
+            "nothing pending: {shown}"
+        );
         Ok(())
     }
 
