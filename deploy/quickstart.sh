@@ -4,7 +4,7 @@
 # --user: a service on 127.0.0.1:7878 with the embedding model), registers
 # this machine with a local token, sets this machine up to capture
 # (deploy/install-agent.sh: kith on PATH, the agents' hooks, the `kith watch`
-# service) and backfills the transcripts already on disk.
+# service, and a backfill of the transcripts already on disk).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -29,11 +29,8 @@ if [ ! -f "$CONFIG_DIR/auth.json" ]; then
     --auth-json "$CONFIG_DIR/auth.json" --central-url "$CENTRAL"
 fi
 
-echo "== setting this machine up to capture"
+echo "== setting this machine up to capture (and capturing what is already on disk)"
 deploy/install-agent.sh --bin target/release/kith --bin-dir "$BIN_DIR"
-
-echo "== capturing transcripts already on disk"
-"$BIN_DIR/kith" backfill || echo "backfill reported errors; see 'kith status'"
 
 # Without a systemd user manager (a container) `kith setup` could only
 # write the service: keep capturing for this session, and say so.

@@ -171,8 +171,12 @@ pub(crate) struct SetupArgs {
     #[arg(long, conflicts_with = "no_service")]
     no_enable: bool,
     /// Undo what `kith setup` did here: its service, hooks, PATH line and binary.
-    #[arg(long, conflicts_with_all = ["bin_dir", "no_service", "no_enable"])]
+    #[arg(long, conflicts_with_all = ["bin_dir", "no_service", "no_enable", "no_backfill"])]
     uninstall: bool,
+    /// Leave the transcripts already on disk for a later `kith backfill`
+    /// (by default setup captures them once logged in).
+    #[arg(long)]
+    no_backfill: bool,
 }
 
 /// The shells `kith completions` writes for.
@@ -434,7 +438,7 @@ fn run(command: Command, paths: &Paths, dirs: &DirArgs, flags: &Flags) -> Result
             clap_complete::generate(shell, &mut Cli::command(), "kith", &mut std::io::stdout());
             Ok(())
         }
-        Command::Setup(args) => setup(paths, args),
+        Command::Setup(args) => setup(paths, args, flags),
         Command::Forget { id, yes } => {
             let auth = settings()?.auth(paths)?;
             crate::commands::forget::run(&Client::new(&auth)?, &id, yes)
@@ -522,7 +526,7 @@ fn installed_kith() -> Result<PathBuf> {
     Ok(kith.canonicalize().unwrap_or(kith))
 }
 
-fn setup(paths: &Paths, args: SetupArgs) -> Result<()> {
+fn setup(paths: &Paths, args: SetupArgs, flags: &Flags) -> Result<()> {
     // Setting up goes on when nobody reads what it says.
     let say = &mut |line: &str| {
         let _ = writeln!(std::io::stdout(), "{line}");
@@ -550,7 +554,24 @@ fn setup(paths: &Paths, args: SetupArgs) -> Result<()> {
         home,
         service,
     };
-    Ok(crate::setup::setup(paths, &opts, say)?)
+    crate::setup::setup(paths, &opts, say)?;
+    if args.no_backfill {
+        return Ok(());
+    }
+    // The transcripts already on disk, once there is a central to send to:
+    // a backfill that fails leaves setup done, and says how to go on.
+    let settings = Settings::load(paths, flags)?;
+    if settings.auth(paths).is_err() {
+        say("not logged in yet: `kith login --central URL`, then `kith backfill` captures the transcripts already on disk");
+        return Ok(());
+    }
+    say("capturing the transcripts already on disk (`kith backfill`)");
+    if let Err(e) = backfill(paths, &settings) {
+        say(&format!(
+            "warning: backfill: {e:#}; `kith status` shows what waits, `kith backfill` tries again"
+        ));
+    }
+    Ok(())
 }
 
 /// The token never comes from argv: `KITH_TOKEN`, a hidden prompt on a
@@ -686,10 +707,64 @@ fn backfill(paths: &Paths, settings: &Settings) -> Result<()> {
             "central did not take everything yet ({why}); `kith status` shows what waits"
         )?;
     }
+    if let Some(note) = backlog(&client) {
+        writeln!(std::io::stdout(), "{note}")?;
+    }
     if failed > 0 {
         bail!("{failed} transcripts could not be captured");
     }
     Ok(())
+}
+
+/// What central still has to embed for this person, and, when someone
+/// watches (a terminal), about how long that takes at the pace it goes:
+/// keyword search finds everything at once, meaning as chunks are embedded.
+fn backlog(client: &Client) -> Option<String> {
+    let status =
+        || -> Option<kith_proto::StatusResponse> { client.json(client.get("/api/status")).ok() };
+    let first = status()?;
+    let left = first
+        .counts
+        .chunks
+        .saturating_sub(first.counts.chunks_embedded);
+    if left == 0 || first.embedder == "none" {
+        return None;
+    }
+    let mut note = format!(
+        "central is embedding your history: {} of {} chunks done (search finds it by its words now, by meaning as it goes; `kith status` shows how far)",
+        first.counts.chunks_embedded, first.counts.chunks
+    );
+    if std::io::stdout().is_terminal() {
+        const SAMPLE: Duration = Duration::from_secs(3);
+        std::thread::sleep(SAMPLE);
+        let then = status()?;
+        let done = then
+            .counts
+            .chunks_embedded
+            .saturating_sub(first.counts.chunks_embedded);
+        if done > 0 {
+            let per_second = done as f64 / SAMPLE.as_secs_f64();
+            let left = then
+                .counts
+                .chunks
+                .saturating_sub(then.counts.chunks_embedded);
+            note += &format!(
+                "; about {} more at {per_second:.0} chunks/s",
+                estimate(left as f64 / per_second)
+            );
+        }
+    }
+    Some(note)
+}
+
+/// `seconds` as people say it: "a minute", "12 minutes", "3 hours".
+fn estimate(seconds: f64) -> String {
+    let minutes = (seconds / 60.0).ceil() as u64;
+    match minutes {
+        0 | 1 => "a minute".to_owned(),
+        m if m < 120 => format!("{m} minutes"),
+        m => format!("{} hours", m.div_ceil(60)),
+    }
 }
 
 /// A bar on stderr when it is a terminal, otherwise nothing.

@@ -581,3 +581,54 @@ fn one_exit_rule_a_closed_pipe_is_no_failure_and_help_says_what_applies() -> Res
     );
     Ok(())
 }
+
+/// `kith setup` ends by capturing what is already on disk once logged in,
+/// and says what to do when it is not.
+#[test]
+fn setup_backfills_once_logged_in_and_says_how_otherwise() -> Result<()> {
+    let central = Central::start()?;
+    let token = central.register("fay.local", "laptop")?;
+    let dev = Machine::new(&central, &token)?;
+    session(
+        &dev.home,
+        "proj",
+        "55555555-5555-4555-8555-555555555555",
+        "wallaby setup notes",
+    )?;
+    let bin_dir = dev.path("bin");
+    let bin_dir = bin_dir.display().to_string();
+    let said = dev.text(&["setup", "--no-service", "--bin-dir", &bin_dir])?;
+    ensure!(
+        said.contains("capturing the transcripts already on disk"),
+        "{said}"
+    );
+    ensure!(said.contains("central accepted 1 deltas"), "{said}");
+    ensure!(found_soon(&central.client(&token), "wallaby")?.len() == 1);
+
+    // Not logged in: setup is done, and says how to capture the rest.
+    let other = Home::new()?;
+    session(
+        &other,
+        "proj",
+        "66666666-6666-4666-8666-666666666666",
+        "numbat notes",
+    )?;
+    let bin_dir = other.path("bin").display().to_string();
+    let said = ok(other
+        .kith(&["setup", "--no-service", "--bin-dir", &bin_dir])
+        .output()?)?;
+    ensure!(
+        said.contains("not logged in yet") && said.contains("kith backfill"),
+        "{said}"
+    );
+    ensure!(!said.contains("capturing"), "{said}");
+    let said = dev.text(&[
+        "setup",
+        "--no-service",
+        "--no-backfill",
+        "--bin-dir",
+        &bin_dir,
+    ])?;
+    ensure!(!said.contains("capturing"), "{said}");
+    Ok(())
+}
