@@ -323,14 +323,23 @@ impl Capture {
                 .clone()
                 .or_else(|| lineage_parent.map(str::to_owned)),
             prev_sha256: cursor.spooled.chain_sha256.clone(),
-            // Aider's history names no folder: it is the one holding the file.
-            cwd: (cursor.runtime == AgentRuntime::Aider)
+            // Aider's history names no folder (it is the one holding the
+            // file), nor does Cursor's (its project folder's slug does).
+            cwd: matches!(cursor.runtime, AgentRuntime::Aider | AgentRuntime::Cursor)
                 .then(|| cursor.cwd.clone())
                 .flatten(),
             git_branch: None,
             agent_version: None,
             tags: self.rules.tags_for(cursor.cwd.as_deref().map(Path::new)),
-            started_at: None,
+            // Cursor's lines carry no time: its chat's start, for the
+            // delta that starts its transcript (a later one is now).
+            started_at: (cursor.runtime == AgentRuntime::Cursor && from == 0)
+                .then(|| crate::cursor_agent::started(&self.paths.cursor_dir, &cursor.path))
+                .flatten()
+                .and_then(|t| {
+                    t.format(&time::format_description::well_known::Rfc3339)
+                        .ok()
+                }),
             redactions: redacted.counts,
         };
         self.outbox.push(&header, &request, after)?;

@@ -358,7 +358,7 @@ pub(crate) fn peek(paths: &Paths, runtime: AgentRuntime, path: &Path) -> Peek {
         AgentRuntime::Cursor => Peek {
             conversation_id: Some(fallback.to_owned()),
             parent: cursor_parent(path),
-            cwd: None,
+            cwd: crate::cursor_agent::project(path),
         },
         AgentRuntime::Aider => Peek {
             conversation_id: None,

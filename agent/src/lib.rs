@@ -19,6 +19,7 @@ mod client;
 mod commands;
 mod config;
 mod cursor;
+mod cursor_agent;
 mod discover;
 mod effective;
 mod error;

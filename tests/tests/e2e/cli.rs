@@ -632,3 +632,62 @@ fn setup_backfills_once_logged_in_and_says_how_otherwise() -> Result<()> {
     ensure!(!said.contains("capturing"), "{said}");
     Ok(())
 }
+
+/// A Cursor transcript names neither its folder nor its time: the folder
+/// comes from its project's slug (the folder on disk that writes the same),
+/// its start from cursor-agent's chat store.
+#[test]
+fn a_cursor_chat_gets_its_folder_and_its_start() -> Result<()> {
+    let central = Central::start()?;
+    let token = central.register("gus.local", "laptop")?;
+    let dev = Machine::new(&central, &token)?;
+    let project = dev.path("src/my.app");
+    std::fs::create_dir_all(&project)?;
+    let slug: String = project
+        .display()
+        .to_string()
+        .chars()
+        .map(|c| if c.is_alphanumeric() { c } else { '-' })
+        .collect();
+    let id = "0f3c2a9e-1b4d-4e7f-8a6c-5d2e1f0a9b38";
+    let transcripts = dev.path(&format!(
+        ".cursor/projects/{}/agent-transcripts",
+        slug.trim_start_matches('-')
+    ));
+    std::fs::create_dir_all(&transcripts)?;
+    let line = json!({"role": "user", "message": {"content": [
+        {"type": "text", "text": "<user_query>platypus layout</user_query>"}]}});
+    std::fs::write(transcripts.join(format!("{id}.jsonl")), format!("{line}\n"))?;
+    let chat = dev.path(&format!(
+        ".cursor/chats/9e107d9d372bb6826bd81d3542a419d6/{id}"
+    ));
+    std::fs::create_dir_all(&chat)?;
+    let store = rusqlite::Connection::open(chat.join("store.db"))?;
+    store.execute_batch("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)")?;
+    let meta = hex::encode(format!(r#"{{"agentId":"{id}","createdAt":1775522590321}}"#));
+    store.execute("INSERT INTO meta VALUES ('0', ?1)", [meta])?;
+    drop(store);
+
+    dev.text(&["backfill"])?;
+    let tree = dev.json(&["tree", "--json"])?;
+    let chat = &tree["conversations"][0];
+    ensure!(chat["agent_runtime"] == "cursor", "{tree}");
+    ensure!(chat["cwd"] == project.display().to_string(), "{tree}");
+    let started = chat["started_at"].as_str().unwrap_or_default();
+    ensure!(started.starts_with("2026-04-07T00:43:10"), "{tree}");
+    ensure!(found_soon(&central.client(&token), "platypus")?.len() == 1);
+    let found = parse(&dev.text(&[
+        "search",
+        "platypus",
+        "--mode",
+        "keyword",
+        "--project",
+        "my.app",
+        "--json",
+    ])?)?;
+    ensure!(
+        found["hits"].as_array().is_some_and(|h| !h.is_empty()),
+        "{found}"
+    );
+    Ok(())
+}
