@@ -862,6 +862,13 @@ mod tests {
         assert_eq!(got, want, "{args:?}");
     }
 
+    #[test]
+    fn a_backlog_estimate_reads_as_people_say_it() {
+        assert_eq!(estimate(10.0), "a minute");
+        assert_eq!(estimate(600.0), "10 minutes");
+        assert_eq!(estimate(3.0 * 3600.0 + 1.0), "4 hours");
+    }
+
     /// Every flag and argument of every subcommand says what it is for.
     #[test]
     fn every_flag_has_help_text() {
