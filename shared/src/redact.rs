@@ -32,6 +32,10 @@ pub enum Kind {
     GithubToken,
     GitlabToken,
     SlackToken,
+    /// The secret path of a Slack incoming webhook URL.
+    SlackWebhook,
+    /// A Docker config's `auth`: base64 of `user:password`.
+    DockerAuth,
     StripeKey,
     AnthropicKey,
     OpenaiKey,
@@ -66,6 +70,8 @@ impl Kind {
             Self::GithubToken => "github_token",
             Self::GitlabToken => "gitlab_token",
             Self::SlackToken => "slack_token",
+            Self::SlackWebhook => "slack_webhook",
+            Self::DockerAuth => "docker_auth",
             Self::StripeKey => "stripe_key",
             Self::AnthropicKey => "anthropic_key",
             Self::OpenaiKey => "openai_key",
@@ -390,7 +396,7 @@ fn string_contents(line: &[u8]) -> Vec<Range<usize>> {
     out
 }
 
-const N_DETECTORS: usize = 19;
+const N_DETECTORS: usize = 21;
 
 /// One kind of secret: a pattern whose secret is its `s` (or `s2`) group,
 /// and the needles every match of it contains. A string meets a pattern only if it
@@ -489,6 +495,8 @@ const SECRET_NAME_NEEDLES: &[&str] = &[
 enum Check {
     /// The pattern is the whole test (a token's own shape).
     Shape,
+    /// Base64 of `user:password`, as HTTP Basic credentials are written.
+    Basic,
     /// Not a placeholder, a word or code (`looks_like_a_value`).
     Value,
     /// As `Value` for a name and its value (`n`, `s`/`s2`): after `=` a
@@ -524,6 +532,20 @@ static DETECTORS: [Detector; N_DETECTORS] = [
         &["xox", "xapp-"],
         Check::Shape,
         r"{B}(?P<s>(?:xox[bpaseor]|xapp)-[A-Za-z0-9-]{10,})",
+    ),
+    Detector::new(
+        Kind::SlackWebhook,
+        &["hooks.slack.com/"],
+        Check::Shape,
+        r"hooks\.slack\.com/(?:services|workflows|triggers)/(?P<s>[A-Za-z0-9_-]+/[A-Za-z0-9_/-]{16,})",
+    ),
+    // `"auth": "<base64>"` in a Docker config, at any depth of escaping;
+    // only a value that decodes to `user:password` (`Check::Basic`).
+    Detector::new(
+        Kind::DockerAuth,
+        &[r#"auth""#, r#"auth\""#],
+        Check::Basic,
+        r#"(?:\\*")auth(?:\\*")\s*:\s*(?:\\*")(?P<s>[A-Za-z0-9+/]{8,}={0,2})"#,
     ),
     Detector::new(
         Kind::StripeKey,
@@ -916,6 +938,7 @@ fn secrets(content: &[u8], hits: &[Hit]) -> Vec<(Range<usize>, Kind)> {
             let mut kind = d.kind;
             let accepted = match d.check {
                 Check::Shape => true,
+                Check::Basic => is_basic_credentials(value),
                 Check::Value => {
                     let chosen = d.kind == Kind::UrlPassword || names_a_password(before);
                     looks_like_a_value(value, bare) && (chosen || machine_made(value, bare))
@@ -952,6 +975,42 @@ fn secrets(content: &[u8], hits: &[Hit]) -> Vec<(Range<usize>, Kind)> {
     }
     high_entropy(content, &mut out);
     out
+}
+
+/// Whether `value` is base64 of printable `user:password` (both parts
+/// there), as Docker keeps registry logins.
+fn is_basic_credentials(value: &[u8]) -> bool {
+    fn sextet(b: u8) -> Option<u32> {
+        Some(u32::from(match b {
+            b'A'..=b'Z' => b - b'A',
+            b'a'..=b'z' => b - b'a' + 26,
+            b'0'..=b'9' => b - b'0' + 52,
+            b'+' => 62,
+            b'/' => 63,
+            _ => return None,
+        }))
+    }
+    let digits = value
+        .strip_suffix(b"==")
+        .or_else(|| value.strip_suffix(b"="))
+        .unwrap_or(value);
+    if !value.len().is_multiple_of(4) {
+        return false;
+    }
+    let mut decoded = Vec::with_capacity(digits.len() * 3 / 4);
+    for chunk in digits.chunks(4) {
+        let Some(n) = chunk
+            .iter()
+            .try_fold(0u32, |n, &b| Some(n << 6 | sextet(b)?))
+        else {
+            return false;
+        };
+        let n = n << (6 * (4 - chunk.len()));
+        decoded.extend_from_slice(&n.to_be_bytes()[1..chunk.len()]);
+    }
+    let printable = decoded.iter().all(|b| b.is_ascii_graphic() || *b == b' ');
+    let colon = decoded.iter().position(|&b| b == b':');
+    printable && colon.is_some_and(|at| at > 0 && at + 1 < decoded.len())
 }
 
 /// A needle found in a string: where, and the bits of its detectors.
@@ -1475,6 +1534,47 @@ mod tests {
     }
 
     #[test]
+    fn a_slack_webhook_and_a_docker_login_are_masked_in_codex_and_claude_lines() {
+        let output = "cat ~/.docker/config.json\n{\"auths\": {\"ghcr.io\": {\"auth\": \"bW9uYTpodW50ZXIyLXNlY3JldA==\"}}}\nSLACK=https://hooks.slack.com/services/T0123ABCD/B0456EFGH/AbCdEfGhIjKlMnOpQrStUvWx";
+        let codex = serde_json::json!({"timestamp": "2026-05-01T10:00:00.000Z", "type": "response_item",
+            "payload": {"type": "function_call_output", "call_id": "c1", "output": output}});
+        let claude = serde_json::json!({"type": "user", "message": {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "t1", "content": output}]}});
+        for line in [codex, claude] {
+            let out = redact_jsonl(format!("{line}\n").into_bytes());
+            for secret in ["bW9uYTpodW50ZXIyLXNlY3JldA", "AbCdEfGhIjKlMnOpQrStUvWx"] {
+                assert!(!out.text.contains(secret), "{secret} in {}", out.text);
+            }
+            assert_eq!(
+                out.counts.get("docker_auth"),
+                Some(&1),
+                "{:?}",
+                out.counts
+            );
+            assert_eq!(
+                out.counts.get("slack_webhook"),
+                Some(&1),
+                "{:?}",
+                out.counts
+            );
+            assert!(out.text.contains("ghcr.io") && out.text.contains("hooks.slack.com/services/"));
+        }
+    }
+
+    #[test]
+    fn an_auth_field_is_masked_only_when_it_holds_a_login() {
+        for kept in [
+            r#"{"auth": "required"}"#,
+            r#"{"auth": "dXNlcm5hbWU="}"#,
+            r#"{"auth": "OnBhc3N3b3Jk"}"#,
+            "see https://hooks.slack.com/services/ for how",
+        ] {
+            let (_, out, counts) = redacted(kept);
+            assert_eq!(out, kept, "{counts:?}");
+        }
+    }
+
+    #[test]
     fn secrets_are_masked_by_kind() {
         let key = "-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA1x2y3z\nQWERTYasdfgh\n-----END RSA PRIVATE KEY-----";
         let cases: &[(&str, &str, &str)] = &[
@@ -1502,6 +1602,16 @@ mod tests {
             ),
             ("slack_token", "SLACK xoxb-1234567890-abcdefghij", "xoxb-1234567890"),
             ("slack_token", "xoxp-2222-3333-abcdef1234", "xoxp-2222"),
+            (
+                "slack_webhook",
+                "curl -X POST https://hooks.slack.com/services/T0123ABCD/B0456EFGH/AbCdEfGhIjKlMnOpQrStUvWx",
+                "AbCdEfGhIjKlMnOpQrStUvWx",
+            ),
+            (
+                "docker_auth",
+                "{\n  \"auths\": {\n    \"ghcr.io\": {\n      \"auth\": \"bW9uYTpodW50ZXIyLXNlY3JldA==\"\n    }\n  }\n}",
+                "bW9uYTpodW50ZXIyLXNlY3JldA",
+            ),
             (
                 "stripe_key",
                 "stripe.api_key = 'sk_live_abcdefghijklmnop1234'",
