@@ -1545,12 +1545,7 @@ mod tests {
             for secret in ["bW9uYTpodW50ZXIyLXNlY3JldA", "AbCdEfGhIjKlMnOpQrStUvWx"] {
                 assert!(!out.text.contains(secret), "{secret} in {}", out.text);
             }
-            assert_eq!(
-                out.counts.get("docker_auth"),
-                Some(&1),
-                "{:?}",
-                out.counts
-            );
+            assert_eq!(out.counts.get("docker_auth"), Some(&1), "{:?}", out.counts);
             assert_eq!(
                 out.counts.get("slack_webhook"),
                 Some(&1),

@@ -54,11 +54,15 @@ impl Style {
 
 /// Text from central as a terminal may show it. A control character (ESC,
 /// BEL, CSI U+009B, ...), which a terminal would obey rather than show (a
-/// transcript could clear the screen or set the clipboard), is written out
-/// as an escape like `\u{1b}`; `\n` and `\t` stay, and a `\r\n` line end
+/// transcript could clear the screen or set the clipboard), or a direction
+/// override (text that reads as other text), is written out as an escape
+/// like `\u{1b}`; `\n` and `\t` stay, and a `\r\n` line end
 /// is `\n`.
 pub(crate) fn printable(s: &str) -> Cow<'_, str> {
-    if !s.chars().any(|c| c.is_control() && c != '\n' && c != '\t') {
+    let obeyed = |c: char| {
+        (c.is_control() && c != '\n' && c != '\t') || kith_shared::transcript::is_bidi_control(c)
+    };
+    if !s.chars().any(obeyed) {
         return Cow::Borrowed(s);
     }
     let mut out = String::with_capacity(s.len());
@@ -67,7 +71,7 @@ pub(crate) fn printable(s: &str) -> Cow<'_, str> {
         match c {
             '\n' | '\t' => out.push(c),
             '\r' if chars.peek() == Some(&'\n') => {}
-            c if c.is_control() => out.extend(c.escape_debug()),
+            c if obeyed(c) => out.extend(c.escape_debug()),
             c => out.push(c),
         }
     }
@@ -137,6 +141,8 @@ pub(crate) mod tests {
             ),
             ("\x1b[2Jcleared", "\\u{1b}[2Jcleared"),
             ("csi\u{9b}31mred", "csi\\u{9b}31mred"),
+            ("fix \u{202e}gnp.exe", "fix \\u{202e}gnp.exe"),
+            ("a\u{2066}b\u{2069}", "a\\u{2066}b\\u{2069}"),
             (
                 "cr\rbs\x08 del\x7f nul\0",
                 "cr\\rbs\\u{8} del\\u{7f} nul\\0",

@@ -350,6 +350,17 @@ impl Records for Other {
     }
 }
 
+/// Whether `c` changes the direction of the text around it (the bidi
+/// embeddings, overrides and isolates, and the invisible direction marks):
+/// "fix \u{202e}gnp.exe" shows as "fix exe.png". Titles leave them out and
+/// terminals show them escaped.
+pub fn is_bidi_control(c: char) -> bool {
+    matches!(
+        c,
+        '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}'
+    )
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use std::fmt::Write as _;
@@ -711,3 +722,4 @@ pub(crate) mod tests {
         assert_eq!(t.tool_call_count, n as u64);
     }
 }
+

@@ -175,6 +175,11 @@ const MAX_TITLE_CHARS: usize = 80;
 /// at a word boundary; `None` for a slash or shell command, injected markup
 /// or a prompt that is only a redaction.
 pub(super) fn title_of(prompt: &str) -> Option<String> {
+    // Direction overrides would make a title read as other text than it is.
+    let prompt: String = prompt
+        .chars()
+        .filter(|c| !super::is_bidi_control(*c))
+        .collect();
     let prompt = prompt.trim();
     if prompt.starts_with(['/', '!', '<']) {
         return None;
@@ -290,6 +295,7 @@ mod tests {
             ("[REDACTED:aws_key]***", None),
             ("[REDACTED:token]\nnow deploy it", Some("now deploy it")),
             ("", None),
+            ("fix \u{202e}gnp.exe\u{202c} now", Some("fix gnp.exe now")),
             (long, Some("Please look at the failing integration test in the capture module and tell me…")),
         ];
         for (prompt, want) in cases {
