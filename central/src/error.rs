@@ -98,6 +98,8 @@ codes! {
         /// too short a prefix.
         InvalidId = "invalid_id",
         InvalidIdempotencyKey = "invalid_idempotency_key",
+        /// A page's `limit` of 0.
+        InvalidLimit = "invalid_limit",
         /// A body that is not the JSON the route takes.
         InvalidJson = "invalid_json",
         /// A delta whose bytes are not JSON lines.

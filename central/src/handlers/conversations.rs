@@ -53,7 +53,7 @@ pub(crate) async fn index(
             .as_deref()
             .map(crate::tree::parse_cursor)
             .transpose()?,
-        limit: q.limit.unwrap_or(50).clamp(1, 200),
+        limit: super::limit(q.limit, 50, 200)?,
     };
     let res = tokio::task::spawn_blocking(move || {
         crate::tree::conversations(state.registry(), &viewer, &filter)
@@ -87,7 +87,7 @@ pub(crate) async fn turns(
     ApiQuery(q): ApiQuery<TurnsQuery>,
 ) -> Result<Json<TurnsResponse>> {
     let offset = q.offset.unwrap_or(0);
-    let limit = q.limit.unwrap_or(200).clamp(1, 1000) as usize;
+    let limit = super::limit(q.limit, 200, 1000)? as usize;
     let res = tokio::task::spawn_blocking(move || {
         let (registry, store, cache) = (state.registry(), state.store(), state.turns_cache());
         let start = crate::tree::PageStart::Offset(offset);

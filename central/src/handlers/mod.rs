@@ -61,6 +61,19 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for ApiQuery<T> {
     }
 }
 
+/// A page's `limit`: `default` when not given, at most `max`, and never 0
+/// (a page of nothing is a mistake, not a request).
+pub(crate) fn limit(given: Option<u32>, default: u32, max: u32) -> crate::error::Result<u32> {
+    match given {
+        Some(0) => Err(Error::invalid(
+            Code::InvalidLimit,
+            format!("limit must be 1 to {max}"),
+        )),
+        Some(n) => Ok(n.min(max)),
+        None => Ok(default),
+    }
+}
+
 /// A run id from the path, validated (this is the path-traversal check).
 pub(crate) struct RunPath(pub RunId);
 

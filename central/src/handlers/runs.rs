@@ -132,7 +132,7 @@ pub(crate) async fn forest(
         runtime: q.runtime,
         machine: q.machine,
         root,
-        limit: q.limit.unwrap_or(50).clamp(1, 500),
+        limit: super::limit(q.limit, 50, 500)?,
     };
     let res = tokio::task::spawn_blocking(move || {
         crate::tree::forest(state.registry(), &viewer, &filter)

@@ -74,7 +74,13 @@ pub(crate) fn plan(req: &SearchRequest, today: time::Date) -> Result<Plan> {
             format!("offset must be at most {MAX_OFFSET}"),
         ));
     }
-    let limit = req.limit.unwrap_or(DEFAULT_LIMIT).clamp(1, MAX_LIMIT) as usize;
+    if req.limit == Some(0) {
+        return Err(Error::invalid(
+            Code::InvalidLimit,
+            format!("limit must be 1 to {MAX_LIMIT}"),
+        ));
+    }
+    let limit = req.limit.unwrap_or(DEFAULT_LIMIT).min(MAX_LIMIT) as usize;
     let offset = req.offset as usize;
     let mut filters = resolve_filters(&req.filters)?;
     // A project named without a slash ("kith") is a folder of that name

@@ -165,8 +165,8 @@ fn keyword_is_immediate_and_bad_queries_get_clear_errors() -> Result<()> {
     }
     let r = search(json!({"query": "* ( :", "mode": "keyword"}))?;
     assert_eq!((r.status, hit_run_ids(&r.body).len()), (200, 0), "{r:?}");
-    // Limits are clamped to 1..=100: one run of 120 long turns holds 120
-    // chunks that match.
+    // Limits are 1..=100, larger ones clamped, 0 refused everywhere a page
+    // is asked for: one run of 120 long turns holds 120 chunks that match.
     let turns: String = (0..120)
         .map(|i| {
             let text = format!("frobnicator step {i}: {}", "more words here ".repeat(15));
@@ -180,7 +180,13 @@ fn keyword_is_immediate_and_bad_queries_get_clear_errors() -> Result<()> {
     assert_eq!(many.status, 202, "{many:?}");
     let many = many.body["run_id"].as_str().unwrap_or_default().to_owned();
     alice.wait_indexed(&many, Duration::from_secs(30))?;
-    for (limit, n) in [(0, 1), (7, 7), (100, 100), (10_000, 100)] {
+    let zero = search(json!({"query": "frobnicator", "mode": "keyword", "limit": 0}))?;
+    assert_eq!((zero.status, zero.code()), (400, "invalid_limit"), "{zero:?}");
+    for path in ["/api/conversations?limit=0", "/api/runs/forest?limit=0"] {
+        let r = alice.get(path)?;
+        assert_eq!((r.status, r.code()), (400, "invalid_limit"), "{path}: {r:?}");
+    }
+    for (limit, n) in [(1, 1), (7, 7), (100, 100), (10_000, 100)] {
         let r = search(json!({"query": "frobnicator", "mode": "keyword", "limit": limit}))?;
         assert_eq!(
             (r.status, hit_run_ids(&r.body).len()),
