@@ -162,7 +162,7 @@ impl EmbeddedIndex {
     /// Opens the index in `dir`, creating it if needed. A directory holding
     /// something that is not a compatible index is an error naming `reindex`.
     pub(crate) fn open(dir: &Path) -> Result<Self> {
-        std::fs::create_dir_all(dir)?;
+        crate::private::create_dir_all(dir)?;
         let corrupt = |e: tantivy::TantivyError| {
             Error::unavailable(
                 Code::IndexUnavailable,

@@ -346,7 +346,7 @@ impl VectorStore {
             path: path.clone(),
             source,
         };
-        std::fs::create_dir_all(dir).map_err(io_err)?;
+        crate::private::create_dir_all(dir).map_err(io_err)?;
         let mut store = Self {
             path: path.clone(),
             model_id: model_id.to_owned(),

@@ -886,6 +886,20 @@ fn the_data_directory_is_private_whatever_the_umask() -> Result<()> {
         }
     }
     assert_eq!(blobs, 2, "the run's jsonl and metadata");
+    // The index holds the text too: none of its folders opens to others.
+    let mut folders = 0;
+    let mut stack = vec![data.join("index")];
+    while let Some(dir) = stack.pop() {
+        assert_eq!(mode(&dir)? & 0o077, 0, "{}", dir.display());
+        folders += 1;
+        for entry in std::fs::read_dir(&dir)? {
+            let path = entry?.path();
+            if path.is_dir() {
+                stack.push(path);
+            }
+        }
+    }
+    assert!(folders >= 1, "an index");
     Ok(())
 }
 
