@@ -47,6 +47,7 @@ pub(crate) struct Central {
 
 impl Central {
     pub(crate) fn new(auth: &Auth) -> Result<Self> {
+        refuse_plain_http_off_loopback(&auth.central_url)?;
         let mut http =
             reqwest::Client::builder().user_agent(concat!("kith/", env!("CARGO_PKG_VERSION")));
         for cert in trusted_certificates(auth)? {
@@ -394,6 +395,30 @@ async fn error_body(res: Response) -> Option<ErrorBody> {
     res.json::<ErrorBody>().await.ok()
 }
 
+/// Refuses to send the token as plain HTTP anywhere but this machine (the
+/// token would cross the network readable by anyone on the way), unless
+/// `KITH_INSECURE_HTTP=1` says the network is the person's own; central
+/// refuses to serve that way by the same rule.
+fn refuse_plain_http_off_loopback(central_url: &str) -> Result<()> {
+    let Ok(url) = reqwest::Url::parse(central_url) else {
+        return Ok(()); // reqwest names a URL it cannot use
+    };
+    let host = url.host_str().unwrap_or_default();
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let loopback = host == "localhost"
+        || host.ends_with(".localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    let allowed = std::env::var("KITH_INSECURE_HTTP").is_ok_and(|v| v == "1");
+    if url.scheme() == "http" && !loopback && !allowed {
+        return Err(Error::Refused(format!(
+            "central at {central_url} is plain HTTP off this machine: the token would cross the network in the clear; use https (kith login --central https://...), or set KITH_INSECURE_HTTP=1 if the network is yours alone"
+        )));
+    }
+    Ok(())
+}
+
 /// The certificates `kith login --ca-cert` stored with the login, trusted
 /// in addition to the system's store (which honours `SSL_CERT_FILE`) and the
 /// bundled roots.
@@ -505,12 +530,41 @@ mod tests {
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
 
+    #[test]
+    fn the_token_goes_as_plain_http_only_to_this_machine() {
+        let client = |url: &str| {
+            Client::new(&Auth {
+                central_url: url.into(),
+                token: crate::config::Secret::new("kith_test".into()),
+                ca_cert: None,
+            })
+        };
+        for ok in [
+            "http://127.0.0.1:7878",
+            "http://localhost:7878",
+            "http://[::1]:7878",
+            "https://kith.example.com",
+        ] {
+            assert!(client(ok).is_ok(), "{ok}");
+        }
+        for refused in ["http://kith.example.com", "http://192.168.1.20:7878"] {
+            let e = client(refused)
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            assert!(
+                e.contains("plain HTTP off this machine") && !e.contains("kith_test"),
+                "{refused}: {e}"
+            );
+        }
+    }
+
     /// A lookup still running (a resolver that never answers) does not hold
     /// up dropping the client, so the hook ends when its time is up.
     #[test]
     fn dropping_a_client_leaves_a_stuck_lookup_behind() -> anyhow::Result<()> {
         let client = Client::new(&Auth {
-            central_url: "http://central.invalid".into(),
+            central_url: "https://central.invalid".into(),
             token: crate::config::Secret::new("kith_test".into()),
             ca_cert: None,
         })?;

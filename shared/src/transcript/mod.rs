@@ -722,4 +722,3 @@ pub(crate) mod tests {
         assert_eq!(t.tool_call_count, n as u64);
     }
 }
-

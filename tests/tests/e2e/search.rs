@@ -181,10 +181,18 @@ fn keyword_is_immediate_and_bad_queries_get_clear_errors() -> Result<()> {
     let many = many.body["run_id"].as_str().unwrap_or_default().to_owned();
     alice.wait_indexed(&many, Duration::from_secs(30))?;
     let zero = search(json!({"query": "frobnicator", "mode": "keyword", "limit": 0}))?;
-    assert_eq!((zero.status, zero.code()), (400, "invalid_limit"), "{zero:?}");
+    assert_eq!(
+        (zero.status, zero.code()),
+        (400, "invalid_limit"),
+        "{zero:?}"
+    );
     for path in ["/api/conversations?limit=0", "/api/runs/forest?limit=0"] {
         let r = alice.get(path)?;
-        assert_eq!((r.status, r.code()), (400, "invalid_limit"), "{path}: {r:?}");
+        assert_eq!(
+            (r.status, r.code()),
+            (400, "invalid_limit"),
+            "{path}: {r:?}"
+        );
     }
     for (limit, n) in [(1, 1), (7, 7), (100, 100), (10_000, 100)] {
         let r = search(json!({"query": "frobnicator", "mode": "keyword", "limit": limit}))?;
