@@ -74,12 +74,13 @@ pub async fn serve(
     } else if ask_again {
         tokio::spawn(connect_embedder_later(state.clone()));
     }
-    if std::env::var_os(FAILPOINT_INDEXER_PAUSED).is_some() {
+    let worker = if std::env::var_os(FAILPOINT_INDEXER_PAUSED).is_some() {
         // Crash tests use this to hold work in the durable queue.
         tracing::warn!("{FAILPOINT_INDEXER_PAUSED} is set: the indexer does not run");
+        None
     } else {
-        crate::indexer::worker::spawn(state.clone())?;
-    }
+        Some(crate::indexer::worker::spawn(state.clone())?)
+    };
     tokio::spawn(flush_seen_forever(state.clone()));
     let app = crate::routes::app(state.clone());
     let (scheme, tls) = match tls {
@@ -89,8 +90,19 @@ pub async fn serve(
     tracing::info!(%addr, data_dir = %config.data_dir.display(), "kith-central listening on {scheme}://{addr}");
     crate::accept::serve(listener, tls, app, shutdown).await;
     state.flush_seen()?;
+    // The worker ends its batch while the runtime it waits on still runs.
+    state.indexer().stop();
+    if let Some(worker) = worker {
+        let ended = tokio::task::spawn_blocking(move || worker.join());
+        if tokio::time::timeout(WORKER_GRACE, ended).await.is_err() {
+            tracing::warn!("the indexer did not end its batch in time; its jobs stay queued");
+        }
+    }
     Ok(())
 }
+
+/// How long shutting down waits for the indexer's batch.
+const WORKER_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// An embedded index that is gone while the registry records indexed runs
 /// would be created again empty, and every search would answer nothing

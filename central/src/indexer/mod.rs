@@ -41,6 +41,9 @@ pub struct Indexer {
     /// index, exclusively while a forget takes runs out: a worker that read
     /// a run before it was forgotten cannot put it back after.
     writes: Arc<RwLock<()>>,
+    /// Set when central shuts down: the worker finishes its batch and ends,
+    /// before the runtime its timers run on goes.
+    stopping: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// Most text of chunks that waits in memory for the indexer: a lagging
@@ -66,6 +69,7 @@ impl Default for Indexer {
             indexed: Arc::new(watch::Sender::new(0)),
             chunked: Arc::default(),
             writes: Arc::default(),
+            stopping: Arc::default(),
         }
     }
 }
@@ -127,6 +131,17 @@ impl Indexer {
     /// a job written by another process, the CLI's reindex, has no wake).
     pub(crate) async fn woken_or(&self, timeout: Duration) {
         let _ = tokio::time::timeout(timeout, self.wake.notified()).await;
+    }
+
+    /// Central is shutting down: the worker ends after its batch.
+    pub(crate) fn stop(&self) {
+        self.stopping
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        self.wake.notify_one();
+    }
+
+    pub(crate) fn stopping(&self) -> bool {
+        self.stopping.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// The worker committed runs to the index.

@@ -229,9 +229,10 @@ pub fn chain_chunks(state: &AppState, format: Format, meta: &Run) -> Result<Chai
         .collect())
 }
 
-/// Starts the worker on a thread of its own, at background priority;
-/// it runs until the process ends. Call from inside the runtime.
-pub fn spawn(state: AppState) -> std::io::Result<()> {
+/// Starts the worker on a thread of its own, at background priority; it
+/// runs until `Indexer::stop`, which must come before the runtime ends
+/// (its timers run on it). Call from inside the runtime.
+pub fn spawn(state: AppState) -> std::io::Result<std::thread::JoinHandle<()>> {
     let runtime = tokio::runtime::Handle::current();
     std::thread::Builder::new()
         .name("kith-index".into())
@@ -239,7 +240,6 @@ pub fn spawn(state: AppState) -> std::io::Result<()> {
             crate::priority::lower(crate::priority::INDEX);
             runtime.block_on(run(state));
         })
-        .map(drop)
 }
 
 /// Indexes batch after batch on the calling thread (not a runtime
@@ -250,7 +250,7 @@ async fn run(state: AppState) {
     // The last batch was full: more are waiting, and their commits
     // follow one another whatever arrives, so a backlog does not wait.
     let mut backlog = false;
-    loop {
+    while !indexer.stopping() {
         if !backlog {
             indexer.quiet().await;
         }
@@ -273,12 +273,12 @@ async fn run(state: AppState) {
                 // a search server that is down is caught up with once it
                 // is back.
                 tracing::error!(error = %e, retry_in_s = backoff.as_secs(), "indexing batch failed");
-                tokio::time::sleep(backoff).await;
+                indexer.woken_or(backoff).await;
                 backoff = (backoff * 2).min(MAX_BACKOFF);
             }
             Err(_) => {
                 tracing::error!("indexing a batch panicked");
-                tokio::time::sleep(Duration::from_secs(1)).await;
+                indexer.woken_or(Duration::from_secs(1)).await;
             }
         }
     }

@@ -1765,3 +1765,32 @@ fn an_existing_member_is_made_an_admin_and_back() -> Result<()> {
     );
     Ok(())
 }
+
+/// SIGTERM ends central quietly: the indexer finishes its batch before the
+/// runtime it waits on goes (it printed a panic on every shutdown).
+#[test]
+fn sigterm_ends_central_without_a_panic() -> Result<()> {
+    let data = tempfile::tempdir()?;
+    let mut cmd = kith_tests::central_command();
+    cmd.args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(data.path())
+        .env_remove("KITH_DATA_DIR");
+    let mut central = kith_tests::Background::spawn(cmd)?;
+    central.next("listening")?;
+    let term = std::process::Command::new("kill")
+        .args(["-TERM", &central.pid().to_string()])
+        .status()?;
+    assert!(term.success());
+    let mut said = Vec::new();
+    while let Ok(line) = central.said.recv_timeout(Duration::from_secs(30)) {
+        said.push(line);
+    }
+    // Its stderr closes as it exits; the exit itself follows.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while central.running()? && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(!central.running()?, "central ended: {said:#?}");
+    assert!(!said.iter().any(|l| l.contains("panicked")), "{said:#?}");
+    Ok(())
+}
