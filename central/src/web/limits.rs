@@ -1,5 +1,7 @@
-//! Failed sign-ins, counted per handle and per address over a sliding
-//! window, so a password cannot be guessed at the speed of the PDS.
+//! Failed sign-ins, counted over a sliding window per handle from one
+//! address, per address, and per handle from everywhere (a higher bar), so
+//! a password cannot be guessed at the speed of the PDS, and one guesser
+//! cannot lock the handle's owner out.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -10,12 +12,16 @@ use crate::sync::lock;
 
 /// How long a failure counts.
 pub(crate) const WINDOW: Duration = Duration::from_secs(15 * 60);
-/// Failures of one handle within the window before it is refused.
+/// Failures of one handle from one address within the window before that
+/// pair is refused.
 pub(crate) const PER_HANDLE: usize = 5;
 /// Failures from one address within the window before it is refused.
 pub(crate) const PER_ADDRESS: usize = 20;
+/// Failures of one handle from every address within the window before it
+/// is refused everywhere: guessing spread over many addresses.
+pub(crate) const PER_HANDLE_EVERYWHERE: usize = 100;
 
-/// Recent failures by key (`handle:…` or `addr:…`).
+/// Recent failures by key (`pair:…`, `addr:…` or `handle:…`).
 #[derive(Default)]
 pub struct SignInLimits {
     failures: Mutex<HashMap<String, Vec<Instant>>>,
@@ -53,7 +59,10 @@ impl SignInLimits {
             !at.is_empty()
         });
         let keys = keys(handle, addr);
-        for (key, most) in keys.iter().zip([PER_HANDLE, PER_ADDRESS]) {
+        for (key, most) in keys
+            .iter()
+            .zip([PER_HANDLE, PER_ADDRESS, PER_HANDLE_EVERYWHERE])
+        {
             if let Some(at) = failures.get(key).filter(|at| at.len() >= most) {
                 let oldest = at[at.len() - most];
                 return Err(WINDOW.saturating_sub(now.duration_since(oldest)));
@@ -88,14 +97,16 @@ pub(crate) fn client_addr(peer: IpAddr, headers: &axum::http::HeaderMap) -> IpAd
 /// A sign-in under way, counted as failed until released.
 #[derive(Debug)]
 pub struct Attempt {
-    keys: [String; 2],
+    keys: [String; 3],
     at: Instant,
 }
 
-fn keys(handle: &str, addr: IpAddr) -> [String; 2] {
+fn keys(handle: &str, addr: IpAddr) -> [String; 3] {
+    let handle = handle.to_ascii_lowercase();
     [
-        format!("handle:{}", handle.to_ascii_lowercase()),
+        format!("pair:{handle} {addr}"),
         format!("addr:{addr}"),
+        format!("handle:{handle}"),
     ]
 }
 
@@ -142,9 +153,10 @@ mod tests {
         for _ in 0..PER_HANDLE {
             assert!(limits.begin("alice.test", home).is_ok());
         }
-        // The handle is refused from anywhere, in any case.
-        assert!(limits.begin("alice.test", away).is_err());
+        // The handle is refused from that address, in any case; its owner
+        // elsewhere still signs in.
         assert!(limits.begin("ALICE.test", home).is_err());
+        assert!(limits.begin("alice.test", away).is_ok());
         // Another handle from the same address is not (yet).
         assert!(limits.begin("bob.test", home).is_ok());
         for i in 0..PER_ADDRESS {
@@ -152,6 +164,13 @@ mod tests {
         }
         assert!(limits.begin("carol.test", away).is_err());
         assert!(limits.begin("carol.test", home).is_ok());
+        // Guessing spread over many addresses stops the handle everywhere.
+        let spread = SignInLimits::default();
+        for i in 0..PER_HANDLE_EVERYWHERE {
+            let addr = IpAddr::from([10, 0, (i / 250) as u8, (i % 250) as u8]);
+            assert!(spread.begin("dave.test", addr).is_ok());
+        }
+        assert!(spread.begin("dave.test", home).is_err());
         // Failures older than the window no longer count.
         let later = Instant::now() + WINDOW;
         assert!(limits.begin_at("alice.test", away, later).is_ok());
