@@ -3,13 +3,13 @@
 //! their runs), resolve the grantee, record the grant with its cut-off (a
 //! snapshot unless it follows). Reads pick it up at once through `readable`.
 
-use kith_proto::{AuditEntry, AuditResponse, Share, ShareRequest, SharesResponse};
+use kith_proto::{AuditEntry, AuditQuery, AuditResponse, Share, ShareRequest, SharesResponse};
 use kith_shared::ids::RunId;
 
 use crate::error::{Code, Error, Result};
 use crate::privacy::GrantScope;
 use crate::registry::Viewer;
-use crate::registry::{AuditRow, Registry, ShareRow};
+use crate::registry::{AuditFilter, AuditRow, Registry, ShareRow};
 
 pub(crate) fn grant(registry: &Registry, viewer: &Viewer, req: &ShareRequest) -> Result<ShareRow> {
     let scope = match req.scope.split_once(':') {
@@ -110,9 +110,47 @@ pub(crate) fn list(registry: &Registry, viewer: &Viewer) -> Result<SharesRespons
 /// Reads of the viewer's runs by others, and forgets, newest first; the
 /// requests of one reading (a conversation's page, its turns, its bytes,
 /// within `READING` of each other) are one entry.
-pub(crate) fn audit(registry: &Registry, viewer: &Viewer) -> Result<AuditResponse> {
+pub(crate) fn audit(
+    registry: &Registry,
+    viewer: &Viewer,
+    query: &AuditQuery,
+) -> Result<AuditResponse> {
+    const MAX: u32 = 1000;
+    let limit = match query.limit {
+        Some(0) => {
+            return Err(Error::invalid(
+                Code::InvalidLimit,
+                format!("limit must be 1 to {MAX}"),
+            ))
+        }
+        given => given.unwrap_or(MAX).min(MAX),
+    };
+    let before = query
+        .cursor
+        .as_deref()
+        .map(|c| {
+            c.parse::<i64>()
+                .map_err(|_| Error::invalid(Code::InvalidCursor, "cursor is not one this API gave"))
+        })
+        .transpose()?;
+    let conversation = query
+        .conversation
+        .as_deref()
+        .map(|name| registry.resolve_conversation(viewer, name))
+        .transpose()?;
+    let filter = AuditFilter {
+        reader: query.reader.clone(),
+        conversation,
+        before,
+        limit,
+    };
+    let rows = registry.audit_of(viewer, &filter)?;
+    let next_cursor = (rows.len() == limit as usize)
+        .then(|| rows.last().map(|r| r.id.to_string()))
+        .flatten();
     Ok(AuditResponse {
-        entries: fold_readings(registry.audit_of(viewer, 1000)?),
+        entries: fold_readings(rows),
+        next_cursor,
     })
 }
 
@@ -194,6 +232,7 @@ mod tests {
 
     fn row(reader: &str, what: &str, at: &str, conversation: &str) -> AuditRow {
         AuditRow {
+            id: 0,
             reader: reader.into(),
             run_id: format!("r-{conversation}"),
             what: what.into(),

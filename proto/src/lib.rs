@@ -815,10 +815,28 @@ fn one() -> u64 {
     1
 }
 
+/// `GET /api/audit`'s query: a page of the audit, and whose readings.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct AuditQuery {
+    /// Only this reader's (a handle).
+    pub reader: Option<String>,
+    /// Only readings of this conversation (as `kith show` names one).
+    pub conversation: Option<String>,
+    /// The page after the one that gave this `next_cursor`.
+    pub cursor: Option<String>,
+    /// Audited requests a page reads, 1..=1000, default 1000.
+    pub limit: Option<u32>,
+}
+
 /// `GET /api/audit`: who read my runs, newest first.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct AuditResponse {
     pub entries: Vec<AuditEntry>,
+    /// More, older: ask again with `cursor` set to this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
 }
 
 /// `POST /api/conversations/{id}/tags`: put tags on every run of one of
@@ -917,6 +935,7 @@ pub struct SignInLink {
         SharesResponse,
         AuditEntry,
         AuditResponse,
+        AuditQuery,
         ForgetResponse,
         TagsRequest,
         TagsResponse,

@@ -11,6 +11,15 @@ use crate::render::term::{one_line, printable};
 /// `kith audit`'s flags.
 #[derive(Debug, clap::Args)]
 pub(crate) struct AuditArgs {
+    /// Only this reader's readings (a handle).
+    #[arg(long)]
+    reader: Option<String>,
+    /// Only readings of this conversation (an id, prefix or session id).
+    #[arg(long)]
+    conversation: Option<String>,
+    /// Every reading, not only the newest page.
+    #[arg(long)]
+    all: bool,
     /// One JSON document ({"entries": [...]}).
     #[arg(long)]
     pub(crate) json: bool,
@@ -18,7 +27,22 @@ pub(crate) struct AuditArgs {
 
 pub(crate) fn run(args: AuditArgs, client: &Client) -> Result<()> {
     let mut stdout = std::io::stdout().lock();
-    let res: kith_proto::AuditResponse = client.json(client.get("/api/audit"))?;
+    let mut query = kith_proto::AuditQuery {
+        reader: args.reader,
+        conversation: args.conversation,
+        ..Default::default()
+    };
+    let mut res: kith_proto::AuditResponse = client.json(client.get("/api/audit").query(&query))?;
+    while args.all {
+        let Some(cursor) = res.next_cursor.take() else {
+            break;
+        };
+        query.cursor = Some(cursor);
+        let page: kith_proto::AuditResponse =
+            client.json(client.get("/api/audit").query(&query))?;
+        res.entries.extend(page.entries);
+        res.next_cursor = page.next_cursor;
+    }
     if args.json {
         writeln!(stdout, "{}", serde_json::to_string(&res)?)?;
         return Ok(());
@@ -41,6 +65,9 @@ pub(crate) fn run(args: AuditArgs, client: &Client) -> Result<()> {
             id.get(..9).unwrap_or(id)
         );
         writeln!(stdout, "{}", printable(&line))?;
+    }
+    if res.next_cursor.is_some() {
+        writeln!(stdout, "(older readings: kith audit --all)")?;
     }
     Ok(())
 }

@@ -3,9 +3,9 @@
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
-use kith_proto::{AuditResponse, ErrorBody, Share, ShareRequest, SharesResponse};
+use kith_proto::{AuditQuery, AuditResponse, ErrorBody, Share, ShareRequest, SharesResponse};
 
-use super::{ApiJson, IdPath};
+use super::{ApiJson, ApiQuery, IdPath};
 use crate::error::{Code, Error, Result};
 use crate::registry::Revoked;
 use crate::registry::Viewer;
@@ -53,12 +53,15 @@ pub(crate) async fn delete(
     }
 }
 
-#[utoipa::path(get, path = "/api/audit", responses((status = 200, body = AuditResponse)))]
+#[utoipa::path(get, path = "/api/audit", params(AuditQuery),
+    responses((status = 200, body = AuditResponse), (status = 400, body = ErrorBody)))]
 pub(crate) async fn audit(
     State(state): State<AppState>,
     viewer: Viewer,
+    ApiQuery(q): ApiQuery<AuditQuery>,
 ) -> Result<Json<AuditResponse>> {
-    let res = tokio::task::spawn_blocking(move || crate::sharing::audit(state.registry(), &viewer))
-        .await??;
+    let res =
+        tokio::task::spawn_blocking(move || crate::sharing::audit(state.registry(), &viewer, &q))
+            .await??;
     Ok(Json(res))
 }

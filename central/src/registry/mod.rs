@@ -34,7 +34,7 @@ pub use jobs::{Indexed, Lane, PendingJob};
 pub use machines::{MachineAuth, MachineRow};
 pub use runs::{ancestry_of, ForestFilter, NewRun, StoredRun};
 pub use sessions::{SignedIn, SESSION_MAX_DAYS};
-pub use shares::{AuditRow, Revoked, ShareRow};
+pub use shares::{AuditFilter, AuditRow, Revoked, ShareRow};
 pub use users::UserRow;
 pub use viewer::Viewer;
 

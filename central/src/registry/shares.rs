@@ -3,7 +3,7 @@
 
 use rusqlite::{params, OptionalExtension};
 
-use super::Registry;
+use super::{Registry, Sql};
 use crate::conversation::MIN_PREFIX;
 use crate::error::{Code, Error, Result};
 use crate::privacy::{Grant, GrantScope, LIVE_GRANT};
@@ -27,9 +27,21 @@ pub struct ShareRow {
     pub title: Option<String>,
 }
 
+/// Which audited requests to read.
+#[derive(Debug, Clone)]
+pub struct AuditFilter {
+    pub reader: Option<String>,
+    pub conversation: Option<crate::conversation::ConversationId>,
+    /// Older than this row.
+    pub before: Option<i64>,
+    pub limit: u32,
+}
+
 /// One audited request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AuditRow {
+    /// Its place in the audit (newer is larger).
+    pub id: i64,
     pub reader: String,
     pub run_id: String,
     pub what: String,
@@ -265,24 +277,40 @@ impl Registry {
 
     /// Reads of the viewer's runs by others, and forgets of its
     /// conversations, newest first, with reader handles (`kith-central`
-    /// for the operator), each run's conversation and title.
-    pub fn audit_of(&self, viewer: &Viewer, limit: u32) -> Result<Vec<AuditRow>> {
-        let conn = self.reader();
-        let mut stmt = conn.prepare(
-            "SELECT COALESCE(u.handle, a.reader), a.run_id, a.what, a.at, r.conversation,
+    /// for the operator), each run's conversation and title: at most
+    /// `limit`, older than the row `before`, of `reader` and of
+    /// `conversation` when given.
+    pub fn audit_of(&self, viewer: &Viewer, filter: &AuditFilter) -> Result<Vec<AuditRow>> {
+        let mut sql = Sql::new(
+            "SELECT a.id, COALESCE(u.handle, a.reader), a.run_id, a.what, a.at, r.conversation,
                     json_extract(r.meta_json, '$.title')
              FROM audit a LEFT JOIN users u ON u.id = a.reader LEFT JOIN runs r ON r.id = a.run_id
-             WHERE a.owner = ?1 ORDER BY a.id DESC LIMIT ?2",
-        )?;
+             WHERE a.owner = ",
+        );
+        sql.bind(viewer.user_id().as_str().to_owned());
+        if let Some(reader) = &filter.reader {
+            sql.and("COALESCE(u.handle, a.reader) = ?1", reader.clone());
+        }
+        if let Some(conversation) = &filter.conversation {
+            sql.and("r.conversation = ?1", conversation.as_str().to_owned());
+        }
+        if let Some(before) = filter.before {
+            sql.and("a.id < ?1", before);
+        }
+        sql.push(" ORDER BY a.id DESC LIMIT ")
+            .bind(i64::from(filter.limit));
+        let conn = self.reader();
+        let mut stmt = conn.prepare_cached(sql.text())?;
         let rows = stmt
-            .query_map(params![viewer.user_id().as_str(), limit], |r| {
+            .query_map(sql.params(), |r| {
                 Ok(AuditRow {
-                    reader: r.get(0)?,
-                    run_id: r.get(1)?,
-                    what: r.get(2)?,
-                    at: r.get(3)?,
-                    conversation: r.get(4)?,
-                    title: r.get(5)?,
+                    id: r.get(0)?,
+                    reader: r.get(1)?,
+                    run_id: r.get(2)?,
+                    what: r.get(3)?,
+                    at: r.get(4)?,
+                    conversation: r.get(5)?,
+                    title: r.get(6)?,
                 })
             })?
             .collect::<rusqlite::Result<_>>()?;

@@ -318,10 +318,17 @@ pub(crate) async fn shares(State(state): State<AppState>, session: WebSession) -
 }
 
 /// Who read my runs, each reading named by its conversation's title.
-pub(crate) async fn audit(State(state): State<AppState>, session: WebSession) -> PageResult {
+pub(crate) async fn audit(
+    State(state): State<AppState>,
+    session: WebSession,
+    Query(query): Query<kith_proto::AuditQuery>,
+) -> PageResult {
     let viewer = session.viewer.clone();
-    let res = tokio::task::spawn_blocking(move || crate::sharing::audit(state.registry(), &viewer))
-        .await??;
+    let res = tokio::task::spawn_blocking(move || {
+        crate::sharing::audit(state.registry(), &viewer, &query)
+    })
+    .await??;
+    let next = res.next_cursor.clone();
     let rows = res
         .entries
         .into_iter()
@@ -347,6 +354,7 @@ pub(crate) async fn audit(State(state): State<AppState>, session: WebSession) ->
     Ok(render(&AuditPage {
         chrome: session.chrome(),
         rows,
+        next,
     }))
 }
 

@@ -101,6 +101,8 @@ pub(super) struct AuditPage {
     pub chrome: Option<Chrome>,
     /// (at, reader, what, the conversation's id or the run's, its title)
     pub rows: Vec<(String, String, String, String, String)>,
+    /// The cursor of the older readings, when there are more.
+    pub next: Option<String>,
 }
 
 #[derive(Template)]

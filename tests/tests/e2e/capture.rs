@@ -518,7 +518,7 @@ fn family_cli_shares_a_run_and_the_owner_sees_who_read_it() -> Result<()> {
     let reranked: serde_json::Value = serde_json::from_slice(&reranked.stdout)?;
     assert_eq!(reranked["hits"][0]["run_id"], id.as_str());
     let refused = search(&["--diversity", "2"])?;
-    assert_eq!(refused.status.code(), Some(1));
+    assert_eq!(refused.status.code(), Some(2), "a command line at fault");
     assert!(String::from_utf8_lossy(&refused.stderr).contains("invalid_diversity"));
 
     // The audit names the conversation by its title and id, a reading a

@@ -1794,3 +1794,91 @@ fn sigterm_ends_central_without_a_panic() -> Result<()> {
     assert!(!said.iter().any(|l| l.contains("panicked")), "{said:#?}");
     Ok(())
 }
+
+/// The audit cannot be buried: it pages through every reading, oldest
+/// included, and filters by reader and by conversation; one reading of a
+/// conversation (its page, its turns, its bytes) is one entry.
+#[test]
+fn the_audit_pages_through_every_reading_and_filters_by_reader_and_conversation() -> Result<()> {
+    let central = Central::start()?;
+    let alice = central.client(&central.register("alice.test", "laptop")?);
+    let bob = central.client(&central.register("bob.test", "desktop")?);
+    let carol = central.client(&central.register("carol.test", "tablet")?);
+    let first = family_run(&alice, "a", "the first plan")?;
+    let second = family_run(&alice, "b", "the second plan")?;
+    share_family(&alice, "bob.test")?;
+    share_family(&alice, "carol.test")?;
+    let conversation = |run: &str| -> Result<String> {
+        let c = alice.get(&format!("/api/runs/{run}"))?.body["conversation"].clone();
+        Ok(c.as_str().unwrap_or_default().to_owned())
+    };
+    let (one, two) = (conversation(&first)?, conversation(&second)?);
+    assert!(!one.is_empty() && !two.is_empty() && one != two);
+    // Carol reads the first conversation once, before bob buries it.
+    for path in ["", "/turns", "/jsonl"] {
+        assert_eq!(
+            carol
+                .get(&format!("/api/conversations/{one}{path}"))?
+                .status,
+            200
+        );
+    }
+    for round in 0..6 {
+        let c = if round % 2 == 0 { &one } else { &two };
+        // Bob's readings, apart from one another (reader, conversation).
+        assert_eq!(bob.get(&format!("/api/conversations/{c}"))?.status, 200);
+        assert_eq!(bob.get(&format!("/api/runs/{first}"))?.status, 200);
+    }
+    let entries = |query: &str| -> Result<(Vec<Value>, Option<String>)> {
+        let r = alice.get(&format!("/api/audit{query}"))?;
+        assert_eq!(r.status, 200, "{query}: {r:?}");
+        let next = r.body["next_cursor"].as_str().map(str::to_owned);
+        Ok((
+            r.body["entries"].as_array().cloned().unwrap_or_default(),
+            next,
+        ))
+    };
+    let (all, next) = entries("")?;
+    assert!(next.is_none(), "one page holds them");
+    let carols: Vec<&Value> = all.iter().filter(|e| e["reader"] == "carol.test").collect();
+    assert_eq!(carols.len(), 1, "one reading, one entry: {carols:#?}");
+    assert_eq!(carols[0]["requests"], 3);
+    assert_eq!(carols[0]["conversation_id"], one.as_str());
+
+    // Pages of two requests: every reading, carol's oldest included.
+    let (mut paged, mut cursor) = (Vec::new(), Some(String::new()));
+    while let Some(c) = cursor {
+        let query = if c.is_empty() {
+            "?limit=2".to_owned()
+        } else {
+            format!("?limit=2&cursor={c}")
+        };
+        let (page, next) = entries(&query)?;
+        assert!(!page.is_empty() && page.len() <= 2, "{page:#?}");
+        paged.extend(page);
+        cursor = next;
+    }
+    assert!(
+        paged.iter().any(|e| e["reader"] == "carol.test"),
+        "{paged:#?}"
+    );
+    let requests = |list: &[Value]| {
+        list.iter()
+            .map(|e| e["requests"].as_u64().unwrap_or(0))
+            .sum::<u64>()
+    };
+    assert_eq!(requests(&paged), requests(&all));
+
+    let (carol_only, _) = entries("?reader=carol.test")?;
+    assert_eq!(carol_only.len(), 1);
+    let (of_two, _) = entries(&format!("?conversation={}", &two[..10]))?;
+    assert!(!of_two.is_empty());
+    assert!(of_two
+        .iter()
+        .all(|e| e["conversation_id"] == two.as_str() && e["reader"] == "bob.test"));
+    let zero = alice.get("/api/audit?limit=0")?;
+    assert_eq!((zero.status, zero.code()), (400, "invalid_limit"));
+    let bad = alice.get("/api/audit?cursor=later")?;
+    assert_eq!((bad.status, bad.code()), (400, "invalid_cursor"));
+    Ok(())
+}
