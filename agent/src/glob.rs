@@ -46,14 +46,20 @@ impl Glob {
 
     /// Whether `path` (absolute; compared by its names, without touching
     /// the disk) matches.
+    /// Whether `path` matches, read as the folder it names: `..` takes the
+    /// folder before it away (`/w/ok/../secret` is `/w/secret`), `.` is
+    /// nothing.
     pub(crate) fn matches(&self, path: &Path) -> bool {
-        let names: Vec<String> = path
-            .components()
-            .filter_map(|c| match c {
-                Component::Normal(n) => Some(n.to_string_lossy().into_owned()),
-                _ => None,
-            })
-            .collect();
+        let mut names: Vec<String> = Vec::new();
+        for c in path.components() {
+            match c {
+                Component::Normal(n) => names.push(n.to_string_lossy().into_owned()),
+                Component::ParentDir => {
+                    names.pop();
+                }
+                _ => {}
+            }
+        }
         let names: Vec<&str> = names.iter().map(String::as_str).collect();
         match_parts(&self.parts, &names)
     }
@@ -127,6 +133,10 @@ mod tests {
             ),
             ("/home/ann/./secret//**", "/home/ann/secret/a", true),
             ("/home/ann/sécret/**", "/home/ann/sécret/a", true),
+            // A path is the folder it names: `..` and `.` read as such.
+            ("/w/secretproj/**", "/w/ok/../secretproj/y", true),
+            ("/w/secretproj/**", "/w/./secretproj", true),
+            ("/w/ok/**", "/w/ok/../secretproj/y", false),
         ];
         for (glob, path, want) in cases {
             check(glob, path, want);

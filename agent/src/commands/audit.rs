@@ -33,15 +33,14 @@ pub(crate) fn run(args: AuditArgs, client: &Client) -> Result<()> {
         ..Default::default()
     };
     let mut res: kith_proto::AuditResponse = client.json(client.get("/api/audit").query(&query))?;
-    while args.all {
-        let Some(cursor) = res.next_cursor.take() else {
-            break;
-        };
-        query.cursor = Some(cursor);
-        let page: kith_proto::AuditResponse =
-            client.json(client.get("/api/audit").query(&query))?;
-        res.entries.extend(page.entries);
-        res.next_cursor = page.next_cursor;
+    if args.all {
+        while let Some(cursor) = res.next_cursor.take() {
+            query.cursor = Some(cursor);
+            let page: kith_proto::AuditResponse =
+                client.json(client.get("/api/audit").query(&query))?;
+            res.entries.extend(page.entries);
+            res.next_cursor = page.next_cursor;
+        }
     }
     if args.json {
         writeln!(stdout, "{}", serde_json::to_string(&res)?)?;
