@@ -10,9 +10,9 @@ use std::path::Path;
 
 use anyhow::{Context as _, Result};
 use kith_proto::{
-    AgentRuntime, ContextRequest, ContextResponse, ConversationResponse, ConversationTurn,
-    ConversationsResponse, GroupBy, SearchFilters, SearchMode, SearchRequest, SearchResponse,
-    StatusResponse, TurnsResponse,
+    AgentRuntime, ContextRequest, ContextResponse, Conversation, ConversationResponse,
+    ConversationTurn, ConversationsResponse, GroupBy, SearchFilters, SearchMode, SearchRequest,
+    SearchResponse, StatusResponse, TurnsResponse,
 };
 use kith_shared::tokens;
 use rmcp::handler::server::router::tool::ToolRouter;
@@ -103,6 +103,8 @@ fn answer(result: std::result::Result<String, Failure>, max_tokens: Option<u32>)
 #[derive(Clone)]
 pub(crate) struct Kith {
     central: Central,
+    /// The owner's handle, asked once: what is not theirs is quoted.
+    me: tokio::sync::OnceCell<String>,
     paths: Paths,
     /// For the local half of `status` (exclusions, the first line).
     settings: Settings,
@@ -232,6 +234,7 @@ impl Kith {
     pub(crate) fn new(paths: Paths, settings: Settings, auth: &Auth) -> Result<Self> {
         Ok(Self {
             central: Central::new(auth)?,
+            me: tokio::sync::OnceCell::new(),
             paths,
             settings,
             tool_router: Self::tool_router(),
@@ -295,6 +298,18 @@ impl ServerHandler for Kith {
 }
 
 impl Kith {
+    /// The owner's handle; on failure none, so that everything reads as
+    /// another's and is quoted.
+    async fn me(&self) -> &str {
+        self.me
+            .get_or_init(|| async {
+                let status: std::result::Result<kith_proto::StatusResponse, _> =
+                    self.central.json(self.central.get("/api/status")).await;
+                status.map(|s| s.user).unwrap_or_default()
+            })
+            .await
+    }
+
     async fn search_text(&self, a: SearchArgs) -> std::result::Result<String, Failure> {
         let max = budget(a.max_tokens)?;
         let now = OffsetDateTime::now_utc();
@@ -328,7 +343,7 @@ impl Kith {
             .central
             .json(self.central.post("/api/search").json(&req))
             .await?;
-        Ok(plain::bounded(&plain::search(&res), max))
+        Ok(plain::bounded(&plain::search(&res, self.me().await), max))
     }
 
     async fn read_text(&self, a: ReadArgs) -> std::result::Result<String, Failure> {
@@ -402,19 +417,31 @@ impl Kith {
                 turns = turns.into_iter().skip(skip).take(take).collect();
             }
             let text = plain::read(conversation, &found.subagents, &turns, tools);
-            return Ok(plain::bounded(&text, max));
+            return Ok(self
+                .theirs_marked(conversation, plain::bounded(&text, max))
+                .await);
         }
         // Whole turns within the budget, and where to read on.
         let (from, to) = turns_range.unwrap_or((1, total.max(1)));
         turns.truncate(usize::try_from(to - from + 1).unwrap_or(usize::MAX));
-        Ok(plain::read_page(
+        let page = plain::read_page(
             conversation,
             &found.subagents,
             &turns,
             plain::Page { from, to, total },
             tools,
             max,
-        ))
+        );
+        Ok(self.theirs_marked(conversation, page).await)
+    }
+
+    /// `text` read from `conversation`, marked first as its owner's words
+    /// when the owner is someone else.
+    async fn theirs_marked(&self, conversation: &Conversation, text: String) -> String {
+        if conversation.owner == self.me().await {
+            return text;
+        }
+        format!("{}\n{text}", plain::quoted(&conversation.owner))
     }
 
     /// A conversation's turns from `offset`, a page at a time, until the
@@ -459,7 +486,7 @@ impl Kith {
             .central
             .json(self.central.get("/api/conversations").query(&query))
             .await?;
-        Ok(plain::bounded(&plain::recent(&res), max))
+        Ok(plain::bounded(&plain::recent(&res, self.me().await), max))
     }
 
     async fn context_text(&self, a: ContextArgs) -> std::result::Result<String, Failure> {

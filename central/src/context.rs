@@ -54,7 +54,7 @@ pub(crate) async fn context(
         // Only what clears the relevance floor: a pack of what merely
         // ranks first would tell an agent something untrue.
         let strong: Vec<_> = found.hits.iter().filter(|h| !h.weak).cloned().collect();
-        let packed = pack::pack(&strong, budget, |conversation| {
+        let packed = pack::pack(&strong, budget, v.handle(), |conversation| {
             if let Some(title) = titles.get(conversation) {
                 return Ok(title.clone());
             }

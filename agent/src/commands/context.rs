@@ -84,19 +84,23 @@ pub(crate) fn session_start(auth: &Auth) -> String {
     recent(auth, &cwd.to_string_lossy()).unwrap_or_default()
 }
 
+/// The person's own recent conversations in `project`: what others shared
+/// never starts a session (a share cannot put words in the recipient's
+/// agent's mouth).
 fn recent(auth: &Auth, project: &str) -> crate::Result<String> {
     let client = Client::new(auth)?.within(Duration::from_secs(5));
-    let res: ConversationsResponse = client.json(
-        client
-            .get("/api/conversations")
-            .query(&[("project", project), ("limit", &RECENT.to_string())]),
-    )?;
+    let me: kith_proto::StatusResponse = client.json(client.get("/api/status"))?;
+    let res: ConversationsResponse = client.json(client.get("/api/conversations").query(&[
+        ("project", project),
+        ("owner", &me.user),
+        ("limit", &RECENT.to_string()),
+    ]))?;
     if res.conversations.is_empty() {
         return Ok(String::new());
     }
     let block = format!(
         "Recent work in this project (kith; `kith show ID` or the kith MCP tools read more):\n{}",
-        plain::recent(&res)
+        plain::recent(&res, &me.user)
     );
     Ok(plain::bounded(&block, HOOK_MAX_TOKENS))
 }

@@ -60,7 +60,8 @@ pub(crate) enum ShareCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Take a grant back; it stops working at once.
+    /// Take a grant back, or decline one you received; it stops working
+    /// at once.
     Revoke {
         /// The grant's id or a unique prefix (as `kith share list` shows
         /// it), or a conversation: every grant you gave on it.
@@ -91,20 +92,30 @@ pub(crate) fn run(cmd: ShareCommand, client: &Client) -> Result<()> {
             client.send(client.delete(&format!("/api/shares/{}", path_part(&id))))?;
             let after: kith_proto::SharesResponse = client.json(client.get("/api/shares"))?;
             let short = short_ids(&after);
-            for g in after.given.iter().filter(|g| g.state == "revoked") {
-                let was_live = before
-                    .given
-                    .iter()
-                    .any(|b| b.id == g.id && b.state != "revoked");
-                if was_live {
-                    let said = format!(
-                        "revoked {} with {} (grant {})",
-                        covers(g),
-                        g.grantee,
-                        short(&g.id)
-                    );
-                    writeln!(stdout, "{}", printable(&said))?;
-                }
+            let ended = |now: &[kith_proto::Share], then: &[kith_proto::Share]| {
+                now.iter()
+                    .filter(|g| g.state == "revoked")
+                    .filter(|g| then.iter().any(|b| b.id == g.id && b.state != "revoked"))
+                    .cloned()
+                    .collect::<Vec<_>>()
+            };
+            for g in ended(&after.given, &before.given) {
+                let said = format!(
+                    "revoked {} with {} (grant {})",
+                    covers(&g),
+                    g.grantee,
+                    short(&g.id)
+                );
+                writeln!(stdout, "{}", printable(&said))?;
+            }
+            for g in ended(&after.received, &before.received) {
+                let said = format!(
+                    "declined {} from {} (grant {})",
+                    covers(&g),
+                    g.grantor,
+                    short(&g.id)
+                );
+                writeln!(stdout, "{}", printable(&said))?;
             }
         }
         ShareCommand::List { json } => {

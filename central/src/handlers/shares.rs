@@ -54,7 +54,8 @@ pub(crate) async fn delete(
 }
 
 #[utoipa::path(get, path = "/api/audit", params(AuditQuery),
-    responses((status = 200, body = AuditResponse), (status = 400, body = ErrorBody)))]
+    responses((status = 200, body = AuditResponse), (status = 400, body = ErrorBody),
+        (status = 404, body = ErrorBody)))]
 pub(crate) async fn audit(
     State(state): State<AppState>,
     viewer: Viewer,

@@ -91,7 +91,8 @@ impl Registry {
         )?)
     }
 
-    /// Revokes a grant the viewer gave.
+    /// Revokes a grant the viewer gave, or declines one it received: either
+    /// way it stops covering anything at once.
     pub fn revoke_share(&self, viewer: &Viewer, name: &str) -> Result<Revoked> {
         let ids = self.grants_named(viewer, name)?;
         if ids.is_empty() {
@@ -115,9 +116,10 @@ impl Registry {
         })
     }
 
-    /// The grants the viewer gave that `name` names: a grant id, a unique
-    /// prefix of one (at least `MIN_PREFIX` characters), or a conversation
-    /// (as `resolve_conversation` names one: every grant on one of its
+    /// The grants that `name` names: a grant the viewer gave or received,
+    /// by its id or a unique prefix of it (at least `MIN_PREFIX`
+    /// characters), or a conversation of the viewer's (as
+    /// `resolve_conversation` names one: every grant it gave on one of its
     /// runs).
     fn grants_named(&self, viewer: &Viewer, name: &str) -> Result<Vec<String>> {
         let me = viewer.user_id().as_str();
@@ -127,9 +129,12 @@ impl Registry {
                     .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
             });
         if grant_id {
+            // Given, or received: a recipient declines a share by taking
+            // it back as its giver would.
             let conn = self.reader();
             let mut stmt = conn.prepare_cached(
-                "SELECT id FROM shares WHERE grantor = ?1 AND substr(id, 1, length(?2)) = ?2
+                "SELECT id FROM shares WHERE (grantor = ?1 OR grantee = ?1)
+                   AND substr(id, 1, length(?2)) = ?2
                  ORDER BY id LIMIT 11",
             )?;
             let found: Vec<String> = stmt

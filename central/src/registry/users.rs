@@ -70,10 +70,17 @@ impl Registry {
         }
         let handles: Vec<String> = self.list_users()?.into_iter().map(|u| u.handle).collect();
         let near = near_handles(handle, &handles);
-        let message = if near.is_empty() {
-            format!("no member {handle}")
+        // A handle as long as any filter would be echoed whole: cut it.
+        let shown: String = handle.chars().take(64).collect();
+        let shown = if shown.len() < handle.len() {
+            format!("{shown}…")
         } else {
-            format!("no member {handle}; did you mean {}?", near.join(" or "))
+            shown
+        };
+        let message = if near.is_empty() {
+            format!("no member {shown}")
+        } else {
+            format!("no member {shown}; did you mean {}?", near.join(" or "))
         };
         Err(Error::invalid(Code::UnknownMember, message))
     }

@@ -349,15 +349,6 @@ mod tests {
                 limit: MAX_LIMIT as usize,
                 want: MAX_GROUP_POOL,
             },
-            Case {
-                what: "a limit of 0 is one",
-                req: with("x", &|r| r.limit = Some(0)),
-                query: "x",
-                keyword: Some("x"),
-                dated: false,
-                limit: 1,
-                want: 1,
-            },
         ];
         for case in cases {
             let plan = plan(&case.req, today()).unwrap_or_else(|e| panic!("{}: {e}", case.what));
@@ -373,5 +364,8 @@ mod tests {
             assert_eq!(plan.want, case.want, "{}", case.what);
             assert_eq!(plan.typed, case.req.query.trim(), "{}", case.what);
         }
+        // A page of nothing is a mistake, not a request.
+        let zero = plan(&with("x", &|r| r.limit = Some(0)), today()).err();
+        assert!(zero.is_some_and(|e| e.code() == Code::InvalidLimit));
     }
 }

@@ -2928,6 +2928,13 @@ fn conformance_search_rejects_oversized_filters() -> Result<()> {
             let mut at = serde_json::Map::new();
             at.insert(key.to_owned(), json!("x".repeat(4096)));
             let r = alice.post("/api/search", &with(Value::Object(at)))?;
+            if key == "owner" {
+                // Read, and no member is called that: said, not echoed whole.
+                assert_eq!(r.code(), "unknown_member", "{b}: {r:?}");
+                let said = r.body["error"]["message"].as_str().unwrap_or_default();
+                assert!(said.len() < 200, "{b}: {said}");
+                continue;
+            }
             assert_eq!(r.status, 200, "{b}: {key} of 4096 bytes: {r:?}");
             assert_eq!(r.body["hits"], json!([]), "{b}: {key}");
         }

@@ -291,11 +291,19 @@ async fn one_world(seed: u64) {
             assert_eq!(status, StatusCode::CREATED, "{res}");
             let revoke = rng.below(4) == 0;
             if revoke {
+                // Taken back by its giver, or declined by its recipient.
+                let by = if rng.below(2) == 0 { grantor } else { grantee };
                 let path = format!("/api/shares/{}", res["id"].as_str().unwrap_or_default());
-                let (status, _) = call(&app, &tokens[grantor], "DELETE", &path, None).await;
+                let (status, _) = call(&app, &tokens[by], "DELETE", &path, None).await;
                 assert_eq!(status, StatusCode::NO_CONTENT);
-                let (again, res) = call(&app, &tokens[grantor], "DELETE", &path, None).await;
+                let (again, res) = call(&app, &tokens[by], "DELETE", &path, None).await;
                 assert_eq!(again, StatusCode::CONFLICT, "{res}");
+                // A third member can neither take it back nor decline it.
+                let other = (0..tokens.len()).find(|u| *u != grantor && *u != grantee);
+                if let Some(other) = other {
+                    let (status, _) = call(&app, &tokens[other], "DELETE", &path, None).await;
+                    assert_eq!(status, StatusCode::NOT_FOUND);
+                }
             }
             grants.push(Grant {
                 grantor,
