@@ -394,6 +394,10 @@ pub struct ToolCall {
     pub input: String,
     /// What the tool answered (empty when the result was not captured).
     pub output: String,
+    /// For a call that edits or writes files, the change as a unified diff:
+    /// `--- a/PATH` and `+++ b/PATH`, then lines marked `-`, `+` or ` `.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diff: Option<String>,
 }
 
 /// One turn of a conversation, located in the delta it came from.
@@ -578,6 +582,9 @@ pub struct SearchGroup {
     pub owner: String,
     pub machine: String,
     pub agent_runtime: AgentRuntime,
+    /// The model its agent ran, as the conversation's first run names it.
+    #[serde(default)]
+    pub model: Option<String>,
     pub cwd: Option<String>,
     pub git_branch: Option<String>,
     /// The agent's session id, to resume it.

@@ -47,9 +47,9 @@ pub(crate) fn render_show(
     let mut out = String::new();
     header(&mut out, main.conversation, style, now);
     let mut placed = vec![false; subagents.len()];
-    let mut turns = main.turns.iter().peekable();
+    let mut turns = main.turns.iter().zip(1..).peekable();
     let mut inside = None;
-    while let Some(turn) = turns.next() {
+    while let Some((turn, number)) = turns.next() {
         let depth = enter(
             &mut out,
             turn,
@@ -57,8 +57,10 @@ pub(crate) fn render_show(
             &main.conversation.inline_subagents,
             style,
         );
-        render_turn(&mut out, turn, options, style, depth);
-        let last_of_run = turns.peek().is_none_or(|next| next.run_id != turn.run_id);
+        render_turn(&mut out, turn, Some(number), options, style, depth);
+        let last_of_run = turns
+            .peek()
+            .is_none_or(|(next, _)| next.run_id != turn.run_id);
         if !last_of_run {
             continue;
         }
@@ -90,7 +92,7 @@ pub(crate) fn render_turns(
     let mut inside = None;
     for turn in turns {
         let depth = enter(&mut out, turn, &mut inside, inline, style);
-        render_turn(&mut out, turn, options, style, depth);
+        render_turn(&mut out, turn, None, options, style, depth);
     }
     out
 }
@@ -142,15 +144,19 @@ fn render_subagent(
             short(&sub.conversation.id)
         ))
     );
-    for turn in sub.turns {
-        render_turn(out, turn, options, style, depth);
+    for (turn, number) in sub.turns.iter().zip(1..) {
+        render_turn(out, turn, Some(number), options, style, depth);
     }
 }
 
 fn header(out: &mut String, c: &Conversation, style: Style, now: OffsetDateTime) {
     let _ = writeln!(out, "{}", style.bold(&title_of(c)));
+    let agent = match &c.model {
+        Some(model) => format!("{} {model}", c.agent_runtime.as_str()),
+        None => c.agent_runtime.as_str().to_owned(),
+    };
     let mut facts = vec![
-        format!("[{}] {}", c.machine, c.agent_runtime.as_str()),
+        format!("[{}] {agent}", c.machine),
         c.owner.clone(),
         format!(
             "{} turns in {} deltas · started {} · last {}",
@@ -198,9 +204,13 @@ pub(crate) fn resume_hint(c: &Conversation, session: &str) -> String {
     }
 }
 
+/// One turn, labelled with its `number` in the conversation (a person's
+/// reference, the same across deltas) or, without one, with its delta and
+/// lines (what `kith mcp` cites).
 fn render_turn(
     out: &mut String,
     turn: &ConversationTurn,
+    number: Option<u64>,
     options: ShowOptions,
     style: Style,
     depth: usize,
@@ -215,29 +225,71 @@ fn render_turn(
                 out,
                 "{pad}{}",
                 style.dim(&format!(
-                    "  ⚙ {}: {}",
+                    "  ⚙ {}: {}{}",
                     tool.name,
-                    one_line(&tool.input, 100)
+                    one_line(&tool.input, 100),
+                    tool.diff.as_deref().map(diff_stat).unwrap_or_default()
                 ))
             );
         }
         _ => {
-            let _ = writeln!(
-                out,
-                "\n{pad}{} {}",
-                style.bold(&turn.role),
-                style.dim(&format!(
+            let label = match number {
+                Some(n) => format!("#{n}"),
+                None => format!(
                     "{} L{}-{}",
                     short_run(&turn.run_id),
                     turn.line_start,
                     turn.line_end
-                ))
+                ),
+            };
+            let _ = writeln!(
+                out,
+                "\n{pad}{} {}",
+                style.bold(&turn.role),
+                style.dim(&label)
             );
-            for line in printable(turn.text.trim_end()).lines() {
-                let _ = writeln!(out, "{pad}{line}");
+            match turn
+                .tool
+                .as_ref()
+                .and_then(|t| Some((t, t.diff.as_deref()?)))
+            {
+                // A change to files reads as its diff, then what the tool said.
+                Some((tool, diff)) => {
+                    let call = turn.text.lines().next().unwrap_or_default();
+                    let _ = writeln!(out, "{pad}{}", printable(call));
+                    for line in diff.lines() {
+                        let line = match line.as_bytes().first() {
+                            _ if line.starts_with("--- ") || line.starts_with("+++ ") => {
+                                style.bold(line)
+                            }
+                            Some(b'+') => style.added(line),
+                            Some(b'-') => style.removed(line),
+                            _ => printable(line).into_owned(),
+                        };
+                        let _ = writeln!(out, "{pad}{line}");
+                    }
+                    for line in printable(tool.output.trim_end()).lines() {
+                        let _ = writeln!(out, "{pad}{line}");
+                    }
+                }
+                None => {
+                    for line in printable(turn.text.trim_end()).lines() {
+                        let _ = writeln!(out, "{pad}{line}");
+                    }
+                }
             }
         }
     }
+}
+
+/// ` (+3 −1)`: the lines a diff adds and removes.
+fn diff_stat(diff: &str) -> String {
+    let count = |mark: char, header: &str| {
+        diff.lines()
+            .filter(|l| l.starts_with(mark) && !l.starts_with(header))
+            .count()
+    };
+    format!(" (+{} −{})", count('+', "+++ "), count('-', "--- "))
 }
 
 fn short_run(run_id: &str) -> String {
@@ -389,10 +441,16 @@ pub(crate) fn render_groups(
         } else {
             format!("{} · ", g.owner)
         };
-        let place = g
-            .cwd
+        let place = match (&g.cwd, &g.git_branch) {
+            (Some(cwd), Some(branch)) => format!(" · {cwd} ({branch})"),
+            (Some(cwd), None) => format!(" · {cwd}"),
+            (None, Some(branch)) => format!(" · ({branch})"),
+            (None, None) => String::new(),
+        };
+        let model = g
+            .model
             .as_deref()
-            .map(|cwd| format!(" · {cwd}"))
+            .map(|m| format!(" {m}"))
             .unwrap_or_default();
         let _ = writeln!(
             out,
@@ -400,7 +458,7 @@ pub(crate) fn render_groups(
             style.bold(&format!("[{}]", g.machine)),
             style.bold(&title),
             style.dim(&format!(
-                "{owner}{} · {}{place}{}{}",
+                "{owner}{}{model} · {}{place}{}{}",
                 g.agent_runtime.as_str(),
                 age(&g.last_activity_at, now),
                 tags_suffix(&g.tags),
@@ -494,6 +552,7 @@ mod tests {
                 name: "Bash".into(),
                 input: "cargo test".into(),
                 output: "test result: ok".into(),
+                diff: None,
             }),
             subagent: None,
         }
@@ -536,6 +595,12 @@ mod tests {
         let last_at = text.find("the last turn: done");
         assert!(sub_at.is_some() && sub_at < last_at, "{text}");
         assert!(text.contains("  three callers found"), "{text}");
+        // Turns are numbered through the conversation, not by delta lines.
+        assert!(text.contains("assistant #3\nthe last turn: done"), "{text}");
+        assert!(
+            text.contains("user #1\n") && !text.contains("L1-1"),
+            "{text}"
+        );
 
         let expanded = render_show(
             &Read {
@@ -549,6 +614,45 @@ mod tests {
             NOW,
         );
         assert!(expanded.contains("test result: ok"), "{expanded}");
+    }
+
+    /// An edit reads as its diff, coloured on a terminal, then the tool's
+    /// answer once.
+    #[test]
+    fn show_with_tools_prints_an_edit_as_its_diff() {
+        let main = conversation("c0123456789abcdef", "fix the parser", 0);
+        let mut edit = turn("r1", "tool", "Edit: src/a.rs\napplied once");
+        edit.tool = Some(ToolCall {
+            name: "Edit".into(),
+            input: "src/a.rs".into(),
+            output: "applied once".into(),
+            diff: Some("--- a/src/a.rs\n+++ b/src/a.rs\n-let n = 1;\n+let n = 2;\n keep".into()),
+        });
+        let read = Read {
+            conversation: &main,
+            turns: std::slice::from_ref(&edit),
+            parent_run: None,
+        };
+        let tools = ShowOptions { tools: true };
+        let text = render_show(&read, &[], tools, Style { color: false }, NOW);
+        assert!(
+            text.contains("Edit: src/a.rs\n--- a/src/a.rs\n+++ b/src/a.rs\n-let n = 1;\n+let n = 2;\n keep\napplied once\n"),
+            "{text}"
+        );
+        assert_eq!(text.matches("applied once").count(), 1, "{text}");
+        let colored = render_show(&read, &[], tools, Style { color: true }, NOW);
+        assert!(colored.contains("\x1b[31m-let n = 1;\x1b[0m"), "{colored}");
+        assert!(colored.contains("\x1b[32m+let n = 2;\x1b[0m"), "{colored}");
+        crate::render::term::tests::assert_only_own_styling(&colored);
+        let folded = render_show(
+            &read,
+            &[],
+            ShowOptions::default(),
+            Style { color: false },
+            NOW,
+        );
+        assert!(!folded.contains("let n"), "{folded}");
+        assert!(folded.contains("⚙ Edit: src/a.rs (+1 −1)"), "{folded}");
     }
 
     #[test]
@@ -752,6 +856,7 @@ mod tests {
             owner: owner.into(),
             machine: "laptop".into(),
             agent_runtime: AgentRuntime::ClaudeCode,
+            model: None,
             cwd: Some("/home/x".into()),
             git_branch: None,
             session_id: Some("sess-9".into()),
@@ -797,5 +902,50 @@ mod tests {
             ..res
         };
         assert!(render_groups(&none, None, Style { color: false }, NOW).contains("no matches"));
+    }
+
+    #[test]
+    fn a_search_group_names_its_model_and_branch_when_known() {
+        let mut g = kith_proto::SearchGroup {
+            conversation_id: "c0123456789abcdef".into(),
+            title: Some("fix the importer".into()),
+            owner: "alice.test".into(),
+            machine: "laptop".into(),
+            agent_runtime: AgentRuntime::Codex,
+            model: Some("gpt-5-codex".into()),
+            cwd: Some("/home/alice/importer".into()),
+            git_branch: Some("retry-429".into()),
+            session_id: None,
+            started_at: "2026-01-01T10:00:00.000Z".into(),
+            last_activity_at: "2026-01-02T11:00:00.000Z".into(),
+            tags: vec![],
+            score: 1.0,
+            weak: false,
+            hits: vec![],
+        };
+        let res = |g: &kith_proto::SearchGroup| SearchResponse {
+            hits: vec![],
+            groups: vec![g.clone()],
+            timing: Default::default(),
+            backend: "embedded".into(),
+            embedder: "none".into(),
+            degraded: None,
+            nothing_relevant: false,
+        };
+        let text = render_groups(&res(&g), None, Style { color: false }, NOW);
+        assert!(
+            text.contains("codex gpt-5-codex · 2026-01-02 · /home/alice/importer (retry-429)"),
+            "{text}"
+        );
+        (g.model, g.git_branch) = (None, None);
+        let text = render_groups(&res(&g), None, Style { color: false }, NOW);
+        assert!(
+            text.contains("codex · 2026-01-02 · /home/alice/importer\n"),
+            "{text}"
+        );
+        assert!(
+            !text.contains("gpt-5") && !text.contains("retry-429"),
+            "{text}"
+        );
     }
 }

@@ -41,6 +41,16 @@ impl Style {
         self.paint("2", s)
     }
 
+    /// A line a diff adds: green.
+    pub(crate) fn added(self, s: &str) -> String {
+        self.paint("32", s)
+    }
+
+    /// A line a diff removes: red.
+    pub(crate) fn removed(self, s: &str) -> String {
+        self.paint("31", s)
+    }
+
     /// Central marks matches with `«` `»`: bold-yellow on a terminal, kept
     /// as is otherwise (so piped output still shows them).
     pub(crate) fn highlight(self, snippet: &str) -> String {
@@ -90,7 +100,9 @@ pub(crate) fn one_line(s: &str, max_chars: usize) -> String {
     }
 }
 
-/// How old `ts` is, in the largest whole unit: `5s`, `3m`, `4h`, `2d`, `3w`, `5mo`, `2y`.
+/// When `ts` was, as people read it: how long ago in the largest whole
+/// unit within a week (`5s ago`, `3m ago`, `4h ago`, `2d ago`), its date
+/// past that (`2026-04-01`), where "9mo ago" alone says too little.
 pub(crate) fn age(ts: &str, now: OffsetDateTime) -> String {
     let Some(t) = kith_shared::timestamp::parse(ts) else {
         return "?".into();
@@ -100,10 +112,8 @@ pub(crate) fn age(ts: &str, now: OffsetDateTime) -> String {
         s if s < 60 => (s, "s"),
         s if s < 3600 => (s / 60, "m"),
         s if s < 86_400 => (s / 3600, "h"),
-        s if s < 14 * 86_400 => (s / 86_400, "d"),
-        s if s < 60 * 86_400 => (s / (7 * 86_400), "w"),
-        s if s < 365 * 86_400 => (s / (30 * 86_400), "mo"),
-        s => (s / (365 * 86_400), "y"),
+        s if s < 7 * 86_400 => (s / 86_400, "d"),
+        _ => return t.date().to_string(),
     };
     format!("{n}{unit} ago")
 }
@@ -118,9 +128,16 @@ pub(crate) mod tests {
     /// `out` with kith's own styling taken out holds no control character
     /// but line ends: nothing from central is obeyed by the terminal.
     pub(crate) fn assert_only_own_styling(out: &str) {
-        let plain = ["\x1b[1;33m", "\x1b[0m", "\x1b[1m", "\x1b[2m"]
-            .iter()
-            .fold(out.to_owned(), |o, code| o.replace(code, ""));
+        let plain = [
+            "\x1b[1;33m",
+            "\x1b[0m",
+            "\x1b[1m",
+            "\x1b[2m",
+            "\x1b[32m",
+            "\x1b[31m",
+        ]
+        .iter()
+        .fold(out.to_owned(), |o, code| o.replace(code, ""));
         assert!(
             !plain.chars().any(|c| c.is_control() && c != '\n'),
             "{plain:?}"
@@ -155,13 +172,15 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn ages_use_the_largest_whole_unit() {
+    fn ages_use_the_largest_whole_unit_within_a_week_and_dates_past_it() {
         let cases = [
             ("2026-05-11T11:59:30Z", "30s ago"),
             ("2026-05-11T11:00:00Z", "1h ago"),
             ("2026-05-09T12:00:00Z", "2d ago"),
-            ("2026-04-01T12:00:00Z", "5w ago"),
-            ("2025-05-11T12:00:00Z", "1y ago"),
+            ("2026-05-04T12:00:01Z", "6d ago"),
+            ("2026-05-04T12:00:00Z", "2026-05-04"),
+            ("2026-04-01T12:00:00Z", "2026-04-01"),
+            ("2025-05-11T12:00:00Z", "2025-05-11"),
             ("2026-05-12T12:00:00Z", "0s ago"),
             ("garbage", "?"),
         ];

@@ -26,6 +26,7 @@ mod sessions;
 mod shares;
 mod tags;
 mod users;
+mod values;
 mod viewer;
 
 pub use conversations::{ConversationFilter, Facets, MAX_FILTER_BYTES};
@@ -36,6 +37,7 @@ pub use runs::{ancestry_of, ForestFilter, NewRun, StoredRun};
 pub use sessions::{SignedIn, SESSION_MAX_DAYS};
 pub use shares::{AuditFilter, AuditRow, Revoked, ShareRow};
 pub use users::UserRow;
+pub use values::FilterValues;
 pub use viewer::Viewer;
 
 const SCHEMA: &str = "

@@ -8,8 +8,8 @@ use serde::Deserialize;
 
 use super::session::WebSession;
 use super::view::{
-    AuditPage, Chrome, ConversationPage, ConversationView, GroupView, InlineSubagentView, ListPage,
-    MachinesPage, SearchPage, ShareView, SharesPage, TurnView,
+    AuditPage, Chrome, ConversationPage, ConversationView, Filter, GroupView, InlineSubagentView,
+    ListPage, MachinesPage, Paging, SearchPage, ShareView, SharesPage, TurnView,
 };
 use super::{render, PageResult};
 use crate::error::{Code, Error};
@@ -18,6 +18,9 @@ use crate::state::AppState;
 
 /// Turns shown on one page of the reader.
 const TURNS_PER_PAGE: usize = 500;
+
+/// Conversations shown on one page of search results.
+const RESULTS_PER_PAGE: u32 = 20;
 
 impl WebSession {
     fn chrome(&self) -> Option<Chrome> {
@@ -57,9 +60,14 @@ pub(crate) struct SearchForm {
     since: String,
     #[serde(default)]
     until: String,
+    #[serde(default)]
+    tag: String,
     /// Also what is below the relevance floor.
     #[serde(default)]
     weak: String,
+    /// Conversations before this page's first.
+    #[serde(default)]
+    offset: u32,
 }
 
 /// A filled-in field, trimmed.
@@ -129,19 +137,23 @@ pub(crate) async fn search(
         command: given(&form.command),
         branch: given(&form.branch),
         owner: given(&form.owner),
+        tags: given(&form.tag).into_iter().collect(),
         ..SearchFilters::default()
     };
     let filters_open = filters != SearchFilters::default();
     let q = form.q.trim().to_owned();
     let show_weak = !form.weak.is_empty();
-    let (groups, degraded, nothing_relevant) = if q.is_empty() {
+    let offset = form.offset;
+    let (mut groups, degraded, nothing_relevant) = if q.is_empty() {
         (Vec::new(), None, false)
     } else {
         let req = SearchRequest {
             query: q.clone(),
             mode,
             filters,
-            limit: Some(20),
+            // One more than a page: whether there is a next one.
+            limit: Some(RESULTS_PER_PAGE + 1),
+            offset,
             group: GroupBy::Conversation,
             ..SearchRequest::default()
         };
@@ -155,8 +167,44 @@ pub(crate) async fn search(
         };
         (groups, res.degraded, nothing_relevant)
     };
-    let field = |name, label, value: &str| (name, label, value.to_owned(), "text");
-    let day = |name, label, value: &str| (name, label, value.to_owned(), "date");
+    let more = groups.len() > RESULTS_PER_PAGE as usize;
+    groups.truncate(RESULTS_PER_PAGE as usize);
+    let raw = raw.unwrap_or_default();
+    let at = |offset: u32| {
+        let rest: Vec<&str> = raw
+            .split('&')
+            .filter(|p| !p.is_empty() && !p.starts_with("offset="))
+            .collect();
+        format!("/?{}&offset={offset}", rest.join("&"))
+    };
+    let pages = Paging {
+        first: offset as usize + 1,
+        last: offset as usize + groups.len(),
+        prev: (offset > 0).then(|| at(offset.saturating_sub(RESULTS_PER_PAGE))),
+        next: more.then(|| at(offset + RESULTS_PER_PAGE)),
+    };
+    let values = {
+        let (s, v) = (state.clone(), session.viewer.clone());
+        tokio::task::spawn_blocking(move || s.registry().filter_values(&v)).await??
+    };
+    let field = |name, label, value: &str, list: &[String]| Filter {
+        name,
+        label,
+        value: value.to_owned(),
+        kind: "text",
+        values: list.to_vec(),
+    };
+    let day = |name, label, value: &str| Filter {
+        name,
+        label,
+        value: value.to_owned(),
+        kind: "date",
+        values: Vec::new(),
+    };
+    let agents: Vec<String> = AgentRuntime::ALL
+        .iter()
+        .map(|a| a.as_str().to_owned())
+        .collect();
     Ok(render(&SearchPage {
         chrome: session.chrome(),
         modes: [
@@ -168,21 +216,23 @@ pub(crate) async fn search(
         .map(|(v, l, m)| (v, l, m == mode))
         .collect(),
         filters: vec![
-            field("owner", "Owner (handle)", &form.owner),
-            field("machine", "Machine", &form.machine),
-            field("project", "Project folder", &form.project),
-            field("branch", "Git branch", &form.branch),
-            field("file", "File touched", &form.file),
-            field("tool", "Tool used", &form.tool),
-            field("command", "Command run", &form.command),
-            field("runtime", "Agent (claude-code, codex, pi)", &form.runtime),
+            field("owner", "Owner (handle)", &form.owner, &values.owners),
+            field("machine", "Machine", &form.machine, &values.machines),
+            field("project", "Project folder", &form.project, &values.projects),
+            field("branch", "Git branch", &form.branch, &values.branches),
+            field("tag", "Tag", &form.tag, &values.tags),
+            field("file", "File touched", &form.file, &[]),
+            field("tool", "Tool used", &form.tool, &values.tools),
+            field("command", "Command run", &form.command, &[]),
+            field("runtime", "Agent", &form.runtime, &agents),
             day("since", "Since", &form.since),
             day("until", "Until", &form.until),
         ],
         filters_open,
         degraded,
         nothing_relevant,
-        weak_href: format!("/?{}&weak=1", raw.unwrap_or_default()),
+        weak_href: format!("/?{raw}&weak=1"),
+        pages,
         groups,
         q,
     }))
@@ -267,23 +317,23 @@ pub(crate) async fn conversation(
         .iter()
         .map(InlineSubagentView::from)
         .collect();
+    // The page's first turn, 0-based in the conversation.
+    let first = turns.next_offset.unwrap_or(turns.total) - turns.turns.len() as u64;
     Ok(render(&ConversationPage {
         chrome: session.chrome(),
         csrf: session.csrf(),
         own,
         total: turns.total,
-        prev: {
-            let first = turns.next_offset.unwrap_or(turns.total) - turns.turns.len() as u64;
-            (first > 0).then(|| {
-                let o = first.saturating_sub(TURNS_PER_PAGE as u64);
-                format!("/c/{id}?offset={o}")
-            })
-        },
+        prev: (first > 0).then(|| {
+            let o = first.saturating_sub(TURNS_PER_PAGE as u64);
+            format!("/c/{id}?offset={o}")
+        }),
         next: turns.next_offset.map(|o| format!("/c/{id}?offset={o}")),
         turns: turns
             .turns
             .into_iter()
-            .map(|t| TurnView::new(t, &c.conversation.inline_subagents))
+            .zip(first + 1..)
+            .map(|(t, number)| TurnView::new(t, number, &c.conversation.inline_subagents))
             .collect(),
         subagents: c
             .subagents

@@ -47,8 +47,7 @@ pub(super) struct SearchPage {
     pub q: String,
     /// (value, label, selected)
     pub modes: Vec<(&'static str, &'static str, bool)>,
-    /// (field name, label, value, input type)
-    pub filters: Vec<(&'static str, &'static str, String, &'static str)>,
+    pub filters: Vec<Filter>,
     pub filters_open: bool,
     pub degraded: Option<String>,
     /// No hit clears the relevance floor (and the weak ones were not asked
@@ -56,7 +55,28 @@ pub(super) struct SearchPage {
     pub nothing_relevant: bool,
     /// This search again, weak matches shown.
     pub weak_href: String,
+    pub pages: Paging,
     pub groups: Vec<GroupView>,
+}
+
+/// One field of the search form, with the values it may take (offered as
+/// a datalist).
+pub(super) struct Filter {
+    pub name: &'static str,
+    pub label: &'static str,
+    pub value: String,
+    /// The input's type: `text` or `date`.
+    pub kind: &'static str,
+    pub values: Vec<String>,
+}
+
+/// Where a page of results sits: its first and last conversation (1-based)
+/// and the links to the pages either side.
+pub(super) struct Paging {
+    pub first: usize,
+    pub last: usize,
+    pub prev: Option<String>,
+    pub next: Option<String>,
 }
 
 #[derive(Template)]
@@ -125,7 +145,11 @@ pub(super) struct ConversationView {
     pub title: String,
     pub owner: String,
     pub machine: String,
+    pub agent: &'static str,
+    pub model: Option<String>,
     pub project: Option<String>,
+    pub branch: Option<String>,
+    pub tags: Vec<String>,
     pub when: String,
     pub turns: u64,
     pub depth: u32,
@@ -139,7 +163,11 @@ impl From<Conversation> for ConversationView {
             id: c.id,
             owner: c.owner,
             machine: c.machine,
+            agent: c.agent_runtime.as_str(),
+            model: c.model,
             project: c.cwd,
+            branch: c.git_branch,
+            tags: c.tags,
             turns: c.turn_count,
             depth: c.depth,
         }
@@ -171,7 +199,11 @@ pub(super) struct GroupView {
     pub title: String,
     pub owner: String,
     pub machine: String,
+    pub agent: &'static str,
+    pub model: Option<String>,
     pub project: Option<String>,
+    pub branch: Option<String>,
+    pub tags: Vec<String>,
     pub when: String,
     /// Below the relevance floor (every hit weak).
     pub weak: bool,
@@ -198,7 +230,11 @@ impl From<SearchGroup> for GroupView {
             conversation_id: g.conversation_id,
             owner: g.owner,
             machine: g.machine,
+            agent: g.agent_runtime.as_str(),
+            model: g.model,
             project: g.cwd,
+            branch: g.git_branch,
+            tags: g.tags,
             weak: g.weak,
             hits: g
                 .hits
@@ -223,20 +259,51 @@ impl From<SearchGroup> for GroupView {
 /// One turn of the reader.
 pub(super) struct TurnView {
     pub anchor: String,
-    /// `12` or `12-20`: the lines of its run's JSONL.
+    /// Its place in the conversation, 1-based, counted across deltas.
+    pub number: u64,
+    /// `12` or `12-20`: the lines of its delta's JSONL.
     pub lines: String,
     pub role: String,
     pub text: String,
     pub blocks: Vec<Block>,
     pub timestamp: Option<String>,
     pub tool: Option<ToolCall>,
+    /// The tool call's change, a line each (empty when it changed no file).
+    pub diff: Vec<DiffLine>,
     /// The inline subagent whose turn it is, by name.
     pub subagent: Option<String>,
 }
 
+/// One line of a tool call's diff, with its class: `diff-add`, `diff-del`,
+/// `diff-file` (a file's header), `diff-hunk` or `diff-same`.
+pub(super) struct DiffLine {
+    pub class: &'static str,
+    pub text: String,
+}
+
+/// A unified diff's lines, each classed for the reader.
+pub(super) fn diff_lines(diff: &str) -> Vec<DiffLine> {
+    diff.lines()
+        .map(|line| {
+            let class = match line.as_bytes().first() {
+                _ if line.starts_with("--- ") || line.starts_with("+++ ") => "diff-file",
+                _ if line.starts_with("@@") => "diff-hunk",
+                Some(b'+') => "diff-add",
+                Some(b'-') => "diff-del",
+                _ => "diff-same",
+            };
+            DiffLine {
+                class,
+                text: line.to_owned(),
+            }
+        })
+        .collect()
+}
+
 impl TurnView {
-    /// A turn of a conversation whose inline subagents are `inline`.
-    pub(super) fn new(t: ConversationTurn, inline: &[InlineSubagent]) -> Self {
+    /// The `number`th turn of a conversation whose inline subagents are
+    /// `inline`.
+    pub(super) fn new(t: ConversationTurn, number: u64, inline: &[InlineSubagent]) -> Self {
         let subagent = t.subagent.as_deref().map(|id| {
             inline
                 .iter()
@@ -246,6 +313,7 @@ impl TurnView {
         });
         Self {
             subagent,
+            number,
             anchor: anchor(&t.run_id, t.line_start),
             lines: if t.line_end > t.line_start {
                 format!("{}-{}", t.line_start, t.line_end)
@@ -256,6 +324,12 @@ impl TurnView {
             text: t.text,
             role: t.role,
             timestamp: t.timestamp.as_deref().map(when),
+            diff: t
+                .tool
+                .as_ref()
+                .and_then(|tool| tool.diff.as_deref())
+                .map(diff_lines)
+                .unwrap_or_default(),
             tool: t.tool,
         }
     }
@@ -406,6 +480,24 @@ mod tests {
     }
 
     #[test]
+    fn a_diffs_lines_are_classed_by_their_mark() {
+        let lines = diff_lines("--- a/x.rs\n+++ b/x.rs\n@@ -1 +1 @@\n-old\n+new\n same\n--x");
+        let got: Vec<(&str, &str)> = lines.iter().map(|l| (l.class, l.text.as_str())).collect();
+        assert_eq!(
+            got,
+            [
+                ("diff-file", "--- a/x.rs"),
+                ("diff-file", "+++ b/x.rs"),
+                ("diff-hunk", "@@ -1 +1 @@"),
+                ("diff-del", "-old"),
+                ("diff-add", "+new"),
+                ("diff-same", " same"),
+                ("diff-del", "--x"),
+            ]
+        );
+    }
+
+    #[test]
     fn an_inline_subagents_turn_is_named() {
         let turn = |subagent: Option<&str>| ConversationTurn {
             run_id: "r1".into(),
@@ -425,7 +517,7 @@ mod tests {
             started_at: None,
             ended_at: None,
         }];
-        let named = |s| TurnView::new(turn(s), &inline).subagent;
+        let named = |s| TurnView::new(turn(s), 1, &inline).subagent;
         assert_eq!(named(Some("toolu_1")).as_deref(), Some("explore"));
         assert_eq!(named(Some("toolu_2")).as_deref(), Some("toolu_2"));
         assert_eq!(named(None), None);
@@ -441,7 +533,11 @@ mod tests {
                 title: "Fix the report".into(),
                 owner: "alice.test".into(),
                 machine: "laptop".into(),
+                agent: "claude-code",
+                model: None,
                 project: None,
+                branch: None,
+                tags: Vec::new(),
                 when: "2026-05-14 18:02".into(),
                 turns: 9,
                 depth: 0,
