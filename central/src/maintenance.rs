@@ -331,6 +331,7 @@ pub(crate) fn doctor(state: &AppState, operator: &Operator) -> Result<DoctorRepo
         let expected = if format.folds() {
             // Indexed as its chain reads whole (`indexer::worker::chain_chunks`).
             chain_chunks(state, format, &meta)?
+                .runs
                 .into_iter()
                 .find(|(run, _)| run.run.id == meta.id)
                 .map_or(0, |(_, chunks)| chunks.len())

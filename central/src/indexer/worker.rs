@@ -15,7 +15,7 @@ use sha2::{Digest, Sha256};
 use crate::error::{Error, Result};
 use crate::index::Standing;
 use crate::privacy::Operator;
-use crate::registry::{Indexed, PendingJob, StoredRun};
+use crate::registry::{Indexed, LiveFacts, PendingJob, StoredRun};
 use crate::run::Run;
 use crate::state::AppState;
 use crate::store::RunRecord;
@@ -56,8 +56,13 @@ pub fn index_batch(state: &AppState) -> Result<usize> {
     Ok(jobs.len())
 }
 
-/// Each run of a chain and its chunks (`chain_chunks`).
-pub type ChainChunks = Vec<(StoredRun, Vec<Chunk>)>;
+/// A source chain read whole (`chain_chunks`).
+pub struct ChainChunks {
+    /// Each run, in byte order, with its chunks.
+    pub runs: Vec<(StoredRun, Vec<Chunk>)>,
+    /// The facts the chain's live messages give its runs.
+    pub live: LiveFacts,
+}
 
 /// The chains of folding formats one batch read: each read and parsed once
 /// however many of its runs the batch indexes (a backlog, a reindex), and
@@ -144,6 +149,7 @@ fn index_chain(
     if let Some(chain) = read.get(&key) {
         // An earlier job of this batch read it and put its changed runs.
         let (run, chunks) = chain
+            .runs
             .iter()
             .find(|(run, _)| run.run.id == meta.id)
             .ok_or_else(not_in_chain)?;
@@ -153,9 +159,10 @@ fn index_chain(
         return indexed(run, chunks);
     }
     let chain = chain_chunks(state, format, meta)?;
+    state.registry().set_live_facts(&chain.live)?;
     let mut own = None;
     let mut theirs_put = Vec::new();
-    for (run, chunks) in &chain {
+    for (run, chunks) in &chain.runs {
         let this = indexed(run, chunks)?;
         if run.run.id == meta.id {
             state.index().put_run(meta, standing, chunks)?;
@@ -205,7 +212,8 @@ fn chunks_digest(superseded: bool, chunks: &[Chunk]) -> String {
 }
 
 /// The chunks of every run of `meta`'s source chain, read as one
-/// transcript (`transcript::parse_chain`), in byte order.
+/// transcript (`transcript::read_chain`), in byte order, and the facts its
+/// live messages give.
 pub fn chain_chunks(state: &AppState, format: Format, meta: &Run) -> Result<ChainChunks> {
     let user = UserId::parse(&meta.user_id).map_err(|e| Error::Internal(e.to_string()))?;
     // The indexer reads the chain it indexes and hands no run to anyone.
@@ -218,15 +226,29 @@ pub fn chain_chunks(state: &AppState, format: Format, meta: &Run) -> Result<Chai
         .map(|run| state.store().read_jsonl(&run.blob_path))
         .collect::<std::io::Result<Vec<_>>>()?;
     let deltas: Vec<&[u8]> = blobs.iter().map(Vec::as_slice).collect();
-    let turns = transcript::parse_chain(format, &deltas);
-    Ok(runs
+    let chain = transcript::read_chain(format, &deltas);
+    let live = LiveFacts {
+        head: runs
+            .iter()
+            .find(|r| r.run.from_offset == 0)
+            .map(|r| r.run.id.clone()),
+        title: chain.title,
+        intent: chain.intent,
+        turn_counts: runs
+            .iter()
+            .zip(&chain.deltas)
+            .map(|(run, turns)| (run.run.id.clone(), turns.len() as u64))
+            .collect(),
+    };
+    let runs = runs
         .into_iter()
-        .zip(turns)
+        .zip(chain.deltas)
         .map(|(run, turns)| {
             let chunks = chunk_turns(&turns, &ChunkConfig::default());
             (run, chunks)
         })
-        .collect())
+        .collect();
+    Ok(ChainChunks { runs, live })
 }
 
 /// Starts the worker on a thread of its own, at background priority; it

@@ -33,7 +33,7 @@ pub use conversations::{ConversationFilter, Facets, MAX_FILTER_BYTES};
 pub use forgotten::{line_hashes, ForgetSet, Forgetter, Tombstone};
 pub use jobs::{Indexed, Lane, PendingJob};
 pub use machines::{MachineAuth, MachineRow};
-pub use runs::{ancestry_of, ForestFilter, NewRun, StoredRun};
+pub use runs::{ancestry_of, ForestFilter, LiveFacts, NewRun, StoredRun};
 pub use sessions::{SignedIn, SESSION_MAX_DAYS};
 pub use shares::{AuditFilter, AuditRow, Revoked, ShareRow};
 pub use users::UserRow;

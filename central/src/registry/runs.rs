@@ -488,3 +488,42 @@ impl Registry {
             .collect()
     }
 }
+
+/// What a transcript whose later records rewrite earlier ones (Gemini CLI,
+/// OpenCode) says once its chain is read whole: each run's live turns (not
+/// every version of an edited message) and the head run's title and intent
+/// (its first prompt as last edited). The catalog carries them; each run's
+/// record keeps what its delta alone said, and indexing the chain again
+/// sets them again.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LiveFacts {
+    /// The chain's first run (from byte 0), when it is there.
+    pub head: Option<String>,
+    pub title: Option<String>,
+    pub intent: Option<String>,
+    /// (run id, live turns)
+    pub turn_counts: Vec<(String, u64)>,
+}
+
+impl Registry {
+    /// Writes a chain's live facts into its runs' catalog entries.
+    pub fn set_live_facts(&self, live: &LiveFacts) -> Result<()> {
+        let mut conn = self.conn();
+        let tx = conn.transaction()?;
+        for (run, turns) in &live.turn_counts {
+            tx.prepare_cached(
+                "UPDATE runs SET meta_json = json_set(meta_json, '$.turn_count', ?2) WHERE id = ?1",
+            )?
+            .execute(params![run, to_i64(*turns)])?;
+        }
+        if let Some(head) = &live.head {
+            tx.prepare_cached(
+                "UPDATE runs SET meta_json = json_set(meta_json, '$.title', ?2, '$.intent', ?3)
+                 WHERE id = ?1",
+            )?
+            .execute(params![head, live.title, live.intent])?;
+        }
+        tx.commit()?;
+        Ok(())
+    }
+}

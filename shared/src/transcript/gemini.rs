@@ -6,8 +6,9 @@
 //! under the same id (the last copy wins), `{"$set":{...}}` merges metadata
 //! and, when it holds `messages`, replaces the whole list, and
 //! `{"$rewindTo":"<id>"}` drops that message and every one after it. Only the
-//! messages live at the end of the bytes become turns, each at the line of
-//! its last copy.
+//! messages live at the end of the bytes become turns, each with the text of
+//! its last copy at the line of its first: an edited message stays in its
+//! place, as Gemini CLI shows it.
 
 use serde_json::Value;
 
@@ -17,8 +18,8 @@ use super::{Records, Role};
 
 #[derive(Default)]
 pub(super) struct Gemini {
-    /// The live messages in conversation order, each with the line of the
-    /// copy that counts.
+    /// The live messages in conversation order, each (its last copy) with
+    /// the line it first appeared at.
     live: Vec<(Value, u64)>,
 }
 
@@ -26,7 +27,7 @@ impl Gemini {
     fn put(&mut self, message: &Value, line: u64) {
         let id = str_at(message, "id");
         match id.and_then(|id| self.position(id)) {
-            Some(i) => self.live[i] = (message.clone(), line),
+            Some(i) => self.live[i].0 = message.clone(),
             None => self.live.push((message.clone(), line)),
         }
     }
@@ -42,9 +43,16 @@ impl Records for Gemini {
     fn record(&mut self, b: &mut Builder, v: &Value, line: u64) -> bool {
         if let Some(set) = v.get("$set") {
             if let Some(messages) = set.get("messages").and_then(Value::as_array) {
-                self.live.clear();
+                // A message the list held already keeps its place.
+                let before = std::mem::take(&mut self.live);
                 for m in messages {
-                    self.put(m, line);
+                    let first = str_at(m, "id").and_then(|id| {
+                        before
+                            .iter()
+                            .find(|(old, _)| str_at(old, "id") == Some(id))
+                            .map(|(_, at)| *at)
+                    });
+                    self.put(m, first.unwrap_or(line));
                 }
             }
             metadata(b, set);
@@ -156,14 +164,14 @@ mod tests {
     const SESSION: &str = "gemini/tally/chats/session-2026-05-13T09-14-7c1e4a2b.jsonl";
 
     #[test]
-    fn only_the_live_messages_are_turns_each_at_its_last_copy() {
+    fn only_the_live_messages_are_turns_each_at_its_first_line() {
         let bytes =
             String::from_utf8(super::super::super::fixtures::read(SESSION)).unwrap_or_default();
         let t = check(
             Format::Gemini,
             &bytes,
             "user 2-2: Why does tally reject amounts with a thousands separator?
-             tool 5-5 [read_file]: read_file: /home/sam/src/tally/src/parse.rs⏎Read 42 lines fr
+             tool 4-4 [read_file]: read_file: /home/sam/src/tally/src/parse.rs⏎Read 42 lines fr
              assistant 6-6: parse_amount strips the currency sign but never the comma, s
              user 11-11: Just strip the comma, and ask a subagent to find other calle
              tool 12-12 [codebase_investigator]: codebase_investigator: Find every caller of parse_amount⏎par
@@ -203,14 +211,14 @@ mod tests {
             Format::Gemini,
             input,
             "user 4-4: kept
-             assistant 6-6: kept, edited",
+             assistant 4-4: kept, edited",
         );
         let rewound = format!("{input}{{\"$rewindTo\":\"c\"}}\n");
         check(Format::Gemini, &rewound, "");
     }
 
     /// A rewind in a later delta drops turns an earlier delta holds; a
-    /// message appended again moves to the delta of its last copy.
+    /// message appended again keeps its place with its new text.
     #[test]
     fn a_chain_of_deltas_folds_as_one_file() {
         let one = concat!(
@@ -225,12 +233,40 @@ mod tests {
             "{\"id\":\"d\",\"type\":\"user\",\"content\":\"after\"}\n",
         );
         let read = read_chain(Format::Gemini, &[one, two]);
-        assert_eq!(read, [vec!["2: keep me"], vec!["1: final", "3: after"]]);
+        assert_eq!(read, [vec!["2: keep me", "3: final"], vec!["3: after"]]);
         // Append-only formats read each delta alone, as ingest did.
         let pi = "{\"type\":\"message\",\"message\":{\"role\":\"user\",\"content\":\"x\"}}\n";
         let alone = parse_chain(Format::Pi, &[pi.as_bytes(), pi.as_bytes()]);
         let once = parse(Format::Pi, pi.as_bytes()).turns;
         assert_eq!(alone, [once.clone(), once]);
+    }
+
+    /// Regression: an edited first message moved to the end, after the
+    /// answers to it, and its old text stayed the title.
+    #[test]
+    fn an_edited_message_stays_in_its_first_place_and_names_the_title() {
+        let one = concat!(
+            "{\"sessionId\":\"s1\",\"kind\":\"main\"}\n",
+            "{\"id\":\"a\",\"type\":\"user\",\"content\":\"fix the parsre\"}\n",
+            "{\"id\":\"b\",\"type\":\"gemini\",\"content\":\"which parser?\"}\n",
+            "{\"id\":\"c\",\"type\":\"user\",\"content\":\"the amount one\"}\n",
+        );
+        let two = "{\"id\":\"a\",\"type\":\"user\",\"content\":\"fix the amount parser\"}\n";
+        let read = read_chain(Format::Gemini, &[one, two]);
+        assert_eq!(
+            read,
+            [
+                vec![
+                    "2: fix the amount parser",
+                    "3: which parser?",
+                    "4: the amount one"
+                ],
+                vec![]
+            ]
+        );
+        let whole = parse(Format::Gemini, format!("{one}{two}").as_bytes());
+        assert_eq!(whole.title.as_deref(), Some("fix the amount parser"));
+        assert_eq!(whole.turns.len(), 3, "live turns, not versions");
     }
 
     #[test]

@@ -193,17 +193,43 @@ impl Format {
     }
 }
 
-/// The turns of each delta of one transcript, deltas in byte order, each
-/// turn's lines numbered within its delta. An append-only format reads each
+/// One transcript read as a chain of deltas (`read_chain`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Chain {
+    /// The turns of each delta, deltas in byte order, each turn's lines
+    /// numbered within its delta.
+    pub deltas: Vec<Vec<Turn>>,
+    /// The title and intent of the transcript's live messages: for a
+    /// format that folds, of the latest version of its first prompt.
+    pub title: Option<String>,
+    pub intent: Option<String>,
+}
+
+/// The turns of each delta of one transcript (`read_chain`'s `deltas`).
+pub fn parse_chain(format: Format, deltas: &[&[u8]]) -> Vec<Vec<Turn>> {
+    read_chain(format, deltas).deltas
+}
+
+/// One transcript's deltas read together. An append-only format reads each
 /// delta alone, as ingest did. A format that [folds](Format::folds) is read
 /// as one: only the live turns come back, each in the delta that holds the
 /// line it is placed at.
-pub fn parse_chain(format: Format, deltas: &[&[u8]]) -> Vec<Vec<Turn>> {
+pub fn read_chain(format: Format, deltas: &[&[u8]]) -> Chain {
     if !format.folds() {
-        return deltas.iter().map(|d| parse(format, d).turns).collect();
+        let mut read = deltas.iter().map(|d| parse(format, d));
+        let first = read.next().unwrap_or_default();
+        let (title, intent) = (first.title, first.intent);
+        let mut turns = vec![first.turns];
+        turns.extend(read.map(|t| t.turns));
+        turns.truncate(deltas.len());
+        return Chain {
+            deltas: turns,
+            title,
+            intent,
+        };
     }
-    let whole = deltas.concat();
-    let mut turns = parse(format, &whole).turns.into_iter().peekable();
+    let whole = parse(format, &deltas.concat());
+    let mut turns = whole.turns.into_iter().peekable();
     let mut first_line = 0;
     let mut out = Vec::with_capacity(deltas.len());
     for delta in deltas {
@@ -217,7 +243,11 @@ pub fn parse_chain(format: Format, deltas: &[&[u8]]) -> Vec<Vec<Turn>> {
         first_line += n_lines;
         out.push(mine);
     }
-    out
+    Chain {
+        deltas: out,
+        title: whole.title,
+        intent: whole.intent,
+    }
 }
 
 /// One format's reading of decoded records.

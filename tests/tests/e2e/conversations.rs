@@ -662,3 +662,69 @@ fn another_persons_conversation_is_absent_by_every_name() -> Result<()> {
     assert_eq!(listed(&alice_api, "file=src/parser.rs")?, set(&[&her_id]));
     Ok(())
 }
+
+/// Gemini CLI keeps an edited message in its first place: `/turns`, the
+/// title and the turn count follow the live version (a real session, then
+/// a later delta that edits its first prompt), where central used to move
+/// it to the end, keep the old text as the title and count both versions.
+#[test]
+fn an_edited_gemini_prompt_stays_first_and_names_the_conversation() -> Result<()> {
+    let central = Central::start()?;
+    let token = kith_tests::register_local(&central.data_dir, "gina.local", "laptop")?;
+    let api = central.client(&token);
+    let session =
+        kith_shared::fixtures::read("gemini/tally/chats/session-2026-05-13T09-14-7c1e4a2b.jsonl");
+    let edit = concat!(
+        r#"{"id":"u-1","timestamp":"2026-05-13T09:14:11.204Z","type":"user","#,
+        r#""content":[{"text":"Why does tally reject amounts like 1,200?"}]}"#,
+        "\n"
+    );
+    let post = |from: usize, bytes: &[u8]| -> Result<String> {
+        let text = String::from_utf8(bytes.to_vec())?;
+        let res = api.post(
+            "/api/runs",
+            &json!({
+                "jsonl": text,
+                "agent_runtime": "gemini",
+                "source_identity": "gemini-tally",
+                "from_offset": from,
+                "to_offset": from + bytes.len(),
+            }),
+        )?;
+        ensure!(res.status == 202, "ingest: {res:?}");
+        Ok(str_of(&res.body, "run_id"))
+    };
+    post(0, &session)?;
+    let last = post(session.len(), edit.as_bytes())?;
+    api.wait_indexed(&last, Duration::from_secs(60))?;
+    // The chain's second job may still be folding the first: wait for both.
+    wait_all_indexed(&api)?;
+    let list = api.get("/api/conversations?limit=10")?;
+    let conversations = items(&list.body["conversations"]);
+    ensure!(conversations.len() == 1, "{list:?}");
+    let c = &conversations[0];
+    ensure!(
+        c["title"] == "Why does tally reject amounts like 1,200?",
+        "{c}"
+    );
+    let id = str_of(c, "id");
+    let turns = api.get(&format!("/api/conversations/{id}/turns"))?;
+    let turns = items(&turns.body["turns"]);
+    ensure!(
+        turns.first().map(|t| t["text"].clone())
+            == Some(json!("Why does tally reject amounts like 1,200?")),
+        "{turns:?}"
+    );
+    ensure!(
+        !turns
+            .iter()
+            .any(|t| str_of(t, "text").contains("thousands separator")),
+        "the old version is gone: {turns:?}"
+    );
+    // Eight live turns (as the session alone reads), not nine versions.
+    ensure!(
+        c["turn_count"] == turns.len() && turns.len() == 8,
+        "{c} {turns:?}"
+    );
+    Ok(())
+}
