@@ -417,7 +417,10 @@ impl Out {
 mod tests {
     use serde_json::json;
 
+    use super::super::tests::{own, third_party};
+    use super::super::{parse, Format, Role, Transcript};
     use super::*;
+    use crate::fixtures;
 
     /// Checks `diff` has each of `present` as a whole line and none of
     /// `absent` anywhere.
@@ -805,5 +808,302 @@ mod tests {
     fn a_path_with_a_newline_stays_one_header_line() {
         let diff = of_input(&json!({"file_path": "a\nb", "content": "x"}));
         assert_eq!(diff.as_deref(), Some("--- a/a b\n+++ b/a b\n@@\n+x"));
+    }
+
+    /// The diffs of a parsed transcript's turns: `(first line, tool, diff)`.
+    fn diffs(t: &Transcript) -> Vec<(u64, &str, &str)> {
+        t.turns
+            .iter()
+            .filter_map(|turn| {
+                let tool = turn.tool_names.first().map_or("", String::as_str);
+                Some((turn.line_start, tool, turn.diff.as_deref()?))
+            })
+            .collect()
+    }
+
+    /// Only the tools that edit have diffs, and some tools that do not
+    /// edit were called in `t`.
+    fn check_only_edits(what: &str, t: &Transcript, edits: &[&str]) {
+        for turn in &t.turns {
+            let edit = turn.tool_names.iter().any(|n| edits.contains(&n.as_str()));
+            assert_eq!(turn.diff.is_some(), edit, "{what}: {}", turn.text);
+        }
+        assert!(
+            t.turns
+                .iter()
+                .any(|x| x.role == Role::Tool && x.diff.is_none()),
+            "{what}: no call without a diff"
+        );
+    }
+
+    #[test]
+    fn a_real_claude_code_session_shows_its_edits_and_write() {
+        let t = own("claude-code/-home-sam-src-tally/9d0e4b7a-5c2f-4f18-a3e6-1b8c7d2f4a55.jsonl");
+        check_only_edits("claude", &t, &["Edit", "Write"]);
+        let found = diffs(&t);
+        let tools: Vec<(u64, &str)> = found.iter().map(|&(line, tool, _)| (line, tool)).collect();
+        assert_eq!(
+            tools,
+            [(11, "Edit"), (21, "Edit"), (23, "Write"), (42, "Edit")]
+        );
+        assert_eq!(
+            found[0].2,
+            "--- a//home/sam/src/tally/src/entry.rs
++++ b//home/sam/src/tally/src/entry.rs
+@@
++    /// How long the entry lasted; an end before the start is on the next day.
+     pub fn duration(&self) -> Duration {
+-        self.end - self.start
++        let d = self.end - self.start;
++        if d.is_negative() {
++            d + Duration::hours(24)
++        } else {
++            d
++        }
+     }"
+        );
+        assert_eq!(
+            found[1].2,
+            "--- a//home/sam/src/tally/src/report.rs
++++ b//home/sam/src/tally/src/report.rs
+@@
+-        if e.end < e.start {
+-            continue;
+-        }"
+        );
+        check(
+            "a write",
+            Some(found[2].2),
+            &[
+                "+++ b//home/sam/src/tally/tests/midnight.rs",
+                "+use tally::entry::Entry;",
+                "+}",
+            ],
+            &["\n ", "\n-"],
+        );
+    }
+
+    #[test]
+    fn a_real_codex_rollout_shows_its_patches() {
+        let dir = "codex/2026/05/11";
+        let t = own(&format!(
+            "{dir}/rollout-2026-05-11T14-02-09-019e17a2-4c3b-7d10-9a6e-52f0c8b1d3e4.jsonl"
+        ));
+        check_only_edits("codex", &t, &["apply_patch"]);
+        let found = diffs(&t);
+        let lines: Vec<u64> = found.iter().map(|&(line, _, _)| line).collect();
+        assert_eq!(lines, [26, 31, 52]);
+        check(
+            "two files in one patch",
+            Some(found[0].2),
+            &[
+                "--- a/src/cli.rs",
+                "+++ b/src/cli.rs",
+                "     Report {",
+                "+        json: bool,",
+                "--- a/src/report.rs",
+                "-pub fn print(entries: &[Entry], week: Option<u8>) {",
+                "+pub fn print(entries: &[Entry], week: Option<u8>, json: bool) {",
+            ],
+            &["*** ", "Begin Patch", "End Patch"],
+        );
+        assert_eq!(
+            found[1].2,
+            "--- a/src/main.rs
++++ b/src/main.rs
+@@
+-        Command::Report { week } => report::print(&entries, week),
++        Command::Report { week, json } => report::print(&entries, week, json),"
+        );
+        let t = own(&format!(
+            "{dir}/rollout-2026-05-11T14-04-51-019e17a5-0f61-7b2a-8c44-e91d06a7b2f5.jsonl"
+        ));
+        let found = diffs(&t);
+        assert_eq!(found.len(), 1);
+        check(
+            "an added file",
+            Some(found[0].2),
+            &[
+                "--- /dev/null",
+                "+++ b/tests/report_json.rs",
+                "+use std::process::Command;",
+                "+}",
+            ],
+            &["\n ", "\n-"],
+        );
+    }
+
+    #[test]
+    fn a_codex_shell_call_that_runs_apply_patch_shows_it() {
+        let item = |payload: &str| {
+            format!("{{\"timestamp\":\"2026-05-11T12:00:00Z\",\"type\":\"response_item\",\"payload\":{payload}}}\n")
+        };
+        let input = [
+            item(r#"{"type":"function_call","name":"exec_command","call_id":"a","arguments":"{\"cmd\":\"apply_patch <<'EOF'\\n*** Begin Patch\\n*** Update File: a.rs\\n@@\\n-x\\n+y\\n*** End Patch\\nEOF\\n\",\"workdir\":\"/w\"}"}"#),
+            item(r#"{"type":"function_call","name":"shell","call_id":"b","arguments":"{\"command\":[\"apply_patch\",\"*** Begin Patch\\n*** Delete File: b.rs\\n*** End Patch\\n\"]}"}"#),
+            item(r#"{"type":"function_call","name":"exec_command","call_id":"c","arguments":"{\"cmd\":\"cargo test\"}"}"#),
+        ]
+        .concat();
+        let t = parse(Format::Codex, input.as_bytes());
+        let found: Vec<(u64, &str)> = diffs(&t)
+            .into_iter()
+            .map(|(line, _, d)| (line, d))
+            .collect();
+        assert_eq!(
+            found,
+            [
+                (1, "--- a/a.rs\n+++ b/a.rs\n@@\n-x\n+y"),
+                (2, "--- a/b.rs\n+++ /dev/null"),
+            ]
+        );
+    }
+
+    #[test]
+    fn real_pi_gemini_and_cursor_sessions_show_their_edits() {
+        let cases: &[(&str, &[&str], u64, &[&str])] = &[
+            (
+                "pi/--home-sam-src-notes-site--/2026-05-07T19-20-07-530Z_e5b2c8d1-7a44-4f0e-b96a-3d1f28c07a9e.jsonl",
+                &["edit", "write"],
+                23,
+                &["--- a//home/sam/src/notes-site/README.md", " ## Dates", "+", "+A post's `date` is a day; the feed publishes it at noon Europe/Berlin (build/date.ts)."],
+            ),
+            (
+                "gemini/tally/chats/session-2026-05-13T09-14-7c1e4a2b.jsonl",
+                &["replace"],
+                12,
+                &["--- a//home/sam/src/tally/src/parse.rs", "-s.trim_start_matches('$')", "+s.trim_start_matches('$').replace(',', \"\")"],
+            ),
+            (
+                "cursor/home-sam-src-tally/agent-transcripts/5b8e2d14-7a3c-4e91-b6f0-2c9d4a1e8f73.jsonl",
+                &["StrReplace"],
+                4,
+                &[" Report {", "+    #[arg(long)]", "+    since: Option<Date>,"],
+            ),
+        ];
+        for (rel, edits, line, present) in cases {
+            let t = own(rel);
+            for turn in &t.turns {
+                let edit = turn.tool_names.iter().any(|n| edits.contains(&n.as_str()));
+                assert_eq!(turn.diff.is_some(), edit, "{rel}: {}", turn.text);
+            }
+            let found = diffs(&t);
+            let diff = found.iter().find(|d| d.0 == *line).map(|d| d.2);
+            check(rel, diff, present, &["\n-Report {"]);
+        }
+    }
+
+    #[test]
+    fn an_opencode_edit_part_shows_its_diff() {
+        let part = |id: &str, input: &str| {
+            format!(
+                r#"{{"kind":"part","id":"{id}","message_id":"m","session_id":"s","time_updated":1,"data":{{"type":"tool","tool":"edit","callID":"{id}","state":{{"status":"completed","input":{input},"output":"ok"}}}}}}"#
+            )
+        };
+        let input = [
+            r#"{"kind":"message","id":"m","session_id":"s","time_updated":1,"data":{"role":"assistant","time":{"created":1}}}"#.to_owned(),
+            part("p1", r#"{"filePath":"/w/index.ts","oldString":"let a = 1;","newString":"const a = 1;"}"#),
+            // As the OpenCode database fixture holds one: a whole file.
+            part("p2", r#"{"filePath":"/w/b.ts","content":"// sqlite path\nconsole.log(\"sqlite\");"}"#),
+            part("p3", r#"{"filePath":"/w/c.ts"}"#),
+        ]
+        .join("\n");
+        let t = parse(Format::OpenCode, input.as_bytes());
+        let found: Vec<&str> = diffs(&t).into_iter().map(|d| d.2).collect();
+        assert_eq!(
+            found,
+            [
+                "--- a//w/index.ts\n+++ b//w/index.ts\n@@\n-let a = 1;\n+const a = 1;",
+                "--- a//w/b.ts\n+++ b//w/b.ts\n@@\n+// sqlite path\n+console.log(\"sqlite\");",
+            ]
+        );
+    }
+
+    /// The third-party sessions, where this checkout has them: an edit,
+    /// writes and patches by agents other than the repository's own.
+    #[test]
+    fn third_party_sessions_show_their_edits() {
+        let cases: &[(&str, &[&str], &[&str])] = &[
+            (
+                "claude-code/codemie-ai__codemie-code__4c2ddfdc-b619-4525-8d03-1950fb1b0257.jsonl",
+                &["Edit", "Write"],
+                &[" #!/usr/bin/env python3", "+# Simple hello world program", " def main():"],
+            ),
+            (
+                "codex/codemie-ai__codemie-code__rollout-2026-05-11T11-26-55-019e1625-789d-76c0-80ab-3724b5ddb799.jsonl",
+                &["apply_patch"],
+                &["--- a/src/agents/plugins/codemie-code.plugin.ts", "+    compaction: {", "     provider: {"],
+            ),
+            (
+                "copilot/git-ai-project__git-ai__copilot_cli_session_events.jsonl",
+                &["create", "edit", "str_replace_editor"],
+                &["+++ b//Users/test/project/hello.py", "+print('hello world')"],
+            ),
+            (
+                "cursor/git-ai-project__git-ai__cursor-session-simple.jsonl",
+                &["Write", "StrReplace"],
+                &["+HBO shows that aired during the 1990s (1990–1999)"],
+            ),
+            (
+                "pi/badlogic__pi-mono__compact.jsonl",
+                &["edit", "write"],
+                &["-\tif (model && !model.reasoning) {", "+\tif (!model || !model.reasoning) {"],
+            ),
+        ];
+        for (rel, edits, present) in cases {
+            let Some(t) = third_party(rel) else { return };
+            for turn in &t.turns {
+                let edit = turn.tool_names.iter().any(|n| edits.contains(&n.as_str()));
+                // An edit whose input was cut from the file has no diff.
+                if !edit {
+                    assert!(turn.diff.is_none(), "{rel}: {}", turn.text);
+                }
+            }
+            let all: Vec<&str> = diffs(&t).into_iter().flat_map(|d| d.2.lines()).collect();
+            for want in *present {
+                assert!(all.contains(want), "{rel}: no line {want:?}");
+            }
+        }
+    }
+
+    /// Gemini CLI's whole-session JSON (which kith does not read as a
+    /// transcript) holds `write_file` and `replace` calls in their real shape.
+    #[test]
+    fn gemini_cli_calls_in_their_real_shape() {
+        let rels = [
+            "gemini/codemie-ai__codemie-code__session-2026-01-16T11-01-file-ops-37b7abef.json",
+            "gemini/git-ai-project__git-ai__gemini-session-simple.json",
+        ];
+        let mut found = Vec::new();
+        for rel in rels {
+            let Some(bytes) = fixtures::third_party(rel) else {
+                return;
+            };
+            let session: Value = serde_json::from_slice(&bytes).unwrap_or_default();
+            let calls = session["messages"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .flat_map(|m| m["toolCalls"].as_array().into_iter().flatten());
+            for call in calls {
+                let name = call["name"].as_str().unwrap_or_default();
+                let diff = of_input(&call["args"]);
+                assert_eq!(
+                    diff.is_some(),
+                    ["write_file", "replace"].contains(&name),
+                    "{rel}: {name}"
+                );
+                found.extend(diff);
+            }
+        }
+        let all: Vec<&str> = found.iter().flat_map(|d| d.lines()).collect();
+        for want in [
+            "+++ b/hello.md",
+            "+# Hello World",
+            "--- a//Users/svarlamov/projects/testing-git/index.ts",
+            " console.log('hello world');",
+            "+console.log('hello bob');",
+        ] {
+            assert!(all.contains(&want), "no line {want:?}");
+        }
     }
 }
