@@ -172,6 +172,7 @@ mod tests {
             timestamp: Some(format!("t{}", lines.0)),
             tool_names: Vec::new(),
             subagent: None,
+            diff: None,
         }
     }
 

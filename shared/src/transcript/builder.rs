@@ -9,7 +9,7 @@ use serde_json::Value;
 use super::text::{
     call_line, input_summary, push_paragraph, shell_command, str_at, title_of, truncate_chars,
 };
-use super::{Role, SubagentSpan, Transcript, Turn};
+use super::{diff, Role, SubagentSpan, Transcript, Turn};
 
 const MAX_INTENT_CHARS: usize = 500;
 
@@ -55,6 +55,7 @@ impl Builder {
             timestamp: ts.map(str::to_owned),
             tool_names: Vec::new(),
             subagent: self.subagent.clone(),
+            diff: None,
         });
         self.turns.len() - 1
     }
@@ -85,12 +86,14 @@ impl Builder {
         }
     }
 
-    /// A tool call: its own turn, which its result will join.
+    /// A tool call: its own turn, which its result will join, with the
+    /// `diff` of the files it edits ([`Turn::diff`]).
     pub(super) fn call(
         &mut self,
         id: Option<&str>,
         name: &str,
         text: &str,
+        diff: Option<String>,
         line: u64,
         ts: Option<&str>,
     ) {
@@ -98,6 +101,7 @@ impl Builder {
         self.facts.tool_call_count += 1;
         let idx = self.turn(Role::Tool, text, line, ts);
         self.turns[idx].tool_names.push(name.to_owned());
+        self.turns[idx].diff = diff;
         if let Some(id) = id {
             self.calls.insert(id.to_owned(), idx);
         }
@@ -105,7 +109,8 @@ impl Builder {
 
     /// A tool call from its JSON input, in the shape most agents write
     /// (a name and an object of arguments): the files its `file_keys`
-    /// name, its command when `shell` (a shell tool), and its call turn.
+    /// name, its command when `shell` (a shell tool), and its call turn
+    /// with the diff its input makes, if it edits files.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn tool_use(
         &mut self,
@@ -127,7 +132,8 @@ impl Builder {
                 self.command(&command);
             }
         }
-        self.call(id, name, &call_line(name, &input_summary(input)), line, ts);
+        let text = call_line(name, &input_summary(input));
+        self.call(id, name, &text, diff::of_input(input), line, ts);
     }
 
     /// A tool result: appended to its call's turn when the call is in the

@@ -9,7 +9,7 @@ use super::text::{
     blocks_text, call_line, content_text, input_summary, said_something, shell_command, str_at,
     strip_reminders, tag,
 };
-use super::{Records, Role};
+use super::{diff, Records, Role};
 
 pub(super) struct Claude;
 
@@ -159,7 +159,8 @@ fn assistant(b: &mut Builder, message: &Value, line: u64, ts: Option<&str>) {
             }
         }
         let text = call_line(name, &input_summary(input));
-        b.call(str_at(block, "id"), name, &text, line, ts);
+        let diff = diff::of_input(input);
+        b.call(str_at(block, "id"), name, &text, diff, line, ts);
     }
 }
 

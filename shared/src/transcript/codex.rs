@@ -6,7 +6,7 @@ use serde_json::Value;
 
 use super::builder::{fill, Builder};
 use super::text::{call_line, content_text, input_summary, shell_command, str_at};
-use super::{Records, Role};
+use super::{diff, Records, Role};
 
 #[derive(Default)]
 pub(super) struct Codex {
@@ -202,10 +202,13 @@ impl Codex {
 const SHELL_TOOLS: [&str; 3] = ["shell", "exec_command", "container.exec"];
 
 fn call(b: &mut Builder, id: Option<&str>, name: &str, input: &str, line: u64, ts: Option<&str>) {
-    if input.contains("*** Begin Patch") {
+    let diff = if input.contains("*** Begin Patch") {
         patch_files(b, input);
-    }
-    b.call(id, name, &call_line(name, input), line, ts);
+        diff::of_patch(input)
+    } else {
+        None
+    };
+    b.call(id, name, &call_line(name, input), diff, line, ts);
 }
 
 /// The files an `apply_patch` input names (relative to the session's cwd).

@@ -12,6 +12,7 @@ mod claude;
 mod codex;
 mod copilot;
 mod cursor;
+mod diff;
 mod gemini;
 mod opencode;
 mod pi;
@@ -122,6 +123,10 @@ pub struct Turn {
     /// the parent's transcript holds it (Copilot CLI); `None` for the
     /// transcript's own agent.
     pub subagent: Option<String>,
+    /// For a tool call that edits or writes files, what it changed as
+    /// unified-diff-style text, at most 400 lines of 500 characters (the
+    /// `diff` module says its form); `None` for any other turn.
+    pub diff: Option<String>,
 }
 
 /// A subagent whose turns are in its parent's transcript: the wire type,

@@ -107,6 +107,7 @@ fn message(b: &mut Builder, m: &Value, line: u64, ts: Option<&str>) {
                 None,
                 "bash",
                 &format!("bash: {command}\n{output}"),
+                None,
                 line,
                 ts,
             );
