@@ -294,7 +294,7 @@ pub(crate) fn turns_of(run_id: &str, turns: Vec<Turn>) -> Vec<ConversationTurn> 
                     name,
                     input,
                     output: output.to_owned(),
-                    diff: None,
+                    diff: t.diff.clone(),
                 }
             });
             ConversationTurn {
