@@ -47,6 +47,15 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// mid-answer) and is journalled as it is.
 const STREAMING_GRACE_MS: i64 = 10 * 60 * 1000;
 
+/// A session with a row written in the last day is read whole again at
+/// least this often, whatever its fingerprint says: OpenCode can rewrite a
+/// row without changing its `time_updated` (twice in one millisecond, read
+/// in between), which changes no count, latest or sum. Such a rewrite is
+/// captured within this bound, at the cost of re-reading the day's active
+/// sessions (a journal takes only what changed).
+const REREAD_ACTIVE_MS: i64 = 5 * 60 * 1000;
+const ACTIVE_MS: i64 = 24 * 60 * 60 * 1000;
+
 /// Whether a change to `path` is one of OpenCode's sources.
 pub(super) fn is_source(paths: &Paths, path: &Path) -> bool {
     let db = database(paths);
@@ -102,7 +111,7 @@ pub(super) fn refresh(paths: &Paths, source: &Path) -> Result<Vec<PathBuf>> {
             None => Ok(Vec::new()),
         };
     }
-    refresh_db(paths)
+    refresh_db(paths, now_ms())
 }
 
 fn database(paths: &Paths) -> PathBuf {
@@ -286,7 +295,8 @@ struct SessionRow {
 /// OpenCode writes meanwhile. Answers the journals of those sessions.
 /// A sync that fails (a full disk) fails the refresh; the fingerprints of
 /// the sessions synced before it are lost with it, which costs a re-read.
-fn refresh_db(paths: &Paths) -> Result<Vec<PathBuf>> {
+/// `now` (ms since the epoch) tells a streaming answer and an active session.
+fn refresh_db(paths: &Paths, now: i64) -> Result<Vec<PathBuf>> {
     let db = database(paths);
     if !db.is_file() {
         return Ok(Vec::new());
@@ -332,7 +342,7 @@ fn refresh_db(paths: &Paths) -> Result<Vec<PathBuf>> {
             reasons.push(format!("session {:?}: not a usable id", session.id));
             continue;
         }
-        let print = print_of(&session, &prints);
+        let print = print_of(&session, &prints, now);
         let journal = session_journal(paths, &session.id);
         if known.get(&session.id) == Some(&print) && journal.is_file() {
             continue;
@@ -340,8 +350,7 @@ fn refresh_db(paths: &Paths) -> Result<Vec<PathBuf>> {
         let n_reasons = reasons.len();
         let messages = rows(&tx, MESSAGES, &session.id, &mut reasons).map_err(&err)?;
         let parts = rows(&tx, PARTS, &session.id, &mut reasons).map_err(&err)?;
-        let (records, waiting) =
-            session_records(&session, &messages, &parts, now_ms(), &mut reasons);
+        let (records, waiting) = session_records(&session, &messages, &parts, now, &mut reasons);
         let partial = reasons.len() > n_reasons || waiting;
         synced.push(sync_session(paths, &session.id, records, partial)?);
         // A session with a row not read, or an answer still streaming, is
@@ -440,10 +449,10 @@ fn now_ms() -> i64 {
 /// Per session, the count, latest and sum of `time_updated` of its
 /// messages and of its parts, from one scan of each table: OpenCode stamps
 /// each row it writes, so a row added, changed or deleted changes them (a
-/// row rewritten twice within one millisecond, read in between, is read
-/// again with its session's next change).
-fn fingerprints(tx: &rusqlite::Transaction) -> rusqlite::Result<HashMap<String, String>> {
-    let mut out: HashMap<String, String> = HashMap::new();
+/// row rewritten within the millisecond it was read in is caught by
+/// `REREAD_ACTIVE_MS`). With each, the latest `time_updated` as a number.
+fn fingerprints(tx: &rusqlite::Transaction) -> rusqlite::Result<HashMap<String, (String, i64)>> {
+    let mut out: HashMap<String, (String, i64)> = HashMap::new();
     for table in ["message", "part"] {
         let sql = format!(
             "SELECT session_id, count(*), max(time_updated), total(time_updated) \
@@ -458,17 +467,27 @@ fn fingerprints(tx: &rusqlite::Transaction) -> rusqlite::Result<HashMap<String, 
                 continue;
             };
             let (n, last, sum): (i64, _, f64) = (r.get(1)?, r.get_ref(2)?, r.get(3)?);
-            let print = out.entry(session).or_default();
+            let (print, latest) = out.entry(session).or_default();
             print.push_str(&format!("{table}:{n}:{last:?}:{sum};"));
+            *latest = (*latest).max(last.as_i64().unwrap_or_default());
         }
     }
     Ok(out)
 }
 
-/// A session's fingerprint: its own row (small, read whole) and its rows'.
-fn print_of(session: &SessionRow, prints: &HashMap<String, String>) -> String {
-    let rows = prints.get(&session.id).map_or("", String::as_str);
-    kith_shared::hash::sha256_hex(format!("{}|{rows}", session.data.get()).as_bytes())
+/// A session's fingerprint at `now_ms`: its own row (small, read whole) and
+/// its rows'; for a session active in the last day, also the
+/// `REREAD_ACTIVE_MS` period `now_ms` falls in, so it is read again each.
+fn print_of(session: &SessionRow, prints: &HashMap<String, (String, i64)>, now_ms: i64) -> String {
+    let (rows, latest) = prints
+        .get(&session.id)
+        .map_or(("", 0), |(p, latest)| (p.as_str(), *latest));
+    let period = if now_ms.saturating_sub(latest) < ACTIVE_MS {
+        (now_ms / REREAD_ACTIVE_MS).to_string()
+    } else {
+        String::new()
+    };
+    kith_shared::hash::sha256_hex(format!("{}|{rows}|{period}", session.data.get()).as_bytes())
 }
 
 /// The fingerprint of each session as last journalled whole, so that a

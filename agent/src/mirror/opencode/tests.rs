@@ -70,6 +70,11 @@ impl Machine {
     fn refresh_db(&self) -> Result<Vec<PathBuf>> {
         refresh(&self.paths, &database(&self.paths))
     }
+
+    /// A refresh as if the clock read `now` (ms since the epoch).
+    fn refresh_db_at(&self, now: i64) -> Result<Vec<PathBuf>> {
+        refresh_db(&self.paths, now)
+    }
 }
 
 fn put_message(db: &Connection, id: &str, role: &str, at: i64) {
@@ -261,6 +266,48 @@ fn only_sessions_whose_rows_changed_are_read_again() -> Result<()> {
     std::fs::remove_file(m.journal("ses_b")).expect("removed");
     assert_eq!(m.refresh_db()?, [m.journal("ses_b")]);
     assert_eq!(m.lines("ses_b").len(), 2);
+    Ok(())
+}
+
+/// Regression: a row OpenCode rewrote without changing its `time_updated`
+/// (twice in one millisecond, read in between) was never captured until
+/// something else in its session changed. An active session is read whole
+/// again each `REREAD_ACTIVE_MS`; an idle one is not.
+#[test]
+fn a_row_rewritten_at_the_same_time_is_captured_within_the_reread_bound() -> Result<()> {
+    let m = Machine::new();
+    let db = m.db();
+    let now: i64 = 1_790_000_000_000;
+    let at = now - 1_000;
+    // A user's message: an answer this young would still be streaming.
+    put_message(&db, "msg_1", "user", at);
+    put_part(&db, "prt_1", "msg_1", &text("draft answer"), at);
+    second_session(&db);
+    assert_eq!(
+        m.refresh_db_at(now)?,
+        [m.journal("ses_a"), m.journal("ses_b")]
+    );
+    assert_eq!(m.turns("ses_a"), [pair("user", "draft answer")]);
+
+    // The same row, new text, the same `time_updated`.
+    db.execute(
+        "UPDATE part SET data = ?1 WHERE id = 'prt_1'",
+        [text("final answer")],
+    )
+    .expect("a rewrite");
+    // Within the same period nothing tells it changed.
+    assert_eq!(m.refresh_db_at(now + 1)?, Vec::<PathBuf>::new());
+    // The next period reads the active session whole, not the idle one.
+    let later = now + REREAD_ACTIVE_MS;
+    assert_eq!(m.refresh_db_at(later)?, [m.journal("ses_a")]);
+    assert_eq!(m.turns("ses_a"), [pair("user", "final answer")]);
+    // Idle for a day: read again only when its rows change.
+    let idle = at + ACTIVE_MS + 1;
+    assert_eq!(m.refresh_db_at(idle)?, [m.journal("ses_a")]);
+    assert_eq!(
+        m.refresh_db_at(idle + 2 * REREAD_ACTIVE_MS)?,
+        Vec::<PathBuf>::new()
+    );
     Ok(())
 }
 
