@@ -358,8 +358,16 @@ pub(crate) fn render_tree(
             style.bold(&format!("[{}]", c.machine)),
             style.bold(&title_of(c)),
             style.dim(&format!(
-                "{} · {} turns · {} · {}{}",
+                "{}{}{} · {} turns · {} · {}{}",
                 c.agent_runtime.as_str(),
+                c.model
+                    .as_deref()
+                    .map(|m| format!(" {m}"))
+                    .unwrap_or_default(),
+                c.git_branch
+                    .as_deref()
+                    .map(|b| format!(" ({b})"))
+                    .unwrap_or_default(),
                 c.turn_count,
                 span(&c.started_at, &c.last_activity_at, now),
                 short(&c.id),
@@ -675,6 +683,17 @@ mod tests {
         );
         assert!(lines[0].contains("c0123456789a") && !lines[0].contains("c0123456789ab"));
         assert!(lines[0].contains("2h → 1h ago"), "{text}");
+        // The agent's model and branch, when known.
+        assert!(lines[0].contains("claude-code (main) · 3 turns"), "{text}");
+        let mut c = conversation("c0123456789abcdef", "fix the parser", 0);
+        (c.model, c.git_branch) = (Some("claude-x".into()), None);
+        let one = ConversationsResponse {
+            conversations: vec![c],
+            next_cursor: None,
+        };
+        let text = render_tree(&one, Style { color: false }, NOW);
+        assert!(text.contains("claude-code claude-x · "), "{text}");
+        assert!(!text.contains("(main)"), "{text}");
     }
 
     fn inline(id: &str, name: Option<&str>) -> InlineSubagent {
