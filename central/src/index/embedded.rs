@@ -807,7 +807,25 @@ impl SearchIndex for EmbeddedIndex {
             for id in run_ids {
                 w.delete_term(Term::from_field_text(f.run_id, id));
             }
-            w.commit().map(drop).map_err(index_err)
+            w.commit().map_err(index_err)?;
+            // A deleted document stays in its segment's files until the
+            // segment is rewritten: rewrite each that holds one, so the
+            // forgotten text is in no file of the index.
+            let holding: Vec<_> = self
+                .index
+                .searchable_segment_metas()
+                .map_err(index_err)?
+                .iter()
+                .filter(|m| m.has_deletes())
+                .map(|m| m.id())
+                .collect();
+            if !holding.is_empty() {
+                w.merge(&holding).wait().map_err(index_err)?;
+            }
+            w.garbage_collect_files()
+                .wait()
+                .map(drop)
+                .map_err(index_err)
         })?;
         self.reader.reload().map_err(index_err)?;
         let live: std::collections::HashSet<u64> = self

@@ -178,6 +178,9 @@ impl Registry {
                 .execute([id])?;
         }
         tx.commit()?;
+        // The WAL still holds the pages as they were: copied back and
+        // emptied now, the forgotten text is on no page of the registry.
+        conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
         Ok(())
     }
 

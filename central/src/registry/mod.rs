@@ -213,6 +213,9 @@ impl Registry {
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "synchronous", "FULL")?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
+        // What is deleted (a forgotten conversation's title and prompt) is
+        // overwritten, not left in free pages.
+        conn.pragma_update(None, "secure_delete", "ON")?;
         conn.execute_batch(SCHEMA)?;
         migrate(&conn)?;
         let reader = Connection::open(path)?;

@@ -497,3 +497,77 @@ fn lines_a_forgotten_conversation_shared_by_chance_stay_in_the_others() -> Resul
     assert!(!String::from_utf8(bytes)?.contains("pangolin"));
     Ok(())
 }
+
+/// The files under `data` that hold `word`, anywhere (the index's
+/// segments, the registry and its WAL included).
+fn holding(data: &Path, word: &str) -> Result<Vec<PathBuf>> {
+    let mut stack = vec![data.to_path_buf()];
+    let mut out = Vec::new();
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir)? {
+            let path = entry?.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if std::fs::read(&path)?
+                .windows(word.len())
+                .any(|w| w == word.as_bytes())
+            {
+                out.push(path);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Regression: a forgotten conversation's text stayed on disk in the
+/// search index's segments (its documents only marked deleted) and the
+/// registry's free pages and WAL, readable by anyone with the disk. After
+/// a forget, no file of central's data folder holds its words; the
+/// conversation kept is still found.
+#[test]
+fn a_forget_leaves_no_file_holding_the_forgotten_words() -> Result<()> {
+    let central = Central::start()?;
+    let token = kith_tests::register_local(&central.data_dir, "fern.local", "laptop")?;
+    let api = central.client(&token);
+    let post = |source: &str, text: &str| -> Result<String> {
+        let line = kith_tests::claude_user_line(text, "2026-05-11T10:00:00Z");
+        let res = api.post("/api/runs", &kith_tests::delta(source, 0, &line))?;
+        ensure!(res.status == 202, "ingest: {res:?}");
+        Ok(res.body["run_id"].as_str().unwrap_or_default().to_owned())
+    };
+    // Sent together, indexed together: one segment of the index holds both,
+    // so the forgotten one's documents are not a segment of their own.
+    let kept = post("fern-kept", "the kept marmosetplan for the garden")?;
+    let gone = post(
+        "fern-gone",
+        "the secret quokkaflorin diary about the wombatgrail",
+    )?;
+    for run in [&kept, &gone] {
+        api.wait_indexed(run, Duration::from_secs(60))?;
+    }
+    for word in ["quokkaflorin", "wombatgrail"] {
+        ensure!(
+            !holding(&central.data_dir, word)?.is_empty(),
+            "the test's words are stored before the forget"
+        );
+    }
+    // A conversation is named by any of its run ids.
+    let res = api.send(
+        api.http
+            .delete(api.url(&format!("/api/conversations/{gone}"))),
+    )?;
+    ensure!(res.status == 200, "forget: {res:?}");
+    for word in ["quokkaflorin", "wombatgrail"] {
+        let left = holding(&central.data_dir, word)?;
+        ensure!(left.is_empty(), "{word} is still in {left:?}");
+    }
+    let found = api.post(
+        "/api/search",
+        &json!({"query": "marmosetplan", "mode": "keyword"}),
+    )?;
+    ensure!(
+        found.body["hits"].as_array().is_some_and(|h| !h.is_empty()),
+        "{found:?}"
+    );
+    Ok(())
+}
