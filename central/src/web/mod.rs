@@ -10,6 +10,7 @@
 
 pub(crate) mod actions;
 pub(crate) mod assets;
+mod highlight;
 pub(crate) mod limits;
 pub(crate) mod pages;
 pub(crate) mod session;
