@@ -12,6 +12,7 @@ pub(crate) mod actions;
 pub(crate) mod assets;
 mod highlight;
 pub(crate) mod limits;
+mod markdown;
 pub(crate) mod pages;
 pub(crate) mod session;
 mod view;
