@@ -10,7 +10,9 @@
 
 pub(crate) mod actions;
 pub(crate) mod assets;
+mod highlight;
 pub(crate) mod limits;
+mod markdown;
 pub(crate) mod pages;
 pub(crate) mod session;
 mod view;
