@@ -38,10 +38,6 @@ const MAX_DEPTH: usize = 32;
 const REL: &str = "nofollow noopener noreferrer";
 
 /// `text` (markdown) as safe HTML.
-#[cfg_attr(
-    not(test),
-    expect(dead_code, reason = "the conversation reader is wired to it next")
-)]
 pub(super) fn render(text: &str) -> String {
     let mut options = Options::ENABLE_STRIKETHROUGH | Options::ENABLE_TASKLISTS;
     if table_cells_bound(text) <= MAX_TABLE_CELLS {

@@ -291,7 +291,7 @@ pub(crate) async fn conversation(
     Query(page): Query<PageQuery>,
 ) -> PageResult {
     let viewer = session.viewer.clone();
-    let (c, turns) = tokio::task::spawn_blocking(move || {
+    let (c, turns, total, first, next_offset) = tokio::task::spawn_blocking(move || {
         let c = crate::tree::conversation(state.registry(), &viewer, &id)?;
         let start = match (&page.run, page.line, page.offset) {
             (Some(run), Some(line), None) => crate::tree::PageStart::Holding { run, line },
@@ -306,7 +306,16 @@ pub(crate) async fn conversation(
             start,
             TURNS_PER_PAGE,
         )?;
-        Ok::<_, Error>((c, turns))
+        // The page's first turn, 0-based in the conversation.
+        let first = turns.next_offset.unwrap_or(turns.total) - turns.turns.len() as u64;
+        // Markdown is rendered here, off the async workers.
+        let views: Vec<TurnView> = turns
+            .turns
+            .into_iter()
+            .zip(first + 1..)
+            .map(|(t, number)| TurnView::new(t, number, &c.conversation.inline_subagents))
+            .collect();
+        Ok::<_, Error>((c, views, turns.total, first, turns.next_offset))
     })
     .await??;
     let own = c.conversation.owner == session.viewer.handle();
@@ -317,24 +326,17 @@ pub(crate) async fn conversation(
         .iter()
         .map(InlineSubagentView::from)
         .collect();
-    // The page's first turn, 0-based in the conversation.
-    let first = turns.next_offset.unwrap_or(turns.total) - turns.turns.len() as u64;
     Ok(render(&ConversationPage {
         chrome: session.chrome(),
         csrf: session.csrf(),
         own,
-        total: turns.total,
+        total,
         prev: (first > 0).then(|| {
             let o = first.saturating_sub(TURNS_PER_PAGE as u64);
             format!("/c/{id}?offset={o}")
         }),
-        next: turns.next_offset.map(|o| format!("/c/{id}?offset={o}")),
-        turns: turns
-            .turns
-            .into_iter()
-            .zip(first + 1..)
-            .map(|(t, number)| TurnView::new(t, number, &c.conversation.inline_subagents))
-            .collect(),
+        next: next_offset.map(|o| format!("/c/{id}?offset={o}")),
+        turns,
         subagents: c
             .subagents
             .into_iter()

@@ -265,7 +265,8 @@ pub(super) struct TurnView {
     pub lines: String,
     pub role: String,
     pub text: String,
-    pub blocks: Vec<Block>,
+    /// The text as HTML: markdown, rendered safely (`markdown::render`).
+    pub html: String,
     pub timestamp: Option<String>,
     pub tool: Option<ToolCall>,
     /// The tool call's change, a line each (empty when it changed no file).
@@ -320,7 +321,12 @@ impl TurnView {
             } else {
                 t.line_start.to_string()
             },
-            blocks: blocks(&t.text),
+            // A tool turn shows its call, diff and output instead.
+            html: if t.tool.is_none() {
+                super::markdown::render(&t.text)
+            } else {
+                String::new()
+            },
             text: t.text,
             role: t.role,
             timestamp: t.timestamp.as_deref().map(when),
@@ -333,12 +339,6 @@ impl TurnView {
             tool: t.tool,
         }
     }
-}
-
-/// A paragraph of prose or a fenced code block.
-pub(super) struct Block {
-    pub code: bool,
-    pub text: String,
 }
 
 /// One grant, as the shares page lists it.
@@ -415,35 +415,6 @@ pub(super) fn highlights(snippet: &str) -> Vec<(String, bool)> {
     out
 }
 
-/// A turn's text as prose paragraphs and the code blocks fenced in it.
-pub(super) fn blocks(text: &str) -> Vec<Block> {
-    let mut out = Vec::new();
-    let mut current = String::new();
-    let mut code = false;
-    for line in text.lines() {
-        if line.trim_start().starts_with("```") {
-            if code || !current.trim().is_empty() {
-                out.push(Block {
-                    code,
-                    text: std::mem::take(&mut current).trim_end().to_owned(),
-                });
-            }
-            current.clear();
-            code = !code;
-            continue;
-        }
-        current.push_str(line);
-        current.push('\n');
-    }
-    if !current.trim().is_empty() {
-        out.push(Block {
-            code,
-            text: current.trim_end().to_owned(),
-        });
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -467,16 +438,6 @@ mod tests {
             let got: Vec<(&str, bool)> = got.iter().map(|(t, m)| (t.as_str(), *m)).collect();
             assert_eq!(got, want, "{input}");
         }
-    }
-
-    #[test]
-    fn fenced_code_becomes_its_own_block() {
-        let b = blocks("run this:\n```sh\ncargo test\n```\ndone");
-        let got: Vec<(bool, &str)> = b.iter().map(|b| (b.code, b.text.as_str())).collect();
-        assert_eq!(
-            got,
-            [(false, "run this:"), (true, "cargo test"), (false, "done")]
-        );
     }
 
     #[test]

@@ -815,3 +815,184 @@ fn scenario(alice_b: &Browser<'_>, bob_b: &Browser<'_>, dave_b: &Browser<'_>) ->
     }
     Ok(())
 }
+
+/// A Claude Code line of `kind` (`user` or `assistant`) whose message holds
+/// `content` blocks, on branch `feature-x` with model `claude-x`.
+fn claude_blocks(kind: &str, uuid: &str, ts: &str, content: serde_json::Value) -> String {
+    let line = json!({
+        "type": kind, "uuid": uuid, "parentUuid": null, "sessionId": "s-reader",
+        "timestamp": ts, "cwd": "/home/ivy/importer", "gitBranch": "feature-x",
+        "message": {"id": format!("m-{uuid}"), "role": kind, "model": "claude-x", "content": content}
+    });
+    format!("{line}\n")
+}
+
+/// The reader in a real browser: markdown rendered safely (no script, no
+/// `javascript:` link), code highlighted, an Edit shown as a diff, a tool's
+/// output once, turns numbered through the conversation, the agent, model
+/// and branch on the page and on each search hit; search counts its
+/// results, pages through them and offers each filter's values.
+#[test]
+fn the_reader_renders_markdown_diffs_badges_and_pages_search() -> Result<()> {
+    let shots = tempfile::tempdir()?;
+    let driver = Driver::start()?;
+    let b = driver.browser(&shots.path().join("ivy-profile"))?;
+    let res = reader_scenario(&b);
+    if let Err(e) = res {
+        let dir = shots.keep();
+        let _ = b.screenshot(&dir.join("ivy.png"));
+        bail!("{e:#}\nscreenshot: {}", dir.display());
+    }
+    Ok(())
+}
+
+fn reader_scenario(b: &Browser<'_>) -> Result<()> {
+    let central = Central::start()?;
+    let base = central.url.clone();
+    let token = kith_tests::register_local(&central.data_dir, "ivy.local", "laptop")?;
+    let api = central.client(&token);
+    let text = |t: &str| json!([{"type": "text", "text": t}]);
+    let first = [
+        claude_blocks(
+            "user",
+            "u1",
+            "2026-05-01T10:00:00Z",
+            json!(
+                "make the **importer** retry; see [docs](javascript:alert(1)) \
+                   <script id=injected>alert(1)</script>"
+            ),
+        ),
+        claude_blocks(
+            "assistant",
+            "a1",
+            "2026-05-01T10:00:05Z",
+            text("Here is the loop:\n\n```rust\nfn retry() { let s = \"again\"; }\n```"),
+        ),
+        claude_blocks(
+            "assistant",
+            "a2",
+            "2026-05-01T10:00:06Z",
+            json!([{"type": "tool_use", "id": "t1", "name": "Edit", "input": {
+                "file_path": "/home/ivy/importer/src/fetch.rs",
+                "old_string": "let tries = 1;\nfetch(url)",
+                "new_string": "let tries = 5;\nfetch(url)"
+            }}]),
+        ),
+        claude_blocks(
+            "user",
+            "u2",
+            "2026-05-01T10:00:07Z",
+            json!([{"type": "tool_result", "tool_use_id": "t1", "content": "EDIT-APPLIED-MARK"}]),
+        ),
+    ]
+    .concat();
+    let run = api.post("/api/runs", &delta("ivy-reader", 0, &first))?;
+    ensure!(run.status == 202, "ingest: {:?}", run.body);
+    // A second delta of the same transcript: its turn is numbered on.
+    let second = claude_blocks(
+        "user",
+        "u3",
+        "2026-05-01T10:01:00Z",
+        json!("second delta pelicanreader"),
+    );
+    let run2 = api.post(
+        "/api/runs",
+        &delta("ivy-reader", first.len() as u64, &second),
+    )?;
+    ensure!(run2.status == 202, "ingest: {:?}", run2.body);
+    let last = run2.body["run_id"].as_str().unwrap_or_default().to_owned();
+    api.wait_indexed(&last, Duration::from_secs(60))?;
+    // Twenty-four more conversations that mention the pelican, to page.
+    for i in 0..24 {
+        conversation(
+            &api,
+            &format!("ivy-pelican-{i}"),
+            &[claude_user_line(
+                &format!("pelicanreader count {i}"),
+                &format!("2026-05-02T10:{i:02}:00Z"),
+            )],
+        )?;
+    }
+
+    // Another member's private conversation: its machine and branch are
+    // not offered to ivy.
+    let jo = central.client(&kith_tests::register_local(
+        &central.data_dir,
+        "jo.local",
+        "jo-secret-desktop",
+    )?);
+    conversation(
+        &jo,
+        "jo-private",
+        &[claude_blocks(
+            "user",
+            "j1",
+            "2026-05-03T10:00:00Z",
+            json!("pelicanreader of jo's"),
+        )
+        .replace("feature-x", "jo-secret-branch")],
+    )?;
+
+    let link = api.post("/api/web/link", &json!({}))?;
+    ensure!(link.status == 201, "{link:?}");
+    open_link(
+        b,
+        &format!("{base}{}", link.body["path"].as_str().unwrap_or_default()),
+        "ivy.local",
+    )?;
+
+    // Search pages: twenty, then the rest; every filter offers its values.
+    b.goto(&format!("{base}/?q=pelicanreader&mode=keyword"))?;
+    b.wait("#result-count")?;
+    let count = b.text_of("#result-count")?;
+    ensure!(count.contains("Conversations 1–20"), "{count}");
+    ensure!(b.has("datalist#values-machine option[value=laptop]")?);
+    ensure!(b.has("datalist#values-branch option[value=feature-x]")?);
+    ensure!(b.has("datalist#values-runtime option[value=codex]")?);
+    ensure!(!b.has("datalist#values-machine option[value=jo-secret-desktop]")?);
+    ensure!(!b.has("datalist#values-branch option[value=jo-secret-branch]")?);
+    ensure!(b.has("datalist#values-owner option[value='ivy.local']")?);
+    ensure!(!b.has("datalist#values-owner option[value='jo.local']")?);
+    let results = b.text_of(".results")?;
+    ensure!(results.contains("claude-code"), "{results}");
+    b.click("#next-page")?;
+    b.wait_text("#result-count", "21–25")?;
+    ensure!(!b.has("#next-page")?, "the last page has no next");
+    ensure!(b.has("nav.pages a[rel=prev]")?);
+
+    // The hit of the reader's conversation carries its agent, model and branch.
+    b.goto(&format!("{base}/?q=importer&mode=keyword"))?;
+    b.wait(".results")?;
+    ensure!(b.text_of(".results .badge.model")? == "claude-x");
+    ensure!(b.text_of(".results .badge.branch")? == "feature-x");
+    b.click(".results a.title")?;
+    b.wait("#conversation-title")?;
+
+    // Markdown: bold is bold, the script and the javascript: link are text.
+    ensure!(b.text_of(".turn.user .text strong")? == "importer");
+    ensure!(
+        !b.has("script#injected")?,
+        "the prompt's script became an element"
+    );
+    ensure!(!b.has("a[href^='javascript']")?);
+    ensure!(b.text()?.contains("<script id=injected>"), "{}", b.text()?);
+    // Code is highlighted.
+    ensure!(b.text_of("pre code .hl-kw")? == "fn");
+    ensure!(b.text_of("pre code .hl-str")?.contains("again"));
+    // The Edit is a diff: the old line removed, the new added, the
+    // unchanged line neither.
+    b.click(".turn.tool summary")?;
+    ensure!(b.text_of(".diff .diff-del")?.contains("let tries = 1;"));
+    ensure!(b.text_of(".diff .diff-add")?.contains("let tries = 5;"));
+    ensure!(!b.text_of(".diff .diff-add")?.contains("fetch(url)"));
+    // Turns are numbered through both deltas.
+    let page = b.text()?;
+    ensure!(page.matches("EDIT-APPLIED-MARK").count() == 1, "{page}");
+    ensure!(page.contains("#4"), "the second delta's turn is #4: {page}");
+    ensure!(!page.contains("L1 "), "{page}");
+    // The page's header names agent, model and branch.
+    ensure!(b.text_of(".conversation .meta .badge.agent")? == "claude-code");
+    ensure!(b.text_of(".conversation .meta .badge.model")? == "claude-x");
+    ensure!(b.text_of(".conversation .meta .badge.branch")? == "feature-x");
+    Ok(())
+}
