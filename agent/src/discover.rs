@@ -14,7 +14,9 @@
 //! conversation id and the transcript it hangs under. No full parse: only
 //! the few keys needed. Files are read through `untrusted`.
 
+use std::collections::{HashMap, HashSet};
 use std::io::{BufRead, BufReader, Read};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use kith_proto::AgentRuntime;
@@ -101,16 +103,36 @@ pub(crate) fn aider_dirs(aider_roots: &[PathBuf]) -> Vec<PathBuf> {
 /// subagents (capture also fetches a missing parent itself); then the Aider
 /// histories in `aider_dirs(aider_roots)`.
 pub(crate) fn all(paths: &Paths, aider_roots: &[PathBuf]) -> Vec<Source> {
-    let mut out = Vec::new();
+    found(paths, aider_roots).sources
+}
+
+/// What discovery found: every transcript ([`all`]), and those of them it
+/// reached through a symbolic link (a session or project folder that is a
+/// link, as people keep them on another disk or in a synced folder).
+#[derive(Debug, Default)]
+pub(crate) struct Found {
+    pub(crate) sources: Vec<Source>,
+    pub(crate) linked: HashSet<PathBuf>,
+}
+
+/// [`all`], and which transcripts were reached through a link.
+pub(crate) fn found(paths: &Paths, aider_roots: &[PathBuf]) -> Found {
+    let mut out = Found::default();
     for (runtime, root) in roots(paths) {
-        let mut files = Vec::new();
-        walk(&root, &mut files);
-        files.retain(|p| is_transcript_of(runtime, p));
+        let mut walk = Walk::default();
+        walk.dir(&root, false);
+        let mut files = walk.files();
+        files.retain(|(p, _)| is_transcript_of(runtime, p));
         // Cached: telling a subagent may read the file's first lines.
-        files.sort_by_cached_key(|p| (is_subagent(runtime, p), p.clone()));
-        out.extend(files.into_iter().map(|path| Source { runtime, path }));
+        files.sort_by_cached_key(|(p, _)| (is_subagent(runtime, p), p.clone()));
+        for (path, linked) in files {
+            if linked {
+                out.linked.insert(path.clone());
+            }
+            out.sources.push(Source { runtime, path });
+        }
     }
-    out.extend(
+    out.sources.extend(
         aider_dirs(aider_roots)
             .into_iter()
             .map(|dir| dir.join(AIDER_HISTORY))
@@ -171,19 +193,56 @@ fn is_transcript_of(runtime: AgentRuntime, path: &Path) -> bool {
         }
 }
 
-fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        match entry.file_type() {
-            Ok(t) if t.is_dir() => walk(&path, out),
-            Ok(t) if t.is_file() && path.extension().is_some_and(|e| e == "jsonl") => {
-                out.push(path)
-            }
-            _ => {}
+/// A walk of a root's `.jsonl` files that follows symbolic links to
+/// folders and files: each real folder is entered once (a link back up to
+/// an ancestor ends there) and each real file is found once, by its own
+/// path when the walk meets it there, else through the first link met.
+#[derive(Default)]
+struct Walk {
+    /// (device, inode) of each folder entered.
+    dirs: HashSet<(u64, u64)>,
+    /// Each real file: its path and whether a link led to it.
+    files: HashMap<(u64, u64), (PathBuf, bool)>,
+}
+
+impl Walk {
+    fn dir(&mut self, dir: &Path, through_link: bool) {
+        let Ok(meta) = std::fs::metadata(dir) else {
+            return;
+        };
+        if !self.dirs.insert((meta.dev(), meta.ino())) {
+            return;
         }
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let Ok(kind) = entry.file_type() else {
+                continue;
+            };
+            let linked = through_link || kind.is_symlink();
+            // A dangling link has no target: nothing to find.
+            let Ok(target) = std::fs::metadata(&path) else {
+                continue;
+            };
+            if target.is_dir() {
+                self.dir(&path, linked);
+            } else if target.is_file() && path.extension().is_some_and(|e| e == "jsonl") {
+                let found = self
+                    .files
+                    .entry((target.dev(), target.ino()))
+                    .or_insert_with(|| (path.clone(), linked));
+                if found.1 && !linked {
+                    *found = (path, false);
+                }
+            }
+        }
+    }
+
+    /// The files found, each with whether a link led to it.
+    fn files(self) -> Vec<(PathBuf, bool)> {
+        self.files.into_values().collect()
     }
 }
 
@@ -633,6 +692,88 @@ mod tests {
 
     /// Copilot CLI and OpenCode name their working folder too, so an
     /// exclusion by folder holds for them as for the others.
+    /// Copies the repository fixture folder `rel` to `to`.
+    fn copy_fixture(rel: &str, to: &Path) -> anyhow::Result<()> {
+        let from = kith_shared::fixtures::path(rel);
+        let mut stack = vec![(from, to.to_path_buf())];
+        while let Some((from, to)) = stack.pop() {
+            std::fs::create_dir_all(&to)?;
+            for entry in std::fs::read_dir(&from)? {
+                let entry = entry?;
+                let target = to.join(entry.file_name());
+                if entry.file_type()?.is_dir() {
+                    stack.push((entry.path(), target));
+                } else {
+                    std::fs::copy(entry.path(), target)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Regression: a Copilot CLI session folder and a Cursor project folder
+    /// kept elsewhere behind a symbolic link were never found (`kith
+    /// status` said "found 0"). They are found, once per real file though a
+    /// link and the real path both lead to it; a link back up to an
+    /// ancestor and a dangling link end the walk there.
+    #[test]
+    fn linked_session_and_project_folders_are_found_once() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let paths = Paths::under(&dir.path().join("home"));
+        let elsewhere = dir.path().join("elsewhere");
+        let session = "3e9a7c21-4b6d-4f08-a2c5-9d1e8b7f6a30";
+        copy_fixture(&format!("copilot/{session}"), &elsewhere.join(session))?;
+        copy_fixture("cursor/home-sam-src-tally", &elsewhere.join("tally"))?;
+        let state = paths.copilot_dir.join("session-state");
+        let projects = paths.cursor_dir.join("projects");
+        std::fs::create_dir_all(&state)?;
+        std::fs::create_dir_all(&projects)?;
+        std::os::unix::fs::symlink(elsewhere.join(session), state.join(session))?;
+        std::os::unix::fs::symlink(elsewhere.join("tally"), projects.join("home-sam-src-tally"))?;
+        // A loop, and a link to nothing.
+        std::os::unix::fs::symlink(&projects, elsewhere.join("tally").join("loop"))?;
+        std::os::unix::fs::symlink(dir.path().join("gone"), state.join("dangling"))?;
+
+        let found = found(&paths, &[]);
+        let mut got: Vec<(&str, PathBuf)> = found
+            .sources
+            .iter()
+            .map(|s| (s.runtime.as_str(), s.path.clone()))
+            .collect();
+        got.sort();
+        let events = state.join(session).join("events.jsonl");
+        let transcripts = projects
+            .join("home-sam-src-tally")
+            .join("agent-transcripts");
+        let main = transcripts.join("5b8e2d14-7a3c-4e91-b6f0-2c9d4a1e8f73.jsonl");
+        let sub = transcripts
+            .join("5b8e2d14-7a3c-4e91-b6f0-2c9d4a1e8f73")
+            .join("subagents")
+            .join("9c4f1a7e-3b2d-4c85-a0e6-7d1f2b9c3e58.jsonl");
+        let mut want = vec![
+            ("copilot", events.clone()),
+            ("cursor", main.clone()),
+            ("cursor", sub.clone()),
+        ];
+        want.sort();
+        assert_eq!(got, want);
+        assert_eq!(found.linked, [events, main, sub].into_iter().collect());
+
+        // The same file by its real path under the root too: found once, by
+        // that path, not through the link.
+        let real = state.join("real-copy");
+        std::fs::create_dir_all(&real)?;
+        let real_events = real.join("events.jsonl");
+        std::fs::hard_link(elsewhere.join(session).join("events.jsonl"), &real_events)?;
+        let copilot: Vec<PathBuf> = all(&paths, &[])
+            .into_iter()
+            .filter(|s| s.runtime == AgentRuntime::Copilot)
+            .map(|s| s.path)
+            .collect();
+        assert_eq!(copilot, [real_events]);
+        Ok(())
+    }
+
     #[test]
     fn copilot_and_opencode_transcripts_name_their_folder() -> anyhow::Result<()> {
         let dir = tempfile::tempdir()?;

@@ -38,6 +38,9 @@ const CENTRAL_WAIT: Duration = Duration::from_secs(3);
 pub(crate) struct Coverage {
     /// Transcripts found (those `exclude` keeps back are not counted).
     pub(crate) files: u64,
+    /// Of them, those found through a symbolic link (a linked session or
+    /// project folder).
+    pub(crate) links_followed: u64,
     pub(crate) bytes_on_disk: u64,
     pub(crate) bytes_accepted: u64,
     pub(crate) bytes_pending: u64,
@@ -207,7 +210,8 @@ pub(crate) fn report(paths: &Paths, settings: &Settings) -> Report {
             transcripts: 0,
         })
         .collect();
-    for source in discover::all(paths, &settings.aider_roots()) {
+    let found = discover::found(paths, &settings.aider_roots());
+    for source in found.sources {
         let Ok(meta) = std::fs::metadata(&source.path) else {
             continue;
         };
@@ -241,6 +245,7 @@ pub(crate) fn report(paths: &Paths, settings: &Settings) -> Report {
             }
         }
         cov.files += 1;
+        cov.links_followed += u64::from(found.linked.contains(&source.path));
         cov.bytes_on_disk += meta.len();
         cov.bytes_accepted += accepted;
         cov.bytes_pending += meta.len() - accepted;
@@ -326,6 +331,7 @@ impl Report {
             "sources": self.sources.iter().map(|(runtime, c)| json!({
                 "runtime": runtime.as_str(),
                 "files": c.files,
+                "links_followed": c.links_followed,
                 "bytes_on_disk": c.bytes_on_disk,
                 "bytes_accepted": c.bytes_accepted,
                 "bytes_pending": c.bytes_pending,
@@ -366,6 +372,13 @@ impl fmt::Display for Report {
                 c.bytes_pending,
                 at_risk
             )?;
+            if c.links_followed > 0 {
+                writeln!(
+                    f,
+                    "  {} found through symbolic links (followed)",
+                    c.links_followed
+                )?;
+            }
             if let Some(e) = &c.last_error {
                 writeln!(f, "  last error: {e}")?;
             }
@@ -599,6 +612,45 @@ mod tests {
         // it; nothing asks for roots that are there.
         assert!(shown.contains("captured only by `kith watch`"), "{shown}");
         assert!(!shown.contains("[aider] roots"), "{shown}");
+        Ok(())
+    }
+
+    /// A transcript found through a linked folder is counted as found and
+    /// said to be followed; one in a real folder is not.
+    #[test]
+    fn status_says_which_transcripts_it_found_through_links() -> anyhow::Result<()> {
+        let tmp = tempfile::tempdir()?;
+        let paths = Paths::under(&tmp.path().join("home"));
+        let state = paths.copilot_dir.join("session-state");
+        std::fs::create_dir_all(state.join("s-real"))?;
+        std::fs::write(state.join("s-real/events.jsonl"), "{}\n")?;
+        let elsewhere = tmp.path().join("elsewhere/s-linked");
+        std::fs::create_dir_all(&elsewhere)?;
+        std::fs::write(elsewhere.join("events.jsonl"), "{}\n")?;
+        std::os::unix::fs::symlink(&elsewhere, state.join("s-linked"))?;
+        let settings = Settings::load(&paths, &crate::settings::Flags::default())?;
+        let report = report(&paths, &settings);
+        let json = report.to_json();
+        let copilot = &json["sources"][4];
+        assert_eq!(copilot["runtime"], "copilot");
+        assert_eq!(
+            (
+                copilot["files"].as_u64(),
+                copilot["links_followed"].as_u64()
+            ),
+            (Some(2), Some(1))
+        );
+        assert_eq!(json["sources"][0]["links_followed"], 0);
+        let shown = report.to_string();
+        assert!(
+            shown.contains("  1 found through symbolic links (followed)"),
+            "{shown}"
+        );
+        assert_eq!(
+            shown.matches("through symbolic links").count(),
+            1,
+            "{shown}"
+        );
         Ok(())
     }
 
