@@ -2,7 +2,7 @@
 //! at once, a deadline for each request's headers (which also closes a
 //! connection that sends nothing, at first or between requests), and a
 //! graceful end that lets requests in flight finish. (A body that stops
-//! arriving is timed by `http_limits::BODY_READ_TIMEOUT`.)
+//! arriving, or trickles in, is timed by `http_limits`.)
 //!
 //! Without the deadline, idle sockets (opened and never written, as a
 //! slowloris client does) would each hold a task and a descriptor for ever;

@@ -25,7 +25,8 @@ use utoipa::OpenApi;
 use crate::error::{Code, Error};
 use crate::handlers::{context, conversations, meta, runs, search, shares, web};
 use crate::http_limits::{
-    body_limit, BODY_READ_TIMEOUT, MAX_HEADER_BYTES, MAX_REQUEST_BYTES, MAX_URI_BYTES,
+    body_deadline, body_limit, DeadlineBody, BODY_READ_TIMEOUT, MAX_HEADER_BYTES,
+    MAX_REQUEST_BYTES, MAX_URI_BYTES,
 };
 use crate::state::AppState;
 use crate::web::{actions, assets, pages};
@@ -87,6 +88,9 @@ pub fn app(state: AppState) -> Router {
                 // Plain HTTP to the browser, unless a proxy in front says
                 // the browser came over HTTPS.
                 let plain = plain_http && !forwarded_https(req.headers());
+                let deadline = body_deadline(declared_length(req.headers()), limit);
+                let req =
+                    req.map(|body| axum::body::Body::new(DeadlineBody::new(body, deadline)));
                 match check_head(&req, limit) {
                     Ok(()) if plain => {
                         without_secure_cookies(with_error_body(next.run(req).await, limit))
@@ -151,15 +155,18 @@ fn check_head(req: &Request, limit: usize) -> Result<(), Error> {
             limit: MAX_HEADER_BYTES,
         });
     }
-    let declared = req
-        .headers()
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > limit as u64) {
+    if declared_length(req.headers()).is_some_and(|n| n > limit as u64) {
         return Err(Error::BodyTooLarge { limit });
     }
     Ok(())
+}
+
+/// The body length a request's `Content-Length` declares.
+fn declared_length(headers: &HeaderMap) -> Option<u64> {
+    headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
 }
 
 /// Whether a proxy in front says the browser came over HTTPS.

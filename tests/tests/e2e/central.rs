@@ -1564,6 +1564,60 @@ fn a_body_that_stops_arriving_is_refused_and_the_connection_freed() -> Result<()
     Ok(())
 }
 
+/// Regression: a body fed one byte a second never met the pause limit, so
+/// a sign-in form declaring 15,000 bytes held its connection for hours
+/// (1,100 of them stalled central). The whole body has a deadline: the
+/// trickle is refused with kith's error body once it passes, and central
+/// answers others throughout.
+#[test]
+fn a_body_that_trickles_in_is_refused_at_its_whole_deadline() -> Result<()> {
+    use std::io::Read;
+    let central = Central::start()?;
+    let addr = central.url.trim_start_matches("http://").to_owned();
+    let mut tcp = std::net::TcpStream::connect(&addr)?;
+    tcp.write_all(
+        format!(
+            "POST /signin HTTP/1.1\r\nHost: {addr}\r\n\
+             Content-Type: application/x-www-form-urlencoded\r\n\
+             Content-Length: 15000\r\nConnection: close\r\n\r\nhandle="
+        )
+        .as_bytes(),
+    )?;
+    let mut feeder = tcp.try_clone()?;
+    let feeding = std::thread::spawn(move || {
+        // One byte a second, each pause far under the pause limit, until
+        // central closes the connection (or a minute passes).
+        for _ in 0..60 {
+            std::thread::sleep(Duration::from_secs(1));
+            if feeder.write_all(b"a").is_err() {
+                return true;
+            }
+        }
+        false
+    });
+    let started = std::time::Instant::now();
+    let http = reqwest::blocking::Client::builder()
+        .timeout(Duration::from_secs(5))
+        .build()?;
+    // Central answers others meanwhile.
+    let health = http.get(format!("{}/healthz", central.url)).send()?;
+    assert!(health.status().is_success());
+    tcp.set_read_timeout(Some(Duration::from_secs(45)))?;
+    let mut answer = Vec::new();
+    let _ = tcp.read_to_end(&mut answer);
+    let answer = String::from_utf8_lossy(&answer);
+    let waited = started.elapsed();
+    assert!(
+        answer.starts_with("HTTP/1.1 4"),
+        "refused once the deadline passed ({waited:?}): {answer:?}"
+    );
+    assert!(answer.contains("did not arrive within 10 s"), "{answer}");
+    assert!(waited < Duration::from_secs(40), "{waited:?}");
+    drop(tcp);
+    let _ = feeding.join();
+    Ok(())
+}
+
 /// At debug, central logs one line per request (method, path, status) and
 /// never the bearer token or the query string.
 #[test]
