@@ -7,11 +7,17 @@
 //! Without the deadline, idle sockets (opened and never written, as a
 //! slowloris client does) would each hold a task and a descriptor for ever;
 //! without the cap, enough of them exhaust the descriptors and `/healthz`
-//! stops answering.
+//! stops answering. HTTP/2 has no header deadline between requests, so
+//! every connection is also closed (gracefully: a response under way
+//! finishes) once it has had no request in flight for `IDLE_TIMEOUT`, and
+//! any connection once it is `MAX_CONNECTION_AGE` old; one that does not
+//! close when asked (an HTTP/2 client that never answers the goodbye's
+//! ping) is cut off `CLOSE_GRACE` later, once nothing is in flight.
 
 use std::future::Future;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto::Builder;
@@ -28,6 +34,15 @@ pub(crate) const MAX_CONNECTIONS: usize = 1024;
 /// How long a client has to send a request's headers, counted from the
 /// connection's start or the end of its previous response.
 pub(crate) const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long a connection may stay open with no request in flight.
+pub(crate) const IDLE_TIMEOUT: Duration = HEADER_READ_TIMEOUT;
+
+/// How long a connection asked to close for idleness or age may take to.
+const CLOSE_GRACE: Duration = Duration::from_secs(5);
+
+/// How long any connection stays open; a client reconnects.
+pub(crate) const MAX_CONNECTION_AGE: Duration = Duration::from_secs(30 * 60);
 
 /// How long a client has to complete the TLS handshake.
 const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -71,13 +86,24 @@ pub(crate) async fn serve(
         let _ = tcp.set_nodelay(true);
         // Handlers that count by address (failed sign-ins) read the peer
         // with `ConnectInfo`.
-        let service = TowerToHyperService::new(app.clone().map_request(
-            move |mut req: hyper::Request<hyper::body::Incoming>| {
-                req.extensions_mut()
-                    .insert(axum::extract::ConnectInfo(peer));
-                req
-            },
-        ));
+        let activity = Arc::new(Activity::new());
+        let counted = activity.clone();
+        let service = TowerToHyperService::new(
+            app.clone()
+                .map_request(move |mut req: hyper::Request<hyper::body::Incoming>| {
+                    req.extensions_mut()
+                        .insert(axum::extract::ConnectInfo(peer));
+                    req
+                })
+                .map_future(move |answer| {
+                    let request = counted.begin();
+                    async move {
+                        let answered = answer.await;
+                        drop(request);
+                        answered
+                    }
+                }),
+        );
         let tls = tls.clone();
         let stopping = stopping.clone();
         let running = running.clone();
@@ -85,12 +111,12 @@ pub(crate) async fn serve(
             let _permit = permit;
             let _running = running;
             let Some(acceptor) = tls else {
-                return connection(tcp, false, service, stopping).await;
+                return connection(tcp, false, service, stopping, activity).await;
             };
             match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
                 Ok(Ok(stream)) => {
                     let h2 = stream.get_ref().1.alpn_protocol() == Some(&b"h2"[..]);
-                    connection(stream, h2, service, stopping).await;
+                    connection(stream, h2, service, stopping, activity).await;
                 }
                 Ok(Err(e)) => tracing::debug!(%peer, error = %e, "tls handshake failed"),
                 Err(_) => tracing::debug!(%peer, "tls handshake timed out"),
@@ -110,6 +136,7 @@ async fn connection<I, S>(
     h2: bool,
     service: TowerToHyperService<S>,
     mut stopping: watch::Receiver<()>,
+    activity: Arc<Activity>,
 ) where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     S: tower::Service<
@@ -136,6 +163,9 @@ async fn connection<I, S>(
     let stop = stopping.changed();
     tokio::pin!(stop);
     let mut stopped = false;
+    // When an idle or old connection was asked to close.
+    let mut closing: Option<Instant> = None;
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
     loop {
         tokio::select! {
             result = conn.as_mut() => {
@@ -148,6 +178,90 @@ async fn connection<I, S>(
                 stopped = true;
                 conn.as_mut().graceful_shutdown();
             }
+            _ = tick.tick() => {
+                if !stopped
+                    && (activity.idle_for() >= IDLE_TIMEOUT || activity.age() >= MAX_CONNECTION_AGE)
+                {
+                    stopped = true;
+                    closing = Some(Instant::now());
+                    conn.as_mut().graceful_shutdown();
+                }
+                // HTTP/2's goodbye waits for the client to answer a ping: a
+                // client that never does is cut off, once nothing is in flight.
+                if closing.is_some_and(|at| at.elapsed() >= CLOSE_GRACE)
+                    && activity.idle_for() > Duration::ZERO
+                {
+                    tracing::debug!("an idle connection did not close when asked: cut off");
+                    return;
+                }
+            }
         }
+    }
+}
+
+/// One connection's requests: how many are in flight, and since when it
+/// has had none.
+pub(crate) struct Activity {
+    opened: Instant,
+    in_flight: AtomicUsize,
+    /// Milliseconds from `opened` to the end of the last request.
+    last_ms: AtomicU64,
+}
+
+/// A request in flight; its end is stamped when it drops.
+pub(crate) struct InFlight(Arc<Activity>);
+
+impl Activity {
+    pub(crate) fn new() -> Self {
+        Self {
+            opened: Instant::now(),
+            in_flight: AtomicUsize::new(0),
+            last_ms: AtomicU64::new(0),
+        }
+    }
+
+    pub(crate) fn begin(self: &Arc<Self>) -> InFlight {
+        self.in_flight.fetch_add(1, Ordering::SeqCst);
+        InFlight(self.clone())
+    }
+
+    /// How long the connection has had no request in flight (zero while
+    /// one is).
+    pub(crate) fn idle_for(&self) -> Duration {
+        if self.in_flight.load(Ordering::SeqCst) > 0 {
+            return Duration::ZERO;
+        }
+        let last = Duration::from_millis(self.last_ms.load(Ordering::SeqCst));
+        self.age().saturating_sub(last)
+    }
+
+    pub(crate) fn age(&self) -> Duration {
+        self.opened.elapsed()
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        let now = u64::try_from(self.0.opened.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.0.last_ms.store(now, Ordering::SeqCst);
+        self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_connection_is_idle_only_with_no_request_in_flight() {
+        let activity = Arc::new(Activity::new());
+        std::thread::sleep(Duration::from_millis(30));
+        assert!(activity.idle_for() >= Duration::from_millis(30));
+        let request = activity.begin();
+        std::thread::sleep(Duration::from_millis(30));
+        assert_eq!(activity.idle_for(), Duration::ZERO);
+        drop(request);
+        assert!(activity.idle_for() < Duration::from_millis(30));
+        assert!(activity.age() >= Duration::from_millis(60));
     }
 }

@@ -1618,6 +1618,69 @@ fn a_body_that_trickles_in_is_refused_at_its_whole_deadline() -> Result<()> {
     Ok(())
 }
 
+/// Regression: an HTTP/2 connection over TLS that sends its preface and
+/// nothing more was never closed (HTTP/2 has no header deadline), so 1,024
+/// of them made `/healthz` fail. A connection with no request in flight is
+/// closed after the idle limit: `openssl s_client` negotiating h2 and
+/// sending only the preface sees central hang up, and `/healthz` answers
+/// meanwhile.
+#[test]
+fn an_idle_http2_connection_is_closed() -> Result<()> {
+    use std::process::{Command, Stdio};
+    let tmp = tempfile::tempdir()?;
+    let ca = kith_tests::PrivateCa::make(tmp.path())?;
+    let [(cert_var, cert), (key_var, key)] = ca.central_env();
+    let central = Central::start_on(
+        &tmp.path().join("data"),
+        &[(cert_var, cert.as_str()), (key_var, key.as_str())],
+    )?;
+    let addr = central.url.trim_start_matches("https://").to_owned();
+    let started = std::time::Instant::now();
+    let mut client = Command::new("openssl")
+        .args(["s_client", "-quiet", "-alpn", "h2", "-connect", &addr])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()?;
+    let mut stdin = client
+        .stdin
+        .take()
+        .ok_or_else(|| anyhow::anyhow!("no stdin"))?;
+    stdin.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00")?;
+    stdin.flush()?;
+    let trusted = reqwest::blocking::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(&std::fs::read(&ca.ca)?)?)
+        .timeout(Duration::from_secs(5))
+        .build()?;
+    let health = trusted.get(format!("{}/healthz", central.url)).send()?;
+    assert!(health.status().is_success());
+    // s_client exits when central closes the connection (its stdin stays
+    // open, so it would wait for ever otherwise).
+    let mut closed = None;
+    while started.elapsed() < Duration::from_secs(40) {
+        if let Some(status) = client.try_wait()? {
+            closed = Some(status);
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let waited = started.elapsed();
+    if closed.is_none() {
+        let _ = client.kill();
+    }
+    drop(stdin);
+    let _ = client.wait();
+    assert!(
+        closed.is_some(),
+        "the idle h2 connection was still open after {waited:?}"
+    );
+    assert!(
+        waited >= Duration::from_secs(9),
+        "closed before the idle limit: {waited:?}"
+    );
+    Ok(())
+}
+
 /// At debug, central logs one line per request (method, path, status) and
 /// never the bearer token or the query string.
 #[test]
