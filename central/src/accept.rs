@@ -15,6 +15,7 @@
 //! ping) is cut off `CLOSE_GRACE` later, once nothing is in flight.
 
 use std::future::Future;
+use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -30,6 +31,12 @@ use tower::ServiceExt;
 /// Connections served at once; the next waits in the listen backlog until
 /// one ends (an idle one ends after `HEADER_READ_TIMEOUT`).
 pub(crate) const MAX_CONNECTIONS: usize = 1024;
+
+/// Connections served at once from one address: one client (or one
+/// household behind one address) cannot take every connection. A reverse
+/// proxy on the same host connects from 127.0.0.1 or ::1, which are not
+/// capped (the proxy limits its own clients).
+pub(crate) const MAX_CONNECTIONS_PER_ADDRESS: usize = 64;
 
 /// How long a client has to send a request's headers, counted from the
 /// connection's start or the end of its previous response.
@@ -56,6 +63,7 @@ pub(crate) async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) {
     let permits = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let per_address = Arc::new(PerAddress::default());
     // Dropping `stop` tells every connection to finish; each holds a
     // `running` until it has, which `done` waits for.
     let (stop, stopping) = watch::channel(());
@@ -80,6 +88,10 @@ pub(crate) async fn serve(
                     continue;
                 }
             },
+        };
+        let Some(seat) = per_address.enter(peer.ip()) else {
+            tracing::debug!(%peer, "connection refused: too many from this address");
+            continue;
         };
         // Small responses (a header write then a body write) must not wait
         // on Nagle + the client's delayed ACK (~40 ms each).
@@ -109,6 +121,7 @@ pub(crate) async fn serve(
         let running = running.clone();
         tokio::spawn(async move {
             let _permit = permit;
+            let _seat = seat;
             let _running = running;
             let Some(acceptor) = tls else {
                 return connection(tcp, false, service, stopping, activity).await;
@@ -199,6 +212,42 @@ async fn connection<I, S>(
     }
 }
 
+/// The open connections of each address, but the host's own.
+#[derive(Default)]
+struct PerAddress(std::sync::Mutex<std::collections::HashMap<IpAddr, usize>>);
+
+/// One open connection of a capped address; counted out when it drops.
+struct Counted(Arc<PerAddress>, IpAddr);
+
+impl PerAddress {
+    /// A connection from `ip`, unless the address has its fill.
+    fn enter(self: &Arc<Self>, ip: IpAddr) -> Option<Option<Counted>> {
+        let ip = ip.to_canonical();
+        if ip.is_loopback() && (ip == IpAddr::from([127, 0, 0, 1]) || ip.is_ipv6()) {
+            return Some(None);
+        }
+        let mut open = crate::sync::lock(&self.0);
+        let n = open.entry(ip).or_default();
+        if *n >= MAX_CONNECTIONS_PER_ADDRESS {
+            return None;
+        }
+        *n += 1;
+        Some(Some(Counted(self.clone(), ip)))
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        let mut open = crate::sync::lock(&self.0 .0);
+        if let Some(n) = open.get_mut(&self.1) {
+            *n -= 1;
+            if *n == 0 {
+                open.remove(&self.1);
+            }
+        }
+    }
+}
+
 /// One connection's requests: how many are in flight, and since when it
 /// has had none.
 pub(crate) struct Activity {
@@ -251,6 +300,31 @@ impl Drop for InFlight {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_address_has_its_fill_of_connections_but_the_hosts_own() {
+        let all = Arc::new(PerAddress::default());
+        let lan = IpAddr::from([192, 168, 1, 20]);
+        let held: Vec<_> = (0..MAX_CONNECTIONS_PER_ADDRESS)
+            .map(|_| all.enter(lan))
+            .collect();
+        assert!(held.iter().all(|c| matches!(c, Some(Some(_)))));
+        assert!(all.enter(lan).is_none(), "one past the cap");
+        assert!(matches!(
+            all.enter(IpAddr::from([192, 168, 1, 21])),
+            Some(Some(_))
+        ));
+        for local in [IpAddr::from([127, 0, 0, 1]), "::1".parse().unwrap_or(lan)] {
+            assert!(matches!(all.enter(local), Some(None)), "{local}");
+        }
+        // Another loopback address is another client.
+        assert!(matches!(
+            all.enter(IpAddr::from([127, 0, 0, 2])),
+            Some(Some(_))
+        ));
+        drop(held);
+        assert!(matches!(all.enter(lan), Some(Some(_))), "counted out");
+    }
 
     #[test]
     fn a_connection_is_idle_only_with_no_request_in_flight() {

@@ -1681,6 +1681,56 @@ fn an_idle_http2_connection_is_closed() -> Result<()> {
     Ok(())
 }
 
+/// Regression: one address could hold every connection central serves
+/// (1,100 slow sign-ins from one client stalled it). An address other than
+/// the host's own gets 64 at once: the next ones are closed as they come,
+/// and the host's clients are served beside them.
+#[test]
+fn one_address_cannot_take_every_connection() -> Result<()> {
+    use std::io::Read;
+    let central = Central::start()?;
+    let addr: std::net::SocketAddr = central.url.trim_start_matches("http://").parse()?;
+    // Another loopback address: another client, as far as central knows.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let sockets = runtime.block_on(async {
+        let mut out = Vec::new();
+        for _ in 0..100 {
+            let socket = tokio::net::TcpSocket::new_v4()?;
+            socket.bind("127.0.0.2:0".parse()?)?;
+            out.push(socket.connect(addr).await?.into_std()?);
+        }
+        anyhow::Ok(out)
+    })?;
+    let health = reqwest::blocking::Client::builder()
+        .timeout(Duration::from_secs(5))
+        .build()?
+        .get(format!("{}/healthz", central.url))
+        .send()?;
+    assert!(health.status().is_success());
+    // A second on, well inside the header deadline: closed (a read sees the
+    // end) or still open (a read would wait).
+    std::thread::sleep(Duration::from_secs(1));
+    let closed = sockets
+        .iter()
+        .map(|mut tcp| {
+            tcp.set_nonblocking(true)?;
+            Ok(match tcp.read(&mut [0u8; 1]) {
+                Ok(n) => n == 0,
+                Err(e) => e.kind() != std::io::ErrorKind::WouldBlock,
+            })
+        })
+        .collect::<Result<Vec<bool>>>()?;
+    let n_closed = closed.iter().filter(|c| **c).count();
+    assert_eq!(n_closed, 100 - 64, "{closed:?}");
+    assert!(
+        closed[..64].iter().all(|c| !c),
+        "the first 64 are served: {closed:?}"
+    );
+    Ok(())
+}
+
 /// At debug, central logs one line per request (method, path, status) and
 /// never the bearer token or the query string.
 #[test]
