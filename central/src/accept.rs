@@ -165,7 +165,9 @@ async fn connection<I, S>(
     builder
         .http1()
         .timer(TokioTimer::new())
-        .header_read_timeout(HEADER_READ_TIMEOUT);
+        .header_read_timeout(HEADER_READ_TIMEOUT)
+        // Past `MAX_HEADERS`, `routes` refuses with kith's error body.
+        .max_headers(crate::http_limits::PARSED_HEADERS);
     let builder = if h2 {
         builder.http2_only()
     } else {

@@ -228,6 +228,8 @@ pub enum Error {
     UriTooLong { limit: usize },
     #[error("the request headers are larger than the limit of {limit} bytes")]
     HeadersTooLarge { limit: usize },
+    #[error("the request has more than the limit of {limit} headers")]
+    TooManyHeaders { limit: usize },
     /// A dependency (index, embedder, PDS) cannot serve this right now.
     #[error("{message}")]
     Unavailable { code: Code, message: String },
@@ -312,7 +314,7 @@ impl Error {
             Self::MethodNotAllowed => Code::MethodNotAllowed,
             Self::UnreadableBody { .. } => Code::UnsupportedMediaType,
             Self::UriTooLong { .. } => Code::UriTooLong,
-            Self::HeadersTooLarge { .. } => Code::HeadersTooLarge,
+            Self::HeadersTooLarge { .. } | Self::TooManyHeaders { .. } => Code::HeadersTooLarge,
             Self::Registry(_) | Self::Io(_) | Self::Json(_) | Self::Internal(_) => Code::Internal,
         }
     }
@@ -371,6 +373,7 @@ mod tests {
             ),
             (Error::UriTooLong { limit: 1 }, Kind::UriTooLong),
             (Error::HeadersTooLarge { limit: 1 }, Kind::HeadersTooLarge),
+            (Error::TooManyHeaders { limit: 1 }, Kind::HeadersTooLarge),
             (Error::Internal("boom".into()), Kind::Internal),
         ];
         for (e, kind) in cases {

@@ -10,6 +10,12 @@ use std::time::Duration;
 
 /// The longest request target (path and query) served.
 pub(crate) const MAX_URI_BYTES: usize = 8 * 1024;
+/// The most headers a request may carry (each line counts). Hyper reads up
+/// to `PARSED_HEADERS`, so that a request between the two gets kith's
+/// error body.
+pub(crate) const MAX_HEADERS: usize = 100;
+/// The headers hyper parses before it refuses a request itself.
+pub(crate) const PARSED_HEADERS: usize = 1000;
 /// The most bytes of header names and values served.
 pub(crate) const MAX_HEADER_BYTES: usize = 32 * 1024;
 /// The longest a request body may pause between two reads (nginx's

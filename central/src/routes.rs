@@ -25,7 +25,7 @@ use utoipa::OpenApi;
 use crate::error::{Code, Error};
 use crate::handlers::{context, conversations, meta, runs, search, shares, web};
 use crate::http_limits::{
-    body_deadline, body_limit, DeadlineBody, BODY_READ_TIMEOUT, MAX_HEADER_BYTES,
+    body_deadline, body_limit, DeadlineBody, BODY_READ_TIMEOUT, MAX_HEADERS, MAX_HEADER_BYTES,
     MAX_REQUEST_BYTES, MAX_URI_BYTES,
 };
 use crate::state::AppState;
@@ -144,6 +144,9 @@ fn check_head(req: &Request, limit: usize) -> Result<(), Error> {
         return Err(Error::UriTooLong {
             limit: MAX_URI_BYTES,
         });
+    }
+    if req.headers().len() > MAX_HEADERS {
+        return Err(Error::TooManyHeaders { limit: MAX_HEADERS });
     }
     let head: usize = req
         .headers()

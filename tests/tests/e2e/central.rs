@@ -1367,6 +1367,15 @@ fn every_refusal_has_the_error_body() -> Result<()> {
             "headers_too_large",
         ),
         (
+            "over 100 headers",
+            (0..150).fold(
+                http.get(alice.url("/api/status")).bearer_auth(&token),
+                |req, i| req.header(format!("x-pad-{i}"), "a"),
+            ),
+            431,
+            "headers_too_large",
+        ),
+        (
             "body over the limit",
             http.post(&runs).bearer_auth(&token).json(&delta(
                 "s",
