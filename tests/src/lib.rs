@@ -173,3 +173,26 @@ pub fn claude_user_line(text: &str, ts: &str) -> String {
     });
     format!("{line}\n")
 }
+
+/// Every file under `dir` whose bytes contain `needle`.
+pub fn files_containing(dir: &Path, needle: &str) -> Result<Vec<PathBuf>> {
+    let mut hits = Vec::new();
+    let mut stack = vec![dir.to_owned()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for entry in entries {
+            let path = entry?.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if std::fs::read(&path)?
+                .windows(needle.len())
+                .any(|w| w == needle.as_bytes())
+            {
+                hits.push(path);
+            }
+        }
+    }
+    Ok(hits)
+}

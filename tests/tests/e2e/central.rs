@@ -1255,15 +1255,21 @@ fn reindex_quarantines_a_revoked_machines_run_it_finds_only_in_the_blobs() -> Re
     Ok(())
 }
 
+/// A central serving HTTPS under `tmp` with a private CA's certificate.
+fn tls_central(tmp: &Path) -> Result<(Central, kith_tests::PrivateCa)> {
+    let ca = kith_tests::PrivateCa::make(tmp)?;
+    let [(cert_var, cert), (key_var, key)] = ca.central_env();
+    let central = Central::start_on(
+        &tmp.join("data"),
+        &[(cert_var, cert.as_str()), (key_var, key.as_str())],
+    )?;
+    Ok((central, ca))
+}
+
 #[test]
 fn serves_https_with_the_configured_certificate() -> Result<()> {
     let tmp = tempfile::tempdir()?;
-    let ca = kith_tests::PrivateCa::make(tmp.path())?;
-    let [(cert_var, cert), (key_var, key)] = ca.central_env();
-    let central = Central::start_on(
-        &tmp.path().join("data"),
-        &[(cert_var, cert.as_str()), (key_var, key.as_str())],
-    )?;
+    let (central, ca) = tls_central(tmp.path())?;
     assert!(
         central.url.starts_with("https://127.0.0.1:"),
         "{}",
@@ -1637,12 +1643,7 @@ fn a_body_that_trickles_in_is_refused_at_its_whole_deadline() -> Result<()> {
 fn an_idle_http2_connection_is_closed() -> Result<()> {
     use std::process::{Command, Stdio};
     let tmp = tempfile::tempdir()?;
-    let ca = kith_tests::PrivateCa::make(tmp.path())?;
-    let [(cert_var, cert), (key_var, key)] = ca.central_env();
-    let central = Central::start_on(
-        &tmp.path().join("data"),
-        &[(cert_var, cert.as_str()), (key_var, key.as_str())],
-    )?;
+    let (central, ca) = tls_central(tmp.path())?;
     let addr = central.url.trim_start_matches("https://").to_owned();
     let started = std::time::Instant::now();
     let mut client = Command::new("openssl")

@@ -3,7 +3,7 @@
 //! at capture, `kith tag`, `kith config` with its sources, `kith status`'s
 //! first line, `--json` on every read command (errors too), completions.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Output;
 use std::time::Duration;
 
@@ -59,29 +59,6 @@ fn found_soon(api: &Api, word: &str) -> Result<Vec<String>> {
     }
 }
 
-/// Every file under `dir` whose bytes contain `needle`.
-fn files_containing(dir: &Path, needle: &str) -> Result<Vec<PathBuf>> {
-    let mut hits = Vec::new();
-    let mut stack = vec![dir.to_owned()];
-    while let Some(d) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&d) else {
-            continue;
-        };
-        for entry in entries {
-            let path = entry?.path();
-            if path.is_dir() {
-                stack.push(path);
-            } else if std::fs::read(&path)?
-                .windows(needle.len())
-                .any(|w| w == needle.as_bytes())
-            {
-                hits.push(path);
-            }
-        }
-    }
-    Ok(hits)
-}
-
 #[test]
 fn an_excluded_project_never_reaches_central_and_tag_rules_tag_the_rest() -> Result<()> {
     let central = Central::start()?;
@@ -121,7 +98,7 @@ fn an_excluded_project_never_reaches_central_and_tag_rules_tag_the_rest() -> Res
     ensure!(run["tags"] == json!(["work"]), "tagged by its rule: {run}");
     let state = device.path(".local/state/kith");
     ensure!(
-        files_containing(&state, "quokkasecret")?.is_empty(),
+        kith_tests::files_containing(&state, "quokkasecret")?.is_empty(),
         "nothing of it was ever spooled"
     );
 

@@ -498,27 +498,6 @@ fn lines_a_forgotten_conversation_shared_by_chance_stay_in_the_others() -> Resul
     Ok(())
 }
 
-/// The files under `data` that hold `word`, anywhere (the index's
-/// segments, the registry and its WAL included).
-fn holding(data: &Path, word: &str) -> Result<Vec<PathBuf>> {
-    let mut stack = vec![data.to_path_buf()];
-    let mut out = Vec::new();
-    while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(&dir)? {
-            let path = entry?.path();
-            if path.is_dir() {
-                stack.push(path);
-            } else if std::fs::read(&path)?
-                .windows(word.len())
-                .any(|w| w == word.as_bytes())
-            {
-                out.push(path);
-            }
-        }
-    }
-    Ok(out)
-}
-
 /// Regression: a forgotten conversation's text stayed on disk in the
 /// search index's segments (its documents only marked deleted) and the
 /// registry's free pages and WAL, readable by anyone with the disk. After
@@ -547,7 +526,7 @@ fn a_forget_leaves_no_file_holding_the_forgotten_words() -> Result<()> {
     }
     for word in ["quokkaflorin", "wombatgrail"] {
         ensure!(
-            !holding(&central.data_dir, word)?.is_empty(),
+            !kith_tests::files_containing(&central.data_dir, word)?.is_empty(),
             "the test's words are stored before the forget"
         );
     }
@@ -558,7 +537,7 @@ fn a_forget_leaves_no_file_holding_the_forgotten_words() -> Result<()> {
     )?;
     ensure!(res.status == 200, "forget: {res:?}");
     for word in ["quokkaflorin", "wombatgrail"] {
-        let left = holding(&central.data_dir, word)?;
+        let left = kith_tests::files_containing(&central.data_dir, word)?;
         ensure!(left.is_empty(), "{word} is still in {left:?}");
     }
     let found = api.post(
