@@ -113,7 +113,17 @@ impl Capture {
         let peeked = known_cwd
             .is_none()
             .then(|| discover::peek(&self.paths, runtime, path));
-        let cwd = known_cwd.or_else(|| peeked.as_ref().and_then(|p| p.cwd.clone()));
+        let mut cwd = known_cwd.or_else(|| peeked.as_ref().and_then(|p| p.cwd.clone()));
+        if !self.rules.exclude.is_empty() && discover::names_folder_in_lines(runtime) {
+            // An exclusion is decided on the folder wherever the transcript
+            // names it; until it does, nothing of it leaves the machine.
+            if cwd.is_none() {
+                cwd = discover::folder_anywhere(runtime, path);
+            }
+            if cwd.is_none() {
+                return Ok(Captured::default());
+            }
+        }
         if self
             .rules
             .excluded(path, cwd.as_deref().map(Path::new))

@@ -576,6 +576,72 @@ fn claude_parent(path: &Path, session_id: Option<&str>) -> Option<PathBuf> {
     (parent != path).then_some(parent)
 }
 
+/// The longest line `folder_anywhere` reads (a delta's own limit); a longer
+/// one is passed over.
+const MAX_SCAN_LINE: u64 = 64 << 20;
+
+/// Whether `runtime`'s transcripts name their working folder in their own
+/// lines (the others take it from where they live or a database: `peek`).
+pub(crate) fn names_folder_in_lines(runtime: AgentRuntime) -> bool {
+    matches!(
+        runtime,
+        AgentRuntime::ClaudeCode | AgentRuntime::Codex | AgentRuntime::Pi | AgentRuntime::Copilot
+    )
+}
+
+/// The working folder one record names, as `runtime` writes it.
+fn folder_in(runtime: AgentRuntime, v: &Value) -> Option<String> {
+    let kind = v.get("type").and_then(Value::as_str);
+    let at = |pointer: &str| string_at(Some(v), pointer).filter(|s| !s.is_empty());
+    match (runtime, kind) {
+        (AgentRuntime::ClaudeCode, _) => at("/cwd"),
+        (AgentRuntime::Codex, Some("session_meta" | "turn_context")) => at("/payload/cwd"),
+        (AgentRuntime::Pi, Some("session")) => at("/cwd"),
+        (AgentRuntime::Copilot, Some("session.start")) => at("/data/context/cwd"),
+        _ => None,
+    }
+}
+
+/// The working folder a transcript names, wherever it first does: past the
+/// lines `peek` reads (seventy summaries first), or in a first line too
+/// long to peek at. Every line is read, one at a time, each up to
+/// `MAX_SCAN_LINE`; `None` when no line names one (yet).
+pub(crate) fn folder_anywhere(runtime: AgentRuntime, path: &Path) -> Option<String> {
+    let file = open_regular(path).ok()??;
+    let mut reader = BufReader::new(file);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        let n = (&mut reader)
+            .take(MAX_SCAN_LINE)
+            .read_until(b'\n', &mut line)
+            .ok()?;
+        if n == 0 {
+            return None;
+        }
+        if !line.ends_with(b"\n") && n as u64 == MAX_SCAN_LINE {
+            // Too long to read whole: pass over the rest of it.
+            let mut rest = Vec::new();
+            loop {
+                rest.clear();
+                let m = (&mut reader)
+                    .take(MAX_SCAN_LINE)
+                    .read_until(b'\n', &mut rest)
+                    .ok()?;
+                if m == 0 || rest.ends_with(b"\n") {
+                    break;
+                }
+            }
+            continue;
+        }
+        if let Ok(v) = serde_json::from_slice::<Value>(&line) {
+            if let Some(folder) = folder_in(runtime, &v) {
+                return Some(folder);
+            }
+        }
+    }
+}
+
 /// Up to `PEEK_LINES` complete first lines that parse as JSON objects.
 fn first_lines(path: &Path) -> Vec<Value> {
     let Ok(Some(file)) = open_regular(path) else {

@@ -119,6 +119,9 @@ pub(crate) struct Report {
     pub(crate) sources: Vec<(AgentRuntime, Coverage)>,
     /// Every exclusion, also those that match nothing yet.
     pub(crate) excluded: Vec<Excluded>,
+    /// Transcripts held back while exclusions apply and they name no
+    /// working folder yet (nothing of them is sent until one does).
+    pub(crate) held_back: u64,
     pub(crate) outbox: usize,
     pub(crate) rejected: usize,
     /// Why the last replay stopped (central down, token refused).
@@ -210,6 +213,7 @@ pub(crate) fn report(paths: &Paths, settings: &Settings) -> Report {
             transcripts: 0,
         })
         .collect();
+    let mut held_back = 0;
     let found = discover::found(paths, &settings.aider_roots());
     for source in found.sources {
         let Ok(meta) = std::fs::metadata(&source.path) else {
@@ -223,7 +227,16 @@ pub(crate) fn report(paths: &Paths, settings: &Settings) -> Report {
             let cwd = cursor
                 .as_ref()
                 .and_then(|c| c.cwd.clone())
-                .or_else(|| discover::peek(paths, source.runtime, &source.path).cwd);
+                .or_else(|| discover::peek(paths, source.runtime, &source.path).cwd)
+                .or_else(|| {
+                    discover::names_folder_in_lines(source.runtime)
+                        .then(|| discover::folder_anywhere(source.runtime, &source.path))
+                        .flatten()
+                });
+            if cwd.is_none() && discover::names_folder_in_lines(source.runtime) {
+                held_back += 1;
+                continue;
+            }
             if let Some(glob) = rules.excluded(&source.path, cwd.as_deref().map(Path::new)) {
                 if let Some(e) = excluded.iter_mut().find(|e| e.glob == glob.as_str()) {
                     e.transcripts += 1;
@@ -271,6 +284,7 @@ pub(crate) fn report(paths: &Paths, settings: &Settings) -> Report {
         last_sent: outbox.last_sent(),
         sources,
         excluded,
+        held_back,
         outbox: outbox.len(),
         rejected: outbox.rejected(),
         last_error: outbox.last_error(),
@@ -342,6 +356,7 @@ impl Report {
                 })),
                 "at_risk": c.cleanup.map(|_| &c.at_risk),
             })).collect::<Vec<_>>(),
+            "held_back": self.held_back,
             "excluded": self.excluded.iter().map(|e| json!({
                 "glob": e.glob, "origin": e.origin, "transcripts": e.transcripts,
             })).collect::<Vec<_>>(),
@@ -406,6 +421,13 @@ impl fmt::Display for Report {
                 f,
                 "excluded: {} ({}): {} transcripts never read nor sent",
                 e.glob, e.origin, e.transcripts
+            )?;
+        }
+        if self.held_back > 0 {
+            writeln!(
+                f,
+                "held back: {} transcripts name no working folder yet; none is sent until it does (exclusions are decided on it)",
+                self.held_back
             )?;
         }
         write!(f, "outbox: {} deltas waiting", self.outbox)?;

@@ -738,6 +738,84 @@ fn an_excluded_project_is_never_spooled_and_tag_rules_tag_the_rest() -> anyhow::
     Ok(())
 }
 
+/// Regression: `exclude` was decided on the folder the first 64 lines or
+/// first MiB named, so a transcript of the excluded project went out when
+/// seventy summary lines came first, or when its first line was over 1 MiB.
+/// The folder is found wherever the transcript first names it, and a
+/// transcript that names none yet is held back (no cursor, nothing
+/// spooled) until it does; `kith status` counts it.
+#[test]
+fn exclusions_read_the_folder_wherever_it_is_and_hold_back_until_then() -> anyhow::Result<()> {
+    let device = Device::new()?;
+    let folder = device
+        .tmp
+        .path()
+        .join(".claude/projects/-home-sam-src-tally");
+    fs::create_dir_all(&folder)?;
+    let session = fs::read_to_string(fixtures::path(SHORT))?;
+    assert!(session.contains("\"cwd\":\"/home/sam/src/tally\""));
+    let summary = |i: usize| {
+        format!("{{\"type\":\"summary\",\"summary\":\"part {i}\",\"leafUuid\":\"l-{i}\"}}\n")
+    };
+    let late = folder.join("late.jsonl");
+    fs::write(&late, (0..70).map(summary).collect::<String>() + &session)?;
+    let long = folder.join("long.jsonl");
+    let first = serde_json::json!({
+        "type": "user", "uuid": "u-long", "sessionId": "s-long", "cwd": "/home/sam/src/tally",
+        "timestamp": "2026-05-11T10:00:00Z",
+        "message": {"role": "user", "content": "x".repeat(1_200_000)}
+    });
+    fs::write(&long, format!("{first}\n{session}"))?;
+    let unknown = folder.join("unknown.jsonl");
+    fs::write(&unknown, (0..3).map(summary).collect::<String>())?;
+
+    let config = "exclude = [\"/home/sam/src/tally/**\"]\n";
+    let capture = Capture::new(&device.paths, Duration::from_secs(5)).with_rules(rules(config)?);
+    for path in [&late, &long, &unknown] {
+        assert_eq!(
+            capture.file(&device.file(path))?,
+            Captured::default(),
+            "{path:?}"
+        );
+        assert!(
+            capture.cursor(path)?.is_none(),
+            "not even a cursor: {path:?}"
+        );
+    }
+    assert!(device.spooled()?.is_empty());
+    fs::create_dir_all(&device.paths.config_dir)?;
+    fs::write(device.paths.config_dir.join("config.toml"), config)?;
+    let settings =
+        crate::settings::Settings::load(&device.paths, &crate::settings::Flags::default())?;
+    let report = crate::status::report(&device.paths, &settings);
+    assert_eq!(report.held_back, 1, "{report}");
+    assert!(
+        report.to_string().contains("held back: 1 transcripts"),
+        "{report}"
+    );
+
+    // Once it names a folder outside the exclusion, it goes, whole.
+    let mut line = serde_json::json!({
+        "type": "user", "uuid": "u-1", "sessionId": "s-unknown", "cwd": "/home/sam/src/notes-site",
+        "timestamp": "2026-05-11T10:00:00Z", "message": {"role": "user", "content": "hello"}
+    })
+    .to_string();
+    line.push('\n');
+    fs::OpenOptions::new()
+        .append(true)
+        .open(&unknown)?
+        .write_all(line.as_bytes())?;
+    assert!(capture.file(&device.file(&unknown))?.deltas > 0);
+    let spooled = device.spooled()?;
+    assert!(
+        spooled.iter().all(|(h, _)| h.file == unknown),
+        "only that one"
+    );
+    let report = crate::status::report(&device.paths, &settings);
+    assert_eq!(report.held_back, 0, "{report}");
+    Ok(())
+}
+
 #[test]
 fn the_persons_own_redact_patterns_are_masked_before_spooling() -> anyhow::Result<()> {
     let device = Device::new()?;
