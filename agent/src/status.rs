@@ -316,6 +316,11 @@ impl Report {
                 " · embedded {}/{} chunks",
                 s.counts.chunks_embedded, s.counts.chunks
             );
+            if let Some(since) = &s.indexing_failing_since {
+                line += &format!(
+                    " · central cannot index since {since}: what it accepted waits, and is searchable once it can"
+                );
+            }
         }
         line
     }
@@ -331,6 +336,7 @@ impl Report {
                     "machine": s.machine,
                     "chunks": s.counts.chunks,
                     "chunks_embedded": s.counts.chunks_embedded,
+                    "indexing_failing_since": s.indexing_failing_since,
                 })),
             ),
         };

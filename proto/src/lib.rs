@@ -725,6 +725,14 @@ pub struct StatusResponse {
     pub family: Option<Counts>,
     /// When the most recent run was indexed (RFC 3339).
     pub last_indexed_at: Option<String>,
+    /// Since when indexing fails (a full disk, a search server down), while
+    /// it does: what central accepted meanwhile waits in `queue`, and is
+    /// indexed once it works again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub indexing_failing_since: Option<String>,
+    /// Why, for admins only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub indexing_error: Option<String>,
     pub search_backend: String,
     pub embedder: String,
     /// The calling machine as central knows it.

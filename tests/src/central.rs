@@ -115,7 +115,25 @@ impl Central {
     }
 
     fn start_at(data_dir: &Path, listen: &str, env: &[(&str, &str)]) -> Result<Self> {
-        let mut cmd = central_command();
+        Self::spawn(central_command(), data_dir, listen, env)
+    }
+
+    /// Starts central on `data_dir` through `wrap`, a command that ends by
+    /// running its first argument with the rest (`kith-central serve ...`):
+    /// `["unshare", "-rm", "sh", "-c", "mount ... && exec \"$0\" \"$@\""]`.
+    pub fn start_wrapped(data_dir: &Path, wrap: &[&str]) -> Result<Self> {
+        let (program, args) = wrap.split_first().context("an empty wrapper")?;
+        let mut cmd = Command::new(program);
+        cmd.args(args).arg(bin("kith-central"));
+        Self::spawn(cmd, data_dir, "127.0.0.1:0", &[])
+    }
+
+    fn spawn(
+        mut cmd: Command,
+        data_dir: &Path,
+        listen: &str,
+        env: &[(&str, &str)],
+    ) -> Result<Self> {
         cmd.args(["serve", "--listen", listen, "--data-dir"])
             .arg(data_dir)
             .env_remove("KITH_LISTEN")

@@ -41,12 +41,15 @@ pub(crate) async fn status(
     })
     .await??;
     let family = family.map(|f| counts_of(&f, counts.users));
+    let failure = state.indexer().failure();
     Ok(Json(StatusResponse {
         version: env!("CARGO_PKG_VERSION").to_owned(),
         queue,
         counts: counts_of(&own, 1),
         family,
         last_indexed_at: own.last_indexed_at,
+        indexing_failing_since: failure.as_ref().map(|(_, since)| since.clone()),
+        indexing_error: failure.filter(|_| admin).map(|(why, _)| why),
         search_backend: state.index().name().to_owned(),
         embedder: state.embedder_name(),
         machine: viewer.machine_name().unwrap_or_default().to_owned(),

@@ -290,6 +290,11 @@ impl EmbeddedIndex {
     }
 
     /// Runs `f` with the index writer, creating it on first use.
+    /// Runs `f` with the index writer, opened first if it is not. A writer
+    /// that failed (a full disk kills it, and it refuses everything after)
+    /// is dropped, and the next write opens a new one from the last commit:
+    /// once space returns, indexing goes on by itself. Its failure is the
+    /// index's, not the run's: `IndexUnavailable`.
     fn with_writer<T>(&self, f: impl FnOnce(&mut IndexWriter) -> Result<T>) -> Result<T> {
         let mut guard = lock(&self.writer);
         let writer = match guard.as_mut() {
@@ -301,7 +306,13 @@ impl EmbeddedIndex {
                 )
             })?),
         };
-        f(writer)
+        f(writer).map_err(|e| {
+            *guard = None;
+            match e {
+                Error::Unavailable { .. } => e,
+                other => Error::unavailable(Code::IndexUnavailable, other.to_string()),
+            }
+        })
     }
 
     /// The hit of the document at `addr`, with the start of its text as

@@ -44,6 +44,8 @@ pub struct Indexer {
     /// Set when central shuts down: the worker finishes its batch and ends,
     /// before the runtime its timers run on goes.
     stopping: Arc<std::sync::atomic::AtomicBool>,
+    /// Why indexing fails, and since when, while it does (`/api/status`).
+    failing: Arc<Mutex<Option<(String, String)>>>,
 }
 
 /// Most text of chunks that waits in memory for the indexer: a lagging
@@ -70,6 +72,7 @@ impl Default for Indexer {
             chunked: Arc::default(),
             writes: Arc::default(),
             stopping: Arc::default(),
+            failing: Arc::default(),
         }
     }
 }
@@ -147,6 +150,28 @@ impl Indexer {
     /// The worker committed runs to the index.
     pub(crate) fn committed(&self) {
         self.indexed.send_modify(|n| *n += 1);
+    }
+
+    /// A batch failed with `e`: said in `/api/status` until one succeeds,
+    /// with the time of the first failure.
+    pub(crate) fn failing(&self, e: &crate::error::Error) {
+        let mut failing = lock(&self.failing);
+        let since = failing
+            .take()
+            .map_or_else(kith_shared::timestamp::now, |(_, since)| since);
+        *failing = Some((e.to_string(), since));
+    }
+
+    /// A batch succeeded (or found nothing to do): indexing works.
+    pub(crate) fn recovered(&self) {
+        if let Some((why, since)) = lock(&self.failing).take() {
+            tracing::info!(failing_since = %since, was = %why, "indexing works again");
+        }
+    }
+
+    /// Why indexing fails and since when, while it does.
+    pub fn failure(&self) -> Option<(String, String)> {
+        lock(&self.failing).clone()
     }
 
     /// Index commits that added runs: `changed()` resolves after the next

@@ -12,7 +12,7 @@ use kith_shared::ids::{RunId, UserId};
 use kith_shared::transcript::{self, Format};
 use sha2::{Digest, Sha256};
 
-use crate::error::{Error, Result};
+use crate::error::{Code, Error, Result};
 use crate::index::Standing;
 use crate::privacy::Operator;
 use crate::registry::{Indexed, LiveFacts, PendingJob, StoredRun};
@@ -40,6 +40,10 @@ pub fn index_batch(state: &AppState) -> Result<usize> {
     for job in &jobs {
         match index_one(state, job, &mut chains) {
             Ok(indexed) => done.push((indexed, job.version)),
+            // The index cannot be written (a full disk, a search server
+            // down): no run is at fault, and every job stays pending for
+            // the batch's retry.
+            Err(e) if e.code() == Code::IndexUnavailable => return Err(e),
             Err(e) => {
                 tracing::warn!(run_id = %job.run_id, error = %e, "indexing a run failed");
                 state.registry().fail_job(&job.run_id, &e.to_string())?;
@@ -280,16 +284,19 @@ async fn run(state: AppState) {
         backlog = matches!(batch, Ok(Ok(n)) if n >= BATCH as usize);
         match batch {
             Ok(Ok(0)) => {
+                indexer.recovered();
                 backoff = Duration::from_secs(1);
                 // Also poll now and then, so a job written by another
                 // process (the CLI's reindex) is picked up.
                 indexer.woken_or(Duration::from_secs(5)).await;
             }
             Ok(Ok(_)) => {
+                indexer.recovered();
                 backoff = Duration::from_secs(1);
                 indexer.committed();
             }
             Ok(Err(e)) => {
+                indexer.failing(&e);
                 // The batch's jobs stay in the registry (a failed commit
                 // finishes none of them), so this retries the same work:
                 // a search server that is down is caught up with once it

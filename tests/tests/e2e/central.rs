@@ -4,7 +4,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use anyhow::Result;
+use anyhow::{ensure, Context, Result};
 use kith_shared::hash::{chain_next, sha256_hex};
 use kith_tests::{claude_user_line, delta, one_indexed_run, run_central, Api, Central};
 use serde_json::{json, Value};
@@ -2057,5 +2057,101 @@ fn the_audit_pages_through_every_reading_and_filters_by_reader_and_conversation(
     assert_eq!((zero.status, zero.code()), (400, "invalid_limit"));
     let bad = alice.get("/api/audit?cursor=later")?;
     assert_eq!((bad.status, bad.code()), (400, "invalid_cursor"));
+    Ok(())
+}
+
+/// Regression: when the search index's disk filled, its writer died, each
+/// run accepted afterwards failed its indexing five times and was dropped
+/// (status said nothing pending), and none became searchable after space
+/// returned, until a manual reindex. The index here sits on a 4 MiB tmpfs
+/// in a private mount namespace: filled, a delta is still accepted and
+/// waits, `/api/status` says indexing fails; freed, central recovers by
+/// itself and the delta is found.
+#[test]
+fn a_full_index_disk_heals_and_every_accepted_delta_becomes_searchable() -> Result<()> {
+    use std::process::Command;
+    let tmp = tempfile::tempdir()?;
+    let data = tmp.path().join("data");
+    let index = data.join("index");
+    std::fs::create_dir_all(&index)?;
+    let token = kith_tests::register_local(&data, "fill.local", "laptop")?;
+    let mount = format!(
+        "mount -t tmpfs -o size=4m tmpfs '{}' && exec \"$0\" \"$@\"",
+        index.display()
+    );
+    let central = Central::start_wrapped(&data, &["unshare", "-rm", "sh", "-c", &mount])
+        .context("central on a small tmpfs needs `unshare -rm` (user and mount namespaces)")?;
+    let pid = central.pid().context("central's pid")?.to_string();
+    // Runs `script` in central's mount namespace, where its index's tmpfs is.
+    let inside = |script: &str| -> Result<()> {
+        let out = Command::new("nsenter")
+            .args([
+                "-t",
+                &pid,
+                "-U",
+                "-m",
+                "--preserve-credentials",
+                "sh",
+                "-c",
+                script,
+            ])
+            .output()?;
+        ensure!(
+            out.status.success(),
+            "nsenter: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Ok(())
+    };
+    let api = central.client(&token);
+    let post = |source: &str, text: &str| -> Result<String> {
+        let line = kith_tests::claude_user_line(text, "2026-05-11T10:00:00Z");
+        let res = api.post("/api/runs", &kith_tests::delta(source, 0, &line))?;
+        ensure!(res.status == 202, "ingest: {res:?}");
+        Ok(res.body["run_id"].as_str().unwrap_or_default().to_owned())
+    };
+    let found = |word: &str| -> Result<bool> { Ok(!api.keyword(word)?.is_empty()) };
+    let before = post("fill-a", "the alphafill note before the disk filled")?;
+    api.wait_indexed(&before, Duration::from_secs(60))?;
+    ensure!(found("alphafill")?);
+
+    let filler = index.join("filler");
+    inside(&format!(
+        "cat /dev/zero > '{}' 2>/dev/null; true",
+        filler.display()
+    ))?;
+    let during = post("fill-b", "the bravofill note while the disk is full")?;
+    // Accepted, waiting, and said so.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        let status = api.get("/api/status")?;
+        if status.body["indexing_failing_since"].is_string() || std::time::Instant::now() > deadline
+        {
+            break status;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    ensure!(
+        status.body["indexing_failing_since"].is_string(),
+        "status names the failure: {status:?}"
+    );
+    ensure!(
+        !found("bravofill")?,
+        "not searchable while the index cannot be written"
+    );
+
+    inside(&format!("rm -f '{}'", filler.display()))?;
+    // The worker retries at most 30 s apart: the run is indexed by itself.
+    api.wait_indexed(&during, Duration::from_secs(90))?;
+    ensure!(found("bravofill")? && found("alphafill")?);
+    let status = api.get("/api/status")?;
+    ensure!(
+        status.body["indexing_failing_since"].is_null(),
+        "recovered: {status:?}"
+    );
+    // Accepted after it healed: indexed as usual.
+    let after = post("fill-c", "the charliefill note after")?;
+    api.wait_indexed(&after, Duration::from_secs(60))?;
+    ensure!(found("charliefill")?);
     Ok(())
 }
