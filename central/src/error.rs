@@ -186,6 +186,8 @@ codes! {
         PdsUnreachable = "pds_unreachable",
         /// Meilisearch, down or still being set up.
         SearchBackendUnavailable = "search_backend_unavailable",
+        /// Requests without credentials have their fill under way.
+        Busy = "busy",
     }
     Internal {
         Internal = "internal",

@@ -41,6 +41,12 @@ pub(crate) fn body_limit(ingest: usize, path: &str) -> usize {
     }
 }
 
+/// Sign-in requests (the routes that take no credentials, and wait on a
+/// PDS) served at once; the next is answered 503 at once. Every other
+/// route checks its credentials before it reads a body, so sign-ins however
+/// many or slow cannot starve the family's searches.
+pub(crate) const MAX_ANONYMOUS_IN_FLIGHT: usize = 128;
+
 /// The least time a request's whole body is given, however small.
 pub(crate) const BODY_DEADLINE_BASE: Duration = Duration::from_secs(10);
 /// The slowest sending an honest client is given time for beyond the base,

@@ -16,6 +16,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
 use axum::{Extension, Router};
+use tokio::sync::Semaphore;
 use tower_http::decompression::RequestDecompressionLayer;
 use tower_http::timeout::RequestBodyTimeoutLayer;
 use tower_http::trace::{DefaultOnFailure, DefaultOnResponse, TraceLayer};
@@ -25,8 +26,8 @@ use utoipa::OpenApi;
 use crate::error::{Code, Error};
 use crate::handlers::{context, conversations, meta, runs, search, shares, web};
 use crate::http_limits::{
-    body_deadline, body_limit, DeadlineBody, BODY_READ_TIMEOUT, MAX_HEADERS, MAX_HEADER_BYTES,
-    MAX_REQUEST_BYTES, MAX_URI_BYTES,
+    body_deadline, body_limit, DeadlineBody, BODY_READ_TIMEOUT, MAX_ANONYMOUS_IN_FLIGHT,
+    MAX_HEADERS, MAX_HEADER_BYTES, MAX_REQUEST_BYTES, MAX_URI_BYTES,
 };
 use crate::state::AppState;
 use crate::web::{actions, assets, pages};
@@ -34,6 +35,7 @@ use crate::web::{actions, assets, pages};
 pub fn app(state: AppState) -> Router {
     let ingest = state.config().max_body_bytes;
     let plain_http = state.config().insecure_http;
+    let anonymous = Arc::new(Semaphore::new(MAX_ANONYMOUS_IN_FLIGHT));
     Router::new()
         .route("/healthz", get(meta::healthz))
         .route("/metrics", get(meta::metrics))
@@ -83,7 +85,15 @@ pub fn app(state: AppState) -> Router {
                 .on_failure(DefaultOnFailure::new().level(Level::WARN)),
         )
         .layer(middleware::from_fn(
-            move |req: Request, next: Next| async move {
+            move |req: Request, next: Next| {
+                let anonymous = anonymous.clone();
+                async move {
+                // A sign-in (no credentials yet) takes a seat of its own
+                // budget: however many or slow, the rest is served.
+                let _seat = match anonymous_seat(&req, &anonymous) {
+                    Ok(seat) => seat,
+                    Err(e) => return e.into_response(),
+                };
                 let limit = body_limit(ingest, req.uri().path());
                 // Plain HTTP to the browser, unless a proxy in front says
                 // the browser came over HTTPS.
@@ -97,6 +107,7 @@ pub fn app(state: AppState) -> Router {
                     }
                     Ok(()) => with_error_body(next.run(req).await, limit),
                     Err(e) => e.into_response(),
+                }
                 }
             },
         ))
@@ -162,6 +173,24 @@ fn check_head(req: &Request, limit: usize) -> Result<(), Error> {
         return Err(Error::BodyTooLarge { limit });
     }
     Ok(())
+}
+
+/// A seat in the sign-in routes' budget (`None` for any other route: those
+/// check their credentials before they read a body, so a request without
+/// valid ones is refused at once); a 503 when the budget is spent.
+fn anonymous_seat(
+    req: &Request,
+    budget: &Arc<Semaphore>,
+) -> Result<Option<tokio::sync::OwnedSemaphorePermit>, Error> {
+    if !req.uri().path().starts_with("/signin") {
+        return Ok(None);
+    }
+    budget.clone().try_acquire_owned().map(Some).map_err(|_| {
+        Error::unavailable(
+            Code::Busy,
+            "central is answering as many sign-ins as it takes at once; try again in a moment",
+        )
+    })
 }
 
 /// The body length a request's `Content-Length` declares.

@@ -2155,3 +2155,63 @@ fn a_full_index_disk_heals_and_every_accepted_delta_becomes_searchable() -> Resu
     ensure!(found("charliefill")?);
     Ok(())
 }
+
+/// Regression: sign-ins, which take no credentials, had no budget of their
+/// own: enough slow ones held every connection and central stopped
+/// answering its members. 128 sign-ins trickling in (from four addresses,
+/// within each one's connection cap) fill their budget: the next sign-in
+/// page is answered 503 with kith's error body at once, while a member's
+/// search answers as usual.
+#[test]
+fn slow_sign_ins_cannot_starve_a_members_search() -> Result<()> {
+    let central = Central::start()?;
+    let token = central.register("alice.test", "laptop")?;
+    let alice = central.client(&token);
+    let addr: std::net::SocketAddr = central.url.trim_start_matches("http://").parse()?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let head = format!(
+        "POST /signin HTTP/1.1\r\nHost: {addr}\r\n\
+         Content-Type: application/x-www-form-urlencoded\r\n\
+         Content-Length: 15000\r\n\r\nhandle="
+    );
+    let slow = runtime.block_on(async {
+        use tokio::io::AsyncWriteExt;
+        let mut out = Vec::new();
+        for i in 0..128u8 {
+            let socket = tokio::net::TcpSocket::new_v4()?;
+            socket.bind(std::net::SocketAddr::from(([127, 0, 0, 2 + i % 4], 0)))?;
+            let mut tcp = socket.connect(addr).await?;
+            tcp.write_all(head.as_bytes()).await?;
+            out.push(tcp);
+        }
+        anyhow::Ok(out)
+    })?;
+    // Their handlers have the requests (they wait on the rest of the body).
+    std::thread::sleep(Duration::from_secs(1));
+    let http = reqwest::blocking::Client::builder()
+        .timeout(Duration::from_secs(5))
+        .build()?;
+    let page = Api::send_raw(http.get(format!("{}/signin", central.url)))?;
+    assert_eq!((page.status, page.code()), (503, "busy"), "{page:?}");
+    let search = alice.post(
+        "/api/search",
+        &json!({"query": "anything", "mode": "keyword"}),
+    )?;
+    assert_eq!(search.status, 200, "{search:?}");
+    let health = http.get(format!("{}/healthz", central.url)).send()?;
+    assert!(health.status().is_success());
+    drop(slow);
+    // The budget is given back: the page answers once they are gone.
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        let page = http.get(format!("{}/signin", central.url)).send()?;
+        if page.status().is_success() {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{}", page.status());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    Ok(())
+}
