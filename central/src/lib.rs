@@ -37,6 +37,7 @@ mod sync;
 mod tagging;
 mod tree;
 mod turns_cache;
+mod usage;
 pub mod vectorizer;
 mod web;
 

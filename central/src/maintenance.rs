@@ -1,5 +1,5 @@
 //! Offline maintenance on a data directory: `reindex` rebuilds every derived
-//! thing (run catalog, jobs, search index) from the blob store alone, and
+//! thing (run catalog, usage, jobs, search index) from the blob store alone, and
 //! `doctor` reports drift between blobs, registry and index.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -87,6 +87,18 @@ pub(crate) fn reindex(state: &AppState, operator: &Operator) -> Result<ReindexRe
         .iter()
         .map(|(meta, ..)| ancestry_from(&parents, &meta.id))
         .collect();
+    let usage = {
+        let blobs: HashMap<&str, &str> = runs
+            .iter()
+            .map(|(m, rel, _)| (m.id.as_str(), rel.as_str()))
+            .collect();
+        let metas: Vec<&Run> = runs.iter().map(|(m, ..)| m).collect();
+        crate::usage::rebuild(&metas, |run| {
+            Ok(store.read_jsonl(blobs.get(run.id.as_str()).copied().unwrap_or_default())?)
+        })?
+    };
+    // Each conversation's usage goes in with one of its runs.
+    let mut counted: HashSet<&str> = HashSet::new();
     let rows: Vec<NewRun<'_>> = runs
         .iter()
         .zip(&ancestries)
@@ -96,6 +108,11 @@ pub(crate) fn reindex(state: &AppState, operator: &Operator) -> Result<ReindexRe
             blob_path: rel,
             idempotency_key: key.as_deref(),
             lane: Lane::Bulk,
+            usage: run
+                .conversation
+                .as_deref()
+                .filter(|c| counted.insert(c))
+                .and_then(|c| usage.get(c)),
         })
         .collect();
     state.registry().replace_runs(&rows)?;
@@ -183,6 +200,8 @@ pub(crate) fn recover(state: &AppState, operator: &Operator) -> Result<Recovery>
             blob_path: &rel,
             idempotency_key: blob.idempotency_key.as_deref(),
             lane: Lane::Bulk,
+            // Counted from the next `reindex`.
+            usage: None,
         });
         match adopted {
             Ok(()) => recovery.adopted.push(blob.run.id),

@@ -24,7 +24,7 @@ use tracing::Level;
 use utoipa::OpenApi;
 
 use crate::error::{Code, Error};
-use crate::handlers::{context, conversations, meta, runs, search, shares, web};
+use crate::handlers::{context, conversations, meta, runs, search, shares, usage, web};
 use crate::http_limits::{
     body_deadline, body_limit, DeadlineBody, BODY_READ_TIMEOUT, MAX_ANONYMOUS_IN_FLIGHT,
     MAX_HEADERS, MAX_HEADER_BYTES, MAX_REQUEST_BYTES, MAX_URI_BYTES,
@@ -63,6 +63,7 @@ pub fn app(state: AppState) -> Router {
         .route("/api/shares", post(shares::post).get(shares::index))
         .route("/api/shares/{id}", delete(shares::delete))
         .route("/api/audit", get(shares::audit))
+        .route("/api/usage", get(usage::index))
         .route("/api/web/link", post(web::link))
         .merge(pages())
         .fallback(|| async { Error::not_found("route") })
@@ -292,6 +293,7 @@ fn with_error_body(res: Response, limit: usize) -> Response {
     shares::index,
     shares::delete,
     shares::audit,
+    usage::index,
     web::link,
 ))]
 struct Paths;

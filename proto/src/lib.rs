@@ -854,6 +854,105 @@ pub struct AuditResponse {
     pub next_cursor: Option<String>,
 }
 
+/// How `GET /api/usage` buckets what the agents spent.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum UsageReport {
+    /// A row per day (`2026-05-01`) in the report's time zone.
+    #[default]
+    Daily,
+    /// A row per week, keyed by its Monday (`2026-04-27`).
+    Weekly,
+    /// A row per month (`2026-05`).
+    Monthly,
+    /// A row per conversation, keyed by its id, in order of last activity.
+    Session,
+}
+
+/// What `GET /api/usage` splits each bucket by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum UsageBy {
+    /// The model as the agent named it.
+    Model,
+    /// The agent (`claude-code`, `codex`, ...).
+    Agent,
+    /// The machine's name when the transcript was captured.
+    Machine,
+    /// The agent's working directory.
+    Project,
+}
+
+/// `GET /api/usage`'s query.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct UsageQuery {
+    /// Default `daily`.
+    pub report: Option<UsageReport>,
+    /// Split each row's bucket by this; none by default.
+    pub by: Option<UsageBy>,
+    /// Only this agent's usage.
+    pub agent: Option<AgentRuntime>,
+    /// From this RFC 3339 time, or from the start of this day
+    /// (`YYYY-MM-DD`) in `timezone`.
+    pub since: Option<String>,
+    /// Before this RFC 3339 time, or through the end of this day
+    /// (`YYYY-MM-DD`) in `timezone`.
+    pub until: Option<String>,
+    /// `UTC` (the default) or a fixed offset (`+02:00`, `-0530`); zone
+    /// names (`Europe/Paris`) are not read.
+    pub timezone: Option<String>,
+}
+
+/// Tokens and dollars of a usage row, or of the whole report.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct UsageTotals {
+    /// Input read at full price.
+    pub input_tokens: u64,
+    /// Output, reasoning included.
+    pub output_tokens: u64,
+    /// Input written to a cache (5-minute and 1-hour writes).
+    pub cache_write_tokens: u64,
+    /// Input read from a cache.
+    pub cache_read_tokens: u64,
+    /// The cost the agents recorded, else the tokens at the price table's
+    /// list prices; the tokens of `unpriced_models` are not in it.
+    pub cost_usd: f64,
+    /// Models whose tokens have no price (unknown to the table, or a kind
+    /// of token the table has no rate for), as the agents named them;
+    /// `unknown` for tokens no model was named for. Sorted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unpriced_models: Vec<String>,
+}
+
+/// One row of a usage report.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct UsageRow {
+    /// The bucket: a day, a week's Monday, a month, or a conversation id.
+    pub key: String,
+    /// The value of `by` (`null` without `by`, or when the usage names none).
+    pub group: Option<String>,
+    #[serde(flatten)]
+    pub totals: UsageTotals,
+}
+
+/// `GET /api/usage`: what the caller's own agents spent (never another
+/// member's, shared or not), each model response counted once.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct UsageResponse {
+    /// The day (`YYYY-MM-DD`) the price table's prices were read.
+    pub price_table: String,
+    /// The time zone days, weeks and months are cut in (`UTC`, `+02:00`).
+    pub timezone: String,
+    pub totals: UsageTotals,
+    /// By key, then group; sessions by last activity.
+    pub rows: Vec<UsageRow>,
+    /// Usage records in the caller's transcripts that could not be counted
+    /// (negative, fractional or absurd figures): the totals leave them out.
+    pub n_refused: u64,
+}
+
 /// `POST /api/conversations/{id}/tags`: put tags on every run of one of
 /// the caller's conversations, or take them off.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
@@ -956,7 +1055,13 @@ pub struct SignInLink {
         TagsResponse,
         TagList,
         TagCount,
-        SignInLink
+        SignInLink,
+        UsageReport,
+        UsageBy,
+        UsageQuery,
+        UsageTotals,
+        UsageRow,
+        UsageResponse
     ))
 )]
 pub struct ApiDoc;

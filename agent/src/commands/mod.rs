@@ -2,8 +2,8 @@
 //! (grouped, relative times, highlighted snippets; `render`) or, with
 //! `--json`, for a script. One file each, with its flags and its `run`:
 //! `kith search`, `tree`, `show`, `share`, `tag`, `audit`, `web`, `context`
-//! (also the SessionStart hook) and `forget`. Central does the work; every
-//! request goes through `client`.
+//! (also the SessionStart hook), `usage` and `forget`. Central does the
+//! work; every request goes through `client`.
 
 mod audit;
 pub(crate) mod context;
@@ -13,6 +13,7 @@ mod share;
 mod show;
 mod tag;
 mod tree;
+mod usage;
 mod web;
 
 use anyhow::{Context, Result};
@@ -46,6 +47,9 @@ pub(crate) enum FamilyCommand {
     /// The passages of past conversations most useful for a task, each
     /// with its citation, fitted to a token budget.
     Context(context::ContextArgs),
+    /// What your agents spent: tokens and dollars by day, week, month or
+    /// session (only your own usage).
+    Usage(usage::UsageArgs),
 }
 
 impl FamilyCommand {
@@ -57,6 +61,7 @@ impl FamilyCommand {
             Self::Show(args) => args.json,
             Self::Context(args) => args.json,
             Self::Audit(args) => args.json,
+            Self::Usage(args) => args.json,
             Self::Share(share::ShareCommand::List { json }) => *json,
             Self::Share(_) | Self::Tag(_) | Self::Web(_) => false,
         }
@@ -73,6 +78,7 @@ pub(crate) fn run(cmd: FamilyCommand, client: &Client) -> Result<()> {
         FamilyCommand::Web(args) => web::run(args, client),
         FamilyCommand::Show(args) => show::run(args, client),
         FamilyCommand::Context(args) => context::run(args, client),
+        FamilyCommand::Usage(args) => usage::run(args, client),
     }
 }
 

@@ -7,6 +7,7 @@ pub(crate) mod meta;
 pub(crate) mod runs;
 pub(crate) mod search;
 pub(crate) mod shares;
+pub(crate) mod usage;
 pub(crate) mod web;
 
 use axum::extract::{FromRef, FromRequest, FromRequestParts, Request};

@@ -172,6 +172,7 @@ impl Registry {
         let mut conn = self.conn();
         let tx = conn.transaction()?;
         for id in run_ids {
+            super::usage::forget_run(&tx, id)?;
             tx.prepare_cached("DELETE FROM runs WHERE id = ?1")?
                 .execute([id])?;
             tx.prepare_cached("DELETE FROM shares WHERE scope_kind = 'run' AND scope_value = ?1")?

@@ -1,6 +1,6 @@
 //! The SQLite registry in `<data>/registry.sqlite`: users and machines (the
-//! identity of record), and the run catalog and indexing jobs (derived from
-//! the blob store; `reindex` rebuilds them).
+//! identity of record), and the run catalog, usage facts and indexing jobs
+//! (derived from the blob store; `reindex` rebuilds them).
 //!
 //! Every method is synchronous and holds the connection lock only for its own
 //! statements; async callers run them on the blocking pool. Reads of runs take
@@ -25,6 +25,7 @@ mod runs;
 mod sessions;
 mod shares;
 mod tags;
+mod usage;
 mod users;
 mod values;
 mod viewer;
@@ -33,9 +34,10 @@ pub use conversations::{ConversationFilter, Facets, MAX_FILTER_BYTES};
 pub use forgotten::{line_hashes, ForgetSet, Forgetter, Tombstone};
 pub use jobs::{Indexed, Lane, PendingJob};
 pub use machines::{MachineAuth, MachineRow};
-pub use runs::{ancestry_of, ForestFilter, LiveFacts, NewRun, StoredRun};
+pub use runs::{ancestry_of, transcript_of, ForestFilter, LiveFacts, NewRun, StoredRun};
 pub use sessions::{SignedIn, SESSION_MAX_DAYS};
 pub use shares::{AuditFilter, AuditRow, Revoked, ShareRow};
+pub use usage::{ConversationUsage, CountedUsage, UsageFilter, UsageRow};
 pub use users::UserRow;
 pub use values::FilterValues;
 pub use viewer::Viewer;
@@ -217,6 +219,7 @@ impl Registry {
         // overwritten, not left in free pages.
         conn.pragma_update(None, "secure_delete", "ON")?;
         conn.execute_batch(SCHEMA)?;
+        conn.execute_batch(usage::SCHEMA)?;
         migrate(&conn)?;
         let reader = Connection::open(path)?;
         reader.pragma_update(None, "query_only", "ON")?;

@@ -9,7 +9,7 @@ use kith_proto::AgentRuntime;
 use kith_shared::ids::{RunId, UserId};
 use rusqlite::params;
 
-use super::{epoch_ms_or, to_i64, Lane, Registry, Sql, Viewer};
+use super::{epoch_ms_or, to_i64, ConversationUsage, Lane, Registry, Sql, Viewer};
 use crate::error::Result;
 use crate::privacy::{Grant, Operator, Readability, RunFacts};
 use crate::run::{Run, Shown};
@@ -53,6 +53,10 @@ pub struct NewRun<'a> {
     pub blob_path: &'a str,
     pub idempotency_key: Option<&'a str>,
     pub lane: Lane,
+    /// The usage of the run's conversation with the run's delta folded in
+    /// (`crate::usage`), when the delta holds any or changes what its
+    /// conversation's fold carries.
+    pub usage: Option<&'a ConversationUsage>,
 }
 
 /// Filters of the forest view.
@@ -159,7 +163,7 @@ fn write_run(tx: &rusqlite::Transaction<'_>, new: &NewRun<'_>, sql: &str) -> Res
 /// The transcript a source identity names: what comes before its last
 /// `#` (kith's agent sends `path#dev:inode:epoch`, a new epoch for each
 /// new chain of the file); `None` for an identity without one.
-fn transcript_of(source_identity: &str) -> Option<&str> {
+pub fn transcript_of(source_identity: &str) -> Option<&str> {
     source_identity.rfind('#').map(|at| &source_identity[..=at])
 }
 
@@ -262,6 +266,21 @@ impl Registry {
         self.query_runs(&sql).map(|v| v.into_iter().next())
     }
 
+    /// The viewer's own runs of one conversation, in byte order (a format
+    /// whose deltas read only together: `crate::usage`).
+    pub fn owned_conversation_runs(
+        &self,
+        viewer: &Viewer,
+        conversation: &str,
+    ) -> Result<Vec<StoredRun>> {
+        let mut sql = Sql::new("WHERE conversation = ");
+        sql.bind(conversation.to_owned())
+            .push(" AND ")
+            .owned_by(viewer)
+            .push(" ORDER BY from_offset");
+        self.query_runs_lean(&sql)
+    }
+
     /// The viewer's runs of one source chain whose byte range overlaps
     /// `[from, to)`, or that start at `from`, in offset order.
     pub fn source_runs_overlapping(
@@ -298,8 +317,8 @@ impl Registry {
         self.query_runs(&sql).map(|v| v.into_iter().next())
     }
 
-    /// Inserts the run and its indexing job in one transaction, and
-    /// applies `supersede`. A run of a machine revoked by then (its delta
+    /// Inserts the run, its indexing job and its conversation's usage in
+    /// one transaction, and applies `supersede`. A run of a machine revoked by then (its delta
     /// was on its way) is quarantined: only its owner reads it.
     pub fn insert_run(&self, new: &NewRun<'_>) -> Result<()> {
         let mut conn = self.conn();
@@ -307,12 +326,16 @@ impl Registry {
         write_run(&tx, new, &INSERT_RUN)?;
         quarantine_if_revoked(&tx, new.run)?;
         supersede(&tx, new.run)?;
+        if let Some(usage) = new.usage {
+            super::usage::write(&tx, usage)?;
+        }
         tx.commit()?;
         Ok(())
     }
 
     /// Makes the run catalog exactly `runs` (read from the blobs by
-    /// `reindex`), each with an indexing job, in one transaction. A run the
+    /// `reindex`), each with an indexing job, and the usage table exactly
+    /// their `usage`, in one transaction. A run the
     /// catalog already holds keeps what its blob does not say: when central
     /// captured it, its quarantine and its idempotency key (a reindex must
     /// not show a quarantined run to others again); its index and vector
@@ -322,6 +345,7 @@ impl Registry {
         let mut conn = self.conn();
         let tx = conn.transaction()?;
         tx.execute("DELETE FROM index_jobs", [])?;
+        super::usage::clear(&tx)?;
         let known: std::collections::HashSet<String> = tx
             .prepare("SELECT id FROM runs")?
             .query_map([], |r| r.get(0))?
@@ -335,6 +359,9 @@ impl Registry {
             write_run(&tx, new, &REPLACE_RUN)?;
             if !known.contains(&new.run.id) {
                 quarantine_if_revoked(&tx, new.run)?;
+            }
+            if let Some(usage) = new.usage {
+                super::usage::write(&tx, usage)?;
             }
         }
         tx.commit()?;

@@ -33,4 +33,5 @@ mod privacy;
 mod search;
 mod sharing;
 mod upgrade;
+mod usage;
 mod web;

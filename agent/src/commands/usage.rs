@@ -1,0 +1,325 @@
+//! `kith usage`: what your agents spent, by day, week, month or session,
+//! as a table (`GET /api/usage`): tokens by kind and dollars, the time
+//! zone and the price table's date in its header, and the models it could
+//! not price named under it. Only your own usage: central counts no one
+//! else's.
+
+use std::fmt::Write as _;
+use std::io::Write as _;
+
+use anyhow::Result;
+use kith_proto::{AgentRuntime, UsageBy, UsageQuery, UsageReport, UsageResponse, UsageTotals};
+use time::OffsetDateTime;
+
+use crate::client::Client;
+use crate::render::term::{printable, Style};
+use crate::when::{parse_since, WHEN_HINT};
+
+/// `kith usage`'s flags.
+#[derive(Debug, clap::Args)]
+pub(crate) struct UsageArgs {
+    /// A row per day (the default), week (from Monday), month or session.
+    #[arg(value_enum, default_value_t = Report::Daily)]
+    report: Report,
+    /// Split each row by model, agent, machine or project.
+    #[arg(long, value_enum)]
+    by: Option<By>,
+    /// Only this agent's usage (claude-code, codex, pi, ...).
+    #[arg(long, value_parser = parse_agent)]
+    agent: Option<AgentRuntime>,
+    /// From then: a day (2026-05-01, in --timezone), 30m, 12h, 7d, 2w or RFC 3339.
+    #[arg(long)]
+    since: Option<String>,
+    /// Until then: a day (through its end, in --timezone), or RFC 3339.
+    #[arg(long)]
+    until: Option<String>,
+    /// Days are cut in this zone: UTC (the default) or a fixed offset
+    /// like +02:00.
+    #[arg(long)]
+    timezone: Option<String>,
+    /// Central's answer, as JSON.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum Report {
+    Daily,
+    Weekly,
+    Monthly,
+    Session,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum By {
+    Model,
+    Agent,
+    Machine,
+    Project,
+}
+
+fn parse_agent(s: &str) -> Result<AgentRuntime, String> {
+    AgentRuntime::parse(s).ok_or_else(|| {
+        let names: Vec<&str> = AgentRuntime::ALL.iter().map(|r| r.as_str()).collect();
+        format!("one of {}", names.join(", "))
+    })
+}
+
+/// A `--since` or `--until`: a day as it is (central reads it in the
+/// report's zone), else a time as `when` reads one.
+fn when(flag: &str, s: &str, now: OffsetDateTime) -> Result<String> {
+    let format = time::macros::format_description!("[year]-[month]-[day]");
+    if time::Date::parse(s.trim(), format).is_ok() {
+        return Ok(s.trim().to_owned());
+    }
+    parse_since(s, now)
+        .ok_or_else(|| crate::Error::Usage(format!("--{flag} {s:?}: {WHEN_HINT}")).into())
+}
+
+pub(crate) fn run(args: UsageArgs, client: &Client) -> Result<()> {
+    let now = OffsetDateTime::now_utc();
+    let query = UsageQuery {
+        report: Some(match args.report {
+            Report::Daily => UsageReport::Daily,
+            Report::Weekly => UsageReport::Weekly,
+            Report::Monthly => UsageReport::Monthly,
+            Report::Session => UsageReport::Session,
+        }),
+        by: args.by.map(|b| match b {
+            By::Model => UsageBy::Model,
+            By::Agent => UsageBy::Agent,
+            By::Machine => UsageBy::Machine,
+            By::Project => UsageBy::Project,
+        }),
+        agent: args.agent,
+        since: args.since.map(|s| when("since", &s, now)).transpose()?,
+        until: args.until.map(|s| when("until", &s, now)).transpose()?,
+        timezone: args.timezone,
+    };
+    let res: UsageResponse = client.json(client.get("/api/usage").query(&query))?;
+    let mut stdout = std::io::stdout().lock();
+    if args.json {
+        writeln!(stdout, "{}", serde_json::to_string(&res)?)?;
+    } else {
+        write!(stdout, "{}", render(&res, &query, Style::detect()))?;
+    }
+    Ok(())
+}
+
+/// `1234567` -> `1,234,567`.
+fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Dollars, with a `+` when some of the tokens had no price.
+fn dollars(t: &UsageTotals) -> String {
+    let more = if t.unpriced_models.is_empty() {
+        ""
+    } else {
+        "+"
+    };
+    format!("${:.2}{more}", t.cost_usd)
+}
+
+/// The table: a header naming the zone and the price table, a line per
+/// row, the totals, and the models without a price.
+pub(crate) fn render(res: &UsageResponse, q: &UsageQuery, style: Style) -> String {
+    let mut out = String::new();
+    let what = match q.report.unwrap_or_default() {
+        UsageReport::Daily => "day",
+        UsageReport::Weekly => "week (from Monday)",
+        UsageReport::Monthly => "month",
+        UsageReport::Session => "session",
+    };
+    let _ = writeln!(
+        out,
+        "{}",
+        style.bold(&format!(
+            "Usage by {what}, time zone {}, prices as of {}",
+            res.timezone, res.price_table
+        ))
+    );
+    if res.rows.is_empty() {
+        let _ = writeln!(out, "no usage recorded");
+        return out;
+    }
+    let by = q.by.map(|b| match b {
+        UsageBy::Model => "model",
+        UsageBy::Agent => "agent",
+        UsageBy::Machine => "machine",
+        UsageBy::Project => "project",
+    });
+    let key_title = match q.report.unwrap_or_default() {
+        UsageReport::Daily => "date",
+        UsageReport::Weekly => "week",
+        UsageReport::Monthly => "month",
+        UsageReport::Session => "session",
+    };
+    let mut lines: Vec<[String; 7]> = vec![[
+        key_title.to_owned(),
+        by.unwrap_or_default().to_owned(),
+        "input".to_owned(),
+        "output".to_owned(),
+        "cache write".to_owned(),
+        "cache read".to_owned(),
+        "cost".to_owned(),
+    ]];
+    let cells = |key: String, group: String, t: &UsageTotals| {
+        [
+            key,
+            group,
+            thousands(t.input_tokens),
+            thousands(t.output_tokens),
+            thousands(t.cache_write_tokens),
+            thousands(t.cache_read_tokens),
+            dollars(t),
+        ]
+    };
+    let mut previous: Option<&str> = None;
+    for row in &res.rows {
+        // A key is written once over its groups.
+        let key = if previous == Some(row.key.as_str()) {
+            String::new()
+        } else {
+            row.key.clone()
+        };
+        previous = Some(&row.key);
+        let group = match (by, &row.group) {
+            (None, _) => String::new(),
+            (Some(_), Some(g)) => printable(g).into_owned(),
+            (Some(_), None) => "-".to_owned(),
+        };
+        lines.push(cells(key, group, &row.totals));
+    }
+    lines.push(cells("total".to_owned(), String::new(), &res.totals));
+    let shown: Vec<usize> = (0..7).filter(|&i| i != 1 || by.is_some()).collect();
+    let width = |i: usize| {
+        lines
+            .iter()
+            .map(|l| l[i].chars().count())
+            .max()
+            .unwrap_or(0)
+    };
+    let widths: Vec<usize> = (0..7).map(width).collect();
+    let n_lines = lines.len();
+    for (n, line) in lines.iter().enumerate() {
+        let text: Vec<String> = shown
+            .iter()
+            .map(|&i| {
+                if i < 2 {
+                    format!("{:<w$}", line[i], w = widths[i])
+                } else {
+                    format!("{:>w$}", line[i], w = widths[i])
+                }
+            })
+            .collect();
+        let text = text.join("  ").trim_end().to_owned();
+        let text = if n == 0 || n + 1 == n_lines {
+            style.bold(&text)
+        } else {
+            text
+        };
+        let _ = writeln!(out, "{text}");
+    }
+    if !res.totals.unpriced_models.is_empty() {
+        let _ = writeln!(
+            out,
+            "{}",
+            style.dim(&format!(
+                "+ tokens without a price (not in the cost): {}",
+                printable(&res.totals.unpriced_models.join(", "))
+            ))
+        );
+    }
+    if res.n_refused > 0 {
+        let _ = writeln!(
+            out,
+            "{}",
+            style.dim(&format!(
+                "{} usage records could not be counted",
+                res.n_refused
+            ))
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use kith_proto::UsageRow;
+
+    use super::*;
+    use crate::commands::tests::PLAIN;
+
+    fn totals(input: u64, usd: f64, unpriced: &[&str]) -> UsageTotals {
+        UsageTotals {
+            input_tokens: input,
+            output_tokens: 20,
+            cache_write_tokens: 3,
+            cache_read_tokens: 1_000_000,
+            cost_usd: usd,
+            unpriced_models: unpriced.iter().map(|s| (*s).to_owned()).collect(),
+        }
+    }
+
+    #[test]
+    fn the_table_names_its_zone_and_prices_and_what_it_could_not_price() {
+        let res = UsageResponse {
+            price_table: "2026-05-20".into(),
+            timezone: "+02:00".into(),
+            totals: totals(1234, 1.5, &["qwen3.7-plus"]),
+            rows: vec![
+                UsageRow {
+                    key: "2026-05-01".into(),
+                    group: Some("claude-opus-4-6".into()),
+                    totals: totals(1200, 1.5, &[]),
+                },
+                UsageRow {
+                    key: "2026-05-01".into(),
+                    group: Some("qwen3.7-plus".into()),
+                    totals: totals(34, 0.0, &["qwen3.7-plus"]),
+                },
+            ],
+            n_refused: 2,
+        };
+        let q = UsageQuery {
+            by: Some(UsageBy::Model),
+            ..UsageQuery::default()
+        };
+        let text = render(&res, &q, PLAIN);
+        assert_eq!(
+            text,
+            "Usage by day, time zone +02:00, prices as of 2026-05-20\n\
+             date        model            input  output  cache write  cache read    cost\n\
+             2026-05-01  claude-opus-4-6  1,200      20            3   1,000,000   $1.50\n\
+             \x20           qwen3.7-plus        34      20            3   1,000,000  $0.00+\n\
+             total                        1,234      20            3   1,000,000  $1.50+\n\
+             + tokens without a price (not in the cost): qwen3.7-plus\n\
+             2 usage records could not be counted\n"
+        );
+    }
+
+    #[test]
+    fn nothing_yet_says_so() {
+        let res = UsageResponse {
+            price_table: "2026-05-20".into(),
+            timezone: "UTC".into(),
+            totals: UsageTotals::default(),
+            rows: vec![],
+            n_refused: 0,
+        };
+        let text = render(&res, &UsageQuery::default(), PLAIN);
+        assert_eq!(
+            text,
+            "Usage by day, time zone UTC, prices as of 2026-05-20\nno usage recorded\n"
+        );
+    }
+}

@@ -1,0 +1,646 @@
+//! The `usage` table: one row per usage fact (the tokens and recorded cost
+//! of a model response, `kith_shared::usage`), as folded across its
+//! conversation's deltas by `crate::usage`, written in the transaction
+//! that records the delta's run and rebuilt by `reindex`; and
+//! `usage_folds`, what each conversation's fold carries to its next delta
+//! (the model and time its bytes left in effect, records refused).
+//!
+//! A row is read only by its owner: reads join `runs` and render
+//! `Sql::owned_by`; usage shared with a member stays its owner's. Rows go
+//! with their runs (`finish_forget`, `replace_runs`).
+//!
+//! The same response captured in two conversations (a Claude Code
+//! subagent's file repeating its parent's message, a transcript rewritten
+//! and captured again as a new chain) counts once, as its newest copy: a
+//! row is left out of a report when a row of another of its owner's
+//! conversations with the same `dedupe` comes from a later run. `dedupe` is
+//! the fact's key for facts keyed by the agent's message ids
+//! (`Merge::Last`), and the key within its transcript for the others
+//! (whose keys are a time, or Aider's line).
+
+use kith_proto::AgentRuntime;
+use kith_shared::usage::{Context, Merge, Tokens, UsageFact};
+use rusqlite::{params, Row, Transaction};
+
+use super::{to_i64, Registry, Sql, Viewer};
+use crate::error::Result;
+
+pub(super) const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS usage (
+    -- Fold order within a conversation.
+    id INTEGER PRIMARY KEY,
+    -- The run whose delta last changed the fact.
+    run_id TEXT NOT NULL,
+    user_id TEXT NOT NULL,
+    machine TEXT NOT NULL,
+    agent_runtime TEXT NOT NULL,
+    conversation TEXT NOT NULL,
+    project TEXT,
+    model TEXT,
+    -- The time the agent wrote, if any; `at` is it, else the run's start.
+    time TEXT,
+    at TEXT NOT NULL,
+    at_ms INTEGER NOT NULL,
+    input_tokens INTEGER NOT NULL,
+    output_tokens INTEGER NOT NULL,
+    cache_write_5m_tokens INTEGER NOT NULL,
+    cache_write_1h_tokens INTEGER NOT NULL,
+    cache_read_tokens INTEGER NOT NULL,
+    -- The cost the agent recorded, in USD.
+    cost_usd REAL,
+    n_requests INTEGER,
+    fact_key TEXT NOT NULL,
+    -- `last`, `each` or `running` (`kith_shared::usage::Merge`); a running
+    -- total's counts in total_*.
+    merge TEXT NOT NULL,
+    total_input INTEGER,
+    total_output INTEGER,
+    total_cache_write_5m INTEGER,
+    total_cache_write_1h INTEGER,
+    total_cache_read INTEGER,
+    dedupe TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS usage_conversation ON usage (conversation, id);
+CREATE INDEX IF NOT EXISTS usage_user_at ON usage (user_id, at_ms);
+CREATE INDEX IF NOT EXISTS usage_dedupe ON usage (user_id, dedupe, run_id);
+CREATE INDEX IF NOT EXISTS usage_run ON usage (run_id);
+CREATE TABLE IF NOT EXISTS usage_folds (
+    conversation TEXT PRIMARY KEY,
+    user_id TEXT NOT NULL,
+    agent_runtime TEXT NOT NULL,
+    model TEXT,
+    time TEXT,
+    n_refused INTEGER NOT NULL
+);
+";
+
+/// A usage fact as the registry keeps it: the fact as folded, and what a
+/// report counts it under.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UsageRow {
+    pub fact: UsageFact,
+    /// The run whose delta last changed the fact.
+    pub run_id: String,
+    /// The machine's name when that run was captured.
+    pub machine: String,
+    /// That run's working directory.
+    pub project: Option<String>,
+    /// When: the fact's time, else that run's start (RFC 3339).
+    pub at: String,
+}
+
+/// A conversation's usage, folded across its deltas (`crate::usage`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConversationUsage {
+    pub conversation: String,
+    pub user_id: String,
+    pub agent_runtime: AgentRuntime,
+    /// The transcript its deltas come from: its source identity without
+    /// the chain's suffix (`path#`), which scopes `dedupe`.
+    pub transcript: String,
+    /// In fold order.
+    pub rows: Vec<UsageRow>,
+    pub n_refused: u64,
+    /// What its bytes leave in effect for the next delta's facts.
+    pub context: Option<Context>,
+}
+
+/// Which of the viewer's usage a report reads.
+#[derive(Debug, Clone, Default)]
+pub struct UsageFilter {
+    pub agent: Option<AgentRuntime>,
+    /// Milliseconds since the epoch: at or after.
+    pub since_ms: Option<i64>,
+    /// Milliseconds since the epoch: before.
+    pub until_ms: Option<i64>,
+}
+
+/// A fact a report counts, with what it can be grouped by.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CountedUsage {
+    /// Model, tokens, requests and recorded cost (its key is not read).
+    pub fact: UsageFact,
+    pub at_ms: i64,
+    pub conversation: String,
+    pub agent_runtime: String,
+    pub machine: String,
+    pub project: Option<String>,
+}
+
+/// What tells two conversations' copies of one response apart from two
+/// responses (see the module documentation).
+fn dedupe(u: &ConversationUsage, fact: &UsageFact) -> String {
+    let runtime = u.agent_runtime.as_str();
+    match fact.merge {
+        Merge::Last => format!("{runtime}\n{}", fact.key),
+        Merge::Each | Merge::RunningTotal(_) => {
+            format!("{runtime}\n{}\n{}", u.transcript, fact.key)
+        }
+    }
+}
+
+fn merge_name(merge: &Merge) -> (&'static str, Option<Tokens>) {
+    match merge {
+        Merge::Last => ("last", None),
+        Merge::Each => ("each", None),
+        Merge::RunningTotal(total) => ("running", Some(*total)),
+    }
+}
+
+fn epoch_ms(at: &str) -> i64 {
+    kith_shared::timestamp::parse(at).map_or(0, kith_shared::timestamp::epoch_ms)
+}
+
+fn count(n: i64) -> u64 {
+    n.max(0) as u64
+}
+
+/// Writes `row` of `u`: `INSERT`, or with `id` `UPDATE ... WHERE id = ?26`.
+fn put(
+    tx: &Transaction<'_>,
+    sql: &str,
+    u: &ConversationUsage,
+    row: &UsageRow,
+    id: Option<i64>,
+) -> Result<()> {
+    let f = &row.fact;
+    let (merge, total) = merge_name(&f.merge);
+    let total = |pick: fn(&Tokens) -> u64| total.as_ref().map(|t| to_i64(pick(t)));
+    let t = &f.tokens;
+    let mut stmt = tx.prepare_cached(sql)?;
+    let values: [&dyn rusqlite::ToSql; 25] = [
+        &row.run_id,
+        &u.user_id,
+        &row.machine,
+        &u.agent_runtime.as_str(),
+        &u.conversation,
+        &row.project,
+        &f.model,
+        &f.time,
+        &row.at,
+        &epoch_ms(&row.at),
+        &to_i64(t.input),
+        &to_i64(t.output),
+        &to_i64(t.cache_write_5m),
+        &to_i64(t.cache_write_1h),
+        &to_i64(t.cache_read),
+        &f.cost_usd,
+        &f.n_requests.map(to_i64),
+        &f.key,
+        &merge,
+        &total(|t| t.input),
+        &total(|t| t.output),
+        &total(|t| t.cache_write_5m),
+        &total(|t| t.cache_write_1h),
+        &total(|t| t.cache_read),
+        &dedupe(u, f),
+    ];
+    match id {
+        Some(id) => {
+            let mut all: Vec<&dyn rusqlite::ToSql> = values.to_vec();
+            all.push(&id);
+            stmt.execute(all.as_slice())?
+        }
+        None => stmt.execute(values.as_slice())?,
+    };
+    Ok(())
+}
+
+const INSERT: &str = "INSERT INTO usage (run_id, user_id, machine, agent_runtime, conversation,
+    project, model, time, at, at_ms, input_tokens, output_tokens, cache_write_5m_tokens,
+    cache_write_1h_tokens, cache_read_tokens, cost_usd, n_requests, fact_key, merge, total_input,
+    total_output, total_cache_write_5m, total_cache_write_1h, total_cache_read, dedupe)
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18,
+            ?19, ?20, ?21, ?22, ?23, ?24, ?25)";
+
+const UPDATE: &str = "UPDATE usage SET run_id = ?1, user_id = ?2, machine = ?3,
+    agent_runtime = ?4, conversation = ?5, project = ?6, model = ?7, time = ?8, at = ?9,
+    at_ms = ?10, input_tokens = ?11, output_tokens = ?12, cache_write_5m_tokens = ?13,
+    cache_write_1h_tokens = ?14, cache_read_tokens = ?15, cost_usd = ?16, n_requests = ?17,
+    fact_key = ?18, merge = ?19, total_input = ?20, total_output = ?21,
+    total_cache_write_5m = ?22, total_cache_write_1h = ?23, total_cache_read = ?24,
+    dedupe = ?25 WHERE id = ?26";
+
+/// The columns `row_of` reads, after the row's id.
+const READ: &str = "usage.id, usage.run_id, usage.machine, usage.project, usage.model,
+    usage.time, usage.at, usage.input_tokens, usage.output_tokens,
+    usage.cache_write_5m_tokens, usage.cache_write_1h_tokens, usage.cache_read_tokens,
+    usage.cost_usd, usage.n_requests, usage.fact_key, usage.merge, usage.total_input,
+    usage.total_output, usage.total_cache_write_5m, usage.total_cache_write_1h,
+    usage.total_cache_read";
+
+fn tokens_at(r: &Row<'_>, first: usize) -> rusqlite::Result<Tokens> {
+    Ok(Tokens {
+        input: count(r.get(first)?),
+        output: count(r.get(first + 1)?),
+        cache_write_5m: count(r.get(first + 2)?),
+        cache_write_1h: count(r.get(first + 3)?),
+        cache_read: count(r.get(first + 4)?),
+    })
+}
+
+/// A row of `READ`, with its id.
+fn row_of(r: &Row<'_>) -> rusqlite::Result<(i64, UsageRow)> {
+    let merge = match r.get::<_, String>(15)?.as_str() {
+        "last" => Merge::Last,
+        "running" => Merge::RunningTotal(Tokens {
+            input: count(r.get::<_, Option<i64>>(16)?.unwrap_or(0)),
+            output: count(r.get::<_, Option<i64>>(17)?.unwrap_or(0)),
+            cache_write_5m: count(r.get::<_, Option<i64>>(18)?.unwrap_or(0)),
+            cache_write_1h: count(r.get::<_, Option<i64>>(19)?.unwrap_or(0)),
+            cache_read: count(r.get::<_, Option<i64>>(20)?.unwrap_or(0)),
+        }),
+        _ => Merge::Each,
+    };
+    Ok((
+        r.get(0)?,
+        UsageRow {
+            run_id: r.get(1)?,
+            machine: r.get(2)?,
+            project: r.get(3)?,
+            at: r.get(6)?,
+            fact: UsageFact {
+                key: r.get(14)?,
+                merge,
+                model: r.get(4)?,
+                time: r.get(5)?,
+                tokens: tokens_at(r, 7)?,
+                n_requests: r.get::<_, Option<i64>>(13)?.map(count),
+                cost_usd: r.get(12)?,
+            },
+        },
+    ))
+}
+
+/// The rows of `conversation`, with their ids, in fold order.
+fn stored_rows(tx: &Transaction<'_>, conversation: &str) -> Result<Vec<(i64, UsageRow)>> {
+    let rows = tx
+        .prepare_cached(&format!(
+            "SELECT {READ} FROM usage WHERE conversation = ?1 ORDER BY id"
+        ))?
+        .query_map([conversation], row_of)?
+        .collect::<rusqlite::Result<_>>()?;
+    Ok(rows)
+}
+
+/// Makes `u.conversation`'s rows `u.rows`, touching only what changed: a
+/// fold keeps its earlier facts in their places (changing some), and adds
+/// new ones after them.
+pub(super) fn write(tx: &Transaction<'_>, u: &ConversationUsage) -> Result<()> {
+    let stored = stored_rows(tx, &u.conversation)?;
+    let mut kept = 0;
+    for ((id, old), new) in stored.iter().zip(&u.rows) {
+        if old.fact.key != new.fact.key {
+            break;
+        }
+        if old != new {
+            put(tx, UPDATE, u, new, Some(*id))?;
+        }
+        kept += 1;
+    }
+    for (id, _) in &stored[kept..] {
+        tx.prepare_cached("DELETE FROM usage WHERE id = ?1")?
+            .execute([id])?;
+    }
+    for new in &u.rows[kept..] {
+        put(tx, INSERT, u, new, None)?;
+    }
+    let context = u.context.clone().unwrap_or_default();
+    tx.prepare_cached(
+        "INSERT INTO usage_folds (conversation, user_id, agent_runtime, model, time, n_refused)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+         ON CONFLICT (conversation) DO UPDATE SET model = excluded.model,
+             time = excluded.time, n_refused = excluded.n_refused",
+    )?
+    .execute(params![
+        u.conversation,
+        u.user_id,
+        u.agent_runtime.as_str(),
+        context.model,
+        context.time,
+        to_i64(u.n_refused)
+    ])?;
+    Ok(())
+}
+
+/// Empties both tables (`replace_runs` writes them again).
+pub(super) fn clear(tx: &Transaction<'_>) -> Result<()> {
+    tx.execute("DELETE FROM usage", [])?;
+    tx.execute("DELETE FROM usage_folds", [])?;
+    Ok(())
+}
+
+/// Deletes the usage of run `id` and its conversation's fold (all of a
+/// conversation's runs go together: `finish_forget`). Before the run's row.
+pub(super) fn forget_run(tx: &Transaction<'_>, id: &str) -> Result<()> {
+    tx.prepare_cached(
+        "DELETE FROM usage_folds WHERE conversation = (SELECT conversation FROM runs WHERE id = ?1)",
+    )?
+    .execute([id])?;
+    tx.prepare_cached("DELETE FROM usage WHERE run_id = ?1")?
+        .execute([id])?;
+    Ok(())
+}
+
+impl Registry {
+    /// The viewer's own conversation's usage as folded so far, `None`
+    /// before its first fact or context.
+    pub fn conversation_usage(
+        &self,
+        viewer: &Viewer,
+        conversation: &str,
+        transcript: &str,
+    ) -> Result<Option<ConversationUsage>> {
+        let conn = self.reader();
+        let mut sql = Sql::new(
+            "SELECT f.agent_runtime, f.model, f.time, f.n_refused FROM usage_folds f
+             JOIN runs ON runs.conversation = f.conversation WHERE f.conversation = ",
+        );
+        sql.bind(conversation.to_owned())
+            .push(" AND ")
+            .owned_by(viewer)
+            .push(" LIMIT 1");
+        let fold = conn
+            .prepare_cached(sql.text())?
+            .query_map(sql.params(), |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, Option<String>>(1)?,
+                    r.get::<_, Option<String>>(2)?,
+                    r.get::<_, i64>(3)?,
+                ))
+            })?
+            .next()
+            .transpose()?;
+        let Some((runtime, model, time, n_refused)) = fold else {
+            return Ok(None);
+        };
+        let Some(agent_runtime) = AgentRuntime::parse(&runtime) else {
+            return Ok(None);
+        };
+        let mut sql = Sql::new(&format!(
+            "SELECT {READ} FROM usage JOIN runs ON runs.id = usage.run_id
+             WHERE usage.conversation = "
+        ));
+        sql.bind(conversation.to_owned())
+            .push(" AND ")
+            .owned_by(viewer)
+            .push(" ORDER BY usage.id");
+        let rows = conn
+            .prepare_cached(sql.text())?
+            .query_map(sql.params(), row_of)?
+            .map(|r| r.map(|(_, row)| row))
+            .collect::<rusqlite::Result<_>>()?;
+        let context = (model.is_some() || time.is_some()).then_some(Context { model, time });
+        Ok(Some(ConversationUsage {
+            conversation: conversation.to_owned(),
+            user_id: viewer.user_id().to_string(),
+            agent_runtime,
+            transcript: transcript.to_owned(),
+            rows,
+            n_refused: count(n_refused),
+            context,
+        }))
+    }
+
+    /// The facts of the viewer's own usage `filter` selects, each response
+    /// once (see the module documentation).
+    pub fn usage(&self, viewer: &Viewer, filter: &UsageFilter) -> Result<Vec<CountedUsage>> {
+        let mut sql = Sql::new(
+            "SELECT u.model, u.input_tokens, u.output_tokens, u.cache_write_5m_tokens,
+                    u.cache_write_1h_tokens, u.cache_read_tokens, u.cost_usd, u.n_requests,
+                    u.at_ms, u.conversation, u.agent_runtime, u.machine, u.project
+             FROM usage u JOIN runs ON runs.id = u.run_id WHERE ",
+        );
+        sql.owned_by(viewer);
+        if let Some(agent) = filter.agent {
+            sql.and("u.agent_runtime = ?1", agent.as_str().to_owned());
+        }
+        if let Some(since) = filter.since_ms {
+            sql.and("u.at_ms >= ?1", since);
+        }
+        if let Some(until) = filter.until_ms {
+            sql.and("u.at_ms < ?1", until);
+        }
+        sql.push(
+            " AND NOT EXISTS (SELECT 1 FROM usage n WHERE n.user_id = u.user_id
+                 AND n.dedupe = u.dedupe AND n.run_id > u.run_id
+                 AND n.conversation != u.conversation)
+             ORDER BY u.at_ms, u.id",
+        );
+        let conn = self.reader();
+        let mut stmt = conn.prepare_cached(sql.text())?;
+        let rows = stmt
+            .query_map(sql.params(), |r| {
+                Ok(CountedUsage {
+                    fact: UsageFact {
+                        key: String::new(),
+                        merge: Merge::Each,
+                        model: r.get(0)?,
+                        time: None,
+                        tokens: tokens_at(r, 1)?,
+                        cost_usd: r.get(6)?,
+                        n_requests: r.get::<_, Option<i64>>(7)?.map(count),
+                    },
+                    at_ms: r.get(8)?,
+                    conversation: r.get(9)?,
+                    agent_runtime: r.get(10)?,
+                    machine: r.get(11)?,
+                    project: r.get(12)?,
+                })
+            })?
+            .collect::<rusqlite::Result<_>>()?;
+        Ok(rows)
+    }
+
+    /// Usage records refused in the viewer's own conversations (of one
+    /// agent's, with `agent`).
+    pub fn usage_refused(&self, viewer: &Viewer, agent: Option<AgentRuntime>) -> Result<u64> {
+        let mut sql = Sql::new(
+            "SELECT COALESCE(SUM(f.n_refused), 0) FROM usage_folds f WHERE EXISTS (
+                 SELECT 1 FROM runs WHERE runs.conversation = f.conversation AND ",
+        );
+        sql.owned_by(viewer).push(")");
+        if let Some(agent) = agent {
+            sql.and("f.agent_runtime = ?1", agent.as_str().to_owned());
+        }
+        let n: i64 = self
+            .reader()
+            .prepare_cached(sql.text())?
+            .query_row(sql.params(), |r| r.get(0))?;
+        Ok(count(n))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use kith_shared::ids::UserId;
+
+    use super::*;
+    use crate::registry::{Lane, NewRun};
+    use crate::run::Run;
+
+    fn registry() -> (tempfile::TempDir, Registry) {
+        let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let registry =
+            Registry::open(&tmp.path().join("registry.sqlite")).unwrap_or_else(|e| panic!("{e}"));
+        (tmp, registry)
+    }
+
+    fn viewer(user: &str) -> Viewer {
+        let id = UserId::parse(user).unwrap_or_else(|e| panic!("{e}"));
+        Viewer::new(id, None, user.to_owned(), false)
+    }
+
+    fn run(id: &str, owner: &str, conversation: &str, source: &str) -> Run {
+        let mut run = Run::for_tests(id, owner);
+        run.conversation = Some(conversation.to_owned());
+        run.source_identity = source.to_owned();
+        run
+    }
+
+    fn fact(key: &str, merge: Merge, output: u64) -> UsageFact {
+        UsageFact {
+            key: key.to_owned(),
+            merge,
+            model: Some("claude-opus-4-6".to_owned()),
+            time: Some("2026-05-01T10:00:00.000Z".to_owned()),
+            tokens: Tokens {
+                input: 1,
+                output,
+                ..Tokens::default()
+            },
+            n_requests: Some(1),
+            cost_usd: None,
+        }
+    }
+
+    fn usage_of(run: &Run, facts: &[(UsageFact, &str)]) -> ConversationUsage {
+        ConversationUsage {
+            conversation: run.conversation.clone().unwrap_or_default(),
+            user_id: run.user_id.clone(),
+            agent_runtime: run.agent_runtime,
+            transcript: crate::registry::transcript_of(&run.source_identity)
+                .unwrap_or_default()
+                .to_owned(),
+            rows: facts
+                .iter()
+                .map(|(fact, run_id)| UsageRow {
+                    fact: fact.clone(),
+                    run_id: (*run_id).to_owned(),
+                    machine: "box".to_owned(),
+                    project: None,
+                    at: "2026-05-01T10:00:00.000Z".to_owned(),
+                })
+                .collect(),
+            n_refused: 1,
+            context: None,
+        }
+    }
+
+    fn insert(registry: &Registry, run: &Run, usage: &ConversationUsage) {
+        registry
+            .insert_run(&NewRun {
+                run,
+                ancestry: &format!("|{}|", run.id),
+                blob_path: "b",
+                idempotency_key: None,
+                lane: Lane::Realtime,
+                usage: Some(usage),
+            })
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    fn outputs(registry: &Registry, who: &Viewer) -> Vec<u64> {
+        registry
+            .usage(who, &UsageFilter::default())
+            .unwrap_or_else(|e| panic!("{e}"))
+            .iter()
+            .map(|u| u.fact.tokens.output)
+            .collect()
+    }
+
+    #[test]
+    fn a_conversations_rows_follow_its_fold_and_only_their_owner_reads_them() {
+        let (_tmp, registry) = registry();
+        let (alice, bob) = (viewer("ualice"), viewer("ubob"));
+        let r1 = run("r1", "ualice", "c1", "s#1");
+        insert(
+            &registry,
+            &r1,
+            &usage_of(&r1, &[(fact("m1", Merge::Last, 5), "r1")]),
+        );
+        // The next delta streams m1 on (its last figures) and adds m2.
+        let r2 = run("r2", "ualice", "c1", "s#1");
+        let after = usage_of(
+            &r2,
+            &[
+                (fact("m1", Merge::Last, 9), "r2"),
+                (fact("m2", Merge::Last, 3), "r2"),
+            ],
+        );
+        insert(&registry, &r2, &after);
+        assert_eq!(outputs(&registry, &alice), [9, 3]);
+        let read = registry
+            .conversation_usage(&alice, "c1", "s#")
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(read.as_ref(), Some(&after));
+        assert_eq!(registry.usage_refused(&alice, None).ok(), Some(1));
+        // Never another member's.
+        assert!(outputs(&registry, &bob).is_empty());
+        assert_eq!(
+            registry.conversation_usage(&bob, "c1", "s#1").ok(),
+            Some(None)
+        );
+        assert_eq!(registry.usage_refused(&bob, None).ok(), Some(0));
+        // Forgotten with its runs.
+        registry
+            .finish_forget(&["r1".to_owned(), "r2".to_owned()])
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(outputs(&registry, &alice).is_empty());
+        assert_eq!(registry.usage_refused(&alice, None).ok(), Some(0));
+    }
+
+    #[test]
+    fn a_response_in_two_conversations_counts_once_as_its_newest_copy() {
+        let (_tmp, registry) = registry();
+        let alice = viewer("ualice");
+        // A Claude message repeated in a subagent's transcript, and an
+        // Each fact of a transcript captured again as a new chain.
+        let r1 = run("r1", "ualice", "c1", "/p/a.jsonl#1:1:0");
+        insert(
+            &registry,
+            &r1,
+            &usage_of(
+                &r1,
+                &[
+                    (fact("msg", Merge::Last, 5), "r1"),
+                    (fact("e1", Merge::Each, 7), "r1"),
+                    (fact("e2", Merge::Each, 11), "r1"),
+                ],
+            ),
+        );
+        let r2 = run("r2", "ualice", "c2", "/p/a.jsonl#1:1:1");
+        insert(
+            &registry,
+            &r2,
+            &usage_of(&r2, &[(fact("e1", Merge::Each, 7), "r2")]),
+        );
+        let r3 = run("r3", "ualice", "c3", "/p/sub.jsonl#1:2:0");
+        insert(
+            &registry,
+            &r3,
+            &usage_of(
+                &r3,
+                &[
+                    (fact("msg", Merge::Last, 6), "r3"),
+                    // Another transcript's `e2` is another response.
+                    (fact("e2", Merge::Each, 11), "r3"),
+                ],
+            ),
+        );
+        let mut got = outputs(&registry, &alice);
+        got.sort_unstable();
+        assert_eq!(got, [6, 7, 11, 11]);
+    }
+}

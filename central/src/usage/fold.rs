@@ -1,0 +1,197 @@
+//! A conversation's usage after one more delta. Pure: the registry gives
+//! the conversation's usage so far, the caller the delta's facts.
+//!
+//! Formats whose deltas read alone (Claude Code, Codex, pi, Copilot CLI,
+//! Aider) continue their fold as `kith_shared::usage::Fold` says: the
+//! conversation's folded facts added back, then the delta's ([`next`]); a
+//! fact the delta left as it was keeps its row, one it changed or added is
+//! the delta's run's. Formats whose later records rewrite earlier ones
+//! (`Format::folds`: Gemini CLI, OpenCode, whose message's tokens may sit
+//! in another delta than its row) are read whole at each delta, and every
+//! fact is the newest run's ([`whole`]). Reindex folds each conversation's
+//! deltas through the same functions, in byte order, so it finds what
+//! ingest wrote.
+
+use kith_shared::usage::{Fold, Reading, UsageFact};
+
+use crate::registry::{transcript_of, ConversationUsage, UsageRow};
+use crate::run::Run;
+
+/// `prior` (the conversation's usage so far, if any) with `delta` (the
+/// facts of `run`'s bytes) folded in; `None` when there is nothing to
+/// keep or change.
+pub(crate) fn next(
+    prior: Option<&ConversationUsage>,
+    delta: Reading,
+    run: &Run,
+) -> Option<ConversationUsage> {
+    if delta.facts.is_empty() && delta.n_refused == 0 && delta.context.is_none() {
+        return None;
+    }
+    let mut fold = Fold::default();
+    if let Some(prior) = prior {
+        fold.add(Reading {
+            facts: prior.rows.iter().map(|r| r.fact.clone()).collect(),
+            n_refused: prior.n_refused,
+            context: prior.context.clone(),
+        });
+    }
+    fold.add(delta);
+    let after = fold.into_reading();
+    let before = prior.map_or(&[][..], |p| p.rows.as_slice());
+    let rows = after
+        .facts
+        .into_iter()
+        .enumerate()
+        .map(|(i, fact)| match before.get(i) {
+            Some(old) if old.fact == fact => old.clone(),
+            _ => row(fact, run),
+        })
+        .collect();
+    usage_of(run, rows, after.n_refused, after.context)
+}
+
+/// The usage of a conversation read whole (its bytes up to and with
+/// `run`'s): every fact is `run`'s.
+pub(crate) fn whole(reading: Reading, run: &Run) -> Option<ConversationUsage> {
+    let rows = reading
+        .facts
+        .into_iter()
+        .map(|fact| row(fact, run))
+        .collect();
+    usage_of(run, rows, reading.n_refused, reading.context)
+}
+
+fn usage_of(
+    run: &Run,
+    rows: Vec<UsageRow>,
+    n_refused: u64,
+    context: Option<kith_shared::usage::Context>,
+) -> Option<ConversationUsage> {
+    Some(ConversationUsage {
+        conversation: run.conversation.clone()?,
+        user_id: run.user_id.clone(),
+        agent_runtime: run.agent_runtime,
+        transcript: transcript_of(&run.source_identity)
+            .unwrap_or(&run.source_identity)
+            .to_owned(),
+        rows,
+        n_refused,
+        context,
+    })
+}
+
+/// `fact` as `run`'s delta gave it; an undated fact is dated with the
+/// run's start (the delta's first time, else when central took it).
+fn row(fact: UsageFact, run: &Run) -> UsageRow {
+    UsageRow {
+        at: fact.time.clone().unwrap_or_else(|| run.started_at.clone()),
+        fact,
+        run_id: run.id.clone(),
+        machine: run.machine.clone(),
+        project: run.cwd.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use kith_proto::AgentRuntime;
+    use kith_shared::transcript::Format;
+    use kith_shared::usage::facts;
+
+    use super::*;
+
+    fn run(id: &str, runtime: AgentRuntime, started_at: &str) -> Run {
+        let mut run = Run::for_tests(id, "ualice");
+        run.agent_runtime = runtime;
+        run.conversation = Some("c1".into());
+        run.source_identity = "/home/a/s.jsonl#1:2:0".into();
+        run.started_at = started_at.into();
+        run
+    }
+
+    fn claude(id: &str, output: u64, ts: &str) -> String {
+        let line = serde_json::json!({"type": "assistant", "timestamp": ts, "requestId": "req",
+            "message": {"id": id, "model": "claude-opus-4-6", "role": "assistant",
+                "usage": {"input_tokens": 3, "output_tokens": output}}});
+        format!("{line}\n")
+    }
+
+    fn codex_total(input: u64, ts: &str) -> String {
+        let line = serde_json::json!({"type": "event_msg", "timestamp": ts,
+            "payload": {"type": "token_count", "info": {"total_token_usage":
+                {"input_tokens": input, "cached_input_tokens": 0, "output_tokens": 1}}}});
+        format!("{line}\n")
+    }
+
+    /// Folds `deltas` of one conversation as ingest does, delta by delta.
+    fn fold_all(runtime: AgentRuntime, deltas: &[String]) -> Option<ConversationUsage> {
+        let format = Format::of_runtime(runtime.as_str());
+        let mut usage: Option<ConversationUsage> = None;
+        for (i, delta) in deltas.iter().enumerate() {
+            let r = run(&format!("r{i}"), runtime, "2026-05-01T00:00:00.000Z");
+            if let Some(u) = next(usage.as_ref(), facts(format, delta.as_bytes()), &r) {
+                usage = Some(u);
+            }
+        }
+        usage
+    }
+
+    #[test]
+    fn a_streamed_claude_message_counts_once_with_its_last_figures_and_its_last_run() {
+        let ts = "2026-05-01T10:00:00.000Z";
+        let u = fold_all(
+            AgentRuntime::ClaudeCode,
+            &[
+                claude("msg_1", 1, ts) + &claude("msg_2", 7, ts),
+                claude("msg_2", 40, ts),
+                String::new(),
+            ],
+        )
+        .unwrap_or_else(|| panic!("usage"));
+        let got: Vec<(&str, u64, &str)> = u
+            .rows
+            .iter()
+            .map(|r| (r.fact.key.as_str(), r.fact.tokens.output, r.run_id.as_str()))
+            .collect();
+        assert_eq!(got, [("msg_1/req", 1, "r0"), ("msg_2/req", 40, "r1")]);
+    }
+
+    #[test]
+    fn codex_running_totals_count_their_differences_across_deltas() {
+        let u = fold_all(
+            AgentRuntime::Codex,
+            &[
+                codex_total(100, "2026-05-01T10:00:00.000Z"),
+                codex_total(250, "2026-05-01T10:01:00.000Z"),
+                codex_total(250, "2026-05-01T10:01:30.000Z")
+                    + &codex_total(300, "2026-05-01T10:02:00.000Z"),
+            ],
+        )
+        .unwrap_or_else(|| panic!("usage"));
+        let inputs: Vec<u64> = u.rows.iter().map(|r| r.fact.tokens.input).collect();
+        assert_eq!(inputs, [100, 150, 50]);
+        let total: u64 = inputs.iter().sum();
+        assert_eq!(total, 300, "the last running total, once");
+    }
+
+    #[test]
+    fn an_undated_fact_takes_its_runs_start() {
+        let line = serde_json::json!({"type": "assistant", "requestId": "q",
+            "message": {"id": "m", "model": "claude-opus-4-6",
+                "usage": {"input_tokens": 1, "output_tokens": 1}}});
+        let r = run("r0", AgentRuntime::ClaudeCode, "2026-05-02T03:04:05.000Z");
+        let reading = facts(Format::ClaudeCode, format!("{line}\n").as_bytes());
+        let u = next(None, reading, &r).unwrap_or_else(|| panic!("usage"));
+        assert_eq!(u.rows[0].at, "2026-05-02T03:04:05.000Z");
+        assert_eq!(u.rows[0].fact.time, None);
+    }
+
+    #[test]
+    fn a_delta_without_usage_changes_nothing() {
+        let r = run("r0", AgentRuntime::ClaudeCode, "2026-05-01T00:00:00.000Z");
+        let user = kith_shared::transcript::Format::ClaudeCode;
+        let line = "{\"type\":\"user\",\"message\":{\"role\":\"user\",\"content\":\"hi\"}}\n";
+        assert_eq!(next(None, facts(user, line.as_bytes()), &r), None);
+    }
+}

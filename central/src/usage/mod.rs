@@ -1,0 +1,132 @@
+//! What the family's agents cost, as central keeps and reports it: each
+//! delta's usage facts (`kith_shared::usage`: tokens per model response,
+//! and the cost its agent recorded) folded into its conversation's at
+//! ingest, in the run's own transaction (`fold`); rebuilt from the blobs by
+//! `reindex` ([`rebuild`]); reported to their owner alone, by day, week,
+//! month or conversation, in UTC or a fixed offset, priced from the dated
+//! table compiled in (`report`).
+//!
+//! A member's report holds the usage of their own runs, never another
+//! member's, shared with them or not: what someone spends is not in what a
+//! grant shares.
+
+mod fold;
+mod report;
+
+use std::collections::HashMap;
+
+use kith_proto::{UsageQuery, UsageResponse};
+use kith_shared::usage::{facts, PriceTable};
+
+use crate::error::Result;
+use crate::registry::{ConversationUsage, Registry, UsageFilter, Viewer};
+use crate::run::Run;
+use crate::state::AppState;
+
+/// The usage of `run`'s conversation once its delta `bytes` is added (the
+/// run not stored yet), for `insert_run` to write with it; `None` when the
+/// delta changes nothing of it.
+pub(crate) fn after_delta(
+    state: &AppState,
+    viewer: &Viewer,
+    run: &Run,
+    bytes: &[u8],
+) -> Result<Option<ConversationUsage>> {
+    let Some(conversation) = run.conversation.as_deref() else {
+        return Ok(None);
+    };
+    let format = run.format();
+    if format.folds() {
+        let mut whole = Vec::new();
+        for earlier in state
+            .registry()
+            .owned_conversation_runs(viewer, conversation)?
+        {
+            whole.extend(state.store().read_jsonl(&earlier.blob_path)?);
+        }
+        whole.extend_from_slice(bytes);
+        return Ok(fold::whole(facts(format, &whole), run));
+    }
+    let delta = facts(format, bytes);
+    if delta.facts.is_empty() && delta.n_refused == 0 && delta.context.is_none() {
+        return Ok(None);
+    }
+    let transcript =
+        crate::registry::transcript_of(&run.source_identity).unwrap_or(&run.source_identity);
+    let prior = state
+        .registry()
+        .conversation_usage(viewer, conversation, transcript)?;
+    Ok(fold::next(prior.as_ref(), delta, run))
+}
+
+/// The usage of every conversation of `runs` (each with its blob's bytes
+/// read by `read`), folded as ingest folds it, by conversation.
+pub(crate) fn rebuild(
+    runs: &[&Run],
+    read: impl Fn(&Run) -> Result<Vec<u8>>,
+) -> Result<HashMap<String, ConversationUsage>> {
+    let mut chains: HashMap<&str, Vec<&Run>> = HashMap::new();
+    for run in runs {
+        if let Some(c) = run.conversation.as_deref() {
+            chains.entry(c).or_default().push(run);
+        }
+    }
+    let mut out = HashMap::new();
+    for (conversation, mut chain) in chains {
+        chain.sort_by_key(|r| r.from_offset);
+        let Some(format) = chain.first().map(|r| r.format()) else {
+            continue;
+        };
+        let mut usage: Option<ConversationUsage> = None;
+        if format.folds() {
+            let mut whole = Vec::new();
+            for run in &chain {
+                whole.extend(read(run)?);
+            }
+            if let Some(last) = chain.last() {
+                usage = fold::whole(facts(format, &whole), last);
+            }
+        } else {
+            for run in &chain {
+                if let Some(next) = fold::next(usage.as_ref(), facts(format, &read(run)?), run) {
+                    usage = Some(next);
+                }
+            }
+        }
+        if let Some(usage) = usage {
+            out.insert(conversation.to_owned(), usage);
+        }
+    }
+    Ok(out)
+}
+
+/// `GET /api/usage`: the viewer's own usage as `q` asks.
+pub(crate) fn usage(registry: &Registry, viewer: &Viewer, q: &UsageQuery) -> Result<UsageResponse> {
+    let zone = match &q.timezone {
+        Some(tz) => report::Zone::parse(tz)?,
+        None => report::Zone::UTC,
+    };
+    let at = |s: &Option<String>, edge| {
+        s.as_deref()
+            .map(|s| report::instant(s, zone, edge))
+            .transpose()
+    };
+    let filter = UsageFilter {
+        agent: q.agent,
+        since_ms: at(&q.since, report::Edge::Since)?,
+        until_ms: at(&q.until, report::Edge::Until)?,
+    };
+    let facts = registry.usage(viewer, &filter)?;
+    let n_refused = registry.usage_refused(viewer, q.agent)?;
+    let shape = report::Shape {
+        report: q.report.unwrap_or_default(),
+        by: q.by,
+        zone,
+    };
+    Ok(report::report(
+        &facts,
+        &shape,
+        PriceTable::builtin(),
+        n_refused,
+    ))
+}

@@ -1,0 +1,481 @@
+//! A usage report from the facts a viewer may count: bucketed by day, week
+//! (from Monday), month or conversation in a time zone, split by model,
+//! agent, machine or project, priced. Pure.
+//!
+//! A fact costs what its agent recorded, else its tokens at the price
+//! table's list prices; a fact with no price (an unknown model, a kind of
+//! token the table has no rate for) adds its tokens and names its model in
+//! `unpriced_models`, never a guessed dollar.
+//!
+//! Time zones are UTC or a fixed offset: an IANA zone's offsets change
+//! with its rules, which would take a time zone database central does not
+//! carry.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use kith_proto::{UsageBy, UsageReport, UsageResponse, UsageRow, UsageTotals};
+use kith_shared::usage::{cost, PriceTable};
+use time::{Date, OffsetDateTime, UtcOffset};
+
+use crate::error::{Code, Error, Result};
+use crate::registry::CountedUsage;
+
+/// What `timezone` accepts, for its error.
+const ZONE_HINT: &str = "timezone must be UTC or a fixed offset like +02:00 or -0530; \
+     zone names (Europe/Paris) are not supported";
+
+/// The time zone a report cuts days in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Zone(UtcOffset);
+
+impl Zone {
+    pub(crate) const UTC: Zone = Zone(UtcOffset::UTC);
+
+    /// `UTC`, `Z`, or `±HH:MM`, `±HHMM`, `±HH`.
+    pub(crate) fn parse(s: &str) -> Result<Zone> {
+        let s = s.trim();
+        if s.eq_ignore_ascii_case("utc") || s.eq_ignore_ascii_case("z") {
+            return Ok(Zone::UTC);
+        }
+        let bad = || Error::invalid(Code::InvalidTimezone, ZONE_HINT);
+        let (sign, rest) = match s.as_bytes().first() {
+            Some(b'+') => (1, &s[1..]),
+            Some(b'-') => (-1, &s[1..]),
+            _ => return Err(bad()),
+        };
+        let digits: String = rest.chars().filter(|c| *c != ':').collect();
+        let colons = rest.len() - digits.len();
+        let well_formed = digits.bytes().all(|b| b.is_ascii_digit())
+            && match (digits.len(), colons) {
+                (2, 0) | (4, 0) => true,
+                (4, 1) => rest.as_bytes().get(2) == Some(&b':'),
+                _ => false,
+            };
+        if !well_formed {
+            return Err(bad());
+        }
+        let hours: i8 = digits[..2].parse().map_err(|_| bad())?;
+        let minutes: i8 = match digits.get(2..) {
+            Some(m) if !m.is_empty() => m.parse().map_err(|_| bad())?,
+            _ => 0,
+        };
+        if hours > 18 || minutes > 59 {
+            return Err(bad());
+        }
+        UtcOffset::from_hms(sign * hours, sign * minutes, 0)
+            .map(Zone)
+            .map_err(|_| bad())
+    }
+
+    /// `UTC`, else `±HH:MM`.
+    pub(crate) fn name(self) -> String {
+        if self.0 == UtcOffset::UTC {
+            return "UTC".to_owned();
+        }
+        let (h, m, _) = self.0.as_hms();
+        let sign = if self.0.is_negative() { '-' } else { '+' };
+        format!("{sign}{:02}:{:02}", h.unsigned_abs(), m.unsigned_abs())
+    }
+
+    fn date_of(self, at_ms: i64) -> Date {
+        OffsetDateTime::from_unix_timestamp_nanos(i128::from(at_ms) * 1_000_000)
+            .unwrap_or(OffsetDateTime::UNIX_EPOCH)
+            .to_offset(self.0)
+            .date()
+    }
+
+    /// The first instant of `date` in this zone, in ms since the epoch.
+    fn start_of(self, date: Date) -> i64 {
+        kith_shared::timestamp::epoch_ms(date.midnight().assume_offset(self.0))
+    }
+}
+
+/// Which end of a range a `since` or `until` is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Edge {
+    /// From its instant, or from its day's start.
+    Since,
+    /// Before its instant, or through its day's end.
+    Until,
+}
+
+/// `since` or `until` (RFC 3339, or a day `YYYY-MM-DD` in `zone`) in ms
+/// since the epoch.
+pub(crate) fn instant(s: &str, zone: Zone, edge: Edge) -> Result<i64> {
+    if let Some(t) = kith_shared::timestamp::parse(s.trim()) {
+        return Ok(kith_shared::timestamp::epoch_ms(t));
+    }
+    let format = time::macros::format_description!("[year]-[month]-[day]");
+    let name = match edge {
+        Edge::Since => "since",
+        Edge::Until => "until",
+    };
+    let date = Date::parse(s.trim(), format).map_err(|_| {
+        Error::invalid(
+            Code::InvalidTimestamp,
+            format!("{name} must be RFC 3339 or a date (YYYY-MM-DD)"),
+        )
+    })?;
+    Ok(match (edge, date.next_day()) {
+        (Edge::Since, _) => zone.start_of(date),
+        (Edge::Until, Some(next)) => zone.start_of(next),
+        (Edge::Until, None) => i64::MAX,
+    })
+}
+
+/// What a report is asked for.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Shape {
+    pub report: UsageReport,
+    pub by: Option<UsageBy>,
+    pub zone: Zone,
+}
+
+/// One row being summed.
+#[derive(Default)]
+struct Sum {
+    tokens: [u64; 4],
+    cost_usd: f64,
+    unpriced: BTreeSet<String>,
+}
+
+impl Sum {
+    fn add(&mut self, fact: &CountedUsage, table: &PriceTable) {
+        let t = &fact.fact.tokens;
+        let add = [
+            t.input,
+            t.output,
+            t.cache_write_5m.saturating_add(t.cache_write_1h),
+            t.cache_read,
+        ];
+        for (sum, n) in self.tokens.iter_mut().zip(add) {
+            *sum = sum.saturating_add(n);
+        }
+        match cost(&fact.fact, table) {
+            Some(usd) => self.cost_usd += usd,
+            None => {
+                let model = fact.fact.model.as_deref().unwrap_or("unknown");
+                self.unpriced.insert(model.to_owned());
+            }
+        }
+    }
+
+    fn totals(self) -> UsageTotals {
+        let [input_tokens, output_tokens, cache_write_tokens, cache_read_tokens] = self.tokens;
+        UsageTotals {
+            input_tokens,
+            output_tokens,
+            cache_write_tokens,
+            cache_read_tokens,
+            cost_usd: self.cost_usd,
+            unpriced_models: self.unpriced.into_iter().collect(),
+        }
+    }
+}
+
+/// The bucket of `fact`.
+fn key_of(fact: &CountedUsage, shape: &Shape) -> String {
+    let date = shape.zone.date_of(fact.at_ms);
+    match shape.report {
+        UsageReport::Daily => date.to_string(),
+        UsageReport::Weekly => {
+            let back = i64::from(date.weekday().number_days_from_monday());
+            date.checked_sub(time::Duration::days(back))
+                .unwrap_or(date)
+                .to_string()
+        }
+        UsageReport::Monthly => format!("{:04}-{:02}", date.year(), u8::from(date.month())),
+        UsageReport::Session => fact.conversation.clone(),
+    }
+}
+
+fn group_of(fact: &CountedUsage, by: Option<UsageBy>) -> Option<String> {
+    match by? {
+        UsageBy::Model => fact.fact.model.clone(),
+        UsageBy::Agent => Some(fact.agent_runtime.clone()),
+        UsageBy::Machine => Some(fact.machine.clone()),
+        UsageBy::Project => fact.project.clone(),
+    }
+}
+
+/// The report of `facts` (`n_refused` records left out), priced by `table`.
+pub(crate) fn report(
+    facts: &[CountedUsage],
+    shape: &Shape,
+    table: &PriceTable,
+    n_refused: u64,
+) -> UsageResponse {
+    let mut total = Sum::default();
+    let mut rows: BTreeMap<(String, Option<String>), Sum> = BTreeMap::new();
+    // A session's last activity orders the session report.
+    let mut last: HashMap<String, i64> = HashMap::new();
+    for fact in facts {
+        total.add(fact, table);
+        let key = key_of(fact, shape);
+        if shape.report == UsageReport::Session {
+            let at = last.entry(key.clone()).or_insert(fact.at_ms);
+            *at = (*at).max(fact.at_ms);
+        }
+        rows.entry((key, group_of(fact, shape.by)))
+            .or_default()
+            .add(fact, table);
+    }
+    let mut rows: Vec<UsageRow> = rows
+        .into_iter()
+        .map(|((key, group), sum)| UsageRow {
+            key,
+            group,
+            totals: sum.totals(),
+        })
+        .collect();
+    if shape.report == UsageReport::Session {
+        // Stable: within a session, groups stay in order.
+        rows.sort_by_key(|r| last.get(&r.key).copied().unwrap_or(0));
+    }
+    UsageResponse {
+        price_table: table.as_of().to_owned(),
+        timezone: shape.zone.name(),
+        totals: total.totals(),
+        rows,
+        n_refused,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use kith_shared::usage::{Merge, Tokens, UsageFact};
+
+    use super::*;
+
+    fn at(rfc3339: &str) -> i64 {
+        kith_shared::timestamp::parse(rfc3339)
+            .map(kith_shared::timestamp::epoch_ms)
+            .unwrap_or_else(|| panic!("{rfc3339}"))
+    }
+
+    /// A fact of `model` at `time` with `input` and `output` tokens and,
+    /// maybe, a recorded cost.
+    fn fact(
+        model: Option<&str>,
+        time: &str,
+        input: u64,
+        output: u64,
+        usd: Option<f64>,
+    ) -> CountedUsage {
+        CountedUsage {
+            fact: UsageFact {
+                key: String::new(),
+                merge: Merge::Each,
+                model: model.map(str::to_owned),
+                time: None,
+                tokens: Tokens {
+                    input,
+                    output,
+                    ..Tokens::default()
+                },
+                n_requests: Some(1),
+                cost_usd: usd,
+            },
+            at_ms: at(time),
+            conversation: "c1".into(),
+            agent_runtime: "claude-code".into(),
+            machine: "laptop".into(),
+            project: Some("/home/a/proj".into()),
+        }
+    }
+
+    fn shape(report: UsageReport, by: Option<UsageBy>, zone: &str) -> Shape {
+        Shape {
+            report,
+            by,
+            zone: Zone::parse(zone).unwrap_or_else(|e| panic!("{e}")),
+        }
+    }
+
+    fn keys(res: &UsageResponse) -> Vec<(String, Option<String>, u64)> {
+        res.rows
+            .iter()
+            .map(|r| (r.key.clone(), r.group.clone(), r.totals.input_tokens))
+            .collect()
+    }
+
+    #[test]
+    fn days_are_cut_at_midnight_in_the_asked_offset() {
+        // 22:30 and 23:59 UTC on May 1st are May 2nd at +02:00; 21:59 is not.
+        let facts = [
+            fact(Some("claude-opus-4-6"), "2026-05-01T21:59:00Z", 1, 0, None),
+            fact(Some("claude-opus-4-6"), "2026-05-01T22:30:00Z", 10, 0, None),
+            fact(
+                Some("claude-opus-4-6"),
+                "2026-05-01T23:59:00Z",
+                100,
+                0,
+                None,
+            ),
+        ];
+        let table = PriceTable::builtin();
+        let res = report(&facts, &shape(UsageReport::Daily, None, "+02:00"), table, 0);
+        assert_eq!(res.timezone, "+02:00");
+        assert_eq!(
+            keys(&res),
+            [
+                ("2026-05-01".to_owned(), None, 1),
+                ("2026-05-02".to_owned(), None, 110)
+            ]
+        );
+        let utc = report(&facts, &shape(UsageReport::Daily, None, "UTC"), table, 0);
+        assert_eq!(keys(&utc), [("2026-05-01".to_owned(), None, 111)]);
+        // West of UTC the same instants fall a day earlier.
+        let west = report(&facts, &shape(UsageReport::Daily, None, "-0530"), table, 0);
+        assert_eq!(keys(&west), [("2026-05-01".to_owned(), None, 111)]);
+        assert_eq!(west.timezone, "-05:30");
+    }
+
+    #[test]
+    fn weeks_start_on_monday_and_months_are_the_zones() {
+        // 2026-05-03 is a Sunday; 2026-05-04 a Monday.
+        let facts = [
+            fact(None, "2026-05-03T12:00:00Z", 1, 0, None),
+            fact(None, "2026-05-04T12:00:00Z", 2, 0, None),
+            fact(None, "2026-04-30T23:30:00Z", 4, 0, None),
+        ];
+        let table = PriceTable::builtin();
+        let weekly = report(&facts, &shape(UsageReport::Weekly, None, "UTC"), table, 0);
+        assert_eq!(
+            keys(&weekly),
+            [
+                ("2026-04-27".to_owned(), None, 5),
+                ("2026-05-04".to_owned(), None, 2)
+            ]
+        );
+        let monthly = report(
+            &facts,
+            &shape(UsageReport::Monthly, None, "+01:00"),
+            table,
+            0,
+        );
+        assert_eq!(keys(&monthly), [("2026-05".to_owned(), None, 7)]);
+    }
+
+    #[test]
+    fn a_recorded_cost_wins_a_known_model_is_priced_an_unknown_one_is_listed() {
+        let facts = [
+            // Opus 4.6 at $5 / $25 per million: 1M in + 1M out = $30.
+            fact(
+                Some("claude-opus-4-6"),
+                "2026-05-01T10:00:00Z",
+                1_000_000,
+                1_000_000,
+                None,
+            ),
+            // The agent said $0.42: that, whatever the table says.
+            fact(
+                Some("claude-opus-4-6"),
+                "2026-05-01T11:00:00Z",
+                1_000_000,
+                0,
+                Some(0.42),
+            ),
+            fact(Some("qwen3.7-plus"), "2026-05-01T12:00:00Z", 7, 3, None),
+            fact(None, "2026-05-01T13:00:00Z", 5, 0, None),
+        ];
+        let table = PriceTable::builtin();
+        let res = report(
+            &facts,
+            &shape(UsageReport::Daily, Some(UsageBy::Model), "UTC"),
+            table,
+            2,
+        );
+        let by_group: Vec<(Option<&str>, f64, Vec<String>)> = res
+            .rows
+            .iter()
+            .map(|r| {
+                (
+                    r.group.as_deref(),
+                    (r.totals.cost_usd * 1e6).round() / 1e6,
+                    r.totals.unpriced_models.clone(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            by_group,
+            [
+                (None, 0.0, vec!["unknown".to_owned()]),
+                (Some("claude-opus-4-6"), 30.42, vec![]),
+                (Some("qwen3.7-plus"), 0.0, vec!["qwen3.7-plus".to_owned()]),
+            ]
+        );
+        assert_eq!(res.totals.input_tokens, 2_000_012);
+        assert_eq!(res.totals.output_tokens, 1_000_003);
+        assert_eq!((res.totals.cost_usd * 1e6).round() / 1e6, 30.42);
+        assert_eq!(res.totals.unpriced_models, ["qwen3.7-plus", "unknown"]);
+        assert_eq!(res.n_refused, 2);
+        assert_eq!(res.price_table, table.as_of());
+    }
+
+    #[test]
+    fn sessions_come_in_order_of_last_activity() {
+        let mut a = fact(None, "2026-05-02T10:00:00Z", 1, 0, None);
+        a.conversation = "ca".into();
+        let mut b = fact(None, "2026-05-01T10:00:00Z", 2, 0, None);
+        b.conversation = "cb".into();
+        let res = report(
+            &[a, b],
+            &shape(UsageReport::Session, None, "UTC"),
+            PriceTable::builtin(),
+            0,
+        );
+        assert_eq!(
+            keys(&res),
+            [("cb".to_owned(), None, 2), ("ca".to_owned(), None, 1)]
+        );
+    }
+
+    #[test]
+    fn zones_are_utc_or_fixed_offsets() {
+        for (given, name) in [
+            ("UTC", "UTC"),
+            ("z", "UTC"),
+            ("Z", "UTC"),
+            ("+00:00", "UTC"),
+            ("+02:00", "+02:00"),
+            ("+0200", "+02:00"),
+            ("+02", "+02:00"),
+            ("-05:30", "-05:30"),
+            ("+14:00", "+14:00"),
+        ] {
+            let got = Zone::parse(given).map(Zone::name).ok();
+            assert_eq!(got.as_deref(), Some(name), "{given}");
+        }
+        for bad in [
+            "Europe/Paris",
+            "",
+            "+2",
+            "+02:0",
+            "02:00",
+            "+25:00",
+            "+02:60",
+            "+0a:00",
+            "+02::00",
+        ] {
+            let err = Zone::parse(bad)
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            assert!(err.contains("Europe/Paris"), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn a_day_bounds_a_range_in_the_zone_and_an_instant_is_itself() {
+        let zone = Zone::parse("+02:00").unwrap_or_else(|e| panic!("{e}"));
+        let ok = |s: &str, edge| instant(s, zone, edge).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(ok("2026-05-02", Edge::Since), at("2026-05-01T22:00:00Z"));
+        assert_eq!(ok("2026-05-02", Edge::Until), at("2026-05-02T22:00:00Z"));
+        assert_eq!(
+            ok("2026-05-02T10:00:00Z", Edge::Until),
+            at("2026-05-02T10:00:00Z")
+        );
+        assert!(instant("last tuesday", zone, Edge::Since).is_err());
+    }
+}
