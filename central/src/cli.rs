@@ -82,6 +82,16 @@ enum Command {
         /// The backup folder; absent, the data directory is checked.
         dest: Option<PathBuf>,
     },
+    /// Restore a snapshot of the backup in DEST (the newest, or --snapshot)
+    /// into an empty or absent --data-dir, then rebuild its index. Runs
+    /// forgotten in any snapshot stay forgotten.
+    Restore {
+        /// The backup folder.
+        dest: PathBuf,
+        /// The snapshot's name (a folder under DEST/snapshots).
+        #[arg(long, value_name = "NAME")]
+        snapshot: Option<String>,
+    },
     /// Forget a conversation and the subagents under it, whoever owns it:
     /// deleted from the index, the blobs and the registry, its bytes never
     /// taken again (stop `serve` first).
@@ -218,9 +228,10 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
         Command::DefaultConfig => {}
         // These neither make a data directory nor start a registry: each
         // says what it misses.
-        Command::Serve { .. } | Command::Backup { .. } | Command::Verify { .. } => {
-            own_data_dir(&config.data_dir)?
-        }
+        Command::Serve { .. }
+        | Command::Backup { .. }
+        | Command::Verify { .. }
+        | Command::Restore { .. } => own_data_dir(&config.data_dir)?,
         _ => {
             if !config.data_dir.exists() {
                 eprintln!(
@@ -331,6 +342,16 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
                 );
             }
             println!("no damage in {}", what.display());
+            Ok(())
+        }
+        Command::Restore { dest, snapshot } => {
+            let restored = crate::backup::restore(
+                &dest,
+                snapshot.as_deref(),
+                config,
+                &Operator::for_operator_commands(),
+            )?;
+            println!("{restored}");
             Ok(())
         }
         Command::Forget { id } => {

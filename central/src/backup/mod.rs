@@ -1,6 +1,7 @@
 //! Backups of a data directory: what cannot be rebuilt (the registry, the
-//! blobs and their records) copied while `serve` runs, and checked. The
-//! index is not copied: `reindex` rebuilds it.
+//! blobs and their records) copied while `serve` runs, checked, and put
+//! back. The index is not copied: `reindex` rebuilds it, and `restore`
+//! runs it.
 //!
 //! A backup folder (`DEST`) holds:
 //! - `blobs/ab/abcdef…`: every blob and record by the sha256 of its bytes
@@ -14,15 +15,18 @@
 //! - `lock`: held by the backup writing.
 //!
 //! `take` makes a snapshot, `verify` checks a backup or a live data
-//! directory (`chains`: the registry's chains have no holes). Folders are 0700 and files
+//! directory (`chains`: the registry's chains have no holes), `restore`
+//! puts a snapshot into an empty data directory. Folders are 0700 and files
 //! 0600: a backup holds the family's private text.
 
 mod chains;
 mod manifest;
 mod objects;
+mod restore;
 mod take;
 mod verify;
 
+pub(crate) use restore::restore;
 pub(crate) use take::take;
 pub(crate) use verify::{verify_backup, verify_data_dir};
 
