@@ -66,6 +66,32 @@ enum Command {
     Reindex,
     /// Report drift between the blob store, the registry and the index.
     Doctor,
+    /// Copy what cannot be rebuilt (the registry, every blob and its record)
+    /// into DEST as a new snapshot, while `serve` may run. Blobs are kept by
+    /// their sha256, so a second backup to DEST copies only new ones; the
+    /// index is not copied (`reindex` rebuilds it).
+    Backup {
+        /// The backup folder (made if absent; not inside the data directory).
+        dest: PathBuf,
+    },
+    /// Check a backup's every snapshot (DEST), or without DEST the data
+    /// directory, for damage: every file hashed against what names it, the
+    /// registry checked by SQLite and against its files. Exits 1 on damage,
+    /// naming each damaged file.
+    Verify {
+        /// The backup folder; absent, the data directory is checked.
+        dest: Option<PathBuf>,
+    },
+    /// Restore a snapshot of the backup in DEST (the newest, or --snapshot)
+    /// into an empty or absent --data-dir, then rebuild its index. Runs
+    /// forgotten in any snapshot stay forgotten.
+    Restore {
+        /// The backup folder.
+        dest: PathBuf,
+        /// The snapshot's name (a folder under DEST/snapshots).
+        #[arg(long, value_name = "NAME")]
+        snapshot: Option<String>,
+    },
     /// Forget a conversation and the subagents under it, whoever owns it:
     /// deleted from the index, the blobs and the registry, its bytes never
     /// taken again (stop `serve` first).
@@ -200,7 +226,12 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
     let config = Config::load(cli.config.as_deref(), |k| std::env::var(k).ok(), &flags)?;
     match cli.command {
         Command::DefaultConfig => {}
-        Command::Serve { .. } => own_data_dir(&config.data_dir)?,
+        // These neither make a data directory nor start a registry: each
+        // says what it misses.
+        Command::Serve { .. }
+        | Command::Backup { .. }
+        | Command::Verify { .. }
+        | Command::Restore { .. } => own_data_dir(&config.data_dir)?,
         _ => {
             if !config.data_dir.exists() {
                 eprintln!(
@@ -274,6 +305,53 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
                 "reindexed {} runs into {} chunks",
                 report.n_runs, report.n_chunks
             );
+            Ok(())
+        }
+        Command::Backup { dest } => {
+            let taken =
+                crate::backup::take(&config.data_dir, &dest, &Operator::for_operator_commands())?;
+            println!("{taken}");
+            if !taken.damage.is_empty() {
+                for (path, what) in &taken.damage {
+                    eprintln!("damaged: {path}: {what}");
+                }
+                bail!(
+                    "the snapshot holds all but {} damaged files of {}; `kith-central verify` \
+                     checks the data directory",
+                    taken.damage.len(),
+                    config.data_dir.display()
+                );
+            }
+            Ok(())
+        }
+        Command::Verify { dest } => {
+            let operator = Operator::for_operator_commands();
+            let (checked, what) = match &dest {
+                Some(dest) => (crate::backup::verify_backup(dest, &operator)?, dest),
+                None => (
+                    crate::backup::verify_data_dir(&config.data_dir, &operator)?,
+                    &config.data_dir,
+                ),
+            };
+            print!("{checked}");
+            if !checked.damage.is_empty() {
+                bail!(
+                    "{} is damaged: {} problems (listed above)",
+                    what.display(),
+                    checked.damage.len()
+                );
+            }
+            println!("no damage in {}", what.display());
+            Ok(())
+        }
+        Command::Restore { dest, snapshot } => {
+            let restored = crate::backup::restore(
+                &dest,
+                snapshot.as_deref(),
+                config,
+                &Operator::for_operator_commands(),
+            )?;
+            println!("{restored}");
             Ok(())
         }
         Command::Forget { id } => {

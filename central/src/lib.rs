@@ -6,6 +6,7 @@
 
 mod accept;
 mod auth;
+mod backup;
 pub mod cli;
 pub mod config;
 mod context;

@@ -267,6 +267,45 @@ impl Registry {
         Ok((at, first))
     }
 
+    /// Takes the tombstones of another registry file (a backup's copy of
+    /// this family's registry): what was forgotten there is forgotten here,
+    /// its lines refused as they are there. How many were new here.
+    pub fn adopt_tombstones(&self, other: &std::path::Path) -> Result<u64> {
+        let conn = self.conn();
+        conn.execute(
+            "ATTACH DATABASE ?1 AS other",
+            [super::file::immutable_uri(other)?],
+        )?;
+        let adopted = (|| -> Result<u64> {
+            let n = conn.execute(
+                "INSERT OR IGNORE INTO forgotten (run_id, user_id, source_identity, from_offset,
+                     to_offset, chain_sha256, conversation, forgotten_at)
+                 SELECT run_id, user_id, source_identity, from_offset, to_offset, chain_sha256,
+                        conversation, forgotten_at
+                 FROM other.forgotten",
+                [],
+            )?;
+            conn.execute(
+                "INSERT OR IGNORE INTO forgotten_lines (user_id, line_sha256, run_id)
+                 SELECT user_id, line_sha256, run_id FROM other.forgotten_lines",
+                [],
+            )?;
+            Ok(n as u64)
+        })();
+        conn.execute("DETACH DATABASE other", [])?;
+        adopted
+    }
+
+    /// Every forgotten run's id.
+    pub fn forgotten_runs(&self, _: &Operator) -> Result<std::collections::HashSet<String>> {
+        let conn = self.reader();
+        let mut stmt = conn.prepare("SELECT run_id FROM forgotten")?;
+        let ids = stmt
+            .query_map([], |r| r.get(0))?
+            .collect::<rusqlite::Result<_>>()?;
+        Ok(ids)
+    }
+
     /// Runs forgotten but still in the catalog: a forget that stopped
     /// midway (for `doctor`; forgetting the conversation again ends it).
     pub fn unfinished_forgets(&self) -> Result<Vec<String>> {
@@ -277,5 +316,48 @@ impl Registry {
             .query_map([], |r| r.get(0))?
             .collect::<rusqlite::Result<_>>()?;
         Ok(rows)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tombstones_of_another_copy_are_taken_once_with_their_lines() -> Result<()> {
+        let dir = tempfile::tempdir()?;
+        let newer = dir.path().join("newer.sqlite");
+        {
+            let registry = Registry::open(&newer)?;
+            registry.conn().execute_batch(
+                "INSERT INTO forgotten (run_id, user_id, source_identity, from_offset, to_offset,
+                     chain_sha256, conversation, forgotten_at)
+                 VALUES ('r1', 'u1', 's', 0, 10, 'c1', 'c0', '2026-05-11T00:00:00.000Z');
+                 INSERT INTO forgotten_lines (user_id, line_sha256, run_id)
+                 VALUES ('u1', 'h1', 'r1');
+                 PRAGMA wal_checkpoint(TRUNCATE);",
+            )?;
+        }
+        let older = Registry::open(&dir.path().join("older.sqlite"))?;
+        let operator = Operator::for_operator_commands();
+        assert!(older.forgotten_runs(&operator)?.is_empty());
+        assert_eq!(older.adopt_tombstones(&newer)?, 1);
+        assert_eq!(older.adopt_tombstones(&newer)?, 0, "taken once");
+        assert!(older.forgotten_runs(&operator)?.contains("r1"));
+        assert!(older.forgot("u1", "r1")?);
+        let line: Option<String> = older
+            .reader()
+            .query_row(
+                "SELECT run_id FROM forgotten_lines WHERE user_id = 'u1' AND line_sha256 = 'h1'",
+                [],
+                |r| r.get(0),
+            )
+            .optional()?;
+        assert_eq!(
+            line.as_deref(),
+            Some("r1"),
+            "its lines are refused here too"
+        );
+        Ok(())
     }
 }

@@ -1,6 +1,8 @@
 //! The SQLite registry in `<data>/registry.sqlite`: users and machines (the
 //! identity of record), and the run catalog, usage facts and indexing jobs
-//! (derived from the blob store; `reindex` rebuilds them).
+//! (derived from the blob store; `reindex` rebuilds them). `file` reads a
+//! registry file whole without changing it (a backup's copy, or the live
+//! one).
 //!
 //! Every method is synchronous and holds the connection lock only for its own
 //! statements; async callers run them on the blocking pool. Reads of runs take
@@ -18,6 +20,7 @@ use crate::error::{Error, Result};
 use crate::privacy::{Operator, Rule};
 
 mod conversations;
+mod file;
 mod forgotten;
 mod jobs;
 mod machines;
@@ -31,6 +34,7 @@ mod values;
 mod viewer;
 
 pub use conversations::{ConversationFilter, Facets, MAX_FILTER_BYTES};
+pub use file::{copy_into, CatalogRun, RegistryFile, TombstoneRow};
 pub use forgotten::{line_hashes, ForgetSet, Forgetter, Tombstone};
 pub use jobs::{Indexed, Lane, PendingJob};
 pub use machines::{MachineAuth, MachineRow};

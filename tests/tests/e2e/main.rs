@@ -18,6 +18,7 @@
 
 mod agent_edges;
 mod agents;
+mod backup;
 mod bench;
 mod capture;
 mod central;

@@ -1,0 +1,138 @@
+//! Backups of a data directory: what cannot be rebuilt (the registry, the
+//! blobs and their records) copied while `serve` runs, checked, and put
+//! back. The index is not copied: `reindex` rebuilds it, and `restore`
+//! runs it.
+//!
+//! A backup folder (`DEST`) holds:
+//! - `blobs/ab/abcdef…`: every blob and record by the sha256 of its bytes
+//!   (`objects`), shared by the snapshots, so a backup copies only bytes
+//!   no earlier one copied;
+//! - `snapshots/<UTC time>/`: one per backup, with the registry's copy
+//!   (`registry.sqlite`, taken with `VACUUM INTO`) and `manifest.json`
+//!   (`manifest`: every file it covers, with size, sha256 and content
+//!   address). It is written as `<time>.partial` and renamed once whole,
+//!   so an interrupted backup is never taken for a snapshot;
+//! - `lock`: held by the backup writing.
+//!
+//! `take` makes a snapshot, `verify` checks a backup or a live data
+//! directory (`chains`: the registry's chains have no holes), `restore`
+//! puts a snapshot into an empty data directory. Folders are 0700 and files
+//! 0600: a backup holds the family's private text.
+
+mod chains;
+mod manifest;
+mod objects;
+mod restore;
+mod take;
+mod verify;
+
+pub(crate) use restore::restore;
+pub(crate) use take::take;
+pub(crate) use verify::{verify_backup, verify_data_dir};
+
+use std::fs::{self, File};
+use std::io;
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+
+use crate::error::{Error, Result};
+use manifest::{Manifest, PARTIAL};
+use objects::Objects;
+
+/// A backup folder.
+struct Dest {
+    root: PathBuf,
+}
+
+impl Dest {
+    fn new(root: &Path) -> Self {
+        Self {
+            root: root.to_owned(),
+        }
+    }
+
+    fn snapshots(&self) -> PathBuf {
+        self.root.join("snapshots")
+    }
+
+    fn snapshot(&self, name: &str) -> PathBuf {
+        self.snapshots().join(name)
+    }
+
+    fn objects(&self) -> Objects {
+        Objects::new(&self.root)
+    }
+
+    /// The whole snapshots' names, oldest first, and the interrupted ones'.
+    /// A folder without `snapshots/` is no backup.
+    fn snapshot_names(&self) -> Result<(Vec<String>, Vec<String>)> {
+        let dir = self.snapshots();
+        let entries = match fs::read_dir(&dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return Err(Error::Internal(format!(
+                    "no backup in {}: it has no snapshots/ folder",
+                    self.root.display()
+                )))
+            }
+            Err(e) => return Err(io_at(&dir)(e)),
+        };
+        let (mut whole, mut partial) = (Vec::new(), Vec::new());
+        for entry in entries {
+            let entry = entry.map_err(io_at(&dir))?;
+            if !entry.path().is_dir() {
+                continue;
+            }
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.ends_with(PARTIAL) {
+                partial.push(name);
+            } else if manifest::is_snapshot_name(&name) {
+                whole.push(name);
+            }
+        }
+        whole.sort();
+        partial.sort();
+        Ok((whole, partial))
+    }
+
+    fn read_manifest(&self, name: &str) -> Result<Manifest> {
+        let path = self.snapshot(name).join("manifest.json");
+        let bytes = fs::read(&path).map_err(io_at(&path))?;
+        Manifest::read(&bytes).map_err(|e| Error::Internal(format!("{}: {e}", path.display())))
+    }
+}
+
+/// An IO error that names its file.
+fn io_at(path: &Path) -> impl FnOnce(io::Error) -> Error + '_ {
+    move |e| Error::Internal(format!("{}: {e}", path.display()))
+}
+
+/// The sha256 (hex) and size of a file, read whole.
+fn sha256_file(path: &Path) -> io::Result<(String, u64)> {
+    let mut hasher = Sha256::new();
+    let n = io::copy(&mut File::open(path)?, &mut hasher)?;
+    Ok((hex::encode(hasher.finalize()), n))
+}
+
+/// Makes a folder's entries (a rename, a new file) durable.
+fn sync_dir(dir: &Path) -> Result<()> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(io_at(dir))
+}
+
+/// A byte count as people read it.
+fn human(bytes: u64) -> String {
+    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+    if bytes < 1024 {
+        return format!("{bytes} B");
+    }
+    let mut n = bytes as f64 / 1024.0;
+    let mut unit = 0;
+    while n >= 1024.0 && unit + 1 < UNITS.len() {
+        n /= 1024.0;
+        unit += 1;
+    }
+    format!("{n:.1} {}", UNITS[unit])
+}

@@ -1,0 +1,407 @@
+//! The family's archive survives a lost disk: `kith-central backup` taken
+//! while central serves, a second one to the same folder copying only what
+//! is new, `restore` into a new folder serving each member what they read
+//! at the backup's time (and nothing stored after it), and `verify`
+//! naming a changed byte, a lost blob and a cut registry, each of which
+//! `restore` refuses.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{ensure, Context, Result};
+use kith_tests::{claude_user_line, delta, run_central, Api, Central};
+use serde_json::Value;
+
+const WITHIN: Duration = Duration::from_secs(60);
+
+/// A Claude Code user line saying `text` at second `s`.
+fn line(text: &str, s: u32) -> String {
+    claude_user_line(text, &format!("2026-05-11T08:00:{s:02}.000Z"))
+}
+
+/// What a member reads: the runs keyword searches find, in rank order, the
+/// conversations list, and every listed conversation's turns.
+#[derive(Debug, PartialEq)]
+struct Reading {
+    searches: Vec<(&'static str, Vec<String>)>,
+    conversations: Value,
+    turns: Vec<Value>,
+}
+
+const WORDS: [&str; 4] = ["pangolin", "importer", "checksum", "walrus"];
+
+fn reading(api: &Api) -> Result<Reading> {
+    let mut searches = Vec::new();
+    for word in WORDS {
+        searches.push((word, api.keyword(word)?));
+    }
+    let list = api.get("/api/conversations")?;
+    ensure!(list.status == 200, "{list:?}");
+    let mut turns = Vec::new();
+    for c in list.body["conversations"].as_array().into_iter().flatten() {
+        let id = c["id"].as_str().unwrap_or_default();
+        let t = api.get(&format!("/api/conversations/{id}/turns"))?;
+        ensure!(t.status == 200, "turns of {id}: {t:?}");
+        turns.push(t.body);
+    }
+    Ok(Reading {
+        searches,
+        conversations: list.body,
+        turns,
+    })
+}
+
+/// Runs `kith-central ARGS --data-dir DATA`, which must succeed (`ok`) or
+/// fail with exit code 1; what it said on stdout and stderr.
+fn central_says(data: &Path, args: &[&str], ok: bool) -> Result<String> {
+    let out = run_central(data, args)?;
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let want = if ok { Some(0) } else { Some(1) };
+    ensure!(
+        out.status.code() == want,
+        "kith-central {args:?} exited {:?}, not {want:?}:\n{said}",
+        out.status
+    );
+    Ok(said)
+}
+
+/// The snapshot a backup's output names.
+fn snapshot_of(said: &str) -> Result<String> {
+    said.lines()
+        .find_map(|l| l.strip_prefix("snapshot "))
+        .and_then(|rest| rest.split_whitespace().next())
+        .map(str::to_owned)
+        .with_context(|| format!("no snapshot named in:\n{said}"))
+}
+
+/// Where the backup in `dest` keeps the blob of `run` in `snapshot`,
+/// relative to `dest`, as its manifest says.
+fn object_of(dest: &Path, snapshot: &str, run: &str) -> Result<String> {
+    let path = dest.join("snapshots").join(snapshot).join("manifest.json");
+    let manifest: Value = serde_json::from_slice(&std::fs::read(&path)?)?;
+    let blob = format!("/{run}.jsonl");
+    manifest["files"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|e| e["path"].as_str().is_some_and(|p| p.ends_with(&blob)))
+        .and_then(|e| e["object"].as_str())
+        .map(str::to_owned)
+        .with_context(|| format!("run {run} has no object in {manifest}"))
+}
+
+fn copy_dir(from: &Path, to: &Path) -> Result<()> {
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let target = to.join(entry.file_name());
+        if entry.file_type()?.is_dir() {
+            copy_dir(&entry.path(), &target)?;
+        } else {
+            std::fs::copy(entry.path(), &target)?;
+        }
+    }
+    Ok(())
+}
+
+fn flip_a_byte(path: &Path) -> Result<()> {
+    let mut bytes = std::fs::read(path)?;
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x20;
+    std::fs::write(path, bytes)?;
+    Ok(())
+}
+
+fn text(path: &Path) -> Result<&str> {
+    path.to_str().context("a UTF-8 path")
+}
+
+#[test]
+fn a_backup_taken_while_central_serves_brings_the_family_back_as_it_was() -> Result<()> {
+    let mut central = Central::start()?;
+    let alice_token = central.register("alice.test", "laptop")?;
+    let bob_token = central.register("bob.test", "desktop")?;
+    let (alice, bob) = (central.client(&alice_token), central.client(&bob_token));
+    let first = line("why does the pangolin importer drop rows", 1);
+    let runs = [
+        alice.ingest(&delta("alice-1", 0, &first))?,
+        alice.ingest(&delta(
+            "alice-1",
+            first.len() as u64,
+            &line("the importer skips rows whose checksum is empty", 2),
+        ))?,
+        bob.ingest(&delta("bob-1", 0, &line("bob's own pangolin notes", 3)))?,
+    ];
+    for (api, id) in [(&alice, &runs[0]), (&alice, &runs[1]), (&bob, &runs[2])] {
+        api.wait_indexed(id, WITHIN)?;
+    }
+    let before = [reading(&alice)?, reading(&bob)?];
+    ensure!(
+        before[0].searches[0].1.contains(&runs[0]) && !before[0].searches[0].1.contains(&runs[2]),
+        "alice finds her pangolin, not bob's: {:?}",
+        before[0].searches
+    );
+    ensure!(
+        before[1].searches[0].1 == [runs[2].clone()],
+        "bob finds his own: {:?}",
+        before[1].searches
+    );
+
+    let tmp = tempfile::tempdir()?;
+    let dest = tmp.path().join("backup");
+    let data = central.data_dir.clone();
+    let said = central_says(&data, &["backup", text(&dest)?], true)?;
+    ensure!(
+        said.contains("blobs: 3 copied") && said.contains("records: 3 copied"),
+        "the first backup copies every blob and record:\n{said}"
+    );
+    ensure!(
+        said.contains("the index is not copied; `reindex` rebuilds it"),
+        "{said}"
+    );
+    let first_snapshot = snapshot_of(&said)?;
+    // Central served on: it takes a delta after the backup and finds it.
+    let late = alice.ingest(&delta(
+        "alice-2",
+        0,
+        &line("the walrus release ships on friday", 4),
+    ))?;
+    alice.wait_indexed(&late, WITHIN)?;
+    ensure!(
+        alice.keyword("walrus")? == [late.clone()],
+        "the late delta is found"
+    );
+    let said = central_says(&data, &["backup", text(&dest)?], true)?;
+    ensure!(
+        said.contains("blobs: 1 copied") && said.contains("3 already there"),
+        "the second backup copies only the new blob:\n{said}"
+    );
+    ensure!(said.contains("records: 1 copied"), "{said}");
+    let newest = snapshot_of(&said)?;
+    ensure!(newest > first_snapshot, "{newest} after {first_snapshot}");
+    let said = central_says(&data, &["verify", text(&dest)?], true)?;
+    ensure!(
+        said.contains(&format!("snapshots/{first_snapshot}: 3 runs"))
+            && said.contains(&format!("snapshots/{newest}: 4 runs"))
+            && said.contains("no damage"),
+        "{said}"
+    );
+    let said = central_says(&data, &["verify"], true)?;
+    ensure!(
+        said.contains("4 blobs") && said.contains("no damage"),
+        "{said}"
+    );
+    central.kill()?;
+
+    let said = central_says(&data, &["restore", text(&dest)?], false)?;
+    ensure!(
+        said.contains("is not empty"),
+        "restore over a data directory: {said}"
+    );
+
+    let restored_dir = tmp.path().join("restored");
+    let said = central_says(
+        &restored_dir,
+        &["restore", text(&dest)?, "--snapshot", &first_snapshot],
+        true,
+    )?;
+    ensure!(said.contains("reindexed 3 runs"), "{said}");
+    let restored = Central::start_on(&restored_dir, &[])?;
+    let (alice_again, bob_again) = (restored.client(&alice_token), restored.client(&bob_token));
+    let after = [reading(&alice_again)?, reading(&bob_again)?];
+    ensure!(
+        after == before,
+        "the restored central reads as the original did at the backup's time:\n{after:#?}\nnot\n{before:#?}"
+    );
+    let gone = alice_again.get(&format!("/api/runs/{late}"))?;
+    ensure!(
+        gone.status == 404 && alice_again.keyword("walrus")?.is_empty(),
+        "the delta stored after the backup is not restored: {gone:?}"
+    );
+    drop(restored);
+
+    // Without --snapshot, the newest: the late delta with it.
+    let newest_dir = tmp.path().join("newest");
+    let said = central_says(&newest_dir, &["restore", text(&dest)?], true)?;
+    ensure!(
+        said.contains(&newest) && said.contains("reindexed 4 runs"),
+        "{said}"
+    );
+    let restored = Central::start_on(&newest_dir, &[])?;
+    ensure!(
+        restored.client(&alice_token).keyword("walrus")? == [late],
+        "the newest snapshot holds the late delta"
+    );
+    Ok(())
+}
+
+#[test]
+fn verify_names_a_changed_byte_a_lost_blob_and_a_cut_registry() -> Result<()> {
+    let central = Central::start()?;
+    let alice = central.client(&central.register("alice.test", "laptop")?);
+    let changed = alice.ingest(&delta("s-1", 0, &line("the pangolin importer", 1)))?;
+    let lost = alice.ingest(&delta("s-2", 0, &line("the walrus release", 2)))?;
+    for id in [&changed, &lost] {
+        alice.wait_indexed(id, WITHIN)?;
+    }
+    let data = central.data_dir.clone();
+    let tmp = tempfile::tempdir()?;
+    let dest = tmp.path().join("backup");
+    let snapshot = snapshot_of(&central_says(&data, &["backup", text(&dest)?], true)?)?;
+    let registry = format!("snapshots/{snapshot}/registry.sqlite");
+    let cases: [(&str, String); 3] = [
+        ("changed-byte", object_of(&dest, &snapshot, &changed)?),
+        ("lost-blob", object_of(&dest, &snapshot, &lost)?),
+        ("cut-registry", registry),
+    ];
+    for (what, file) in cases {
+        let copy = tmp.path().join(what);
+        copy_dir(&dest, &copy)?;
+        let said = central_says(&data, &["verify", text(&copy)?], true)?;
+        ensure!(
+            said.contains("no damage") && !said.contains("damaged"),
+            "{what}: the copy is sound before:\n{said}"
+        );
+        let at = copy.join(&file);
+        match what {
+            "changed-byte" => flip_a_byte(&at)?,
+            "lost-blob" => std::fs::remove_file(&at)?,
+            _ => {
+                let len = std::fs::metadata(&at)?.len();
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(&at)?
+                    .set_len(len / 2)?;
+            }
+        }
+        let said = central_says(&data, &["verify", text(&copy)?], false)?;
+        ensure!(
+            said.contains(&format!("damaged: {file}")),
+            "{what}: verify names {file}:\n{said}"
+        );
+        let target = tmp.path().join(format!("{what}-restored"));
+        let said = central_says(&target, &["restore", text(&copy)?], false)?;
+        ensure!(
+            said.contains("is damaged; nothing was restored") && !target.exists(),
+            "{what}: restore refuses a damaged snapshot:\n{said}"
+        );
+    }
+
+    // The live data directory, as central serves it.
+    let said = central_says(&data, &["verify"], true)?;
+    ensure!(said.contains("no damage"), "{said}");
+    let blob = blob_of(&data, &changed)?;
+    flip_a_byte(&blob)?;
+    let said = central_says(&data, &["verify"], false)?;
+    let named = blob.strip_prefix(&data)?.display().to_string();
+    ensure!(
+        said.contains(&format!("damaged: {named}")),
+        "verify names the data directory's blob {named}:\n{said}"
+    );
+    Ok(())
+}
+
+/// The data directory's blob of `run`.
+fn blob_of(data: &Path, run: &str) -> Result<PathBuf> {
+    let name = format!("{run}.jsonl");
+    let mut stack = vec![data.join("runs")];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir)? {
+            let path = entry?.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.file_name().is_some_and(|n| n == name.as_str()) {
+                return Ok(path);
+            }
+        }
+    }
+    anyhow::bail!("no blob of {run} in {}", data.display())
+}
+
+/// Whether any file under `dir` holds `word`.
+fn any_file_holds(dir: &Path, word: &str) -> Result<bool> {
+    let mut stack = vec![dir.to_owned()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir)? {
+            let path = entry?.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if std::fs::read(&path)?
+                .windows(word.len())
+                .any(|w| w == word.as_bytes())
+            {
+                return Ok(true);
+            }
+        }
+    }
+    Ok(false)
+}
+
+#[test]
+fn a_conversation_forgotten_after_a_backup_does_not_come_back_with_it() -> Result<()> {
+    let mut central = Central::start()?;
+    let token = central.register("alice.test", "laptop")?;
+    let alice = central.client(&token);
+    let said_once = line("rotate the okapi credentials on tuesday", 1);
+    let secret = alice.ingest(&delta("s-1", 0, &said_once))?;
+    let kept = alice.ingest(&delta("s-2", 0, &line("the walrus release", 2)))?;
+    for id in [&secret, &kept] {
+        alice.wait_indexed(id, WITHIN)?;
+    }
+    let data = central.data_dir.clone();
+    let tmp = tempfile::tempdir()?;
+    let dest = tmp.path().join("backup");
+    let before = snapshot_of(&central_says(&data, &["backup", text(&dest)?], true)?)?;
+    let forgot = alice.send(
+        alice
+            .http
+            .delete(alice.url(&format!("/api/conversations/{secret}"))),
+    )?;
+    ensure!(forgot.status == 200, "{forgot:?}");
+    let said = central_says(&data, &["backup", text(&dest)?], true)?;
+    ensure!(
+        said.contains("(1 runs)"),
+        "the backup after the forget leaves it out:\n{said}"
+    );
+    central.kill()?;
+    ensure!(
+        any_file_holds(&dest.join("blobs"), "okapi")?,
+        "the snapshot before the forget holds the conversation"
+    );
+
+    let restored_dir = tmp.path().join("restored");
+    let said = central_says(
+        &restored_dir,
+        &["restore", text(&dest)?, "--snapshot", &before],
+        true,
+    )?;
+    ensure!(
+        said.contains("left out 1 forgotten runs") && said.contains("reindexed 1 runs"),
+        "{said}"
+    );
+    ensure!(
+        !any_file_holds(&restored_dir, "okapi")?,
+        "no file of the restored data directory holds the forgotten text"
+    );
+    let restored = Central::start_on(&restored_dir, &[])?;
+    let alice = restored.client(&token);
+    ensure!(
+        alice.keyword("okapi")?.is_empty(),
+        "the forgotten run is not found"
+    );
+    ensure!(
+        alice.keyword("walrus")? == [kept],
+        "the other conversation is"
+    );
+    let again = alice.post("/api/runs", &delta("s-1", 0, &said_once))?;
+    ensure!(
+        again.body["status"] == "forgotten",
+        "its lines sent again are refused as forgotten: {again:?}"
+    );
+    ensure!(!any_file_holds(&restored_dir.join("runs"), "okapi")?);
+    Ok(())
+}
