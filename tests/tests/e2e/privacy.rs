@@ -39,6 +39,8 @@ struct Run {
     ancestors: Vec<String>,
     tags: Vec<String>,
     quarantined: bool,
+    /// The input tokens its one model response used (its usage).
+    input_tokens: u64,
 }
 
 struct Grant {
@@ -178,6 +180,22 @@ async fn check_reads(
             listed, expected,
             "seed {seed} viewer {viewer}: conversations"
         );
+        // Usage is one's own alone: what a grant shares is never counted.
+        let own: u64 = runs
+            .iter()
+            .filter(|r| r.owner == viewer)
+            .map(|r| r.input_tokens)
+            .sum();
+        let (status, usage) = call(app, token, "GET", "/api/usage?report=session", None).await;
+        assert_eq!(
+            status,
+            StatusCode::OK,
+            "seed {seed} viewer {viewer}: {usage}"
+        );
+        assert_eq!(
+            usage["totals"]["input_tokens"], own,
+            "seed {seed} viewer {viewer}: usage"
+        );
     }
 }
 
@@ -234,7 +252,15 @@ async fn one_world(seed: u64) {
             } else {
                 vec![]
             };
-            let text = format!("{{\"type\":\"user\",\"message\":{{\"role\":\"user\",\"content\":\"needle topic{i}\"}}}}\n");
+            // A prompt, and an answer whose usage is the run's own number.
+            let input_tokens = 1_000 + 7 * i as u64;
+            let text = format!(
+                "{{\"type\":\"user\",\"message\":{{\"role\":\"user\",\"content\":\"needle topic{i}\"}}}}\n{}\n",
+                json!({"type": "assistant", "message": {"id": format!("msg_{seed}_{i}"),
+                    "role": "assistant", "model": "claude-sonnet-4-5",
+                    "content": [{"type": "text", "text": "done"}],
+                    "usage": {"input_tokens": input_tokens, "output_tokens": 1}}})
+            );
             let mut body = json!({
                 "jsonl": text, "agent_runtime": "claude-code", "source_identity": format!("src{i}"),
                 "from_offset": 0, "to_offset": text.len(), "tags": tag,
@@ -256,6 +282,7 @@ async fn one_world(seed: u64) {
                 ancestors,
                 tags: tag,
                 quarantined: false,
+                input_tokens,
             });
         }
         if phase == 1 {
