@@ -9,6 +9,7 @@ use anyhow::{bail, Result};
 use kith_proto::{
     Conversation, ConversationTurn, ConversationsResponse, InlineSubagent, SearchResponse,
 };
+use kith_shared::transcript::DiffLineKind;
 use time::OffsetDateTime;
 
 use super::term::{age, one_line, printable, Style};
@@ -258,13 +259,11 @@ fn render_turn(
                     let call = turn.text.lines().next().unwrap_or_default();
                     let _ = writeln!(out, "{pad}{}", printable(call));
                     for line in diff.lines() {
-                        let line = match line.as_bytes().first() {
-                            _ if line.starts_with("--- ") || line.starts_with("+++ ") => {
-                                style.bold(line)
-                            }
-                            Some(b'+') => style.added(line),
-                            Some(b'-') => style.removed(line),
-                            _ => printable(line).into_owned(),
+                        let line = match DiffLineKind::of(line) {
+                            DiffLineKind::File => style.bold(line),
+                            DiffLineKind::Added => style.added(line),
+                            DiffLineKind::Removed => style.removed(line),
+                            DiffLineKind::Hunk | DiffLineKind::Same => printable(line).into_owned(),
                         };
                         let _ = writeln!(out, "{pad}{line}");
                     }
@@ -284,12 +283,12 @@ fn render_turn(
 
 /// ` (+3 −1)`: the lines a diff adds and removes.
 fn diff_stat(diff: &str) -> String {
-    let count = |mark: char, header: &str| {
-        diff.lines()
-            .filter(|l| l.starts_with(mark) && !l.starts_with(header))
-            .count()
-    };
-    format!(" (+{} −{})", count('+', "+++ "), count('-', "--- "))
+    let count = |kind| diff.lines().filter(|l| DiffLineKind::of(l) == kind).count();
+    format!(
+        " (+{} −{})",
+        count(DiffLineKind::Added),
+        count(DiffLineKind::Removed)
+    )
 }
 
 fn short_run(run_id: &str) -> String {

@@ -284,19 +284,17 @@ pub(super) struct DiffLine {
 
 /// A unified diff's lines, each classed for the reader.
 pub(super) fn diff_lines(diff: &str) -> Vec<DiffLine> {
+    use kith_shared::transcript::DiffLineKind as Kind;
     diff.lines()
-        .map(|line| {
-            let class = match line.as_bytes().first() {
-                _ if line.starts_with("--- ") || line.starts_with("+++ ") => "diff-file",
-                _ if line.starts_with("@@") => "diff-hunk",
-                Some(b'+') => "diff-add",
-                Some(b'-') => "diff-del",
-                _ => "diff-same",
-            };
-            DiffLine {
-                class,
-                text: line.to_owned(),
-            }
+        .map(|line| DiffLine {
+            class: match Kind::of(line) {
+                Kind::File => "diff-file",
+                Kind::Hunk => "diff-hunk",
+                Kind::Added => "diff-add",
+                Kind::Removed => "diff-del",
+                Kind::Same => "diff-same",
+            },
+            text: line.to_owned(),
         })
         .collect()
 }

@@ -59,6 +59,34 @@ const CONTENT_KEYS: [&str; 3] = ["content", "contents", "file_text"];
 /// OpenCode's `patchText`).
 const PATCH_KEYS: [&str; 3] = ["patchText", "patch", "input"];
 
+/// What one line of a diff (`Turn::diff`) says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LineKind {
+    /// `--- a/PATH` or `+++ b/PATH`.
+    File,
+    /// `@@`, with Codex's context label when it gave one.
+    Hunk,
+    Added,
+    Removed,
+    Same,
+}
+
+impl LineKind {
+    pub fn of(line: &str) -> Self {
+        if line.starts_with("--- ") || line.starts_with("+++ ") {
+            Self::File
+        } else if line.starts_with("@@") {
+            Self::Hunk
+        } else if line.starts_with('+') {
+            Self::Added
+        } else if line.starts_with('-') {
+            Self::Removed
+        } else {
+            Self::Same
+        }
+    }
+}
+
 /// The diff the tool call with `input` makes, recognised by the input's
 /// keys rather than the tool's name: an edit as old and new text, a list of
 /// such `edits`, a whole file written (every line added), or an

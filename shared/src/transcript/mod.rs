@@ -23,6 +23,8 @@ use serde_json::Value;
 
 use builder::Builder;
 
+pub use diff::LineKind as DiffLineKind;
+
 /// Aider's session header time, which usage facts are dated by too.
 pub(crate) use aider::session_start;
 

@@ -2104,11 +2104,12 @@ fn a_full_index_disk_heals_and_every_accepted_delta_becomes_searchable() -> Resu
         Ok(())
     };
     let api = central.client(&token);
-    let post = |source: &str, text: &str| -> Result<String> {
-        let line = kith_tests::claude_user_line(text, "2026-05-11T10:00:00Z");
-        let res = api.post("/api/runs", &kith_tests::delta(source, 0, &line))?;
-        ensure!(res.status == 202, "ingest: {res:?}");
-        Ok(res.body["run_id"].as_str().unwrap_or_default().to_owned())
+    let post = |source: &str, text: &str| {
+        api.ingest(&delta(
+            source,
+            0,
+            &claude_user_line(text, "2026-05-11T10:00:00Z"),
+        ))
     };
     let found = |word: &str| -> Result<bool> { Ok(!api.keyword(word)?.is_empty()) };
     let before = post("fill-a", "the alphafill note before the disk filled")?;

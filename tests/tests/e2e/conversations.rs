@@ -681,18 +681,13 @@ fn an_edited_gemini_prompt_stays_first_and_names_the_conversation() -> Result<()
     );
     let post = |from: usize, bytes: &[u8]| -> Result<String> {
         let text = String::from_utf8(bytes.to_vec())?;
-        let res = api.post(
-            "/api/runs",
-            &json!({
-                "jsonl": text,
-                "agent_runtime": "gemini",
-                "source_identity": "gemini-tally",
-                "from_offset": from,
-                "to_offset": from + bytes.len(),
-            }),
-        )?;
-        ensure!(res.status == 202, "ingest: {res:?}");
-        Ok(str_of(&res.body, "run_id"))
+        api.ingest(&json!({
+            "jsonl": text,
+            "agent_runtime": "gemini",
+            "source_identity": "gemini-tally",
+            "from_offset": from,
+            "to_offset": from + bytes.len(),
+        }))
     };
     post(0, &session)?;
     let last = post(session.len(), edit.as_bytes())?;

@@ -508,11 +508,9 @@ fn a_forget_leaves_no_file_holding_the_forgotten_words() -> Result<()> {
     let central = Central::start()?;
     let token = kith_tests::register_local(&central.data_dir, "fern.local", "laptop")?;
     let api = central.client(&token);
-    let post = |source: &str, text: &str| -> Result<String> {
+    let post = |source: &str, text: &str| {
         let line = kith_tests::claude_user_line(text, "2026-05-11T10:00:00Z");
-        let res = api.post("/api/runs", &kith_tests::delta(source, 0, &line))?;
-        ensure!(res.status == 202, "ingest: {res:?}");
-        Ok(res.body["run_id"].as_str().unwrap_or_default().to_owned())
+        api.ingest(&kith_tests::delta(source, 0, &line))
     };
     // Sent together, indexed together: one segment of the index holds both,
     // so the forgotten one's documents are not a segment of their own.

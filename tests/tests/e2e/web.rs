@@ -886,8 +886,7 @@ fn reader_scenario(b: &Browser<'_>) -> Result<()> {
         ),
     ]
     .concat();
-    let run = api.post("/api/runs", &delta("ivy-reader", 0, &first))?;
-    ensure!(run.status == 202, "ingest: {:?}", run.body);
+    api.ingest(&delta("ivy-reader", 0, &first))?;
     // A second delta of the same transcript: its turn is numbered on.
     let second = claude_blocks(
         "user",
@@ -895,12 +894,7 @@ fn reader_scenario(b: &Browser<'_>) -> Result<()> {
         "2026-05-01T10:01:00Z",
         json!("second delta pelicanreader"),
     );
-    let run2 = api.post(
-        "/api/runs",
-        &delta("ivy-reader", first.len() as u64, &second),
-    )?;
-    ensure!(run2.status == 202, "ingest: {:?}", run2.body);
-    let last = run2.body["run_id"].as_str().unwrap_or_default().to_owned();
+    let last = api.ingest(&delta("ivy-reader", first.len() as u64, &second))?;
     api.wait_indexed(&last, Duration::from_secs(60))?;
     // Twenty-four more conversations that mention the pelican, to page.
     for i in 0..24 {
