@@ -35,6 +35,10 @@ if [ -x deploy/pds/install.sh ]; then
   deploy/pds/install.sh
 fi
 
+# The real Claude Code (npm, pinned) that `kith resume`'s test continues a
+# conversation with (tests/tests/e2e/resume.rs).
+tests/agents/install.sh
+
 # The official Python MCP SDK (pinned, PyPI) that drives `kith mcp` in
 # tests/tests/e2e/mcp.rs, in a venv in the target folder (made once, kept
 # while the pin is unchanged).

@@ -151,6 +151,11 @@ pub(crate) enum Command {
         #[arg(long)]
         yes: bool,
     },
+    /// Continue one of your conversations on this machine: writes it where
+    /// its agent (Claude Code, Codex, pi) keeps sessions, in a folder here,
+    /// and prints the command that resumes it. What the agent adds is
+    /// captured as the same conversation.
+    Resume(crate::resume::ResumeArgs),
     /// A Model Context Protocol server on stdin/stdout: the agents' own
     /// access to what this machine's owner may read (run by the agent).
     Mcp,
@@ -490,6 +495,11 @@ fn run(command: Command, paths: &Paths, dirs: &DirArgs, flags: &Flags) -> Result
             };
             writeln!(std::io::stdout(), "{outcome}")?;
             Ok(())
+        }
+        Command::Resume(args) => {
+            let settings = settings()?;
+            let client = Client::new(&settings.auth(paths)?)?;
+            crate::resume::run(args, paths, &settings, &client)
         }
         Command::Mcp => crate::mcp::run(paths, &settings()?),
         // A SessionStart hook prints what it can and never fails the session.

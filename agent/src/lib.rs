@@ -31,6 +31,7 @@ mod mirror;
 mod outbox;
 mod plan;
 mod render;
+mod resume;
 mod settings;
 mod setup;
 mod status;

@@ -745,6 +745,7 @@ mod tests {
                 timestamp: None,
                 tool: None,
                 subagent: None,
+                machine: None,
             })
             .collect();
         // Not yet at r2, within it, past it.

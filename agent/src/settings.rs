@@ -2,7 +2,9 @@
 //! to, which transcripts never to capture (`exclude`), which tags a
 //! project's runs get (`[[tag]]`), and the person's own secrets to mask
 //! besides the built-in ones (`redact`, regular expressions), and where
-//! Aider's project histories are (`[aider] roots`, with `KITH_AIDER_ROOTS`).
+//! Aider's project histories are (`[aider] roots`, with `KITH_AIDER_ROOTS`),
+//! and where another machine's folders are on this one (`[paths]`, for
+//! `kith resume`).
 //! Precedence: file < env < flag. A file that
 //! does not parse is an error, and capture stops on it rather than send what
 //! an exclusion it cannot read may have kept back.
@@ -18,6 +20,9 @@
 //!
 //! [aider]
 //! roots = ["~/src", "~/notes"]   # a project, or a folder of projects
+//!
+//! [paths]                        # another machine's folder = this one's
+//! "/Users/me/src" = "~/src"
 //! ```
 
 use std::collections::BTreeSet;
@@ -45,6 +50,8 @@ struct FileConfig {
     redact: Vec<String>,
     #[serde(default)]
     aider: AiderFile,
+    #[serde(default)]
+    paths: std::collections::BTreeMap<String, String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -131,6 +138,8 @@ pub(crate) struct Settings {
     /// projects one level down (`discover::aider_dirs`): the file's, then
     /// `KITH_AIDER_ROOTS`'s (colon-separated), together.
     pub(crate) aider_roots: Vec<Sourced<PathBuf>>,
+    /// `[paths]`: a folder on another machine, and where it is on this one.
+    pub(crate) path_map: Vec<(String, PathBuf)>,
 }
 
 impl Settings {
@@ -334,9 +343,21 @@ fn merge(l: Layers<'_>) -> Result<Settings> {
             });
         }
     }
+    let mut path_map = Vec::new();
+    for (there, here) in &l.config.paths {
+        let local = folder(here, l.home).filter(|_| there.starts_with('/'));
+        let Some(local) = local else {
+            return Err(invalid(
+                l.file,
+                format!("[paths] {there:?} = {here:?}: the key must start with /, the value with / or ~/"),
+            ));
+        };
+        path_map.push((there.trim_end_matches('/').to_owned(), local));
+    }
     Ok(Settings {
         file: l.file.to_owned(),
         central_url,
+        path_map,
         rules: Rules {
             exclude,
             tags,

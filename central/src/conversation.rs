@@ -149,6 +149,7 @@ pub(crate) fn fold(c: &ConversationRuns<'_>) -> Option<Conversation> {
         title: first_some(|r| r.title.as_ref()),
         owner: c.owner.to_owned(),
         machine: first.machine.clone(),
+        machines: machines(c.runs),
         agent_runtime: first.agent_runtime,
         session_id: first_some(|r| r.conversation_id.as_ref()),
         cwd: first_some(|r| r.cwd.as_ref()),
@@ -205,6 +206,54 @@ fn inline_subagents(runs: &[&Run]) -> Vec<InlineSubagent> {
     out
 }
 
+/// Orders one conversation's runs as its bytes follow each other: each
+/// transcript in byte order, the transcripts in the order they began. A
+/// conversation resumed on another machine (`kith resume`) has two: the
+/// one it began in, and the other machine's copy, whose first captured
+/// delta starts after the copy and hangs under the first one's last run.
+pub(crate) fn in_order<T>(runs: &mut [T], run: impl Fn(&T) -> &Run) {
+    let mut began: HashMap<&str, &str> = HashMap::new();
+    for r in runs.iter().map(&run) {
+        let at = began.entry(&r.source_identity).or_insert(&r.started_at);
+        if r.started_at.as_str() < *at {
+            *at = &r.started_at;
+        }
+    }
+    let key: HashMap<String, String> = began
+        .into_iter()
+        .map(|(source, at)| (source.to_owned(), at.to_owned()))
+        .collect();
+    runs.sort_by(|a, b| {
+        let (a, b) = (run(a), run(b));
+        (&key[&a.source_identity], &a.source_identity, a.from_offset).cmp(&(
+            &key[&b.source_identity],
+            &b.source_identity,
+            b.from_offset,
+        ))
+    });
+}
+
+/// Whether `run` starts a resumed copy's capture: another transcript than
+/// the run before it, continuing it (it hangs under that run) after bytes
+/// it never sent.
+pub(crate) fn continues_on_another_transcript(run: &Run, before: &Run) -> bool {
+    run.source_identity != before.source_identity
+        && run.from_offset > 0
+        && run.parent_run_id.as_deref() == Some(before.id.as_str())
+}
+
+/// The machines a conversation's runs (in order) were written on, each
+/// time it moved to another.
+fn machines(runs: &[&Run]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for run in runs {
+        if out.last() != Some(&run.machine) {
+            out.push(run.machine.clone());
+        }
+    }
+    out
+}
+
 /// The runs of one tree, grouped into conversations and ordered depth-first
 /// (a conversation, then each conversation its runs spawned, by start). A
 /// conversation whose parent is not among `runs` starts at depth 0. `runs`
@@ -222,7 +271,7 @@ pub(crate) fn shape<'a>(runs: &[&'a Run]) -> Vec<(ConversationId, u32, Vec<&'a R
         list.push(run);
     }
     for list in members.values_mut() {
-        list.sort_by_key(|r| (r.source_identity.clone(), r.from_offset));
+        in_order(list, |r| r);
     }
     // A conversation's parent: the conversation of the run its first run
     // hangs under, when that is another readable conversation.
@@ -279,7 +328,7 @@ pub(crate) fn parents(
 
 /// One delta's turns as the API shows them: a tool turn's first line is
 /// its call, the lines after it the result.
-pub(crate) fn turns_of(run_id: &str, turns: Vec<Turn>) -> Vec<ConversationTurn> {
+pub(crate) fn turns_of(run: &Run, turns: Vec<Turn>) -> Vec<ConversationTurn> {
     turns
         .into_iter()
         .map(|t| {
@@ -298,7 +347,7 @@ pub(crate) fn turns_of(run_id: &str, turns: Vec<Turn>) -> Vec<ConversationTurn> 
                 }
             });
             ConversationTurn {
-                run_id: run_id.to_owned(),
+                run_id: run.id.clone(),
                 line_start: t.line_start,
                 line_end: t.line_end,
                 role: t.role.as_str().to_owned(),
@@ -306,6 +355,7 @@ pub(crate) fn turns_of(run_id: &str, turns: Vec<Turn>) -> Vec<ConversationTurn> 
                 timestamp: t.timestamp,
                 tool,
                 subagent: t.subagent,
+                machine: Some(run.machine.clone()),
             }
         })
         .collect()
@@ -324,6 +374,7 @@ pub(crate) fn gap(next_run_id: &str, from: u64, to: u64) -> ConversationTurn {
         timestamp: None,
         tool: None,
         subagent: None,
+        machine: None,
     }
 }
 

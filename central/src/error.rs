@@ -124,6 +124,9 @@ codes! {
         MainPasswordRequired = "main_password_required",
         PdsUrlInvalid = "pds_url_invalid",
         QueryTooLong = "query_too_long",
+        /// A resume of a conversation someone else wrote (shared with the
+        /// caller): it is forked, not continued.
+        NotOwner = "not_owner",
         /// A parent run that is not one of the sender's.
         UnknownParent = "unknown_parent",
         /// A tag share that would cover none of the giver's runs.
@@ -160,6 +163,8 @@ codes! {
         MachineExists = "machine_exists",
         /// A delta over bytes of its source already accepted.
         RangeOverlap = "range_overlap",
+        /// A file already recorded as continuing another conversation.
+        ResumeConflict = "resume_conflict",
         /// A run id or idempotency key already used for other bytes.
         RunConflict = "run_conflict",
         UserExists = "user_exists",

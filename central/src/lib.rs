@@ -27,6 +27,7 @@ mod priority;
 pub mod privacy;
 mod private;
 pub mod registry;
+mod resume;
 pub mod routes;
 mod run;
 mod search;

@@ -57,6 +57,7 @@ pub fn app(state: AppState) -> Router {
         .route("/api/conversations/{id}/turns", get(conversations::turns))
         .route("/api/conversations/{id}/jsonl", get(conversations::jsonl))
         .route("/api/conversations/{id}/tags", post(conversations::tags))
+        .route("/api/conversations/{id}/resume", post(conversations::resume))
         .route("/api/tags", get(conversations::tag_list))
         .route("/api/search", post(search::post))
         .route("/api/context", post(context::post))
@@ -286,6 +287,7 @@ fn with_error_body(res: Response, limit: usize) -> Response {
     conversations::turns,
     conversations::jsonl,
     conversations::tags,
+    conversations::resume,
     conversations::tag_list,
     search::post,
     context::post,

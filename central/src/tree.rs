@@ -159,13 +159,19 @@ fn all_turns(store: &BlobStore, runs: &[StoredRun]) -> Result<Vec<ConversationTu
     let parsed = kith_shared::transcript::parse_chain(format, &deltas);
     let mut turns: Vec<ConversationTurn> = Vec::new();
     let mut end = 0;
+    let mut before: Option<&crate::run::Run> = None;
     for (run, run_turns) in runs.iter().zip(parsed) {
         let meta = &run.run;
+        // A resumed copy's bytes are the ones shown before it.
+        if before.is_some_and(|b| conversation::continues_on_another_transcript(meta, b)) {
+            end = meta.from_offset;
+        }
         if meta.from_offset != end {
             turns.push(conversation::gap(&meta.id, end, meta.from_offset));
         }
         end = meta.to_offset;
-        turns.extend(conversation::turns_of(&meta.id, run_turns));
+        before = Some(meta);
+        turns.extend(conversation::turns_of(meta, run_turns));
     }
     Ok(turns)
 }
@@ -189,7 +195,7 @@ fn readable_conversation(
 ) -> Result<(ConversationId, Vec<StoredRun>)> {
     let id = registry.resolve_conversation(viewer, name)?;
     let mut runs = registry.conversation_runs(viewer, &id)?;
-    runs.sort_by_key(|r| r.run.from_offset);
+    conversation::in_order(&mut runs, |r| &r.run);
     let first = runs.first().ok_or_else(Error::conversation_not_found)?;
     registry.audit_read(viewer, &first.run.user_id, &first.run.id, what)?;
     Ok((id, runs))
@@ -462,6 +468,7 @@ mod tests {
                 timestamp: None,
                 tool: None,
                 subagent: None,
+                machine: None,
             }])
         };
         let key = |ids: &[&str]| ids.iter().map(|s| s.to_string()).collect::<Vec<_>>();

@@ -308,8 +308,13 @@ pub struct Conversation {
     pub title: Option<String>,
     /// Handle of the person whose agent wrote it.
     pub owner: String,
-    /// Machine name.
+    /// The machine it began on.
     pub machine: String,
+    /// Every machine its turns were written on, in the order it moved
+    /// between them (`kith resume`): more than one when it was continued
+    /// on another machine.
+    #[serde(default)]
+    pub machines: Vec<String>,
     pub agent_runtime: AgentRuntime,
     /// The agent's own session id: what `claude --resume`, `codex resume` or
     /// pi take to continue it.
@@ -337,6 +342,18 @@ pub struct Conversation {
     /// their own are conversations of their own (`parent_id`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub inline_subagents: Vec<InlineSubagent>,
+}
+
+impl Conversation {
+    /// The machines it was written on, as a person reads them: `laptop`, or
+    /// `laptop → desk` for one continued on another machine.
+    pub fn machines_shown(&self) -> String {
+        if self.machines.len() > 1 {
+            self.machines.join(" → ")
+        } else {
+            self.machine.clone()
+        }
+    }
 }
 
 /// `GET /api/conversations`: recent conversations, each followed by its
@@ -417,6 +434,10 @@ pub struct ConversationTurn {
     /// The inline subagent whose turn this is (`InlineSubagent::id`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub subagent: Option<String>,
+    /// The machine the turn was written on (a conversation resumed on
+    /// another machine spans two); absent on a gap.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine: Option<String>,
 }
 
 /// `GET /api/conversations/{id}/turns`.
@@ -964,6 +985,34 @@ pub struct TagsRequest {
     pub remove: Vec<String>,
 }
 
+/// `POST /api/conversations/{id}/resume`: the calling machine wrote a copy
+/// of one of the caller's conversations into its agent's store (`kith
+/// resume`), at the start of the file its deltas name `source_identity`;
+/// the copy ends at `at_offset`. Central records it, so the bytes the agent
+/// adds after the copy continue that conversation and the copy is never
+/// sent.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ResumeRequest {
+    pub source_identity: String,
+    /// The copy's length in bytes (greater than 0).
+    pub at_offset: u64,
+    /// sha256 (hex) of the copy's bytes.
+    pub prefix_sha256: String,
+}
+
+/// What the machine continues from after the copy.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ResumeResponse {
+    pub conversation_id: String,
+    /// The conversation's last run: the parent of the first delta after
+    /// the copy.
+    pub parent_run_id: String,
+    /// The chain hash the first delta after the copy names as
+    /// `prev_sha256`.
+    pub chain_sha256: String,
+}
+
 /// `GET /api/tags`: every tag on a conversation the caller may read.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct TagList {
@@ -1053,6 +1102,8 @@ pub struct SignInLink {
         ForgetResponse,
         TagsRequest,
         TagsResponse,
+        ResumeRequest,
+        ResumeResponse,
         TagList,
         TagCount,
         SignInLink,

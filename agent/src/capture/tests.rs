@@ -936,6 +936,7 @@ fn a_line_past_the_longest_kith_sends_parks_the_file_not_a_whole_file_in_memory(
         central_url: None,
         rules: Rules::default(),
         aider_roots: Vec::new(),
+        path_map: Vec::new(),
     };
     let status = crate::status::report(&device.paths, &settings).to_string();
     assert!(

@@ -357,6 +357,7 @@ fn a_hook_waits_for_a_held_state_once() -> anyhow::Result<()> {
         central_url: None,
         rules: crate::settings::Rules::default(),
         aider_roots: Vec::new(),
+        path_map: Vec::new(),
     };
     let held = crate::config::Lock::state(&paths.state_dir, Duration::ZERO)?;
     capture_and_send(&paths, &settings, &[claude(&session), claude(&subagent)])?;

@@ -50,7 +50,9 @@ pub(crate) fn render_show(
     let mut placed = vec![false; subagents.len()];
     let mut turns = main.turns.iter().zip(1..).peekable();
     let mut inside = None;
+    let mut machine = main.turns.first().and_then(|t| t.machine.as_deref());
     while let Some((turn, number)) = turns.next() {
+        moved(&mut out, turn, &mut machine, style);
         let depth = enter(
             &mut out,
             turn,
@@ -91,11 +93,30 @@ pub(crate) fn render_turns(
     let mut out = String::new();
     let style = Style { color: false };
     let mut inside = None;
+    let mut machine = turns.first().and_then(|t| t.machine.as_deref());
     for turn in turns {
+        moved(&mut out, turn, &mut machine, style);
         let depth = enter(&mut out, turn, &mut inside, inline, style);
         render_turn(&mut out, turn, None, options, style, depth);
     }
     out
+}
+
+/// Before `turn`: a line saying the conversation moved to another machine
+/// (`kith resume`) when its machine is not the last turn's.
+fn moved<'a>(
+    out: &mut String,
+    turn: &'a ConversationTurn,
+    machine: &mut Option<&'a str>,
+    style: Style,
+) {
+    let Some(now) = turn.machine.as_deref() else {
+        return;
+    };
+    if machine.is_some_and(|m| m != now) {
+        let _ = writeln!(out, "\n{}", style.bold(&format!("⇢ continued on {now}")));
+    }
+    *machine = Some(now);
 }
 
 /// Before `turn`: a line naming the inline subagent whose turns start
@@ -157,7 +178,7 @@ fn header(out: &mut String, c: &Conversation, style: Style, now: OffsetDateTime)
         None => c.agent_runtime.as_str().to_owned(),
     };
     let mut facts = vec![
-        format!("[{}] {agent}", c.machine),
+        format!("[{}] {agent}", c.machines_shown()),
         c.owner.clone(),
         format!(
             "{} turns in {} deltas · started {} · last {}",
@@ -185,7 +206,11 @@ fn header(out: &mut String, c: &Conversation, style: Style, now: OffsetDateTime)
             c.id,
             c.session_id
                 .as_deref()
-                .map(|s| format!(" · resume: {}", resume_hint(c, s)))
+                .map(|s| format!(
+                    " · resume: {} (on another machine: kith resume {})",
+                    resume_hint(c, s),
+                    short(&c.id)
+                ))
                 .unwrap_or_default()
         ))
     );
@@ -354,7 +379,7 @@ pub(crate) fn render_tree(
         let _ = writeln!(
             out,
             "{indent}{mark} {} {}  {}",
-            style.bold(&format!("[{}]", c.machine)),
+            style.bold(&format!("[{}]", c.machines_shown())),
             style.bold(&title_of(c)),
             style.dim(&format!(
                 "{}{}{} · {} turns · {} · {}{}",
@@ -527,6 +552,7 @@ mod tests {
             title: Some(title.into()),
             owner: "alice.test".into(),
             machine: "laptop".into(),
+            machines: vec!["laptop".into()],
             agent_runtime: AgentRuntime::ClaudeCode,
             session_id: Some("s-1".into()),
             cwd: Some("/home/alice/proj".into()),
@@ -562,6 +588,7 @@ mod tests {
                 diff: None,
             }),
             subagent: None,
+            machine: None,
         }
     }
 

@@ -176,7 +176,7 @@ pub(crate) fn recent(res: &ConversationsResponse, me: &str) -> String {
             c.id,
             title(c.title.as_deref()),
             c.owner,
-            c.machine,
+            c.machines_shown(),
             day(&c.last_activity_at),
             c.turn_count,
             match subagents {
@@ -215,7 +215,7 @@ pub(crate) fn read(
         "# {} ({}, {}, {}, {}{})\n",
         title(c.title.as_deref()),
         c.owner,
-        c.machine,
+        c.machines_shown(),
         c.agent_runtime.as_str(),
         day(&c.started_at),
         c.cwd
@@ -223,6 +223,14 @@ pub(crate) fn read(
             .map(|d| format!(", {d}"))
             .unwrap_or_default()
     );
+    if let Some(session) = &c.session_id {
+        let _ = writeln!(
+            out,
+            "resume: `{}` on its machine; on another of the owner's machines: `kith resume {}`",
+            conversation::resume_hint(c, session),
+            c.id
+        );
+    }
     for sub in subagents.iter().take(MAX_SUBAGENTS_LISTED) {
         let _ = writeln!(
             out,
@@ -380,6 +388,7 @@ mod tests {
             timestamp: None,
             tool: None,
             subagent: None,
+            machine: None,
         }
     }
 

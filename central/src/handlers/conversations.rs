@@ -1,5 +1,6 @@
 //! `/api/conversations`: recent conversations, one conversation's facts,
-//! its turns, its exact bytes, its owner's tag edits, and forgetting it. `{id}` is any run id of it, its
+//! its turns, its exact bytes, its owner's tag edits, where it continues
+//! on another machine (`resume`), and forgetting it. `{id}` is any run id of it, its
 //! conversation id, or a unique prefix of either.
 
 use axum::body::Body;
@@ -10,7 +11,8 @@ use axum::Json;
 use futures_util::StreamExt;
 use kith_proto::{
     ConversationResponse, ConversationsQuery, ConversationsResponse, ErrorBody, ForgetResponse,
-    TagCount, TagList, TagsRequest, TagsResponse, TurnsQuery, TurnsResponse,
+    ResumeRequest, ResumeResponse, TagCount, TagList, TagsRequest, TagsResponse, TurnsQuery,
+    TurnsResponse,
 };
 use tokio_util::io::ReaderStream;
 
@@ -182,6 +184,24 @@ pub(crate) async fn tags(
     let res = tokio::task::spawn_blocking(move || {
         let _gate = gate;
         crate::tagging::edit(&state, &viewer, &id, &req)
+    })
+    .await??;
+    Ok(Json(res))
+}
+
+#[utoipa::path(post, path = "/api/conversations/{id}/resume", params(("id" = String, Path)),
+    request_body = ResumeRequest,
+    responses((status = 200, body = ResumeResponse), (status = 400, body = ErrorBody),
+        (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody)))]
+pub(crate) async fn resume(
+    State(state): State<AppState>,
+    viewer: Viewer,
+    IdPath(id): IdPath,
+    ApiJson(req): ApiJson<ResumeRequest>,
+) -> Result<Json<ResumeResponse>> {
+    let res = tokio::task::spawn_blocking(move || {
+        crate::resume::record(state.registry(), &viewer, &id, &req)
     })
     .await??;
     Ok(Json(res))

@@ -63,6 +63,20 @@ pub(super) struct Place<'a> {
     pub live: Option<&'a StoredRun>,
     /// The forgotten run that ends there (asked only without a live one).
     pub tombstone: Option<&'a Tombstone>,
+    /// The copy of a conversation that ends there, written by `kith resume`
+    /// (asked only without a live run or a tombstone).
+    pub resumed: Option<Resumed<'a>>,
+}
+
+/// A delta's file begins with a copy of a conversation made on this
+/// machine by `kith resume`, ending where the delta starts.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Resumed<'a> {
+    /// The conversation's last run when it was resumed; `None` when it was
+    /// forgotten since: the delta then starts a conversation of its own.
+    pub parent: Option<&'a StoredRun>,
+    /// The chain hash the machine continues from.
+    pub chain_sha256: &'a str,
 }
 
 /// Where a delta goes.
@@ -121,10 +135,22 @@ pub(super) fn place<'a>(sent: &Sent<'_>, p: &Place<'a>) -> Result<Placement<'a>>
             chain_before: None,
         });
     }
-    let (what, chain) = match (p.live, p.tombstone) {
-        (Some(prev), _) => (&prev.run.id, &prev.run.chain_sha256),
-        (None, Some(t)) => (&t.run_id, &t.chain_sha256),
-        (None, None) => {
+    let (what, chain) = match (p.live, p.tombstone, p.resumed) {
+        (Some(prev), _, _) => (&prev.run.id, &prev.run.chain_sha256),
+        (None, Some(t), _) => (&t.run_id, &t.chain_sha256),
+        (None, None, Some(resumed)) => {
+            if sent.prev_sha256.is_some_and(|p| p != resumed.chain_sha256) {
+                return Err(Error::conflict(
+                    Code::ChainMismatch,
+                    "prev_sha256 does not match the chain hash of the resumed copy",
+                ));
+            }
+            return Ok(Placement::Extends {
+                previous: resumed.parent,
+                chain_before: Some(resumed.chain_sha256.to_owned()),
+            });
+        }
+        (None, None, None) => {
             return Err(Error::conflict(
                 Code::ChainGap,
                 format!(
@@ -316,6 +342,7 @@ mod tests {
                     first_holds_the_bytes: false,
                     live: None,
                     tombstone: None,
+                    resumed: None,
                 },
                 Ok(extends(None, None)),
             ),
@@ -327,6 +354,7 @@ mod tests {
                     first_holds_the_bytes: false,
                     live: None,
                     tombstone: None,
+                    resumed: None,
                 },
                 Err(Not::Refused(Code::ChainMismatch)),
             ),
@@ -338,6 +366,7 @@ mod tests {
                     first_holds_the_bytes: false,
                     live: Some(&r1),
                     tombstone: None,
+                    resumed: None,
                 },
                 Ok(extends(Some("r1"), Some("c1"))),
             ),
@@ -349,6 +378,7 @@ mod tests {
                     first_holds_the_bytes: false,
                     live: Some(&r1),
                     tombstone: None,
+                    resumed: None,
                 },
                 Ok(extends(Some("r1"), Some("c1"))),
             ),
@@ -360,6 +390,7 @@ mod tests {
                     first_holds_the_bytes: false,
                     live: Some(&r1),
                     tombstone: None,
+                    resumed: None,
                 },
                 Err(Not::Refused(Code::ChainMismatch)),
             ),
@@ -371,6 +402,7 @@ mod tests {
                     first_holds_the_bytes: false,
                     live: None,
                     tombstone: None,
+                    resumed: None,
                 },
                 Err(Not::Refused(Code::ChainGap)),
             ),
@@ -382,8 +414,54 @@ mod tests {
                     first_holds_the_bytes: false,
                     live: None,
                     tombstone: Some(&tomb),
+                    resumed: None,
                 },
                 Ok(extends(None, Some("cf"))),
+            ),
+            (
+                "after a resumed copy: the conversation's last run and the copy's chain",
+                sent(30, 40, "s4", Some("cr")),
+                Place {
+                    overlapping: &[],
+                    first_holds_the_bytes: false,
+                    live: None,
+                    tombstone: None,
+                    resumed: Some(Resumed {
+                        parent: Some(&r2),
+                        chain_sha256: "cr",
+                    }),
+                },
+                Ok(extends(Some("r2"), Some("cr"))),
+            ),
+            (
+                "after a resumed copy of a conversation forgotten since",
+                sent(30, 40, "s4", None),
+                Place {
+                    overlapping: &[],
+                    first_holds_the_bytes: false,
+                    live: None,
+                    tombstone: None,
+                    resumed: Some(Resumed {
+                        parent: None,
+                        chain_sha256: "cr",
+                    }),
+                },
+                Ok(extends(None, Some("cr"))),
+            ),
+            (
+                "after a resumed copy, naming another chain",
+                sent(30, 40, "s4", Some("other")),
+                Place {
+                    overlapping: &[],
+                    first_holds_the_bytes: false,
+                    live: None,
+                    tombstone: None,
+                    resumed: Some(Resumed {
+                        parent: Some(&r2),
+                        chain_sha256: "cr",
+                    }),
+                },
+                Err(Not::Refused(Code::ChainMismatch)),
             ),
             (
                 "the same delta again",
@@ -393,6 +471,7 @@ mod tests {
                     first_holds_the_bytes: false,
                     live: None,
                     tombstone: None,
+                    resumed: None,
                 },
                 Err(Not::Already("r1".into())),
             ),
@@ -404,6 +483,7 @@ mod tests {
                     first_holds_the_bytes: true,
                     live: None,
                     tombstone: None,
+                    resumed: None,
                 },
                 Err(Not::Already("r1".into())),
             ),
@@ -415,6 +495,7 @@ mod tests {
                     first_holds_the_bytes: false,
                     live: None,
                     tombstone: None,
+                    resumed: None,
                 },
                 Err(Not::Refused(Code::RangeOverlap)),
             ),
@@ -448,6 +529,7 @@ mod tests {
                 first_holds_the_bytes: false,
                 live: Some(&r1),
                 tombstone: None,
+                resumed: None,
             },
         );
         assert!(matches!(

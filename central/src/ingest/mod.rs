@@ -9,8 +9,10 @@
 //!    bytes equal, or are a prefix of, the accepted bytes is `already_indexed`;
 //! 3. any other overlap with an accepted range of the source is 409;
 //! 4. a delta that does not start at 0 must continue an accepted delta that
-//!    ends exactly where it starts, and `prev_sha256` (if sent) must be that
-//!    delta's chain hash; otherwise 409;
+//!    ends exactly where it starts (or the copy of a conversation `kith
+//!    resume` wrote there, `registry::Resume`: it continues that
+//!    conversation), and `prev_sha256` (if sent) must be that delta's chain
+//!    hash; otherwise 409;
 //! 5. the parent is `parent_run_id` (which must be the caller's run) or else
 //!    the previous delta of the source; the root is the parent's root.
 //!
@@ -264,7 +266,22 @@ fn decide_and_store(state: &AppState, viewer: &Viewer, d: Delta) -> Result<(Inge
     } else {
         None
     };
-    let (n_forgotten, forgotten_run) = if live.is_some() {
+    // A copy of a conversation `kith resume` wrote on this machine, ending
+    // where the delta starts: the delta continues that conversation.
+    let resume = match &live {
+        None if d.req.from_offset > 0 => {
+            registry.resume_at(viewer, &d.req.source_identity, d.req.from_offset)?
+        }
+        _ => None,
+    };
+    let resumed_parent = match &resume {
+        Some(r) => match RunId::parse(&r.parent_run_id) {
+            Ok(id) => registry.owned_run(viewer, &id)?,
+            Err(_) => None,
+        },
+        None => None,
+    };
+    let (n_forgotten, forgotten_run) = if live.is_some() || resume.is_some() {
         (0, None)
     } else {
         registry.forgotten_prefix(user.as_str(), d.req.jsonl.as_bytes())?
@@ -307,6 +324,10 @@ fn decide_and_store(state: &AppState, viewer: &Viewer, d: Delta) -> Result<(Inge
             first_holds_the_bytes,
             live: live.as_ref(),
             tombstone: tombstone.as_ref(),
+            resumed: resume.as_ref().map(|r| decide::Resumed {
+                parent: resumed_parent.as_ref(),
+                chain_sha256: &r.chain_sha256,
+            }),
         },
     )?;
     let (previous, chain_before) = match placement {

@@ -309,12 +309,21 @@ pub(crate) async fn conversation(
         // The page's first turn, 0-based in the conversation.
         let first = turns.next_offset.unwrap_or(turns.total) - turns.turns.len() as u64;
         // Markdown is rendered here, off the async workers.
-        let views: Vec<TurnView> = turns
+        let mut views: Vec<TurnView> = turns
             .turns
             .into_iter()
             .zip(first + 1..)
             .map(|(t, number)| TurnView::new(t, number, &c.conversation.inline_subagents))
             .collect();
+        let mut before: Option<String> = None;
+        for view in &mut views {
+            if let Some(machine) = &view.machine {
+                if before.as_ref().is_some_and(|b| b != machine) {
+                    view.moved_to = Some(machine.clone());
+                }
+                before = Some(machine.clone());
+            }
+        }
         Ok::<_, Error>((c, views, turns.total, first, turns.next_offset))
     })
     .await??;
@@ -326,10 +335,13 @@ pub(crate) async fn conversation(
         .iter()
         .map(InlineSubagentView::from)
         .collect();
+    // The one command that continues it on any of the owner's machines.
+    let resume = (own && c.conversation.session_id.is_some()).then(|| format!("kith resume {id}"));
     Ok(render(&ConversationPage {
         chrome: session.chrome(),
         csrf: session.csrf(),
         own,
+        resume,
         total,
         prev: (first > 0).then(|| {
             let o = first.saturating_sub(TURNS_PER_PAGE as u64);

@@ -97,6 +97,8 @@ pub(super) struct ConversationPage {
     pub c: ConversationView,
     /// The viewer's own conversation: it may be shared from here.
     pub own: bool,
+    /// The command that continues it on any of the owner's machines.
+    pub resume: Option<String>,
     pub total: u64,
     pub turns: Vec<TurnView>,
     pub prev: Option<String>,
@@ -158,11 +160,11 @@ pub(super) struct ConversationView {
 impl From<Conversation> for ConversationView {
     fn from(c: Conversation) -> Self {
         Self {
+            machine: c.machines_shown(),
             title: c.title.unwrap_or_else(|| "(untitled)".to_owned()),
             when: when(&c.last_activity_at),
             id: c.id,
             owner: c.owner,
-            machine: c.machine,
             agent: c.agent_runtime.as_str(),
             model: c.model,
             project: c.cwd,
@@ -273,6 +275,11 @@ pub(super) struct TurnView {
     pub diff: Vec<DiffLine>,
     /// The inline subagent whose turn it is, by name.
     pub subagent: Option<String>,
+    /// The machine the turn was written on.
+    pub machine: Option<String>,
+    /// Set on the first turn written on another machine than the turn
+    /// before it (a conversation continued with `kith resume`).
+    pub moved_to: Option<String>,
 }
 
 /// One line of a tool call's diff, with its class: `diff-add`, `diff-del`,
@@ -313,6 +320,8 @@ impl TurnView {
         Self {
             subagent,
             number,
+            machine: t.machine.clone(),
+            moved_to: None,
             anchor: anchor(&t.run_id, t.line_start),
             lines: if t.line_end > t.line_start {
                 format!("{}-{}", t.line_start, t.line_end)
@@ -467,6 +476,7 @@ mod tests {
             timestamp: None,
             tool: None,
             subagent: subagent.map(Into::into),
+            machine: None,
         };
         let inline = [InlineSubagent {
             id: "toolu_1".into(),
@@ -502,6 +512,7 @@ mod tests {
                 depth: 0,
             },
             own: true,
+            resume: None,
             total: 0,
             turns: Vec::new(),
             prev: None,

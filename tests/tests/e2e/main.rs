@@ -31,6 +31,7 @@ mod install;
 mod mcp;
 mod openapi;
 mod privacy;
+mod resume;
 mod search;
 mod sharing;
 mod upgrade;
