@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context, Result};
 use kith_shared::fixtures;
-use kith_tests::{Central, Machine};
+use kith_tests::{run_central, Central, Machine};
 use serde_json::Value;
 
 const SESSION: &str = "9d0e4b7a-5c2f-4f18-a3e6-1b8c7d2f4a55";
@@ -127,7 +127,7 @@ fn stop(child: &mut Child) {
 
 #[test]
 fn a_conversation_continues_on_another_machine_with_the_real_claude_code() -> Result<()> {
-    let central = Central::start()?;
+    let mut central = Central::start()?;
     let (laptop, id) = captured_on_the_laptop(&central)?;
     let desk = Machine::new(&central, &central.register("sam.test", "desk")?)?;
     let checkout = desk.path("work/tally");
@@ -264,11 +264,33 @@ fn a_conversation_continues_on_another_machine_with_the_real_claude_code() -> Re
     )?;
     let hits = found.body["hits"].as_array().context("hits")?;
     assert_eq!(hits.len(), 1, "{:?}", found.body);
-    // `kith show` names both machines.
+    // `kith show` names both machines, and where it moved.
     let shown = String::from_utf8(laptop.ok(&["show", &id])?)?;
     ensure!(
-        shown.contains("desk") && shown.contains("laptop"),
+        shown.contains("[laptop → desk]") && shown.contains("continued on desk"),
         "{shown}"
+    );
+
+    // A rebuild from the blobs gives the same conversation.
+    let before = api
+        .get(&format!("/api/conversations/{id}/turns?limit=500"))?
+        .body;
+    central.kill()?;
+    let out = run_central(&central.data_dir, &["reindex"])?;
+    ensure!(
+        out.status.success(),
+        "reindex: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    central.restart()?;
+    let after = api
+        .get(&format!("/api/conversations/{id}/turns?limit=500"))?
+        .body;
+    assert_eq!(after, before);
+    let c = api.get(&format!("/api/conversations/{id}"))?;
+    assert_eq!(
+        c.body["conversation"]["machines"],
+        serde_json::json!(["laptop", "desk"])
     );
     Ok(())
 }
