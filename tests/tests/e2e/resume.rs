@@ -21,17 +21,21 @@ const THERE: &str = "/home/sam/src/tally";
 /// What the person types on the desk.
 const MARKER: &str = "now on the desk: quokkaresume";
 
-/// The real Claude Code binary `tests/agents/install.sh` installs.
-fn claude_binary() -> Result<PathBuf> {
+/// A real agent's binary `tests/agents/install.sh` installs.
+fn agent_binary(rel: &str) -> Result<PathBuf> {
     let bin = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("agents/node_modules/@anthropic-ai/claude-code-linux-x64/claude");
+        .join("agents/node_modules")
+        .join(rel);
     ensure!(
         bin.is_file(),
-        "Claude Code is not installed at {}: run tests/agents/install.sh (tests/run.sh does)",
+        "{} is not installed: run tests/agents/install.sh (tests/run.sh does)",
         bin.display()
     );
     Ok(bin)
 }
+
+const CLAUDE: &str = "@anthropic-ai/claude-code-linux-x64/claude";
+const CODEX: &str = "@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex";
 
 /// The laptop's session, captured: (the machine, the conversation's id).
 fn captured_on_the_laptop(central: &Central) -> Result<(Machine, String)> {
@@ -52,32 +56,23 @@ fn captured_on_the_laptop(central: &Central) -> Result<(Machine, String)> {
     Ok((laptop, id))
 }
 
-/// `claude -p --resume SESSION MARKER` in `cwd` with `home` as its HOME:
-/// the `session_id` of its `system`/`init` line, once the file holds the
-/// new prompt. Claude cannot reach a model here (its API is an address
-/// where nothing listens), so it is stopped then.
-fn continue_with_claude(home: &Path, cwd: &Path, file: &Path) -> Result<String> {
-    let mut child = Command::new(claude_binary()?)
-        .args([
-            "-p",
-            "--verbose",
-            "--output-format",
-            "stream-json",
-            "--resume",
-            SESSION,
-            MARKER,
-        ])
-        .current_dir(cwd)
-        .env_clear()
-        .env("HOME", home)
-        .env("PATH", "/usr/bin:/bin")
-        .env("ANTHROPIC_API_KEY", "sk-ant-dummy")
-        .env("ANTHROPIC_BASE_URL", "http://127.0.0.1:9")
-        .env("DISABLE_AUTOUPDATER", "1")
-        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+/// Runs a real agent resuming a session (`agent`, ready but for its
+/// output): the session id its first line names (`started` reads it from
+/// a line, `None` for other lines), once `file` holds a line that is the
+/// prompt's turn (`the_prompt`; the agent writes bookkeeping lines naming
+/// it first). The agent
+/// cannot reach a model here (its API is an address where nothing
+/// listens), so it is stopped then.
+fn continue_with(
+    mut agent: Command,
+    started: impl Fn(&Value) -> Option<String>,
+    file: &Path,
+    the_prompt: impl Fn(&str) -> bool,
+) -> Result<String> {
+    let mut child = agent
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        .stderr(Stdio::null())
         .spawn()?;
     let result = (|| {
         let (tx, rx) = mpsc::channel();
@@ -90,26 +85,25 @@ fn continue_with_claude(home: &Path, cwd: &Path, file: &Path) -> Result<String> 
             }
         });
         let deadline = Instant::now() + Duration::from_secs(90);
-        let mut said = Vec::new();
+        let mut lines = Vec::new();
         let session = loop {
             let left = deadline.saturating_duration_since(Instant::now());
             let Ok(line) = rx.recv_timeout(left) else {
-                bail!("claude printed no init line: {said:?}");
+                bail!("the agent never said it resumed: {lines:?}");
             };
-            if line.contains("No conversation found") {
-                bail!("claude did not find the resumed session: {line}");
+            if let Some(id) = serde_json::from_str::<Value>(&line)
+                .ok()
+                .as_ref()
+                .and_then(&started)
+            {
+                break id;
             }
-            if let Ok(v) = serde_json::from_str::<Value>(&line) {
-                if v["type"] == "system" && v["subtype"] == "init" {
-                    break v["session_id"].as_str().unwrap_or_default().to_owned();
-                }
-            }
-            said.push(line);
+            lines.push(line);
         };
-        while !std::fs::read_to_string(file)?.contains("quokkaresume") {
+        while !std::fs::read_to_string(file)?.lines().any(&the_prompt) {
             ensure!(
                 Instant::now() < deadline,
-                "claude did not append the prompt to {}",
+                "the agent did not append the prompt to {}",
                 file.display()
             );
             std::thread::sleep(Duration::from_millis(200));
@@ -118,6 +112,35 @@ fn continue_with_claude(home: &Path, cwd: &Path, file: &Path) -> Result<String> 
     })();
     stop(&mut child);
     result
+}
+
+/// `claude -p --resume SESSION MARKER` in `cwd`, with `home` as its HOME.
+fn claude(home: &Path, cwd: &Path) -> Result<Command> {
+    let mut cmd = Command::new(agent_binary(CLAUDE)?);
+    cmd.args([
+        "-p",
+        "--verbose",
+        "--output-format",
+        "stream-json",
+        "--resume",
+        SESSION,
+        MARKER,
+    ])
+    .current_dir(cwd)
+    .env_clear()
+    .env("HOME", home)
+    .env("PATH", "/usr/bin:/bin")
+    .env("ANTHROPIC_API_KEY", "sk-ant-dummy")
+    .env("ANTHROPIC_BASE_URL", "http://127.0.0.1:9")
+    .env("DISABLE_AUTOUPDATER", "1")
+    .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1");
+    Ok(cmd)
+}
+
+/// Claude Code's `system`/`init` line names the session it resumed.
+fn claude_started(line: &Value) -> Option<String> {
+    (line["type"] == "system" && line["subtype"] == "init")
+        .then(|| line["session_id"].as_str().unwrap_or_default().to_owned())
 }
 
 fn stop(child: &mut Child) {
@@ -193,7 +216,12 @@ fn a_conversation_continues_on_another_machine_with_the_real_claude_code() -> Re
     assert_eq!(std::fs::read_to_string(&file)?, copy);
 
     // The real Claude Code finds it and continues it; kith captures that.
-    let resumed = continue_with_claude(desk.home.root(), &checkout, &file)?;
+    let resumed = continue_with(
+        claude(desk.home.root(), &checkout)?,
+        claude_started,
+        &file,
+        |line| line.contains(r#""type":"user""#) && line.contains(MARKER),
+    )?;
     assert_eq!(resumed, SESSION);
     desk.ok(&["backfill"])?;
 
@@ -369,6 +397,129 @@ fn a_resume_that_cannot_be_done_writes_nothing() -> Result<()> {
         "{\"mine\":true}\n"
     );
     ensure!(std::fs::read_to_string(&file)?.contains(&format!("\"cwd\":\"{}\"", here.display())));
+    Ok(())
+}
+
+const CODEX_SESSION: &str = "019e17a2-4c3b-7d10-9a6e-52f0c8b1d3e4";
+const CODEX_ROLLOUT: &str =
+    "codex/2026/05/11/rollout-2026-05-11T14-02-09-019e17a2-4c3b-7d10-9a6e-52f0c8b1d3e4.jsonl";
+
+/// The same with Codex: `codex exec resume` (Codex 0.171.0) finds the
+/// rollout kith wrote in another folder and appends to it.
+#[test]
+fn a_codex_session_continues_on_another_machine_with_the_real_codex() -> Result<()> {
+    let central = Central::start()?;
+    let laptop = Machine::new(&central, &central.register("sam.test", "laptop")?)?;
+    let there = laptop
+        .path(".codex/sessions")
+        .join(CODEX_ROLLOUT.trim_start_matches("codex/"));
+    std::fs::create_dir_all(there.parent().context("a folder")?)?;
+    std::fs::write(&there, fixtures::read(CODEX_ROLLOUT))?;
+    laptop.ok(&["backfill"])?;
+    let c = laptop.json(&["show", CODEX_SESSION, "--json"])?;
+    let id = c["conversation"]["id"]
+        .as_str()
+        .context("an id")?
+        .to_owned();
+
+    let desk = Machine::new(&central, &central.register("sam.test", "desk")?)?;
+    let folder = desk.path("code/tally");
+    std::fs::create_dir_all(folder.join(".git"))?;
+    let folder = std::fs::canonicalize(folder)?;
+    let report: Value = serde_json::from_str(&run_in(
+        &desk,
+        &desk.path("."),
+        &["resume", &id, "--cwd", &folder.to_string_lossy(), "--json"],
+    )?)?;
+    let file = PathBuf::from(report["files"][0]["path"].as_str().context("a path")?);
+    // Codex finds a rollout anywhere under sessions/ by the id ending its name.
+    let name = file
+        .file_name()
+        .context("a name")?
+        .to_string_lossy()
+        .into_owned();
+    ensure!(
+        file.starts_with(desk.path(".codex/sessions"))
+            && name.starts_with("rollout-2026-05-11T")
+            && name.ends_with(&format!("-{CODEX_SESSION}.jsonl")),
+        "{}",
+        file.display()
+    );
+    assert_eq!(
+        report["command"],
+        format!("cd {} && codex resume {CODEX_SESSION}", folder.display())
+    );
+    let copy = std::fs::read(&file)?;
+    let want = String::from_utf8_lossy(&fixtures::read(CODEX_ROLLOUT)).replace(
+        "\"cwd\":\"/home/sam/src/tally\"",
+        &format!("\"cwd\":\"{}\"", folder.display()),
+    );
+    assert_eq!(String::from_utf8_lossy(&copy), want);
+
+    std::fs::write(
+        desk.path(".codex/config.toml"),
+        "openai_base_url = \"http://127.0.0.1:9/v1\"\n",
+    )?;
+    let mut codex = Command::new(agent_binary(CODEX)?);
+    codex
+        .args([
+            "exec",
+            "resume",
+            "--json",
+            "--skip-git-repo-check",
+            CODEX_SESSION,
+            MARKER,
+        ])
+        .current_dir(&folder)
+        .env_clear()
+        .env("HOME", desk.home.root())
+        .env("CODEX_HOME", desk.path(".codex"))
+        .env("PATH", "/usr/bin:/bin")
+        .env("OPENAI_API_KEY", "sk-dummy");
+    let started = |line: &Value| {
+        (line["type"] == "thread.started")
+            .then(|| line["thread_id"].as_str().unwrap_or_default().to_owned())
+    };
+    assert_eq!(
+        continue_with(codex, started, &file, |line| {
+            line.contains(r#""type":"response_item""#)
+                && line.contains(r#""role":"user""#)
+                && line.contains(MARKER)
+        })?,
+        CODEX_SESSION
+    );
+    desk.ok(&["backfill"])?;
+
+    let api = central.client(&desk.token);
+    let c = api.get(&format!("/api/conversations/{id}"))?;
+    assert_eq!(
+        c.body["conversation"]["machines"],
+        serde_json::json!(["laptop", "desk"])
+    );
+    let now = std::fs::read(&file)?;
+    let (status, bytes) = api.get_bytes(&format!("/api/conversations/{id}/jsonl"))?;
+    assert_eq!(status, 200);
+    let mut want = fixtures::read(CODEX_ROLLOUT);
+    want.extend_from_slice(&now[copy.len()..]);
+    assert!(
+        bytes == want,
+        "central holds the copy again, or not what the desk added"
+    );
+    let turns = api
+        .get(&format!("/api/conversations/{id}/turns?limit=500"))?
+        .body;
+    let turns = turns["turns"].as_array().context("turns")?;
+    ensure!(turns.iter().all(|t| t["role"] != "gap"), "a gap: {turns:?}");
+    let last_user = turns
+        .iter()
+        .rev()
+        .find(|t| t["role"] == "user")
+        .context("a user turn")?;
+    assert_eq!(last_user["machine"], "desk");
+    assert!(last_user["text"]
+        .as_str()
+        .unwrap_or_default()
+        .contains(MARKER));
     Ok(())
 }
 
