@@ -6,9 +6,12 @@
 //! reads as one across machines and the copy is never stored again.
 //!
 //! Only the owner resumes: a conversation shared with someone is theirs to
-//! read, not to continue (they fork it: a new session of their own).
+//! read, not to continue. They fork it (`fork`): the machine writes what
+//! they may read of it under a new session id and sends it whole, as their
+//! own conversation, which names the one it came from. Nothing the owner
+//! adds later reaches it.
 
-use kith_proto::{ResumeRequest, ResumeResponse};
+use kith_proto::{ForkOrigin, ForkRequest, ResumeRequest, ResumeResponse};
 use kith_shared::hash::chain_next;
 
 use crate::conversation;
@@ -16,6 +19,45 @@ use crate::error::{Code, Error, Result};
 use crate::registry::{NewResume, Registry, Resume, Viewer};
 
 const MAX_SOURCE_IDENTITY: usize = 1024;
+
+/// Records that the viewer's machine wrote the file `req.source_identity`
+/// as a fork of conversation `name`, which the viewer may read.
+pub(crate) fn fork(
+    registry: &Registry,
+    viewer: &Viewer,
+    name: &str,
+    req: &ForkRequest,
+) -> Result<ForkOrigin> {
+    if viewer.machine_id().is_none() {
+        return Err(Error::Unauthenticated);
+    }
+    check_source(&req.source_identity)?;
+    let id = registry.resolve_conversation(viewer, name)?;
+    let runs = registry.conversation_runs(viewer, &id)?;
+    let first = runs.first().ok_or_else(Error::conversation_not_found)?;
+    let owner = registry
+        .handles()?
+        .remove(&first.run.user_id)
+        .unwrap_or_default();
+    registry.record_fork(
+        viewer,
+        &req.source_identity,
+        &ForkOrigin {
+            conversation_id: id.to_string(),
+            owner,
+        },
+    )
+}
+
+fn check_source(source: &str) -> Result<()> {
+    if source.is_empty() || source.len() > MAX_SOURCE_IDENTITY {
+        return Err(Error::invalid(
+            Code::InvalidSourceIdentity,
+            format!("source_identity must be 1-{MAX_SOURCE_IDENTITY} bytes"),
+        ));
+    }
+    Ok(())
+}
 
 /// Records that the viewer's machine holds a copy of conversation `name`
 /// ending at `req.at_offset` of the file `req.source_identity`.
@@ -28,12 +70,7 @@ pub(crate) fn record(
     if viewer.machine_id().is_none() {
         return Err(Error::Unauthenticated);
     }
-    if req.source_identity.is_empty() || req.source_identity.len() > MAX_SOURCE_IDENTITY {
-        return Err(Error::invalid(
-            Code::InvalidSourceIdentity,
-            format!("source_identity must be 1-{MAX_SOURCE_IDENTITY} bytes"),
-        ));
-    }
+    check_source(&req.source_identity)?;
     if req.at_offset == 0 {
         return Err(Error::invalid(
             Code::InvalidOffset,
@@ -59,7 +96,7 @@ pub(crate) fn record(
     {
         return Err(Error::invalid(
             Code::NotOwner,
-            "this conversation was shared with you: only its owner continues it",
+            "this conversation was shared with you: only its owner continues it (fork it)",
         ));
     }
     conversation::in_order(&mut runs, |r| &r.run);

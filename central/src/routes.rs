@@ -58,6 +58,7 @@ pub fn app(state: AppState) -> Router {
         .route("/api/conversations/{id}/jsonl", get(conversations::jsonl))
         .route("/api/conversations/{id}/tags", post(conversations::tags))
         .route("/api/conversations/{id}/resume", post(conversations::resume))
+        .route("/api/conversations/{id}/fork", post(conversations::fork))
         .route("/api/tags", get(conversations::tag_list))
         .route("/api/search", post(search::post))
         .route("/api/context", post(context::post))
@@ -288,6 +289,7 @@ fn with_error_body(res: Response, limit: usize) -> Response {
     conversations::jsonl,
     conversations::tags,
     conversations::resume,
+    conversations::fork,
     conversations::tag_list,
     search::post,
     context::post,

@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use kith_proto::{AgentRuntime, RunLinks, RunMeta, SubagentSpan};
+use kith_proto::{AgentRuntime, ForkOrigin, RunLinks, RunMeta, SubagentSpan};
 use kith_shared::transcript::Format;
 
 /// A run's facts: where its bytes came from and what the parser read in
@@ -52,6 +52,9 @@ pub struct Run {
     pub to_offset: u64,
     /// Secrets the agent masked, by kind.
     pub redactions: BTreeMap<String, u64>,
+    /// The conversation the run's chain was forked from (its first run
+    /// says so; `kith resume` of a conversation shared with its owner).
+    pub forked_from: Option<ForkOrigin>,
 }
 
 /// What a reader's request adds to a run to show it: who may read it now,
@@ -154,6 +157,7 @@ impl Run {
             from_offset: 0,
             to_offset: 1,
             redactions: BTreeMap::new(),
+            forked_from: None,
         }
     }
 }

@@ -315,6 +315,10 @@ pub struct Conversation {
     /// on another machine.
     #[serde(default)]
     pub machines: Vec<String>,
+    /// The conversation it was forked from: one shared with its owner,
+    /// continued as a session of their own (`kith resume`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forked_from: Option<ForkOrigin>,
     pub agent_runtime: AgentRuntime,
     /// The agent's own session id: what `claude --resume`, `codex resume` or
     /// pi take to continue it.
@@ -1001,6 +1005,25 @@ pub struct ResumeRequest {
     pub prefix_sha256: String,
 }
 
+/// A conversation another member shared, continued by the caller as a
+/// session of their own: which, and whose.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ForkOrigin {
+    pub conversation_id: String,
+    /// The handle of the member who wrote it.
+    pub owner: String,
+}
+
+/// `POST /api/conversations/{id}/fork`: the calling machine wrote a copy
+/// of a conversation the caller may read, under a new session id, into the
+/// file its deltas name `source_identity`. The copy is captured as the
+/// caller's own conversation, which names the one it came from.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ForkRequest {
+    pub source_identity: String,
+}
+
 /// What the machine continues from after the copy.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct ResumeResponse {
@@ -1104,6 +1127,8 @@ pub struct SignInLink {
         TagsResponse,
         ResumeRequest,
         ResumeResponse,
+        ForkRequest,
+        ForkOrigin,
         TagList,
         TagCount,
         SignInLink,

@@ -197,6 +197,13 @@ fn header(out: &mut String, c: &Conversation, style: Style, now: OffsetDateTime)
     if !c.tags.is_empty() {
         facts.push(hashtags(&c.tags));
     }
+    if let Some(f) = &c.forked_from {
+        facts.push(format!(
+            "forked from {}'s {}",
+            f.owner,
+            short(&f.conversation_id)
+        ));
+    }
     let _ = writeln!(out, "{}", style.dim(&facts.join(" · ")));
     let _ = writeln!(
         out,
@@ -553,6 +560,7 @@ mod tests {
             owner: "alice.test".into(),
             machine: "laptop".into(),
             machines: vec!["laptop".into()],
+            forked_from: None,
             agent_runtime: AgentRuntime::ClaudeCode,
             session_id: Some("s-1".into()),
             cwd: Some("/home/alice/proj".into()),

@@ -11,6 +11,11 @@
 //! never sent. A file already there is never overwritten: the same copy
 //! (or the copy continued since) is left as it is, a different file is
 //! refused unless `--force`, which keeps it beside.
+//!
+//! A conversation another member shared is forked, not continued: what the
+//! share lets the person read is written under a new session id, recorded
+//! as a fork (`POST /api/conversations/{id}/fork`) and captured whole as
+//! their own conversation, which names the one it came from.
 
 mod folder;
 mod place;
@@ -23,7 +28,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
-use kith_proto::{AgentRuntime, Conversation, ConversationResponse, ResumeRequest, ResumeResponse};
+use kith_proto::{
+    AgentRuntime, Conversation, ConversationResponse, ForkOrigin, ForkRequest, ResumeRequest,
+    ResumeResponse, StatusResponse,
+};
 use kith_shared::hash::sha256_hex;
 use serde::Serialize;
 
@@ -77,11 +85,24 @@ enum Found {
     Other,
 }
 
+/// How the copy relates to the conversation.
+#[derive(Debug, Clone, Copy)]
+enum Kind<'a> {
+    /// The person's own, continued under its session id.
+    Resume,
+    /// Another member's, shared: a new session of the person's own.
+    Fork { from: &'a str },
+}
+
 #[derive(Serialize)]
 struct Report<'a> {
     conversation_id: &'a str,
     agent: AgentRuntime,
     session_id: &'a str,
+    /// The session the copy was forked from, for a conversation another
+    /// member shared.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    forked_from_session: Option<&'a str>,
     folder_there: &'a str,
     cwd: &'a Path,
     files: Vec<FileReport<'a>>,
@@ -108,11 +129,18 @@ pub(crate) fn run(
     if let Some(why) = place::unsupported(c.agent_runtime) {
         bail!("cannot resume {} here: {why}", c.id);
     }
-    let session = c
+    let original = c
         .session_id
         .as_deref()
         .filter(|s| safe_name(s))
         .ok_or_else(|| anyhow!("{} has no session id its agent could resume", c.id))?;
+    let me: StatusResponse = client.json(client.get("/api/status"))?;
+    let new_session = uuid::Uuid::now_v7().to_string();
+    let (kind, session) = if c.owner == me.user {
+        (Kind::Resume, original)
+    } else {
+        (Kind::Fork { from: original }, new_session.as_str())
+    };
     let there = c
         .cwd
         .as_deref()
@@ -127,7 +155,11 @@ pub(crate) fn run(
             "/api/conversations/{}/jsonl",
             path_part(&conversation.id)
         )))?;
-        Ok(rewrite::move_folder(&bytes, &mapping.there, &here))
+        let moved = rewrite::move_folder(&bytes, &mapping.there, &here);
+        Ok(match kind {
+            Kind::Resume => moved,
+            Kind::Fork { from } => rewrite::new_session(&moved, from, session),
+        })
     };
 
     let mut copies = vec![Copy {
@@ -169,14 +201,26 @@ pub(crate) fn run(
     if !args.dry_run {
         let _lock = Lock::state(&paths.state_dir, LOCK_WAIT)?;
         for copy in copies.iter().filter(|c| c.found != Found::Copy) {
-            write_copy(paths, client, copy, c.agent_runtime, session, &mapping.cwd)
-                .with_context(|| format!("writing {}", copy.file.display()))?;
+            write_copy(
+                paths,
+                client,
+                copy,
+                c.agent_runtime,
+                kind,
+                session,
+                &mapping.cwd,
+            )
+            .with_context(|| format!("writing {}", copy.file.display()))?;
         }
     }
     let report = Report {
         conversation_id: &c.id,
         agent: c.agent_runtime,
         session_id: session,
+        forked_from_session: match kind {
+            Kind::Fork { from } => Some(from),
+            Kind::Resume => None,
+        },
         folder_there: there,
         cwd: &mapping.cwd,
         files: copies
@@ -196,14 +240,15 @@ pub(crate) fn run(
         return Ok(());
     }
     let title = c.title.as_deref().unwrap_or("(untitled)");
+    let verb = match (kind, args.dry_run) {
+        (Kind::Resume, false) => "Resumed",
+        (Kind::Resume, true) => "Would resume",
+        (Kind::Fork { .. }, false) => "Forked",
+        (Kind::Fork { .. }, true) => "Would fork",
+    };
     writeln!(
         out,
-        "{} {} \"{title}\" ({}, {}'s {})",
-        if args.dry_run {
-            "Would resume"
-        } else {
-            "Resumed"
-        },
+        "{verb} {} \"{title}\" ({}, {}'s {})",
         c.id,
         c.agent_runtime.as_str(),
         c.owner,
@@ -225,6 +270,13 @@ pub(crate) fn run(
             "  working folder: {there} -> {} ({})",
             mapping.cwd.display(),
             mapping.how
+        )?;
+    }
+    if let Kind::Fork { from } = kind {
+        writeln!(
+            out,
+            "  a session of your own ({session}), forked from {}'s {from}: their later turns never reach it",
+            c.owner
         )?;
     }
     writeln!(out, "Continue it:\n  {}", place.command)?;
@@ -249,6 +301,7 @@ fn write_copy(
     client: &Client,
     copy: &Copy,
     runtime: AgentRuntime,
+    kind: Kind<'_>,
     session: &str,
     cwd: &Path,
 ) -> Result<()> {
@@ -277,33 +330,47 @@ fn write_copy(
         let cursors = Cursors::new(&paths.state_dir);
         let epoch = cursors.load(&file)?.map_or(0, |c| c.epoch + 1);
         let mut cursor = Cursor::start(&file, runtime, (meta.dev(), meta.ino()), epoch);
-        let len = copy.bytes.len() as u64;
-        let req = ResumeRequest {
-            source_identity: cursor.source_identity(),
-            at_offset: len,
-            prefix_sha256: sha256_hex(&copy.bytes),
-        };
-        let recorded: ResumeResponse = client.json(
-            client
-                .post(&format!(
-                    "/api/conversations/{}/resume",
-                    path_part(&copy.conversation)
-                ))
-                .json(&req),
-        )?;
-        let mark = Mark {
-            offset: len,
-            chain_sha256: Some(recorded.chain_sha256),
-            run_id: None,
-        };
-        cursor.size = len;
-        cursor.spooled = mark.clone();
-        cursor.accepted = mark;
-        let tail = copy.bytes.len().saturating_sub(TAIL_WINDOW as usize);
-        cursor.tail_sha256 = Some(sha256_hex(&copy.bytes[tail..]));
-        cursor.conversation_id = Some(session.to_owned());
-        cursor.cwd = Some(cwd.to_string_lossy().into_owned());
-        cursors.save(&cursor)?;
+        let conversation = path_part(&copy.conversation);
+        match kind {
+            // Captured whole, as the person's own, from its first byte.
+            Kind::Fork { .. } => {
+                let req = ForkRequest {
+                    source_identity: cursor.source_identity(),
+                };
+                let _: ForkOrigin = client.json(
+                    client
+                        .post(&format!("/api/conversations/{conversation}/fork"))
+                        .json(&req),
+                )?;
+            }
+            // Captured from the copy's end.
+            Kind::Resume => {
+                let len = copy.bytes.len() as u64;
+                let req = ResumeRequest {
+                    source_identity: cursor.source_identity(),
+                    at_offset: len,
+                    prefix_sha256: sha256_hex(&copy.bytes),
+                };
+                let recorded: ResumeResponse = client.json(
+                    client
+                        .post(&format!("/api/conversations/{conversation}/resume"))
+                        .json(&req),
+                )?;
+                let mark = Mark {
+                    offset: len,
+                    chain_sha256: Some(recorded.chain_sha256),
+                    run_id: None,
+                };
+                cursor.size = len;
+                cursor.spooled = mark.clone();
+                cursor.accepted = mark;
+                let tail = copy.bytes.len().saturating_sub(TAIL_WINDOW as usize);
+                cursor.tail_sha256 = Some(sha256_hex(&copy.bytes[tail..]));
+                cursor.conversation_id = Some(session.to_owned());
+                cursor.cwd = Some(cwd.to_string_lossy().into_owned());
+                cursors.save(&cursor)?;
+            }
+        }
         if file.exists() {
             let beside = dir.join(format!(
                 "{}.kith-replaced-{}",

@@ -41,6 +41,22 @@ pub(crate) fn move_folder(bytes: &[u8], from: &str, to: &str) -> Vec<u8> {
     out
 }
 
+/// `bytes` with every JSON string that is exactly the session id `from`
+/// (its `sessionId`, `id` and file references) made `to`: a fork is a
+/// session of its own.
+pub(crate) fn new_session(bytes: &[u8], from: &str, to: &str) -> Vec<u8> {
+    let (from, to) = (format!("\"{from}\""), format!("\"{to}\""));
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut at = 0;
+    while let Some(found) = find(&bytes[at..], from.as_bytes()).map(|i| at + i) {
+        out.extend_from_slice(&bytes[at..found]);
+        out.extend_from_slice(to.as_bytes());
+        at = found + from.len();
+    }
+    out.extend_from_slice(&bytes[at..]);
+    out
+}
+
 /// `folder` under `to` when it is `from` or inside it.
 fn moved(folder: &str, from: &str, to: &str) -> Option<String> {
     let from = from.trim_end_matches('/');
@@ -101,6 +117,21 @@ mod tests {
 "#;
         assert_eq!(
             String::from_utf8_lossy(&moved),
+            String::from_utf8_lossy(want)
+        );
+    }
+
+    #[test]
+    fn a_fork_is_a_session_of_its_own() {
+        let lines = br#"{"sessionId":"s-1","uuid":"s-12","text":"s-1 said \"s-1\""}
+{"type":"session_meta","payload":{"id":"s-1"}}
+"#;
+        let forked = new_session(lines, "s-1", "n-2");
+        let want = br#"{"sessionId":"n-2","uuid":"s-12","text":"s-1 said \"s-1\""}
+{"type":"session_meta","payload":{"id":"n-2"}}
+"#;
+        assert_eq!(
+            String::from_utf8_lossy(&forked),
             String::from_utf8_lossy(want)
         );
     }

@@ -11,8 +11,8 @@ use axum::Json;
 use futures_util::StreamExt;
 use kith_proto::{
     ConversationResponse, ConversationsQuery, ConversationsResponse, ErrorBody, ForgetResponse,
-    ResumeRequest, ResumeResponse, TagCount, TagList, TagsRequest, TagsResponse, TurnsQuery,
-    TurnsResponse,
+    ForkOrigin, ForkRequest, ResumeRequest, ResumeResponse, TagCount, TagList, TagsRequest,
+    TagsResponse, TurnsQuery, TurnsResponse,
 };
 use tokio_util::io::ReaderStream;
 
@@ -202,6 +202,23 @@ pub(crate) async fn resume(
 ) -> Result<Json<ResumeResponse>> {
     let res = tokio::task::spawn_blocking(move || {
         crate::resume::record(state.registry(), &viewer, &id, &req)
+    })
+    .await??;
+    Ok(Json(res))
+}
+
+#[utoipa::path(post, path = "/api/conversations/{id}/fork", params(("id" = String, Path)),
+    request_body = ForkRequest,
+    responses((status = 200, body = ForkOrigin), (status = 400, body = ErrorBody),
+        (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)))]
+pub(crate) async fn fork(
+    State(state): State<AppState>,
+    viewer: Viewer,
+    IdPath(id): IdPath,
+    ApiJson(req): ApiJson<ForkRequest>,
+) -> Result<Json<ForkOrigin>> {
+    let res = tokio::task::spawn_blocking(move || {
+        crate::resume::fork(state.registry(), &viewer, &id, &req)
     })
     .await??;
     Ok(Json(res))

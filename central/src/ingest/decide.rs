@@ -274,6 +274,7 @@ pub(super) fn new_run(
             .clone()
             .into_iter()
             .collect::<BTreeMap<_, _>>(),
+        forked_from: None,
     };
     run.conversation =
         Some(crate::conversation::conversation_of(&run, previous.map(|p| &p.run)).to_string());

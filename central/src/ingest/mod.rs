@@ -386,7 +386,12 @@ fn decide_and_store(state: &AppState, viewer: &Viewer, d: Delta) -> Result<(Inge
         req,
         started_at: d.started_at.clone(),
     };
-    let run = decide::new_run(&origin, d.parsed, &d.sha256, chain_sha256, parent, previous);
+    let mut run = decide::new_run(&origin, d.parsed, &d.sha256, chain_sha256, parent, previous);
+    // A chain's first delta of a file `kith resume` wrote as a fork names
+    // the conversation it came from.
+    if run.from_offset == 0 {
+        run.forked_from = registry.fork_of(viewer, &req.source_identity)?;
+    }
     // A tag the conversation's earlier deltas lack (a `[[tag]]` rule added
     // since it began) tags them too: tags belong to the conversation.
     let new_tags: Vec<String> = match (previous, &run.conversation) {

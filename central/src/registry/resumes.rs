@@ -8,7 +8,12 @@
 //!
 //! A resume belongs to its owner alone: only the owner of every run of the
 //! conversation records one, and a delta finds only its own sender's.
+//!
+//! A fork is a conversation someone may read (shared with them) written on
+//! their machine under a new session id: the file is theirs and is sent
+//! whole; its chain's first run names the conversation it came from.
 
+use kith_proto::ForkOrigin;
 use rusqlite::{params, OptionalExtension};
 
 use super::{to_i64, Registry, Viewer};
@@ -31,6 +36,16 @@ CREATE TABLE IF NOT EXISTS resumes (
     chain_sha256 TEXT NOT NULL,
     created_at TEXT NOT NULL,
     PRIMARY KEY (user_id, source_identity, at_offset)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS forks (
+    user_id TEXT NOT NULL,
+    -- The file on the forking machine, as its deltas will name it.
+    source_identity TEXT NOT NULL,
+    conversation TEXT NOT NULL,
+    -- The handle of the member who wrote it.
+    owner TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    PRIMARY KEY (user_id, source_identity)
 ) WITHOUT ROWID;
 ";
 
@@ -79,6 +94,45 @@ impl Registry {
             )),
             None => Err(Error::Internal("a recorded resume was not found".into())),
         }
+    }
+
+    /// Records that the viewer's file `source` is a fork of `origin`; the
+    /// same file again names the fork first recorded.
+    pub fn record_fork(
+        &self,
+        viewer: &Viewer,
+        source: &str,
+        origin: &ForkOrigin,
+    ) -> Result<ForkOrigin> {
+        self.conn().execute(
+            "INSERT OR IGNORE INTO forks (user_id, source_identity, conversation, owner, created_at)
+             VALUES (?1, ?2, ?3, ?4, ?5)",
+            params![
+                viewer.user_id().as_str(),
+                source,
+                origin.conversation_id,
+                origin.owner,
+                kith_shared::timestamp::now(),
+            ],
+        )?;
+        self.fork_of(viewer, source)?
+            .ok_or_else(|| Error::Internal("a recorded fork was not found".into()))
+    }
+
+    /// What the viewer's file `source` was forked from, if it was.
+    pub fn fork_of(&self, viewer: &Viewer, source: &str) -> Result<Option<ForkOrigin>> {
+        Ok(self
+            .reader()
+            .prepare_cached(
+                "SELECT conversation, owner FROM forks WHERE user_id = ?1 AND source_identity = ?2",
+            )?
+            .query_row(params![viewer.user_id().as_str(), source], |r| {
+                Ok(ForkOrigin {
+                    conversation_id: r.get(0)?,
+                    owner: r.get(1)?,
+                })
+            })
+            .optional()?)
     }
 
     /// The viewer's resume whose copy ends at `offset` of `source`.

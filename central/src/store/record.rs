@@ -110,6 +110,15 @@ struct Fields {
     redactions: BTreeMap<String, u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     idempotency_key: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    forked_from: Option<Fork>,
+}
+
+/// The conversation a chain was forked from, as records keep it.
+#[derive(Serialize, Deserialize)]
+struct Fork {
+    conversation: String,
+    owner: String,
 }
 
 fn version_one() -> u32 {
@@ -179,6 +188,10 @@ impl From<&RunRecord> for Fields {
             to_offset: r.to_offset,
             redactions: r.redactions,
             idempotency_key: record.idempotency_key.clone(),
+            forked_from: r.forked_from.map(|f| Fork {
+                conversation: f.conversation_id,
+                owner: f.owner,
+            }),
         }
     }
 }
@@ -235,6 +248,10 @@ impl From<Fields> for RunRecord {
                 from_offset: f.from_offset,
                 to_offset: f.to_offset,
                 redactions: f.redactions,
+                forked_from: f.forked_from.map(|f| kith_proto::ForkOrigin {
+                    conversation_id: f.conversation,
+                    owner: f.owner,
+                }),
             },
             idempotency_key: f.idempotency_key,
         }

@@ -155,6 +155,8 @@ pub(super) struct ConversationView {
     pub when: String,
     pub turns: u64,
     pub depth: u32,
+    /// `bob.test's c1a2b3c4`: the conversation it was forked from.
+    pub forked_from: Option<String>,
 }
 
 impl From<Conversation> for ConversationView {
@@ -172,6 +174,13 @@ impl From<Conversation> for ConversationView {
             tags: c.tags,
             turns: c.turn_count,
             depth: c.depth,
+            forked_from: c.forked_from.map(|f| {
+                format!(
+                    "{}'s {}",
+                    f.owner,
+                    f.conversation_id.get(..9).unwrap_or(&f.conversation_id)
+                )
+            }),
         }
     }
 }
@@ -510,6 +519,7 @@ mod tests {
                 when: "2026-05-14 18:02".into(),
                 turns: 9,
                 depth: 0,
+                forked_from: None,
             },
             own: true,
             resume: None,

@@ -400,6 +400,132 @@ fn a_resume_that_cannot_be_done_writes_nothing() -> Result<()> {
     Ok(())
 }
 
+/// A conversation shared with someone is forked, not continued: what the
+/// share covers, under a new session id the real Claude Code resumes, kept
+/// as their own conversation naming the one it came from; nothing the
+/// owner adds later reaches it, and the owner's conversation is unchanged.
+#[test]
+fn a_shared_conversation_is_forked_as_ones_own() -> Result<()> {
+    let central = Central::start()?;
+    let bob = Machine::new(&central, &central.register("bob.test", "laptop")?)?;
+    let desk = Machine::new(&central, &central.register("sam.test", "desk")?)?;
+    let dest = bob
+        .path(".claude/projects")
+        .join(MAIN.trim_start_matches("claude-code/"));
+    std::fs::create_dir_all(dest.parent().context("a folder")?)?;
+    std::fs::write(&dest, fixtures::read(MAIN))?;
+    bob.ok(&["backfill"])?;
+    let id = bob.json(&["show", SESSION, "--json"])?["conversation"]["id"]
+        .as_str()
+        .context("an id")?
+        .to_owned();
+    bob.ok(&["share", "conversation", &id, "--with", "sam.test"])?;
+    // Bob goes on after sharing it as it was.
+    let later =
+        kith_tests::claude_user_line("bob later says wombatlater", "2026-05-10T09:00:00.000Z")
+            .replace(
+                "\"sessionId\":\"s1\"",
+                &format!("\"sessionId\":\"{SESSION}\""),
+            );
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&dest)
+        .and_then(|mut f| std::io::Write::write_all(&mut f, later.as_bytes()))?;
+    bob.ok(&["backfill"])?;
+
+    let folder = std::fs::canonicalize({
+        let f = desk.path("src/tally");
+        std::fs::create_dir_all(&f)?;
+        f
+    })?;
+    let cwd = folder.to_string_lossy().into_owned();
+    let report: Value = serde_json::from_str(&run_in(
+        &desk,
+        &folder,
+        &["resume", &id, "--cwd", &cwd, "--json"],
+    )?)?;
+    let session = report["session_id"]
+        .as_str()
+        .context("a session")?
+        .to_owned();
+    assert_ne!(session, SESSION);
+    assert_eq!(report["forked_from_session"], SESSION);
+    let file = PathBuf::from(report["files"][0]["path"].as_str().context("a path")?);
+    assert_eq!(
+        file.file_name().map(|n| n.to_string_lossy().into_owned()),
+        Some(format!("{session}.jsonl"))
+    );
+    let copy = std::fs::read_to_string(&file)?;
+    ensure!(
+        copy.contains(&format!("\"sessionId\":\"{session}\"")),
+        "the fork keeps the old id"
+    );
+    ensure!(
+        !copy.contains(SESSION),
+        "the fork names the original session"
+    );
+    ensure!(
+        !copy.contains("wombatlater"),
+        "the fork holds what the snapshot share does not cover"
+    );
+
+    let mut cmd = Command::new(agent_binary(CLAUDE)?);
+    cmd.args([
+        "-p",
+        "--verbose",
+        "--output-format",
+        "stream-json",
+        "--resume",
+        &session,
+        MARKER,
+    ])
+    .current_dir(&folder)
+    .env_clear()
+    .env("HOME", desk.home.root())
+    .env("PATH", "/usr/bin:/bin")
+    .env("ANTHROPIC_API_KEY", "sk-ant-dummy")
+    .env("ANTHROPIC_BASE_URL", "http://127.0.0.1:9")
+    .env("DISABLE_AUTOUPDATER", "1")
+    .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1");
+    let resumed = continue_with(cmd, claude_started, &file, |line| {
+        line.contains(r#""type":"user""#) && line.contains(MARKER)
+    })?;
+    assert_eq!(resumed, session);
+    desk.ok(&["backfill"])?;
+
+    // Sam's own conversation, naming bob's; bob's unchanged and never sam's.
+    let sam = central.client(&desk.token);
+    let fork = sam.get(&format!("/api/conversations/{session}"))?;
+    assert_eq!(fork.status, 200, "{fork:?}");
+    let fork = &fork.body["conversation"];
+    assert_eq!(fork["owner"], "sam.test");
+    assert_eq!(
+        fork["forked_from"],
+        serde_json::json!({"conversation_id": id, "owner": "bob.test"})
+    );
+    assert_ne!(fork["id"], id.as_str());
+    let shown = String::from_utf8(desk.ok(&["show", &session])?)?;
+    ensure!(shown.contains("forked from bob.test's"), "{shown}");
+    let bobs = central.client(&bob.token);
+    let original = bobs.get(&format!("/api/conversations/{id}"))?;
+    assert_eq!(
+        original.body["conversation"]["machines"],
+        serde_json::json!(["laptop"])
+    );
+    assert_eq!(original.body["conversation"]["forked_from"], Value::Null);
+    let (_, bytes) = bobs.get_bytes(&format!("/api/conversations/{id}/jsonl"))?;
+    ensure!(
+        !String::from_utf8_lossy(&bytes).contains("quokkaresume"),
+        "sam's turn reached bob"
+    );
+    let not_bobs = bobs.get(&format!(
+        "/api/conversations/{}",
+        fork["id"].as_str().unwrap_or_default()
+    ))?;
+    assert_eq!(not_bobs.status, 404, "bob reads sam's fork: {not_bobs:?}");
+    Ok(())
+}
+
 const CODEX_SESSION: &str = "019e17a2-4c3b-7d10-9a6e-52f0c8b1d3e4";
 const CODEX_ROLLOUT: &str =
     "codex/2026/05/11/rollout-2026-05-11T14-02-09-019e17a2-4c3b-7d10-9a6e-52f0c8b1d3e4.jsonl";
