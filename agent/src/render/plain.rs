@@ -223,13 +223,9 @@ pub(crate) fn read(
             .map(|d| format!(", {d}"))
             .unwrap_or_default()
     );
-    if let Some(session) = &c.session_id {
-        let _ = writeln!(
-            out,
-            "resume: `{}` on its machine; on another of the owner's machines: `kith resume {}`",
-            conversation::resume_hint(c, session),
-            c.id
-        );
+    // Short: it counts against the reader's token budget.
+    if c.session_id.is_some() {
+        let _ = writeln!(out, "resume: kith resume {}", conversation::short(&c.id));
     }
     for sub in subagents.iter().take(MAX_SUBAGENTS_LISTED) {
         let _ = writeln!(

@@ -337,6 +337,11 @@ fn a_long_conversation_is_read_in_the_part_asked_for() -> Result<()> {
     )?;
     let step = |i: u32| format!("step {i} of the ferret rollout:");
     let range = ok(&r[0]);
+    // It names the one command that continues it on another machine.
+    assert!(
+        range.contains(&format!("resume: kith resume {}", &id[..8])),
+        "{range}"
+    );
     for i in 2400..=2402 {
         assert!(range.contains(&step(i)), "{range}");
     }
