@@ -59,6 +59,11 @@ struct Args {
     chunks: Option<Vec<u64>>,
     /// `--budget-min`: `--backends` stops growing after this long.
     budget_min: f64,
+    /// `--usage`: `kith usage` side by side with ccusage (`--ccusage PATH`)
+    /// and its report latency over `--messages N` responses.
+    usage: bool,
+    ccusage: Option<PathBuf>,
+    messages: usize,
 }
 
 fn parse_args() -> Result<Args> {
@@ -70,6 +75,9 @@ fn parse_args() -> Result<Args> {
         backends: false,
         chunks: None,
         budget_min: 60.0,
+        usage: false,
+        ccusage: None,
+        messages: 1_000_000,
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -81,6 +89,17 @@ fn parse_args() -> Result<Args> {
             "--hold" => args.hold = true,
             "--out" => args.out = Some(it.next().context("--out needs a file")?.into()),
             "--backends" => args.backends = true,
+            "--usage" => args.usage = true,
+            "--ccusage" => {
+                args.ccusage = Some(it.next().context("--ccusage needs ccusage's path")?.into())
+            }
+            "--messages" => {
+                args.messages = it
+                    .next()
+                    .context("--messages needs a count")?
+                    .parse()
+                    .context("bad --messages")?;
+            }
             "--chunks" => {
                 args.chunks = Some(
                     it.next()
@@ -99,7 +118,7 @@ fn parse_args() -> Result<Args> {
             }
             "-h" | "--help" => {
                 println!(
-                    "usage: kith-bench [--smoke|--quick|--full [--chunks 10000,100000]] [--capture-only] [--hold] [--out FILE.json]\n       kith-bench --backends [--chunks 10000,100000] [--budget-min 60] [--out FILE.json]"
+                    "usage: kith-bench [--smoke|--quick|--full [--chunks 10000,100000]] [--capture-only] [--hold] [--out FILE.json]\n       kith-bench --backends [--chunks 10000,100000] [--budget-min 60] [--out FILE.json]\n       kith-bench --usage [--ccusage PATH] [--messages 1000000] [--out FILE.json]"
                 );
                 std::process::exit(0);
             }
@@ -545,6 +564,9 @@ fn main() -> Result<()> {
     let args = parse_args()?;
     if args.backends {
         return backends::run(&args);
+    }
+    if args.usage {
+        return usage::run(&args);
     }
     let mut results: BTreeMap<&str, Value> = BTreeMap::new();
     let size = args.size;
@@ -1282,5 +1304,231 @@ mod backends {
         if let Some(msg) = r["stopped_by_budget"].as_str() {
             println!("\n{msg}");
         }
+    }
+}
+
+/// `kith-bench --usage`: what `kith usage` counts, side by side with
+/// ccusage 17.2.1 (`--ccusage PATH`) on every Claude Code fixture, and how
+/// fast a report answers over `--messages N` model responses of one person
+/// (a year of them, in one central).
+mod usage {
+    use super::*;
+    use kith_tests::Home;
+    use std::process::Command;
+
+    const KINDS: [(&str, &str); 4] = [
+        ("inputTokens", "input_tokens"),
+        ("outputTokens", "output_tokens"),
+        ("cacheCreationTokens", "cache_write_tokens"),
+        ("cacheReadTokens", "cache_read_tokens"),
+    ];
+
+    pub(super) fn run(args: &Args) -> Result<()> {
+        let mut results: BTreeMap<&str, Value> = BTreeMap::new();
+        if let Some(ccusage) = &args.ccusage {
+            results.insert("ccusage_side_by_side", side_by_side(ccusage)?);
+        }
+        results.insert("report_latency", report_latency(args.messages)?);
+        println!("{}", serde_json::to_string_pretty(&results)?);
+        save(&results, args.out.as_deref())
+    }
+
+    /// Every Claude Code fixture (the repository's, and ../shared's when
+    /// present) in one HOME: ccusage's daily report and kith's, in UTC.
+    fn side_by_side(ccusage: &std::path::Path) -> Result<Value> {
+        let home = Home::new()?;
+        let mut files = 0;
+        for f in fixtures::all()
+            .into_iter()
+            .filter(|f| f.runtime == "claude-code")
+        {
+            let dest = home.path(".claude/projects").join(&f.layout);
+            std::fs::create_dir_all(dest.parent().context("a folder")?)?;
+            std::fs::copy(&f.path, &dest)?;
+            files += 1;
+        }
+        let out = Command::new(ccusage)
+            .args(["daily", "--json", "--offline"])
+            .env("CLAUDE_CONFIG_DIR", home.path(".claude"))
+            .env("TZ", "UTC")
+            .output()?;
+        if !out.status.success() {
+            bail!("ccusage failed: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        let theirs: Value = serde_json::from_slice(&out.stdout)?;
+
+        let central = Central::start_with(&[("KITH_EMBED_PROVIDER", "none")])?;
+        let token = central.register("bench.test", "bench")?;
+        let backfill = home.kith_at(&central.url, &token, &["backfill"]).output()?;
+        if !backfill.status.success() {
+            bail!(
+                "backfill failed: {}",
+                String::from_utf8_lossy(&backfill.stderr)
+            );
+        }
+        let report = home
+            .kith_at(
+                &central.url,
+                &token,
+                &["usage", "daily", "--json", "--timezone", "UTC"],
+            )
+            .output()?;
+        if !report.status.success() {
+            bail!(
+                "kith usage failed: {}",
+                String::from_utf8_lossy(&report.stderr)
+            );
+        }
+        let ours: Value = serde_json::from_slice(&report.stdout)?;
+
+        // Day -> kind -> (ccusage, kith).
+        let mut days: BTreeMap<String, BTreeMap<&str, (u64, u64)>> = BTreeMap::new();
+        for d in theirs["daily"].as_array().into_iter().flatten() {
+            let day = d["date"].as_str().unwrap_or_default().to_owned();
+            for (cc, _) in KINDS {
+                days.entry(day.clone())
+                    .or_default()
+                    .entry(cc)
+                    .or_default()
+                    .0 += d[cc].as_u64().unwrap_or(0);
+            }
+        }
+        for r in ours["rows"].as_array().into_iter().flatten() {
+            let day = r["key"].as_str().unwrap_or_default().to_owned();
+            for (cc, k) in KINDS {
+                days.entry(day.clone())
+                    .or_default()
+                    .entry(cc)
+                    .or_default()
+                    .1 += r[k].as_u64().unwrap_or(0);
+            }
+        }
+        let mut rows = Vec::new();
+        let mut totals: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
+        for (day, kinds) in &days {
+            let mut row = json!({"day": day});
+            for (kind, (cc, kith)) in kinds {
+                row[*kind] = json!({"ccusage": cc, "kith": kith});
+                let t = totals.entry(kind).or_default();
+                t.0 += cc;
+                t.1 += kith;
+            }
+            rows.push(row);
+        }
+        println!("ccusage 17.2.1 and kith on {files} Claude Code files (UTC days)");
+        println!(
+            "{:<12} {:>22} {:>22} {:>22} {:>22}",
+            "day", "input", "output", "cache write", "cache read"
+        );
+        for (day, kinds) in &days {
+            let cell = |k: &str| {
+                let (cc, kith) = kinds.get(k).copied().unwrap_or_default();
+                format!("{cc}/{kith}{}", if cc == kith { "" } else { " ≠" })
+            };
+            println!(
+                "{day:<12} {:>22} {:>22} {:>22} {:>22}",
+                cell("inputTokens"),
+                cell("outputTokens"),
+                cell("cacheCreationTokens"),
+                cell("cacheReadTokens")
+            );
+        }
+        Ok(json!({
+            "files": files,
+            "ccusage_version": "17.2.1",
+            "days": rows,
+            "totals": totals
+                .iter()
+                .map(|(k, (cc, kith))| (k.to_string(), json!({"ccusage": cc, "kith": kith})))
+                .collect::<serde_json::Map<_, _>>(),
+        }))
+    }
+
+    /// `n` Claude Code responses of one person across a year (100 per
+    /// session, 4 models, 3 projects), ingested through the API; then each
+    /// report asked for 30 times.
+    fn report_latency(n: usize) -> Result<Value> {
+        let central = Central::start_with(&[("KITH_EMBED_PROVIDER", "none")])?;
+        let token = central.register("bench.test", "bench")?;
+        let api = central.client(&token);
+        let models = [
+            "claude-sonnet-4-5",
+            "claude-opus-4-6",
+            "claude-haiku-4-5",
+            "claude-sonnet-4-6",
+        ];
+        let per_session = 100;
+        let sessions = n.div_ceil(per_session);
+        let started = Instant::now();
+        let mut delta = String::new();
+        let mut sent = 0usize;
+        let flush = |delta: &mut String, offset: &mut u64, session: usize| -> Result<()> {
+            if delta.is_empty() {
+                return Ok(());
+            }
+            let len = delta.len() as u64;
+            api.ingest(&json!({
+                "jsonl": delta, "agent_runtime": "claude-code",
+                "source_identity": format!("bench-usage/{session}"),
+                "from_offset": *offset, "to_offset": *offset + len,
+                "cwd": format!("/home/b/src/p{}", session % 3),
+            }))?;
+            *offset += len;
+            delta.clear();
+            Ok(())
+        };
+        for s in 0..sessions {
+            let mut offset = 0;
+            // Sessions spread over a year, a few hours apart.
+            let base = 1_767_225_600 + (s as i64 * 365 * 86_400 / sessions.max(1) as i64);
+            for m in 0..per_session.min(n - sent) {
+                let at = time::OffsetDateTime::from_unix_timestamp(base + m as i64 * 20)?
+                    .format(&time::format_description::well_known::Rfc3339)?;
+                let line = json!({
+                    "type": "assistant", "uuid": format!("u{s}-{m}"), "sessionId": format!("s{s}"),
+                    "timestamp": at, "requestId": format!("req{s}-{m}"), "cwd": format!("/home/b/src/p{}", s % 3),
+                    "message": {"id": format!("msg{s}-{m}"), "role": "assistant", "model": models[(s + m) % 4],
+                        "content": [],
+                        "usage": {"input_tokens": 3 + m % 7, "output_tokens": 100 + m, "cache_creation_input_tokens": 1000,
+                                  "cache_read_input_tokens": 20_000 + m}}
+                });
+                delta.push_str(&line.to_string());
+                delta.push('\n');
+                if delta.len() > 4 << 20 {
+                    flush(&mut delta, &mut offset, s)?;
+                }
+            }
+            flush(&mut delta, &mut offset, s)?;
+            sent += per_session.min(n - sent);
+        }
+        let ingest_s = started.elapsed().as_secs_f64();
+        let mut reports = serde_json::Map::new();
+        for query in [
+            "report=daily",
+            "report=weekly",
+            "report=monthly",
+            "report=session",
+            "report=daily&by=model",
+            "report=monthly&by=project",
+            "report=daily&timezone=%2B02:00",
+        ] {
+            let mut samples = Vec::new();
+            for _ in 0..30 {
+                let t = Instant::now();
+                let r = api.get(&format!("/api/usage?{query}"))?;
+                samples.push(t.elapsed().as_secs_f64() * 1000.0);
+                if r.status != 200 {
+                    bail!("/api/usage?{query} answered {r:?}");
+                }
+            }
+            reports.insert(query.to_owned(), summary(samples));
+        }
+        let check = api.get("/api/usage?report=monthly")?;
+        Ok(json!({
+            "messages": n,
+            "ingest_s": ingest_s,
+            "output_tokens_counted": check.body["totals"]["output_tokens"],
+            "reports_ms": reports,
+        }))
     }
 }
