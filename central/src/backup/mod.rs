@@ -14,7 +14,7 @@
 //!   so an interrupted backup is never taken for a snapshot;
 //! - `lock`: held by the backup writing.
 //!
-//! `take` makes a snapshot, `verify` checks a backup or a live data
+//! `take` makes a snapshot (and `prune` keeps the newest), `verify` checks a backup or a live data
 //! directory (`chains`: the registry's chains have no holes), `restore`
 //! puts a snapshot into an empty data directory. Folders are 0700 and files
 //! 0600: a backup holds the family's private text.
@@ -22,12 +22,15 @@
 mod chains;
 mod manifest;
 mod objects;
+mod prune;
 mod restore;
+mod schedule;
 mod take;
 mod verify;
 
 pub(crate) use restore::restore;
-pub(crate) use take::take;
+pub(crate) use schedule::{run as run_scheduled, take_noted};
+pub(crate) use take::{refuse_inside, take};
 pub(crate) use verify::{verify_backup, verify_data_dir};
 
 use std::fs::{self, File};

@@ -405,3 +405,126 @@ fn a_conversation_forgotten_after_a_backup_does_not_come_back_with_it() -> Resul
     ensure!(!any_file_holds(&restored_dir.join("runs"), "okapi")?);
     Ok(())
 }
+
+/// The snapshots whole in the backup folder `dest`, oldest first.
+fn snapshots_in(dest: &Path) -> Result<Vec<String>> {
+    let mut names = Vec::new();
+    for entry in std::fs::read_dir(dest.join("snapshots"))? {
+        let name = entry?.file_name().to_string_lossy().into_owned();
+        if !name.ends_with(".partial") {
+            names.push(name);
+        }
+    }
+    names.sort();
+    Ok(names)
+}
+
+/// Waits for `n` lines of central's log holding `what`; the lines.
+fn wait_logged(central: &Central, what: &str, n: usize) -> Result<Vec<String>> {
+    let deadline = std::time::Instant::now() + WITHIN;
+    let mut seen = Vec::new();
+    while seen.len() < n {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let line = central
+            .log
+            .recv_timeout(left)
+            .with_context(|| format!("{} of {n} lines {what:?} logged: {seen:#?}", seen.len()))?;
+        if line.contains(what) {
+            seen.push(line);
+        }
+    }
+    Ok(seen)
+}
+
+#[test]
+fn serve_backs_up_on_its_schedule_and_keeps_the_newest() -> Result<()> {
+    let tmp = tempfile::tempdir()?;
+    let dest = tmp.path().join("backup");
+    let config = tmp.path().join("central.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[backup]\ndest = \"{}\"\nevery = \"2s\"\nkeep = 2\n",
+            text(&dest)?
+        ),
+    )?;
+    let data = tmp.path().join("data");
+    let mut central = Central::start_on(&data, &[("KITH_CENTRAL_CONFIG", text(&config)?)])?;
+    let alice = central.client(&central.register("alice.test", "laptop")?);
+    let first = alice.ingest(&delta("s-1", 0, &line("the pangolin importer", 1)))?;
+    alice.wait_indexed(&first, WITHIN)?;
+    // Ingest and search go on while backups are taken.
+    let taken = wait_logged(&central, "backup taken", 4)?;
+    let second = alice.ingest(&delta("s-2", 0, &line("the walrus release", 2)))?;
+    alice.wait_indexed(&second, WITHIN)?;
+    ensure!(
+        alice.keyword("walrus")? == [second.clone()],
+        "search answers"
+    );
+    wait_logged(&central, "backup taken", 1)?;
+    let names = snapshots_in(&dest)?;
+    ensure!(
+        names.len() == 2,
+        "the newest 2 of at least 5 backups are kept: {names:?}\n{taken:#?}"
+    );
+    ensure!(
+        taken.iter().any(|l| l.contains("snapshots_removed=1")),
+        "older snapshots were removed: {taken:#?}"
+    );
+    let said = central_says(&data, &["verify", text(&dest)?], true)?;
+    ensure!(
+        said.contains(&format!("snapshots/{}: 2 runs", names[1]))
+            && said.contains("no damage")
+            && !said.contains("no snapshot lists"),
+        "the kept snapshots verify, and no blob only a removed one listed is left:\n{said}"
+    );
+    central.kill()?;
+
+    // By hand, keeping one: the newest, with both runs.
+    let said = central_says(&data, &["backup", text(&dest)?, "--keep", "1"], true)?;
+    ensure!(
+        said.contains("kept the newest 1 snapshots: removed 2 older ones"),
+        "{said}"
+    );
+    ensure!(
+        snapshots_in(&dest)? == [snapshot_of(&said)?],
+        "one snapshot is left"
+    );
+    let restored = tmp.path().join("restored");
+    let said = central_says(&restored, &["restore", text(&dest)?], true)?;
+    ensure!(said.contains("reindexed 2 runs"), "{said}");
+    let out = run_central(&data, &["backup", text(&dest)?, "--keep", "0"])?;
+    let said = String::from_utf8_lossy(&out.stderr);
+    ensure!(
+        !out.status.success() && said.contains("--keep") && snapshots_in(&dest)?.len() == 1,
+        "keeping none is refused, and nothing is taken: {said}"
+    );
+
+    // A period that is none is named, and serve does not start.
+    std::fs::write(
+        &config,
+        format!("[backup]\ndest = \"{}\"\nevery = \"6x\"\n", text(&dest)?),
+    )?;
+    let refused = Central::start_on(&data, &[("KITH_CENTRAL_CONFIG", text(&config)?)]);
+    ensure!(
+        refused
+            .as_ref()
+            .is_err_and(|e| format!("{e:#}").contains("\"6x\": want a whole number and a unit")),
+        "{:?}",
+        refused.err()
+    );
+    // Nor with the backup folder inside the data directory.
+    std::fs::write(
+        &config,
+        format!("[backup]\ndest = \"{}/b\"\nevery = \"1h\"\n", text(&data)?),
+    )?;
+    let refused = Central::start_on(&data, &[("KITH_CENTRAL_CONFIG", text(&config)?)]);
+    ensure!(
+        refused
+            .as_ref()
+            .is_err_and(|e| format!("{e:#}").contains("is inside the data directory")),
+        "{:?}",
+        refused.err()
+    );
+    Ok(())
+}
