@@ -371,6 +371,9 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
                 "forgot conversation {} ({} conversations, {} runs)",
                 res.conversation, res.n_conversations, res.n_runs
             );
+            for line in &res.backups_not_cleared {
+                eprintln!("backup folder {line}");
+            }
             Ok(())
         }
         Command::Doctor => {

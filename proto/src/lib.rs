@@ -801,6 +801,10 @@ pub struct ForgetResponse {
     pub n_conversations: u64,
     /// Runs (captured deltas) deleted.
     pub n_runs: u64,
+    /// Backup folders central could not forget it in (each named, with
+    /// why): they may still hold it until it reaches them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub backups_not_cleared: Vec<String>,
 }
 
 /// One read of my run by someone else.

@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use super::manifest::{self, Entry, Kind, Manifest, PARTIAL, REGISTRY};
 use super::objects::{Objects, Put};
 use super::prune::{prune, Pruned};
+use super::tombstones::{self, Applied};
 use super::{human, io_at, sha256_file, sync_dir, Dest};
 use crate::error::{Error, Result};
 use crate::privacy::Operator;
@@ -48,6 +49,8 @@ pub(crate) struct Taken {
     /// says: the path in the data directory and why. The snapshot holds
     /// the rest.
     pub damage: Vec<(String, String)>,
+    /// What the folder's tombstones changed in its earlier snapshots.
+    pub applied: Applied,
     /// What keeping the newest snapshots removed, when asked to.
     pub pruned: Option<(NonZeroUsize, Pruned)>,
     pub elapsed: Duration,
@@ -138,6 +141,12 @@ pub(crate) fn take(
     for sha in created.iter().filter(|s| !listed.contains(s.as_str())) {
         objects.remove(sha)?;
     }
+    // The registry's tombstones reach the folder (a forget that could not
+    // reach it is applied now), then every snapshot holds none of them.
+    let copy = RegistryFile::open_copy(&whole.join(REGISTRY))?;
+    tombstones::write(dest, &copy.tombstone_records(None)?)?;
+    drop(copy);
+    let applied = tombstones::apply(&backup)?;
     let pruned = match keep {
         Some(keep) => Some((
             keep,
@@ -162,6 +171,7 @@ pub(crate) fn take(
         n_unlisted,
         n_partials_removed: partials.len(),
         damage: taking.damage,
+        applied,
         pruned,
         elapsed: started.elapsed(),
     })
@@ -353,6 +363,18 @@ pub(crate) fn refuse_inside(dest: &Path, data_dir: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Holds `dest/lock`, waiting at most `wait` for the backup writing
+/// there to let it go.
+pub(super) fn lock_waiting(dest: &Path, wait: Duration) -> Result<File> {
+    let deadline = Instant::now() + wait;
+    loop {
+        match lock(dest) {
+            Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(100)),
+            held => return held,
+        }
+    }
+}
+
 /// Holds `dest/lock` for the backup: a second backup to the same folder
 /// is refused while one writes.
 fn lock(dest: &Path) -> Result<File> {
@@ -404,6 +426,13 @@ impl fmt::Display for Taken {
                 f,
                 "removed {} interrupted snapshots (*.partial)",
                 self.n_partials_removed
+            )?;
+        }
+        if self.applied.n_snapshots > 0 {
+            writeln!(
+                f,
+                "forgot in {} earlier snapshots what was forgotten since (removed {} blobs)",
+                self.applied.n_snapshots, self.applied.n_objects
             )?;
         }
         if let Some((keep, pruned)) = &self.pruned {

@@ -36,7 +36,7 @@ mod viewer;
 
 pub use backups::BackupRow;
 pub use conversations::{ConversationFilter, Facets, MAX_FILTER_BYTES};
-pub use file::{copy_into, CatalogRun, RegistryFile, TombstoneRow};
+pub use file::{copy_into, CatalogRun, RegistryFile, TombstoneRecord, TombstoneRow};
 pub use forgotten::{line_hashes, ForgetSet, Forgetter, Tombstone};
 pub use jobs::{Indexed, Lane, PendingJob};
 pub use machines::{MachineAuth, MachineRow};

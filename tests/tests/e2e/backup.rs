@@ -342,7 +342,7 @@ fn any_file_holds(dir: &Path, word: &str) -> Result<bool> {
 }
 
 #[test]
-fn a_conversation_forgotten_after_a_backup_does_not_come_back_with_it() -> Result<()> {
+fn a_forget_reaches_every_backup_and_names_the_one_it_cannot() -> Result<()> {
     let mut central = Central::start()?;
     let token = central.register("alice.test", "laptop")?;
     let alice = central.client(&token);
@@ -354,23 +354,54 @@ fn a_conversation_forgotten_after_a_backup_does_not_come_back_with_it() -> Resul
     }
     let data = central.data_dir.clone();
     let tmp = tempfile::tempdir()?;
-    let dest = tmp.path().join("backup");
+    let (dest, offsite) = (tmp.path().join("backup"), tmp.path().join("offsite"));
     let before = snapshot_of(&central_says(&data, &["backup", text(&dest)?], true)?)?;
+    central_says(&data, &["backup", text(&offsite)?], true)?;
+    // An older copy of the folder, as an off-site sync of it holds.
+    let old_copy = tmp.path().join("old-copy");
+    copy_dir(&dest, &old_copy)?;
+    for folder in [&dest, &offsite] {
+        ensure!(
+            any_file_holds(folder, "okapi")?,
+            "{} holds the conversation before the forget",
+            folder.display()
+        );
+    }
+    // The off-site disk is not mounted when the forget comes.
+    let away = tmp.path().join("offsite-away");
+    std::fs::rename(&offsite, &away)?;
     let forgot = alice.send(
         alice
             .http
             .delete(alice.url(&format!("/api/conversations/{secret}"))),
     )?;
     ensure!(forgot.status == 200, "{forgot:?}");
-    let said = central_says(&data, &["backup", text(&dest)?], true)?;
+    let not_cleared = forgot.body["backups_not_cleared"].to_string();
     ensure!(
-        said.contains("(1 runs)"),
-        "the backup after the forget leaves it out:\n{said}"
+        not_cleared.contains(text(&offsite)?) && not_cleared.contains("not reached"),
+        "the answer names the folder it could not reach: {not_cleared}"
     );
-    central.kill()?;
     ensure!(
-        any_file_holds(&dest.join("blobs"), "okapi")?,
-        "the snapshot before the forget holds the conversation"
+        !not_cleared.contains(&format!("{}\"", text(&dest)?))
+            && !not_cleared.contains(&format!("{}:", text(&dest)?)),
+        "and not the one it cleared: {not_cleared}"
+    );
+    ensure!(
+        !any_file_holds(&dest, "okapi")?,
+        "no file of the backup holds the forgotten text: not a blob, not a registry's copy"
+    );
+    let tombstone = dest.join("tombstones").join(format!("{secret}.json"));
+    ensure!(tombstone.is_file(), "its tombstone is in the backup");
+    use std::os::unix::fs::PermissionsExt;
+    ensure!(std::fs::metadata(&tombstone)?.permissions().mode() & 0o777 == 0o600);
+    let said = central_says(&data, &["verify", text(&dest)?], true)?;
+    ensure!(
+        said.contains(&format!("snapshots/{before}: 1 runs")) && said.contains("no damage"),
+        "the backup verifies with the conversation gone from it:\n{said}"
+    );
+    ensure!(
+        alice.keyword("walrus")? == [kept.clone()],
+        "the other conversation stays"
     );
 
     let restored_dir = tmp.path().join("restored");
@@ -379,15 +410,56 @@ fn a_conversation_forgotten_after_a_backup_does_not_come_back_with_it() -> Resul
         &["restore", text(&dest)?, "--snapshot", &before],
         true,
     )?;
-    ensure!(
-        said.contains("left out 1 forgotten runs") && said.contains("reindexed 1 runs"),
-        "{said}"
-    );
+    ensure!(said.contains("reindexed 1 runs"), "{said}");
     ensure!(
         !any_file_holds(&restored_dir, "okapi")?,
         "no file of the restored data directory holds the forgotten text"
     );
-    let restored = Central::start_on(&restored_dir, &[])?;
+
+    // The off-site disk back: it still held the text, and its next backup
+    // forgets it there.
+    std::fs::rename(&away, &offsite)?;
+    ensure!(
+        any_file_holds(&offsite, "okapi")?,
+        "unreached, it still held it"
+    );
+    let said = central_says(&data, &["backup", text(&offsite)?], true)?;
+    ensure!(
+        said.contains("forgot in 1 earlier snapshots"),
+        "its next backup forgets the conversation there:\n{said}"
+    );
+    ensure!(
+        !any_file_holds(&offsite, "okapi")?,
+        "now no file there holds it"
+    );
+    central_says(&data, &["verify", text(&offsite)?], true)?;
+    central.kill()?;
+
+    // An older copy of the folder that meets the backup's tombstones (a
+    // sync of tombstones/ over it) with the forgotten blob gone: verify
+    // calls that forgotten, not damage, and restore leaves the run out.
+    let newer = std::fs::read_dir(dest.join("tombstones"))?;
+    std::fs::create_dir_all(old_copy.join("tombstones"))?;
+    for entry in newer {
+        let entry = entry?;
+        std::fs::copy(
+            entry.path(),
+            old_copy.join("tombstones").join(entry.file_name()),
+        )?;
+    }
+    std::fs::remove_file(old_copy.join(object_of(&old_copy, &before, &secret)?))?;
+    let said = central_says(&data, &["verify", text(&old_copy)?], true)?;
+    ensure!(
+        said.contains("forgotten") && said.contains("no damage") && !said.contains("damaged:"),
+        "{said}"
+    );
+    let from_old = tmp.path().join("from-old");
+    let said = central_says(&from_old, &["restore", text(&old_copy)?], true)?;
+    ensure!(
+        said.contains("left out 1 forgotten runs") && said.contains("reindexed 1 runs"),
+        "{said}"
+    );
+    let restored = Central::start_on(&from_old, &[])?;
     let alice = restored.client(&token);
     ensure!(
         alice.keyword("okapi")?.is_empty(),
@@ -402,7 +474,7 @@ fn a_conversation_forgotten_after_a_backup_does_not_come_back_with_it() -> Resul
         again.body["status"] == "forgotten",
         "its lines sent again are refused as forgotten: {again:?}"
     );
-    ensure!(!any_file_holds(&restored_dir.join("runs"), "okapi")?);
+    ensure!(!any_file_holds(&from_old.join("runs"), "okapi")?);
     Ok(())
 }
 
