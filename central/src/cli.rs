@@ -379,6 +379,12 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
         Command::Doctor => {
             let state = AppState::open(config)?;
             let report = crate::maintenance::doctor(&state, &Operator::for_operator_commands())?;
+            let backups = crate::backup::health(
+                state.config().backup.as_ref(),
+                &state.registry().backups()?,
+                time::OffsetDateTime::now_utc(),
+            );
+            println!("backups: {backups}");
             if report.is_empty() {
                 println!("no drift: blobs, registry and index agree");
                 return Ok(());

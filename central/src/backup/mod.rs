@@ -22,6 +22,7 @@
 //! 0600: a backup holds the family's private text.
 
 mod chains;
+mod health;
 mod manifest;
 mod objects;
 mod prune;
@@ -31,6 +32,7 @@ mod take;
 mod tombstones;
 mod verify;
 
+pub(crate) use health::health;
 pub(crate) use restore::restore;
 pub(crate) use schedule::{dest_name, run as run_scheduled, take_noted};
 pub(crate) use take::{refuse_inside, take};

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{ensure, Context, Result};
-use kith_tests::{claude_user_line, delta, run_central, Api, Central};
+use kith_tests::{claude_user_line, delta, run_central, Api, Central, Machine};
 use serde_json::Value;
 
 const WITHIN: Duration = Duration::from_secs(60);
@@ -598,5 +598,101 @@ fn serve_backs_up_on_its_schedule_and_keeps_the_newest() -> Result<()> {
         "{:?}",
         refused.err()
     );
+    Ok(())
+}
+
+#[test]
+fn admins_see_how_the_backups_stand_and_members_do_not() -> Result<()> {
+    let tmp = tempfile::tempdir()?;
+    let data = tmp.path().join("data");
+    let mut central = Central::start_on(&data, &[])?;
+    let root_token = central.register_admin("root.test", "server")?;
+    let alice_token = central.register("alice.test", "laptop")?;
+    let (root, alice) = (central.client(&root_token), central.client(&alice_token));
+    let backup_of = |api: &Api| -> Result<Value> {
+        let status = api.get("/api/status")?;
+        ensure!(status.status == 200, "{status:?}");
+        Ok(status.body["backup"].clone())
+    };
+    let said = backup_of(&root)?;
+    ensure!(
+        said["warning"]
+            .as_str()
+            .is_some_and(|w| w.contains("no backup configured")),
+        "an admin is told none is configured: {said}"
+    );
+    ensure!(backup_of(&alice)?.is_null(), "a member is told nothing");
+    central.kill()?;
+    let said = central_says(&data, &["doctor"], true)?;
+    ensure!(
+        said.contains("backups: no good backup yet; warning: no backup configured"),
+        "{said}"
+    );
+
+    let dest = tmp.path().join("backup");
+    let config = tmp.path().join("central.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[backup]\ndest = \"{}\"\nevery = \"1h\"\nkeep = 2\n",
+            text(&dest)?
+        ),
+    )?;
+    let central = Central::start_on(&data, &[("KITH_CENTRAL_CONFIG", text(&config)?)])?;
+    // None taken yet: the first is taken at once.
+    wait_logged(&central, "backup taken", 1)?;
+    let (root, alice) = (central.client(&root_token), central.client(&alice_token));
+    let said = backup_of(&root)?;
+    ensure!(
+        said["last_good_dest"] == text(&dest)?
+            && said["dest"] == text(&dest)?
+            && said["every_secs"] == 3600
+            && said["last_good_age_secs"].as_u64().is_some_and(|a| a < 60)
+            && said["last_good_at"].is_string()
+            && said["warning"].is_null(),
+        "an admin sees the last good backup, and no warning: {said}"
+    );
+    ensure!(backup_of(&alice)?.is_null(), "a member is told nothing");
+    let root_machine = Machine::new(&central, &root_token)?;
+    let line = root_machine.text(&["status"])?;
+    ensure!(
+        line.contains("last good backup ") && line.contains(text(&dest)?),
+        "kith status tells an admin: {line}"
+    );
+    let line = Machine::new(&central, &alice_token)?.text(&["status"])?;
+    ensure!(!line.contains("backup"), "and not a member: {line}");
+    let json = root_machine.json(&["status", "--json"])?;
+    ensure!(
+        json["central"]["backup"]["last_good_dest"] == text(&dest)?,
+        "{json}"
+    );
+    drop(central);
+
+    // A folder that cannot be written: serve goes on, and says so.
+    let file = tmp.path().join("a-file");
+    std::fs::write(&file, b"")?;
+    let unwritable = file.join("backup");
+    std::fs::write(
+        &config,
+        format!(
+            "[backup]\ndest = \"{}\"\nevery = \"1h\"\n",
+            text(&unwritable)?
+        ),
+    )?;
+    let central = Central::start_on(&data, &[("KITH_CENTRAL_CONFIG", text(&config)?)])?;
+    wait_logged(&central, "scheduled backup failed", 1)?;
+    let root = central.client(&root_token);
+    let said = backup_of(&root)?;
+    let none_yet = format!("no good backup to {} yet", text(&unwritable)?);
+    ensure!(
+        said["warning"]
+            .as_str()
+            .is_some_and(|w| w.contains(&none_yet) && w.contains("the last attempt failed")),
+        "the failure is reported: {said}"
+    );
+    ensure!(root.keyword("anything")?.is_empty(), "serve still answers");
+    drop(central);
+    let said = central_says(&data, &["doctor", "--config", text(&config)?], true)?;
+    ensure!(said.contains("the last attempt failed"), "{said}");
     Ok(())
 }
