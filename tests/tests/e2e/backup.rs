@@ -696,3 +696,93 @@ fn admins_see_how_the_backups_stand_and_members_do_not() -> Result<()> {
     ensure!(said.contains("the last attempt failed"), "{said}");
     Ok(())
 }
+
+/// Runs `restic ARGS` on the repository `repo`, its password in the
+/// environment only; what it printed. Fails when restic is not installed
+/// (tests/run.sh installs it).
+fn restic(repo: &Path, args: &[&str]) -> Result<String> {
+    let out = std::process::Command::new("restic")
+        .arg("--repo")
+        .arg(repo)
+        .args(args)
+        .env("RESTIC_PASSWORD", "a passphrase only the environment holds")
+        .env_remove("RESTIC_REPOSITORY")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .context("cannot run restic: it is not installed (tests/run.sh installs it: apt-get install restic)")?;
+    let said = String::from_utf8_lossy(&out.stdout).into_owned();
+    ensure!(
+        out.status.success(),
+        "restic {args:?} exited {:?}:\n{said}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(said)
+}
+
+/// The summary `restic backup --json` ends with.
+fn restic_summary(said: &str) -> Result<Value> {
+    said.lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|v| v["message_type"] == "summary")
+        .with_context(|| format!("no summary in:\n{said}"))
+}
+
+#[test]
+fn a_backup_copied_off_site_with_restic_comes_back_whole() -> Result<()> {
+    let mut central = Central::start()?;
+    let token = central.register("alice.test", "laptop")?;
+    let alice = central.client(&token);
+    let data = central.data_dir.clone();
+    let tmp = tempfile::tempdir()?;
+    let dest = tmp.path().join("backup");
+    let mut runs = Vec::new();
+    for (i, words) in ["the pangolin importer", "the walrus release"]
+        .iter()
+        .enumerate()
+    {
+        let id = alice.ingest(&delta(&format!("s-{i}"), 0, &line(words, i as u32)))?;
+        alice.wait_indexed(&id, WITHIN)?;
+        runs.push(id);
+        central_says(&data, &["backup", text(&dest)?], true)?;
+    }
+    let repo = tmp.path().join("restic-repo");
+    restic(&repo, &["init"])?;
+    let first = restic_summary(&restic(&repo, &["backup", "--json", text(&dest)?])?)?;
+    // A third backup, then the off-site copy again: only what is new.
+    let late = alice.ingest(&delta("s-late", 0, &line("the checksum rewrite", 9)))?;
+    alice.wait_indexed(&late, WITHIN)?;
+    central_says(&data, &["backup", text(&dest)?], true)?;
+    let second = restic_summary(&restic(&repo, &["backup", "--json", text(&dest)?])?)?;
+    ensure!(
+        second["files_unmodified"].as_u64() > Some(0)
+            && second["files_new"].as_u64() > Some(0)
+            && second["data_added"].as_u64() < first["data_added"].as_u64(),
+        "the second copy is incremental: {second}\nafter {first}"
+    );
+    central.kill()?;
+
+    let out = tmp.path().join("restic-restored");
+    restic(&repo, &["restore", "latest", "--target", text(&out)?])?;
+    let copy = out.join(dest.strip_prefix("/")?);
+    let said = central_says(&data, &["verify", text(&copy)?], true)?;
+    ensure!(
+        said.contains("3 runs, ") && said.contains("no damage") && !said.contains("damaged:"),
+        "the copy restic brought back verifies, the newest snapshot with 3 runs:\n{said}"
+    );
+    let restored = tmp.path().join("restored");
+    let said = central_says(&restored, &["restore", text(&copy)?], true)?;
+    ensure!(said.contains("reindexed 3 runs"), "{said}");
+    let central = Central::start_on(&restored, &[])?;
+    let alice = central.client(&token);
+    ensure!(
+        alice.keyword("checksum")? == [late],
+        "the latest run is found"
+    );
+    ensure!(
+        alice.keyword("pangolin")? == [runs[0].clone()],
+        "and the first"
+    );
+    ensure!(alice.keyword("okapi")?.is_empty(), "and nothing else");
+    Ok(())
+}
