@@ -71,10 +71,8 @@ pub(crate) fn verify_backup(dest: &Path, operator: &Operator) -> Result<Verified
     let forgotten: HashSet<String> = match super::tombstones::read(dest) {
         Ok(t) => {
             if !t.is_empty() {
-                out.checked.push(format!(
-                    "tombstones/: {} forgotten runs, none in a snapshot",
-                    t.len()
-                ));
+                out.checked
+                    .push(format!("tombstones/: {} forgotten runs", t.len()));
             }
             t.into_iter().map(|t| t.run_id).collect()
         }
