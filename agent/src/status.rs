@@ -321,6 +321,18 @@ impl Report {
                     " · central cannot index since {since}: what it accepted waits, and is searchable once it can"
                 );
             }
+            // Only an admin's status holds the family's backups.
+            if let Some(b) = &s.backup {
+                line += &match (&b.warning, &b.last_good_at) {
+                    (Some(w), _) => format!(" · backups: {w}"),
+                    (None, Some(at)) => format!(
+                        " · last good backup {} to {}",
+                        crate::render::term::age(at, now),
+                        b.last_good_dest.as_deref().unwrap_or("?")
+                    ),
+                    (None, None) => String::new(),
+                };
+            }
         }
         line
     }
@@ -337,6 +349,7 @@ impl Report {
                     "chunks": s.counts.chunks,
                     "chunks_embedded": s.counts.chunks_embedded,
                     "indexing_failing_since": s.indexing_failing_since,
+                    "backup": s.backup,
                 })),
             ),
         };

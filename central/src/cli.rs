@@ -73,6 +73,10 @@ enum Command {
     Backup {
         /// The backup folder (made if absent; not inside the data directory).
         dest: PathBuf,
+        /// Then keep only the newest N snapshots: older ones are removed,
+        /// and the blobs no kept snapshot holds.
+        #[arg(long, value_name = "N")]
+        keep: Option<std::num::NonZeroUsize>,
     },
     /// Check a backup's every snapshot (DEST), or without DEST the data
     /// directory, for damage: every file hashed against what names it, the
@@ -307,9 +311,14 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
             );
             Ok(())
         }
-        Command::Backup { dest } => {
-            let taken =
-                crate::backup::take(&config.data_dir, &dest, &Operator::for_operator_commands())?;
+        Command::Backup { dest, keep } => {
+            let operator = Operator::for_operator_commands();
+            let taken = if config.data_dir.join("registry.sqlite").is_file() {
+                let registry = open_registry(&config.data_dir)?;
+                crate::backup::take_noted(&registry, &config.data_dir, &dest, keep, &operator)?
+            } else {
+                crate::backup::take(&config.data_dir, &dest, keep, &operator)?
+            };
             println!("{taken}");
             if !taken.damage.is_empty() {
                 for (path, what) in &taken.damage {
@@ -362,11 +371,20 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
                 "forgot conversation {} ({} conversations, {} runs)",
                 res.conversation, res.n_conversations, res.n_runs
             );
+            for line in &res.backups_not_cleared {
+                eprintln!("backup folder {line}");
+            }
             Ok(())
         }
         Command::Doctor => {
             let state = AppState::open(config)?;
             let report = crate::maintenance::doctor(&state, &Operator::for_operator_commands())?;
+            let backups = crate::backup::health(
+                state.config().backup.as_ref(),
+                &state.registry().backups()?,
+                time::OffsetDateTime::now_utc(),
+            );
+            println!("backups: {backups}");
             if report.is_empty() {
                 println!("no drift: blobs, registry and index agree");
                 return Ok(());

@@ -26,6 +26,60 @@ pub struct Config {
     pub embed: crate::embed::EmbedConfig,
     /// Which backend holds the search index.
     pub search: SearchConfig,
+    /// Scheduled backups taken by `serve`, when set.
+    pub backup: Option<BackupConfig>,
+}
+
+/// The `[backup]` section: `serve` takes a snapshot into `dest` every
+/// `every` and keeps the newest `keep`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BackupConfig {
+    /// The backup folder (not inside the data directory).
+    pub dest: PathBuf,
+    /// How often: `90s`, `30m`, `6h`, `1d`.
+    #[serde(default = "BackupConfig::default_every")]
+    pub every: Every,
+    /// How many snapshots are kept; older ones, and the blobs only they
+    /// hold, are removed after each backup.
+    #[serde(default = "BackupConfig::default_keep")]
+    pub keep: std::num::NonZeroUsize,
+}
+
+impl BackupConfig {
+    fn default_every() -> Every {
+        Every(std::time::Duration::from_secs(6 * 3600))
+    }
+
+    fn default_keep() -> std::num::NonZeroUsize {
+        std::num::NonZeroUsize::new(28).unwrap_or(std::num::NonZeroUsize::MIN)
+    }
+}
+
+/// A period written as a whole number and a unit: `s`, `m`, `h` or `d`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "String")]
+pub struct Every(pub std::time::Duration);
+
+impl TryFrom<String> for Every {
+    type Error = String;
+
+    fn try_from(text: String) -> Result<Self, String> {
+        let bad = || format!("{text:?}: want a whole number and a unit, like 90s, 30m, 6h or 1d");
+        let t = text.trim();
+        let unit = match t.chars().last().ok_or_else(bad)? {
+            's' => 1,
+            'm' => 60,
+            'h' => 3600,
+            'd' => 86_400,
+            _ => return Err(bad()),
+        };
+        let n: u64 = t[..t.len() - 1].parse().map_err(|_| bad())?;
+        if n == 0 {
+            return Err(format!("{text:?}: a period of zero"));
+        }
+        Ok(Self(std::time::Duration::from_secs(n.saturating_mul(unit))))
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -45,6 +99,7 @@ impl Default for Config {
             insecure_http: false,
             embed: crate::embed::EmbedConfig::default(),
             search: SearchConfig::default(),
+            backup: None,
         }
     }
 }
@@ -160,6 +215,9 @@ impl Config {
         }
         config.insecure_http |= flags.insecure_http;
         config.data_dir = expand_home(&config.data_dir, &env);
+        if let Some(backup) = &mut config.backup {
+            backup.dest = expand_home(&backup.dest, &env);
+        }
         Ok(config)
     }
 }
@@ -445,6 +503,49 @@ mod tests {
             ..Config::default()
         };
         assert_eq!(tls.check_plain_http(lan), Ok(PlainHttp::Safe));
+    }
+
+    #[test]
+    fn a_backup_section_is_read_and_a_bad_period_is_named() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let file = dir.path().join("c.toml");
+        let load = |text: &str| {
+            std::fs::write(&file, text).unwrap_or_else(|e| panic!("{e}"));
+            Config::load(
+                Some(&file),
+                env_of(&[("HOME", "/home/x")]),
+                &Overrides::default(),
+            )
+        };
+        let c = load("[backup]\ndest = \"~/backup\"\nevery = \"2s\"\nkeep = 3\n")
+            .unwrap_or_else(|e| panic!("{e}"));
+        let backup = c.backup.unwrap_or_else(|| panic!("no [backup]"));
+        assert_eq!(backup.dest, PathBuf::from("/home/x/backup"));
+        assert_eq!(backup.every, Every(std::time::Duration::from_secs(2)));
+        assert_eq!(backup.keep.get(), 3);
+        let c = load("[backup]\ndest = \"/b\"\n").unwrap_or_else(|e| panic!("{e}"));
+        let backup = c.backup.unwrap_or_else(|| panic!("no [backup]"));
+        assert_eq!(
+            (backup.every.0.as_secs(), backup.keep.get()),
+            (6 * 3600, 28),
+            "every 6 h, 28 kept, unless said"
+        );
+        for (every, names) in [
+            ("6", "6"),
+            ("h", "h"),
+            ("6w", "6w"),
+            ("-1h", "-1h"),
+            ("0m", "zero"),
+        ] {
+            let err = load(&format!("[backup]\ndest = \"/b\"\nevery = \"{every}\"\n"));
+            assert!(
+                err.as_ref().is_err_and(|e| e.to_string().contains(names)),
+                "{every}: {err:?}"
+            );
+        }
+        let err = load("[backup]\ndest = \"/b\"\nkeep = 0\n");
+        assert!(err.is_err_and(|e| e.to_string().contains("keep")));
+        assert!(load("[backup]\nevery = \"1h\"\n").is_err_and(|e| e.to_string().contains("dest")));
     }
 
     #[test]

@@ -1,5 +1,5 @@
-//! Running the service: open the data directory, start the indexer and the
-//! `last_seen_at` flusher, and serve HTTP or HTTPS until `shutdown` resolves.
+//! Running the service: open the data directory, start the indexer, the
+//! `last_seen_at` flusher and the scheduled backups, and serve HTTP or HTTPS until `shutdown` resolves.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -40,6 +40,9 @@ pub async fn serve(
             let embedder = start_embedder(&config);
             let ask_again = matches!(&embedder, Err(e) if e.ask_again);
             let state = AppState::open_with(config.clone(), embedder.map_err(|e| e.why))?;
+            if let Some(backup) = &config.backup {
+                crate::backup::refuse_inside(&backup.dest, &config.data_dir)?;
+            }
             // Mending after a crash reads every member's runs.
             let operator = Operator::for_operator_commands();
             let recovered = crate::maintenance::recover(&state, &operator)?;
@@ -82,6 +85,21 @@ pub async fn serve(
         Some(crate::indexer::worker::spawn(state.clone())?)
     };
     tokio::spawn(flush_seen_forever(state.clone()));
+    if let Some(backup) = config.backup.clone() {
+        tracing::info!(
+            dest = %backup.dest.display(),
+            every_secs = backup.every.0.as_secs(),
+            keep = backup.keep,
+            "backups scheduled"
+        );
+        // Backups copy every member's runs.
+        let operator = Operator::for_operator_commands();
+        tokio::spawn(crate::backup::run_scheduled(
+            state.clone(),
+            backup,
+            operator,
+        ));
+    }
     let app = crate::routes::app(state.clone());
     let (scheme, tls) = match tls {
         None => ("http", None),

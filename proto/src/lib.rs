@@ -738,6 +738,34 @@ pub struct Counts {
     pub pending_index_jobs: u64,
 }
 
+/// The family's backups, in `GET /api/status` (admins only).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct BackupStatus {
+    /// The backup folder `serve` backs up to (`[backup] dest`); absent when
+    /// none is configured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dest: Option<String>,
+    /// How often it does, in seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub every_secs: Option<u64>,
+    /// The last good backup's point in time (RFC 3339), its age in seconds
+    /// and its folder (the configured one's; without one, the newest
+    /// backup taken by hand).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_good_at: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_good_age_secs: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_good_dest: Option<String>,
+    /// The folder's last failure, since that backup.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+    /// What is wrong, if anything: no backup configured, none yet, or the
+    /// last good one older than twice `every_secs`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warning: Option<String>,
+}
+
 /// `GET /api/status`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct StatusResponse {
@@ -758,6 +786,9 @@ pub struct StatusResponse {
     /// Why, for admins only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub indexing_error: Option<String>,
+    /// How the family's backups stand, for admins only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backup: Option<BackupStatus>,
     pub search_backend: String,
     pub embedder: String,
     /// The calling machine as central knows it.
@@ -826,6 +857,10 @@ pub struct ForgetResponse {
     pub n_conversations: u64,
     /// Runs (captured deltas) deleted.
     pub n_runs: u64,
+    /// Backup folders central could not forget it in (each named, with
+    /// why): they may still hold it until it reaches them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub backups_not_cleared: Vec<String>,
 }
 
 /// One read of my run by someone else.
@@ -1079,6 +1114,7 @@ pub struct SignInLink {
         description = "kith: a family memory network for AI coding-agent transcripts"
     ),
     components(schemas(
+        BackupStatus,
         ErrorBody,
         ErrorDetail,
         AgentRuntime,

@@ -47,5 +47,11 @@ pub(crate) fn run(client: &Client, id: &str, yes: bool) -> Result<()> {
         res.n_conversations,
         res.n_runs
     )?;
+    for line in &res.backups_not_cleared {
+        writeln!(
+            std::io::stderr(),
+            "not yet forgotten in the backup folder {line}"
+        )?;
+    }
     Ok(())
 }

@@ -2,11 +2,12 @@
 //! (grouped, relative times, highlighted snippets; `render`) or, with
 //! `--json`, for a script. One file each, with its flags and its `run`:
 //! `kith search`, `tree`, `show`, `share`, `tag`, `audit`, `web`, `context`
-//! (also the SessionStart hook), `usage` and `forget`. Central does the
+//! (also the SessionStart hook), `usage`, `export` and `forget`. Central does the
 //! work; every request goes through `client`.
 
 mod audit;
 pub(crate) mod context;
+mod export;
 pub(crate) mod forget;
 mod search;
 mod share;
@@ -50,6 +51,9 @@ pub(crate) enum FamilyCommand {
     /// What your agents spent: tokens and dollars by day, week, month or
     /// session (only your own usage).
     Usage(usage::UsageArgs),
+    /// Your conversations (or the ones named) as a tar archive: each one's
+    /// exact JSONL bytes with kith's metadata and a manifest.
+    Export(export::ExportArgs),
 }
 
 impl FamilyCommand {
@@ -63,7 +67,7 @@ impl FamilyCommand {
             Self::Audit(args) => args.json,
             Self::Usage(args) => args.json,
             Self::Share(share::ShareCommand::List { json }) => *json,
-            Self::Share(_) | Self::Tag(_) | Self::Web(_) => false,
+            Self::Share(_) | Self::Tag(_) | Self::Web(_) | Self::Export(_) => false,
         }
     }
 }
@@ -78,6 +82,7 @@ pub(crate) fn run(cmd: FamilyCommand, client: &Client) -> Result<()> {
         FamilyCommand::Web(args) => web::run(args, client),
         FamilyCommand::Show(args) => show::run(args, client),
         FamilyCommand::Context(args) => context::run(args, client),
+        FamilyCommand::Export(args) => export::run(args, client),
         FamilyCommand::Usage(args) => usage::run(args, client),
     }
 }

@@ -12,33 +12,75 @@
 //!   (`manifest`: every file it covers, with size, sha256 and content
 //!   address). It is written as `<time>.partial` and renamed once whole,
 //!   so an interrupted backup is never taken for a snapshot;
+//! - `tombstones/<run>.json`: every run forgotten, no text (`tombstones`),
+//!   so no snapshot brings one back;
 //! - `lock`: held by the backup writing.
 //!
-//! `take` makes a snapshot, `verify` checks a backup or a live data
+//! `take` makes a snapshot (and `prune` keeps the newest), `verify` checks a backup or a live data
 //! directory (`chains`: the registry's chains have no holes), `restore`
 //! puts a snapshot into an empty data directory. Folders are 0700 and files
 //! 0600: a backup holds the family's private text.
 
 mod chains;
+mod health;
 mod manifest;
 mod objects;
+mod prune;
 mod restore;
+mod schedule;
 mod take;
+mod tombstones;
 mod verify;
 
+pub(crate) use health::health;
 pub(crate) use restore::restore;
-pub(crate) use take::take;
+pub(crate) use schedule::{dest_name, run as run_scheduled, take_noted};
+pub(crate) use take::{refuse_inside, take};
 pub(crate) use verify::{verify_backup, verify_data_dir};
 
 use std::fs::{self, File};
 use std::io;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result};
 use manifest::{Manifest, PARTIAL};
 use objects::Objects;
+
+/// How a forget found a backup folder.
+#[derive(Debug)]
+pub(crate) enum Reached {
+    /// Its snapshots hold the runs no more.
+    Cleared(tombstones::Applied),
+    /// A backup was writing there: the tombstones are in the folder, and
+    /// that backup (or the next) applies them.
+    Busy,
+}
+
+/// Takes the tombstones `records` into the backup folder `dest` and, once
+/// no backup writes there (waiting at most `wait`), forgets their runs in
+/// every snapshot. An error says why the folder was not reached: it may
+/// still hold the runs.
+pub(crate) fn forget_in(
+    dest: &Path,
+    records: &[crate::registry::TombstoneRecord],
+    wait: Duration,
+) -> Result<Reached> {
+    let backup = Dest::new(dest);
+    if !backup.snapshots().is_dir() {
+        return Err(Error::Internal(format!(
+            "{} holds no backup (absent, or a disk not mounted)",
+            dest.display()
+        )));
+    }
+    tombstones::write(dest, records)?;
+    let Ok(_lock) = take::lock_waiting(dest, wait) else {
+        return Ok(Reached::Busy);
+    };
+    Ok(Reached::Cleared(tombstones::apply(&backup)?))
+}
 
 /// A backup folder.
 struct Dest {

@@ -1,8 +1,8 @@
 //! Putting a snapshot back into an empty data directory: checked whole
 //! first, then the registry's copy, every blob and record at its path
 //! (through the blob store), and the index rebuilt as `reindex` does.
-//! Every tombstone found comes along: the snapshot's own, and those of
-//! the backup's other snapshots, so a conversation forgotten in any of them
+//! Every tombstone found comes along: the snapshot's own, those of the
+//! backup's other snapshots and of its `tombstones/`, so a conversation forgotten in any of them
 //! does not come back, and its lines are refused when sent again.
 
 use std::collections::HashSet;
@@ -30,7 +30,8 @@ pub(crate) struct Restored {
     pub n_runs: usize,
     /// Runs the snapshot holds that a tombstone names, left out.
     pub n_forgotten: usize,
-    /// Tombstones taken from the backup's other snapshots.
+    /// Tombstones taken from the backup's other snapshots and its
+    /// `tombstones/`.
     pub n_tombstones_adopted: u64,
     /// Other snapshots whose tombstones could not be read, with why.
     pub unread: Vec<String>,
@@ -63,8 +64,17 @@ pub(crate) fn restore(
             .cloned()
             .ok_or_else(|| Error::Internal(format!("no whole snapshot in {}", dest.display())))?,
     };
+    let tombstones = super::tombstones::read(dest)?;
+    let tombstoned: HashSet<String> = tombstones.iter().map(|t| t.run_id.clone()).collect();
     let mut checked = Verified::default();
-    let manifest = verify_snapshot(&backup, &name, operator, &mut Seen::default(), &mut checked)?;
+    let manifest = verify_snapshot(
+        &backup,
+        &name,
+        &tombstoned,
+        operator,
+        &mut Seen::default(),
+        &mut checked,
+    )?;
     let (Some(manifest), true) = (manifest, checked.damage.is_empty()) else {
         return Err(Error::Internal(format!(
             "snapshot {name} is damaged; nothing was restored:\n{checked}`kith-central verify {}` \
@@ -83,6 +93,7 @@ pub(crate) fn restore(
             Err(e) => unread.push(format!("snapshots/{other}: {e}")),
         }
     }
+    n_tombstones_adopted += registry.put_tombstones(&tombstones)?;
     // Runs forgotten while their rows stayed (a forget cut short, or one a
     // newer snapshot holds): finished here, as a second forget would.
     let unfinished = registry.unfinished_forgets()?;
@@ -176,7 +187,7 @@ impl fmt::Display for Restored {
         if self.n_tombstones_adopted > 0 {
             writeln!(
                 f,
-                "took {} tombstones from the backup's other snapshots",
+                "took {} tombstones from the backup's other snapshots and tombstones/",
                 self.n_tombstones_adopted
             )?;
         }

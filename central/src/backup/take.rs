@@ -10,12 +10,15 @@ use std::collections::HashSet;
 use std::fmt;
 use std::fs::{self, File, OpenOptions};
 use std::io;
+use std::num::NonZeroUsize;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use super::manifest::{self, Entry, Kind, Manifest, PARTIAL, REGISTRY};
 use super::objects::{Objects, Put};
+use super::prune::{prune, Pruned};
+use super::tombstones::{self, Applied};
 use super::{human, io_at, sha256_file, sync_dir, Dest};
 use crate::error::{Error, Result};
 use crate::privacy::Operator;
@@ -31,6 +34,8 @@ const ATTEMPTS: u32 = 3;
 pub(crate) struct Taken {
     pub dest: PathBuf,
     pub snapshot: String,
+    /// The snapshot's point in time (its registry's copy).
+    pub taken_at: String,
     pub n_runs: usize,
     pub registry_bytes: u64,
     pub blobs: Tally,
@@ -44,6 +49,10 @@ pub(crate) struct Taken {
     /// says: the path in the data directory and why. The snapshot holds
     /// the rest.
     pub damage: Vec<(String, String)>,
+    /// What the folder's tombstones changed in its earlier snapshots.
+    pub applied: Applied,
+    /// What keeping the newest snapshots removed, when asked to.
+    pub pruned: Option<(NonZeroUsize, Pruned)>,
     pub elapsed: Duration,
 }
 
@@ -66,8 +75,15 @@ impl Tally {
     }
 }
 
-/// Takes a snapshot of `data_dir` into the backup folder `dest`.
-pub(crate) fn take(data_dir: &Path, dest: &Path, operator: &Operator) -> Result<Taken> {
+/// Takes a snapshot of `data_dir` into the backup folder `dest`, then,
+/// with `keep`, removes all but the newest `keep` snapshots and the blobs
+/// only they held (`prune`), the lock still held.
+pub(crate) fn take(
+    data_dir: &Path,
+    dest: &Path,
+    keep: Option<NonZeroUsize>,
+    operator: &Operator,
+) -> Result<Taken> {
     let started = Instant::now();
     let live = data_dir.join(REGISTRY);
     if !live.is_file() {
@@ -125,10 +141,29 @@ pub(crate) fn take(data_dir: &Path, dest: &Path, operator: &Operator) -> Result<
     for sha in created.iter().filter(|s| !listed.contains(s.as_str())) {
         objects.remove(sha)?;
     }
+    // The registry's tombstones reach the folder (a forget that could not
+    // reach it is applied now), then every snapshot holds none of them.
+    let copy = RegistryFile::open_copy(&whole.join(REGISTRY))?;
+    tombstones::write(dest, &copy.tombstone_records(None)?)?;
+    drop(copy);
+    let applied = tombstones::apply(&backup)?;
+    let pruned = match keep {
+        Some(keep) => Some((
+            keep,
+            prune(&backup, keep).map_err(|e| {
+                Error::Internal(format!(
+                    "snapshot {} is whole, but keeping the newest {keep} failed: {e}",
+                    taking.manifest.snapshot
+                ))
+            })?,
+        )),
+        None => None,
+    };
     let n_unlisted = unlisted(data_dir, &taking, operator)?;
     Ok(Taken {
         dest: dest.to_owned(),
         snapshot: taking.manifest.snapshot,
+        taken_at: taking.manifest.taken_at,
         n_runs: taking.n_runs,
         registry_bytes: taking.registry_bytes,
         blobs: taking.blobs,
@@ -136,6 +171,8 @@ pub(crate) fn take(data_dir: &Path, dest: &Path, operator: &Operator) -> Result<
         n_unlisted,
         n_partials_removed: partials.len(),
         damage: taking.damage,
+        applied,
+        pruned,
         elapsed: started.elapsed(),
     })
 }
@@ -303,7 +340,7 @@ fn unlisted(data_dir: &Path, taking: &Taking, operator: &Operator) -> Result<usi
 }
 
 /// Refuses a backup folder inside the data directory: lost with it.
-fn refuse_inside(dest: &Path, data_dir: &Path) -> Result<()> {
+pub(crate) fn refuse_inside(dest: &Path, data_dir: &Path) -> Result<()> {
     let data = fs::canonicalize(data_dir).map_err(io_at(data_dir))?;
     let mut probe = std::path::absolute(dest).map_err(io_at(dest))?;
     let mut rest = Vec::new();
@@ -324,6 +361,18 @@ fn refuse_inside(dest: &Path, data_dir: &Path) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+/// Holds `dest/lock`, waiting at most `wait` for the backup writing
+/// there to let it go.
+pub(super) fn lock_waiting(dest: &Path, wait: Duration) -> Result<File> {
+    let deadline = Instant::now() + wait;
+    loop {
+        match lock(dest) {
+            Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(100)),
+            held => return held,
+        }
+    }
 }
 
 /// Holds `dest/lock` for the backup: a second backup to the same folder
@@ -377,6 +426,21 @@ impl fmt::Display for Taken {
                 f,
                 "removed {} interrupted snapshots (*.partial)",
                 self.n_partials_removed
+            )?;
+        }
+        if self.applied.n_snapshots > 0 {
+            writeln!(
+                f,
+                "forgot in {} earlier snapshots what was forgotten since (removed {} blobs)",
+                self.applied.n_snapshots, self.applied.n_objects
+            )?;
+        }
+        if let Some((keep, pruned)) = &self.pruned {
+            writeln!(
+                f,
+                "kept the newest {keep} snapshots: removed {} older ones and {} blobs only they held",
+                pruned.snapshots.len(),
+                pruned.n_objects
             )?;
         }
         if self.n_unlisted > 0 {

@@ -68,10 +68,25 @@ pub(crate) fn verify_backup(dest: &Path, operator: &Operator) -> Result<Verified
     if names.is_empty() {
         out.damaged("snapshots", "no whole snapshot");
     }
+    let forgotten: HashSet<String> = match super::tombstones::read(dest) {
+        Ok(t) => {
+            if !t.is_empty() {
+                out.checked
+                    .push(format!("tombstones/: {} forgotten runs", t.len()));
+            }
+            t.into_iter().map(|t| t.run_id).collect()
+        }
+        Err(e) => {
+            out.damaged("tombstones", e.to_string());
+            HashSet::new()
+        }
+    };
     let mut seen = Seen::default();
     let mut listed = HashSet::new();
     for name in &names {
-        if let Some(manifest) = verify_snapshot(&backup, name, operator, &mut seen, &mut out)? {
+        if let Some(manifest) =
+            verify_snapshot(&backup, name, &forgotten, operator, &mut seen, &mut out)?
+        {
             listed.extend(manifest.files.into_iter().map(|e| e.sha256));
         }
     }
@@ -105,6 +120,7 @@ pub(crate) fn verify_backup(dest: &Path, operator: &Operator) -> Result<Verified
 pub(super) fn verify_snapshot(
     backup: &Dest,
     name: &str,
+    forgotten: &HashSet<String>,
     operator: &Operator,
     seen: &mut Seen,
     out: &mut Verified,
@@ -118,12 +134,17 @@ pub(super) fn verify_snapshot(
         }
     };
     let n_damaged = out.damage.len();
-    let n_runs = verify_registry_copy(backup, name, &manifest, operator, out)?;
+    let n_runs = verify_registry_copy(backup, name, &manifest, forgotten, operator, out)?;
     let objects = backup.objects();
+    let mut n_forgotten = 0;
     for entry in &manifest.files {
         if entry.object.is_none() {
             continue;
         }
+        let run_forgotten = match manifest::kind_of(&entry.path) {
+            Some(Kind::Blob { run } | Kind::Record { run }) => forgotten.contains(&run),
+            _ => false,
+        };
         let key = (entry.sha256.clone(), entry.size);
         let found = match seen.found.get(&key) {
             Some(f) => f.clone(),
@@ -136,6 +157,12 @@ pub(super) fn verify_snapshot(
         let object = manifest::address(&entry.sha256).unwrap_or_default();
         let what = match found {
             Found::Sound => continue,
+            // Removed by a forget whose rewrite of this snapshot did not
+            // finish: not damage, the run is to stay away.
+            _ if run_forgotten => {
+                n_forgotten += 1;
+                continue;
+            }
             Found::Missing => "missing".to_owned(),
             Found::Size(n) => format!("{n} bytes, not {} (cut short?)", entry.size),
             Found::Changed => "its bytes do not hash to its address (a changed byte)".to_owned(),
@@ -145,6 +172,12 @@ pub(super) fn verify_snapshot(
         }
     }
     verify_pairs(backup, &folder, &manifest, seen, out)?;
+    if n_forgotten > 0 {
+        out.notes.push(format!(
+            "{folder}: {n_forgotten} files of forgotten runs are gone (forgotten, as their \
+             tombstones say; restore leaves them out)"
+        ));
+    }
     if out.damage.len() == n_damaged {
         out.checked.push(format!(
             "{folder}: {n_runs} runs, {} files, every one sound",
@@ -161,6 +194,7 @@ fn verify_registry_copy(
     backup: &Dest,
     name: &str,
     manifest: &Manifest,
+    tombstoned: &HashSet<String>,
     operator: &Operator,
     out: &mut Verified,
 ) -> Result<usize> {
@@ -218,7 +252,11 @@ fn verify_registry_copy(
             return Ok(0);
         }
     };
-    let forgotten: HashSet<&str> = tombstones.iter().map(|t| t.run_id.as_str()).collect();
+    let forgotten: HashSet<&str> = tombstones
+        .iter()
+        .map(|t| t.run_id.as_str())
+        .chain(tombstoned.iter().map(String::as_str))
+        .collect();
     let listed: HashSet<&str> = manifest.files.iter().map(|e| e.path.as_str()).collect();
     for run in runs.iter().filter(|r| !forgotten.contains(r.id.as_str())) {
         let record = manifest::record_path(&run.blob_path).unwrap_or_default();

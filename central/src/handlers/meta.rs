@@ -5,7 +5,7 @@ use axum::http::header;
 use axum::response::IntoResponse;
 use axum::Extension;
 use axum::Json;
-use kith_proto::{Counts, ErrorBody, LaneDepths, StatusResponse};
+use kith_proto::{BackupStatus, Counts, ErrorBody, LaneDepths, StatusResponse};
 use kith_shared::ids::UserId;
 
 use crate::error::{Error, Result};
@@ -17,8 +17,9 @@ pub(crate) async fn healthz() -> &'static str {
     "ok\n"
 }
 
-/// The caller's own counts; an admin also gets the family's. A member
-/// learns nothing of what others hold or when they last captured.
+/// The caller's own counts; an admin also gets the family's and how its
+/// backups stand. A member learns nothing of what others hold or when they
+/// last captured.
 #[utoipa::path(get, path = "/api/status",
     responses((status = 200, body = StatusResponse), (status = 401, body = ErrorBody)))]
 pub(crate) async fn status(
@@ -28,16 +29,23 @@ pub(crate) async fn status(
     let s = state.clone();
     let user = viewer.user_id().clone();
     let admin = viewer.is_admin();
-    let (counts, queue, own, family) = tokio::task::spawn_blocking(move || {
+    let (counts, queue, own, family, backup) = tokio::task::spawn_blocking(move || {
         let counts = s.registry().counts()?;
         let model = s.embed().map(|q| q.model_id().to_owned());
         let own = s.registry().holdings(Some(&user), model.as_deref())?;
-        let family = match admin {
-            true => Some(s.registry().holdings(None, model.as_deref())?),
-            false => None,
+        let (family, backup) = match admin {
+            true => (
+                Some(s.registry().holdings(None, model.as_deref())?),
+                Some(crate::backup::health(
+                    s.config().backup.as_ref(),
+                    &s.registry().backups()?,
+                    time::OffsetDateTime::now_utc(),
+                )),
+            ),
+            false => (None, None),
         };
         let lanes = lane_depths(&s, Some(&user), (own.realtime_jobs, own.bulk_jobs))?;
-        Ok::<_, crate::error::Error>((counts, lanes, own, family))
+        Ok::<_, crate::error::Error>((counts, lanes, own, family, backup))
     })
     .await??;
     let family = family.map(|f| counts_of(&f, counts.users));
@@ -50,6 +58,15 @@ pub(crate) async fn status(
         last_indexed_at: own.last_indexed_at,
         indexing_failing_since: failure.as_ref().map(|(_, since)| since.clone()),
         indexing_error: failure.filter(|_| admin).map(|(why, _)| why),
+        backup: backup.map(|h| BackupStatus {
+            dest: h.dest,
+            every_secs: h.every.map(|d| d.as_secs()),
+            last_good_at: h.last_good_at,
+            last_good_age_secs: h.age.map(|d| d.as_secs()),
+            last_good_dest: h.last_good_dest,
+            last_error: h.last_error,
+            warning: h.warning,
+        }),
         search_backend: state.index().name().to_owned(),
         embedder: state.embedder_name(),
         machine: viewer.machine_name().unwrap_or_default().to_owned(),

@@ -37,6 +37,22 @@ pub struct TombstoneRow {
     pub chain_sha256: String,
 }
 
+/// A tombstone whole, with the sha256 of each of its run's lines: what a
+/// registry needs to keep the run forgotten (a backup folder keeps one per
+/// forgotten run, so a restore from any snapshot takes it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TombstoneRecord {
+    pub run_id: String,
+    pub user_id: String,
+    pub source_identity: String,
+    pub from_offset: u64,
+    pub to_offset: u64,
+    pub chain_sha256: String,
+    pub conversation: Option<String>,
+    pub forgotten_at: String,
+    pub line_sha256: Vec<String>,
+}
+
 /// One registry file, opened read-only.
 pub struct RegistryFile {
     conn: Connection,
@@ -113,6 +129,53 @@ impl RegistryFile {
             })?
             .collect::<rusqlite::Result<_>>()?;
         Ok(rows)
+    }
+
+    /// Whether any of `run_ids` has a row (says nothing of whose).
+    pub fn lists_any(&self, run_ids: &std::collections::HashSet<&str>) -> Result<bool> {
+        let mut stmt = self.conn.prepare("SELECT 1 FROM runs WHERE id = ?1")?;
+        for id in run_ids {
+            if stmt.exists([id])? {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// The whole tombstones of `run_ids` (every one with `None`), by run id.
+    pub fn tombstone_records(&self, run_ids: Option<&[String]>) -> Result<Vec<TombstoneRecord>> {
+        let mut stmt = self.conn.prepare(
+            "SELECT run_id, user_id, source_identity, from_offset, to_offset, chain_sha256,
+                    conversation, forgotten_at
+             FROM forgotten ORDER BY run_id",
+        )?;
+        let mut records: Vec<TombstoneRecord> = stmt
+            .query_map([], |r| {
+                Ok(TombstoneRecord {
+                    run_id: r.get(0)?,
+                    user_id: r.get(1)?,
+                    source_identity: r.get(2)?,
+                    from_offset: r.get::<_, i64>(3)?.max(0) as u64,
+                    to_offset: r.get::<_, i64>(4)?.max(0) as u64,
+                    chain_sha256: r.get(5)?,
+                    conversation: r.get(6)?,
+                    forgotten_at: r.get(7)?,
+                    line_sha256: Vec::new(),
+                })
+            })?
+            .collect::<rusqlite::Result<_>>()?;
+        if let Some(ids) = run_ids {
+            records.retain(|t| ids.contains(&t.run_id));
+        }
+        let mut lines = self.conn.prepare(
+            "SELECT line_sha256 FROM forgotten_lines WHERE run_id = ?1 ORDER BY line_sha256",
+        )?;
+        for t in &mut records {
+            t.line_sha256 = lines
+                .query_map([&t.run_id], |r| r.get(0))?
+                .collect::<rusqlite::Result<_>>()?;
+        }
+        Ok(records)
     }
 
     /// Every tombstone, by run id.

@@ -296,6 +296,41 @@ impl Registry {
         adopted
     }
 
+    /// Takes whole tombstones (a backup folder's): their runs forgotten
+    /// here, their lines refused. How many were new here.
+    pub fn put_tombstones(&self, records: &[super::TombstoneRecord]) -> Result<u64> {
+        let mut conn = self.conn();
+        let tx = conn.transaction()?;
+        let mut n = 0;
+        for t in records {
+            n += tx
+                .prepare_cached(
+                    "INSERT OR IGNORE INTO forgotten (run_id, user_id, source_identity,
+                         from_offset, to_offset, chain_sha256, conversation, forgotten_at)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                )?
+                .execute(params![
+                    t.run_id,
+                    t.user_id,
+                    t.source_identity,
+                    to_i64(t.from_offset),
+                    to_i64(t.to_offset),
+                    t.chain_sha256,
+                    t.conversation,
+                    t.forgotten_at
+                ])? as u64;
+            for hash in &t.line_sha256 {
+                tx.prepare_cached(
+                    "INSERT OR IGNORE INTO forgotten_lines (user_id, line_sha256, run_id)
+                     VALUES (?1, ?2, ?3)",
+                )?
+                .execute(params![t.user_id, hash, t.run_id])?;
+            }
+        }
+        tx.commit()?;
+        Ok(n)
+    }
+
     /// Every forgotten run's id.
     pub fn forgotten_runs(&self, _: &Operator) -> Result<std::collections::HashSet<String>> {
         let conn = self.reader();

@@ -19,6 +19,7 @@ use rusqlite::{params, Connection};
 use crate::error::{Error, Result};
 use crate::privacy::{Operator, Rule};
 
+mod backups;
 mod conversations;
 mod file;
 mod forgotten;
@@ -34,8 +35,9 @@ mod users;
 mod values;
 mod viewer;
 
+pub use backups::BackupRow;
 pub use conversations::{ConversationFilter, Facets, MAX_FILTER_BYTES};
-pub use file::{copy_into, CatalogRun, RegistryFile, TombstoneRow};
+pub use file::{copy_into, CatalogRun, RegistryFile, TombstoneRecord, TombstoneRow};
 pub use forgotten::{line_hashes, ForgetSet, Forgetter, Tombstone};
 pub use jobs::{Indexed, Lane, PendingJob};
 pub use machines::{MachineAuth, MachineRow};
@@ -225,6 +227,7 @@ impl Registry {
         // overwritten, not left in free pages.
         conn.pragma_update(None, "secure_delete", "ON")?;
         conn.execute_batch(SCHEMA)?;
+        conn.execute_batch(backups::SCHEMA)?;
         conn.execute_batch(usage::SCHEMA)?;
         conn.execute_batch(resumes::SCHEMA)?;
         migrate(&conn)?;

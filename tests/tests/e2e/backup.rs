@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{ensure, Context, Result};
-use kith_tests::{claude_user_line, delta, run_central, Api, Central};
+use kith_tests::{claude_user_line, delta, run_central, Api, Central, Machine};
 use serde_json::Value;
 
 const WITHIN: Duration = Duration::from_secs(60);
@@ -342,7 +342,7 @@ fn any_file_holds(dir: &Path, word: &str) -> Result<bool> {
 }
 
 #[test]
-fn a_conversation_forgotten_after_a_backup_does_not_come_back_with_it() -> Result<()> {
+fn a_forget_reaches_every_backup_and_names_the_one_it_cannot() -> Result<()> {
     let mut central = Central::start()?;
     let token = central.register("alice.test", "laptop")?;
     let alice = central.client(&token);
@@ -354,23 +354,54 @@ fn a_conversation_forgotten_after_a_backup_does_not_come_back_with_it() -> Resul
     }
     let data = central.data_dir.clone();
     let tmp = tempfile::tempdir()?;
-    let dest = tmp.path().join("backup");
+    let (dest, offsite) = (tmp.path().join("backup"), tmp.path().join("offsite"));
     let before = snapshot_of(&central_says(&data, &["backup", text(&dest)?], true)?)?;
+    central_says(&data, &["backup", text(&offsite)?], true)?;
+    // An older copy of the folder, as an off-site sync of it holds.
+    let old_copy = tmp.path().join("old-copy");
+    copy_dir(&dest, &old_copy)?;
+    for folder in [&dest, &offsite] {
+        ensure!(
+            any_file_holds(folder, "okapi")?,
+            "{} holds the conversation before the forget",
+            folder.display()
+        );
+    }
+    // The off-site disk is not mounted when the forget comes.
+    let away = tmp.path().join("offsite-away");
+    std::fs::rename(&offsite, &away)?;
     let forgot = alice.send(
         alice
             .http
             .delete(alice.url(&format!("/api/conversations/{secret}"))),
     )?;
     ensure!(forgot.status == 200, "{forgot:?}");
-    let said = central_says(&data, &["backup", text(&dest)?], true)?;
+    let not_cleared = forgot.body["backups_not_cleared"].to_string();
     ensure!(
-        said.contains("(1 runs)"),
-        "the backup after the forget leaves it out:\n{said}"
+        not_cleared.contains(text(&offsite)?) && not_cleared.contains("not reached"),
+        "the answer names the folder it could not reach: {not_cleared}"
     );
-    central.kill()?;
     ensure!(
-        any_file_holds(&dest.join("blobs"), "okapi")?,
-        "the snapshot before the forget holds the conversation"
+        !not_cleared.contains(&format!("{}\"", text(&dest)?))
+            && !not_cleared.contains(&format!("{}:", text(&dest)?)),
+        "and not the one it cleared: {not_cleared}"
+    );
+    ensure!(
+        !any_file_holds(&dest, "okapi")?,
+        "no file of the backup holds the forgotten text: not a blob, not a registry's copy"
+    );
+    let tombstone = dest.join("tombstones").join(format!("{secret}.json"));
+    ensure!(tombstone.is_file(), "its tombstone is in the backup");
+    use std::os::unix::fs::PermissionsExt;
+    ensure!(std::fs::metadata(&tombstone)?.permissions().mode() & 0o777 == 0o600);
+    let said = central_says(&data, &["verify", text(&dest)?], true)?;
+    ensure!(
+        said.contains(&format!("snapshots/{before}: 1 runs")) && said.contains("no damage"),
+        "the backup verifies with the conversation gone from it:\n{said}"
+    );
+    ensure!(
+        alice.keyword("walrus")? == [kept.clone()],
+        "the other conversation stays"
     );
 
     let restored_dir = tmp.path().join("restored");
@@ -379,15 +410,56 @@ fn a_conversation_forgotten_after_a_backup_does_not_come_back_with_it() -> Resul
         &["restore", text(&dest)?, "--snapshot", &before],
         true,
     )?;
-    ensure!(
-        said.contains("left out 1 forgotten runs") && said.contains("reindexed 1 runs"),
-        "{said}"
-    );
+    ensure!(said.contains("reindexed 1 runs"), "{said}");
     ensure!(
         !any_file_holds(&restored_dir, "okapi")?,
         "no file of the restored data directory holds the forgotten text"
     );
-    let restored = Central::start_on(&restored_dir, &[])?;
+
+    // The off-site disk back: it still held the text, and its next backup
+    // forgets it there.
+    std::fs::rename(&away, &offsite)?;
+    ensure!(
+        any_file_holds(&offsite, "okapi")?,
+        "unreached, it still held it"
+    );
+    let said = central_says(&data, &["backup", text(&offsite)?], true)?;
+    ensure!(
+        said.contains("forgot in 1 earlier snapshots"),
+        "its next backup forgets the conversation there:\n{said}"
+    );
+    ensure!(
+        !any_file_holds(&offsite, "okapi")?,
+        "now no file there holds it"
+    );
+    central_says(&data, &["verify", text(&offsite)?], true)?;
+    central.kill()?;
+
+    // An older copy of the folder that meets the backup's tombstones (a
+    // sync of tombstones/ over it) with the forgotten blob gone: verify
+    // calls that forgotten, not damage, and restore leaves the run out.
+    let newer = std::fs::read_dir(dest.join("tombstones"))?;
+    std::fs::create_dir_all(old_copy.join("tombstones"))?;
+    for entry in newer {
+        let entry = entry?;
+        std::fs::copy(
+            entry.path(),
+            old_copy.join("tombstones").join(entry.file_name()),
+        )?;
+    }
+    std::fs::remove_file(old_copy.join(object_of(&old_copy, &before, &secret)?))?;
+    let said = central_says(&data, &["verify", text(&old_copy)?], true)?;
+    ensure!(
+        said.contains("forgotten") && said.contains("no damage") && !said.contains("damaged:"),
+        "{said}"
+    );
+    let from_old = tmp.path().join("from-old");
+    let said = central_says(&from_old, &["restore", text(&old_copy)?], true)?;
+    ensure!(
+        said.contains("left out 1 forgotten runs") && said.contains("reindexed 1 runs"),
+        "{said}"
+    );
+    let restored = Central::start_on(&from_old, &[])?;
     let alice = restored.client(&token);
     ensure!(
         alice.keyword("okapi")?.is_empty(),
@@ -402,6 +474,315 @@ fn a_conversation_forgotten_after_a_backup_does_not_come_back_with_it() -> Resul
         again.body["status"] == "forgotten",
         "its lines sent again are refused as forgotten: {again:?}"
     );
-    ensure!(!any_file_holds(&restored_dir.join("runs"), "okapi")?);
+    ensure!(!any_file_holds(&from_old.join("runs"), "okapi")?);
+    Ok(())
+}
+
+/// The snapshots whole in the backup folder `dest`, oldest first.
+fn snapshots_in(dest: &Path) -> Result<Vec<String>> {
+    let mut names = Vec::new();
+    for entry in std::fs::read_dir(dest.join("snapshots"))? {
+        let name = entry?.file_name().to_string_lossy().into_owned();
+        if !name.ends_with(".partial") {
+            names.push(name);
+        }
+    }
+    names.sort();
+    Ok(names)
+}
+
+/// Waits for `n` lines of central's log holding `what`; the lines.
+fn wait_logged(central: &Central, what: &str, n: usize) -> Result<Vec<String>> {
+    let deadline = std::time::Instant::now() + WITHIN;
+    let mut seen = Vec::new();
+    while seen.len() < n {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let line = central
+            .log
+            .recv_timeout(left)
+            .with_context(|| format!("{} of {n} lines {what:?} logged: {seen:#?}", seen.len()))?;
+        if line.contains(what) {
+            seen.push(line);
+        }
+    }
+    Ok(seen)
+}
+
+#[test]
+fn serve_backs_up_on_its_schedule_and_keeps_the_newest() -> Result<()> {
+    let tmp = tempfile::tempdir()?;
+    let dest = tmp.path().join("backup");
+    let config = tmp.path().join("central.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[backup]\ndest = \"{}\"\nevery = \"2s\"\nkeep = 2\n",
+            text(&dest)?
+        ),
+    )?;
+    let data = tmp.path().join("data");
+    let mut central = Central::start_on(&data, &[("KITH_CENTRAL_CONFIG", text(&config)?)])?;
+    let alice = central.client(&central.register("alice.test", "laptop")?);
+    let first = alice.ingest(&delta("s-1", 0, &line("the pangolin importer", 1)))?;
+    alice.wait_indexed(&first, WITHIN)?;
+    // Ingest and search go on while backups are taken.
+    let taken = wait_logged(&central, "backup taken", 4)?;
+    let second = alice.ingest(&delta("s-2", 0, &line("the walrus release", 2)))?;
+    alice.wait_indexed(&second, WITHIN)?;
+    ensure!(
+        alice.keyword("walrus")? == [second.clone()],
+        "search answers"
+    );
+    wait_logged(&central, "backup taken", 1)?;
+    let names = snapshots_in(&dest)?;
+    ensure!(
+        names.len() == 2,
+        "the newest 2 of at least 5 backups are kept: {names:?}\n{taken:#?}"
+    );
+    ensure!(
+        taken.iter().any(|l| l.contains("snapshots_removed=1")),
+        "older snapshots were removed: {taken:#?}"
+    );
+    let said = central_says(&data, &["verify", text(&dest)?], true)?;
+    ensure!(
+        said.contains(&format!("snapshots/{}: 2 runs", names[1]))
+            && said.contains("no damage")
+            && !said.contains("no snapshot lists"),
+        "the kept snapshots verify, and no blob only a removed one listed is left:\n{said}"
+    );
+    central.kill()?;
+
+    // By hand, keeping one: the newest, with both runs.
+    let said = central_says(&data, &["backup", text(&dest)?, "--keep", "1"], true)?;
+    ensure!(
+        said.contains("kept the newest 1 snapshots: removed 2 older ones"),
+        "{said}"
+    );
+    ensure!(
+        snapshots_in(&dest)? == [snapshot_of(&said)?],
+        "one snapshot is left"
+    );
+    let restored = tmp.path().join("restored");
+    let said = central_says(&restored, &["restore", text(&dest)?], true)?;
+    ensure!(said.contains("reindexed 2 runs"), "{said}");
+    let out = run_central(&data, &["backup", text(&dest)?, "--keep", "0"])?;
+    let said = String::from_utf8_lossy(&out.stderr);
+    ensure!(
+        !out.status.success() && said.contains("--keep") && snapshots_in(&dest)?.len() == 1,
+        "keeping none is refused, and nothing is taken: {said}"
+    );
+
+    // A period that is none is named, and serve does not start.
+    std::fs::write(
+        &config,
+        format!("[backup]\ndest = \"{}\"\nevery = \"6x\"\n", text(&dest)?),
+    )?;
+    let refused = Central::start_on(&data, &[("KITH_CENTRAL_CONFIG", text(&config)?)]);
+    ensure!(
+        refused
+            .as_ref()
+            .is_err_and(|e| format!("{e:#}").contains("\"6x\": want a whole number and a unit")),
+        "{:?}",
+        refused.err()
+    );
+    // Nor with the backup folder inside the data directory.
+    std::fs::write(
+        &config,
+        format!("[backup]\ndest = \"{}/b\"\nevery = \"1h\"\n", text(&data)?),
+    )?;
+    let refused = Central::start_on(&data, &[("KITH_CENTRAL_CONFIG", text(&config)?)]);
+    ensure!(
+        refused
+            .as_ref()
+            .is_err_and(|e| format!("{e:#}").contains("is inside the data directory")),
+        "{:?}",
+        refused.err()
+    );
+    Ok(())
+}
+
+#[test]
+fn admins_see_how_the_backups_stand_and_members_do_not() -> Result<()> {
+    let tmp = tempfile::tempdir()?;
+    let data = tmp.path().join("data");
+    let mut central = Central::start_on(&data, &[])?;
+    let root_token = central.register_admin("root.test", "server")?;
+    let alice_token = central.register("alice.test", "laptop")?;
+    let (root, alice) = (central.client(&root_token), central.client(&alice_token));
+    let backup_of = |api: &Api| -> Result<Value> {
+        let status = api.get("/api/status")?;
+        ensure!(status.status == 200, "{status:?}");
+        Ok(status.body["backup"].clone())
+    };
+    let said = backup_of(&root)?;
+    ensure!(
+        said["warning"]
+            .as_str()
+            .is_some_and(|w| w.contains("no backup configured")),
+        "an admin is told none is configured: {said}"
+    );
+    ensure!(backup_of(&alice)?.is_null(), "a member is told nothing");
+    central.kill()?;
+    let said = central_says(&data, &["doctor"], true)?;
+    ensure!(
+        said.contains("backups: no good backup yet; warning: no backup configured"),
+        "{said}"
+    );
+
+    let dest = tmp.path().join("backup");
+    let config = tmp.path().join("central.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[backup]\ndest = \"{}\"\nevery = \"1h\"\nkeep = 2\n",
+            text(&dest)?
+        ),
+    )?;
+    let central = Central::start_on(&data, &[("KITH_CENTRAL_CONFIG", text(&config)?)])?;
+    // None taken yet: the first is taken at once.
+    wait_logged(&central, "backup taken", 1)?;
+    let (root, alice) = (central.client(&root_token), central.client(&alice_token));
+    let said = backup_of(&root)?;
+    ensure!(
+        said["last_good_dest"] == text(&dest)?
+            && said["dest"] == text(&dest)?
+            && said["every_secs"] == 3600
+            && said["last_good_age_secs"].as_u64().is_some_and(|a| a < 60)
+            && said["last_good_at"].is_string()
+            && said["warning"].is_null(),
+        "an admin sees the last good backup, and no warning: {said}"
+    );
+    ensure!(backup_of(&alice)?.is_null(), "a member is told nothing");
+    let root_machine = Machine::new(&central, &root_token)?;
+    let line = root_machine.text(&["status"])?;
+    ensure!(
+        line.contains("last good backup ") && line.contains(text(&dest)?),
+        "kith status tells an admin: {line}"
+    );
+    let line = Machine::new(&central, &alice_token)?.text(&["status"])?;
+    ensure!(!line.contains("backup"), "and not a member: {line}");
+    let json = root_machine.json(&["status", "--json"])?;
+    ensure!(
+        json["central"]["backup"]["last_good_dest"] == text(&dest)?,
+        "{json}"
+    );
+    drop(central);
+
+    // A folder that cannot be written: serve goes on, and says so.
+    let file = tmp.path().join("a-file");
+    std::fs::write(&file, b"")?;
+    let unwritable = file.join("backup");
+    std::fs::write(
+        &config,
+        format!(
+            "[backup]\ndest = \"{}\"\nevery = \"1h\"\n",
+            text(&unwritable)?
+        ),
+    )?;
+    let central = Central::start_on(&data, &[("KITH_CENTRAL_CONFIG", text(&config)?)])?;
+    wait_logged(&central, "scheduled backup failed", 1)?;
+    let root = central.client(&root_token);
+    let said = backup_of(&root)?;
+    let none_yet = format!("no good backup to {} yet", text(&unwritable)?);
+    ensure!(
+        said["warning"]
+            .as_str()
+            .is_some_and(|w| w.contains(&none_yet) && w.contains("the last attempt failed")),
+        "the failure is reported: {said}"
+    );
+    ensure!(root.keyword("anything")?.is_empty(), "serve still answers");
+    drop(central);
+    let said = central_says(&data, &["doctor", "--config", text(&config)?], true)?;
+    ensure!(said.contains("the last attempt failed"), "{said}");
+    Ok(())
+}
+
+/// Runs `restic ARGS` on the repository `repo`, its password in the
+/// environment only; what it printed. Fails when restic is not installed
+/// (tests/run.sh installs it).
+fn restic(repo: &Path, args: &[&str]) -> Result<String> {
+    let out = std::process::Command::new("restic")
+        .arg("--repo")
+        .arg(repo)
+        .args(args)
+        .env("RESTIC_PASSWORD", "a passphrase only the environment holds")
+        .env_remove("RESTIC_REPOSITORY")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .context("cannot run restic: it is not installed (tests/run.sh installs it: apt-get install restic)")?;
+    let said = String::from_utf8_lossy(&out.stdout).into_owned();
+    ensure!(
+        out.status.success(),
+        "restic {args:?} exited {:?}:\n{said}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(said)
+}
+
+/// The summary `restic backup --json` ends with.
+fn restic_summary(said: &str) -> Result<Value> {
+    said.lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|v| v["message_type"] == "summary")
+        .with_context(|| format!("no summary in:\n{said}"))
+}
+
+#[test]
+fn a_backup_copied_off_site_with_restic_comes_back_whole() -> Result<()> {
+    let mut central = Central::start()?;
+    let token = central.register("alice.test", "laptop")?;
+    let alice = central.client(&token);
+    let data = central.data_dir.clone();
+    let tmp = tempfile::tempdir()?;
+    let dest = tmp.path().join("backup");
+    let mut runs = Vec::new();
+    for (i, words) in ["the pangolin importer", "the walrus release"]
+        .iter()
+        .enumerate()
+    {
+        let id = alice.ingest(&delta(&format!("s-{i}"), 0, &line(words, i as u32)))?;
+        alice.wait_indexed(&id, WITHIN)?;
+        runs.push(id);
+        central_says(&data, &["backup", text(&dest)?], true)?;
+    }
+    let repo = tmp.path().join("restic-repo");
+    restic(&repo, &["init"])?;
+    let first = restic_summary(&restic(&repo, &["backup", "--json", text(&dest)?])?)?;
+    // A third backup, then the off-site copy again: only what is new.
+    let late = alice.ingest(&delta("s-late", 0, &line("the checksum rewrite", 9)))?;
+    alice.wait_indexed(&late, WITHIN)?;
+    central_says(&data, &["backup", text(&dest)?], true)?;
+    let second = restic_summary(&restic(&repo, &["backup", "--json", text(&dest)?])?)?;
+    ensure!(
+        second["files_unmodified"].as_u64() > Some(0)
+            && second["files_new"].as_u64() > Some(0)
+            && second["data_added"].as_u64() < first["data_added"].as_u64(),
+        "the second copy is incremental: {second}\nafter {first}"
+    );
+    central.kill()?;
+
+    let out = tmp.path().join("restic-restored");
+    restic(&repo, &["restore", "latest", "--target", text(&out)?])?;
+    let copy = out.join(dest.strip_prefix("/")?);
+    let said = central_says(&data, &["verify", text(&copy)?], true)?;
+    ensure!(
+        said.contains("3 runs, ") && said.contains("no damage") && !said.contains("damaged:"),
+        "the copy restic brought back verifies, the newest snapshot with 3 runs:\n{said}"
+    );
+    let restored = tmp.path().join("restored");
+    let said = central_says(&restored, &["restore", text(&copy)?], true)?;
+    ensure!(said.contains("reindexed 3 runs"), "{said}");
+    let central = Central::start_on(&restored, &[])?;
+    let alice = central.client(&token);
+    ensure!(
+        alice.keyword("checksum")? == [late],
+        "the latest run is found"
+    );
+    ensure!(
+        alice.keyword("pangolin")? == [runs[0].clone()],
+        "and the first"
+    );
+    ensure!(alice.keyword("okapi")?.is_empty(), "and nothing else");
     Ok(())
 }

@@ -25,6 +25,7 @@ mod central;
 mod cli;
 mod conformance;
 mod conversations;
+mod export;
 mod forget;
 mod identity;
 mod install;
