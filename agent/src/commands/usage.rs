@@ -67,7 +67,7 @@ fn parse_agent(s: &str) -> Result<AgentRuntime, String> {
 
 /// A `--since` or `--until`: a day as it is (central reads it in the
 /// report's zone), else a time as `when` reads one.
-fn when(flag: &str, s: &str, now: OffsetDateTime) -> Result<String> {
+pub(crate) fn when(flag: &str, s: &str, now: OffsetDateTime) -> Result<String> {
     let format = time::macros::format_description!("[year]-[month]-[day]");
     if time::Date::parse(s.trim(), format).is_ok() {
         return Ok(s.trim().to_owned());

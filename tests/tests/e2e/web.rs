@@ -16,7 +16,7 @@ use std::time::Duration;
 use anyhow::{bail, ensure, Context, Result};
 use kith_tests::browser::{Browser, Driver};
 use kith_tests::pds::{run_central_with, Pds};
-use kith_tests::{bin, claude_user_line, delta, Api, Central};
+use kith_tests::{bin, claude_response_line, claude_user_line, delta, Api, Central};
 use serde_json::json;
 
 // Handles are unique in the test binary: the PDS these tests share
@@ -991,19 +991,6 @@ fn reader_scenario(b: &Browser<'_>) -> Result<()> {
     Ok(())
 }
 
-/// A Claude Code response of `model` at `ts` with `input` and `output`
-/// tokens, as its transcript records it.
-fn response_line(id: &str, model: &str, ts: &str, input: u64, output: u64) -> String {
-    let line = json!({
-        "type": "assistant", "uuid": format!("a-{id}"), "parentUuid": null, "sessionId": "s1",
-        "timestamp": ts, "cwd": "/home/me/proj", "requestId": format!("req-{id}"),
-        "message": {"id": format!("msg-{id}"), "role": "assistant", "model": model,
-            "content": [{"type": "text", "text": "done"}],
-            "usage": {"input_tokens": input, "output_tokens": output}}
-    });
-    format!("{line}\n")
-}
-
 /// The usage page shows the member's own report (its totals to the token,
 /// its models, the unpriced one named, the price table's date) and a
 /// chart with one bar segment per model and day, drawn without a script;
@@ -1042,16 +1029,16 @@ fn usage_scenario(b: &Browser<'_>) -> Result<()> {
         "uma-1",
         &[
             claude_user_line("plan it", "2026-05-01T09:00:00Z"),
-            response_line("u1", "claude-opus-4-6", "2026-05-01T09:00:05Z", 1_000, 200),
-            response_line(
+            claude_response_line("u1", "claude-opus-4-6", "2026-05-01T09:00:05Z", 1_000, 200),
+            claude_response_line(
                 "u2",
                 "claude-sonnet-4-5",
                 "2026-05-01T10:00:00Z",
                 3_000,
                 400,
             ),
-            response_line("u3", "claude-opus-4-6", "2026-05-02T11:00:00Z", 500, 100),
-            response_line("u4", "mystery-model-9", "2026-05-02T12:00:00Z", 50, 5),
+            claude_response_line("u3", "claude-opus-4-6", "2026-05-02T11:00:00Z", 500, 100),
+            claude_response_line("u4", "mystery-model-9", "2026-05-02T12:00:00Z", 50, 5),
         ],
     )?;
     // Vic's, shared with uma: she may read it; it is not what she spent.
@@ -1060,7 +1047,7 @@ fn usage_scenario(b: &Browser<'_>) -> Result<()> {
         "vic-1",
         &[
             claude_user_line("his", "2026-05-01T09:00:00Z"),
-            response_line("v1", "claude-haiku-4-5", "2026-05-01T09:30:00Z", 777_777, 0),
+            claude_response_line("v1", "claude-haiku-4-5", "2026-05-01T09:30:00Z", 777_777, 0),
         ],
     )?;
     let share = vic.post(
