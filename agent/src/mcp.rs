@@ -246,6 +246,7 @@ enum Split {
     Agent,
     Machine,
     Project,
+    Person,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -254,7 +255,8 @@ struct UsageArgs {
     /// A row per day (default), week (from Monday), month or session
     /// (conversation).
     period: Option<Period>,
-    /// Split each row by model, agent, machine or project.
+    /// Split each row by model, agent, machine or project; person (every
+    /// member's usage) for an admin.
     by: Option<Split>,
     /// Only this agent's usage.
     #[schemars(with = "Option<RuntimeName>")]
@@ -576,11 +578,13 @@ impl Kith {
                 Split::Agent => UsageBy::Agent,
                 Split::Machine => UsageBy::Machine,
                 Split::Project => UsageBy::Project,
+                Split::Person => UsageBy::Person,
             }),
             agent: a.agent,
             since: day_or_time("since", a.since)?,
             until: day_or_time("until", a.until)?,
             timezone: a.timezone,
+            family: None,
         };
         let res: UsageResponse = self
             .central

@@ -26,6 +26,24 @@ pub struct Config {
     pub embed: crate::embed::EmbedConfig,
     /// Which backend holds the search index.
     pub search: SearchConfig,
+    /// Who sees whose usage.
+    pub usage: UsageConfig,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct UsageConfig {
+    /// Admins see every member's usage figures (never what a run they may
+    /// not read was about); `false` keeps each member's usage their own.
+    pub admin_sees_members: bool,
+}
+
+impl Default for UsageConfig {
+    fn default() -> Self {
+        Self {
+            admin_sees_members: true,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -45,6 +63,7 @@ impl Default for Config {
             insecure_http: false,
             embed: crate::embed::EmbedConfig::default(),
             search: SearchConfig::default(),
+            usage: UsageConfig::default(),
         }
     }
 }

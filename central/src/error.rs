@@ -138,6 +138,9 @@ codes! {
     }
     Forbidden {
         AdminOnly = "admin_only",
+        /// Members' usage asked of a central whose config keeps it from
+        /// admins.
+        MembersUsageOff = "members_usage_off",
     }
     NotFound {
         /// A share, machine, user, page or route.
@@ -214,6 +217,9 @@ pub enum Error {
     /// A known caller asking for what only an admin may see.
     #[error("only an admin of this kith-central may read {what}")]
     AdminOnly { what: &'static str },
+    /// An admin asking for members' usage where the config keeps it off.
+    #[error("this kith-central keeps members' usage from admins too ([usage] admin_sees_members = false)")]
+    MembersUsageOff,
     /// Also the answer for runs the viewer may not read: the two are
     /// indistinguishable.
     #[error("{what} not found")]
@@ -314,6 +320,7 @@ impl Error {
             | Self::Unavailable { code, .. } => *code,
             Self::Unauthenticated => Code::Unauthorized,
             Self::AdminOnly { .. } => Code::AdminOnly,
+            Self::MembersUsageOff => Code::MembersUsageOff,
             Self::BodyTooLarge { .. } => Code::PayloadTooLarge,
             Self::MethodNotAllowed => Code::MethodNotAllowed,
             Self::UnreadableBody { .. } => Code::UnsupportedMediaType,

@@ -881,6 +881,9 @@ pub enum UsageBy {
     Machine,
     /// The agent's working directory.
     Project,
+    /// The member whose agents spent it: every member's usage, for an
+    /// admin (as `family`).
+    Person,
 }
 
 /// `GET /api/usage`'s query.
@@ -903,6 +906,11 @@ pub struct UsageQuery {
     /// `UTC` (the default) or a fixed offset (`+02:00`, `-0530`); zone
     /// names (`Europe/Paris`) are not read.
     pub timezone: Option<String>,
+    /// Every member's usage, each row under its member (`person`): for an
+    /// admin, unless central's config keeps members' usage from admins.
+    /// Of a run the admin may not read, only its figures, agent, model and
+    /// time: never its conversation, project or machine.
+    pub family: Option<bool>,
 }
 
 /// Tokens and dollars of a usage row, or of the whole report.
@@ -929,10 +937,15 @@ pub struct UsageTotals {
 /// One row of a usage report.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct UsageRow {
-    /// The bucket: a day, a week's Monday, a month, or a conversation id.
+    /// The bucket: a day, a week's Monday, a month, or a conversation id
+    /// (`not shared` for the conversations of others' runs in a `family`
+    /// report that the caller may not read).
     pub key: String,
     /// The value of `by` (`null` without `by`, or when the usage names none).
     pub group: Option<String>,
+    /// The member (handle) of a `family` report's row.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub person: Option<String>,
     #[serde(flatten)]
     pub totals: UsageTotals,
 }

@@ -1,8 +1,8 @@
 //! `kith usage`: what your agents spent, by day, week, month or session,
 //! as a table (`GET /api/usage`): tokens by kind and dollars, the time
 //! zone and the price table's date in its header, and the models it could
-//! not price named under it. Only your own usage: central counts no one
-//! else's.
+//! not price named under it. Only your own usage, unless an admin asks for
+//! every member's (`--by person`, `--family`): central decides.
 
 use std::fmt::Write as _;
 use std::io::Write as _;
@@ -21,9 +21,13 @@ pub(crate) struct UsageArgs {
     /// A row per day (the default), week (from Monday), month or session.
     #[arg(value_enum, default_value_t = Report::Daily)]
     report: Report,
-    /// Split each row by model, agent, machine or project.
+    /// Split each row by model, agent, machine or project; or, for an
+    /// admin, by person (every member's usage).
     #[arg(long, value_enum)]
     by: Option<By>,
+    /// Every member's usage, each row under its member (admins only).
+    #[arg(long)]
+    family: bool,
     /// Only this agent's usage (claude-code, codex, pi, ...).
     #[arg(long, value_parser = parse_agent)]
     agent: Option<AgentRuntime>,
@@ -56,6 +60,7 @@ enum By {
     Agent,
     Machine,
     Project,
+    Person,
 }
 
 fn parse_agent(s: &str) -> Result<AgentRuntime, String> {
@@ -90,11 +95,13 @@ pub(crate) fn run(args: UsageArgs, client: &Client) -> Result<()> {
             By::Agent => UsageBy::Agent,
             By::Machine => UsageBy::Machine,
             By::Project => UsageBy::Project,
+            By::Person => UsageBy::Person,
         }),
         agent: args.agent,
         since: args.since.map(|s| when("since", &s, now)).transpose()?,
         until: args.until.map(|s| when("until", &s, now)).transpose()?,
         timezone: args.timezone,
+        family: args.family.then_some(true),
     };
     let res: UsageResponse = client.json(client.get("/api/usage").query(&query))?;
     let mut stdout = std::io::stdout().lock();
@@ -156,6 +163,7 @@ pub(crate) fn render(res: &UsageResponse, q: &UsageQuery, style: Style) -> Strin
         UsageBy::Agent => "agent",
         UsageBy::Machine => "machine",
         UsageBy::Project => "project",
+        UsageBy::Person => "person",
     });
     let key_title = match q.report.unwrap_or_default() {
         UsageReport::Daily => "date",
@@ -163,9 +171,16 @@ pub(crate) fn render(res: &UsageResponse, q: &UsageQuery, style: Style) -> Strin
         UsageReport::Monthly => "month",
         UsageReport::Session => "session",
     };
+    // A family report's rows are each a member's: the member leads the split.
+    let family = res.rows.iter().any(|r| r.person.is_some());
+    let split_title = match (family, by) {
+        (true, Some(b)) => format!("person {b}"),
+        (true, None) => "person".to_owned(),
+        (false, b) => b.unwrap_or_default().to_owned(),
+    };
     let mut lines: Vec<[String; 7]> = vec![[
         key_title.to_owned(),
-        by.unwrap_or_default().to_owned(),
+        split_title,
         "input".to_owned(),
         "output".to_owned(),
         "cache write".to_owned(),
@@ -197,10 +212,16 @@ pub(crate) fn render(res: &UsageResponse, q: &UsageQuery, style: Style) -> Strin
             (Some(_), Some(g)) => printable(g).into_owned(),
             (Some(_), None) => "-".to_owned(),
         };
+        let group = match &row.person {
+            Some(p) => format!("{} {group}", printable(p)).trim_end().to_owned(),
+            None => group,
+        };
         lines.push(cells(key, group, &row.totals));
     }
     lines.push(cells("total".to_owned(), String::new(), &res.totals));
-    let shown: Vec<usize> = (0..7).filter(|&i| i != 1 || by.is_some()).collect();
+    let shown: Vec<usize> = (0..7)
+        .filter(|&i| i != 1 || by.is_some() || family)
+        .collect();
     let width = |i: usize| {
         lines
             .iter()
@@ -280,11 +301,13 @@ mod tests {
                 UsageRow {
                     key: "2026-05-01".into(),
                     group: Some("claude-opus-4-6".into()),
+                    person: None,
                     totals: totals(1200, 1.5, &[]),
                 },
                 UsageRow {
                     key: "2026-05-01".into(),
                     group: Some("qwen3.7-plus".into()),
+                    person: None,
                     totals: totals(34, 0.0, &["qwen3.7-plus"]),
                 },
             ],

@@ -41,7 +41,7 @@ pub use machines::{MachineAuth, MachineRow};
 pub use runs::{ancestry_of, transcript_of, ForestFilter, LiveFacts, NewRun, StoredRun};
 pub use sessions::{SignedIn, SESSION_MAX_DAYS};
 pub use shares::{AuditFilter, AuditRow, Revoked, ShareRow};
-pub use usage::{ConversationUsage, CountedUsage, UsageFilter, UsageRow};
+pub use usage::{ConversationUsage, CountedUsage, UsageFilter, UsageRow, Work};
 pub use users::UserRow;
 pub use values::FilterValues;
 pub use viewer::Viewer;
@@ -434,7 +434,7 @@ impl Sql {
         self.rule(&viewer.readability().owned())
     }
 
-    fn rule(&mut self, rule: &Rule) -> &mut Self {
+    pub(super) fn rule(&mut self, rule: &Rule) -> &mut Self {
         match rule {
             Rule::Any(rules) => self.join(rules, " OR "),
             Rule::All(rules) => self.join(rules, " AND "),

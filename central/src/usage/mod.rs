@@ -2,24 +2,27 @@
 //! delta's usage facts (`kith_shared::usage`: tokens per model response,
 //! and the cost its agent recorded) folded into its conversation's at
 //! ingest, in the run's own transaction (`fold`); rebuilt from the blobs by
-//! `reindex` ([`rebuild`]); reported to their owner alone, by day, week,
-//! month or conversation, in UTC or a fixed offset, priced from the dated
-//! table compiled in (`report`).
+//! `reindex` ([`rebuild`]); reported by day, week, month or conversation,
+//! in UTC or a fixed offset, priced from the dated table compiled in
+//! (`report`).
 //!
 //! A member's report holds the usage of their own runs, never another
 //! member's, shared with them or not: what someone spends is not in what a
-//! grant shares.
+//! grant shares. An admin may ask for the family's (`privacy::UsageReach`,
+//! unless central's config keeps it off): every member's figures, and of a
+//! run the admin may not read nothing that names its work.
 
 mod fold;
 mod report;
 
 use std::collections::HashMap;
 
-use kith_proto::{UsageQuery, UsageResponse};
+use kith_proto::{UsageBy, UsageQuery, UsageResponse};
 use kith_shared::usage::{facts, PriceTable};
 
-use crate::error::Result;
-use crate::registry::{ConversationUsage, Registry, UsageFilter, Viewer};
+use crate::error::{Error, Result};
+use crate::privacy::{FamilyUsageRefused, UsageReach};
+use crate::registry::{ConversationUsage, UsageFilter, Viewer};
 use crate::run::Run;
 use crate::state::AppState;
 
@@ -100,8 +103,21 @@ pub(crate) fn rebuild(
     Ok(out)
 }
 
-/// `GET /api/usage`: the viewer's own usage as `q` asks.
-pub(crate) fn usage(registry: &Registry, viewer: &Viewer, q: &UsageQuery) -> Result<UsageResponse> {
+/// `GET /api/usage`: the usage `q` asks for, as the viewer may count it
+/// (`privacy::UsageReach`): its own, or an admin's family report.
+pub(crate) fn usage(state: &AppState, viewer: &Viewer, q: &UsageQuery) -> Result<UsageResponse> {
+    let family = q.family.unwrap_or(false) || q.by == Some(UsageBy::Person);
+    let reach = UsageReach::decide(
+        family,
+        viewer.is_admin(),
+        state.config().usage.admin_sees_members,
+    )
+    .map_err(|refused| match refused {
+        FamilyUsageRefused::NotAdmin => Error::AdminOnly {
+            what: "every member's usage",
+        },
+        FamilyUsageRefused::Off => Error::MembersUsageOff,
+    })?;
     let zone = match &q.timezone {
         Some(tz) => report::Zone::parse(tz)?,
         None => report::Zone::UTC,
@@ -116,12 +132,14 @@ pub(crate) fn usage(registry: &Registry, viewer: &Viewer, q: &UsageQuery) -> Res
         since_ms: at(&q.since, report::Edge::Since)?,
         until_ms: at(&q.until, report::Edge::Until)?,
     };
-    let facts = registry.usage(viewer, &filter)?;
-    let n_refused = registry.usage_refused(viewer, q.agent)?;
+    let registry = state.registry();
+    let facts = registry.usage(viewer, reach, &filter)?;
+    let n_refused = registry.usage_refused(viewer, reach, q.agent)?;
     let shape = report::Shape {
         report: q.report.unwrap_or_default(),
         by: q.by,
         zone,
+        family,
     };
     Ok(report::report(
         &facts,

@@ -129,7 +129,12 @@ pub(crate) struct Shape {
     pub report: UsageReport,
     pub by: Option<UsageBy>,
     pub zone: Zone,
+    /// Every member's usage, each row under its member.
+    pub family: bool,
 }
+
+/// The session of a fact whose run the reader may not read.
+pub(crate) const NOT_SHARED: &str = "not shared";
 
 /// One row being summed.
 #[derive(Default)]
@@ -185,7 +190,10 @@ fn key_of(fact: &CountedUsage, shape: &Shape) -> String {
                 .to_string()
         }
         UsageReport::Monthly => format!("{:04}-{:02}", date.year(), u8::from(date.month())),
-        UsageReport::Session => fact.conversation.clone(),
+        UsageReport::Session => fact
+            .work
+            .as_ref()
+            .map_or_else(|| NOT_SHARED.to_owned(), |w| w.conversation.clone()),
     }
 }
 
@@ -193,8 +201,9 @@ fn group_of(fact: &CountedUsage, by: Option<UsageBy>) -> Option<String> {
     match by? {
         UsageBy::Model => fact.fact.model.clone(),
         UsageBy::Agent => Some(fact.agent_runtime.clone()),
-        UsageBy::Machine => Some(fact.machine.clone()),
-        UsageBy::Project => fact.project.clone(),
+        UsageBy::Machine => fact.work.as_ref().map(|w| w.machine.clone()),
+        UsageBy::Project => fact.work.as_ref().and_then(|w| w.project.clone()),
+        UsageBy::Person => Some(fact.person.clone()),
     }
 }
 
@@ -206,7 +215,7 @@ pub(crate) fn report(
     n_refused: u64,
 ) -> UsageResponse {
     let mut total = Sum::default();
-    let mut rows: BTreeMap<(String, Option<String>), Sum> = BTreeMap::new();
+    let mut rows: BTreeMap<(String, Option<String>, Option<String>), Sum> = BTreeMap::new();
     // A session's last activity orders the session report.
     let mut last: HashMap<String, i64> = HashMap::new();
     for fact in facts {
@@ -216,15 +225,20 @@ pub(crate) fn report(
             let at = last.entry(key.clone()).or_insert(fact.at_ms);
             *at = (*at).max(fact.at_ms);
         }
-        rows.entry((key, group_of(fact, shape.by)))
+        // A family report's rows are each a member's; split by person, the
+        // group says whose already.
+        let person =
+            (shape.family && shape.by != Some(UsageBy::Person)).then(|| fact.person.clone());
+        rows.entry((key, person, group_of(fact, shape.by)))
             .or_default()
             .add(fact, table);
     }
     let mut rows: Vec<UsageRow> = rows
         .into_iter()
-        .map(|((key, group), sum)| UsageRow {
+        .map(|((key, person, group), sum)| UsageRow {
             key,
             group,
+            person,
             totals: sum.totals(),
         })
         .collect();
@@ -246,6 +260,7 @@ mod tests {
     use kith_shared::usage::{Merge, Tokens, UsageFact};
 
     use super::*;
+    use crate::registry::Work;
 
     fn at(rfc3339: &str) -> i64 {
         kith_shared::timestamp::parse(rfc3339)
@@ -277,10 +292,13 @@ mod tests {
                 cost_usd: usd,
             },
             at_ms: at(time),
-            conversation: "c1".into(),
             agent_runtime: "claude-code".into(),
-            machine: "laptop".into(),
-            project: Some("/home/a/proj".into()),
+            person: "alice.test".into(),
+            work: Some(Work {
+                conversation: "c1".into(),
+                machine: "laptop".into(),
+                project: Some("/home/a/proj".into()),
+            }),
         }
     }
 
@@ -289,6 +307,7 @@ mod tests {
             report,
             by,
             zone: Zone::parse(zone).unwrap_or_else(|e| panic!("{e}")),
+            family: false,
         }
     }
 
@@ -415,10 +434,14 @@ mod tests {
 
     #[test]
     fn sessions_come_in_order_of_last_activity() {
-        let mut a = fact(None, "2026-05-02T10:00:00Z", 1, 0, None);
-        a.conversation = "ca".into();
-        let mut b = fact(None, "2026-05-01T10:00:00Z", 2, 0, None);
-        b.conversation = "cb".into();
+        let in_conversation = |mut f: CountedUsage, c: &str| {
+            if let Some(w) = f.work.as_mut() {
+                w.conversation = c.to_owned();
+            }
+            f
+        };
+        let a = in_conversation(fact(None, "2026-05-02T10:00:00Z", 1, 0, None), "ca");
+        let b = in_conversation(fact(None, "2026-05-01T10:00:00Z", 2, 0, None), "cb");
         let res = report(
             &[a, b],
             &shape(UsageReport::Session, None, "UTC"),
@@ -428,6 +451,62 @@ mod tests {
         assert_eq!(
             keys(&res),
             [("cb".to_owned(), None, 2), ("ca".to_owned(), None, 1)]
+        );
+    }
+
+    #[test]
+    fn a_family_report_puts_each_row_under_its_member_and_names_no_unreadable_work() {
+        let mine = fact(Some("claude-opus-4-6"), "2026-05-01T10:00:00Z", 1, 0, None);
+        let mut theirs = fact(Some("claude-opus-4-6"), "2026-05-01T11:00:00Z", 2, 0, None);
+        theirs.person = "bob.test".into();
+        theirs.work = None;
+        let facts = [mine, theirs];
+        let table = PriceTable::builtin();
+        let mut family = shape(UsageReport::Session, Some(UsageBy::Project), "UTC");
+        family.family = true;
+        let res = report(&facts, &family, table, 0);
+        let rows: Vec<(&str, Option<&str>, Option<&str>, u64)> = res
+            .rows
+            .iter()
+            .map(|r| {
+                (
+                    r.key.as_str(),
+                    r.person.as_deref(),
+                    r.group.as_deref(),
+                    r.totals.input_tokens,
+                )
+            })
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                ("c1", Some("alice.test"), Some("/home/a/proj"), 1),
+                (NOT_SHARED, Some("bob.test"), None, 2),
+            ]
+        );
+        let by_person = report(
+            &facts,
+            &Shape {
+                by: Some(UsageBy::Person),
+                ..shape(UsageReport::Daily, None, "UTC")
+            },
+            table,
+            0,
+        );
+        let people: Vec<(Option<&str>, Option<&str>, u64)> = by_person
+            .rows
+            .iter()
+            .map(|r| {
+                (
+                    r.group.as_deref(),
+                    r.person.as_deref(),
+                    r.totals.input_tokens,
+                )
+            })
+            .collect();
+        assert_eq!(
+            people,
+            [(Some("alice.test"), None, 1), (Some("bob.test"), None, 2)]
         );
     }
 

@@ -200,6 +200,7 @@ mod tests {
         UsageRow {
             key: day.to_owned(),
             group: Some(model.to_owned()),
+            person: None,
             totals: UsageTotals {
                 input_tokens: input,
                 cost_usd: usd,

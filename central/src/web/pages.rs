@@ -440,11 +440,13 @@ const REPORTS: [(&str, &str, UsageReport); 4] = [
     ("session", "By conversation", UsageReport::Session),
 ];
 
-const BYS: [(&str, &str, UsageBy); 4] = [
+/// The splits; `person` (every member's usage) is offered to admins.
+const BYS: [(&str, &str, UsageBy); 5] = [
     ("model", "Model", UsageBy::Model),
     ("agent", "Agent", UsageBy::Agent),
     ("machine", "Machine", UsageBy::Machine),
     ("project", "Project", UsageBy::Project),
+    ("person", "Member", UsageBy::Person),
 ];
 
 impl UsageForm {
@@ -491,6 +493,7 @@ impl UsageForm {
             since: given(&self.since),
             until: given(&self.until),
             timezone: given(&self.timezone),
+            family: None,
         })
     }
 }
@@ -507,20 +510,34 @@ pub(crate) async fn usage(
     let viewer = session.viewer.clone();
     let asked = q.clone();
     let (res, days) = tokio::task::spawn_blocking(move || {
-        let registry = state.registry();
-        let res = crate::usage::usage(registry, &viewer, &asked)?;
+        let res = crate::usage::usage(&state, &viewer, &asked)?;
+        // The family's days are stacked by member, one's own by model.
+        let stack = if asked.by == Some(UsageBy::Person) {
+            UsageBy::Person
+        } else {
+            UsageBy::Model
+        };
         let days = UsageQuery {
             report: Some(UsageReport::Daily),
-            by: Some(UsageBy::Model),
+            by: Some(stack),
             ..asked
         };
-        let days = crate::usage::usage(registry, &viewer, &days)?;
+        let days = crate::usage::usage(&state, &viewer, &days)?;
         Ok::<_, Error>((res, days))
     })
     .await??;
     let report = q.report.unwrap_or_default();
     let mut bys = vec![("", "Nothing", q.by.is_none())];
-    bys.extend(BYS.iter().map(|(v, l, b)| (*v, *l, q.by == Some(*b))));
+    bys.extend(
+        BYS.iter()
+            .filter(|(.., b)| *b != UsageBy::Person || session.viewer.is_admin())
+            .map(|(v, l, b)| (*v, *l, q.by == Some(*b))),
+    );
+    let stacked_by = if q.by == Some(UsageBy::Person) {
+        "member"
+    } else {
+        "model"
+    };
     let mut agents = vec![("", "Every agent", q.agent.is_none())];
     agents.extend(
         AgentRuntime::ALL
@@ -558,6 +575,7 @@ pub(crate) async fn usage(
             stacked("usage-tokens", "Tokens", &days.rows, Measure::Tokens),
             stacked("usage-cost", "Cost", &days.rows, Measure::Cost),
         ],
+        stacked_by,
         zone: res.timezone,
         price_table: res.price_table,
         unpriced: res.totals.unpriced_models,

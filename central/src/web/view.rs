@@ -158,6 +158,8 @@ pub(super) struct UsagePage {
     pub rows: Vec<UsageRowView>,
     pub totals: UsageRowView,
     pub charts: Vec<super::chart::Chart>,
+    /// What the charts' bars are stacked by: `model`, or `member`.
+    pub stacked_by: &'static str,
     /// The zone the report's days are cut in, as central names it.
     pub zone: String,
     pub price_table: String,

@@ -572,3 +572,122 @@ fn a_conversation_is_counted_once_whatever_its_deltas() -> Result<()> {
     ensure!(a["totals"]["output_tokens"].as_u64() > Some(0));
     Ok(())
 }
+
+/// An admin's family report: each member's tokens and dollars, by person
+/// (`kith usage --by person` prints them), and nothing that names the work
+/// of a run the admin may not read; a member is refused it; with
+/// `[usage] admin_sees_members = false` the admin is refused it too and
+/// keeps their own report.
+#[test]
+fn an_admin_sees_each_members_figures_never_their_work_unless_central_says_no() -> Result<()> {
+    use kith_tests::{claude_response_line, claude_user_line, delta};
+    let cfg = tempfile::tempdir()?;
+    for admin_sees_members in [true, false] {
+        let file = cfg
+            .path()
+            .join(format!("central-{admin_sees_members}.toml"));
+        std::fs::write(
+            &file,
+            format!("[usage]\nadmin_sees_members = {admin_sees_members}\n"),
+        )?;
+        let central = Central::start_with(&[("KITH_CENTRAL_CONFIG", &file.to_string_lossy())])?;
+        let ada = central.client(&central.register_admin("ada.test", "laptop")?);
+        let bob = central.client(&central.register("bob.test", "bobs-secret-box")?);
+        ada.ingest(&delta(
+            "/home/ada/a.jsonl",
+            0,
+            &[
+                claude_user_line("ada's", "2026-05-01T09:00:00Z"),
+                claude_response_line("a1", "claude-opus-4-6", "2026-05-01T09:00:05Z", 1_000, 10),
+            ]
+            .concat(),
+        ))?;
+        let bobs = [
+            claude_user_line("the divorce lawyer's letter", "2026-05-01T09:00:00Z"),
+            claude_response_line("b1", "claude-haiku-4-5", "2026-05-01T10:00:00Z", 4_321, 9),
+        ]
+        .concat();
+        let bob_run = bob.ingest(&delta("/home/bob/private/b.jsonl", 0, &bobs))?;
+        let bob_conversation = bob.get(&format!("/api/runs/{bob_run}"))?.body["conversation"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        ensure!(!bob_conversation.is_empty());
+
+        let refused = bob.get("/api/usage?by=person")?;
+        assert_eq!((refused.status, refused.code()), (403, "admin_only"));
+        ensure!(bob.get("/api/usage?family=true")?.status == 403);
+        let own = usage(&ada, "")?;
+        assert_eq!(own["totals"]["input_tokens"], 1_000, "{own}");
+
+        let people = ada.get("/api/usage?by=person&report=monthly")?;
+        if !admin_sees_members {
+            assert_eq!((people.status, people.code()), (403, "members_usage_off"));
+            ensure!(ada.get("/api/usage?report=session&family=true")?.status == 403);
+            continue;
+        }
+        ensure!(people.status == 200, "{people:?}");
+        let of = |who: &str| {
+            people.body["rows"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|r| r["group"] == who)
+                .map(|r| r["input_tokens"].clone())
+        };
+        assert_eq!(of("ada.test"), Some(json!(1_000)), "{}", people.body);
+        assert_eq!(of("bob.test"), Some(json!(4_321)), "{}", people.body);
+        // Per member and model, and per session: bob's figures under his
+        // name, his model, never his conversation, machine or project.
+        for query in [
+            "report=daily&family=true&by=model",
+            "report=session&family=true&by=machine",
+            "report=session&family=true&by=project",
+        ] {
+            let res = usage(&ada, query)?;
+            let text = res.to_string();
+            assert_eq!(res["totals"]["input_tokens"], 5_321, "{query}: {text}");
+            for secret in [
+                bob_conversation.as_str(),
+                "bobs-secret-box",
+                "/home/bob",
+                "divorce",
+            ] {
+                ensure!(!text.contains(secret), "{query}: bob's {secret}: {text}");
+            }
+            ensure!(text.contains("\"person\":\"bob.test\""), "{query}: {text}");
+        }
+        let by_model = usage(&ada, "family=true&by=model")?;
+        ensure!(
+            by_model.to_string().contains("claude-haiku-4-5"),
+            "{by_model}"
+        );
+        // Shared with her, bob's conversation is named in her report.
+        let shared = bob.post(
+            "/api/shares",
+            &json!({"scope": format!("run:{bob_run}"), "with": "ada.test", "follow": true}),
+        )?;
+        ensure!(shared.status == 201, "{shared:?}");
+        let sessions = usage(&ada, "report=session&family=true&by=machine")?.to_string();
+        ensure!(
+            sessions.contains(&bob_conversation) && sessions.contains("bobs-secret-box"),
+            "{sessions}"
+        );
+        // The command line prints each member's line.
+        let home = Home::new()?;
+        let out = home
+            .kith_at(
+                &central.url,
+                &ada.token,
+                &["usage", "monthly", "--by", "person"],
+            )
+            .output()?;
+        let text = String::from_utf8(out.stdout)?;
+        ensure!(
+            out.status.success() && text.contains("bob.test") && text.contains("4,321"),
+            "{text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(())
+}
