@@ -237,6 +237,7 @@ enum Period {
     Weekly,
     Monthly,
     Session,
+    Blocks,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
@@ -252,8 +253,9 @@ enum Split {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct UsageArgs {
-    /// A row per day (default), week (from Monday), month or session
-    /// (conversation).
+    /// A row per day (default), week (from Monday), month, session
+    /// (conversation) or 5-hour billing block (starting at the hour of its
+    /// first response).
     period: Option<Period>,
     /// Split each row by model, agent, machine or project; person (every
     /// member's usage) for an admin.
@@ -572,6 +574,7 @@ impl Kith {
                 Period::Weekly => UsageReport::Weekly,
                 Period::Monthly => UsageReport::Monthly,
                 Period::Session => UsageReport::Session,
+                Period::Blocks => UsageReport::Blocks,
             }),
             by: a.by.map(|b| match b {
                 Split::Model => UsageBy::Model,

@@ -867,6 +867,12 @@ pub enum UsageReport {
     Monthly,
     /// A row per conversation, keyed by its id, in order of last activity.
     Session,
+    /// A row per 5-hour billing block, keyed by its start (`2026-05-01
+    /// 09:00` in the report's zone): a block starts at the hour of its
+    /// first response (whole hours of UTC), lasts 5 hours, and a response
+    /// past them, or more than 5 hours after the one before, starts the
+    /// next. Each member's blocks are their own.
+    Blocks,
 }
 
 /// What `GET /api/usage` splits each bucket by.

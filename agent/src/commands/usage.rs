@@ -18,7 +18,8 @@ use crate::when::{parse_since, WHEN_HINT};
 /// `kith usage`'s flags.
 #[derive(Debug, clap::Args)]
 pub(crate) struct UsageArgs {
-    /// A row per day (the default), week (from Monday), month or session.
+    /// A row per day (the default), week (from Monday), month, session or
+    /// 5-hour billing block.
     #[arg(value_enum, default_value_t = Report::Daily)]
     report: Report,
     /// Split each row by model, agent, machine or project; or, for an
@@ -52,6 +53,8 @@ enum Report {
     Weekly,
     Monthly,
     Session,
+    /// 5-hour billing blocks, each from the hour of its first response.
+    Blocks,
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -89,6 +92,7 @@ pub(crate) fn run(args: UsageArgs, client: &Client) -> Result<()> {
             Report::Weekly => UsageReport::Weekly,
             Report::Monthly => UsageReport::Monthly,
             Report::Session => UsageReport::Session,
+            Report::Blocks => UsageReport::Blocks,
         }),
         by: args.by.map(|b| match b {
             By::Model => UsageBy::Model,
@@ -145,6 +149,7 @@ pub(crate) fn render(res: &UsageResponse, q: &UsageQuery, style: Style) -> Strin
         UsageReport::Weekly => "week (from Monday)",
         UsageReport::Monthly => "month",
         UsageReport::Session => "session",
+        UsageReport::Blocks => "5-hour block",
     };
     let _ = writeln!(
         out,
@@ -170,6 +175,7 @@ pub(crate) fn render(res: &UsageResponse, q: &UsageQuery, style: Style) -> Strin
         UsageReport::Weekly => "week",
         UsageReport::Monthly => "month",
         UsageReport::Session => "session",
+        UsageReport::Blocks => "block from",
     };
     // A family report's rows are each a member's: the member leads the split.
     let family = res.rows.iter().any(|r| r.person.is_some());

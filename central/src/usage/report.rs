@@ -1,6 +1,6 @@
 //! A usage report from the facts a viewer may count: bucketed by day, week
-//! (from Monday), month or conversation in a time zone, split by model,
-//! agent, machine or project, priced. Pure.
+//! (from Monday), month, conversation or 5-hour billing block in a time
+//! zone, split by model, agent, machine, project or person, priced. Pure.
 //!
 //! A fact costs what its agent recorded, else its tokens at the price
 //! table's list prices; a fact with no price (an unknown model, a kind of
@@ -77,11 +77,20 @@ impl Zone {
         format!("{sign}{:02}:{:02}", h.unsigned_abs(), m.unsigned_abs())
     }
 
-    fn date_of(self, at_ms: i64) -> Date {
+    fn at(self, at_ms: i64) -> OffsetDateTime {
         OffsetDateTime::from_unix_timestamp_nanos(i128::from(at_ms) * 1_000_000)
             .unwrap_or(OffsetDateTime::UNIX_EPOCH)
             .to_offset(self.0)
-            .date()
+    }
+
+    fn date_of(self, at_ms: i64) -> Date {
+        self.at(at_ms).date()
+    }
+
+    /// `2026-05-01 09:00`, in this zone.
+    fn minute_of(self, at_ms: i64) -> String {
+        let t = self.at(at_ms);
+        format!("{} {:02}:{:02}", t.date(), t.hour(), t.minute())
     }
 
     /// The first instant of `date` in this zone, in ms since the epoch.
@@ -178,10 +187,72 @@ impl Sum {
     }
 }
 
+/// How long a billing block lasts, and the gap that ends one.
+const BLOCK_MS: i64 = 5 * 3_600_000;
+const HOUR_MS: i64 = 3_600_000;
+
+/// The starts of the 5-hour billing blocks of responses at `times` (in
+/// order), in ms, as ccusage cuts them: a block starts at the hour (UTC)
+/// of its first response; a response more than 5 hours past its block's
+/// start, or more than 5 hours after the response before it, starts the
+/// next.
+fn block_starts(times: impl IntoIterator<Item = i64>) -> Vec<i64> {
+    let mut starts: Vec<i64> = Vec::new();
+    let mut last: Option<i64> = None;
+    for at in times {
+        let new = match (starts.last(), last) {
+            (Some(&start), Some(before)) => at - start > BLOCK_MS || at - before > BLOCK_MS,
+            _ => true,
+        };
+        if new {
+            starts.push(at.div_euclid(HOUR_MS) * HOUR_MS);
+        }
+        last = Some(at);
+    }
+    starts
+}
+
+/// Each member's billing blocks (everyone's under "" unless `family`).
+struct Blocks(HashMap<String, Vec<i64>>);
+
+impl Blocks {
+    fn of(facts: &[CountedUsage], family: bool) -> Self {
+        let mut times: HashMap<String, Vec<i64>> = HashMap::new();
+        for f in facts {
+            let who = if family {
+                f.person.clone()
+            } else {
+                String::new()
+            };
+            times.entry(who).or_default().push(f.at_ms);
+        }
+        Self(
+            times
+                .into_iter()
+                .map(|(who, mut t)| {
+                    t.sort_unstable();
+                    (who, block_starts(t))
+                })
+                .collect(),
+        )
+    }
+
+    /// The start of the block `fact` falls in.
+    fn start_of(&self, fact: &CountedUsage, family: bool) -> i64 {
+        let who = if family { fact.person.as_str() } else { "" };
+        let starts = self.0.get(who).map(Vec::as_slice).unwrap_or_default();
+        match starts.partition_point(|s| *s <= fact.at_ms) {
+            0 => fact.at_ms,
+            n => starts[n - 1],
+        }
+    }
+}
+
 /// The bucket of `fact`.
-fn key_of(fact: &CountedUsage, shape: &Shape) -> String {
+fn key_of(fact: &CountedUsage, shape: &Shape, blocks: &Blocks) -> String {
     let date = shape.zone.date_of(fact.at_ms);
     match shape.report {
+        UsageReport::Blocks => shape.zone.minute_of(blocks.start_of(fact, shape.family)),
         UsageReport::Daily => date.to_string(),
         UsageReport::Weekly => {
             let back = i64::from(date.weekday().number_days_from_monday());
@@ -218,9 +289,14 @@ pub(crate) fn report(
     let mut rows: BTreeMap<(String, Option<String>, Option<String>), Sum> = BTreeMap::new();
     // A session's last activity orders the session report.
     let mut last: HashMap<String, i64> = HashMap::new();
+    let blocks = if shape.report == UsageReport::Blocks {
+        Blocks::of(facts, shape.family)
+    } else {
+        Blocks(HashMap::new())
+    };
     for fact in facts {
         total.add(fact, table);
-        let key = key_of(fact, shape);
+        let key = key_of(fact, shape, &blocks);
         if shape.report == UsageReport::Session {
             let at = last.entry(key.clone()).or_insert(fact.at_ms);
             *at = (*at).max(fact.at_ms);
@@ -507,6 +583,84 @@ mod tests {
         assert_eq!(
             people,
             [(Some("alice.test"), None, 1), (Some("bob.test"), None, 2)]
+        );
+    }
+
+    #[test]
+    fn billing_blocks_start_at_the_hour_last_five_hours_and_end_after_a_gap() {
+        let h = |t: &str| at(&format!("2026-05-01T{t}Z"));
+        let cases: [(&str, &[&str], &[&str]); 6] = [
+            ("nothing", &[], &[]),
+            ("one response", &["09:41:00"], &["09:00:00"]),
+            (
+                "within five hours of the hour",
+                &["09:41:00", "11:00:00", "13:59:59"],
+                &["09:00:00"],
+            ),
+            (
+                "five hours in is the block's still; past them, the next from its hour",
+                &["09:41:00", "13:00:00", "14:00:00", "14:10:00"],
+                &["09:00:00", "14:00:00"],
+            ),
+            (
+                "a gap of more than five hours",
+                &["00:10:00", "05:20:00"],
+                &["00:00:00", "05:00:00"],
+            ),
+            (
+                "steady work: a block each five hours",
+                &["00:30:00", "04:30:00", "05:05:00", "09:30:00", "10:01:00"],
+                &["00:00:00", "05:00:00", "10:00:00"],
+            ),
+        ];
+        for (what, times, want) in cases {
+            let got = block_starts(times.iter().map(|t| h(t)));
+            let want: Vec<i64> = want.iter().map(|t| h(t)).collect();
+            assert_eq!(got, want, "{what}");
+        }
+    }
+
+    #[test]
+    fn a_blocks_report_keys_each_block_by_its_start_in_the_zone_per_member() {
+        let mut facts = vec![
+            fact(None, "2026-05-01T09:41:00Z", 1, 0, None),
+            fact(None, "2026-05-01T13:30:00Z", 2, 0, None),
+            fact(None, "2026-05-01T14:10:00Z", 4, 0, None),
+        ];
+        let res = report(
+            &facts,
+            &shape(UsageReport::Blocks, None, "+05:30"),
+            PriceTable::builtin(),
+            0,
+        );
+        assert_eq!(
+            keys(&res),
+            [
+                ("2026-05-01 14:30".to_owned(), None, 3),
+                ("2026-05-01 19:30".to_owned(), None, 4),
+            ]
+        );
+        // Bob's response at 12:00 is in a block of his own.
+        let mut bobs = fact(None, "2026-05-01T12:00:00Z", 8, 0, None);
+        bobs.person = "bob.test".into();
+        facts.push(bobs);
+        let family = Shape {
+            family: true,
+            ..shape(UsageReport::Blocks, None, "UTC")
+        };
+        let res = report(&facts, &family, PriceTable::builtin(), 0);
+        let rows: Vec<(&str, Option<&str>, u64)> = res
+            .rows
+            .iter()
+            .map(|r| (r.key.as_str(), r.person.as_deref(), r.totals.input_tokens))
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                ("2026-05-01 09:00", Some("alice.test"), 3),
+                ("2026-05-01 12:00", Some("bob.test"), 8),
+                ("2026-05-01 14:00", Some("alice.test"), 4),
+            ]
         );
     }
 

@@ -433,11 +433,12 @@ pub(crate) struct UsageForm {
     timezone: String,
 }
 
-const REPORTS: [(&str, &str, UsageReport); 4] = [
+const REPORTS: [(&str, &str, UsageReport); 5] = [
     ("daily", "By day", UsageReport::Daily),
     ("weekly", "By week", UsageReport::Weekly),
     ("monthly", "By month", UsageReport::Monthly),
     ("session", "By conversation", UsageReport::Session),
+    ("blocks", "By 5-hour block", UsageReport::Blocks),
 ];
 
 /// The splits; `person` (every member's usage) is offered to admins.
@@ -564,6 +565,7 @@ pub(crate) async fn usage(
             UsageReport::Weekly => "Week of",
             UsageReport::Monthly => "Month",
             UsageReport::Session => "Conversation",
+            UsageReport::Blocks => "Block from",
         },
         rows: res
             .rows

@@ -691,6 +691,7 @@ fn the_usage_tool_reports_the_owners_own_usage_only() -> Result<()> {
             {"op": "call", "tool": "usage", "args": {"since": "last tuesday"}},
             {"op": "call", "tool": "usage", "args": {"period": "hourly"}},
             {"op": "call", "tool": "usage", "args": {"timezone": "+02:00", "max_tokens": 1_000_000}},
+            {"op": "call", "tool": "usage", "args": {"period": "blocks", "timezone": "+02:00"}},
         ]),
     )?;
     let monthly = ok(&r[0]);
@@ -730,6 +731,28 @@ fn the_usage_tool_reports_the_owners_own_usage_only() -> Result<()> {
     assert_eq!(r[4]["is_error"], true, "{}", r[4]);
     assert!(text(&r[4]).contains("unknown variant `hourly`"), "{}", r[4]);
     tool_error(&r[5], "invalid_budget");
+    // 5-hour blocks from the hour of their first response, in the zone
+    // asked: the API, the tool and the command line alike.
+    let blocks = ok(&r[6]);
+    assert!(
+        blocks.contains("Usage by 5-hour block")
+            && blocks.contains("2026-05-01 11:00")
+            && blocks.contains("2026-05-03 11:00"),
+        "{blocks}"
+    );
+    let api = alice_api.get("/api/usage?report=blocks")?.body;
+    let keys: Vec<&str> = api["rows"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|r| r["key"].as_str())
+        .collect();
+    assert_eq!(keys, ["2026-05-01 09:00", "2026-05-03 09:00"], "{api}");
+    let printed = alice.kith(&central.url, &alice_token, &["usage", "blocks"])?;
+    assert!(
+        printed.contains("2026-05-01 09:00") && printed.contains("1,234"),
+        "{printed}"
+    );
 
     let bob = Device::new()?;
     let r = bob.mcp(
