@@ -267,7 +267,8 @@ struct UsageArgs {
     since: Option<String>,
     /// Until then: a day (through its end, in timezone) or RFC 3339.
     until: Option<String>,
-    /// The zone days are cut in: UTC (default) or a fixed offset like +02:00.
+    /// The zone days are cut in: UTC (default), a fixed offset like +02:00,
+    /// or a zone name like Europe/Berlin.
     timezone: Option<String>,
     /// Most tokens the answer may hold (default 4000; 20 to 32000).
     max_tokens: Option<u32>,

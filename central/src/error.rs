@@ -116,7 +116,8 @@ codes! {
         InvalidSourceIdentity = "invalid_source_identity",
         InvalidTags = "invalid_tags",
         InvalidTimestamp = "invalid_timestamp",
-        /// A usage report's time zone that is not UTC or a fixed offset.
+        /// A usage report's time zone that is not UTC, a fixed offset or a
+        /// zone of the tz database.
         InvalidTimezone = "invalid_timezone",
         /// A one-time sign-in link used already, expired, or not one.
         LinkUsed = "link_used",

@@ -909,8 +909,9 @@ pub struct UsageQuery {
     /// Before this RFC 3339 time, or through the end of this day
     /// (`YYYY-MM-DD`) in `timezone`.
     pub until: Option<String>,
-    /// `UTC` (the default) or a fixed offset (`+02:00`, `-0530`); zone
-    /// names (`Europe/Paris`) are not read.
+    /// `UTC` (the default), a fixed offset (`+02:00`, `-0530`), or a
+    /// zone of the tz database (`Europe/Paris`), whose days follow its
+    /// daylight saving rules.
     pub timezone: Option<String>,
     /// Every member's usage, each row under its member (`person`): for an
     /// admin, unless central's config keeps members' usage from admins.
@@ -962,7 +963,8 @@ pub struct UsageRow {
 pub struct UsageResponse {
     /// The day (`YYYY-MM-DD`) the price table's prices were read.
     pub price_table: String,
-    /// The time zone days, weeks and months are cut in (`UTC`, `+02:00`).
+    /// The time zone days, weeks and months are cut in (`UTC`, `+02:00`,
+    /// `Europe/Paris`).
     pub timezone: String,
     pub totals: UsageTotals,
     /// By key, then group; sessions by last activity.

@@ -38,9 +38,10 @@ pub(crate) struct UsageArgs {
     /// Until then: a day (through its end, in --timezone), or RFC 3339.
     #[arg(long)]
     until: Option<String>,
-    /// Days are cut in this zone: UTC (the default) or a fixed offset
-    /// like +02:00.
-    #[arg(long)]
+    /// Days are cut in this zone: a name (Europe/Berlin), UTC or a fixed
+    /// offset like +02:00. By default the machine's ($TZ, else
+    /// /etc/localtime).
+    #[arg(long, allow_hyphen_values = true)]
     timezone: Option<String>,
     /// Central's answer, as JSON.
     #[arg(long)]
@@ -104,10 +105,31 @@ pub(crate) fn run(args: UsageArgs, client: &Client) -> Result<()> {
         agent: args.agent,
         since: args.since.map(|s| when("since", &s, now)).transpose()?,
         until: args.until.map(|s| when("until", &s, now)).transpose()?,
-        timezone: args.timezone,
+        timezone: args.timezone.clone(),
         family: args.family.then_some(true),
     };
-    let res: UsageResponse = client.json(client.get("/api/usage").query(&query))?;
+    let (query, res) = match (&args.timezone, machine_zone()) {
+        (None, Some(zone)) => {
+            let local = UsageQuery {
+                timezone: Some(zone.clone()),
+                ..query.clone()
+            };
+            match client.json::<UsageResponse>(client.get("/api/usage").query(&local)) {
+                Ok(res) => (local, res),
+                // Central's tz database lacks this machine's zone: UTC, said.
+                Err(e) if e.code() == "invalid_timezone" => {
+                    eprintln!("kith: central does not know this machine's time zone {zone:?}; days are cut in UTC (--timezone to choose)");
+                    let res = client.json(client.get("/api/usage").query(&query))?;
+                    (query, res)
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        _ => {
+            let res = client.json(client.get("/api/usage").query(&query))?;
+            (query, res)
+        }
+    };
     let mut stdout = std::io::stdout().lock();
     if args.json {
         writeln!(stdout, "{}", serde_json::to_string(&res)?)?;
@@ -115,6 +137,54 @@ pub(crate) fn run(args: UsageArgs, client: &Client) -> Result<()> {
         write!(stdout, "{}", render(&res, &query, Style::detect()))?;
     }
     Ok(())
+}
+
+/// This machine's time zone by its tz database name: `$TZ`, else where
+/// `/etc/localtime` links to; `None` for UTC (central's default) or a zone
+/// that has no name here.
+fn machine_zone() -> Option<String> {
+    let link = std::fs::read_link("/etc/localtime").ok();
+    zone_name(std::env::var("TZ").ok().as_deref(), link.as_deref())
+}
+
+/// The zone name of a `TZ` value (`Europe/Berlin`, `:Europe/Berlin`, a
+/// path into a zoneinfo folder), else of the `/etc/localtime` link;
+/// `None` for UTC and for what names no zone (a POSIX rule like
+/// `CET-1CEST`).
+fn zone_name(tz: Option<&str>, localtime: Option<&std::path::Path>) -> Option<String> {
+    const UTC: [&str; 12] = [
+        "UTC",
+        "Etc/UTC",
+        "UCT",
+        "Etc/UCT",
+        "Universal",
+        "Etc/Universal",
+        "Zulu",
+        "Etc/Zulu",
+        "GMT",
+        "Etc/GMT",
+        "Etc/GMT0",
+        "GMT0",
+    ];
+    let from_path = |p: &str| p.rsplit_once("zoneinfo/").map(|(_, name)| name.to_owned());
+    let name = match tz.map(str::trim).filter(|t| !t.is_empty()) {
+        Some(t) => {
+            let t = t.strip_prefix(':').unwrap_or(t);
+            if t.starts_with('/') {
+                from_path(t)?
+            } else if (t.contains('/') || UTC.contains(&t))
+                && t.starts_with(|c: char| c.is_ascii_alphabetic())
+                && t.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'/' | b'_' | b'-' | b'+'))
+            {
+                t.to_owned()
+            } else {
+                return None;
+            }
+        }
+        None => from_path(&localtime?.to_string_lossy())?,
+    };
+    (!UTC.contains(&name.as_str())).then_some(name)
 }
 
 /// `1234567` -> `1,234,567`.
@@ -294,6 +364,37 @@ mod tests {
             cache_read_tokens: 1_000_000,
             cost_usd: usd,
             unpriced_models: unpriced.iter().map(|s| (*s).to_owned()).collect(),
+        }
+    }
+
+    #[test]
+    fn the_machines_zone_is_tz_else_localtimes_link_and_utc_is_none() {
+        use std::path::Path;
+        let berlin = Path::new("/usr/share/zoneinfo/Europe/Berlin");
+        let utc = Path::new("/usr/share/zoneinfo/Etc/UTC");
+        let cases: [(Option<&str>, Option<&Path>, Option<&str>); 10] = [
+            (None, Some(berlin), Some("Europe/Berlin")),
+            (None, Some(utc), None),
+            (None, None, None),
+            (Some(""), Some(berlin), Some("Europe/Berlin")),
+            (
+                Some("America/New_York"),
+                Some(berlin),
+                Some("America/New_York"),
+            ),
+            (Some(":Asia/Tokyo"), None, Some("Asia/Tokyo")),
+            (
+                Some("/usr/share/zoneinfo/Asia/Kolkata"),
+                None,
+                Some("Asia/Kolkata"),
+            ),
+            (Some("UTC"), Some(berlin), None),
+            // A POSIX rule names no zone: central's default, not a guess.
+            (Some("CET-1CEST,M3.5.0,M10.5.0/3"), Some(berlin), None),
+            (Some("/etc/mytz"), Some(berlin), None),
+        ];
+        for (tz, link, want) in cases {
+            assert_eq!(zone_name(tz, link).as_deref(), want, "{tz:?} {link:?}");
         }
     }
 

@@ -124,7 +124,7 @@ pub(crate) fn usage(state: &AppState, viewer: &Viewer, q: &UsageQuery) -> Result
     };
     let at = |s: &Option<String>, edge| {
         s.as_deref()
-            .map(|s| report::instant(s, zone, edge))
+            .map(|s| report::instant(s, &zone, edge))
             .transpose()
     };
     let filter = UsageFilter {

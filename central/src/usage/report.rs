@@ -7,9 +7,10 @@
 //! token the table has no rate for) adds its tokens and names its model in
 //! `unpriced_models`, never a guessed dollar.
 //!
-//! Time zones are UTC or a fixed offset: an IANA zone's offsets change
-//! with its rules, which would take a time zone database central does not
-//! carry.
+//! Time zones are UTC, a fixed offset, or a zone by its IANA name
+//! (`Europe/Berlin`), whose days are cut by its rules as the system's tz
+//! database (`/usr/share/zoneinfo`) has them: a day of a DST change is 23
+//! or 25 hours long.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -21,17 +22,21 @@ use crate::error::{Code, Error, Result};
 use crate::registry::CountedUsage;
 
 /// What `timezone` accepts, for its error.
-const ZONE_HINT: &str = "timezone must be UTC or a fixed offset like +02:00 or -0530; \
-     zone names (Europe/Paris) are not supported";
+const ZONE_HINT: &str = "timezone must be UTC, a fixed offset like +02:00 or -0530, \
+     or a time zone name of the tz database like Europe/Paris";
 
 /// The time zone a report cuts days in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Zone(UtcOffset);
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Zone {
+    Fixed(UtcOffset),
+    /// A zone of the tz database, and its name as asked.
+    Named(jiff::tz::TimeZone, String),
+}
 
 impl Zone {
-    pub(crate) const UTC: Zone = Zone(UtcOffset::UTC);
+    pub(crate) const UTC: Zone = Zone::Fixed(UtcOffset::UTC);
 
-    /// `UTC`, `Z`, or `±HH:MM`, `±HHMM`, `±HH`.
+    /// `UTC`, `Z`, `±HH:MM`, `±HHMM`, `±HH`, or a tz database name.
     pub(crate) fn parse(s: &str) -> Result<Zone> {
         let s = s.trim();
         if s.eq_ignore_ascii_case("utc") || s.eq_ignore_ascii_case("z") {
@@ -41,7 +46,7 @@ impl Zone {
         let (sign, rest) = match s.as_bytes().first() {
             Some(b'+') => (1, &s[1..]),
             Some(b'-') => (-1, &s[1..]),
-            _ => return Err(bad()),
+            _ => return Self::named(s).ok_or_else(bad),
         };
         let digits: String = rest.chars().filter(|c| *c != ':').collect();
         let colons = rest.len() - digits.len();
@@ -63,39 +68,98 @@ impl Zone {
             return Err(bad());
         }
         UtcOffset::from_hms(sign * hours, sign * minutes, 0)
-            .map(Zone)
+            .map(Zone::Fixed)
             .map_err(|_| bad())
     }
 
-    /// `UTC`, else `±HH:MM`.
-    pub(crate) fn name(self) -> String {
-        if self.0 == UtcOffset::UTC {
-            return "UTC".to_owned();
+    /// A zone of the tz database by its name (`Europe/Berlin`,
+    /// `America/Argentina/Buenos_Aires`); `None` for a name the database
+    /// does not have, or that is no zone name (a path out of it).
+    fn named(s: &str) -> Option<Zone> {
+        let plausible = !s.is_empty()
+            && s.len() <= 64
+            && s.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'/' | b'_' | b'-' | b'+'))
+            && s.split('/')
+                .all(|part| !part.is_empty() && part != "." && part != "..");
+        if !plausible {
+            return None;
         }
-        let (h, m, _) = self.0.as_hms();
-        let sign = if self.0.is_negative() { '-' } else { '+' };
-        format!("{sign}{:02}:{:02}", h.unsigned_abs(), m.unsigned_abs())
+        let tz = jiff::tz::TimeZone::get(s).ok()?;
+        Some(Zone::Named(tz, s.to_owned()))
     }
 
-    fn at(self, at_ms: i64) -> OffsetDateTime {
-        OffsetDateTime::from_unix_timestamp_nanos(i128::from(at_ms) * 1_000_000)
-            .unwrap_or(OffsetDateTime::UNIX_EPOCH)
-            .to_offset(self.0)
+    /// `UTC`, `±HH:MM`, or the zone's name.
+    pub(crate) fn name(&self) -> String {
+        match self {
+            Zone::Fixed(offset) if *offset == UtcOffset::UTC => "UTC".to_owned(),
+            Zone::Fixed(offset) => {
+                let (h, m, _) = offset.as_hms();
+                let sign = if offset.is_negative() { '-' } else { '+' };
+                format!("{sign}{:02}:{:02}", h.unsigned_abs(), m.unsigned_abs())
+            }
+            Zone::Named(_, name) => name.clone(),
+        }
     }
 
-    fn date_of(self, at_ms: i64) -> Date {
-        self.at(at_ms).date()
+    /// The wall clock at `at_ms` in this zone: its date, hour and minute.
+    fn wall(&self, at_ms: i64) -> (Date, u8, u8) {
+        match self {
+            Zone::Fixed(offset) => {
+                let t = OffsetDateTime::from_unix_timestamp_nanos(i128::from(at_ms) * 1_000_000)
+                    .unwrap_or(OffsetDateTime::UNIX_EPOCH)
+                    .to_offset(*offset);
+                (t.date(), t.hour(), t.minute())
+            }
+            Zone::Named(tz, _) => {
+                let t = jiff::Timestamp::from_millisecond(at_ms)
+                    .unwrap_or(jiff::Timestamp::UNIX_EPOCH)
+                    .to_zoned_datetime(tz.clone());
+                let date = time::Month::try_from(t.month() as u8)
+                    .ok()
+                    .and_then(|m| {
+                        Date::from_calendar_date(i32::from(t.year()), m, t.day() as u8).ok()
+                    })
+                    .unwrap_or(Date::MIN);
+                (date, t.hour() as u8, t.minute() as u8)
+            }
+        }
+    }
+
+    fn date_of(&self, at_ms: i64) -> Date {
+        self.wall(at_ms).0
     }
 
     /// `2026-05-01 09:00`, in this zone.
-    fn minute_of(self, at_ms: i64) -> String {
-        let t = self.at(at_ms);
-        format!("{} {:02}:{:02}", t.date(), t.hour(), t.minute())
+    fn minute_of(&self, at_ms: i64) -> String {
+        let (date, hour, minute) = self.wall(at_ms);
+        format!("{date} {hour:02}:{minute:02}")
     }
 
-    /// The first instant of `date` in this zone, in ms since the epoch.
-    fn start_of(self, date: Date) -> i64 {
-        kith_shared::timestamp::epoch_ms(date.midnight().assume_offset(self.0))
+    /// The first instant of `date` in this zone, in ms since the epoch (a
+    /// day that starts in a DST gap starts when the gap ends).
+    fn start_of(&self, date: Date) -> i64 {
+        match self {
+            Zone::Fixed(offset) => {
+                kith_shared::timestamp::epoch_ms(date.midnight().assume_offset(*offset))
+            }
+            Zone::Named(tz, _) => {
+                let civil = jiff::civil::Date::new(
+                    date.year() as i16,
+                    u8::from(date.month()) as i8,
+                    date.day() as i8,
+                );
+                civil
+                    .and_then(|d| d.to_zoned_datetime(tz.clone()))
+                    .and_then(|z| z.start_of_day())
+                    .map(|z| z.timestamp().as_millisecond())
+                    .unwrap_or_else(|_| {
+                        // Past jiff's calendar (years beyond ±9999): the
+                        // offset the zone has now is as good as any.
+                        kith_shared::timestamp::epoch_ms(date.midnight().assume_utc())
+                    })
+            }
+        }
     }
 }
 
@@ -110,7 +174,7 @@ pub(crate) enum Edge {
 
 /// `since` or `until` (RFC 3339, or a day `YYYY-MM-DD` in `zone`) in ms
 /// since the epoch.
-pub(crate) fn instant(s: &str, zone: Zone, edge: Edge) -> Result<i64> {
+pub(crate) fn instant(s: &str, zone: &Zone, edge: Edge) -> Result<i64> {
     if let Some(t) = kith_shared::timestamp::parse(s.trim()) {
         return Ok(kith_shared::timestamp::epoch_ms(t));
     }
@@ -133,7 +197,7 @@ pub(crate) fn instant(s: &str, zone: Zone, edge: Edge) -> Result<i64> {
 }
 
 /// What a report is asked for.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) struct Shape {
     pub report: UsageReport,
     pub by: Option<UsageBy>,
@@ -665,7 +729,7 @@ mod tests {
     }
 
     #[test]
-    fn zones_are_utc_or_fixed_offsets() {
+    fn zones_are_utc_fixed_offsets_or_names_of_the_tz_database() {
         for (given, name) in [
             ("UTC", "UTC"),
             ("z", "UTC"),
@@ -676,12 +740,24 @@ mod tests {
             ("+02", "+02:00"),
             ("-05:30", "-05:30"),
             ("+14:00", "+14:00"),
+            ("Europe/Berlin", "Europe/Berlin"),
+            (
+                "America/Argentina/Buenos_Aires",
+                "America/Argentina/Buenos_Aires",
+            ),
+            ("Etc/GMT+5", "Etc/GMT+5"),
         ] {
-            let got = Zone::parse(given).map(Zone::name).ok();
+            let got = Zone::parse(given).map(|z| z.name()).ok();
             assert_eq!(got.as_deref(), Some(name), "{given}");
         }
         for bad in [
-            "Europe/Paris",
+            "Mars/Olympus",
+            "Europe/Berlin/Mitte",
+            "../../../etc/passwd",
+            "/usr/share/zoneinfo/UTC",
+            "Europe/../Europe/Berlin",
+            "Europe//Berlin",
+            "Europe/Berlin\0",
             "",
             "+2",
             "+02:0",
@@ -700,15 +776,57 @@ mod tests {
     }
 
     #[test]
+    fn a_named_zones_days_follow_its_rules_across_a_dst_change() {
+        // Berlin springs forward on 2026-03-29 at 01:00 UTC (02:00 CET to
+        // 03:00 CEST): that day runs from 23:00 UTC the day before to 22:00
+        // UTC, 23 hours; it falls back on 2026-10-25, a day of 25 hours.
+        let berlin = Zone::parse("Europe/Berlin").unwrap_or_else(|e| panic!("{e}"));
+        let facts = [
+            fact(None, "2026-03-28T22:59:00Z", 1, 0, None),
+            fact(None, "2026-03-28T23:00:00Z", 10, 0, None),
+            fact(None, "2026-03-29T21:59:00Z", 100, 0, None),
+            fact(None, "2026-03-29T22:00:00Z", 1_000, 0, None),
+        ];
+        let res = report(
+            &facts,
+            &shape(UsageReport::Daily, None, "Europe/Berlin"),
+            PriceTable::builtin(),
+            0,
+        );
+        assert_eq!(res.timezone, "Europe/Berlin");
+        assert_eq!(
+            keys(&res),
+            [
+                ("2026-03-28".to_owned(), None, 1),
+                ("2026-03-29".to_owned(), None, 110),
+                ("2026-03-30".to_owned(), None, 1_000),
+            ]
+        );
+        let ok = |s: &str, edge| instant(s, &berlin, edge).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(ok("2026-03-29", Edge::Since), at("2026-03-28T23:00:00Z"));
+        assert_eq!(ok("2026-03-29", Edge::Until), at("2026-03-29T22:00:00Z"));
+        assert_eq!(ok("2026-10-25", Edge::Since), at("2026-10-24T22:00:00Z"));
+        assert_eq!(ok("2026-10-25", Edge::Until), at("2026-10-25T23:00:00Z"));
+        // A block's start reads on the wall clock of its day.
+        let blocks = report(
+            &facts[2..],
+            &shape(UsageReport::Blocks, None, "Europe/Berlin"),
+            PriceTable::builtin(),
+            0,
+        );
+        assert_eq!(blocks.rows[0].key, "2026-03-29 23:00");
+    }
+
+    #[test]
     fn a_day_bounds_a_range_in_the_zone_and_an_instant_is_itself() {
         let zone = Zone::parse("+02:00").unwrap_or_else(|e| panic!("{e}"));
-        let ok = |s: &str, edge| instant(s, zone, edge).unwrap_or_else(|e| panic!("{e}"));
+        let ok = |s: &str, edge| instant(s, &zone, edge).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(ok("2026-05-02", Edge::Since), at("2026-05-01T22:00:00Z"));
         assert_eq!(ok("2026-05-02", Edge::Until), at("2026-05-02T22:00:00Z"));
         assert_eq!(
             ok("2026-05-02T10:00:00Z", Edge::Until),
             at("2026-05-02T10:00:00Z")
         );
-        assert!(instant("last tuesday", zone, Edge::Since).is_err());
+        assert!(instant("last tuesday", &zone, Edge::Since).is_err());
     }
 }

@@ -437,14 +437,14 @@ fn usage_counts_each_response_once_to_the_token_and_only_the_owners() -> Result<
         "bob's session has usage"
     );
 
-    // Days cut in another zone move rows, never tokens; a zone name is
-    // refused, saying what is read.
+    // Days cut in another zone move rows, never tokens; a zone the tz
+    // database does not have is refused, saying what is read.
     let east = usage(&alice, "report=daily&timezone=%2B14:00")?;
     assert_eq!(said(&east["totals"]), said(&report["totals"]));
     assert_eq!(east["timezone"], "+14:00");
     let daily = usage(&alice, "")?;
     ensure!(daily["rows"] != east["rows"], "{daily}\n{east}");
-    let named = alice.get("/api/usage?timezone=Europe/Paris")?;
+    let named = alice.get("/api/usage?timezone=Mars/Olympus")?;
     assert_eq!((named.status, named.code()), (400, "invalid_timezone"));
     for bad in [
         "report=hourly",
@@ -512,7 +512,7 @@ fn usage_counts_each_response_once_to_the_token_and_only_the_owners() -> Result<
         .kith_at(
             &central.url,
             &alice.token,
-            &["usage", "--timezone", "Europe/Paris"],
+            &["usage", "--timezone", "Mars/Olympus"],
         )
         .output()?;
     assert_eq!(
@@ -689,5 +689,99 @@ fn an_admin_sees_each_members_figures_never_their_work_unless_central_says_no() 
             String::from_utf8_lossy(&out.stderr)
         );
     }
+    Ok(())
+}
+
+/// Days in the person's time zone: a zone by name cuts days by its rules
+/// (a response at 23:30 UTC on 28 March is Berlin's 29th, the day clocks
+/// go forward), and `kith usage` cuts them in the machine's zone unless
+/// told otherwise, saying which in its header; a zone central's database
+/// lacks is refused when asked for, and falls back to UTC, said, when it
+/// is only the machine's.
+#[test]
+fn days_are_cut_in_a_named_zone_and_kith_usage_defaults_to_the_machines() -> Result<()> {
+    use kith_tests::{claude_response_line, claude_user_line, delta};
+    let central = Central::start()?;
+    let alice = central.client(&central.register("alice.test", "laptop")?);
+    alice.ingest(&delta(
+        "/home/alice/a.jsonl",
+        0,
+        &[
+            claude_user_line("late", "2026-03-28T23:00:00Z"),
+            claude_response_line("a1", "claude-opus-4-6", "2026-03-28T23:30:00Z", 1_234, 5),
+        ]
+        .concat(),
+    ))?;
+    let keys = |res: &Value| -> Vec<String> {
+        res["rows"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|r| r["key"].as_str().map(str::to_owned))
+            .collect()
+    };
+    let berlin = usage(&alice, "timezone=Europe/Berlin")?;
+    assert_eq!(berlin["timezone"], "Europe/Berlin");
+    assert_eq!(keys(&berlin), ["2026-03-29"], "{berlin}");
+    assert_eq!(keys(&usage(&alice, "")?), ["2026-03-28"]);
+    // The 29th in Berlin is 23 hours long, from 23:00 UTC on the 28th.
+    let day = usage(
+        &alice,
+        "timezone=Europe/Berlin&since=2026-03-29&until=2026-03-29",
+    )?;
+    assert_eq!(day["totals"]["input_tokens"], 1_234, "{day}");
+    let before = usage(&alice, "timezone=Europe/Berlin&until=2026-03-28")?;
+    assert_eq!(before["totals"]["input_tokens"], 0, "{before}");
+
+    let home = Home::new()?;
+    let kith = |tz: &str, args: &[&str]| -> Result<std::process::Output> {
+        let mut all = vec!["usage"];
+        all.extend_from_slice(args);
+        Ok(home
+            .kith_at(&central.url, &alice.token, &all)
+            .env("TZ", tz)
+            .output()?)
+    };
+    for (tz, args, zone, day) in [
+        ("Europe/Berlin", &[][..], "Europe/Berlin", "2026-03-29"),
+        (":Europe/Berlin", &[][..], "Europe/Berlin", "2026-03-29"),
+        ("UTC", &[][..], "UTC", "2026-03-28"),
+        (
+            "Europe/Berlin",
+            &["--timezone", "-05:00"][..],
+            "-05:00",
+            "2026-03-28",
+        ),
+        (
+            "America/Los_Angeles",
+            &[][..],
+            "America/Los_Angeles",
+            "2026-03-28",
+        ),
+    ] {
+        let out = kith(tz, args)?;
+        let text = String::from_utf8(out.stdout)?;
+        ensure!(
+            out.status.success()
+                && text.contains(&format!("time zone {zone},"))
+                && text.contains(day),
+            "TZ={tz} {args:?}: {text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let out = kith("Mars/Olympus", &[])?;
+    let (text, err) = (
+        String::from_utf8(out.stdout)?,
+        String::from_utf8(out.stderr)?,
+    );
+    ensure!(
+        out.status.success()
+            && text.contains("time zone UTC,")
+            && err.contains("\"Mars/Olympus\"")
+            && err.contains("UTC"),
+        "{text}{err}"
+    );
+    let out = kith("UTC", &["--timezone", "Mars/Olympus"])?;
+    assert_eq!(out.status.code(), Some(2), "asked for: refused");
     Ok(())
 }
