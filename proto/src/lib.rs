@@ -963,6 +963,9 @@ pub struct UsageRow {
 pub struct UsageResponse {
     /// The day (`YYYY-MM-DD`) the price table's prices were read.
     pub price_table: String,
+    /// Models priced by central's config in place of the table, by name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub price_overrides: Vec<String>,
     /// The time zone days, weeks and months are cut in (`UTC`, `+02:00`,
     /// `Europe/Paris`).
     pub timezone: String,

@@ -225,8 +225,17 @@ pub(crate) fn render(res: &UsageResponse, q: &UsageQuery, style: Style) -> Strin
         out,
         "{}",
         style.bold(&format!(
-            "Usage by {what}, time zone {}, prices as of {}",
-            res.timezone, res.price_table
+            "Usage by {what}, time zone {}, prices as of {}{}",
+            res.timezone,
+            res.price_table,
+            if res.price_overrides.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " (central's own for {})",
+                    printable(&res.price_overrides.join(", "))
+                )
+            }
         ))
     );
     if res.rows.is_empty() {
@@ -402,6 +411,7 @@ mod tests {
     fn the_table_names_its_zone_and_prices_and_what_it_could_not_price() {
         let res = UsageResponse {
             price_table: "2026-05-20".into(),
+            price_overrides: Vec::new(),
             timezone: "+02:00".into(),
             totals: totals(1234, 1.5, &["qwen3.7-plus"]),
             rows: vec![
@@ -441,6 +451,7 @@ mod tests {
     fn nothing_yet_says_so() {
         let res = UsageResponse {
             price_table: "2026-05-20".into(),
+            price_overrides: Vec::new(),
             timezone: "UTC".into(),
             totals: UsageTotals::default(),
             rows: vec![],

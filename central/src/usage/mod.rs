@@ -3,8 +3,8 @@
 //! and the cost its agent recorded) folded into its conversation's at
 //! ingest, in the run's own transaction (`fold`); rebuilt from the blobs by
 //! `reindex` ([`rebuild`]); reported by day, week, month or conversation,
-//! in UTC or a fixed offset, priced from the dated table compiled in
-//! (`report`).
+//! in UTC, a fixed offset or a named zone, priced from the dated table
+//! compiled in with central's config's prices in its place (`report`).
 //!
 //! A member's report holds the usage of their own runs, never another
 //! member's, shared with them or not: what someone spends is not in what a
@@ -18,7 +18,7 @@ mod report;
 use std::collections::HashMap;
 
 use kith_proto::{UsageBy, UsageQuery, UsageResponse};
-use kith_shared::usage::{facts, PriceTable};
+use kith_shared::usage::facts;
 
 use crate::error::{Error, Result};
 use crate::privacy::{FamilyUsageRefused, UsageReach};
@@ -141,10 +141,5 @@ pub(crate) fn usage(state: &AppState, viewer: &Viewer, q: &UsageQuery) -> Result
         zone,
         family,
     };
-    Ok(report::report(
-        &facts,
-        &shape,
-        PriceTable::builtin(),
-        n_refused,
-    ))
+    Ok(report::report(&facts, &shape, state.prices(), n_refused))
 }

@@ -388,6 +388,7 @@ pub(crate) fn report(
     }
     UsageResponse {
         price_table: table.as_of().to_owned(),
+        price_overrides: table.overridden().to_vec(),
         timezone: shape.zone.name(),
         totals: total.totals(),
         rows,

@@ -580,6 +580,7 @@ pub(crate) async fn usage(
         stacked_by,
         zone: res.timezone,
         price_table: res.price_table,
+        price_overrides: res.price_overrides,
         unpriced: res.totals.unpriced_models,
         n_refused: res.n_refused,
     }))

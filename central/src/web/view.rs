@@ -163,6 +163,8 @@ pub(super) struct UsagePage {
     /// The zone the report's days are cut in, as central names it.
     pub zone: String,
     pub price_table: String,
+    /// Models central's config prices in place of the table.
+    pub price_overrides: Vec<String>,
     pub unpriced: Vec<String>,
     pub n_refused: u64,
 }

@@ -785,3 +785,116 @@ fn days_are_cut_in_a_named_zone_and_kith_usage_defaults_to_the_machines() -> Res
     assert_eq!(out.status.code(), Some(2), "asked for: refused");
     Ok(())
 }
+
+/// Prices in central's config take the table's place: a listed model at
+/// the config's rates, a model the table lacks priced (no longer unpriced),
+/// the report naming both beside the table's date; a config with an absurd
+/// price stops central at start, saying which.
+#[test]
+fn prices_in_centrals_config_price_the_report_and_it_says_so() -> Result<()> {
+    use kith_tests::{bin, claude_response_line, claude_user_line, delta};
+    let cfg = tempfile::tempdir()?;
+    let file = cfg.path().join("central.toml");
+    std::fs::write(
+        &file,
+        "[prices.\"claude-opus-4-6\"]\ninput = 1.0\noutput = 2.0\n\n\
+         [prices.\"my-local-model\"]\ninput = 0.5\noutput = 0.25\n",
+    )?;
+    let central = Central::start_with(&[("KITH_CENTRAL_CONFIG", &file.to_string_lossy())])?;
+    let alice = central.client(&central.register("alice.test", "laptop")?);
+    alice.ingest(&delta(
+        "/home/alice/a.jsonl",
+        0,
+        &[
+            claude_user_line("go", "2026-05-01T09:00:00Z"),
+            claude_response_line(
+                "a1",
+                "claude-opus-4-6",
+                "2026-05-01T09:00:05Z",
+                1_000_000,
+                1_000_000,
+            ),
+            claude_response_line(
+                "a2",
+                "my-local-model",
+                "2026-05-01T09:10:00Z",
+                2_000_000,
+                4_000_000,
+            ),
+            claude_response_line("a3", "mystery-model-9", "2026-05-01T09:20:00Z", 7, 7),
+        ]
+        .concat(),
+    ))?;
+    let res = usage(&alice, "by=model")?;
+    let table = kith_shared::usage::PriceTable::builtin().as_of().to_owned();
+    assert_eq!(res["price_table"], table.as_str());
+    assert_eq!(
+        res["price_overrides"],
+        json!(["claude-opus-4-6", "my-local-model"])
+    );
+    let cost = |model: &str| -> Result<f64> {
+        res["rows"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|r| r["group"] == model)
+            .and_then(|r| r["cost_usd"].as_f64())
+            .with_context(|| format!("{model}: {res}"))
+    };
+    // 1M in at $1 and 1M out at $2; 2M in at $0.50 and 4M out at $0.25.
+    ensure!((cost("claude-opus-4-6")? - 3.0).abs() < 1e-9, "{res}");
+    ensure!((cost("my-local-model")? - 2.0).abs() < 1e-9, "{res}");
+    assert_eq!(res["totals"]["unpriced_models"], json!(["mystery-model-9"]));
+    let home = Home::new()?;
+    let out = home
+        .kith_at(&central.url, &alice.token, &["usage", "--timezone", "UTC"])
+        .output()?;
+    let text = String::from_utf8(out.stdout)?;
+    ensure!(
+        text.contains(&format!(
+            "prices as of {table} (central's own for claude-opus-4-6, my-local-model)"
+        )),
+        "{text}"
+    );
+    // Without a config, the table's own price of opus (not $3).
+    let plain = Central::start()?;
+    let bob = plain.client(&plain.register("bob.test", "desk")?);
+    bob.ingest(&delta(
+        "/home/bob/b.jsonl",
+        0,
+        &[
+            claude_user_line("go", "2026-05-01T09:00:00Z"),
+            claude_response_line(
+                "b1",
+                "claude-opus-4-6",
+                "2026-05-01T09:00:05Z",
+                1_000_000,
+                1_000_000,
+            ),
+        ]
+        .concat(),
+    ))?;
+    let res = usage(&bob, "")?;
+    ensure!(res.get("price_overrides").is_none(), "{res}");
+    ensure!(res["totals"]["cost_usd"].as_f64() != Some(3.0), "{res}");
+
+    let bad = cfg.path().join("bad.toml");
+    std::fs::write(
+        &bad,
+        "[prices.\"claude-opus-4-6\"]\ninput = 1.0\noutput = 1e15\n",
+    )?;
+    let data = cfg.path().join("data");
+    let out = std::process::Command::new(bin("kith-central"))
+        .arg("--config")
+        .arg(&bad)
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(&data)
+        .output()?;
+    let err = String::from_utf8_lossy(&out.stderr);
+    ensure!(
+        !out.status.success()
+            && err.contains("[prices]: price of claude-opus-4-6: output of 1000000000000000"),
+        "{err}"
+    );
+    Ok(())
+}
