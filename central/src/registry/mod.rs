@@ -355,6 +355,9 @@ fn migrate(conn: &Connection) -> Result<()> {
         ("web_sessions", "machine_id", "TEXT"),
         ("web_links", "machine_id", "TEXT"),
         ("index_jobs", "version", "INTEGER NOT NULL DEFAULT 0"),
+        // None kept: the next delta of such a conversation reads its
+        // earlier deltas once, as before.
+        ("usage_folds", "carry", "BLOB"),
     ];
     for (table, column, decl) in ADDED {
         let present: bool = conn.query_row(

@@ -3,7 +3,9 @@
 //! conversation's deltas by `crate::usage`, written in the transaction
 //! that records the delta's run and rebuilt by `reindex`; and
 //! `usage_folds`, what each conversation's fold carries to its next delta
-//! (the model and time its bytes left in effect, records refused).
+//! (the model and time its bytes left in effect, records refused, and for
+//! a format whose usage is read whole what of its bytes the next delta's
+//! reading needs: `kith_shared::usage::carry`).
 //!
 //! A row is counted for its owner, and for an admin's family report
 //! (`privacy::UsageReach`): reads join `runs` and render the rule's
@@ -74,7 +76,8 @@ CREATE TABLE IF NOT EXISTS usage_folds (
     agent_runtime TEXT NOT NULL,
     model TEXT,
     time TEXT,
-    n_refused INTEGER NOT NULL
+    n_refused INTEGER NOT NULL,
+    carry BLOB
 );
 ";
 
@@ -107,6 +110,10 @@ pub struct ConversationUsage {
     pub n_refused: u64,
     /// What its bytes leave in effect for the next delta's facts.
     pub context: Option<Context>,
+    /// For a format whose usage is read whole, what of its bytes the next
+    /// delta is read after (`kith_shared::usage::carry`); `None` for the
+    /// others, and for a fold written before it was kept.
+    pub carried: Option<Vec<u8>>,
 }
 
 /// Which of the viewer's usage a report reads.
@@ -321,10 +328,11 @@ pub(super) fn write(tx: &Transaction<'_>, u: &ConversationUsage) -> Result<()> {
     }
     let context = u.context.clone().unwrap_or_default();
     tx.prepare_cached(
-        "INSERT INTO usage_folds (conversation, user_id, agent_runtime, model, time, n_refused)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+        "INSERT INTO usage_folds (conversation, user_id, agent_runtime, model, time, n_refused,
+             carry)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
          ON CONFLICT (conversation) DO UPDATE SET model = excluded.model,
-             time = excluded.time, n_refused = excluded.n_refused",
+             time = excluded.time, n_refused = excluded.n_refused, carry = excluded.carry",
     )?
     .execute(params![
         u.conversation,
@@ -332,7 +340,8 @@ pub(super) fn write(tx: &Transaction<'_>, u: &ConversationUsage) -> Result<()> {
         u.agent_runtime.as_str(),
         context.model,
         context.time,
-        to_i64(u.n_refused)
+        to_i64(u.n_refused),
+        u.carried
     ])?;
     Ok(())
 }
@@ -367,7 +376,7 @@ impl Registry {
     ) -> Result<Option<ConversationUsage>> {
         let conn = self.reader();
         let mut sql = Sql::new(
-            "SELECT f.agent_runtime, f.model, f.time, f.n_refused FROM usage_folds f
+            "SELECT f.agent_runtime, f.model, f.time, f.n_refused, f.carry FROM usage_folds f
              JOIN runs ON runs.conversation = f.conversation WHERE f.conversation = ",
         );
         sql.bind(conversation.to_owned())
@@ -382,11 +391,12 @@ impl Registry {
                     r.get::<_, Option<String>>(1)?,
                     r.get::<_, Option<String>>(2)?,
                     r.get::<_, i64>(3)?,
+                    r.get::<_, Option<Vec<u8>>>(4)?,
                 ))
             })?
             .next()
             .transpose()?;
-        let Some((runtime, model, time, n_refused)) = fold else {
+        let Some((runtime, model, time, n_refused, carried)) = fold else {
             return Ok(None);
         };
         let Some(agent_runtime) = AgentRuntime::parse(&runtime) else {
@@ -414,6 +424,7 @@ impl Registry {
             rows,
             n_refused: count(n_refused),
             context,
+            carried,
         }))
     }
 
@@ -582,6 +593,7 @@ mod tests {
                 .collect(),
             n_refused: 1,
             context: None,
+            carried: None,
         }
     }
 

@@ -18,7 +18,7 @@ mod report;
 use std::collections::HashMap;
 
 use kith_proto::{UsageBy, UsageQuery, UsageResponse};
-use kith_shared::usage::facts;
+use kith_shared::usage::{carry, facts, reads_whole};
 
 use crate::error::{Error, Result};
 use crate::privacy::{FamilyUsageRefused, UsageReach};
@@ -39,23 +39,39 @@ pub(crate) fn after_delta(
         return Ok(None);
     };
     let format = run.format();
-    if format.folds() {
-        let mut whole = Vec::new();
-        for earlier in state
+    let transcript =
+        crate::registry::transcript_of(&run.source_identity).unwrap_or(&run.source_identity);
+    if reads_whole(format) {
+        let prior = state
             .registry()
-            .owned_conversation_runs(viewer, conversation)?
-        {
-            whole.extend(state.store().read_jsonl(&earlier.blob_path)?);
-        }
+            .conversation_usage(viewer, conversation, transcript)?;
+        // What the deltas before carried for this one; read from their
+        // blobs once when no fold kept it (a registry of an older kith).
+        let mut whole = match prior.and_then(|p| p.carried) {
+            Some(carried) => carried,
+            None => {
+                let mut earlier = Vec::new();
+                for run in state
+                    .registry()
+                    .owned_conversation_runs(viewer, conversation)?
+                {
+                    earlier.extend(state.store().read_jsonl(&run.blob_path)?);
+                }
+                earlier
+            }
+        };
         whole.extend_from_slice(bytes);
-        return Ok(fold::whole(facts(format, &whole), run));
+        return Ok(
+            fold::whole(facts(format, &whole), run).map(|u| ConversationUsage {
+                carried: Some(carry(format, &whole)),
+                ..u
+            }),
+        );
     }
     let delta = facts(format, bytes);
     if delta.facts.is_empty() && delta.n_refused == 0 && delta.context.is_none() {
         return Ok(None);
     }
-    let transcript =
-        crate::registry::transcript_of(&run.source_identity).unwrap_or(&run.source_identity);
     let prior = state
         .registry()
         .conversation_usage(viewer, conversation, transcript)?;
@@ -81,13 +97,16 @@ pub(crate) fn rebuild(
             continue;
         };
         let mut usage: Option<ConversationUsage> = None;
-        if format.folds() {
+        if reads_whole(format) {
             let mut whole = Vec::new();
             for run in &chain {
                 whole.extend(read(run)?);
             }
             if let Some(last) = chain.last() {
-                usage = fold::whole(facts(format, &whole), last);
+                usage = fold::whole(facts(format, &whole), last).map(|u| ConversationUsage {
+                    carried: Some(carry(format, &whole)),
+                    ..u
+                });
             }
         } else {
             for run in &chain {

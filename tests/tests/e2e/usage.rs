@@ -552,7 +552,7 @@ fn a_conversation_is_counted_once_whatever_its_deltas() -> Result<()> {
     let lines = central.client(&central.register("bob.test", "desk")?);
     let mut per_agent: BTreeMap<&str, usize> = BTreeMap::new();
     for (i, f) in fixtures::own().iter().enumerate() {
-        if !matches!(f.runtime, "claude-code" | "codex" | "pi") {
+        if !matches!(f.runtime, "claude-code" | "codex" | "pi" | "gemini") {
             continue;
         }
         let bytes = read(&f.path)?;
@@ -564,7 +564,7 @@ fn a_conversation_is_counted_once_whatever_its_deltas() -> Result<()> {
         post_by_line(&lines, f.runtime, &source, &bytes)?;
         *per_agent.entry(f.runtime).or_default() += 1;
     }
-    ensure!(per_agent.len() == 3, "{per_agent:?}");
+    ensure!(per_agent.len() == 4, "{per_agent:?}");
     let a = usage(&whole, "report=daily&by=model")?;
     let b = usage(&lines, "report=daily&by=model")?;
     assert_eq!(a["rows"], b["rows"]);
@@ -896,5 +896,73 @@ fn prices_in_centrals_config_price_the_report_and_it_says_so() -> Result<()> {
             && err.contains("[prices]: price of claude-opus-4-6: output of 1000000000000000"),
         "{err}"
     );
+    Ok(())
+}
+
+/// OpenCode's journal, whose message's tokens sit in its step parts,
+/// perhaps in other deltas than its row, and whose rows are written again
+/// as they change: counted the same sent whole, a line at a time (each
+/// read after what central carried of the lines before, not every delta
+/// again), and after a reindex.
+#[test]
+fn an_opencode_journal_counts_the_same_sent_whole_or_a_line_at_a_time() -> Result<()> {
+    let central = Central::start()?;
+    let whole = central.client(&central.register("alice.test", "laptop")?);
+    let lines = central.client(&central.register("bob.test", "desk")?);
+    let message = |tokens: Value| {
+        json!({"kind": "message", "id": "msg_1", "session_id": "ses_1", "data": {
+            "id": "msg_1", "role": "assistant", "modelID": "claude-sonnet-4-5",
+            "time": {"created": 1_767_000_000_000_i64}, "tokens": tokens}})
+    };
+    let step = |id: &str, input: u64, output: u64| {
+        json!({"kind": "part", "id": id, "message_id": "msg_1", "session_id": "ses_1",
+            "data": {"type": "step-finish", "tokens": {"input": input, "output": output}}})
+    };
+    let mut journal = String::new();
+    for v in [
+        json!({"kind": "message", "id": "msg_0", "session_id": "ses_1", "data": {
+            "id": "msg_0", "role": "user", "time": {"created": 1_766_999_999_000_i64}}}),
+        message(json!({"input": 1, "output": 1})),
+        json!({"kind": "part", "id": "prt_t", "message_id": "msg_1", "session_id": "ses_1",
+            "data": {"type": "text", "text": "the long answer ".repeat(200)}}),
+        step("prt_s1", 100, 10),
+        step("prt_s2", 200, 20),
+        message(json!({"input": 200, "output": 20})),
+        // The first step written again with its final figures.
+        step("prt_s1", 150, 15),
+    ] {
+        journal.push_str(&format!("{v}\n"));
+    }
+    let source = "/home/me/.local/share/opencode/opencode.db#ses_1#1:1:0";
+    whole.ingest(&json!({
+        "jsonl": journal, "agent_runtime": "opencode",
+        "source_identity": source, "from_offset": 0, "to_offset": journal.len(),
+    }))?;
+    post_by_line(&lines, "opencode", source, journal.as_bytes())?;
+    let a = usage(&whole, "by=model")?;
+    let b = usage(&lines, "by=model")?;
+    // Its steps' sum: 150 + 200 in, 15 + 20 out.
+    assert_eq!(a["totals"]["input_tokens"], 350, "{a}");
+    assert_eq!(a["totals"]["output_tokens"], 35, "{a}");
+    assert_eq!(a["rows"], b["rows"]);
+    assert_eq!(a["totals"], b["totals"]);
+    let mut central = central;
+    central.kill()?;
+    let reindexed = run_central(&central.data_dir, &["reindex"])?;
+    ensure!(
+        reindexed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&reindexed.stderr)
+    );
+    central.restart()?;
+    assert_eq!(usage(&lines, "by=model")?, b);
+    // After the reindex, the next line still counts from what was carried.
+    let more = format!("{}\n", step("prt_s2", 300, 30));
+    lines.ingest(&json!({
+        "jsonl": more, "agent_runtime": "opencode", "source_identity": source,
+        "from_offset": journal.len(), "to_offset": journal.len() + more.len(),
+    }))?;
+    let after = usage(&lines, "")?;
+    assert_eq!(after["totals"]["input_tokens"], 450, "{after}");
     Ok(())
 }
