@@ -1138,5 +1138,52 @@ fn usage_scenario(b: &Browser<'_>) -> Result<()> {
     );
     b.goto(&format!("{base}/usage?timezone=Mars/Olympus"))?;
     ensure!(b.text()?.contains("timezone"), "{}", b.text()?);
+
+    // The family's usage is an admin's: refused to uma until she is one,
+    // then each member's tokens, and of vic's conversation he did not
+    // share nothing but its figures.
+    let unshared = conversation(
+        &vic,
+        "vic-2",
+        &[
+            claude_user_line("his own", "2026-05-02T09:00:00Z"),
+            claude_response_line("v2", "claude-haiku-4-5", "2026-05-02T09:30:00Z", 111, 0),
+        ],
+    )?;
+    let unshared = vic.get(&format!("/api/runs/{unshared}"))?.body["conversation"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    ensure!(!unshared.is_empty());
+    ensure!(!b.has("select[name=by] option[value=person]")?);
+    b.goto(&format!("{base}/usage?by=person"))?;
+    ensure!(b.text()?.contains("only an admin"), "{}", b.text()?);
+    let made = kith_tests::run_central(&central.data_dir, &["user", "admin", "uma.local"])?;
+    ensure!(made.status.success(), "{made:?}");
+    b.goto(&format!("{base}/usage?by=person&report=session"))?;
+    b.wait("#usage-table")?;
+    ensure!(b.has("select[name=by] option[value=person][selected]")?);
+    let page = b.text()?;
+    ensure!(
+        page.contains("What the family's agents cost")
+            && page.contains("vic.local")
+            && page.contains("777,777")
+            && page.contains("not shared"),
+        "{page}"
+    );
+    let html = http()?
+        .get(format!("{base}/usage?by=person&report=session"))
+        .header(
+            "cookie",
+            format!("kith_session={}", session_cookie(b)?.value),
+        )
+        .send()?
+        .text()?;
+    ensure!(
+        !html.contains(&unshared),
+        "vic's unshared conversation on uma's page"
+    );
+    // Stacked by member: a segment per member and day (both, both days).
+    ensure!(b.count("#usage-tokens svg rect.segment")? == 4);
     Ok(())
 }
