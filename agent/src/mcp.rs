@@ -1,7 +1,8 @@
 //! `kith mcp`: a Model Context Protocol server over stdio (the official SDK,
 //! `rmcp`) that lets a coding agent read the family archive as its owner
-//! may: every tool is a request to central with this machine's token, so
-//! central decides what is visible, as for `kith search`. A failed call is
+//! may (and, with `usage`, what its owner's agents cost): every tool is a
+//! request to central with this machine's token, so central decides what
+//! is visible, as for `kith search`. A failed call is
 //! a tool error carrying the API's error code; the server keeps serving.
 //! Every answer fits the caller's token budget (default 4,000).
 
@@ -12,7 +13,7 @@ use anyhow::{Context as _, Result};
 use kith_proto::{
     AgentRuntime, ContextRequest, ContextResponse, Conversation, ConversationResponse,
     ConversationTurn, ConversationsResponse, GroupBy, SearchFilters, SearchMode, SearchRequest,
-    SearchResponse, StatusResponse, TurnsResponse,
+    SearchResponse, StatusResponse, TurnsResponse, UsageBy, UsageQuery, UsageReport, UsageResponse,
 };
 use kith_shared::tokens;
 use rmcp::handler::server::router::tool::ToolRouter;
@@ -26,7 +27,7 @@ use time::OffsetDateTime;
 use crate::client::{path_part, Central};
 use crate::config::{Auth, Paths};
 use crate::render::plain::{self, Citation};
-use crate::render::term::one_line;
+use crate::render::term::{one_line, Style};
 use crate::settings::Settings;
 use crate::when::{parse_since, WHEN_HINT};
 
@@ -229,6 +230,50 @@ struct ContextArgs {
 #[serde(deny_unknown_fields)]
 struct StatusArgs {}
 
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+enum Period {
+    Daily,
+    Weekly,
+    Monthly,
+    Session,
+    Blocks,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+enum Split {
+    Model,
+    Agent,
+    Machine,
+    Project,
+    Person,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct UsageArgs {
+    /// A row per day (default), week (from Monday), month, session
+    /// (conversation) or 5-hour billing block (starting at the hour of its
+    /// first response).
+    period: Option<Period>,
+    /// Split each row by model, agent, machine or project; person (every
+    /// member's usage) for an admin.
+    by: Option<Split>,
+    /// Only this agent's usage.
+    #[schemars(with = "Option<RuntimeName>")]
+    agent: Option<AgentRuntime>,
+    /// From then: a day (2026-05-01, in timezone), 30m, 12h, 7d, 2w (ago) or RFC 3339.
+    since: Option<String>,
+    /// Until then: a day (through its end, in timezone) or RFC 3339.
+    until: Option<String>,
+    /// The zone days are cut in: UTC (default), a fixed offset like +02:00,
+    /// or a zone name like Europe/Berlin.
+    timezone: Option<String>,
+    /// Most tokens the answer may hold (default 4000; 20 to 32000).
+    max_tokens: Option<u32>,
+}
+
 #[tool_router]
 impl Kith {
     pub(crate) fn new(paths: Paths, settings: Settings, auth: &Auth) -> Result<Self> {
@@ -279,6 +324,14 @@ impl Kith {
     async fn status(&self, Parameters(_): Parameters<StatusArgs>) -> ToolResult {
         answer(Ok(self.status_text().await), None)
     }
+
+    #[tool(
+        description = "What your owner's agents cost (their own usage only, never another member's): tokens by kind (input, output, cache write, cache read) and dollars per day, week, month or session, optionally split by model, agent, machine or project, with the time zone, the price table's date and the models without a price."
+    )]
+    async fn usage(&self, Parameters(a): Parameters<UsageArgs>) -> ToolResult {
+        let max = a.max_tokens;
+        answer(self.usage_text(a).await, max)
+    }
 }
 
 #[tool_handler(router = self.tool_router)]
@@ -292,7 +345,8 @@ impl ServerHandler for Kith {
                  and those shared with them. Use `context` with the task at the start of work, \
                  `search` to find what was done before (filters: runtime, the agent; project, a \
                  folder or a folder's name; file; tool; command; branch; owner; tags; machine; \
-                 since and until), and `read` with a citation to see the exact turns.",
+                 since and until), `read` with a citation to see the exact turns, and `usage` \
+                 for what the owner's agents cost.",
             )
     }
 }
@@ -503,6 +557,45 @@ impl Kith {
             .json(self.central.post("/api/context").json(&req))
             .await?;
         Ok(plain::pack(&res))
+    }
+
+    async fn usage_text(&self, a: UsageArgs) -> std::result::Result<String, Failure> {
+        let max = budget(a.max_tokens)?;
+        let now = OffsetDateTime::now_utc();
+        let day_or_time = |name: &str, v: Option<String>| {
+            v.map(|s| {
+                crate::commands::usage::when(name, &s, now)
+                    .map_err(|e| Failure::new("invalid_arguments", e.to_string()))
+            })
+            .transpose()
+        };
+        let query = UsageQuery {
+            report: a.period.map(|p| match p {
+                Period::Daily => UsageReport::Daily,
+                Period::Weekly => UsageReport::Weekly,
+                Period::Monthly => UsageReport::Monthly,
+                Period::Session => UsageReport::Session,
+                Period::Blocks => UsageReport::Blocks,
+            }),
+            by: a.by.map(|b| match b {
+                Split::Model => UsageBy::Model,
+                Split::Agent => UsageBy::Agent,
+                Split::Machine => UsageBy::Machine,
+                Split::Project => UsageBy::Project,
+                Split::Person => UsageBy::Person,
+            }),
+            agent: a.agent,
+            since: day_or_time("since", a.since)?,
+            until: day_or_time("until", a.until)?,
+            timezone: a.timezone,
+            family: None,
+        };
+        let res: UsageResponse = self
+            .central
+            .json(self.central.get("/api/usage").query(&query))
+            .await?;
+        let table = crate::commands::usage::render(&res, &query, Style { color: false });
+        Ok(plain::bounded(&table, max))
     }
 
     async fn status_text(&self) -> String {

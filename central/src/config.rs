@@ -1,9 +1,11 @@
 //! Central's configuration: the commented example file is also the default,
 //! and a value comes from that file < `KITH_*` env < command-line flags.
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
+use kith_shared::usage::{PriceError, PriceTable, Rates};
 use serde::Deserialize;
 
 /// The commented example configuration; every value in it is the default.
@@ -28,6 +30,11 @@ pub struct Config {
     pub search: SearchConfig,
     /// Scheduled backups taken by `serve`, when set.
     pub backup: Option<BackupConfig>,
+    /// Who sees whose usage.
+    pub usage: UsageConfig,
+    /// Prices of models (per million tokens) in place of the built-in
+    /// table's, by the model's name.
+    pub prices: BTreeMap<String, PriceOverride>,
 }
 
 /// The `[backup]` section: `serve` takes a snapshot into `dest` every
@@ -82,6 +89,52 @@ impl TryFrom<String> for Every {
     }
 }
 
+/// A model's price in central's config, USD per million tokens: flat at
+/// any prompt length; a kind of token left out has no price.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PriceOverride {
+    pub input: f64,
+    pub output: f64,
+    pub cache_write_5m: Option<f64>,
+    pub cache_write_1h: Option<f64>,
+    pub cache_read: Option<f64>,
+}
+
+impl Config {
+    /// The built-in price table with `prices` in place of its own.
+    pub fn price_table(&self) -> Result<PriceTable, PriceError> {
+        PriceTable::builtin().with_overrides(self.prices.iter().map(|(model, p)| {
+            (
+                model.as_str(),
+                Rates {
+                    input: p.input,
+                    output: p.output,
+                    cache_write_5m: p.cache_write_5m,
+                    cache_write_1h: p.cache_write_1h,
+                    cache_read: p.cache_read,
+                },
+            )
+        }))
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct UsageConfig {
+    /// Admins see every member's usage figures (never what a run they may
+    /// not read was about); `false` keeps each member's usage their own.
+    pub admin_sees_members: bool,
+}
+
+impl Default for UsageConfig {
+    fn default() -> Self {
+        Self {
+            admin_sees_members: true,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TlsConfig {
@@ -100,6 +153,8 @@ impl Default for Config {
             embed: crate::embed::EmbedConfig::default(),
             search: SearchConfig::default(),
             backup: None,
+            usage: UsageConfig::default(),
+            prices: BTreeMap::new(),
         }
     }
 }
@@ -118,6 +173,8 @@ pub enum ConfigError {
     },
     #[error("environment variable {name}: {reason}")]
     Env { name: &'static str, reason: String },
+    #[error("[prices]: {0}")]
+    Prices(#[from] PriceError),
 }
 
 /// Values given on the command line; `None` leaves the lower layers' value.
@@ -201,6 +258,7 @@ impl Config {
             })?);
         }
         load_search_env(&mut config.search, &env)?;
+        config.price_table()?;
         if let Some(v) = &flags.data_dir {
             config.data_dir = v.clone();
         }
@@ -469,6 +527,54 @@ mod tests {
             &Overrides::default(),
         );
         assert!(err.is_err_and(|e| e.to_string().contains("KITH_SEARCH_BACKEND")));
+    }
+
+    #[test]
+    fn prices_in_the_config_take_the_tables_place_and_bad_ones_stop_the_start() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let load = |text: &str| {
+            let file = dir.path().join("central.toml");
+            std::fs::write(&file, text).unwrap_or_else(|e| panic!("{e}"));
+            Config::load(Some(&file), |_| None, &Overrides::default())
+        };
+        let c = load(
+            "[usage]\nadmin_sees_members = false\n\n\
+             [prices.\"claude-opus-4-6\"]\ninput = 1.0\noutput = 2.0\ncache_read = 0.1\n\n\
+             [prices.\"my-local-model\"]\ninput = 0\noutput = 0\n",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert!(!c.usage.admin_sees_members);
+        let table = c.price_table().unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(table.overridden(), ["claude-opus-4-6", "my-local-model"]);
+        assert_eq!(
+            table
+                .price_of("claude-opus-4-6")
+                .map(|p| p.rates.cache_read),
+            Some(Some(0.1))
+        );
+        for (text, why) in [
+            (
+                "[prices.\"m\"]\ninput = -1.0\noutput = 1.0\n",
+                "[prices]: price of m: input must be",
+            ),
+            (
+                "[prices.\"m\"]\ninput = 1.0\noutput = 1e9\n",
+                "past any model's",
+            ),
+            ("[prices.\"m\"]\ninput = 1.0\n", "missing field `output`"),
+            (
+                "[prices.\"m\"]\ninput = 1.0\noutput = 1.0\ncache = 1.0\n",
+                "unknown field `cache`",
+            ),
+            (
+                "[prices.\"m\"]\ninput = \"cheap\"\noutput = 1.0\n",
+                "invalid type",
+            ),
+            ("[usage]\nadmin_sees_members = \"no\"\n", "invalid type"),
+        ] {
+            let err = load(text).err().map(|e| e.to_string()).unwrap_or_default();
+            assert!(err.contains(why), "{text}: {err}");
+        }
     }
 
     #[test]

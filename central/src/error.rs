@@ -116,7 +116,8 @@ codes! {
         InvalidSourceIdentity = "invalid_source_identity",
         InvalidTags = "invalid_tags",
         InvalidTimestamp = "invalid_timestamp",
-        /// A usage report's time zone that is not UTC or a fixed offset.
+        /// A usage report's time zone that is not UTC, a fixed offset or a
+        /// zone of the tz database.
         InvalidTimezone = "invalid_timezone",
         /// A one-time sign-in link used already, expired, or not one.
         LinkUsed = "link_used",
@@ -141,6 +142,9 @@ codes! {
     }
     Forbidden {
         AdminOnly = "admin_only",
+        /// Members' usage asked of a central whose config keeps it from
+        /// admins.
+        MembersUsageOff = "members_usage_off",
     }
     NotFound {
         /// A share, machine, user, page or route.
@@ -219,6 +223,9 @@ pub enum Error {
     /// A known caller asking for what only an admin may see.
     #[error("only an admin of this kith-central may read {what}")]
     AdminOnly { what: &'static str },
+    /// An admin asking for members' usage where the config keeps it off.
+    #[error("this kith-central keeps members' usage from admins too ([usage] admin_sees_members = false)")]
+    MembersUsageOff,
     /// Also the answer for runs the viewer may not read: the two are
     /// indistinguishable.
     #[error("{what} not found")]
@@ -319,6 +326,7 @@ impl Error {
             | Self::Unavailable { code, .. } => *code,
             Self::Unauthenticated => Code::Unauthorized,
             Self::AdminOnly { .. } => Code::AdminOnly,
+            Self::MembersUsageOff => Code::MembersUsageOff,
             Self::BodyTooLarge { .. } => Code::PayloadTooLarge,
             Self::MethodNotAllowed => Code::MethodNotAllowed,
             Self::UnreadableBody { .. } => Code::UnsupportedMediaType,

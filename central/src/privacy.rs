@@ -17,6 +17,11 @@
 //! (`index::meili::filter`), and [`Rule::admits`] evaluates it in Rust (who
 //! reads a given run, and the privacy tests' model).
 //!
+//! Usage is counted by the same rule ([`UsageReach`]): a member's report
+//! counts their own runs; an admin's family report counts every member's
+//! figures and tells of a run what names its work (conversation, project,
+//! machine) only where [`Readability::rule`] admits it.
+//!
 //! Reads that must see every member's runs (reindex, doctor, the operator's
 //! forget) take an [`Operator`] instead, which only the operator's commands
 //! make (`cli`); the web and API layers never hold one.
@@ -145,6 +150,56 @@ impl Readability {
     /// The viewer's own runs: what it may forget or tag.
     pub fn owned(&self) -> Rule {
         Rule::Owner(self.viewer.to_string())
+    }
+}
+
+/// Whose usage a report counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UsageReach {
+    /// The viewer's own runs, all of each.
+    Own,
+    /// Every member's runs: their tokens, dollars, agent, model, time and
+    /// member; their conversation, project and machine only where the
+    /// viewer's rule admits the run (what someone spent is not what they
+    /// worked on).
+    Family,
+}
+
+/// Why a family report is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FamilyUsageRefused {
+    /// Only an admin sees members' usage.
+    NotAdmin,
+    /// Central's config keeps members' usage from admins too.
+    Off,
+}
+
+impl UsageReach {
+    /// The reach of a report asking for the family's usage (`family`) or
+    /// the viewer's own, for a viewer who is an admin or not, with central
+    /// letting admins see members' usage or not.
+    pub fn decide(
+        family: bool,
+        is_admin: bool,
+        admins_see_members: bool,
+    ) -> Result<Self, FamilyUsageRefused> {
+        match (family, is_admin, admins_see_members) {
+            (false, _, _) => Ok(Self::Own),
+            (true, false, _) => Err(FamilyUsageRefused::NotAdmin),
+            (true, true, false) => Err(FamilyUsageRefused::Off),
+            (true, true, true) => Ok(Self::Family),
+        }
+    }
+}
+
+impl Readability {
+    /// The runs whose usage a report of `reach` counts: the viewer's own,
+    /// or (`None`) every member's.
+    pub fn usage_counted(&self, reach: UsageReach) -> Option<Rule> {
+        match reach {
+            UsageReach::Own => Some(self.owned()),
+            UsageReach::Family => None,
+        }
     }
 }
 
@@ -306,6 +361,33 @@ mod tests {
         let mut early = run("ucarol", "|r9|", &none, false);
         early.captured_at = "2026-03-01T00:00:00.000Z";
         assert!(bob.admits(&early), "before carol's snapshot");
+    }
+
+    #[test]
+    fn only_an_admin_counts_the_familys_usage_and_only_when_central_lets_them() {
+        use FamilyUsageRefused::*;
+        let cases = [
+            // (family, admin, admins see members) -> reach
+            ((false, false, true), Ok(UsageReach::Own)),
+            ((false, true, false), Ok(UsageReach::Own)),
+            ((true, false, true), Err(NotAdmin)),
+            ((true, false, false), Err(NotAdmin)),
+            ((true, true, false), Err(Off)),
+            ((true, true, true), Ok(UsageReach::Family)),
+        ];
+        for ((family, admin, on), want) in cases {
+            assert_eq!(
+                UsageReach::decide(family, admin, on),
+                want,
+                "{family} {admin} {on}"
+            );
+        }
+        let bob = Readability::new(user("ubob"), vec![]);
+        assert_eq!(
+            bob.usage_counted(UsageReach::Own),
+            Some(Rule::Owner("ubob".into()))
+        );
+        assert_eq!(bob.usage_counted(UsageReach::Family), None);
     }
 
     #[test]

@@ -128,6 +128,7 @@ fn pages() -> Router<AppState> {
         .route("/shares", get(pages::shares).post(actions::share))
         .route("/shares/{id}/revoke", post(actions::revoke_share))
         .route("/audit", get(pages::audit))
+        .route("/usage", get(pages::usage))
         .route("/machines", get(pages::machines))
         .route("/machines/revoke", post(actions::revoke_machine))
         .route("/admin", get(pages::admin))

@@ -26,6 +26,8 @@ pub struct AppState {
 
 struct Shared {
     config: Config,
+    /// The built-in price table with the config's prices in its place.
+    prices: kith_shared::usage::PriceTable,
     registry: Registry,
     store: BlobStore,
     index: Box<dyn SearchIndex>,
@@ -63,6 +65,9 @@ impl AppState {
         crate::private::create_dir_all(&data)?;
         let registry = open_registry(&data)?;
         let index = crate::index::open(&config.search, &config.index_dir())?;
+        let prices = config
+            .price_table()
+            .map_err(|e| crate::error::Error::Internal(format!("[prices]: {e}")))?;
         let state = Self {
             shared: Arc::new(Shared {
                 store: BlobStore::new(&data),
@@ -76,6 +81,7 @@ impl AppState {
                 seen: Mutex::new(HashMap::new()),
                 sign_in_limits: SignInLimits::default(),
                 turns: crate::turns_cache::TurnsCache::default(),
+                prices,
                 config,
             }),
         };
@@ -100,6 +106,11 @@ impl AppState {
 
     pub fn config(&self) -> &Config {
         &self.shared.config
+    }
+
+    /// What usage reports price tokens with.
+    pub fn prices(&self) -> &kith_shared::usage::PriceTable {
+        &self.shared.prices
     }
 
     pub fn registry(&self) -> &Registry {

@@ -927,6 +927,12 @@ pub enum UsageReport {
     Monthly,
     /// A row per conversation, keyed by its id, in order of last activity.
     Session,
+    /// A row per 5-hour billing block, keyed by its start (`2026-05-01
+    /// 09:00` in the report's zone): a block starts at the hour of its
+    /// first response (whole hours of UTC), lasts 5 hours, and a response
+    /// past them, or more than 5 hours after the one before, starts the
+    /// next. Each member's blocks are their own.
+    Blocks,
 }
 
 /// What `GET /api/usage` splits each bucket by.
@@ -941,6 +947,9 @@ pub enum UsageBy {
     Machine,
     /// The agent's working directory.
     Project,
+    /// The member whose agents spent it: every member's usage, for an
+    /// admin (as `family`).
+    Person,
 }
 
 /// `GET /api/usage`'s query.
@@ -960,9 +969,15 @@ pub struct UsageQuery {
     /// Before this RFC 3339 time, or through the end of this day
     /// (`YYYY-MM-DD`) in `timezone`.
     pub until: Option<String>,
-    /// `UTC` (the default) or a fixed offset (`+02:00`, `-0530`); zone
-    /// names (`Europe/Paris`) are not read.
+    /// `UTC` (the default), a fixed offset (`+02:00`, `-0530`), or a
+    /// zone of the tz database (`Europe/Paris`), whose days follow its
+    /// daylight saving rules.
     pub timezone: Option<String>,
+    /// Every member's usage, each row under its member (`person`): for an
+    /// admin, unless central's config keeps members' usage from admins.
+    /// Of a run the admin may not read, only its figures, agent, model and
+    /// time: never its conversation, project or machine.
+    pub family: Option<bool>,
 }
 
 /// Tokens and dollars of a usage row, or of the whole report.
@@ -989,10 +1004,15 @@ pub struct UsageTotals {
 /// One row of a usage report.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct UsageRow {
-    /// The bucket: a day, a week's Monday, a month, or a conversation id.
+    /// The bucket: a day, a week's Monday, a month, or a conversation id
+    /// (`not shared` for the conversations of others' runs in a `family`
+    /// report that the caller may not read).
     pub key: String,
     /// The value of `by` (`null` without `by`, or when the usage names none).
     pub group: Option<String>,
+    /// The member (handle) of a `family` report's row.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub person: Option<String>,
     #[serde(flatten)]
     pub totals: UsageTotals,
 }
@@ -1003,7 +1023,11 @@ pub struct UsageRow {
 pub struct UsageResponse {
     /// The day (`YYYY-MM-DD`) the price table's prices were read.
     pub price_table: String,
-    /// The time zone days, weeks and months are cut in (`UTC`, `+02:00`).
+    /// Models priced by central's config in place of the table, by name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub price_overrides: Vec<String>,
+    /// The time zone days, weeks and months are cut in (`UTC`, `+02:00`,
+    /// `Europe/Paris`).
     pub timezone: String,
     pub totals: UsageTotals,
     /// By key, then group; sessions by last activity.

@@ -180,12 +180,17 @@ impl Browser<'_> {
 
     /// Whether an element matches `css` on this page.
     pub fn has(&self, css: &str) -> Result<bool> {
+        Ok(self.count(css)? > 0)
+    }
+
+    /// How many elements match `css` on this page.
+    pub fn count(&self, css: &str) -> Result<usize> {
         let found = self.call(
             "POST",
             "/elements",
             Some(json!({"using": "css selector", "value": css})),
         )?;
-        Ok(found.as_array().is_some_and(|a| !a.is_empty()))
+        Ok(found.as_array().map_or(0, Vec::len))
     }
 
     fn find(&self, css: &str) -> Result<String> {

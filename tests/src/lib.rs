@@ -174,6 +174,20 @@ pub fn claude_user_line(text: &str, ts: &str) -> String {
     format!("{line}\n")
 }
 
+/// A Claude Code response of `model` at `ts` with `input` and `output`
+/// tokens, as its transcript records it (`id` makes its message and
+/// request ids).
+pub fn claude_response_line(id: &str, model: &str, ts: &str, input: u64, output: u64) -> String {
+    let line = serde_json::json!({
+        "type": "assistant", "uuid": format!("a-{id}"), "parentUuid": null, "sessionId": "s1",
+        "timestamp": ts, "cwd": "/home/me/proj", "requestId": format!("req-{id}"),
+        "message": {"id": format!("msg-{id}"), "role": "assistant", "model": model,
+            "content": [{"type": "text", "text": "done"}],
+            "usage": {"input_tokens": input, "output_tokens": output}}
+    });
+    format!("{line}\n")
+}
+
 /// Every file under `dir` whose bytes contain `needle`.
 pub fn files_containing(dir: &Path, needle: &str) -> Result<Vec<PathBuf>> {
     let mut hits = Vec::new();

@@ -14,7 +14,7 @@ mod share;
 mod show;
 mod tag;
 mod tree;
-mod usage;
+pub(crate) mod usage;
 mod web;
 
 use anyhow::{Context, Result};

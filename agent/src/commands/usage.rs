@@ -1,8 +1,8 @@
 //! `kith usage`: what your agents spent, by day, week, month or session,
 //! as a table (`GET /api/usage`): tokens by kind and dollars, the time
 //! zone and the price table's date in its header, and the models it could
-//! not price named under it. Only your own usage: central counts no one
-//! else's.
+//! not price named under it. Only your own usage, unless an admin asks for
+//! every member's (`--by person`, `--family`): central decides.
 
 use std::fmt::Write as _;
 use std::io::Write as _;
@@ -18,12 +18,17 @@ use crate::when::{parse_since, WHEN_HINT};
 /// `kith usage`'s flags.
 #[derive(Debug, clap::Args)]
 pub(crate) struct UsageArgs {
-    /// A row per day (the default), week (from Monday), month or session.
+    /// A row per day (the default), week (from Monday), month, session or
+    /// 5-hour billing block.
     #[arg(value_enum, default_value_t = Report::Daily)]
     report: Report,
-    /// Split each row by model, agent, machine or project.
+    /// Split each row by model, agent, machine or project; or, for an
+    /// admin, by person (every member's usage).
     #[arg(long, value_enum)]
     by: Option<By>,
+    /// Every member's usage, each row under its member (admins only).
+    #[arg(long)]
+    family: bool,
     /// Only this agent's usage (claude-code, codex, pi, ...).
     #[arg(long, value_parser = parse_agent)]
     agent: Option<AgentRuntime>,
@@ -33,9 +38,10 @@ pub(crate) struct UsageArgs {
     /// Until then: a day (through its end, in --timezone), or RFC 3339.
     #[arg(long)]
     until: Option<String>,
-    /// Days are cut in this zone: UTC (the default) or a fixed offset
-    /// like +02:00.
-    #[arg(long)]
+    /// Days are cut in this zone: a name (Europe/Berlin), UTC or a fixed
+    /// offset like +02:00. By default the machine's ($TZ, else
+    /// /etc/localtime).
+    #[arg(long, allow_hyphen_values = true)]
     timezone: Option<String>,
     /// Central's answer, as JSON.
     #[arg(long)]
@@ -48,6 +54,8 @@ enum Report {
     Weekly,
     Monthly,
     Session,
+    /// 5-hour billing blocks, each from the hour of its first response.
+    Blocks,
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -56,6 +64,7 @@ enum By {
     Agent,
     Machine,
     Project,
+    Person,
 }
 
 fn parse_agent(s: &str) -> Result<AgentRuntime, String> {
@@ -67,7 +76,7 @@ fn parse_agent(s: &str) -> Result<AgentRuntime, String> {
 
 /// A `--since` or `--until`: a day as it is (central reads it in the
 /// report's zone), else a time as `when` reads one.
-fn when(flag: &str, s: &str, now: OffsetDateTime) -> Result<String> {
+pub(crate) fn when(flag: &str, s: &str, now: OffsetDateTime) -> Result<String> {
     let format = time::macros::format_description!("[year]-[month]-[day]");
     if time::Date::parse(s.trim(), format).is_ok() {
         return Ok(s.trim().to_owned());
@@ -84,19 +93,43 @@ pub(crate) fn run(args: UsageArgs, client: &Client) -> Result<()> {
             Report::Weekly => UsageReport::Weekly,
             Report::Monthly => UsageReport::Monthly,
             Report::Session => UsageReport::Session,
+            Report::Blocks => UsageReport::Blocks,
         }),
         by: args.by.map(|b| match b {
             By::Model => UsageBy::Model,
             By::Agent => UsageBy::Agent,
             By::Machine => UsageBy::Machine,
             By::Project => UsageBy::Project,
+            By::Person => UsageBy::Person,
         }),
         agent: args.agent,
         since: args.since.map(|s| when("since", &s, now)).transpose()?,
         until: args.until.map(|s| when("until", &s, now)).transpose()?,
-        timezone: args.timezone,
+        timezone: args.timezone.clone(),
+        family: args.family.then_some(true),
     };
-    let res: UsageResponse = client.json(client.get("/api/usage").query(&query))?;
+    let (query, res) = match (&args.timezone, machine_zone()) {
+        (None, Some(zone)) => {
+            let local = UsageQuery {
+                timezone: Some(zone.clone()),
+                ..query.clone()
+            };
+            match client.json::<UsageResponse>(client.get("/api/usage").query(&local)) {
+                Ok(res) => (local, res),
+                // Central's tz database lacks this machine's zone: UTC, said.
+                Err(e) if e.code() == "invalid_timezone" => {
+                    eprintln!("kith: central does not know this machine's time zone {zone:?}; days are cut in UTC (--timezone to choose)");
+                    let res = client.json(client.get("/api/usage").query(&query))?;
+                    (query, res)
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        _ => {
+            let res = client.json(client.get("/api/usage").query(&query))?;
+            (query, res)
+        }
+    };
     let mut stdout = std::io::stdout().lock();
     if args.json {
         writeln!(stdout, "{}", serde_json::to_string(&res)?)?;
@@ -104,6 +137,54 @@ pub(crate) fn run(args: UsageArgs, client: &Client) -> Result<()> {
         write!(stdout, "{}", render(&res, &query, Style::detect()))?;
     }
     Ok(())
+}
+
+/// This machine's time zone by its tz database name: `$TZ`, else where
+/// `/etc/localtime` links to; `None` for UTC (central's default) or a zone
+/// that has no name here.
+fn machine_zone() -> Option<String> {
+    let link = std::fs::read_link("/etc/localtime").ok();
+    zone_name(std::env::var("TZ").ok().as_deref(), link.as_deref())
+}
+
+/// The zone name of a `TZ` value (`Europe/Berlin`, `:Europe/Berlin`, a
+/// path into a zoneinfo folder), else of the `/etc/localtime` link;
+/// `None` for UTC and for what names no zone (a POSIX rule like
+/// `CET-1CEST`).
+fn zone_name(tz: Option<&str>, localtime: Option<&std::path::Path>) -> Option<String> {
+    const UTC: [&str; 12] = [
+        "UTC",
+        "Etc/UTC",
+        "UCT",
+        "Etc/UCT",
+        "Universal",
+        "Etc/Universal",
+        "Zulu",
+        "Etc/Zulu",
+        "GMT",
+        "Etc/GMT",
+        "Etc/GMT0",
+        "GMT0",
+    ];
+    let from_path = |p: &str| p.rsplit_once("zoneinfo/").map(|(_, name)| name.to_owned());
+    let name = match tz.map(str::trim).filter(|t| !t.is_empty()) {
+        Some(t) => {
+            let t = t.strip_prefix(':').unwrap_or(t);
+            if t.starts_with('/') {
+                from_path(t)?
+            } else if (t.contains('/') || UTC.contains(&t))
+                && t.starts_with(|c: char| c.is_ascii_alphabetic())
+                && t.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'/' | b'_' | b'-' | b'+'))
+            {
+                t.to_owned()
+            } else {
+                return None;
+            }
+        }
+        None => from_path(&localtime?.to_string_lossy())?,
+    };
+    (!UTC.contains(&name.as_str())).then_some(name)
 }
 
 /// `1234567` -> `1,234,567`.
@@ -138,13 +219,23 @@ pub(crate) fn render(res: &UsageResponse, q: &UsageQuery, style: Style) -> Strin
         UsageReport::Weekly => "week (from Monday)",
         UsageReport::Monthly => "month",
         UsageReport::Session => "session",
+        UsageReport::Blocks => "5-hour block",
     };
     let _ = writeln!(
         out,
         "{}",
         style.bold(&format!(
-            "Usage by {what}, time zone {}, prices as of {}",
-            res.timezone, res.price_table
+            "Usage by {what}, time zone {}, prices as of {}{}",
+            res.timezone,
+            res.price_table,
+            if res.price_overrides.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " (central's own for {})",
+                    printable(&res.price_overrides.join(", "))
+                )
+            }
         ))
     );
     if res.rows.is_empty() {
@@ -156,16 +247,25 @@ pub(crate) fn render(res: &UsageResponse, q: &UsageQuery, style: Style) -> Strin
         UsageBy::Agent => "agent",
         UsageBy::Machine => "machine",
         UsageBy::Project => "project",
+        UsageBy::Person => "person",
     });
     let key_title = match q.report.unwrap_or_default() {
         UsageReport::Daily => "date",
         UsageReport::Weekly => "week",
         UsageReport::Monthly => "month",
         UsageReport::Session => "session",
+        UsageReport::Blocks => "block from",
+    };
+    // A family report's rows are each a member's: the member leads the split.
+    let family = res.rows.iter().any(|r| r.person.is_some());
+    let split_title = match (family, by) {
+        (true, Some(b)) => format!("person {b}"),
+        (true, None) => "person".to_owned(),
+        (false, b) => b.unwrap_or_default().to_owned(),
     };
     let mut lines: Vec<[String; 7]> = vec![[
         key_title.to_owned(),
-        by.unwrap_or_default().to_owned(),
+        split_title,
         "input".to_owned(),
         "output".to_owned(),
         "cache write".to_owned(),
@@ -197,10 +297,16 @@ pub(crate) fn render(res: &UsageResponse, q: &UsageQuery, style: Style) -> Strin
             (Some(_), Some(g)) => printable(g).into_owned(),
             (Some(_), None) => "-".to_owned(),
         };
+        let group = match &row.person {
+            Some(p) => format!("{} {group}", printable(p)).trim_end().to_owned(),
+            None => group,
+        };
         lines.push(cells(key, group, &row.totals));
     }
     lines.push(cells("total".to_owned(), String::new(), &res.totals));
-    let shown: Vec<usize> = (0..7).filter(|&i| i != 1 || by.is_some()).collect();
+    let shown: Vec<usize> = (0..7)
+        .filter(|&i| i != 1 || by.is_some() || family)
+        .collect();
     let width = |i: usize| {
         lines
             .iter()
@@ -271,20 +377,54 @@ mod tests {
     }
 
     #[test]
+    fn the_machines_zone_is_tz_else_localtimes_link_and_utc_is_none() {
+        use std::path::Path;
+        let berlin = Path::new("/usr/share/zoneinfo/Europe/Berlin");
+        let utc = Path::new("/usr/share/zoneinfo/Etc/UTC");
+        let cases: [(Option<&str>, Option<&Path>, Option<&str>); 10] = [
+            (None, Some(berlin), Some("Europe/Berlin")),
+            (None, Some(utc), None),
+            (None, None, None),
+            (Some(""), Some(berlin), Some("Europe/Berlin")),
+            (
+                Some("America/New_York"),
+                Some(berlin),
+                Some("America/New_York"),
+            ),
+            (Some(":Asia/Tokyo"), None, Some("Asia/Tokyo")),
+            (
+                Some("/usr/share/zoneinfo/Asia/Kolkata"),
+                None,
+                Some("Asia/Kolkata"),
+            ),
+            (Some("UTC"), Some(berlin), None),
+            // A POSIX rule names no zone: central's default, not a guess.
+            (Some("CET-1CEST,M3.5.0,M10.5.0/3"), Some(berlin), None),
+            (Some("/etc/mytz"), Some(berlin), None),
+        ];
+        for (tz, link, want) in cases {
+            assert_eq!(zone_name(tz, link).as_deref(), want, "{tz:?} {link:?}");
+        }
+    }
+
+    #[test]
     fn the_table_names_its_zone_and_prices_and_what_it_could_not_price() {
         let res = UsageResponse {
             price_table: "2026-05-20".into(),
+            price_overrides: Vec::new(),
             timezone: "+02:00".into(),
             totals: totals(1234, 1.5, &["qwen3.7-plus"]),
             rows: vec![
                 UsageRow {
                     key: "2026-05-01".into(),
                     group: Some("claude-opus-4-6".into()),
+                    person: None,
                     totals: totals(1200, 1.5, &[]),
                 },
                 UsageRow {
                     key: "2026-05-01".into(),
                     group: Some("qwen3.7-plus".into()),
+                    person: None,
                     totals: totals(34, 0.0, &["qwen3.7-plus"]),
                 },
             ],
@@ -311,6 +451,7 @@ mod tests {
     fn nothing_yet_says_so() {
         let res = UsageResponse {
             price_table: "2026-05-20".into(),
+            price_overrides: Vec::new(),
             timezone: "UTC".into(),
             totals: UsageTotals::default(),
             rows: vec![],

@@ -1,4 +1,5 @@
-//! `GET /api/usage`: what the caller's own agents spent.
+//! `GET /api/usage`: what the caller's own agents spent (or, for an admin,
+//! every member's).
 
 use axum::extract::State;
 use axum::Json;
@@ -11,14 +12,13 @@ use crate::state::AppState;
 
 #[utoipa::path(get, path = "/api/usage", params(UsageQuery),
     responses((status = 200, body = UsageResponse), (status = 400, body = ErrorBody),
-        (status = 401, body = ErrorBody)))]
+        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)))]
 pub(crate) async fn index(
     State(state): State<AppState>,
     viewer: Viewer,
     ApiQuery(q): ApiQuery<UsageQuery>,
 ) -> Result<Json<UsageResponse>> {
     let res =
-        tokio::task::spawn_blocking(move || crate::usage::usage(state.registry(), &viewer, &q))
-            .await??;
+        tokio::task::spawn_blocking(move || crate::usage::usage(&state, &viewer, &q)).await??;
     Ok(Json(res))
 }

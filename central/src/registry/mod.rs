@@ -45,7 +45,7 @@ pub use resumes::{NewResume, Resume};
 pub use runs::{ancestry_of, transcript_of, ForestFilter, LiveFacts, NewRun, StoredRun};
 pub use sessions::{SignedIn, SESSION_MAX_DAYS};
 pub use shares::{AuditFilter, AuditRow, Revoked, ShareRow};
-pub use usage::{ConversationUsage, CountedUsage, UsageFilter, UsageRow};
+pub use usage::{ConversationUsage, CountedUsage, UsageFilter, UsageRow, Work};
 pub use users::UserRow;
 pub use values::FilterValues;
 pub use viewer::Viewer;
@@ -361,6 +361,9 @@ fn migrate(conn: &Connection) -> Result<()> {
         ("web_sessions", "machine_id", "TEXT"),
         ("web_links", "machine_id", "TEXT"),
         ("index_jobs", "version", "INTEGER NOT NULL DEFAULT 0"),
+        // None kept: the next delta of such a conversation reads its
+        // earlier deltas once, as before.
+        ("usage_folds", "carry", "BLOB"),
     ];
     for (table, column, decl) in ADDED {
         let present: bool = conn.query_row(
@@ -440,7 +443,7 @@ impl Sql {
         self.rule(&viewer.readability().owned())
     }
 
-    fn rule(&mut self, rule: &Rule) -> &mut Self {
+    pub(super) fn rule(&mut self, rule: &Rule) -> &mut Self {
         match rule {
             Rule::Any(rules) => self.join(rules, " OR "),
             Rule::All(rules) => self.join(rules, " AND "),

@@ -3,10 +3,15 @@
 //! conversation's deltas by `crate::usage`, written in the transaction
 //! that records the delta's run and rebuilt by `reindex`; and
 //! `usage_folds`, what each conversation's fold carries to its next delta
-//! (the model and time its bytes left in effect, records refused).
+//! (the model and time its bytes left in effect, records refused, and for
+//! a format whose usage is read whole what of its bytes the next delta's
+//! reading needs: `kith_shared::usage::carry`).
 //!
-//! A row is read only by its owner: reads join `runs` and render
-//! `Sql::owned_by`; usage shared with a member stays its owner's. Rows go
+//! A row is counted for its owner, and for an admin's family report
+//! (`privacy::UsageReach`): reads join `runs` and render the rule's
+//! `usage_counted`; of a row whose run the reader may not read (the rule),
+//! the conversation, project and machine are left out here, before any
+//! report sees them. Usage shared with a member stays its owner's. Rows go
 //! with their runs (`finish_forget`, `replace_runs`).
 //!
 //! The same response captured in two conversations (a Claude Code
@@ -24,6 +29,7 @@ use rusqlite::{params, Row, Transaction};
 
 use super::{to_i64, Registry, Sql, Viewer};
 use crate::error::Result;
+use crate::privacy::UsageReach;
 
 pub(super) const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS usage (
@@ -70,7 +76,8 @@ CREATE TABLE IF NOT EXISTS usage_folds (
     agent_runtime TEXT NOT NULL,
     model TEXT,
     time TEXT,
-    n_refused INTEGER NOT NULL
+    n_refused INTEGER NOT NULL,
+    carry BLOB
 );
 ";
 
@@ -103,6 +110,10 @@ pub struct ConversationUsage {
     pub n_refused: u64,
     /// What its bytes leave in effect for the next delta's facts.
     pub context: Option<Context>,
+    /// For a format whose usage is read whole, what of its bytes the next
+    /// delta is read after (`kith_shared::usage::carry`); `None` for the
+    /// others, and for a fold written before it was kept.
+    pub carried: Option<Vec<u8>>,
 }
 
 /// Which of the viewer's usage a report reads.
@@ -121,8 +132,18 @@ pub struct CountedUsage {
     /// Model, tokens, requests and recorded cost (its key is not read).
     pub fact: UsageFact,
     pub at_ms: i64,
-    pub conversation: String,
     pub agent_runtime: String,
+    /// The handle of the member whose run it is.
+    pub person: String,
+    /// What names the run's work: `None` when the reader may not read the
+    /// run (another member's, in an admin's family report).
+    pub work: Option<Work>,
+}
+
+/// Where a counted fact's run was: its conversation, machine and project.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Work {
+    pub conversation: String,
     pub machine: String,
     pub project: Option<String>,
 }
@@ -307,10 +328,11 @@ pub(super) fn write(tx: &Transaction<'_>, u: &ConversationUsage) -> Result<()> {
     }
     let context = u.context.clone().unwrap_or_default();
     tx.prepare_cached(
-        "INSERT INTO usage_folds (conversation, user_id, agent_runtime, model, time, n_refused)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+        "INSERT INTO usage_folds (conversation, user_id, agent_runtime, model, time, n_refused,
+             carry)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
          ON CONFLICT (conversation) DO UPDATE SET model = excluded.model,
-             time = excluded.time, n_refused = excluded.n_refused",
+             time = excluded.time, n_refused = excluded.n_refused, carry = excluded.carry",
     )?
     .execute(params![
         u.conversation,
@@ -318,7 +340,8 @@ pub(super) fn write(tx: &Transaction<'_>, u: &ConversationUsage) -> Result<()> {
         u.agent_runtime.as_str(),
         context.model,
         context.time,
-        to_i64(u.n_refused)
+        to_i64(u.n_refused),
+        u.carried
     ])?;
     Ok(())
 }
@@ -353,7 +376,7 @@ impl Registry {
     ) -> Result<Option<ConversationUsage>> {
         let conn = self.reader();
         let mut sql = Sql::new(
-            "SELECT f.agent_runtime, f.model, f.time, f.n_refused FROM usage_folds f
+            "SELECT f.agent_runtime, f.model, f.time, f.n_refused, f.carry FROM usage_folds f
              JOIN runs ON runs.conversation = f.conversation WHERE f.conversation = ",
         );
         sql.bind(conversation.to_owned())
@@ -368,11 +391,12 @@ impl Registry {
                     r.get::<_, Option<String>>(1)?,
                     r.get::<_, Option<String>>(2)?,
                     r.get::<_, i64>(3)?,
+                    r.get::<_, Option<Vec<u8>>>(4)?,
                 ))
             })?
             .next()
             .transpose()?;
-        let Some((runtime, model, time, n_refused)) = fold else {
+        let Some((runtime, model, time, n_refused, carried)) = fold else {
             return Ok(None);
         };
         let Some(agent_runtime) = AgentRuntime::parse(&runtime) else {
@@ -400,19 +424,35 @@ impl Registry {
             rows,
             n_refused: count(n_refused),
             context,
+            carried,
         }))
     }
 
-    /// The facts of the viewer's own usage `filter` selects, each response
-    /// once (see the module documentation).
-    pub fn usage(&self, viewer: &Viewer, filter: &UsageFilter) -> Result<Vec<CountedUsage>> {
+    /// The facts of the usage `filter` selects that a report of `reach`
+    /// counts for `viewer`, each response once (see the module
+    /// documentation).
+    pub fn usage(
+        &self,
+        viewer: &Viewer,
+        reach: UsageReach,
+        filter: &UsageFilter,
+    ) -> Result<Vec<CountedUsage>> {
         let mut sql = Sql::new(
             "SELECT u.model, u.input_tokens, u.output_tokens, u.cache_write_5m_tokens,
                     u.cache_write_1h_tokens, u.cache_read_tokens, u.cost_usd, u.n_requests,
-                    u.at_ms, u.conversation, u.agent_runtime, u.machine, u.project
-             FROM usage u JOIN runs ON runs.id = u.run_id WHERE ",
+                    u.at_ms, u.conversation, u.agent_runtime, u.machine, u.project,
+                    COALESCE(users.handle, u.user_id), CASE WHEN ",
         );
-        sql.owned_by(viewer);
+        sql.readable_by(viewer);
+        sql.push(
+            " THEN 1 ELSE 0 END
+             FROM usage u JOIN runs ON runs.id = u.run_id
+             LEFT JOIN users ON users.id = u.user_id WHERE ",
+        );
+        match viewer.readability().usage_counted(reach) {
+            Some(rule) => sql.rule(&rule),
+            None => sql.push("1"),
+        };
         if let Some(agent) = filter.agent {
             sql.and("u.agent_runtime = ?1", agent.as_str().to_owned());
         }
@@ -432,6 +472,16 @@ impl Registry {
         let mut stmt = conn.prepare_cached(sql.text())?;
         let rows = stmt
             .query_map(sql.params(), |r| {
+                let readable: bool = r.get(14)?;
+                let work = if readable {
+                    Some(Work {
+                        conversation: r.get(9)?,
+                        machine: r.get(11)?,
+                        project: r.get(12)?,
+                    })
+                } else {
+                    None
+                };
                 Ok(CountedUsage {
                     fact: UsageFact {
                         key: String::new(),
@@ -443,24 +493,32 @@ impl Registry {
                         n_requests: r.get::<_, Option<i64>>(7)?.map(count),
                     },
                     at_ms: r.get(8)?,
-                    conversation: r.get(9)?,
                     agent_runtime: r.get(10)?,
-                    machine: r.get(11)?,
-                    project: r.get(12)?,
+                    person: r.get(13)?,
+                    work,
                 })
             })?
             .collect::<rusqlite::Result<_>>()?;
         Ok(rows)
     }
 
-    /// Usage records refused in the viewer's own conversations (of one
-    /// agent's, with `agent`).
-    pub fn usage_refused(&self, viewer: &Viewer, agent: Option<AgentRuntime>) -> Result<u64> {
+    /// Usage records refused in the conversations a report of `reach`
+    /// counts (of one agent's, with `agent`).
+    pub fn usage_refused(
+        &self,
+        viewer: &Viewer,
+        reach: UsageReach,
+        agent: Option<AgentRuntime>,
+    ) -> Result<u64> {
         let mut sql = Sql::new(
             "SELECT COALESCE(SUM(f.n_refused), 0) FROM usage_folds f WHERE EXISTS (
                  SELECT 1 FROM runs WHERE runs.conversation = f.conversation AND ",
         );
-        sql.owned_by(viewer).push(")");
+        match viewer.readability().usage_counted(reach) {
+            Some(rule) => sql.rule(&rule),
+            None => sql.push("1"),
+        };
+        sql.push(")");
         if let Some(agent) = agent {
             sql.and("f.agent_runtime = ?1", agent.as_str().to_owned());
         }
@@ -535,6 +593,7 @@ mod tests {
                 .collect(),
             n_refused: 1,
             context: None,
+            carried: None,
         }
     }
 
@@ -553,7 +612,7 @@ mod tests {
 
     fn outputs(registry: &Registry, who: &Viewer) -> Vec<u64> {
         registry
-            .usage(who, &UsageFilter::default())
+            .usage(who, UsageReach::Own, &UsageFilter::default())
             .unwrap_or_else(|e| panic!("{e}"))
             .iter()
             .map(|u| u.fact.tokens.output)
@@ -585,20 +644,29 @@ mod tests {
             .conversation_usage(&alice, "c1", "s#")
             .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(read.as_ref(), Some(&after));
-        assert_eq!(registry.usage_refused(&alice, None).ok(), Some(1));
+        assert_eq!(
+            registry.usage_refused(&alice, UsageReach::Own, None).ok(),
+            Some(1)
+        );
         // Never another member's.
         assert!(outputs(&registry, &bob).is_empty());
         assert_eq!(
             registry.conversation_usage(&bob, "c1", "s#1").ok(),
             Some(None)
         );
-        assert_eq!(registry.usage_refused(&bob, None).ok(), Some(0));
+        assert_eq!(
+            registry.usage_refused(&bob, UsageReach::Own, None).ok(),
+            Some(0)
+        );
         // Forgotten with its runs.
         registry
             .finish_forget(&["r1".to_owned(), "r2".to_owned()])
             .unwrap_or_else(|e| panic!("{e}"));
         assert!(outputs(&registry, &alice).is_empty());
-        assert_eq!(registry.usage_refused(&alice, None).ok(), Some(0));
+        assert_eq!(
+            registry.usage_refused(&alice, UsageReach::Own, None).ok(),
+            Some(0)
+        );
     }
 
     #[test]

@@ -1,14 +1,14 @@
 //! A conversation's usage after one more delta. Pure: the registry gives
 //! the conversation's usage so far, the caller the delta's facts.
 //!
-//! Formats whose deltas read alone (Claude Code, Codex, pi, Copilot CLI,
-//! Aider) continue their fold as `kith_shared::usage::Fold` says: the
+//! Formats whose deltas read alone (Claude Code, Codex, pi, Gemini CLI,
+//! Copilot CLI, Aider) continue their fold as `kith_shared::usage::Fold` says: the
 //! conversation's folded facts added back, then the delta's ([`next`]); a
 //! fact the delta left as it was keeps its row, one it changed or added is
-//! the delta's run's. Formats whose later records rewrite earlier ones
-//! (`Format::folds`: Gemini CLI, OpenCode, whose message's tokens may sit
-//! in another delta than its row) are read whole at each delta, and every
-//! fact is the newest run's ([`whole`]). Reindex folds each conversation's
+//! the delta's run's. A format whose message's tokens may sit in another
+//! delta than its row (`kith_shared::usage::reads_whole`: OpenCode) is read
+//! whole at each delta (what was carried of the deltas before, then the
+//! delta), and every fact is the newest run's ([`whole`]). Reindex folds each conversation's
 //! deltas through the same functions, in byte order, so it finds what
 //! ingest wrote.
 
@@ -78,6 +78,7 @@ fn usage_of(
         rows,
         n_refused,
         context,
+        carried: None,
     })
 }
 

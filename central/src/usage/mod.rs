@@ -2,24 +2,27 @@
 //! delta's usage facts (`kith_shared::usage`: tokens per model response,
 //! and the cost its agent recorded) folded into its conversation's at
 //! ingest, in the run's own transaction (`fold`); rebuilt from the blobs by
-//! `reindex` ([`rebuild`]); reported to their owner alone, by day, week,
-//! month or conversation, in UTC or a fixed offset, priced from the dated
-//! table compiled in (`report`).
+//! `reindex` ([`rebuild`]); reported by day, week, month or conversation,
+//! in UTC, a fixed offset or a named zone, priced from the dated table
+//! compiled in with central's config's prices in its place (`report`).
 //!
 //! A member's report holds the usage of their own runs, never another
 //! member's, shared with them or not: what someone spends is not in what a
-//! grant shares.
+//! grant shares. An admin may ask for the family's (`privacy::UsageReach`,
+//! unless central's config keeps it off): every member's figures, and of a
+//! run the admin may not read nothing that names its work.
 
 mod fold;
 mod report;
 
 use std::collections::HashMap;
 
-use kith_proto::{UsageQuery, UsageResponse};
-use kith_shared::usage::{facts, PriceTable};
+use kith_proto::{UsageBy, UsageQuery, UsageResponse};
+use kith_shared::usage::{carry, facts, reads_whole};
 
-use crate::error::Result;
-use crate::registry::{ConversationUsage, Registry, UsageFilter, Viewer};
+use crate::error::{Error, Result};
+use crate::privacy::{FamilyUsageRefused, UsageReach};
+use crate::registry::{ConversationUsage, UsageFilter, Viewer};
 use crate::run::Run;
 use crate::state::AppState;
 
@@ -36,23 +39,39 @@ pub(crate) fn after_delta(
         return Ok(None);
     };
     let format = run.format();
-    if format.folds() {
-        let mut whole = Vec::new();
-        for earlier in state
+    let transcript =
+        crate::registry::transcript_of(&run.source_identity).unwrap_or(&run.source_identity);
+    if reads_whole(format) {
+        let prior = state
             .registry()
-            .owned_conversation_runs(viewer, conversation)?
-        {
-            whole.extend(state.store().read_jsonl(&earlier.blob_path)?);
-        }
+            .conversation_usage(viewer, conversation, transcript)?;
+        // What the deltas before carried for this one; read from their
+        // blobs once when no fold kept it (a registry of an older kith).
+        let mut whole = match prior.and_then(|p| p.carried) {
+            Some(carried) => carried,
+            None => {
+                let mut earlier = Vec::new();
+                for run in state
+                    .registry()
+                    .owned_conversation_runs(viewer, conversation)?
+                {
+                    earlier.extend(state.store().read_jsonl(&run.blob_path)?);
+                }
+                earlier
+            }
+        };
         whole.extend_from_slice(bytes);
-        return Ok(fold::whole(facts(format, &whole), run));
+        return Ok(
+            fold::whole(facts(format, &whole), run).map(|u| ConversationUsage {
+                carried: Some(carry(format, &whole)),
+                ..u
+            }),
+        );
     }
     let delta = facts(format, bytes);
     if delta.facts.is_empty() && delta.n_refused == 0 && delta.context.is_none() {
         return Ok(None);
     }
-    let transcript =
-        crate::registry::transcript_of(&run.source_identity).unwrap_or(&run.source_identity);
     let prior = state
         .registry()
         .conversation_usage(viewer, conversation, transcript)?;
@@ -78,13 +97,16 @@ pub(crate) fn rebuild(
             continue;
         };
         let mut usage: Option<ConversationUsage> = None;
-        if format.folds() {
+        if reads_whole(format) {
             let mut whole = Vec::new();
             for run in &chain {
                 whole.extend(read(run)?);
             }
             if let Some(last) = chain.last() {
-                usage = fold::whole(facts(format, &whole), last);
+                usage = fold::whole(facts(format, &whole), last).map(|u| ConversationUsage {
+                    carried: Some(carry(format, &whole)),
+                    ..u
+                });
             }
         } else {
             for run in &chain {
@@ -100,15 +122,28 @@ pub(crate) fn rebuild(
     Ok(out)
 }
 
-/// `GET /api/usage`: the viewer's own usage as `q` asks.
-pub(crate) fn usage(registry: &Registry, viewer: &Viewer, q: &UsageQuery) -> Result<UsageResponse> {
+/// `GET /api/usage`: the usage `q` asks for, as the viewer may count it
+/// (`privacy::UsageReach`): its own, or an admin's family report.
+pub(crate) fn usage(state: &AppState, viewer: &Viewer, q: &UsageQuery) -> Result<UsageResponse> {
+    let family = q.family.unwrap_or(false) || q.by == Some(UsageBy::Person);
+    let reach = UsageReach::decide(
+        family,
+        viewer.is_admin(),
+        state.config().usage.admin_sees_members,
+    )
+    .map_err(|refused| match refused {
+        FamilyUsageRefused::NotAdmin => Error::AdminOnly {
+            what: "every member's usage",
+        },
+        FamilyUsageRefused::Off => Error::MembersUsageOff,
+    })?;
     let zone = match &q.timezone {
         Some(tz) => report::Zone::parse(tz)?,
         None => report::Zone::UTC,
     };
     let at = |s: &Option<String>, edge| {
         s.as_deref()
-            .map(|s| report::instant(s, zone, edge))
+            .map(|s| report::instant(s, &zone, edge))
             .transpose()
     };
     let filter = UsageFilter {
@@ -116,17 +151,14 @@ pub(crate) fn usage(registry: &Registry, viewer: &Viewer, q: &UsageQuery) -> Res
         since_ms: at(&q.since, report::Edge::Since)?,
         until_ms: at(&q.until, report::Edge::Until)?,
     };
-    let facts = registry.usage(viewer, &filter)?;
-    let n_refused = registry.usage_refused(viewer, q.agent)?;
+    let registry = state.registry();
+    let facts = registry.usage(viewer, reach, &filter)?;
+    let n_refused = registry.usage_refused(viewer, reach, q.agent)?;
     let shape = report::Shape {
         report: q.report.unwrap_or_default(),
         by: q.by,
         zone,
+        family,
     };
-    Ok(report::report(
-        &facts,
-        &shape,
-        PriceTable::builtin(),
-        n_refused,
-    ))
+    Ok(report::report(&facts, &shape, state.prices(), n_refused))
 }

@@ -1,15 +1,16 @@
 //! A usage report from the facts a viewer may count: bucketed by day, week
-//! (from Monday), month or conversation in a time zone, split by model,
-//! agent, machine or project, priced. Pure.
+//! (from Monday), month, conversation or 5-hour billing block in a time
+//! zone, split by model, agent, machine, project or person, priced. Pure.
 //!
 //! A fact costs what its agent recorded, else its tokens at the price
 //! table's list prices; a fact with no price (an unknown model, a kind of
 //! token the table has no rate for) adds its tokens and names its model in
 //! `unpriced_models`, never a guessed dollar.
 //!
-//! Time zones are UTC or a fixed offset: an IANA zone's offsets change
-//! with its rules, which would take a time zone database central does not
-//! carry.
+//! Time zones are UTC, a fixed offset, or a zone by its IANA name
+//! (`Europe/Berlin`), whose days are cut by its rules as the system's tz
+//! database (`/usr/share/zoneinfo`) has them: a day of a DST change is 23
+//! or 25 hours long.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -21,17 +22,21 @@ use crate::error::{Code, Error, Result};
 use crate::registry::CountedUsage;
 
 /// What `timezone` accepts, for its error.
-const ZONE_HINT: &str = "timezone must be UTC or a fixed offset like +02:00 or -0530; \
-     zone names (Europe/Paris) are not supported";
+const ZONE_HINT: &str = "timezone must be UTC, a fixed offset like +02:00 or -0530, \
+     or a time zone name of the tz database like Europe/Paris";
 
 /// The time zone a report cuts days in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Zone(UtcOffset);
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Zone {
+    Fixed(UtcOffset),
+    /// A zone of the tz database, and its name as asked.
+    Named(jiff::tz::TimeZone, String),
+}
 
 impl Zone {
-    pub(crate) const UTC: Zone = Zone(UtcOffset::UTC);
+    pub(crate) const UTC: Zone = Zone::Fixed(UtcOffset::UTC);
 
-    /// `UTC`, `Z`, or `±HH:MM`, `±HHMM`, `±HH`.
+    /// `UTC`, `Z`, `±HH:MM`, `±HHMM`, `±HH`, or a tz database name.
     pub(crate) fn parse(s: &str) -> Result<Zone> {
         let s = s.trim();
         if s.eq_ignore_ascii_case("utc") || s.eq_ignore_ascii_case("z") {
@@ -41,7 +46,7 @@ impl Zone {
         let (sign, rest) = match s.as_bytes().first() {
             Some(b'+') => (1, &s[1..]),
             Some(b'-') => (-1, &s[1..]),
-            _ => return Err(bad()),
+            _ => return Self::named(s).ok_or_else(bad),
         };
         let digits: String = rest.chars().filter(|c| *c != ':').collect();
         let colons = rest.len() - digits.len();
@@ -63,30 +68,98 @@ impl Zone {
             return Err(bad());
         }
         UtcOffset::from_hms(sign * hours, sign * minutes, 0)
-            .map(Zone)
+            .map(Zone::Fixed)
             .map_err(|_| bad())
     }
 
-    /// `UTC`, else `±HH:MM`.
-    pub(crate) fn name(self) -> String {
-        if self.0 == UtcOffset::UTC {
-            return "UTC".to_owned();
+    /// A zone of the tz database by its name (`Europe/Berlin`,
+    /// `America/Argentina/Buenos_Aires`); `None` for a name the database
+    /// does not have, or that is no zone name (a path out of it).
+    fn named(s: &str) -> Option<Zone> {
+        let plausible = !s.is_empty()
+            && s.len() <= 64
+            && s.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'/' | b'_' | b'-' | b'+'))
+            && s.split('/')
+                .all(|part| !part.is_empty() && part != "." && part != "..");
+        if !plausible {
+            return None;
         }
-        let (h, m, _) = self.0.as_hms();
-        let sign = if self.0.is_negative() { '-' } else { '+' };
-        format!("{sign}{:02}:{:02}", h.unsigned_abs(), m.unsigned_abs())
+        let tz = jiff::tz::TimeZone::get(s).ok()?;
+        Some(Zone::Named(tz, s.to_owned()))
     }
 
-    fn date_of(self, at_ms: i64) -> Date {
-        OffsetDateTime::from_unix_timestamp_nanos(i128::from(at_ms) * 1_000_000)
-            .unwrap_or(OffsetDateTime::UNIX_EPOCH)
-            .to_offset(self.0)
-            .date()
+    /// `UTC`, `±HH:MM`, or the zone's name.
+    pub(crate) fn name(&self) -> String {
+        match self {
+            Zone::Fixed(offset) if *offset == UtcOffset::UTC => "UTC".to_owned(),
+            Zone::Fixed(offset) => {
+                let (h, m, _) = offset.as_hms();
+                let sign = if offset.is_negative() { '-' } else { '+' };
+                format!("{sign}{:02}:{:02}", h.unsigned_abs(), m.unsigned_abs())
+            }
+            Zone::Named(_, name) => name.clone(),
+        }
     }
 
-    /// The first instant of `date` in this zone, in ms since the epoch.
-    fn start_of(self, date: Date) -> i64 {
-        kith_shared::timestamp::epoch_ms(date.midnight().assume_offset(self.0))
+    /// The wall clock at `at_ms` in this zone: its date, hour and minute.
+    fn wall(&self, at_ms: i64) -> (Date, u8, u8) {
+        match self {
+            Zone::Fixed(offset) => {
+                let t = OffsetDateTime::from_unix_timestamp_nanos(i128::from(at_ms) * 1_000_000)
+                    .unwrap_or(OffsetDateTime::UNIX_EPOCH)
+                    .to_offset(*offset);
+                (t.date(), t.hour(), t.minute())
+            }
+            Zone::Named(tz, _) => {
+                let t = jiff::Timestamp::from_millisecond(at_ms)
+                    .unwrap_or(jiff::Timestamp::UNIX_EPOCH)
+                    .to_zoned_datetime(tz.clone());
+                let date = time::Month::try_from(t.month() as u8)
+                    .ok()
+                    .and_then(|m| {
+                        Date::from_calendar_date(i32::from(t.year()), m, t.day() as u8).ok()
+                    })
+                    .unwrap_or(Date::MIN);
+                (date, t.hour() as u8, t.minute() as u8)
+            }
+        }
+    }
+
+    fn date_of(&self, at_ms: i64) -> Date {
+        self.wall(at_ms).0
+    }
+
+    /// `2026-05-01 09:00`, in this zone.
+    fn minute_of(&self, at_ms: i64) -> String {
+        let (date, hour, minute) = self.wall(at_ms);
+        format!("{date} {hour:02}:{minute:02}")
+    }
+
+    /// The first instant of `date` in this zone, in ms since the epoch (a
+    /// day that starts in a DST gap starts when the gap ends).
+    fn start_of(&self, date: Date) -> i64 {
+        match self {
+            Zone::Fixed(offset) => {
+                kith_shared::timestamp::epoch_ms(date.midnight().assume_offset(*offset))
+            }
+            Zone::Named(tz, _) => {
+                let civil = jiff::civil::Date::new(
+                    date.year() as i16,
+                    u8::from(date.month()) as i8,
+                    date.day() as i8,
+                );
+                civil
+                    .and_then(|d| d.to_zoned_datetime(tz.clone()))
+                    .and_then(|z| z.start_of_day())
+                    .map(|z| z.timestamp().as_millisecond())
+                    .unwrap_or_else(|_| {
+                        // Past jiff's calendar (years beyond ±9999): the
+                        // offset the zone has now is as good as any.
+                        kith_shared::timestamp::epoch_ms(date.midnight().assume_utc())
+                    })
+            }
+        }
     }
 }
 
@@ -101,7 +174,7 @@ pub(crate) enum Edge {
 
 /// `since` or `until` (RFC 3339, or a day `YYYY-MM-DD` in `zone`) in ms
 /// since the epoch.
-pub(crate) fn instant(s: &str, zone: Zone, edge: Edge) -> Result<i64> {
+pub(crate) fn instant(s: &str, zone: &Zone, edge: Edge) -> Result<i64> {
     if let Some(t) = kith_shared::timestamp::parse(s.trim()) {
         return Ok(kith_shared::timestamp::epoch_ms(t));
     }
@@ -124,12 +197,17 @@ pub(crate) fn instant(s: &str, zone: Zone, edge: Edge) -> Result<i64> {
 }
 
 /// What a report is asked for.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) struct Shape {
     pub report: UsageReport,
     pub by: Option<UsageBy>,
     pub zone: Zone,
+    /// Every member's usage, each row under its member.
+    pub family: bool,
 }
+
+/// The session of a fact whose run the reader may not read.
+pub(crate) const NOT_SHARED: &str = "not shared";
 
 /// One row being summed.
 #[derive(Default)]
@@ -173,10 +251,72 @@ impl Sum {
     }
 }
 
+/// How long a billing block lasts, and the gap that ends one.
+const BLOCK_MS: i64 = 5 * 3_600_000;
+const HOUR_MS: i64 = 3_600_000;
+
+/// The starts of the 5-hour billing blocks of responses at `times` (in
+/// order), in ms, as ccusage cuts them: a block starts at the hour (UTC)
+/// of its first response; a response more than 5 hours past its block's
+/// start, or more than 5 hours after the response before it, starts the
+/// next.
+fn block_starts(times: impl IntoIterator<Item = i64>) -> Vec<i64> {
+    let mut starts: Vec<i64> = Vec::new();
+    let mut last: Option<i64> = None;
+    for at in times {
+        let new = match (starts.last(), last) {
+            (Some(&start), Some(before)) => at - start > BLOCK_MS || at - before > BLOCK_MS,
+            _ => true,
+        };
+        if new {
+            starts.push(at.div_euclid(HOUR_MS) * HOUR_MS);
+        }
+        last = Some(at);
+    }
+    starts
+}
+
+/// Each member's billing blocks (everyone's under "" unless `family`).
+struct Blocks(HashMap<String, Vec<i64>>);
+
+impl Blocks {
+    fn of(facts: &[CountedUsage], family: bool) -> Self {
+        let mut times: HashMap<String, Vec<i64>> = HashMap::new();
+        for f in facts {
+            let who = if family {
+                f.person.clone()
+            } else {
+                String::new()
+            };
+            times.entry(who).or_default().push(f.at_ms);
+        }
+        Self(
+            times
+                .into_iter()
+                .map(|(who, mut t)| {
+                    t.sort_unstable();
+                    (who, block_starts(t))
+                })
+                .collect(),
+        )
+    }
+
+    /// The start of the block `fact` falls in.
+    fn start_of(&self, fact: &CountedUsage, family: bool) -> i64 {
+        let who = if family { fact.person.as_str() } else { "" };
+        let starts = self.0.get(who).map(Vec::as_slice).unwrap_or_default();
+        match starts.partition_point(|s| *s <= fact.at_ms) {
+            0 => fact.at_ms,
+            n => starts[n - 1],
+        }
+    }
+}
+
 /// The bucket of `fact`.
-fn key_of(fact: &CountedUsage, shape: &Shape) -> String {
+fn key_of(fact: &CountedUsage, shape: &Shape, blocks: &Blocks) -> String {
     let date = shape.zone.date_of(fact.at_ms);
     match shape.report {
+        UsageReport::Blocks => shape.zone.minute_of(blocks.start_of(fact, shape.family)),
         UsageReport::Daily => date.to_string(),
         UsageReport::Weekly => {
             let back = i64::from(date.weekday().number_days_from_monday());
@@ -185,7 +325,10 @@ fn key_of(fact: &CountedUsage, shape: &Shape) -> String {
                 .to_string()
         }
         UsageReport::Monthly => format!("{:04}-{:02}", date.year(), u8::from(date.month())),
-        UsageReport::Session => fact.conversation.clone(),
+        UsageReport::Session => fact
+            .work
+            .as_ref()
+            .map_or_else(|| NOT_SHARED.to_owned(), |w| w.conversation.clone()),
     }
 }
 
@@ -193,8 +336,9 @@ fn group_of(fact: &CountedUsage, by: Option<UsageBy>) -> Option<String> {
     match by? {
         UsageBy::Model => fact.fact.model.clone(),
         UsageBy::Agent => Some(fact.agent_runtime.clone()),
-        UsageBy::Machine => Some(fact.machine.clone()),
-        UsageBy::Project => fact.project.clone(),
+        UsageBy::Machine => fact.work.as_ref().map(|w| w.machine.clone()),
+        UsageBy::Project => fact.work.as_ref().and_then(|w| w.project.clone()),
+        UsageBy::Person => Some(fact.person.clone()),
     }
 }
 
@@ -206,25 +350,35 @@ pub(crate) fn report(
     n_refused: u64,
 ) -> UsageResponse {
     let mut total = Sum::default();
-    let mut rows: BTreeMap<(String, Option<String>), Sum> = BTreeMap::new();
+    let mut rows: BTreeMap<(String, Option<String>, Option<String>), Sum> = BTreeMap::new();
     // A session's last activity orders the session report.
     let mut last: HashMap<String, i64> = HashMap::new();
+    let blocks = if shape.report == UsageReport::Blocks {
+        Blocks::of(facts, shape.family)
+    } else {
+        Blocks(HashMap::new())
+    };
     for fact in facts {
         total.add(fact, table);
-        let key = key_of(fact, shape);
+        let key = key_of(fact, shape, &blocks);
         if shape.report == UsageReport::Session {
             let at = last.entry(key.clone()).or_insert(fact.at_ms);
             *at = (*at).max(fact.at_ms);
         }
-        rows.entry((key, group_of(fact, shape.by)))
+        // A family report's rows are each a member's; split by person, the
+        // group says whose already.
+        let person =
+            (shape.family && shape.by != Some(UsageBy::Person)).then(|| fact.person.clone());
+        rows.entry((key, person, group_of(fact, shape.by)))
             .or_default()
             .add(fact, table);
     }
     let mut rows: Vec<UsageRow> = rows
         .into_iter()
-        .map(|((key, group), sum)| UsageRow {
+        .map(|((key, person, group), sum)| UsageRow {
             key,
             group,
+            person,
             totals: sum.totals(),
         })
         .collect();
@@ -234,6 +388,7 @@ pub(crate) fn report(
     }
     UsageResponse {
         price_table: table.as_of().to_owned(),
+        price_overrides: table.overridden().to_vec(),
         timezone: shape.zone.name(),
         totals: total.totals(),
         rows,
@@ -246,6 +401,7 @@ mod tests {
     use kith_shared::usage::{Merge, Tokens, UsageFact};
 
     use super::*;
+    use crate::registry::Work;
 
     fn at(rfc3339: &str) -> i64 {
         kith_shared::timestamp::parse(rfc3339)
@@ -277,10 +433,13 @@ mod tests {
                 cost_usd: usd,
             },
             at_ms: at(time),
-            conversation: "c1".into(),
             agent_runtime: "claude-code".into(),
-            machine: "laptop".into(),
-            project: Some("/home/a/proj".into()),
+            person: "alice.test".into(),
+            work: Some(Work {
+                conversation: "c1".into(),
+                machine: "laptop".into(),
+                project: Some("/home/a/proj".into()),
+            }),
         }
     }
 
@@ -289,6 +448,7 @@ mod tests {
             report,
             by,
             zone: Zone::parse(zone).unwrap_or_else(|e| panic!("{e}")),
+            family: false,
         }
     }
 
@@ -415,10 +575,14 @@ mod tests {
 
     #[test]
     fn sessions_come_in_order_of_last_activity() {
-        let mut a = fact(None, "2026-05-02T10:00:00Z", 1, 0, None);
-        a.conversation = "ca".into();
-        let mut b = fact(None, "2026-05-01T10:00:00Z", 2, 0, None);
-        b.conversation = "cb".into();
+        let in_conversation = |mut f: CountedUsage, c: &str| {
+            if let Some(w) = f.work.as_mut() {
+                w.conversation = c.to_owned();
+            }
+            f
+        };
+        let a = in_conversation(fact(None, "2026-05-02T10:00:00Z", 1, 0, None), "ca");
+        let b = in_conversation(fact(None, "2026-05-01T10:00:00Z", 2, 0, None), "cb");
         let res = report(
             &[a, b],
             &shape(UsageReport::Session, None, "UTC"),
@@ -432,7 +596,141 @@ mod tests {
     }
 
     #[test]
-    fn zones_are_utc_or_fixed_offsets() {
+    fn a_family_report_puts_each_row_under_its_member_and_names_no_unreadable_work() {
+        let mine = fact(Some("claude-opus-4-6"), "2026-05-01T10:00:00Z", 1, 0, None);
+        let mut theirs = fact(Some("claude-opus-4-6"), "2026-05-01T11:00:00Z", 2, 0, None);
+        theirs.person = "bob.test".into();
+        theirs.work = None;
+        let facts = [mine, theirs];
+        let table = PriceTable::builtin();
+        let mut family = shape(UsageReport::Session, Some(UsageBy::Project), "UTC");
+        family.family = true;
+        let res = report(&facts, &family, table, 0);
+        let rows: Vec<(&str, Option<&str>, Option<&str>, u64)> = res
+            .rows
+            .iter()
+            .map(|r| {
+                (
+                    r.key.as_str(),
+                    r.person.as_deref(),
+                    r.group.as_deref(),
+                    r.totals.input_tokens,
+                )
+            })
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                ("c1", Some("alice.test"), Some("/home/a/proj"), 1),
+                (NOT_SHARED, Some("bob.test"), None, 2),
+            ]
+        );
+        let by_person = report(
+            &facts,
+            &Shape {
+                by: Some(UsageBy::Person),
+                ..shape(UsageReport::Daily, None, "UTC")
+            },
+            table,
+            0,
+        );
+        let people: Vec<(Option<&str>, Option<&str>, u64)> = by_person
+            .rows
+            .iter()
+            .map(|r| {
+                (
+                    r.group.as_deref(),
+                    r.person.as_deref(),
+                    r.totals.input_tokens,
+                )
+            })
+            .collect();
+        assert_eq!(
+            people,
+            [(Some("alice.test"), None, 1), (Some("bob.test"), None, 2)]
+        );
+    }
+
+    #[test]
+    fn billing_blocks_start_at_the_hour_last_five_hours_and_end_after_a_gap() {
+        let h = |t: &str| at(&format!("2026-05-01T{t}Z"));
+        let cases: [(&str, &[&str], &[&str]); 6] = [
+            ("nothing", &[], &[]),
+            ("one response", &["09:41:00"], &["09:00:00"]),
+            (
+                "within five hours of the hour",
+                &["09:41:00", "11:00:00", "13:59:59"],
+                &["09:00:00"],
+            ),
+            (
+                "five hours in is the block's still; past them, the next from its hour",
+                &["09:41:00", "13:00:00", "14:00:00", "14:10:00"],
+                &["09:00:00", "14:00:00"],
+            ),
+            (
+                "a gap of more than five hours",
+                &["00:10:00", "05:20:00"],
+                &["00:00:00", "05:00:00"],
+            ),
+            (
+                "steady work: a block each five hours",
+                &["00:30:00", "04:30:00", "05:05:00", "09:30:00", "10:01:00"],
+                &["00:00:00", "05:00:00", "10:00:00"],
+            ),
+        ];
+        for (what, times, want) in cases {
+            let got = block_starts(times.iter().map(|t| h(t)));
+            let want: Vec<i64> = want.iter().map(|t| h(t)).collect();
+            assert_eq!(got, want, "{what}");
+        }
+    }
+
+    #[test]
+    fn a_blocks_report_keys_each_block_by_its_start_in_the_zone_per_member() {
+        let mut facts = vec![
+            fact(None, "2026-05-01T09:41:00Z", 1, 0, None),
+            fact(None, "2026-05-01T13:30:00Z", 2, 0, None),
+            fact(None, "2026-05-01T14:10:00Z", 4, 0, None),
+        ];
+        let res = report(
+            &facts,
+            &shape(UsageReport::Blocks, None, "+05:30"),
+            PriceTable::builtin(),
+            0,
+        );
+        assert_eq!(
+            keys(&res),
+            [
+                ("2026-05-01 14:30".to_owned(), None, 3),
+                ("2026-05-01 19:30".to_owned(), None, 4),
+            ]
+        );
+        // Bob's response at 12:00 is in a block of his own.
+        let mut bobs = fact(None, "2026-05-01T12:00:00Z", 8, 0, None);
+        bobs.person = "bob.test".into();
+        facts.push(bobs);
+        let family = Shape {
+            family: true,
+            ..shape(UsageReport::Blocks, None, "UTC")
+        };
+        let res = report(&facts, &family, PriceTable::builtin(), 0);
+        let rows: Vec<(&str, Option<&str>, u64)> = res
+            .rows
+            .iter()
+            .map(|r| (r.key.as_str(), r.person.as_deref(), r.totals.input_tokens))
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                ("2026-05-01 09:00", Some("alice.test"), 3),
+                ("2026-05-01 12:00", Some("bob.test"), 8),
+                ("2026-05-01 14:00", Some("alice.test"), 4),
+            ]
+        );
+    }
+
+    #[test]
+    fn zones_are_utc_fixed_offsets_or_names_of_the_tz_database() {
         for (given, name) in [
             ("UTC", "UTC"),
             ("z", "UTC"),
@@ -443,12 +741,24 @@ mod tests {
             ("+02", "+02:00"),
             ("-05:30", "-05:30"),
             ("+14:00", "+14:00"),
+            ("Europe/Berlin", "Europe/Berlin"),
+            (
+                "America/Argentina/Buenos_Aires",
+                "America/Argentina/Buenos_Aires",
+            ),
+            ("Etc/GMT+5", "Etc/GMT+5"),
         ] {
-            let got = Zone::parse(given).map(Zone::name).ok();
+            let got = Zone::parse(given).map(|z| z.name()).ok();
             assert_eq!(got.as_deref(), Some(name), "{given}");
         }
         for bad in [
-            "Europe/Paris",
+            "Mars/Olympus",
+            "Europe/Berlin/Mitte",
+            "../../../etc/passwd",
+            "/usr/share/zoneinfo/UTC",
+            "Europe/../Europe/Berlin",
+            "Europe//Berlin",
+            "Europe/Berlin\0",
             "",
             "+2",
             "+02:0",
@@ -467,15 +777,57 @@ mod tests {
     }
 
     #[test]
+    fn a_named_zones_days_follow_its_rules_across_a_dst_change() {
+        // Berlin springs forward on 2026-03-29 at 01:00 UTC (02:00 CET to
+        // 03:00 CEST): that day runs from 23:00 UTC the day before to 22:00
+        // UTC, 23 hours; it falls back on 2026-10-25, a day of 25 hours.
+        let berlin = Zone::parse("Europe/Berlin").unwrap_or_else(|e| panic!("{e}"));
+        let facts = [
+            fact(None, "2026-03-28T22:59:00Z", 1, 0, None),
+            fact(None, "2026-03-28T23:00:00Z", 10, 0, None),
+            fact(None, "2026-03-29T21:59:00Z", 100, 0, None),
+            fact(None, "2026-03-29T22:00:00Z", 1_000, 0, None),
+        ];
+        let res = report(
+            &facts,
+            &shape(UsageReport::Daily, None, "Europe/Berlin"),
+            PriceTable::builtin(),
+            0,
+        );
+        assert_eq!(res.timezone, "Europe/Berlin");
+        assert_eq!(
+            keys(&res),
+            [
+                ("2026-03-28".to_owned(), None, 1),
+                ("2026-03-29".to_owned(), None, 110),
+                ("2026-03-30".to_owned(), None, 1_000),
+            ]
+        );
+        let ok = |s: &str, edge| instant(s, &berlin, edge).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(ok("2026-03-29", Edge::Since), at("2026-03-28T23:00:00Z"));
+        assert_eq!(ok("2026-03-29", Edge::Until), at("2026-03-29T22:00:00Z"));
+        assert_eq!(ok("2026-10-25", Edge::Since), at("2026-10-24T22:00:00Z"));
+        assert_eq!(ok("2026-10-25", Edge::Until), at("2026-10-25T23:00:00Z"));
+        // A block's start reads on the wall clock of its day.
+        let blocks = report(
+            &facts[2..],
+            &shape(UsageReport::Blocks, None, "Europe/Berlin"),
+            PriceTable::builtin(),
+            0,
+        );
+        assert_eq!(blocks.rows[0].key, "2026-03-29 23:00");
+    }
+
+    #[test]
     fn a_day_bounds_a_range_in_the_zone_and_an_instant_is_itself() {
         let zone = Zone::parse("+02:00").unwrap_or_else(|e| panic!("{e}"));
-        let ok = |s: &str, edge| instant(s, zone, edge).unwrap_or_else(|e| panic!("{e}"));
+        let ok = |s: &str, edge| instant(s, &zone, edge).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(ok("2026-05-02", Edge::Since), at("2026-05-01T22:00:00Z"));
         assert_eq!(ok("2026-05-02", Edge::Until), at("2026-05-02T22:00:00Z"));
         assert_eq!(
             ok("2026-05-02T10:00:00Z", Edge::Until),
             at("2026-05-02T10:00:00Z")
         );
-        assert!(instant("last tuesday", zone, Edge::Since).is_err());
+        assert!(instant("last tuesday", &zone, Edge::Since).is_err());
     }
 }

@@ -10,6 +10,7 @@
 
 pub(crate) mod actions;
 pub(crate) mod assets;
+mod chart;
 mod highlight;
 pub(crate) mod limits;
 mod markdown;

@@ -1,15 +1,20 @@
 //! The pages (`GET`): search, recent conversations, the conversation
-//! reader and its raw bytes, shares, the read audit, machines, and the
-//! admin's view. Each reads through the same functions as the JSON API.
+//! reader and its raw bytes, shares, the read audit, what my agents cost,
+//! machines, and the admin's view. Each reads through the same functions as the JSON API.
 
 use axum::extract::{Path, Query, State};
-use kith_proto::{AgentRuntime, GroupBy, SearchFilters, SearchMode, SearchRequest};
+use kith_proto::{
+    AgentRuntime, GroupBy, SearchFilters, SearchMode, SearchRequest, UsageBy, UsageQuery,
+    UsageReport,
+};
 use serde::Deserialize;
 
+use super::chart::{stacked, Measure};
 use super::session::WebSession;
 use super::view::{
     AuditPage, Chrome, ConversationPage, ConversationView, Filter, GroupView, InlineSubagentView,
-    ListPage, MachinesPage, Paging, SearchPage, ShareView, SharesPage, TurnView,
+    ListPage, MachinesPage, Paging, SearchPage, ShareView, SharesPage, TurnView, UsagePage,
+    UsageRowView,
 };
 use super::{render, PageResult};
 use crate::error::{Code, Error};
@@ -419,6 +424,177 @@ pub(crate) async fn audit(
         chrome: session.chrome(),
         rows,
         next,
+    }))
+}
+
+/// The usage form's fields (every one optional: an empty form is every
+/// day's usage in UTC, unsplit).
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct UsageForm {
+    #[serde(default)]
+    report: String,
+    #[serde(default)]
+    by: String,
+    #[serde(default)]
+    agent: String,
+    #[serde(default)]
+    since: String,
+    #[serde(default)]
+    until: String,
+    #[serde(default)]
+    timezone: String,
+}
+
+const REPORTS: [(&str, &str, UsageReport); 5] = [
+    ("daily", "By day", UsageReport::Daily),
+    ("weekly", "By week", UsageReport::Weekly),
+    ("monthly", "By month", UsageReport::Monthly),
+    ("session", "By conversation", UsageReport::Session),
+    ("blocks", "By 5-hour block", UsageReport::Blocks),
+];
+
+/// The splits; `person` (every member's usage) is offered to admins.
+const BYS: [(&str, &str, UsageBy); 5] = [
+    ("model", "Model", UsageBy::Model),
+    ("agent", "Agent", UsageBy::Agent),
+    ("machine", "Machine", UsageBy::Machine),
+    ("project", "Project", UsageBy::Project),
+    ("person", "Member", UsageBy::Person),
+];
+
+impl UsageForm {
+    /// The query the form asks for; a value no choice has is refused.
+    fn query(&self) -> Result<UsageQuery, Error> {
+        let bad = |field: &str, names: Vec<&str>| {
+            Error::invalid(
+                Code::InvalidQuery,
+                format!("{field} must be one of {}", names.join(", ")),
+            )
+        };
+        let report = match given(&self.report) {
+            None => None,
+            Some(r) => Some(
+                REPORTS
+                    .iter()
+                    .find(|(v, ..)| *v == r)
+                    .map(|(.., k)| *k)
+                    .ok_or_else(|| bad("report", REPORTS.iter().map(|c| c.0).collect()))?,
+            ),
+        };
+        let by = match given(&self.by) {
+            None => None,
+            Some(b) => Some(
+                BYS.iter()
+                    .find(|(v, ..)| *v == b)
+                    .map(|(.., k)| *k)
+                    .ok_or_else(|| bad("by", BYS.iter().map(|c| c.0).collect()))?,
+            ),
+        };
+        let agent = match given(&self.agent) {
+            None => None,
+            Some(a) => Some(AgentRuntime::parse(&a).ok_or_else(|| {
+                bad(
+                    "agent",
+                    AgentRuntime::ALL.iter().map(|r| r.as_str()).collect(),
+                )
+            })?),
+        };
+        Ok(UsageQuery {
+            report,
+            by,
+            agent,
+            since: given(&self.since),
+            until: given(&self.until),
+            timezone: given(&self.timezone),
+            family: None,
+        })
+    }
+}
+
+/// What my agents cost: the report the form asks for, and charts of its
+/// range's tokens and dollars per day by model. Only the viewer's own
+/// usage, as `GET /api/usage` reads it.
+pub(crate) async fn usage(
+    State(state): State<AppState>,
+    session: WebSession,
+    Query(form): Query<UsageForm>,
+) -> PageResult {
+    let q = form.query()?;
+    let viewer = session.viewer.clone();
+    let asked = q.clone();
+    let (res, days) = tokio::task::spawn_blocking(move || {
+        let res = crate::usage::usage(&state, &viewer, &asked)?;
+        // The family's days are stacked by member, one's own by model.
+        let stack = if asked.by == Some(UsageBy::Person) {
+            UsageBy::Person
+        } else {
+            UsageBy::Model
+        };
+        let days = UsageQuery {
+            report: Some(UsageReport::Daily),
+            by: Some(stack),
+            ..asked
+        };
+        let days = crate::usage::usage(&state, &viewer, &days)?;
+        Ok::<_, Error>((res, days))
+    })
+    .await??;
+    let report = q.report.unwrap_or_default();
+    let mut bys = vec![("", "Nothing", q.by.is_none())];
+    bys.extend(
+        BYS.iter()
+            .filter(|(.., b)| *b != UsageBy::Person || session.viewer.is_admin())
+            .map(|(v, l, b)| (*v, *l, q.by == Some(*b))),
+    );
+    let stacked_by = if q.by == Some(UsageBy::Person) {
+        "member"
+    } else {
+        "model"
+    };
+    let mut agents = vec![("", "Every agent", q.agent.is_none())];
+    agents.extend(
+        AgentRuntime::ALL
+            .iter()
+            .map(|a| (a.as_str(), a.as_str(), q.agent == Some(*a))),
+    );
+    Ok(render(&UsagePage {
+        chrome: session.chrome(),
+        reports: REPORTS
+            .iter()
+            .map(|(v, l, r)| (*v, *l, *r == report))
+            .collect(),
+        bys,
+        agents,
+        since: form.since.trim().to_owned(),
+        until: form.until.trim().to_owned(),
+        timezone: form.timezone.trim().to_owned(),
+        group_heading: q
+            .by
+            .and_then(|b| BYS.iter().find(|c| c.2 == b))
+            .map(|c| c.1),
+        key_heading: match report {
+            UsageReport::Daily => "Day",
+            UsageReport::Weekly => "Week of",
+            UsageReport::Monthly => "Month",
+            UsageReport::Session => "Conversation",
+            UsageReport::Blocks => "Block from",
+        },
+        rows: res
+            .rows
+            .iter()
+            .map(|r| UsageRowView::new(r.key.clone(), r.group.clone(), &r.totals))
+            .collect(),
+        totals: UsageRowView::new("Total".to_owned(), None, &res.totals),
+        charts: vec![
+            stacked("usage-tokens", "Tokens", &days.rows, Measure::Tokens),
+            stacked("usage-cost", "Cost", &days.rows, Measure::Cost),
+        ],
+        stacked_by,
+        zone: res.timezone,
+        price_table: res.price_table,
+        price_overrides: res.price_overrides,
+        unpriced: res.totals.unpriced_models,
+        n_refused: res.n_refused,
     }))
 }
 

@@ -141,6 +141,65 @@ pub(super) struct MachinesPage {
     pub health: Vec<(&'static str, String)>,
 }
 
+/// What the usage page shows: the report the form asks for, as a table,
+/// and the charts of its days by model.
+#[derive(Template)]
+#[template(path = "usage.html")]
+pub(super) struct UsagePage {
+    pub chrome: Option<Chrome>,
+    /// The form's choices: (value, label, selected).
+    pub reports: Vec<(&'static str, &'static str, bool)>,
+    pub bys: Vec<(&'static str, &'static str, bool)>,
+    pub agents: Vec<(&'static str, &'static str, bool)>,
+    pub since: String,
+    pub until: String,
+    pub timezone: String,
+    /// The column of the split's value, when the report is split.
+    pub group_heading: Option<&'static str>,
+    pub key_heading: &'static str,
+    pub rows: Vec<UsageRowView>,
+    pub totals: UsageRowView,
+    pub charts: Vec<super::chart::Chart>,
+    /// What the charts' bars are stacked by: `model`, or `member`.
+    pub stacked_by: &'static str,
+    /// The zone the report's days are cut in, as central names it.
+    pub zone: String,
+    pub price_table: String,
+    /// Models central's config prices in place of the table.
+    pub price_overrides: Vec<String>,
+    pub unpriced: Vec<String>,
+    pub n_refused: u64,
+}
+
+/// A usage row's figures as the table shows them.
+pub(super) struct UsageRowView {
+    pub key: String,
+    pub group: String,
+    pub input: String,
+    pub output: String,
+    pub cache_write: String,
+    pub cache_read: String,
+    pub cost: String,
+    /// Its models no price was known for, comma-separated.
+    pub unpriced: String,
+}
+
+impl UsageRowView {
+    pub(super) fn new(key: String, group: Option<String>, t: &kith_proto::UsageTotals) -> Self {
+        use super::chart::{dollars, thousands};
+        Self {
+            key,
+            group: group.unwrap_or_else(|| "—".to_owned()),
+            input: thousands(t.input_tokens),
+            output: thousands(t.output_tokens),
+            cache_write: thousands(t.cache_write_tokens),
+            cache_read: thousands(t.cache_read_tokens),
+            cost: dollars(t.cost_usd),
+            unpriced: t.unpriced_models.join(", "),
+        }
+    }
+}
+
 /// One conversation in a list or a page header.
 pub(super) struct ConversationView {
     pub id: String,

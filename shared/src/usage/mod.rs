@@ -307,6 +307,25 @@ pub fn facts(format: Format, bytes: &[u8]) -> Reading {
     fold.into_reading()
 }
 
+/// Whether a transcript's usage must be read with its earlier deltas, not
+/// one delta at a time: OpenCode's, whose message's tokens may sit in
+/// another delta than its row. (Gemini CLI's messages each read alone,
+/// their later copies merged by id as any [`Merge::Last`] fact.)
+pub fn reads_whole(format: Format) -> bool {
+    matches!(format, Format::OpenCode)
+}
+
+/// For a format that [`reads_whole`], what of a transcript's bytes its
+/// usage depends on, to read before the next delta instead of every delta
+/// so far: bounded by the transcript's responses, not its text. `facts` of
+/// `carry(a)` then `b` is `facts` of `a` then `b`. Empty for the others.
+pub fn carry(format: Format, bytes: &[u8]) -> Vec<u8> {
+    match format {
+        Format::OpenCode => opencode::carry(bytes),
+        _ => Vec::new(),
+    }
+}
+
 /// The facts of one transcript's deltas, merged as their [`Merge`] says.
 /// Add each delta's [`facts`] in byte order.
 #[derive(Debug, Clone, Default)]

@@ -75,6 +75,42 @@ impl Reader for OpenCode {
     }
 }
 
+/// What of a journal its usage depends on: its message rows and
+/// `step-finish` parts, each its last version where it first appeared
+/// (the reader's order), one record a line; the other parts (the text,
+/// the tool calls) dropped. Reading it and then more journal counts as
+/// reading the whole journal would.
+pub(super) fn carry(bytes: &[u8]) -> Vec<u8> {
+    let mut kept: Vec<Value> = Vec::new();
+    let mut at: HashMap<(bool, String), usize> = HashMap::new();
+    for line in crate::transcript::lines(bytes) {
+        crate::transcript::each_record(line, |v| {
+            let (Some(id), Some(data)) = (str_at(&v, "id"), v.get("data")) else {
+                return;
+            };
+            let is_message = match str_at(&v, "kind") {
+                Some("message") => true,
+                Some("part") if str_at(data, "type") == Some("step-finish") => false,
+                _ => return,
+            };
+            match at.get(&(is_message, id.to_owned())) {
+                Some(&i) => kept[i] = v,
+                None => {
+                    at.insert((is_message, id.to_owned()), kept.len());
+                    kept.push(v);
+                }
+            }
+        });
+    }
+    let mut out = Vec::new();
+    for v in kept {
+        if serde_json::to_writer(&mut out, &v).is_ok() {
+            out.push(b'\n');
+        }
+    }
+    out
+}
+
 fn fact(id: &str, data: &Value, steps: &[&Value]) -> Result<UsageFact, Refused> {
     let tokens = if steps.is_empty() {
         tokens_of(data.get("tokens").unwrap_or(&Value::Null))?

@@ -1,7 +1,8 @@
 //! What a fact cost: the cost the agent recorded, else its tokens at the
 //! list prices of a dated table. The built-in table is `shared/prices.toml`
 //! (compiled in); central's config may give another in the same form
-//! ([`PriceTable::parse`]).
+//! ([`PriceTable::parse`]), or its own prices of some models in place of
+//! the table's ([`PriceTable::with_overrides`]).
 //!
 //! A model is found by its name as the agent wrote it, lowercased, without
 //! a provider prefix up to the last `/` (`anthropic/claude-sonnet-4-5`):
@@ -65,13 +66,27 @@ pub enum PriceError {
     NoSource(String),
     #[error("model name {0:?} is given twice")]
     Duplicate(String),
+    #[error("price of {model}: {field} of {value} per million tokens is past any model's (at most {MAX_RATE})")]
+    Absurd {
+        model: String,
+        field: &'static str,
+        value: f64,
+    },
+    #[error("a price's model name must not be empty")]
+    NoName,
 }
+
+/// The most a price given in place of the table's may ask per million
+/// tokens of a kind (the dearest list price is a few hundred dollars).
+pub const MAX_RATE: f64 = 10_000.0;
 
 /// Dated list prices, by model.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PriceTable {
     as_of: String,
     prices: Vec<Price>,
+    /// The models whose prices were given in place of the table's, by name.
+    overridden: Vec<String>,
     /// Lowercased names and aliases -> index in `prices`.
     by_name: HashMap<String, usize>,
 }
@@ -155,6 +170,7 @@ impl PriceTable {
         let mut table = PriceTable {
             as_of: raw.as_of,
             prices: Vec::with_capacity(raw.model.len()),
+            overridden: Vec::new(),
             by_name: HashMap::new(),
         };
         for p in raw.model {
@@ -214,6 +230,7 @@ impl PriceTable {
             PriceTable::parse(BUILTIN).unwrap_or_else(|_| PriceTable {
                 as_of: "0000-00-00".to_owned(),
                 prices: Vec::new(),
+                overridden: Vec::new(),
                 by_name: HashMap::new(),
             })
         })
@@ -226,6 +243,75 @@ impl PriceTable {
 
     pub fn prices(&self) -> &[Price] {
         &self.prices
+    }
+
+    /// The models priced by [`PriceTable::with_overrides`], by name.
+    pub fn overridden(&self) -> &[String] {
+        &self.overridden
+    }
+
+    /// This table with `overrides` (a model's name, and its rates per
+    /// million tokens; a provider prefix up to a `/` is dropped, as
+    /// `price_of` drops it) in place of its prices: a model the table
+    /// names (or an alias of it) takes the rates given, flat at any prompt length; a
+    /// model it does not is added. Rates must be finite, at least 0 and at
+    /// most [`MAX_RATE`].
+    pub fn with_overrides<'a>(
+        &self,
+        overrides: impl IntoIterator<Item = (&'a str, Rates)>,
+    ) -> Result<PriceTable, PriceError> {
+        let mut table = self.clone();
+        for (name, rates) in overrides {
+            // As `price_of` looks names up: no provider prefix.
+            let name = name.trim().to_lowercase();
+            let name = name.rsplit('/').next().unwrap_or_default().to_owned();
+            if name.is_empty() {
+                return Err(PriceError::NoName);
+            }
+            let given = [
+                ("input", Some(rates.input)),
+                ("output", Some(rates.output)),
+                ("cache_write_5m", rates.cache_write_5m),
+                ("cache_write_1h", rates.cache_write_1h),
+                ("cache_read", rates.cache_read),
+            ];
+            for (field, value) in given {
+                let Some(value) = value else { continue };
+                if !value.is_finite() || value < 0.0 {
+                    return Err(PriceError::Rate { model: name, field });
+                }
+                if value > MAX_RATE {
+                    return Err(PriceError::Absurd {
+                        model: name,
+                        field,
+                        value,
+                    });
+                }
+            }
+            let price = Price {
+                model: name.clone(),
+                source: "central's config".to_owned(),
+                rates,
+                long_above: None,
+                long_rates: None,
+            };
+            match table.by_name.get(&name) {
+                Some(&at) => {
+                    table.prices[at] = Price {
+                        model: table.prices[at].model.clone(),
+                        ..price
+                    }
+                }
+                None => {
+                    table.by_name.insert(name.clone(), table.prices.len());
+                    table.prices.push(price);
+                }
+            }
+            table.overridden.push(name);
+        }
+        table.overridden.sort();
+        table.overridden.dedup();
+        Ok(table)
     }
 
     /// The price of `model` as an agent named it (see the module
@@ -445,6 +531,68 @@ mod tests {
         let mut nameless = fact("x", [1, 1, 0, 0, 0], Some(1));
         nameless.model = None;
         assert_eq!(cost(&nameless, table), None);
+    }
+
+    #[test]
+    fn prices_given_in_place_of_the_tables_replace_or_add_and_absurd_ones_are_refused() {
+        let flat = |input, output| Rates {
+            input,
+            output,
+            cache_write_5m: None,
+            cache_write_1h: None,
+            cache_read: Some(0.1),
+        };
+        let builtin = PriceTable::builtin();
+        let table = builtin
+            .with_overrides([
+                ("Claude-Opus-4-6", flat(1.0, 2.0)),
+                ("my-local-model", flat(0.0, 0.0)),
+            ])
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(table.as_of(), builtin.as_of());
+        assert_eq!(table.overridden(), ["claude-opus-4-6", "my-local-model"]);
+        // The table's model, by a dated name too, at the rates given.
+        let opus = table.price_of("claude-opus-4-6-20260101");
+        assert_eq!(opus.map(|p| p.rates), Some(flat(1.0, 2.0)));
+        assert_eq!(opus.map(|p| p.source.as_str()), Some("central's config"));
+        let fact = |model: &str| UsageFact {
+            key: String::new(),
+            merge: super::super::Merge::Each,
+            model: Some(model.to_owned()),
+            time: None,
+            tokens: Tokens {
+                input: 1_000_000,
+                output: 1_000_000,
+                ..Tokens::default()
+            },
+            n_requests: Some(1),
+            cost_usd: None,
+        };
+        assert!(close(cost(&fact("claude-opus-4-6"), &table), Some(3.0)));
+        assert!(close(cost(&fact("my-local-model"), &table), Some(0.0)));
+        assert_eq!(cost(&fact("my-local-model"), builtin), None);
+        // Others keep the table's prices.
+        assert_eq!(
+            table.price_of("claude-sonnet-4-5"),
+            builtin.price_of("claude-sonnet-4-5")
+        );
+        for (rates, why) in [
+            (flat(-1.0, 2.0), "input must be"),
+            (flat(f64::NAN, 2.0), "input must be"),
+            (flat(1.0, f64::INFINITY), "output must be"),
+            (flat(1.0, 1e12), "past any model's"),
+        ] {
+            let err = builtin
+                .with_overrides([("m", rates)])
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            assert!(err.contains(why), "{rates:?}: {err}");
+        }
+        assert_eq!(
+            builtin.with_overrides([(" ", flat(1.0, 1.0))]).err(),
+            Some(PriceError::NoName)
+        );
     }
 
     #[test]

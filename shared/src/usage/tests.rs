@@ -481,6 +481,73 @@ fn check(name: &str, format: Format, bytes: &[u8], truth: Totals) -> Reading {
 }
 
 #[test]
+fn what_opencode_carries_between_deltas_is_bounded_by_its_responses() {
+    let journal = opencode_journal(&fixtures::repo_dir().join("opencode/storage"));
+    let carried = crate::usage::carry(Format::OpenCode, journal.as_bytes());
+    let text = String::from_utf8_lossy(&carried);
+    assert!(carried.len() < journal.len(), "{text}");
+    assert!(
+        !text.contains("\"type\":\"text\""),
+        "text parts are not carried: {text}"
+    );
+    assert_eq!(
+        facts(Format::OpenCode, &carried),
+        facts(Format::OpenCode, journal.as_bytes())
+    );
+    // A message written again a thousand times, its step once: carried,
+    // its last version alone.
+    let mut long = String::new();
+    for i in 0..1000 {
+        let line = serde_json::json!({"kind": "message", "id": "m1", "data": {"role": "assistant",
+            "modelID": "claude-sonnet-4-5", "time": {"created": 1_767_000_000_000_i64},
+            "tokens": {"input": i, "output": 1}}});
+        long.push_str(&format!("{line}\n"));
+    }
+    let carried = crate::usage::carry(Format::OpenCode, long.as_bytes());
+    assert_eq!(carried.iter().filter(|b| **b == b'\n').count(), 1);
+    let r = facts(Format::OpenCode, &carried);
+    assert_eq!(r.facts.len(), 1);
+    assert_eq!(r.facts[0].tokens.input, 999);
+    assert_eq!(r, facts(Format::OpenCode, long.as_bytes()));
+    // The other formats read each delta alone and carry nothing.
+    assert!(crate::usage::carry(Format::Gemini, long.as_bytes()).is_empty());
+}
+
+/// OpenCode's journal a line a delta, each read after what was carried of
+/// the lines before (as central reads it), against the whole journal.
+#[test]
+fn opencode_read_after_what_it_carried_counts_as_read_whole() {
+    let mut storages = vec![fixtures::repo_dir().join("opencode/storage")];
+    if let Some(dir) = fixtures::third_party_dir() {
+        storages.push(dir.join("opencode/jazzyalex__agent-sessions__storage_v2"));
+    }
+    let mut n_facts = 0;
+    for storage in storages {
+        let journal = opencode_journal(&storage);
+        let whole = facts(Format::OpenCode, journal.as_bytes());
+        // Steps first, then their messages: the order that needs the carry.
+        let mut lines: Vec<&str> = journal.lines().collect();
+        lines.reverse();
+        for order in [journal.lines().collect::<Vec<_>>(), lines] {
+            let mut carried = Vec::new();
+            let mut all = Vec::new();
+            let mut last = Reading::default();
+            for line in order {
+                let delta = format!("{line}\n");
+                all.extend_from_slice(delta.as_bytes());
+                let with = [carried.as_slice(), delta.as_bytes()].concat();
+                last = facts(Format::OpenCode, &with);
+                carried = crate::usage::carry(Format::OpenCode, &with);
+                assert_eq!(last, facts(Format::OpenCode, &all), "{}", storage.display());
+            }
+            assert_eq!(last.facts.len(), whole.facts.len(), "{}", storage.display());
+        }
+        n_facts += whole.facts.len();
+    }
+    assert!(n_facts > 0);
+}
+
+#[test]
 fn every_fixture_counts_what_the_ground_truth_counts() {
     let mut n_facts: BTreeMap<&str, usize> = BTreeMap::new();
     let mut seen =

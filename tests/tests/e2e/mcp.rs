@@ -10,7 +10,9 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use anyhow::{bail, ensure, Context, Result};
-use kith_tests::{bin, claude_user_line, run_with_input, Api, Central, Home};
+use kith_tests::{
+    bin, claude_response_line, claude_user_line, delta, run_with_input, Api, Central, Home,
+};
 use serde_json::{json, Value};
 
 /// The venv tests/run.sh creates with the pinned MCP SDK.
@@ -183,8 +185,8 @@ fn an_agent_reads_through_kith_mcp_what_its_owner_may_read() -> Result<()> {
     // Five tools, each described, with the schema of its arguments.
     let tools = r[0].as_array().context("tools")?;
     let names: Vec<&str> = tools.iter().filter_map(|t| t["name"].as_str()).collect();
-    assert_eq!(names.len(), 5, "{names:?}");
-    for name in ["search", "read", "recent", "context", "status"] {
+    assert_eq!(names.len(), 6, "{names:?}");
+    for name in ["search", "read", "recent", "context", "status", "usage"] {
         let tool = tools
             .iter()
             .find(|t| t["name"] == name)
@@ -649,5 +651,128 @@ fn a_share_cannot_put_instructions_in_the_recipients_agent() -> Result<()> {
         .kith_at(&central.url, &alice_token, &["show", &theirs])
         .output()?;
     assert_eq!(gone.status.code(), Some(1), "declined: not readable");
+    Ok(())
+}
+
+/// The `usage` tool answers what its owner's agents spent, as `kith usage`
+/// prints it: alice's model and tokens, never bob's, even with bob's
+/// conversation shared with her; bob's agent sees his alone. Bad
+/// arguments are tool errors naming what is accepted.
+#[test]
+fn the_usage_tool_reports_the_owners_own_usage_only() -> Result<()> {
+    python()?;
+    let central = Central::start()?;
+    let alice_token = central.register("alice.test", "laptop")?;
+    let bob_token = central.register("bob.test", "desktop")?;
+    let alice_api = central.client(&alice_token);
+    let bob_api = central.client(&bob_token);
+    let mine = [
+        claude_user_line("plan", "2026-05-01T09:00:00Z"),
+        claude_response_line("a1", "claude-opus-4-6", "2026-05-01T09:00:05Z", 1_234, 56),
+        claude_response_line("a2", "mystery-model-9", "2026-05-03T09:00:05Z", 10, 1),
+    ]
+    .concat();
+    alice_api.ingest(&delta("/home/alice/a.jsonl", 0, &mine))?;
+    let his = [
+        claude_user_line("his", "2026-05-01T09:00:00Z"),
+        claude_response_line("b1", "claude-haiku-4-5", "2026-05-01T10:00:00Z", 777_777, 0),
+    ]
+    .concat();
+    let run = bob_api.ingest(&delta("/home/bob/b.jsonl", 0, &his))?;
+    let shared = bob_api.post(
+        "/api/shares",
+        &json!({"scope": format!("run:{run}"), "with": "alice.test", "follow": true}),
+    )?;
+    ensure!(shared.status == 201 || shared.status == 200, "{shared:?}");
+
+    let alice = Device::new()?;
+    let r = alice.mcp(
+        &central.url,
+        &alice_token,
+        json!([
+            {"op": "call", "tool": "usage", "args": {"by": "model", "period": "monthly"}},
+            {"op": "call", "tool": "usage", "args": {"since": "2026-05-02", "until": "2026-05-03"}},
+            {"op": "call", "tool": "usage", "args": {"timezone": "Mars/Olympus"}},
+            {"op": "call", "tool": "usage", "args": {"since": "last tuesday"}},
+            {"op": "call", "tool": "usage", "args": {"period": "hourly"}},
+            {"op": "call", "tool": "usage", "args": {"timezone": "+02:00", "max_tokens": 1_000_000}},
+            {"op": "call", "tool": "usage", "args": {"period": "blocks", "timezone": "+02:00"}},
+        ]),
+    )?;
+    let monthly = ok(&r[0]);
+    let table = kith_shared::usage::PriceTable::builtin().as_of().to_owned();
+    assert!(
+        monthly.contains(&format!(
+            "Usage by month, time zone UTC, prices as of {table}"
+        )),
+        "{monthly}"
+    );
+    assert!(
+        monthly.contains("2026-05") && monthly.contains("claude-opus-4-6"),
+        "{monthly}"
+    );
+    assert!(
+        monthly.contains("1,234") && monthly.contains("1,244"),
+        "{monthly}"
+    );
+    assert!(monthly.contains("mystery-model-9"), "{monthly}");
+    for bobs in ["claude-haiku-4-5", "777,777"] {
+        assert!(!monthly.contains(bobs), "bob's {bobs}: {monthly}");
+    }
+    // A range of days: the May 3rd response alone.
+    let range = ok(&r[1]);
+    assert!(
+        range.contains("2026-05-03") && !range.contains("2026-05-01"),
+        "{range}"
+    );
+    assert!(!range.contains("1,234"), "{range}");
+    tool_error(&r[2], "invalid_timezone");
+    assert!(
+        text(&r[2]).contains("+02:00"),
+        "says what is accepted: {}",
+        r[2]
+    );
+    tool_error(&r[3], "invalid_arguments");
+    assert_eq!(r[4]["is_error"], true, "{}", r[4]);
+    assert!(text(&r[4]).contains("unknown variant `hourly`"), "{}", r[4]);
+    tool_error(&r[5], "invalid_budget");
+    // 5-hour blocks from the hour of their first response, in the zone
+    // asked: the API, the tool and the command line alike.
+    let blocks = ok(&r[6]);
+    assert!(
+        blocks.contains("Usage by 5-hour block")
+            && blocks.contains("2026-05-01 11:00")
+            && blocks.contains("2026-05-03 11:00"),
+        "{blocks}"
+    );
+    let api = alice_api.get("/api/usage?report=blocks")?.body;
+    let keys: Vec<&str> = api["rows"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|r| r["key"].as_str())
+        .collect();
+    assert_eq!(keys, ["2026-05-01 09:00", "2026-05-03 09:00"], "{api}");
+    let printed = alice.kith(&central.url, &alice_token, &["usage", "blocks"])?;
+    assert!(
+        printed.contains("2026-05-01 09:00") && printed.contains("1,234"),
+        "{printed}"
+    );
+
+    let bob = Device::new()?;
+    let r = bob.mcp(
+        &central.url,
+        &bob_token,
+        json!([{"op": "call", "tool": "usage", "args": {"by": "model"}}]),
+    )?;
+    let his = ok(&r[0]);
+    assert!(
+        his.contains("claude-haiku-4-5") && his.contains("777,777"),
+        "{his}"
+    );
+    assert!(
+        !his.contains("claude-opus-4-6") && !his.contains("1,234"),
+        "{his}"
+    );
     Ok(())
 }

@@ -41,7 +41,12 @@ struct Run {
     quarantined: bool,
     /// The input tokens its one model response used (its usage).
     input_tokens: u64,
+    /// Its conversation's id.
+    conversation: String,
 }
+
+/// The member who is central's admin.
+const ADMIN: usize = 0;
 
 struct Grant {
     grantor: usize,
@@ -196,7 +201,95 @@ async fn check_reads(
             usage["totals"]["input_tokens"], own,
             "seed {seed} viewer {viewer}: usage"
         );
+        check_family_usage(app, token, viewer, runs, grants, seed).await;
     }
+}
+
+/// The family's usage: the admin sees each member's tokens exactly, and
+/// of a run it may not read no conversation id (nor project, nor
+/// machine); anyone else is refused it.
+async fn check_family_usage(
+    app: &axum::Router,
+    token: &str,
+    viewer: usize,
+    runs: &[Run],
+    grants: &[Grant],
+    seed: u64,
+) {
+    let (status, people) = call(
+        app,
+        token,
+        "GET",
+        "/api/usage?by=person&report=monthly",
+        None,
+    )
+    .await;
+    let (sessions_status, sessions) = call(
+        app,
+        token,
+        "GET",
+        "/api/usage?report=session&family=true&by=machine",
+        None,
+    )
+    .await;
+    if viewer != ADMIN {
+        for (status, res) in [(status, &people), (sessions_status, &sessions)] {
+            assert_eq!(
+                status,
+                StatusCode::FORBIDDEN,
+                "seed {seed} viewer {viewer}: {res}"
+            );
+            assert_eq!(res["error"]["code"], "admin_only", "seed {seed}: {res}");
+        }
+        return;
+    }
+    assert_eq!(status, StatusCode::OK, "seed {seed}: {people}");
+    let mut per_person: HashMap<String, u64> = HashMap::new();
+    for row in people["rows"].as_array().into_iter().flatten() {
+        let who = row["group"].as_str().unwrap_or_default().to_owned();
+        *per_person.entry(who).or_default() += row["input_tokens"].as_u64().unwrap_or(0);
+    }
+    let mut want: HashMap<String, u64> = HashMap::new();
+    for r in runs {
+        *want.entry(format!("user{}.test", r.owner)).or_default() += r.input_tokens;
+    }
+    assert_eq!(
+        per_person, want,
+        "seed {seed}: the admin's report by person"
+    );
+
+    assert_eq!(sessions_status, StatusCode::OK, "seed {seed}: {sessions}");
+    let readable: BTreeSet<&str> = runs
+        .iter()
+        .filter(|r| model_readable(viewer, r, grants))
+        .map(|r| r.conversation.as_str())
+        .collect();
+    let mut keys = BTreeSet::new();
+    let mut total = 0;
+    for row in sessions["rows"].as_array().into_iter().flatten() {
+        let key = row["key"].as_str().unwrap_or_default();
+        total += row["input_tokens"].as_u64().unwrap_or(0);
+        if key == "not shared" {
+            assert_eq!(
+                row["group"],
+                Value::Null,
+                "seed {seed}: a machine named: {row}"
+            );
+        } else {
+            assert!(
+                readable.contains(key),
+                "seed {seed}: the conversation {key} of a run the admin may not read: {sessions}"
+            );
+            assert_eq!(row["group"], "box", "seed {seed}: {row}");
+            keys.insert(key);
+        }
+    }
+    assert_eq!(keys, readable, "seed {seed}: the admin's readable sessions");
+    assert_eq!(
+        total,
+        runs.iter().map(|r| r.input_tokens).sum::<u64>(),
+        "seed {seed}: every member's tokens, once"
+    );
 }
 
 async fn one_world(seed: u64) {
@@ -221,7 +314,7 @@ async fn one_world(seed: u64) {
                 handle: format!("user{u}.test"),
                 did: None,
                 pds_url: None,
-                is_admin: false,
+                is_admin: u == ADMIN,
                 created_at: "2026-01-01T00:00:00.000Z".into(),
             })
             .unwrap_or_else(|e| panic!("{e}"));
@@ -275,6 +368,17 @@ async fn one_world(seed: u64) {
             assert_eq!(status, StatusCode::ACCEPTED, "{res}");
             let id = res["run_id"].as_str().unwrap_or_default().to_owned();
             ancestors.push(id.clone());
+            let (status, meta) = call(
+                &app,
+                &tokens[owner],
+                "GET",
+                &format!("/api/runs/{id}"),
+                None,
+            )
+            .await;
+            assert_eq!(status, StatusCode::OK, "{meta}");
+            let conversation = meta["conversation"].as_str().unwrap_or_default().to_owned();
+            assert!(!conversation.is_empty(), "{meta}");
             runs.push(Run {
                 id,
                 seq: i,
@@ -283,6 +387,7 @@ async fn one_world(seed: u64) {
                 tags: tag,
                 quarantined: false,
                 input_tokens,
+                conversation,
             });
         }
         if phase == 1 {

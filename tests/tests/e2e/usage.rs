@@ -437,14 +437,14 @@ fn usage_counts_each_response_once_to_the_token_and_only_the_owners() -> Result<
         "bob's session has usage"
     );
 
-    // Days cut in another zone move rows, never tokens; a zone name is
-    // refused, saying what is read.
+    // Days cut in another zone move rows, never tokens; a zone the tz
+    // database does not have is refused, saying what is read.
     let east = usage(&alice, "report=daily&timezone=%2B14:00")?;
     assert_eq!(said(&east["totals"]), said(&report["totals"]));
     assert_eq!(east["timezone"], "+14:00");
     let daily = usage(&alice, "")?;
     ensure!(daily["rows"] != east["rows"], "{daily}\n{east}");
-    let named = alice.get("/api/usage?timezone=Europe/Paris")?;
+    let named = alice.get("/api/usage?timezone=Mars/Olympus")?;
     assert_eq!((named.status, named.code()), (400, "invalid_timezone"));
     for bad in [
         "report=hourly",
@@ -512,7 +512,7 @@ fn usage_counts_each_response_once_to_the_token_and_only_the_owners() -> Result<
         .kith_at(
             &central.url,
             &alice.token,
-            &["usage", "--timezone", "Europe/Paris"],
+            &["usage", "--timezone", "Mars/Olympus"],
         )
         .output()?;
     assert_eq!(
@@ -552,7 +552,7 @@ fn a_conversation_is_counted_once_whatever_its_deltas() -> Result<()> {
     let lines = central.client(&central.register("bob.test", "desk")?);
     let mut per_agent: BTreeMap<&str, usize> = BTreeMap::new();
     for (i, f) in fixtures::own().iter().enumerate() {
-        if !matches!(f.runtime, "claude-code" | "codex" | "pi") {
+        if !matches!(f.runtime, "claude-code" | "codex" | "pi" | "gemini") {
             continue;
         }
         let bytes = read(&f.path)?;
@@ -564,11 +564,405 @@ fn a_conversation_is_counted_once_whatever_its_deltas() -> Result<()> {
         post_by_line(&lines, f.runtime, &source, &bytes)?;
         *per_agent.entry(f.runtime).or_default() += 1;
     }
-    ensure!(per_agent.len() == 3, "{per_agent:?}");
+    ensure!(per_agent.len() == 4, "{per_agent:?}");
     let a = usage(&whole, "report=daily&by=model")?;
     let b = usage(&lines, "report=daily&by=model")?;
     assert_eq!(a["rows"], b["rows"]);
     assert_eq!(a["totals"], b["totals"]);
     ensure!(a["totals"]["output_tokens"].as_u64() > Some(0));
+    Ok(())
+}
+
+/// An admin's family report: each member's tokens and dollars, by person
+/// (`kith usage --by person` prints them), and nothing that names the work
+/// of a run the admin may not read; a member is refused it; with
+/// `[usage] admin_sees_members = false` the admin is refused it too and
+/// keeps their own report.
+#[test]
+fn an_admin_sees_each_members_figures_never_their_work_unless_central_says_no() -> Result<()> {
+    use kith_tests::{claude_response_line, claude_user_line, delta};
+    let cfg = tempfile::tempdir()?;
+    for admin_sees_members in [true, false] {
+        let file = cfg
+            .path()
+            .join(format!("central-{admin_sees_members}.toml"));
+        std::fs::write(
+            &file,
+            format!("[usage]\nadmin_sees_members = {admin_sees_members}\n"),
+        )?;
+        let central = Central::start_with(&[("KITH_CENTRAL_CONFIG", &file.to_string_lossy())])?;
+        let ada = central.client(&central.register_admin("ada.test", "laptop")?);
+        let bob = central.client(&central.register("bob.test", "bobs-secret-box")?);
+        ada.ingest(&delta(
+            "/home/ada/a.jsonl",
+            0,
+            &[
+                claude_user_line("ada's", "2026-05-01T09:00:00Z"),
+                claude_response_line("a1", "claude-opus-4-6", "2026-05-01T09:00:05Z", 1_000, 10),
+            ]
+            .concat(),
+        ))?;
+        let bobs = [
+            claude_user_line("the divorce lawyer's letter", "2026-05-01T09:00:00Z"),
+            claude_response_line("b1", "claude-haiku-4-5", "2026-05-01T10:00:00Z", 4_321, 9),
+        ]
+        .concat();
+        let bob_run = bob.ingest(&delta("/home/bob/private/b.jsonl", 0, &bobs))?;
+        let bob_conversation = bob.get(&format!("/api/runs/{bob_run}"))?.body["conversation"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        ensure!(!bob_conversation.is_empty());
+
+        let refused = bob.get("/api/usage?by=person")?;
+        assert_eq!((refused.status, refused.code()), (403, "admin_only"));
+        ensure!(bob.get("/api/usage?family=true")?.status == 403);
+        let own = usage(&ada, "")?;
+        assert_eq!(own["totals"]["input_tokens"], 1_000, "{own}");
+
+        let people = ada.get("/api/usage?by=person&report=monthly")?;
+        if !admin_sees_members {
+            assert_eq!((people.status, people.code()), (403, "members_usage_off"));
+            ensure!(ada.get("/api/usage?report=session&family=true")?.status == 403);
+            continue;
+        }
+        ensure!(people.status == 200, "{people:?}");
+        let of = |who: &str| {
+            people.body["rows"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|r| r["group"] == who)
+                .map(|r| r["input_tokens"].clone())
+        };
+        assert_eq!(of("ada.test"), Some(json!(1_000)), "{}", people.body);
+        assert_eq!(of("bob.test"), Some(json!(4_321)), "{}", people.body);
+        // Per member and model, and per session: bob's figures under his
+        // name, his model, never his conversation, machine or project.
+        for query in [
+            "report=daily&family=true&by=model",
+            "report=session&family=true&by=machine",
+            "report=session&family=true&by=project",
+        ] {
+            let res = usage(&ada, query)?;
+            let text = res.to_string();
+            assert_eq!(res["totals"]["input_tokens"], 5_321, "{query}: {text}");
+            for secret in [
+                bob_conversation.as_str(),
+                "bobs-secret-box",
+                "/home/bob",
+                "divorce",
+            ] {
+                ensure!(!text.contains(secret), "{query}: bob's {secret}: {text}");
+            }
+            ensure!(text.contains("\"person\":\"bob.test\""), "{query}: {text}");
+        }
+        let by_model = usage(&ada, "family=true&by=model")?;
+        ensure!(
+            by_model.to_string().contains("claude-haiku-4-5"),
+            "{by_model}"
+        );
+        // Shared with her, bob's conversation is named in her report.
+        let shared = bob.post(
+            "/api/shares",
+            &json!({"scope": format!("run:{bob_run}"), "with": "ada.test", "follow": true}),
+        )?;
+        ensure!(shared.status == 201, "{shared:?}");
+        let sessions = usage(&ada, "report=session&family=true&by=machine")?.to_string();
+        ensure!(
+            sessions.contains(&bob_conversation) && sessions.contains("bobs-secret-box"),
+            "{sessions}"
+        );
+        // The command line prints each member's line.
+        let home = Home::new()?;
+        let out = home
+            .kith_at(
+                &central.url,
+                &ada.token,
+                &["usage", "monthly", "--by", "person"],
+            )
+            .output()?;
+        let text = String::from_utf8(out.stdout)?;
+        ensure!(
+            out.status.success() && text.contains("bob.test") && text.contains("4,321"),
+            "{text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(())
+}
+
+/// Days in the person's time zone: a zone by name cuts days by its rules
+/// (a response at 23:30 UTC on 28 March is Berlin's 29th, the day clocks
+/// go forward), and `kith usage` cuts them in the machine's zone unless
+/// told otherwise, saying which in its header; a zone central's database
+/// lacks is refused when asked for, and falls back to UTC, said, when it
+/// is only the machine's.
+#[test]
+fn days_are_cut_in_a_named_zone_and_kith_usage_defaults_to_the_machines() -> Result<()> {
+    use kith_tests::{claude_response_line, claude_user_line, delta};
+    let central = Central::start()?;
+    let alice = central.client(&central.register("alice.test", "laptop")?);
+    alice.ingest(&delta(
+        "/home/alice/a.jsonl",
+        0,
+        &[
+            claude_user_line("late", "2026-03-28T23:00:00Z"),
+            claude_response_line("a1", "claude-opus-4-6", "2026-03-28T23:30:00Z", 1_234, 5),
+        ]
+        .concat(),
+    ))?;
+    let keys = |res: &Value| -> Vec<String> {
+        res["rows"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|r| r["key"].as_str().map(str::to_owned))
+            .collect()
+    };
+    let berlin = usage(&alice, "timezone=Europe/Berlin")?;
+    assert_eq!(berlin["timezone"], "Europe/Berlin");
+    assert_eq!(keys(&berlin), ["2026-03-29"], "{berlin}");
+    assert_eq!(keys(&usage(&alice, "")?), ["2026-03-28"]);
+    // The 29th in Berlin is 23 hours long, from 23:00 UTC on the 28th.
+    let day = usage(
+        &alice,
+        "timezone=Europe/Berlin&since=2026-03-29&until=2026-03-29",
+    )?;
+    assert_eq!(day["totals"]["input_tokens"], 1_234, "{day}");
+    let before = usage(&alice, "timezone=Europe/Berlin&until=2026-03-28")?;
+    assert_eq!(before["totals"]["input_tokens"], 0, "{before}");
+
+    let home = Home::new()?;
+    let kith = |tz: &str, args: &[&str]| -> Result<std::process::Output> {
+        let mut all = vec!["usage"];
+        all.extend_from_slice(args);
+        Ok(home
+            .kith_at(&central.url, &alice.token, &all)
+            .env("TZ", tz)
+            .output()?)
+    };
+    for (tz, args, zone, day) in [
+        ("Europe/Berlin", &[][..], "Europe/Berlin", "2026-03-29"),
+        (":Europe/Berlin", &[][..], "Europe/Berlin", "2026-03-29"),
+        ("UTC", &[][..], "UTC", "2026-03-28"),
+        (
+            "Europe/Berlin",
+            &["--timezone", "-05:00"][..],
+            "-05:00",
+            "2026-03-28",
+        ),
+        (
+            "America/Los_Angeles",
+            &[][..],
+            "America/Los_Angeles",
+            "2026-03-28",
+        ),
+    ] {
+        let out = kith(tz, args)?;
+        let text = String::from_utf8(out.stdout)?;
+        ensure!(
+            out.status.success()
+                && text.contains(&format!("time zone {zone},"))
+                && text.contains(day),
+            "TZ={tz} {args:?}: {text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let out = kith("Mars/Olympus", &[])?;
+    let (text, err) = (
+        String::from_utf8(out.stdout)?,
+        String::from_utf8(out.stderr)?,
+    );
+    ensure!(
+        out.status.success()
+            && text.contains("time zone UTC,")
+            && err.contains("\"Mars/Olympus\"")
+            && err.contains("UTC"),
+        "{text}{err}"
+    );
+    let out = kith("UTC", &["--timezone", "Mars/Olympus"])?;
+    assert_eq!(out.status.code(), Some(2), "asked for: refused");
+    Ok(())
+}
+
+/// Prices in central's config take the table's place: a listed model at
+/// the config's rates, a model the table lacks priced (no longer unpriced),
+/// the report naming both beside the table's date; a config with an absurd
+/// price stops central at start, saying which.
+#[test]
+fn prices_in_centrals_config_price_the_report_and_it_says_so() -> Result<()> {
+    use kith_tests::{bin, claude_response_line, claude_user_line, delta};
+    let cfg = tempfile::tempdir()?;
+    let file = cfg.path().join("central.toml");
+    std::fs::write(
+        &file,
+        "[prices.\"claude-opus-4-6\"]\ninput = 1.0\noutput = 2.0\n\n\
+         [prices.\"my-local-model\"]\ninput = 0.5\noutput = 0.25\n",
+    )?;
+    let central = Central::start_with(&[("KITH_CENTRAL_CONFIG", &file.to_string_lossy())])?;
+    let alice = central.client(&central.register("alice.test", "laptop")?);
+    alice.ingest(&delta(
+        "/home/alice/a.jsonl",
+        0,
+        &[
+            claude_user_line("go", "2026-05-01T09:00:00Z"),
+            claude_response_line(
+                "a1",
+                "claude-opus-4-6",
+                "2026-05-01T09:00:05Z",
+                1_000_000,
+                1_000_000,
+            ),
+            claude_response_line(
+                "a2",
+                "my-local-model",
+                "2026-05-01T09:10:00Z",
+                2_000_000,
+                4_000_000,
+            ),
+            claude_response_line("a3", "mystery-model-9", "2026-05-01T09:20:00Z", 7, 7),
+        ]
+        .concat(),
+    ))?;
+    let res = usage(&alice, "by=model")?;
+    let table = kith_shared::usage::PriceTable::builtin().as_of().to_owned();
+    assert_eq!(res["price_table"], table.as_str());
+    assert_eq!(
+        res["price_overrides"],
+        json!(["claude-opus-4-6", "my-local-model"])
+    );
+    let cost = |model: &str| -> Result<f64> {
+        res["rows"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|r| r["group"] == model)
+            .and_then(|r| r["cost_usd"].as_f64())
+            .with_context(|| format!("{model}: {res}"))
+    };
+    // 1M in at $1 and 1M out at $2; 2M in at $0.50 and 4M out at $0.25.
+    ensure!((cost("claude-opus-4-6")? - 3.0).abs() < 1e-9, "{res}");
+    ensure!((cost("my-local-model")? - 2.0).abs() < 1e-9, "{res}");
+    assert_eq!(res["totals"]["unpriced_models"], json!(["mystery-model-9"]));
+    let home = Home::new()?;
+    let out = home
+        .kith_at(&central.url, &alice.token, &["usage", "--timezone", "UTC"])
+        .output()?;
+    let text = String::from_utf8(out.stdout)?;
+    ensure!(
+        text.contains(&format!(
+            "prices as of {table} (central's own for claude-opus-4-6, my-local-model)"
+        )),
+        "{text}"
+    );
+    // Without a config, the table's own price of opus (not $3).
+    let plain = Central::start()?;
+    let bob = plain.client(&plain.register("bob.test", "desk")?);
+    bob.ingest(&delta(
+        "/home/bob/b.jsonl",
+        0,
+        &[
+            claude_user_line("go", "2026-05-01T09:00:00Z"),
+            claude_response_line(
+                "b1",
+                "claude-opus-4-6",
+                "2026-05-01T09:00:05Z",
+                1_000_000,
+                1_000_000,
+            ),
+        ]
+        .concat(),
+    ))?;
+    let res = usage(&bob, "")?;
+    ensure!(res.get("price_overrides").is_none(), "{res}");
+    ensure!(res["totals"]["cost_usd"].as_f64() != Some(3.0), "{res}");
+
+    let bad = cfg.path().join("bad.toml");
+    std::fs::write(
+        &bad,
+        "[prices.\"claude-opus-4-6\"]\ninput = 1.0\noutput = 1e15\n",
+    )?;
+    let data = cfg.path().join("data");
+    let out = std::process::Command::new(bin("kith-central"))
+        .arg("--config")
+        .arg(&bad)
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(&data)
+        .output()?;
+    let err = String::from_utf8_lossy(&out.stderr);
+    ensure!(
+        !out.status.success()
+            && err.contains("[prices]: price of claude-opus-4-6: output of 1000000000000000"),
+        "{err}"
+    );
+    Ok(())
+}
+
+/// OpenCode's journal, whose message's tokens sit in its step parts,
+/// perhaps in other deltas than its row, and whose rows are written again
+/// as they change: counted the same sent whole, a line at a time (each
+/// read after what central carried of the lines before, not every delta
+/// again), and after a reindex.
+#[test]
+fn an_opencode_journal_counts_the_same_sent_whole_or_a_line_at_a_time() -> Result<()> {
+    let central = Central::start()?;
+    let whole = central.client(&central.register("alice.test", "laptop")?);
+    let lines = central.client(&central.register("bob.test", "desk")?);
+    let message = |tokens: Value| {
+        json!({"kind": "message", "id": "msg_1", "session_id": "ses_1", "data": {
+            "id": "msg_1", "role": "assistant", "modelID": "claude-sonnet-4-5",
+            "time": {"created": 1_767_000_000_000_i64}, "tokens": tokens}})
+    };
+    let step = |id: &str, input: u64, output: u64| {
+        json!({"kind": "part", "id": id, "message_id": "msg_1", "session_id": "ses_1",
+            "data": {"type": "step-finish", "tokens": {"input": input, "output": output}}})
+    };
+    let mut journal = String::new();
+    for v in [
+        json!({"kind": "message", "id": "msg_0", "session_id": "ses_1", "data": {
+            "id": "msg_0", "role": "user", "time": {"created": 1_766_999_999_000_i64}}}),
+        message(json!({"input": 1, "output": 1})),
+        json!({"kind": "part", "id": "prt_t", "message_id": "msg_1", "session_id": "ses_1",
+            "data": {"type": "text", "text": "the long answer ".repeat(200)}}),
+        step("prt_s1", 100, 10),
+        step("prt_s2", 200, 20),
+        message(json!({"input": 200, "output": 20})),
+        // The first step written again with its final figures.
+        step("prt_s1", 150, 15),
+    ] {
+        journal.push_str(&format!("{v}\n"));
+    }
+    let source = "/home/me/.local/share/opencode/opencode.db#ses_1#1:1:0";
+    whole.ingest(&json!({
+        "jsonl": journal, "agent_runtime": "opencode",
+        "source_identity": source, "from_offset": 0, "to_offset": journal.len(),
+    }))?;
+    post_by_line(&lines, "opencode", source, journal.as_bytes())?;
+    let a = usage(&whole, "by=model")?;
+    let b = usage(&lines, "by=model")?;
+    // Its steps' sum: 150 + 200 in, 15 + 20 out.
+    assert_eq!(a["totals"]["input_tokens"], 350, "{a}");
+    assert_eq!(a["totals"]["output_tokens"], 35, "{a}");
+    assert_eq!(a["rows"], b["rows"]);
+    assert_eq!(a["totals"], b["totals"]);
+    let mut central = central;
+    central.kill()?;
+    let reindexed = run_central(&central.data_dir, &["reindex"])?;
+    ensure!(
+        reindexed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&reindexed.stderr)
+    );
+    central.restart()?;
+    assert_eq!(usage(&lines, "by=model")?, b);
+    // After the reindex, the next line still counts from what was carried.
+    let more = format!("{}\n", step("prt_s2", 300, 30));
+    lines.ingest(&json!({
+        "jsonl": more, "agent_runtime": "opencode", "source_identity": source,
+        "from_offset": journal.len(), "to_offset": journal.len() + more.len(),
+    }))?;
+    let after = usage(&lines, "")?;
+    assert_eq!(after["totals"]["input_tokens"], 450, "{after}");
     Ok(())
 }

@@ -16,7 +16,7 @@ use std::time::Duration;
 use anyhow::{bail, ensure, Context, Result};
 use kith_tests::browser::{Browser, Driver};
 use kith_tests::pds::{run_central_with, Pds};
-use kith_tests::{bin, claude_user_line, delta, Api, Central};
+use kith_tests::{bin, claude_response_line, claude_user_line, delta, Api, Central};
 use serde_json::json;
 
 // Handles are unique in the test binary: the PDS these tests share
@@ -988,5 +988,202 @@ fn reader_scenario(b: &Browser<'_>) -> Result<()> {
     ensure!(b.text_of(".conversation .meta .badge.agent")? == "claude-code");
     ensure!(b.text_of(".conversation .meta .badge.model")? == "claude-x");
     ensure!(b.text_of(".conversation .meta .badge.branch")? == "feature-x");
+    Ok(())
+}
+
+/// The usage page shows the member's own report (its totals to the token,
+/// its models, the unpriced one named, the price table's date) and a
+/// chart with one bar segment per model and day, drawn without a script;
+/// another member's model and tokens are nowhere on it.
+#[test]
+fn the_usage_page_charts_a_members_own_tokens_by_model_and_day() -> Result<()> {
+    let shots = tempfile::tempdir()?;
+    let driver = Driver::start()?;
+    let b = driver.browser(&shots.path().join("uma-profile"))?;
+    let res = usage_scenario(&b);
+    if let Err(e) = res {
+        let dir = shots.keep();
+        let _ = b.screenshot(&dir.join("uma.png"));
+        bail!("{e:#}\nscreenshot: {}", dir.display());
+    }
+    Ok(())
+}
+
+fn usage_scenario(b: &Browser<'_>) -> Result<()> {
+    let central = Central::start()?;
+    let base = central.url.clone();
+    let uma = central.client(&kith_tests::register_local(
+        &central.data_dir,
+        "uma.local",
+        "laptop",
+    )?);
+    let vic = central.client(&kith_tests::register_local(
+        &central.data_dir,
+        "vic.local",
+        "desk",
+    )?);
+    // Uma: opus and sonnet on May 1st, opus and a model no table prices
+    // on May 2nd: four model-days.
+    conversation(
+        &uma,
+        "uma-1",
+        &[
+            claude_user_line("plan it", "2026-05-01T09:00:00Z"),
+            claude_response_line("u1", "claude-opus-4-6", "2026-05-01T09:00:05Z", 1_000, 200),
+            claude_response_line(
+                "u2",
+                "claude-sonnet-4-5",
+                "2026-05-01T10:00:00Z",
+                3_000,
+                400,
+            ),
+            claude_response_line("u3", "claude-opus-4-6", "2026-05-02T11:00:00Z", 500, 100),
+            claude_response_line("u4", "mystery-model-9", "2026-05-02T12:00:00Z", 50, 5),
+        ],
+    )?;
+    // Vic's, shared with uma: she may read it; it is not what she spent.
+    let vics = conversation(
+        &vic,
+        "vic-1",
+        &[
+            claude_user_line("his", "2026-05-01T09:00:00Z"),
+            claude_response_line("v1", "claude-haiku-4-5", "2026-05-01T09:30:00Z", 777_777, 0),
+        ],
+    )?;
+    let share = vic.post(
+        "/api/shares",
+        &json!({"scope": format!("run:{vics}"), "with": "uma.local", "follow": true}),
+    )?;
+    ensure!(share.status == 201 || share.status == 200, "{share:?}");
+    let api = uma.get("/api/usage")?;
+    ensure!(api.status == 200, "{api:?}");
+    let totals = &api.body["totals"];
+    ensure!(totals["input_tokens"] == 4_550, "{}", api.body);
+
+    let link = uma.post("/api/web/link", &json!({}))?;
+    ensure!(link.status == 201, "{link:?}");
+    let path = link.body["path"].as_str().unwrap_or_default();
+    open_link(b, &format!("{base}{path}"), "uma.local")?;
+    b.click("nav a[href='/usage']")?;
+    b.wait("#usage-table")?;
+    let page = b.text()?;
+    let table = kith_shared::usage::PriceTable::builtin().as_of().to_owned();
+    ensure!(
+        page.contains(&format!("Days in UTC, prices as of {table}.")),
+        "{page}"
+    );
+    let total = b.text_of("#usage-totals")?;
+    // 1,000 + 3,000 + 500 + 50 in; 200 + 400 + 100 + 5 out.
+    ensure!(total.contains("4,550") && total.contains("705"), "{total}");
+    let usd = totals["cost_usd"].as_f64().unwrap_or_default();
+    ensure!(
+        usd > 0.0 && total.contains(&format!("${usd:.2}")),
+        "{total}"
+    );
+    ensure!(
+        b.text_of("#usage-unpriced")?.contains("mystery-model-9"),
+        "{page}"
+    );
+    for model in ["claude-opus-4-6", "claude-sonnet-4-5", "mystery-model-9"] {
+        ensure!(
+            b.text_of("#usage-tokens .legend")?.contains(model),
+            "{model}: {page}"
+        );
+    }
+    for chart in ["#usage-tokens", "#usage-cost"] {
+        let n = b.count(&format!("{chart} svg rect.segment"))?;
+        ensure!(n == 4, "{chart}: {n} segments, not one per model-day");
+    }
+    let html = http()?
+        .get(format!("{base}/usage?by=model"))
+        .header(
+            "cookie",
+            format!("kith_session={}", session_cookie(b)?.value),
+        )
+        .send()?
+        .text()?;
+    ensure!(
+        html.contains("<title>2026-05-01 · claude-sonnet-4-5: 3,400 tokens</title>"),
+        "{html}"
+    );
+    ensure!(
+        !html.contains("<script>") && !html.contains("style="),
+        "{html}"
+    );
+    for vics in ["claude-haiku-4-5", "777,777", "777777"] {
+        ensure!(!html.contains(vics), "vic's {vics} on uma's page");
+    }
+
+    // The form's choices: by model, a range of one day.
+    b.goto(&format!(
+        "{base}/usage?report=daily&by=model&since=2026-05-02&until=2026-05-02"
+    ))?;
+    b.wait("#usage-table")?;
+    let rows = b.text_of("#usage-table tbody")?;
+    ensure!(
+        rows.contains("claude-opus-4-6") && rows.contains("mystery-model-9"),
+        "{rows}"
+    );
+    ensure!(
+        !rows.contains("2026-05-01") && !rows.contains("claude-sonnet-4-5"),
+        "{rows}"
+    );
+    ensure!(b.count("#usage-tokens svg rect.segment")? == 2);
+    // A choice the form does not offer is refused, saying what is.
+    b.goto(&format!("{base}/usage?report=hourly"))?;
+    ensure!(
+        b.text()?.contains("report must be one of daily"),
+        "{}",
+        b.text()?
+    );
+    b.goto(&format!("{base}/usage?timezone=Mars/Olympus"))?;
+    ensure!(b.text()?.contains("timezone"), "{}", b.text()?);
+
+    // The family's usage is an admin's: refused to uma until she is one,
+    // then each member's tokens, and of vic's conversation he did not
+    // share nothing but its figures.
+    let unshared = conversation(
+        &vic,
+        "vic-2",
+        &[
+            claude_user_line("his own", "2026-05-02T09:00:00Z"),
+            claude_response_line("v2", "claude-haiku-4-5", "2026-05-02T09:30:00Z", 111, 0),
+        ],
+    )?;
+    let unshared = vic.get(&format!("/api/runs/{unshared}"))?.body["conversation"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    ensure!(!unshared.is_empty());
+    ensure!(!b.has("select[name=by] option[value=person]")?);
+    b.goto(&format!("{base}/usage?by=person"))?;
+    ensure!(b.text()?.contains("only an admin"), "{}", b.text()?);
+    let made = kith_tests::run_central(&central.data_dir, &["user", "admin", "uma.local"])?;
+    ensure!(made.status.success(), "{made:?}");
+    b.goto(&format!("{base}/usage?by=person&report=session"))?;
+    b.wait("#usage-table")?;
+    ensure!(b.has("select[name=by] option[value=person][selected]")?);
+    let page = b.text()?;
+    ensure!(
+        page.contains("What the family's agents cost")
+            && page.contains("vic.local")
+            && page.contains("777,777")
+            && page.contains("not shared"),
+        "{page}"
+    );
+    let html = http()?
+        .get(format!("{base}/usage?by=person&report=session"))
+        .header(
+            "cookie",
+            format!("kith_session={}", session_cookie(b)?.value),
+        )
+        .send()?
+        .text()?;
+    ensure!(
+        !html.contains(&unshared),
+        "vic's unshared conversation on uma's page"
+    );
+    // Stacked by member: a segment per member and day (both, both days).
+    ensure!(b.count("#usage-tokens svg rect.segment")? == 4);
     Ok(())
 }
