@@ -312,6 +312,8 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Backup { dest, keep } => {
+            // Serving comes first: the copy and its hashing yield the cores.
+            let _ = rustix::process::nice(19);
             let operator = Operator::for_operator_commands();
             let taken = if config.data_dir.join("registry.sqlite").is_file() {
                 let registry = open_registry(&config.data_dir)?;

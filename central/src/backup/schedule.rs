@@ -67,16 +67,27 @@ pub(crate) async fn run(state: AppState, config: BackupConfig, operator: Operato
         tokio::time::sleep(wait).await;
         let started = Instant::now();
         let (s, c, operator) = (state.clone(), config.clone(), operator.clone());
-        let taken = tokio::task::spawn_blocking(move || {
-            take_noted(
-                s.registry(),
-                &s.config().data_dir,
-                &c.dest,
-                Some(c.keep),
-                &operator,
-            )
-        })
-        .await;
+        // On a thread of its own at the lowest priority (niceness is per
+        // thread on Linux): searches and ingest come before the copy.
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let spawned = std::thread::Builder::new()
+            .name("kith-backup".into())
+            .spawn(move || {
+                let _ = rustix::process::nice(19);
+                let _ = tx.send(take_noted(
+                    s.registry(),
+                    &s.config().data_dir,
+                    &c.dest,
+                    Some(c.keep),
+                    &operator,
+                ));
+            });
+        let taken = match spawned {
+            Ok(_) => rx
+                .await
+                .map_err(|_| "the backup thread ended without an answer".to_owned()),
+            Err(e) => Err(format!("cannot start the backup thread: {e}")),
+        };
         match taken {
             Ok(Ok(t)) => tracing::info!(
                 dest = %t.dest.display(),
@@ -92,7 +103,7 @@ pub(crate) async fn run(state: AppState, config: BackupConfig, operator: Operato
                 dest = %config.dest.display(),
                 "scheduled backup failed; the next is taken as scheduled"
             ),
-            Err(e) => tracing::warn!(error = %e, "scheduled backup panicked"),
+            Err(e) => tracing::warn!(error = %e, "scheduled backup failed"),
         }
         wait = every.saturating_sub(started.elapsed());
     }

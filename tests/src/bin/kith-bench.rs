@@ -64,6 +64,9 @@ struct Args {
     usage: bool,
     ccusage: Option<PathBuf>,
     messages: usize,
+    /// `--backup`: backup, verify and restore of an archive of `--mb` MB.
+    backup: bool,
+    mb: u64,
 }
 
 fn parse_args() -> Result<Args> {
@@ -78,6 +81,8 @@ fn parse_args() -> Result<Args> {
         usage: false,
         ccusage: None,
         messages: 1_000_000,
+        backup: false,
+        mb: 1024,
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -90,6 +95,14 @@ fn parse_args() -> Result<Args> {
             "--out" => args.out = Some(it.next().context("--out needs a file")?.into()),
             "--backends" => args.backends = true,
             "--usage" => args.usage = true,
+            "--backup" => args.backup = true,
+            "--mb" => {
+                args.mb = it
+                    .next()
+                    .context("--mb needs a size")?
+                    .parse()
+                    .context("bad --mb")?;
+            }
             "--ccusage" => {
                 args.ccusage = Some(it.next().context("--ccusage needs ccusage's path")?.into())
             }
@@ -118,7 +131,7 @@ fn parse_args() -> Result<Args> {
             }
             "-h" | "--help" => {
                 println!(
-                    "usage: kith-bench [--smoke|--quick|--full [--chunks 10000,100000]] [--capture-only] [--hold] [--out FILE.json]\n       kith-bench --backends [--chunks 10000,100000] [--budget-min 60] [--out FILE.json]\n       kith-bench --usage [--ccusage PATH] [--messages 1000000] [--out FILE.json]"
+                    "usage: kith-bench [--smoke|--quick|--full [--chunks 10000,100000]] [--capture-only] [--hold] [--out FILE.json]\n       kith-bench --backends [--chunks 10000,100000] [--budget-min 60] [--out FILE.json]\n       kith-bench --usage [--ccusage PATH] [--messages 1000000] [--out FILE.json]\n       kith-bench --backup [--mb 1024] [--out FILE.json]"
                 );
                 std::process::exit(0);
             }
@@ -567,6 +580,9 @@ fn main() -> Result<()> {
     }
     if args.usage {
         return usage::run(&args);
+    }
+    if args.backup {
+        return backup::run(&args);
     }
     let mut results: BTreeMap<&str, Value> = BTreeMap::new();
     let size = args.size;
@@ -1513,7 +1529,7 @@ mod usage {
             "report=daily&timezone=%2B02:00",
         ] {
             let mut samples = Vec::new();
-            for _ in 0..30 {
+            for _ in 0..if n > 100_000 { 10 } else { 30 } {
                 let t = Instant::now();
                 let r = api.get(&format!("/api/usage?{query}"))?;
                 samples.push(t.elapsed().as_secs_f64() * 1000.0);
@@ -1530,5 +1546,145 @@ mod usage {
             "output_tokens_counted": check.body["totals"]["output_tokens"],
             "reports_ms": reports,
         }))
+    }
+}
+
+/// `kith-bench --backup`: an archive of `--mb` MB of blobs in a serving
+/// central; a full backup, an incremental one after 1 % new data, verify
+/// and restore throughput, and keyword search latency idle and while a
+/// backup runs.
+mod backup {
+    use super::*;
+    use kith_tests::{central_command, run_central};
+
+    pub(super) fn run(args: &Args) -> Result<()> {
+        let central = Central::start_with(&[("KITH_EMBED_PROVIDER", "none")])?;
+        let token = central.register("bench.test", "bench")?;
+        let api = central.client(&token);
+        let blobs = central.data_dir.join("runs");
+        let target = args.mb << 20;
+        let started = Instant::now();
+        let mut n = 0usize;
+        while dir_size(&blobs) < target {
+            ingest(&api, n)?;
+            n += 1;
+        }
+        let ingest_s = started.elapsed().as_secs_f64();
+        api.wait_settled(Duration::from_secs(3600))?;
+        let archive = dir_size(&blobs);
+        let tmp = tempfile::tempdir()?;
+        let dest = tmp.path().join("backup");
+        let dest_s = dest.to_string_lossy().into_owned();
+
+        let idle = search_samples(&api, "keyword", "none", 200, Duration::ZERO)?;
+        // A full backup, searched meanwhile.
+        let (full_s, during) = std::thread::scope(|scope| -> Result<(f64, Vec<f64>)> {
+            let data = central.data_dir.clone();
+            let dest = dest_s.clone();
+            let backup = scope.spawn(move || -> Result<f64> {
+                let t = Instant::now();
+                let out = run_central(&data, &["backup", &dest])?;
+                if !out.status.success() {
+                    bail!("backup: {}", String::from_utf8_lossy(&out.stderr));
+                }
+                Ok(t.elapsed().as_secs_f64())
+            });
+            let mut during = Vec::new();
+            while !backup.is_finished() {
+                let t = Instant::now();
+                api.post(
+                    "/api/search",
+                    &json!({"query": "harbour lantern", "mode": "keyword"}),
+                )?;
+                during.push(t.elapsed().as_secs_f64() * 1000.0);
+            }
+            let full_s = backup
+                .join()
+                .map_err(|_| anyhow::anyhow!("the backup thread panicked"))??;
+            Ok((full_s, during))
+        })?;
+        // 1 % more, then an incremental backup.
+        let more = (n / 100).max(1);
+        for i in n..n + more {
+            ingest(&api, i)?;
+        }
+        let t = Instant::now();
+        let out = run_central(&central.data_dir, &["backup", &dest_s])?;
+        if !out.status.success() {
+            bail!("backup: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        let incremental_s = t.elapsed().as_secs_f64();
+        let backup_bytes = dir_size(&dest);
+
+        let t = Instant::now();
+        let out = central_command().args(["verify", &dest_s]).output()?;
+        if !out.status.success() {
+            bail!("verify: {}", String::from_utf8_lossy(&out.stdout));
+        }
+        let verify_s = t.elapsed().as_secs_f64();
+        drop(central);
+        let restored = tmp.path().join("restored");
+        let t = Instant::now();
+        let out = run_central(&restored, &["restore", &dest_s])?;
+        if !out.status.success() {
+            bail!("restore: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        let restore_s = t.elapsed().as_secs_f64();
+
+        let mb = |bytes: u64| bytes as f64 / (1 << 20) as f64;
+        let result = json!({
+            "archive_mb": mb(archive),
+            "deltas": n + more,
+            "ingest_s": ingest_s,
+            "full_backup_s": full_s,
+            "incremental_backup_s": incremental_s,
+            "backup_folder_mb": mb(backup_bytes),
+            "verify_s": verify_s,
+            "verify_mb_per_s": mb(backup_bytes) / verify_s,
+            "restore_s": restore_s,
+            "restore_mb_per_s": mb(archive) / restore_s,
+            "search_idle_ms": summary(idle.ms),
+            "search_during_backup_ms": summary(during),
+        });
+        println!("{}", serde_json::to_string_pretty(&result)?);
+        let mut results: BTreeMap<&str, Value> = BTreeMap::new();
+        results.insert("backup", result);
+        save(&results, args.out.as_deref())
+    }
+
+    /// One 4 MB delta of its own transcript: Claude Code lines of words
+    /// drawn from a large vocabulary (so the blobs compress as prose does).
+    fn ingest(api: &Api, i: usize) -> Result<()> {
+        let mut jsonl = String::new();
+        let mut x = (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+        let mut line = 0;
+        while jsonl.len() < 4 << 20 {
+            let mut text = String::new();
+            for _ in 0..120 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                text.push_str(&format!("w{:x} ", x % 50_000));
+            }
+            if line % 50 == 0 {
+                text.push_str("harbour lantern");
+            }
+            jsonl.push_str(&kith_tests::claude_user_line(
+                &text,
+                &format!(
+                    "2026-03-01T{:02}:{:02}:{:02}Z",
+                    line / 3600 % 24,
+                    line / 60 % 60,
+                    line % 60
+                ),
+            ));
+            line += 1;
+        }
+        api.ingest(&json!({
+            "jsonl": jsonl, "agent_runtime": "claude-code",
+            "source_identity": format!("bench-backup/{i}"),
+            "from_offset": 0, "to_offset": jsonl.len(),
+        }))?;
+        Ok(())
     }
 }

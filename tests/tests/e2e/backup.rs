@@ -797,3 +797,129 @@ fn a_backup_copied_off_site_with_restic_comes_back_whole() -> Result<()> {
     ensure!(alice.keyword("okapi")?.is_empty(), "and nothing else");
     Ok(())
 }
+
+/// The drill: three writers while serve backs up every second, a grant and
+/// a revoked machine, central SIGKILLed while its schedule runs, restarted,
+/// backed up once more; the newest snapshot restored into a new folder
+/// holds every acknowledged delta byte for byte and once, and grants and
+/// revocations hold.
+#[test]
+fn the_drill_writers_scheduled_backups_a_crash_and_a_restore() -> Result<()> {
+    let tmp = tempfile::tempdir()?;
+    let (data, dest) = (tmp.path().join("data"), tmp.path().join("backup"));
+    let config = tmp.path().join("central.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[backup]\ndest = \"{}\"\nevery = \"1s\"\nkeep = 3\n",
+            text(&dest)?
+        ),
+    )?;
+    let env = [("KITH_CENTRAL_CONFIG", text(&config)?)];
+    let mut central = Central::start_on(&data, &env)?;
+    let alice_token = central.register("alice.test", "laptop")?;
+    let bob_token = central.register("bob.test", "desktop")?;
+    let phone_token = central.register("alice.test", "old-phone")?;
+    let writers = [
+        ("alice-a", alice_token.clone()),
+        ("alice-b", alice_token.clone()),
+        ("bob-a", bob_token.clone()),
+    ];
+    // Each writer's source and its acknowledged bytes.
+    let acked: Vec<(String, Vec<u8>)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = writers
+            .iter()
+            .map(|(source, token)| {
+                let api = central.client(token);
+                scope.spawn(move || -> Result<(String, Vec<u8>)> {
+                    let mut bytes = Vec::new();
+                    for k in 0..25 {
+                        let l = line(&format!("{source} writes ostrich{k} again"), k % 60);
+                        api.ingest(&delta(source, bytes.len() as u64, &l))?;
+                        bytes.extend_from_slice(l.as_bytes());
+                    }
+                    Ok(((*source).to_owned(), bytes))
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().map_err(|_| anyhow::anyhow!("a writer panicked"))?)
+            .collect::<Result<_>>()
+    })?;
+    let alice = central.client(&alice_token);
+    let conversations = alice.get("/api/conversations")?.body;
+    let shared = conversations["conversations"]
+        .as_array()
+        .and_then(|cs| {
+            cs.iter()
+                .find(|c| c["title"].as_str().is_some_and(|t| t.contains("alice-a")))
+        })
+        .and_then(|c| c["id"].as_str())
+        .context("alice-a's conversation")?
+        .to_owned();
+    let grant = alice.post(
+        "/api/shares",
+        &serde_json::json!({"scope": format!("conversation:{shared}"), "with": "bob.test"}),
+    )?;
+    ensure!(grant.status == 201 || grant.status == 200, "{grant:?}");
+    central_says(
+        &data,
+        &[
+            "machine",
+            "revoke",
+            "--user",
+            "alice.test",
+            "--name",
+            "old-phone",
+        ],
+        true,
+    )?;
+    // A scheduled backup, then a crash while the schedule runs.
+    let deadline = std::time::Instant::now() + WITHIN;
+    while !dest.join("snapshots").exists() || snapshots_in(&dest)?.is_empty() {
+        ensure!(std::time::Instant::now() < deadline, "no scheduled backup");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    central.kill()?;
+    let central = Central::start_on(&data, &env)?;
+    let said = central_says(&data, &["backup", text(&dest)?], true)?;
+    let newest = snapshot_of(&said)?;
+    let said = central_says(&data, &["verify", text(&dest)?], true)?;
+    ensure!(said.contains("no damage"), "{said}");
+    let before = central.client(&bob_token).keyword("ostrich3")?;
+    drop(central);
+
+    let restored_dir = tmp.path().join("restored");
+    let said = central_says(&restored_dir, &["restore", text(&dest)?], true)?;
+    ensure!(
+        said.contains(&newest) && said.contains("reindexed 75 runs"),
+        "{said}"
+    );
+    let restored = Central::start_on(&restored_dir, &[])?;
+    let chains: std::collections::BTreeMap<String, Vec<u8>> = [&alice_token, &bob_token]
+        .into_iter()
+        .map(|t| restored.client(t).chains())
+        .collect::<Result<Vec<_>>>()?
+        .into_iter()
+        .flatten()
+        .collect();
+    for (source, bytes) in &acked {
+        ensure!(
+            chains.get(source) == Some(bytes),
+            "{source}: the restored chain is not the acknowledged bytes, once"
+        );
+    }
+    let bob = restored.client(&bob_token);
+    let after = bob.keyword("ostrich3")?;
+    ensure!(
+        after == before && after.len() == 2,
+        "bob reads his own and the shared: {after:?}"
+    );
+    let gone = restored.client(&phone_token).get("/api/status")?;
+    ensure!(
+        gone.status == 401,
+        "the revoked machine stays revoked: {gone:?}"
+    );
+    Ok(())
+}
