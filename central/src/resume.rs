@@ -5,6 +5,13 @@
 //! the next deltas of the same conversation (`ingest`), so the conversation
 //! reads as one across machines and the copy is never stored again.
 //!
+//! The copy's rows stay when the conversation is forgotten (they name no
+//! text): a delta after the copy then starts a conversation of its own, so
+//! the copy is never sent under another name. `reindex` rebuilds a
+//! continued conversation from its runs' records, which carry their
+//! conversation and parent; a delta sent after a reindex still finds its
+//! resume.
+//!
 //! Only the owner resumes: a conversation shared with someone is theirs to
 //! read, not to continue. They fork it (`fork`): the machine writes what
 //! they may read of it under a new session id and sends it whole, as their

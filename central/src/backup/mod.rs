@@ -16,6 +16,32 @@
 //!   so no snapshot brings one back;
 //! - `lock`: held by the backup writing.
 //!
+//! A snapshot's registry copy is written with `secure_delete`, so a row
+//! deleted from it later leaves no bytes; the blobs and records copied are
+//! those of the runs it lists, forgotten ones left out. `verify` hashes
+//! every object and registry copy against the manifests, runs SQLite's
+//! integrity check, and checks that every run of a copy has its blob and
+//! record and that its chains have no holes (a live data folder: blobs
+//! against their records' `jsonl_sha256`); damage exits 1 naming the file,
+//! and a file of a tombstoned run that is gone is forgotten, not damage.
+//! `restore` writes into an empty folder only, checks the snapshot first,
+//! and takes the tombstones of every snapshot and of `tombstones/`.
+//!
+//! `schedule` takes a backup every `every` after the last good one, one at
+//! a time on a thread of its own at the lowest priority; a failure is
+//! logged and noted in the registry's `backups` table (each folder's last
+//! good snapshot and last failure), never stops `serve`. `prune` keeps the
+//! newest `keep` snapshots and removes every object no kept snapshot
+//! lists, under the folder's `lock` (a snapshot is renamed `.partial`
+//! before it goes). `tombstones` carries a forget to every folder the table
+//! names: the runs' tombstones (no text) into `tombstones/<run>.json`, then,
+//! under the lock, every snapshot holding them rewritten without them (the
+//! registry copy's rows deleted and compacted, the manifest without their
+//! files) and the objects no snapshot lists removed; content another kept
+//! run holds stays. A folder not reached is named in the forget's answer
+//! and catches up at its next backup. `health` is the last good backup's age
+//! for `doctor` and an admin's `/api/status`.
+//!
 //! `take` makes a snapshot (and `prune` keeps the newest), `verify` checks a backup or a live data
 //! directory (`chains`: the registry's chains have no holes), `restore`
 //! puts a snapshot into an empty data directory. Folders are 0700 and files
