@@ -284,13 +284,19 @@ pub(crate) fn run(
 }
 
 /// What is at `file`: nothing, this copy (continued or not), or another.
+/// Only the copy's length is read of it.
 fn found(file: &Path, copy: &[u8]) -> Result<Found> {
-    match fs::read(file) {
-        Ok(bytes) if bytes.starts_with(copy) => Ok(Found::Copy),
-        Ok(_) => Ok(Found::Other),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Found::Nothing),
-        Err(e) => Err(e).with_context(|| format!("reading {}", file.display())),
-    }
+    use std::io::Read as _;
+    let f = match fs::File::open(file) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Found::Nothing),
+        Err(e) => return Err(e).with_context(|| format!("reading {}", file.display())),
+    };
+    let mut head = Vec::with_capacity(copy.len());
+    f.take(copy.len() as u64)
+        .read_to_end(&mut head)
+        .with_context(|| format!("reading {}", file.display()))?;
+    Ok(if head == copy { Found::Copy } else { Found::Other })
 }
 
 /// Writes one copy: beside its place first, then (central having

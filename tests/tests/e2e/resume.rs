@@ -115,7 +115,7 @@ fn continue_with(
 }
 
 /// `claude -p --resume SESSION MARKER` in `cwd`, with `home` as its HOME.
-fn claude(home: &Path, cwd: &Path) -> Result<Command> {
+fn claude(home: &Path, cwd: &Path, session: &str) -> Result<Command> {
     let mut cmd = Command::new(agent_binary(CLAUDE)?);
     cmd.args([
         "-p",
@@ -123,7 +123,7 @@ fn claude(home: &Path, cwd: &Path) -> Result<Command> {
         "--output-format",
         "stream-json",
         "--resume",
-        SESSION,
+        session,
         MARKER,
     ])
     .current_dir(cwd)
@@ -217,7 +217,7 @@ fn a_conversation_continues_on_another_machine_with_the_real_claude_code() -> Re
 
     // The real Claude Code finds it and continues it; kith captures that.
     let resumed = continue_with(
-        claude(desk.home.root(), &checkout)?,
+        claude(desk.home.root(), &checkout, SESSION)?,
         claude_started,
         &file,
         |line| line.contains(r#""type":"user""#) && line.contains(MARKER),
@@ -469,24 +469,7 @@ fn a_shared_conversation_is_forked_as_ones_own() -> Result<()> {
         "the fork holds what the snapshot share does not cover"
     );
 
-    let mut cmd = Command::new(agent_binary(CLAUDE)?);
-    cmd.args([
-        "-p",
-        "--verbose",
-        "--output-format",
-        "stream-json",
-        "--resume",
-        &session,
-        MARKER,
-    ])
-    .current_dir(&folder)
-    .env_clear()
-    .env("HOME", desk.home.root())
-    .env("PATH", "/usr/bin:/bin")
-    .env("ANTHROPIC_API_KEY", "sk-ant-dummy")
-    .env("ANTHROPIC_BASE_URL", "http://127.0.0.1:9")
-    .env("DISABLE_AUTOUPDATER", "1")
-    .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1");
+    let cmd = claude(desk.home.root(), &folder, &session)?;
     let resumed = continue_with(cmd, claude_started, &file, |line| {
         line.contains(r#""type":"user""#) && line.contains(MARKER)
     })?;
@@ -495,6 +478,22 @@ fn a_shared_conversation_is_forked_as_ones_own() -> Result<()> {
 
     // Sam's own conversation, naming bob's; bob's unchanged and never sam's.
     let sam = central.client(&desk.token);
+    let continued = sam.post(
+        &format!("/api/conversations/{id}/resume"),
+        &serde_json::json!({"source_identity": "x#1:2:0", "at_offset": 10,
+            "prefix_sha256": "0".repeat(64)}),
+    )?;
+    assert_eq!(
+        (continued.status, continued.code()),
+        (400, "not_owner"),
+        "a grantee continues the owner's conversation: {continued:?}"
+    );
+    let owner_resumes = central.client(&bob.token).post(
+        &format!("/api/conversations/{id}/resume"),
+        &serde_json::json!({"source_identity": "y#1:2:0", "at_offset": 10,
+            "prefix_sha256": "0".repeat(64)}),
+    )?;
+    assert_eq!(owner_resumes.status, 200, "{owner_resumes:?}");
     let fork = sam.get(&format!("/api/conversations/{session}"))?;
     assert_eq!(fork.status, 200, "{fork:?}");
     let fork = &fork.body["conversation"];
