@@ -296,7 +296,11 @@ fn found(file: &Path, copy: &[u8]) -> Result<Found> {
     f.take(copy.len() as u64)
         .read_to_end(&mut head)
         .with_context(|| format!("reading {}", file.display()))?;
-    Ok(if head == copy { Found::Copy } else { Found::Other })
+    Ok(if head == copy {
+        Found::Copy
+    } else {
+        Found::Other
+    })
 }
 
 /// Writes one copy: beside its place first, then (central having

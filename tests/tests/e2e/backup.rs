@@ -324,21 +324,7 @@ fn blob_of(data: &Path, run: &str) -> Result<PathBuf> {
 
 /// Whether any file under `dir` holds `word`.
 fn any_file_holds(dir: &Path, word: &str) -> Result<bool> {
-    let mut stack = vec![dir.to_owned()];
-    while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(&dir)? {
-            let path = entry?.path();
-            if path.is_dir() {
-                stack.push(path);
-            } else if std::fs::read(&path)?
-                .windows(word.len())
-                .any(|w| w == word.as_bytes())
-            {
-                return Ok(true);
-            }
-        }
-    }
-    Ok(false)
+    Ok(!kith_tests::files_containing(dir, word)?.is_empty())
 }
 
 #[test]
