@@ -93,9 +93,11 @@ pub(crate) fn reindex(state: &AppState, operator: &Operator) -> Result<ReindexRe
             .map(|(m, rel, _)| (m.id.as_str(), rel.as_str()))
             .collect();
         let metas: Vec<&Run> = runs.iter().map(|(m, ..)| m).collect();
-        crate::usage::rebuild(&metas, |run| {
-            Ok(store.read_jsonl(blobs.get(run.id.as_str()).copied().unwrap_or_default())?)
-        })?
+        crate::usage::rebuild(
+            &metas,
+            |run| Ok(store.read_jsonl(blobs.get(run.id.as_str()).copied().unwrap_or_default())?),
+            state.prices(),
+        )?
     };
     // Each conversation's usage goes in with one of its runs.
     let mut counted: HashSet<&str> = HashSet::new();

@@ -151,6 +151,24 @@ impl Readability {
     pub fn owned(&self) -> Rule {
         Rule::Owner(self.viewer.to_string())
     }
+
+    /// The members other than the viewer some of whose runs the rule may
+    /// admit: the givers of the viewer's grants (a grant covers only its
+    /// giver's runs). No run of any other member is the viewer's to read,
+    /// whatever the run, so a family usage report may sum theirs without
+    /// asking of each run.
+    pub fn read_through_grants(&self) -> Vec<String> {
+        let viewer = self.viewer.to_string();
+        let mut givers: Vec<String> = self
+            .grants
+            .iter()
+            .map(|g| g.grantor.clone())
+            .filter(|g| *g != viewer)
+            .collect();
+        givers.sort_unstable();
+        givers.dedup();
+        givers
+    }
 }
 
 /// Whose usage a report counts.
@@ -388,6 +406,31 @@ mod tests {
             Some(Rule::Owner("ubob".into()))
         );
         assert_eq!(bob.usage_counted(UsageReach::Family), None);
+    }
+
+    #[test]
+    fn no_run_of_a_member_who_gave_no_grant_is_admitted() {
+        let (alice, bob, carol) = (user("ualice"), user("ubob"), user("ucarol"));
+        let grants = vec![
+            grant(&bob.to_string(), GrantScope::Tag("x".into()), None),
+            grant(&bob.to_string(), GrantScope::Run("r1".into()), None),
+            grant(&alice.to_string(), GrantScope::Run("r2".into()), None),
+        ];
+        let alices = Readability::new(alice.clone(), grants);
+        assert_eq!(alices.read_through_grants(), [bob.to_string()]);
+        let rule = alices.rule();
+        let tags = ["x".to_owned()];
+        for quarantined in [false, true] {
+            for (ancestry, tags) in [("|r1|", &tags[..]), ("|r2|", &[][..]), ("|r9|", &tags[..])] {
+                let of = |owner: &str| rule.admits(&run(owner, ancestry, tags, quarantined));
+                assert!(!of(&carol.to_string()), "carol gave alice nothing");
+                assert!(of(&alice.to_string()), "alice's own");
+            }
+        }
+        assert!(rule.admits(&run(&bob.to_string(), "|r1|", &[], false)));
+        assert!(Readability::new(carol, Vec::new())
+            .read_through_grants()
+            .is_empty());
     }
 
     #[test]

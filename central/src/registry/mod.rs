@@ -31,6 +31,7 @@ mod sessions;
 mod shares;
 mod tags;
 mod usage;
+mod usage_hours;
 mod users;
 mod values;
 mod viewer;
@@ -46,6 +47,7 @@ pub use runs::{ancestry_of, transcript_of, ForestFilter, LiveFacts, NewRun, Stor
 pub use sessions::{SignedIn, SESSION_MAX_DAYS};
 pub use shares::{AuditFilter, AuditRow, Revoked, ShareRow};
 pub use usage::{ConversationUsage, CountedUsage, UsageFilter, UsageRow, Work};
+pub use usage_hours::Figures;
 pub use users::UserRow;
 pub use values::FilterValues;
 pub use viewer::Viewer;
@@ -229,6 +231,7 @@ impl Registry {
         conn.execute_batch(SCHEMA)?;
         conn.execute_batch(backups::SCHEMA)?;
         conn.execute_batch(usage::SCHEMA)?;
+        conn.execute_batch(usage_hours::SCHEMA)?;
         conn.execute_batch(resumes::SCHEMA)?;
         migrate(&conn)?;
         let reader = Connection::open(path)?;
@@ -364,6 +367,10 @@ fn migrate(conn: &Connection) -> Result<()> {
         // None kept: the next delta of such a conversation reads its
         // earlier deltas once, as before.
         ("usage_folds", "carry", "BLOB"),
+        // Counted and priced again at the next start, when central finds
+        // no price table recorded (`crate::usage::keep_priced`).
+        ("usage", "counted", "INTEGER NOT NULL DEFAULT 1"),
+        ("usage", "price_usd", "REAL"),
     ];
     for (table, column, decl) in ADDED {
         let present: bool = conn.query_row(

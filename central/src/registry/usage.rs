@@ -25,11 +25,12 @@
 
 use kith_proto::AgentRuntime;
 use kith_shared::usage::{Context, Merge, Tokens, UsageFact};
-use rusqlite::{params, Row, Transaction};
+use rusqlite::{params, OptionalExtension, Row, Transaction};
 
+use super::usage_hours::{decode, hour_of, Figures, Touched, HOUR_MS};
 use super::{to_i64, Registry, Sql, Viewer};
 use crate::error::Result;
-use crate::privacy::UsageReach;
+use crate::privacy::{Rule, UsageReach};
 
 pub(super) const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS usage (
@@ -64,9 +65,16 @@ CREATE TABLE IF NOT EXISTS usage (
     total_cache_write_5m INTEGER,
     total_cache_write_1h INTEGER,
     total_cache_read INTEGER,
-    dedupe TEXT NOT NULL
+    dedupe TEXT NOT NULL,
+    -- 0 when another conversation of its owner holds the same response
+    -- from a later run (`usage_hours`).
+    counted INTEGER NOT NULL DEFAULT 1,
+    -- What it costs at the price table in effect (`usage_prices`): the
+    -- recorded cost, else its tokens at list prices; NULL: no price.
+    price_usd REAL
 );
 CREATE INDEX IF NOT EXISTS usage_conversation ON usage (conversation, id);
+CREATE INDEX IF NOT EXISTS usage_conversation_at ON usage (conversation, at_ms);
 CREATE INDEX IF NOT EXISTS usage_user_at ON usage (user_id, at_ms);
 CREATE INDEX IF NOT EXISTS usage_dedupe ON usage (user_id, dedupe, run_id);
 CREATE INDEX IF NOT EXISTS usage_run ON usage (run_id);
@@ -94,6 +102,10 @@ pub struct UsageRow {
     pub project: Option<String>,
     /// When: the fact's time, else that run's start (RFC 3339).
     pub at: String,
+    /// What it costs at the price table in effect (`crate::usage` prices
+    /// it): its recorded cost, else its tokens at list prices; `None`
+    /// when it has no price.
+    pub priced_usd: Option<f64>,
 }
 
 /// A conversation's usage, folded across its deltas (`crate::usage`).
@@ -126,18 +138,32 @@ pub struct UsageFilter {
     pub until_ms: Option<i64>,
 }
 
-/// A fact a report counts, with what it can be grouped by.
+/// Usage a report counts: one fact, or the facts of one hour of a
+/// conversation summed (`usage_hours`), with what it can be grouped by.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CountedUsage {
-    /// Model, tokens, requests and recorded cost (its key is not read).
-    pub fact: UsageFact,
-    pub at_ms: i64,
+    pub model: Option<String>,
+    pub figures: Figures,
+    /// The first and the last fact's time, in ms (the same for one fact).
+    pub first_ms: i64,
+    pub last_ms: i64,
+    /// Each quarter hour's start and figures, when the facts fall in more
+    /// than one.
+    pub quarters: Vec<(i64, Figures)>,
     pub agent_runtime: String,
     /// The handle of the member whose run it is.
     pub person: String,
     /// What names the run's work: `None` when the reader may not read the
     /// run (another member's, in an admin's family report).
     pub work: Option<Work>,
+}
+
+/// Of the facts a summed report reads one by one: those before `before`,
+/// those from `from`, and every fact of `users`.
+struct Cut {
+    before: Option<i64>,
+    from: Option<i64>,
+    users: Vec<String>,
 }
 
 /// Where a counted fact's run was: its conversation, machine and project.
@@ -176,7 +202,7 @@ fn count(n: i64) -> u64 {
     n.max(0) as u64
 }
 
-/// Writes `row` of `u`: `INSERT`, or with `id` `UPDATE ... WHERE id = ?26`.
+/// Writes `row` of `u`: `INSERT`, or with `id` `UPDATE ... WHERE id = ?27`.
 fn put(
     tx: &Transaction<'_>,
     sql: &str,
@@ -189,7 +215,7 @@ fn put(
     let total = |pick: fn(&Tokens) -> u64| total.as_ref().map(|t| to_i64(pick(t)));
     let t = &f.tokens;
     let mut stmt = tx.prepare_cached(sql)?;
-    let values: [&dyn rusqlite::ToSql; 25] = [
+    let values: [&dyn rusqlite::ToSql; 26] = [
         &row.run_id,
         &u.user_id,
         &row.machine,
@@ -215,6 +241,7 @@ fn put(
         &total(|t| t.cache_write_1h),
         &total(|t| t.cache_read),
         &dedupe(u, f),
+        &row.priced_usd,
     ];
     match id {
         Some(id) => {
@@ -230,9 +257,9 @@ fn put(
 const INSERT: &str = "INSERT INTO usage (run_id, user_id, machine, agent_runtime, conversation,
     project, model, time, at, at_ms, input_tokens, output_tokens, cache_write_5m_tokens,
     cache_write_1h_tokens, cache_read_tokens, cost_usd, n_requests, fact_key, merge, total_input,
-    total_output, total_cache_write_5m, total_cache_write_1h, total_cache_read, dedupe)
+    total_output, total_cache_write_5m, total_cache_write_1h, total_cache_read, dedupe, price_usd)
     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18,
-            ?19, ?20, ?21, ?22, ?23, ?24, ?25)";
+            ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26)";
 
 const UPDATE: &str = "UPDATE usage SET run_id = ?1, user_id = ?2, machine = ?3,
     agent_runtime = ?4, conversation = ?5, project = ?6, model = ?7, time = ?8, at = ?9,
@@ -240,7 +267,7 @@ const UPDATE: &str = "UPDATE usage SET run_id = ?1, user_id = ?2, machine = ?3,
     cache_write_1h_tokens = ?14, cache_read_tokens = ?15, cost_usd = ?16, n_requests = ?17,
     fact_key = ?18, merge = ?19, total_input = ?20, total_output = ?21,
     total_cache_write_5m = ?22, total_cache_write_1h = ?23, total_cache_read = ?24,
-    dedupe = ?25 WHERE id = ?26";
+    dedupe = ?25, price_usd = ?26 WHERE id = ?27";
 
 /// The columns `row_of` reads, after the row's id.
 const READ: &str = "usage.id, usage.run_id, usage.machine, usage.project, usage.model,
@@ -248,7 +275,7 @@ const READ: &str = "usage.id, usage.run_id, usage.machine, usage.project, usage.
     usage.cache_write_5m_tokens, usage.cache_write_1h_tokens, usage.cache_read_tokens,
     usage.cost_usd, usage.n_requests, usage.fact_key, usage.merge, usage.total_input,
     usage.total_output, usage.total_cache_write_5m, usage.total_cache_write_1h,
-    usage.total_cache_read";
+    usage.total_cache_read, usage.price_usd";
 
 fn tokens_at(r: &Row<'_>, first: usize) -> rusqlite::Result<Tokens> {
     Ok(Tokens {
@@ -280,6 +307,7 @@ fn row_of(r: &Row<'_>) -> rusqlite::Result<(i64, UsageRow)> {
             machine: r.get(2)?,
             project: r.get(3)?,
             at: r.get(6)?,
+            priced_usd: r.get(21)?,
             fact: UsageFact {
                 key: r.get(14)?,
                 merge,
@@ -306,9 +334,19 @@ fn stored_rows(tx: &Transaction<'_>, conversation: &str) -> Result<Vec<(i64, Usa
 
 /// Makes `u.conversation`'s rows `u.rows`, touching only what changed: a
 /// fold keeps its earlier facts in their places (changing some), and adds
-/// new ones after them.
+/// new ones after them. The hours and counts of what changed follow
+/// (`usage_hours`).
 pub(super) fn write(tx: &Transaction<'_>, u: &ConversationUsage) -> Result<()> {
     let stored = stored_rows(tx, &u.conversation)?;
+    let mut touched = Touched::default();
+    let mut touch = |row: &UsageRow| {
+        touched.fact(
+            &u.user_id,
+            &u.conversation,
+            epoch_ms(&row.at),
+            &dedupe(u, &row.fact),
+        );
+    };
     let mut kept = 0;
     for ((id, old), new) in stored.iter().zip(&u.rows) {
         if old.fact.key != new.fact.key {
@@ -316,16 +354,21 @@ pub(super) fn write(tx: &Transaction<'_>, u: &ConversationUsage) -> Result<()> {
         }
         if old != new {
             put(tx, UPDATE, u, new, Some(*id))?;
+            touch(old);
+            touch(new);
         }
         kept += 1;
     }
-    for (id, _) in &stored[kept..] {
+    for (id, old) in &stored[kept..] {
         tx.prepare_cached("DELETE FROM usage WHERE id = ?1")?
             .execute([id])?;
+        touch(old);
     }
     for new in &u.rows[kept..] {
         put(tx, INSERT, u, new, None)?;
+        touch(new);
     }
+    touched.settle(tx)?;
     let context = u.context.clone().unwrap_or_default();
     tx.prepare_cached(
         "INSERT INTO usage_folds (conversation, user_id, agent_runtime, model, time, n_refused,
@@ -346,10 +389,11 @@ pub(super) fn write(tx: &Transaction<'_>, u: &ConversationUsage) -> Result<()> {
     Ok(())
 }
 
-/// Empties both tables (`replace_runs` writes them again).
+/// Empties the tables (`replace_runs` writes them again).
 pub(super) fn clear(tx: &Transaction<'_>) -> Result<()> {
     tx.execute("DELETE FROM usage", [])?;
     tx.execute("DELETE FROM usage_folds", [])?;
+    tx.execute("DELETE FROM usage_hours", [])?;
     Ok(())
 }
 
@@ -360,9 +404,17 @@ pub(super) fn forget_run(tx: &Transaction<'_>, id: &str) -> Result<()> {
         "DELETE FROM usage_folds WHERE conversation = (SELECT conversation FROM runs WHERE id = ?1)",
     )?
     .execute([id])?;
+    let mut touched = Touched::default();
+    let gone: Vec<(String, String, i64, String)> = tx
+        .prepare_cached("SELECT user_id, conversation, at_ms, dedupe FROM usage WHERE run_id = ?1")?
+        .query_map([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
+        .collect::<rusqlite::Result<_>>()?;
+    for (user, conversation, at_ms, dedupe) in &gone {
+        touched.fact(user, conversation, *at_ms, dedupe);
+    }
     tx.prepare_cached("DELETE FROM usage WHERE run_id = ?1")?
         .execute([id])?;
-    Ok(())
+    touched.settle(tx)
 }
 
 impl Registry {
@@ -428,26 +480,161 @@ impl Registry {
         }))
     }
 
-    /// The facts of the usage `filter` selects that a report of `reach`
-    /// counts for `viewer`, each response once (see the module
-    /// documentation).
+    /// The usage `filter` selects that a report of `reach` counts for
+    /// `viewer`, each response once (see the module documentation).
+    ///
+    /// Whole hours come summed (`usage_hours`) for the members the rule
+    /// lets the report count as a whole: the viewer (whose every run it
+    /// reads) and, in a family report, each member none of whose runs it
+    /// can read (`Readability::read_through_grants`). The facts of a member
+    /// whose grant the viewer holds come one by one, each run's work named
+    /// where the rule admits it; so do the facts of an hour the range cuts.
     pub fn usage(
         &self,
         viewer: &Viewer,
         reach: UsageReach,
         filter: &UsageFilter,
     ) -> Result<Vec<CountedUsage>> {
+        let readability = viewer.readability();
+        let counted = readability.usage_counted(reach);
+        let one_by_one: Vec<String> = match &counted {
+            Some(_) => Vec::new(),
+            None => readability.read_through_grants(),
+        };
+        // Hours wholly in the range: [lo, hi).
+        let lo = filter
+            .since_ms
+            .map(|s| hour_of(s.saturating_add(HOUR_MS - 1)));
+        let hi = filter.until_ms.map(hour_of);
+        let whole_hours = match (lo, hi) {
+            (Some(lo), Some(hi)) => lo < hi,
+            _ => true,
+        };
+        let mut out = Vec::new();
+        let summed_owner = match &counted {
+            Some(Rule::Owner(user)) => Some(Some(user.clone())),
+            None => Some(None),
+            // A rule the sums cannot render: every fact one by one.
+            Some(_) => None,
+        };
+        let summed = whole_hours && summed_owner.is_some();
+        if let Some(owner) = summed_owner.filter(|_| whole_hours) {
+            self.usage_hours(viewer, owner, &one_by_one, filter.agent, lo, hi, &mut out)?;
+        }
+        // The facts counted one by one: every one when nothing is summed;
+        // else those of the hours the range cuts, and of members read
+        // through grants.
+        let cut = summed.then_some(Cut {
+            before: lo,
+            from: hi,
+            users: one_by_one,
+        });
+        if cut
+            .as_ref()
+            .is_some_and(|c| c.before.is_none() && c.from.is_none() && c.users.is_empty())
+        {
+            return Ok(out);
+        }
+        self.usage_facts(viewer, reach, filter, cut, &mut out)?;
+        Ok(out)
+    }
+
+    /// The sums of whole hours in [`lo`, `hi`) of `owner` (or, with
+    /// `None`, of every member but `one_by_one`).
+    #[allow(clippy::too_many_arguments)]
+    fn usage_hours(
+        &self,
+        viewer: &Viewer,
+        owner: Option<String>,
+        one_by_one: &[String],
+        agent: Option<AgentRuntime>,
+        lo: Option<i64>,
+        hi: Option<i64>,
+        out: &mut Vec<CountedUsage>,
+    ) -> Result<()> {
+        let mut sql = Sql::new(
+            "SELECT h.model, h.input_tokens, h.output_tokens, h.cache_write_5m_tokens,
+                    h.cache_write_1h_tokens, h.cache_read_tokens, h.cost_usd, h.n_unpriced,
+                    h.first_ms, h.last_ms, h.quarters, h.conversation, h.agent_runtime,
+                    h.machine, h.project, COALESCE(users.handle, h.user_id), h.user_id = ",
+        );
+        sql.bind(viewer.user_id().to_string());
+        sql.push(" FROM usage_hours h LEFT JOIN users ON users.id = h.user_id WHERE 1");
+        match owner {
+            Some(user) => {
+                sql.and("h.user_id = ?1", user);
+            }
+            None => {
+                for user in one_by_one {
+                    sql.and("h.user_id != ?1", user.clone());
+                }
+            }
+        }
+        if let Some(agent) = agent {
+            sql.and("h.agent_runtime = ?1", agent.as_str().to_owned());
+        }
+        if let Some(lo) = lo {
+            sql.and("h.hour_ms >= ?1", lo);
+        }
+        if let Some(hi) = hi {
+            sql.and("h.hour_ms < ?1", hi);
+        }
+        let conn = self.reader();
+        let mut stmt = conn.prepare_cached(sql.text())?;
+        let mut rows = stmt.query(sql.params())?;
+        while let Some(r) = rows.next()? {
+            let readable: bool = r.get(16)?;
+            let quarters = match r.get_ref(10)? {
+                rusqlite::types::ValueRef::Blob(b) => decode(b),
+                _ => Vec::new(),
+            };
+            out.push(CountedUsage {
+                model: r.get(0)?,
+                figures: Figures {
+                    tokens: tokens_at(r, 1)?,
+                    cost_usd: r.get(6)?,
+                    n_unpriced: count(r.get(7)?),
+                },
+                first_ms: r.get(8)?,
+                last_ms: r.get(9)?,
+                quarters,
+                agent_runtime: r.get(12)?,
+                person: r.get(15)?,
+                work: if readable {
+                    Some(Work {
+                        conversation: r.get(11)?,
+                        machine: r.get(13)?,
+                        project: r.get(14)?,
+                    })
+                } else {
+                    None
+                },
+            });
+        }
+        Ok(())
+    }
+
+    /// The counted facts `filter` selects (of those, with `cut`, the
+    /// ones it names), one by one.
+    fn usage_facts(
+        &self,
+        viewer: &Viewer,
+        reach: UsageReach,
+        filter: &UsageFilter,
+        cut: Option<Cut>,
+        out: &mut Vec<CountedUsage>,
+    ) -> Result<()> {
         let mut sql = Sql::new(
             "SELECT u.model, u.input_tokens, u.output_tokens, u.cache_write_5m_tokens,
-                    u.cache_write_1h_tokens, u.cache_read_tokens, u.cost_usd, u.n_requests,
-                    u.at_ms, u.conversation, u.agent_runtime, u.machine, u.project,
+                    u.cache_write_1h_tokens, u.cache_read_tokens, u.price_usd, u.at_ms,
+                    u.conversation, u.agent_runtime, u.machine, u.project,
                     COALESCE(users.handle, u.user_id), CASE WHEN ",
         );
         sql.readable_by(viewer);
         sql.push(
             " THEN 1 ELSE 0 END
              FROM usage u JOIN runs ON runs.id = u.run_id
-             LEFT JOIN users ON users.id = u.user_id WHERE ",
+             LEFT JOIN users ON users.id = u.user_id WHERE u.counted = 1 AND ",
         );
         match viewer.readability().usage_counted(reach) {
             Some(rule) => sql.rule(&rule),
@@ -462,44 +649,93 @@ impl Registry {
         if let Some(until) = filter.until_ms {
             sql.and("u.at_ms < ?1", until);
         }
-        sql.push(
-            " AND NOT EXISTS (SELECT 1 FROM usage n WHERE n.user_id = u.user_id
-                 AND n.dedupe = u.dedupe AND n.run_id > u.run_id
-                 AND n.conversation != u.conversation)
-             ORDER BY u.at_ms, u.id",
-        );
+        if let Some(cut) = cut {
+            sql.push(" AND (0");
+            if let Some(before) = cut.before {
+                sql.push(" OR u.at_ms < ").bind(before);
+            }
+            if let Some(from) = cut.from {
+                sql.push(" OR u.at_ms >= ").bind(from);
+            }
+            for user in cut.users {
+                sql.push(" OR u.user_id = ").bind(user);
+            }
+            sql.push(")");
+        }
         let conn = self.reader();
         let mut stmt = conn.prepare_cached(sql.text())?;
-        let rows = stmt
-            .query_map(sql.params(), |r| {
-                let readable: bool = r.get(14)?;
-                let work = if readable {
+        let rows = stmt.query_map(sql.params(), |r| {
+            let readable: bool = r.get(13)?;
+            let at_ms = r.get(7)?;
+            Ok(CountedUsage {
+                model: r.get(0)?,
+                figures: Figures::of(tokens_at(r, 1)?, r.get(6)?),
+                first_ms: at_ms,
+                last_ms: at_ms,
+                quarters: Vec::new(),
+                agent_runtime: r.get(9)?,
+                person: r.get(12)?,
+                work: if readable {
                     Some(Work {
-                        conversation: r.get(9)?,
-                        machine: r.get(11)?,
-                        project: r.get(12)?,
+                        conversation: r.get(8)?,
+                        machine: r.get(10)?,
+                        project: r.get(11)?,
                     })
                 } else {
                     None
-                };
-                Ok(CountedUsage {
-                    fact: UsageFact {
-                        key: String::new(),
-                        merge: Merge::Each,
-                        model: r.get(0)?,
-                        time: None,
-                        tokens: tokens_at(r, 1)?,
-                        cost_usd: r.get(6)?,
-                        n_requests: r.get::<_, Option<i64>>(7)?.map(count),
-                    },
-                    at_ms: r.get(8)?,
-                    agent_runtime: r.get(10)?,
-                    person: r.get(13)?,
-                    work,
-                })
-            })?
-            .collect::<rusqlite::Result<_>>()?;
-        Ok(rows)
+                },
+            })
+        })?;
+        for row in rows {
+            out.push(row?);
+        }
+        Ok(())
+    }
+
+    /// The fingerprint of the price table the facts' `price_usd` was
+    /// priced at, `None` before any (a registry of an older kith).
+    pub fn usage_prices(&self) -> Result<Option<String>> {
+        Ok(self
+            .reader()
+            .query_row(
+                "SELECT fingerprint FROM usage_prices WHERE id = 1",
+                [],
+                |r| r.get(0),
+            )
+            .optional()?)
+    }
+
+    /// Prices every fact again by `price` (the table whose fingerprint is
+    /// `fingerprint`), counts each again and sums every hour again, in one
+    /// transaction.
+    pub fn reprice_usage(
+        &self,
+        fingerprint: &str,
+        price: impl Fn(&UsageFact) -> Option<f64>,
+    ) -> Result<()> {
+        let mut conn = self.conn();
+        let tx = conn.transaction()?;
+        {
+            let facts: Vec<(i64, UsageRow)> = tx
+                .prepare(&format!("SELECT {READ} FROM usage"))?
+                .query_map([], row_of)?
+                .collect::<rusqlite::Result<_>>()?;
+            let mut update = tx.prepare("UPDATE usage SET price_usd = ?2 WHERE id = ?1")?;
+            for (id, row) in facts {
+                let now = price(&row.fact);
+                if now != row.priced_usd {
+                    update.execute(params![id, now])?;
+                }
+            }
+        }
+        super::usage_hours::rebuild(&tx)?;
+        tx.execute(
+            "INSERT INTO usage_prices (id, fingerprint) VALUES (1, ?1)
+             ON CONFLICT (id) DO UPDATE SET fingerprint = excluded.fingerprint",
+            [fingerprint],
+        )?;
+        tx.commit()?;
+        Ok(())
     }
 
     /// Usage records refused in the conversations a report of `reach`
@@ -589,6 +825,7 @@ mod tests {
                     machine: "box".to_owned(),
                     project: None,
                     at: "2026-05-01T10:00:00.000Z".to_owned(),
+                    priced_usd: Some(0.5),
                 })
                 .collect(),
             n_refused: 1,
@@ -610,13 +847,25 @@ mod tests {
             .unwrap_or_else(|e| panic!("{e}"));
     }
 
-    fn outputs(registry: &Registry, who: &Viewer) -> Vec<u64> {
-        registry
-            .usage(who, UsageReach::Own, &UsageFilter::default())
+    /// Output tokens counted for `who`, by conversation.
+    fn outputs(registry: &Registry, who: &Viewer) -> Vec<(String, u64)> {
+        outputs_in(registry, who, &UsageFilter::default())
+    }
+
+    fn outputs_in(registry: &Registry, who: &Viewer, filter: &UsageFilter) -> Vec<(String, u64)> {
+        let mut by = std::collections::BTreeMap::new();
+        for u in registry
+            .usage(who, UsageReach::Own, filter)
             .unwrap_or_else(|e| panic!("{e}"))
-            .iter()
-            .map(|u| u.fact.tokens.output)
-            .collect()
+        {
+            let c = u.work.map(|w| w.conversation).unwrap_or_default();
+            *by.entry(c).or_default() += u.figures.tokens.output;
+        }
+        by.into_iter().collect()
+    }
+
+    fn c(conversation: &str, output: u64) -> (String, u64) {
+        (conversation.to_owned(), output)
     }
 
     #[test]
@@ -639,7 +888,8 @@ mod tests {
             ],
         );
         insert(&registry, &r2, &after);
-        assert_eq!(outputs(&registry, &alice), [9, 3]);
+        // m1 once, with its last figures: 9 + 3.
+        assert_eq!(outputs(&registry, &alice), [c("c1", 12)]);
         let read = registry
             .conversation_usage(&alice, "c1", "s#")
             .unwrap_or_else(|e| panic!("{e}"));
@@ -707,8 +957,145 @@ mod tests {
                 ],
             ),
         );
-        let mut got = outputs(&registry, &alice);
-        got.sort_unstable();
-        assert_eq!(got, [6, 7, 11, 11]);
+        // msg counts in c3 (6), e1 in c2 (7), each e2 in its own.
+        assert_eq!(
+            outputs(&registry, &alice),
+            [c("c1", 11), c("c2", 7), c("c3", 17)]
+        );
+        // Its newest copy forgotten, a response counts as the copy left.
+        registry
+            .finish_forget(&["r3".to_owned()])
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(outputs(&registry, &alice), [c("c1", 16), c("c2", 7)]);
+    }
+
+    #[test]
+    fn summed_hours_count_what_the_facts_count_in_any_range() {
+        let (_tmp, registry) = registry();
+        let alice = viewer("ualice");
+        let r1 = run("r1", "ualice", "c1", "s#1");
+        // Facts across three hours: at an hour's first millisecond, in
+        // several quarters of one hour, and a millisecond before the next.
+        let times = [
+            "2026-05-01T10:00:00.000Z",
+            "2026-05-01T10:00:00.001Z",
+            "2026-05-01T10:14:59.999Z",
+            "2026-05-01T10:15:00.000Z",
+            "2026-05-01T10:44:00.000Z",
+            "2026-05-01T10:59:59.999Z",
+            "2026-05-01T11:00:00.000Z",
+            "2026-05-01T12:30:00.000Z",
+        ];
+        let mut usage = usage_of(&r1, &[]);
+        for (i, at) in times.iter().enumerate() {
+            usage.rows.push(UsageRow {
+                fact: fact(&format!("m{i}"), Merge::Last, 1 << i),
+                run_id: "r1".to_owned(),
+                machine: "box".to_owned(),
+                project: None,
+                at: (*at).to_owned(),
+                priced_usd: Some(1.0),
+            });
+        }
+        insert(&registry, &r1, &usage);
+        let ms: Vec<i64> = times.iter().map(|t| epoch_ms(t)).collect();
+        let sum_between = |since: Option<i64>, until: Option<i64>| -> u64 {
+            ms.iter()
+                .enumerate()
+                .filter(|(_, at)| since.is_none_or(|s| **at >= s) && until.is_none_or(|u| **at < u))
+                .map(|(i, _)| 1u64 << i)
+                .sum()
+        };
+        let mut bounds: Vec<Option<i64>> = vec![None];
+        for at in &ms {
+            bounds.extend([Some(at - 1), Some(*at), Some(at + 1)]);
+        }
+        for since in &bounds {
+            for until in &bounds {
+                let filter = UsageFilter {
+                    since_ms: *since,
+                    until_ms: *until,
+                    ..UsageFilter::default()
+                };
+                let want = sum_between(*since, *until);
+                let got: u64 = outputs_in(&registry, &alice, &filter)
+                    .iter()
+                    .map(|(_, n)| n)
+                    .sum();
+                assert_eq!(got, want, "since {since:?} until {until:?}");
+            }
+        }
+        // The 10:00 hour: its first millisecond apart, the rest with each
+        // quarter's figures.
+        let counted = registry
+            .usage(&alice, UsageReach::Own, &UsageFilter::default())
+            .unwrap_or_else(|e| panic!("{e}"));
+        let ten: Vec<&CountedUsage> = counted
+            .iter()
+            .filter(|u| hour_of(u.first_ms) == hour_of(ms[0]))
+            .collect();
+        assert_eq!(ten.len(), 2);
+        let edge = ten.iter().find(|u| u.first_ms == ms[0]);
+        assert_eq!(
+            edge.map(|u| (u.last_ms, u.figures.tokens.output)),
+            Some((ms[0], 1))
+        );
+        let rest = ten.iter().find(|u| u.first_ms != ms[0]);
+        assert_eq!(rest.map(|u| (u.first_ms, u.last_ms)), Some((ms[1], ms[5])));
+        let quarters: Vec<(i64, u64)> = rest
+            .map(|u| {
+                u.quarters
+                    .iter()
+                    .map(|(q, f)| (*q, f.tokens.output))
+                    .collect()
+            })
+            .unwrap_or_default();
+        assert_eq!(
+            quarters,
+            [
+                (ms[0], 2 | 4),
+                (ms[3], 8),
+                (ms[3] + 900_000, 16),
+                (ms[3] + 1_800_000, 32)
+            ]
+        );
+        assert!(rest.is_some_and(|u| u.figures.cost_usd == 5.0 && u.figures.n_unpriced == 0));
+    }
+
+    #[test]
+    fn repricing_changes_every_fact_and_sum_and_is_recorded() {
+        let (_tmp, registry) = registry();
+        let alice = viewer("ualice");
+        let r1 = run("r1", "ualice", "c1", "s#1");
+        insert(
+            &registry,
+            &r1,
+            &usage_of(
+                &r1,
+                &[
+                    (fact("m1", Merge::Last, 5), "r1"),
+                    (fact("m2", Merge::Last, 7), "r1"),
+                ],
+            ),
+        );
+        let cost = |r: &Registry| -> (f64, u64) {
+            let all = r
+                .usage(&alice, UsageReach::Own, &UsageFilter::default())
+                .unwrap_or_else(|e| panic!("{e}"));
+            (
+                all.iter().map(|u| u.figures.cost_usd).sum(),
+                all.iter().map(|u| u.figures.n_unpriced).sum(),
+            )
+        };
+        assert_eq!(cost(&registry), (1.0, 0));
+        assert_eq!(registry.usage_prices().ok(), Some(None));
+        registry
+            .reprice_usage("table-b", |f| (f.tokens.output == 5).then_some(2.0))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(cost(&registry), (2.0, 1));
+        assert_eq!(
+            registry.usage_prices().ok(),
+            Some(Some("table-b".to_owned()))
+        );
     }
 }

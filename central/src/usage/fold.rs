@@ -91,6 +91,7 @@ fn row(fact: UsageFact, run: &Run) -> UsageRow {
         run_id: run.id.clone(),
         machine: run.machine.clone(),
         project: run.cwd.clone(),
+        priced_usd: None,
     }
 }
 

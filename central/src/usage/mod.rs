@@ -18,11 +18,11 @@ mod report;
 use std::collections::HashMap;
 
 use kith_proto::{UsageBy, UsageQuery, UsageResponse};
-use kith_shared::usage::{carry, facts, reads_whole};
+use kith_shared::usage::{carry, cost, facts, reads_whole, PriceTable};
 
 use crate::error::{Error, Result};
 use crate::privacy::{FamilyUsageRefused, UsageReach};
-use crate::registry::{ConversationUsage, UsageFilter, Viewer};
+use crate::registry::{ConversationUsage, Registry, UsageFilter, Viewer};
 use crate::run::Run;
 use crate::state::AppState;
 
@@ -64,7 +64,7 @@ pub(crate) fn after_delta(
         return Ok(
             fold::whole(facts(format, &whole), run).map(|u| ConversationUsage {
                 carried: Some(carry(format, &whole)),
-                ..u
+                ..priced(u, state.prices())
             }),
         );
     }
@@ -75,7 +75,31 @@ pub(crate) fn after_delta(
     let prior = state
         .registry()
         .conversation_usage(viewer, conversation, transcript)?;
-    Ok(fold::next(prior.as_ref(), delta, run))
+    Ok(fold::next(prior.as_ref(), delta, run).map(|u| priced(u, state.prices())))
+}
+
+/// `usage` with each fact's cost at `table` (`UsageRow::priced_usd`).
+fn priced(mut usage: ConversationUsage, table: &PriceTable) -> ConversationUsage {
+    for row in &mut usage.rows {
+        row.priced_usd = cost(&row.fact, table);
+    }
+    usage
+}
+
+/// Prices every fact at `table` again when the registry's were priced at
+/// another (a price given in central's config changed, a kith with a newer
+/// table, a registry of a kith that priced none), and sums the reports'
+/// hours again: once, at start.
+pub(crate) fn keep_priced(registry: &Registry, table: &PriceTable) -> Result<()> {
+    let fingerprint = table.fingerprint();
+    if registry.usage_prices()?.as_deref() != Some(fingerprint.as_str()) {
+        tracing::info!(
+            "pricing usage at the price table of {} and summing its hours",
+            table.as_of()
+        );
+        registry.reprice_usage(&fingerprint, |fact| cost(fact, table))?;
+    }
+    Ok(())
 }
 
 /// The usage of every conversation of `runs` (each with its blob's bytes
@@ -83,6 +107,7 @@ pub(crate) fn after_delta(
 pub(crate) fn rebuild(
     runs: &[&Run],
     read: impl Fn(&Run) -> Result<Vec<u8>>,
+    table: &PriceTable,
 ) -> Result<HashMap<String, ConversationUsage>> {
     let mut chains: HashMap<&str, Vec<&Run>> = HashMap::new();
     for run in runs {
@@ -116,7 +141,7 @@ pub(crate) fn rebuild(
             }
         }
         if let Some(usage) = usage {
-            out.insert(conversation.to_owned(), usage);
+            out.insert(conversation.to_owned(), priced(usage, table));
         }
     }
     Ok(out)

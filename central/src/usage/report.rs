@@ -15,11 +15,11 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use kith_proto::{UsageBy, UsageReport, UsageResponse, UsageRow, UsageTotals};
-use kith_shared::usage::{cost, PriceTable};
+use kith_shared::usage::PriceTable;
 use time::{Date, OffsetDateTime, UtcOffset};
 
 use crate::error::{Code, Error, Result};
-use crate::registry::CountedUsage;
+use crate::registry::{CountedUsage, Figures};
 
 /// What `timezone` accepts, for its error.
 const ZONE_HINT: &str = "timezone must be UTC, a fixed offset like +02:00 or -0530, \
@@ -218,8 +218,9 @@ struct Sum {
 }
 
 impl Sum {
-    fn add(&mut self, fact: &CountedUsage, table: &PriceTable) {
-        let t = &fact.fact.tokens;
+    /// Adds `figures` of `model`'s.
+    fn add(&mut self, figures: &Figures, model: Option<&str>) {
+        let t = &figures.tokens;
         let add = [
             t.input,
             t.output,
@@ -229,12 +230,9 @@ impl Sum {
         for (sum, n) in self.tokens.iter_mut().zip(add) {
             *sum = sum.saturating_add(n);
         }
-        match cost(&fact.fact, table) {
-            Some(usd) => self.cost_usd += usd,
-            None => {
-                let model = fact.fact.model.as_deref().unwrap_or("unknown");
-                self.unpriced.insert(model.to_owned());
-            }
+        self.cost_usd += figures.cost_usd;
+        if figures.n_unpriced > 0 {
+            self.unpriced.insert(model.unwrap_or("unknown").to_owned());
         }
     }
 
@@ -256,22 +254,25 @@ const BLOCK_MS: i64 = 5 * 3_600_000;
 const HOUR_MS: i64 = 3_600_000;
 
 /// The starts of the 5-hour billing blocks of responses at `times` (in
-/// order), in ms, as ccusage cuts them: a block starts at the hour (UTC)
-/// of its first response; a response more than 5 hours past its block's
-/// start, or more than 5 hours after the response before it, starts the
-/// next.
-fn block_starts(times: impl IntoIterator<Item = i64>) -> Vec<i64> {
+/// order of their first time; each the first and last time of responses
+/// of one hour), in ms, as ccusage cuts them: a block starts at the hour
+/// (UTC) of its first response; a response more than 5 hours past its
+/// block's start, or more than 5 hours after the response before it,
+/// starts the next. Within one hour's responses neither can happen but at
+/// its first (`registry::usage_hours` keeps the responses at exactly the
+/// hour's start apart), so each span falls in one block.
+fn block_starts(times: impl IntoIterator<Item = (i64, i64)>) -> Vec<i64> {
     let mut starts: Vec<i64> = Vec::new();
     let mut last: Option<i64> = None;
-    for at in times {
+    for (first, end) in times {
         let new = match (starts.last(), last) {
-            (Some(&start), Some(before)) => at - start > BLOCK_MS || at - before > BLOCK_MS,
+            (Some(&start), Some(before)) => first - start > BLOCK_MS || first - before > BLOCK_MS,
             _ => true,
         };
         if new {
-            starts.push(at.div_euclid(HOUR_MS) * HOUR_MS);
+            starts.push(first.div_euclid(HOUR_MS) * HOUR_MS);
         }
-        last = Some(at);
+        last = Some(last.map_or(end, |l| l.max(end)));
     }
     starts
 }
@@ -281,14 +282,14 @@ struct Blocks(HashMap<String, Vec<i64>>);
 
 impl Blocks {
     fn of(facts: &[CountedUsage], family: bool) -> Self {
-        let mut times: HashMap<String, Vec<i64>> = HashMap::new();
+        let mut times: HashMap<String, Vec<(i64, i64)>> = HashMap::new();
         for f in facts {
             let who = if family {
                 f.person.clone()
             } else {
                 String::new()
             };
-            times.entry(who).or_default().push(f.at_ms);
+            times.entry(who).or_default().push((f.first_ms, f.last_ms));
         }
         Self(
             times
@@ -305,19 +306,17 @@ impl Blocks {
     fn start_of(&self, fact: &CountedUsage, family: bool) -> i64 {
         let who = if family { fact.person.as_str() } else { "" };
         let starts = self.0.get(who).map(Vec::as_slice).unwrap_or_default();
-        match starts.partition_point(|s| *s <= fact.at_ms) {
-            0 => fact.at_ms,
+        match starts.partition_point(|s| *s <= fact.first_ms) {
+            0 => fact.first_ms,
             n => starts[n - 1],
         }
     }
 }
 
-/// The bucket of `fact`.
-fn key_of(fact: &CountedUsage, shape: &Shape, blocks: &Blocks) -> String {
-    let date = shape.zone.date_of(fact.at_ms);
+/// The bucket of a day, week or month report of a response at `at_ms`.
+fn period_of(at_ms: i64, shape: &Shape) -> String {
+    let date = shape.zone.date_of(at_ms);
     match shape.report {
-        UsageReport::Blocks => shape.zone.minute_of(blocks.start_of(fact, shape.family)),
-        UsageReport::Daily => date.to_string(),
         UsageReport::Weekly => {
             let back = i64::from(date.weekday().number_days_from_monday());
             date.checked_sub(time::Duration::days(back))
@@ -325,16 +324,43 @@ fn key_of(fact: &CountedUsage, shape: &Shape, blocks: &Blocks) -> String {
                 .to_string()
         }
         UsageReport::Monthly => format!("{:04}-{:02}", date.year(), u8::from(date.month())),
+        _ => date.to_string(),
+    }
+}
+
+/// The buckets of `fact`'s figures: one, or (a day, week or month
+/// boundary within its hour) one for each of its quarter hours'.
+fn keys_of<'a>(
+    fact: &'a CountedUsage,
+    shape: &Shape,
+    blocks: &Blocks,
+) -> Vec<(String, &'a Figures)> {
+    let key = match shape.report {
+        UsageReport::Blocks => shape.zone.minute_of(blocks.start_of(fact, shape.family)),
         UsageReport::Session => fact
             .work
             .as_ref()
             .map_or_else(|| NOT_SHARED.to_owned(), |w| w.conversation.clone()),
-    }
+        UsageReport::Daily | UsageReport::Weekly | UsageReport::Monthly => {
+            let first = period_of(fact.first_ms, shape);
+            if fact.quarters.is_empty() || period_of(fact.last_ms, shape) == first {
+                first
+            } else {
+                // Every zone's day starts on a quarter hour.
+                return fact
+                    .quarters
+                    .iter()
+                    .map(|(start, figures)| (period_of(*start, shape), figures))
+                    .collect();
+            }
+        }
+    };
+    vec![(key, &fact.figures)]
 }
 
 fn group_of(fact: &CountedUsage, by: Option<UsageBy>) -> Option<String> {
     match by? {
-        UsageBy::Model => fact.fact.model.clone(),
+        UsageBy::Model => fact.model.clone(),
         UsageBy::Agent => Some(fact.agent_runtime.clone()),
         UsageBy::Machine => fact.work.as_ref().map(|w| w.machine.clone()),
         UsageBy::Project => fact.work.as_ref().and_then(|w| w.project.clone()),
@@ -342,7 +368,8 @@ fn group_of(fact: &CountedUsage, by: Option<UsageBy>) -> Option<String> {
     }
 }
 
-/// The report of `facts` (`n_refused` records left out), priced by `table`.
+/// The report of `facts` (`n_refused` records left out), priced at
+/// `table` (the facts carry their cost at it; the report names it).
 pub(crate) fn report(
     facts: &[CountedUsage],
     shape: &Shape,
@@ -359,19 +386,22 @@ pub(crate) fn report(
         Blocks(HashMap::new())
     };
     for fact in facts {
-        total.add(fact, table);
-        let key = key_of(fact, shape, &blocks);
-        if shape.report == UsageReport::Session {
-            let at = last.entry(key.clone()).or_insert(fact.at_ms);
-            *at = (*at).max(fact.at_ms);
-        }
+        let model = fact.model.as_deref();
+        total.add(&fact.figures, model);
         // A family report's rows are each a member's; split by person, the
         // group says whose already.
         let person =
             (shape.family && shape.by != Some(UsageBy::Person)).then(|| fact.person.clone());
-        rows.entry((key, person, group_of(fact, shape.by)))
-            .or_default()
-            .add(fact, table);
+        let group = group_of(fact, shape.by);
+        for (key, figures) in keys_of(fact, shape, &blocks) {
+            if shape.report == UsageReport::Session {
+                let at = last.entry(key.clone()).or_insert(fact.last_ms);
+                *at = (*at).max(fact.last_ms);
+            }
+            rows.entry((key, person.clone(), group.clone()))
+                .or_default()
+                .add(figures, model);
+        }
     }
     let mut rows: Vec<UsageRow> = rows
         .into_iter()
@@ -398,7 +428,7 @@ pub(crate) fn report(
 
 #[cfg(test)]
 mod tests {
-    use kith_shared::usage::{Merge, Tokens, UsageFact};
+    use kith_shared::usage::{cost, Merge, Tokens, UsageFact};
 
     use super::*;
     use crate::registry::Work;
@@ -418,21 +448,25 @@ mod tests {
         output: u64,
         usd: Option<f64>,
     ) -> CountedUsage {
-        CountedUsage {
-            fact: UsageFact {
-                key: String::new(),
-                merge: Merge::Each,
-                model: model.map(str::to_owned),
-                time: None,
-                tokens: Tokens {
-                    input,
-                    output,
-                    ..Tokens::default()
-                },
-                n_requests: Some(1),
-                cost_usd: usd,
+        let fact = UsageFact {
+            key: String::new(),
+            merge: Merge::Each,
+            model: model.map(str::to_owned),
+            time: None,
+            tokens: Tokens {
+                input,
+                output,
+                ..Tokens::default()
             },
-            at_ms: at(time),
+            n_requests: Some(1),
+            cost_usd: usd,
+        };
+        CountedUsage {
+            model: fact.model.clone(),
+            figures: Figures::of(fact.tokens, cost(&fact, PriceTable::builtin())),
+            first_ms: at(time),
+            last_ms: at(time),
+            quarters: Vec::new(),
             agent_runtime: "claude-code".into(),
             person: "alice.test".into(),
             work: Some(Work {
@@ -652,6 +686,78 @@ mod tests {
     }
 
     #[test]
+    fn an_hours_sum_splits_by_quarter_where_a_zones_day_ends_inside_it() {
+        // 18:10 to 18:50 UTC: midnight at +05:30 is 18:30 UTC.
+        let quarter = |input| {
+            Figures::of(
+                Tokens {
+                    input,
+                    ..Tokens::default()
+                },
+                Some(1.0),
+            )
+        };
+        let mut hour = fact(Some("claude-opus-4-6"), "2026-05-01T18:10:00Z", 0, 0, None);
+        hour.last_ms = at("2026-05-01T18:50:00Z");
+        hour.quarters = vec![
+            (at("2026-05-01T18:00:00Z"), quarter(1)),
+            (at("2026-05-01T18:15:00Z"), quarter(10)),
+            (at("2026-05-01T18:30:00Z"), quarter(100)),
+            (at("2026-05-01T18:45:00Z"), quarter(1000)),
+        ];
+        hour.figures = hour
+            .quarters
+            .iter()
+            .fold(Figures::default(), |mut f, (_, q)| {
+                f.add(q);
+                f
+            });
+        let table = PriceTable::builtin();
+        let days = |zone| {
+            keys(&report(
+                &[hour.clone()],
+                &shape(UsageReport::Daily, None, zone),
+                table,
+                0,
+            ))
+        };
+        assert_eq!(
+            days("Asia/Kolkata"),
+            [
+                ("2026-05-01".into(), None, 11),
+                ("2026-05-02".into(), None, 1100)
+            ]
+        );
+        // Where the day does not end inside it, the hour is one row.
+        assert_eq!(days("+02:00"), [("2026-05-01".into(), None, 1111)]);
+        assert_eq!(days("UTC"), [("2026-05-01".into(), None, 1111)]);
+        let res = report(
+            &[hour.clone()],
+            &shape(UsageReport::Daily, None, "+05:30"),
+            table,
+            0,
+        );
+        assert_eq!(res.totals.input_tokens, 1111);
+        assert!((res.totals.cost_usd - 4.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_block_takes_an_hours_sum_whole_and_ends_five_hours_after_its_start() {
+        let h = |t: &str| at(&format!("2026-05-01T{t}Z"));
+        // A response at 10:05 starts a block at 10:00; an hour's sum from
+        // 10:20 to 10:58 is in it; 15:00 is too, a millisecond later not.
+        for (next, blocks) in [("15:00:00.000", 1), ("15:00:00.001", 2)] {
+            let got = block_starts([
+                (h("10:05:00"), h("10:05:00")),
+                (h("10:20:00"), h("10:58:00")),
+                (h(next), h(next)),
+            ]);
+            assert_eq!(got.len(), blocks, "after {next}");
+            assert_eq!(got[0], h("10:00:00"));
+        }
+    }
+
+    #[test]
     fn billing_blocks_start_at_the_hour_last_five_hours_and_end_after_a_gap() {
         let h = |t: &str| at(&format!("2026-05-01T{t}Z"));
         let cases: [(&str, &[&str], &[&str]); 6] = [
@@ -679,7 +785,7 @@ mod tests {
             ),
         ];
         for (what, times, want) in cases {
-            let got = block_starts(times.iter().map(|t| h(t)));
+            let got = block_starts(times.iter().map(|t| (h(t), h(t))));
             let want: Vec<i64> = want.iter().map(|t| h(t)).collect();
             assert_eq!(got, want, "{what}");
         }

@@ -245,6 +245,16 @@ impl PriceTable {
         &self.prices
     }
 
+    /// A digest of all that prices a fact (the date, the prices, every name
+    /// and alias): tables with the same fingerprint price every fact alike.
+    pub fn fingerprint(&self) -> String {
+        use sha2::{Digest, Sha256};
+        let mut names: Vec<(&String, &usize)> = self.by_name.iter().collect();
+        names.sort_unstable();
+        let digest = Sha256::digest(format!("{}\n{:?}\n{names:?}", self.as_of, self.prices));
+        digest.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
     /// The models priced by [`PriceTable::with_overrides`], by name.
     pub fn overridden(&self) -> &[String] {
         &self.overridden

@@ -1,0 +1,403 @@
+//! `usage_hours`: the counted usage facts summed by conversation and UTC
+//! hour (and within those by agent, model, machine and project), which is
+//! what a report reads instead of every fact: a year of a heavy user's
+//! million responses is some tens of thousands of rows.
+//!
+//! A row keeps what a report needs to cut its facts exactly as it would
+//! cut them one by one: the first and last fact's time (a billing block's
+//! gap of five hours is measured between them), and, when its facts fall
+//! in more than one quarter hour, each quarter's figures (every time
+//! zone's day starts on a quarter hour, so a day, week or month splits a
+//! row only between quarters). The facts at exactly an hour's first
+//! millisecond are a row of their own (`edge`), so a billing block's five
+//! hours, which end on the hour, never end inside a row.
+//!
+//! A fact is counted (`usage.counted`) unless another of its owner's
+//! conversations holds the same response from a later run (see
+//! `registry::usage`). Every write of facts names the hours and the
+//! response groups it touched ([`Touched`]); [`Touched::settle`] counts
+//! those groups again and sums those hours again from their facts, in the
+//! same transaction, so the rollup is always its facts' sum.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use kith_shared::usage::Tokens;
+use rusqlite::{params, Transaction};
+
+use super::to_i64;
+use crate::error::Result;
+
+pub(super) const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS usage_hours (
+    user_id TEXT NOT NULL,
+    conversation TEXT NOT NULL,
+    -- The UTC hour's first millisecond since the epoch.
+    hour_ms INTEGER NOT NULL,
+    -- 1 for the facts at exactly hour_ms.
+    edge INTEGER NOT NULL,
+    agent_runtime TEXT NOT NULL,
+    model TEXT,
+    machine TEXT NOT NULL,
+    project TEXT,
+    input_tokens INTEGER NOT NULL,
+    output_tokens INTEGER NOT NULL,
+    cache_write_5m_tokens INTEGER NOT NULL,
+    cache_write_1h_tokens INTEGER NOT NULL,
+    cache_read_tokens INTEGER NOT NULL,
+    -- At the price table in effect (`usage_prices`).
+    cost_usd REAL NOT NULL,
+    -- Facts with no price.
+    n_unpriced INTEGER NOT NULL,
+    first_ms INTEGER NOT NULL,
+    last_ms INTEGER NOT NULL,
+    -- Each quarter's start and figures (`encode`), when the facts fall in
+    -- more than one.
+    quarters BLOB
+);
+CREATE INDEX IF NOT EXISTS usage_hours_user ON usage_hours (user_id, hour_ms);
+CREATE INDEX IF NOT EXISTS usage_hours_conversation ON usage_hours (conversation, hour_ms);
+CREATE TABLE IF NOT EXISTS usage_prices (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    -- `PriceTable::fingerprint` of the table `usage.price_usd` was priced at.
+    fingerprint TEXT NOT NULL
+);
+";
+
+pub(super) const HOUR_MS: i64 = 3_600_000;
+const QUARTER_MS: i64 = 900_000;
+
+/// The start of the UTC hour `at_ms` falls in.
+pub(super) fn hour_of(at_ms: i64) -> i64 {
+    at_ms.div_euclid(HOUR_MS) * HOUR_MS
+}
+
+/// Tokens and what they cost.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Figures {
+    pub tokens: Tokens,
+    /// At the price table in effect: what the agents recorded, else list
+    /// prices.
+    pub cost_usd: f64,
+    /// Facts with no price, whose cost is not in `cost_usd`.
+    pub n_unpriced: u64,
+}
+
+impl Figures {
+    /// One fact's: its tokens, and its price (`None`: it has none).
+    pub fn of(tokens: Tokens, price: Option<f64>) -> Self {
+        Self {
+            tokens,
+            cost_usd: price.unwrap_or(0.0),
+            n_unpriced: u64::from(price.is_none()),
+        }
+    }
+
+    pub fn add(&mut self, other: &Figures) {
+        self.tokens = self.tokens.saturating_add(other.tokens);
+        self.cost_usd += other.cost_usd;
+        self.n_unpriced = self.n_unpriced.saturating_add(other.n_unpriced);
+    }
+}
+
+/// A counted fact, as an hour's row is summed from.
+pub(super) struct Fact {
+    pub at_ms: i64,
+    pub agent_runtime: String,
+    pub model: Option<String>,
+    pub machine: String,
+    pub project: Option<String>,
+    pub figures: Figures,
+}
+
+/// What a row of `usage_hours` sums, within its conversation and hour.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct Key {
+    edge: bool,
+    agent_runtime: String,
+    model: Option<String>,
+    machine: String,
+    project: Option<String>,
+}
+
+/// A row being summed.
+#[derive(Default)]
+struct Sum {
+    figures: Figures,
+    first_ms: i64,
+    last_ms: i64,
+    /// By quarter start.
+    quarters: BTreeMap<i64, Figures>,
+}
+
+/// A row's quarters, as stored: for each, its start and figures, eight
+/// little-endian numbers (start, the five token counts, facts unpriced,
+/// cost as f64 bits).
+fn encode(quarters: &BTreeMap<i64, Figures>) -> Vec<u8> {
+    let mut out = Vec::with_capacity(quarters.len() * 64);
+    for (start, f) in quarters {
+        let t = &f.tokens;
+        for n in [
+            *start,
+            to_i64(t.input),
+            to_i64(t.output),
+            to_i64(t.cache_write_5m),
+            to_i64(t.cache_write_1h),
+            to_i64(t.cache_read),
+            to_i64(f.n_unpriced),
+        ] {
+            out.extend_from_slice(&n.to_le_bytes());
+        }
+        out.extend_from_slice(&f.cost_usd.to_bits().to_le_bytes());
+    }
+    out
+}
+
+/// What `encode` wrote; an entry cut short is left out.
+pub(super) fn decode(bytes: &[u8]) -> Vec<(i64, Figures)> {
+    bytes
+        .chunks_exact(64)
+        .map(|q| {
+            let n = |i: usize| {
+                let mut b = [0; 8];
+                b.copy_from_slice(&q[i * 8..i * 8 + 8]);
+                i64::from_le_bytes(b)
+            };
+            let count = |i: usize| n(i).max(0) as u64;
+            (
+                n(0),
+                Figures {
+                    tokens: Tokens {
+                        input: count(1),
+                        output: count(2),
+                        cache_write_5m: count(3),
+                        cache_write_1h: count(4),
+                        cache_read: count(5),
+                    },
+                    n_unpriced: count(6),
+                    cost_usd: f64::from_bits(n(7) as u64),
+                },
+            )
+        })
+        .collect()
+}
+
+/// Writes the rows of `conversation`'s `facts` (of one owner), summed by
+/// hour, after the rows they replace were deleted.
+fn insert_sums(
+    tx: &Transaction<'_>,
+    user_id: &str,
+    conversation: &str,
+    facts: impl IntoIterator<Item = Fact>,
+) -> Result<()> {
+    let mut sums: BTreeMap<(i64, Key), Sum> = BTreeMap::new();
+    for f in facts {
+        let hour = hour_of(f.at_ms);
+        let key = Key {
+            edge: f.at_ms == hour,
+            agent_runtime: f.agent_runtime,
+            model: f.model,
+            machine: f.machine,
+            project: f.project,
+        };
+        let sum = sums.entry((hour, key)).or_insert_with(|| Sum {
+            first_ms: f.at_ms,
+            last_ms: f.at_ms,
+            ..Sum::default()
+        });
+        sum.figures.add(&f.figures);
+        sum.first_ms = sum.first_ms.min(f.at_ms);
+        sum.last_ms = sum.last_ms.max(f.at_ms);
+        sum.quarters
+            .entry(f.at_ms.div_euclid(QUARTER_MS) * QUARTER_MS)
+            .or_default()
+            .add(&f.figures);
+    }
+    let mut stmt = tx.prepare_cached(
+        "INSERT INTO usage_hours (user_id, conversation, hour_ms, edge, agent_runtime, model,
+             machine, project, input_tokens, output_tokens, cache_write_5m_tokens,
+             cache_write_1h_tokens, cache_read_tokens, cost_usd, n_unpriced, first_ms, last_ms,
+             quarters)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)",
+    )?;
+    for ((hour, key), sum) in sums {
+        let t = &sum.figures.tokens;
+        let quarters = (sum.quarters.len() > 1).then(|| encode(&sum.quarters));
+        stmt.execute(params![
+            user_id,
+            conversation,
+            hour,
+            key.edge,
+            key.agent_runtime,
+            key.model,
+            key.machine,
+            key.project,
+            to_i64(t.input),
+            to_i64(t.output),
+            to_i64(t.cache_write_5m),
+            to_i64(t.cache_write_1h),
+            to_i64(t.cache_read),
+            sum.figures.cost_usd,
+            to_i64(sum.figures.n_unpriced),
+            sum.first_ms,
+            sum.last_ms,
+            quarters,
+        ])?;
+    }
+    Ok(())
+}
+
+/// The counted facts of `usage` rows matching `clause` (over `usage`),
+/// each with its owner and conversation.
+const FACTS: &str = "SELECT user_id, conversation, at_ms, agent_runtime, model, machine, project,
+    input_tokens, output_tokens, cache_write_5m_tokens, cache_write_1h_tokens,
+    cache_read_tokens, price_usd FROM usage WHERE counted = 1";
+
+fn fact_of(r: &rusqlite::Row<'_>) -> rusqlite::Result<(String, String, Fact)> {
+    let count = |i: usize| r.get::<_, i64>(i).map(|n| n.max(0) as u64);
+    Ok((
+        r.get(0)?,
+        r.get(1)?,
+        Fact {
+            at_ms: r.get(2)?,
+            agent_runtime: r.get(3)?,
+            model: r.get(4)?,
+            machine: r.get(5)?,
+            project: r.get(6)?,
+            figures: Figures::of(
+                Tokens {
+                    input: count(7)?,
+                    output: count(8)?,
+                    cache_write_5m: count(9)?,
+                    cache_write_1h: count(10)?,
+                    cache_read: count(11)?,
+                },
+                r.get(12)?,
+            ),
+        },
+    ))
+}
+
+/// What a write of facts touched: the hours to sum again, and the groups
+/// of copies of one response (owner, `dedupe`) to count again.
+#[derive(Default)]
+pub(super) struct Touched {
+    hours: BTreeSet<(String, i64)>,
+    groups: BTreeSet<(String, String)>,
+}
+
+impl Touched {
+    /// A fact of `user_id`'s `conversation` at `at_ms` with `dedupe` was
+    /// written, changed or deleted.
+    pub(super) fn fact(&mut self, user_id: &str, conversation: &str, at_ms: i64, dedupe: &str) {
+        self.hours.insert((conversation.to_owned(), hour_of(at_ms)));
+        self.groups.insert((user_id.to_owned(), dedupe.to_owned()));
+    }
+
+    /// Counts each touched group's copies again (a copy counts unless
+    /// another conversation's copy comes from a later run), then sums each
+    /// touched hour again, of the hours whose counts changed too.
+    pub(super) fn settle(mut self, tx: &Transaction<'_>) -> Result<()> {
+        for (user, dedupe) in &self.groups {
+            let copies: Vec<(i64, String, String, i64, bool)> = tx
+                .prepare_cached(
+                    "SELECT id, conversation, run_id, at_ms, counted FROM usage
+                     WHERE user_id = ?1 AND dedupe = ?2",
+                )?
+                .query_map([user, dedupe], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+                })?
+                .collect::<rusqlite::Result<_>>()?;
+            for (id, conversation, run, at_ms, counted) in &copies {
+                let now = !copies
+                    .iter()
+                    .any(|(_, c, r, _, _)| c != conversation && r > run);
+                if now != *counted {
+                    tx.prepare_cached("UPDATE usage SET counted = ?2 WHERE id = ?1")?
+                        .execute(params![id, now])?;
+                    self.hours.insert((conversation.clone(), hour_of(*at_ms)));
+                }
+            }
+        }
+        for (conversation, hour) in &self.hours {
+            tx.prepare_cached("DELETE FROM usage_hours WHERE conversation = ?1 AND hour_ms = ?2")?
+                .execute(params![conversation, hour])?;
+            let facts: Vec<(String, String, Fact)> = tx
+                .prepare_cached(&format!(
+                    "{FACTS} AND conversation = ?1 AND at_ms >= ?2 AND at_ms < ?3"
+                ))?
+                .query_map(params![conversation, hour, hour + HOUR_MS], fact_of)?
+                .collect::<rusqlite::Result<_>>()?;
+            if let Some((user, _, _)) = facts.first() {
+                let user = user.clone();
+                insert_sums(tx, &user, conversation, facts.into_iter().map(|f| f.2))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Counts every fact again and sums every hour again.
+pub(super) fn rebuild(tx: &Transaction<'_>) -> Result<()> {
+    tx.execute(
+        "UPDATE usage SET counted = NOT EXISTS (SELECT 1 FROM usage n
+             WHERE n.user_id = usage.user_id AND n.dedupe = usage.dedupe
+             AND n.run_id > usage.run_id AND n.conversation != usage.conversation)",
+        [],
+    )?;
+    tx.execute("DELETE FROM usage_hours", [])?;
+    let mut stmt = tx.prepare(&format!("{FACTS} ORDER BY conversation"))?;
+    let mut rows = stmt.query([])?;
+    let mut current: Option<(String, String)> = None;
+    let mut facts = Vec::new();
+    while let Some(row) = rows.next()? {
+        let (user, conversation, fact) = fact_of(row)?;
+        if current.as_ref().is_some_and(|(_, c)| *c != conversation) {
+            if let Some((u, c)) = current.take() {
+                insert_sums(tx, &u, &c, facts.drain(..))?;
+            }
+        }
+        current.get_or_insert((user, conversation));
+        facts.push(fact);
+    }
+    if let Some((u, c)) = current {
+        insert_sums(tx, &u, &c, facts)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quarters_read_back_as_written_and_a_cut_entry_is_left_out() {
+        let mut q = BTreeMap::new();
+        q.insert(
+            900_000,
+            Figures {
+                tokens: Tokens {
+                    input: 1,
+                    output: 2,
+                    cache_write_5m: 3,
+                    cache_write_1h: 4,
+                    cache_read: u64::MAX >> 1,
+                },
+                cost_usd: 0.125,
+                n_unpriced: 1,
+            },
+        );
+        q.insert(1_800_000, Figures::of(Tokens::default(), Some(2.5)));
+        let bytes = encode(&q);
+        let back: BTreeMap<i64, Figures> = decode(&bytes).into_iter().collect();
+        assert_eq!(back, q);
+        assert_eq!(decode(&bytes[..100]).len(), 1);
+        assert!(decode(&[]).is_empty());
+    }
+
+    #[test]
+    fn an_hour_starts_on_the_hour_before_1970_too() {
+        assert_eq!(hour_of(HOUR_MS + 1), HOUR_MS);
+        assert_eq!(hour_of(HOUR_MS), HOUR_MS);
+        assert_eq!(hour_of(-1), -HOUR_MS);
+    }
+}
