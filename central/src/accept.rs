@@ -173,6 +173,8 @@ async fn connection<I, S>(
     } else {
         builder.http1_only()
     };
+    // (An HTTP/2 connection's frames never look like HTTP/1.1's refusals.)
+    let io = crate::refusal_bodies::RefusalBodies::new(io);
     let conn = builder.serve_connection(TokioIo::new(io), service);
     tokio::pin!(conn);
     let stop = stopping.changed();

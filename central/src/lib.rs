@@ -26,6 +26,7 @@ pub mod pds;
 mod priority;
 pub mod privacy;
 mod private;
+mod refusal_bodies;
 pub mod registry;
 mod resume;
 pub mod routes;

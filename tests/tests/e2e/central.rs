@@ -1314,6 +1314,39 @@ fn raw_exchange(addr: &str, head: &str, within: Duration) -> Result<(u16, serde_
     Ok((status, serde_json::from_str(body).unwrap_or_default()))
 }
 
+/// Regression: past what hyper itself reads (a target over 64 KiB, over
+/// 1,000 headers) hyper refused with an empty body; those refusals carry
+/// kith's error body too.
+#[test]
+fn hypers_own_refusals_have_the_error_body() -> Result<()> {
+    let central = Central::start()?;
+    let addr = central.url.trim_start_matches("http://").to_owned();
+    let long_target = format!(
+        "GET /api/runs/forest?since={} HTTP/1.1\r\nHost: {addr}\r\n\r\n",
+        "9".repeat(70_000)
+    );
+    let headers: String = (0..1_100).map(|i| format!("x-pad-{i}: a\r\n")).collect();
+    let many_headers = format!("GET /api/status HTTP/1.1\r\nHost: {addr}\r\n{headers}\r\n");
+    for (what, head, status, code) in [
+        ("a 70,000-byte target", long_target, 414, "uri_too_long"),
+        ("1,100 headers", many_headers, 431, "headers_too_large"),
+    ] {
+        let (got, body) = raw_exchange(&addr, &head, Duration::from_secs(10))?;
+        assert_eq!(got, status, "{what}: {body}");
+        assert_eq!(body["error"]["code"], code, "{what}: {body}");
+        assert!(
+            body["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("limit")),
+            "{body}"
+        );
+    }
+    // Central serves on.
+    let health = reqwest::blocking::get(format!("{}/healthz", central.url))?;
+    assert!(health.status().is_success());
+    Ok(())
+}
+
 /// Issue #22: refusals made below the handlers (the method router, the
 /// decompression layer, the limits on a request's head) came back with an
 /// empty body, and 413 said "limit of 0 bytes".
