@@ -23,6 +23,8 @@
 //! (`Merge::Last`), and the key within its transcript for the others
 //! (whose keys are a time, or Aider's line).
 
+use std::sync::Arc;
+
 use kith_proto::AgentRuntime;
 use kith_shared::usage::{Context, Merge, Tokens, UsageFact};
 use rusqlite::{params, OptionalExtension, Row, Transaction};
@@ -73,11 +75,14 @@ CREATE TABLE IF NOT EXISTS usage (
     -- recorded cost, else its tokens at list prices; NULL: no price.
     price_usd REAL
 );
-CREATE INDEX IF NOT EXISTS usage_conversation ON usage (conversation, id);
+-- Three indexes, each fact's writing paying for all: a conversation's
+-- facts (its fold, an hour's sum, a forget), a member's by time (a range's
+-- edges), the copies of one response.
 CREATE INDEX IF NOT EXISTS usage_conversation_at ON usage (conversation, at_ms);
 CREATE INDEX IF NOT EXISTS usage_user_at ON usage (user_id, at_ms);
 CREATE INDEX IF NOT EXISTS usage_dedupe ON usage (user_id, dedupe, run_id);
-CREATE INDEX IF NOT EXISTS usage_run ON usage (run_id);
+DROP INDEX IF EXISTS usage_conversation;
+DROP INDEX IF EXISTS usage_run;
 CREATE TABLE IF NOT EXISTS usage_folds (
     conversation TEXT PRIMARY KEY,
     user_id TEXT NOT NULL,
@@ -136,13 +141,16 @@ pub struct UsageFilter {
     pub since_ms: Option<i64>,
     /// Milliseconds since the epoch: before.
     pub until_ms: Option<i64>,
+    /// Whether to read what names each run's work (`CountedUsage::work`):
+    /// for a report by conversation, machine or project.
+    pub work: bool,
 }
 
 /// Usage a report counts: one fact, or the facts of one hour of a
 /// conversation summed (`usage_hours`), with what it can be grouped by.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CountedUsage {
-    pub model: Option<String>,
+    pub model: Option<Arc<str>>,
     pub figures: Figures,
     /// The first and the last fact's time, in ms (the same for one fact).
     pub first_ms: i64,
@@ -150,20 +158,46 @@ pub struct CountedUsage {
     /// Each quarter hour's start and figures, when the facts fall in more
     /// than one.
     pub quarters: Vec<(i64, Figures)>,
-    pub agent_runtime: String,
+    pub agent_runtime: Arc<str>,
     /// The handle of the member whose run it is.
-    pub person: String,
+    pub person: Arc<str>,
     /// What names the run's work: `None` when the reader may not read the
-    /// run (another member's, in an admin's family report).
+    /// run (another member's, in an admin's family report), and when the
+    /// filter did not ask for it.
     pub work: Option<Work>,
 }
 
-/// Of the facts a summed report reads one by one: those before `before`,
-/// those from `from`, and every fact of `users`.
-struct Cut {
+/// One copy of each name a report's rows repeat (models, agents, members).
+#[derive(Default)]
+struct Names(std::collections::HashMap<String, Arc<str>>);
+
+impl Names {
+    fn of(&mut self, name: &str) -> Arc<str> {
+        if let Some(known) = self.0.get(name) {
+            return known.clone();
+        }
+        let new: Arc<str> = Arc::from(name);
+        self.0.insert(name.to_owned(), new.clone());
+        new
+    }
+
+    fn column(&mut self, r: &Row<'_>, i: usize) -> rusqlite::Result<Arc<str>> {
+        Ok(self.of(r.get_ref(i)?.as_str()?))
+    }
+
+    fn optional(&mut self, r: &Row<'_>, i: usize) -> rusqlite::Result<Option<Arc<str>>> {
+        Ok(r.get_ref(i)?.as_str_or_null()?.map(|name| self.of(name)))
+    }
+}
+
+/// Which of the usage a report reads: of one member's (with `None`
+/// every member's but `except`), those before `before` and from `from`.
+#[derive(Debug, Clone, Default)]
+struct Pieces {
+    owner: Option<String>,
+    except: Vec<String>,
     before: Option<i64>,
     from: Option<i64>,
-    users: Vec<String>,
 }
 
 /// Where a counted fact's run was: its conversation, machine and project.
@@ -325,7 +359,7 @@ fn row_of(r: &Row<'_>) -> rusqlite::Result<(i64, UsageRow)> {
 fn stored_rows(tx: &Transaction<'_>, conversation: &str) -> Result<Vec<(i64, UsageRow)>> {
     let rows = tx
         .prepare_cached(&format!(
-            "SELECT {READ} FROM usage WHERE conversation = ?1 ORDER BY id"
+            "SELECT {READ} FROM usage WHERE conversation = ?1 ORDER BY usage.id"
         ))?
         .query_map([conversation], row_of)?
         .collect::<rusqlite::Result<_>>()?;
@@ -405,14 +439,20 @@ pub(super) fn forget_run(tx: &Transaction<'_>, id: &str) -> Result<()> {
     )?
     .execute([id])?;
     let mut touched = Touched::default();
+    // A run's facts are its conversation's.
+    const OF_RUN: &str =
+        "FROM usage WHERE conversation = (SELECT conversation FROM runs WHERE id = ?1)
+         AND run_id = ?1";
     let gone: Vec<(String, String, i64, String)> = tx
-        .prepare_cached("SELECT user_id, conversation, at_ms, dedupe FROM usage WHERE run_id = ?1")?
+        .prepare_cached(&format!(
+            "SELECT user_id, conversation, at_ms, dedupe {OF_RUN}"
+        ))?
         .query_map([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
         .collect::<rusqlite::Result<_>>()?;
     for (user, conversation, at_ms, dedupe) in &gone {
         touched.fact(user, conversation, *at_ms, dedupe);
     }
-    tx.prepare_cached("DELETE FROM usage WHERE run_id = ?1")?
+    tx.prepare_cached(&format!("DELETE {OF_RUN}"))?
         .execute([id])?;
     touched.settle(tx)
 }
@@ -497,9 +537,26 @@ impl Registry {
     ) -> Result<Vec<CountedUsage>> {
         let readability = viewer.readability();
         let counted = readability.usage_counted(reach);
-        let one_by_one: Vec<String> = match &counted {
-            Some(_) => Vec::new(),
-            None => readability.read_through_grants(),
+        let mut names = Names::default();
+        let handles: std::collections::HashMap<String, Arc<str>> = self
+            .reader()
+            .prepare_cached("SELECT id, handle FROM users")?
+            .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?
+            .map(|r| r.map(|(id, handle)| (id, names.of(&handle))))
+            .collect::<rusqlite::Result<_>>()?;
+        let mut out = Vec::new();
+        // Whose facts are summed: one member (the rule's owner) or every
+        // member but those read through grants; `None`: a rule the sums
+        // cannot render, every fact one by one.
+        let (summed, one_by_one) = match &counted {
+            Some(Rule::Owner(user)) => (Some(Some(user.clone())), Vec::new()),
+            None => (Some(None), readability.read_through_grants()),
+            Some(_) => (None, Vec::new()),
+        };
+        let Some(owner) = summed else {
+            let all = Pieces::default();
+            self.usage_facts(viewer, reach, filter, &all, &handles, &mut names, &mut out)?;
+            return Ok(out);
         };
         // Hours wholly in the range: [lo, hi).
         let lo = filter
@@ -510,67 +567,80 @@ impl Registry {
             (Some(lo), Some(hi)) => lo < hi,
             _ => true,
         };
-        let mut out = Vec::new();
-        let summed_owner = match &counted {
-            Some(Rule::Owner(user)) => Some(Some(user.clone())),
-            None => Some(None),
-            // A rule the sums cannot render: every fact one by one.
-            Some(_) => None,
+        let mut pieces = Vec::new();
+        let summed_members = Pieces {
+            owner: owner.clone(),
+            except: one_by_one.clone(),
+            ..Pieces::default()
         };
-        let summed = whole_hours && summed_owner.is_some();
-        if let Some(owner) = summed_owner.filter(|_| whole_hours) {
-            self.usage_hours(viewer, owner, &one_by_one, filter.agent, lo, hi, &mut out)?;
+        if whole_hours {
+            self.usage_hours(
+                viewer,
+                &summed_members,
+                filter,
+                lo,
+                hi,
+                &handles,
+                &mut names,
+                &mut out,
+            )?;
+            // The hours the range cuts.
+            if let Some(lo) = lo {
+                pieces.push(Pieces {
+                    before: Some(lo),
+                    ..summed_members.clone()
+                });
+            }
+            if let Some(hi) = hi {
+                pieces.push(Pieces {
+                    from: Some(hi),
+                    ..summed_members.clone()
+                });
+            }
+        } else {
+            pieces.push(summed_members);
         }
-        // The facts counted one by one: every one when nothing is summed;
-        // else those of the hours the range cuts, and of members read
-        // through grants.
-        let cut = summed.then_some(Cut {
-            before: lo,
-            from: hi,
-            users: one_by_one,
-        });
-        if cut
-            .as_ref()
-            .is_some_and(|c| c.before.is_none() && c.from.is_none() && c.users.is_empty())
-        {
-            return Ok(out);
+        for user in one_by_one {
+            pieces.push(Pieces {
+                owner: Some(user),
+                ..Pieces::default()
+            });
         }
-        self.usage_facts(viewer, reach, filter, cut, &mut out)?;
+        for piece in &pieces {
+            self.usage_facts(viewer, reach, filter, piece, &handles, &mut names, &mut out)?;
+        }
         Ok(out)
     }
 
-    /// The sums of whole hours in [`lo`, `hi`) of `owner` (or, with
-    /// `None`, of every member but `one_by_one`).
+    /// The sums of whole hours in [`lo`, `hi`) of `members`.
     #[allow(clippy::too_many_arguments)]
     fn usage_hours(
         &self,
         viewer: &Viewer,
-        owner: Option<String>,
-        one_by_one: &[String],
-        agent: Option<AgentRuntime>,
+        members: &Pieces,
+        filter: &UsageFilter,
         lo: Option<i64>,
         hi: Option<i64>,
+        handles: &std::collections::HashMap<String, Arc<str>>,
+        names: &mut Names,
         out: &mut Vec<CountedUsage>,
     ) -> Result<()> {
         let mut sql = Sql::new(
             "SELECT h.model, h.input_tokens, h.output_tokens, h.cache_write_5m_tokens,
                     h.cache_write_1h_tokens, h.cache_read_tokens, h.cost_usd, h.n_unpriced,
-                    h.first_ms, h.last_ms, h.quarters, h.conversation, h.agent_runtime,
-                    h.machine, h.project, COALESCE(users.handle, h.user_id), h.user_id = ",
+                    h.first_ms, h.last_ms, h.quarters, h.agent_runtime, h.user_id",
         );
-        sql.bind(viewer.user_id().to_string());
-        sql.push(" FROM usage_hours h LEFT JOIN users ON users.id = h.user_id WHERE 1");
-        match owner {
-            Some(user) => {
-                sql.and("h.user_id = ?1", user);
-            }
-            None => {
-                for user in one_by_one {
-                    sql.and("h.user_id != ?1", user.clone());
-                }
-            }
+        if filter.work {
+            sql.push(", h.conversation, h.machine, h.project");
         }
-        if let Some(agent) = agent {
+        sql.push(" FROM usage_hours h WHERE 1");
+        if let Some(user) = &members.owner {
+            sql.and("h.user_id = ?1", user.clone());
+        }
+        for user in &members.except {
+            sql.and("h.user_id != ?1", user.clone());
+        }
+        if let Some(agent) = filter.agent {
             sql.and("h.agent_runtime = ?1", agent.as_str().to_owned());
         }
         if let Some(lo) = lo {
@@ -579,17 +649,25 @@ impl Registry {
         if let Some(hi) = hi {
             sql.and("h.hour_ms < ?1", hi);
         }
+        let viewer_id = viewer.user_id().to_string();
         let conn = self.reader();
         let mut stmt = conn.prepare_cached(sql.text())?;
         let mut rows = stmt.query(sql.params())?;
         while let Some(r) = rows.next()? {
-            let readable: bool = r.get(16)?;
+            let user = r.get_ref(12)?.as_str().map_err(rusqlite::Error::from)?;
+            // The viewer's own hours are all its to read; another member's
+            // here none (they gave the viewer no grant).
+            let readable = user == viewer_id;
+            let person = match handles.get(user) {
+                Some(handle) => handle.clone(),
+                None => names.of(user),
+            };
             let quarters = match r.get_ref(10)? {
                 rusqlite::types::ValueRef::Blob(b) => decode(b),
                 _ => Vec::new(),
             };
             out.push(CountedUsage {
-                model: r.get(0)?,
+                model: names.optional(r, 0)?,
                 figures: Figures {
                     tokens: tokens_at(r, 1)?,
                     cost_usd: r.get(6)?,
@@ -598,13 +676,13 @@ impl Registry {
                 first_ms: r.get(8)?,
                 last_ms: r.get(9)?,
                 quarters,
-                agent_runtime: r.get(12)?,
-                person: r.get(15)?,
-                work: if readable {
+                agent_runtime: names.column(r, 11)?,
+                person,
+                work: if readable && filter.work {
                     Some(Work {
-                        conversation: r.get(11)?,
-                        machine: r.get(13)?,
-                        project: r.get(14)?,
+                        conversation: r.get(13)?,
+                        machine: r.get(14)?,
+                        project: r.get(15)?,
                     })
                 } else {
                     None
@@ -614,32 +692,39 @@ impl Registry {
         Ok(())
     }
 
-    /// The counted facts `filter` selects (of those, with `cut`, the
-    /// ones it names), one by one.
+    /// The counted facts `filter` selects of `piece`, one by one.
+    #[allow(clippy::too_many_arguments)]
     fn usage_facts(
         &self,
         viewer: &Viewer,
         reach: UsageReach,
         filter: &UsageFilter,
-        cut: Option<Cut>,
+        piece: &Pieces,
+        handles: &std::collections::HashMap<String, Arc<str>>,
+        names: &mut Names,
         out: &mut Vec<CountedUsage>,
     ) -> Result<()> {
         let mut sql = Sql::new(
             "SELECT u.model, u.input_tokens, u.output_tokens, u.cache_write_5m_tokens,
                     u.cache_write_1h_tokens, u.cache_read_tokens, u.price_usd, u.at_ms,
-                    u.conversation, u.agent_runtime, u.machine, u.project,
-                    COALESCE(users.handle, u.user_id), CASE WHEN ",
+                    u.conversation, u.agent_runtime, u.machine, u.project, u.user_id, CASE WHEN ",
         );
         sql.readable_by(viewer);
         sql.push(
             " THEN 1 ELSE 0 END
-             FROM usage u JOIN runs ON runs.id = u.run_id
-             LEFT JOIN users ON users.id = u.user_id WHERE u.counted = 1 AND ",
+             FROM usage u JOIN runs ON runs.id = u.run_id WHERE u.counted = 1 AND ",
         );
         match viewer.readability().usage_counted(reach) {
             Some(rule) => sql.rule(&rule),
             None => sql.push("1"),
         };
+        // A fact's owner is its run's (what lets the index find a member's).
+        if let Some(user) = &piece.owner {
+            sql.and("u.user_id = ?1", user.clone());
+        }
+        for user in &piece.except {
+            sql.and("u.user_id != ?1", user.clone());
+        }
         if let Some(agent) = filter.agent {
             sql.and("u.agent_runtime = ?1", agent.as_str().to_owned());
         }
@@ -649,33 +734,32 @@ impl Registry {
         if let Some(until) = filter.until_ms {
             sql.and("u.at_ms < ?1", until);
         }
-        if let Some(cut) = cut {
-            sql.push(" AND (0");
-            if let Some(before) = cut.before {
-                sql.push(" OR u.at_ms < ").bind(before);
-            }
-            if let Some(from) = cut.from {
-                sql.push(" OR u.at_ms >= ").bind(from);
-            }
-            for user in cut.users {
-                sql.push(" OR u.user_id = ").bind(user);
-            }
-            sql.push(")");
+        if let Some(before) = piece.before {
+            sql.and("u.at_ms < ?1", before);
+        }
+        if let Some(from) = piece.from {
+            sql.and("u.at_ms >= ?1", from);
         }
         let conn = self.reader();
         let mut stmt = conn.prepare_cached(sql.text())?;
-        let rows = stmt.query_map(sql.params(), |r| {
+        let mut rows = stmt.query(sql.params())?;
+        while let Some(r) = rows.next()? {
             let readable: bool = r.get(13)?;
             let at_ms = r.get(7)?;
-            Ok(CountedUsage {
-                model: r.get(0)?,
+            let user = r.get_ref(12)?.as_str().map_err(rusqlite::Error::from)?;
+            let person = match handles.get(user) {
+                Some(handle) => handle.clone(),
+                None => names.of(user),
+            };
+            out.push(CountedUsage {
+                model: names.optional(r, 0)?,
                 figures: Figures::of(tokens_at(r, 1)?, r.get(6)?),
                 first_ms: at_ms,
                 last_ms: at_ms,
                 quarters: Vec::new(),
-                agent_runtime: r.get(9)?,
-                person: r.get(12)?,
-                work: if readable {
+                agent_runtime: names.column(r, 9)?,
+                person,
+                work: if readable && filter.work {
                     Some(Work {
                         conversation: r.get(8)?,
                         machine: r.get(10)?,
@@ -684,10 +768,7 @@ impl Registry {
                 } else {
                     None
                 },
-            })
-        })?;
-        for row in rows {
-            out.push(row?);
+            });
         }
         Ok(())
     }
@@ -849,7 +930,14 @@ mod tests {
 
     /// Output tokens counted for `who`, by conversation.
     fn outputs(registry: &Registry, who: &Viewer) -> Vec<(String, u64)> {
-        outputs_in(registry, who, &UsageFilter::default())
+        outputs_in(
+            registry,
+            who,
+            &UsageFilter {
+                work: true,
+                ..UsageFilter::default()
+            },
+        )
     }
 
     fn outputs_in(registry: &Registry, who: &Viewer, filter: &UsageFilter) -> Vec<(String, u64)> {
@@ -1015,6 +1103,7 @@ mod tests {
                 let filter = UsageFilter {
                     since_ms: *since,
                     until_ms: *until,
+                    work: true,
                     ..UsageFilter::default()
                 };
                 let want = sum_between(*since, *until);

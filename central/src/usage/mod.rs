@@ -17,7 +17,7 @@ mod report;
 
 use std::collections::HashMap;
 
-use kith_proto::{UsageBy, UsageQuery, UsageResponse};
+use kith_proto::{UsageBy, UsageQuery, UsageReport, UsageResponse};
 use kith_shared::usage::{carry, cost, facts, reads_whole, PriceTable};
 
 use crate::error::{Error, Result};
@@ -171,16 +171,19 @@ pub(crate) fn usage(state: &AppState, viewer: &Viewer, q: &UsageQuery) -> Result
             .map(|s| report::instant(s, &zone, edge))
             .transpose()
     };
+    let kind = q.report.unwrap_or_default();
     let filter = UsageFilter {
         agent: q.agent,
         since_ms: at(&q.since, report::Edge::Since)?,
         until_ms: at(&q.until, report::Edge::Until)?,
+        work: kind == UsageReport::Session
+            || matches!(q.by, Some(UsageBy::Machine | UsageBy::Project)),
     };
     let registry = state.registry();
     let facts = registry.usage(viewer, reach, &filter)?;
     let n_refused = registry.usage_refused(viewer, reach, q.agent)?;
     let shape = report::Shape {
-        report: q.report.unwrap_or_default(),
+        report: kind,
         by: q.by,
         zone,
         family,

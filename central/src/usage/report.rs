@@ -12,7 +12,8 @@
 //! database (`/usr/share/zoneinfo`) has them: a day of a DST change is 23
 //! or 25 hours long.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
 
 use kith_proto::{UsageBy, UsageReport, UsageResponse, UsageRow, UsageTotals};
 use kith_shared::usage::PriceTable;
@@ -277,18 +278,14 @@ fn block_starts(times: impl IntoIterator<Item = (i64, i64)>) -> Vec<i64> {
     starts
 }
 
-/// Each member's billing blocks (everyone's under "" unless `family`).
-struct Blocks(HashMap<String, Vec<i64>>);
+/// Each member's billing blocks (everyone's under `None` unless `family`).
+struct Blocks(HashMap<Option<Arc<str>>, Vec<i64>>);
 
 impl Blocks {
     fn of(facts: &[CountedUsage], family: bool) -> Self {
-        let mut times: HashMap<String, Vec<(i64, i64)>> = HashMap::new();
+        let mut times: HashMap<Option<Arc<str>>, Vec<(i64, i64)>> = HashMap::new();
         for f in facts {
-            let who = if family {
-                f.person.clone()
-            } else {
-                String::new()
-            };
+            let who = family.then(|| f.person.clone());
             times.entry(who).or_default().push((f.first_ms, f.last_ms));
         }
         Self(
@@ -304,8 +301,8 @@ impl Blocks {
 
     /// The start of the block `fact` falls in.
     fn start_of(&self, fact: &CountedUsage, family: bool) -> i64 {
-        let who = if family { fact.person.as_str() } else { "" };
-        let starts = self.0.get(who).map(Vec::as_slice).unwrap_or_default();
+        let who = family.then(|| fact.person.clone());
+        let starts = self.0.get(&who).map(Vec::as_slice).unwrap_or_default();
         match starts.partition_point(|s| *s <= fact.first_ms) {
             0 => fact.first_ms,
             n => starts[n - 1],
@@ -313,57 +310,99 @@ impl Blocks {
     }
 }
 
-/// The bucket of a day, week or month report of a response at `at_ms`.
-fn period_of(at_ms: i64, shape: &Shape) -> String {
-    let date = shape.zone.date_of(at_ms);
-    match shape.report {
-        UsageReport::Weekly => {
-            let back = i64::from(date.weekday().number_days_from_monday());
-            date.checked_sub(time::Duration::days(back))
-                .unwrap_or(date)
-                .to_string()
+/// A report row's bucket, as it sorts; written out at the end.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+enum Bucket {
+    /// A day, or a week by its Monday.
+    Day(Date),
+    Month(i32, u8),
+    /// A billing block by its start, in ms.
+    Block(i64),
+    Session(Option<String>),
+}
+
+impl Bucket {
+    fn name(&self, zone: &Zone) -> String {
+        match self {
+            Bucket::Day(date) => date.to_string(),
+            Bucket::Month(year, month) => format!("{year:04}-{month:02}"),
+            Bucket::Block(start) => zone.minute_of(*start),
+            Bucket::Session(conversation) => conversation
+                .clone()
+                .unwrap_or_else(|| NOT_SHARED.to_owned()),
         }
-        UsageReport::Monthly => format!("{:04}-{:02}", date.year(), u8::from(date.month())),
-        _ => date.to_string(),
     }
 }
 
+/// The day, week or month of responses, by the zone's date of each; the
+/// date of the last hour asked kept (sums come in order of their hour).
+struct Periods<'a> {
+    shape: &'a Shape,
+    last: Option<(i64, i64, Date)>,
+}
+
+impl Periods<'_> {
+    fn of(&mut self, at_ms: i64) -> Bucket {
+        let date = match self.last {
+            Some((from, to, date)) if (from..to).contains(&at_ms) => date,
+            _ => {
+                let date = self.shape.zone.date_of(at_ms);
+                // A zone's date changes only on a quarter hour.
+                let from = at_ms.div_euclid(QUARTER_MS) * QUARTER_MS;
+                self.last = Some((from, from + QUARTER_MS, date));
+                date
+            }
+        };
+        match self.shape.report {
+            UsageReport::Weekly => {
+                let back = i64::from(date.weekday().number_days_from_monday());
+                Bucket::Day(date.checked_sub(time::Duration::days(back)).unwrap_or(date))
+            }
+            UsageReport::Monthly => Bucket::Month(date.year(), u8::from(date.month())),
+            _ => Bucket::Day(date),
+        }
+    }
+}
+
+const QUARTER_MS: i64 = 900_000;
+
 /// The buckets of `fact`'s figures: one, or (a day, week or month
 /// boundary within its hour) one for each of its quarter hours'.
-fn keys_of<'a>(
+fn buckets_of<'a>(
     fact: &'a CountedUsage,
     shape: &Shape,
     blocks: &Blocks,
-) -> Vec<(String, &'a Figures)> {
-    let key = match shape.report {
-        UsageReport::Blocks => shape.zone.minute_of(blocks.start_of(fact, shape.family)),
-        UsageReport::Session => fact
-            .work
-            .as_ref()
-            .map_or_else(|| NOT_SHARED.to_owned(), |w| w.conversation.clone()),
+    periods: &mut Periods<'_>,
+) -> Vec<(Bucket, &'a Figures)> {
+    let bucket = match shape.report {
+        UsageReport::Blocks => Bucket::Block(blocks.start_of(fact, shape.family)),
+        UsageReport::Session => Bucket::Session(fact.work.as_ref().map(|w| w.conversation.clone())),
         UsageReport::Daily | UsageReport::Weekly | UsageReport::Monthly => {
-            let first = period_of(fact.first_ms, shape);
-            if fact.quarters.is_empty() || period_of(fact.last_ms, shape) == first {
+            let first = periods.of(fact.first_ms);
+            if fact.quarters.is_empty() || periods.of(fact.last_ms) == first {
                 first
             } else {
                 // Every zone's day starts on a quarter hour.
                 return fact
                     .quarters
                     .iter()
-                    .map(|(start, figures)| (period_of(*start, shape), figures))
+                    .map(|(start, figures)| (periods.of(*start), figures))
                     .collect();
             }
         }
     };
-    vec![(key, &fact.figures)]
+    vec![(bucket, &fact.figures)]
 }
 
-fn group_of(fact: &CountedUsage, by: Option<UsageBy>) -> Option<String> {
+fn group_of(fact: &CountedUsage, by: Option<UsageBy>) -> Option<Arc<str>> {
     match by? {
         UsageBy::Model => fact.model.clone(),
         UsageBy::Agent => Some(fact.agent_runtime.clone()),
-        UsageBy::Machine => fact.work.as_ref().map(|w| w.machine.clone()),
-        UsageBy::Project => fact.work.as_ref().and_then(|w| w.project.clone()),
+        UsageBy::Machine => fact.work.as_ref().map(|w| Arc::from(w.machine.as_str())),
+        UsageBy::Project => fact
+            .work
+            .as_ref()
+            .and_then(|w| w.project.as_deref().map(Arc::from)),
         UsageBy::Person => Some(fact.person.clone()),
     }
 }
@@ -377,14 +416,16 @@ pub(crate) fn report(
     n_refused: u64,
 ) -> UsageResponse {
     let mut total = Sum::default();
-    let mut rows: BTreeMap<(String, Option<String>, Option<String>), Sum> = BTreeMap::new();
+    type Key = (Bucket, Option<Arc<str>>, Option<Arc<str>>);
+    let mut rows: HashMap<Key, Sum> = HashMap::new();
     // A session's last activity orders the session report.
-    let mut last: HashMap<String, i64> = HashMap::new();
+    let mut last: HashMap<Bucket, i64> = HashMap::new();
     let blocks = if shape.report == UsageReport::Blocks {
         Blocks::of(facts, shape.family)
     } else {
         Blocks(HashMap::new())
     };
+    let mut periods = Periods { shape, last: None };
     for fact in facts {
         let model = fact.model.as_deref();
         total.add(&fact.figures, model);
@@ -393,29 +434,35 @@ pub(crate) fn report(
         let person =
             (shape.family && shape.by != Some(UsageBy::Person)).then(|| fact.person.clone());
         let group = group_of(fact, shape.by);
-        for (key, figures) in keys_of(fact, shape, &blocks) {
+        for (bucket, figures) in buckets_of(fact, shape, &blocks, &mut periods) {
             if shape.report == UsageReport::Session {
-                let at = last.entry(key.clone()).or_insert(fact.last_ms);
+                let at = last.entry(bucket.clone()).or_insert(fact.last_ms);
                 *at = (*at).max(fact.last_ms);
             }
-            rows.entry((key, person.clone(), group.clone()))
+            rows.entry((bucket, person.clone(), group.clone()))
                 .or_default()
                 .add(figures, model);
         }
     }
-    let mut rows: Vec<UsageRow> = rows
+    let mut rows: Vec<(Key, Sum)> = rows.into_iter().collect();
+    if shape.report == UsageReport::Session {
+        // By last activity; within a session, groups in order.
+        rows.sort_by(|((a, ap, ag), _), ((b, bp, bg), _)| {
+            let at = |k: &Bucket| last.get(k).copied().unwrap_or(0);
+            (at(a), a, ap, ag).cmp(&(at(b), b, bp, bg))
+        });
+    } else {
+        rows.sort_by(|(a, _), (b, _)| a.cmp(b));
+    }
+    let rows = rows
         .into_iter()
-        .map(|((key, person, group), sum)| UsageRow {
-            key,
-            group,
-            person,
+        .map(|((bucket, person, group), sum)| UsageRow {
+            key: bucket.name(&shape.zone),
+            group: group.map(|g| g.to_string()),
+            person: person.map(|p| p.to_string()),
             totals: sum.totals(),
         })
         .collect();
-    if shape.report == UsageReport::Session {
-        // Stable: within a session, groups stay in order.
-        rows.sort_by_key(|r| last.get(&r.key).copied().unwrap_or(0));
-    }
     UsageResponse {
         price_table: table.as_of().to_owned(),
         price_overrides: table.overridden().to_vec(),
@@ -462,7 +509,7 @@ mod tests {
             cost_usd: usd,
         };
         CountedUsage {
-            model: fact.model.clone(),
+            model: fact.model.as_deref().map(Arc::from),
             figures: Figures::of(fact.tokens, cost(&fact, PriceTable::builtin())),
             first_ms: at(time),
             last_ms: at(time),

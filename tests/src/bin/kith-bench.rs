@@ -1460,10 +1460,10 @@ mod usage {
         }))
     }
 
-    /// `n` Claude Code responses of one person across a year (100 per
-    /// session, 4 models, 3 projects), ingested through the API; then each
-    /// report asked for 30 times.
-    fn report_latency(n: usize) -> Result<Value> {
+    /// A central holding `n` responses of one person (see
+    /// `report_latency`), their usage under `field`; its token, and how
+    /// long the ingest took in seconds.
+    fn year_of_responses(n: usize, field: &str) -> Result<(Central, String, f64)> {
         let central = Central::start_with(&[("KITH_EMBED_PROVIDER", "none")])?;
         let token = central.register("bench.test", "bench")?;
         let api = central.client(&token);
@@ -1505,7 +1505,7 @@ mod usage {
                     "timestamp": at, "requestId": format!("req{s}-{m}"), "cwd": format!("/home/b/src/p{}", s % 3),
                     "message": {"id": format!("msg{s}-{m}"), "role": "assistant", "model": models[(s + m) % 4],
                         "content": [],
-                        "usage": {"input_tokens": 3 + m % 7, "output_tokens": 100 + m, "cache_creation_input_tokens": 1000,
+                        field: {"input_tokens": 3 + m % 7, "output_tokens": 100 + m, "cache_creation_input_tokens": 1000,
                                   "cache_read_input_tokens": 20_000 + m}}
                 });
                 delta.push_str(&line.to_string());
@@ -1518,6 +1518,18 @@ mod usage {
             sent += per_session.min(n - sent);
         }
         let ingest_s = started.elapsed().as_secs_f64();
+        Ok((central, token, ingest_s))
+    }
+
+    /// `n` Claude Code responses of one person across a year (100 per
+    /// session, 4 models, 3 projects), ingested through the API; then each
+    /// report asked for 30 times (10 past 100,000). The same responses
+    /// with their usage under another name (the same bytes, no facts) go
+    /// to a second central first: what counting usage adds to ingest.
+    fn report_latency(n: usize) -> Result<Value> {
+        let (_, _, without_s) = year_of_responses(n, "usagx")?;
+        let (central, token, ingest_s) = year_of_responses(n, "usage")?;
+        let api = central.client(&token);
         let mut reports = serde_json::Map::new();
         for query in [
             "report=daily",
@@ -1527,6 +1539,9 @@ mod usage {
             "report=daily&by=model",
             "report=monthly&by=project",
             "report=daily&timezone=%2B02:00",
+            "report=daily&timezone=Asia/Kolkata",
+            "report=blocks",
+            "report=daily&since=2026-03-01T10:07:00Z&until=2026-09-01",
         ] {
             let mut samples = Vec::new();
             for _ in 0..if n > 100_000 { 10 } else { 30 } {
@@ -1543,6 +1558,8 @@ mod usage {
         Ok(json!({
             "messages": n,
             "ingest_s": ingest_s,
+            "ingest_without_usage_s": without_s,
+            "usage_ingest_cost_pct": (ingest_s / without_s - 1.0) * 100.0,
             "output_tokens_counted": check.body["totals"]["output_tokens"],
             "reports_ms": reports,
         }))
