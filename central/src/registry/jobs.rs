@@ -14,6 +14,8 @@ use kith_shared::ids::{RunId, UserId};
 pub struct Indexed {
     pub run: RunId,
     pub n_chunks: u64,
+    /// Chunks past `indexer::MAX_CHUNKS_PER_RUN`, left out of the index.
+    pub n_cut: u64,
     pub digest: Option<String>,
 }
 
@@ -80,15 +82,21 @@ const REALTIME: &str = "(embedded_model IS NULL AND captured_at >= ?2
 
 impl Registry {
     /// Pending jobs that failed fewer than `max_attempts` times, realtime
-    /// lane first, oldest first.
+    /// lane first; within a lane, members take turns (each one's oldest job,
+    /// then each one's second oldest, ...), so a member's backlog of a
+    /// thousand jobs takes one place per round of a batch, not the batch.
     pub fn pending_jobs_below(&self, limit: u32, max_attempts: i64) -> Result<Vec<PendingJob>> {
         let conn = self.reader();
         let mut stmt = conn.prepare_cached(
-            "SELECT j.run_id, r.blob_path, r.ancestry, r.superseded, r.quarantined, r.captured_at,
-                    j.version
-             FROM index_jobs j JOIN runs r ON r.id = j.run_id
-             WHERE j.attempts < ?2
-             ORDER BY CASE j.lane WHEN 'ingest-realtime' THEN 0 ELSE 1 END, j.enqueued_at, j.run_id
+            "SELECT run_id, blob_path, ancestry, superseded, quarantined, captured_at, version
+             FROM (SELECT j.run_id, r.blob_path, r.ancestry, r.superseded, r.quarantined,
+                          r.captured_at, j.version, j.enqueued_at,
+                          CASE j.lane WHEN 'ingest-realtime' THEN 0 ELSE 1 END AS lane,
+                          ROW_NUMBER() OVER (PARTITION BY j.lane, r.user_id
+                                             ORDER BY j.enqueued_at, j.run_id) AS turn
+                   FROM index_jobs j JOIN runs r ON r.id = j.run_id
+                   WHERE j.attempts < ?2)
+             ORDER BY lane, turn, enqueued_at, run_id
              LIMIT ?1",
         )?;
         let rows = stmt
@@ -146,13 +154,14 @@ impl Registry {
         for done in jobs.iter().map(|(done, _)| done).chain(chain) {
             tx.prepare_cached(
                 "UPDATE runs SET indexed_at = ?2, n_chunks = ?3, chunks_digest = ?4,
-                 embedded_model = NULL, embedded_at = NULL WHERE id = ?1",
+                 chunks_cut = ?5, embedded_model = NULL, embedded_at = NULL WHERE id = ?1",
             )?
             .execute(params![
                 done.run.as_str(),
                 indexed_at,
                 to_i64(done.n_chunks),
-                done.digest
+                done.digest,
+                to_i64(done.n_cut),
             ])?;
         }
         for (done, version) in jobs {
@@ -163,8 +172,11 @@ impl Registry {
         Ok(())
     }
 
-    /// Indexed runs of `lane` whose vectors are not from `model`, newest
-    /// first, with when they were indexed; `realtime_since` as in `REALTIME`.
+    /// Indexed runs of `lane` whose vectors are not from `model`, with when
+    /// they were indexed; `realtime_since` as in `REALTIME`. Members take
+    /// turns (each one's newest run, then each one's second newest, ...),
+    /// newest first within a turn, so one member's backlog never fills a
+    /// round.
     pub fn runs_to_embed(
         &self,
         model: &str,
@@ -175,8 +187,12 @@ impl Registry {
         let conn = self.reader();
         let negate = if lane == Lane::Bulk { "NOT" } else { "" };
         let mut stmt = conn.prepare_cached(&format!(
-            "SELECT id, indexed_at FROM runs WHERE {AWAITING_VECTORS} AND {negate} {REALTIME}
-             ORDER BY captured_at DESC, id LIMIT ?3"
+            "SELECT id, indexed_at FROM
+                (SELECT id, indexed_at, captured_at,
+                        ROW_NUMBER() OVER (PARTITION BY user_id ORDER BY captured_at DESC, id)
+                            AS turn
+                 FROM runs WHERE {AWAITING_VECTORS} AND {negate} {REALTIME})
+             ORDER BY turn, captured_at DESC, id LIMIT ?3"
         ))?;
         let rows = stmt
             .query_map(params![model, realtime_since, limit], |r| {
@@ -276,6 +292,7 @@ mod tests {
             let indexed = Indexed {
                 run: run.clone(),
                 n_chunks: 1,
+                n_cut: 0,
                 digest: None,
             };
             registry.finish_jobs(&[(indexed, version)], &[], &kith_shared::timestamp::now())
@@ -284,6 +301,115 @@ mod tests {
         assert_eq!(jobs(&registry)?, 1, "the newer job is left");
         done(again)?;
         assert_eq!(jobs(&registry)?, 0);
+        Ok(())
+    }
+
+    /// Runs of `owner` numbered `from..to`, ids in that order.
+    fn runs(owner: &str, from: u32, to: u32) -> Vec<crate::run::Run> {
+        (from..to)
+            .map(|i| crate::run::Run::for_tests(&format!("r{i:032x}"), owner))
+            .collect()
+    }
+
+    /// Makes the catalog `runs` in one transaction, each with a bulk
+    /// indexing job (a backfill's history); runs it held keep their capture
+    /// time. Their ids.
+    fn backlog(registry: &Registry, runs: &[crate::run::Run]) -> Result<Vec<RunId>> {
+        let ancestries: Vec<String> = runs.iter().map(|r| format!("|{}|", r.id)).collect();
+        let new: Vec<super::super::NewRun<'_>> = runs
+            .iter()
+            .zip(&ancestries)
+            .map(|(run, ancestry)| super::super::NewRun {
+                run,
+                ancestry,
+                blob_path: "b",
+                idempotency_key: None,
+                lane: Lane::Bulk,
+                usage: None,
+            })
+            .collect();
+        registry.replace_runs(&new)?;
+        runs.iter().map(|r| parse_id(RunId::parse(&r.id))).collect()
+    }
+
+    /// Issue #45: one member's backlog of a thousand bulk jobs held every
+    /// other member's newer job until all of it was indexed.
+    #[test]
+    fn a_members_newer_bulk_job_is_in_the_first_batch_beside_anothers_backlog() -> Result<()> {
+        let dir = tempfile::tempdir()?;
+        let registry = Registry::open(&dir.path().join("registry.sqlite"))?;
+        let alice = backlog(&registry, &runs("ualice", 0, 1000))?;
+        // Bob's one job, enqueued after all of Alice's (and ordered after
+        // them by id, should the clock give both the same millisecond).
+        let bob_run = &runs("ubob", 1000, 1001)[0];
+        registry.insert_run(&super::super::NewRun {
+            run: bob_run,
+            ancestry: &format!("|{}|", bob_run.id),
+            blob_path: "b",
+            idempotency_key: None,
+            lane: Lane::Bulk,
+            usage: None,
+        })?;
+        let bob = parse_id(RunId::parse(&bob_run.id))?;
+        let batch: Vec<RunId> = registry
+            .pending_jobs_below(32, 5)?
+            .into_iter()
+            .map(|j| j.run_id)
+            .collect();
+        assert_eq!(batch.len(), 32);
+        assert!(batch.contains(&bob), "bob's job waits behind alice's");
+        // Alice's backlog still moves, oldest first.
+        assert_eq!(&batch[..1], &alice[..1]);
+        assert_eq!(batch.iter().filter(|r| alice.contains(r)).count(), 31);
+        assert!(
+            !batch.contains(&alice[999]),
+            "alice's newest waits its turn"
+        );
+        Ok(())
+    }
+
+    /// Issue #45: one member's backfill, embedded newest first, held every
+    /// other member's runs behind all of it.
+    #[test]
+    fn runs_to_embed_take_each_members_newest_before_anyones_second() -> Result<()> {
+        let dir = tempfile::tempdir()?;
+        let registry = Registry::open(&dir.path().join("registry.sqlite"))?;
+        // Bob's run, captured before Alice's backfill of a thousand (or in
+        // the same millisecond, ordered after them by id).
+        let bob_run = runs("ubob", 1000, 1001);
+        let bob = backlog(&registry, &bob_run)?;
+        let all: Vec<crate::run::Run> =
+            bob_run.into_iter().chain(runs("ualice", 0, 1000)).collect();
+        let alice = backlog(&registry, &all)?.split_off(1);
+        let indexed: Vec<(Indexed, i64)> = bob
+            .iter()
+            .chain(&alice)
+            .map(|run| {
+                let done = Indexed {
+                    run: run.clone(),
+                    n_chunks: 1,
+                    n_cut: 0,
+                    digest: None,
+                };
+                (done, 0)
+            })
+            .collect();
+        registry.finish_jobs(&indexed, &[], &kith_shared::timestamp::now())?;
+        let since = "2000-01-01T00:00:00.000Z";
+        let round: Vec<RunId> = registry
+            .runs_to_embed("m", Lane::Bulk, since, 16)?
+            .into_iter()
+            .map(|(run, _)| run)
+            .collect();
+        assert_eq!(round.len(), 16);
+        assert!(round.contains(&bob[0]), "bob's run waits behind alice's");
+        assert_eq!(round.iter().filter(|r| alice.contains(r)).count(), 15);
+        assert!(
+            registry
+                .runs_to_embed("m", Lane::Realtime, since, 16)?
+                .is_empty(),
+            "history is bulk work"
+        );
         Ok(())
     }
 }

@@ -108,7 +108,10 @@ CREATE TABLE IF NOT EXISTS runs (
     superseded INTEGER NOT NULL DEFAULT 0,
     -- sha256 of the chunks a re-indexed chain last gave this run
     -- (`indexer::worker::index_chain`): unchanged, the run is not indexed again.
-    chunks_digest TEXT
+    chunks_digest TEXT,
+    -- Chunks past `indexer::MAX_CHUNKS_PER_RUN` left out of the index when
+    -- the run was last indexed (its blob keeps every byte).
+    chunks_cut INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS runs_source ON runs (user_id, source_identity, from_offset);
 CREATE INDEX IF NOT EXISTS runs_root ON runs (root_run_id, started_at);
@@ -204,6 +207,10 @@ pub struct Holdings {
     pub realtime_jobs: u64,
     pub bulk_jobs: u64,
     pub last_indexed_at: Option<String>,
+    /// Runs too long to index whole (`indexer::MAX_CHUNKS_PER_RUN`), and
+    /// the chunks left out of them.
+    pub runs_capped: u64,
+    pub chunks_cut: u64,
 }
 
 /// Two connections to one SQLite file in WAL mode: writes go one at a time
@@ -292,15 +299,23 @@ impl Registry {
         let user = user.map(UserId::as_str);
         let conn = self.reader();
         let n = |v: i64| v.max(0) as u64;
-        let (runs, chunks, chunks_embedded, last_indexed_at) = conn
+        let (runs, chunks, chunks_embedded, last_indexed_at, runs_capped, chunks_cut) = conn
             .prepare_cached(
                 "SELECT COUNT(*), COALESCE(SUM(n_chunks), 0),
                         COALESCE(SUM(CASE WHEN embedded_model = ?2 THEN n_chunks END), 0),
-                        MAX(indexed_at)
+                        MAX(indexed_at), COALESCE(SUM(chunks_cut > 0), 0),
+                        COALESCE(SUM(chunks_cut), 0)
                  FROM runs WHERE ?1 IS NULL OR user_id = ?1",
             )?
             .query_row(params![user, model], |r| {
-                Ok((n(r.get(0)?), n(r.get(1)?), n(r.get(2)?), r.get(3)?))
+                Ok((
+                    n(r.get(0)?),
+                    n(r.get(1)?),
+                    n(r.get(2)?),
+                    r.get(3)?,
+                    n(r.get(4)?),
+                    n(r.get(5)?),
+                ))
             })?;
         let machines = conn
             .prepare_cached(
@@ -323,6 +338,8 @@ impl Registry {
             realtime_jobs,
             bulk_jobs,
             last_indexed_at,
+            runs_capped,
+            chunks_cut,
         })
     }
 
@@ -354,6 +371,8 @@ fn migrate(conn: &Connection) -> Result<()> {
         ("runs", "superseded", "INTEGER NOT NULL DEFAULT 0"),
         // Unknown: the next indexing of the chain puts the run again.
         ("runs", "chunks_digest", "TEXT"),
+        // Counted from the run's next indexing; until then none cut.
+        ("runs", "chunks_cut", "INTEGER NOT NULL DEFAULT 0"),
         // Grants given before snapshots existed kept following their runs.
         ("shares", "follow", "INTEGER NOT NULL DEFAULT 1"),
         // Sessions and links made before kept no machine: they end as a
@@ -526,6 +545,7 @@ mod tests {
              ALTER TABLE runs DROP COLUMN conversation;
              ALTER TABLE runs DROP COLUMN n_chunks;
              ALTER TABLE runs DROP COLUMN superseded;
+             ALTER TABLE runs DROP COLUMN chunks_cut;
              ALTER TABLE shares DROP COLUMN follow;",
         )
         .unwrap_or_else(|e| panic!("{e}"));
@@ -537,7 +557,7 @@ mod tests {
         }
         let conn = Connection::open(&path).unwrap_or_else(|e| panic!("{e}"));
         let runs = columns(&conn, "runs");
-        for column in ["conversation", "n_chunks", "superseded"] {
+        for column in ["conversation", "n_chunks", "superseded", "chunks_cut"] {
             assert!(runs.contains(&column.to_owned()), "runs.{column}: {runs:?}");
         }
         assert!(columns(&conn, "shares").contains(&"follow".to_owned()));
