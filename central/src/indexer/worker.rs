@@ -1,5 +1,7 @@
 //! The indexing worker: drains the durable `index_jobs` table (realtime lane
-//! first), turning each stored run into chunks in the search index. Jobs are
+//! first, members in turn: `Registry::pending_jobs_below`), turning each
+//! stored run into chunks in the search index, at most
+//! `cap::MAX_CHUNKS_PER_RUN` of them (the cut recorded on the run). Jobs are
 //! deleted only after the index commit, so a crash at any point redoes, never
 //! loses, work; on start the worker resumes whatever is pending.
 
