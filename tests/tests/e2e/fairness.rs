@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{ensure, Context, Result};
-use kith_tests::{claude_user_line, delta, hit_run_ids, Api, Central};
+use kith_tests::{claude_user_line, delta, hit_run_ids, Api, Central, Machine};
 use serde_json::json;
 
 /// `MAX_CHUNKS_PER_RUN` in central's `indexer::cap`.
@@ -110,8 +110,12 @@ fn wait_for_embedded_texts(admin: &Api, n: u64) -> Result<()> {
 #[test]
 fn a_delta_too_long_to_search_whole_is_capped_and_its_cut_counted() -> Result<()> {
     let mut central = Central::start_with(&[("KITH_EMBED_PROVIDER", "none")])?;
-    let root = central.client(&central.register_admin("root.test", "server")?);
-    let alice = central.client(&central.register("alice.test", "laptop")?);
+    let (root_token, alice_token) = (
+        central.register_admin("root.test", "server")?,
+        central.register("alice.test", "laptop")?,
+    );
+    let bob_token = central.register("bob.test", "desktop")?;
+    let (root, alice) = (central.client(&root_token), central.client(&alice_token));
     let turn = |i: usize| format!("turn{i:05} {}", "of a very long pasted log ".repeat(12));
     let jsonl = transcript(MAX_CHUNKS_PER_RUN + 10, turn);
     let id = alice.ingest(&delta("a", 0, &jsonl))?;
@@ -137,6 +141,18 @@ fn a_delta_too_long_to_search_whole_is_capped_and_its_cut_counted() -> Result<()
     // Every byte is kept.
     let (status, bytes) = alice.get_bytes(&format!("/api/runs/{id}/jsonl"))?;
     assert_eq!((status, bytes == jsonl.as_bytes()), (200, true));
+    // `kith status` tells the owner and the admin, not another member.
+    let said = "1 delta(s) too long to search whole: 10 chunks left out of search";
+    for token in [&alice_token, &root_token] {
+        let machine = Machine::new(&central, token)?;
+        let line = machine.text(&["status"])?;
+        assert!(line.contains(said), "{line}");
+        let json = machine.json(&["status", "--json"])?;
+        assert_eq!(json["central"]["runs_capped"], 1, "{json}");
+        assert_eq!(json["central"]["chunks_cut"], 10, "{json}");
+    }
+    let line = Machine::new(&central, &bob_token)?.text(&["status"])?;
+    assert!(!line.contains("too long"), "{line}");
     central.kill()?;
     let log: Vec<String> = central.log.iter().collect();
     let warned: Vec<&String> = log
