@@ -7,19 +7,20 @@ use kith_shared::chunk::Chunk;
 /// Most chunks the index holds of one run (one delta). A chunk adds about
 /// 1,000 characters of a turn (a 1,200-character window less the 200 it
 /// shares with the one before), so 8,000 chunks hold about 8 MB of text:
-/// what the agent sends in one delta at most (it cuts deltas at 8 MiB),
-/// so a delta the agent cut is never capped; only one made of a line
-/// longer than that (a line is sent whole) is. Embedding them takes the
-/// embedded model about 4 minutes on two cores (some 30 chunks a second,
-/// BENCHMARKS.md); uncapped, two 50 MiB lines made 105,046 chunks and
-/// hours of it.
+/// as much as the agent sends in one delta (it cuts deltas at 8 MiB of
+/// transcript, most of which is the JSON around the text, and tool output
+/// is cut at 8,000 characters a turn). What passes it is a line longer
+/// than that, which the agent sends whole: two 50 MiB lines make some
+/// 105,000 chunks. 8,000 chunks take the embedded model four to five
+/// minutes on two cores (some 30 chunks a second, BENCHMARKS.md), shared
+/// with other members' runs a slice at a time (`vectorizer`).
 ///
 /// The chunks past it are neither embedded nor keyword-indexed: a search
-/// then finds the same text either way, and the indexer's batch, the
-/// handed-over chunks and each of the vectorizer's reads of a run stay
-/// bounded as well. Nothing is lost: the blob keeps every byte, `kith show`
-/// prints it all, and the run records how many chunks were cut
-/// (`runs.chunks_cut`, counted in `/api/status`).
+/// then finds the same text either way, and the indexer's batch and each
+/// of the vectorizer's reads of a run's chunks stay bounded as well.
+/// Nothing is lost: the blob keeps every byte, `kith show` prints it all,
+/// and the run records how many chunks were cut (`runs.chunks_cut`,
+/// counted in `/api/status` and `kith status`).
 pub const MAX_CHUNKS_PER_RUN: usize = 8_000;
 
 /// A run's chunks as the index holds them.

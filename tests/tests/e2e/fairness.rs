@@ -141,6 +141,10 @@ fn a_delta_too_long_to_search_whole_is_capped_and_its_cut_counted() -> Result<()
     // Every byte is kept.
     let (status, bytes) = alice.get_bytes(&format!("/api/runs/{id}/jsonl"))?;
     assert_eq!((status, bytes == jsonl.as_bytes()), (200, true));
+    // `kith show` prints every turn, the cut ones too.
+    let shown = Machine::new(&central, &alice_token)?.text(&["show", &id])?;
+    let last = format!("turn{:05}", MAX_CHUNKS_PER_RUN + 9);
+    assert!(shown.contains("turn00000") && shown.contains(&last));
     // `kith status` tells the owner and the admin, not another member.
     let said = "1 delta(s) too long to search whole: 10 chunks left out of search";
     for token in [&alice_token, &root_token] {
