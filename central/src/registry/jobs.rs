@@ -41,7 +41,8 @@ pub(super) fn enqueue(
     at: &str,
 ) -> rusqlite::Result<()> {
     tx.prepare_cached(
-        "INSERT INTO index_jobs (run_id, lane, enqueued_at) VALUES (?1, ?2, ?3)
+        "INSERT INTO index_jobs (run_id, user_id, lane, enqueued_at)
+         VALUES (?1, (SELECT user_id FROM runs WHERE id = ?1), ?2, ?3)
          ON CONFLICT (run_id) DO UPDATE SET lane = excluded.lane,
              enqueued_at = excluded.enqueued_at, attempts = 0, last_error = NULL,
              version = version + 1",
@@ -80,54 +81,84 @@ const REALTIME: &str = "(embedded_model IS NULL AND captured_at >= ?2
     AND COALESCE(json_extract(meta_json, '$.ended_at'), started_at)
         >= strftime('%Y-%m-%dT%H:%M:%fZ', captured_at, '-1 hour'))";
 
+/// Up to `limit` items of `queues` (each one member's, in its own order,
+/// each item with its sort key): every queue's first, then every queue's
+/// second, ..., each round in key order.
+fn take_turns<K: Ord, T>(queues: Vec<Vec<(K, T)>>, limit: usize) -> Vec<T> {
+    let mut queues: Vec<_> = queues.into_iter().map(Vec::into_iter).collect();
+    let mut out = Vec::new();
+    while out.len() < limit {
+        let mut round: Vec<(K, T)> = queues.iter_mut().filter_map(Iterator::next).collect();
+        if round.is_empty() {
+            break;
+        }
+        round.sort_by(|a, b| a.0.cmp(&b.0));
+        out.extend(round.into_iter().map(|(_, item)| item));
+    }
+    out.truncate(limit);
+    out
+}
+
 impl Registry {
     /// Pending jobs that failed fewer than `max_attempts` times, realtime
-    /// lane first; within a lane, members take turns (each one's oldest job,
-    /// then each one's second oldest, ...), so a member's backlog of a
-    /// thousand jobs takes one place per round of a batch, not the batch.
+    /// lane first; within a lane, members take turns (`take_turns`), so a
+    /// member's backlog of a thousand jobs takes one place per round of a
+    /// batch, not the batch. A few indexed reads per member with jobs,
+    /// however many wait (`index_jobs_turns`).
     pub fn pending_jobs_below(&self, limit: u32, max_attempts: i64) -> Result<Vec<PendingJob>> {
         let conn = self.reader();
-        let mut stmt = conn.prepare_cached(
-            "SELECT run_id, blob_path, ancestry, superseded, quarantined, captured_at, version
-             FROM (SELECT j.run_id, r.blob_path, r.ancestry, r.superseded, r.quarantined,
-                          r.captured_at, j.version, j.enqueued_at,
-                          CASE j.lane WHEN 'ingest-realtime' THEN 0 ELSE 1 END AS lane,
-                          ROW_NUMBER() OVER (PARTITION BY j.lane, r.user_id
-                                             ORDER BY j.enqueued_at, j.run_id) AS turn
-                   FROM index_jobs j JOIN runs r ON r.id = j.run_id
-                   WHERE j.attempts < ?2)
-             ORDER BY lane, turn, enqueued_at, run_id
-             LIMIT ?1",
-        )?;
-        let rows = stmt
-            .query_map(params![limit, max_attempts], |r| {
-                Ok((
-                    r.get::<_, String>(0)?,
-                    r.get::<_, String>(1)?,
-                    r.get::<_, String>(2)?,
-                    r.get::<_, bool>(3)?,
-                    r.get::<_, bool>(4)?,
-                    r.get::<_, String>(5)?,
-                    r.get::<_, i64>(6)?,
-                ))
-            })?
+        let members = conn
+            .prepare_cached("SELECT DISTINCT user_id FROM index_jobs")?
+            .query_map([], |r| r.get::<_, Option<String>>(0))?
             .collect::<rusqlite::Result<Vec<_>>>()?;
-        rows.into_iter()
-            .map(
-                |(id, blob_path, ancestry, superseded, quarantined, captured_at, version)| {
-                    Ok(PendingJob {
-                        run_id: parse_id(RunId::parse(&id))?,
-                        blob_path,
-                        standing: Standing {
-                            ancestry,
-                            superseded,
-                            quarantined,
-                            captured_ms: epoch_ms_or(&captured_at, 0),
-                        },
-                        version,
-                    })
-                },
-            )
+        let mut stmt = conn.prepare_cached(
+            "SELECT j.run_id, r.blob_path, r.ancestry, r.superseded, r.quarantined, r.captured_at,
+                    j.version, j.enqueued_at
+             FROM index_jobs j JOIN runs r ON r.id = j.run_id
+             WHERE j.user_id IS ?1 AND j.lane = ?2 AND j.attempts < ?3
+             ORDER BY j.enqueued_at, j.run_id
+             LIMIT ?4",
+        )?;
+        let mut picked = Vec::new();
+        for lane in [Lane::Realtime, Lane::Bulk] {
+            let room = (limit as usize).saturating_sub(picked.len());
+            if room == 0 {
+                break;
+            }
+            let mut queues = Vec::with_capacity(members.len());
+            for member in &members {
+                let jobs = stmt
+                    .query_map(params![member, lane.as_str(), max_attempts, room], |r| {
+                        let (id, enqueued_at) = (r.get::<_, String>(0)?, r.get::<_, String>(7)?);
+                        let captured_at = r.get::<_, String>(5)?;
+                        let job = (
+                            id,
+                            r.get::<_, String>(1)?,
+                            Standing {
+                                ancestry: r.get(2)?,
+                                superseded: r.get(3)?,
+                                quarantined: r.get(4)?,
+                                captured_ms: epoch_ms_or(&captured_at, 0),
+                            },
+                            r.get::<_, i64>(6)?,
+                        );
+                        Ok(((enqueued_at, job.0.clone()), job))
+                    })?
+                    .collect::<rusqlite::Result<Vec<_>>>()?;
+                queues.push(jobs);
+            }
+            picked.extend(take_turns(queues, room));
+        }
+        picked
+            .into_iter()
+            .map(|(id, blob_path, standing, version)| {
+                Ok(PendingJob {
+                    run_id: parse_id(RunId::parse(&id))?,
+                    blob_path,
+                    standing,
+                    version,
+                })
+            })
             .collect()
     }
 
@@ -174,9 +205,9 @@ impl Registry {
 
     /// Indexed runs of `lane` whose vectors are not from `model`, with when
     /// they were indexed; `realtime_since` as in `REALTIME`. Members take
-    /// turns (each one's newest run, then each one's second newest, ...),
-    /// newest first within a turn, so one member's backlog never fills a
-    /// round.
+    /// turns (`take_turns`: each one's newest run, then each one's second
+    /// newest, ...), newest first within a turn, so one member's backlog
+    /// never fills a round.
     pub fn runs_to_embed(
         &self,
         model: &str,
@@ -185,21 +216,29 @@ impl Registry {
         limit: u32,
     ) -> Result<Vec<(RunId, String)>> {
         let conn = self.reader();
+        let members = conn
+            .prepare_cached("SELECT DISTINCT user_id FROM runs")?
+            .query_map([], |r| r.get::<_, String>(0))?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
         let negate = if lane == Lane::Bulk { "NOT" } else { "" };
         let mut stmt = conn.prepare_cached(&format!(
-            "SELECT id, indexed_at FROM
-                (SELECT id, indexed_at, captured_at,
-                        ROW_NUMBER() OVER (PARTITION BY user_id ORDER BY captured_at DESC, id)
-                            AS turn
-                 FROM runs WHERE {AWAITING_VECTORS} AND {negate} {REALTIME})
-             ORDER BY turn, captured_at DESC, id LIMIT ?3"
+            "SELECT id, indexed_at, captured_at FROM runs
+             WHERE user_id = ?4 AND {AWAITING_VECTORS} AND {negate} {REALTIME}
+             ORDER BY captured_at DESC, id LIMIT ?3"
         ))?;
-        let rows = stmt
-            .query_map(params![model, realtime_since, limit], |r| {
-                Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
-            })?
-            .collect::<rusqlite::Result<Vec<_>>>()?;
-        rows.into_iter()
+        let mut queues = Vec::with_capacity(members.len());
+        for member in &members {
+            let runs = stmt
+                .query_map(params![model, realtime_since, limit, member], |r| {
+                    let (id, indexed_at) = (r.get::<_, String>(0)?, r.get::<_, String>(1)?);
+                    let newest_first = (std::cmp::Reverse(r.get::<_, String>(2)?), id.clone());
+                    Ok((newest_first, (id, indexed_at)))
+                })?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            queues.push(runs);
+        }
+        take_turns(queues, limit as usize)
+            .into_iter()
             .map(|(id, at)| Ok((parse_id(RunId::parse(&id))?, at)))
             .collect()
     }
@@ -411,5 +450,47 @@ mod tests {
             "history is bulk work"
         );
         Ok(())
+    }
+
+    /// Each member's queue, as (enqueued, item).
+    type Queues = Vec<Vec<(u32, &'static str)>>;
+
+    #[test]
+    fn members_take_turns_each_round_oldest_first() {
+        let queue = |items: &[(u32, &'static str)]| items.to_vec();
+        // (queues, limit) -> what is taken, in order
+        let cases: [(Queues, usize, Vec<&str>); 5] = [
+            (vec![], 4, vec![]),
+            (
+                vec![
+                    queue(&[(1, "a1"), (2, "a2"), (3, "a3")]),
+                    queue(&[(9, "b1")]),
+                ],
+                3,
+                vec!["a1", "b1", "a2"],
+            ),
+            // Within a round, the oldest first.
+            (
+                vec![
+                    queue(&[(5, "a1"), (6, "a2")]),
+                    queue(&[(4, "b1"), (7, "b2")]),
+                ],
+                4,
+                vec!["b1", "a1", "a2", "b2"],
+            ),
+            (vec![queue(&[(1, "a1"), (2, "a2")])], 5, vec!["a1", "a2"]),
+            (
+                vec![
+                    queue(&[(1, "a1")]),
+                    queue(&[(2, "b1")]),
+                    queue(&[(3, "c1")]),
+                ],
+                2,
+                vec!["a1", "b1"],
+            ),
+        ];
+        for (queues, limit, expected) in cases {
+            assert_eq!(take_turns(queues.clone(), limit), expected, "{queues:?}");
+        }
     }
 }

@@ -183,7 +183,9 @@ CREATE TABLE IF NOT EXISTS index_jobs (
     enqueued_at TEXT NOT NULL,
     attempts INTEGER NOT NULL DEFAULT 0,
     last_error TEXT,
-    version INTEGER NOT NULL DEFAULT 0
+    version INTEGER NOT NULL DEFAULT 0,
+    -- The run's owner: members take turns (`Registry::pending_jobs_below`).
+    user_id TEXT
 );
 ";
 
@@ -380,6 +382,8 @@ fn migrate(conn: &Connection) -> Result<()> {
         ("web_sessions", "machine_id", "TEXT"),
         ("web_links", "machine_id", "TEXT"),
         ("index_jobs", "version", "INTEGER NOT NULL DEFAULT 0"),
+        // Filled in below from the jobs' runs.
+        ("index_jobs", "user_id", "TEXT"),
         // None kept: the next delta of such a conversation reads its
         // earlier deltas once, as before.
         ("usage_folds", "carry", "BLOB"),
@@ -399,6 +403,16 @@ fn migrate(conn: &Connection) -> Result<()> {
     }
     conn.execute(
         "CREATE INDEX IF NOT EXISTS runs_conversation ON runs (conversation, started_at)",
+        [],
+    )?;
+    conn.execute(
+        "CREATE INDEX IF NOT EXISTS index_jobs_turns
+         ON index_jobs (user_id, lane, enqueued_at, run_id)",
+        [],
+    )?;
+    conn.execute(
+        "UPDATE index_jobs SET user_id = (SELECT user_id FROM runs WHERE runs.id = index_jobs.run_id)
+         WHERE user_id IS NULL",
         [],
     )?;
     Ok(())
@@ -537,11 +551,26 @@ mod tests {
     fn a_registry_from_before_the_added_columns_gets_them_once() {
         let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         let path = tmp.path().join("registry.sqlite");
-        drop(Registry::open(&path).unwrap_or_else(|e| panic!("{e}")));
+        let registry = Registry::open(&path).unwrap_or_else(|e| panic!("{e}"));
+        // A run waiting to be indexed.
+        let run = crate::run::Run::for_tests("r0123456789abcdef0123456789abcdef", "ualice");
+        registry
+            .insert_run(&NewRun {
+                run: &run,
+                ancestry: "|r0123456789abcdef0123456789abcdef|",
+                blob_path: "b",
+                idempotency_key: None,
+                lane: Lane::Bulk,
+                usage: None,
+            })
+            .unwrap_or_else(|e| panic!("{e}"));
+        drop(registry);
         // The registry as an older kith left it.
         let conn = Connection::open(&path).unwrap_or_else(|e| panic!("{e}"));
         conn.execute_batch(
             "DROP INDEX runs_conversation;
+             DROP INDEX index_jobs_turns;
+             ALTER TABLE index_jobs DROP COLUMN user_id;
              ALTER TABLE runs DROP COLUMN conversation;
              ALTER TABLE runs DROP COLUMN n_chunks;
              ALTER TABLE runs DROP COLUMN superseded;
@@ -561,5 +590,10 @@ mod tests {
             assert!(runs.contains(&column.to_owned()), "runs.{column}: {runs:?}");
         }
         assert!(columns(&conn, "shares").contains(&"follow".to_owned()));
+        // The waiting job knows its member.
+        let owner: Option<String> = conn
+            .query_row("SELECT user_id FROM index_jobs", [], |r| r.get(0))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(owner.as_deref(), Some("ualice"));
     }
 }
