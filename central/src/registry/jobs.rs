@@ -1,5 +1,6 @@
 //! The `index_jobs` table and the vector state of runs: what still needs
-//! indexing, and which runs wait for vectors on which lane.
+//! indexing, which runs wait for vectors on which lane, and in what order
+//! (members in turn, `take_turns`).
 
 use rusqlite::{params, OptionalExtension};
 
@@ -492,5 +493,50 @@ mod tests {
         for (queues, limit, expected) in cases {
             assert_eq!(take_turns(queues.clone(), limit), expected, "{queues:?}");
         }
+    }
+
+    #[test]
+    fn a_capped_run_is_counted_for_its_owner_and_the_family_only() -> Result<()> {
+        let dir = tempfile::tempdir()?;
+        let registry = Registry::open(&dir.path().join("registry.sqlite"))?;
+        let all: Vec<crate::run::Run> = runs("ualice", 0, 2)
+            .into_iter()
+            .chain(runs("ubob", 2, 3))
+            .collect();
+        let ids = backlog(&registry, &all)?;
+        let done: Vec<(Indexed, i64)> = ids
+            .iter()
+            .enumerate()
+            .map(|(i, run)| {
+                // Alice's first run made 8,007 chunks.
+                let (n_chunks, n_cut) = if i == 0 { (8_000, 7) } else { (3, 0) };
+                let indexed = Indexed {
+                    run: run.clone(),
+                    n_chunks,
+                    n_cut,
+                    digest: None,
+                };
+                (indexed, 0)
+            })
+            .collect();
+        registry.finish_jobs(&done, &[], &kith_shared::timestamp::now())?;
+        let capped = |user: Option<&str>| -> Result<(u64, u64, u64)> {
+            let user = user.map(|u| parse_id(UserId::parse(u))).transpose()?;
+            let h = registry.holdings(user.as_ref(), None)?;
+            Ok((h.runs_capped, h.chunks_cut, h.chunks))
+        };
+        assert_eq!(capped(Some("ualice"))?, (1, 7, 8_003));
+        assert_eq!(capped(Some("ubob"))?, (0, 0, 3));
+        assert_eq!(capped(None)?, (1, 7, 8_006));
+        // Indexed again whole (a reindex after the cap was raised): no cut.
+        let again = Indexed {
+            run: ids[0].clone(),
+            n_chunks: 8_007,
+            n_cut: 0,
+            digest: None,
+        };
+        registry.finish_jobs(&[(again, 0)], &[], &kith_shared::timestamp::now())?;
+        assert_eq!(capped(None)?, (0, 0, 8_013));
+        Ok(())
     }
 }

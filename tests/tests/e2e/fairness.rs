@@ -60,7 +60,7 @@ fn another_members_new_turn_is_embedded_while_a_long_run_still_is() -> Result<()
     wait_for_embedded_texts(&root, 1)?;
     let text = "We went camping by the lake with the kids last summer";
     let turn = bob.ingest(&delta("b", 0, &transcript(1, |_| text.to_owned())))?;
-    bob.wait_embedded(&turn, Duration::from_secs(20))?;
+    bob.wait_embedded(&turn, Duration::from_secs(30))?;
     assert!(
         run_body(&alice, &long)?["embedded_at"].is_null(),
         "alice's run was embedded whole first"
