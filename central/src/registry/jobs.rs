@@ -15,7 +15,7 @@ use kith_shared::ids::{RunId, UserId};
 pub struct Indexed {
     pub run: RunId,
     pub n_chunks: u64,
-    /// Chunks past `indexer::MAX_CHUNKS_PER_RUN`, left out of the index.
+    /// Chunks past `indexer::cap::MAX_CHUNKS_PER_RUN`, left out of the index.
     pub n_cut: u64,
     pub digest: Option<String>,
 }

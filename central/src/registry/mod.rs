@@ -109,7 +109,7 @@ CREATE TABLE IF NOT EXISTS runs (
     -- sha256 of the chunks a re-indexed chain last gave this run
     -- (`indexer::worker::index_chain`): unchanged, the run is not indexed again.
     chunks_digest TEXT,
-    -- Chunks past `indexer::MAX_CHUNKS_PER_RUN` left out of the index when
+    -- Chunks past `indexer::cap::MAX_CHUNKS_PER_RUN` left out of the index when
     -- the run was last indexed (its blob keeps every byte).
     chunks_cut INTEGER NOT NULL DEFAULT 0
 );
@@ -209,7 +209,7 @@ pub struct Holdings {
     pub realtime_jobs: u64,
     pub bulk_jobs: u64,
     pub last_indexed_at: Option<String>,
-    /// Runs too long to index whole (`indexer::MAX_CHUNKS_PER_RUN`), and
+    /// Runs too long to index whole (`indexer::cap::MAX_CHUNKS_PER_RUN`), and
     /// the chunks left out of them.
     pub runs_capped: u64,
     pub chunks_cut: u64,
