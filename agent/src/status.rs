@@ -316,6 +316,14 @@ impl Report {
                 " · embedded {}/{} chunks",
                 s.counts.chunks_embedded, s.counts.chunks
             );
+            // An admin's status counts the family's runs.
+            let capped = s.family.as_ref().unwrap_or(&s.counts);
+            if capped.runs_capped > 0 {
+                line += &format!(
+                    " · {} delta(s) too long to search whole: {} chunks left out of search (kith show prints them)",
+                    capped.runs_capped, capped.chunks_cut
+                );
+            }
             if let Some(since) = &s.indexing_failing_since {
                 line += &format!(
                     " · central cannot index since {since}: what it accepted waits, and is searchable once it can"
@@ -348,6 +356,8 @@ impl Report {
                     "machine": s.machine,
                     "chunks": s.counts.chunks,
                     "chunks_embedded": s.counts.chunks_embedded,
+                    "runs_capped": s.family.as_ref().unwrap_or(&s.counts).runs_capped,
+                    "chunks_cut": s.family.as_ref().unwrap_or(&s.counts).chunks_cut,
                     "indexing_failing_since": s.indexing_failing_since,
                     "backup": s.backup,
                 })),

@@ -11,6 +11,7 @@ use kith_shared::ids::RunId;
 use kith_shared::transcript;
 
 use crate::error::Result;
+use crate::indexer::cap::cap;
 use crate::indexer::worker::{chain_chunks, index_batch};
 use crate::privacy::Operator;
 use crate::registry::{ancestry_of, Lane, NewRun};
@@ -355,12 +356,13 @@ pub(crate) fn doctor(state: &AppState, operator: &Operator) -> Result<DoctorRepo
                 .runs
                 .into_iter()
                 .find(|(run, _)| run.run.id == meta.id)
-                .map_or(0, |(_, chunks)| chunks.len())
+                .map_or(0, |(_, capped)| capped.chunks.len())
         } else {
-            chunk_turns(
+            cap(chunk_turns(
                 &transcript::parse(format, &bytes).turns,
                 &ChunkConfig::default(),
-            )
+            ))
+            .chunks
             .len()
         } as u64;
         n_expected += expected;

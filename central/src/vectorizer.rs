@@ -3,9 +3,15 @@
 //! the index. Two loops, one per ingest lane, feed the queue at once, so
 //! the queue's priority decides: a turn just captured is embedded before
 //! the bulk work (a backfill's history, re-embeds after a model change)
-//! waiting beside it. Which runs still need it is durable state in the
-//! registry (`embedded_model` differs from the current model), so a crash
-//! or a model change simply means more work here.
+//! waiting beside it. Inside a lane, members take turns
+//! (`Registry::runs_to_embed`) and a run gets one slice of its chunks
+//! (`VECTORS_PER_WRITE`) per round; a round ends early when the indexer
+//! commits new runs. So a long run, or one member's backlog, delays another
+//! member's new turn by about one slice, never by all of it. Which runs
+//! still need it is durable state in the registry (`embedded_model`
+//! differs from the current model) and which chunks the index (those
+//! without a vector), so a crash or a model change simply means more work
+//! here.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -22,10 +28,13 @@ use crate::sync::lock;
 
 /// Runs fetched per registry query.
 const RUNS_PER_ROUND: u32 = 16;
-/// Vectors stored per index write. The queue still embeds them a few at a
-/// time (`embed::MAX_BATCH`, so a query never waits long); the write is
-/// what costs per call: a Meilisearch task that updates its vector index,
-/// a sync of the embedded index's vector file.
+/// Vectors stored per index write, and a run's slice of a round: its
+/// chunks beyond it wait for the lane's next round, after every other
+/// run's slice. The queue still embeds them a few at a time
+/// (`embed::MAX_BATCH`, so a query never waits long); the write is what
+/// costs per call: a Meilisearch task that updates its vector index, a
+/// sync of the embedded index's vector file. About 4 s of the embedded
+/// model on two cores.
 const VECTORS_PER_WRITE: usize = 128;
 /// Runs captured this recently (of a transcript being written) ride the
 /// realtime lane.
@@ -130,7 +139,7 @@ async fn lane_loop(
     let mut commits = state.indexer().commits();
     let mut backoff = Duration::from_secs(1);
     loop {
-        match round(state, queue, lane, skip, standin).await {
+        match round(state, queue, lane, skip, standin, &mut commits).await {
             Ok(0) => {
                 // Also poll now and then: runs age out of the realtime
                 // lane, and the CLI's reindex writes from another process.
@@ -147,15 +156,18 @@ async fn lane_loop(
     }
 }
 
-/// Embeds up to one round of the lane's runs; returns how many were
-/// finished.
+/// Embeds one slice of each run of a round of the lane's runs, members in
+/// turn, and ends early once the indexer commits new runs (they may be
+/// another member's turn); returns how many slices were embedded.
 async fn round(
     state: &AppState,
     queue: &EmbedQueue,
     lane: RunLane,
     (in_flight, aside): (&InFlight, &SetAside),
     standin: bool,
+    commits: &mut tokio::sync::watch::Receiver<u64>,
 ) -> Result<usize> {
+    commits.borrow_and_update();
     let model = queue.model_id().to_owned();
     let s = state.clone();
     let m = model.clone();
@@ -166,12 +178,11 @@ async fn round(
             .runs_to_embed(&m, lane, &realtime_since(), limit)
     })
     .await??;
-    let queue_lane = match lane {
-        RunLane::Realtime => Lane::IngestRealtime,
-        RunLane::Bulk => Lane::IngestBulk,
-    };
     let mut n = 0;
-    'runs: for (run_id, indexed_at) in runs.into_iter().filter(|(id, _)| !aside.holds(id)) {
+    for (run_id, indexed_at) in runs.into_iter().filter(|(id, _)| !aside.holds(id)) {
+        if n > 0 && commits.has_changed().unwrap_or(false) {
+            break;
+        }
         let Some(_claim) = in_flight.claim(&run_id) else {
             continue;
         };
@@ -179,53 +190,19 @@ async fn round(
         let id = run_id.clone();
         let chunks =
             tokio::task::spawn_blocking(move || s.index().chunks_to_embed(id.as_str())).await??;
-        for batch in chunks.chunks(VECTORS_PER_WRITE) {
-            let texts: Vec<String> = batch.iter().map(|(_, t)| t.clone()).collect();
-            let vectors = if standin {
-                texts
-                    .iter()
-                    .map(|t| standin_vector(t, queue.dim()))
-                    .collect()
-            } else {
-                match queue.embed(queue_lane, texts).await {
-                    Ok(vectors) => vectors,
-                    // This run's text, not the embedder: the others go on.
-                    // (A bad key, a wrong model, a server down: the whole
-                    // lane waits, below.)
-                    Err(e @ EmbedError::Refused { .. }) => {
-                        tracing::warn!(run_id = %run_id, error = %e, retry_in_s = SET_ASIDE.as_secs(),
-                            "the embedder refused a chunk of this run; embedding the others");
-                        aside.put(run_id.clone());
-                        continue 'runs;
-                    }
-                    Err(e) => {
-                        return Err(Error::unavailable(Code::EmbedderUnavailable, e.to_string()))
-                    }
-                }
-            };
-            let items: Vec<ChunkVector> = batch
-                .iter()
-                .zip(vectors)
-                .map(|((chunk_id, text), vector)| ChunkVector {
-                    chunk_id: chunk_id.clone(),
-                    text: text.clone(),
-                    vector,
-                })
-                .collect();
-            let s = state.clone();
-            let id = run_id.to_string();
-            let forgotten = tokio::task::spawn_blocking(move || {
-                // A run forgotten while it was embedded gets no vectors.
-                let _writing = s.indexer().writing();
-                if !s.registry().forgotten_among(&[id])?.is_empty() {
-                    return Ok(true);
-                }
-                s.index().put_vectors(&items).map(|()| false)
-            })
-            .await??;
-            if forgotten {
-                continue 'runs;
+        let slice = &chunks[..chunks.len().min(VECTORS_PER_WRITE)];
+        n += 1;
+        match store_vectors(state, queue, lane, &run_id, slice, standin).await? {
+            Slice::Stored => {}
+            Slice::Refused => {
+                aside.put(run_id);
+                continue;
             }
+            Slice::Forgotten => continue,
+        }
+        // The rest of its chunks wait for the lane's next round.
+        if slice.len() < chunks.len() {
+            continue;
         }
         let s = state.clone();
         let m = model.clone();
@@ -234,9 +211,82 @@ async fn round(
                 .set_embedded(&run_id, &indexed_at, &m, &kith_shared::timestamp::now())
         })
         .await??;
-        n += 1;
     }
     Ok(n)
+}
+
+/// What became of a slice of a run's chunks.
+enum Slice {
+    /// Its vectors are in the index.
+    Stored,
+    /// The embedder refused its text: the run is set aside.
+    Refused,
+    /// The run was forgotten meanwhile: it gets no vectors.
+    Forgotten,
+}
+
+/// Embeds `slice` (chunk ids and texts of `run_id`) on `lane` and stores
+/// the vectors in one index write.
+async fn store_vectors(
+    state: &AppState,
+    queue: &EmbedQueue,
+    lane: RunLane,
+    run_id: &RunId,
+    slice: &[(String, String)],
+    standin: bool,
+) -> Result<Slice> {
+    if slice.is_empty() {
+        return Ok(Slice::Stored);
+    }
+    let texts: Vec<String> = slice.iter().map(|(_, t)| t.clone()).collect();
+    let vectors = if standin {
+        texts
+            .iter()
+            .map(|t| standin_vector(t, queue.dim()))
+            .collect()
+    } else {
+        let queue_lane = match lane {
+            RunLane::Realtime => Lane::IngestRealtime,
+            RunLane::Bulk => Lane::IngestBulk,
+        };
+        match queue.embed(queue_lane, texts).await {
+            Ok(vectors) => vectors,
+            // This run's text, not the embedder: the others go on. (A bad
+            // key, a wrong model, a server down: the whole lane waits, in
+            // `lane_loop`.)
+            Err(e @ EmbedError::Refused { .. }) => {
+                tracing::warn!(run_id = %run_id, error = %e, retry_in_s = SET_ASIDE.as_secs(),
+                    "the embedder refused a chunk of this run; embedding the others");
+                return Ok(Slice::Refused);
+            }
+            Err(e) => return Err(Error::unavailable(Code::EmbedderUnavailable, e.to_string())),
+        }
+    };
+    let items: Vec<ChunkVector> = slice
+        .iter()
+        .zip(vectors)
+        .map(|((chunk_id, text), vector)| ChunkVector {
+            chunk_id: chunk_id.clone(),
+            text: text.clone(),
+            vector,
+        })
+        .collect();
+    let s = state.clone();
+    let id = run_id.to_string();
+    let forgotten = tokio::task::spawn_blocking(move || {
+        // A run forgotten while it was embedded gets no vectors.
+        let _writing = s.indexer().writing();
+        if !s.registry().forgotten_among(&[id])?.is_empty() {
+            return Ok(true);
+        }
+        s.index().put_vectors(&items).map(|()| false)
+    })
+    .await??;
+    Ok(if forgotten {
+        Slice::Forgotten
+    } else {
+        Slice::Stored
+    })
 }
 
 /// A unit vector from the text's words by feature hashing: words shared

@@ -736,6 +736,13 @@ pub struct Counts {
     pub chunks_embedded: u64,
     /// Runs stored but not yet indexed.
     pub pending_index_jobs: u64,
+    /// Runs too long to index whole: the index holds their first chunks,
+    /// their blobs all of them (`kith show`).
+    #[serde(default)]
+    pub runs_capped: u64,
+    /// Chunks those runs' cap left out of search.
+    #[serde(default)]
+    pub chunks_cut: u64,
 }
 
 /// The family's backups, in `GET /api/status` (admins only).

@@ -82,6 +82,8 @@ fn counts_of(h: &Holdings, users: u64) -> Counts {
         chunks: h.chunks,
         pending_index_jobs: h.realtime_jobs + h.bulk_jobs,
         chunks_embedded: h.chunks_embedded,
+        runs_capped: h.runs_capped,
+        chunks_cut: h.chunks_cut,
     }
 }
 

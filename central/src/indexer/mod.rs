@@ -3,7 +3,9 @@
 //! parsed (so a delta is parsed once) and wakes it; a forget holds it off
 //! the index while runs leave; the vectorizer watches its commits. The
 //! handle knows nothing of the service's state, so everything can hold it.
+//! `cap` decides how much of a run the index holds.
 
+pub mod cap;
 pub mod worker;
 
 use std::collections::HashMap;

@@ -1,5 +1,7 @@
 //! The indexing worker: drains the durable `index_jobs` table (realtime lane
-//! first), turning each stored run into chunks in the search index. Jobs are
+//! first, members in turn: `Registry::pending_jobs_below`), turning each
+//! stored run into chunks in the search index, at most
+//! `cap::MAX_CHUNKS_PER_RUN` of them (the cut recorded on the run). Jobs are
 //! deleted only after the index commit, so a crash at any point redoes, never
 //! loses, work; on start the worker resumes whatever is pending.
 
@@ -14,6 +16,7 @@ use sha2::{Digest, Sha256};
 
 use crate::error::{Code, Error, Result};
 use crate::index::Standing;
+use crate::indexer::cap::{cap, Capped};
 use crate::privacy::Operator;
 use crate::registry::{Indexed, LiveFacts, PendingJob, StoredRun};
 use crate::run::Run;
@@ -62,8 +65,8 @@ pub fn index_batch(state: &AppState) -> Result<usize> {
 
 /// A source chain read whole (`chain_chunks`).
 pub struct ChainChunks {
-    /// Each run, in byte order, with its chunks.
-    pub runs: Vec<(StoredRun, Vec<Chunk>)>,
+    /// Each run, in byte order, with its chunks as the index holds them.
+    pub runs: Vec<(StoredRun, Capped)>,
     /// The facts the chain's live messages give its runs.
     pub live: LiveFacts,
 }
@@ -104,12 +107,32 @@ fn index_one(state: &AppState, job: &PendingJob, chains: &mut Chains) -> Result<
             chunk_turns(&parsed.turns, &ChunkConfig::default())
         }
     };
-    state.index().put_run(&meta, &job.standing, &chunks)?;
+    let capped = cap(chunks);
+    state
+        .index()
+        .put_run(&meta, &job.standing, &capped.chunks)?;
+    warn_if_cut(&meta, &capped);
     Ok(Indexed {
         run: job.run_id.clone(),
-        n_chunks: chunks.len() as u64,
+        n_chunks: capped.chunks.len() as u64,
+        n_cut: capped.n_cut,
         digest: None,
     })
+}
+
+/// Tells the operator of a run too long to index whole (counts only, never
+/// its text).
+fn warn_if_cut(meta: &Run, capped: &Capped) {
+    if capped.n_cut > 0 {
+        tracing::warn!(
+            run_id = %meta.id,
+            user_id = %meta.user_id,
+            n_chunks = capped.chunks.len(),
+            n_cut = capped.n_cut,
+            bytes_cut = capped.bytes_cut,
+            "run too long to index whole: its later chunks are left out of search, its blob keeps them"
+        );
+    }
 }
 
 /// The metadata stored beside the blob at `blob_path`.
@@ -141,35 +164,38 @@ fn index_chain(
     chains: &mut Chains,
 ) -> Result<Indexed> {
     let Chains { read, put, others } = chains;
-    let indexed = |run: &StoredRun, chunks: &[Chunk]| -> Result<Indexed> {
+    let indexed = |run: &StoredRun, capped: &Capped| -> Result<Indexed> {
         Ok(Indexed {
             run: RunId::parse(&run.run.id).map_err(|e| Error::Internal(e.to_string()))?,
-            n_chunks: chunks.len() as u64,
-            digest: Some(chunks_digest(standing.superseded, chunks)),
+            n_chunks: capped.chunks.len() as u64,
+            n_cut: capped.n_cut,
+            digest: Some(chunks_digest(standing.superseded, &capped.chunks)),
         })
     };
     let not_in_chain = || Error::Internal(format!("run {} is not in its own chain", meta.id));
     let key = (meta.user_id.clone(), meta.source_identity.clone());
     if let Some(chain) = read.get(&key) {
         // An earlier job of this batch read it and put its changed runs.
-        let (run, chunks) = chain
+        let (run, capped) = chain
             .runs
             .iter()
             .find(|(run, _)| run.run.id == meta.id)
             .ok_or_else(not_in_chain)?;
         if put.insert(meta.id.clone()) {
-            state.index().put_run(meta, standing, chunks)?;
+            state.index().put_run(meta, standing, &capped.chunks)?;
+            warn_if_cut(meta, capped);
         }
-        return indexed(run, chunks);
+        return indexed(run, capped);
     }
     let chain = chain_chunks(state, format, meta)?;
     state.registry().set_live_facts(&chain.live)?;
     let mut own = None;
     let mut theirs_put = Vec::new();
-    for (run, chunks) in &chain.runs {
-        let this = indexed(run, chunks)?;
+    for (run, capped) in &chain.runs {
+        let this = indexed(run, capped)?;
         if run.run.id == meta.id {
-            state.index().put_run(meta, standing, chunks)?;
+            state.index().put_run(meta, standing, &capped.chunks)?;
+            warn_if_cut(meta, capped);
             own = Some(this);
         } else if state.registry().chunks_digest(&this.run)? != this.digest {
             let theirs = Standing {
@@ -178,9 +204,11 @@ fn index_chain(
                 quarantined: run.quarantined,
                 captured_ms: run.captured_ms,
             };
+            let theirs_meta = run_meta(state, &run.blob_path)?;
             state
                 .index()
-                .put_run(&run_meta(state, &run.blob_path)?, &theirs, chunks)?;
+                .put_run(&theirs_meta, &theirs, &capped.chunks)?;
+            warn_if_cut(&theirs_meta, capped);
             theirs_put.push(run.run.id.clone());
             others.push(this);
         }
@@ -247,10 +275,7 @@ pub fn chain_chunks(state: &AppState, format: Format, meta: &Run) -> Result<Chai
     let runs = runs
         .into_iter()
         .zip(chain.deltas)
-        .map(|(run, turns)| {
-            let chunks = chunk_turns(&turns, &ChunkConfig::default());
-            (run, chunks)
-        })
+        .map(|(run, turns)| (run, cap(chunk_turns(&turns, &ChunkConfig::default()))))
         .collect();
     Ok(ChainChunks { runs, live })
 }

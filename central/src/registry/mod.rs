@@ -110,7 +110,10 @@ CREATE TABLE IF NOT EXISTS runs (
     superseded INTEGER NOT NULL DEFAULT 0,
     -- sha256 of the chunks a re-indexed chain last gave this run
     -- (`indexer::worker::index_chain`): unchanged, the run is not indexed again.
-    chunks_digest TEXT
+    chunks_digest TEXT,
+    -- Chunks past `indexer::cap::MAX_CHUNKS_PER_RUN` left out of the index when
+    -- the run was last indexed (its blob keeps every byte).
+    chunks_cut INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS runs_source ON runs (user_id, source_identity, from_offset);
 CREATE INDEX IF NOT EXISTS runs_root ON runs (root_run_id, started_at);
@@ -182,7 +185,9 @@ CREATE TABLE IF NOT EXISTS index_jobs (
     enqueued_at TEXT NOT NULL,
     attempts INTEGER NOT NULL DEFAULT 0,
     last_error TEXT,
-    version INTEGER NOT NULL DEFAULT 0
+    version INTEGER NOT NULL DEFAULT 0,
+    -- The run's owner: members take turns (`Registry::pending_jobs_below`).
+    user_id TEXT
 );
 ";
 
@@ -206,6 +211,10 @@ pub struct Holdings {
     pub realtime_jobs: u64,
     pub bulk_jobs: u64,
     pub last_indexed_at: Option<String>,
+    /// Runs too long to index whole (`indexer::cap::MAX_CHUNKS_PER_RUN`), and
+    /// the chunks left out of them.
+    pub runs_capped: u64,
+    pub chunks_cut: u64,
 }
 
 /// Two connections to one SQLite file in WAL mode: writes go one at a time
@@ -295,15 +304,23 @@ impl Registry {
         let user = user.map(UserId::as_str);
         let conn = self.reader();
         let n = |v: i64| v.max(0) as u64;
-        let (runs, chunks, chunks_embedded, last_indexed_at) = conn
+        let (runs, chunks, chunks_embedded, last_indexed_at, runs_capped, chunks_cut) = conn
             .prepare_cached(
                 "SELECT COUNT(*), COALESCE(SUM(n_chunks), 0),
                         COALESCE(SUM(CASE WHEN embedded_model = ?2 THEN n_chunks END), 0),
-                        MAX(indexed_at)
+                        MAX(indexed_at), COALESCE(SUM(chunks_cut > 0), 0),
+                        COALESCE(SUM(chunks_cut), 0)
                  FROM runs WHERE ?1 IS NULL OR user_id = ?1",
             )?
             .query_row(params![user, model], |r| {
-                Ok((n(r.get(0)?), n(r.get(1)?), n(r.get(2)?), r.get(3)?))
+                Ok((
+                    n(r.get(0)?),
+                    n(r.get(1)?),
+                    n(r.get(2)?),
+                    r.get(3)?,
+                    n(r.get(4)?),
+                    n(r.get(5)?),
+                ))
             })?;
         let machines = conn
             .prepare_cached(
@@ -326,6 +343,8 @@ impl Registry {
             realtime_jobs,
             bulk_jobs,
             last_indexed_at,
+            runs_capped,
+            chunks_cut,
         })
     }
 
@@ -357,6 +376,8 @@ fn migrate(conn: &Connection) -> Result<()> {
         ("runs", "superseded", "INTEGER NOT NULL DEFAULT 0"),
         // Unknown: the next indexing of the chain puts the run again.
         ("runs", "chunks_digest", "TEXT"),
+        // Counted from the run's next indexing; until then none cut.
+        ("runs", "chunks_cut", "INTEGER NOT NULL DEFAULT 0"),
         // Grants given before snapshots existed kept following their runs.
         ("shares", "follow", "INTEGER NOT NULL DEFAULT 1"),
         // Sessions and links made before kept no machine: they end as a
@@ -364,6 +385,8 @@ fn migrate(conn: &Connection) -> Result<()> {
         ("web_sessions", "machine_id", "TEXT"),
         ("web_links", "machine_id", "TEXT"),
         ("index_jobs", "version", "INTEGER NOT NULL DEFAULT 0"),
+        // Filled in below from the jobs' runs.
+        ("index_jobs", "user_id", "TEXT"),
         // None kept: the next delta of such a conversation reads its
         // earlier deltas once, as before.
         ("usage_folds", "carry", "BLOB"),
@@ -387,6 +410,16 @@ fn migrate(conn: &Connection) -> Result<()> {
     }
     conn.execute(
         "CREATE INDEX IF NOT EXISTS runs_conversation ON runs (conversation, started_at)",
+        [],
+    )?;
+    conn.execute(
+        "CREATE INDEX IF NOT EXISTS index_jobs_turns
+         ON index_jobs (user_id, lane, enqueued_at, run_id)",
+        [],
+    )?;
+    conn.execute(
+        "UPDATE index_jobs SET user_id = (SELECT user_id FROM runs WHERE runs.id = index_jobs.run_id)
+         WHERE user_id IS NULL",
         [],
     )?;
     Ok(())
@@ -525,14 +558,30 @@ mod tests {
     fn a_registry_from_before_the_added_columns_gets_them_once() {
         let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         let path = tmp.path().join("registry.sqlite");
-        drop(Registry::open(&path).unwrap_or_else(|e| panic!("{e}")));
+        let registry = Registry::open(&path).unwrap_or_else(|e| panic!("{e}"));
+        // A run waiting to be indexed.
+        let run = crate::run::Run::for_tests("r0123456789abcdef0123456789abcdef", "ualice");
+        registry
+            .insert_run(&NewRun {
+                run: &run,
+                ancestry: "|r0123456789abcdef0123456789abcdef|",
+                blob_path: "b",
+                idempotency_key: None,
+                lane: Lane::Bulk,
+                usage: None,
+            })
+            .unwrap_or_else(|e| panic!("{e}"));
+        drop(registry);
         // The registry as an older kith left it.
         let conn = Connection::open(&path).unwrap_or_else(|e| panic!("{e}"));
         conn.execute_batch(
             "DROP INDEX runs_conversation;
+             DROP INDEX index_jobs_turns;
+             ALTER TABLE index_jobs DROP COLUMN user_id;
              ALTER TABLE runs DROP COLUMN conversation;
              ALTER TABLE runs DROP COLUMN n_chunks;
              ALTER TABLE runs DROP COLUMN superseded;
+             ALTER TABLE runs DROP COLUMN chunks_cut;
              ALTER TABLE shares DROP COLUMN follow;",
         )
         .unwrap_or_else(|e| panic!("{e}"));
@@ -544,9 +593,14 @@ mod tests {
         }
         let conn = Connection::open(&path).unwrap_or_else(|e| panic!("{e}"));
         let runs = columns(&conn, "runs");
-        for column in ["conversation", "n_chunks", "superseded"] {
+        for column in ["conversation", "n_chunks", "superseded", "chunks_cut"] {
             assert!(runs.contains(&column.to_owned()), "runs.{column}: {runs:?}");
         }
         assert!(columns(&conn, "shares").contains(&"follow".to_owned()));
+        // The waiting job knows its member.
+        let owner: Option<String> = conn
+            .query_row("SELECT user_id FROM index_jobs", [], |r| r.get(0))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(owner.as_deref(), Some("ualice"));
     }
 }

@@ -113,7 +113,8 @@ static REPLACE_RUN: LazyLock<String> = LazyLock::new(|| {
         .collect();
     format!(
         "{} ON CONFLICT (id) DO UPDATE SET {},
-            indexed_at = NULL, embedded_at = NULL, embedded_model = NULL, chunks_digest = NULL",
+            indexed_at = NULL, embedded_at = NULL, embedded_model = NULL, chunks_digest = NULL,
+            chunks_cut = 0",
         *INSERT_RUN,
         from_blob.join(", ")
     )

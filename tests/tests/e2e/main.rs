@@ -26,6 +26,7 @@ mod cli;
 mod conformance;
 mod conversations;
 mod export;
+mod fairness;
 mod forget;
 mod identity;
 mod install;
