@@ -79,6 +79,34 @@ impl IntoResponse for PageError {
     }
 }
 
+/// A page's refusal made by an extractor before its handler ran (a form
+/// past the pages' limit, not a form, one that does not parse), which axum
+/// sends as text/plain: the error page instead, with the words the API
+/// would send.
+pub(crate) async fn extractor_refusals(res: Response) -> Response {
+    let plain = res
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/plain"));
+    if !plain || !res.status().is_client_error() {
+        return res;
+    }
+    let error = match res.status() {
+        StatusCode::PAYLOAD_TOO_LARGE => Error::BodyTooLarge {
+            limit: crate::routes::PAGE_BODY_LIMIT,
+        },
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => Error::UnreadableBody {
+            message: "a form must be sent as application/x-www-form-urlencoded".into(),
+        },
+        _ => Error::invalid(
+            crate::error::Code::BadRequest,
+            "the form is malformed or misses a field",
+        ),
+    };
+    PageError(error).into_response()
+}
+
 /// A template as an HTML response (a template that fails to render is a
 /// bug: logged, and a bare 500).
 pub(crate) fn render<T: Template>(page: &T) -> Response {

@@ -800,8 +800,15 @@ fn scenario(alice_b: &Browser<'_>, bob_b: &Browser<'_>, dave_b: &Browser<'_>) ->
     let (status, page) = attempt(&long, "x")?;
     ensure!(status == 400, "a 300-letter handle: {status}");
     ensure!(page.contains("not a handle") && !page.contains(&long));
-    let (status, _) = attempt(&"a.".repeat(50_000), "x")?;
+    let (status, page) = attempt(&"a.".repeat(50_000), "x")?;
     ensure!(status == 413, "a 100 kB form: {status}");
+    // The error page, as the page's other refusals, not axum's text.
+    ensure!(
+        page.contains("<html")
+            && page.contains("16384 bytes")
+            && !page.contains("Failed to buffer"),
+        "{page}"
+    );
     let log: Vec<String> = central.log.try_iter().collect();
     let log = log.join("\n");
     for secret in [
