@@ -54,7 +54,12 @@ CREATE TABLE IF NOT EXISTS usage_hours (
     -- more than one.
     quarters BLOB
 );
-CREATE INDEX IF NOT EXISTS usage_hours_user ON usage_hours (user_id, hour_ms);
+-- A report reads a member's hours from this index alone (every column it
+-- reads is in it): no lookup of each row in the table.
+CREATE INDEX IF NOT EXISTS usage_hours_report ON usage_hours (user_id, hour_ms, edge,
+    agent_runtime, model, input_tokens, output_tokens, cache_write_5m_tokens,
+    cache_write_1h_tokens, cache_read_tokens, cost_usd, n_unpriced, first_ms, last_ms, quarters,
+    conversation, machine, project);
 CREATE INDEX IF NOT EXISTS usage_hours_conversation ON usage_hours (conversation, hour_ms);
 CREATE TABLE IF NOT EXISTS usage_prices (
     id INTEGER PRIMARY KEY CHECK (id = 1),
@@ -277,6 +282,15 @@ fn fact_of(r: &rusqlite::Row<'_>) -> rusqlite::Result<(String, String, Fact)> {
     ))
 }
 
+/// A copy of a response, as counting reads it.
+struct CopyRow {
+    id: i64,
+    conversation: String,
+    run: String,
+    at_ms: i64,
+    counted: bool,
+}
+
 /// What a write of facts touched: the hours to sum again, and the groups
 /// of copies of one response (owner, `dedupe`) to count again.
 #[derive(Default)]
@@ -297,26 +311,45 @@ impl Touched {
     /// another conversation's copy comes from a later run), then sums each
     /// touched hour again, of the hours whose counts changed too.
     pub(super) fn settle(mut self, tx: &Transaction<'_>) -> Result<()> {
+        // Each member's touched groups' copies, in one read.
+        let mut by_user: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
         for (user, dedupe) in &self.groups {
-            let copies: Vec<(i64, String, String, i64, bool)> = tx
-                .prepare_cached(
-                    "SELECT id, conversation, run_id, at_ms, counted FROM usage
-                     WHERE user_id = ?1 AND dedupe = ?2",
-                )?
-                .query_map([user, dedupe], |r| {
-                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
-                })?
-                .collect::<rusqlite::Result<_>>()?;
-            for (id, conversation, run, at_ms, counted) in &copies {
-                let now = !copies
-                    .iter()
-                    .any(|(_, c, r, _, _)| c != conversation && r > run);
-                if now != *counted {
-                    tx.prepare_cached("UPDATE usage SET counted = ?2 WHERE id = ?1")?
-                        .execute(params![id, now])?;
-                    self.hours.insert((conversation.clone(), hour_of(*at_ms)));
+            by_user.entry(user).or_default().push(dedupe);
+        }
+        let mut flipped = Vec::new();
+        for (user, dedupes) in by_user {
+            let mut groups: BTreeMap<String, Vec<CopyRow>> = BTreeMap::new();
+            let list = serde_json::to_string(&dedupes)?;
+            let mut stmt = tx.prepare_cached(
+                "SELECT id, conversation, run_id, at_ms, counted, dedupe FROM usage
+                 WHERE user_id = ?1 AND dedupe IN (SELECT value FROM json_each(?2))",
+            )?;
+            let mut rows = stmt.query(params![user, list])?;
+            while let Some(r) = rows.next()? {
+                groups.entry(r.get(5)?).or_default().push(CopyRow {
+                    id: r.get(0)?,
+                    conversation: r.get(1)?,
+                    run: r.get(2)?,
+                    at_ms: r.get(3)?,
+                    counted: r.get(4)?,
+                });
+            }
+            for copies in groups.values() {
+                for copy in copies {
+                    let now = !copies
+                        .iter()
+                        .any(|n| n.conversation != copy.conversation && n.run > copy.run);
+                    if now != copy.counted {
+                        flipped.push((copy.id, now));
+                        self.hours
+                            .insert((copy.conversation.clone(), hour_of(copy.at_ms)));
+                    }
                 }
             }
+        }
+        for (id, now) in flipped {
+            tx.prepare_cached("UPDATE usage SET counted = ?2 WHERE id = ?1")?
+                .execute(params![id, now])?;
         }
         for (conversation, hour) in &self.hours {
             tx.prepare_cached("DELETE FROM usage_hours WHERE conversation = ?1 AND hour_ms = ?2")?

@@ -366,14 +366,15 @@ impl Periods<'_> {
 
 const QUARTER_MS: i64 = 900_000;
 
-/// The buckets of `fact`'s figures: one, or (a day, week or month
-/// boundary within its hour) one for each of its quarter hours'.
-fn buckets_of<'a>(
-    fact: &'a CountedUsage,
+/// Adds `fact`'s figures to its bucket, or (a day, week or month boundary
+/// within its hour) each of its quarter hours' to theirs.
+fn add_to_buckets(
+    fact: &CountedUsage,
     shape: &Shape,
     blocks: &Blocks,
     periods: &mut Periods<'_>,
-) -> Vec<(Bucket, &'a Figures)> {
+    mut add: impl FnMut(Bucket, &Figures),
+) {
     let bucket = match shape.report {
         UsageReport::Blocks => Bucket::Block(blocks.start_of(fact, shape.family)),
         UsageReport::Session => Bucket::Session(fact.work.as_ref().map(|w| w.conversation.clone())),
@@ -383,15 +384,14 @@ fn buckets_of<'a>(
                 first
             } else {
                 // Every zone's day starts on a quarter hour.
-                return fact
-                    .quarters
-                    .iter()
-                    .map(|(start, figures)| (periods.of(*start), figures))
-                    .collect();
+                for (start, figures) in &fact.quarters {
+                    add(periods.of(*start), figures);
+                }
+                return;
             }
         }
     };
-    vec![(bucket, &fact.figures)]
+    add(bucket, &fact.figures);
 }
 
 fn group_of(fact: &CountedUsage, by: Option<UsageBy>) -> Option<Arc<str>> {
@@ -434,7 +434,7 @@ pub(crate) fn report(
         let person =
             (shape.family && shape.by != Some(UsageBy::Person)).then(|| fact.person.clone());
         let group = group_of(fact, shape.by);
-        for (bucket, figures) in buckets_of(fact, shape, &blocks, &mut periods) {
+        add_to_buckets(fact, shape, &blocks, &mut periods, |bucket, figures| {
             if shape.report == UsageReport::Session {
                 let at = last.entry(bucket.clone()).or_insert(fact.last_ms);
                 *at = (*at).max(fact.last_ms);
@@ -442,7 +442,7 @@ pub(crate) fn report(
             rows.entry((bucket, person.clone(), group.clone()))
                 .or_default()
                 .add(figures, model);
-        }
+        });
     }
     let mut rows: Vec<(Key, Sum)> = rows.into_iter().collect();
     if shape.report == UsageReport::Session {
