@@ -12,7 +12,10 @@
 //! finishes) once it has had no request in flight for `IDLE_TIMEOUT`, and
 //! any connection once it is `MAX_CONNECTION_AGE` old; one that does not
 //! close when asked (an HTTP/2 client that never answers the goodbye's
-//! ping) is cut off `CLOSE_GRACE` later, once nothing is in flight.
+//! ping) is cut off `CLOSE_GRACE` later, once nothing is in flight. With
+//! every seat taken, the connection idle longest (none in flight) is
+//! closed for the next: idle connections opened again as fast as they
+//! close cannot keep a client with a request out.
 
 use std::future::Future;
 use std::net::IpAddr;
@@ -64,12 +67,19 @@ pub(crate) async fn serve(
 ) {
     let permits = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let per_address = Arc::new(PerAddress::default());
+    let open = Arc::new(Open::default());
     // Dropping `stop` tells every connection to finish; each holds a
     // `running` until it has, which `done` waits for.
     let (stop, stopping) = watch::channel(());
     let (done, running) = watch::channel(());
     tokio::pin!(shutdown);
     loop {
+        // Full: the connection idle longest makes room (a client waiting
+        // for a request to be served needs the seat more than one that
+        // sends nothing).
+        if permits.available_permits() == 0 {
+            open.evict_most_idle();
+        }
         let permit = tokio::select! {
             () = &mut shutdown => break,
             permit = permits.clone().acquire_owned() => match permit {
@@ -100,6 +110,7 @@ pub(crate) async fn serve(
         // with `ConnectInfo`.
         let activity = Arc::new(Activity::new());
         let counted = activity.clone();
+        let seated = open.seat(activity.clone());
         let service = TowerToHyperService::new(
             app.clone()
                 .map_request(move |mut req: hyper::Request<hyper::body::Incoming>| {
@@ -123,17 +134,27 @@ pub(crate) async fn serve(
             let _permit = permit;
             let _seat = seat;
             let _running = running;
-            let Some(acceptor) = tls else {
-                return connection(tcp, false, service, stopping, activity).await;
-            };
-            match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
-                Ok(Ok(stream)) => {
-                    let h2 = stream.get_ref().1.alpn_protocol() == Some(&b"h2"[..]);
-                    connection(stream, h2, service, stopping, activity).await;
+            let evicted = seated.evicted.clone();
+            let served = async move {
+                let Some(acceptor) = tls else {
+                    return connection(tcp, false, service, stopping, activity).await;
+                };
+                match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+                    Ok(Ok(stream)) => {
+                        let h2 = stream.get_ref().1.alpn_protocol() == Some(&b"h2"[..]);
+                        connection(stream, h2, service, stopping, activity).await;
+                    }
+                    Ok(Err(e)) => tracing::debug!(%peer, error = %e, "tls handshake failed"),
+                    Err(_) => tracing::debug!(%peer, "tls handshake timed out"),
                 }
-                Ok(Err(e)) => tracing::debug!(%peer, error = %e, "tls handshake failed"),
-                Err(_) => tracing::debug!(%peer, "tls handshake timed out"),
+            };
+            tokio::select! {
+                () = served => {}
+                () = evicted.notified() => {
+                    tracing::debug!(%peer, "an idle connection made room for a new one");
+                }
             }
+            drop(seated);
         });
     }
     drop(stop);
@@ -213,6 +234,63 @@ async fn connection<I, S>(
                 }
             }
         }
+    }
+}
+
+/// Every open connection's activity, to find the one idle longest when
+/// all seats are taken.
+#[derive(Default)]
+struct Open(std::sync::Mutex<OpenSeats>);
+
+#[derive(Default)]
+struct OpenSeats {
+    next: u64,
+    seats: std::collections::HashMap<u64, (Arc<Activity>, Arc<tokio::sync::Notify>)>,
+}
+
+/// An open connection's place in `Open`; left when it drops.
+struct Seated {
+    open: Arc<Open>,
+    id: u64,
+    /// Told when the connection is to close to make room.
+    evicted: Arc<tokio::sync::Notify>,
+}
+
+impl Open {
+    fn seat(self: &Arc<Self>, activity: Arc<Activity>) -> Seated {
+        let evicted = Arc::new(tokio::sync::Notify::new());
+        let mut open = crate::sync::lock(&self.0);
+        let id = open.next;
+        open.next += 1;
+        open.seats.insert(id, (activity, evicted.clone()));
+        Seated {
+            open: self.clone(),
+            id,
+            evicted,
+        }
+    }
+
+    /// Closes the connection with no request in flight that has been idle
+    /// longest, if there is one (a request under way is never cut).
+    fn evict_most_idle(&self) {
+        let mut open = crate::sync::lock(&self.0);
+        let most_idle = open
+            .seats
+            .iter()
+            .map(|(id, (activity, _))| (activity.idle_for(), *id))
+            .filter(|(idle, _)| *idle > Duration::ZERO)
+            .max();
+        if let Some((_, id)) = most_idle {
+            if let Some((_, evicted)) = open.seats.remove(&id) {
+                evicted.notify_one();
+            }
+        }
+    }
+}
+
+impl Drop for Seated {
+    fn drop(&mut self) {
+        crate::sync::lock(&self.open.0).seats.remove(&self.id);
     }
 }
 

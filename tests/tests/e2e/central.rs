@@ -1584,6 +1584,49 @@ fn idle_connections_neither_starve_healthz_nor_stay_open() -> Result<()> {
     Ok(())
 }
 
+/// Regression: with every seat taken by connections that send nothing
+/// (1,024, from many addresses, so no per-address cap stops them), a new
+/// client waited in the listen backlog until the idle ones timed out (10 s),
+/// and an attacker reopening them as they closed kept `/healthz` failing.
+/// The connection idle longest makes room: `/healthz` answers at once.
+#[test]
+fn a_full_house_of_idle_connections_makes_room_for_a_request() -> Result<()> {
+    let central = Central::start()?;
+    let addr: std::net::SocketAddr = central.url.trim_start_matches("http://").parse()?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let idle = runtime.block_on(async {
+        let mut out = Vec::new();
+        // 1,040 from 130 addresses (8 each, under the cap of 64).
+        for i in 0..1_040u32 {
+            let socket = tokio::net::TcpSocket::new_v4()?;
+            let host = (2 + i % 130) as u8;
+            socket.bind(std::net::SocketAddr::from(([127, 0, 1, host], 0)))?;
+            out.push(socket.connect(addr).await?);
+        }
+        anyhow::Ok(out)
+    })?;
+    // Central has taken 1,024 of them.
+    std::thread::sleep(Duration::from_millis(500));
+    let http = reqwest::blocking::Client::builder()
+        .timeout(Duration::from_secs(3))
+        .pool_max_idle_per_host(0)
+        .build()?;
+    for _ in 0..5 {
+        let started = std::time::Instant::now();
+        let health = http.get(format!("{}/healthz", central.url)).send()?;
+        assert!(health.status().is_success(), "{health:?}");
+        assert!(
+            started.elapsed() < Duration::from_secs(1),
+            "waited {:?} behind idle connections",
+            started.elapsed()
+        );
+    }
+    drop(idle);
+    Ok(())
+}
+
 /// A client that sends its headers and part of a body, then nothing (a
 /// slow-body attack), gets an answer with kith's error body once the body
 /// deadline passes, and central serves others meanwhile.
