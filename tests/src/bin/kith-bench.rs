@@ -67,6 +67,9 @@ struct Args {
     /// `--backup`: backup, verify and restore of an archive of `--mb` MB.
     backup: bool,
     mb: u64,
+    /// `--attacks`: `/healthz` and search latency under stall attacks, and
+    /// the recovery time of a full index disk.
+    attacks: bool,
 }
 
 fn parse_args() -> Result<Args> {
@@ -83,6 +86,7 @@ fn parse_args() -> Result<Args> {
         messages: 1_000_000,
         backup: false,
         mb: 1024,
+        attacks: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -96,6 +100,7 @@ fn parse_args() -> Result<Args> {
             "--backends" => args.backends = true,
             "--usage" => args.usage = true,
             "--backup" => args.backup = true,
+            "--attacks" => args.attacks = true,
             "--mb" => {
                 args.mb = it
                     .next()
@@ -131,7 +136,7 @@ fn parse_args() -> Result<Args> {
             }
             "-h" | "--help" => {
                 println!(
-                    "usage: kith-bench [--smoke|--quick|--full [--chunks 10000,100000]] [--capture-only] [--hold] [--out FILE.json]\n       kith-bench --backends [--chunks 10000,100000] [--budget-min 60] [--out FILE.json]\n       kith-bench --usage [--ccusage PATH] [--messages 1000000] [--out FILE.json]\n       kith-bench --backup [--mb 1024] [--out FILE.json]"
+                    "usage: kith-bench [--smoke|--quick|--full [--chunks 10000,100000]] [--capture-only] [--hold] [--out FILE.json]\n       kith-bench --backends [--chunks 10000,100000] [--budget-min 60] [--out FILE.json]\n       kith-bench --usage [--ccusage PATH] [--messages 1000000] [--out FILE.json]\n       kith-bench --backup [--mb 1024] [--out FILE.json]\n       kith-bench --attacks [--out FILE.json]"
                 );
                 std::process::exit(0);
             }
@@ -583,6 +588,9 @@ fn main() -> Result<()> {
     }
     if args.backup {
         return backup::run(&args);
+    }
+    if args.attacks {
+        return attacks::run(&args);
     }
     let mut results: BTreeMap<&str, Value> = BTreeMap::new();
     let size = args.size;
@@ -1703,5 +1711,632 @@ mod backup {
             "from_offset": 0, "to_offset": jsonl.len(),
         }))?;
         Ok(())
+    }
+}
+
+/// `--attacks`: `/healthz` and one member's keyword search, timed from the
+/// client while central is under each stall attack, and how long a full
+/// index disk takes to heal once space returns.
+///
+/// Each attack is a tokio task per connection, from the source addresses
+/// 127.0.0.2 to 127.0.0.255 (so the per-address cap is not what stops
+/// them), reopened as soon as central closes it (at most once a second per
+/// connection), for the whole window: slowloris (half send nothing, half a
+/// partial request head and a header line every 5 s), sign-in bodies of a
+/// declared 15,000 bytes fed a byte every 5 s, and HTTP/2 over TLS (central
+/// speaks HTTP/2 only where TLS negotiated it) sending only the preface and
+/// an empty SETTINGS frame. Every probe opens a fresh connection from
+/// 127.0.0.1 and gives up after `TIMEOUT`; a failure counts at the time it
+/// took.
+mod attacks {
+    use super::*;
+    use kith_tests::PrivateCa;
+    use std::net::{Ipv4Addr, SocketAddr};
+    use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+    use std::sync::Arc;
+    use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+    /// The least time each phase samples for, with its attack held.
+    const WINDOW: Duration = Duration::from_secs(30);
+    /// A phase stops here even short of `SAMPLES`.
+    const MAX_WINDOW: Duration = Duration::from_secs(120);
+    /// The least samples of each probe a phase takes.
+    const SAMPLES: usize = 100;
+    /// The client's timeout for each probe.
+    const TIMEOUT: Duration = Duration::from_secs(5);
+    /// The pause between one probe's answer and the next.
+    const GAP: Duration = Duration::from_millis(100);
+    /// How often a trickling attack connection sends its next byte (or line).
+    const DRIP: Duration = Duration::from_secs(5);
+    /// How long the index disk stays full, in each disk-full round, once
+    /// central reports indexing failing (its retries back off from 1 s to
+    /// 30 s, so the wait after the space returns depends on it).
+    const HELD_FULL_S: [u64; 4] = [5, 20, 45, 70];
+    const QUERY: &str = "harbour lantern";
+
+    #[derive(Clone, Copy, Debug)]
+    enum Kind {
+        Slowloris,
+        TrickledSignIn,
+        Http2Preface,
+    }
+
+    pub(super) fn run(args: &Args) -> Result<()> {
+        raise_descriptor_limit(16_384)?;
+        let mut results: BTreeMap<&str, Value> = BTreeMap::new();
+        results.insert(
+            "method",
+            json!({
+                "window_s": WINDOW.as_secs(), "samples_at_least": SAMPLES,
+                "client_timeout_s": TIMEOUT.as_secs(), "gap_ms": GAP.as_millis() as u64,
+                "drip_s": DRIP.as_secs(), "source_addresses": "127.0.0.2-127.0.0.255",
+                "probe_source": "127.0.0.1, a fresh connection per probe",
+            }),
+        );
+        let mut phases = Vec::new();
+
+        let central = Central::start_with(&[("KITH_EMBED_PROVIDER", "none")])?;
+        let token = central.register("bench.test", "bench")?;
+        let target = Target::new(&central.url, &token, None)?;
+        seed(&target)?;
+        for (label, attack) in [
+            ("baseline, HTTP/1.1", None),
+            ("1,000 slowloris connections", Some((Kind::Slowloris, 1000))),
+            (
+                "1,100 trickled sign-ins",
+                Some((Kind::TrickledSignIn, 1100)),
+            ),
+            // More than central serves at once (1,024), from 254 addresses.
+            ("1,100 slowloris connections", Some((Kind::Slowloris, 1100))),
+        ] {
+            phases.push(phase(&target, label, attack)?);
+            results.insert("stall", json!(phases));
+            save(&results, args.out.as_deref())?;
+        }
+        drop(central);
+
+        let tmp = tempfile::tempdir()?;
+        let ca = PrivateCa::make(tmp.path())?;
+        let [(cert_var, cert), (key_var, key)] = ca.central_env();
+        let central = Central::start_on(
+            &tmp.path().join("data"),
+            &[
+                (cert_var, cert.as_str()),
+                (key_var, key.as_str()),
+                ("KITH_EMBED_PROVIDER", "none"),
+            ],
+        )?;
+        let token = central.register("bench.test", "bench")?;
+        let target = Target::new(&central.url, &token, Some(&ca.ca))?;
+        seed(&target)?;
+        for (label, attack) in [
+            ("baseline, TLS", None),
+            (
+                "1,024 idle HTTP/2 connections (TLS)",
+                Some((Kind::Http2Preface, 1024)),
+            ),
+        ] {
+            phases.push(phase(&target, label, attack)?);
+            results.insert("stall", json!(phases));
+            save(&results, args.out.as_deref())?;
+        }
+        drop(central);
+
+        results.insert("disk_full", disk_full()?);
+        save(&results, args.out.as_deref())?;
+        print(&serde_json::to_value(&results)?);
+        Ok(())
+    }
+
+    /// Thousands of sockets on each side: the soft limit raised to `want`
+    /// (or the hard limit) before central starts, which inherits it.
+    fn raise_descriptor_limit(want: u64) -> Result<()> {
+        use rustix::process::{getrlimit, setrlimit, Resource};
+        let mut limit = getrlimit(Resource::Nofile);
+        let have = limit.current.unwrap_or(u64::MAX);
+        if have >= want {
+            return Ok(());
+        }
+        limit.current = Some(limit.maximum.map_or(want, |max| max.min(want)));
+        setrlimit(Resource::Nofile, limit)?;
+        let now = getrlimit(Resource::Nofile).current.unwrap_or(u64::MAX);
+        if now < 4096 {
+            bail!("open files are limited to {now}: raise it (ulimit -n 16384)");
+        }
+        Ok(())
+    }
+
+    /// The central probed: its address, a member's token, and a client that
+    /// opens a fresh connection per request.
+    struct Target {
+        url: String,
+        addr: SocketAddr,
+        api: Api,
+        tls: Option<Arc<rustls::ClientConfig>>,
+    }
+
+    impl Target {
+        fn new(url: &str, token: &str, ca: Option<&std::path::Path>) -> Result<Self> {
+            let mut http = reqwest::blocking::Client::builder()
+                .timeout(TIMEOUT)
+                .pool_max_idle_per_host(0);
+            let mut tls = None;
+            if let Some(ca) = ca {
+                http =
+                    http.add_root_certificate(reqwest::Certificate::from_pem(&std::fs::read(ca)?)?);
+                tls = Some(Arc::new(tls_config(ca)?));
+            }
+            let addr = url
+                .trim_start_matches("http://")
+                .trim_start_matches("https://")
+                .parse()?;
+            Ok(Self {
+                url: url.to_owned(),
+                addr,
+                api: Api {
+                    base: url.to_owned(),
+                    token: token.to_owned(),
+                    http: http.build()?,
+                },
+                tls,
+            })
+        }
+
+        /// One probe: (milliseconds, answered 200).
+        fn probe(&self, search: bool) -> (f64, bool) {
+            let started = Instant::now();
+            let req = if search {
+                self.api
+                    .http
+                    .post(format!("{}/api/search", self.url))
+                    .bearer_auth(&self.api.token)
+                    .json(&json!({"query": QUERY, "mode": "keyword"}))
+            } else {
+                self.api.http.get(format!("{}/healthz", self.url))
+            };
+            let ok = req
+                .send()
+                .and_then(|r| {
+                    let ok = r.status().as_u16() == 200;
+                    r.bytes().map(|_| ok)
+                })
+                .unwrap_or(false);
+            (started.elapsed().as_secs_f64() * 1000.0, ok)
+        }
+    }
+
+    /// A client trusting only the bench's CA, offering h2 alone.
+    fn tls_config(ca: &std::path::Path) -> Result<rustls::ClientConfig> {
+        let mut roots = rustls::RootCertStore::empty();
+        let pem = std::fs::read(ca)?;
+        for cert in rustls_pemfile::certs(&mut pem.as_slice()) {
+            roots.add(cert?)?;
+        }
+        let mut config = rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+        config.alpn_protocols = vec![b"h2".to_vec()];
+        Ok(config)
+    }
+
+    /// A few conversations of the member, keyword-searchable for `QUERY`.
+    fn seed(target: &Target) -> Result<()> {
+        let mut last = String::new();
+        for i in 0..5 {
+            let text = format!(
+                "conversation {i}: the harbour lantern was relit after the storm, note {i}"
+            );
+            let r = target.api.ingest(&kith_tests::delta(
+                &format!("bench-attacks/{i}"),
+                0,
+                &kith_tests::claude_user_line(&text, "2026-05-11T10:00:00Z"),
+            ))?;
+            last = r;
+        }
+        target.api.wait_indexed(&last, Duration::from_secs(60))?;
+        if target.api.keyword(QUERY)?.is_empty() {
+            bail!("the seeded conversations are not found");
+        }
+        Ok(())
+    }
+
+    /// One phase: the attack (if any) opened and held, both probes sampled
+    /// side by side for the window.
+    fn phase(target: &Target, label: &str, attack: Option<(Kind, usize)>) -> Result<Value> {
+        let attack = attack
+            .map(|(kind, n)| Attack::start(kind, n, target.addr, target.tls.clone()))
+            .transpose()?;
+        if let Some(a) = &attack {
+            // Every connection opened (or 20 s passed).
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while a.stats.opened.load(Ordering::Relaxed) < a.n as u64 && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+        let stop = AtomicBool::new(false);
+        let counts = [AtomicUsize::new(0), AtomicUsize::new(0)];
+        let started = Instant::now();
+        let mut open_seen = Vec::new();
+        let (health, search) = std::thread::scope(|scope| {
+            let sampler = |search: bool| {
+                let (stop, counts) = (&stop, &counts);
+                scope.spawn(move || {
+                    let mut out = Vec::new();
+                    while !stop.load(Ordering::Relaxed) {
+                        out.push(target.probe(search));
+                        counts[usize::from(search)].fetch_add(1, Ordering::Relaxed);
+                        std::thread::sleep(GAP);
+                    }
+                    out
+                })
+            };
+            let health = sampler(false);
+            let search = sampler(true);
+            loop {
+                std::thread::sleep(Duration::from_secs(1));
+                if let Some(a) = &attack {
+                    open_seen.push(a.stats.open.load(Ordering::Relaxed));
+                }
+                let enough = counts.iter().all(|c| c.load(Ordering::Relaxed) >= SAMPLES);
+                let waited = started.elapsed();
+                if (waited >= WINDOW && enough) || waited >= MAX_WINDOW {
+                    break;
+                }
+            }
+            stop.store(true, Ordering::Relaxed);
+            (
+                health.join().unwrap_or_default(),
+                search.join().unwrap_or_default(),
+            )
+        });
+        let window_s = started.elapsed().as_secs_f64();
+        let mut out = json!({
+            "phase": label,
+            "window_s": window_s,
+            "healthz": stats(&health),
+            "search": stats(&search),
+        });
+        if let Some(a) = attack {
+            let s = &a.stats;
+            let closed = s.closed.load(Ordering::Relaxed);
+            out["attack"] = json!({
+                "kind": format!("{:?}", a.kind),
+                "connections": a.n,
+                "open_min": open_seen.iter().min(),
+                "open_max": open_seen.iter().max(),
+                "opened": s.opened.load(Ordering::Relaxed),
+                "closed_by_central": closed,
+                "answered_bytes": s.answered.load(Ordering::Relaxed),
+                "connect_failures": s.failed.load(Ordering::Relaxed),
+                "held_s_mean": s.held_ms.load(Ordering::Relaxed) as f64 / 1000.0 / closed.max(1) as f64,
+            });
+        }
+        println!("{}", serde_json::to_string(&out)?);
+        // Give central a moment to drop what the attack left behind.
+        std::thread::sleep(Duration::from_secs(3));
+        Ok(out)
+    }
+
+    fn stats(samples: &[(f64, bool)]) -> Value {
+        let mut ms: Vec<f64> = samples.iter().map(|s| s.0).collect();
+        ms.sort_by(|a, b| a.total_cmp(b));
+        json!({
+            "n": ms.len(),
+            "p50_ms": percentile(&ms, 0.50),
+            "p99_ms": percentile(&ms, 0.99),
+            "max_ms": ms.last().copied().unwrap_or(f64::NAN),
+            "failures": samples.iter().filter(|s| !s.1).count(),
+            "over_1s": ms.iter().filter(|&&m| m > 1000.0).count(),
+        })
+    }
+
+    #[derive(Default)]
+    struct Stats {
+        /// Attack connections connected now (as the client sees them: one
+        /// central has not accepted yet, in its listen backlog, counts).
+        open: AtomicUsize,
+        opened: AtomicU64,
+        /// Ended by central (its end of the connection closed or reset).
+        closed: AtomicU64,
+        /// Bytes central answered on them (a refusal, HTTP/2 frames).
+        answered: AtomicU64,
+        failed: AtomicU64,
+        /// Summed lifetime of the closed ones.
+        held_ms: AtomicU64,
+    }
+
+    /// An attack in progress: `n` connections, each reopened when central
+    /// ends it, until dropped (the runtime and every socket with it).
+    struct Attack {
+        kind: Kind,
+        n: usize,
+        stats: Arc<Stats>,
+        _runtime: tokio::runtime::Runtime,
+    }
+
+    impl Attack {
+        fn start(
+            kind: Kind,
+            n: usize,
+            addr: SocketAddr,
+            tls: Option<Arc<rustls::ClientConfig>>,
+        ) -> Result<Self> {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()?;
+            let stats = Arc::new(Stats::default());
+            if matches!(kind, Kind::Http2Preface) && tls.is_none() {
+                bail!("the HTTP/2 attack needs a TLS central");
+            }
+            for i in 0..n {
+                let (stats, tls) = (stats.clone(), tls.clone());
+                runtime.spawn(async move {
+                    let source = Ipv4Addr::new(127, 0, 0, 2 + (i % 254) as u8);
+                    loop {
+                        let began = Instant::now();
+                        match connection(kind, i, source, addr, tls.clone(), &stats).await {
+                            Ok(()) => {
+                                stats.closed.fetch_add(1, Ordering::Relaxed);
+                                stats.held_ms.fetch_add(
+                                    began.elapsed().as_millis() as u64,
+                                    Ordering::Relaxed,
+                                );
+                            }
+                            Err(_) => {
+                                stats.failed.fetch_add(1, Ordering::Relaxed);
+                            }
+                        }
+                        let pause = Duration::from_secs(1).saturating_sub(began.elapsed());
+                        tokio::time::sleep(pause).await;
+                    }
+                });
+            }
+            Ok(Self {
+                kind,
+                n,
+                stats,
+                _runtime: runtime,
+            })
+        }
+    }
+
+    /// Counts an open attack connection while it lives.
+    struct Open(Arc<Stats>);
+
+    impl Drop for Open {
+        fn drop(&mut self) {
+            self.0.open.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    /// One attack connection, until central ends it.
+    async fn connection(
+        kind: Kind,
+        i: usize,
+        source: Ipv4Addr,
+        addr: SocketAddr,
+        tls: Option<Arc<rustls::ClientConfig>>,
+        stats: &Arc<Stats>,
+    ) -> Result<()> {
+        let socket = tokio::net::TcpSocket::new_v4()?;
+        socket.bind(SocketAddr::from((source, 0)))?;
+        let tcp = tokio::time::timeout(Duration::from_secs(10), socket.connect(addr)).await??;
+        stats.opened.fetch_add(1, Ordering::Relaxed);
+        stats.open.fetch_add(1, Ordering::Relaxed);
+        let _open = Open(stats.clone());
+        let host = addr.to_string();
+        match kind {
+            Kind::Slowloris if i.is_multiple_of(2) => hold(tcp, b"", None, stats).await,
+            Kind::Slowloris => {
+                let head = format!("GET / HTTP/1.1\r\nHost: {host}\r\n");
+                hold(tcp, head.as_bytes(), Some(b"X-a: b\r\n"), stats).await
+            }
+            Kind::TrickledSignIn => {
+                let head = format!(
+                    "POST /signin HTTP/1.1\r\nHost: {host}\r\n\
+                     Content-Type: application/x-www-form-urlencoded\r\n\
+                     Content-Length: 15000\r\n\r\nhandle="
+                );
+                hold(tcp, head.as_bytes(), Some(b"a"), stats).await
+            }
+            Kind::Http2Preface => {
+                let tls = tls.context("no TLS client")?;
+                let name = rustls::pki_types::ServerName::IpAddress(addr.ip().into());
+                let stream = tokio::time::timeout(
+                    Duration::from_secs(10),
+                    tokio_rustls::TlsConnector::from(tls).connect(name, tcp),
+                )
+                .await??;
+                hold(
+                    stream,
+                    b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00",
+                    None,
+                    stats,
+                )
+                .await
+            }
+        }
+    }
+
+    /// Sends `first`, then `drip` every `DRIP`, reading (and never
+    /// answering) whatever central sends, until central ends the
+    /// connection.
+    async fn hold<S: AsyncRead + AsyncWrite + Unpin>(
+        mut stream: S,
+        first: &[u8],
+        drip: Option<&[u8]>,
+        stats: &Stats,
+    ) -> Result<()> {
+        if !first.is_empty() && stream.write_all(first).await.is_err() {
+            return Ok(());
+        }
+        let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + DRIP, DRIP);
+        let mut buf = [0u8; 4096];
+        loop {
+            tokio::select! {
+                read = stream.read(&mut buf) => match read {
+                    Ok(0) | Err(_) => return Ok(()),
+                    Ok(n) => {
+                        stats.answered.fetch_add(n as u64, Ordering::Relaxed);
+                    }
+                },
+                _ = tick.tick() => {
+                    if let Some(bytes) = drip {
+                        if stream.write_all(bytes).await.is_err() {
+                            return Ok(());
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The index on a 4 MiB tmpfs in a private mount namespace (`unshare
+    /// -rm`): filled, a delta posted (accepted, waiting), the disk held full
+    /// for a while after central reports indexing failing, then freed;
+    /// the time from freeing the space to the delta being found, and to
+    /// `/api/status` clearing `indexing_failing_since`.
+    fn disk_full() -> Result<Value> {
+        use std::process::Command;
+        let tmp = tempfile::tempdir()?;
+        let data = tmp.path().join("data");
+        let index = data.join("index");
+        std::fs::create_dir_all(&index)?;
+        let token = kith_tests::register_local(&data, "fill.local", "laptop")?;
+        let mount = format!(
+            "mount -t tmpfs -o size=4m tmpfs '{}' && exec \"$0\" \"$@\"",
+            index.display()
+        );
+        let central = Central::start_wrapped(
+            &data,
+            &[
+                "env",
+                "KITH_EMBED_PROVIDER=none",
+                "unshare",
+                "-rm",
+                "sh",
+                "-c",
+                &mount,
+            ],
+        )
+        .context("central on a small tmpfs needs `unshare -rm` (user and mount namespaces)")?;
+        let pid = central.pid().context("central's pid")?.to_string();
+        let inside = |script: &str| -> Result<()> {
+            let out = Command::new("nsenter")
+                .args(["-t", &pid, "-U", "-m", "--preserve-credentials", "sh", "-c"])
+                .arg(script)
+                .output()?;
+            if !out.status.success() {
+                bail!("nsenter: {}", String::from_utf8_lossy(&out.stderr));
+            }
+            Ok(())
+        };
+        let api = central.client(&token);
+        let post = |source: &str, text: &str| {
+            api.ingest(&kith_tests::delta(
+                source,
+                0,
+                &kith_tests::claude_user_line(text, "2026-05-11T10:00:00Z"),
+            ))
+        };
+        let first = post("fill-seed", "the seedfull note before the disk filled")?;
+        api.wait_indexed(&first, Duration::from_secs(60))?;
+        let failing = || -> Result<bool> {
+            Ok(api.get("/api/status")?.body["indexing_failing_since"].is_string())
+        };
+        let filler = index.join("filler");
+        let mut rounds = Vec::new();
+        let words = ["alphafull", "bravofull", "charliefull", "deltafull"];
+        for (round, (word, hold_s)) in words.into_iter().zip(HELD_FULL_S).enumerate() {
+            inside(&format!(
+                "cat /dev/zero > '{}' 2>/dev/null; true",
+                filler.display()
+            ))?;
+            let posted = Instant::now();
+            post(&format!("fill-{round}"), &format!("the {word} note"))?;
+            while !failing()? {
+                if posted.elapsed() > Duration::from_secs(60) {
+                    bail!("round {round}: status never reported indexing failing");
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            let reported_s = posted.elapsed().as_secs_f64();
+            std::thread::sleep(Duration::from_secs(hold_s));
+            if !api.keyword(word)?.is_empty() {
+                bail!("round {round}: {word} found while the disk was full");
+            }
+            let held_s = posted.elapsed().as_secs_f64();
+            inside(&format!("rm -f '{}'", filler.display()))?;
+            let freed = Instant::now();
+            let (mut found_s, mut cleared_s) = (None, None);
+            while (found_s.is_none() || cleared_s.is_none())
+                && freed.elapsed() < Duration::from_secs(120)
+            {
+                if found_s.is_none() && !api.keyword(word)?.is_empty() {
+                    found_s = Some(freed.elapsed().as_secs_f64());
+                }
+                if cleared_s.is_none() && !failing()? {
+                    cleared_s = Some(freed.elapsed().as_secs_f64());
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            let r = json!({
+                "round": round + 1,
+                "failing_reported_after_s": reported_s,
+                "full_for_s": held_s,
+                "searchable_after_free_s": found_s,
+                "status_cleared_after_free_s": cleared_s,
+            });
+            println!("{}", serde_json::to_string(&r)?);
+            rounds.push(r);
+        }
+        Ok(json!({"tmpfs_mb": 4, "rounds": rounds}))
+    }
+
+    fn print(r: &Value) {
+        let ms = |v: &Value| {
+            v.as_f64()
+                .map_or_else(|| "-".to_owned(), |x| format!("{x:.1}"))
+        };
+        println!(
+            "\n{:<38} {:>30} {:>30}",
+            "", "/healthz p50/p99/max ms", "search p50/p99/max ms"
+        );
+        for p in r["stall"].as_array().into_iter().flatten() {
+            let cell = |s: &Value| {
+                format!(
+                    "{}/{}/{} ({}/{} failed)",
+                    ms(&s["p50_ms"]),
+                    ms(&s["p99_ms"]),
+                    ms(&s["max_ms"]),
+                    s["failures"],
+                    s["n"]
+                )
+            };
+            println!(
+                "{:<38} {:>30} {:>30}",
+                p["phase"].as_str().unwrap_or_default(),
+                cell(&p["healthz"]),
+                cell(&p["search"])
+            );
+        }
+        println!();
+        for round in r["disk_full"]["rounds"].as_array().into_iter().flatten() {
+            row(
+                format!(
+                    "disk full {:.0} s: searchable / status clear after freeing",
+                    round["full_for_s"].as_f64().unwrap_or(f64::NAN)
+                ),
+                format!(
+                    "{} s / {} s",
+                    ms(&round["searchable_after_free_s"]),
+                    ms(&round["status_cleared_after_free_s"])
+                ),
+            );
+        }
     }
 }
