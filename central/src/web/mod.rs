@@ -80,9 +80,9 @@ impl IntoResponse for PageError {
 }
 
 /// A page's refusal made by an extractor before its handler ran (a form
-/// past the pages' limit, not a form, one that does not parse), which axum
-/// sends as text/plain: the error page instead, with the words the API
-/// would send.
+/// past the pages' limit, not a form, one that does not parse or did not
+/// arrive in time), which axum sends as text/plain: the error page
+/// instead, saying what axum said.
 pub(crate) async fn extractor_refusals(res: Response) -> Response {
     let plain = res
         .headers()
@@ -92,17 +92,20 @@ pub(crate) async fn extractor_refusals(res: Response) -> Response {
     if !plain || !res.status().is_client_error() {
         return res;
     }
-    let error = match res.status() {
+    let status = res.status();
+    // A rejection's text is a line or two.
+    let said = axum::body::to_bytes(res.into_body(), 4096)
+        .await
+        .map(|b| String::from_utf8_lossy(&b).trim().to_owned())
+        .unwrap_or_default();
+    let error = match status {
         StatusCode::PAYLOAD_TOO_LARGE => Error::BodyTooLarge {
             limit: crate::routes::PAGE_BODY_LIMIT,
         },
         StatusCode::UNSUPPORTED_MEDIA_TYPE => Error::UnreadableBody {
             message: "a form must be sent as application/x-www-form-urlencoded".into(),
         },
-        _ => Error::invalid(
-            crate::error::Code::BadRequest,
-            "the form is malformed or misses a field",
-        ),
+        _ => Error::invalid(crate::error::Code::BadRequest, said),
     };
     PageError(error).into_response()
 }
