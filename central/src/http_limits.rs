@@ -8,6 +8,9 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+/// Largest form body a page takes: a handle, a password and a CSRF token,
+/// or a share's few fields.
+pub(crate) const PAGE_BODY_LIMIT: usize = 16 * 1024;
 /// The longest request target (path and query) served.
 pub(crate) const MAX_URI_BYTES: usize = 8 * 1024;
 /// The most headers a request may carry (each line counts). Hyper reads up

@@ -141,14 +141,10 @@ fn pages() -> Router<AppState> {
         .route("/signout/everywhere", post(actions::signout_everywhere))
         .route("/assets/kith.css", get(assets::css))
         .route("/assets/kith.js", get(assets::js))
-        .layer(DefaultBodyLimit::max(PAGE_BODY_LIMIT))
+        .layer(DefaultBodyLimit::max(crate::http_limits::PAGE_BODY_LIMIT))
         .layer(middleware::map_response(crate::web::extractor_refusals))
         .layer(middleware::map_response(assets::page_headers))
 }
-
-/// Largest form body a page takes: a handle, a password and a CSRF token,
-/// or a share's few fields.
-pub(crate) const PAGE_BODY_LIMIT: usize = 16 * 1024;
 
 /// Refuses a request by its head alone, before its body is read or its
 /// bearer looked up: a target or headers over their limits, or a declared

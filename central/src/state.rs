@@ -68,7 +68,7 @@ impl AppState {
         let prices = config
             .price_table()
             .map_err(|e| crate::error::Error::Internal(format!("[prices]: {e}")))?;
-        crate::usage::keep_priced(&registry, &prices)?;
+        registry.keep_priced(&prices)?;
         let state = Self {
             shared: Arc::new(Shared {
                 store: BlobStore::new(&data),

@@ -391,7 +391,7 @@ fn migrate(conn: &Connection) -> Result<()> {
         // earlier deltas once, as before.
         ("usage_folds", "carry", "BLOB"),
         // Counted and priced again at the next start, when central finds
-        // no price table recorded (`crate::usage::keep_priced`).
+        // no price table recorded (`Registry::keep_priced`).
         ("usage", "counted", "INTEGER NOT NULL DEFAULT 1"),
         ("usage", "price_usd", "REAL"),
     ];

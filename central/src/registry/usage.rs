@@ -26,10 +26,10 @@
 use std::sync::Arc;
 
 use kith_proto::AgentRuntime;
-use kith_shared::usage::{Context, Merge, Tokens, UsageFact};
+use kith_shared::usage::{cost, Context, Merge, PriceTable, Tokens, UsageFact};
 use rusqlite::{params, OptionalExtension, Row, Transaction};
 
-use super::usage_hours::{decode, hour_of, Figures, Touched, HOUR_MS};
+use super::usage_hours::{count, decode, hour_of, tokens_at, Figures, Touched, HOUR_MS};
 use super::{to_i64, Registry, Sql, Viewer};
 use crate::error::Result;
 use crate::privacy::{Rule, UsageReach};
@@ -167,18 +167,30 @@ pub struct CountedUsage {
     pub work: Option<Work>,
 }
 
-/// One copy of each name a report's rows repeat (models, agents, members).
+/// One copy of each name a report's rows repeat (models, agents, members'
+/// handles by their user id).
 #[derive(Default)]
-struct Names(std::collections::HashMap<String, Arc<str>>);
+struct Names {
+    names: std::collections::HashMap<String, Arc<str>>,
+    handles: std::collections::HashMap<String, Arc<str>>,
+}
 
 impl Names {
     fn of(&mut self, name: &str) -> Arc<str> {
-        if let Some(known) = self.0.get(name) {
+        if let Some(known) = self.names.get(name) {
             return known.clone();
         }
         let new: Arc<str> = Arc::from(name);
-        self.0.insert(name.to_owned(), new.clone());
+        self.names.insert(name.to_owned(), new.clone());
         new
+    }
+
+    /// The handle of the member `user_id`, else the id.
+    fn person(&mut self, user_id: &str) -> Arc<str> {
+        match self.handles.get(user_id) {
+            Some(handle) => handle.clone(),
+            None => self.of(user_id),
+        }
     }
 
     fn column(&mut self, r: &Row<'_>, i: usize) -> rusqlite::Result<Arc<str>> {
@@ -230,10 +242,6 @@ fn merge_name(merge: &Merge) -> (&'static str, Option<Tokens>) {
 
 fn epoch_ms(at: &str) -> i64 {
     kith_shared::timestamp::parse(at).map_or(0, kith_shared::timestamp::epoch_ms)
-}
-
-fn count(n: i64) -> u64 {
-    n.max(0) as u64
 }
 
 /// Writes `row` of `u`: `INSERT`, or with `id` `UPDATE ... WHERE id = ?27`.
@@ -311,13 +319,12 @@ const READ: &str = "usage.id, usage.run_id, usage.machine, usage.project, usage.
     usage.total_output, usage.total_cache_write_5m, usage.total_cache_write_1h,
     usage.total_cache_read, usage.price_usd";
 
-fn tokens_at(r: &Row<'_>, first: usize) -> rusqlite::Result<Tokens> {
-    Ok(Tokens {
-        input: count(r.get(first)?),
-        output: count(r.get(first + 1)?),
-        cache_write_5m: count(r.get(first + 2)?),
-        cache_write_1h: count(r.get(first + 3)?),
-        cache_read: count(r.get(first + 4)?),
+/// The conversation, machine and project at `first` and the two after.
+fn work_at(r: &Row<'_>, first: usize) -> rusqlite::Result<Work> {
+    Ok(Work {
+        conversation: r.get(first)?,
+        machine: r.get(first + 1)?,
+        project: r.get(first + 2)?,
     })
 }
 
@@ -537,13 +544,15 @@ impl Registry {
     ) -> Result<Vec<CountedUsage>> {
         let readability = viewer.readability();
         let counted = readability.usage_counted(reach);
-        let mut names = Names::default();
-        let handles: std::collections::HashMap<String, Arc<str>> = self
-            .reader()
-            .prepare_cached("SELECT id, handle FROM users")?
-            .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?
-            .map(|r| r.map(|(id, handle)| (id, names.of(&handle))))
-            .collect::<rusqlite::Result<_>>()?;
+        let mut names = Names {
+            handles: self
+                .reader()
+                .prepare_cached("SELECT id, handle FROM users")?
+                .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?
+                .map(|r| r.map(|(id, handle)| (id, Arc::from(handle))))
+                .collect::<rusqlite::Result<_>>()?,
+            ..Names::default()
+        };
         let mut out = Vec::new();
         // Whose facts are summed: one member (the rule's owner) or every
         // member but those read through grants; `None`: a rule the sums
@@ -555,7 +564,7 @@ impl Registry {
         };
         let Some(owner) = summed else {
             let all = Pieces::default();
-            self.usage_facts(viewer, reach, filter, &all, &handles, &mut names, &mut out)?;
+            self.usage_facts(viewer, reach, filter, &all, &mut names, &mut out)?;
             return Ok(out);
         };
         // Hours wholly in the range: [lo, hi).
@@ -580,7 +589,6 @@ impl Registry {
                 filter,
                 lo,
                 hi,
-                &handles,
                 &mut names,
                 &mut out,
             )?;
@@ -607,7 +615,7 @@ impl Registry {
             });
         }
         for piece in &pieces {
-            self.usage_facts(viewer, reach, filter, piece, &handles, &mut names, &mut out)?;
+            self.usage_facts(viewer, reach, filter, piece, &mut names, &mut out)?;
         }
         Ok(out)
     }
@@ -621,7 +629,6 @@ impl Registry {
         filter: &UsageFilter,
         lo: Option<i64>,
         hi: Option<i64>,
-        handles: &std::collections::HashMap<String, Arc<str>>,
         names: &mut Names,
         out: &mut Vec<CountedUsage>,
     ) -> Result<()> {
@@ -658,10 +665,7 @@ impl Registry {
             // The viewer's own hours are all its to read; another member's
             // here none (they gave the viewer no grant).
             let readable = user == viewer_id;
-            let person = match handles.get(user) {
-                Some(handle) => handle.clone(),
-                None => names.of(user),
-            };
+            let person = names.person(user);
             let quarters = match r.get_ref(10)? {
                 rusqlite::types::ValueRef::Blob(b) => decode(b),
                 _ => Vec::new(),
@@ -678,15 +682,9 @@ impl Registry {
                 quarters,
                 agent_runtime: names.column(r, 11)?,
                 person,
-                work: if readable && filter.work {
-                    Some(Work {
-                        conversation: r.get(13)?,
-                        machine: r.get(14)?,
-                        project: r.get(15)?,
-                    })
-                } else {
-                    None
-                },
+                work: (readable && filter.work)
+                    .then(|| work_at(r, 13))
+                    .transpose()?,
             });
         }
         Ok(())
@@ -700,14 +698,13 @@ impl Registry {
         reach: UsageReach,
         filter: &UsageFilter,
         piece: &Pieces,
-        handles: &std::collections::HashMap<String, Arc<str>>,
         names: &mut Names,
         out: &mut Vec<CountedUsage>,
     ) -> Result<()> {
         let mut sql = Sql::new(
             "SELECT u.model, u.input_tokens, u.output_tokens, u.cache_write_5m_tokens,
                     u.cache_write_1h_tokens, u.cache_read_tokens, u.price_usd, u.at_ms,
-                    u.conversation, u.agent_runtime, u.machine, u.project, u.user_id, CASE WHEN ",
+                    u.agent_runtime, u.user_id, u.conversation, u.machine, u.project, CASE WHEN ",
         );
         sql.readable_by(viewer);
         sql.push(
@@ -746,36 +743,43 @@ impl Registry {
         while let Some(r) = rows.next()? {
             let readable: bool = r.get(13)?;
             let at_ms = r.get(7)?;
-            let user = r.get_ref(12)?.as_str().map_err(rusqlite::Error::from)?;
-            let person = match handles.get(user) {
-                Some(handle) => handle.clone(),
-                None => names.of(user),
-            };
+            let user = r.get_ref(9)?.as_str().map_err(rusqlite::Error::from)?;
+            let person = names.person(user);
             out.push(CountedUsage {
                 model: names.optional(r, 0)?,
                 figures: Figures::of(tokens_at(r, 1)?, r.get(6)?),
                 first_ms: at_ms,
                 last_ms: at_ms,
                 quarters: Vec::new(),
-                agent_runtime: names.column(r, 9)?,
+                agent_runtime: names.column(r, 8)?,
                 person,
-                work: if readable && filter.work {
-                    Some(Work {
-                        conversation: r.get(8)?,
-                        machine: r.get(10)?,
-                        project: r.get(11)?,
-                    })
-                } else {
-                    None
-                },
+                work: (readable && filter.work)
+                    .then(|| work_at(r, 10))
+                    .transpose()?,
             });
+        }
+        Ok(())
+    }
+
+    /// Prices every fact at `table` again when they were priced at another
+    /// (a price given in central's config changed, a kith with a newer
+    /// table, a registry of a kith that priced none), and sums the reports'
+    /// hours again: once, at start.
+    pub fn keep_priced(&self, table: &PriceTable) -> Result<()> {
+        let fingerprint = table.fingerprint();
+        if self.usage_prices()?.as_deref() != Some(fingerprint.as_str()) {
+            tracing::info!(
+                "pricing usage at the price table of {} and summing its hours",
+                table.as_of()
+            );
+            self.reprice_usage(&fingerprint, |fact| cost(fact, table))?;
         }
         Ok(())
     }
 
     /// The fingerprint of the price table the facts' `price_usd` was
     /// priced at, `None` before any (a registry of an older kith).
-    pub fn usage_prices(&self) -> Result<Option<String>> {
+    fn usage_prices(&self) -> Result<Option<String>> {
         Ok(self
             .reader()
             .query_row(
@@ -789,7 +793,7 @@ impl Registry {
     /// Prices every fact again by `price` (the table whose fingerprint is
     /// `fingerprint`), counts each again and sums every hour again, in one
     /// transaction.
-    pub fn reprice_usage(
+    fn reprice_usage(
         &self,
         fingerprint: &str,
         price: impl Fn(&UsageFact) -> Option<f64>,

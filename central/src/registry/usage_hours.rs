@@ -257,8 +257,23 @@ const FACTS: &str = "SELECT user_id, conversation, at_ms, agent_runtime, model, 
     input_tokens, output_tokens, cache_write_5m_tokens, cache_write_1h_tokens,
     cache_read_tokens, price_usd FROM usage WHERE counted = 1";
 
+/// The five token counts at `first` and the four after.
+pub(super) fn tokens_at(r: &rusqlite::Row<'_>, first: usize) -> rusqlite::Result<Tokens> {
+    Ok(Tokens {
+        input: count(r.get(first)?),
+        output: count(r.get(first + 1)?),
+        cache_write_5m: count(r.get(first + 2)?),
+        cache_write_1h: count(r.get(first + 3)?),
+        cache_read: count(r.get(first + 4)?),
+    })
+}
+
+/// A stored count; a negative one (never written) reads as 0.
+pub(super) fn count(n: i64) -> u64 {
+    n.max(0) as u64
+}
+
 fn fact_of(r: &rusqlite::Row<'_>) -> rusqlite::Result<(String, String, Fact)> {
-    let count = |i: usize| r.get::<_, i64>(i).map(|n| n.max(0) as u64);
     Ok((
         r.get(0)?,
         r.get(1)?,
@@ -268,16 +283,7 @@ fn fact_of(r: &rusqlite::Row<'_>) -> rusqlite::Result<(String, String, Fact)> {
             model: r.get(4)?,
             machine: r.get(5)?,
             project: r.get(6)?,
-            figures: Figures::of(
-                Tokens {
-                    input: count(7)?,
-                    output: count(8)?,
-                    cache_write_5m: count(9)?,
-                    cache_write_1h: count(10)?,
-                    cache_read: count(11)?,
-                },
-                r.get(12)?,
-            ),
+            figures: Figures::of(tokens_at(r, 7)?, r.get(12)?),
         },
     ))
 }

@@ -22,7 +22,7 @@ use kith_shared::usage::{carry, cost, facts, reads_whole, PriceTable};
 
 use crate::error::{Error, Result};
 use crate::privacy::{FamilyUsageRefused, UsageReach};
-use crate::registry::{ConversationUsage, Registry, UsageFilter, Viewer};
+use crate::registry::{ConversationUsage, UsageFilter, Viewer};
 use crate::run::Run;
 use crate::state::AppState;
 
@@ -84,22 +84,6 @@ fn priced(mut usage: ConversationUsage, table: &PriceTable) -> ConversationUsage
         row.priced_usd = cost(&row.fact, table);
     }
     usage
-}
-
-/// Prices every fact at `table` again when the registry's were priced at
-/// another (a price given in central's config changed, a kith with a newer
-/// table, a registry of a kith that priced none), and sums the reports'
-/// hours again: once, at start.
-pub(crate) fn keep_priced(registry: &Registry, table: &PriceTable) -> Result<()> {
-    let fingerprint = table.fingerprint();
-    if registry.usage_prices()?.as_deref() != Some(fingerprint.as_str()) {
-        tracing::info!(
-            "pricing usage at the price table of {} and summing its hours",
-            table.as_of()
-        );
-        registry.reprice_usage(&fingerprint, |fact| cost(fact, table))?;
-    }
-    Ok(())
 }
 
 /// The usage of every conversation of `runs` (each with its blob's bytes

@@ -100,7 +100,7 @@ pub(crate) async fn extractor_refusals(res: Response) -> Response {
         .unwrap_or_default();
     let error = match status {
         StatusCode::PAYLOAD_TOO_LARGE => Error::BodyTooLarge {
-            limit: crate::routes::PAGE_BODY_LIMIT,
+            limit: crate::http_limits::PAGE_BODY_LIMIT,
         },
         StatusCode::UNSUPPORTED_MEDIA_TYPE => Error::UnreadableBody {
             message: "a form must be sent as application/x-www-form-urlencoded".into(),
