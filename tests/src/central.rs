@@ -118,14 +118,41 @@ impl Central {
         Self::spawn(central_command(), data_dir, listen, env)
     }
 
-    /// Starts central on `data_dir` through `wrap`, a command that ends by
-    /// running its first argument with the rest (`kith-central serve ...`):
-    /// `["unshare", "-rm", "sh", "-c", "mount ... && exec \"$0\" \"$@\""]`.
-    pub fn start_wrapped(data_dir: &Path, wrap: &[&str]) -> Result<Self> {
-        let (program, args) = wrap.split_first().context("an empty wrapper")?;
-        let mut cmd = Command::new(program);
-        cmd.args(args).arg(bin("kith-central"));
-        Self::spawn(cmd, data_dir, "127.0.0.1:0", &[])
+    /// Central over `data_dir` with its index folder on a tmpfs of `mib`
+    /// MiB, mounted in a user and mount namespace of its own (`unshare
+    /// -rm`), and `env` set: a disk to fill ([`Central::inside`]).
+    pub fn start_with_index_on_tmpfs(
+        data_dir: &Path,
+        mib: u32,
+        env: &[(&str, &str)],
+    ) -> Result<Self> {
+        let index = data_dir.join("index");
+        std::fs::create_dir_all(&index)?;
+        let mount = format!(
+            "mount -t tmpfs -o size={mib}m tmpfs '{}' && exec \"$0\" \"$@\"",
+            index.display()
+        );
+        let mut cmd = Command::new("unshare");
+        cmd.args(["-rm", "sh", "-c", &mount])
+            .arg(bin("kith-central"));
+        Self::spawn(cmd, data_dir, "127.0.0.1:0", env)
+            .context("central on a small tmpfs needs `unshare -rm` (user and mount namespaces)")
+    }
+
+    /// Runs the shell `script` in central's namespaces, where its index's
+    /// tmpfs is mounted.
+    pub fn inside(&self, script: &str) -> Result<()> {
+        let pid = self.child.id().to_string();
+        let out = Command::new("nsenter")
+            .args(["-t", &pid, "-U", "-m", "--preserve-credentials", "sh", "-c"])
+            .arg(script)
+            .output()?;
+        anyhow::ensure!(
+            out.status.success(),
+            "nsenter: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Ok(())
     }
 
     fn spawn(

@@ -2201,40 +2201,14 @@ mod attacks {
     /// the time from freeing the space to the delta being found, and to
     /// `/api/status` clearing `indexing_failing_since`.
     fn disk_full() -> Result<Value> {
-        use std::process::Command;
         let tmp = tempfile::tempdir()?;
         let data = tmp.path().join("data");
+        std::fs::create_dir_all(&data)?;
         let index = data.join("index");
-        std::fs::create_dir_all(&index)?;
         let token = kith_tests::register_local(&data, "fill.local", "laptop")?;
-        let mount = format!(
-            "mount -t tmpfs -o size=4m tmpfs '{}' && exec \"$0\" \"$@\"",
-            index.display()
-        );
-        let central = Central::start_wrapped(
-            &data,
-            &[
-                "env",
-                "KITH_EMBED_PROVIDER=none",
-                "unshare",
-                "-rm",
-                "sh",
-                "-c",
-                &mount,
-            ],
-        )
-        .context("central on a small tmpfs needs `unshare -rm` (user and mount namespaces)")?;
-        let pid = central.pid().context("central's pid")?.to_string();
-        let inside = |script: &str| -> Result<()> {
-            let out = Command::new("nsenter")
-                .args(["-t", &pid, "-U", "-m", "--preserve-credentials", "sh", "-c"])
-                .arg(script)
-                .output()?;
-            if !out.status.success() {
-                bail!("nsenter: {}", String::from_utf8_lossy(&out.stderr));
-            }
-            Ok(())
-        };
+        let central =
+            Central::start_with_index_on_tmpfs(&data, 4, &[("KITH_EMBED_PROVIDER", "none")])?;
+        let inside = |script: &str| central.inside(script);
         let api = central.client(&token);
         let post = |source: &str, text: &str| {
             api.ingest(&kith_tests::delta(

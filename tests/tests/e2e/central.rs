@@ -4,7 +4,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use anyhow::{ensure, Context, Result};
+use anyhow::{ensure, Result};
 use kith_shared::hash::{chain_next, sha256_hex};
 use kith_tests::{claude_user_line, delta, one_indexed_run, run_central, Api, Central};
 use serde_json::{json, Value};
@@ -2145,40 +2145,13 @@ fn the_audit_pages_through_every_reading_and_filters_by_reader_and_conversation(
 /// itself and the delta is found.
 #[test]
 fn a_full_index_disk_heals_and_every_accepted_delta_becomes_searchable() -> Result<()> {
-    use std::process::Command;
     let tmp = tempfile::tempdir()?;
     let data = tmp.path().join("data");
+    std::fs::create_dir_all(&data)?;
     let index = data.join("index");
-    std::fs::create_dir_all(&index)?;
     let token = kith_tests::register_local(&data, "fill.local", "laptop")?;
-    let mount = format!(
-        "mount -t tmpfs -o size=4m tmpfs '{}' && exec \"$0\" \"$@\"",
-        index.display()
-    );
-    let central = Central::start_wrapped(&data, &["unshare", "-rm", "sh", "-c", &mount])
-        .context("central on a small tmpfs needs `unshare -rm` (user and mount namespaces)")?;
-    let pid = central.pid().context("central's pid")?.to_string();
-    // Runs `script` in central's mount namespace, where its index's tmpfs is.
-    let inside = |script: &str| -> Result<()> {
-        let out = Command::new("nsenter")
-            .args([
-                "-t",
-                &pid,
-                "-U",
-                "-m",
-                "--preserve-credentials",
-                "sh",
-                "-c",
-                script,
-            ])
-            .output()?;
-        ensure!(
-            out.status.success(),
-            "nsenter: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        Ok(())
-    };
+    let central = Central::start_with_index_on_tmpfs(&data, 4, &[])?;
+    let inside = |script: &str| central.inside(script);
     let api = central.client(&token);
     let post = |source: &str, text: &str| {
         api.ingest(&delta(
