@@ -248,9 +248,17 @@ impl Registry {
         for c in [&conn, &reader] {
             c.busy_timeout(std::time::Duration::from_secs(5))?;
             // Every request authenticates and most read runs: their
-            // statements stay prepared (parsing cost more than running).
-            c.set_prepared_statement_cache_capacity(64);
+            // statements stay prepared (parsing cost more than running),
+            // every one central runs, so that none is prepared again after
+            // others pushed it out.
+            c.set_prepared_statement_cache_capacity(256);
         }
+        // Up to 32 MiB of pages for the writer (SQLite's default is 2 MiB):
+        // the indexes each delta's run and usage facts go into stay in
+        // memory. The reader keeps the default: its cache is emptied
+        // whenever a write committed since its last read, at a cost that
+        // grows with the pages it holds.
+        conn.pragma_update(None, "cache_size", -32_768)?;
         let registry = Self {
             conn: Mutex::new(conn),
             reader: Mutex::new(reader),
@@ -390,6 +398,9 @@ fn migrate(conn: &Connection) -> Result<()> {
         // None kept: the next delta of such a conversation reads its
         // earlier deltas once, as before.
         ("usage_folds", "carry", "BLOB"),
+        // None kept: a delta with running totals reads its conversation's
+        // last one from its facts.
+        ("usage_folds", "running", "BLOB"),
         // Counted and priced again at the next start, when central finds
         // no price table recorded (`Registry::keep_priced`).
         ("usage", "counted", "INTEGER NOT NULL DEFAULT 1"),

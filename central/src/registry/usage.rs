@@ -3,9 +3,11 @@
 //! conversation's deltas by `crate::usage`, written in the transaction
 //! that records the delta's run and rebuilt by `reindex`; and
 //! `usage_folds`, what each conversation's fold carries to its next delta
-//! (the model and time its bytes left in effect, records refused, and for
-//! a format whose usage is read whole what of its bytes the next delta's
-//! reading needs: `kith_shared::usage::carry`).
+//! (the model and time its bytes left in effect, records refused, the last
+//! running total, and for a format whose usage is read whole what of its
+//! bytes the next delta's reading needs: `kith_shared::usage::carry`). A
+//! delta's fold reads back only the facts it may change
+//! (`Registry::conversation_usage`), not all of its conversation's.
 //!
 //! A row is counted for its owner, and for an admin's family report
 //! (`privacy::UsageReach`): reads join `runs` and render the rule's
@@ -23,13 +25,14 @@
 //! (`Merge::Last`), and the key within its transcript for the others
 //! (whose keys are a time, or Aider's line).
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use kith_proto::AgentRuntime;
-use kith_shared::usage::{cost, Context, Merge, PriceTable, Tokens, UsageFact};
+use kith_shared::usage::{cost, Context, Merge, PriceTable, Reading, Tokens, UsageFact};
 use rusqlite::{params, OptionalExtension, Row, Transaction};
 
-use super::usage_hours::{count, decode, hour_of, tokens_at, Figures, Touched, HOUR_MS};
+use super::usage_hours::{count, decode, hour_of, tokens_at, Figures, Touched, HOUR_MS, LAYOUT};
 use super::{to_i64, Registry, Sql, Viewer};
 use crate::error::Result;
 use crate::privacy::{Rule, UsageReach};
@@ -90,7 +93,9 @@ CREATE TABLE IF NOT EXISTS usage_folds (
     model TEXT,
     time TEXT,
     n_refused INTEGER NOT NULL,
-    carry BLOB
+    carry BLOB,
+    -- `ConversationUsage::running` (`encode_tokens`).
+    running BLOB
 );
 ";
 
@@ -98,6 +103,8 @@ CREATE TABLE IF NOT EXISTS usage_folds (
 /// report counts it under.
 #[derive(Debug, Clone, PartialEq)]
 pub struct UsageRow {
+    /// Its row in the registry; `None` for a fact not stored yet.
+    pub id: Option<i64>,
     pub fact: UsageFact,
     /// The run whose delta last changed the fact.
     pub run_id: String,
@@ -122,9 +129,18 @@ pub struct ConversationUsage {
     /// The transcript its deltas come from: its source identity without
     /// the chain's suffix (`path#`), which scopes `dedupe`.
     pub transcript: String,
-    /// In fold order.
+    /// In fold order: every fact of the conversation when `complete`,
+    /// else those of its facts a delta wrote or may change (a fold's
+    /// earlier facts are not read again at each delta: `kith_shared::
+    /// usage::Fold::resume`).
     pub rows: Vec<UsageRow>,
+    /// Whether `rows` are all of the conversation's facts (stored rows
+    /// past them go).
+    pub complete: bool,
     pub n_refused: u64,
+    /// The total of its last running-total fact (Codex's), which the next
+    /// delta's totals are counted from.
+    pub running: Option<Tokens>,
     /// What its bytes leave in effect for the next delta's facts.
     pub context: Option<Context>,
     /// For a format whose usage is read whole, what of its bytes the next
@@ -167,38 +183,79 @@ pub struct CountedUsage {
     pub work: Option<Work>,
 }
 
-/// One copy of each name a report's rows repeat (models, agents, members'
-/// handles by their user id).
+/// One copy of each name a report's rows repeat: models, agents and
+/// members' handles (by their user id), a few each and found by a scan;
+/// and the last row's work (a conversation's hours come together).
 #[derive(Default)]
 struct Names {
-    names: std::collections::HashMap<String, Arc<str>>,
-    handles: std::collections::HashMap<String, Arc<str>>,
+    names: Vec<Arc<str>>,
+    handles: Vec<(String, Arc<str>)>,
+    last_work: Option<Work>,
 }
 
 impl Names {
     fn of(&mut self, name: &str) -> Arc<str> {
-        if let Some(known) = self.names.get(name) {
-            return known.clone();
+        match self.known(name.as_bytes()) {
+            Some(known) => known,
+            None => self.add(name),
         }
+    }
+
+    fn known(&self, name: &[u8]) -> Option<Arc<str>> {
+        self.names.iter().find(|n| n.as_bytes() == name).cloned()
+    }
+
+    fn add(&mut self, name: &str) -> Arc<str> {
         let new: Arc<str> = Arc::from(name);
-        self.names.insert(name.to_owned(), new.clone());
+        self.names.push(new.clone());
         new
     }
 
     /// The handle of the member `user_id`, else the id.
     fn person(&mut self, user_id: &str) -> Arc<str> {
-        match self.handles.get(user_id) {
-            Some(handle) => handle.clone(),
+        match self.handles.iter().find(|(id, _)| id == user_id) {
+            Some((_, handle)) => handle.clone(),
             None => self.of(user_id),
         }
     }
 
+    /// The name at column `i`; its bytes are checked to be UTF-8 the first
+    /// time only.
     fn column(&mut self, r: &Row<'_>, i: usize) -> rusqlite::Result<Arc<str>> {
-        Ok(self.of(r.get_ref(i)?.as_str()?))
+        let value = r.get_ref(i)?;
+        match self.known(value.as_bytes()?) {
+            Some(known) => Ok(known),
+            None => Ok(self.add(value.as_str()?)),
+        }
     }
 
     fn optional(&mut self, r: &Row<'_>, i: usize) -> rusqlite::Result<Option<Arc<str>>> {
-        Ok(r.get_ref(i)?.as_str_or_null()?.map(|name| self.of(name)))
+        match r.get_ref(i)? {
+            rusqlite::types::ValueRef::Null => Ok(None),
+            _ => self.column(r, i).map(Some),
+        }
+    }
+
+    /// The conversation, machine and project at `first` and the two after.
+    fn work(&mut self, r: &Row<'_>, first: usize) -> rusqlite::Result<Work> {
+        let conversation = r.get_ref(first)?.as_bytes()?;
+        let machine = r.get_ref(first + 1)?.as_bytes()?;
+        let project = r.get_ref(first + 2)?.as_bytes_or_null()?;
+        if let Some(last) = &self.last_work {
+            if last.conversation.as_bytes() == conversation
+                && last.machine.as_bytes() == machine
+                && last.project.as_deref().map(str::as_bytes) == project
+            {
+                return Ok(last.clone());
+            }
+        }
+        let work = Work {
+            conversation: r.get_ref(first)?.as_str()?.into(),
+            machine: r.get_ref(first + 1)?.as_str()?.into(),
+            project: r.get_ref(first + 2)?.as_str_or_null()?.map(Arc::from),
+        };
+        self.last_work = Some(work.clone());
+        Ok(work)
     }
 }
 
@@ -215,9 +272,9 @@ struct Pieces {
 /// Where a counted fact's run was: its conversation, machine and project.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Work {
-    pub conversation: String,
-    pub machine: String,
-    pub project: Option<String>,
+    pub conversation: Arc<str>,
+    pub machine: Arc<str>,
+    pub project: Option<Arc<str>>,
 }
 
 /// What tells two conversations' copies of one response apart from two
@@ -319,17 +376,8 @@ const READ: &str = "usage.id, usage.run_id, usage.machine, usage.project, usage.
     usage.total_output, usage.total_cache_write_5m, usage.total_cache_write_1h,
     usage.total_cache_read, usage.price_usd";
 
-/// The conversation, machine and project at `first` and the two after.
-fn work_at(r: &Row<'_>, first: usize) -> rusqlite::Result<Work> {
-    Ok(Work {
-        conversation: r.get(first)?,
-        machine: r.get(first + 1)?,
-        project: r.get(first + 2)?,
-    })
-}
-
-/// A row of `READ`, with its id.
-fn row_of(r: &Row<'_>) -> rusqlite::Result<(i64, UsageRow)> {
+/// A row of `READ`.
+fn row_of(r: &Row<'_>) -> rusqlite::Result<UsageRow> {
     let merge = match r.get::<_, String>(15)?.as_str() {
         "last" => Merge::Last,
         "running" => Merge::RunningTotal(Tokens {
@@ -341,29 +389,27 @@ fn row_of(r: &Row<'_>) -> rusqlite::Result<(i64, UsageRow)> {
         }),
         _ => Merge::Each,
     };
-    Ok((
-        r.get(0)?,
-        UsageRow {
-            run_id: r.get(1)?,
-            machine: r.get(2)?,
-            project: r.get(3)?,
-            at: r.get(6)?,
-            priced_usd: r.get(21)?,
-            fact: UsageFact {
-                key: r.get(14)?,
-                merge,
-                model: r.get(4)?,
-                time: r.get(5)?,
-                tokens: tokens_at(r, 7)?,
-                n_requests: r.get::<_, Option<i64>>(13)?.map(count),
-                cost_usd: r.get(12)?,
-            },
+    Ok(UsageRow {
+        id: Some(r.get(0)?),
+        run_id: r.get(1)?,
+        machine: r.get(2)?,
+        project: r.get(3)?,
+        at: r.get(6)?,
+        priced_usd: r.get(21)?,
+        fact: UsageFact {
+            key: r.get(14)?,
+            merge,
+            model: r.get(4)?,
+            time: r.get(5)?,
+            tokens: tokens_at(r, 7)?,
+            n_requests: r.get::<_, Option<i64>>(13)?.map(count),
+            cost_usd: r.get(12)?,
         },
-    ))
+    })
 }
 
-/// The rows of `conversation`, with their ids, in fold order.
-fn stored_rows(tx: &Transaction<'_>, conversation: &str) -> Result<Vec<(i64, UsageRow)>> {
+/// The rows of `conversation`, in fold order.
+fn stored_rows(tx: &Transaction<'_>, conversation: &str) -> Result<Vec<UsageRow>> {
     let rows = tx
         .prepare_cached(&format!(
             "SELECT {READ} FROM usage WHERE conversation = ?1 ORDER BY usage.id"
@@ -373,12 +419,65 @@ fn stored_rows(tx: &Transaction<'_>, conversation: &str) -> Result<Vec<(i64, Usa
     Ok(rows)
 }
 
-/// Makes `u.conversation`'s rows `u.rows`, touching only what changed: a
-/// fold keeps its earlier facts in their places (changing some), and adds
-/// new ones after them. The hours and counts of what changed follow
+/// The rows `ids`, by id.
+fn rows_by_id(tx: &Transaction<'_>, ids: &[i64]) -> Result<HashMap<i64, UsageRow>> {
+    let mut out = HashMap::new();
+    if ids.is_empty() {
+        return Ok(out);
+    }
+    let mut stmt = tx.prepare_cached(&format!(
+        "SELECT {READ} FROM usage WHERE id IN (SELECT value FROM json_each(?1))"
+    ))?;
+    for row in stmt.query_map([serde_json::to_string(ids)?], row_of)? {
+        let row = row?;
+        if let Some(id) = row.id {
+            out.insert(id, row);
+        }
+    }
+    Ok(out)
+}
+
+/// A running total as `usage_folds.running` keeps it: five little-endian
+/// counts.
+fn encode_tokens(t: &Tokens) -> Vec<u8> {
+    [
+        t.input,
+        t.output,
+        t.cache_write_5m,
+        t.cache_write_1h,
+        t.cache_read,
+    ]
+    .iter()
+    .flat_map(|n| n.to_le_bytes())
+    .collect()
+}
+
+/// What `encode_tokens` wrote; `None` for anything else.
+fn decode_tokens(bytes: &[u8]) -> Option<Tokens> {
+    let n: Vec<u64> = bytes
+        .chunks_exact(8)
+        .map(|b| u64::from_le_bytes(b.try_into().unwrap_or_default()))
+        .collect();
+    match n[..] {
+        [input, output, cache_write_5m, cache_write_1h, cache_read] if bytes.len() == 40 => {
+            Some(Tokens {
+                input,
+                output,
+                cache_write_5m,
+                cache_write_1h,
+                cache_read,
+            })
+        }
+        _ => None,
+    }
+}
+
+/// Writes `u`'s rows: a stored row that changed is updated, a new one
+/// inserted, and when `u` is complete its stored rows past them deleted (a
+/// fold keeps its earlier facts in their places, changing some, and adds
+/// new ones after them). The hours and counts of what changed follow
 /// (`usage_hours`).
 pub(super) fn write(tx: &Transaction<'_>, u: &ConversationUsage) -> Result<()> {
-    let stored = stored_rows(tx, &u.conversation)?;
     let mut touched = Touched::default();
     let mut touch = |row: &UsageRow| {
         touched.fact(
@@ -388,35 +487,67 @@ pub(super) fn write(tx: &Transaction<'_>, u: &ConversationUsage) -> Result<()> {
             &dedupe(u, &row.fact),
         );
     };
-    let mut kept = 0;
-    for ((id, old), new) in stored.iter().zip(&u.rows) {
-        if old.fact.key != new.fact.key {
-            break;
+    // What a row says, whichever row of the registry it is.
+    let same = |old: &UsageRow, new: &UsageRow| {
+        UsageRow {
+            id: None,
+            ..old.clone()
+        } == UsageRow {
+            id: None,
+            ..new.clone()
         }
-        if old != new {
-            put(tx, UPDATE, u, new, Some(*id))?;
+    };
+    if u.complete {
+        let stored = stored_rows(tx, &u.conversation)?;
+        let mut kept = 0;
+        for (old, new) in stored.iter().zip(&u.rows) {
+            if old.fact.key != new.fact.key {
+                break;
+            }
+            if !same(old, new) {
+                put(tx, UPDATE, u, new, old.id)?;
+                touch(old);
+                touch(new);
+            }
+            kept += 1;
+        }
+        for old in &stored[kept..] {
+            tx.prepare_cached("DELETE FROM usage WHERE id = ?1")?
+                .execute([old.id])?;
             touch(old);
+        }
+        for new in &u.rows[kept..] {
+            put(tx, INSERT, u, new, None)?;
             touch(new);
         }
-        kept += 1;
-    }
-    for (id, old) in &stored[kept..] {
-        tx.prepare_cached("DELETE FROM usage WHERE id = ?1")?
-            .execute([id])?;
-        touch(old);
-    }
-    for new in &u.rows[kept..] {
-        put(tx, INSERT, u, new, None)?;
-        touch(new);
+    } else {
+        let ids: Vec<i64> = u.rows.iter().filter_map(|r| r.id).collect();
+        let stored = rows_by_id(tx, &ids)?;
+        for new in &u.rows {
+            match new.id.and_then(|id| stored.get(&id)) {
+                Some(old) => {
+                    if !same(old, new) {
+                        put(tx, UPDATE, u, new, old.id)?;
+                        touch(old);
+                        touch(new);
+                    }
+                }
+                None => {
+                    put(tx, INSERT, u, new, None)?;
+                    touch(new);
+                }
+            }
+        }
     }
     touched.settle(tx)?;
     let context = u.context.clone().unwrap_or_default();
     tx.prepare_cached(
         "INSERT INTO usage_folds (conversation, user_id, agent_runtime, model, time, n_refused,
-             carry)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+             carry, running)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
          ON CONFLICT (conversation) DO UPDATE SET model = excluded.model,
-             time = excluded.time, n_refused = excluded.n_refused, carry = excluded.carry",
+             time = excluded.time, n_refused = excluded.n_refused, carry = excluded.carry,
+             running = excluded.running",
     )?
     .execute(params![
         u.conversation,
@@ -425,7 +556,8 @@ pub(super) fn write(tx: &Transaction<'_>, u: &ConversationUsage) -> Result<()> {
         context.model,
         context.time,
         to_i64(u.n_refused),
-        u.carried
+        u.carried,
+        u.running.as_ref().map(encode_tokens),
     ])?;
     Ok(())
 }
@@ -434,7 +566,7 @@ pub(super) fn write(tx: &Transaction<'_>, u: &ConversationUsage) -> Result<()> {
 pub(super) fn clear(tx: &Transaction<'_>) -> Result<()> {
     tx.execute("DELETE FROM usage", [])?;
     tx.execute("DELETE FROM usage_folds", [])?;
-    tx.execute("DELETE FROM usage_hours", [])?;
+    tx.execute("DELETE FROM usage_hour_sums", [])?;
     Ok(())
 }
 
@@ -465,18 +597,23 @@ pub(super) fn forget_run(tx: &Transaction<'_>, id: &str) -> Result<()> {
 }
 
 impl Registry {
-    /// The viewer's own conversation's usage as folded so far, `None`
-    /// before its first fact or context.
+    /// The viewer's own conversation's usage as folded so far, as much of
+    /// it as `delta` (the facts of its next delta) may change: the facts
+    /// of the delta's [`Merge::Last`] keys, and the running total its
+    /// running totals count from (`ConversationUsage::complete` is
+    /// false). `None` before its first fact or context.
     pub fn conversation_usage(
         &self,
         viewer: &Viewer,
         conversation: &str,
         transcript: &str,
+        delta: &Reading,
     ) -> Result<Option<ConversationUsage>> {
         let conn = self.reader();
         let mut sql = Sql::new(
-            "SELECT f.agent_runtime, f.model, f.time, f.n_refused, f.carry FROM usage_folds f
-             JOIN runs ON runs.conversation = f.conversation WHERE f.conversation = ",
+            "SELECT f.agent_runtime, f.model, f.time, f.n_refused, f.carry, f.running
+             FROM usage_folds f JOIN runs ON runs.conversation = f.conversation
+             WHERE f.conversation = ",
         );
         sql.bind(conversation.to_owned())
             .push(" AND ")
@@ -491,40 +628,70 @@ impl Registry {
                     r.get::<_, Option<String>>(2)?,
                     r.get::<_, i64>(3)?,
                     r.get::<_, Option<Vec<u8>>>(4)?,
+                    r.get::<_, Option<Vec<u8>>>(5)?,
                 ))
             })?
             .next()
             .transpose()?;
-        let Some((runtime, model, time, n_refused, carried)) = fold else {
+        let Some((runtime, model, time, n_refused, carried, running)) = fold else {
             return Ok(None);
         };
         let Some(agent_runtime) = AgentRuntime::parse(&runtime) else {
             return Ok(None);
         };
-        let mut sql = Sql::new(&format!(
-            "SELECT {READ} FROM usage JOIN runs ON runs.id = usage.run_id
-             WHERE usage.conversation = "
-        ));
-        sql.bind(conversation.to_owned())
-            .push(" AND ")
-            .owned_by(viewer)
-            .push(" ORDER BY usage.id");
-        let rows = conn
-            .prepare_cached(sql.text())?
-            .query_map(sql.params(), row_of)?
-            .map(|r| r.map(|(_, row)| row))
-            .collect::<rusqlite::Result<_>>()?;
-        let context = (model.is_some() || time.is_some()).then_some(Context { model, time });
-        Ok(Some(ConversationUsage {
+        let mut usage = ConversationUsage {
             conversation: conversation.to_owned(),
             user_id: viewer.user_id().to_string(),
             agent_runtime,
             transcript: transcript.to_owned(),
-            rows,
+            rows: Vec::new(),
+            complete: false,
             n_refused: count(n_refused),
-            context,
+            running: running.as_deref().and_then(decode_tokens),
+            context: (model.is_some() || time.is_some()).then_some(Context { model, time }),
             carried,
-        }))
+        };
+        let keys: Vec<String> = delta
+            .facts
+            .iter()
+            .filter(|f| matches!(f.merge, Merge::Last))
+            .map(|f| dedupe(&usage, f))
+            .collect();
+        if !keys.is_empty() {
+            let mut sql = Sql::new(&format!(
+                "SELECT {READ} FROM usage INDEXED BY usage_dedupe
+                 JOIN runs ON runs.id = usage.run_id
+                 WHERE usage.dedupe IN (SELECT value FROM json_each("
+            ));
+            sql.bind(serde_json::to_string(&keys)?)
+                .push("))")
+                .and("usage.user_id = ?1", viewer.user_id().to_string())
+                .and("usage.conversation = ?1", conversation.to_owned())
+                .push(" AND ")
+                .owned_by(viewer)
+                .push(" ORDER BY usage.id");
+            usage.rows = conn
+                .prepare_cached(sql.text())?
+                .query_map(sql.params(), row_of)?
+                .collect::<rusqlite::Result<_>>()?;
+        }
+        // A fold of an older kith kept no running total: its last fact's.
+        let counts_on = delta
+            .facts
+            .iter()
+            .any(|f| matches!(f.merge, Merge::RunningTotal(_)));
+        if usage.running.is_none() && counts_on {
+            usage.running = conn
+                .prepare_cached(
+                    "SELECT total_input, total_output, total_cache_write_5m,
+                         total_cache_write_1h, total_cache_read FROM usage
+                     WHERE conversation = ?1 AND merge = 'running' ORDER BY id DESC LIMIT 1",
+                )?
+                .query_map([conversation], |r| tokens_at(r, 0))?
+                .next()
+                .transpose()?;
+        }
+        Ok(Some(usage))
     }
 
     /// The usage `filter` selects that a report of `reach` counts for
@@ -632,15 +799,11 @@ impl Registry {
         names: &mut Names,
         out: &mut Vec<CountedUsage>,
     ) -> Result<()> {
-        let mut sql = Sql::new(
-            "SELECT h.model, h.input_tokens, h.output_tokens, h.cache_write_5m_tokens,
-                    h.cache_write_1h_tokens, h.cache_read_tokens, h.cost_usd, h.n_unpriced,
-                    h.first_ms, h.last_ms, h.quarters, h.agent_runtime, h.user_id",
-        );
+        let mut sql = Sql::new("SELECT h.model, h.sums, h.agent_runtime, h.user_id");
         if filter.work {
             sql.push(", h.conversation, h.machine, h.project");
         }
-        sql.push(" FROM usage_hours h WHERE 1");
+        sql.push(" FROM usage_hour_sums h WHERE 1");
         if let Some(user) = &members.owner {
             sql.and("h.user_id = ?1", user.clone());
         }
@@ -661,29 +824,23 @@ impl Registry {
         let mut stmt = conn.prepare_cached(sql.text())?;
         let mut rows = stmt.query(sql.params())?;
         while let Some(r) = rows.next()? {
-            let user = r.get_ref(12)?.as_str().map_err(rusqlite::Error::from)?;
+            let user = r.get_ref(3)?.as_str().map_err(rusqlite::Error::from)?;
             // The viewer's own hours are all its to read; another member's
             // here none (they gave the viewer no grant).
             let readable = user == viewer_id;
             let person = names.person(user);
-            let quarters = match r.get_ref(10)? {
-                rusqlite::types::ValueRef::Blob(b) => decode(b),
-                _ => Vec::new(),
-            };
+            let sums = decode(r.get_ref(1)?.as_blob().map_err(rusqlite::Error::from)?)
+                .ok_or_else(|| crate::error::Error::Internal("usage sums cut short".into()))?;
             out.push(CountedUsage {
                 model: names.optional(r, 0)?,
-                figures: Figures {
-                    tokens: tokens_at(r, 1)?,
-                    cost_usd: r.get(6)?,
-                    n_unpriced: count(r.get(7)?),
-                },
-                first_ms: r.get(8)?,
-                last_ms: r.get(9)?,
-                quarters,
-                agent_runtime: names.column(r, 11)?,
+                figures: sums.figures,
+                first_ms: sums.first_ms,
+                last_ms: sums.last_ms,
+                quarters: sums.quarters,
+                agent_runtime: names.column(r, 2)?,
                 person,
                 work: (readable && filter.work)
-                    .then(|| work_at(r, 13))
+                    .then(|| names.work(r, 4))
                     .transpose()?,
             });
         }
@@ -725,17 +882,14 @@ impl Registry {
         if let Some(agent) = filter.agent {
             sql.and("u.agent_runtime = ?1", agent.as_str().to_owned());
         }
-        if let Some(since) = filter.since_ms {
-            sql.and("u.at_ms >= ?1", since);
-        }
-        if let Some(until) = filter.until_ms {
-            sql.and("u.at_ms < ?1", until);
-        }
-        if let Some(before) = piece.before {
-            sql.and("u.at_ms < ?1", before);
-        }
-        if let Some(from) = piece.from {
+        // One bound each way, so that the index range is the narrowest
+        // (SQLite takes one of two lower bounds for the range, and filters
+        // by the other).
+        if let Some(from) = [filter.since_ms, piece.from].into_iter().flatten().max() {
             sql.and("u.at_ms >= ?1", from);
+        }
+        if let Some(before) = [filter.until_ms, piece.before].into_iter().flatten().min() {
+            sql.and("u.at_ms < ?1", before);
         }
         let conn = self.reader();
         let mut stmt = conn.prepare_cached(sql.text())?;
@@ -754,7 +908,7 @@ impl Registry {
                 agent_runtime: names.column(r, 8)?,
                 person,
                 work: (readable && filter.work)
-                    .then(|| work_at(r, 10))
+                    .then(|| names.work(r, 10))
                     .transpose()?,
             });
         }
@@ -764,9 +918,10 @@ impl Registry {
     /// Prices every fact at `table` again when they were priced at another
     /// (a price given in central's config changed, a kith with a newer
     /// table, a registry of a kith that priced none), and sums the reports'
-    /// hours again: once, at start.
+    /// hours again (then, and when their layout changed): once, at start.
     pub fn keep_priced(&self, table: &PriceTable) -> Result<()> {
-        let fingerprint = table.fingerprint();
+        // Summed again too when the sums' layout changed.
+        let fingerprint = format!("{} {LAYOUT}", table.fingerprint());
         if self.usage_prices()?.as_deref() != Some(fingerprint.as_str()) {
             tracing::info!(
                 "pricing usage at the price table of {} and summing its hours",
@@ -801,15 +956,15 @@ impl Registry {
         let mut conn = self.conn();
         let tx = conn.transaction()?;
         {
-            let facts: Vec<(i64, UsageRow)> = tx
+            let facts: Vec<UsageRow> = tx
                 .prepare(&format!("SELECT {READ} FROM usage"))?
                 .query_map([], row_of)?
                 .collect::<rusqlite::Result<_>>()?;
             let mut update = tx.prepare("UPDATE usage SET price_usd = ?2 WHERE id = ?1")?;
-            for (id, row) in facts {
+            for row in facts {
                 let now = price(&row.fact);
                 if now != row.priced_usd {
-                    update.execute(params![id, now])?;
+                    update.execute(params![row.id, now])?;
                 }
             }
         }
@@ -831,15 +986,17 @@ impl Registry {
         reach: UsageReach,
         agent: Option<AgentRuntime>,
     ) -> Result<u64> {
-        let mut sql = Sql::new(
-            "SELECT COALESCE(SUM(f.n_refused), 0) FROM usage_folds f WHERE EXISTS (
-                 SELECT 1 FROM runs WHERE runs.conversation = f.conversation AND ",
-        );
+        let mut sql = Sql::new("SELECT COALESCE(SUM(f.n_refused), 0) FROM usage_folds f WHERE ");
         match viewer.readability().usage_counted(reach) {
-            Some(rule) => sql.rule(&rule),
+            // A fold's owner is its runs' (what spares a lookup of a run
+            // for each of a year's conversations).
+            Some(Rule::Owner(user)) => sql.push("f.user_id = ").bind(user),
+            Some(rule) => sql
+                .push("EXISTS (SELECT 1 FROM runs WHERE runs.conversation = f.conversation AND ")
+                .rule(&rule)
+                .push(")"),
             None => sql.push("1"),
         };
-        sql.push(")");
         if let Some(agent) = agent {
             sql.and("f.agent_runtime = ?1", agent.as_str().to_owned());
         }
@@ -905,6 +1062,7 @@ mod tests {
             rows: facts
                 .iter()
                 .map(|(fact, run_id)| UsageRow {
+                    id: None,
                     fact: fact.clone(),
                     run_id: (*run_id).to_owned(),
                     machine: "box".to_owned(),
@@ -913,7 +1071,9 @@ mod tests {
                     priced_usd: Some(0.5),
                 })
                 .collect(),
+            complete: true,
             n_refused: 1,
+            running: None,
             context: None,
             carried: None,
         }
@@ -950,7 +1110,10 @@ mod tests {
             .usage(who, UsageReach::Own, filter)
             .unwrap_or_else(|e| panic!("{e}"))
         {
-            let c = u.work.map(|w| w.conversation).unwrap_or_default();
+            let c = u
+                .work
+                .map(|w| w.conversation.to_string())
+                .unwrap_or_default();
             *by.entry(c).or_default() += u.figures.tokens.output;
         }
         by.into_iter().collect()
@@ -982,10 +1145,19 @@ mod tests {
         insert(&registry, &r2, &after);
         // m1 once, with its last figures: 9 + 3.
         assert_eq!(outputs(&registry, &alice), [c("c1", 12)]);
+        // What a next delta repeating m2 may change: m2's row, not m1's.
+        let next = Reading {
+            facts: vec![fact("m2", Merge::Last, 4)],
+            ..Reading::default()
+        };
         let read = registry
-            .conversation_usage(&alice, "c1", "s#")
-            .unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(read.as_ref(), Some(&after));
+            .conversation_usage(&alice, "c1", "s#", &next)
+            .unwrap_or_else(|e| panic!("{e}"))
+            .unwrap_or_else(|| panic!("alice's fold"));
+        assert!(!read.complete);
+        assert_eq!(read.n_refused, 1);
+        let facts: Vec<&UsageFact> = read.rows.iter().map(|r| &r.fact).collect();
+        assert_eq!(facts, [&after.rows[1].fact]);
         assert_eq!(
             registry.usage_refused(&alice, UsageReach::Own, None).ok(),
             Some(1)
@@ -993,7 +1165,7 @@ mod tests {
         // Never another member's.
         assert!(outputs(&registry, &bob).is_empty());
         assert_eq!(
-            registry.conversation_usage(&bob, "c1", "s#1").ok(),
+            registry.conversation_usage(&bob, "c1", "s#1", &next).ok(),
             Some(None)
         );
         assert_eq!(
@@ -1081,6 +1253,7 @@ mod tests {
         let mut usage = usage_of(&r1, &[]);
         for (i, at) in times.iter().enumerate() {
             usage.rows.push(UsageRow {
+                id: None,
                 fact: fact(&format!("m{i}"), Merge::Last, 1 << i),
                 run_id: "r1".to_owned(),
                 machine: "box".to_owned(),

@@ -1,4 +1,4 @@
-//! `usage_hours`: the counted usage facts summed by conversation and UTC
+//! `usage_hour_sums`: the counted usage facts summed by conversation and UTC
 //! hour (and within those by agent, model, machine and project), which is
 //! what a report reads instead of every fact: a year of a heavy user's
 //! million responses is some tens of thousands of rows.
@@ -28,7 +28,9 @@ use super::to_i64;
 use crate::error::Result;
 
 pub(super) const SCHEMA: &str = "
-CREATE TABLE IF NOT EXISTS usage_hours (
+-- The layout before the sums were one column.
+DROP TABLE IF EXISTS usage_hours;
+CREATE TABLE IF NOT EXISTS usage_hour_sums (
     user_id TEXT NOT NULL,
     conversation TEXT NOT NULL,
     -- The UTC hour's first millisecond since the epoch.
@@ -39,34 +41,29 @@ CREATE TABLE IF NOT EXISTS usage_hours (
     model TEXT,
     machine TEXT NOT NULL,
     project TEXT,
-    input_tokens INTEGER NOT NULL,
-    output_tokens INTEGER NOT NULL,
-    cache_write_5m_tokens INTEGER NOT NULL,
-    cache_write_1h_tokens INTEGER NOT NULL,
-    cache_read_tokens INTEGER NOT NULL,
-    -- At the price table in effect (`usage_prices`).
-    cost_usd REAL NOT NULL,
-    -- Facts with no price.
-    n_unpriced INTEGER NOT NULL,
-    first_ms INTEGER NOT NULL,
-    last_ms INTEGER NOT NULL,
-    -- Each quarter's start and figures (`encode`), when the facts fall in
-    -- more than one.
-    quarters BLOB
+    -- The first and last fact's time, the figures at the price table in
+    -- effect (`usage_prices`), and each quarter's start and figures when
+    -- the facts fall in more than one (`encode`): one column, which a
+    -- report reads at the cost of one.
+    sums BLOB NOT NULL
 );
 -- A report reads a member's hours from this index alone (every column it
 -- reads is in it): no lookup of each row in the table.
-CREATE INDEX IF NOT EXISTS usage_hours_report ON usage_hours (user_id, hour_ms, edge,
-    agent_runtime, model, input_tokens, output_tokens, cache_write_5m_tokens,
-    cache_write_1h_tokens, cache_read_tokens, cost_usd, n_unpriced, first_ms, last_ms, quarters,
-    conversation, machine, project);
-CREATE INDEX IF NOT EXISTS usage_hours_conversation ON usage_hours (conversation, hour_ms);
+CREATE INDEX IF NOT EXISTS usage_hour_sums_report ON usage_hour_sums (user_id, hour_ms, edge,
+    agent_runtime, model, sums, conversation, machine, project);
+CREATE INDEX IF NOT EXISTS usage_hour_sums_conversation ON usage_hour_sums (conversation,
+    hour_ms);
 CREATE TABLE IF NOT EXISTS usage_prices (
     id INTEGER PRIMARY KEY CHECK (id = 1),
-    -- `PriceTable::fingerprint` of the table `usage.price_usd` was priced at.
+    -- `PriceTable::fingerprint` of the table `usage.price_usd` was priced
+    -- at, with the sums' `LAYOUT`.
     fingerprint TEXT NOT NULL
 );
 ";
+
+/// What `usage_prices.fingerprint` adds to the price table's: the sums are
+/// summed again when it changes, as when the prices do.
+pub(super) const LAYOUT: &str = "sums-1";
 
 pub(super) const HOUR_MS: i64 = 3_600_000;
 const QUARTER_MS: i64 = 900_000;
@@ -114,7 +111,7 @@ pub(super) struct Fact {
     pub figures: Figures,
 }
 
-/// What a row of `usage_hours` sums, within its conversation and hour.
+/// What a row of `usage_hour_sums` sums, within its conversation and hour.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 struct Key {
     edge: bool,
@@ -134,56 +131,86 @@ struct Sum {
     quarters: BTreeMap<i64, Figures>,
 }
 
-/// A row's quarters, as stored: for each, its start and figures, eight
-/// little-endian numbers (start, the five token counts, facts unpriced,
-/// cost as f64 bits).
-fn encode(quarters: &BTreeMap<i64, Figures>) -> Vec<u8> {
-    let mut out = Vec::with_capacity(quarters.len() * 64);
-    for (start, f) in quarters {
-        let t = &f.tokens;
-        for n in [
-            *start,
-            to_i64(t.input),
-            to_i64(t.output),
-            to_i64(t.cache_write_5m),
-            to_i64(t.cache_write_1h),
-            to_i64(t.cache_read),
-            to_i64(f.n_unpriced),
-        ] {
-            out.extend_from_slice(&n.to_le_bytes());
+/// One row's sums as a report reads them.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(super) struct Sums {
+    pub figures: Figures,
+    pub first_ms: i64,
+    pub last_ms: i64,
+    /// Each quarter's start and figures, when the facts fall in more than
+    /// one.
+    pub quarters: Vec<(i64, Figures)>,
+}
+
+/// Figures as eight little-endian numbers: the five token counts, facts
+/// unpriced, the cost as f64 bits, after `lead`.
+fn put_figures(out: &mut Vec<u8>, lead: i64, f: &Figures) {
+    let t = &f.tokens;
+    for n in [
+        lead,
+        to_i64(t.input),
+        to_i64(t.output),
+        to_i64(t.cache_write_5m),
+        to_i64(t.cache_write_1h),
+        to_i64(t.cache_read),
+        to_i64(f.n_unpriced),
+    ] {
+        out.extend_from_slice(&n.to_le_bytes());
+    }
+    out.extend_from_slice(&f.cost_usd.to_bits().to_le_bytes());
+}
+
+/// What `put_figures` wrote: the lead and the figures.
+fn get_figures(entry: &[u8]) -> (i64, Figures) {
+    let n = |i: usize| {
+        let mut b = [0; 8];
+        b.copy_from_slice(&entry[i * 8..i * 8 + 8]);
+        i64::from_le_bytes(b)
+    };
+    let count = |i: usize| n(i).max(0) as u64;
+    (
+        n(0),
+        Figures {
+            tokens: Tokens {
+                input: count(1),
+                output: count(2),
+                cache_write_5m: count(3),
+                cache_write_1h: count(4),
+                cache_read: count(5),
+            },
+            n_unpriced: count(6),
+            cost_usd: f64::from_bits(n(7) as u64),
+        },
+    )
+}
+
+/// A row's `sums` as stored: 64 bytes of the first time and the figures,
+/// 8 of the last time, then 64 for each quarter (its start and figures).
+fn encode(sums: &Sum) -> Vec<u8> {
+    let mut out = Vec::with_capacity(72 + sums.quarters.len() * 64);
+    put_figures(&mut out, sums.first_ms, &sums.figures);
+    out.extend_from_slice(&sums.last_ms.to_le_bytes());
+    if sums.quarters.len() > 1 {
+        for (start, f) in &sums.quarters {
+            put_figures(&mut out, *start, f);
         }
-        out.extend_from_slice(&f.cost_usd.to_bits().to_le_bytes());
     }
     out
 }
 
-/// What `encode` wrote; an entry cut short is left out.
-pub(super) fn decode(bytes: &[u8]) -> Vec<(i64, Figures)> {
-    bytes
-        .chunks_exact(64)
-        .map(|q| {
-            let n = |i: usize| {
-                let mut b = [0; 8];
-                b.copy_from_slice(&q[i * 8..i * 8 + 8]);
-                i64::from_le_bytes(b)
-            };
-            let count = |i: usize| n(i).max(0) as u64;
-            (
-                n(0),
-                Figures {
-                    tokens: Tokens {
-                        input: count(1),
-                        output: count(2),
-                        cache_write_5m: count(3),
-                        cache_write_1h: count(4),
-                        cache_read: count(5),
-                    },
-                    n_unpriced: count(6),
-                    cost_usd: f64::from_bits(n(7) as u64),
-                },
-            )
-        })
-        .collect()
+/// What `encode` wrote; `None` for a blob too short to hold the sums, and a
+/// quarter cut short is left out.
+pub(super) fn decode(bytes: &[u8]) -> Option<Sums> {
+    let (head, quarters) = (bytes.get(..72)?, &bytes[72..]);
+    let (first_ms, figures) = get_figures(&head[..64]);
+    let mut last = [0; 8];
+    last.copy_from_slice(&head[64..72]);
+    Some(Sums {
+        figures,
+        first_ms,
+        last_ms: i64::from_le_bytes(last),
+        quarters: quarters.chunks_exact(64).map(get_figures).collect(),
+    })
 }
 
 /// Writes the rows of `conversation`'s `facts` (of one owner), summed by
@@ -218,15 +245,11 @@ fn insert_sums(
             .add(&f.figures);
     }
     let mut stmt = tx.prepare_cached(
-        "INSERT INTO usage_hours (user_id, conversation, hour_ms, edge, agent_runtime, model,
-             machine, project, input_tokens, output_tokens, cache_write_5m_tokens,
-             cache_write_1h_tokens, cache_read_tokens, cost_usd, n_unpriced, first_ms, last_ms,
-             quarters)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)",
+        "INSERT INTO usage_hour_sums (user_id, conversation, hour_ms, edge, agent_runtime, model,
+             machine, project, sums)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
     )?;
     for ((hour, key), sum) in sums {
-        let t = &sum.figures.tokens;
-        let quarters = (sum.quarters.len() > 1).then(|| encode(&sum.quarters));
         stmt.execute(params![
             user_id,
             conversation,
@@ -236,16 +259,7 @@ fn insert_sums(
             key.model,
             key.machine,
             key.project,
-            to_i64(t.input),
-            to_i64(t.output),
-            to_i64(t.cache_write_5m),
-            to_i64(t.cache_write_1h),
-            to_i64(t.cache_read),
-            sum.figures.cost_usd,
-            to_i64(sum.figures.n_unpriced),
-            sum.first_ms,
-            sum.last_ms,
-            quarters,
+            encode(&sum),
         ])?;
     }
     Ok(())
@@ -358,8 +372,10 @@ impl Touched {
                 .execute(params![id, now])?;
         }
         for (conversation, hour) in &self.hours {
-            tx.prepare_cached("DELETE FROM usage_hours WHERE conversation = ?1 AND hour_ms = ?2")?
-                .execute(params![conversation, hour])?;
+            tx.prepare_cached(
+                "DELETE FROM usage_hour_sums WHERE conversation = ?1 AND hour_ms = ?2",
+            )?
+            .execute(params![conversation, hour])?;
             let facts: Vec<(String, String, Fact)> = tx
                 .prepare_cached(&format!(
                     "{FACTS} AND conversation = ?1 AND at_ms >= ?2 AND at_ms < ?3"
@@ -383,7 +399,7 @@ pub(super) fn rebuild(tx: &Transaction<'_>) -> Result<()> {
              AND n.run_id > usage.run_id AND n.conversation != usage.conversation)",
         [],
     )?;
-    tx.execute("DELETE FROM usage_hours", [])?;
+    tx.execute("DELETE FROM usage_hour_sums", [])?;
     let mut stmt = tx.prepare(&format!("{FACTS} ORDER BY conversation"))?;
     let mut rows = stmt.query([])?;
     let mut current: Option<(String, String)> = None;
@@ -409,28 +425,41 @@ mod tests {
     use super::*;
 
     #[test]
-    fn quarters_read_back_as_written_and_a_cut_entry_is_left_out() {
-        let mut q = BTreeMap::new();
-        q.insert(
-            900_000,
-            Figures {
-                tokens: Tokens {
-                    input: 1,
-                    output: 2,
-                    cache_write_5m: 3,
-                    cache_write_1h: 4,
-                    cache_read: u64::MAX >> 1,
-                },
-                cost_usd: 0.125,
-                n_unpriced: 1,
+    fn sums_read_back_as_written_and_a_cut_entry_is_left_out() {
+        let big = Figures {
+            tokens: Tokens {
+                input: 1,
+                output: 2,
+                cache_write_5m: 3,
+                cache_write_1h: 4,
+                cache_read: u64::MAX >> 1,
             },
+            cost_usd: 0.125,
+            n_unpriced: 1,
+        };
+        let small = Figures::of(Tokens::default(), Some(2.5));
+        let mut total = big;
+        total.add(&small);
+        let mut sum = Sum {
+            figures: total,
+            first_ms: 900_000,
+            last_ms: 1_800_001,
+            quarters: BTreeMap::new(),
+        };
+        sum.quarters.insert(900_000, big);
+        sum.quarters.insert(1_800_000, small);
+        let bytes = encode(&sum);
+        let back = decode(&bytes).unwrap_or_else(|| panic!("sums"));
+        assert_eq!(
+            (back.figures, back.first_ms, back.last_ms),
+            (total, 900_000, 1_800_001)
         );
-        q.insert(1_800_000, Figures::of(Tokens::default(), Some(2.5)));
-        let bytes = encode(&q);
-        let back: BTreeMap<i64, Figures> = decode(&bytes).into_iter().collect();
-        assert_eq!(back, q);
-        assert_eq!(decode(&bytes[..100]).len(), 1);
-        assert!(decode(&[]).is_empty());
+        assert_eq!(back.quarters, [(900_000, big), (1_800_000, small)]);
+        assert_eq!(decode(&bytes[..100]).map(|s| s.quarters.len()), Some(0));
+        assert_eq!(decode(&bytes[..71]), None);
+        // Facts in one quarter keep none.
+        sum.quarters.remove(&1_800_000);
+        assert!(decode(&encode(&sum)).is_some_and(|s| s.quarters.is_empty()));
     }
 
     #[test]

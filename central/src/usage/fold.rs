@@ -28,15 +28,19 @@ pub(crate) fn next(
     if delta.facts.is_empty() && delta.n_refused == 0 && delta.context.is_none() {
         return None;
     }
-    let mut fold = Fold::default();
-    if let Some(prior) = prior {
-        fold.add(Reading {
-            facts: prior.rows.iter().map(|r| r.fact.clone()).collect(),
-            n_refused: prior.n_refused,
-            context: prior.context.clone(),
-        });
-    }
+    let mut fold = match prior {
+        Some(prior) => Fold::resume(
+            Reading {
+                facts: prior.rows.iter().map(|r| r.fact.clone()).collect(),
+                n_refused: prior.n_refused,
+                context: prior.context.clone(),
+            },
+            prior.running,
+        ),
+        None => Fold::default(),
+    };
     fold.add(delta);
+    let running = fold.running();
     let after = fold.into_reading();
     let before = prior.map_or(&[][..], |p| p.rows.as_slice());
     let rows = after
@@ -45,10 +49,16 @@ pub(crate) fn next(
         .enumerate()
         .map(|(i, fact)| match before.get(i) {
             Some(old) if old.fact == fact => old.clone(),
-            _ => row(fact, run),
+            Some(old) => UsageRow {
+                id: old.id,
+                ..row(fact, run)
+            },
+            None => row(fact, run),
         })
         .collect();
-    usage_of(run, rows, after.n_refused, after.context)
+    let complete = prior.is_none_or(|p| p.complete);
+    usage_of(run, rows, complete, after.n_refused, after.context)
+        .map(|u| ConversationUsage { running, ..u })
 }
 
 /// The usage of a conversation read whole (its bytes up to and with
@@ -59,12 +69,13 @@ pub(crate) fn whole(reading: Reading, run: &Run) -> Option<ConversationUsage> {
         .into_iter()
         .map(|fact| row(fact, run))
         .collect();
-    usage_of(run, rows, reading.n_refused, reading.context)
+    usage_of(run, rows, true, reading.n_refused, reading.context)
 }
 
 fn usage_of(
     run: &Run,
     rows: Vec<UsageRow>,
+    complete: bool,
     n_refused: u64,
     context: Option<kith_shared::usage::Context>,
 ) -> Option<ConversationUsage> {
@@ -76,7 +87,9 @@ fn usage_of(
             .unwrap_or(&run.source_identity)
             .to_owned(),
         rows,
+        complete,
         n_refused,
+        running: None,
         context,
         carried: None,
     })
@@ -86,6 +99,7 @@ fn usage_of(
 /// run's start (the delta's first time, else when central took it).
 fn row(fact: UsageFact, run: &Run) -> UsageRow {
     UsageRow {
+        id: None,
         at: fact.time.clone().unwrap_or_else(|| run.started_at.clone()),
         fact,
         run_id: run.id.clone(),
@@ -99,7 +113,7 @@ fn row(fact: UsageFact, run: &Run) -> UsageRow {
 mod tests {
     use kith_proto::AgentRuntime;
     use kith_shared::transcript::Format;
-    use kith_shared::usage::facts;
+    use kith_shared::usage::{facts, Merge, Tokens};
 
     use super::*;
 
@@ -137,6 +151,80 @@ mod tests {
             }
         }
         usage
+    }
+
+    /// Folds `deltas` as ingest does: each delta given only the stored
+    /// facts of its `Merge::Last` keys and the running total before (what
+    /// `Registry::conversation_usage` reads), its rows written back by id.
+    fn fold_resumed(runtime: AgentRuntime, deltas: &[String]) -> Vec<UsageRow> {
+        let format = Format::of_runtime(runtime.as_str());
+        let mut stored: Vec<UsageRow> = Vec::new();
+        let mut fold: Option<ConversationUsage> = None;
+        for (i, delta) in deltas.iter().enumerate() {
+            let r = run(&format!("r{i}"), runtime, "2026-05-01T00:00:00.000Z");
+            let reading = facts(format, delta.as_bytes());
+            let prior = fold.as_ref().map(|f| ConversationUsage {
+                rows: stored
+                    .iter()
+                    .filter(|row| {
+                        matches!(row.fact.merge, Merge::Last)
+                            && reading.facts.iter().any(|n| n.key == row.fact.key)
+                    })
+                    .cloned()
+                    .collect(),
+                complete: false,
+                ..f.clone()
+            });
+            let Some(u) = next(prior.as_ref(), reading, &r) else {
+                continue;
+            };
+            for row in &u.rows {
+                match row.id {
+                    Some(id) => stored[id as usize] = row.clone(),
+                    None => stored.push(UsageRow {
+                        id: Some(stored.len() as i64),
+                        ..row.clone()
+                    }),
+                }
+            }
+            fold = Some(ConversationUsage {
+                rows: Vec::new(),
+                ..u
+            });
+        }
+        stored
+    }
+
+    #[test]
+    fn a_fold_resumed_from_the_facts_a_delta_may_change_equals_a_fold_of_all() {
+        let (t0, t1) = ("2026-05-01T10:00:00.000Z", "2026-05-01T10:05:00.000Z");
+        let claude_deltas = [
+            claude("msg_1", 1, t0) + &claude("msg_2", 7, t0),
+            claude("msg_2", 40, t0) + &claude("msg_3", 2, t1),
+            claude("msg_4", 5, t1),
+            claude("msg_3", 9, t1) + &claude("msg_1", 1, t0),
+        ];
+        let codex_deltas = [
+            codex_total(100, t0),
+            codex_total(250, t0) + &codex_total(250, t1),
+            // A restarted total, then on from it.
+            codex_total(30, t1),
+            codex_total(80, t1),
+        ];
+        for (runtime, deltas) in [
+            (AgentRuntime::ClaudeCode, &claude_deltas[..]),
+            (AgentRuntime::Codex, &codex_deltas[..]),
+        ] {
+            let all = fold_all(runtime, deltas).unwrap_or_else(|| panic!("usage"));
+            let figures = |rows: &[UsageRow]| -> Vec<(String, Tokens, String)> {
+                rows.iter()
+                    .map(|r| (r.fact.key.clone(), r.fact.tokens, r.run_id.clone()))
+                    .collect()
+            };
+            let resumed = fold_resumed(runtime, deltas);
+            assert_eq!(figures(&resumed), figures(&all.rows), "{runtime:?}");
+            assert!(resumed.len() >= 4, "{runtime:?}: {resumed:?}");
+        }
     }
 
     #[test]

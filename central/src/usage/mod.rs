@@ -18,7 +18,7 @@ mod report;
 use std::collections::HashMap;
 
 use kith_proto::{UsageBy, UsageQuery, UsageReport, UsageResponse};
-use kith_shared::usage::{carry, cost, facts, reads_whole, PriceTable};
+use kith_shared::usage::{carry, cost, facts, reads_whole, PriceTable, Reading};
 
 use crate::error::{Error, Result};
 use crate::privacy::{FamilyUsageRefused, UsageReach};
@@ -42,9 +42,12 @@ pub(crate) fn after_delta(
     let transcript =
         crate::registry::transcript_of(&run.source_identity).unwrap_or(&run.source_identity);
     if reads_whole(format) {
-        let prior = state
-            .registry()
-            .conversation_usage(viewer, conversation, transcript)?;
+        let prior = state.registry().conversation_usage(
+            viewer,
+            conversation,
+            transcript,
+            &Reading::default(),
+        )?;
         // What the deltas before carried for this one; read from their
         // blobs once when no fold kept it (a registry of an older kith).
         let mut whole = match prior.and_then(|p| p.carried) {
@@ -74,7 +77,7 @@ pub(crate) fn after_delta(
     }
     let prior = state
         .registry()
-        .conversation_usage(viewer, conversation, transcript)?;
+        .conversation_usage(viewer, conversation, transcript, &delta)?;
     Ok(fold::next(prior.as_ref(), delta, run).map(|u| priced(u, state.prices())))
 }
 

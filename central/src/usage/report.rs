@@ -216,6 +216,8 @@ struct Sum {
     tokens: [u64; 4],
     cost_usd: f64,
     unpriced: BTreeSet<String>,
+    /// The last response's time.
+    last_ms: Option<i64>,
 }
 
 impl Sum {
@@ -318,7 +320,7 @@ enum Bucket {
     Month(i32, u8),
     /// A billing block by its start, in ms.
     Block(i64),
-    Session(Option<String>),
+    Session(Option<Arc<str>>),
 }
 
 impl Bucket {
@@ -327,15 +329,15 @@ impl Bucket {
             Bucket::Day(date) => date.to_string(),
             Bucket::Month(year, month) => format!("{year:04}-{month:02}"),
             Bucket::Block(start) => zone.minute_of(*start),
-            Bucket::Session(conversation) => conversation
-                .clone()
-                .unwrap_or_else(|| NOT_SHARED.to_owned()),
+            Bucket::Session(conversation) => {
+                conversation.as_deref().unwrap_or(NOT_SHARED).to_owned()
+            }
         }
     }
 }
 
 /// The day, week or month of responses, by the zone's date of each; the
-/// date of the last hour asked kept (sums come in order of their hour).
+/// instants of the last date asked kept (sums come in order of their hour).
 struct Periods<'a> {
     shape: &'a Shape,
     last: Option<(i64, i64, Date)>,
@@ -346,10 +348,21 @@ impl Periods<'_> {
         let date = match self.last {
             Some((from, to, date)) if (from..to).contains(&at_ms) => date,
             _ => {
-                let date = self.shape.zone.date_of(at_ms);
-                // A zone's date changes only on a quarter hour.
-                let from = at_ms.div_euclid(QUARTER_MS) * QUARTER_MS;
-                self.last = Some((from, from + QUARTER_MS, date));
+                let zone = &self.shape.zone;
+                let date = zone.date_of(at_ms);
+                let day = date
+                    .next_day()
+                    .map(|next| (zone.start_of(date), zone.start_of(next)));
+                let (from, to) = match day {
+                    Some((from, to)) if (from..to).contains(&at_ms) => (from, to),
+                    // Past the calendars' ends: its quarter hour (a zone's
+                    // date changes only on a quarter hour).
+                    _ => {
+                        let from = at_ms.div_euclid(QUARTER_MS) * QUARTER_MS;
+                        (from, from + QUARTER_MS)
+                    }
+                };
+                self.last = Some((from, to, date));
                 date
             }
         };
@@ -398,11 +411,8 @@ fn group_of(fact: &CountedUsage, by: Option<UsageBy>) -> Option<Arc<str>> {
     match by? {
         UsageBy::Model => fact.model.clone(),
         UsageBy::Agent => Some(fact.agent_runtime.clone()),
-        UsageBy::Machine => fact.work.as_ref().map(|w| Arc::from(w.machine.as_str())),
-        UsageBy::Project => fact
-            .work
-            .as_ref()
-            .and_then(|w| w.project.as_deref().map(Arc::from)),
+        UsageBy::Machine => fact.work.as_ref().map(|w| w.machine.clone()),
+        UsageBy::Project => fact.work.as_ref().and_then(|w| w.project.clone()),
         UsageBy::Person => Some(fact.person.clone()),
     }
 }
@@ -418,8 +428,6 @@ pub(crate) fn report(
     let mut total = Sum::default();
     type Key = (Bucket, Option<Arc<str>>, Option<Arc<str>>);
     let mut rows: HashMap<Key, Sum> = HashMap::new();
-    // A session's last activity orders the session report.
-    let mut last: HashMap<Bucket, i64> = HashMap::new();
     let blocks = if shape.report == UsageReport::Blocks {
         Blocks::of(facts, shape.family)
     } else {
@@ -435,22 +443,33 @@ pub(crate) fn report(
             (shape.family && shape.by != Some(UsageBy::Person)).then(|| fact.person.clone());
         let group = group_of(fact, shape.by);
         add_to_buckets(fact, shape, &blocks, &mut periods, |bucket, figures| {
-            if shape.report == UsageReport::Session {
-                let at = last.entry(bucket.clone()).or_insert(fact.last_ms);
-                *at = (*at).max(fact.last_ms);
-            }
-            rows.entry((bucket, person.clone(), group.clone()))
-                .or_default()
-                .add(figures, model);
+            let sum = rows
+                .entry((bucket, person.clone(), group.clone()))
+                .or_default();
+            sum.add(figures, model);
+            sum.last_ms = Some(sum.last_ms.map_or(fact.last_ms, |l| l.max(fact.last_ms)));
         });
     }
     let mut rows: Vec<(Key, Sum)> = rows.into_iter().collect();
     if shape.report == UsageReport::Session {
+        // A session's last activity orders the session report.
+        let mut last: HashMap<Bucket, i64> = HashMap::new();
+        for ((bucket, _, _), sum) in &rows {
+            if let Some(at) = sum.last_ms {
+                let l = last.entry(bucket.clone()).or_insert(at);
+                *l = (*l).max(at);
+            }
+        }
         // By last activity; within a session, groups in order.
-        rows.sort_by(|((a, ap, ag), _), ((b, bp, bg), _)| {
-            let at = |k: &Bucket| last.get(k).copied().unwrap_or(0);
-            (at(a), a, ap, ag).cmp(&(at(b), b, bp, bg))
-        });
+        let mut by_last: Vec<(i64, Key, Sum)> = rows
+            .into_iter()
+            .map(|(key, sum)| (last.get(&key.0).copied().unwrap_or(0), key, sum))
+            .collect();
+        by_last.sort_by(|(a_at, a, _), (b_at, b, _)| (a_at, a).cmp(&(b_at, b)));
+        rows = by_last
+            .into_iter()
+            .map(|(_, key, sum)| (key, sum))
+            .collect();
     } else {
         rows.sort_by(|(a, _), (b, _)| a.cmp(b));
     }
@@ -658,7 +677,7 @@ mod tests {
     fn sessions_come_in_order_of_last_activity() {
         let in_conversation = |mut f: CountedUsage, c: &str| {
             if let Some(w) = f.work.as_mut() {
-                w.conversation = c.to_owned();
+                w.conversation = c.into();
             }
             f
         };

@@ -341,6 +341,26 @@ pub struct Fold {
 }
 
 impl Fold {
+    /// A fold that continues after facts it is not given all of: `kept`,
+    /// the earlier facts the next delta may change (its [`Merge::Last`]
+    /// keys') with the count refused and what the bytes before left in
+    /// effect, and `running`, the total of the last
+    /// [`Merge::RunningTotal`] fact before ([`Fold::running`]). Adding a
+    /// delta then gives what a fold of every delta gives for the facts the
+    /// delta wrote or changed.
+    pub fn resume(kept: Reading, running: Option<Tokens>) -> Self {
+        let mut fold = Fold::default();
+        fold.add(kept);
+        fold.running = running;
+        fold
+    }
+
+    /// The running total the next [`Merge::RunningTotal`] fact is counted
+    /// from, `None` before any.
+    pub fn running(&self) -> Option<Tokens> {
+        self.running
+    }
+
     /// Adds the next delta's reading (or a fold's own, to continue it).
     pub fn add(&mut self, reading: Reading) {
         self.n_refused = self.n_refused.saturating_add(reading.n_refused);
