@@ -1468,13 +1468,21 @@ mod usage {
         }))
     }
 
-    /// A central holding `n` responses of one person (see
-    /// `report_latency`), their usage under `field`; its token, and how
-    /// long the ingest took in seconds.
-    fn year_of_responses(n: usize, field: &str) -> Result<(Central, String, f64)> {
-        let central = Central::start_with(&[("KITH_EMBED_PROVIDER", "none")])?;
-        let token = central.register("bench.test", "bench")?;
-        let api = central.client(&token);
+    /// Two centrals holding `n` responses of one person (see
+    /// `report_latency`), sent `per_delta` responses to a delta (at most
+    /// 4 MiB), each delta to one and then the other, so that both meet the
+    /// same disk: the first with their usage, the second with it under
+    /// another name (the same bytes, no facts). The first central, its
+    /// token, and each one's time in ingest requests, in seconds.
+    fn year_of_responses(n: usize, per_delta: usize) -> Result<(Central, String, f64, f64)> {
+        let with = Central::start_with(&[("KITH_EMBED_PROVIDER", "none")])?;
+        let without = Central::start_with(&[("KITH_EMBED_PROVIDER", "none")])?;
+        let token = with.register("bench.test", "bench")?;
+        let apis = [
+            with.client(&token),
+            without.client(&without.register("bench.test", "bench")?),
+        ];
+        let mut took = [Duration::ZERO; 2];
         let models = [
             "claude-sonnet-4-5",
             "claude-opus-4-6",
@@ -1483,20 +1491,24 @@ mod usage {
         ];
         let per_session = 100;
         let sessions = n.div_ceil(per_session);
-        let started = Instant::now();
         let mut delta = String::new();
         let mut sent = 0usize;
-        let flush = |delta: &mut String, offset: &mut u64, session: usize| -> Result<()> {
+        let mut flush = |delta: &mut String, offset: &mut u64, session: usize| -> Result<()> {
             if delta.is_empty() {
                 return Ok(());
             }
             let len = delta.len() as u64;
-            api.ingest(&json!({
-                "jsonl": delta, "agent_runtime": "claude-code",
-                "source_identity": format!("bench-usage/{session}"),
-                "from_offset": *offset, "to_offset": *offset + len,
-                "cwd": format!("/home/b/src/p{}", session % 3),
-            }))?;
+            let unnamed = delta.replace("\"usage\":", "\"usagx\":");
+            for (i, jsonl) in [&*delta, &unnamed].into_iter().enumerate() {
+                let t = Instant::now();
+                apis[i].ingest(&json!({
+                    "jsonl": jsonl, "agent_runtime": "claude-code",
+                    "source_identity": format!("bench-usage/{session}"),
+                    "from_offset": *offset, "to_offset": *offset + len,
+                    "cwd": format!("/home/b/src/p{}", session % 3),
+                }))?;
+                took[i] += t.elapsed();
+            }
             *offset += len;
             delta.clear();
             Ok(())
@@ -1513,30 +1525,36 @@ mod usage {
                     "timestamp": at, "requestId": format!("req{s}-{m}"), "cwd": format!("/home/b/src/p{}", s % 3),
                     "message": {"id": format!("msg{s}-{m}"), "role": "assistant", "model": models[(s + m) % 4],
                         "content": [],
-                        field: {"input_tokens": 3 + m % 7, "output_tokens": 100 + m, "cache_creation_input_tokens": 1000,
+                        "usage": {"input_tokens": 3 + m % 7, "output_tokens": 100 + m, "cache_creation_input_tokens": 1000,
                                   "cache_read_input_tokens": 20_000 + m}}
                 });
                 delta.push_str(&line.to_string());
                 delta.push('\n');
-                if delta.len() > 4 << 20 {
+                if delta.len() > 4 << 20 || (m + 1) % per_delta == 0 {
                     flush(&mut delta, &mut offset, s)?;
                 }
             }
             flush(&mut delta, &mut offset, s)?;
             sent += per_session.min(n - sent);
         }
-        let ingest_s = started.elapsed().as_secs_f64();
-        Ok((central, token, ingest_s))
+        Ok((with, token, took[0].as_secs_f64(), took[1].as_secs_f64()))
     }
 
     /// `n` Claude Code responses of one person across a year (100 per
     /// session, 4 models, 3 projects), ingested through the API; then each
-    /// report asked for 30 times (10 past 100,000). The same responses
+    /// report asked for 30 times (10 past 100,000) after one untimed
+    /// request. What counting usage adds to ingest: the same responses
     /// with their usage under another name (the same bytes, no facts) go
-    /// to a second central first: what counting usage adds to ingest.
+    /// to a second central alongside, a session to a delta as a backfill
+    /// sends them; and the first 100,000 both ways as capture sends them,
+    /// a delta per turn of 10 responses.
     fn report_latency(n: usize) -> Result<Value> {
-        let (_, _, without_s) = year_of_responses(n, "usagx")?;
-        let (central, token, ingest_s) = year_of_responses(n, "usage")?;
+        // As capture sends them: a delta per turn of 10 responses, for
+        // the first 100,000.
+        let turns = n.min(100_000);
+        let (_, _, turns_s, turns_without_s) = year_of_responses(turns, 10)?;
+        // As a backfill sends them: a session to a delta.
+        let (central, token, ingest_s, without_s) = year_of_responses(n, usize::MAX)?;
         let api = central.client(&token);
         let mut reports = serde_json::Map::new();
         for query in [
@@ -1551,6 +1569,7 @@ mod usage {
             "report=blocks",
             "report=daily&since=2026-03-01T10:07:00Z&until=2026-09-01",
         ] {
+            api.get(&format!("/api/usage?{query}"))?;
             let mut samples = Vec::new();
             for _ in 0..if n > 100_000 { 10 } else { 30 } {
                 let t = Instant::now();
@@ -1568,6 +1587,12 @@ mod usage {
             "ingest_s": ingest_s,
             "ingest_without_usage_s": without_s,
             "usage_ingest_cost_pct": (ingest_s / without_s - 1.0) * 100.0,
+            "turns": {
+                "messages": turns,
+                "ingest_s": turns_s,
+                "ingest_without_usage_s": turns_without_s,
+                "usage_ingest_cost_pct": (turns_s / turns_without_s - 1.0) * 100.0,
+            },
             "output_tokens_counted": check.body["totals"]["output_tokens"],
             "reports_ms": reports,
         }))
