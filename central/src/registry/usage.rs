@@ -160,6 +160,9 @@ pub struct UsageFilter {
     /// Whether to read what names each run's work (`CountedUsage::work`):
     /// for a report by conversation, machine or project.
     pub work: bool,
+    /// Whether that work's machine and project too, for a report by
+    /// either: else the sums' are left empty.
+    pub work_place: bool,
 }
 
 /// Usage a report counts: one fact, or the facts of one hour of a
@@ -269,7 +272,8 @@ struct Pieces {
     from: Option<i64>,
 }
 
-/// Where a counted fact's run was: its conversation, machine and project.
+/// Where a counted fact's run was: its conversation, machine and project
+/// (of summed hours, empty unless `UsageFilter::work_place`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Work {
     pub conversation: Arc<str>,
@@ -800,9 +804,13 @@ impl Registry {
         out: &mut Vec<CountedUsage>,
     ) -> Result<()> {
         let mut sql = Sql::new("SELECT h.model, h.sums, h.agent_runtime, h.user_id");
-        if filter.work {
-            sql.push(", h.conversation, h.machine, h.project");
-        }
+        match (filter.work, filter.work_place) {
+            (true, true) => sql.push(", h.conversation, h.machine, h.project"),
+            // A session report names no machine or project: two columns
+            // fewer to read of every row.
+            (true, false) => sql.push(", h.conversation, '', NULL"),
+            (false, _) => &mut sql,
+        };
         sql.push(" FROM usage_hour_sums h WHERE 1");
         if let Some(user) = &members.owner {
             sql.and("h.user_id = ?1", user.clone());

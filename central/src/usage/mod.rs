@@ -165,6 +165,7 @@ pub(crate) fn usage(state: &AppState, viewer: &Viewer, q: &UsageQuery) -> Result
         until_ms: at(&q.until, report::Edge::Until)?,
         work: kind == UsageReport::Session
             || matches!(q.by, Some(UsageBy::Machine | UsageBy::Project)),
+        work_place: matches!(q.by, Some(UsageBy::Machine | UsageBy::Project)),
     };
     let registry = state.registry();
     let facts = registry.usage(viewer, reach, &filter)?;
