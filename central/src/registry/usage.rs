@@ -32,7 +32,9 @@ use kith_proto::AgentRuntime;
 use kith_shared::usage::{cost, Context, Merge, PriceTable, Reading, Tokens, UsageFact};
 use rusqlite::{params, OptionalExtension, Row, Transaction};
 
-use super::usage_hours::{count, decode, hour_of, tokens_at, Figures, Touched, HOUR_MS, LAYOUT};
+use super::usage_hours::{
+    count, decode, get_tokens, hour_of, put_tokens, tokens_at, Figures, Touched, HOUR_MS, LAYOUT,
+};
 use super::{to_i64, Registry, Sql, Viewer};
 use crate::error::Result;
 use crate::privacy::{Rule, UsageReach};
@@ -94,7 +96,7 @@ CREATE TABLE IF NOT EXISTS usage_folds (
     time TEXT,
     n_refused INTEGER NOT NULL,
     carry BLOB,
-    -- `ConversationUsage::running` (`encode_tokens`).
+    -- `ConversationUsage::running` (`usage_hours::put_tokens`).
     running BLOB
 );
 ";
@@ -441,41 +443,6 @@ fn rows_by_id(tx: &Transaction<'_>, ids: &[i64]) -> Result<HashMap<i64, UsageRow
     Ok(out)
 }
 
-/// A running total as `usage_folds.running` keeps it: five little-endian
-/// counts.
-fn encode_tokens(t: &Tokens) -> Vec<u8> {
-    [
-        t.input,
-        t.output,
-        t.cache_write_5m,
-        t.cache_write_1h,
-        t.cache_read,
-    ]
-    .iter()
-    .flat_map(|n| n.to_le_bytes())
-    .collect()
-}
-
-/// What `encode_tokens` wrote; `None` for anything else.
-fn decode_tokens(bytes: &[u8]) -> Option<Tokens> {
-    let n: Vec<u64> = bytes
-        .chunks_exact(8)
-        .map(|b| u64::from_le_bytes(b.try_into().unwrap_or_default()))
-        .collect();
-    match n[..] {
-        [input, output, cache_write_5m, cache_write_1h, cache_read] if bytes.len() == 40 => {
-            Some(Tokens {
-                input,
-                output,
-                cache_write_5m,
-                cache_write_1h,
-                cache_read,
-            })
-        }
-        _ => None,
-    }
-}
-
 /// Writes `u`'s rows: a stored row that changed is updated, a new one
 /// inserted, and when `u` is complete its stored rows past them deleted (a
 /// fold keeps its earlier facts in their places, changing some, and adds
@@ -561,7 +528,11 @@ pub(super) fn write(tx: &Transaction<'_>, u: &ConversationUsage) -> Result<()> {
         context.time,
         to_i64(u.n_refused),
         u.carried,
-        u.running.as_ref().map(encode_tokens),
+        u.running.as_ref().map(|t| {
+            let mut bytes = Vec::with_capacity(40);
+            put_tokens(&mut bytes, t);
+            bytes
+        }),
     ])?;
     Ok(())
 }
@@ -651,7 +622,7 @@ impl Registry {
             rows: Vec::new(),
             complete: false,
             n_refused: count(n_refused),
-            running: running.as_deref().and_then(decode_tokens),
+            running: running.as_deref().and_then(get_tokens),
             context: (model.is_some() || time.is_some()).then_some(Context { model, time }),
             carried,
         };

@@ -142,44 +142,56 @@ pub(super) struct Sums {
     pub quarters: Vec<(i64, Figures)>,
 }
 
-/// Figures as eight little-endian numbers: the five token counts, facts
-/// unpriced, the cost as f64 bits, after `lead`.
-fn put_figures(out: &mut Vec<u8>, lead: i64, f: &Figures) {
-    let t = &f.tokens;
+/// Token counts as five little-endian numbers.
+pub(super) fn put_tokens(out: &mut Vec<u8>, t: &Tokens) {
     for n in [
-        lead,
-        to_i64(t.input),
-        to_i64(t.output),
-        to_i64(t.cache_write_5m),
-        to_i64(t.cache_write_1h),
-        to_i64(t.cache_read),
-        to_i64(f.n_unpriced),
+        t.input,
+        t.output,
+        t.cache_write_5m,
+        t.cache_write_1h,
+        t.cache_read,
     ] {
-        out.extend_from_slice(&n.to_le_bytes());
+        out.extend_from_slice(&to_i64(n).to_le_bytes());
     }
+}
+
+/// The little-endian number at `i` (of 8 bytes each) in `bytes`, which
+/// holds it.
+fn number(bytes: &[u8], i: usize) -> i64 {
+    let mut b = [0; 8];
+    b.copy_from_slice(&bytes[i * 8..i * 8 + 8]);
+    i64::from_le_bytes(b)
+}
+
+/// What `put_tokens` wrote, when `bytes` is exactly that.
+pub(super) fn get_tokens(bytes: &[u8]) -> Option<Tokens> {
+    let n = |i| count(number(bytes, i));
+    (bytes.len() == 40).then(|| Tokens {
+        input: n(0),
+        output: n(1),
+        cache_write_5m: n(2),
+        cache_write_1h: n(3),
+        cache_read: n(4),
+    })
+}
+
+/// Figures as eight little-endian numbers after `lead`: the five token
+/// counts, facts unpriced, the cost as f64 bits.
+fn put_figures(out: &mut Vec<u8>, lead: i64, f: &Figures) {
+    out.extend_from_slice(&lead.to_le_bytes());
+    put_tokens(out, &f.tokens);
+    out.extend_from_slice(&to_i64(f.n_unpriced).to_le_bytes());
     out.extend_from_slice(&f.cost_usd.to_bits().to_le_bytes());
 }
 
-/// What `put_figures` wrote: the lead and the figures.
+/// What `put_figures` wrote (64 bytes): the lead and the figures.
 fn get_figures(entry: &[u8]) -> (i64, Figures) {
-    let n = |i: usize| {
-        let mut b = [0; 8];
-        b.copy_from_slice(&entry[i * 8..i * 8 + 8]);
-        i64::from_le_bytes(b)
-    };
-    let count = |i: usize| n(i).max(0) as u64;
     (
-        n(0),
+        number(entry, 0),
         Figures {
-            tokens: Tokens {
-                input: count(1),
-                output: count(2),
-                cache_write_5m: count(3),
-                cache_write_1h: count(4),
-                cache_read: count(5),
-            },
-            n_unpriced: count(6),
-            cost_usd: f64::from_bits(n(7) as u64),
+            tokens: get_tokens(&entry[8..48]).unwrap_or_default(),
+            n_unpriced: count(number(entry, 6)),
+            cost_usd: f64::from_bits(number(entry, 7) as u64),
         },
     )
 }
@@ -457,6 +469,11 @@ mod tests {
         assert_eq!(back.quarters, [(900_000, big), (1_800_000, small)]);
         assert_eq!(decode(&bytes[..100]).map(|s| s.quarters.len()), Some(0));
         assert_eq!(decode(&bytes[..71]), None);
+        // A running total as a fold keeps it.
+        let mut running = Vec::new();
+        put_tokens(&mut running, &big.tokens);
+        assert_eq!(get_tokens(&running), Some(big.tokens));
+        assert_eq!(get_tokens(&running[..39]), None);
         // Facts in one quarter keep none.
         sum.quarters.remove(&1_800_000);
         assert!(decode(&encode(&sum)).is_some_and(|s| s.quarters.is_empty()));
