@@ -14,7 +14,7 @@ use crate::error::Result;
 use crate::indexer::cap::cap;
 use crate::indexer::worker::{chain_chunks, index_batch};
 use crate::privacy::Operator;
-use crate::registry::{ancestry_of, Lane, NewRun};
+use crate::registry::{ancestry_of, ConversationUsage, Lane, NewRun};
 use crate::run::Run;
 use crate::state::AppState;
 use crate::store::RunRecord;
@@ -100,8 +100,6 @@ pub(crate) fn reindex(state: &AppState, operator: &Operator) -> Result<ReindexRe
             state.prices(),
         )?
     };
-    // Each conversation's usage goes in with one of its runs.
-    let mut counted: HashSet<&str> = HashSet::new();
     let rows: Vec<NewRun<'_>> = runs
         .iter()
         .zip(&ancestries)
@@ -111,14 +109,10 @@ pub(crate) fn reindex(state: &AppState, operator: &Operator) -> Result<ReindexRe
             blob_path: rel,
             idempotency_key: key.as_deref(),
             lane: Lane::Bulk,
-            usage: run
-                .conversation
-                .as_deref()
-                .filter(|c| counted.insert(c))
-                .and_then(|c| usage.get(c)),
         })
         .collect();
-    state.registry().replace_runs(&rows)?;
+    let usage: Vec<&ConversationUsage> = usage.values().collect();
+    state.registry().replace_runs(&rows, &usage)?;
     // Runs chunked by another chunking are cut again: their vectors are of
     // other texts. With the same chunking the chunks come back with the
     // same ids and texts, and keep their vectors.
@@ -203,8 +197,6 @@ pub(crate) fn recover(state: &AppState, operator: &Operator) -> Result<Recovery>
             blob_path: &rel,
             idempotency_key: blob.idempotency_key.as_deref(),
             lane: Lane::Bulk,
-            // Counted from the next `reindex`.
-            usage: None,
         });
         match adopted {
             Ok(()) => recovery.adopted.push(blob.run.id),

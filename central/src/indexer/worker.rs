@@ -1,7 +1,8 @@
 //! The indexing worker: drains the durable `index_jobs` table (realtime lane
 //! first, members in turn: `Registry::pending_jobs_below`), turning each
 //! stored run into chunks in the search index, at most
-//! `cap::MAX_CHUNKS_PER_RUN` of them (the cut recorded on the run). Jobs are
+//! `cap::MAX_CHUNKS_PER_RUN` of them (the cut recorded on the run), and
+//! after each batch counts the stored deltas' usage (`crate::usage::settle`). Jobs are
 //! deleted only after the index commit, so a crash at any point redoes, never
 //! loses, work; on start the worker resumes whatever is pending.
 
@@ -307,6 +308,13 @@ async fn run(state: AppState) {
         }
         let batch = std::panic::catch_unwind(AssertUnwindSafe(|| index_batch(&state)));
         backlog = matches!(batch, Ok(Ok(n)) if n >= BATCH as usize);
+        // The usage of the deltas stored meanwhile, counted at the same
+        // quiet moment, many at a time, off the ingest requests' path.
+        match std::panic::catch_unwind(AssertUnwindSafe(|| crate::usage::settle(&state))) {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => tracing::warn!(error = %e, "counting the deltas' usage failed"),
+            Err(_) => tracing::error!("counting the deltas' usage panicked"),
+        }
         match batch {
             Ok(Ok(0)) => {
                 indexer.recovered();

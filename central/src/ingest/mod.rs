@@ -1,6 +1,6 @@
 //! Accepting one delta: validate it, decide (dedupe, conflict, lineage), write
-//! the blob, record the run, its durable indexing job and its conversation's
-//! usage (`crate::usage`), answer 202.
+//! the blob, record the run with its durable indexing job and its usage to
+//! count (`crate::usage::settle`), answer 202.
 //!
 //! The decision rules, in order:
 //! 1. a reused `Idempotency-Key` or `run_id` with the same bytes is
@@ -38,7 +38,7 @@ use kith_shared::{jsonl, timestamp};
 
 use crate::error::{Code, Error, Result};
 use crate::registry::Viewer;
-use crate::registry::{ancestry_of, ConversationUsage, Lane, NewRun, StoredRun};
+use crate::registry::{ancestry_of, Lane, NewRun, StoredRun};
 use crate::run::Run;
 use crate::state::AppState;
 use crate::store::{BlobStore, RunRecord};
@@ -404,13 +404,6 @@ fn decide_and_store(state: &AppState, viewer: &Viewer, d: Delta) -> Result<(Inge
         _ => Vec::new(),
     };
     let conversation = run.conversation.clone();
-    // Derived, as the catalog is (`reindex` rebuilds it): a conversation
-    // whose earlier bytes cannot be read now does not refuse its delta.
-    let usage = crate::usage::after_delta(state, viewer, &run, req.jsonl.as_bytes())
-        .unwrap_or_else(|e| {
-            tracing::warn!(run_id = %run.id, error = %e, "counting the delta's usage failed");
-            None
-        });
     let stored = store(
         state,
         run,
@@ -418,7 +411,6 @@ fn decide_and_store(state: &AppState, viewer: &Viewer, d: Delta) -> Result<(Inge
         parent,
         req.jsonl.as_bytes(),
         d.chunks,
-        usage.as_ref(),
     )?;
     if let (false, Some(conversation)) = (new_tags.is_empty(), conversation) {
         let add = kith_proto::TagsRequest {
@@ -435,7 +427,7 @@ fn decide_and_store(state: &AppState, viewer: &Viewer, d: Delta) -> Result<(Inge
 }
 
 /// Writes a new run's blob and record, hands its chunks to the indexer,
-/// and records it with its indexing job and its conversation's usage.
+/// and records it with its indexing job and its usage to count.
 fn store(
     state: &AppState,
     run: Run,
@@ -443,7 +435,6 @@ fn store(
     parent: Option<&StoredRun>,
     jsonl: &[u8],
     chunks: Vec<Chunk>,
-    usage: Option<&ConversationUsage>,
 ) -> Result<(IngestResponse, bool)> {
     let user = UserId::parse(&run.user_id).map_err(|e| Error::Internal(e.to_string()))?;
     let id = RunId::parse(&run.id).map_err(|e| Error::Internal(e.to_string()))?;
@@ -468,7 +459,6 @@ fn store(
         blob_path: &blob_path,
         idempotency_key: idempotency_key.as_deref(),
         lane: Lane::Realtime,
-        usage,
     });
     if let Err(e) = inserted {
         state.indexer().take_chunks(&run.id);

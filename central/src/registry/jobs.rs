@@ -365,10 +365,9 @@ mod tests {
                 blob_path: "b",
                 idempotency_key: None,
                 lane: Lane::Bulk,
-                usage: None,
             })
             .collect();
-        registry.replace_runs(&new)?;
+        registry.replace_runs(&new, &[])?;
         runs.iter().map(|r| parse_id(RunId::parse(&r.id))).collect()
     }
 
@@ -388,7 +387,6 @@ mod tests {
             blob_path: "b",
             idempotency_key: None,
             lane: Lane::Bulk,
-            usage: None,
         })?;
         let bob = parse_id(RunId::parse(&bob_run.id))?;
         let batch: Vec<RunId> = registry

@@ -46,7 +46,9 @@ pub use resumes::{NewResume, Resume};
 pub use runs::{ancestry_of, transcript_of, ForestFilter, LiveFacts, NewRun, StoredRun};
 pub use sessions::{SignedIn, SESSION_MAX_DAYS};
 pub use shares::{AuditFilter, AuditRow, Revoked, ShareRow};
-pub use usage::{ConversationUsage, CountedUsage, UsageFilter, UsageRow, Work};
+pub use usage::{
+    ConversationUsage, CountedUsage, PendingUsage, SettledUsage, UsageFilter, UsageRow, Work,
+};
 pub use usage_hours::Figures;
 pub use users::UserRow;
 pub use values::FilterValues;
@@ -579,7 +581,6 @@ mod tests {
                 blob_path: "b",
                 idempotency_key: None,
                 lane: Lane::Bulk,
-                usage: None,
             })
             .unwrap_or_else(|e| panic!("{e}"));
         drop(registry);

@@ -53,10 +53,6 @@ pub struct NewRun<'a> {
     pub blob_path: &'a str,
     pub idempotency_key: Option<&'a str>,
     pub lane: Lane,
-    /// The usage of the run's conversation with the run's delta folded in
-    /// (`crate::usage`), when the delta holds any or changes what its
-    /// conversation's fold carries.
-    pub usage: Option<&'a ConversationUsage>,
 }
 
 /// Filters of the forest view.
@@ -318,31 +314,33 @@ impl Registry {
         self.query_runs(&sql).map(|v| v.into_iter().next())
     }
 
-    /// Inserts the run, its indexing job and its conversation's usage in
-    /// one transaction, and applies `supersede`. A run of a machine revoked by then (its delta
-    /// was on its way) is quarantined: only its owner reads it.
+    /// Inserts the run and its indexing job in one transaction, notes its
+    /// delta's usage as not counted yet (`crate::usage::settle` counts it),
+    /// and applies `supersede`. A run of a machine revoked by then (its
+    /// delta was on its way) is quarantined: only its owner reads it.
     pub fn insert_run(&self, new: &NewRun<'_>) -> Result<()> {
         let mut conn = self.conn();
         let tx = conn.transaction()?;
         write_run(&tx, new, &INSERT_RUN)?;
         quarantine_if_revoked(&tx, new.run)?;
         supersede(&tx, new.run)?;
-        if let Some(usage) = new.usage {
-            super::usage::write(&tx, usage)?;
+        if new.run.conversation.is_some() {
+            super::usage::pend(&tx, &new.run.id)?;
         }
         tx.commit()?;
         Ok(())
     }
 
     /// Makes the run catalog exactly `runs` (read from the blobs by
-    /// `reindex`), each with an indexing job, and the usage table exactly
-    /// their `usage`, in one transaction. A run the
+    /// `reindex`), each with an indexing job, and the usage tables exactly
+    /// `usage` (each conversation's, folded from its runs), in one
+    /// transaction. A run the
     /// catalog already holds keeps what its blob does not say: when central
     /// captured it, its quarantine and its idempotency key (a reindex must
     /// not show a quarantined run to others again); its index and vector
     /// state start over. A run it did not hold is quarantined when its
     /// machine is revoked, as if its delta arrived now.
-    pub fn replace_runs(&self, runs: &[NewRun<'_>]) -> Result<()> {
+    pub fn replace_runs(&self, runs: &[NewRun<'_>], usage: &[&ConversationUsage]) -> Result<()> {
         let mut conn = self.conn();
         let tx = conn.transaction()?;
         tx.execute("DELETE FROM index_jobs", [])?;
@@ -361,10 +359,13 @@ impl Registry {
             if !known.contains(&new.run.id) {
                 quarantine_if_revoked(&tx, new.run)?;
             }
-            if let Some(usage) = new.usage {
-                super::usage::write(&tx, usage)?;
-            }
         }
+        // Every fact is new: counted and summed once, all together.
+        let mut touched = super::usage_hours::Touched::default();
+        for u in usage {
+            super::usage::write(&tx, u, &mut touched)?;
+        }
+        super::usage_hours::rebuild(&tx)?;
         tx.commit()?;
         Ok(())
     }

@@ -176,7 +176,7 @@ impl Registry {
 
     /// The viewer of a user without a machine (a web session), with the
     /// grants they hold now.
-    fn viewer_of_user(&self, user: &UserId) -> Result<Option<Viewer>> {
+    pub(super) fn viewer_of_user(&self, user: &UserId) -> Result<Option<Viewer>> {
         let row = self
             .reader()
             .prepare_cached("SELECT handle, is_admin FROM users WHERE id = ?1")?

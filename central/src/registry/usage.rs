@@ -1,7 +1,9 @@
 //! The `usage` table: one row per usage fact (the tokens and recorded cost
 //! of a model response, `kith_shared::usage`), as folded across its
-//! conversation's deltas by `crate::usage`, written in the transaction
-//! that records the delta's run and rebuilt by `reindex`; and
+//! conversation's deltas by `crate::usage::settle` (a delta's run is
+//! stored with a `usage_pending` row; a settle takes many, in the order
+//! they came, and writes their facts in one transaction) and rebuilt by
+//! `reindex`; and
 //! `usage_folds`, what each conversation's fold carries to its next delta
 //! (the model and time its bytes left in effect, records refused, the last
 //! running total, and for a format whose usage is read whole what of its
@@ -29,13 +31,14 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use kith_proto::AgentRuntime;
+use kith_shared::ids::UserId;
 use kith_shared::usage::{cost, Context, Merge, PriceTable, Reading, Tokens, UsageFact};
 use rusqlite::{params, OptionalExtension, Row, Transaction};
 
 use super::usage_hours::{
     count, decode, get_tokens, hour_of, put_tokens, tokens_at, Figures, Touched, HOUR_MS, LAYOUT,
 };
-use super::{to_i64, Registry, Sql, Viewer};
+use super::{to_i64, Registry, Sql, StoredRun, Viewer};
 use crate::error::Result;
 use crate::privacy::{Rule, UsageReach};
 
@@ -98,6 +101,12 @@ CREATE TABLE IF NOT EXISTS usage_folds (
     carry BLOB,
     -- `ConversationUsage::running` (`usage_hours::put_tokens`).
     running BLOB
+);
+-- Runs whose deltas' usage is not counted yet, in the order they came
+-- (`Registry::pending_usage`, `Registry::settle_usage`).
+CREATE TABLE IF NOT EXISTS usage_pending (
+    seq INTEGER PRIMARY KEY,
+    run_id TEXT NOT NULL
 );
 ";
 
@@ -446,10 +455,13 @@ fn rows_by_id(tx: &Transaction<'_>, ids: &[i64]) -> Result<HashMap<i64, UsageRow
 /// Writes `u`'s rows: a stored row that changed is updated, a new one
 /// inserted, and when `u` is complete its stored rows past them deleted (a
 /// fold keeps its earlier facts in their places, changing some, and adds
-/// new ones after them). The hours and counts of what changed follow
-/// (`usage_hours`).
-pub(super) fn write(tx: &Transaction<'_>, u: &ConversationUsage) -> Result<()> {
-    let mut touched = Touched::default();
+/// new ones after them). What changed is noted in `touched`, whose
+/// `settle` brings the hours and counts along (`usage_hours`).
+pub(super) fn write(
+    tx: &Transaction<'_>,
+    u: &ConversationUsage,
+    touched: &mut Touched,
+) -> Result<()> {
     let mut touch = |row: &UsageRow| {
         touched.fact(
             &u.user_id,
@@ -510,7 +522,6 @@ pub(super) fn write(tx: &Transaction<'_>, u: &ConversationUsage) -> Result<()> {
             }
         }
     }
-    touched.settle(tx)?;
     let context = u.context.clone().unwrap_or_default();
     tx.prepare_cached(
         "INSERT INTO usage_folds (conversation, user_id, agent_runtime, model, time, n_refused,
@@ -542,6 +553,15 @@ pub(super) fn clear(tx: &Transaction<'_>) -> Result<()> {
     tx.execute("DELETE FROM usage", [])?;
     tx.execute("DELETE FROM usage_folds", [])?;
     tx.execute("DELETE FROM usage_hour_sums", [])?;
+    tx.execute("DELETE FROM usage_pending", [])?;
+    Ok(())
+}
+
+/// Notes run `run_id`'s delta as not counted yet (`Registry::settle_usage`
+/// counts it).
+pub(super) fn pend(tx: &Transaction<'_>, run_id: &str) -> Result<()> {
+    tx.prepare_cached("INSERT INTO usage_pending (run_id) VALUES (?1)")?
+        .execute([run_id])?;
     Ok(())
 }
 
@@ -552,6 +572,8 @@ pub(super) fn forget_run(tx: &Transaction<'_>, id: &str) -> Result<()> {
         "DELETE FROM usage_folds WHERE conversation = (SELECT conversation FROM runs WHERE id = ?1)",
     )?
     .execute([id])?;
+    tx.prepare_cached("DELETE FROM usage_pending WHERE run_id = ?1")?
+        .execute([id])?;
     let mut touched = Touched::default();
     // A run's facts are its conversation's.
     const OF_RUN: &str =
@@ -571,7 +593,94 @@ pub(super) fn forget_run(tx: &Transaction<'_>, id: &str) -> Result<()> {
     touched.settle(tx)
 }
 
+/// A run whose delta's usage is not counted yet, with its owner, for whom
+/// `crate::usage::settle` reads the conversation's usage so far.
+pub struct PendingUsage {
+    pub owner: Viewer,
+    pub run: StoredRun,
+}
+
+/// A conversation's usage with the deltas of `runs` (pending, in the order
+/// they came) folded in; `None` when they change nothing of it.
+pub struct SettledUsage {
+    pub runs: Vec<String>,
+    pub usage: Option<ConversationUsage>,
+}
+
 impl Registry {
+    /// Up to `limit` runs whose deltas' usage is not counted yet, in the
+    /// order they came; a run no longer in the catalog is `None`.
+    pub fn pending_usage(&self, limit: u32) -> Result<Vec<(String, Option<PendingUsage>)>> {
+        let ids: Vec<String> = self
+            .reader()
+            .prepare_cached("SELECT run_id FROM usage_pending ORDER BY seq LIMIT ?1")?
+            .query_map([limit], |r| r.get(0))?
+            .collect::<rusqlite::Result<_>>()?;
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut sql = Sql::new("WHERE id IN (SELECT value FROM json_each(");
+        sql.bind(serde_json::to_string(&ids)?).push("))");
+        let mut runs: HashMap<String, StoredRun> = self
+            .query_runs_lean(&sql)?
+            .into_iter()
+            .map(|r| (r.run.id.clone(), r))
+            .collect();
+        let mut owners: HashMap<String, Option<Viewer>> = HashMap::new();
+        let mut out = Vec::with_capacity(ids.len());
+        for id in ids {
+            let pending = match runs.remove(&id) {
+                Some(run) => {
+                    let user = run.run.user_id.clone();
+                    let owner = match owners.get(&user) {
+                        Some(owner) => owner.clone(),
+                        None => {
+                            let owner = match UserId::parse(&user) {
+                                Ok(user) => self.viewer_of_user(&user)?,
+                                Err(_) => None,
+                            };
+                            owners.insert(user, owner.clone());
+                            owner
+                        }
+                    };
+                    owner.map(|owner| PendingUsage { owner, run })
+                }
+                None => None,
+            };
+            out.push((id, pending));
+        }
+        Ok(out)
+    }
+
+    /// Writes each conversation's usage of `settled` and takes its runs off
+    /// the pending list, in one transaction. A conversation some of whose
+    /// runs are no longer pending (forgotten, reindexed or counted by
+    /// another settle since they were read) is left: its usage was folded
+    /// from what has changed since, and what is still pending is read again.
+    pub fn settle_usage(&self, settled: &[SettledUsage]) -> Result<()> {
+        let mut conn = self.conn();
+        let tx = conn.transaction()?;
+        let mut touched = Touched::default();
+        for s in settled {
+            let ids = serde_json::to_string(&s.runs)?;
+            const OF: &str = "FROM usage_pending WHERE run_id IN (SELECT value FROM json_each(?1))";
+            let pending: usize = tx
+                .prepare_cached(&format!("SELECT count(*) {OF}"))?
+                .query_row([&ids], |r| r.get(0))?;
+            if pending != s.runs.len() {
+                continue;
+            }
+            tx.prepare_cached(&format!("DELETE {OF}"))?
+                .execute([&ids])?;
+            if let Some(u) = &s.usage {
+                write(&tx, u, &mut touched)?;
+            }
+        }
+        touched.settle(&tx)?;
+        tx.commit()?;
+        Ok(())
+    }
+
     /// The viewer's own conversation's usage as folded so far, as much of
     /// it as `delta` (the facts of its next delta) may change: the facts
     /// of the delta's [`Merge::Last`] keys, and the running total its
@@ -1058,6 +1167,7 @@ mod tests {
         }
     }
 
+    /// Stores `run` and counts its delta as `usage`, as a settle does.
     fn insert(registry: &Registry, run: &Run, usage: &ConversationUsage) {
         registry
             .insert_run(&NewRun {
@@ -1066,8 +1176,13 @@ mod tests {
                 blob_path: "b",
                 idempotency_key: None,
                 lane: Lane::Realtime,
-                usage: Some(usage),
             })
+            .unwrap_or_else(|e| panic!("{e}"));
+        registry
+            .settle_usage(&[SettledUsage {
+                runs: vec![run.id.clone()],
+                usage: Some(usage.clone()),
+            }])
             .unwrap_or_else(|e| panic!("{e}"));
     }
 
@@ -1160,6 +1275,62 @@ mod tests {
             registry.usage_refused(&alice, UsageReach::Own, None).ok(),
             Some(0)
         );
+    }
+
+    #[test]
+    fn a_delta_is_counted_once_by_whichever_settle_takes_it_and_not_once_its_run_is_gone() {
+        let (_tmp, registry) = registry();
+        let alice = viewer("ualice");
+        let r1 = run("r1", "ualice", "c1", "/s.jsonl#1:1:0");
+        let r2 = run("r2", "ualice", "c2", "/t.jsonl#1:1:0");
+        for r in [&r1, &r2] {
+            registry
+                .insert_run(&NewRun {
+                    run: r,
+                    ancestry: &format!("|{}|", r.id),
+                    blob_path: "b",
+                    idempotency_key: None,
+                    lane: Lane::Realtime,
+                })
+                .unwrap_or_else(|e| panic!("{e}"));
+        }
+        let pending = |limit| -> Vec<String> {
+            registry
+                .pending_usage(limit)
+                .unwrap_or_else(|e| panic!("{e}"))
+                .into_iter()
+                .map(|(id, _)| id)
+                .collect()
+        };
+        assert_eq!(pending(10), ["r1", "r2"], "in the order they came");
+        assert_eq!(pending(1), ["r1"]);
+        assert!(outputs(&registry, &alice).is_empty(), "nothing counted yet");
+        // Two settles that read the same pending delta: the second, whose
+        // fold is of what is counted no more, writes nothing.
+        let first = [SettledUsage {
+            runs: vec!["r1".to_owned()],
+            usage: Some(usage_of(&r1, &[(fact("m1", Merge::Last, 10), "r1")])),
+        }];
+        for _ in 0..2 {
+            registry
+                .settle_usage(&first)
+                .unwrap_or_else(|e| panic!("{e}"));
+        }
+        assert_eq!(outputs(&registry, &alice), [("c1".to_owned(), 10)]);
+        assert_eq!(pending(10), ["r2"]);
+        // A delta forgotten between its reading and its writing is not
+        // counted: its conversation's usage stays gone.
+        registry
+            .finish_forget(&["r2".to_owned()])
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(pending(10).is_empty());
+        registry
+            .settle_usage(&[SettledUsage {
+                runs: vec!["r2".to_owned()],
+                usage: Some(usage_of(&r2, &[(fact("m2", Merge::Last, 7), "r2")])),
+            }])
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(outputs(&registry, &alice), [("c1".to_owned(), 10)]);
     }
 
     #[test]

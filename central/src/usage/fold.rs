@@ -153,29 +153,42 @@ mod tests {
         usage
     }
 
-    /// Folds `deltas` as ingest does: each delta given only the stored
-    /// facts of its `Merge::Last` keys and the running total before (what
-    /// `Registry::conversation_usage` reads), its rows written back by id.
-    fn fold_resumed(runtime: AgentRuntime, deltas: &[String]) -> Vec<UsageRow> {
+    /// Folds `deltas` as `settle` does, `batch` deltas at a time: each
+    /// batch given only the stored facts of its deltas' `Merge::Last` keys
+    /// and the running total before (what `Registry::conversation_usage`
+    /// reads), folded delta by delta in memory, its rows written back by
+    /// id.
+    fn fold_resumed(runtime: AgentRuntime, deltas: &[String], batch: usize) -> Vec<UsageRow> {
         let format = Format::of_runtime(runtime.as_str());
         let mut stored: Vec<UsageRow> = Vec::new();
         let mut fold: Option<ConversationUsage> = None;
-        for (i, delta) in deltas.iter().enumerate() {
-            let r = run(&format!("r{i}"), runtime, "2026-05-01T00:00:00.000Z");
-            let reading = facts(format, delta.as_bytes());
-            let prior = fold.as_ref().map(|f| ConversationUsage {
+        for (b, chunk) in deltas.chunks(batch).enumerate() {
+            let readings: Vec<_> = chunk.iter().map(|d| facts(format, d.as_bytes())).collect();
+            let mut usage = fold.as_ref().map(|f| ConversationUsage {
                 rows: stored
                     .iter()
                     .filter(|row| {
                         matches!(row.fact.merge, Merge::Last)
-                            && reading.facts.iter().any(|n| n.key == row.fact.key)
+                            && readings
+                                .iter()
+                                .any(|r| r.facts.iter().any(|n| n.key == row.fact.key))
                     })
                     .cloned()
                     .collect(),
                 complete: false,
                 ..f.clone()
             });
-            let Some(u) = next(prior.as_ref(), reading, &r) else {
+            for (i, reading) in readings.into_iter().enumerate() {
+                let r = run(
+                    &format!("r{}", b * batch + i),
+                    runtime,
+                    "2026-05-01T00:00:00.000Z",
+                );
+                if let Some(u) = next(usage.as_ref(), reading, &r) {
+                    usage = Some(u);
+                }
+            }
+            let Some(u) = usage else {
                 continue;
             };
             for row in &u.rows {
@@ -196,7 +209,7 @@ mod tests {
     }
 
     #[test]
-    fn a_fold_resumed_from_the_facts_a_delta_may_change_equals_a_fold_of_all() {
+    fn a_fold_resumed_from_the_facts_its_deltas_may_change_equals_a_fold_of_all() {
         let (t0, t1) = ("2026-05-01T10:00:00.000Z", "2026-05-01T10:05:00.000Z");
         let claude_deltas = [
             claude("msg_1", 1, t0) + &claude("msg_2", 7, t0),
@@ -210,6 +223,7 @@ mod tests {
             // A restarted total, then on from it.
             codex_total(30, t1),
             codex_total(80, t1),
+            codex_total(120, t1),
         ];
         for (runtime, deltas) in [
             (AgentRuntime::ClaudeCode, &claude_deltas[..]),
@@ -221,9 +235,15 @@ mod tests {
                     .map(|r| (r.fact.key.clone(), r.fact.tokens, r.run_id.clone()))
                     .collect()
             };
-            let resumed = fold_resumed(runtime, deltas);
-            assert_eq!(figures(&resumed), figures(&all.rows), "{runtime:?}");
-            assert!(resumed.len() >= 4, "{runtime:?}: {resumed:?}");
+            for batch in [1, 2, 3] {
+                let resumed = fold_resumed(runtime, deltas, batch);
+                assert_eq!(
+                    figures(&resumed),
+                    figures(&all.rows),
+                    "{runtime:?} by {batch}"
+                );
+                assert!(resumed.len() >= 4, "{runtime:?}: {resumed:?}");
+            }
         }
     }
 

@@ -1,8 +1,9 @@
 //! What the family's agents cost, as central keeps and reports it: each
 //! delta's usage facts (`kith_shared::usage`: tokens per model response,
-//! and the cost its agent recorded) folded into its conversation's at
-//! ingest, in the run's own transaction (`fold`); rebuilt from the blobs by
-//! `reindex` ([`rebuild`]); reported by day, week, month or conversation,
+//! and the cost its agent recorded) folded into its conversation's after
+//! the delta is stored, many deltas at a time, and before any report reads
+//! them ([`settle`], `fold`); rebuilt from the blobs by `reindex`
+//! ([`rebuild`]); reported by day, week, month or conversation,
 //! in UTC, a fixed offset or a named zone, priced from the dated table
 //! compiled in with central's config's prices in its place (`report`).
 //!
@@ -22,63 +23,144 @@ use kith_shared::usage::{carry, cost, facts, reads_whole, PriceTable, Reading};
 
 use crate::error::{Error, Result};
 use crate::privacy::{FamilyUsageRefused, UsageReach};
-use crate::registry::{ConversationUsage, UsageFilter, Viewer};
+use crate::registry::{ConversationUsage, PendingUsage, SettledUsage, UsageFilter, Viewer};
 use crate::run::Run;
 use crate::state::AppState;
 
-/// The usage of `run`'s conversation once its delta `bytes` is added (the
-/// run not stored yet), for `insert_run` to write with it; `None` when the
-/// delta changes nothing of it.
-pub(crate) fn after_delta(
+/// Runs whose deltas' usage one transaction counts: enough to sum each
+/// hour once for many deltas, few enough that a delta waiting to be
+/// stored waits little.
+const SETTLE_BATCH: u32 = 64;
+
+/// Counts the usage of every delta stored and not counted yet, batch by
+/// batch, each conversation's deltas in the order they came; returns how
+/// many. The indexing worker calls it after each burst of deltas, and a
+/// report before it reads, so a report always counts every stored delta.
+/// Derived, as the catalog is (`reindex` rebuilds it): a conversation
+/// whose bytes cannot be read is logged and its deltas counted as having
+/// no usage, never retried for ever.
+pub(crate) fn settle(state: &AppState) -> Result<usize> {
+    let mut n = 0;
+    loop {
+        let pending = state.registry().pending_usage(SETTLE_BATCH)?;
+        if pending.is_empty() {
+            return Ok(n);
+        }
+        n += pending.len();
+        let full = pending.len() >= SETTLE_BATCH as usize;
+        let mut settled: Vec<SettledUsage> = Vec::new();
+        // Each conversation's deltas, in the order they came.
+        let mut groups: Vec<(String, Vec<PendingUsage>)> = Vec::new();
+        for (id, run) in pending {
+            let Some(conversation) = run.as_ref().and_then(|p| p.run.run.conversation.clone())
+            else {
+                settled.push(SettledUsage {
+                    runs: vec![id],
+                    usage: None,
+                });
+                continue;
+            };
+            match groups.iter_mut().find(|(c, _)| *c == conversation) {
+                Some((_, runs)) => runs.extend(run),
+                None => groups.push((conversation, run.into_iter().collect())),
+            }
+        }
+        for (conversation, runs) in groups {
+            let usage = fold_deltas(state, &conversation, &runs).unwrap_or_else(|e| {
+                tracing::warn!(%conversation, error = %e, "counting the deltas' usage failed");
+                None
+            });
+            settled.push(SettledUsage {
+                runs: runs.into_iter().map(|p| p.run.run.id).collect(),
+                usage,
+            });
+        }
+        state.registry().settle_usage(&settled)?;
+        if !full {
+            return Ok(n);
+        }
+    }
+}
+
+/// The usage of `conversation` once the deltas of `runs` (its pending
+/// ones, in the order they came, all of one owner) are folded into what
+/// is counted of it; `None` when they change nothing.
+fn fold_deltas(
     state: &AppState,
-    viewer: &Viewer,
-    run: &Run,
-    bytes: &[u8],
+    conversation: &str,
+    runs: &[PendingUsage],
 ) -> Result<Option<ConversationUsage>> {
-    let Some(conversation) = run.conversation.as_deref() else {
+    let Some(first) = runs.first() else {
         return Ok(None);
     };
-    let format = run.format();
-    let transcript =
-        crate::registry::transcript_of(&run.source_identity).unwrap_or(&run.source_identity);
+    let (owner, format) = (&first.owner, first.run.run.format());
+    let transcript = |run: &Run| {
+        crate::registry::transcript_of(&run.source_identity)
+            .unwrap_or(&run.source_identity)
+            .to_owned()
+    };
+    let deltas = runs
+        .iter()
+        .map(|p| Ok((&p.run.run, state.store().read_jsonl(&p.run.blob_path)?)))
+        .collect::<Result<Vec<_>>>()?;
+    let registry = state.registry();
     if reads_whole(format) {
-        let prior = state.registry().conversation_usage(
-            viewer,
+        let prior = registry.conversation_usage(
+            owner,
             conversation,
-            transcript,
+            &transcript(&first.run.run),
             &Reading::default(),
         )?;
-        // What the deltas before carried for this one; read from their
-        // blobs once when no fold kept it (a registry of an older kith).
+        // What the deltas before carried for these; read from their blobs
+        // once when no fold kept it (a registry of an older kith).
         let mut whole = match prior.and_then(|p| p.carried) {
             Some(carried) => carried,
             None => {
                 let mut earlier = Vec::new();
-                for run in state
-                    .registry()
-                    .owned_conversation_runs(viewer, conversation)?
+                for run in registry
+                    .owned_conversation_runs(owner, conversation)?
+                    .into_iter()
+                    .take_while(|r| r.run.id != first.run.run.id)
                 {
                     earlier.extend(state.store().read_jsonl(&run.blob_path)?);
                 }
                 earlier
             }
         };
-        whole.extend_from_slice(bytes);
-        return Ok(
-            fold::whole(facts(format, &whole), run).map(|u| ConversationUsage {
-                carried: Some(carry(format, &whole)),
-                ..priced(u, state.prices())
-            }),
-        );
+        let mut usage = None;
+        for (run, bytes) in &deltas {
+            whole.extend_from_slice(bytes);
+            if let Some(u) = fold::whole(facts(format, &whole), run) {
+                usage = Some(u);
+            }
+        }
+        return Ok(usage.map(|u| ConversationUsage {
+            carried: Some(carry(format, &whole)),
+            ..priced(u, state.prices())
+        }));
     }
-    let delta = facts(format, bytes);
-    if delta.facts.is_empty() && delta.n_refused == 0 && delta.context.is_none() {
+    let readings: Vec<Reading> = deltas.iter().map(|(_, b)| facts(format, b)).collect();
+    if readings
+        .iter()
+        .all(|r| r.facts.is_empty() && r.n_refused == 0 && r.context.is_none())
+    {
         return Ok(None);
     }
-    let prior = state
-        .registry()
-        .conversation_usage(viewer, conversation, transcript, &delta)?;
-    Ok(fold::next(prior.as_ref(), delta, run).map(|u| priced(u, state.prices())))
+    // What is counted of the facts any of the deltas may change.
+    let all = Reading {
+        facts: readings.iter().flat_map(|r| r.facts.clone()).collect(),
+        ..Reading::default()
+    };
+    let mut usage =
+        registry.conversation_usage(owner, conversation, &transcript(&first.run.run), &all)?;
+    let mut changed = false;
+    for ((run, _), reading) in deltas.iter().zip(readings) {
+        if let Some(next) = fold::next(usage.as_ref(), reading, run) {
+            usage = Some(next);
+            changed = true;
+        }
+    }
+    Ok(usage.filter(|_| changed).map(|u| priced(u, state.prices())))
 }
 
 /// `usage` with each fact's cost at `table` (`UsageRow::priced_usd`).
@@ -167,6 +249,7 @@ pub(crate) fn usage(state: &AppState, viewer: &Viewer, q: &UsageQuery) -> Result
             || matches!(q.by, Some(UsageBy::Machine | UsageBy::Project)),
         work_place: matches!(q.by, Some(UsageBy::Machine | UsageBy::Project)),
     };
+    settle(state)?;
     let registry = state.registry();
     let facts = registry.usage(viewer, reach, &filter)?;
     let n_refused = registry.usage_refused(viewer, reach, q.agent)?;

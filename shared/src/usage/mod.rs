@@ -342,16 +342,26 @@ pub struct Fold {
 
 impl Fold {
     /// A fold that continues after facts it is not given all of: `kept`,
-    /// the earlier facts the next delta may change (its [`Merge::Last`]
-    /// keys') with the count refused and what the bytes before left in
-    /// effect, and `running`, the total of the last
+    /// earlier facts as folded (at least those the next delta may change:
+    /// its [`Merge::Last`] keys') with the count refused and what the bytes
+    /// before left in effect, and `running`, the total of the last
     /// [`Merge::RunningTotal`] fact before ([`Fold::running`]). Adding a
     /// delta then gives what a fold of every delta gives for the facts the
-    /// delta wrote or changed.
+    /// delta wrote or changed, and the kept facts it did not change as
+    /// they were.
     pub fn resume(kept: Reading, running: Option<Tokens>) -> Self {
-        let mut fold = Fold::default();
-        fold.add(kept);
-        fold.running = running;
+        let mut fold = Fold {
+            running,
+            n_refused: kept.n_refused,
+            context: kept.context,
+            ..Fold::default()
+        };
+        for fact in kept.facts {
+            if matches!(fact.merge, Merge::Last) {
+                fold.last.insert(fact.key.clone(), fold.facts.len());
+            }
+            fold.facts.push(fact);
+        }
         fold
     }
 

@@ -1468,13 +1468,60 @@ mod usage {
         }))
     }
 
+    /// What ingesting a year of responses took two centrals, the first
+    /// counting their usage, the second given the same bytes without it.
+    struct Ingested {
+        /// The first central and its member's token.
+        central: Central,
+        token: String,
+        /// Time spent in ingest requests, in seconds.
+        requests_s: [f64; 2],
+        /// The first report after the last delta, which counts what the
+        /// background had not yet, in seconds.
+        first_report_s: [f64; 2],
+        /// The central's CPU time (every thread, user and system) from its
+        /// start to the end of that report, in seconds.
+        cpu_s: [f64; 2],
+    }
+
+    impl Ingested {
+        /// What usage adds to each figure, in percent.
+        fn costs(&self) -> Value {
+            let pct = |f: [f64; 2]| (f[0] / f[1] - 1.0) * 100.0;
+            json!({
+                "requests_s": self.requests_s,
+                "requests_cost_pct": pct(self.requests_s),
+                "first_report_s": self.first_report_s,
+                "cpu_s": self.cpu_s,
+                "cpu_cost_pct": pct(self.cpu_s),
+            })
+        }
+    }
+
+    /// A process's CPU time so far, every thread's, user and system, in
+    /// seconds (`/proc/PID/stat` counts in USER_HZ, 100 on Linux).
+    fn cpu_seconds(pid: u32) -> Result<f64> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+        // Fields after the command's closing parenthesis, from the state
+        // (field 3): utime and stime are fields 14 and 15.
+        let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        let ticks = |i: usize| -> Result<f64> {
+            Ok(fields
+                .get(i - 3)
+                .with_context(|| format!("/proc/{pid}/stat: {stat}"))?
+                .parse::<f64>()?)
+        };
+        Ok((ticks(14)? + ticks(15)?) / 100.0)
+    }
+
     /// Two centrals holding `n` responses of one person (see
     /// `report_latency`), sent `per_delta` responses to a delta (at most
     /// 4 MiB), each delta to one and then the other, so that both meet the
     /// same disk: the first with their usage, the second with it under
-    /// another name (the same bytes, no facts). The first central, its
-    /// token, and each one's time in ingest requests, in seconds.
-    fn year_of_responses(n: usize, per_delta: usize) -> Result<(Central, String, f64, f64)> {
+    /// another name (the same bytes, no facts); then a first report of
+    /// each.
+    fn year_of_responses(n: usize, per_delta: usize) -> Result<Ingested> {
         let with = Central::start_with(&[("KITH_EMBED_PROVIDER", "none")])?;
         let without = Central::start_with(&[("KITH_EMBED_PROVIDER", "none")])?;
         let token = with.register("bench.test", "bench")?;
@@ -1537,7 +1584,25 @@ mod usage {
             flush(&mut delta, &mut offset, s)?;
             sent += per_session.min(n - sent);
         }
-        Ok((with, token, took[0].as_secs_f64(), took[1].as_secs_f64()))
+        let mut first_report_s = [0.0; 2];
+        let mut cpu_s = [0.0; 2];
+        for (i, (api, central)) in apis.iter().zip([&with, &without]).enumerate() {
+            let t = Instant::now();
+            let r = api.get("/api/usage?report=monthly")?;
+            first_report_s[i] = t.elapsed().as_secs_f64();
+            if r.status != 200 {
+                bail!("/api/usage answered {r:?}");
+            }
+            let pid = central.pid().context("central has no pid")?;
+            cpu_s[i] = cpu_seconds(pid)?;
+        }
+        Ok(Ingested {
+            central: with,
+            token,
+            requests_s: took.map(|t| t.as_secs_f64()),
+            first_report_s,
+            cpu_s,
+        })
     }
 
     /// `n` Claude Code responses of one person across a year (100 per
@@ -1552,10 +1617,10 @@ mod usage {
         // As capture sends them: a delta per turn of 10 responses, for
         // the first 100,000.
         let turns = n.min(100_000);
-        let (_, _, turns_s, turns_without_s) = year_of_responses(turns, 10)?;
+        let in_turns = year_of_responses(turns, 10)?.costs();
         // As a backfill sends them: a session to a delta.
-        let (central, token, ingest_s, without_s) = year_of_responses(n, usize::MAX)?;
-        let api = central.client(&token);
+        let backfill = year_of_responses(n, usize::MAX)?;
+        let api = backfill.central.client(&backfill.token);
         let mut reports = serde_json::Map::new();
         for query in [
             "report=daily",
@@ -1584,15 +1649,8 @@ mod usage {
         let check = api.get("/api/usage?report=monthly")?;
         Ok(json!({
             "messages": n,
-            "ingest_s": ingest_s,
-            "ingest_without_usage_s": without_s,
-            "usage_ingest_cost_pct": (ingest_s / without_s - 1.0) * 100.0,
-            "turns": {
-                "messages": turns,
-                "ingest_s": turns_s,
-                "ingest_without_usage_s": turns_without_s,
-                "usage_ingest_cost_pct": (turns_s / turns_without_s - 1.0) * 100.0,
-            },
+            "ingest": backfill.costs(),
+            "turns": {"messages": turns, "ingest": in_turns},
             "output_tokens_counted": check.body["totals"]["output_tokens"],
             "reports_ms": reports,
         }))

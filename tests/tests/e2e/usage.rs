@@ -546,10 +546,13 @@ fn usage_counts_each_response_once_to_the_token_and_only_the_owners() -> Result<
 
 #[test]
 fn a_conversation_is_counted_once_whatever_its_deltas() -> Result<()> {
-    // The same transcripts sent whole, or a line at a time, count alike.
+    // The same transcripts sent whole, or a line at a time, count alike,
+    // whether central counts the lines' deltas many at a time (as they
+    // come) or each before the next comes (a report asked after each).
     let central = Central::start()?;
     let whole = central.client(&central.register("alice.test", "laptop")?);
     let lines = central.client(&central.register("bob.test", "desk")?);
+    let each = central.client(&central.register("carol.test", "tablet")?);
     let mut per_agent: BTreeMap<&str, usize> = BTreeMap::new();
     for (i, f) in fixtures::own().iter().enumerate() {
         if !matches!(f.runtime, "claude-code" | "codex" | "pi" | "gemini") {
@@ -562,13 +565,25 @@ fn a_conversation_is_counted_once_whatever_its_deltas() -> Result<()> {
             "source_identity": source, "from_offset": 0, "to_offset": bytes.len(),
         }))?;
         post_by_line(&lines, f.runtime, &source, &bytes)?;
+        let mut from = 0;
+        for line in bytes.split_inclusive(|b| *b == b'\n') {
+            each.ingest(&json!({
+                "jsonl": std::str::from_utf8(line)?, "agent_runtime": f.runtime,
+                "source_identity": source, "from_offset": from, "to_offset": from + line.len(),
+            }))?;
+            usage(&each, "report=daily")?;
+            from += line.len();
+        }
         *per_agent.entry(f.runtime).or_default() += 1;
     }
     ensure!(per_agent.len() == 4, "{per_agent:?}");
     let a = usage(&whole, "report=daily&by=model")?;
     let b = usage(&lines, "report=daily&by=model")?;
+    let c = usage(&each, "report=daily&by=model")?;
     assert_eq!(a["rows"], b["rows"]);
     assert_eq!(a["totals"], b["totals"]);
+    assert_eq!(a["rows"], c["rows"]);
+    assert_eq!(a["totals"], c["totals"]);
     ensure!(a["totals"]["output_tokens"].as_u64() > Some(0));
     Ok(())
 }
