@@ -47,6 +47,10 @@ struct Shared {
     sign_in_limits: SignInLimits,
     /// The turns of the conversations read last.
     turns: crate::turns_cache::TurnsCache,
+    /// Held while the stored deltas' usage is counted (`usage::settle`):
+    /// a report that asks meanwhile waits for it rather than counting
+    /// the same deltas again.
+    settling: Mutex<()>,
 }
 
 impl AppState {
@@ -82,6 +86,7 @@ impl AppState {
                 seen: Mutex::new(HashMap::new()),
                 sign_in_limits: SignInLimits::default(),
                 turns: crate::turns_cache::TurnsCache::default(),
+                settling: Mutex::new(()),
                 prices,
                 config,
             }),
@@ -151,6 +156,11 @@ impl AppState {
 
     pub fn sign_in_limits(&self) -> &SignInLimits {
         &self.shared.sign_in_limits
+    }
+
+    /// Held by whoever counts the stored deltas' usage (`usage::settle`).
+    pub(crate) fn settling(&self) -> std::sync::MutexGuard<'_, ()> {
+        lock(&self.shared.settling)
     }
 
     pub fn turns_cache(&self) -> &crate::turns_cache::TurnsCache {

@@ -27,10 +27,12 @@ use crate::registry::{ConversationUsage, PendingUsage, SettledUsage, UsageFilter
 use crate::run::Run;
 use crate::state::AppState;
 
-/// Runs whose deltas' usage one transaction counts: enough to sum each
-/// hour once for many deltas, few enough that a delta waiting to be
-/// stored waits little.
+/// Runs whose deltas' usage one settle reads at a time.
 const SETTLE_BATCH: u32 = 64;
+/// Facts written in one transaction, at most about: enough to sum each
+/// hour once for many deltas, few enough that a delta waiting to be
+/// stored (the registry has one writer) waits little.
+const SETTLE_ROWS: usize = 1024;
 
 /// Counts the usage of every delta stored and not counted yet, batch by
 /// batch, each conversation's deltas in the order they came; returns how
@@ -40,6 +42,7 @@ const SETTLE_BATCH: u32 = 64;
 /// whose bytes cannot be read is logged and its deltas counted as having
 /// no usage, never retried for ever.
 pub(crate) fn settle(state: &AppState) -> Result<usize> {
+    let _one_at_a_time = state.settling();
     let mut n = 0;
     loop {
         let pending = state.registry().pending_usage(SETTLE_BATCH)?;
@@ -75,7 +78,15 @@ pub(crate) fn settle(state: &AppState) -> Result<usize> {
                 usage,
             });
         }
-        state.registry().settle_usage(&settled)?;
+        let mut from = 0;
+        let mut rows = 0;
+        for (i, s) in settled.iter().enumerate() {
+            rows += s.usage.as_ref().map_or(0, |u| u.rows.len());
+            if rows >= SETTLE_ROWS || i + 1 == settled.len() {
+                state.registry().settle_usage(&settled[from..=i])?;
+                (from, rows) = (i + 1, 0);
+            }
+        }
         if !full {
             return Ok(n);
         }

@@ -12,7 +12,9 @@
 //! database (`/usr/share/zoneinfo`) has them: a day of a DST change is 23
 //! or 25 hours long.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
+
+use foldhash::HashMap;
 use std::sync::Arc;
 
 use kith_proto::{UsageBy, UsageReport, UsageResponse, UsageRow, UsageTotals};
@@ -285,7 +287,7 @@ struct Blocks(HashMap<Option<Arc<str>>, Vec<i64>>);
 
 impl Blocks {
     fn of(facts: &[CountedUsage], family: bool) -> Self {
-        let mut times: HashMap<Option<Arc<str>>, Vec<(i64, i64)>> = HashMap::new();
+        let mut times: HashMap<Option<Arc<str>>, Vec<(i64, i64)>> = HashMap::default();
         for f in facts {
             let who = family.then(|| f.person.clone());
             times.entry(who).or_default().push((f.first_ms, f.last_ms));
@@ -427,11 +429,11 @@ pub(crate) fn report(
 ) -> UsageResponse {
     let mut total = Sum::default();
     type Key = (Bucket, Option<Arc<str>>, Option<Arc<str>>);
-    let mut rows: HashMap<Key, Sum> = HashMap::new();
+    let mut rows: HashMap<Key, Sum> = HashMap::default();
     let blocks = if shape.report == UsageReport::Blocks {
         Blocks::of(facts, shape.family)
     } else {
-        Blocks(HashMap::new())
+        Blocks(HashMap::default())
     };
     let mut periods = Periods { shape, last: None };
     for fact in facts {
@@ -450,31 +452,31 @@ pub(crate) fn report(
             sum.last_ms = Some(sum.last_ms.map_or(fact.last_ms, |l| l.max(fact.last_ms)));
         });
     }
-    let mut rows: Vec<(Key, Sum)> = rows.into_iter().collect();
+    let rows: Vec<(Key, Sum)> = rows.into_iter().collect();
+    // The rows' order, by index (a row is large to move about).
+    let mut order: Vec<usize> = (0..rows.len()).collect();
     if shape.report == UsageReport::Session {
         // A session's last activity orders the session report.
-        let mut last: HashMap<Bucket, i64> = HashMap::new();
+        let mut last: HashMap<&Bucket, i64> = HashMap::default();
         for ((bucket, _, _), sum) in &rows {
             if let Some(at) = sum.last_ms {
-                let l = last.entry(bucket.clone()).or_insert(at);
+                let l = last.entry(bucket).or_insert(at);
                 *l = (*l).max(at);
             }
         }
         // By last activity; within a session, groups in order.
-        let mut by_last: Vec<(i64, Key, Sum)> = rows
-            .into_iter()
-            .map(|(key, sum)| (last.get(&key.0).copied().unwrap_or(0), key, sum))
+        let lasts: Vec<i64> = rows
+            .iter()
+            .map(|(key, _)| last.get(&key.0).copied().unwrap_or(0))
             .collect();
-        by_last.sort_by(|(a_at, a, _), (b_at, b, _)| (a_at, a).cmp(&(b_at, b)));
-        rows = by_last
-            .into_iter()
-            .map(|(_, key, sum)| (key, sum))
-            .collect();
+        order.sort_unstable_by(|&a, &b| (lasts[a], &rows[a].0).cmp(&(lasts[b], &rows[b].0)));
     } else {
-        rows.sort_by(|(a, _), (b, _)| a.cmp(b));
+        order.sort_unstable_by(|&a, &b| rows[a].0.cmp(&rows[b].0));
     }
-    let rows = rows
+    let mut rows: Vec<Option<(Key, Sum)>> = rows.into_iter().map(Some).collect();
+    let rows = order
         .into_iter()
+        .filter_map(|i| rows[i].take())
         .map(|((bucket, person, group), sum)| UsageRow {
             key: bucket.name(&shape.zone),
             group: group.map(|g| g.to_string()),
