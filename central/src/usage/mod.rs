@@ -68,24 +68,27 @@ pub(crate) fn settle(state: &AppState) -> Result<usize> {
                 None => groups.push((conversation, run.into_iter().collect())),
             }
         }
+        // Written as the folds come, a transaction per so many facts: the
+        // writer is free for ingest while the next ones are folded.
+        let mut rows = 0;
         for (conversation, runs) in groups {
             let usage = fold_deltas(state, &conversation, &runs).unwrap_or_else(|e| {
                 tracing::warn!(%conversation, error = %e, "counting the deltas' usage failed");
                 None
             });
+            rows += usage.as_ref().map_or(0, |u| u.rows.len());
             settled.push(SettledUsage {
                 runs: runs.into_iter().map(|p| p.run.run.id).collect(),
                 usage,
             });
-        }
-        let mut from = 0;
-        let mut rows = 0;
-        for (i, s) in settled.iter().enumerate() {
-            rows += s.usage.as_ref().map_or(0, |u| u.rows.len());
-            if rows >= SETTLE_ROWS || i + 1 == settled.len() {
-                state.registry().settle_usage(&settled[from..=i])?;
-                (from, rows) = (i + 1, 0);
+            if rows >= SETTLE_ROWS {
+                state.registry().settle_usage(&settled)?;
+                settled.clear();
+                rows = 0;
             }
+        }
+        if !settled.is_empty() {
+            state.registry().settle_usage(&settled)?;
         }
         if !full {
             return Ok(n);
