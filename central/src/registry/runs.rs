@@ -360,10 +360,10 @@ impl Registry {
                 quarantine_if_revoked(&tx, new.run)?;
             }
         }
-        // Every fact is new: counted and summed once, all together.
-        let mut touched = super::usage_hours::Touched::default();
+        // Every fact is new: counted and summed once, all together, not
+        // by what each write touched.
         for u in usage {
-            super::usage::write(&tx, u, &mut touched)?;
+            super::usage::write(&tx, u, &mut super::usage_hours::Touched::default())?;
         }
         super::usage_hours::rebuild(&tx)?;
         tx.commit()?;

@@ -2,8 +2,8 @@
 //! of a model response, `kith_shared::usage`), as folded across its
 //! conversation's deltas by `crate::usage::settle` (a delta's run is
 //! stored with a `usage_pending` row; a settle takes many, in the order
-//! they came, and writes their facts in one transaction) and rebuilt by
-//! `reindex`; and
+//! they came, and writes many deltas' facts to a transaction) and rebuilt
+//! by `reindex`; and
 //! `usage_folds`, what each conversation's fold carries to its next delta
 //! (the model and time its bytes left in effect, records refused, the last
 //! running total, and for a format whose usage is read whole what of its
@@ -609,7 +609,9 @@ pub struct SettledUsage {
 
 impl Registry {
     /// Up to `limit` runs whose deltas' usage is not counted yet, in the
-    /// order they came; a run no longer in the catalog is `None`.
+    /// order they came, each with its owner as a viewer (the registry's
+    /// own, as for a web session); a run no longer in the catalog, or whose
+    /// owner is gone, is `None`.
     pub fn pending_usage(&self, limit: u32) -> Result<Vec<(String, Option<PendingUsage>)>> {
         let ids: Vec<String> = self
             .reader()
@@ -682,16 +684,16 @@ impl Registry {
     }
 
     /// The viewer's own conversation's usage as folded so far, as much of
-    /// it as `delta` (the facts of its next delta) may change: the facts
-    /// of the delta's [`Merge::Last`] keys, and the running total its
-    /// running totals count from (`ConversationUsage::complete` is
-    /// false). `None` before its first fact or context.
+    /// it as `deltas` (the facts of its next deltas) may change: the facts
+    /// of their [`Merge::Last`] keys, and the running total their running
+    /// totals count from (`ConversationUsage::complete` is false). `None`
+    /// before its first fact or context.
     pub fn conversation_usage(
         &self,
         viewer: &Viewer,
         conversation: &str,
         transcript: &str,
-        delta: &Reading,
+        deltas: &[Reading],
     ) -> Result<Option<ConversationUsage>> {
         let conn = self.reader();
         let mut sql = Sql::new(
@@ -735,9 +737,9 @@ impl Registry {
             context: (model.is_some() || time.is_some()).then_some(Context { model, time }),
             carried,
         };
-        let keys: Vec<String> = delta
-            .facts
+        let keys: Vec<String> = deltas
             .iter()
+            .flat_map(|d| &d.facts)
             .filter(|f| matches!(f.merge, Merge::Last))
             .map(|f| dedupe(&usage, f))
             .collect();
@@ -760,9 +762,9 @@ impl Registry {
                 .collect::<rusqlite::Result<_>>()?;
         }
         // A fold of an older kith kept no running total: its last fact's.
-        let counts_on = delta
-            .facts
+        let counts_on = deltas
             .iter()
+            .flat_map(|d| &d.facts)
             .any(|f| matches!(f.merge, Merge::RunningTotal(_)));
         if usage.running.is_none() && counts_on {
             usage.running = conn
@@ -1245,7 +1247,7 @@ mod tests {
             ..Reading::default()
         };
         let read = registry
-            .conversation_usage(&alice, "c1", "s#", &next)
+            .conversation_usage(&alice, "c1", "s#", std::slice::from_ref(&next))
             .unwrap_or_else(|e| panic!("{e}"))
             .unwrap_or_else(|| panic!("alice's fold"));
         assert!(!read.complete);
@@ -1259,7 +1261,9 @@ mod tests {
         // Never another member's.
         assert!(outputs(&registry, &bob).is_empty());
         assert_eq!(
-            registry.conversation_usage(&bob, "c1", "s#1", &next).ok(),
+            registry
+                .conversation_usage(&bob, "c1", "s#1", std::slice::from_ref(&next))
+                .ok(),
             Some(None)
         );
         assert_eq!(

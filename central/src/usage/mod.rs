@@ -119,12 +119,8 @@ fn fold_deltas(
         .collect::<Result<Vec<_>>>()?;
     let registry = state.registry();
     if reads_whole(format) {
-        let prior = registry.conversation_usage(
-            owner,
-            conversation,
-            &transcript(&first.run.run),
-            &Reading::default(),
-        )?;
+        let prior =
+            registry.conversation_usage(owner, conversation, &transcript(&first.run.run), &[])?;
         // What the deltas before carried for these; read from their blobs
         // once when no fold kept it (a registry of an older kith).
         let mut whole = match prior.and_then(|p| p.carried) {
@@ -141,17 +137,17 @@ fn fold_deltas(
                 earlier
             }
         };
-        let mut usage = None;
-        for (run, bytes) in &deltas {
+        for (_, bytes) in &deltas {
             whole.extend_from_slice(bytes);
-            if let Some(u) = fold::whole(facts(format, &whole), run) {
-                usage = Some(u);
-            }
         }
-        return Ok(usage.map(|u| ConversationUsage {
-            carried: Some(carry(format, &whole)),
-            ..priced(u, state.prices())
-        }));
+        // Read whole, every fact is the newest run's.
+        let last = &runs[runs.len() - 1].run.run;
+        return Ok(
+            fold::whole(facts(format, &whole), last).map(|u| ConversationUsage {
+                carried: Some(carry(format, &whole)),
+                ..priced(u, state.prices())
+            }),
+        );
     }
     let readings: Vec<Reading> = deltas.iter().map(|(_, b)| facts(format, b)).collect();
     if readings
@@ -160,13 +156,8 @@ fn fold_deltas(
     {
         return Ok(None);
     }
-    // What is counted of the facts any of the deltas may change.
-    let all = Reading {
-        facts: readings.iter().flat_map(|r| r.facts.clone()).collect(),
-        ..Reading::default()
-    };
     let mut usage =
-        registry.conversation_usage(owner, conversation, &transcript(&first.run.run), &all)?;
+        registry.conversation_usage(owner, conversation, &transcript(&first.run.run), &readings)?;
     let mut changed = false;
     for ((run, _), reading) in deltas.iter().zip(readings) {
         if let Some(next) = fold::next(usage.as_ref(), reading, run) {
