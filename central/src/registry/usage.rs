@@ -659,8 +659,21 @@ impl Registry {
     /// runs are no longer pending (forgotten, reindexed or counted by
     /// another settle since they were read) is left: its usage was folded
     /// from what has changed since, and what is still pending is read again.
+    ///
+    /// Committed without an fsync of its own (`synchronous = NORMAL` for
+    /// this transaction): what it writes is derived, and taken off the
+    /// pending list in the same transaction, so a crash that loses it
+    /// leaves those deltas pending, to be counted again; the next commit
+    /// of ingest makes it durable with its own.
     pub fn settle_usage(&self, settled: &[SettledUsage]) -> Result<()> {
         let mut conn = self.conn();
+        conn.pragma_update(None, "synchronous", "NORMAL")?;
+        let written = Self::write_settled(&mut conn, settled);
+        conn.pragma_update(None, "synchronous", "FULL")?;
+        written
+    }
+
+    fn write_settled(conn: &mut rusqlite::Connection, settled: &[SettledUsage]) -> Result<()> {
         let tx = conn.transaction()?;
         let mut touched = Touched::default();
         for s in settled {
