@@ -131,6 +131,29 @@ pub struct UsageRow {
     pub priced_usd: Option<f64>,
 }
 
+impl UsageRow {
+    /// Whether `other` says what this row does, whichever row of the
+    /// registry each is (every field but the id: a field added is compared
+    /// too, or this does not compile).
+    fn says_as(&self, other: &UsageRow) -> bool {
+        let UsageRow {
+            id: _,
+            fact,
+            run_id,
+            machine,
+            project,
+            at,
+            priced_usd,
+        } = self;
+        *fact == other.fact
+            && *run_id == other.run_id
+            && *machine == other.machine
+            && *project == other.project
+            && *at == other.at
+            && *priced_usd == other.priced_usd
+    }
+}
+
 /// A conversation's usage, folded across its deltas (`crate::usage`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ConversationUsage {
@@ -470,16 +493,6 @@ pub(super) fn write(
             &dedupe(u, &row.fact),
         );
     };
-    // What a row says, whichever row of the registry it is.
-    let same = |old: &UsageRow, new: &UsageRow| {
-        UsageRow {
-            id: None,
-            ..old.clone()
-        } == UsageRow {
-            id: None,
-            ..new.clone()
-        }
-    };
     if u.complete {
         let stored = stored_rows(tx, &u.conversation)?;
         let mut kept = 0;
@@ -487,7 +500,7 @@ pub(super) fn write(
             if old.fact.key != new.fact.key {
                 break;
             }
-            if !same(old, new) {
+            if !old.says_as(new) {
                 put(tx, UPDATE, u, new, old.id)?;
                 touch(old);
                 touch(new);
@@ -509,7 +522,7 @@ pub(super) fn write(
         for new in &u.rows {
             match new.id.and_then(|id| stored.get(&id)) {
                 Some(old) => {
-                    if !same(old, new) {
+                    if !old.says_as(new) {
                         put(tx, UPDATE, u, new, old.id)?;
                         touch(old);
                         touch(new);
@@ -1295,12 +1308,27 @@ mod tests {
     }
 
     #[test]
-    fn a_delta_is_counted_once_by_whichever_settle_takes_it_and_not_once_its_run_is_gone() {
+    fn a_delta_is_counted_once_for_its_owner_and_not_once_its_run_is_gone() {
         let (_tmp, registry) = registry();
-        let alice = viewer("ualice");
+        for (id, handle) in [("ualice", "alice.test"), ("ubob", "bob.test")] {
+            registry
+                .add_user(&super::super::UserRow {
+                    id: UserId::parse(id).unwrap_or_else(|e| panic!("{e}")),
+                    handle: handle.to_owned(),
+                    did: None,
+                    pds_url: None,
+                    is_admin: false,
+                    created_at: kith_shared::timestamp::now(),
+                })
+                .unwrap_or_else(|e| panic!("{e}"));
+        }
+        let (alice, bob) = (viewer("ualice"), viewer("ubob"));
         let r1 = run("r1", "ualice", "c1", "/s.jsonl#1:1:0");
         let r2 = run("r2", "ualice", "c2", "/t.jsonl#1:1:0");
-        for r in [&r1, &r2] {
+        let r3 = run("r3", "ubob", "c3", "/u.jsonl#1:1:0");
+        // A run whose owner is no member (any more).
+        let r4 = run("r4", "ucarol", "c4", "/v.jsonl#1:1:0");
+        for r in [&r1, &r2, &r3, &r4] {
             registry
                 .insert_run(&NewRun {
                     run: r,
@@ -1311,19 +1339,30 @@ mod tests {
                 })
                 .unwrap_or_else(|e| panic!("{e}"));
         }
-        let pending = |limit| -> Vec<String> {
+        // Each pending run with its own owner, in the order they came.
+        let pending = |limit| -> Vec<(String, Option<String>)> {
             registry
                 .pending_usage(limit)
                 .unwrap_or_else(|e| panic!("{e}"))
                 .into_iter()
-                .map(|(id, _)| id)
+                .map(|(id, p)| (id, p.map(|p| p.owner.handle().to_owned())))
                 .collect()
         };
-        assert_eq!(pending(10), ["r1", "r2"], "in the order they came");
-        assert_eq!(pending(1), ["r1"]);
+        let of = |id: &str, owner: Option<&str>| (id.to_owned(), owner.map(str::to_owned));
+        assert_eq!(
+            pending(10),
+            [
+                of("r1", Some("alice.test")),
+                of("r2", Some("alice.test")),
+                of("r3", Some("bob.test")),
+                of("r4", None),
+            ]
+        );
+        assert_eq!(pending(1), [of("r1", Some("alice.test"))]);
         assert!(outputs(&registry, &alice).is_empty(), "nothing counted yet");
         // Two settles that read the same pending delta: the second, whose
-        // fold is of what is counted no more, writes nothing.
+        // fold is of what is counted no more, writes nothing. Counted for
+        // its owner, never for another member.
         let first = [SettledUsage {
             runs: vec!["r1".to_owned()],
             usage: Some(usage_of(&r1, &[(fact("m1", Merge::Last, 10), "r1")])),
@@ -1333,8 +1372,22 @@ mod tests {
                 .settle_usage(&first)
                 .unwrap_or_else(|e| panic!("{e}"));
         }
-        assert_eq!(outputs(&registry, &alice), [("c1".to_owned(), 10)]);
-        assert_eq!(pending(10), ["r2"]);
+        registry
+            .settle_usage(&[
+                SettledUsage {
+                    runs: vec!["r3".to_owned()],
+                    usage: Some(usage_of(&r3, &[(fact("m3", Merge::Last, 5), "r3")])),
+                },
+                // What `settle` makes of a run with no owner: nothing counted.
+                SettledUsage {
+                    runs: vec!["r4".to_owned()],
+                    usage: None,
+                },
+            ])
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(outputs(&registry, &alice), [c("c1", 10)]);
+        assert_eq!(outputs(&registry, &bob), [c("c3", 5)]);
+        assert_eq!(pending(10), [of("r2", Some("alice.test"))]);
         // A delta forgotten between its reading and its writing is not
         // counted: its conversation's usage stays gone.
         registry
@@ -1347,7 +1400,7 @@ mod tests {
                 usage: Some(usage_of(&r2, &[(fact("m2", Merge::Last, 7), "r2")])),
             }])
             .unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(outputs(&registry, &alice), [("c1".to_owned(), 10)]);
+        assert_eq!(outputs(&registry, &alice), [c("c1", 10)]);
     }
 
     #[test]

@@ -215,12 +215,10 @@ fn encode(sums: &Sum) -> Vec<u8> {
 pub(super) fn decode(bytes: &[u8]) -> Option<Sums> {
     let (head, quarters) = (bytes.get(..72)?, &bytes[72..]);
     let (first_ms, figures) = get_figures(&head[..64]);
-    let mut last = [0; 8];
-    last.copy_from_slice(&head[64..72]);
     Some(Sums {
         figures,
         first_ms,
-        last_ms: i64::from_le_bytes(last),
+        last_ms: number(head, 8),
         quarters: quarters.chunks_exact(64).map(get_figures).collect(),
     })
 }

@@ -1,18 +1,19 @@
-//! A conversation's usage after one more delta. Pure: the registry gives
-//! the conversation's usage so far, the caller the delta's facts.
+//! A conversation's usage after more deltas. Pure: the registry gives the
+//! conversation's usage so far, the caller the deltas' bytes or facts.
 //!
 //! Formats whose deltas read alone (Claude Code, Codex, pi, Gemini CLI,
-//! Copilot CLI, Aider) continue their fold as `kith_shared::usage::Fold` says: the
-//! conversation's folded facts added back, then the delta's ([`next`]); a
-//! fact the delta left as it was keeps its row, one it changed or added is
-//! the delta's run's. A format whose message's tokens may sit in another
-//! delta than its row (`kith_shared::usage::reads_whole`: OpenCode) is read
-//! whole at each delta (what was carried of the deltas before, then the
-//! delta), and every fact is the newest run's ([`whole`]). Reindex folds each conversation's
-//! deltas through the same functions, in byte order, so it finds what
-//! ingest wrote.
+//! Copilot CLI, Aider) continue their fold as `kith_shared::usage::Fold`
+//! says: the conversation's folded facts the deltas may change added back,
+//! then each delta's in turn ([`next`], [`chain`]); a fact a delta left as
+//! it was keeps its row, one it changed or added is the delta's run's. A
+//! format whose message's tokens may sit in another delta than its row
+//! (`kith_shared::usage::reads_whole`: OpenCode) is read whole (what was
+//! carried of the deltas before, then the deltas), and every fact is the
+//! newest run's ([`read_whole`]). A settle and `reindex` fold through the
+//! same functions, so reindex finds what ingest's counting wrote.
 
-use kith_shared::usage::{Fold, Reading, UsageFact};
+use kith_shared::transcript::Format;
+use kith_shared::usage::{carry, facts, Fold, Reading, UsageFact};
 
 use crate::registry::{transcript_of, ConversationUsage, UsageRow};
 use crate::run::Run;
@@ -61,15 +62,38 @@ pub(crate) fn next(
         .map(|u| ConversationUsage { running, ..u })
 }
 
-/// The usage of a conversation read whole (its bytes up to and with
-/// `run`'s): every fact is `run`'s.
-pub(crate) fn whole(reading: Reading, run: &Run) -> Option<ConversationUsage> {
+/// `prior` with `deltas` (each run's facts, in the order they came) folded
+/// in one after another, as a settle and `reindex` fold a conversation's
+/// deltas; `None` when none of them changes anything.
+pub(crate) fn chain<'a>(
+    prior: Option<ConversationUsage>,
+    deltas: impl IntoIterator<Item = (&'a Run, Reading)>,
+) -> Option<ConversationUsage> {
+    let mut usage = prior;
+    let mut changed = false;
+    for (run, reading) in deltas {
+        if let Some(folded) = next(usage.as_ref(), reading, run) {
+            usage = Some(folded);
+            changed = true;
+        }
+    }
+    usage.filter(|_| changed)
+}
+
+/// The usage of a conversation of `format` whose bytes up to and with
+/// `last`'s are `whole` (a format read whole): every fact is `last`'s, and
+/// what the next delta's reading needs of the bytes is carried.
+pub(crate) fn read_whole(format: Format, whole: &[u8], last: &Run) -> Option<ConversationUsage> {
+    let reading = facts(format, whole);
     let rows = reading
         .facts
         .into_iter()
-        .map(|fact| row(fact, run))
+        .map(|fact| row(fact, last))
         .collect();
-    usage_of(run, rows, true, reading.n_refused, reading.context)
+    usage_of(last, rows, true, reading.n_refused, reading.context).map(|u| ConversationUsage {
+        carried: Some(carry(format, whole)),
+        ..u
+    })
 }
 
 fn usage_of(
@@ -143,14 +167,11 @@ mod tests {
     /// Folds `deltas` of one conversation as ingest does, delta by delta.
     fn fold_all(runtime: AgentRuntime, deltas: &[String]) -> Option<ConversationUsage> {
         let format = Format::of_runtime(runtime.as_str());
-        let mut usage: Option<ConversationUsage> = None;
-        for (i, delta) in deltas.iter().enumerate() {
-            let r = run(&format!("r{i}"), runtime, "2026-05-01T00:00:00.000Z");
-            if let Some(u) = next(usage.as_ref(), facts(format, delta.as_bytes()), &r) {
-                usage = Some(u);
-            }
-        }
-        usage
+        let runs: Vec<Run> = (0..deltas.len())
+            .map(|i| run(&format!("r{i}"), runtime, "2026-05-01T00:00:00.000Z"))
+            .collect();
+        let readings = deltas.iter().map(|d| facts(format, d.as_bytes()));
+        chain(None, runs.iter().zip(readings))
     }
 
     /// Folds `deltas` as `settle` does, `batch` deltas at a time: each
@@ -164,7 +185,7 @@ mod tests {
         let mut fold: Option<ConversationUsage> = None;
         for (b, chunk) in deltas.chunks(batch).enumerate() {
             let readings: Vec<_> = chunk.iter().map(|d| facts(format, d.as_bytes())).collect();
-            let mut usage = fold.as_ref().map(|f| ConversationUsage {
+            let usage = fold.as_ref().map(|f| ConversationUsage {
                 rows: stored
                     .iter()
                     .filter(|row| {
@@ -178,17 +199,13 @@ mod tests {
                 complete: false,
                 ..f.clone()
             });
-            for (i, reading) in readings.into_iter().enumerate() {
-                let r = run(
-                    &format!("r{}", b * batch + i),
-                    runtime,
-                    "2026-05-01T00:00:00.000Z",
-                );
-                if let Some(u) = next(usage.as_ref(), reading, &r) {
-                    usage = Some(u);
-                }
-            }
-            let Some(u) = usage else {
+            let runs: Vec<Run> = (0..readings.len())
+                .map(|i| {
+                    let id = format!("r{}", b * batch + i);
+                    run(&id, runtime, "2026-05-01T00:00:00.000Z")
+                })
+                .collect();
+            let Some(u) = chain(usage, runs.iter().zip(readings)) else {
                 continue;
             };
             for row in &u.rows {

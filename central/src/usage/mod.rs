@@ -19,7 +19,7 @@ mod report;
 use std::collections::HashMap;
 
 use kith_proto::{UsageBy, UsageQuery, UsageReport, UsageResponse};
-use kith_shared::usage::{carry, cost, facts, reads_whole, PriceTable, Reading};
+use kith_shared::usage::{cost, facts, reads_whole, PriceTable, Reading};
 
 use crate::error::{Error, Result};
 use crate::privacy::{FamilyUsageRefused, UsageReach};
@@ -140,14 +140,8 @@ fn fold_deltas(
         for (_, bytes) in &deltas {
             whole.extend_from_slice(bytes);
         }
-        // Read whole, every fact is the newest run's.
         let last = &runs[runs.len() - 1].run.run;
-        return Ok(
-            fold::whole(facts(format, &whole), last).map(|u| ConversationUsage {
-                carried: Some(carry(format, &whole)),
-                ..priced(u, state.prices())
-            }),
-        );
+        return Ok(fold::read_whole(format, &whole, last).map(|u| priced(u, state.prices())));
     }
     let readings: Vec<Reading> = deltas.iter().map(|(_, b)| facts(format, b)).collect();
     if readings
@@ -156,16 +150,10 @@ fn fold_deltas(
     {
         return Ok(None);
     }
-    let mut usage =
+    let prior =
         registry.conversation_usage(owner, conversation, &transcript(&first.run.run), &readings)?;
-    let mut changed = false;
-    for ((run, _), reading) in deltas.iter().zip(readings) {
-        if let Some(next) = fold::next(usage.as_ref(), reading, run) {
-            usage = Some(next);
-            changed = true;
-        }
-    }
-    Ok(usage.filter(|_| changed).map(|u| priced(u, state.prices())))
+    let deltas = deltas.iter().map(|(run, _)| *run).zip(readings);
+    Ok(fold::chain(prior, deltas).map(|u| priced(u, state.prices())))
 }
 
 /// `usage` with each fact's cost at `table` (`UsageRow::priced_usd`).
@@ -195,25 +183,21 @@ pub(crate) fn rebuild(
         let Some(format) = chain.first().map(|r| r.format()) else {
             continue;
         };
-        let mut usage: Option<ConversationUsage> = None;
-        if reads_whole(format) {
+        let usage = if reads_whole(format) {
             let mut whole = Vec::new();
             for run in &chain {
                 whole.extend(read(run)?);
             }
-            if let Some(last) = chain.last() {
-                usage = fold::whole(facts(format, &whole), last).map(|u| ConversationUsage {
-                    carried: Some(carry(format, &whole)),
-                    ..u
-                });
-            }
+            chain
+                .last()
+                .and_then(|last| fold::read_whole(format, &whole, last))
         } else {
-            for run in &chain {
-                if let Some(next) = fold::next(usage.as_ref(), facts(format, &read(run)?), run) {
-                    usage = Some(next);
-                }
-            }
-        }
+            let deltas = chain
+                .iter()
+                .map(|run| Ok((*run, facts(format, &read(run)?))))
+                .collect::<Result<Vec<_>>>()?;
+            fold::chain(None, deltas)
+        };
         if let Some(usage) = usage {
             out.insert(conversation.to_owned(), priced(usage, table));
         }

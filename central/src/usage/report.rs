@@ -13,10 +13,9 @@
 //! or 25 hours long.
 
 use std::collections::BTreeSet;
-
-use foldhash::HashMap;
 use std::sync::Arc;
 
+use foldhash::HashMap;
 use kith_proto::{UsageBy, UsageReport, UsageResponse, UsageRow, UsageTotals};
 use kith_shared::usage::PriceTable;
 use time::{Date, OffsetDateTime, UtcOffset};
