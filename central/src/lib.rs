@@ -41,6 +41,7 @@ mod tagging;
 mod tree;
 mod turns_cache;
 mod usage;
+mod usage_turns;
 pub mod vectorizer;
 mod web;
 

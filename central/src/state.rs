@@ -17,6 +17,7 @@ use crate::metrics::Metrics;
 use crate::registry::Registry;
 use crate::store::BlobStore;
 use crate::sync::lock;
+use crate::usage_turns::UsageTurns;
 use crate::web::limits::SignInLimits;
 
 #[derive(Clone)]
@@ -47,10 +48,8 @@ struct Shared {
     sign_in_limits: SignInLimits,
     /// The turns of the conversations read last.
     turns: crate::turns_cache::TurnsCache,
-    /// Held while the stored deltas' usage is counted (`usage::settle`):
-    /// a report that asks meanwhile waits for it rather than counting
-    /// the same deltas again.
-    settling: Mutex<()>,
+    /// Who counts the stored deltas' usage, and when.
+    usage_turns: Arc<UsageTurns>,
 }
 
 impl AppState {
@@ -86,7 +85,7 @@ impl AppState {
                 seen: Mutex::new(HashMap::new()),
                 sign_in_limits: SignInLimits::default(),
                 turns: crate::turns_cache::TurnsCache::default(),
-                settling: Mutex::new(()),
+                usage_turns: Arc::default(),
                 prices,
                 config,
             }),
@@ -158,9 +157,10 @@ impl AppState {
         &self.shared.sign_in_limits
     }
 
-    /// Held by whoever counts the stored deltas' usage (`usage::settle`).
-    pub(crate) fn settling(&self) -> std::sync::MutexGuard<'_, ()> {
-        lock(&self.shared.settling)
+    /// Who counts the stored deltas' usage, and when (`usage::settle`,
+    /// `ingest`).
+    pub(crate) fn usage_turns(&self) -> &Arc<UsageTurns> {
+        &self.shared.usage_turns
     }
 
     pub fn turns_cache(&self) -> &crate::turns_cache::TurnsCache {

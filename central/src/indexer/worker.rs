@@ -23,6 +23,7 @@ use crate::registry::{Indexed, LiveFacts, PendingJob, StoredRun};
 use crate::run::Run;
 use crate::state::AppState;
 use crate::store::RunRecord;
+use crate::usage_turns::Counting;
 
 /// Runs indexed per index commit: large enough to amortise the commit's
 /// fsync, small enough that a new realtime run waits for little.
@@ -310,7 +311,9 @@ async fn run(state: AppState) {
         backlog = matches!(batch, Ok(Ok(n)) if n >= BATCH as usize);
         // The usage of the deltas stored meanwhile, counted at the same
         // quiet moment, many at a time, off the ingest requests' path.
-        match std::panic::catch_unwind(AssertUnwindSafe(|| crate::usage::settle(&state))) {
+        match std::panic::catch_unwind(AssertUnwindSafe(|| {
+            crate::usage::settle(&state, Counting::InBackground)
+        })) {
             Ok(Ok(_)) => {}
             Ok(Err(e)) => tracing::warn!(error = %e, "counting the deltas' usage failed"),
             Err(_) => tracing::error!("counting the deltas' usage panicked"),

@@ -72,6 +72,9 @@ pub async fn ingest(
     req: IngestRequest,
     idempotency_key: Option<String>,
 ) -> Result<IngestResponse> {
+    // From its first byte read, so that usage counted in the background
+    // does not take the registry's writer while the delta is checked.
+    let storing = state.usage_turns().storing();
     let delta = tokio::task::spawn_blocking(move || validate(req, idempotency_key)).await??;
     let (response, fresh) = {
         // One decision at a time: two deltas of one source must not both pass
@@ -80,7 +83,7 @@ pub async fn ingest(
         let state = state.clone();
         let viewer = viewer.clone();
         tokio::task::spawn_blocking(move || {
-            let _gate = gate;
+            let (_gate, _storing) = (gate, storing);
             decide_and_store(&state, &viewer, delta)
         })
         .await??

@@ -17,6 +17,7 @@ mod fold;
 mod report;
 
 use std::collections::HashMap;
+use std::time::Duration;
 
 use kith_proto::{UsageBy, UsageQuery, UsageReport, UsageResponse};
 use kith_shared::usage::{cost, facts, reads_whole, PriceTable, Reading};
@@ -26,23 +27,33 @@ use crate::privacy::{FamilyUsageRefused, UsageReach};
 use crate::registry::{ConversationUsage, PendingUsage, SettledUsage, UsageFilter, Viewer};
 use crate::run::Run;
 use crate::state::AppState;
+use crate::usage_turns::Counting;
 
 /// Runs whose deltas' usage one settle reads at a time.
 const SETTLE_BATCH: u32 = 64;
 /// Facts written in one transaction, at most about: enough to sum each
-/// hour once for many deltas, few enough that a delta waiting to be
-/// stored (the registry has one writer) waits little.
-const SETTLE_ROWS: usize = 1024;
+/// hour once for a few deltas, few enough that a delta arriving meanwhile
+/// (the registry has one writer) waits little.
+const SETTLE_ROWS: usize = 128;
+/// How long counting in the background waits for a moment with no delta
+/// being stored before it writes anyway (a steady stream of deltas).
+const GIVE_WAY_AT_MOST: Duration = Duration::from_millis(50);
 
 /// Counts the usage of every delta stored and not counted yet, batch by
 /// batch, each conversation's deltas in the order they came; returns how
 /// many. The indexing worker calls it after each burst of deltas, and a
-/// report before it reads, so a report always counts every stored delta.
+/// report before it reads, so a report always counts every stored delta;
+/// the worker's writes give way to deltas being stored, a report's do not
+/// (`usage_turns`).
 /// Derived, as the catalog is (`reindex` rebuilds it): a conversation
 /// whose bytes cannot be read is logged and its deltas counted as having
 /// no usage, never retried for ever.
-pub(crate) fn settle(state: &AppState) -> Result<usize> {
-    let _one_at_a_time = state.settling();
+pub(crate) fn settle(state: &AppState, counting: Counting) -> Result<usize> {
+    let turn = state.usage_turns().count(counting);
+    let write = |settled: &[SettledUsage]| {
+        turn.before_write(GIVE_WAY_AT_MOST);
+        state.registry().settle_usage(settled)
+    };
     let mut n = 0;
     loop {
         let pending = state.registry().pending_usage(SETTLE_BATCH)?;
@@ -82,13 +93,13 @@ pub(crate) fn settle(state: &AppState) -> Result<usize> {
                 usage,
             });
             if rows >= SETTLE_ROWS {
-                state.registry().settle_usage(&settled)?;
+                write(&settled)?;
                 settled.clear();
                 rows = 0;
             }
         }
         if !settled.is_empty() {
-            state.registry().settle_usage(&settled)?;
+            write(&settled)?;
         }
         if !full {
             return Ok(n);
@@ -238,7 +249,7 @@ pub(crate) fn usage(state: &AppState, viewer: &Viewer, q: &UsageQuery) -> Result
             || matches!(q.by, Some(UsageBy::Machine | UsageBy::Project)),
         work_place: matches!(q.by, Some(UsageBy::Machine | UsageBy::Project)),
     };
-    settle(state)?;
+    settle(state, Counting::ForReport)?;
     let registry = state.registry();
     let facts = registry.usage(viewer, reach, &filter)?;
     let n_refused = registry.usage_refused(viewer, reach, q.agent)?;
