@@ -1606,9 +1606,9 @@ mod usage {
     }
 
     /// `n` Claude Code responses of one person across a year (100 per
-    /// session, 4 models, 3 projects), ingested through the API; then each
-    /// report asked for 30 times (10 past 100,000) after one untimed
-    /// request. What counting usage adds to ingest: the same responses
+    /// session, 4 models, 3 projects), ingested through the API; then,
+    /// once central has indexed them, each report asked for 30 times (10
+    /// past 100,000) after one untimed request. What counting usage adds to ingest: the same responses
     /// with their usage under another name (the same bytes, no facts) go
     /// to a second central alongside, a session to a delta as a backfill
     /// sends them; and the first 100,000 both ways as capture sends them,
@@ -1621,6 +1621,11 @@ mod usage {
         // As a backfill sends them: a session to a delta.
         let backfill = year_of_responses(n, usize::MAX)?;
         let api = backfill.central.client(&backfill.token);
+        // Reports of a central at rest, not one still indexing the year
+        // (its keyword index catches up after the last delta).
+        let t = Instant::now();
+        api.wait_settled(Duration::from_secs(3600))?;
+        let indexing_after_s = t.elapsed().as_secs_f64();
         let mut reports = serde_json::Map::new();
         for query in [
             "report=daily",
@@ -1652,6 +1657,7 @@ mod usage {
             "ingest": backfill.costs(),
             "turns": {"messages": turns, "ingest": in_turns},
             "output_tokens_counted": check.body["totals"]["output_tokens"],
+            "indexing_after_s": indexing_after_s,
             "reports_ms": reports,
         }))
     }
