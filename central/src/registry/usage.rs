@@ -197,6 +197,9 @@ pub struct UsageFilter {
     /// Whether that work's machine and project too, for a report by
     /// either: else the sums' are left empty.
     pub work_place: bool,
+    /// Whether the report takes each hour whole (by conversation or 5-hour
+    /// block): the sums' quarter hours are then not read.
+    pub whole_hours: bool,
 }
 
 /// Usage a report counts: one fact, or the facts of one hour of a
@@ -222,12 +225,13 @@ pub struct CountedUsage {
 
 /// One copy of each name a report's rows repeat: models, agents and
 /// members' handles (by their user id), a few each and found by a scan;
-/// and the last row's work (a conversation's hours come together).
+/// and conversations, machines and projects, as many as a year holds,
+/// found by their hash.
 #[derive(Default)]
 struct Names {
     names: Vec<Arc<str>>,
     handles: Vec<(String, Arc<str>)>,
-    last_work: Option<Work>,
+    places: foldhash::HashSet<Arc<str>>,
 }
 
 impl Names {
@@ -275,24 +279,25 @@ impl Names {
 
     /// The conversation, machine and project at `first` and the two after.
     fn work(&mut self, r: &Row<'_>, first: usize) -> rusqlite::Result<Work> {
-        let conversation = r.get_ref(first)?.as_bytes()?;
-        let machine = r.get_ref(first + 1)?.as_bytes()?;
-        let project = r.get_ref(first + 2)?.as_bytes_or_null()?;
-        if let Some(last) = &self.last_work {
-            if last.conversation.as_bytes() == conversation
-                && last.machine.as_bytes() == machine
-                && last.project.as_deref().map(str::as_bytes) == project
-            {
-                return Ok(last.clone());
-            }
+        Ok(Work {
+            conversation: self.place(r, first)?,
+            machine: self.place(r, first + 1)?,
+            project: match r.get_ref(first + 2)? {
+                rusqlite::types::ValueRef::Null => None,
+                _ => Some(self.place(r, first + 2)?),
+            },
+        })
+    }
+
+    /// The conversation, machine or project at column `i`.
+    fn place(&mut self, r: &Row<'_>, i: usize) -> rusqlite::Result<Arc<str>> {
+        let name = r.get_ref(i)?.as_str()?;
+        if let Some(known) = self.places.get(name) {
+            return Ok(known.clone());
         }
-        let work = Work {
-            conversation: r.get_ref(first)?.as_str()?.into(),
-            machine: r.get_ref(first + 1)?.as_str()?.into(),
-            project: r.get_ref(first + 2)?.as_str_or_null()?.map(Arc::from),
-        };
-        self.last_work = Some(work.clone());
-        Ok(work)
+        let new: Arc<str> = Arc::from(name);
+        self.places.insert(new.clone());
+        Ok(new)
     }
 }
 
@@ -945,7 +950,8 @@ impl Registry {
             // here none (they gave the viewer no grant).
             let readable = user == viewer_id;
             let person = names.person(user);
-            let sums = decode(r.get_ref(1)?.as_blob().map_err(rusqlite::Error::from)?)
+            let blob = r.get_ref(1)?.as_blob().map_err(rusqlite::Error::from)?;
+            let sums = decode(blob, !filter.whole_hours)
                 .ok_or_else(|| crate::error::Error::Internal("usage sums cut short".into()))?;
             out.push(CountedUsage {
                 model: names.optional(r, 0)?,

@@ -210,16 +210,19 @@ fn encode(sums: &Sum) -> Vec<u8> {
     out
 }
 
-/// What `encode` wrote; `None` for a blob too short to hold the sums, and a
-/// quarter cut short is left out.
-pub(super) fn decode(bytes: &[u8]) -> Option<Sums> {
+/// What `encode` wrote, its quarters only when asked; `None` for a blob too
+/// short to hold the sums, and a quarter cut short is left out.
+pub(super) fn decode(bytes: &[u8], with_quarters: bool) -> Option<Sums> {
     let (head, quarters) = (bytes.get(..72)?, &bytes[72..]);
     let (first_ms, figures) = get_figures(&head[..64]);
     Some(Sums {
         figures,
         first_ms,
         last_ms: number(head, 8),
-        quarters: quarters.chunks_exact(64).map(get_figures).collect(),
+        quarters: match with_quarters {
+            true => quarters.chunks_exact(64).map(get_figures).collect(),
+            false => Vec::new(),
+        },
     })
 }
 
@@ -459,14 +462,26 @@ mod tests {
         sum.quarters.insert(900_000, big);
         sum.quarters.insert(1_800_000, small);
         let bytes = encode(&sum);
-        let back = decode(&bytes).unwrap_or_else(|| panic!("sums"));
+        let back = decode(&bytes, true).unwrap_or_else(|| panic!("sums"));
         assert_eq!(
             (back.figures, back.first_ms, back.last_ms),
             (total, 900_000, 1_800_001)
         );
         assert_eq!(back.quarters, [(900_000, big), (1_800_000, small)]);
-        assert_eq!(decode(&bytes[..100]).map(|s| s.quarters.len()), Some(0));
-        assert_eq!(decode(&bytes[..71]), None);
+        // Without its quarters, the rest as it was.
+        let whole = decode(&bytes, false).unwrap_or_else(|| panic!("sums"));
+        assert_eq!(
+            whole,
+            Sums {
+                quarters: Vec::new(),
+                ..back
+            }
+        );
+        assert_eq!(
+            decode(&bytes[..100], true).map(|s| s.quarters.len()),
+            Some(0)
+        );
+        assert_eq!(decode(&bytes[..71], true), None);
         // A running total as a fold keeps it.
         let mut running = Vec::new();
         put_tokens(&mut running, &big.tokens);
@@ -474,7 +489,7 @@ mod tests {
         assert_eq!(get_tokens(&running[..39]), None);
         // Facts in one quarter keep none.
         sum.quarters.remove(&1_800_000);
-        assert!(decode(&encode(&sum)).is_some_and(|s| s.quarters.is_empty()));
+        assert!(decode(&encode(&sum), true).is_some_and(|s| s.quarters.is_empty()));
     }
 
     #[test]
