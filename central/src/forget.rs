@@ -12,6 +12,11 @@
 //! runs are still in the catalog, so `doctor` reports the forget as
 //! unfinished and forgetting the conversation again ends it. Text is never
 //! searchable without its registry row.
+//!
+//! The text is then in no file of the data folder: the index's segments
+//! that held a deleted document are rewritten, the registry overwrites
+//! what it deletes (`secure_delete`) and empties its WAL. A Meilisearch
+//! server keeps its own files.
 
 use std::path::Path;
 use std::time::Duration;

@@ -223,32 +223,22 @@ pub struct CountedUsage {
     pub work: Option<Work>,
 }
 
-/// One copy of each name a report's rows repeat: models, agents and
-/// members' handles (by their user id), a few each and found by a scan;
-/// and conversations, machines and projects, as many as a year holds,
-/// found by their hash.
+/// One copy of each name a report's rows repeat (models, agents,
+/// conversations, machines, projects), found by its hash; and the members'
+/// handles by their user id, a few, found by a scan.
 #[derive(Default)]
 struct Names {
-    names: Vec<Arc<str>>,
+    names: foldhash::HashSet<Arc<str>>,
     handles: Vec<(String, Arc<str>)>,
-    places: foldhash::HashSet<Arc<str>>,
 }
 
 impl Names {
     fn of(&mut self, name: &str) -> Arc<str> {
-        match self.known(name.as_bytes()) {
-            Some(known) => known,
-            None => self.add(name),
+        if let Some(known) = self.names.get(name) {
+            return known.clone();
         }
-    }
-
-    fn known(&self, name: &[u8]) -> Option<Arc<str>> {
-        self.names.iter().find(|n| n.as_bytes() == name).cloned()
-    }
-
-    fn add(&mut self, name: &str) -> Arc<str> {
         let new: Arc<str> = Arc::from(name);
-        self.names.push(new.clone());
+        self.names.insert(new.clone());
         new
     }
 
@@ -260,14 +250,9 @@ impl Names {
         }
     }
 
-    /// The name at column `i`; its bytes are checked to be UTF-8 the first
-    /// time only.
+    /// The name at column `i`.
     fn column(&mut self, r: &Row<'_>, i: usize) -> rusqlite::Result<Arc<str>> {
-        let value = r.get_ref(i)?;
-        match self.known(value.as_bytes()?) {
-            Some(known) => Ok(known),
-            None => Ok(self.add(value.as_str()?)),
-        }
+        Ok(self.of(r.get_ref(i)?.as_str()?))
     }
 
     fn optional(&mut self, r: &Row<'_>, i: usize) -> rusqlite::Result<Option<Arc<str>>> {
@@ -280,24 +265,10 @@ impl Names {
     /// The conversation, machine and project at `first` and the two after.
     fn work(&mut self, r: &Row<'_>, first: usize) -> rusqlite::Result<Work> {
         Ok(Work {
-            conversation: self.place(r, first)?,
-            machine: self.place(r, first + 1)?,
-            project: match r.get_ref(first + 2)? {
-                rusqlite::types::ValueRef::Null => None,
-                _ => Some(self.place(r, first + 2)?),
-            },
+            conversation: self.column(r, first)?,
+            machine: self.column(r, first + 1)?,
+            project: self.optional(r, first + 2)?,
         })
-    }
-
-    /// The conversation, machine or project at column `i`.
-    fn place(&mut self, r: &Row<'_>, i: usize) -> rusqlite::Result<Arc<str>> {
-        let name = r.get_ref(i)?.as_str()?;
-        if let Some(known) = self.places.get(name) {
-            return Ok(known.clone());
-        }
-        let new: Arc<str> = Arc::from(name);
-        self.places.insert(new.clone());
-        Ok(new)
     }
 }
 
@@ -856,7 +827,7 @@ impl Registry {
             .since_ms
             .map(|s| hour_of(s.saturating_add(HOUR_MS - 1)));
         let hi = filter.until_ms.map(hour_of);
-        let whole_hours = match (lo, hi) {
+        let any_whole_hour = match (lo, hi) {
             (Some(lo), Some(hi)) => lo < hi,
             _ => true,
         };
@@ -866,7 +837,7 @@ impl Registry {
             except: one_by_one.clone(),
             ..Pieces::default()
         };
-        if whole_hours {
+        if any_whole_hour {
             self.usage_hours(
                 viewer,
                 &summed_members,
