@@ -1607,12 +1607,13 @@ mod usage {
 
     /// `n` Claude Code responses of one person across a year (100 per
     /// session, 4 models, 3 projects), ingested through the API; then,
-    /// once central has indexed them, each report asked for 30 times (10
-    /// past 100,000) after one untimed request. What counting usage adds to ingest: the same responses
-    /// with their usage under another name (the same bytes, no facts) go
-    /// to a second central alongside, a session to a delta as a backfill
-    /// sends them; and the first 100,000 both ways as capture sends them,
-    /// a delta per turn of 10 responses.
+    /// once central has indexed them, each report asked for 100 times
+    /// after one untimed request, timed to its answer's last byte. What
+    /// counting usage adds to ingest: the same responses with their usage
+    /// under another name (the same bytes, no facts) go to a second
+    /// central alongside, a session to a delta as a backfill sends them;
+    /// and the first 100,000 both ways as capture sends them, a delta per
+    /// turn of 10 responses.
     fn report_latency(n: usize) -> Result<Value> {
         // As capture sends them: a delta per turn of 10 responses, for
         // the first 100,000.
@@ -1639,17 +1640,30 @@ mod usage {
             "report=blocks",
             "report=daily&since=2026-03-01T10:07:00Z&until=2026-09-01",
         ] {
-            api.get(&format!("/api/usage?{query}"))?;
+            let path = format!("/api/usage?{query}");
+            api.get(&path)?;
+            // Until the answer's last byte: what central takes, not what
+            // this client takes to parse it after.
             let mut samples = Vec::new();
-            for _ in 0..if n > 100_000 { 10 } else { 30 } {
+            let mut body = Vec::new();
+            for _ in 0..100 {
                 let t = Instant::now();
-                let r = api.get(&format!("/api/usage?{query}"))?;
+                let (status, bytes) = api.get_bytes(&path)?;
                 samples.push(t.elapsed().as_secs_f64() * 1000.0);
-                if r.status != 200 {
-                    bail!("/api/usage?{query} answered {r:?}");
+                if status != 200 {
+                    bail!(
+                        "{path} answered {status}: {}",
+                        String::from_utf8_lossy(&bytes)
+                    );
                 }
+                body = bytes;
             }
-            reports.insert(query.to_owned(), summary(samples));
+            let t = Instant::now();
+            serde_json::from_slice::<Value>(&body)?;
+            let mut timed = summary(samples);
+            timed["bytes"] = json!(body.len());
+            timed["client_parse_ms"] = json!(t.elapsed().as_secs_f64() * 1000.0);
+            reports.insert(query.to_owned(), timed);
         }
         let check = api.get("/api/usage?report=monthly")?;
         Ok(json!({
