@@ -198,7 +198,8 @@ pub struct UsageFilter {
     /// either: else the sums' are left empty.
     pub work_place: bool,
     /// Whether the report takes each hour whole (by conversation or 5-hour
-    /// block): the sums' quarter hours are then not read.
+    /// block: `usage::report::takes_hours_whole`): the sums' quarter hours
+    /// are then not read.
     pub whole_hours: bool,
 }
 

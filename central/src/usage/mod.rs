@@ -248,7 +248,7 @@ pub(crate) fn usage(state: &AppState, viewer: &Viewer, q: &UsageQuery) -> Result
         work: kind == UsageReport::Session
             || matches!(q.by, Some(UsageBy::Machine | UsageBy::Project)),
         work_place: matches!(q.by, Some(UsageBy::Machine | UsageBy::Project)),
-        whole_hours: matches!(kind, UsageReport::Session | UsageReport::Blocks),
+        whole_hours: report::takes_hours_whole(kind),
     };
     settle(state, Counting::ForReport)?;
     let registry = state.registry();

@@ -380,6 +380,16 @@ impl Periods<'_> {
 
 const QUARTER_MS: i64 = 900_000;
 
+/// Whether a report of `kind` takes each hour's sums whole, never reading
+/// their quarter hours (`add_to_buckets`): only a day, week or month can
+/// begin inside an hour.
+pub(crate) fn takes_hours_whole(kind: UsageReport) -> bool {
+    match kind {
+        UsageReport::Daily | UsageReport::Weekly | UsageReport::Monthly => false,
+        UsageReport::Session | UsageReport::Blocks => true,
+    }
+}
+
 /// Adds `fact`'s figures to its bucket, or (a day, week or month boundary
 /// within its hour) each of its quarter hours' to theirs.
 fn add_to_buckets(
@@ -806,6 +816,31 @@ mod tests {
         );
         assert_eq!(res.totals.input_tokens, 1111);
         assert!((res.totals.cost_usd - 4.0).abs() < 1e-9);
+        // A report that takes hours whole reads as much without the
+        // quarters; one by day, week or month would not, of the hour in
+        // which Monday 2026-06-01 begins in Kolkata.
+        let shift = at("2026-05-31T18:00:00Z") - at("2026-05-01T18:00:00Z");
+        hour.first_ms += shift;
+        hour.last_ms += shift;
+        for (start, _) in &mut hour.quarters {
+            *start += shift;
+        }
+        let whole = CountedUsage {
+            quarters: Vec::new(),
+            ..hour.clone()
+        };
+        for kind in [
+            UsageReport::Daily,
+            UsageReport::Weekly,
+            UsageReport::Monthly,
+            UsageReport::Session,
+            UsageReport::Blocks,
+        ] {
+            let kolkata = shape(kind, None, "Asia/Kolkata");
+            let same = report(std::slice::from_ref(&hour), &kolkata, table, 0)
+                == report(std::slice::from_ref(&whole), &kolkata, table, 0);
+            assert_eq!(same, takes_hours_whole(kind), "{kind:?}");
+        }
     }
 
     #[test]
