@@ -51,9 +51,8 @@ impl UsageTurns {
         });
         Turn {
             _one_at_a_time: lock(&self.counting),
-            _report: report,
+            report,
             turns: self,
-            counting,
         }
     }
 }
@@ -83,9 +82,10 @@ impl Drop for Asking<'_> {
 /// A turn to count ([`UsageTurns::count`]).
 pub(crate) struct Turn<'a> {
     _one_at_a_time: MutexGuard<'a, ()>,
-    _report: Option<Asking<'a>>,
+    /// `Some` for a report's turn: counted among the reports waiting or
+    /// counting until the turn ends.
+    report: Option<Asking<'a>>,
     turns: &'a UsageTurns,
-    counting: Counting,
 }
 
 impl Turn<'_> {
@@ -93,7 +93,7 @@ impl Turn<'_> {
     /// is being stored, for at most `at_most` (a steady stream of deltas)
     /// and not while a report waits.
     pub(crate) fn before_write(&self, at_most: Duration) {
-        if self.counting == Counting::ForReport {
+        if self.report.is_some() {
             return;
         }
         let turns = self.turns;
